@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The project's single test command: scripts/test.sh [extra cargo test args...]
+#
+# 1. makes/reuses a Python venv at target/test-venv with pinned PyIceberg, moto, boto3, cryptography
+#    (not a hidden path: pyarrow treats path components starting with "." as hidden);
+# 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py);
+# 3. starts moto_server (S3) on a free local port with a versioned bucket "lakedrill-test";
+# 4. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
+# Anything that cannot be installed or started makes it fail (non-zero); nothing is skipped.
+#
+# Debugging only: LAKEDRILL_TEST_NO_CARGO=1 does steps 1-3, prints the environment and stops
+# (exit 0) before `cargo test`; the moto server is stopped on exit either way.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+VENV=$ROOT/target/test-venv
+PY=$VENV/bin/python
+FIXTURES=$ROOT/target/test-fixtures
+export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+die() { echo "scripts/test.sh: $*" >&2; exit 1; }
+
+# Exact versions verified together (Python 3.11, 2024-2026 wheels). pyarrow is pinned as well because
+# it writes the fixture data files.
+REQUIREMENTS=(
+  "pyiceberg[sql-sqlite,pyarrow]==0.12.0"
+  "pyarrow==26.0.1"
+  "moto[server]==5.2.5"
+  "boto3==1.44.8"
+  "cryptography==50.0.2"
+)
+
+# --- 1. venv -------------------------------------------------------------------------------------
+command -v python3 >/dev/null || die "python3 not found"
+STAMP=$VENV/lakedrill-requirements.sha256
+WANT=$( { python3 --version; printf '%s\n' "${REQUIREMENTS[@]}"; } | sha256sum | cut -d' ' -f1)
+if [[ ! -x $PY || ! -f $STAMP || $(cat "$STAMP") != "$WANT" ]]; then
+  echo "== setting up $VENV"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV" || die "cannot create venv at $VENV"
+  "$PY" -m pip install -q "${REQUIREMENTS[@]}" || die "pip install failed"
+  echo "$WANT" >"$STAMP"
+fi
+[[ -x $VENV/bin/moto_server ]] || die "moto_server missing from $VENV"
+
+# --- 2. fixtures ---------------------------------------------------------------------------------
+echo "== generating $FIXTURES"
+rm -rf "$FIXTURES"
+"$PY" tests/gen/make_tables.py "$FIXTURES" || die "fixture generation failed"
+
+# --- 3. moto S3 server ---------------------------------------------------------------------------
+PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+ENDPOINT=http://127.0.0.1:$PORT
+MOTO_LOG=$ROOT/target/moto-server.log
+MOTO_PID=
+cleanup() {
+  if [[ -n $MOTO_PID ]] && kill -0 "$MOTO_PID" 2>/dev/null; then
+    kill "$MOTO_PID" 2>/dev/null || true
+    wait "$MOTO_PID" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "== starting moto_server on $ENDPOINT (log: $MOTO_LOG)"
+"$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >"$MOTO_LOG" 2>&1 &
+MOTO_PID=$!
+ready=0
+for _ in $(seq 1 60); do  # up to ~30 s
+  kill -0 "$MOTO_PID" 2>/dev/null || { tail -20 "$MOTO_LOG" >&2; die "moto_server exited during start-up"; }
+  if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$ENDPOINT" 2>/dev/null; then
+    ready=1; break
+  fi
+  sleep 0.5
+done
+[[ $ready == 1 ]] || { tail -20 "$MOTO_LOG" >&2; die "moto_server did not answer on $ENDPOINT within 30 s"; }
+
+export LAKEDRILL_TEST_FIXTURES=$FIXTURES
+export LAKEDRILL_TEST_PYTHON=$PY
+export LAKEDRILL_TEST_S3_ENDPOINT=$ENDPOINT
+export LAKEDRILL_TEST_S3_BUCKET=lakedrill-test
+export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
+export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+export AWS_ALLOW_HTTP=true AWS_ENDPOINT=$ENDPOINT AWS_ENDPOINT_URL=$ENDPOINT
+
+"$PY" - <<'EOF' || die "cannot create the versioned bucket"
+import os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["LAKEDRILL_TEST_S3_ENDPOINT"], region_name="us-east-1")
+b = os.environ["LAKEDRILL_TEST_S3_BUCKET"]
+s3.create_bucket(Bucket=b)
+s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+assert s3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled", "versioning not enabled"
+print(f"== bucket {b} created, versioning enabled")
+EOF
+
+# --- 4. cargo test -------------------------------------------------------------------------------
+if [[ ${LAKEDRILL_TEST_NO_CARGO:-} == 1 ]]; then
+  echo "== LAKEDRILL_TEST_NO_CARGO=1: stopping before cargo test"
+  env | grep -E '^(LAKEDRILL_TEST_|AWS_)' | sort
+  exit 0
+fi
+set +e
+cargo test "$@"
+rc=$?
+set -e
+exit "$rc"

@@ -1,0 +1,222 @@
+//! Offline re-verification of signed drill reports, alone or as a plan's whole hash chain.
+//!
+//! `audit verify` needs nothing but the report files and a trust store of public keys: it checks
+//! the signature under a trusted key, the payload type and statement structure, that the summary
+//! agrees with the per-item results and the sample, and that the subjects name the results'
+//! bundles. With `--chain` it checks every report of the plan's folder: each one's
+//! `previous_report` must be the SHA-256 of the envelope before it (no gap, no reorder, no fork).
+
+use serde::Serialize;
+
+use crate::bundle::RestoreStatus;
+use crate::drill::{self, DrillPredicate};
+use crate::error::Result;
+use crate::evidence;
+use crate::keys::TrustStore;
+use crate::location;
+use crate::store::Storage;
+
+/// One failed check.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AuditFinding {
+    /// Stable name of the check.
+    pub check: String,
+    /// The report concerned.
+    pub report: String,
+    /// What failed.
+    pub detail: String,
+}
+
+/// The result of an audit.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// `VERIFIED` or `FAILED`.
+    pub status: String,
+    /// Reports checked.
+    pub reports_checked: usize,
+    /// Key that signed the report(s).
+    pub keyids: Vec<String>,
+    /// The gate recorded in the (last) report.
+    pub gate: Option<String>,
+    /// Failed checks.
+    pub findings: Vec<AuditFinding>,
+}
+
+/// Checks one report's bytes (pure). Returns the predicate when it could be read.
+#[must_use]
+pub fn check_report(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<(String, DrillPredicate)> {
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    let v = match evidence::verify(bytes, trust) {
+        Ok(v) => v,
+        Err(f) => {
+            fail(f.kind(), f.to_string());
+            return None;
+        }
+    };
+    if v.predicate_type() != drill::PREDICATE_TYPE {
+        fail(
+            "PREDICATE_TYPE",
+            format!(
+                "expected {}, found {}",
+                drill::PREDICATE_TYPE,
+                v.predicate_type()
+            ),
+        );
+        return None;
+    }
+    let p: DrillPredicate = match serde_json::from_value(v.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            fail("PREDICATE_MALFORMED", e.to_string());
+            return None;
+        }
+    };
+    let passed = p
+        .results
+        .iter()
+        .filter(|r| r.status == RestoreStatus::RestoreVerified)
+        .count();
+    let failed = p.results.len() - passed;
+    if p.summary.passed != passed || p.summary.failed != failed {
+        fail(
+            "SUMMARY_INCONSISTENT",
+            format!(
+                "summary says {}/{} passed/failed, results say {passed}/{failed}",
+                p.summary.passed, p.summary.failed
+            ),
+        );
+    }
+    let gate = if failed == 0 && passed > 0 {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    if p.summary.gate != gate {
+        fail(
+            "GATE_INCONSISTENT",
+            format!("gate {} but results imply {gate}", p.summary.gate),
+        );
+    }
+    let ids: Vec<&str> = p.results.iter().map(|r| r.bundle_id.as_str()).collect();
+    let sel: Vec<&str> = p.sample.selected.iter().map(String::as_str).collect();
+    if ids != sel || p.sample.size != sel.len() || p.sample.size > p.sample.population {
+        fail(
+            "SAMPLE_INCONSISTENT",
+            format!(
+                "selected {sel:?}, results {ids:?}, size {}, population {}",
+                p.sample.size, p.sample.population
+            ),
+        );
+    }
+    for r in &p.results {
+        let want = format!("lakedrill-bundle:{}", r.bundle_id);
+        let ok = v.subjects().iter().any(|s| {
+            s.name == want
+                && r.bundle_root
+                    .as_ref()
+                    .is_none_or(|root| s.digest.get("blake3") == Some(root))
+        });
+        if !ok {
+            fail(
+                "SUBJECT_MISMATCH",
+                format!(
+                    "no subject binds bundle {} to root {:?}",
+                    r.bundle_id, r.bundle_root
+                ),
+            );
+        }
+        if r.status == RestoreStatus::RestoreVerified && !r.findings.is_empty() {
+            fail(
+                "RESULT_INCONSISTENT",
+                format!("{} is RESTORE_VERIFIED with findings", r.bundle_id),
+            );
+        }
+    }
+    Some((v.keyid().to_owned(), p))
+}
+
+/// `audit verify REPORT [--chain]`.
+///
+/// # Errors
+/// Only when a report cannot be read at all.
+pub async fn verify(
+    storage: &Storage,
+    report_uri: &str,
+    trust: &TrustStore,
+    chain: bool,
+) -> Result<AuditReport> {
+    let report_uri = location::canonical_uri(report_uri)?;
+    let mut findings = Vec::new();
+    let mut keyids = Vec::new();
+    let targets = if chain {
+        let folder = location::parent(&report_uri).unwrap_or_default();
+        drill::list_reports(storage, &folder).await?
+    } else {
+        vec![report_uri.clone()]
+    };
+    let mut gate = None;
+    let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
+    for uri in &targets {
+        let bytes = storage.get(uri).await?.bytes;
+        let name = location::file_name(uri).to_owned();
+        let checked = check_report(&name, &bytes, trust, &mut findings);
+        let sha = evidence::sha256_hex(&bytes);
+        if let Some((keyid, p)) = checked {
+            if !keyids.contains(&keyid) {
+                keyids.push(keyid);
+            }
+            if uri == &report_uri {
+                gate = Some(p.summary.gate.clone());
+            }
+            if chain {
+                let expected = prev.as_ref().map(|(_, s, _)| s.clone());
+                if p.previous_report != expected {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_BROKEN".into(),
+                        report: name.clone(),
+                        detail: format!(
+                            "previous_report is {:?} but the report before it ({}) has SHA-256 {:?}",
+                            p.previous_report,
+                            prev.as_ref().map_or("none", |(n, _, _)| n.as_str()),
+                            expected
+                        ),
+                    });
+                }
+                if let Some((_, _, plan)) = &prev
+                    && plan != &p.drill.plan
+                {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_MIXED_PLANS".into(),
+                        report: name.clone(),
+                        detail: format!("plan {} follows plan {plan}", p.drill.plan),
+                    });
+                }
+            }
+            prev = Some((name, sha, p.drill.plan));
+        } else {
+            prev = Some((name, sha, String::new()));
+        }
+    }
+    Ok(AuditReport {
+        status: if findings.is_empty() {
+            "VERIFIED".into()
+        } else {
+            "FAILED".into()
+        },
+        reports_checked: targets.len(),
+        keyids,
+        gate,
+        findings,
+    })
+}

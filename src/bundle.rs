@@ -1,0 +1,900 @@
+//! Sealed bundles: a signed, self-sufficient description of one snapshot.
+//!
+//! A bundle is a folder `<out>/<bundle_id>/` holding
+//! * `bundle.dsse.json`, a DSSE envelope of an in-toto Statement whose predicate carries the
+//!   inventory of every object the snapshot reaches (metadata JSON, manifest list, manifests,
+//!   data files, delete files: path as written, storage URI read, layer, size, BLAKE3, ETag,
+//!   version ID) and the **bundle root**, a BLAKE3 over the canonical inventory;
+//! * `copies/<blake3>`, byte copies of the metadata JSON, the manifest list and every manifest,
+//!   named by their digest.
+//!
+//! [`seal`] reads and hashes every object once, in parallel, and refuses (with findings) a
+//! snapshot whose objects are missing or disagree with their manifests; it never modifies the
+//! table. [`verify`] checks a bundle from the bundle alone — never from the live table's
+//! metadata, which may be expired — and then checks every data and delete object in storage
+//! (DESIGN §5). Both are findings-based: a mismatch is a finding, an unreadable store is an error.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::evidence::{self, Statement, Subject};
+use crate::findings::{Finding, FindingKind};
+use crate::keys::{SigningKey, TrustStore};
+use crate::location::{self, TableLocation};
+use crate::store::Storage;
+use crate::table::{self, Table};
+use crate::tree::{self, Content};
+
+/// `predicateType` of a bundle statement.
+pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/bundle/v1";
+/// File name of the envelope inside a bundle folder.
+pub const ENVELOPE_FILE: &str = "bundle.dsse.json";
+
+/// Which layer of the snapshot an object belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// The table metadata JSON.
+    Metadata,
+    /// The snapshot's manifest list.
+    ManifestList,
+    /// A manifest.
+    Manifest,
+    /// A data file.
+    Data,
+    /// A position delete file.
+    PositionDeletes,
+    /// An equality delete file.
+    EqualityDeletes,
+}
+
+impl Layer {
+    /// Whether the bundle carries a byte copy of objects of this layer.
+    #[must_use]
+    pub fn is_metadata(self) -> bool {
+        matches!(
+            self,
+            Layer::Metadata | Layer::ManifestList | Layer::Manifest
+        )
+    }
+}
+
+impl From<Content> for Layer {
+    fn from(c: Content) -> Self {
+        match c {
+            Content::Data => Layer::Data,
+            Content::PositionDeletes => Layer::PositionDeletes,
+            Content::EqualityDeletes => Layer::EqualityDeletes,
+        }
+    }
+}
+
+/// One object of the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryEntry {
+    /// The path as written in the metadata (for the metadata file: its location).
+    pub path: String,
+    /// The storage URI it was read from when sealed.
+    pub uri: String,
+    /// Its layer.
+    pub layer: Layer,
+    /// Size in bytes.
+    pub size: u64,
+    /// BLAKE3, lowercase hex.
+    pub blake3: String,
+    /// ETag at sealing time.
+    pub e_tag: Option<String>,
+    /// Version ID at sealing time (versioned stores).
+    pub version: Option<String>,
+    /// Rows, for data and delete files (from the manifest).
+    pub record_count: Option<u64>,
+    /// Bundle member holding a byte copy (metadata layers only).
+    pub copy: Option<String>,
+}
+
+/// The signed predicate of a bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundlePredicate {
+    /// Bundle id (`<snapshot id>-<first 16 hex of the root>`).
+    pub bundle_id: String,
+    /// Table UUID.
+    pub table_uuid: String,
+    /// Table location as written in the metadata.
+    pub table_location: String,
+    /// The snapshot.
+    pub snapshot_id: i64,
+    /// Its commit time: the declared recovery point.
+    pub snapshot_timestamp_ms: i64,
+    /// Its sequence number.
+    pub sequence_number: i64,
+    /// Table format version.
+    pub format_version: u8,
+    /// When the bundle was sealed (RFC 3339).
+    pub sealed_at: String,
+    /// The metadata location of the table generation sealed.
+    pub source_metadata_location: String,
+    /// BLAKE3 of that metadata file.
+    pub source_metadata_blake3: String,
+    /// Root digest over the canonical inventory.
+    pub bundle_root: String,
+    /// Number of objects.
+    pub objects: usize,
+    /// Total bytes.
+    pub bytes: u64,
+    /// Every object.
+    pub inventory: Vec<InventoryEntry>,
+}
+
+/// Canonical bytes of an inventory: one JSON array per object, sorted by layer then path.
+#[must_use]
+pub fn canonical_inventory(entries: &[InventoryEntry]) -> Vec<u8> {
+    let mut sorted: Vec<&InventoryEntry> = entries.iter().collect();
+    sorted.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    let mut out = Vec::new();
+    for e in sorted {
+        let line = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
+        out.extend_from_slice(line.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The bundle root: BLAKE3 of the canonical inventory.
+#[must_use]
+pub fn inventory_root(entries: &[InventoryEntry]) -> String {
+    blake3::hash(&canonical_inventory(entries))
+        .to_hex()
+        .to_string()
+}
+
+/// What `seal` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct SealReport {
+    /// The bundle id.
+    pub bundle_id: String,
+    /// The bundle root.
+    pub bundle_root: String,
+    /// The snapshot sealed.
+    pub snapshot_id: i64,
+    /// Objects in the inventory.
+    pub objects: usize,
+    /// Bytes in the inventory.
+    pub bytes: u64,
+    /// Where the bundle was written.
+    pub uri: String,
+}
+
+fn format_version_number(t: &Table) -> u8 {
+    match t.metadata().format_version() {
+        iceberg::spec::FormatVersion::V1 => 1,
+        iceberg::spec::FormatVersion::V2 => 2,
+        iceberg::spec::FormatVersion::V3 => 3,
+    }
+}
+
+/// Seals one snapshot of `table` into a bundle under `out_uri`.
+///
+/// Returns `Ok(Err(findings))` when the snapshot cannot be sealed because objects are missing or
+/// disagree with their manifests: nothing is written then.
+///
+/// # Errors
+/// Any [`Error`] that prevents deciding: an unreadable or malformed metadata layer (named), an
+/// unreachable store, a bundle that already exists.
+pub async fn seal(
+    table: &Table,
+    storage: &Storage,
+    snapshot_id: i64,
+    key: &SigningKey,
+    out_uri: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
+    let concurrency = storage.options().io_concurrency.get();
+    let snapshot = table.snapshot(snapshot_id)?.clone();
+    let tree = tree::read_tree(table, storage, snapshot_id, concurrency).await?;
+    let mut findings = Vec::new();
+    let mut inventory = Vec::new();
+    let mut copies: Vec<(String, Bytes)> = Vec::new();
+    let mut add_copy = |layer: Layer,
+                        path: &str,
+                        uri: &str,
+                        info: &crate::store::ObjectInfo,
+                        bytes: &Bytes,
+                        inventory: &mut Vec<InventoryEntry>| {
+        let digest = blake3::hash(bytes).to_hex().to_string();
+        copies.push((digest.clone(), bytes.clone()));
+        inventory.push(InventoryEntry {
+            path: path.to_owned(),
+            uri: uri.to_owned(),
+            layer,
+            size: bytes.len() as u64,
+            blake3: digest.clone(),
+            e_tag: info.e_tag.clone(),
+            version: info.version.clone(),
+            record_count: None,
+            copy: Some(format!("copies/{digest}")),
+        });
+    };
+    let md_info = crate::store::ObjectInfo {
+        uri: table.metadata_uri().to_owned(),
+        size: table.metadata_bytes().len() as u64,
+        e_tag: None,
+        version: None,
+        last_modified: now,
+    };
+    add_copy(
+        Layer::Metadata,
+        &table.generation().metadata_location,
+        table.metadata_uri(),
+        &md_info,
+        table.metadata_bytes(),
+        &mut inventory,
+    );
+    add_copy(
+        Layer::ManifestList,
+        &tree.manifest_list_written,
+        &tree.manifest_list_uri,
+        &tree.manifest_list.info,
+        &tree.manifest_list.bytes,
+        &mut inventory,
+    );
+    for m in &tree.manifests {
+        if i64::try_from(m.fetched.bytes.len()).ok() != Some(m.entry.manifest_length) {
+            findings.push(Finding::new(
+                FindingKind::SizeMismatch,
+                &m.entry.manifest_path,
+                Some(m.entry.manifest_length.to_string()),
+                Some(m.fetched.bytes.len().to_string()),
+            ));
+        }
+        add_copy(
+            Layer::Manifest,
+            &m.entry.manifest_path,
+            &m.uri,
+            &m.fetched.info,
+            &m.fetched.bytes,
+            &mut inventory,
+        );
+    }
+    // Data and delete files: stream-hash each once, in parallel, bounded.
+    let files: Vec<tree::FileEntry> = tree.live_files().into_iter().cloned().collect();
+    let hashed: Vec<(tree::FileEntry, Result<crate::store::Hashed>)> = futures::stream::iter(files)
+        .map(|f| async move {
+            let h = storage.hash(&f.uri).await;
+            (f, h)
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut seen = BTreeSet::new();
+    for (f, h) in hashed {
+        if !seen.insert(f.file_path.clone()) {
+            continue; // a file listed in two manifests is one object
+        }
+        match h {
+            Ok(h) => {
+                if h.bytes_read != f.file_size_in_bytes {
+                    findings.push(Finding::new(
+                        FindingKind::SizeMismatch,
+                        &f.file_path,
+                        Some(f.file_size_in_bytes.to_string()),
+                        Some(h.bytes_read.to_string()),
+                    ));
+                }
+                inventory.push(InventoryEntry {
+                    path: f.file_path.clone(),
+                    uri: f.uri.clone(),
+                    layer: f.content.into(),
+                    size: h.bytes_read,
+                    blake3: h.blake3,
+                    e_tag: h.info.e_tag,
+                    version: h.info.version,
+                    record_count: Some(f.record_count),
+                    copy: None,
+                });
+            }
+            Err(Error::NotFound { .. }) => findings.push(Finding::new(
+                FindingKind::ObjectMissing,
+                &f.file_path,
+                Some("present".into()),
+                Some("absent".into()),
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    if !findings.is_empty() {
+        findings.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(Err(findings));
+    }
+    inventory.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    let root = inventory_root(&inventory);
+    let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
+    let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
+    let predicate = BundlePredicate {
+        bundle_id: bundle_id.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        table_location: table.location().written().to_owned(),
+        snapshot_id,
+        snapshot_timestamp_ms: snapshot.timestamp_ms(),
+        sequence_number: snapshot.sequence_number(),
+        format_version: format_version_number(table),
+        sealed_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        source_metadata_location: table.generation().metadata_location.clone(),
+        source_metadata_blake3: table.generation().metadata_blake3.clone(),
+        bundle_root: root.clone(),
+        objects: inventory.len(),
+        bytes: bytes_total,
+        inventory,
+    };
+    let canonical = canonical_inventory(&predicate.inventory);
+    let statement = Statement {
+        subject: vec![Subject {
+            name: format!("lakedrill-bundle:{bundle_id}"),
+            digest: BTreeMap::from([
+                ("sha256".to_owned(), evidence::sha256_hex(&canonical)),
+                ("blake3".to_owned(), root.clone()),
+            ]),
+        }],
+        predicate_type: PREDICATE_TYPE.to_owned(),
+        predicate: serde_json::to_value(&predicate)
+            .map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
+    };
+    let envelope = evidence::sign_statement(&statement, key);
+    let dir = location::join(out_uri, &bundle_id);
+    copies.sort_by(|a, b| a.0.cmp(&b.0));
+    copies.dedup_by(|a, b| a.0 == b.0);
+    for (digest, bytes) in copies {
+        storage
+            .put_new(&location::join(&dir, &format!("copies/{digest}")), bytes)
+            .await?;
+    }
+    // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
+    storage
+        .put_new(
+            &location::join(&dir, ENVELOPE_FILE),
+            Bytes::from(envelope.to_json_bytes()),
+        )
+        .await?;
+    Ok(Ok(SealReport {
+        bundle_id,
+        bundle_root: root,
+        snapshot_id,
+        objects: predicate.objects,
+        bytes: bytes_total,
+        uri: dir,
+    }))
+}
+
+/// How to verify a bundle.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Also read Parquet footers and compare row counts with the manifests.
+    pub deep: bool,
+    /// Read data from a relocated copy of the table rooted here.
+    pub table_root: Option<String>,
+}
+
+/// `RESTORE_VERIFIED` or `FAILED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RestoreStatus {
+    /// Every check passed.
+    RestoreVerified,
+    /// At least one finding.
+    Failed,
+}
+
+/// The result of verifying one bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RestoreReport {
+    /// Verdict.
+    pub status: RestoreStatus,
+    /// Bundle id (from the envelope, even when it does not verify).
+    pub bundle_id: Option<String>,
+    /// Table UUID.
+    pub table_uuid: Option<String>,
+    /// Snapshot.
+    pub snapshot_id: Option<i64>,
+    /// Bundle root.
+    pub bundle_root: Option<String>,
+    /// Commit time of the bundled snapshot (the declared recovery point).
+    pub snapshot_timestamp_ms: Option<i64>,
+    /// Objects whose bytes were verified.
+    pub objects_verified: usize,
+    /// Bytes verified.
+    pub bytes_verified: u64,
+    /// Every problem found.
+    pub findings: Vec<Finding>,
+}
+
+/// The canonical URI of a bundle folder given its folder or its envelope file.
+///
+/// # Errors
+/// [`Error::BadUri`].
+pub fn bundle_dir(uri: &str) -> Result<String> {
+    let uri = location::canonical_uri(uri)?;
+    Ok(match uri.strip_suffix(&format!("/{ENVELOPE_FILE}")) {
+        Some(d) => d.to_owned(),
+        None => uri,
+    })
+}
+
+/// Verifies a bundle per DESIGN §5, from the bundle alone plus the data objects in storage.
+///
+/// # Errors
+/// Only when lakedrill cannot decide (the envelope cannot be read at all, a store is unreachable);
+/// every problem in the bundle or the data is a finding in the report.
+#[allow(clippy::too_many_lines)]
+pub async fn verify(
+    storage: &Storage,
+    bundle_uri: &str,
+    trust: &TrustStore,
+    opts: &VerifyOptions,
+) -> Result<RestoreReport> {
+    let dir = bundle_dir(bundle_uri)?;
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    let envelope = storage.get(&env_uri).await?.bytes;
+    let mut report = RestoreReport {
+        status: RestoreStatus::Failed,
+        bundle_id: None,
+        table_uuid: None,
+        snapshot_id: None,
+        bundle_root: None,
+        snapshot_timestamp_ms: None,
+        objects_verified: 0,
+        bytes_verified: 0,
+        findings: Vec::new(),
+    };
+    let finish = |mut r: RestoreReport| {
+        r.status = if r.findings.is_empty() {
+            RestoreStatus::RestoreVerified
+        } else {
+            RestoreStatus::Failed
+        };
+        r
+    };
+    // 1. Signature, payload type, statement.
+    let verified = match evidence::verify(&envelope, trust) {
+        Ok(v) => v,
+        Err(f) => {
+            report.findings.push(Finding::new(
+                FindingKind::BundleSignature,
+                ENVELOPE_FILE,
+                Some("a valid signature by a trusted key".into()),
+                Some(f.to_string()),
+            ));
+            return Ok(finish(report));
+        }
+    };
+    if verified.predicate_type() != PREDICATE_TYPE {
+        report.findings.push(Finding::new(
+            FindingKind::BundleSignature,
+            ENVELOPE_FILE,
+            Some(PREDICATE_TYPE.into()),
+            Some(verified.predicate_type().to_owned()),
+        ));
+        return Ok(finish(report));
+    }
+    let pred: BundlePredicate = match serde_json::from_value(verified.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            report.findings.push(Finding::new(
+                FindingKind::BundleSignature,
+                ENVELOPE_FILE,
+                Some("a bundle predicate".into()),
+                Some(e.to_string()),
+            ));
+            return Ok(finish(report));
+        }
+    };
+    report.bundle_id = Some(pred.bundle_id.clone());
+    report.table_uuid = Some(pred.table_uuid.clone());
+    report.snapshot_id = Some(pred.snapshot_id);
+    report.bundle_root = Some(pred.bundle_root.clone());
+    report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
+    let canonical = canonical_inventory(&pred.inventory);
+    let root = blake3::hash(&canonical).to_hex().to_string();
+    if root != pred.bundle_root {
+        report.findings.push(Finding::new(
+            FindingKind::RootMismatch,
+            ENVELOPE_FILE,
+            Some(pred.bundle_root.clone()),
+            Some(root.clone()),
+        ));
+    }
+    let sha = evidence::sha256_hex(&canonical);
+    let subject_ok = verified.subjects().len() == 1
+        && verified.subjects()[0].digest.get("sha256") == Some(&sha)
+        && verified.subjects()[0].digest.get("blake3") == Some(&pred.bundle_root);
+    if !subject_ok {
+        report.findings.push(Finding::new(
+            FindingKind::SubjectMismatch,
+            ENVELOPE_FILE,
+            Some(format!("sha256:{sha}")),
+            Some(format!("{:?}", verified.subjects())),
+        ));
+    }
+    // 2. Metadata copies against the inventory, then the layers against each other.
+    let loc = match opts.table_root.as_deref() {
+        Some(r) => {
+            TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok()
+        }
+        None => None,
+    };
+    let written_loc =
+        TableLocation::new(&pred.table_location, "memory:///unused".into(), &env_uri).ok();
+    let mut copies: BTreeMap<String, Bytes> = BTreeMap::new();
+    for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+        let Some(member) = &e.copy else {
+            report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some("a byte copy in the bundle".into()),
+                Some("none named".into()),
+            ));
+            continue;
+        };
+        if member != &format!("copies/{}", e.blake3) {
+            report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some(format!("copies/{}", e.blake3)),
+                Some(member.clone()),
+            ));
+            continue;
+        }
+        match storage.get_opt(&location::join(&dir, member)).await? {
+            None => report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some(member.clone()),
+                Some("absent".into()),
+            )),
+            Some(f) => {
+                let d = blake3::hash(&f.bytes).to_hex().to_string();
+                if d != e.blake3 || f.bytes.len() as u64 != e.size {
+                    report.findings.push(Finding::new(
+                        FindingKind::CopyDigestMismatch,
+                        &e.path,
+                        Some(e.blake3.clone()),
+                        Some(d),
+                    ));
+                } else {
+                    report.objects_verified += 1;
+                    report.bytes_verified += e.size;
+                    copies.insert(e.path.clone(), f.bytes);
+                }
+            }
+        }
+    }
+    check_layers(&pred, &copies, written_loc.as_ref(), &mut report.findings);
+    // 3. Data and delete objects in storage.
+    let concurrency = storage.options().io_concurrency.get();
+    let data: Vec<InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .cloned()
+        .collect();
+    let mut to_check = Vec::new();
+    for e in data {
+        // Never open a path outside the table location.
+        if let Some(w) = &written_loc
+            && w.relative(&e.path).is_err()
+        {
+            report.findings.push(Finding::new(
+                FindingKind::PathOutsideTable,
+                &e.path,
+                Some(pred.table_location.clone()),
+                Some("outside; not opened".into()),
+            ));
+            continue;
+        }
+        let uri = match &loc {
+            Some(l) => l.resolve(&e.path)?,
+            None => e.uri.clone(),
+        };
+        to_check.push((e, uri));
+    }
+    let deep = opts.deep;
+    let results: Vec<(InventoryEntry, Result<Checked>)> = futures::stream::iter(to_check)
+        .map(|(e, uri)| async move {
+            let res = async {
+                let h = storage.hash(&uri).await?;
+                let rows = if deep && h.bytes_read == e.size && h.blake3 == e.blake3 {
+                    Some(parquet_rows(storage, &uri, h.bytes_read).await?)
+                } else {
+                    None
+                };
+                Ok((h, rows))
+            }
+            .await;
+            (e, res)
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for (e, res) in results {
+        match res {
+            Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
+                FindingKind::ObjectMissing,
+                &e.path,
+                Some(format!("{} bytes", e.size)),
+                Some("absent".into()),
+            )),
+            Err(Error::Storage { .. }) => report.findings.push(Finding::new(
+                FindingKind::ReadFailed,
+                &e.path,
+                None,
+                Some("storage error".into()),
+            )),
+            Err(other) => return Err(other),
+            Ok((h, rows)) => {
+                if h.bytes_read != e.size {
+                    report.findings.push(Finding::new(
+                        FindingKind::SizeMismatch,
+                        &e.path,
+                        Some(e.size.to_string()),
+                        Some(h.bytes_read.to_string()),
+                    ));
+                } else if h.blake3 != e.blake3 {
+                    report.findings.push(Finding::new(
+                        FindingKind::DigestMismatch,
+                        &e.path,
+                        Some(e.blake3.clone()),
+                        Some(h.blake3.clone()),
+                    ));
+                } else {
+                    report.objects_verified += 1;
+                    report.bytes_verified += e.size;
+                }
+                match rows {
+                    Some(Ok(n)) if Some(n) != e.record_count => report.findings.push(Finding::new(
+                        FindingKind::RowCountMismatch,
+                        &e.path,
+                        e.record_count.map(|r| r.to_string()),
+                        Some(n.to_string()),
+                    )),
+                    Some(Err(reason)) => report.findings.push(Finding::new(
+                        FindingKind::DataUnreadable,
+                        &e.path,
+                        Some("a Parquet footer".into()),
+                        Some(reason),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+    }
+    report
+        .findings
+        .sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    Ok(finish(report))
+}
+
+/// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
+type Checked = (
+    crate::store::Hashed,
+    Option<std::result::Result<u64, String>>,
+);
+
+/// Reads a Parquet footer and returns the file's row count.
+async fn parquet_rows(
+    storage: &Storage,
+    uri: &str,
+    size: u64,
+) -> Result<std::result::Result<u64, String>> {
+    if size < 12 {
+        return Ok(Err("too small to be Parquet".into()));
+    }
+    let tail = storage.get_range(uri, size - 8..size).await?;
+    let Ok(tail8): std::result::Result<[u8; 8], _> = tail[..].try_into() else {
+        return Ok(Err("short read of the footer".into()));
+    };
+    let len = match parquet::file::metadata::FooterTail::try_from(tail8) {
+        Ok(t) => t.metadata_length() as u64,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    if len + 8 > size {
+        return Ok(Err(format!("footer length {len} exceeds the file")));
+    }
+    let footer = storage.get_range(uri, size - 8 - len..size - 8).await?;
+    match parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer) {
+        Ok(md) => Ok(Ok(u64::try_from(md.file_metadata().num_rows()).unwrap_or(0))),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory.
+fn check_layers(
+    pred: &BundlePredicate,
+    copies: &BTreeMap<String, Bytes>,
+    loc: Option<&TableLocation>,
+    findings: &mut Vec<Finding>,
+) {
+    let by_layer = |l: Layer| -> BTreeSet<&str> {
+        pred.inventory
+            .iter()
+            .filter(|e| e.layer == l)
+            .map(|e| e.path.as_str())
+            .collect()
+    };
+    let Some(md_entry) = pred.inventory.iter().find(|e| e.layer == Layer::Metadata) else {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            "metadata.json",
+            Some("the table metadata".into()),
+            Some("absent from the inventory".into()),
+        ));
+        return;
+    };
+    let Some(md_bytes) = copies.get(&md_entry.path) else {
+        return;
+    };
+    let (md, _) = match table::parse_metadata(&md_entry.path, md_bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            findings.push(Finding::new(
+                FindingKind::CopyUnreadable,
+                &md_entry.path,
+                None,
+                Some(format!("{e}")),
+            ));
+            return;
+        }
+    };
+    let Some(snapshot) = md.snapshot_by_id(pred.snapshot_id) else {
+        findings.push(Finding::new(
+            FindingKind::SnapshotMissing,
+            &md_entry.path,
+            Some(pred.snapshot_id.to_string()),
+            Some("not in the metadata".into()),
+        ));
+        return;
+    };
+    let lists = by_layer(Layer::ManifestList);
+    if !lists.contains(snapshot.manifest_list()) {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            snapshot.manifest_list(),
+            Some("the snapshot's manifest list".into()),
+            Some("absent from the inventory".into()),
+        ));
+    }
+    for extra in lists.iter().filter(|l| **l != snapshot.manifest_list()) {
+        findings.push(Finding::new(
+            FindingKind::ExtraObject,
+            *extra,
+            None,
+            Some("a manifest list the snapshot does not name".into()),
+        ));
+    }
+    let Some(list_bytes) = copies.get(snapshot.manifest_list()) else {
+        return;
+    };
+    let list =
+        match table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version())
+        {
+            Ok(l) => l,
+            Err(e) => {
+                findings.push(Finding::new(
+                    FindingKind::CopyUnreadable,
+                    snapshot.manifest_list(),
+                    None,
+                    Some(format!("{e}")),
+                ));
+                return;
+            }
+        };
+    let named: BTreeSet<&str> = list
+        .entries()
+        .iter()
+        .map(|m| m.manifest_path.as_str())
+        .collect();
+    let have = by_layer(Layer::Manifest);
+    for m in named.difference(&have) {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            *m,
+            Some("a manifest named by the manifest list".into()),
+            Some("absent from the inventory".into()),
+        ));
+    }
+    for m in have.difference(&named) {
+        findings.push(Finding::new(
+            FindingKind::ExtraObject,
+            *m,
+            None,
+            Some("a manifest the manifest list does not name".into()),
+        ));
+    }
+    let mut live: BTreeMap<String, (Layer, u64)> = BTreeMap::new();
+    for mf in list.entries() {
+        let Some(bytes) = copies.get(&mf.manifest_path) else {
+            continue;
+        };
+        let manifest = match table::parse_manifest(&mf.manifest_path, bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                findings.push(Finding::new(
+                    FindingKind::CopyUnreadable,
+                    &mf.manifest_path,
+                    None,
+                    Some(format!("{e}")),
+                ));
+                continue;
+            }
+        };
+        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let df = e.data_file();
+            if let Some(l) = loc
+                && l.relative(df.file_path()).is_err()
+            {
+                continue; // reported as PATH_OUTSIDE_TABLE with the inventory check
+            }
+            live.insert(
+                df.file_path().to_owned(),
+                (
+                    Content::from(df.content_type()).into(),
+                    df.file_size_in_bytes(),
+                ),
+            );
+        }
+    }
+    let inv: BTreeMap<&str, &InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .map(|e| (e.path.as_str(), e))
+        .collect();
+    for (path, (layer, size)) in &live {
+        match inv.get(path.as_str()) {
+            None => findings.push(Finding::new(
+                FindingKind::LayerMissing,
+                path,
+                Some(format!("{layer:?} file named by a manifest")),
+                Some("absent from the inventory".into()),
+            )),
+            Some(e) if e.size != *size => findings.push(Finding::new(
+                FindingKind::SizeMismatch,
+                path,
+                Some(size.to_string()),
+                Some(e.size.to_string()),
+            )),
+            Some(_) => {}
+        }
+    }
+    for path in inv.keys() {
+        if !live.contains_key(*path) {
+            findings.push(Finding::new(
+                FindingKind::ExtraObject,
+                *path,
+                None,
+                Some("an object no live manifest entry names".into()),
+            ));
+        }
+    }
+}
+
+/// Finds every bundle (folder holding an envelope) under a prefix.
+///
+/// # Errors
+/// [`Error::Storage`] when the prefix cannot be listed.
+pub async fn list_bundles(storage: &Storage, prefix_uri: &str) -> Result<Vec<String>> {
+    let prefix = location::canonical_uri(prefix_uri)?;
+    let mut out: Vec<String> = storage
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .filter_map(|o| {
+            o.uri
+                .strip_suffix(&format!("/{ENVELOPE_FILE}"))
+                .map(str::to_owned)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}

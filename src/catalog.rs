@@ -1,0 +1,192 @@
+//! Iceberg SQL catalogs (the JDBC catalog schema shared by Java, PyIceberg and iceberg-rust).
+//!
+//! lakedrill reads a catalog to learn one thing: the current metadata location of a table, which
+//! fixes the *table generation* every later step is computed from. It reads the `iceberg_tables`
+//! row directly, so that the bytes themselves are then read through [`crate::store`] like every
+//! other object, from any store. Commits (register, tag, compare-and-set of the metadata location)
+//! use the same row with a `WHERE metadata_location = <expected>` guard, so a concurrent writer
+//! makes them fail instead of being overwritten.
+//!
+//! Only SQLite is built in; a Postgres URL is refused with a clear error.
+
+use std::str::FromStr;
+
+use sqlx::Row;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+
+use crate::config::CatalogConfig;
+use crate::error::{Error, Result};
+
+/// A namespace + table name, as `ns1.ns2.table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableIdent {
+    /// Namespace levels joined by `.` as the JDBC catalog stores them.
+    pub namespace: String,
+    /// The table name.
+    pub name: String,
+}
+
+impl FromStr for TableIdent {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.rsplit_once('.') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(TableIdent {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            }),
+            _ => Err(Error::invalid(
+                format!("--table {s}"),
+                "expected NAMESPACE.TABLE (for example db.orders)",
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TableIdent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// An open SQL catalog.
+#[derive(Debug, Clone)]
+pub struct SqlCatalog {
+    section: String,
+    catalog_name: String,
+    pool: SqlitePool,
+}
+
+impl SqlCatalog {
+    /// Opens the catalog declared as `[catalog.<section>]`.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the database cannot be opened.
+    pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
+        let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| {
+            Error::Catalog {
+                catalog: section.to_owned(),
+                reason,
+                source,
+            }
+        };
+        let uri = cfg.uri.as_str();
+        if uri.starts_with("postgres") {
+            return Err(cat_err(
+                format!("{uri}: Postgres catalogs are not built into this lakedrill; use SQLite"),
+                None,
+            ));
+        }
+        let path = uri
+            .strip_prefix("sqlite://")
+            .or_else(|| uri.strip_prefix("sqlite:"))
+            .ok_or_else(|| cat_err(format!("{uri}: expected sqlite:PATH"), None))?;
+        if !std::path::Path::new(path).exists() {
+            return Err(cat_err(
+                format!("database file {path} does not exist"),
+                None,
+            ));
+        }
+        let opts = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(false);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(opts)
+            .await
+            .map_err(|e| cat_err(format!("cannot open {path}"), Some(Box::new(e))))?;
+        Ok(Self {
+            section: section.to_owned(),
+            catalog_name: cfg.name.clone().unwrap_or_else(|| section.to_owned()),
+            pool,
+        })
+    }
+
+    /// The catalog's name in the configuration.
+    #[must_use]
+    pub fn section(&self) -> &str {
+        &self.section
+    }
+
+    /// The current metadata location of a table.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the query fails or the table does not exist.
+    pub async fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
+        let row = sqlx::query(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+        )
+        .bind(&self.catalog_name)
+        .bind(&ident.namespace)
+        .bind(&ident.name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: format!("cannot query table {ident}"),
+            source: Some(Box::new(e)),
+        })?;
+        let Some(row) = row else {
+            return Err(Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!(
+                    "table {ident} does not exist (catalog_name {:?})",
+                    self.catalog_name
+                ),
+                source: None,
+            });
+        };
+        row.try_get::<Option<String>, _>(0)
+            .map_err(|e| Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!("table {ident}: unreadable metadata_location"),
+                source: Some(Box::new(e)),
+            })?
+            .ok_or_else(|| Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!("table {ident} has no metadata location"),
+                source: None,
+            })
+    }
+
+    /// Compare-and-set of a table's metadata location: succeeds only if the row still names
+    /// `expected`, so a concurrent commit makes it fail instead of being overwritten.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
+    pub async fn swap_metadata_location(
+        &self,
+        ident: &TableIdent,
+        expected: &str,
+        new: &str,
+    ) -> Result<()> {
+        let res = sqlx::query(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
+             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?",
+        )
+        .bind(new)
+        .bind(expected)
+        .bind(&self.catalog_name)
+        .bind(&ident.namespace)
+        .bind(&ident.name)
+        .bind(expected)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: format!("cannot commit table {ident}"),
+            source: Some(Box::new(e)),
+        })?;
+        if res.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!(
+                    "table {ident} changed since it was read (its metadata location is no longer {expected}); nothing was committed"
+                ),
+                source: None,
+            })
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Command-line arguments (clap). No logic lives here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::commands::InspectWhat;
+use crate::resolve::Selector;
+use crate::table::TableSource;
+
+/// lakedrill: safe deletion of Iceberg table history, proven by signed restore drills.
+///
+/// Exit codes: 0 verified/accepted, 1 findings/refused, 2 could not decide.
+/// Anything but 0 means: do not delete.
+#[derive(Debug, Parser)]
+#[command(name = "lakedrill", version, about, long_about = None)]
+pub struct Cli {
+    /// Configuration file (default: ./lakedrill.toml if it exists).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of human output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Less output on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More output on stderr.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How a table is addressed.
+#[derive(Debug, Clone, Args)]
+pub struct TableArgs {
+    /// A metadata JSON file, or a Hadoop table folder (with metadata/version-hint.text).
+    #[arg(long, conflicts_with_all = ["catalog", "table"])]
+    pub metadata: Option<String>,
+    /// A catalog declared in the configuration file.
+    #[arg(long, requires = "table")]
+    pub catalog: Option<String>,
+    /// NAMESPACE.TABLE in the catalog.
+    #[arg(long, requires = "catalog")]
+    pub table: Option<String>,
+    /// Where the table's files really are, when copied or restored elsewhere: every path written
+    /// in the metadata is rebased from the written table location onto this root.
+    #[arg(long)]
+    pub table_root: Option<String>,
+}
+
+impl TableArgs {
+    /// The table source, or an error message.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] when neither `--metadata` nor `--catalog/--table` is given.
+    pub fn source(&self) -> crate::Result<TableSource> {
+        match (&self.metadata, &self.catalog, &self.table) {
+            (Some(m), _, _) => Ok(TableSource::Metadata {
+                uri: m.clone(),
+                table_root: self.table_root.clone(),
+            }),
+            (None, Some(c), Some(t)) => Ok(TableSource::Catalog {
+                catalog: c.clone(),
+                table: t.clone(),
+                table_root: self.table_root.clone(),
+            }),
+            _ => Err(crate::Error::invalid(
+                "table",
+                "address the table with --metadata URI or with --catalog NAME --table NS.TABLE",
+            )),
+        }
+    }
+}
+
+/// How a snapshot is selected (at most one).
+#[derive(Debug, Clone, Args)]
+pub struct SelectArgs {
+    /// A snapshot id.
+    #[arg(long, conflicts_with_all = ["ref_name", "as_of"])]
+    pub snapshot_id: Option<i64>,
+    /// A branch or tag (exact, case-sensitive).
+    #[arg(long = "ref", conflicts_with = "as_of")]
+    pub ref_name: Option<String>,
+    /// The snapshot current at this instant: RFC 3339 with offset, or epoch milliseconds.
+    #[arg(long)]
+    pub as_of: Option<String>,
+}
+
+impl SelectArgs {
+    /// The selector; `Current` when nothing was given.
+    #[must_use]
+    pub fn selector(&self) -> Selector {
+        if let Some(id) = self.snapshot_id {
+            Selector::SnapshotId(id)
+        } else if let Some(r) = &self.ref_name {
+            Selector::Ref(r.clone())
+        } else if let Some(t) = &self.as_of {
+            Selector::AsOf(t.clone())
+        } else {
+            Selector::Current
+        }
+    }
+}
+
+/// `inspect` targets.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum InspectArg {
+    /// All snapshots in the metadata.
+    Snapshots,
+    /// Branches and tags.
+    Refs,
+    /// The snapshot log.
+    History,
+    /// Live data and delete files of one snapshot.
+    Files,
+    /// Manifests of one snapshot.
+    Manifests,
+}
+
+impl From<InspectArg> for InspectWhat {
+    fn from(a: InspectArg) -> Self {
+        match a {
+            InspectArg::Snapshots => InspectWhat::Snapshots,
+            InspectArg::Refs => InspectWhat::Refs,
+            InspectArg::History => InspectWhat::History,
+            InspectArg::Files => InspectWhat::Files,
+            InspectArg::Manifests => InspectWhat::Manifests,
+        }
+    }
+}
+
+/// The subcommands.
+// Flattened argument groups and nested subcommands are documented on their own types; a doc
+// comment on the field would become clap help text where clap allows none.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a real local lakehouse (SQL catalog on SQLite, Parquet data) and run the pipeline on it.
+    Demo {
+        /// Where to build it; everything the demo writes stays under this folder.
+        #[arg(long, default_value = "demo-lakehouse")]
+        dir: PathBuf,
+    },
+    /// Show an Iceberg metadata table.
+    Inspect {
+        /// Which table.
+        what: InspectArg,
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Print the snapshot id a selector names.
+    Resolve {
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Generate an ed25519 key pair: NAME.key (PKCS#8 PEM, 0600, never overwritten) and NAME.pub.
+    Keygen {
+        /// Key name (file stem).
+        #[arg(long)]
+        name: String,
+        /// Folder for the key files.
+        #[arg(long, default_value = "keys")]
+        dir: PathBuf,
+    },
+    /// Seal one snapshot into a signed bundle.
+    Seal {
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Signing key (PKCS#8 PEM).
+        #[arg(long)]
+        key: PathBuf,
+        /// Folder or prefix URI for bundles; the bundle goes to OUT/<bundle id>/.
+        #[arg(long)]
+        out: String,
+    },
+    /// Verify a bundle recursively from the bundle alone, and the data it names in storage.
+    Restore {
+        /// Bundle folder (or its bundle.dsse.json).
+        bundle: String,
+        /// Trust store: a folder of .pub keys.
+        #[arg(long)]
+        trust: PathBuf,
+        /// Also read Parquet footers and compare row counts with the manifests.
+        #[arg(long)]
+        deep: bool,
+        /// Read data from a relocated copy of the table rooted here.
+        #[arg(long)]
+        table_root: Option<String>,
+    },
+    /// Restore drills.
+    Drill {
+        #[command(subcommand)]
+        command: DrillCommand,
+    },
+    /// Offline verification of signed reports.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+/// `drill` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DrillCommand {
+    /// Run a drill plan (drills/*.toml): sample, restore, verify, sign.
+    Run {
+        /// The plan file.
+        plan: PathBuf,
+    },
+}
+
+/// `audit` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Verify a signed drill report.
+    Verify {
+        /// The report (.dsse.json).
+        report: String,
+        /// Trust store: a folder of .pub keys.
+        #[arg(long)]
+        trust: PathBuf,
+        /// Verify every report of the plan's folder as a hash chain.
+        #[arg(long)]
+        chain: bool,
+    },
+}

@@ -1,0 +1,506 @@
+//! One function per subcommand: each takes parsed options, calls the pipeline and returns an
+//! [`Outcome`]. The binary only parses arguments and prints.
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::inspect;
+use crate::output::{self, Outcome, Verdict};
+use crate::resolve::{self, Selector};
+use crate::store::Storage;
+use crate::table::{Table, TableSource};
+
+/// What every command that reads a table needs.
+#[derive(Debug)]
+pub struct Context {
+    /// The configuration.
+    pub config: Config,
+    /// The storage layer.
+    pub storage: Storage,
+}
+
+impl Context {
+    /// A context from a configuration.
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        let storage = Storage::new(config.storage_options());
+        Self { config, storage }
+    }
+
+    /// Loads the table a command addresses.
+    ///
+    /// # Errors
+    /// See [`Table::load`].
+    pub async fn table(&self, source: &TableSource) -> Result<Table> {
+        Table::load(&self.storage, &self.config, source).await
+    }
+}
+
+/// Which metadata table `inspect` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InspectWhat {
+    /// `snapshots`
+    Snapshots,
+    /// `refs`
+    Refs,
+    /// `history`
+    History,
+    /// `files`
+    Files,
+    /// `manifests`
+    Manifests,
+}
+
+#[derive(Serialize)]
+struct SnapshotsDoc {
+    table: String,
+    metadata_location: String,
+    current_snapshot_id: Option<i64>,
+    snapshots: Vec<inspect::SnapshotRow>,
+}
+
+#[derive(Serialize)]
+struct RefsDoc {
+    table: String,
+    refs: Vec<inspect::RefRow>,
+    ambiguous_names: Vec<Vec<String>>,
+}
+
+#[derive(Serialize)]
+struct HistoryDoc {
+    table: String,
+    history: Vec<inspect::HistoryRow>,
+}
+
+#[derive(Serialize)]
+struct FilesDoc {
+    table: String,
+    snapshot_id: Option<i64>,
+    files: Vec<crate::tree::FileEntry>,
+}
+
+#[derive(Serialize)]
+struct ManifestsDoc {
+    table: String,
+    snapshot_id: Option<i64>,
+    manifests: Vec<inspect::ManifestRow>,
+}
+
+/// `lakedrill inspect WHAT`.
+///
+/// # Errors
+/// Any error of loading the table or reading the selected snapshot's layers.
+pub async fn inspect(
+    ctx: &Context,
+    source: &TableSource,
+    what: InspectWhat,
+    selector: &Selector,
+) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    inspect_table(ctx, &table, what, selector).await
+}
+
+/// `inspect` on a table already loaded.
+///
+/// # Errors
+/// Any error of reading the selected snapshot's layers.
+pub async fn inspect_table(
+    ctx: &Context,
+    table: &Table,
+    what: InspectWhat,
+    selector: &Selector,
+) -> Result<Outcome> {
+    let name = table.name().to_owned();
+    match what {
+        InspectWhat::Snapshots => {
+            let rows = inspect::snapshots(table);
+            let human = output::table(
+                &[
+                    "snapshot_id",
+                    "parent_id",
+                    "seq",
+                    "committed_at",
+                    "operation",
+                    "manifest_list",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.snapshot_id.to_string(),
+                            output::opt(r.parent_id),
+                            r.sequence_number.to_string(),
+                            output::ts(r.timestamp_ms),
+                            r.operation.clone(),
+                            r.manifest_list.clone(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &SnapshotsDoc {
+                    table: name,
+                    metadata_location: table.generation().metadata_location.clone(),
+                    current_snapshot_id: table.metadata().current_snapshot_id(),
+                    snapshots: rows,
+                },
+                human,
+            )
+        }
+        InspectWhat::Refs => {
+            let rows = inspect::refs(table);
+            let ambiguous = resolve::ambiguous_ref_groups(table);
+            let mut human = output::table(
+                &[
+                    "name",
+                    "type",
+                    "snapshot_id",
+                    "max_ref_age_ms",
+                    "max_snapshot_age_ms",
+                    "min_snapshots_to_keep",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.name.clone(),
+                            r.kind.to_owned(),
+                            r.snapshot_id.to_string(),
+                            output::opt(r.max_ref_age_ms),
+                            output::opt(r.max_snapshot_age_ms),
+                            output::opt(r.min_snapshots_to_keep),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            for g in &ambiguous {
+                human.push_str(&format!("warning: ref names {g:?} differ only by case; they are ambiguous and never merged\n"));
+            }
+            Outcome::new(
+                Verdict::Ok,
+                &RefsDoc {
+                    table: name,
+                    refs: rows,
+                    ambiguous_names: ambiguous,
+                },
+                human,
+            )
+        }
+        InspectWhat::History => {
+            let rows = inspect::history(table);
+            let human = output::table(
+                &[
+                    "made_current_at",
+                    "snapshot_id",
+                    "parent_id",
+                    "is_current_ancestor",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            output::ts(r.made_current_at_ms),
+                            r.snapshot_id.to_string(),
+                            output::opt(r.parent_id),
+                            r.is_current_ancestor.to_string(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &HistoryDoc {
+                    table: name,
+                    history: rows,
+                },
+                human,
+            )
+        }
+        InspectWhat::Files => {
+            let snapshot_id = selected_id(table, selector)?;
+            let files = inspect::files(table, &ctx.storage, selector).await?;
+            let human = output::table(
+                &[
+                    "content",
+                    "file_path",
+                    "file_size_in_bytes",
+                    "record_count",
+                    "spec_id",
+                ],
+                &files
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            f.content.as_str().to_owned(),
+                            f.file_path.clone(),
+                            f.file_size_in_bytes.to_string(),
+                            f.record_count.to_string(),
+                            f.spec_id.to_string(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &FilesDoc {
+                    table: name,
+                    snapshot_id,
+                    files,
+                },
+                human,
+            )
+        }
+        InspectWhat::Manifests => {
+            let snapshot_id = selected_id(table, selector)?;
+            let rows = inspect::manifests(table, &ctx.storage, selector).await?;
+            let human = output::table(
+                &[
+                    "path",
+                    "length",
+                    "content",
+                    "added_snapshot_id",
+                    "added",
+                    "existing",
+                    "deleted",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.path.clone(),
+                            r.length.to_string(),
+                            r.content.to_owned(),
+                            r.added_snapshot_id.to_string(),
+                            output::opt(r.added_files_count),
+                            output::opt(r.existing_files_count),
+                            output::opt(r.deleted_files_count),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &ManifestsDoc {
+                    table: name,
+                    snapshot_id,
+                    manifests: rows,
+                },
+                human,
+            )
+        }
+    }
+}
+
+fn selected_id(table: &Table, selector: &Selector) -> Result<Option<i64>> {
+    if *selector == Selector::Current && table.metadata().current_snapshot_id().is_none() {
+        Ok(None)
+    } else {
+        resolve::resolve(table, selector).map(Some)
+    }
+}
+
+/// `lakedrill resolve`.
+///
+/// # Errors
+/// Selection errors ([`crate::Error::AsOf`] and others), with the reason.
+pub async fn resolve(ctx: &Context, source: &TableSource, selector: &Selector) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let id = resolve::resolve(&table, selector)?;
+    #[derive(Serialize)]
+    struct Doc {
+        snapshot_id: i64,
+    }
+    Outcome::new(Verdict::Ok, &Doc { snapshot_id: id }, format!("{id}\n"))
+}
+
+/// `lakedrill keygen`.
+///
+/// # Errors
+/// [`crate::Error::Key`] when the name is invalid or a key file exists.
+pub fn keygen(name: &str, dir: &std::path::Path) -> Result<Outcome> {
+    let k = crate::keys::generate(name, dir)?;
+    #[derive(Serialize)]
+    struct Doc {
+        private_key: String,
+        public_key: String,
+        keyid: String,
+    }
+    let doc = Doc {
+        private_key: k.private_path.display().to_string(),
+        public_key: k.public_path.display().to_string(),
+        keyid: k.keyid.clone(),
+    };
+    let human = format!(
+        "private key {} (mode 0600; keep it secret)\npublic key  {}\nkeyid       {}\n",
+        doc.private_key, doc.public_key, doc.keyid
+    );
+    Outcome::new(Verdict::Ok, &doc, human)
+}
+
+/// `lakedrill seal`.
+///
+/// # Errors
+/// Errors of loading the table or reading its layers; a bundle that already exists.
+pub async fn seal(
+    ctx: &Context,
+    source: &TableSource,
+    selector: &Selector,
+    key: &std::path::Path,
+    out: &str,
+) -> Result<Outcome> {
+    let key = crate::keys::load_signing_key(key)?;
+    let table = ctx.table(source).await?;
+    let id = resolve::resolve(&table, selector)?;
+    let out = crate::location::canonical_uri(out)?;
+    match crate::bundle::seal(&table, &ctx.storage, id, &key, &out, chrono::Utc::now()).await? {
+        Ok(r) => {
+            let human = format!(
+                "sealed snapshot {} into {}\nbundle_id   {}\nbundle_root {}\nobjects     {}\nbytes       {}\n",
+                r.snapshot_id, r.uri, r.bundle_id, r.bundle_root, r.objects, r.bytes
+            );
+            Outcome::new(Verdict::Ok, &r, human)
+        }
+        Err(findings) => {
+            #[derive(Serialize)]
+            struct Refused {
+                status: &'static str,
+                snapshot_id: i64,
+                findings: Vec<crate::findings::Finding>,
+            }
+            let mut human =
+                format!("REFUSED: snapshot {id} cannot be sealed; nothing was written\n");
+            for f in &findings {
+                human.push_str(&format!("  {f}\n"));
+            }
+            Outcome::new(
+                Verdict::Findings,
+                &Refused {
+                    status: "REFUSED",
+                    snapshot_id: id,
+                    findings,
+                },
+                human,
+            )
+        }
+    }
+}
+
+/// `lakedrill restore`.
+///
+/// # Errors
+/// Only when the bundle cannot be read at all or a store is unreachable; problems are findings.
+pub async fn restore(
+    ctx: &Context,
+    bundle: &str,
+    trust: &std::path::Path,
+    deep: bool,
+    table_root: Option<String>,
+) -> Result<Outcome> {
+    let trust = crate::keys::TrustStore::load_dir(trust)?;
+    let r = crate::bundle::verify(
+        &ctx.storage,
+        bundle,
+        &trust,
+        &crate::bundle::VerifyOptions { deep, table_root },
+    )
+    .await?;
+    let verdict = if r.status == crate::bundle::RestoreStatus::RestoreVerified {
+        Verdict::Ok
+    } else {
+        Verdict::Findings
+    };
+    let mut human = format!(
+        "{}  bundle {}  snapshot {}  objects verified {}  bytes verified {}\n",
+        if verdict == Verdict::Ok {
+            "RESTORE_VERIFIED"
+        } else {
+            "FAILED"
+        },
+        r.bundle_id.as_deref().unwrap_or("?"),
+        output::opt(r.snapshot_id),
+        r.objects_verified,
+        r.bytes_verified
+    );
+    for f in &r.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(verdict, &r, human)
+}
+
+/// SHA-256 of the running binary (the implementation digest of drill reports).
+///
+/// # Errors
+/// [`crate::Error::Io`] when the binary cannot be read.
+pub fn implementation_digest() -> Result<String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
+    let bytes =
+        std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    Ok(crate::evidence::sha256_hex(&bytes))
+}
+
+/// `lakedrill drill run`.
+///
+/// # Errors
+/// When the drill cannot run at all; failed items are results (exit 1), not errors.
+pub async fn drill_run(ctx: &Context, plan: &std::path::Path, quiet: bool) -> Result<Outcome> {
+    if !quiet {
+        eprintln!("drill: running {}", plan.display());
+    }
+    let o = crate::drill::run(
+        &ctx.storage,
+        plan,
+        &crate::clock::SystemClock,
+        &implementation_digest()?,
+    )
+    .await?;
+    let verdict = if o.predicate.summary.gate == "PASS" {
+        Verdict::Ok
+    } else {
+        Verdict::Findings
+    };
+    let human = format!(
+        "gate {}: {} passed, {} failed of {} sampled (population {}, seed {})\nsigned report {}\nhuman report  {}\n",
+        o.predicate.summary.gate,
+        o.predicate.summary.passed,
+        o.predicate.summary.failed,
+        o.predicate.sample.size,
+        o.predicate.sample.population,
+        o.predicate.sample.seed,
+        o.report,
+        o.human_report
+    );
+    Outcome::new(verdict, &o, human)
+}
+
+/// `lakedrill audit verify`.
+///
+/// # Errors
+/// Only when a report cannot be read at all.
+pub async fn audit_verify(
+    ctx: &Context,
+    report: &str,
+    trust: &std::path::Path,
+    chain: bool,
+) -> Result<Outcome> {
+    let trust = crate::keys::TrustStore::load_dir(trust)?;
+    let a = crate::audit::verify(&ctx.storage, report, &trust, chain).await?;
+    let verdict = if a.status == "VERIFIED" {
+        Verdict::Ok
+    } else {
+        Verdict::Findings
+    };
+    let mut human = format!(
+        "{}: {} report(s) checked, signed by {:?}, gate {}\n",
+        a.status,
+        a.reports_checked,
+        a.keyids,
+        a.gate.as_deref().unwrap_or("-")
+    );
+    for f in &a.findings {
+        human.push_str(&format!("  {} {}: {}\n", f.check, f.report, f.detail));
+    }
+    Outcome::new(verdict, &a, human)
+}

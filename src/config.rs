@@ -1,0 +1,126 @@
+//! The configuration file, `lakedrill.toml` by default.
+//!
+//! ```toml
+//! [storage]
+//! io_concurrency = 16
+//! [storage.s3]            # any object_store AmazonS3ConfigKey, on top of AWS_* variables
+//! endpoint = "http://127.0.0.1:9000"
+//! allow_http = "true"
+//! region = "us-east-1"
+//!
+//! [catalog.lake]
+//! type = "sql"
+//! uri = "sqlite:/srv/lake/catalog.db"   # also sqlite:///abs/path as PyIceberg writes it
+//! warehouse = "file:///srv/lake/warehouse"
+//! name = "lake"                         # catalog_name stored in the database; default: section name
+//! ```
+//!
+//! Unknown fields are errors: a misspelt setting must never be ignored silently.
+//! A missing default file is an empty configuration; a missing file named with `--config` is an
+//! error.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::store::StorageOptions;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Storage settings.
+    #[serde(default)]
+    pub storage: StorageConfig,
+    /// Declared catalogs by name.
+    #[serde(default)]
+    pub catalog: BTreeMap<String, CatalogConfig>,
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// The most storage requests in flight at once.
+    pub io_concurrency: Option<NonZeroUsize>,
+    /// S3 settings (object_store `AmazonS3ConfigKey` names).
+    #[serde(default)]
+    pub s3: BTreeMap<String, String>,
+}
+
+/// `[catalog.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Catalog type; only `sql` for now.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Database URL: `sqlite:PATH` or `sqlite:///PATH`.
+    pub uri: String,
+    /// Warehouse location (storage URI) for tables created or registered through this catalog.
+    pub warehouse: Option<String>,
+    /// The `catalog_name` stored in the database rows; default: the section name.
+    pub name: Option<String>,
+}
+
+impl Config {
+    /// Reads a configuration file. `explicit` says whether the user named it (then it must exist).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the file and the field.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                return Ok(Config::default());
+            }
+            Err(e) => return Err(Error::io("read configuration file", path, e)),
+        };
+        let cfg: Config = toml::from_str(&text).map_err(|e| Error::Config {
+            file: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        for (name, c) in &cfg.catalog {
+            if c.kind != "sql" {
+                return Err(Error::Config {
+                    file: path.display().to_string(),
+                    reason: format!(
+                        "catalog.{name}.type = {:?}: only \"sql\" catalogs are supported",
+                        c.kind
+                    ),
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Storage options derived from `[storage]`.
+    #[must_use]
+    pub fn storage_options(&self) -> StorageOptions {
+        let mut o = StorageOptions {
+            s3: self.storage.s3.clone(),
+            ..StorageOptions::default()
+        };
+        if let Some(n) = self.storage.io_concurrency {
+            o.io_concurrency = n;
+        }
+        o
+    }
+
+    /// The catalog declared under `name`.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no such catalog is declared.
+    pub fn catalog(&self, name: &str) -> Result<&CatalogConfig> {
+        self.catalog.get(name).ok_or_else(|| Error::Config {
+            file: "--catalog".into(),
+            reason: format!(
+                "no catalog {name:?} is declared in the configuration (declared: {:?})",
+                self.catalog.keys().collect::<Vec<_>>()
+            ),
+        })
+    }
+}

@@ -1,0 +1,94 @@
+//! Findings: problems found *in* a table, a bundle or a report.
+//!
+//! A finding is not an error. It is collected, the run goes on, and it ends up in the output and
+//! the signed evidence; any finding makes the verdict "not verified" (exit 1). Errors, by
+//! contrast, mean lakedrill could not decide (exit 2).
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of problem a finding reports. The names are stable: scripts and auditors match them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// The bundle's signature, payload type or statement does not verify under the trust store.
+    BundleSignature,
+    /// The signed subject does not match the inventory carried in the bundle.
+    SubjectMismatch,
+    /// The inventory's root digest does not match its entries.
+    RootMismatch,
+    /// A metadata copy named by the inventory is not in the bundle.
+    CopyMissing,
+    /// A metadata copy differs from its inventory digest.
+    CopyDigestMismatch,
+    /// A metadata copy cannot be parsed.
+    CopyUnreadable,
+    /// The bundled metadata does not name the bundled snapshot.
+    SnapshotMissing,
+    /// A metadata layer named by the table is absent from the inventory.
+    LayerMissing,
+    /// The inventory holds an object the metadata layers do not name.
+    ExtraObject,
+    /// An object is missing from storage.
+    ObjectMissing,
+    /// An object's size differs from the manifest or the inventory.
+    SizeMismatch,
+    /// An object's BLAKE3 differs from the inventory.
+    DigestMismatch,
+    /// A path written in metadata is outside the table location; it was not opened.
+    PathOutsideTable,
+    /// A Parquet footer's row count differs from the manifest's record count.
+    RowCountMismatch,
+    /// A data file is not readable Parquet.
+    DataUnreadable,
+    /// An object could not be read for a reason other than absence.
+    ReadFailed,
+}
+
+/// One problem, with the object it concerns and what was expected and found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// What kind of problem.
+    pub kind: FindingKind,
+    /// The object (path as written in metadata, or a bundle member).
+    pub path: String,
+    /// What was expected.
+    pub expected: Option<String>,
+    /// What was found.
+    pub actual: Option<String>,
+}
+
+impl Finding {
+    /// A finding with expected and actual values.
+    #[must_use]
+    pub fn new(
+        kind: FindingKind,
+        path: impl Into<String>,
+        expected: Option<String>,
+        actual: Option<String>,
+    ) -> Self {
+        Self {
+            kind,
+            path: path.into(),
+            expected,
+            actual,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = serde_json::to_value(self.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        write!(f, "{kind} {}", self.path)?;
+        if let Some(e) = &self.expected {
+            write!(f, " expected={e}")?;
+        }
+        if let Some(a) = &self.actual {
+            write!(f, " actual={a}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,37 @@
+//! lakedrill governs when Apache Iceberg table files may really be deleted, and proves that a
+//! snapshot can be restored before anything is.
+//!
+//! The pipeline, one module per stage:
+//!
+//! ```text
+//! table (metadata at one generation) ── location: path safety ── store: every byte
+//!   └─ tree: manifest list → manifests → live data/delete files
+//!        └─ inspect / resolve: the metadata tables and time travel
+//! ```
+//!
+//! Errors ([`Error`]) mean "could not decide" and exit with 2; anything but exit 0 means
+//! "do not delete".
+
+pub mod audit;
+pub mod bundle;
+pub mod catalog;
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod config;
+pub mod demo;
+pub mod drill;
+pub mod error;
+pub mod evidence;
+pub mod findings;
+pub mod inspect;
+pub mod keys;
+pub mod location;
+pub mod output;
+pub mod resolve;
+pub mod store;
+pub mod table;
+pub mod tree;
+
+pub use error::{Error, ErrorKind, Result};
+pub use output::{Outcome, Verdict};

@@ -1,0 +1,371 @@
+//! Storage URIs and path safety.
+//!
+//! Two kinds of strings name objects in lakedrill:
+//!
+//! * **storage URIs**, which lakedrill reads and writes: `file:///abs/path`, `s3://bucket/key`,
+//!   `memory:///key`. [`canonical_uri`] turns what a user types (a plain local path, `file:`,
+//!   `s3a://`…) into this one canonical, *unencoded* form;
+//! * **paths as written** in Iceberg metadata, which may be absolute, relative to the working
+//!   directory of the writer (`data/x/table/...`, `./table/...`), use `file:` or `s3a://` forms,
+//!   and may try to escape the table with `..`.
+//!
+//! [`TableLocation`] maps the second onto the first: it normalizes a written path, checks that it
+//! lies under the table's `location` (as written), and rebases it onto the table root where the
+//! files really are. A path outside the table is an error naming it, and since every read goes
+//! through this mapping, such a path is never opened.
+//!
+//! This module does no I/O.
+
+use crate::error::{Error, Result};
+
+/// A normalized path: an optional scheme-and-authority key plus clean segments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NormPath {
+    /// `""` for schemeless relative paths, `"file"` for local absolute paths, `"s3://bucket"` …
+    key: String,
+    /// Path segments without `.`, `..` or empty parts.
+    segments: Vec<String>,
+}
+
+/// Splits `s` into segments and resolves `.` and `..`; `None` if `..` climbs above the start.
+fn clean_segments(s: &str) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for part in s.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            p => out.push(p.to_owned()),
+        }
+    }
+    Some(out)
+}
+
+/// Normalizes a path as written in metadata (or typed by a user).
+fn normalize(written: &str) -> Option<NormPath> {
+    let (key, rest) = if let Some(rest) = written.strip_prefix("file://") {
+        // `file:///abs` or `file://localhost/abs`; any other host is not local.
+        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+        if !rest.starts_with('/') {
+            return None;
+        }
+        ("file".to_owned(), rest)
+    } else if let Some(rest) = written.strip_prefix("file:") {
+        if !rest.starts_with('/') {
+            return None;
+        }
+        ("file".to_owned(), rest)
+    } else if let Some((scheme, rest)) = written.split_once("://") {
+        if scheme.is_empty()
+            || !scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+        {
+            return None;
+        }
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "s3a" | "s3n" => "s3".to_owned(),
+            s => s.to_owned(),
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if authority.is_empty() && scheme != "memory" {
+            return None;
+        }
+        (format!("{scheme}://{authority}"), path)
+    } else if written.starts_with('/') {
+        ("file".to_owned(), written)
+    } else {
+        (String::new(), written)
+    };
+    let segments = clean_segments(rest)?;
+    Some(NormPath { key, segments })
+}
+
+/// Turns a user-supplied location into lakedrill's canonical storage URI.
+///
+/// Plain paths are made absolute against the current directory. `s3a://` and `s3n://` become
+/// `s3://`. The result has no trailing slash and is not percent-encoded.
+///
+/// # Errors
+/// [`Error::BadUri`] for empty input, an unsupported scheme, a `file://` URI with a remote host,
+/// or a `..` that climbs above the root.
+pub fn canonical_uri(input: &str) -> Result<String> {
+    let bad = |reason: &str| Error::BadUri {
+        uri: input.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if input.trim().is_empty() {
+        return Err(bad("empty"));
+    }
+    let owned;
+    let input_abs = if input.contains("://") || input.starts_with("file:") || input.starts_with('/')
+    {
+        input
+    } else {
+        let cwd = std::env::current_dir()
+            .map_err(|_| bad("relative path, and the current directory is unknown"))?;
+        owned = format!("{}/{input}", cwd.display());
+        owned.as_str()
+    };
+    let norm = normalize(input_abs)
+        .ok_or_else(|| bad("not a valid path or URI (remote file host, or `..` above the root)"))?;
+    let path = norm.segments.join("/");
+    match norm.key.as_str() {
+        "file" => Ok(format!("file:///{path}")),
+        k if k.starts_with("s3://") || k.starts_with("memory://") => {
+            if path.is_empty() {
+                Ok(k.to_owned())
+            } else {
+                Ok(format!("{k}/{path}"))
+            }
+        }
+        k => Err(bad(&format!(
+            "unsupported scheme in {k}; lakedrill reads file://, s3:// and memory://"
+        ))),
+    }
+}
+
+/// Joins a relative path onto a canonical URI.
+#[must_use]
+pub fn join(base: &str, rel: &str) -> String {
+    let rel = rel.trim_start_matches('/');
+    if rel.is_empty() {
+        base.to_owned()
+    } else if base.ends_with('/') {
+        format!("{base}{rel}")
+    } else {
+        format!("{base}/{rel}")
+    }
+}
+
+/// The parent of a canonical URI (`file:///a/b/c` → `file:///a/b`).
+#[must_use]
+pub fn parent(uri: &str) -> Option<String> {
+    let (head, _) = uri.rsplit_once('/')?;
+    if head.ends_with('/') || head.ends_with(':') {
+        return None;
+    }
+    Some(head.to_owned())
+}
+
+/// The last segment of a URI or path.
+#[must_use]
+pub fn file_name(uri: &str) -> &str {
+    uri.rsplit('/').next().unwrap_or(uri)
+}
+
+/// Whether `uri` lies strictly under `prefix` (segment-wise: `orders_v2/` is never under `orders/`).
+#[must_use]
+pub fn is_under(uri: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    uri.len() > prefix.len() + 1 && uri.starts_with(prefix) && uri.as_bytes()[prefix.len()] == b'/'
+}
+
+/// A table's location as written in its metadata, and the root where its files really are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableLocation {
+    written: String,
+    norm: NormPath,
+    root_uri: String,
+}
+
+impl TableLocation {
+    /// Binds the `location` written in a table's metadata to the canonical URI of its root.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the written location cannot be normalized.
+    pub fn new(written: &str, root_uri: String, metadata_uri: &str) -> Result<Self> {
+        let norm = normalize(written).ok_or_else(|| {
+            Error::corrupt(
+                metadata_uri,
+                format!("table location {written:?} is not a valid path"),
+            )
+        })?;
+        if norm.segments.is_empty() && norm.key.is_empty() {
+            return Err(Error::corrupt(metadata_uri, "table location is empty"));
+        }
+        Ok(Self {
+            written: written.to_owned(),
+            norm,
+            root_uri: root_uri.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// Chooses the table root for a metadata file read at `metadata_uri` when the user gave none.
+    ///
+    /// The written location is used when it is an absolute location that holds the metadata file;
+    /// a relative location (tables written with a relative warehouse) is resolved from the metadata
+    /// file's folder (`<root>/metadata/<file>`). Anything else needs an explicit `--table-root`:
+    /// lakedrill never guesses where a table was copied to.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the root cannot be inferred.
+    pub fn infer_root(written: &str, metadata_uri: &str) -> Result<String> {
+        let inferred_from_file = || {
+            let dir = parent(metadata_uri)?;
+            if file_name(&dir) == "metadata" {
+                parent(&dir)
+            } else {
+                None
+            }
+        };
+        let Some(norm) = normalize(written) else {
+            return Err(Error::corrupt(
+                metadata_uri,
+                format!("table location {written:?} is not a valid path"),
+            ));
+        };
+        if norm.key.is_empty() {
+            return inferred_from_file().ok_or_else(|| {
+                Error::invalid(
+                    metadata_uri,
+                    format!("the table location {written:?} is relative and the metadata file is not in a `metadata/` folder; pass --table-root"),
+                )
+            });
+        }
+        let written_uri = canonical_uri(written)?;
+        if is_under(metadata_uri, &written_uri) {
+            return Ok(written_uri);
+        }
+        Err(Error::invalid(
+            metadata_uri,
+            format!(
+                "the metadata file is not under the table location {written:?} written in it (a copied or restored table?); pass --table-root with the folder that holds the table's `metadata/` and data"
+            ),
+        ))
+    }
+
+    /// The location as written in the metadata.
+    #[must_use]
+    pub fn written(&self) -> &str {
+        &self.written
+    }
+
+    /// The canonical URI of the table root.
+    #[must_use]
+    pub fn root_uri(&self) -> &str {
+        &self.root_uri
+    }
+
+    /// The path of `written` relative to the table location, if it lies under it.
+    ///
+    /// # Errors
+    /// [`Error::PathOutsideTable`] naming the path.
+    pub fn relative(&self, written: &str) -> Result<String> {
+        let outside = || Error::PathOutsideTable {
+            path: written.to_owned(),
+            location: self.written.clone(),
+        };
+        let norm = normalize(written).ok_or_else(outside)?;
+        if norm.key != self.norm.key
+            || norm.segments.len() <= self.norm.segments.len()
+            || norm.segments[..self.norm.segments.len()] != self.norm.segments[..]
+        {
+            return Err(outside());
+        }
+        Ok(norm.segments[self.norm.segments.len()..].join("/"))
+    }
+
+    /// The storage URI where the object named `written` in the metadata really is.
+    ///
+    /// # Errors
+    /// [`Error::PathOutsideTable`] when `written` is not under the table location.
+    pub fn resolve(&self, written: &str) -> Result<String> {
+        Ok(join(&self.root_uri, &self.relative(written)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_forms() {
+        assert_eq!(canonical_uri("/a/b/../c/").unwrap(), "file:///a/c");
+        assert_eq!(canonical_uri("file:/a/./b").unwrap(), "file:///a/b");
+        assert_eq!(canonical_uri("file:///a/b").unwrap(), "file:///a/b");
+        assert_eq!(canonical_uri("s3a://bkt/x//y/").unwrap(), "s3://bkt/x/y");
+        assert_eq!(canonical_uri("s3://bkt").unwrap(), "s3://bkt");
+        assert!(canonical_uri("gs://b/x").is_err());
+        assert!(canonical_uri("file://otherhost/x").is_err());
+        assert!(canonical_uri("/a/../../x").is_err());
+        assert!(canonical_uri("").is_err());
+    }
+
+    #[test]
+    fn resolves_relative_location() {
+        let loc = TableLocation::new(
+            "./lineitem_iceberg",
+            "file:///fx/lineitem_iceberg".into(),
+            "m",
+        )
+        .unwrap();
+        assert_eq!(
+            loc.resolve("lineitem_iceberg/data/a.parquet").unwrap(),
+            "file:///fx/lineitem_iceberg/data/a.parquet"
+        );
+        assert_eq!(
+            loc.resolve("./lineitem_iceberg/metadata/../data/b.parquet")
+                .unwrap(),
+            "file:///fx/lineitem_iceberg/data/b.parquet"
+        );
+    }
+
+    #[test]
+    fn refuses_paths_outside_the_table() {
+        let loc = TableLocation::new("s3://b/wh/orders", "s3://b/wh/orders".into(), "m").unwrap();
+        for p in [
+            "s3://b/wh/orders_v2/data/x.parquet",
+            "s3://b/wh/orders/../secrets/x",
+            "s3://other/wh/orders/data/x",
+            "file:///wh/orders/data/x",
+            "s3://b/wh/orders",
+            "wh/orders/data/x",
+        ] {
+            let err = loc.resolve(p).unwrap_err();
+            assert!(
+                matches!(err, Error::PathOutsideTable { ref path, .. } if path == p),
+                "{p}: {err}"
+            );
+        }
+        assert_eq!(
+            loc.resolve("s3a://b/wh/orders/data/x").unwrap(),
+            "s3://b/wh/orders/data/x"
+        );
+    }
+
+    #[test]
+    fn rebases_onto_a_new_root() {
+        let loc = TableLocation::new("file:/warehouse/db/t", "s3://bk/copy/t".into(), "m").unwrap();
+        assert_eq!(
+            loc.resolve("file:///warehouse/db/t/metadata/v1.json")
+                .unwrap(),
+            "s3://bk/copy/t/metadata/v1.json"
+        );
+    }
+
+    #[test]
+    fn infers_roots() {
+        assert_eq!(
+            TableLocation::infer_root("./t", "file:///fx/t/metadata/v2.metadata.json").unwrap(),
+            "file:///fx/t"
+        );
+        assert_eq!(
+            TableLocation::infer_root("file:/w/t", "file:///w/t/metadata/v2.metadata.json")
+                .unwrap(),
+            "file:///w/t"
+        );
+        assert!(
+            TableLocation::infer_root("file:/w/t", "s3://b/t/metadata/v2.metadata.json").is_err()
+        );
+    }
+
+    #[test]
+    fn under_is_segment_wise() {
+        assert!(is_under("s3://b/orders/x", "s3://b/orders"));
+        assert!(is_under("s3://b/orders/x", "s3://b/orders/"));
+        assert!(!is_under("s3://b/orders_v2/x", "s3://b/orders"));
+        assert!(!is_under("s3://b/orders", "s3://b/orders"));
+    }
+}

@@ -1,0 +1,103 @@
+//! The `lakedrill` binary: parse arguments, call the library, print, exit 0/1/2.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use lakedrill::Outcome;
+use lakedrill::cli::{AuditCommand, Cli, Command, DrillCommand};
+use lakedrill::commands::{self, Context};
+use lakedrill::config::Config;
+
+async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
+    let (config_path, explicit) = match &cli.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from("lakedrill.toml"), false),
+    };
+    let config = Config::load(&config_path, explicit)?;
+    let ctx = Context::new(config);
+    match &cli.command {
+        Command::Demo { dir } => lakedrill::demo::run(&ctx, dir, cli.quiet).await,
+        Command::Inspect {
+            what,
+            table,
+            select,
+        } => commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await,
+        Command::Resolve { table, select } => {
+            let sel = select.selector();
+            if sel == lakedrill::resolve::Selector::Current {
+                return Err(lakedrill::Error::invalid(
+                    "resolve",
+                    "give one of --snapshot-id, --ref or --as-of",
+                ));
+            }
+            commands::resolve(&ctx, &table.source()?, &sel).await
+        }
+        Command::Keygen { name, dir } => commands::keygen(name, dir),
+        Command::Seal {
+            table,
+            select,
+            key,
+            out,
+        } => commands::seal(&ctx, &table.source()?, &select.selector(), key, out).await,
+        Command::Restore {
+            bundle,
+            trust,
+            deep,
+            table_root,
+        } => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
+        Command::Drill {
+            command: DrillCommand::Run { plan },
+        } => commands::drill_run(&ctx, plan, cli.quiet).await,
+        Command::Audit {
+            command:
+                AuditCommand::Verify {
+                    report,
+                    trust,
+                    chain,
+                },
+        } => commands::audit_verify(&ctx, report, trust, *chain).await,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lakedrill: error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(&cli)) {
+        Ok(outcome) => {
+            let mut out = std::io::stdout().lock();
+            let res = if cli.json {
+                serde_json::to_writer_pretty(&mut out, &outcome.json)
+                    .map_err(std::io::Error::other)
+                    .and_then(|()| writeln!(out))
+            } else {
+                write!(out, "{}", outcome.human)
+            };
+            if let Err(e) = res
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                eprintln!("lakedrill: error: cannot write output: {e}");
+                return ExitCode::from(2);
+            }
+            ExitCode::from(outcome.verdict.exit_code())
+        }
+        Err(e) => {
+            let msg = format!("{:#}", anyhow::Error::from(e));
+            eprintln!("lakedrill: error: {msg}");
+            if cli.json {
+                println!("{}", serde_json::json!({"error": msg, "exit_code": 2}));
+            }
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! What a command hands back to the binary: an exit verdict, a JSON document and human text.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The verdict of a command that could decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    /// Verified, accepted (exit 0).
+    Ok,
+    /// Findings, refused (exit 1).
+    Findings,
+}
+
+impl Verdict {
+    /// The process exit code: 0 or 1. (2, "could not decide", is every `Err`.)
+    #[must_use]
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Ok => 0,
+            Verdict::Findings => 1,
+        }
+    }
+}
+
+/// A command's result.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Exit verdict.
+    pub verdict: Verdict,
+    /// The `--json` document.
+    pub json: serde_json::Value,
+    /// Human-readable text.
+    pub human: String,
+}
+
+impl Outcome {
+    /// An outcome from a serializable value and its human rendering.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if the value cannot be serialized.
+    pub fn new(verdict: Verdict, value: &impl Serialize, human: String) -> Result<Self> {
+        Ok(Self {
+            verdict,
+            json: serde_json::to_value(value)
+                .map_err(|e| Error::Internal(format!("serializing output: {e}")))?,
+            human,
+        })
+    }
+}
+
+/// Renders rows as an aligned text table.
+#[must_use]
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let mut out = line(headers.iter().map(|h| (*h).to_owned()).collect());
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.clone()));
+        out.push('\n');
+    }
+    if rows.is_empty() {
+        out.push_str("(none)\n");
+    }
+    out
+}
+
+/// `Some(x)` as text, `None` as `-`.
+#[must_use]
+pub fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |x| x.to_string())
+}
+
+/// Epoch milliseconds as RFC 3339 UTC.
+#[must_use]
+pub fn ts(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    )
+}

@@ -1,0 +1,394 @@
+//! Every byte lakedrill reads or writes goes through this module.
+//!
+//! [`Storage`] turns canonical storage URIs (see [`crate::location`]) into `object_store`
+//! calls: `file://` on the local filesystem, `s3://` on Amazon S3 or any S3-compatible server,
+//! `memory://` for tests. It owns the limits that keep a run polite to the store: a named bound
+//! on concurrent requests ([`StorageOptions::io_concurrency`]) and the retry policy of the S3
+//! client. Every error it returns names the URI of the object.
+//!
+//! It does not interpret bytes (that is the job of the pure modules) and it never deletes:
+//! deletion belongs to the deleter's plan, not to readers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use tokio::sync::Semaphore;
+
+use crate::error::{Error, Result};
+
+/// What a [`Storage`] needs to know beyond the URIs themselves.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    /// Extra settings for S3 (`endpoint`, `allow_http`, `region`, `access_key_id`, …),
+    /// applied on top of the standard `AWS_*` environment variables.
+    pub s3: BTreeMap<String, String>,
+    /// The most requests in flight at once, across all objects.
+    pub io_concurrency: NonZeroUsize,
+}
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        Self {
+            s3: BTreeMap::new(),
+            io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
+        }
+    }
+}
+
+/// What the store says about one object.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectInfo {
+    /// Canonical storage URI.
+    pub uri: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's ETag, when it gives one.
+    pub e_tag: Option<String>,
+    /// The object version, on versioned stores.
+    pub version: Option<String>,
+    /// Last modification time.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// An object's bytes as read.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// What the store said about it.
+    pub info: ObjectInfo,
+    /// The whole content.
+    pub bytes: Bytes,
+}
+
+/// An object hashed while streaming, so memory does not grow with its size.
+#[derive(Debug, Clone)]
+pub struct Hashed {
+    /// What the store said about it.
+    pub info: ObjectInfo,
+    /// Bytes actually read.
+    pub bytes_read: u64,
+    /// BLAKE3 of the content, lowercase hex.
+    pub blake3: String,
+}
+
+/// The storage layer: a cache of `object_store` clients plus the request limit.
+pub struct Storage {
+    options: StorageOptions,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    limit: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("io_concurrency", &self.options.io_concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
+    match e {
+        object_store::Error::NotFound { .. } => Error::NotFound {
+            uri: uri.to_owned(),
+        },
+        object_store::Error::AlreadyExists { .. } => Error::AlreadyExists {
+            uri: uri.to_owned(),
+        },
+        source => Error::Storage {
+            op,
+            uri: uri.to_owned(),
+            source: Box::new(source),
+        },
+    }
+}
+
+impl Storage {
+    /// A storage layer with the given options.
+    #[must_use]
+    pub fn new(options: StorageOptions) -> Self {
+        let permits = options.io_concurrency.get();
+        Self {
+            options,
+            stores: Mutex::new(HashMap::new()),
+            limit: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    /// The options this storage was built with.
+    #[must_use]
+    pub fn options(&self) -> &StorageOptions {
+        &self.options
+    }
+
+    /// The `object_store` client and object path for a canonical URI.
+    ///
+    /// # Errors
+    /// [`Error::BadUri`] for an unsupported scheme or an S3 client that cannot be configured.
+    pub fn resolve(&self, uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        let bad = |reason: String| Error::BadUri {
+            uri: uri.to_owned(),
+            reason,
+        };
+        let (key, path) = if let Some(rest) = uri.strip_prefix("file:///") {
+            ("file".to_owned(), rest)
+        } else if let Some(rest) = uri.strip_prefix("s3://") {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            (format!("s3://{bucket}"), key)
+        } else if let Some(rest) = uri.strip_prefix("memory:///") {
+            ("memory".to_owned(), rest)
+        } else {
+            return Err(bad(
+                "not a canonical storage URI (file:///, s3://, memory:///)".into(),
+            ));
+        };
+        let path = Path::parse(path).map_err(|e| bad(e.to_string()))?;
+        let mut stores = self
+            .stores
+            .lock()
+            .map_err(|_| Error::Internal("storage client cache poisoned".into()))?;
+        if let Some(store) = stores.get(&key) {
+            return Ok((Arc::clone(store), path));
+        }
+        let store: Arc<dyn ObjectStore> = if key == "file" {
+            Arc::new(object_store::local::LocalFileSystem::new())
+        } else if key == "memory" {
+            Arc::new(object_store::memory::InMemory::new())
+        } else {
+            let bucket = key.trim_start_matches("s3://");
+            let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(object_store::RetryConfig {
+                    max_retries: 5,
+                    retry_timeout: Duration::from_secs(120),
+                    ..Default::default()
+                });
+            for (k, v) in &self.options.s3 {
+                let cfg: object_store::aws::AmazonS3ConfigKey = k
+                    .parse()
+                    .map_err(|e: object_store::Error| bad(format!("S3 setting {k}: {e}")))?;
+                builder = builder.with_config(cfg, v.clone());
+            }
+            Arc::new(
+                builder
+                    .build()
+                    .map_err(|e| bad(format!("S3 client: {e}")))?,
+            )
+        };
+        stores.insert(key, Arc::clone(&store));
+        Ok((store, path))
+    }
+
+    fn info(uri: &str, meta: &object_store::ObjectMeta) -> ObjectInfo {
+        ObjectInfo {
+            uri: uri.to_owned(),
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            version: meta.version.clone(),
+            last_modified: meta.last_modified,
+        }
+    }
+
+    async fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.limit)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Internal("storage request limit closed".into()))
+    }
+
+    /// Reads a whole object.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get(&self, uri: &str) -> Result<Fetched> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store
+            .get(&path)
+            .await
+            .map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        let bytes = res.bytes().await.map_err(|e| map_err("read", uri, e))?;
+        Ok(Fetched { info, bytes })
+    }
+
+    /// Reads a whole object, `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn get_opt(&self, uri: &str) -> Result<Option<Fetched>> {
+        match self.get(uri).await {
+            Ok(f) => Ok(Some(f)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a byte range of an object.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get_range(&self, uri: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        store
+            .get_range(&path, range)
+            .await
+            .map_err(|e| map_err("read", uri, e))
+    }
+
+    /// Metadata of an object, `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn head(&self, uri: &str) -> Result<Option<ObjectInfo>> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        match store.head(&path).await {
+            Ok(meta) => Ok(Some(Self::info(uri, &meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(map_err("stat", uri, e)),
+        }
+    }
+
+    /// Streams an object through BLAKE3; memory use does not depend on the object's size.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn hash(&self, uri: &str) -> Result<Hashed> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store
+            .get(&path)
+            .await
+            .map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        let mut stream = res.into_stream();
+        let mut hasher = blake3::Hasher::new();
+        let mut read = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
+            read += chunk.len() as u64;
+            // Hashing is CPU work: keep it off the async workers' critical path.
+            if chunk.len() >= 1 << 20 {
+                hasher = tokio::task::spawn_blocking(move || {
+                    hasher.update(&chunk);
+                    hasher
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("hash task for {uri}: {e}")))?;
+            } else {
+                hasher.update(&chunk);
+            }
+        }
+        Ok(Hashed {
+            info,
+            bytes_read: read,
+            blake3: hasher.finalize().to_hex().to_string(),
+        })
+    }
+
+    /// Writes an object only if it does not exist yet (write-once).
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when it exists; [`Error::Storage`] otherwise.
+    pub async fn put_new(&self, uri: &str, bytes: Bytes) -> Result<ObjectInfo> {
+        self.put_mode(uri, bytes, PutMode::Create).await
+    }
+
+    /// Writes (or replaces) an object.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn put(&self, uri: &str, bytes: Bytes) -> Result<ObjectInfo> {
+        self.put_mode(uri, bytes, PutMode::Overwrite).await
+    }
+
+    async fn put_mode(&self, uri: &str, bytes: Bytes, mode: PutMode) -> Result<ObjectInfo> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let size = bytes.len() as u64;
+        let res = store
+            .put_opts(
+                &path,
+                PutPayload::from_bytes(bytes),
+                PutOptions {
+                    mode,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| map_err("write", uri, e))?;
+        Ok(ObjectInfo {
+            uri: uri.to_owned(),
+            size,
+            e_tag: res.e_tag,
+            version: res.version,
+            last_modified: Utc::now(),
+        })
+    }
+
+    /// Lists every object under a prefix URI (recursively), sorted by URI.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the prefix.
+    pub async fn list(&self, prefix_uri: &str) -> Result<Vec<ObjectInfo>> {
+        let (store, path) = self.resolve(prefix_uri)?;
+        let base = prefix_uri
+            .strip_suffix(path.as_ref())
+            .unwrap_or(prefix_uri)
+            .to_owned();
+        let sep = if base.ends_with('/') { "" } else { "/" };
+        let _permit = self.permit().await?;
+        let prefix = if path.as_ref().is_empty() {
+            None
+        } else {
+            Some(&path)
+        };
+        let metas: Vec<object_store::ObjectMeta> = match store.list(prefix).try_collect().await {
+            Ok(v) => v,
+            Err(object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(map_err("list", prefix_uri, e)),
+        };
+        let mut out: Vec<ObjectInfo> = metas
+            .iter()
+            .map(|m| Self::info(&format!("{base}{sep}{}", m.location), m))
+            .collect();
+        out.sort_by(|a, b| a.uri.cmp(&b.uri));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_round_trip_and_write_once() {
+        let s = Storage::new(StorageOptions::default());
+        s.put_new("memory:///a/b.txt", Bytes::from_static(b"hello"))
+            .await
+            .unwrap();
+        let err = s
+            .put_new("memory:///a/b.txt", Bytes::from_static(b"x"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::AlreadyExists { ref uri } if uri == "memory:///a/b.txt"));
+        let f = s.get("memory:///a/b.txt").await.unwrap();
+        assert_eq!(&f.bytes[..], b"hello");
+        let h = s.hash("memory:///a/b.txt").await.unwrap();
+        assert_eq!(h.blake3, blake3::hash(b"hello").to_hex().to_string());
+        assert_eq!(h.bytes_read, 5);
+        let listed = s.list("memory:///a").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].uri, "memory:///a/b.txt");
+        assert!(s.head("memory:///a/missing").await.unwrap().is_none());
+        let err = s.get("memory:///a/missing").await.unwrap_err();
+        assert!(err.to_string().contains("memory:///a/missing"), "{err}");
+    }
+}

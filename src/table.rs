@@ -1,0 +1,481 @@
+//! Loading one Iceberg table at one fixed generation.
+//!
+//! A table is addressed by a metadata file (`--metadata URI`), by a Hadoop-style table folder
+//! (`--metadata DIR`, whose `metadata/version-hint.text` names the current file), or through a
+//! catalog (`--catalog NAME --table NS.TABLE`). In every case lakedrill reads the metadata JSON
+//! once, keeps its exact bytes and their BLAKE3 (the *table generation*), and from then on works
+//! only from that generation: a concurrent commit is noticed by comparing generations, never
+//! picked up half way.
+//!
+//! Every path written in the metadata is mapped through [`TableLocation`], so a path outside the
+//! table location is refused before it is opened.
+//!
+//! This module reads metadata JSON, manifest lists and manifests; it does not read data files and
+//! never writes.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use iceberg::spec::{
+    FormatVersion, Manifest, ManifestFile, ManifestList, SnapshotRef, SnapshotReference,
+    TableMetadata,
+};
+
+use crate::catalog::{SqlCatalog, TableIdent};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::location::{self, TableLocation};
+use crate::store::{Fetched, Storage};
+
+/// How the user addressed a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableSource {
+    /// A metadata JSON file, or a Hadoop table folder with `metadata/version-hint.text`.
+    Metadata {
+        /// File or folder URI (or local path).
+        uri: String,
+        /// Where the table's files really are, when not where the metadata says.
+        table_root: Option<String>,
+    },
+    /// A table in a declared catalog.
+    Catalog {
+        /// Catalog section name in the configuration.
+        catalog: String,
+        /// `NS.TABLE`.
+        table: String,
+        /// Where the table's files really are, when not where the metadata says.
+        table_root: Option<String>,
+    },
+}
+
+/// The table generation: which metadata file is current, and the digest of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableGeneration {
+    /// The metadata location as the catalog (or the version hint) names it.
+    pub metadata_location: String,
+    /// BLAKE3 of the metadata file's bytes, lowercase hex.
+    pub metadata_blake3: String,
+}
+
+/// One table, read at one generation.
+#[derive(Debug, Clone)]
+pub struct Table {
+    name: String,
+    metadata: Arc<TableMetadata>,
+    metadata_uri: String,
+    metadata_bytes: Bytes,
+    generation: TableGeneration,
+    location: TableLocation,
+    refs: BTreeMap<String, SnapshotReference>,
+}
+
+/// Decompresses gzip metadata (`*.gz.metadata.json`, magic `1f 8b`) when needed.
+fn maybe_gunzip(uri: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| {
+                Error::corrupt(uri, format!("gzip metadata cannot be decompressed: {e}"))
+            })?;
+        Ok(out)
+    } else {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// Parses table metadata bytes (pure). Returns the metadata and its refs (including the implied
+/// `main` of tables written without `refs`).
+///
+/// # Errors
+/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri`.
+pub fn parse_metadata(
+    uri: &str,
+    bytes: &[u8],
+) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
+    let json = maybe_gunzip(uri, bytes)?;
+    let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| Error::Parse {
+        uri: uri.to_owned(),
+        what: "table metadata (invalid JSON)",
+        source: Box::new(e),
+    })?;
+    if let Some(v) = value.get("format-version")
+        && !matches!(v.as_i64(), Some(1..=3))
+    {
+        return Err(Error::corrupt(
+            uri,
+            format!("unsupported format-version {v}; lakedrill reads 1, 2 and 3"),
+        ));
+    }
+    let md: TableMetadata = serde_json::from_value(value).map_err(|e| Error::Parse {
+        uri: uri.to_owned(),
+        what: "table metadata",
+        source: Box::new(e),
+    })?;
+    let reparsed = serde_json::to_value(&md)
+        .map_err(|e| Error::Internal(format!("re-encoding metadata of {uri}: {e}")))?;
+    let refs: BTreeMap<String, SnapshotReference> = match reparsed.get("refs") {
+        Some(r) => serde_json::from_value(r.clone()).map_err(|e| Error::Parse {
+            uri: uri.to_owned(),
+            what: "table metadata refs",
+            source: Box::new(e),
+        })?,
+        None => BTreeMap::new(),
+    };
+    let mut refs = refs;
+    // Spec: tables written without `refs` (v1 writers) have an implied `main` at the current snapshot.
+    if let (false, Some(id)) = (refs.contains_key("main"), md.current_snapshot_id()) {
+        refs.insert(
+            "main".to_owned(),
+            SnapshotReference::new(
+                id,
+                iceberg::spec::SnapshotRetention::branch(None, None, None),
+            ),
+        );
+    }
+    Ok((md, refs))
+}
+
+impl Table {
+    /// Reads a table's current metadata.
+    ///
+    /// # Errors
+    /// Any [`Error`] naming the object that could not be read or trusted.
+    pub async fn load(storage: &Storage, config: &Config, source: &TableSource) -> Result<Table> {
+        match source {
+            TableSource::Metadata { uri, table_root } => {
+                let uri = location::canonical_uri(uri)?;
+                let is_file = uri.ends_with(".json") || uri.ends_with(".json.gz");
+                let (metadata_uri, default_root, name) = if is_file {
+                    (uri.clone(), None, uri.clone())
+                } else {
+                    let hint_uri = location::join(&uri, "metadata/version-hint.text");
+                    let hint = storage.get_opt(&hint_uri).await?.ok_or_else(|| {
+                        Error::invalid(
+                            &uri,
+                            format!("not a metadata file (*.metadata.json) and {hint_uri} does not exist"),
+                        )
+                    })?;
+                    let text = String::from_utf8_lossy(&hint.bytes).trim().to_owned();
+                    let file = hadoop_metadata_file(storage, &uri, &text).await?;
+                    (file, Some(uri.clone()), uri.clone())
+                };
+                Self::from_metadata_uri(
+                    storage,
+                    name,
+                    &metadata_uri,
+                    &metadata_uri,
+                    table_root.as_deref().or(default_root.as_deref()),
+                )
+                .await
+            }
+            TableSource::Catalog {
+                catalog,
+                table,
+                table_root,
+            } => {
+                let ident: TableIdent = table.parse()?;
+                let cat = SqlCatalog::open(catalog, config.catalog(catalog)?).await?;
+                let location = cat.metadata_location(&ident).await?;
+                let uri = location::canonical_uri(&location)?;
+                Self::from_metadata_uri(
+                    storage,
+                    format!("{catalog}.{ident}"),
+                    &location,
+                    &uri,
+                    table_root.as_deref(),
+                )
+                .await
+            }
+        }
+    }
+
+    async fn from_metadata_uri(
+        storage: &Storage,
+        name: String,
+        metadata_location: &str,
+        metadata_uri: &str,
+        table_root: Option<&str>,
+    ) -> Result<Table> {
+        let fetched = storage.get(metadata_uri).await?;
+        Self::from_bytes(
+            name,
+            metadata_location,
+            metadata_uri,
+            fetched.bytes,
+            table_root,
+        )
+    }
+
+    /// Builds a table from metadata bytes already read (pure).
+    ///
+    /// # Errors
+    /// [`Error::Parse`], [`Error::Corrupt`] or [`Error::Invalid`] naming the metadata file.
+    pub fn from_bytes(
+        name: String,
+        metadata_location: &str,
+        metadata_uri: &str,
+        bytes: Bytes,
+        table_root: Option<&str>,
+    ) -> Result<Table> {
+        let (metadata, refs) = parse_metadata(metadata_uri, &bytes)?;
+        let root = match table_root {
+            Some(r) => location::canonical_uri(r)?,
+            None => TableLocation::infer_root(metadata.location(), metadata_uri)?,
+        };
+        let location = TableLocation::new(metadata.location(), root, metadata_uri)?;
+        let generation = TableGeneration {
+            metadata_location: metadata_location.to_owned(),
+            metadata_blake3: blake3::hash(&bytes).to_hex().to_string(),
+        };
+        Ok(Table {
+            name,
+            metadata: Arc::new(metadata),
+            metadata_uri: metadata_uri.to_owned(),
+            metadata_bytes: bytes,
+            generation,
+            location,
+            refs,
+        })
+    }
+
+    /// A display name: the catalog identifier or the metadata URI.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parsed metadata.
+    #[must_use]
+    pub fn metadata(&self) -> &TableMetadata {
+        &self.metadata
+    }
+
+    /// The URI the metadata file was read from.
+    #[must_use]
+    pub fn metadata_uri(&self) -> &str {
+        &self.metadata_uri
+    }
+
+    /// The metadata file's exact bytes.
+    #[must_use]
+    pub fn metadata_bytes(&self) -> &Bytes {
+        &self.metadata_bytes
+    }
+
+    /// The generation this table was read at.
+    #[must_use]
+    pub fn generation(&self) -> &TableGeneration {
+        &self.generation
+    }
+
+    /// The table location and root.
+    #[must_use]
+    pub fn location(&self) -> &TableLocation {
+        &self.location
+    }
+
+    /// All refs by name (branches and tags), including `main`.
+    #[must_use]
+    pub fn refs(&self) -> &BTreeMap<String, SnapshotReference> {
+        &self.refs
+    }
+
+    /// Snapshots sorted by sequence number, then timestamp.
+    #[must_use]
+    pub fn snapshots_sorted(&self) -> Vec<&SnapshotRef> {
+        let mut v: Vec<&SnapshotRef> = self.metadata.snapshots().collect();
+        v.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms(), s.snapshot_id()));
+        v
+    }
+
+    /// The snapshot with this id.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`].
+    pub fn snapshot(&self, snapshot_id: i64) -> Result<&SnapshotRef> {
+        self.metadata
+            .snapshot_by_id(snapshot_id)
+            .ok_or_else(|| Error::SnapshotNotFound {
+                snapshot_id,
+                table: self.name.clone(),
+            })
+    }
+
+    /// Ids of the current snapshot and all its ancestors.
+    #[must_use]
+    pub fn current_ancestors(&self) -> std::collections::BTreeSet<i64> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut cur = self.metadata.current_snapshot_id();
+        while let Some(id) = cur {
+            if !out.insert(id) {
+                break; // a cycle in corrupt metadata must not loop forever
+            }
+            cur = self
+                .metadata
+                .snapshot_by_id(id)
+                .and_then(|s| s.parent_snapshot_id());
+        }
+        out
+    }
+
+    /// Reads and parses the manifest list of a snapshot.
+    ///
+    /// # Errors
+    /// [`Error::PathOutsideTable`], or [`Error::Corrupt`] / [`Error::Parse`] naming the manifest
+    /// list and the snapshot.
+    pub async fn read_manifest_list(
+        &self,
+        storage: &Storage,
+        snapshot: &SnapshotRef,
+    ) -> Result<(String, Fetched, ManifestList)> {
+        let written = snapshot.manifest_list();
+        if written.is_empty() {
+            return Err(Error::corrupt(
+                &self.metadata_uri,
+                format!(
+                    "snapshot {} has no manifest list (v1 embedded manifests are not supported)",
+                    snapshot.snapshot_id()
+                ),
+            ));
+        }
+        let uri = self.location.resolve(written)?;
+        let fetched = match storage.get(&uri).await {
+            Ok(f) => f,
+            Err(Error::NotFound { .. }) => {
+                return Err(Error::corrupt(
+                    &uri,
+                    format!(
+                        "the manifest list of snapshot {} does not exist",
+                        snapshot.snapshot_id()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let list = parse_manifest_list(&uri, &fetched.bytes, self.metadata.format_version())?;
+        Ok((uri, fetched, list))
+    }
+
+    /// Reads and parses one manifest named in a manifest list.
+    ///
+    /// # Errors
+    /// [`Error::PathOutsideTable`], or [`Error::Corrupt`] / [`Error::Parse`] naming the manifest.
+    pub async fn read_manifest(
+        &self,
+        storage: &Storage,
+        mf: &ManifestFile,
+    ) -> Result<(String, Fetched, Manifest)> {
+        let uri = self.location.resolve(&mf.manifest_path)?;
+        let fetched = match storage.get(&uri).await {
+            Ok(f) => f,
+            Err(Error::NotFound { .. }) => {
+                return Err(Error::corrupt(
+                    &uri,
+                    format!(
+                        "manifest added by snapshot {} does not exist",
+                        mf.added_snapshot_id
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        // A truncated manifest can still decode (cut at a block boundary) and silently lose
+        // entries: the length the manifest list records is the check.
+        if i64::try_from(fetched.bytes.len()).ok() != Some(mf.manifest_length) {
+            return Err(Error::corrupt(
+                &uri,
+                format!(
+                    "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
+                    fetched.bytes.len(),
+                    mf.manifest_length
+                ),
+            ));
+        }
+        let bytes = fetched.bytes.clone();
+        let uri2 = uri.clone();
+        let manifest = tokio::task::spawn_blocking(move || parse_manifest(&uri2, &bytes))
+            .await
+            .map_err(|e| Error::Internal(format!("manifest parse task for {uri}: {e}")))??;
+        Ok((uri, fetched, manifest))
+    }
+}
+
+/// Parses a manifest list (pure), guarding against parser panics on hostile bytes.
+///
+/// # Errors
+/// [`Error::Parse`] naming the URI.
+pub fn parse_manifest_list(
+    uri: &str,
+    bytes: &[u8],
+    version: FormatVersion,
+) -> Result<ManifestList> {
+    let res = std::panic::catch_unwind(|| ManifestList::parse_with_version(bytes, version));
+    match res {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(e)) => Err(Error::Parse {
+            uri: uri.to_owned(),
+            what: "manifest list",
+            source: Box::new(e),
+        }),
+        Err(_) => Err(Error::corrupt(
+            uri,
+            "manifest list is malformed (the Avro decoder gave up)",
+        )),
+    }
+}
+
+/// Parses a manifest (pure), guarding against parser panics on hostile bytes.
+///
+/// # Errors
+/// [`Error::Parse`] naming the URI.
+pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
+    let res = std::panic::catch_unwind(|| Manifest::parse_avro(bytes));
+    match res {
+        Ok(Ok(m)) => Ok(m),
+        Ok(Err(e)) => Err(Error::Parse {
+            uri: uri.to_owned(),
+            what: "manifest",
+            source: Box::new(e),
+        }),
+        Err(_) => Err(Error::corrupt(
+            uri,
+            "manifest is malformed (the Avro decoder gave up)",
+        )),
+    }
+}
+
+/// Finds the current metadata file of a Hadoop table from its `version-hint.text` content.
+async fn hadoop_metadata_file(storage: &Storage, table_uri: &str, hint: &str) -> Result<String> {
+    let meta_dir = location::join(table_uri, "metadata");
+    let hint_uri = location::join(&meta_dir, "version-hint.text");
+    if hint.is_empty() {
+        return Err(Error::corrupt(hint_uri, "version hint is empty"));
+    }
+    let candidates: Vec<String> = if let Ok(n) = hint.parse::<u64>() {
+        vec![
+            format!("v{n}.metadata.json"),
+            format!("v{n}.gz.metadata.json"),
+            format!("v{n}.metadata.json.gz"),
+        ]
+    } else if !hint.contains('/') {
+        vec![hint.to_owned()]
+    } else {
+        return Err(Error::corrupt(
+            hint_uri,
+            format!("version hint {hint:?} is neither a version number nor a file name"),
+        ));
+    };
+    for c in &candidates {
+        let uri = location::join(&meta_dir, c);
+        if storage.head(&uri).await?.is_some() {
+            return Ok(uri);
+        }
+    }
+    Err(Error::corrupt(
+        hint_uri,
+        format!("version hint {hint:?} names no existing metadata file (tried {candidates:?})"),
+    ))
+}

@@ -1,0 +1,11 @@
+//! lakedrill's one integration-test binary. Run it through `scripts/test.sh`, which generates the
+//! PyIceberg fixtures and starts the local S3 server; without them the tests that need them fail
+//! loudly instead of skipping.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod demo;
+mod generated;
+mod interop;
+mod malformed;
+mod s3;
+mod util;

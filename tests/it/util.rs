@@ -1,0 +1,153 @@
+//! Shared helpers: fixture locations, running the binary, JSON access.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The output of one run of the binary.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The stdout as JSON (panics with the whole output when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Asserts the exit code, showing the output on failure.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `lakedrill ARGS` in `cwd` (a temp dir by default, so no stray lakedrill.toml is read).
+pub fn lakedrill_in(cwd: &Path, args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run lakedrill");
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("lakedrill {args:?} was killed by a signal"));
+    assert_ne!(
+        code,
+        101,
+        "lakedrill {args:?} panicked:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Run {
+        code,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A temporary directory whose path has no hidden component (pyarrow skips those).
+pub fn tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("lakedrill-it-")
+        .tempdir()
+        .unwrap()
+}
+
+/// Runs `lakedrill ARGS` in a fresh temporary directory.
+pub fn lakedrill(args: &[&str]) -> Run {
+    let dir = crate::util::tmpdir();
+    lakedrill_in(dir.path(), args)
+}
+
+/// The PyIceberg-generated fixtures (made by scripts/test.sh).
+pub fn generated() -> PathBuf {
+    let dir = std::env::var("LAKEDRILL_TEST_FIXTURES").unwrap_or_else(|_| {
+        panic!("LAKEDRILL_TEST_FIXTURES is not set: run the tests with scripts/test.sh, which generates the PyIceberg tables")
+    });
+    let p = PathBuf::from(dir);
+    assert!(
+        p.join("catalog.db").exists(),
+        "{} has no catalog.db: run scripts/test.sh",
+        p.display()
+    );
+    p
+}
+
+/// The expected answers PyIceberg gave for a generated table (`db.events` …).
+pub fn expected(table: &str) -> Value {
+    let p = generated().join("expected").join(format!("{table}.json"));
+    serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+/// The committed Spark/Java interop tables.
+pub fn interop() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/duckdb-iceberg")
+}
+
+/// Copies a directory tree (fixtures are read-only; copies are writable).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+            let mut perm = std::fs::metadata(&target).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            perm.set_readonly(false);
+            std::fs::set_permissions(&target, perm).unwrap();
+        }
+    }
+}
+
+/// A config file declaring the generated PyIceberg catalog as `pyfix`.
+pub fn pyfix_config(dir: &Path) -> PathBuf {
+    let fx = generated();
+    let cfg = dir.join("lakedrill.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[catalog.pyfix]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nwarehouse = \"file://{}\"\n",
+            fx.join("catalog.db").display(),
+            fx.join("warehouse").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// Keeps only `keys` of each object in an array, sorted by `sort_key`.
+pub fn project(rows: &Value, keys: &[&str], sort_key: &str) -> Vec<Value> {
+    let mut v: Vec<Value> = rows
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {rows}"))
+        .iter()
+        .map(|r| {
+            Value::Object(
+                keys.iter()
+                    .map(|k| ((*k).to_owned(), r.get(*k).cloned().unwrap_or(Value::Null)))
+                    .collect(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|r| r[sort_key].to_string());
+    v
+}
