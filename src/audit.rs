@@ -64,14 +64,19 @@ pub fn check_report(
             return None;
         }
     };
+    // lakedrill writes envelopes in one canonical layout, and the chain hashes the file's bytes:
+    // a report whose bytes differ from that layout (even in whitespace) has been edited.
+    match serde_json::from_slice::<evidence::Envelope>(bytes) {
+        Ok(env) if env.to_json_bytes() == bytes => {}
+        _ => fail(
+            "ENVELOPE_NOT_CANONICAL",
+            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
+        ),
+    }
     if v.predicate_type() != drill::PREDICATE_TYPE {
         fail(
             "PREDICATE_TYPE",
-            format!(
-                "expected {}, found {}",
-                drill::PREDICATE_TYPE,
-                v.predicate_type()
-            ),
+            format!("expected {}, found {}", drill::PREDICATE_TYPE, v.predicate_type()),
         );
         return None;
     }
@@ -97,11 +102,7 @@ pub fn check_report(
             ),
         );
     }
-    let gate = if failed == 0 && passed > 0 {
-        "PASS"
-    } else {
-        "FAIL"
-    };
+    let gate = if failed == 0 && passed > 0 { "PASS" } else { "FAIL" };
     if p.summary.gate != gate {
         fail(
             "GATE_INCONSISTENT",
@@ -130,10 +131,7 @@ pub fn check_report(
         if !ok {
             fail(
                 "SUBJECT_MISMATCH",
-                format!(
-                    "no subject binds bundle {} to root {:?}",
-                    r.bundle_id, r.bundle_root
-                ),
+                format!("no subject binds bundle {} to root {:?}", r.bundle_id, r.bundle_root),
             );
         }
         if r.status == RestoreStatus::RestoreVerified && !r.findings.is_empty() {
@@ -150,12 +148,7 @@ pub fn check_report(
 ///
 /// # Errors
 /// Only when a report cannot be read at all.
-pub async fn verify(
-    storage: &Storage,
-    report_uri: &str,
-    trust: &TrustStore,
-    chain: bool,
-) -> Result<AuditReport> {
+pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, chain: bool) -> Result<AuditReport> {
     let report_uri = location::canonical_uri(report_uri)?;
     let mut findings = Vec::new();
     let mut keyids = Vec::new();

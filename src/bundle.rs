@@ -56,10 +56,7 @@ impl Layer {
     /// Whether the bundle carries a byte copy of objects of this layer.
     #[must_use]
     pub fn is_metadata(self) -> bool {
-        matches!(
-            self,
-            Layer::Metadata | Layer::ManifestList | Layer::Manifest
-        )
+        matches!(self, Layer::Metadata | Layer::ManifestList | Layer::Manifest)
     }
 }
 
@@ -146,9 +143,7 @@ pub fn canonical_inventory(entries: &[InventoryEntry]) -> Vec<u8> {
 /// The bundle root: BLAKE3 of the canonical inventory.
 #[must_use]
 pub fn inventory_root(entries: &[InventoryEntry]) -> String {
-    blake3::hash(&canonical_inventory(entries))
-        .to_hex()
-        .to_string()
+    blake3::hash(&canonical_inventory(entries)).to_hex().to_string()
 }
 
 /// What `seal` reports.
@@ -339,8 +334,7 @@ pub async fn seal(
             ]),
         }],
         predicate_type: PREDICATE_TYPE.to_owned(),
-        predicate: serde_json::to_value(&predicate)
-            .map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
+        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
     };
     let envelope = evidence::sign_statement(&statement, key);
     let dir = location::join(out_uri, &bundle_id);
@@ -519,13 +513,10 @@ pub async fn verify(
     }
     // 2. Metadata copies against the inventory, then the layers against each other.
     let loc = match opts.table_root.as_deref() {
-        Some(r) => {
-            TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok()
-        }
+        Some(r) => TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok(),
         None => None,
     };
-    let written_loc =
-        TableLocation::new(&pred.table_location, "memory:///unused".into(), &env_uri).ok();
+    let written_loc = TableLocation::new(&pred.table_location, "memory:///unused".into(), &env_uri).ok();
     let mut copies: BTreeMap<String, Bytes> = BTreeMap::new();
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else {
@@ -676,17 +667,10 @@ pub async fn verify(
 }
 
 /// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
-type Checked = (
-    crate::store::Hashed,
-    Option<std::result::Result<u64, String>>,
-);
+type Checked = (crate::store::Hashed, Option<std::result::Result<u64, String>>);
 
 /// Reads a Parquet footer and returns the file's row count.
-async fn parquet_rows(
-    storage: &Storage,
-    uri: &str,
-    size: u64,
-) -> Result<std::result::Result<u64, String>> {
+async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::result::Result<u64, String>> {
     if size < 12 {
         return Ok(Err("too small to be Parquet".into()));
     }
@@ -775,25 +759,19 @@ fn check_layers(
     let Some(list_bytes) = copies.get(snapshot.manifest_list()) else {
         return;
     };
-    let list =
-        match table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version())
-        {
-            Ok(l) => l,
-            Err(e) => {
-                findings.push(Finding::new(
-                    FindingKind::CopyUnreadable,
-                    snapshot.manifest_list(),
-                    None,
-                    Some(format!("{e}")),
-                ));
-                return;
-            }
-        };
-    let named: BTreeSet<&str> = list
-        .entries()
-        .iter()
-        .map(|m| m.manifest_path.as_str())
-        .collect();
+    let list = match table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version()) {
+        Ok(l) => l,
+        Err(e) => {
+            findings.push(Finding::new(
+                FindingKind::CopyUnreadable,
+                snapshot.manifest_list(),
+                None,
+                Some(format!("{e}")),
+            ));
+            return;
+        }
+    };
+    let named: BTreeSet<&str> = list.entries().iter().map(|m| m.manifest_path.as_str()).collect();
     let have = by_layer(Layer::Manifest);
     for m in named.difference(&have) {
         findings.push(Finding::new(
@@ -837,10 +815,7 @@ fn check_layers(
             }
             live.insert(
                 df.file_path().to_owned(),
-                (
-                    Content::from(df.content_type()).into(),
-                    df.file_size_in_bytes(),
-                ),
+                (Content::from(df.content_type()).into(), df.file_size_in_bytes()),
             );
         }
     }
@@ -889,11 +864,7 @@ pub async fn list_bundles(storage: &Storage, prefix_uri: &str) -> Result<Vec<Str
         .list(&prefix)
         .await?
         .into_iter()
-        .filter_map(|o| {
-            o.uri
-                .strip_suffix(&format!("/{ENVELOPE_FILE}"))
-                .map(str::to_owned)
-        })
+        .filter_map(|o| o.uri.strip_suffix(&format!("/{ENVELOPE_FILE}")).map(str::to_owned))
         .collect();
     out.sort();
     Ok(out)

@@ -62,12 +62,10 @@ impl SqlCatalog {
     /// # Errors
     /// [`Error::Catalog`] when the database cannot be opened.
     pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
-        let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| {
-            Error::Catalog {
-                catalog: section.to_owned(),
-                reason,
-                source,
-            }
+        let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| Error::Catalog {
+            catalog: section.to_owned(),
+            reason,
+            source,
         };
         let uri = cfg.uri.as_str();
         if uri.starts_with("postgres") {
@@ -81,14 +79,9 @@ impl SqlCatalog {
             .or_else(|| uri.strip_prefix("sqlite:"))
             .ok_or_else(|| cat_err(format!("{uri}: expected sqlite:PATH"), None))?;
         if !std::path::Path::new(path).exists() {
-            return Err(cat_err(
-                format!("database file {path} does not exist"),
-                None,
-            ));
+            return Err(cat_err(format!("database file {path} does not exist"), None));
         }
-        let opts = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(false);
+        let opts = SqliteConnectOptions::new().filename(path).create_if_missing(false);
         let pool = SqlitePoolOptions::new()
             .max_connections(2)
             .connect_with(opts)
@@ -129,10 +122,7 @@ impl SqlCatalog {
         let Some(row) = row else {
             return Err(Error::Catalog {
                 catalog: self.section.clone(),
-                reason: format!(
-                    "table {ident} does not exist (catalog_name {:?})",
-                    self.catalog_name
-                ),
+                reason: format!("table {ident} does not exist (catalog_name {:?})", self.catalog_name),
                 source: None,
             });
         };
@@ -154,12 +144,7 @@ impl SqlCatalog {
     ///
     /// # Errors
     /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
-    pub async fn swap_metadata_location(
-        &self,
-        ident: &TableIdent,
-        expected: &str,
-        new: &str,
-    ) -> Result<()> {
+    pub async fn swap_metadata_location(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<()> {
         let res = sqlx::query(
             "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
              WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?",

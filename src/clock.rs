@@ -81,10 +81,7 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("30d").unwrap(), chrono::Duration::days(30));
-        assert_eq!(
-            parse_duration("90m").unwrap(),
-            chrono::Duration::minutes(90)
-        );
+        assert_eq!(parse_duration("90m").unwrap(), chrono::Duration::minutes(90));
         assert!(parse_duration("30").is_err());
         assert!(parse_duration("d").is_err());
         assert!(parse_duration("3w").is_err());

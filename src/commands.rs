@@ -91,12 +91,7 @@ struct ManifestsDoc {
 ///
 /// # Errors
 /// Any error of loading the table or reading the selected snapshot's layers.
-pub async fn inspect(
-    ctx: &Context,
-    source: &TableSource,
-    what: InspectWhat,
-    selector: &Selector,
-) -> Result<Outcome> {
+pub async fn inspect(ctx: &Context, source: &TableSource, what: InspectWhat, selector: &Selector) -> Result<Outcome> {
     let table = ctx.table(source).await?;
     inspect_table(ctx, &table, what, selector).await
 }
@@ -105,12 +100,7 @@ pub async fn inspect(
 ///
 /// # Errors
 /// Any error of reading the selected snapshot's layers.
-pub async fn inspect_table(
-    ctx: &Context,
-    table: &Table,
-    what: InspectWhat,
-    selector: &Selector,
-) -> Result<Outcome> {
+pub async fn inspect_table(ctx: &Context, table: &Table, what: InspectWhat, selector: &Selector) -> Result<Outcome> {
     let name = table.name().to_owned();
     match what {
         InspectWhat::Snapshots => {
@@ -176,7 +166,9 @@ pub async fn inspect_table(
                     .collect::<Vec<_>>(),
             );
             for g in &ambiguous {
-                human.push_str(&format!("warning: ref names {g:?} differ only by case; they are ambiguous and never merged\n"));
+                human.push_str(&format!(
+                    "warning: ref names {g:?} differ only by case; they are ambiguous and never merged\n"
+                ));
             }
             Outcome::new(
                 Verdict::Ok,
@@ -191,12 +183,7 @@ pub async fn inspect_table(
         InspectWhat::History => {
             let rows = inspect::history(table);
             let human = output::table(
-                &[
-                    "made_current_at",
-                    "snapshot_id",
-                    "parent_id",
-                    "is_current_ancestor",
-                ],
+                &["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
                 &rows
                     .iter()
                     .map(|r| {
@@ -222,13 +209,7 @@ pub async fn inspect_table(
             let snapshot_id = selected_id(table, selector)?;
             let files = inspect::files(table, &ctx.storage, selector).await?;
             let human = output::table(
-                &[
-                    "content",
-                    "file_path",
-                    "file_size_in_bytes",
-                    "record_count",
-                    "spec_id",
-                ],
+                &["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"],
                 &files
                     .iter()
                     .map(|f| {
@@ -369,8 +350,7 @@ pub async fn seal(
                 snapshot_id: i64,
                 findings: Vec<crate::findings::Finding>,
             }
-            let mut human =
-                format!("REFUSED: snapshot {id} cannot be sealed; nothing was written\n");
+            let mut human = format!("REFUSED: snapshot {id} cannot be sealed; nothing was written\n");
             for f in &findings {
                 human.push_str(&format!("  {f}\n"));
             }
@@ -434,10 +414,8 @@ pub async fn restore(
 /// # Errors
 /// [`crate::Error::Io`] when the binary cannot be read.
 pub fn implementation_digest() -> Result<String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
-    let bytes =
-        std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
+    let bytes = std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
     Ok(crate::evidence::sha256_hex(&bytes))
 }
 
@@ -479,12 +457,7 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, quiet: bool) -> Re
 ///
 /// # Errors
 /// Only when a report cannot be read at all.
-pub async fn audit_verify(
-    ctx: &Context,
-    report: &str,
-    trust: &std::path::Path,
-    chain: bool,
-) -> Result<Outcome> {
+pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, chain: bool) -> Result<Outcome> {
     let trust = crate::keys::TrustStore::load_dir(trust)?;
     let a = crate::audit::verify(&ctx.storage, report, &trust, chain).await?;
     let verdict = if a.status == "VERIFIED" {

@@ -19,10 +19,9 @@ use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Literal, ManifestListWriter,
-    ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, Snapshot,
-    SnapshotReference, SnapshotRetention, Struct, Summary, TableMetadata, Transform, Type,
-    UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Literal, ManifestListWriter, ManifestWriterBuilder,
+    NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference, SnapshotRetention, Struct, Summary,
+    TableMetadata, Transform, Type, UnboundPartitionSpec,
 };
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation, TableIdent};
@@ -55,9 +54,7 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf> {
         if !empty && !marker.exists() {
             return Err(Error::invalid(
                 dir.display().to_string(),
-                format!(
-                    "exists and was not made by `lakedrill demo` (no {MARKER}); choose another --dir"
-                ),
+                format!("exists and was not made by `lakedrill demo` (no {MARKER}); choose another --dir"),
             ));
         }
         if !empty {
@@ -72,11 +69,9 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf> {
             ] {
                 let p = dir.join(sub);
                 if p.is_dir() {
-                    std::fs::remove_dir_all(&p)
-                        .map_err(|e| Error::io("clear previous demo", &p, e))?;
+                    std::fs::remove_dir_all(&p).map_err(|e| Error::io("clear previous demo", &p, e))?;
                 } else if p.exists() {
-                    std::fs::remove_file(&p)
-                        .map_err(|e| Error::io("clear previous demo", &p, e))?;
+                    std::fs::remove_file(&p).map_err(|e| Error::io("clear previous demo", &p, e))?;
                 }
             }
         }
@@ -89,10 +84,7 @@ fn prepare_dir(dir: &Path) -> Result<PathBuf> {
 
 fn arrow_schema() -> Arc<ArrowSchema> {
     let f = |name: &str, t: DataType, nullable: bool, id: i32| {
-        Field::new(name, t, nullable).with_metadata(HashMap::from([(
-            "PARQUET:field_id".to_owned(),
-            id.to_string(),
-        )]))
+        Field::new(name, t, nullable).with_metadata(HashMap::from([("PARQUET:field_id".to_owned(), id.to_string())]))
     };
     Arc::new(ArrowSchema::new(vec![
         f("id", DataType::Int64, false, 1),
@@ -111,18 +103,12 @@ async fn write_data_file(
 ) -> Result<DataFile> {
     let ids: Vec<i64> = (first_id..first_id + rows).collect();
     #[allow(clippy::cast_precision_loss)]
-    let amounts: Vec<f64> = ids
-        .iter()
-        .map(|i| ((i * 7919) % 10_000) as f64 / 100.0)
-        .collect();
+    let amounts: Vec<f64> = ids.iter().map(|i| ((i * 7919) % 10_000) as f64 / 100.0).collect();
     let batch = RecordBatch::try_new(
         arrow_schema(),
         vec![
             Arc::new(Int64Array::from(ids)),
-            Arc::new(StringArray::from(vec![
-                region;
-                usize::try_from(rows).unwrap_or(0)
-            ])),
+            Arc::new(StringArray::from(vec![region; usize::try_from(rows).unwrap_or(0)])),
             Arc::new(Float64Array::from(amounts)),
         ],
     )
@@ -133,8 +119,7 @@ async fn write_data_file(
             .map_err(|e| Error::Internal(format!("demo parquet: {e}")))?;
         w.write(&batch)
             .map_err(|e| Error::Internal(format!("demo parquet: {e}")))?;
-        w.close()
-            .map_err(|e| Error::Internal(format!("demo parquet: {e}")))?;
+        w.close().map_err(|e| Error::Internal(format!("demo parquet: {e}")))?;
     }
     let path = format!(
         "{}/data/region={region}/{}.parquet",
@@ -170,8 +155,7 @@ async fn commit_metadata(
         .with_next_version()
         .with_new_metadata(new)
         .to_string();
-    let bytes =
-        serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+    let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
     ctx.storage
         .put_new(&location::canonical_uri(&next)?, bytes::Bytes::from(bytes))
         .await?;
@@ -225,8 +209,7 @@ async fn commit_rewrite(
     let commit = uuid::Uuid::new_v4();
     let manifest_path = format!("{}/metadata/{commit}-m0.avro", md.location());
     let mut writer = ManifestWriterBuilder::new(
-        io.new_output(&manifest_path)
-            .map_err(ice("create manifest"))?,
+        io.new_output(&manifest_path).map_err(ice("create manifest"))?,
         Some(snapshot_id),
         md.current_schema().clone(),
         md.default_partition_spec().as_ref().clone(),
@@ -239,8 +222,7 @@ async fn commit_rewrite(
             .read()
             .await
             .map_err(ice("read manifest"))?;
-        let manifest =
-            iceberg::spec::Manifest::parse_avro(&bytes).map_err(ice("parse manifest"))?;
+        let manifest = iceberg::spec::Manifest::parse_avro(&bytes).map_err(ice("parse manifest"))?;
         for e in manifest.entries().iter().filter(|e| e.is_alive()) {
             let data_seq = e.sequence_number().unwrap_or(mf.sequence_number);
             let file_seq = e.file_sequence_number.unwrap_or(mf.sequence_number);
@@ -259,14 +241,8 @@ async fn commit_rewrite(
     for df in add {
         writer.add_file(df, seq).map_err(ice("write manifest"))?;
     }
-    let manifest = writer
-        .write_manifest_file()
-        .await
-        .map_err(ice("write manifest"))?;
-    let list_path = format!(
-        "{}/metadata/snap-{snapshot_id}-1-{commit}.avro",
-        md.location()
-    );
+    let manifest = writer.write_manifest_file().await.map_err(ice("write manifest"))?;
+    let list_path = format!("{}/metadata/snap-{snapshot_id}-1-{commit}.avro", md.location());
     let out = io
         .new_output(&list_path)
         .map_err(ice("create manifest list"))?
@@ -286,10 +262,7 @@ async fn commit_rewrite(
         .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
         .with_summary(Summary {
             operation,
-            additional_properties: HashMap::from([(
-                "lakedrill.demo".to_owned(),
-                "true".to_owned(),
-            )]),
+            additional_properties: HashMap::from([("lakedrill.demo".to_owned(), "true".to_owned())]),
         })
         .build();
     let current_location = table
@@ -347,8 +320,7 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
     let dir = prepare_dir(dir)?;
     let db = dir.join("catalog.db");
     let warehouse = dir.join("warehouse");
-    std::fs::create_dir_all(&warehouse)
-        .map_err(|e| Error::io("create directory", &warehouse, e))?;
+    std::fs::create_dir_all(&warehouse).map_err(|e| Error::io("create directory", &warehouse, e))?;
     let catalog = SqlCatalogBuilder::default()
         .uri(format!("sqlite:{}?mode=rwc", db.display()))
         .warehouse_location(format!("file://{}", warehouse.display()))
@@ -416,23 +388,14 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
         &db,
         &table,
         "audit-q2",
-        SnapshotReference::new(
-            tagged,
-            SnapshotRetention::Tag {
-                max_ref_age_ms: None,
-            },
-        ),
+        SnapshotReference::new(tagged, SnapshotRetention::Tag { max_ref_age_ms: None }),
     )
     .await?;
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
 
     // Overwrite: replace the `emea` files with one corrected file.
     let live = live_paths(&table).await?;
-    let emea: HashSet<String> = live
-        .iter()
-        .filter(|p| p.contains("region=emea"))
-        .cloned()
-        .collect();
+    let emea: HashSet<String> = live.iter().filter(|p| p.contains("region=emea")).cloned().collect();
     let fixed = write_data_file(ctx, &location, "emea", 100_000, 1500).await?;
     commit_rewrite(ctx, &db, &table, Operation::Overwrite, &emea, vec![fixed]).await?;
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
@@ -456,11 +419,7 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
 
     // Delete: drop the `apac` partition.
     let live = live_paths(&table).await?;
-    let apac: HashSet<String> = live
-        .iter()
-        .filter(|p| p.contains("region=apac"))
-        .cloned()
-        .collect();
+    let apac: HashSet<String> = live.iter().filter(|p| p.contains("region=apac")).cloned().collect();
     commit_rewrite(ctx, &db, &table, Operation::Delete, &apac, Vec::new()).await?;
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -502,10 +461,7 @@ async fn live_paths(table: &iceberg::table::Table) -> Result<Vec<String>> {
         .try_collect()
         .await
         .map_err(ice("plan scan"))?;
-    Ok(tasks
-        .into_iter()
-        .map(|t| t.data_file_path.clone())
-        .collect())
+    Ok(tasks.into_iter().map(|t| t.data_file_path.clone()).collect())
 }
 
 /// `lakedrill demo`.
@@ -539,12 +495,85 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         human.push_str(&format!("== inspect {label}\n{}\n", o.human));
         json.insert(label.to_owned(), o.json);
     }
-    json.insert(
-        "lakehouse".into(),
-        serde_json::Value::String(dir.display().to_string()),
+    json.insert("lakehouse".into(), serde_json::Value::String(dir.display().to_string()));
+
+    // Seal every snapshot, run a weekly drill over the bundles, audit the signed report.
+    let keys_dir = dir.join("keys");
+    let key = crate::keys::generate("demo-drill", &keys_dir)?;
+    let signing = crate::keys::load_signing_key(&key.private_path)?;
+    let bundles = location::canonical_uri(&dir.join("bundles").display().to_string())?;
+    let mut sealed = Vec::new();
+    for s in table.snapshots_sorted() {
+        let id = s.snapshot_id();
+        match crate::bundle::seal(&table, &demo_ctx.storage, id, &signing, &bundles, chrono::Utc::now()).await? {
+            Ok(r) => sealed.push(r),
+            Err(findings) => {
+                return Err(Error::Internal(format!(
+                    "demo: snapshot {id} could not be sealed: {findings:?}"
+                )));
+            }
+        }
+    }
+    say(quiet, &format!("sealed {} snapshots into {bundles}", sealed.len()));
+    human.push_str(&format!("== sealed {} bundles under {bundles}\n", sealed.len()));
+    for r in &sealed {
+        human.push_str(&format!(
+            "  {}  objects {}  bytes {}\n",
+            r.bundle_id, r.objects, r.bytes
+        ));
+    }
+    let drills = dir.join("drills");
+    std::fs::create_dir_all(&drills).map_err(|e| Error::io("create directory", &drills, e))?;
+    let plan = drills.join("weekly-quarantine.toml");
+    let plan_text = format!(
+        "# Written by `lakedrill demo`.\nname = \"weekly-quarantine\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
+        dir.join("bundles").display(),
+        keys_dir.display(),
+        key.private_path.display(),
+        dir.join("reports").display()
     );
+    std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
+    let digest = commands::implementation_digest()?;
+    let drill = crate::drill::run(&demo_ctx.storage, &plan, &crate::clock::SystemClock, &digest).await?;
+    say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
+    let trust = crate::keys::TrustStore::load_dir(&keys_dir)?;
+    let audit = crate::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;
+    let report_path = drill.report.trim_start_matches("file://").to_owned();
+    let human_path = drill.human_report.trim_start_matches("file://").to_owned();
+    human.push_str(&format!(
+        "\n== weekly drill: gate {} ({} passed, {} failed of {} sampled, seed {})\nsigned report: {report_path}\nhuman report:  {human_path}\naudit verify:  {} ({} report(s) in the chain)\n\nverify it yourself:\n  lakedrill audit verify {report_path} --trust {} --chain\n  python3 scripts/verify_report.py {report_path} {}\n",
+        drill.predicate.summary.gate,
+        drill.predicate.summary.passed,
+        drill.predicate.summary.failed,
+        drill.predicate.sample.size,
+        drill.predicate.sample.seed,
+        audit.status,
+        audit.reports_checked,
+        keys_dir.display(),
+        key.public_path.display(),
+    ));
+    json.insert(
+        "bundles".into(),
+        serde_json::to_value(&sealed).map_err(|e| Error::Internal(e.to_string()))?,
+    );
+    json.insert(
+        "drill".into(),
+        serde_json::json!({
+            "report": report_path,
+            "human_report": human_path,
+            "gate": drill.predicate.summary.gate,
+            "passed": drill.predicate.summary.passed,
+            "failed": drill.predicate.summary.failed,
+            "public_key": key.public_path.display().to_string(),
+        }),
+    );
+    json.insert(
+        "audit".into(),
+        serde_json::to_value(&audit).map_err(|e| Error::Internal(e.to_string()))?,
+    );
+    let ok = drill.predicate.summary.gate == "PASS" && audit.status == "VERIFIED";
     Ok(Outcome {
-        verdict: Verdict::Ok,
+        verdict: if ok { Verdict::Ok } else { Verdict::Findings },
         json: serde_json::Value::Object(json),
         human,
     })

@@ -242,9 +242,7 @@ pub async fn run(
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
         for b in population {
-            let env = storage
-                .get(&location::join(&b, bundle::ENVELOPE_FILE))
-                .await?;
+            let env = storage.get(&location::join(&b, bundle::ENVELOPE_FILE)).await?;
             if sealed_at(&env.bytes).is_some_and(|t| started - t <= max) {
                 keep.push(b);
             }
@@ -257,9 +255,7 @@ pub async fn run(
             "holds no bundle to drill (no */bundle.dsse.json)",
         ));
     }
-    let seed = plan
-        .seed
-        .unwrap_or_else(|| default_seed(&plan.name, started));
+    let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
     let picks = sample_indices(seed, population.len(), plan.sample);
     let selected: Vec<String> = picks
         .iter()
@@ -283,9 +279,7 @@ pub async fn run(
         let t1 = clock.now();
         #[allow(clippy::cast_precision_loss)]
         let rto = (t1 - t0).num_milliseconds() as f64 / 1000.0;
-        let env = storage
-            .get(&location::join(dir, bundle::ENVELOPE_FILE))
-            .await?;
+        let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
         let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
         if let Some(root) = &r.bundle_root {
             digest.insert("blake3".into(), root.clone());
@@ -351,21 +345,15 @@ pub async fn run(
     let statement = Statement {
         subject: subjects,
         predicate_type: PREDICATE_TYPE.to_owned(),
-        predicate: serde_json::to_value(&predicate)
-            .map_err(|e| Error::Internal(format!("drill predicate: {e}")))?,
+        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("drill predicate: {e}")))?,
     };
     let envelope = evidence::sign_statement(&statement, &key);
     let stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));
+    storage.put_new(&report, Bytes::from(envelope.to_json_bytes())).await?;
     storage
-        .put_new(&report, Bytes::from(envelope.to_json_bytes()))
-        .await?;
-    storage
-        .put_new(
-            &human_report,
-            Bytes::from(render_human(&predicate, &report)),
-        )
+        .put_new(&human_report, Bytes::from(render_human(&predicate, &report)))
         .await?;
     Ok(DrillOutcome {
         report,
@@ -413,21 +401,14 @@ pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>
         .await?
         .into_iter()
         .map(|o| o.uri)
-        .filter(|u| {
-            u.ends_with(".dsse.json")
-                && location::parent(u).as_deref() == Some(folder.trim_end_matches('/'))
-        })
+        .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
         .collect())
 }
 
 fn render_human(p: &DrillPredicate, report: &str) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "lakedrill drill report — plan {} ({})",
-        p.drill.plan, p.drill.kind
-    );
+    let _ = writeln!(s, "lakedrill drill report — plan {} ({})", p.drill.plan, p.drill.kind);
     let _ = writeln!(s, "signed report: {report}");
     let _ = writeln!(s, "started {}  finished {}", p.started_at, p.finished_at);
     let _ = writeln!(
@@ -439,9 +420,7 @@ fn render_human(p: &DrillPredicate, report: &str) -> String {
     let _ = writeln!(
         s,
         "previous report sha256 {}",
-        p.previous_report
-            .as_deref()
-            .unwrap_or("none (first report)")
+        p.previous_report.as_deref().unwrap_or("none (first report)")
     );
     let _ = writeln!(s);
     for r in &p.results {
@@ -458,8 +437,7 @@ fn render_human(p: &DrillPredicate, report: &str) -> String {
             r.objects_verified,
             r.bytes_verified,
             r.rto_seconds,
-            r.rpo_seconds
-                .map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
+            r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
         );
         for f in &r.findings {
             let _ = writeln!(s, "    {f}");

@@ -88,9 +88,7 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A path written in table metadata does not fall under the table location.
-    #[error(
-        "PATH_OUTSIDE_TABLE: {path} is not under the table location {location}; it was not opened"
-    )]
+    #[error("PATH_OUTSIDE_TABLE: {path} is not under the table location {location}; it was not opened")]
     PathOutsideTable {
         /// The path as written in the metadata.
         path: String,

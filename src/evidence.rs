@@ -57,9 +57,7 @@ pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let type_len = payload_type.len().to_string();
     let body_len = payload.len().to_string();
-    let mut out = Vec::with_capacity(
-        6 + 4 + type_len.len() + payload_type.len() + body_len.len() + payload.len(),
-    );
+    let mut out = Vec::with_capacity(6 + 4 + type_len.len() + payload_type.len() + body_len.len() + payload.len());
     out.extend_from_slice(b"DSSEv1 ");
     out.extend_from_slice(type_len.as_bytes());
     out.push(b' ');
@@ -119,10 +117,7 @@ impl Envelope {
             .collect();
         let mut m = Map::new();
         m.insert("payload".to_owned(), Value::String(self.payload.clone()));
-        m.insert(
-            "payloadType".to_owned(),
-            Value::String(self.payload_type.clone()),
-        );
+        m.insert("payloadType".to_owned(), Value::String(self.payload_type.clone()));
         m.insert("signatures".to_owned(), Value::Array(signatures));
         format!("{:#}\n", Value::Object(m)).into_bytes()
     }
@@ -204,10 +199,7 @@ impl Statement {
         let mut m = Map::new();
         m.insert("_type".to_owned(), Value::String(STATEMENT_TYPE.to_owned()));
         m.insert("predicate".to_owned(), sorted(&self.predicate));
-        m.insert(
-            "predicateType".to_owned(),
-            Value::String(self.predicate_type.clone()),
-        );
+        m.insert("predicateType".to_owned(), Value::String(self.predicate_type.clone()));
         m.insert("subject".to_owned(), Value::Array(subject));
         // Value's Display is compact JSON and cannot fail.
         Value::Object(m).to_string().into_bytes()
@@ -230,12 +222,7 @@ fn sorted(value: &Value) -> Value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.clone(), sorted(v)))
-                    .collect(),
-            )
+            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
         }
         Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
         other => other.clone(),
@@ -248,9 +235,7 @@ fn sorted(value: &Value) -> Value {
 #[non_exhaustive]
 pub enum EvidenceFailure {
     /// The bytes are not a DSSE envelope (`{"payloadType", "payload", "signatures": [{"keyid", "sig"}]}`).
-    #[error(
-        "not a DSSE envelope: expected {{\"payloadType\", \"payload\", \"signatures\"}} JSON: {reason}"
-    )]
+    #[error("not a DSSE envelope: expected {{\"payloadType\", \"payload\", \"signatures\"}} JSON: {reason}")]
     EnvelopeMalformed {
         /// What the parser reported.
         reason: String,
@@ -274,9 +259,7 @@ pub enum EvidenceFailure {
         keyids: Vec<String>,
     },
     /// A signature from a trusted key does not verify over `PAE(payloadType, payload)`.
-    #[error(
-        "signature by trusted key {key_name} ({keyid}) does not verify over PAE(payloadType, payload): {reason}"
-    )]
+    #[error("signature by trusted key {key_name} ({keyid}) does not verify over PAE(payloadType, payload): {reason}")]
     BadSignature {
         /// The signature's key id.
         keyid: String,
@@ -396,20 +379,12 @@ impl VerifiedStatement {
 ///
 /// The first rule broken, as an [`EvidenceFailure`]. This is a finding about the evidence, not a failure to
 /// decide.
-pub fn verify(
-    envelope_bytes: &[u8],
-    trust: &TrustStore,
-) -> Result<VerifiedStatement, EvidenceFailure> {
-    let envelope: Envelope =
-        serde_json::from_slice(envelope_bytes).map_err(|e| EvidenceFailure::EnvelopeMalformed {
-            reason: e.to_string(),
-        })?;
-    let payload =
-        STANDARD
-            .decode(&envelope.payload)
-            .map_err(|e| EvidenceFailure::PayloadNotBase64 {
-                reason: e.to_string(),
-            })?;
+pub fn verify(envelope_bytes: &[u8], trust: &TrustStore) -> Result<VerifiedStatement, EvidenceFailure> {
+    let envelope: Envelope = serde_json::from_slice(envelope_bytes)
+        .map_err(|e| EvidenceFailure::EnvelopeMalformed { reason: e.to_string() })?;
+    let payload = STANDARD
+        .decode(&envelope.payload)
+        .map_err(|e| EvidenceFailure::PayloadNotBase64 { reason: e.to_string() })?;
     if envelope.signatures.is_empty() {
         return Err(EvidenceFailure::NoSignature);
     }
@@ -428,8 +403,8 @@ pub fn verify(
         let bytes = STANDARD
             .decode(&signature.sig)
             .map_err(|e| bad(format!("sig is not standard base64: {e}")))?;
-        let sig = Signature::from_slice(&bytes)
-            .map_err(|_| bad(format!("sig is {} bytes, expected 64", bytes.len())))?;
+        let sig =
+            Signature::from_slice(&bytes).map_err(|_| bad(format!("sig is {} bytes, expected 64", bytes.len())))?;
         key.verifying_key()
             .verify_strict(&message, &sig)
             .map_err(|e| bad(e.to_string()))?;
@@ -437,11 +412,7 @@ pub fn verify(
     }
     let Some(key) = accepted else {
         return Err(EvidenceFailure::UntrustedKey {
-            keyids: envelope
-                .signatures
-                .iter()
-                .map(|s| s.keyid.clone())
-                .collect(),
+            keyids: envelope.signatures.iter().map(|s| s.keyid.clone()).collect(),
         });
     };
 
@@ -470,8 +441,7 @@ struct CheckedStatement {
 
 fn check_statement(payload: &[u8]) -> Result<CheckedStatement, EvidenceFailure> {
     let malformed = |reason: String| EvidenceFailure::StatementMalformed { reason };
-    let StrictValue(statement) =
-        serde_json::from_slice(payload).map_err(|e| malformed(format!("not JSON: {e}")))?;
+    let StrictValue(statement) = serde_json::from_slice(payload).map_err(|e| malformed(format!("not JSON: {e}")))?;
     let Value::Object(object) = &statement else {
         return Err(malformed(format!(
             "expected a JSON object, found {}",
@@ -491,9 +461,7 @@ fn check_statement(payload: &[u8]) -> Result<CheckedStatement, EvidenceFailure> 
     let items = match object.get("subject") {
         Some(Value::Array(items)) if !items.is_empty() => items,
         Some(Value::Array(_)) => {
-            return Err(malformed(
-                "subject is empty, expected at least one".to_owned(),
-            ));
+            return Err(malformed("subject is empty, expected at least one".to_owned()));
         }
         other => {
             return Err(malformed(format!(
@@ -535,10 +503,7 @@ fn check_statement(payload: &[u8]) -> Result<CheckedStatement, EvidenceFailure> 
 
 fn check_subject(i: usize, item: &Value) -> Result<Subject, String> {
     let Value::Object(item) = item else {
-        return Err(format!(
-            "subject[{i}] is {}, expected an object",
-            json_kind(item)
-        ));
+        return Err(format!("subject[{i}] is {}, expected an object", json_kind(item)));
     };
     let name = match item.get("name") {
         Some(Value::String(name)) => name.clone(),
@@ -578,9 +543,7 @@ fn check_subject(i: usize, item: &Value) -> Result<Subject, String> {
 }
 
 fn is_lower_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -721,10 +684,7 @@ mod tests {
         let envelope = sign_statement(&st, &k);
         let bytes = envelope.to_json_bytes();
         assert!(bytes.ends_with(b"}\n"));
-        assert_eq!(
-            serde_json::from_slice::<Envelope>(&bytes).unwrap(),
-            envelope
-        );
+        assert_eq!(serde_json::from_slice::<Envelope>(&bytes).unwrap(), envelope);
 
         let verified = verify(&bytes, &store).unwrap();
         assert_eq!(verified.keyid(), k.keyid());
@@ -807,10 +767,7 @@ mod tests {
             }
             tampered[pos] = original[pos];
         }
-        assert!(
-            accepted > 0,
-            "the pretty JSON has whitespace that may change"
-        );
+        assert!(accepted > 0, "the pretty JSON has whitespace that may change");
     }
 
     #[test]
@@ -882,17 +839,11 @@ mod tests {
 
         assert_eq!(kind_of(b"", &store), "ENVELOPE_MALFORMED");
         assert_eq!(kind_of(b"[]", &store), "ENVELOPE_MALFORMED");
-        assert_eq!(
-            kind_of(b"{\"payloadType\":\"x\"}", &store),
-            "ENVELOPE_MALFORMED"
-        );
+        assert_eq!(kind_of(b"{\"payloadType\":\"x\"}", &store), "ENVELOPE_MALFORMED");
 
         let mut v = serde_json::to_value(&good).unwrap();
         v["extra"] = json!(1);
-        assert_eq!(
-            kind_of(v.to_string().as_bytes(), &store),
-            "ENVELOPE_MALFORMED"
-        );
+        assert_eq!(kind_of(v.to_string().as_bytes(), &store), "ENVELOPE_MALFORMED");
 
         let dup = format!(
             "{{\"payloadType\":\"{PAYLOAD_TYPE}\",\"payload\":\"{}\",\"payload\":\"{}\",\"signatures\":[]}}",
@@ -931,9 +882,7 @@ mod tests {
                 actual: "application/json".to_owned()
             }
         );
-        assert!(
-            err.to_string().contains(PAYLOAD_TYPE) && err.to_string().contains("application/json")
-        );
+        assert!(err.to_string().contains(PAYLOAD_TYPE) && err.to_string().contains("application/json"));
     }
 
     #[test]
@@ -976,18 +925,12 @@ mod tests {
             &|v| drop(v["subject"][0].as_object_mut().unwrap().remove("name")),
             "STATEMENT_MALFORMED",
         );
-        check(
-            &|v| v["subject"][0]["name"] = json!(1),
-            "STATEMENT_MALFORMED",
-        );
+        check(&|v| v["subject"][0]["name"] = json!(1), "STATEMENT_MALFORMED");
         check(
             &|v| v["subject"][0]["digest"] = json!({"sha512": sha}),
             "STATEMENT_MALFORMED",
         );
-        check(
-            &|v| v["subject"][0]["digest"] = json!(sha),
-            "STATEMENT_MALFORMED",
-        );
+        check(&|v| v["subject"][0]["digest"] = json!(sha), "STATEMENT_MALFORMED");
         check(
             &|v| v["subject"][0]["digest"]["sha256"] = json!("a".repeat(63)),
             "STATEMENT_MALFORMED",
@@ -1000,10 +943,7 @@ mod tests {
             &|v| v["subject"][0]["digest"]["sha256"] = json!("g".repeat(64)),
             "STATEMENT_MALFORMED",
         );
-        check(
-            &|v| v["subject"][0]["digest"]["md5"] = json!(5),
-            "STATEMENT_MALFORMED",
-        );
+        check(&|v| v["subject"][0]["digest"]["md5"] = json!(5), "STATEMENT_MALFORMED");
         check(&|v| v["predicateType"] = json!(null), "STATEMENT_MALFORMED");
         check(
             &|v| drop(v.as_object_mut().unwrap().remove("predicate")),
@@ -1011,11 +951,7 @@ mod tests {
         );
         check(&|v| v["predicate"] = json!([]), "STATEMENT_MALFORMED");
 
-        for payload in [
-            "[]".to_owned(),
-            "not json".to_owned(),
-            format!("{good}{good}"),
-        ] {
+        for payload in ["[]".to_owned(), "not json".to_owned(), format!("{good}{good}")] {
             let bytes = sign(PAYLOAD_TYPE, payload.as_bytes(), &k).to_json_bytes();
             assert_eq!(kind_of(&bytes, &store), "STATEMENT_MALFORMED", "{payload}");
         }
@@ -1031,9 +967,7 @@ mod tests {
     fn validate_matches_verify() {
         let mut st = statement();
         st.validate().unwrap();
-        st.subject[0]
-            .digest
-            .insert("sha256".to_owned(), "nothex".to_owned());
+        st.subject[0].digest.insert("sha256".to_owned(), "nothex".to_owned());
         assert_eq!(st.validate().unwrap_err().kind(), "STATEMENT_MALFORMED");
         let mut st = statement();
         st.subject.clear();

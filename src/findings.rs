@@ -61,12 +61,7 @@ pub struct Finding {
 impl Finding {
     /// A finding with expected and actual values.
     #[must_use]
-    pub fn new(
-        kind: FindingKind,
-        path: impl Into<String>,
-        expected: Option<String>,
-        actual: Option<String>,
-    ) -> Self {
+    pub fn new(kind: FindingKind, path: impl Into<String>, expected: Option<String>, actual: Option<String>) -> Self {
         Self {
             kind,
             path: path.into(),

@@ -168,11 +168,7 @@ pub fn history(table: &Table) -> Vec<HistoryRow> {
 ///
 /// # Errors
 /// Selection errors, and any layer that cannot be read.
-pub async fn files(
-    table: &Table,
-    storage: &Storage,
-    selector: &Selector,
-) -> Result<Vec<FileEntry>> {
+pub async fn files(table: &Table, storage: &Storage, selector: &Selector) -> Result<Vec<FileEntry>> {
     if *selector == Selector::Current && table.metadata().current_snapshot_id().is_none() {
         return Ok(Vec::new());
     }
@@ -185,11 +181,7 @@ pub async fn files(
 ///
 /// # Errors
 /// Selection errors, and a manifest list that cannot be read.
-pub async fn manifests(
-    table: &Table,
-    storage: &Storage,
-    selector: &Selector,
-) -> Result<Vec<ManifestRow>> {
+pub async fn manifests(table: &Table, storage: &Storage, selector: &Selector) -> Result<Vec<ManifestRow>> {
     if *selector == Selector::Current && table.metadata().current_snapshot_id().is_none() {
         return Ok(Vec::new());
     }
@@ -217,30 +209,13 @@ pub async fn manifests(
     // Some readers (iceberg-rust for v1 lists) drop the optional entry counts; the manifest itself
     // still says how many entries it holds in each status, so count them there.
     for (row, mf) in rows.iter_mut().zip(list.entries()) {
-        if row.added_files_count.is_none()
-            || row.existing_files_count.is_none()
-            || row.deleted_files_count.is_none()
-        {
+        if row.added_files_count.is_none() || row.existing_files_count.is_none() || row.deleted_files_count.is_none() {
             let (_, _, manifest) = table.read_manifest(storage, mf).await?;
-            let count = |st: ManifestStatus| {
-                u32::try_from(
-                    manifest
-                        .entries()
-                        .iter()
-                        .filter(|e| e.status() == st)
-                        .count(),
-                )
-                .ok()
-            };
-            row.added_files_count = row
-                .added_files_count
-                .or_else(|| count(ManifestStatus::Added));
-            row.existing_files_count = row
-                .existing_files_count
-                .or_else(|| count(ManifestStatus::Existing));
-            row.deleted_files_count = row
-                .deleted_files_count
-                .or_else(|| count(ManifestStatus::Deleted));
+            let count =
+                |st: ManifestStatus| u32::try_from(manifest.entries().iter().filter(|e| e.status() == st).count()).ok();
+            row.added_files_count = row.added_files_count.or_else(|| count(ManifestStatus::Added));
+            row.existing_files_count = row.existing_files_count.or_else(|| count(ManifestStatus::Existing));
+            row.deleted_files_count = row.deleted_files_count.or_else(|| count(ManifestStatus::Deleted));
         }
     }
     rows.sort_by(|a, b| a.path.cmp(&b.path));

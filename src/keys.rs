@@ -287,11 +287,9 @@ pub fn generate(name: &str, dir: &Path) -> Result<GeneratedKey, KeyError> {
 /// PKCS#8 PEM private key or its embedded public key does not match the secret.
 pub fn load_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
     let pem = Zeroizing::new(read_to_string(path)?);
-    let inner = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|source| {
-        KeyError::InvalidPrivateKey {
-            path: path.to_path_buf(),
-            source,
-        }
+    let inner = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|source| KeyError::InvalidPrivateKey {
+        path: path.to_path_buf(),
+        source,
     })?;
     Ok(SigningKey::from(inner))
 }
@@ -352,11 +350,10 @@ impl PublicKey {
 /// PEM public key; [`KeyError::WeakPublicKey`] if the key has small order.
 pub fn load_public_key(path: &Path) -> Result<PublicKey, KeyError> {
     let pem = read_to_string(path)?;
-    let key =
-        VerifyingKey::from_public_key_pem(&pem).map_err(|source| KeyError::InvalidPublicKey {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let key = VerifyingKey::from_public_key_pem(&pem).map_err(|source| KeyError::InvalidPublicKey {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if key.is_weak() {
         return Err(KeyError::WeakPublicKey {
             path: path.to_path_buf(),
@@ -392,17 +389,12 @@ impl TrustStore {
         let mut paths = Vec::new();
         for entry in fs::read_dir(dir).map_err(list_err)? {
             let path = entry.map_err(list_err)?.path();
-            if path
-                .extension()
-                .is_some_and(|ext| ext == PUBLIC_KEY_EXTENSION)
-            {
+            if path.extension().is_some_and(|ext| ext == PUBLIC_KEY_EXTENSION) {
                 paths.push(path);
             }
         }
         if paths.is_empty() {
-            return Err(KeyError::EmptyTrustStore {
-                dir: dir.to_path_buf(),
-            });
+            return Err(KeyError::EmptyTrustStore { dir: dir.to_path_buf() });
         }
         paths.sort();
         let keys = paths
@@ -531,8 +523,7 @@ mod tests {
     #[test]
     fn keyid_known_answer() {
         // RFC 8032 §7.1 TEST 1 public key; keyid computed with `sha256sum` over the 32 raw bytes.
-        let raw = hex::decode("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
-            .unwrap();
+        let raw = hex::decode("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a").unwrap();
         let key = VerifyingKey::from_bytes(&raw.try_into().unwrap()).unwrap();
         assert_eq!(keyid(&key), hex::encode(Sha256::digest(key.as_bytes())));
         assert_eq!(
@@ -549,10 +540,7 @@ mod tests {
         assert_eq!(generated.private_path, keys_dir.join("ops-TEST-ONLY.key"));
         assert_eq!(generated.public_path, keys_dir.join("ops-TEST-ONLY.pub"));
 
-        let mode = fs::metadata(&generated.private_path)
-            .unwrap()
-            .permissions()
-            .mode();
+        let mode = fs::metadata(&generated.private_path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let pem = fs::read_to_string(&generated.private_path).unwrap();
         // PKCS#8 v1: the 48-byte DER that `openssl genpkey -algorithm ed25519` writes always starts like this.
@@ -581,10 +569,7 @@ mod tests {
         let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
         let v2 = dir.path().join("v2.key");
         fs::write(&v2, key.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes()).unwrap();
-        assert_eq!(
-            load_signing_key(&v2).unwrap().keyid(),
-            keyid(&key.verifying_key())
-        );
+        assert_eq!(load_signing_key(&v2).unwrap().keyid(), keyid(&key.verifying_key()));
 
         let other = ed25519_dalek::SigningKey::from_bytes(&[4; 32]).verifying_key();
         let mismatched = KeypairBytes {
@@ -592,14 +577,8 @@ mod tests {
             public_key: Some(ed25519_dalek::pkcs8::PublicKeyBytes(other.to_bytes())),
         };
         let bad = dir.path().join("bad.key");
-        fs::write(
-            &bad,
-            mismatched.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes(),
-        )
-        .unwrap();
-        assert!(
-            matches!(load_signing_key(&bad), Err(KeyError::InvalidPrivateKey { path, .. }) if path == bad)
-        );
+        fs::write(&bad, mismatched.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes()).unwrap();
+        assert!(matches!(load_signing_key(&bad), Err(KeyError::InvalidPrivateKey { path, .. }) if path == bad));
     }
 
     #[test]
@@ -624,10 +603,7 @@ mod tests {
         fs::write(dir.path().join("k.pub"), "precious").unwrap();
         let err = generate("k", dir.path()).unwrap_err();
         assert!(matches!(&err, KeyError::AlreadyExists { path } if path.ends_with("k.pub")));
-        assert_eq!(
-            fs::read_to_string(dir.path().join("k.pub")).unwrap(),
-            "precious"
-        );
+        assert_eq!(fs::read_to_string(dir.path().join("k.pub")).unwrap(), "precious");
         assert!(!dir.path().join("k.key").exists());
     }
 
@@ -645,21 +621,9 @@ mod tests {
     #[test]
     fn invalid_names_are_refused_before_any_write() {
         let dir = tempfile::tempdir().unwrap();
-        for name in [
-            "",
-            ".hidden",
-            "../escape",
-            "a/b",
-            "sp ace",
-            "ümlaut",
-            "a\0b",
-            "x*",
-        ] {
+        for name in ["", ".hidden", "../escape", "a/b", "sp ace", "ümlaut", "a\0b", "x*"] {
             let err = generate(name, &dir.path().join("k")).unwrap_err();
-            assert!(
-                matches!(err, KeyError::InvalidName { .. }),
-                "{name:?}: {err:?}"
-            );
+            assert!(matches!(err, KeyError::InvalidName { .. }), "{name:?}: {err:?}");
         }
         assert!(!dir.path().join("k").exists());
         for name in ["a", "ops.2026-01_TEST-ONLY", "A.b", "0"] {
@@ -673,10 +637,7 @@ mod tests {
         let shown = format!("{key:?}");
         assert_eq!(
             shown,
-            format!(
-                "SigningKey {{ keyid: \"{}\", secret: \"[redacted]\" }}",
-                key.keyid()
-            )
+            format!("SigningKey {{ keyid: \"{}\", secret: \"[redacted]\" }}", key.keyid())
         );
         let secret_hex = hex::encode([9u8; 32]);
         assert!(!shown.contains(&secret_hex));
@@ -719,10 +680,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("weak.pub");
         fs::write(&path, weak.to_public_key_pem(LineEnding::LF).unwrap()).unwrap();
-        assert!(matches!(
-            load_public_key(&path),
-            Err(KeyError::WeakPublicKey { .. })
-        ));
+        assert!(matches!(load_public_key(&path), Err(KeyError::WeakPublicKey { .. })));
     }
 
     #[test]
@@ -757,11 +715,7 @@ mod tests {
 
         let generated = generate("good", dir.path()).unwrap();
         let bad = dir.path().join("bad.pub");
-        fs::write(
-            &bad,
-            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
-        )
-        .unwrap();
+        fs::write(&bad, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n").unwrap();
         let err = TrustStore::load_dir(dir.path()).unwrap_err();
         assert!(matches!(&err, KeyError::InvalidPublicKey { path, .. } if *path == bad));
         fs::remove_file(&bad).unwrap();

@@ -99,12 +99,10 @@ pub fn canonical_uri(input: &str) -> Result<String> {
         return Err(bad("empty"));
     }
     let owned;
-    let input_abs = if input.contains("://") || input.starts_with("file:") || input.starts_with('/')
-    {
+    let input_abs = if input.contains("://") || input.starts_with("file:") || input.starts_with('/') {
         input
     } else {
-        let cwd = std::env::current_dir()
-            .map_err(|_| bad("relative path, and the current directory is unknown"))?;
+        let cwd = std::env::current_dir().map_err(|_| bad("relative path, and the current directory is unknown"))?;
         owned = format!("{}/{input}", cwd.display());
         owned.as_str()
     };
@@ -176,12 +174,8 @@ impl TableLocation {
     /// # Errors
     /// [`Error::Corrupt`] when the written location cannot be normalized.
     pub fn new(written: &str, root_uri: String, metadata_uri: &str) -> Result<Self> {
-        let norm = normalize(written).ok_or_else(|| {
-            Error::corrupt(
-                metadata_uri,
-                format!("table location {written:?} is not a valid path"),
-            )
-        })?;
+        let norm = normalize(written)
+            .ok_or_else(|| Error::corrupt(metadata_uri, format!("table location {written:?} is not a valid path")))?;
         if norm.segments.is_empty() && norm.key.is_empty() {
             return Err(Error::corrupt(metadata_uri, "table location is empty"));
         }
@@ -295,19 +289,13 @@ mod tests {
 
     #[test]
     fn resolves_relative_location() {
-        let loc = TableLocation::new(
-            "./lineitem_iceberg",
-            "file:///fx/lineitem_iceberg".into(),
-            "m",
-        )
-        .unwrap();
+        let loc = TableLocation::new("./lineitem_iceberg", "file:///fx/lineitem_iceberg".into(), "m").unwrap();
         assert_eq!(
             loc.resolve("lineitem_iceberg/data/a.parquet").unwrap(),
             "file:///fx/lineitem_iceberg/data/a.parquet"
         );
         assert_eq!(
-            loc.resolve("./lineitem_iceberg/metadata/../data/b.parquet")
-                .unwrap(),
+            loc.resolve("./lineitem_iceberg/metadata/../data/b.parquet").unwrap(),
             "file:///fx/lineitem_iceberg/data/b.parquet"
         );
     }
@@ -339,8 +327,7 @@ mod tests {
     fn rebases_onto_a_new_root() {
         let loc = TableLocation::new("file:/warehouse/db/t", "s3://bk/copy/t".into(), "m").unwrap();
         assert_eq!(
-            loc.resolve("file:///warehouse/db/t/metadata/v1.json")
-                .unwrap(),
+            loc.resolve("file:///warehouse/db/t/metadata/v1.json").unwrap(),
             "s3://bk/copy/t/metadata/v1.json"
         );
     }
@@ -352,13 +339,10 @@ mod tests {
             "file:///fx/t"
         );
         assert_eq!(
-            TableLocation::infer_root("file:/w/t", "file:///w/t/metadata/v2.metadata.json")
-                .unwrap(),
+            TableLocation::infer_root("file:/w/t", "file:///w/t/metadata/v2.metadata.json").unwrap(),
             "file:///w/t"
         );
-        assert!(
-            TableLocation::infer_root("file:/w/t", "s3://b/t/metadata/v2.metadata.json").is_err()
-        );
+        assert!(TableLocation::infer_root("file:/w/t", "s3://b/t/metadata/v2.metadata.json").is_err());
     }
 
     #[test]

@@ -19,11 +19,9 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
     let ctx = Context::new(config);
     match &cli.command {
         Command::Demo { dir } => lakedrill::demo::run(&ctx, dir, cli.quiet).await,
-        Command::Inspect {
-            what,
-            table,
-            select,
-        } => commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await,
+        Command::Inspect { what, table, select } => {
+            commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await
+        }
         Command::Resolve { table, select } => {
             let sel = select.selector();
             if sel == lakedrill::resolve::Selector::Current {
@@ -51,22 +49,14 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             command: DrillCommand::Run { plan },
         } => commands::drill_run(&ctx, plan, cli.quiet).await,
         Command::Audit {
-            command:
-                AuditCommand::Verify {
-                    report,
-                    trust,
-                    chain,
-                },
+            command: AuditCommand::Verify { report, trust, chain },
         } => commands::audit_verify(&ctx, report, trust, *chain).await,
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("lakedrill: error: cannot start the async runtime: {e}");

@@ -43,8 +43,7 @@ impl Outcome {
     pub fn new(verdict: Verdict, value: &impl Serialize, human: String) -> Result<Self> {
         Ok(Self {
             verdict,
-            json: serde_json::to_value(value)
-                .map_err(|e| Error::Internal(format!("serializing output: {e}")))?,
+            json: serde_json::to_value(value).map_err(|e| Error::Internal(format!("serializing output: {e}")))?,
             human,
         })
     }

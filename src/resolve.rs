@@ -34,11 +34,7 @@ pub enum Selector {
 /// [`Error::AsOf`] saying what is wrong (no zone, not a time).
 pub fn parse_instant_ms(input: &str) -> Result<i64> {
     let s = input.trim();
-    if !s.is_empty()
-        && s.trim_start_matches('-')
-            .chars()
-            .all(|c| c.is_ascii_digit())
-    {
+    if !s.is_empty() && s.trim_start_matches('-').chars().all(|c| c.is_ascii_digit()) {
         return s.parse::<i64>().map_err(|e| Error::AsOf {
             input: input.to_owned(),
             reason: format!("not a valid epoch-millisecond number: {e}"),
@@ -78,8 +74,7 @@ pub fn case_collisions(table: &Table, name: &str) -> Vec<String> {
 /// Groups of ref names that collide under case folding.
 #[must_use]
 pub fn ambiguous_ref_groups(table: &Table) -> Vec<Vec<String>> {
-    let mut groups: std::collections::BTreeMap<String, Vec<String>> =
-        std::collections::BTreeMap::new();
+    let mut groups: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
     for k in table.refs().keys() {
         groups.entry(k.to_lowercase()).or_default().push(k.clone());
     }
@@ -155,15 +150,10 @@ mod tests {
 
     #[test]
     fn instants() {
-        assert_eq!(
-            parse_instant_ms("1700000000000").unwrap(),
-            1_700_000_000_000
-        );
+        assert_eq!(parse_instant_ms("1700000000000").unwrap(), 1_700_000_000_000);
         assert_eq!(parse_instant_ms("1970-01-01T00:00:01Z").unwrap(), 1000);
         assert_eq!(parse_instant_ms("1970-01-01T02:00:01+02:00").unwrap(), 1000);
-        let e = parse_instant_ms("2026-05-01T12:00:00")
-            .unwrap_err()
-            .to_string();
+        let e = parse_instant_ms("2026-05-01T12:00:00").unwrap_err().to_string();
         assert!(e.contains("no zone offset"), "{e}");
         let e = parse_instant_ms("2026-05-01").unwrap_err().to_string();
         assert!(e.contains("no zone offset"), "{e}");

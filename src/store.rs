@@ -94,12 +94,8 @@ impl std::fmt::Debug for Storage {
 
 fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
     match e {
-        object_store::Error::NotFound { .. } => Error::NotFound {
-            uri: uri.to_owned(),
-        },
-        object_store::Error::AlreadyExists { .. } => Error::AlreadyExists {
-            uri: uri.to_owned(),
-        },
+        object_store::Error::NotFound { .. } => Error::NotFound { uri: uri.to_owned() },
+        object_store::Error::AlreadyExists { .. } => Error::AlreadyExists { uri: uri.to_owned() },
         source => Error::Storage {
             op,
             uri: uri.to_owned(),
@@ -143,9 +139,7 @@ impl Storage {
         } else if let Some(rest) = uri.strip_prefix("memory:///") {
             ("memory".to_owned(), rest)
         } else {
-            return Err(bad(
-                "not a canonical storage URI (file:///, s3://, memory:///)".into(),
-            ));
+            return Err(bad("not a canonical storage URI (file:///, s3://, memory:///)".into()));
         };
         let path = Path::parse(path).map_err(|e| bad(e.to_string()))?;
         let mut stores = self
@@ -174,11 +168,7 @@ impl Storage {
                     .map_err(|e: object_store::Error| bad(format!("S3 setting {k}: {e}")))?;
                 builder = builder.with_config(cfg, v.clone());
             }
-            Arc::new(
-                builder
-                    .build()
-                    .map_err(|e| bad(format!("S3 client: {e}")))?,
-            )
+            Arc::new(builder.build().map_err(|e| bad(format!("S3 client: {e}")))?)
         };
         stores.insert(key, Arc::clone(&store));
         Ok((store, path))
@@ -208,10 +198,7 @@ impl Storage {
     pub async fn get(&self, uri: &str) -> Result<Fetched> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
-        let res = store
-            .get(&path)
-            .await
-            .map_err(|e| map_err("read", uri, e))?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
         let info = Self::info(uri, &res.meta);
         let bytes = res.bytes().await.map_err(|e| map_err("read", uri, e))?;
         Ok(Fetched { info, bytes })
@@ -236,10 +223,7 @@ impl Storage {
     pub async fn get_range(&self, uri: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
-        store
-            .get_range(&path, range)
-            .await
-            .map_err(|e| map_err("read", uri, e))
+        store.get_range(&path, range).await.map_err(|e| map_err("read", uri, e))
     }
 
     /// Metadata of an object, `None` when it does not exist.
@@ -263,10 +247,7 @@ impl Storage {
     pub async fn hash(&self, uri: &str) -> Result<Hashed> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
-        let res = store
-            .get(&path)
-            .await
-            .map_err(|e| map_err("read", uri, e))?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
         let info = Self::info(uri, &res.meta);
         let mut stream = res.into_stream();
         let mut hasher = blake3::Hasher::new();
@@ -339,17 +320,10 @@ impl Storage {
     /// [`Error::Storage`] naming the prefix.
     pub async fn list(&self, prefix_uri: &str) -> Result<Vec<ObjectInfo>> {
         let (store, path) = self.resolve(prefix_uri)?;
-        let base = prefix_uri
-            .strip_suffix(path.as_ref())
-            .unwrap_or(prefix_uri)
-            .to_owned();
+        let base = prefix_uri.strip_suffix(path.as_ref()).unwrap_or(prefix_uri).to_owned();
         let sep = if base.ends_with('/') { "" } else { "/" };
         let _permit = self.permit().await?;
-        let prefix = if path.as_ref().is_empty() {
-            None
-        } else {
-            Some(&path)
-        };
+        let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
         let metas: Vec<object_store::ObjectMeta> = match store.list(prefix).try_collect().await {
             Ok(v) => v,
             Err(object_store::Error::NotFound { .. }) => Vec::new(),

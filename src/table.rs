@@ -19,8 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use iceberg::spec::{
-    FormatVersion, Manifest, ManifestFile, ManifestList, SnapshotRef, SnapshotReference,
-    TableMetadata,
+    FormatVersion, Manifest, ManifestFile, ManifestList, SnapshotRef, SnapshotReference, TableMetadata,
 };
 
 use crate::catalog::{SqlCatalog, TableIdent};
@@ -77,9 +76,7 @@ fn maybe_gunzip(uri: &str, bytes: &[u8]) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(bytes)
             .read_to_end(&mut out)
-            .map_err(|e| {
-                Error::corrupt(uri, format!("gzip metadata cannot be decompressed: {e}"))
-            })?;
+            .map_err(|e| Error::corrupt(uri, format!("gzip metadata cannot be decompressed: {e}")))?;
         Ok(out)
     } else {
         Ok(bytes.to_vec())
@@ -91,10 +88,7 @@ fn maybe_gunzip(uri: &str, bytes: &[u8]) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// [`Error::Parse`] or [`Error::Corrupt`] naming `uri`.
-pub fn parse_metadata(
-    uri: &str,
-    bytes: &[u8],
-) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
+pub fn parse_metadata(uri: &str, bytes: &[u8]) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
     let json = maybe_gunzip(uri, bytes)?;
     let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| Error::Parse {
         uri: uri.to_owned(),
@@ -114,8 +108,8 @@ pub fn parse_metadata(
         what: "table metadata",
         source: Box::new(e),
     })?;
-    let reparsed = serde_json::to_value(&md)
-        .map_err(|e| Error::Internal(format!("re-encoding metadata of {uri}: {e}")))?;
+    let reparsed =
+        serde_json::to_value(&md).map_err(|e| Error::Internal(format!("re-encoding metadata of {uri}: {e}")))?;
     let refs: BTreeMap<String, SnapshotReference> = match reparsed.get("refs") {
         Some(r) => serde_json::from_value(r.clone()).map_err(|e| Error::Parse {
             uri: uri.to_owned(),
@@ -129,10 +123,7 @@ pub fn parse_metadata(
     if let (false, Some(id)) = (refs.contains_key("main"), md.current_snapshot_id()) {
         refs.insert(
             "main".to_owned(),
-            SnapshotReference::new(
-                id,
-                iceberg::spec::SnapshotRetention::branch(None, None, None),
-            ),
+            SnapshotReference::new(id, iceberg::spec::SnapshotRetention::branch(None, None, None)),
         );
     }
     Ok((md, refs))
@@ -200,13 +191,7 @@ impl Table {
         table_root: Option<&str>,
     ) -> Result<Table> {
         let fetched = storage.get(metadata_uri).await?;
-        Self::from_bytes(
-            name,
-            metadata_location,
-            metadata_uri,
-            fetched.bytes,
-            table_root,
-        )
+        Self::from_bytes(name, metadata_location, metadata_uri, fetched.bytes, table_root)
     }
 
     /// Builds a table from metadata bytes already read (pure).
@@ -313,10 +298,7 @@ impl Table {
             if !out.insert(id) {
                 break; // a cycle in corrupt metadata must not loop forever
             }
-            cur = self
-                .metadata
-                .snapshot_by_id(id)
-                .and_then(|s| s.parent_snapshot_id());
+            cur = self.metadata.snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
         }
         out
     }
@@ -363,21 +345,14 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::PathOutsideTable`], or [`Error::Corrupt`] / [`Error::Parse`] naming the manifest.
-    pub async fn read_manifest(
-        &self,
-        storage: &Storage,
-        mf: &ManifestFile,
-    ) -> Result<(String, Fetched, Manifest)> {
+    pub async fn read_manifest(&self, storage: &Storage, mf: &ManifestFile) -> Result<(String, Fetched, Manifest)> {
         let uri = self.location.resolve(&mf.manifest_path)?;
         let fetched = match storage.get(&uri).await {
             Ok(f) => f,
             Err(Error::NotFound { .. }) => {
                 return Err(Error::corrupt(
                     &uri,
-                    format!(
-                        "manifest added by snapshot {} does not exist",
-                        mf.added_snapshot_id
-                    ),
+                    format!("manifest added by snapshot {} does not exist", mf.added_snapshot_id),
                 ));
             }
             Err(e) => return Err(e),
@@ -407,11 +382,7 @@ impl Table {
 ///
 /// # Errors
 /// [`Error::Parse`] naming the URI.
-pub fn parse_manifest_list(
-    uri: &str,
-    bytes: &[u8],
-    version: FormatVersion,
-) -> Result<ManifestList> {
+pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> Result<ManifestList> {
     let res = std::panic::catch_unwind(|| ManifestList::parse_with_version(bytes, version));
     match res {
         Ok(Ok(l)) => Ok(l),
@@ -440,10 +411,7 @@ pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
             what: "manifest",
             source: Box::new(e),
         }),
-        Err(_) => Err(Error::corrupt(
-            uri,
-            "manifest is malformed (the Avro decoder gave up)",
-        )),
+        Err(_) => Err(Error::corrupt(uri, "manifest is malformed (the Avro decoder gave up)")),
     }
 }
 

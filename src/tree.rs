@@ -18,9 +18,7 @@ use crate::store::{Fetched, Storage};
 use crate::table::Table;
 
 /// What a file in a manifest holds.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Content {
     /// Rows of the table.
@@ -113,11 +111,7 @@ impl SnapshotTree {
     #[must_use]
     pub fn live_files(&self) -> Vec<&FileEntry> {
         let mut v: Vec<&FileEntry> = self.manifests.iter().flat_map(|m| m.live.iter()).collect();
-        v.sort_by(|a, b| {
-            a.file_path
-                .cmp(&b.file_path)
-                .then(a.content.cmp(&b.content))
-        });
+        v.sort_by(|a, b| a.file_path.cmp(&b.file_path).then(a.content.cmp(&b.content)));
         v
     }
 }
@@ -126,11 +120,7 @@ impl SnapshotTree {
 ///
 /// # Errors
 /// [`Error::PathOutsideTable`] when an entry points outside the table.
-pub fn live_entries(
-    table: &Table,
-    entry: &ManifestFile,
-    manifest: &Manifest,
-) -> Result<(Vec<FileEntry>, usize)> {
+pub fn live_entries(table: &Table, entry: &ManifestFile, manifest: &Manifest) -> Result<(Vec<FileEntry>, usize)> {
     let meta = manifest.metadata();
     let spec = meta.partition_spec();
     let ptype = spec.partition_type(meta.schema()).ok();
@@ -178,12 +168,7 @@ pub fn live_entries(
 ///
 /// # Errors
 /// Any [`Error`] naming the layer that could not be read or parsed.
-pub async fn read_tree(
-    table: &Table,
-    storage: &Storage,
-    snapshot_id: i64,
-    concurrency: usize,
-) -> Result<SnapshotTree> {
+pub async fn read_tree(table: &Table, storage: &Storage, snapshot_id: i64, concurrency: usize) -> Result<SnapshotTree> {
     let snapshot = Arc::clone(table.snapshot(snapshot_id)?);
     let (list_uri, list_fetched, list) = table.read_manifest_list(storage, &snapshot).await?;
     let results: Vec<Result<ManifestLayer>> = futures::stream::iter(list.entries().iter().cloned())

@@ -8,27 +8,39 @@ use crate::util::lakedrill_in;
 fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     let tmp = crate::util::tmpdir();
     let dir = tmp.path().join("lake");
-    let run = lakedrill_in(
-        tmp.path(),
-        &["--json", "demo", "--dir", dir.to_str().unwrap()],
-    );
+    let run = lakedrill_in(tmp.path(), &["--json", "demo", "--dir", dir.to_str().unwrap()]);
     let doc = run.expect_code(0).json();
     let snaps = doc["snapshots"]["snapshots"].as_array().unwrap();
     assert!(snaps.len() >= 6, "{doc}");
-    let ops: Vec<&str> = snaps
-        .iter()
-        .map(|s| s["operation"].as_str().unwrap())
-        .collect();
+    let ops: Vec<&str> = snaps.iter().map(|s| s["operation"].as_str().unwrap()).collect();
     for op in ["append", "overwrite", "delete"] {
         assert!(ops.contains(&op), "{ops:?}");
     }
     let refs = doc["refs"]["refs"].as_array().unwrap();
     assert!(refs.iter().any(|r| r["type"] == "tag"), "{refs:?}");
     assert!(
-        refs.iter()
-            .any(|r| r["type"] == "branch" && r["name"] != "main"),
+        refs.iter().any(|r| r["type"] == "branch" && r["name"] != "main"),
         "{refs:?}"
     );
+
+    // The demo sealed every snapshot, drilled them and audited the signed report.
+    assert_eq!(doc["bundles"].as_array().unwrap().len(), snaps.len(), "{doc}");
+    assert_eq!(doc["drill"]["gate"], "PASS", "{doc}");
+    assert_eq!(doc["audit"]["status"], "VERIFIED", "{doc}");
+    let report = doc["drill"]["report"].as_str().unwrap();
+    assert!(report.starts_with(dir.to_str().unwrap()), "{report}");
+    lakedrill_in(
+        tmp.path(),
+        &[
+            "audit",
+            "verify",
+            report,
+            "--trust",
+            dir.join("keys").to_str().unwrap(),
+            "--chain",
+        ],
+    )
+    .expect_code(0);
 
     // Everything stays under DIR.
     let mut leftovers: Vec<_> = std::fs::read_dir(tmp.path())
@@ -52,11 +64,7 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     );
     let out = Command::new(py).arg("-c").arg(script).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.starts_with("4800 "), "{stdout}");
     assert!(
         stdout.contains("'audit-q2'") && stdout.contains("'what-if'"),

@@ -61,13 +61,7 @@ fn check_table(table: &str, addr: &[String], cwd: &std::path::Path) {
     let hist = inspect(addr, cwd, "history", &[]);
     assert_eq!(hist["history"], exp["history"], "{table}: history");
 
-    let fkeys = [
-        "content",
-        "file_path",
-        "file_size_in_bytes",
-        "record_count",
-        "spec_id",
-    ];
+    let fkeys = ["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"];
     let mkeys = [
         "path",
         "length",
@@ -106,10 +100,7 @@ fn check_table(table: &str, addr: &[String], cwd: &std::path::Path) {
             project(&files[&cur.to_string()], &fkeys, "file_path")
         );
     } else {
-        assert_eq!(
-            inspect(addr, cwd, "files", &[])["files"],
-            Value::Array(vec![])
-        );
+        assert_eq!(inspect(addr, cwd, "files", &[])["files"], Value::Array(vec![]));
     }
     // Refs resolve to what PyIceberg says they point at.
     for r in exp["refs"].as_array().unwrap() {
@@ -171,29 +162,13 @@ fn as_of_edge_cases() {
     let md = exp["metadata_location"].as_str().unwrap();
     let first = exp["history"][0]["made_current_at_ms"].as_i64().unwrap();
     // Zone-less timestamps are refused with the reason.
-    let r = lakedrill(&[
-        "resolve",
-        "--metadata",
-        md,
-        "--as-of",
-        "2026-01-01T00:00:00",
-    ]);
+    let r = lakedrill(&["resolve", "--metadata", md, "--as-of", "2026-01-01T00:00:00"]);
     r.expect_code(2);
     assert!(r.stderr.contains("no zone offset"), "{}", r.stderr);
     // Before the first snapshot.
-    let r = lakedrill(&[
-        "resolve",
-        "--metadata",
-        md,
-        "--as-of",
-        &(first - 1).to_string(),
-    ]);
+    let r = lakedrill(&["resolve", "--metadata", md, "--as-of", &(first - 1).to_string()]);
     r.expect_code(2);
-    assert!(
-        r.stderr.contains("before the first snapshot"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("before the first snapshot"), "{}", r.stderr);
     // RFC 3339 with an offset equals the same instant in epoch ms.
     let rfc = chrono::DateTime::from_timestamp_millis(first)
         .unwrap()
@@ -208,16 +183,9 @@ fn as_of_edge_cases() {
     ])
     .expect_code(0)
     .json();
-    let b = lakedrill(&[
-        "--json",
-        "resolve",
-        "--metadata",
-        md,
-        "--as-of",
-        &first.to_string(),
-    ])
-    .expect_code(0)
-    .json();
+    let b = lakedrill(&["--json", "resolve", "--metadata", md, "--as-of", &first.to_string()])
+        .expect_code(0)
+        .json();
     assert_eq!(a, b);
     // A table without snapshots.
     let empty = expected("db.empty");
@@ -251,8 +219,7 @@ fn history_marks_rolled_back_snapshots_as_non_ancestors() {
     .json();
     let rows = hist["history"].as_array().unwrap();
     assert!(
-        rows.iter()
-            .any(|r| r["is_current_ancestor"] == Value::Bool(false)),
+        rows.iter().any(|r| r["is_current_ancestor"] == Value::Bool(false)),
         "the rollback left a non-ancestor: {hist}"
     );
 }

@@ -14,10 +14,7 @@ const CASES: [&str; 5] = [
 ];
 
 fn expected(case: &str) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(interop().join("expected").join(format!("{case}.json"))).unwrap(),
-    )
-    .unwrap()
+    serde_json::from_slice(&std::fs::read(interop().join("expected").join(format!("{case}.json"))).unwrap()).unwrap()
 }
 
 fn table_dir(exp: &Value) -> String {
@@ -29,10 +26,7 @@ fn table_dir(exp: &Value) -> String {
 
 /// A path as written, relative to the table location.
 fn rel(exp: &Value, written: &str) -> String {
-    let loc = exp["location_in_metadata"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("./");
+    let loc = exp["location_in_metadata"].as_str().unwrap().trim_start_matches("./");
     written
         .trim_start_matches("./")
         .strip_prefix(loc)
@@ -49,10 +43,7 @@ fn interop_tables_match_their_expected_files() {
         let snaps = lakedrill(&["--json", "inspect", "snapshots", "--metadata", &dir])
             .expect_code(0)
             .json();
-        assert_eq!(
-            snaps["current_snapshot_id"], exp["current_snapshot_id"],
-            "{case}"
-        );
+        assert_eq!(snaps["current_snapshot_id"], exp["current_snapshot_id"], "{case}");
         assert!(
             snaps["metadata_location"]
                 .as_str()
@@ -76,11 +67,7 @@ fn interop_tables_match_their_expected_files() {
                 "manifest_list",
             ] {
                 if k == "manifest_list" {
-                    assert_eq!(
-                        rel(&exp, g[k].as_str().unwrap()),
-                        w[k].as_str().unwrap(),
-                        "{case}: {k}"
-                    );
+                    assert_eq!(rel(&exp, g[k].as_str().unwrap()), w[k].as_str().unwrap(), "{case}: {k}");
                 } else if k == "sequence_number" && w[k].is_null() {
                     // v1 has no sequence numbers; like PyIceberg, lakedrill reports the implied 0.
                     assert_eq!(g[k], 0, "{case}: {k} of {}", w["snapshot_id"]);
@@ -122,33 +109,18 @@ fn interop_tables_match_their_expected_files() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|h| {
-                (
-                    h["timestamp-ms"].as_i64().unwrap(),
-                    h["snapshot-id"].as_i64().unwrap(),
-                )
-            })
+            .map(|h| (h["timestamp-ms"].as_i64().unwrap(), h["snapshot-id"].as_i64().unwrap()))
             .collect();
         assert_eq!(got, want, "{case}: snapshot log");
         // Live data and delete files of every snapshot whose manifest list exists.
         for w in want_snapshots(&exp) {
             let id = w["snapshot_id"].to_string();
-            let run = lakedrill(&[
-                "--json",
-                "inspect",
-                "files",
-                "--metadata",
-                &dir,
-                "--snapshot-id",
-                &id,
-            ]);
+            let run = lakedrill(&["--json", "inspect", "files", "--metadata", &dir, "--snapshot-id", &id]);
             let ml = w["manifest_list"].as_str().unwrap();
-            let missing = exp["files_referenced_but_missing"]
-                .as_array()
-                .is_some_and(|m| {
-                    m.iter()
-                        .any(|x| x.as_str() == Some(ml) || x["path"].as_str() == Some(ml))
-                });
+            let missing = exp["files_referenced_but_missing"].as_array().is_some_and(|m| {
+                m.iter()
+                    .any(|x| x.as_str() == Some(ml) || x["path"].as_str() == Some(ml))
+            });
             if missing {
                 run.expect_code(2);
                 assert!(
@@ -249,11 +221,7 @@ fn broken_history_names_the_missing_manifest_list_while_current_reads() {
         "7342794868382145167",
     ]);
     r.expect_code(2);
-    assert!(
-        r.stderr.contains("snap-7342794868382145167-1-34f7dec7"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("snap-7342794868382145167-1-34f7dec7"), "{}", r.stderr);
     assert!(r.stderr.contains("does not exist"), "{}", r.stderr);
 }
 
@@ -262,17 +230,9 @@ fn a_metadata_file_with_explicit_table_root_reads_the_same() {
     let exp = expected("spark-v2-relative-location");
     let dir = table_dir(&exp);
     let md = format!("{dir}/{}", exp["current_metadata_file"].as_str().unwrap());
-    let a = lakedrill(&[
-        "--json",
-        "inspect",
-        "files",
-        "--metadata",
-        &md,
-        "--table-root",
-        &dir,
-    ])
-    .expect_code(0)
-    .json();
+    let a = lakedrill(&["--json", "inspect", "files", "--metadata", &md, "--table-root", &dir])
+        .expect_code(0)
+        .json();
     let b = lakedrill(&["--json", "inspect", "files", "--metadata", &dir])
         .expect_code(0)
         .json();

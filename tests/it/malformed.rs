@@ -15,8 +15,7 @@ fn apache(name: &str) -> String {
 }
 
 fn pos_table(into: &Path) -> std::path::PathBuf {
-    let src =
-        interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table");
+    let src = interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table");
     let dst = into.join("t");
     copy_tree(&src, &dst);
     dst
@@ -32,14 +31,7 @@ fn rejected_metadata_documents_name_the_file() {
         ),
     ] {
         let p = apache(file);
-        let r = lakedrill(&[
-            "inspect",
-            "snapshots",
-            "--metadata",
-            &p,
-            "--table-root",
-            "/tmp/nowhere",
-        ]);
+        let r = lakedrill(&["inspect", "snapshots", "--metadata", &p, "--table-root", "/tmp/nowhere"]);
         r.expect_code(2);
         assert!(
             r.stderr.contains(file) && r.stderr.contains(needle),
@@ -64,12 +56,7 @@ fn invalid_json_and_missing_files_exit_2_naming_the_object() {
     );
 
     let missing = tmp.path().join("nope.metadata.json");
-    let r = lakedrill(&[
-        "inspect",
-        "snapshots",
-        "--metadata",
-        missing.to_str().unwrap(),
-    ]);
+    let r = lakedrill(&["inspect", "snapshots", "--metadata", missing.to_str().unwrap()]);
     r.expect_code(2);
     assert!(
         r.stderr.contains("nope.metadata.json") && r.stderr.contains("does not exist"),
@@ -88,8 +75,7 @@ fn a_truncated_manifest_exits_2_naming_it() {
     let r = lakedrill(&["inspect", "files", "--metadata", t.to_str().unwrap()]);
     r.expect_code(2);
     assert!(
-        r.stderr
-            .contains("355a32d2-0d4f-4da3-8019-f0b782863350-m1.avro"),
+        r.stderr.contains("355a32d2-0d4f-4da3-8019-f0b782863350-m1.avro"),
         "{}",
         r.stderr
     );
@@ -99,8 +85,7 @@ fn a_truncated_manifest_exits_2_naming_it() {
 fn a_missing_manifest_list_exits_2_naming_it() {
     let tmp = crate::util::tmpdir();
     let t = pos_table(tmp.path());
-    let ml =
-        t.join("metadata/snap-3119545726281138740-1-e3f073e1-20d8-4831-b927-86100e4ad98c.avro");
+    let ml = t.join("metadata/snap-3119545726281138740-1-e3f073e1-20d8-4831-b927-86100e4ad98c.avro");
     std::fs::remove_file(&ml).unwrap();
     let r = lakedrill(&[
         "inspect",
@@ -134,13 +119,7 @@ fn a_path_outside_the_table_is_refused_and_never_opened() {
     );
     assert_ne!(hostile, text);
     std::fs::write(&md, hostile).unwrap();
-    let r = lakedrill(&[
-        "--json",
-        "inspect",
-        "snapshots",
-        "--metadata",
-        t.to_str().unwrap(),
-    ]);
+    let r = lakedrill(&["--json", "inspect", "snapshots", "--metadata", t.to_str().unwrap()]);
     r.expect_code(0);
     let snaps = r.json();
     let bad = snaps["snapshots"]
@@ -173,8 +152,7 @@ fn fuzzed_metadata_and_manifest_lists_never_panic() {
     let tmp = crate::util::tmpdir();
     let t = pos_table(tmp.path());
     let md = t.join("metadata/v9.metadata.json");
-    let ml =
-        t.join("metadata/snap-3119545726281138740-1-e3f073e1-20d8-4831-b927-86100e4ad98c.avro");
+    let ml = t.join("metadata/snap-3119545726281138740-1-e3f073e1-20d8-4831-b927-86100e4ad98c.avro");
     let md_orig = std::fs::read(&md).unwrap();
     let ml_orig = std::fs::read(&ml).unwrap();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -185,11 +163,7 @@ fn fuzzed_metadata_and_manifest_lists_never_panic() {
         seed
     };
     for i in 0..24 {
-        let (path, orig) = if i % 2 == 0 {
-            (&md, &md_orig)
-        } else {
-            (&ml, &ml_orig)
-        };
+        let (path, orig) = if i % 2 == 0 { (&md, &md_orig) } else { (&ml, &ml_orig) };
         let mut bytes = orig.clone();
         let n = usize::try_from(next() % bytes.len() as u64).unwrap();
         if i % 4 < 2 {
@@ -199,12 +173,7 @@ fn fuzzed_metadata_and_manifest_lists_never_panic() {
         }
         std::fs::write(path, &bytes).unwrap();
         let r = lakedrill(&["inspect", "files", "--metadata", t.to_str().unwrap()]);
-        assert!(
-            r.code == 0 || r.code == 2,
-            "run {i}: exit {}\n{}",
-            r.code,
-            r.stderr
-        );
+        assert!(r.code == 0 || r.code == 2, "run {i}: exit {}\n{}", r.code, r.stderr);
         std::fs::write(path, orig).unwrap();
     }
 }

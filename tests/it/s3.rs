@@ -8,8 +8,9 @@ use lakedrill::store::{Storage, StorageOptions};
 use crate::util::{expected, generated, lakedrill, project};
 
 fn bucket() -> String {
-    let endpoint = std::env::var("LAKEDRILL_TEST_S3_ENDPOINT")
-        .unwrap_or_else(|_| panic!("LAKEDRILL_TEST_S3_ENDPOINT is not set: run the tests with scripts/test.sh, which starts the S3 server"));
+    let endpoint = std::env::var("LAKEDRILL_TEST_S3_ENDPOINT").unwrap_or_else(|_| {
+        panic!("LAKEDRILL_TEST_S3_ENDPOINT is not set: run the tests with scripts/test.sh, which starts the S3 server")
+    });
     assert!(
         endpoint.starts_with("http://127.0.0.1:"),
         "the S3 test server must be on loopback: {endpoint}"
@@ -28,13 +29,7 @@ pub async fn upload(dir: &Path, prefix: &str) {
             if e.file_type().unwrap().is_dir() {
                 stack.push(e.path());
             } else {
-                let rel = e
-                    .path()
-                    .strip_prefix(dir)
-                    .unwrap()
-                    .to_str()
-                    .unwrap()
-                    .to_owned();
+                let rel = e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_owned();
                 storage
                     .put(
                         &format!("{base}/{rel}"),
@@ -91,28 +86,14 @@ async fn inspect_through_s3_matches_pyiceberg() {
     let root = format!("s3://{}/{prefix}", bucket());
     let md = format!("{root}/metadata/{md_name}");
     let files = tokio::task::spawn_blocking(move || {
-        lakedrill(&[
-            "--json",
-            "inspect",
-            "files",
-            "--metadata",
-            &md,
-            "--table-root",
-            &root,
-        ])
+        lakedrill(&["--json", "inspect", "files", "--metadata", &md, "--table-root", &root])
     })
     .await
     .unwrap()
     .expect_code(0)
     .json();
     let cur = exp["current_snapshot_id"].to_string();
-    let fkeys = [
-        "content",
-        "file_path",
-        "file_size_in_bytes",
-        "record_count",
-        "spec_id",
-    ];
+    let fkeys = ["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"];
     assert_eq!(
         project(&files["files"], &fkeys, "file_path"),
         project(&exp["files"][&cur], &fkeys, "file_path")
@@ -120,27 +101,20 @@ async fn inspect_through_s3_matches_pyiceberg() {
 
     // Without --table-root the written file:// location does not hold the S3 metadata file: refused.
     let md = format!("s3://{}/{prefix}/metadata/{md_name}", bucket());
-    let r = tokio::task::spawn_blocking(move || {
-        lakedrill(&["inspect", "snapshots", "--metadata", &md])
-    })
-    .await
-    .unwrap();
+    let r = tokio::task::spawn_blocking(move || lakedrill(&["inspect", "snapshots", "--metadata", &md]))
+        .await
+        .unwrap();
     r.expect_code(2);
     assert!(r.stderr.contains("--table-root"), "{}", r.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_errors_name_the_object() {
-    let uri = format!(
-        "s3://{}/it-missing-{}/v1.metadata.json",
-        bucket(),
-        uuid::Uuid::new_v4()
-    );
+    let uri = format!("s3://{}/it-missing-{}/v1.metadata.json", bucket(), uuid::Uuid::new_v4());
     let u = uri.clone();
-    let r =
-        tokio::task::spawn_blocking(move || lakedrill(&["inspect", "snapshots", "--metadata", &u]))
-            .await
-            .unwrap();
+    let r = tokio::task::spawn_blocking(move || lakedrill(&["inspect", "snapshots", "--metadata", &u]))
+        .await
+        .unwrap();
     r.expect_code(2);
     assert!(
         r.stderr.contains(&uri) && r.stderr.contains("does not exist"),

@@ -16,12 +16,8 @@ pub struct Run {
 impl Run {
     /// The stdout as JSON (panics with the whole output when it is not).
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
-            panic!(
-                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
-                self.stdout, self.stderr
-            )
-        })
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
     }
 
     /// Asserts the exit code, showing the output on failure.
@@ -62,10 +58,7 @@ pub fn lakedrill_in(cwd: &Path, args: &[&str]) -> Run {
 
 /// A temporary directory whose path has no hidden component (pyarrow skips those).
 pub fn tmpdir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("lakedrill-it-")
-        .tempdir()
-        .unwrap()
+    tempfile::Builder::new().prefix("lakedrill-it-").tempdir().unwrap()
 }
 
 /// Runs `lakedrill ARGS` in a fresh temporary directory.
@@ -91,8 +84,7 @@ pub fn generated() -> PathBuf {
 /// The expected answers PyIceberg gave for a generated table (`db.events` …).
 pub fn expected(table: &str) -> Value {
     let p = generated().join("expected").join(format!("{table}.json"));
-    serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
-        .unwrap()
+    serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }
 
 /// The committed Spark/Java interop tables.
