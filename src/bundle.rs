@@ -256,9 +256,12 @@ pub async fn seal(
     }
     // Data and delete files: stream-hash each once, in parallel, bounded.
     let files: Vec<tree::FileEntry> = tree.live_files().into_iter().cloned().collect();
+    let progress = crate::output::Progress::new("seal", files.len(), storage.options().progress);
+    let progress = &progress;
     let hashed: Vec<(tree::FileEntry, Result<crate::store::Hashed>)> = futures::stream::iter(files)
         .map(|f| async move {
             let h = storage.hash(&f.uri).await;
+            progress.tick(h.as_ref().map_or(0, |h| h.bytes_read));
             (f, h)
         })
         .buffer_unordered(concurrency)
@@ -591,6 +594,8 @@ pub async fn verify(
         to_check.push((e, uri));
     }
     let deep = opts.deep;
+    let progress = crate::output::Progress::new("verify", to_check.len(), storage.options().progress);
+    let progress = &progress;
     let results: Vec<(InventoryEntry, Result<Checked>)> = futures::stream::iter(to_check)
         .map(|(e, uri)| async move {
             let res = async {
@@ -603,6 +608,7 @@ pub async fn verify(
                 Ok((h, rows))
             }
             .await;
+            progress.tick(e.size);
             (e, res)
         })
         .buffer_unordered(concurrency)

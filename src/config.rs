@@ -38,6 +38,9 @@ pub struct Config {
     /// Declared catalogs by name.
     #[serde(default)]
     pub catalog: BTreeMap<String, CatalogConfig>,
+    /// Progress lines on stderr (set from `-q`, not from the file).
+    #[serde(skip)]
+    pub progress: bool,
 }
 
 /// `[storage]`.
@@ -102,6 +105,7 @@ impl Config {
     pub fn storage_options(&self) -> StorageOptions {
         let mut o = StorageOptions {
             s3: self.storage.s3.clone(),
+            progress: self.progress,
             ..StorageOptions::default()
         };
         if let Some(n) = self.storage.io_concurrency {

@@ -17,6 +17,7 @@ pub mod bundle;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+pub mod closure;
 pub mod commands;
 pub mod config;
 pub mod demo;

@@ -15,7 +15,8 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from("lakedrill.toml"), false),
     };
-    let config = Config::load(&config_path, explicit)?;
+    let mut config = Config::load(&config_path, explicit)?;
+    config.progress = !cli.quiet;
     let ctx = Context::new(config);
     match &cli.command {
         Command::Demo { dir } => lakedrill::demo::run(&ctx, dir, cli.quiet).await,

@@ -99,3 +99,36 @@ pub fn ts(ms: i64) -> String {
         |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     )
 }
+
+/// Progress lines on stderr for long runs: at most one line every two seconds, and a last one.
+#[derive(Debug)]
+pub struct Progress {
+    label: &'static str,
+    total: usize,
+    enabled: bool,
+    state: std::sync::Mutex<(usize, u64, std::time::Instant)>,
+}
+
+impl Progress {
+    /// A progress reporter for `total` items; silent unless `enabled`.
+    #[must_use]
+    pub fn new(label: &'static str, total: usize, enabled: bool) -> Self {
+        Self {
+            label,
+            total,
+            enabled,
+            state: std::sync::Mutex::new((0, 0, std::time::Instant::now())),
+        }
+    }
+
+    /// Records one finished item of `bytes` bytes.
+    pub fn tick(&self, bytes: u64) {
+        let Ok(mut st) = self.state.lock() else { return };
+        st.0 += 1;
+        st.1 += bytes;
+        if self.enabled && (st.2.elapsed() >= std::time::Duration::from_secs(2) || st.0 == self.total) {
+            eprintln!("{}: {}/{} objects, {} bytes", self.label, st.0, self.total, st.1);
+            st.2 = std::time::Instant::now();
+        }
+    }
+}

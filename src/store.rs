@@ -31,6 +31,8 @@ pub struct StorageOptions {
     pub s3: BTreeMap<String, String>,
     /// The most requests in flight at once, across all objects.
     pub io_concurrency: NonZeroUsize,
+    /// Print progress lines on stderr during long runs (sealing, verifying).
+    pub progress: bool,
 }
 
 impl Default for StorageOptions {
@@ -38,6 +40,7 @@ impl Default for StorageOptions {
         Self {
             s3: BTreeMap::new(),
             io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
+            progress: false,
         }
     }
 }
@@ -255,14 +258,17 @@ impl Storage {
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
             read += chunk.len() as u64;
-            // Hashing is CPU work: keep it off the async workers' critical path.
+            // Hashing is CPU work: large chunks go to the rayon pool so the async workers keep
+            // the next reads in flight (tokio's spawn_blocking docs point CPU work at rayon).
             if chunk.len() >= 1 << 20 {
-                hasher = tokio::task::spawn_blocking(move || {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                rayon::spawn(move || {
                     hasher.update(&chunk);
-                    hasher
-                })
-                .await
-                .map_err(|e| Error::Internal(format!("hash task for {uri}: {e}")))?;
+                    let _ = tx.send(hasher);
+                });
+                hasher = rx
+                    .await
+                    .map_err(|_| Error::Internal(format!("hash task for {uri} ended without a result")))?;
             } else {
                 hasher.update(&chunk);
             }

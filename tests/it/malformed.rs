@@ -177,3 +177,29 @@ fn fuzzed_metadata_and_manifest_lists_never_panic() {
         std::fs::write(path, orig).unwrap();
     }
 }
+
+#[test]
+fn refs_that_differ_only_by_case_are_reported_and_never_picked() {
+    let tmp = crate::util::tmpdir();
+    let t = pos_table(tmp.path());
+    let md = t.join("metadata/v9.metadata.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&md).unwrap()).unwrap();
+    let main = v["refs"]["main"]["snapshot-id"].clone();
+    v["refs"]["Audit-Q2"] = serde_json::json!({"snapshot-id": main, "type": "tag"});
+    v["refs"]["audit-q2"] = serde_json::json!({"snapshot-id": main, "type": "tag"});
+    std::fs::write(&md, serde_json::to_vec(&v).unwrap()).unwrap();
+    let dir = t.to_str().unwrap();
+    let refs = lakedrill(&["--json", "inspect", "refs", "--metadata", dir])
+        .expect_code(0)
+        .json();
+    assert_eq!(refs["ambiguous_names"], serde_json::json!([["Audit-Q2", "audit-q2"]]));
+    for name in ["Audit-Q2", "audit-q2"] {
+        let r = lakedrill(&["resolve", "--metadata", dir, "--ref", name]);
+        r.expect_code(2);
+        assert!(r.stderr.contains("ambiguous"), "{}", r.stderr);
+    }
+    let r = lakedrill(&["resolve", "--metadata", dir, "--ref", "AUDIT-Q2"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("differ only by case"), "{}", r.stderr);
+    lakedrill(&["resolve", "--metadata", dir, "--ref", "main"]).expect_code(0);
+}
