@@ -875,3 +875,27 @@ pub async fn list_bundles(storage: &Storage, prefix_uri: &str) -> Result<Vec<Str
     out.sort();
     Ok(out)
 }
+
+/// The snapshot id and the metadata copy of a bundle whose signature verifies and whose copy
+/// matches the inventory (for bringing a snapshot back from a bundle).
+///
+/// # Errors
+/// [`Error::Invalid`] when the bundle does not verify or lacks its metadata copy.
+pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: &TrustStore) -> Result<(i64, Bytes)> {
+    let dir = bundle_dir(bundle_uri)?;
+    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
+    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
+    let pred: BundlePredicate =
+        serde_json::from_value(v.predicate().clone()).map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let md = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == Layer::Metadata)
+        .ok_or_else(|| Error::invalid(&dir, "the inventory has no metadata entry"))?;
+    let member = md.copy.clone().ok_or_else(|| Error::invalid(&dir, "the metadata entry has no copy"))?;
+    let bytes = storage.get(&location::join(&dir, &member)).await?.bytes;
+    if blake3::hash(&bytes).to_hex().as_str() != md.blake3 {
+        return Err(Error::invalid(&dir, format!("{member} does not match its inventory digest")));
+    }
+    Ok((pred.snapshot_id, bytes))
+}

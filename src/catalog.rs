@@ -16,6 +16,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use crate::config::CatalogConfig;
 use crate::error::{Error, Result};
+use crate::store::Storage;
 
 /// A namespace + table name, as `ns1.ns2.table`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,5 +174,36 @@ impl SqlCatalog {
                 source: None,
             })
         }
+    }
+
+    /// Commits new table metadata: writes it once as the next metadata file
+    /// (`<location>/metadata/<version+1>-<uuid>.metadata.json`, never overwriting), then swaps the
+    /// catalog row from `expected` to it. Returns the new metadata location.
+    ///
+    /// If another writer committed first, the swap fails and nothing is committed; the metadata
+    /// file written for the attempt stays behind as an unreferenced file (lakedrill never deletes
+    /// outside the deleter's plan).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the table changed since `expected`; storage errors naming the file.
+    pub async fn commit(
+        &self,
+        storage: &Storage,
+        ident: &TableIdent,
+        expected: &str,
+        new: &iceberg::spec::TableMetadata,
+    ) -> Result<String> {
+        use std::str::FromStr;
+        let next = iceberg::MetadataLocation::from_str(expected)
+            .map_err(|e| Error::iceberg(format!("metadata location {expected} is not in the catalog naming scheme"), e))?
+            .with_next_version()
+            .with_new_metadata(new)
+            .to_string();
+        let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        storage
+            .put_new(&crate::location::canonical_uri(&next)?, bytes::Bytes::from(bytes))
+            .await?;
+        self.swap_metadata_location(ident, expected, &next).await?;
+        Ok(next)
     }
 }

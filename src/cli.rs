@@ -195,6 +195,27 @@ pub enum Command {
         #[arg(long)]
         table_root: Option<String>,
     },
+    /// Move main back to an ancestor of the current snapshot (catalog commit).
+    Rollback {
+        #[command(flatten)]
+        table: TableArgs,
+        /// The ancestor snapshot id.
+        #[arg(long)]
+        to: i64,
+    },
+    /// Point main at any snapshot, at a ref's head, or at a snapshot brought back from a verified bundle.
+    SetCurrent {
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+        /// Bring the snapshot back from this bundle (bundle-mode quarantine).
+        #[arg(long, conflicts_with_all = ["snapshot_id", "ref_name", "as_of"], requires = "trust")]
+        from_bundle: Option<String>,
+        /// Trust store for --from-bundle.
+        #[arg(long)]
+        trust: Option<PathBuf>,
+    },
     /// Restore drills.
     Drill {
         #[command(subcommand)]

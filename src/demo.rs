@@ -12,7 +12,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
@@ -142,23 +141,8 @@ async fn write_data_file(
         .map_err(|e| Error::Internal(format!("demo data file: {e}")))
 }
 
-/// Writes `new` as the next metadata file and swaps the catalog row from `current` to it.
-async fn commit_metadata(
-    ctx: &Context,
-    db: &Path,
-    ident: &TableIdent,
-    current: &str,
-    new: &TableMetadata,
-) -> Result<String> {
-    let next = iceberg::MetadataLocation::from_str(current)
-        .map_err(ice("parse metadata location"))?
-        .with_next_version()
-        .with_new_metadata(new)
-        .to_string();
-    let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
-    ctx.storage
-        .put_new(&location::canonical_uri(&next)?, bytes::Bytes::from(bytes))
-        .await?;
+/// Commits `new` through the demo catalog (see [`crate::catalog::SqlCatalog::commit`]).
+async fn commit_metadata(ctx: &Context, db: &Path, ident: &TableIdent, current: &str, new: &TableMetadata) -> Result<String> {
     let cat = crate::catalog::SqlCatalog::open(
         CATALOG,
         &crate::config::CatalogConfig {
@@ -169,17 +153,11 @@ async fn commit_metadata(
         },
     )
     .await?;
-    let ns = ident.namespace().as_ref().join(".");
-    cat.swap_metadata_location(
-        &crate::catalog::TableIdent {
-            namespace: ns,
-            name: ident.name().to_owned(),
-        },
-        current,
-        &next,
-    )
-    .await?;
-    Ok(next)
+    let ident = crate::catalog::TableIdent {
+        namespace: ident.namespace().as_ref().join("."),
+        name: ident.name().to_owned(),
+    };
+    cat.commit(&ctx.storage, &ident, current, new).await
 }
 
 /// Commits an overwrite or delete on `main`: drops `remove`, keeps the other live files, adds `add`.

@@ -30,6 +30,7 @@ pub mod keys;
 pub mod location;
 pub mod output;
 pub mod resolve;
+pub mod runbook;
 pub mod store;
 pub mod table;
 pub mod tree;

@@ -46,6 +46,20 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             deep,
             table_root,
         } => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
+        Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
+        Command::SetCurrent { table, select, from_bundle, trust } => match (from_bundle, trust) {
+            (Some(b), Some(t)) => lakedrill::runbook::set_current_from_bundle(&ctx, &table.source()?, b, t).await,
+            _ => {
+                let sel = select.selector();
+                if sel == lakedrill::resolve::Selector::Current {
+                    return Err(lakedrill::Error::invalid(
+                        "set-current",
+                        "give one of --snapshot-id, --ref or --from-bundle",
+                    ));
+                }
+                lakedrill::runbook::set_current(&ctx, &table.source()?, &sel).await
+            }
+        },
         Command::Drill {
             command: DrillCommand::Run { plan },
         } => commands::drill_run(&ctx, plan, cli.quiet).await,
