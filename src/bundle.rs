@@ -885,17 +885,23 @@ pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: 
     let dir = bundle_dir(bundle_uri)?;
     let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
     let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
-    let pred: BundlePredicate =
-        serde_json::from_value(v.predicate().clone()).map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
     let md = pred
         .inventory
         .iter()
         .find(|e| e.layer == Layer::Metadata)
         .ok_or_else(|| Error::invalid(&dir, "the inventory has no metadata entry"))?;
-    let member = md.copy.clone().ok_or_else(|| Error::invalid(&dir, "the metadata entry has no copy"))?;
+    let member = md
+        .copy
+        .clone()
+        .ok_or_else(|| Error::invalid(&dir, "the metadata entry has no copy"))?;
     let bytes = storage.get(&location::join(&dir, &member)).await?.bytes;
     if blake3::hash(&bytes).to_hex().as_str() != md.blake3 {
-        return Err(Error::invalid(&dir, format!("{member} does not match its inventory digest")));
+        return Err(Error::invalid(
+            &dir,
+            format!("{member} does not match its inventory digest"),
+        ));
     }
     Ok((pred.snapshot_id, bytes))
 }

@@ -195,7 +195,12 @@ impl SqlCatalog {
     ) -> Result<String> {
         use std::str::FromStr;
         let next = iceberg::MetadataLocation::from_str(expected)
-            .map_err(|e| Error::iceberg(format!("metadata location {expected} is not in the catalog naming scheme"), e))?
+            .map_err(|e| {
+                Error::iceberg(
+                    format!("metadata location {expected} is not in the catalog naming scheme"),
+                    e,
+                )
+            })?
             .with_next_version()
             .with_new_metadata(new)
             .to_string();

@@ -216,6 +216,65 @@ pub enum Command {
         #[arg(long)]
         trust: Option<PathBuf>,
     },
+    /// Validate a lakehouseRetentionPolicy.v1 document and print its digest.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Reader leases on snapshots.
+    Lease {
+        #[command(subcommand)]
+        command: LeaseCommand,
+    },
+    /// Legal holds.
+    Hold {
+        #[command(subcommand)]
+        command: HoldCommand,
+    },
+    /// In-flight writers' staging prefixes.
+    Writer {
+        #[command(subcommand)]
+        command: WriterCommand,
+    },
+    /// Disaster-recovery checkpoints.
+    Checkpoint {
+        #[command(subcommand)]
+        command: CheckpointCommand,
+    },
+    /// Report-only: protected snapshots, candidates, and what plain expire_snapshots would remove.
+    Plan {
+        #[command(flatten)]
+        table: TableArgs,
+        /// The retention policy.
+        #[arg(long)]
+        policy: PathBuf,
+    },
+    /// Candidate and object states.
+    Status {
+        /// A candidate id (else: every candidate of the addressed table).
+        candidate: Option<String>,
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// Seal a candidate's snapshots and pin (tag mode) or remove (bundle mode) them in one catalog commit.
+    Quarantine {
+        /// The candidate id from `plan`.
+        candidate: String,
+        #[command(flatten)]
+        table: TableArgs,
+        /// The retention policy.
+        #[arg(long)]
+        policy: PathBuf,
+        /// Signing key for the bundles.
+        #[arg(long)]
+        key: PathBuf,
+        /// Where bundles go.
+        #[arg(long)]
+        bundles: String,
+        /// `tag` (default) or `bundle`.
+        #[arg(long, default_value = "tag")]
+        mode: String,
+    },
     /// Restore drills.
     Drill {
         #[command(subcommand)]
@@ -251,5 +310,124 @@ pub enum AuditCommand {
         /// Verify every report of the plan's folder as a hash chain.
         #[arg(long)]
         chain: bool,
+    },
+}
+
+/// `policy` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate strictly and print the digest.
+    Check {
+        /// The policy file (YAML).
+        file: PathBuf,
+    },
+}
+
+/// `lease` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Pin a snapshot for a reader (refused beyond the policy's maxReaderLease).
+    Add {
+        #[command(flatten)]
+        table: TableArgs,
+        /// The retention policy (for maxReaderLease).
+        #[arg(long)]
+        policy: PathBuf,
+        /// The snapshot.
+        #[arg(long)]
+        snapshot_id: i64,
+        /// Why.
+        #[arg(long)]
+        purpose: String,
+        /// Who.
+        #[arg(long)]
+        owner: String,
+        /// For how long (`14d`, `6h`, …).
+        #[arg(long)]
+        expires_in: String,
+    },
+    /// List the table's leases.
+    List {
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// Release a lease.
+    Release {
+        /// Lease id.
+        id: String,
+    },
+}
+
+/// `hold` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum HoldCommand {
+    /// Set a legal hold (bumps the hold generation).
+    Set {
+        #[command(flatten)]
+        table: TableArgs,
+        /// `table`, `snapshot:ID` or `prefix:PATH`.
+        #[arg(long)]
+        scope: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Clear a hold (bumps the hold generation).
+    Clear {
+        /// Hold id.
+        id: String,
+    },
+    /// List the table's holds.
+    List {
+        #[command(flatten)]
+        table: TableArgs,
+    },
+}
+
+/// `writer` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum WriterCommand {
+    /// Register an in-flight writer's staging prefix.
+    Begin {
+        #[command(flatten)]
+        table: TableArgs,
+        /// Staging prefix (relative to the table, or absolute under it).
+        #[arg(long)]
+        prefix: String,
+    },
+    /// End a writer.
+    End {
+        /// Writer id.
+        id: String,
+    },
+    /// List the table's writers.
+    List {
+        #[command(flatten)]
+        table: TableArgs,
+    },
+}
+
+/// `checkpoint` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCommand {
+    /// Declare a DR checkpoint on a snapshot.
+    Add {
+        #[command(flatten)]
+        table: TableArgs,
+        /// The snapshot.
+        #[arg(long)]
+        snapshot_id: i64,
+        /// The declared recovery point (RFC 3339 with offset or epoch ms; default: the snapshot's commit time).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// List the table's checkpoints.
+    List {
+        #[command(flatten)]
+        table: TableArgs,
     },
 }

@@ -297,15 +297,9 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     for name in &input.protections.protected_refs {
         match input.refs.iter().find(|r| &r.name == name) {
-            Some(r) => {
-                add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons);
-                if r.is_branch {
-                    // A protected branch keeps its whole ancestry.
-                    for id in branch_keeps(&by_id, r.snapshot_id, i32::MAX, i64::MAX, input.now_ms) {
-                        add(id, format!("protected-ref:{name}"), &mut reasons);
-                    }
-                }
-            }
+            // A protected ref pins its head and is never treated as expired; a protected branch's older
+            // history follows the branch's retention like any other branch's.
+            Some(r) => add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons),
             None => warnings.push(format!(
                 "protected ref {name:?} does not exist in this table generation"
             )),

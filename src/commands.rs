@@ -477,3 +477,17 @@ pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, 
     }
     Outcome::new(verdict, &a, human)
 }
+
+/// `lakedrill policy check FILE`.
+///
+/// # Errors
+/// [`crate::Error::Policy`] naming the field and the rule (exit 2).
+pub fn policy_check(file: &std::path::Path) -> Result<Outcome> {
+    let p = crate::policy::load(file)?;
+    let human = format!("{}: valid {}\ndigest {}\n", file.display(), p.schema(), p.digest());
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"digest": p.digest(), "schema": p.schema()}),
+        human,
+    )
+}

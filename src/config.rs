@@ -38,6 +38,9 @@ pub struct Config {
     /// Declared catalogs by name.
     #[serde(default)]
     pub catalog: BTreeMap<String, CatalogConfig>,
+    /// The registry.
+    #[serde(default)]
+    pub registry: RegistryConfig,
     /// Progress lines on stderr (set from `-q`, not from the file).
     #[serde(skip)]
     pub progress: bool,
@@ -52,6 +55,14 @@ pub struct StorageConfig {
     /// S3 settings (object_store `AmazonS3ConfigKey` names).
     #[serde(default)]
     pub s3: BTreeMap<String, String>,
+}
+
+/// `[registry]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// `sqlite:PATH`; default `sqlite:lakedrill-registry.db` in the current directory.
+    pub uri: Option<String>,
 }
 
 /// `[catalog.NAME]`.
@@ -112,6 +123,15 @@ impl Config {
             o.io_concurrency = n;
         }
         o
+    }
+
+    /// The registry URI.
+    #[must_use]
+    pub fn registry_uri(&self) -> String {
+        self.registry
+            .uri
+            .clone()
+            .unwrap_or_else(|| "sqlite:lakedrill-registry.db".to_owned())
     }
 
     /// The catalog declared under `name`.

@@ -142,7 +142,13 @@ async fn write_data_file(
 }
 
 /// Commits `new` through the demo catalog (see [`crate::catalog::SqlCatalog::commit`]).
-async fn commit_metadata(ctx: &Context, db: &Path, ident: &TableIdent, current: &str, new: &TableMetadata) -> Result<String> {
+async fn commit_metadata(
+    ctx: &Context,
+    db: &Path,
+    ident: &TableIdent,
+    current: &str,
+    new: &TableMetadata,
+) -> Result<String> {
     let cat = crate::catalog::SqlCatalog::open(
         CATALOG,
         &crate::config::CatalogConfig {

@@ -169,6 +169,12 @@ pub enum Error {
         /// The rule it breaks.
         reason: String,
     },
+    /// A retention policy document is invalid or does not match the table.
+    #[error(transparent)]
+    Policy(Box<crate::policy::PolicyError>),
+    /// The registry (leases, holds, writers, checkpoints, states) refused a change or failed.
+    #[error(transparent)]
+    Registry(Box<crate::registry::RegistryError>),
     /// A signing or trust key could not be used.
     #[error(transparent)]
     Key(Box<crate::keys::KeyError>),
@@ -199,8 +205,15 @@ impl Error {
             | Error::Config { .. }
             | Error::Invalid { .. }
             | Error::PathOutsideTable { .. }
-            | Error::Key(_) => ErrorKind::BadInput,
+            | Error::Key(_)
+            | Error::Policy(_) => ErrorKind::BadInput,
             Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::Registry(e) => match **e {
+                crate::registry::RegistryError::NotFound { .. } => ErrorKind::NotFound,
+                crate::registry::RegistryError::AlreadyEnded { .. }
+                | crate::registry::RegistryError::Invalid { .. } => ErrorKind::BadInput,
+                _ => ErrorKind::Storage,
+            },
             Error::Storage { .. } | Error::Io { .. } | Error::Catalog { .. } => ErrorKind::Storage,
             Error::Corrupt { .. } | Error::Parse { .. } => ErrorKind::Corrupt,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
@@ -246,5 +259,17 @@ impl Error {
 impl From<crate::keys::KeyError> for Error {
     fn from(e: crate::keys::KeyError) -> Self {
         Error::Key(Box::new(e))
+    }
+}
+
+impl From<crate::policy::PolicyError> for Error {
+    fn from(e: crate::policy::PolicyError) -> Self {
+        Error::Policy(Box::new(e))
+    }
+}
+
+impl From<crate::registry::RegistryError> for Error {
+    fn from(e: crate::registry::RegistryError) -> Self {
+        Error::Registry(Box::new(e))
     }
 }

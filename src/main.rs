@@ -6,9 +6,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lakedrill::Outcome;
-use lakedrill::cli::{AuditCommand, Cli, Command, DrillCommand};
+use lakedrill::cli::{
+    AuditCommand, CheckpointCommand, Cli, Command, DrillCommand, HoldCommand, LeaseCommand, PolicyCommand,
+    WriterCommand,
+};
 use lakedrill::commands::{self, Context};
 use lakedrill::config::Config;
+use lakedrill::governance as gov;
 
 async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
     let (config_path, explicit) = match &cli.config {
@@ -47,7 +51,12 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             table_root,
         } => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
         Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
-        Command::SetCurrent { table, select, from_bundle, trust } => match (from_bundle, trust) {
+        Command::SetCurrent {
+            table,
+            select,
+            from_bundle,
+            trust,
+        } => match (from_bundle, trust) {
             (Some(b), Some(t)) => lakedrill::runbook::set_current_from_bundle(&ctx, &table.source()?, b, t).await,
             _ => {
                 let sel = select.selector();
@@ -60,6 +69,62 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
                 lakedrill::runbook::set_current(&ctx, &table.source()?, &sel).await
             }
         },
+        Command::Policy {
+            command: PolicyCommand::Check { file },
+        } => commands::policy_check(file),
+        Command::Lease { command } => match command {
+            LeaseCommand::Add {
+                table,
+                policy,
+                snapshot_id,
+                purpose,
+                owner,
+                expires_in,
+            } => gov::lease_add(&ctx, &table.source()?, policy, *snapshot_id, purpose, owner, expires_in).await,
+            LeaseCommand::List { table } => gov::list(&ctx, &table.source()?, "leases").await,
+            LeaseCommand::Release { id } => gov::end(&ctx, "lease", id).await,
+        },
+        Command::Hold { command } => match command {
+            HoldCommand::Set { table, scope, reason } => gov::hold_set(&ctx, &table.source()?, scope, reason).await,
+            HoldCommand::Clear { id } => gov::end(&ctx, "hold", id).await,
+            HoldCommand::List { table } => gov::list(&ctx, &table.source()?, "holds").await,
+        },
+        Command::Writer { command } => match command {
+            WriterCommand::Begin { table, prefix } => gov::writer_begin(&ctx, &table.source()?, prefix).await,
+            WriterCommand::End { id } => gov::end(&ctx, "writer", id).await,
+            WriterCommand::List { table } => gov::list(&ctx, &table.source()?, "writers").await,
+        },
+        Command::Checkpoint { command } => match command {
+            CheckpointCommand::Add { table, snapshot_id, at } => {
+                gov::checkpoint_add(&ctx, &table.source()?, *snapshot_id, at.as_deref()).await
+            }
+            CheckpointCommand::List { table } => gov::list(&ctx, &table.source()?, "checkpoints").await,
+        },
+        Command::Plan { table, policy } => gov::plan(&ctx, &table.source()?, policy).await,
+        Command::Status { candidate, table } => {
+            let src = table.source().ok();
+            gov::status(&ctx, src.as_ref(), candidate.as_deref()).await
+        }
+        Command::Quarantine {
+            candidate,
+            table,
+            policy,
+            key,
+            bundles,
+            mode,
+        } => {
+            let mode = match mode.as_str() {
+                "tag" => gov::QuarantineMode::Tag,
+                "bundle" => gov::QuarantineMode::Bundle,
+                m => {
+                    return Err(lakedrill::Error::invalid(
+                        "--mode",
+                        format!("{m:?}: expected tag or bundle"),
+                    ));
+                }
+            };
+            gov::quarantine(&ctx, &table.source()?, candidate, policy, key, bundles, mode).await
+        }
         Command::Drill {
             command: DrillCommand::Run { plan },
         } => commands::drill_run(&ctx, plan, cli.quiet).await,

@@ -55,7 +55,14 @@ fn main_ref(table: &Table, id: i64) -> SnapshotReference {
     SnapshotReference::new(id, retention)
 }
 
-async fn move_main(ctx: &Context, table: &Table, cat: &SqlCatalog, ident: &TableIdent, to: i64, md: iceberg::spec::TableMetadata) -> Result<Outcome> {
+async fn move_main(
+    ctx: &Context,
+    table: &Table,
+    cat: &SqlCatalog,
+    ident: &TableIdent,
+    to: i64,
+    md: iceberg::spec::TableMetadata,
+) -> Result<Outcome> {
     let from = table.metadata().current_snapshot_id();
     let new = md
         .into_builder(Some(table.generation().metadata_location.clone()))
@@ -64,11 +71,22 @@ async fn move_main(ctx: &Context, table: &Table, cat: &SqlCatalog, ident: &Table
         .build()
         .map_err(|e| Error::iceberg("build metadata", e))?
         .metadata;
-    let loc = cat.commit(&ctx.storage, ident, &table.generation().metadata_location, &new).await?;
-    let human = format!("main: {} -> {to}\ncommitted {loc}\n", from.map_or_else(|| "-".into(), |f| f.to_string()));
+    let loc = cat
+        .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
+        .await?;
+    let human = format!(
+        "main: {} -> {to}\ncommitted {loc}\n",
+        from.map_or_else(|| "-".into(), |f| f.to_string())
+    );
     Outcome::new(
         Verdict::Ok,
-        &Moved { status: "COMMITTED", table: table.name().to_owned(), from_snapshot_id: from, to_snapshot_id: to, metadata_location: loc },
+        &Moved {
+            status: "COMMITTED",
+            table: table.name().to_owned(),
+            from_snapshot_id: from,
+            to_snapshot_id: to,
+            metadata_location: loc,
+        },
         human,
     )
 }
@@ -88,9 +106,19 @@ pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Ou
         }
         let reason = format!(
             "snapshot {to} is not an ancestor of the current snapshot {}; rollback only goes back along main's history (use set-current to jump)",
-            table.metadata().current_snapshot_id().map_or_else(|| "-".into(), |c| c.to_string())
+            table
+                .metadata()
+                .current_snapshot_id()
+                .map_or_else(|| "-".into(), |c| c.to_string())
         );
-        return Outcome::new(Verdict::Findings, &Refused { status: "REFUSED", reason: reason.clone() }, format!("REFUSED: {reason}\n"));
+        return Outcome::new(
+            Verdict::Findings,
+            &Refused {
+                status: "REFUSED",
+                reason: reason.clone(),
+            },
+            format!("REFUSED: {reason}\n"),
+        );
     }
     move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
 }
@@ -110,10 +138,24 @@ pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selecto
 ///
 /// # Errors
 /// Load and commit errors; a bundle that does not verify is refused (exit 1).
-pub async fn set_current_from_bundle(ctx: &Context, source: &TableSource, bundle: &str, trust: &std::path::Path) -> Result<Outcome> {
+pub async fn set_current_from_bundle(
+    ctx: &Context,
+    source: &TableSource,
+    bundle: &str,
+    trust: &std::path::Path,
+) -> Result<Outcome> {
     let (table, cat, ident) = catalog_table(ctx, source).await?;
     let trust = crate::keys::TrustStore::load_dir(trust)?;
-    let report = crate::bundle::verify(&ctx.storage, bundle, &trust, &crate::bundle::VerifyOptions { deep: true, table_root: None }).await?;
+    let report = crate::bundle::verify(
+        &ctx.storage,
+        bundle,
+        &trust,
+        &crate::bundle::VerifyOptions {
+            deep: true,
+            table_root: None,
+        },
+    )
+    .await?;
     if report.status != crate::bundle::RestoreStatus::RestoreVerified {
         let mut human = "REFUSED: the bundle does not verify; nothing was committed\n".to_owned();
         for f in &report.findings {
@@ -123,18 +165,27 @@ pub async fn set_current_from_bundle(ctx: &Context, source: &TableSource, bundle
     }
     let (snapshot_id, copy) = crate::bundle::verified_metadata_copy(&ctx.storage, bundle, &trust).await?;
     if report.table_uuid.as_deref() != Some(table.metadata().uuid().to_string().as_str()) {
-        return Err(Error::invalid(bundle, "the bundle belongs to another table (its table UUID differs)"));
+        return Err(Error::invalid(
+            bundle,
+            "the bundle belongs to another table (its table UUID differs)",
+        ));
     }
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy)?;
     let snap = bundled
         .snapshot_by_id(snapshot_id)
         .ok_or_else(|| Error::corrupt(bundle, format!("the bundled metadata lacks snapshot {snapshot_id}")))?;
-    let mut builder = table.metadata().clone().into_builder(Some(table.generation().metadata_location.clone()));
+    let mut builder = table
+        .metadata()
+        .clone()
+        .into_builder(Some(table.generation().metadata_location.clone()));
     if table.metadata().snapshot_by_id(snapshot_id).is_none() {
         builder = builder
             .add_snapshot(snap.as_ref().clone())
             .map_err(|e| Error::iceberg(format!("add snapshot {snapshot_id} back"), e))?;
     }
-    let md = builder.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
+    let md = builder
+        .build()
+        .map_err(|e| Error::iceberg("build metadata", e))?
+        .metadata;
     move_main(ctx, &table, &cat, &ident, snapshot_id, md).await
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Generate fresh Iceberg tables with PyIceberg, plus PyIceberg's own answers about them.
 
-Usage: python tests/gen/make_tables.py OUTDIR
+Usage: python tests/gen/make_tables.py [--retention] OUTDIR
+
+With --retention, OUTDIR gets only db.retention (history expiring after 1 ms, a tag and a branch on old
+snapshots), in a catalog of its own: tests that quarantine and purge make one each.
 
 Writes (ids differ on every run):
   OUTDIR/catalog.db              SqlCatalog "pyfix" (SQLite), same schema as iceberg-catalog-sql
@@ -132,6 +135,37 @@ def make_empty(cat):
     return cat.create_table("db.empty", schema=SCHEMA, properties={"format-version": "2"})
 
 
+def make_retention(cat):
+    """A table whose own retention expires history after 1 ms, so that lakedrill's plan has candidates:
+    appends, an overwrite, a delete, a tag on an old snapshot and a branch on another."""
+    t = cat.create_table(
+        "db.retention",
+        schema=SCHEMA,
+        properties={
+            "format-version": "2",
+            "history.expire.max-snapshot-age-ms": "1",
+            "history.expire.min-snapshots-to-keep": "1",
+        },
+    )
+    ids = []
+    for i in range(4):
+        t.append(rows([i * 10 + j for j in range(4)], "abcd"[i]))
+        pause()
+        ids.append(t.current_snapshot().snapshot_id)
+    t.overwrite(rows([100, 101], "a", 9.0), overwrite_filter=EqualTo("category", "a"))
+    pause()
+    t.delete(delete_filter=EqualTo("category", "b"))
+    pause()
+    t.append(rows([200, 201], "e"))
+    pause()
+    t.manage_snapshots().create_tag(ids[1], "audit-q2").commit()
+    pause()
+    t.manage_snapshots().create_branch(ids[2], "what-if").commit()
+    pause()
+    t.refresh()
+    return t
+
+
 def make_many(cat):
     """32 small appends: enough snapshots to seal for a 30-item weekly drill."""
     t = cat.create_table("db.many", schema=SCHEMA, properties={"format-version": "2"})
@@ -250,16 +284,23 @@ def expected(t):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_tables.py OUTDIR")
-    outdir = os.path.abspath(sys.argv[1])
+    args = sys.argv[1:]
+    only = None
+    if len(args) == 2 and args[0] == "--retention":
+        only, args = "retention", args[1:]
+    if len(args) != 1:
+        sys.exit("usage: make_tables.py [--retention] OUTDIR")
+    outdir = os.path.abspath(args[0])
     if any(p.startswith(".") for p in outdir.split(os.sep) if p):
         sys.exit(f"OUTDIR must not contain a hidden path component (pyarrow skips those): {outdir}")
     os.makedirs(os.path.join(outdir, "warehouse"), exist_ok=True)
     os.makedirs(os.path.join(outdir, "expected"), exist_ok=True)
     cat = SqlCatalog("pyfix", uri=f"sqlite:///{outdir}/catalog.db", warehouse=f"file://{outdir}/warehouse")
     cat.create_namespace("db")
-    for make in (make_events, make_legacy, make_empty, make_many):
+    makers = (make_events, make_legacy, make_empty, make_many)
+    if only == "retention":  # one isolated table, for tests that change it (quarantine, purge)
+        makers = (make_retention,)
+    for make in makers:
         t = make(cat)
         exp = expected(t)
         name = exp["table"]

@@ -1,0 +1,868 @@
+//! Retention governance: the registry commands, `plan`, `status` and `quarantine`.
+//!
+//! Everything here is computed from one fixed table generation plus the registry and the policy:
+//! [`plan`] is report-only and changes nothing; [`quarantine`] seals a bundle for every snapshot of a
+//! candidate and then makes exactly one catalog commit, refusing when the table, the refs, the
+//! leases or the holds changed since the plan. Registry changes that start covering a candidate
+//! (a lease, a hold, a checkpoint) send it to `PROTECTED`, also while it is quarantined.
+//!
+//! This module deletes nothing; deletion belongs to [`crate::deleter`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use iceberg::spec::{SnapshotReference, SnapshotRetention};
+use serde::Serialize;
+
+use crate::bundle::Layer;
+use crate::closure::{
+    self, HoldScope as PlanHold, ListedObject, ObjectRef, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
+};
+use crate::commands::Context;
+use crate::error::{Error, Result};
+use crate::location;
+use crate::output::{self, Outcome, Verdict};
+use crate::policy::Policy;
+use crate::registry::{HoldScope, NewLease, Registry, State, WorldStamp};
+use crate::table::{Table, TableSource};
+use crate::tree;
+
+/// Prefix of the tags quarantine pins snapshots with.
+pub const QUARANTINE_TAG_PREFIX: &str = "quarantine/";
+
+/// Opens the registry named in the configuration (`[registry] uri`, default `sqlite:lakedrill-registry.db`).
+///
+/// # Errors
+/// Registry open errors.
+pub async fn registry(ctx: &Context) -> Result<Registry> {
+    Ok(Registry::open(&ctx.config.registry_uri()).await?)
+}
+
+/// The name a policy's `table` binding is compared with.
+#[must_use]
+pub fn policy_name(table: &Table) -> String {
+    if table.name().contains("://") {
+        location::file_name(table.location().root_uri()).to_owned()
+    } else {
+        table.name().to_owned()
+    }
+}
+
+/// Loads a table and checks it against the policy's binding.
+///
+/// # Errors
+/// Load errors; [`Error::Policy`] when the policy is bound to another table.
+pub async fn bound_table(ctx: &Context, source: &TableSource, policy: &Policy) -> Result<Table> {
+    let table = ctx.table(source).await?;
+    policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
+    Ok(table)
+}
+
+/// BLAKE3 over the canonical sorted list of (ref name, type, snapshot id, retention) of all refs, plus the
+/// policy's protected refs. Refs starting with `exclude_prefix` (a candidate's own quarantine tags) are left out.
+#[must_use]
+pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: Option<&str>) -> String {
+    let mut lines = Vec::new();
+    for (name, r) in table.refs() {
+        if exclude_prefix.is_some_and(|p| name.starts_with(p)) {
+            continue;
+        }
+        let retention = serde_json::to_value(&r.retention).unwrap_or_default();
+        lines.push(serde_json::json!(["ref", name, r.snapshot_id, retention]).to_string());
+    }
+    let mut p: Vec<&String> = protected.iter().collect();
+    p.sort();
+    for name in p {
+        lines.push(serde_json::json!(["protected", name]).to_string());
+    }
+    lines.sort();
+    blake3::hash(lines.join("\n").as_bytes()).to_hex().to_string()
+}
+
+/// A path given by an operator (relative, or absolute under the table) as a path relative to the table location.
+fn relative_prefix(table: &Table, p: &str) -> String {
+    table
+        .location()
+        .relative(p)
+        .or_else(|_| {
+            let root = table.location().root_uri();
+            location::canonical_uri(p)
+                .ok()
+                .and_then(|u| u.strip_prefix(root).map(|r| r.trim_start_matches('/').to_owned()))
+                .ok_or(())
+        })
+        .unwrap_or_else(|()| p.trim_matches('/').to_owned())
+}
+
+fn layer_of(c: tree::Content) -> Layer {
+    c.into()
+}
+
+/// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
+///
+/// # Errors
+/// Storage and registry errors; unreadable layers of a snapshot are not errors (they are `None`).
+pub async fn gather(
+    ctx: &Context,
+    table: &Table,
+    policy: &Policy,
+    reg: &Registry,
+    now: DateTime<Utc>,
+    exclude_tags_of: Option<&str>,
+) -> Result<PlanInput> {
+    let uuid = table.metadata().uuid().to_string();
+    let concurrency = ctx.storage.options().io_concurrency.get();
+    let mut snapshots = Vec::new();
+    for s in table.snapshots_sorted() {
+        let objects = match tree::read_tree(table, &ctx.storage, s.snapshot_id(), concurrency).await {
+            Ok(t) => {
+                let rel = |w: &str| table.location().relative(w);
+                let mut objs = vec![ObjectRef {
+                    path: rel(&t.manifest_list_written)?,
+                    layer: Layer::ManifestList,
+                    size: t.manifest_list.bytes.len() as u64,
+                }];
+                for m in &t.manifests {
+                    objs.push(ObjectRef {
+                        path: rel(&m.entry.manifest_path)?,
+                        layer: Layer::Manifest,
+                        size: m.fetched.bytes.len() as u64,
+                    });
+                    for f in &m.live {
+                        objs.push(ObjectRef {
+                            path: rel(&f.file_path)?,
+                            layer: layer_of(f.content),
+                            size: f.file_size_in_bytes,
+                        });
+                    }
+                }
+                objs.sort();
+                objs.dedup_by(|a, b| a.path == b.path);
+                Some(objs)
+            }
+            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
+            Err(_) => None,
+        };
+        snapshots.push(SnapshotInfo {
+            snapshot_id: s.snapshot_id(),
+            parent_id: s.parent_snapshot_id(),
+            timestamp_ms: s.timestamp_ms(),
+            objects,
+        });
+    }
+    let refs = table
+        .refs()
+        .iter()
+        .filter(|(name, _)| !exclude_tags_of.is_some_and(|p| name.starts_with(p)))
+        .map(|(name, r)| match &r.retention {
+            SnapshotRetention::Branch {
+                min_snapshots_to_keep,
+                max_snapshot_age_ms,
+                max_ref_age_ms,
+            } => RefInfo {
+                name: name.clone(),
+                snapshot_id: r.snapshot_id,
+                is_branch: true,
+                max_ref_age_ms: *max_ref_age_ms,
+                max_snapshot_age_ms: *max_snapshot_age_ms,
+                min_snapshots_to_keep: *min_snapshots_to_keep,
+            },
+            SnapshotRetention::Tag { max_ref_age_ms } => RefInfo {
+                name: name.clone(),
+                snapshot_id: r.snapshot_id,
+                is_branch: false,
+                max_ref_age_ms: *max_ref_age_ms,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            },
+        })
+        .collect();
+    let props = table.metadata().properties();
+    let prop = |k: &str| props.get(k).and_then(|v| v.parse::<i64>().ok());
+    let defaults = TableDefaults {
+        max_snapshot_age_ms: prop("history.expire.max-snapshot-age-ms")
+            .unwrap_or(TableDefaults::default().max_snapshot_age_ms),
+        min_snapshots_to_keep: prop("history.expire.min-snapshots-to-keep")
+            .and_then(|v| i32::try_from(v).ok())
+            .unwrap_or(1),
+        max_ref_age_ms: prop("history.expire.max-ref-age-ms"),
+    };
+    let mut live_metadata_files = BTreeSet::new();
+    if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
+        live_metadata_files.insert(r);
+    } else if let Some(r) = table.metadata_uri().strip_prefix(table.location().root_uri()) {
+        live_metadata_files.insert(r.trim_start_matches('/').to_owned());
+    }
+    for m in table.metadata().metadata_log() {
+        if let Ok(r) = table.location().relative(&m.metadata_file) {
+            live_metadata_files.insert(r);
+        }
+    }
+    let root = table.location().root_uri().to_owned();
+    let listing = ctx
+        .storage
+        .list(&root)
+        .await?
+        .into_iter()
+        .filter_map(|o| {
+            let rel = o.uri.strip_prefix(&root)?.trim_start_matches('/').to_owned();
+            Some(ListedObject {
+                path: rel,
+                size: o.size,
+                last_modified_ms: o.last_modified.timestamp_millis(),
+            })
+        })
+        .collect();
+    let mut protections = Protections {
+        protected_refs: policy.protected_refs().to_vec(),
+        ..Protections::default()
+    };
+    for l in reg.leases(&uuid, now).await?.into_iter().filter(|l| l.active) {
+        protections.leases.push((l.snapshot_id, l.lease_id));
+    }
+    for c in reg.checkpoints(&uuid).await? {
+        protections.checkpoints.push((c.snapshot_id, c.checkpoint_id));
+    }
+    for p in policy.dr_points() {
+        protections
+            .checkpoints
+            .push((p.snapshot_id(), "policy-dr-point".into()));
+    }
+    for h in reg.holds(&uuid).await?.into_iter().filter(|h| h.active) {
+        let scope = match &h.scope {
+            HoldScope::Table => PlanHold::Table,
+            HoldScope::Snapshot(id) => PlanHold::Snapshot(*id),
+            HoldScope::Prefix(p) => PlanHold::Prefix(relative_prefix(table, p)),
+        };
+        protections.holds.push((h.hold_id, scope));
+    }
+    for w in reg.writers(&uuid).await?.into_iter().filter(|w| w.open) {
+        protections
+            .writers
+            .push((w.writer_id, relative_prefix(table, &w.prefix)));
+    }
+    Ok(PlanInput {
+        table_uuid: uuid,
+        generation_blake3: table.generation().metadata_blake3.clone(),
+        snapshots,
+        refs,
+        current_snapshot_id: table.metadata().current_snapshot_id(),
+        defaults,
+        live_metadata_files,
+        listing: Some(listing),
+        protections,
+        min_snapshot_age_ms: policy.min_snapshot_age().num_milliseconds(),
+        orphan_safety_interval_ms: policy.orphan_safety_interval().num_milliseconds(),
+        now_ms: now.timestamp_millis(),
+    })
+}
+
+/// The world stamp of a table generation (what the deleter's compare-and-set checks).
+///
+/// # Errors
+/// Registry errors.
+pub async fn world_stamp(
+    table: &Table,
+    policy: &Policy,
+    reg: &Registry,
+    exclude_tags: Option<&str>,
+) -> Result<WorldStamp> {
+    let uuid = table.metadata().uuid().to_string();
+    Ok(WorldStamp {
+        metadata_location: table.generation().metadata_location.clone(),
+        metadata_blake3: table.generation().metadata_blake3.clone(),
+        protected_ref_root: protected_ref_root(table, policy.protected_refs(), exclude_tags),
+        lease_watermark: reg.lease_watermark(&uuid).await?.counter,
+        hold_generation: reg.hold_generation(&uuid).await?,
+    })
+}
+
+#[derive(Serialize)]
+struct PlanDoc {
+    table: String,
+    table_uuid: String,
+    table_generation: crate::table::TableGeneration,
+    protected_ref_root: String,
+    lease_watermark: i64,
+    hold_generation: i64,
+    policy_digest: String,
+    #[serde(flatten)]
+    plan: closure::Plan,
+}
+
+/// `lakedrill plan --policy FILE`: report-only.
+///
+/// # Errors
+/// Load, policy, registry and storage errors.
+pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Result<Outcome> {
+    let policy = crate::policy::load(policy_path)?;
+    let table = bound_table(ctx, source, &policy).await?;
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    let p = closure::plan(&input);
+    let stamp = world_stamp(&table, &policy, &reg, None).await?;
+    let mut human = format!(
+        "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
+        table.name(),
+        table.metadata().uuid(),
+        table.generation().metadata_location,
+        stamp.protected_ref_root,
+        stamp.lease_watermark,
+        stamp.hold_generation
+    );
+    for x in &p.protected {
+        human.push_str(&format!("  {}  {}\n", x.snapshot_id, x.reasons.join(", ")));
+    }
+    human.push_str("\ncandidates:\n");
+    if p.candidates.is_empty() {
+        human.push_str("  (none)\n");
+    }
+    for c in &p.candidates {
+        human.push_str(&format!(
+            "  {} ({}) snapshots {:?}: {} objects, {} bytes, inventory root {}\n",
+            c.candidate_id,
+            c.kind,
+            c.snapshot_ids,
+            c.objects.len(),
+            c.bytes,
+            c.inventory_root
+        ));
+    }
+    human.push_str(&format!(
+        "\nplain expire_snapshots (older than minSnapshotAge) would remove snapshots {:?} and {} objects\n",
+        p.plain_expire.snapshot_ids,
+        p.plain_expire.objects.len()
+    ));
+    for d in &p.differences {
+        human.push_str(&format!(
+            "  kept by lakedrill: {} — {}\n",
+            d.subject,
+            d.reasons.join(", ")
+        ));
+    }
+    for w in &p.warnings {
+        human.push_str(&format!("warning: {w}\n"));
+    }
+    let doc = PlanDoc {
+        table: table.name().to_owned(),
+        table_uuid: table.metadata().uuid().to_string(),
+        table_generation: table.generation().clone(),
+        protected_ref_root: stamp.protected_ref_root,
+        lease_watermark: stamp.lease_watermark,
+        hold_generation: stamp.hold_generation,
+        policy_digest: policy.digest().to_owned(),
+        plan: p,
+    };
+    Outcome::new(Verdict::Ok, &doc, human)
+}
+
+/// Sends every candidate of the table that `covers` says is now protected back to `PROTECTED`.
+async fn protect_covered(
+    reg: &Registry,
+    table_uuid: &str,
+    why: &str,
+    covers: impl Fn(&[i64], &[String]) -> bool,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let mut moved = Vec::new();
+    for c in reg.candidates(table_uuid).await? {
+        if !matches!(
+            c.state,
+            State::UnreferencedEligible | State::Quarantined | State::RestoreVerified | State::DeleteApproved
+        ) {
+            continue;
+        }
+        let ids: Vec<i64> = c.candidate["snapshot_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+            .unwrap_or_default();
+        let paths: Vec<String> = c.candidate["objects"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|o| o["path"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        if covers(&ids, &paths) {
+            reg.candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)
+                .await?;
+            moved.push(c.candidate_id);
+        }
+    }
+    Ok(moved)
+}
+
+/// `lakedrill lease add`.
+///
+/// # Errors
+/// Refusals (unknown snapshot, beyond `maxReaderLease`) are [`Error::Invalid`] (exit 2).
+pub async fn lease_add(
+    ctx: &Context,
+    source: &TableSource,
+    policy_path: &Path,
+    snapshot_id: i64,
+    purpose: &str,
+    owner: &str,
+    expires_in: &str,
+) -> Result<Outcome> {
+    let policy = crate::policy::load(policy_path)?;
+    let table = bound_table(ctx, source, &policy).await?;
+    table.snapshot(snapshot_id)?; // a lease on a snapshot that does not exist is refused
+    let dur = crate::policy::parse_duration("--expires-in", expires_in)
+        .map_err(|e| Error::invalid("--expires-in", e.to_string()))?;
+    if dur > policy.max_reader_lease() {
+        return Err(Error::invalid(
+            "--expires-in",
+            format!(
+                "{expires_in} is longer than the policy's maxReaderLease ({} s)",
+                policy.max_reader_lease().num_seconds()
+            ),
+        ));
+    }
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let lease = reg
+        .lease_add(
+            &NewLease {
+                table_uuid: uuid.clone(),
+                snapshot_id,
+                purpose: purpose.into(),
+                owner: owner.into(),
+                expires_at: now + dur,
+            },
+            now,
+        )
+        .await?;
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("lease {}", lease.lease_id),
+        |ids, _| ids.contains(&snapshot_id),
+        now,
+    )
+    .await?;
+    let human = format!(
+        "lease {} on snapshot {snapshot_id} until {}\n",
+        lease.lease_id,
+        lease.expires_at.to_rfc3339()
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"lease_id": lease.lease_id, "lease": lease, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill hold set`.
+///
+/// # Errors
+/// Registry errors; a malformed scope.
+pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let scope: HoldScope = scope.parse()?;
+    if let HoldScope::Snapshot(id) = scope {
+        table.snapshot(id)?;
+    }
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
+    let rel = if let HoldScope::Prefix(p) = &scope {
+        Some(relative_prefix(&table, p))
+    } else {
+        None
+    };
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("hold {}", hold.hold_id),
+        |ids, paths| match &scope {
+            HoldScope::Table => true,
+            HoldScope::Snapshot(id) => ids.contains(id),
+            HoldScope::Prefix(_) => rel.as_deref().is_some_and(|p| {
+                paths
+                    .iter()
+                    .any(|x| x == p || x.starts_with(&format!("{}/", p.trim_end_matches('/'))))
+            }),
+        },
+        now,
+    )
+    .await?;
+    let human = format!(
+        "hold {} ({}) at hold generation {}\n",
+        hold.hold_id, hold.scope, hold.hold_generation
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"hold_id": hold.hold_id, "hold_generation": hold.hold_generation, "hold": hold, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill checkpoint add`.
+///
+/// # Errors
+/// Unknown snapshot; registry errors.
+pub async fn checkpoint_add(
+    ctx: &Context,
+    source: &TableSource,
+    snapshot_id: i64,
+    at: Option<&str>,
+) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let snap = table.snapshot(snapshot_id)?;
+    let at = match at {
+        Some(t) => DateTime::from_timestamp_millis(crate::resolve::parse_instant_ms(t)?)
+            .ok_or_else(|| Error::invalid("--at", "out of range"))?,
+        None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
+    };
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let cp = reg.checkpoint_add(&uuid, snapshot_id, at, now).await?;
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("checkpoint {}", cp.checkpoint_id),
+        |ids, _| ids.contains(&snapshot_id),
+        now,
+    )
+    .await?;
+    let human = format!(
+        "checkpoint {} on snapshot {snapshot_id} at {}\n",
+        cp.checkpoint_id,
+        cp.at.to_rfc3339()
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"checkpoint_id": cp.checkpoint_id, "checkpoint": cp, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill writer begin`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let w = reg
+        .writer_begin(&table.metadata().uuid().to_string(), prefix, now)
+        .await?;
+    let human = format!("writer {} on prefix {}\n", w.writer_id, w.prefix);
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"writer_id": w.writer_id, "writer": w}),
+        human,
+    )
+}
+
+/// `lease|hold|writer|checkpoint list`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn list(ctx: &Context, source: &TableSource, what: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let reg = registry(ctx).await?;
+    let uuid = table.metadata().uuid().to_string();
+    let now = Utc::now();
+    let (value, rows): (serde_json::Value, Vec<Vec<String>>) = match what {
+        "leases" => {
+            let v = reg.leases(&uuid, now).await?;
+            let rows = v
+                .iter()
+                .map(|l| {
+                    vec![
+                        l.lease_id.clone(),
+                        l.snapshot_id.to_string(),
+                        l.owner.clone(),
+                        l.purpose.clone(),
+                        l.expires_at.to_rfc3339(),
+                        l.active.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        "holds" => {
+            let v = reg.holds(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.hold_id.clone(),
+                        h.scope.to_string(),
+                        h.reason.clone(),
+                        h.hold_generation.to_string(),
+                        h.active.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        "writers" => {
+            let v = reg.writers(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.writer_id.clone(),
+                        w.prefix.clone(),
+                        w.started_at.to_rfc3339(),
+                        w.open.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        _ => {
+            let v = reg.checkpoints(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|c| vec![c.checkpoint_id.clone(), c.snapshot_id.to_string(), c.at.to_rfc3339()])
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+    };
+    let headers: &[&str] = match what {
+        "leases" => &["lease_id", "snapshot_id", "owner", "purpose", "expires_at", "active"],
+        "holds" => &["hold_id", "scope", "reason", "hold_generation", "active"],
+        "writers" => &["writer_id", "prefix", "started_at", "open"],
+        _ => &["checkpoint_id", "snapshot_id", "at"],
+    };
+    let mut doc = serde_json::Map::new();
+    doc.insert(what.to_owned(), value);
+    Outcome::new(Verdict::Ok, &doc, output::table(headers, &rows))
+}
+
+/// `lease release ID`, `hold clear ID`, `writer end ID`.
+///
+/// # Errors
+/// Unknown or already-ended ids.
+pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let v = match what {
+        "lease" => serde_json::to_value(reg.lease_release(id, now).await?),
+        "hold" => serde_json::to_value(reg.hold_clear(id, now).await?),
+        _ => serde_json::to_value(reg.writer_end(id, now).await?),
+    }
+    .map_err(|e| Error::Internal(e.to_string()))?;
+    Outcome::new(Verdict::Ok, &v, format!("{what} {id} ended\n"))
+}
+
+/// `lakedrill status [CANDIDATE]`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn status(ctx: &Context, source: Option<&TableSource>, candidate: Option<&str>) -> Result<Outcome> {
+    let reg = registry(ctx).await?;
+    let records = match (candidate, source) {
+        (Some(id), _) => vec![reg.candidate(id).await?],
+        (None, Some(src)) => {
+            reg.candidates(&ctx.table(src).await?.metadata().uuid().to_string())
+                .await?
+        }
+        (None, None) => return Err(Error::invalid("status", "give a CANDIDATE id or address a table")),
+    };
+    let mut human = String::new();
+    let mut docs = Vec::new();
+    for r in records {
+        let objects = reg.object_states(&r.candidate_id).await?;
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for o in &objects {
+            *counts.entry(o.state.to_string()).or_default() += 1;
+        }
+        human.push_str(&format!(
+            "{}  {}  ({})  objects {:?}\n",
+            r.candidate_id, r.state, r.reason, counts
+        ));
+        docs.push(serde_json::json!({"candidate": r, "objects": objects, "object_counts": counts}));
+    }
+    Outcome::new(Verdict::Ok, &serde_json::json!({"candidates": docs}), human)
+}
+
+/// How quarantine keeps a candidate's snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuarantineMode {
+    /// Pin them under `quarantine/<candidate>` tags; the deleter removes the tags at purge.
+    Tag,
+    /// Remove them from the metadata; the bundles are the only way back.
+    Bundle,
+}
+
+/// `lakedrill quarantine CANDIDATE`.
+///
+/// # Errors
+/// Load, policy, registry, sealing and commit errors. Refusals (stale plan) are exit 1.
+#[allow(clippy::too_many_lines)]
+pub async fn quarantine(
+    ctx: &Context,
+    source: &TableSource,
+    candidate_id: &str,
+    policy_path: &Path,
+    key: &Path,
+    bundles: &str,
+    mode: QuarantineMode,
+) -> Result<Outcome> {
+    let policy = crate::policy::load(policy_path)?;
+    let key = crate::keys::load_signing_key(key)?;
+    let (table, cat, ident) = crate::runbook::catalog_table(ctx, source).await?;
+    policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    // The candidate must come out of a fresh plan of this very generation.
+    let input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    let p = closure::plan(&input);
+    let Some(candidate) = p.candidates.iter().find(|c| c.candidate_id == candidate_id).cloned() else {
+        return refuse(format!(
+            "{candidate_id} is not a candidate of the table's current generation (the table, a lease, a hold or a ref changed since the plan): re-plan"
+        ));
+    };
+    if candidate.snapshot_ids.is_empty() {
+        return refuse(format!(
+            "{candidate_id} holds orphans only; quarantining orphans is not implemented yet"
+        ));
+    }
+    let stamp = world_stamp(&table, &policy, &reg, None).await?;
+    let objects: Vec<String> = candidate.objects.iter().map(|o| o.path.clone()).collect();
+    let uuid = table.metadata().uuid().to_string();
+    let value = serde_json::to_value(&candidate).map_err(|e| Error::Internal(e.to_string()))?;
+    let rec = reg
+        .candidate_record(&uuid, candidate_id, &value, &stamp, &objects, now)
+        .await?;
+    if rec.state != State::UnreferencedEligible {
+        return refuse(format!("{candidate_id} is already {}", rec.state));
+    }
+    // Seal every snapshot of the candidate.
+    let out = location::canonical_uri(bundles)?;
+    let mut sealed = Vec::new();
+    for id in &candidate.snapshot_ids {
+        match crate::bundle::seal(&table, &ctx.storage, *id, &key, &out, now).await? {
+            Ok(r) => sealed.push(r),
+            Err(findings) => {
+                reg.candidate_transition(
+                    candidate_id,
+                    State::Protected,
+                    &format!("snapshot {id} cannot be sealed"),
+                    None,
+                    None,
+                    now,
+                )
+                .await?;
+                return Outcome::new(
+                    Verdict::Findings,
+                    &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "snapshot_id": id, "findings": findings}),
+                    format!("REFUSED: snapshot {id} cannot be sealed; the candidate is PROTECTED\n"),
+                );
+            }
+        }
+    }
+    // Nothing may have changed in the registry since the plan.
+    let again = world_stamp(&table, &policy, &reg, None).await?;
+    if again != stamp {
+        return refuse("leases or holds changed while sealing: re-plan".into());
+    }
+    let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
+    let several = candidate.snapshot_ids.len() > 1;
+    let tags: Vec<(String, i64)> = candidate
+        .snapshot_ids
+        .iter()
+        .map(|id| {
+            (
+                if several {
+                    format!("{tag_prefix}/{id}")
+                } else {
+                    tag_prefix.clone()
+                },
+                *id,
+            )
+        })
+        .collect();
+    let mut builder = table
+        .metadata()
+        .clone()
+        .into_builder(Some(table.generation().metadata_location.clone()));
+    match mode {
+        QuarantineMode::Tag => {
+            for (name, id) in &tags {
+                builder = builder
+                    .set_ref(
+                        name,
+                        SnapshotReference::new(*id, SnapshotRetention::Tag { max_ref_age_ms: None }),
+                    )
+                    .map_err(|e| Error::iceberg(format!("tag {name}"), e))?;
+            }
+        }
+        QuarantineMode::Bundle => builder = builder.remove_snapshots(&candidate.snapshot_ids),
+    }
+    let new = builder
+        .build()
+        .map_err(|e| Error::iceberg("build metadata", e))?
+        .metadata;
+    let committed = match cat
+        .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+        .await
+    {
+        Ok(loc) => loc,
+        Err(Error::Catalog { reason, .. }) => return refuse(format!("the catalog commit failed: {reason}; re-plan")),
+        Err(e) => return Err(e),
+    };
+    // The world after the commit is what the deleter will compare against.
+    let after = ctx.table(source).await?;
+    if after.generation().metadata_location != committed {
+        return refuse(format!(
+            "another commit followed ours ({}); re-plan",
+            after.generation().metadata_location
+        ));
+    }
+    let post = world_stamp(&after, &policy, &reg, Some(&tag_prefix)).await?;
+    let q = serde_json::json!({
+        "mode": match mode { QuarantineMode::Tag => "tag", QuarantineMode::Bundle => "bundle" },
+        "tag_prefix": tag_prefix,
+        "tags": tags.iter().map(|(n, id)| serde_json::json!({"name": n, "snapshot_id": id})).collect::<Vec<_>>(),
+        "bundles": sealed,
+        "committed_metadata_location": committed,
+        "plan_stamp": stamp,
+        "policy_digest": policy.digest(),
+    });
+    let rec = reg
+        .candidate_transition(
+            candidate_id,
+            State::Quarantined,
+            "sealed and committed",
+            Some(&q),
+            Some(&post),
+            now,
+        )
+        .await?;
+    let mut human = format!(
+        "{candidate_id} QUARANTINED ({} mode), committed {committed}\n",
+        if mode == QuarantineMode::Tag { "tag" } else { "bundle" }
+    );
+    for b in &sealed {
+        human.push_str(&format!(
+            "  snapshot {} → bundle {} root {}\n",
+            b.snapshot_id, b.uri, b.bundle_root
+        ));
+    }
+    if mode == QuarantineMode::Tag {
+        for (n, id) in &tags {
+            human.push_str(&format!("  tag {n} → {id}\n"));
+        }
+    }
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": sealed}),
+        human,
+    )
+}
