@@ -275,6 +275,52 @@ pub enum Command {
         #[arg(long, default_value = "tag")]
         mode: String,
     },
+    /// Delete a quarantined candidate's exact inventory, only with fresh verified evidence and an unchanged world.
+    Purge {
+        /// The candidate id.
+        candidate: String,
+        #[command(flatten)]
+        table: TableArgs,
+        /// The signed drill report covering the candidate's bundles.
+        #[arg(long)]
+        evidence: Option<String>,
+        /// Trust store for the evidence.
+        #[arg(long)]
+        trust: PathBuf,
+        /// The retention policy.
+        #[arg(long)]
+        policy: PathBuf,
+        /// Signing key for the inventory archive and the receipts summary.
+        #[arg(long)]
+        key: PathBuf,
+        /// Where receipts go (`<receipts>/<candidate>/`).
+        #[arg(long, default_value = "receipts")]
+        receipts: String,
+        /// Print every check and what would be deleted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Settle DELETE_UNKNOWN objects: re-check, retry, or report for a human.
+    Reconcile {
+        /// The candidate id.
+        candidate: String,
+        #[command(flatten)]
+        table: TableArgs,
+        /// The retention policy.
+        #[arg(long)]
+        policy: PathBuf,
+        /// Signing key for the receipts summary.
+        #[arg(long)]
+        key: PathBuf,
+        /// Where receipts go.
+        #[arg(long, default_value = "receipts")]
+        receipts: String,
+    },
+    /// The deleter's stop switch (stored in the registry).
+    Deleter {
+        #[command(subcommand)]
+        command: DeleterCommand,
+    },
     /// Restore drills.
     Drill {
         #[command(subcommand)]
@@ -429,5 +475,22 @@ pub enum CheckpointCommand {
     List {
         #[command(flatten)]
         table: TableArgs,
+    },
+}
+
+/// `deleter` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DeleterCommand {
+    /// Halt every purge before its next batch.
+    Stop {
+        /// Why.
+        #[arg(long, default_value = "stopped by an operator")]
+        reason: String,
+    },
+    /// Allow purges again.
+    Start {
+        /// Why.
+        #[arg(long, default_value = "started by an operator")]
+        reason: String,
     },
 }

@@ -20,6 +20,7 @@ pub mod clock;
 pub mod closure;
 pub mod commands;
 pub mod config;
+pub mod deleter;
 pub mod demo;
 pub mod drill;
 pub mod error;

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use lakedrill::Outcome;
 use lakedrill::cli::{
-    AuditCommand, CheckpointCommand, Cli, Command, DrillCommand, HoldCommand, LeaseCommand, PolicyCommand,
-    WriterCommand,
+    AuditCommand, CheckpointCommand, Cli, Command, DeleterCommand, DrillCommand, HoldCommand, LeaseCommand,
+    PolicyCommand, WriterCommand,
 };
 use lakedrill::commands::{self, Context};
 use lakedrill::config::Config;
@@ -125,6 +125,38 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             };
             gov::quarantine(&ctx, &table.source()?, candidate, policy, key, bundles, mode).await
         }
+        Command::Purge {
+            candidate,
+            table,
+            evidence,
+            trust,
+            policy,
+            key,
+            receipts,
+            dry_run,
+        } => {
+            let opts = lakedrill::deleter::PurgeOptions {
+                candidate_id: candidate.clone(),
+                evidence: evidence.clone(),
+                trust: trust.clone(),
+                policy: policy.clone(),
+                key: key.clone(),
+                receipts: receipts.clone(),
+                dry_run: *dry_run,
+            };
+            lakedrill::deleter::purge(&ctx, &table.source()?, &opts).await
+        }
+        Command::Reconcile {
+            candidate,
+            table,
+            policy,
+            key,
+            receipts,
+        } => lakedrill::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await,
+        Command::Deleter { command } => match command {
+            DeleterCommand::Stop { reason } => lakedrill::deleter::switch(&ctx, true, reason).await,
+            DeleterCommand::Start { reason } => lakedrill::deleter::switch(&ctx, false, reason).await,
+        },
         Command::Drill {
             command: DrillCommand::Run { plan },
         } => commands::drill_run(&ctx, plan, cli.quiet).await,

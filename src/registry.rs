@@ -1778,7 +1778,8 @@ impl Registry {
     /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
     /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own
     /// lease watermark and hold generation read inside the transaction. On success the candidate moves to
-    /// `DELETE_APPROVED`; on any mismatch the refusal and every reason are recorded and returned.
+    /// `DELETE_APPROVED`; on any mismatch the refusal and every reason are recorded and returned. With
+    /// `dry_run` the same checks run and nothing is written.
     ///
     /// # Errors
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
@@ -1788,6 +1789,7 @@ impl Registry {
         current_table: &WorldStamp,
         max_unknowns: u32,
         extra_refusals: Vec<String>,
+        dry_run: bool,
         now: DateTime<Utc>,
     ) -> Result<Acceptance, RegistryError> {
         const OP: &str = "candidate_accept";
@@ -1856,6 +1858,14 @@ impl Registry {
             ));
         }
         let table = rec.table_uuid.clone();
+        if dry_run {
+            // Dropping the transaction rolls it back: a dry run changes nothing.
+            return Ok(if reasons.is_empty() {
+                Acceptance::Approved
+            } else {
+                Acceptance::Refused(reasons)
+            });
+        }
         if reasons.is_empty() {
             sqlx::query("UPDATE candidates SET state = ?, reason = ?, updated_at = ? WHERE candidate_id = ?")
                 .bind(State::DeleteApproved.as_str())

@@ -85,6 +85,42 @@ pub struct Storage {
     options: StorageOptions,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     limit: Arc<Semaphore>,
+    deletes: std::sync::atomic::AtomicU64,
+    failpoints: Failpoints,
+}
+
+/// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
+/// (`error-every=K,lose-every=K,abort-after=N`). Used by the crash and DELETE_UNKNOWN tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Failpoints {
+    /// Every K-th delete fails with an injected 503 before it is sent.
+    pub error_every: Option<u64>,
+    /// Every K-th delete takes effect but its response is lost.
+    pub lose_every: Option<u64>,
+    /// The process aborts right after the N-th delete took effect.
+    pub abort_after: Option<u64>,
+}
+
+impl Failpoints {
+    /// Reads `LAKEDRILL_FAILPOINTS`; unknown keys are ignored with a warning.
+    #[must_use]
+    pub fn from_env() -> Self {
+        let mut f = Failpoints::default();
+        let Ok(spec) = std::env::var("LAKEDRILL_FAILPOINTS") else {
+            return f;
+        };
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let v = v.parse::<u64>().ok().filter(|v| *v > 0);
+            match k {
+                "error-every" => f.error_every = v,
+                "lose-every" => f.lose_every = v,
+                "abort-after" => f.abort_after = v,
+                _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
+            }
+        }
+        f
+    }
 }
 
 impl std::fmt::Debug for Storage {
@@ -116,6 +152,8 @@ impl Storage {
             options,
             stores: Mutex::new(HashMap::new()),
             limit: Arc::new(Semaphore::new(permits)),
+            deletes: std::sync::atomic::AtomicU64::new(0),
+            failpoints: Failpoints::from_env(),
         }
     }
 
@@ -318,6 +356,47 @@ impl Storage {
             version: res.version,
             last_modified: Utc::now(),
         })
+    }
+
+    /// Deletes one object. Only the deleter calls this, and only for objects of an approved inventory.
+    ///
+    /// `LAKEDRILL_FAILPOINTS` (test-only, see [`Failpoints`]) can make a delete fail before it is sent,
+    /// lose its response after it took effect, or abort the process after a number of deletes; a
+    /// failpoint can only make the deleter less certain, never delete more.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the object is already absent; [`Error::Storage`] otherwise.
+    pub async fn delete(&self, uri: &str) -> Result<()> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let fp = &self.failpoints;
+        if fp.error_every.is_some_and(|k| n % k == 0) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected 503 Service Unavailable (nothing was deleted)".into(),
+                }),
+            });
+        }
+        store.delete(&path).await.map_err(|e| map_err("delete", uri, e))?;
+        if fp.lose_every.is_some_and(|k| n % k == 0) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected lost response (the delete took effect)".into(),
+                }),
+            });
+        }
+        if fp.abort_after.is_some_and(|k| n >= k) {
+            eprintln!("lakedrill: failpoint abort-after={n}: aborting the process");
+            std::process::abort();
+        }
+        Ok(())
     }
 
     /// Lists every object under a prefix URI (recursively), sorted by URI.

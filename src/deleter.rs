@@ -1,0 +1,687 @@
+//! **The deleter: the only code in lakedrill that removes objects.** Read this before changing it.
+//!
+//! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
+//! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
+//! the protected-ref root, the lease watermark and the hold generation still matches what was
+//! recorded at quarantine. The comparison and the move to `DELETE_APPROVED` happen in one registry
+//! transaction ([`crate::registry::Registry::candidate_accept`]).
+//!
+//! After acceptance the deleter
+//! 1. archives the exact inventory, signed, next to the receipts (write-once);
+//! 2. removes the candidate's quarantine tags and snapshots from the table in one catalog commit, so
+//!    that no metadata points at an object about to disappear;
+//! 3. deletes exactly the inventory — never a fresh listing — in bounded batches, re-checking the stop
+//!    switch and the hold generation between batches;
+//! 4. records a write-once receipt before and after every delete, and re-checks every object: an
+//!    object is `VERIFIED` only when a re-check shows it gone; anything uncertain (an error, a lost
+//!    response, a re-check that disagrees) is `DELETE_UNKNOWN`, never counted as deleted;
+//! 5. signs a receipts summary stating the deleted set, its root and whether it equals the inventory.
+//!
+//! Every step is persisted before it is acted on, so a purge killed at any point resumes: objects
+//! whose delete was requested but not confirmed are re-checked, never blindly deleted twice.
+//!
+//! Not done here: permanent deletes of object versions and undelete of delete markers on versioned
+//! buckets (the policy's `objectVersioning: permanent` is refused rather than silently downgraded).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use chrono::Utc;
+use serde::Serialize;
+
+use crate::bundle::Layer;
+use crate::closure::ObjectRef;
+use crate::commands::Context;
+use crate::error::{Error, Result};
+use crate::evidence::{self, Statement, Subject};
+use crate::governance::{self, QUARANTINE_TAG_PREFIX};
+use crate::keys::{SigningKey, TrustStore};
+use crate::location;
+use crate::output::{Outcome, Verdict};
+use crate::policy::{ObjectVersioning, Policy};
+use crate::registry::{Acceptance, CandidateRecord, Registry, State};
+use crate::table::TableSource;
+
+/// `predicateType` of the signed inventory archive and the receipts summary.
+pub const RECEIPTS_PREDICATE_TYPE: &str = "https://lakedrill.dev/purge-receipts/v1";
+
+/// Objects deleted per batch before the stop switch and holds are re-checked.
+pub const BATCH: usize = 16;
+
+/// What `purge` needs.
+#[derive(Debug, Clone)]
+pub struct PurgeOptions {
+    /// The candidate.
+    pub candidate_id: String,
+    /// The signed drill report.
+    pub evidence: Option<String>,
+    /// Trust store for the evidence.
+    pub trust: std::path::PathBuf,
+    /// The retention policy.
+    pub policy: std::path::PathBuf,
+    /// Signing key for the archive and the receipts summary.
+    pub key: std::path::PathBuf,
+    /// Where receipts, the archive and the summary go (`<receipts>/<candidate>/`).
+    pub receipts: String,
+    /// Print what would happen and every check's outcome; change nothing.
+    pub dry_run: bool,
+}
+
+fn objects_of(rec: &CandidateRecord) -> Vec<ObjectRef> {
+    serde_json::from_value(rec.candidate["objects"].clone()).unwrap_or_default()
+}
+
+fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
+    rec.candidate["snapshot_ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// Checks the evidence against the candidate (pure). Returns every reason to refuse.
+#[must_use]
+pub fn check_evidence(
+    rec: &CandidateRecord,
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    policy: &Policy,
+    now: chrono::DateTime<Utc>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let mut findings = Vec::new();
+    let Some((_, pred)) = crate::audit::check_report(name, bytes, trust, &mut findings) else {
+        reasons.extend(
+            findings
+                .iter()
+                .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
+        );
+        if reasons.is_empty() {
+            reasons.push(format!("evidence {name} does not verify"));
+        }
+        return reasons;
+    };
+    reasons.extend(
+        findings
+            .iter()
+            .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
+    );
+    match chrono::DateTime::parse_from_rfc3339(&pred.finished_at) {
+        Ok(t) => {
+            let age = now - t.with_timezone(&Utc);
+            if age > policy.evidence_max_age() {
+                reasons.push(format!(
+                    "evidence is stale: finished {} ({} h ago), the policy accepts at most {} h",
+                    pred.finished_at,
+                    age.num_hours(),
+                    policy.evidence_max_age().num_hours()
+                ));
+            }
+            if age < chrono::Duration::zero() - chrono::Duration::minutes(5) {
+                reasons.push(format!("evidence finished in the future ({})", pred.finished_at));
+            }
+        }
+        Err(e) => reasons.push(format!(
+            "evidence finished_at {:?} is not a time: {e}",
+            pred.finished_at
+        )),
+    }
+    let bundles = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default();
+    if bundles.is_empty() {
+        reasons.push("the candidate has no recorded bundles".into());
+    }
+    for b in bundles {
+        let root = b["bundle_root"].as_str().unwrap_or_default();
+        let ok = pred.results.iter().any(|r| {
+            r.bundle_root.as_deref() == Some(root) && r.status == crate::bundle::RestoreStatus::RestoreVerified
+        });
+        if !ok {
+            reasons.push(format!(
+                "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",
+                b["snapshot_id"]
+            ));
+        }
+    }
+    reasons
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Receipt<'a> {
+    phase: &'a str,
+    key: String,
+    layer: Layer,
+    expected_size: u64,
+    version_id: Option<String>,
+    e_tag: Option<String>,
+    requested_at: String,
+    confirmed_at: Option<String>,
+    provider_result: String,
+    delete_marker: Option<bool>,
+    recheck: Option<String>,
+}
+
+/// What a purge did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgeReport {
+    /// `DRY_RUN`, `REFUSED`, `HALTED`, `VERIFIED` or `DELETE_UNKNOWN`.
+    pub status: String,
+    /// The candidate.
+    pub candidate_id: String,
+    /// Reasons for a refusal or a halt.
+    pub reasons: Vec<String>,
+    /// Object paths by final state.
+    pub objects: BTreeMap<String, Vec<String>>,
+    /// The signed summary, when written.
+    pub summary: Option<String>,
+}
+
+/// `lakedrill purge CANDIDATE --evidence REPORT`.
+///
+/// # Errors
+/// When lakedrill cannot decide (unreadable policy, registry, store). Refusals are outcomes (exit 1).
+#[allow(clippy::too_many_lines)]
+pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> Result<Outcome> {
+    let policy = crate::policy::load(&opts.policy)?;
+    let trust = TrustStore::load_dir(&opts.trust)?;
+    let reg = governance::registry(ctx).await?;
+    let now = Utc::now();
+    let rec = reg.candidate(&opts.candidate_id).await?;
+    let refused = |status: &str, reasons: Vec<String>| {
+        let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
+        for r in &reasons {
+            human.push_str(&format!("  - {r}\n"));
+        }
+        Outcome::new(
+            Verdict::Findings,
+            &PurgeReport {
+                status: status.into(),
+                candidate_id: opts.candidate_id.clone(),
+                reasons,
+                objects: BTreeMap::new(),
+                summary: None,
+            },
+            human,
+        )
+    };
+    let resuming = matches!(rec.state, State::DeleteApproved | State::Deleted | State::DeleteUnknown);
+    if rec.state == State::Verified {
+        return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
+    }
+    if !resuming {
+        let mut reasons = Vec::new();
+        if policy.object_versioning() == ObjectVersioning::Permanent {
+            let table = ctx.table(source).await?;
+            for o in objects_of(&rec) {
+                let uri = location::join(table.location().root_uri(), &o.path);
+                if ctx.storage.head(&uri).await?.is_some_and(|i| i.version.is_some()) {
+                    return Err(Error::invalid(
+                        "objectVersioning",
+                        format!(
+                            "{}: the bucket is versioned and the policy asks for permanent version deletes, which are not implemented; lakedrill refuses rather than leave versions behind silently",
+                            o.path
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(want) = policy.reclamation_implementation_digest() {
+            let have = crate::commands::implementation_digest()?;
+            if want != have {
+                reasons.push(format!(
+                    "the policy binds deleter implementation {want}, this binary is {have}"
+                ));
+            }
+        }
+        match &opts.evidence {
+            None => reasons.push("no evidence given (--evidence REPORT)".into()),
+            Some(ev) => {
+                let uri = location::canonical_uri(ev)?;
+                match ctx.storage.get_opt(&uri).await? {
+                    None => reasons.push(format!("evidence {uri} does not exist")),
+                    Some(f) => {
+                        let problems = check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
+                        if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
+                            reg.candidate_transition(
+                                &opts.candidate_id,
+                                State::RestoreVerified,
+                                "drill evidence covers every bundle root",
+                                None,
+                                None,
+                                now,
+                            )
+                            .await?;
+                        }
+                        reasons.extend(problems);
+                    }
+                }
+            }
+        }
+        let table = governance::bound_table(ctx, source, &policy).await?;
+        if table.metadata().uuid().to_string() != rec.table_uuid {
+            return Err(Error::invalid(
+                &opts.candidate_id,
+                "the candidate belongs to another table",
+            ));
+        }
+        let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
+        let current = governance::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        match reg
+            .candidate_accept(
+                &opts.candidate_id,
+                &current,
+                policy.max_unreconciled_unknowns(),
+                reasons,
+                opts.dry_run,
+                now,
+            )
+            .await?
+        {
+            Acceptance::Refused(reasons) => return refused("REFUSED", reasons),
+            Acceptance::Approved if opts.dry_run => {
+                let objects = objects_of(&rec);
+                let mut human = format!(
+                    "DRY RUN: every check passed; a purge would delete these {} objects:\n",
+                    objects.len()
+                );
+                for o in &objects {
+                    human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
+                }
+                let mut by = BTreeMap::new();
+                by.insert(
+                    "would_delete".to_owned(),
+                    objects.iter().map(|o| o.path.clone()).collect(),
+                );
+                return Outcome::new(
+                    Verdict::Ok,
+                    &PurgeReport {
+                        status: "DRY_RUN".into(),
+                        candidate_id: opts.candidate_id.clone(),
+                        reasons: vec![],
+                        objects: by,
+                        summary: None,
+                    },
+                    human,
+                );
+            }
+            Acceptance::Approved => {}
+        }
+    } else if opts.dry_run {
+        return refused(
+            "DRY_RUN",
+            vec![format!(
+                "the candidate is {} (a purge in progress); `purge` without --dry-run resumes it",
+                rec.state
+            )],
+        );
+    }
+    let key = crate::keys::load_signing_key(&opts.key)?;
+    execute(ctx, source, &reg, &policy, &opts.candidate_id, &key, &opts.receipts).await
+}
+
+/// Executes an approved purge (or resumes one).
+#[allow(clippy::too_many_lines)]
+async fn execute(
+    ctx: &Context,
+    source: &TableSource,
+    reg: &Registry,
+    policy: &Policy,
+    candidate_id: &str,
+    key: &SigningKey,
+    receipts: &str,
+) -> Result<Outcome> {
+    let rec = reg.candidate(candidate_id).await?;
+    let objects = objects_of(&rec);
+    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
+    // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume).
+    let archive_uri = location::join(&dir, "inventory.dsse.json");
+    if ctx.storage.head(&archive_uri).await?.is_none() {
+        let st = Statement {
+            subject: vec![Subject {
+                name: format!("lakedrill-candidate:{candidate_id}"),
+                digest: BTreeMap::from([
+                    (
+                        "sha256".to_owned(),
+                        evidence::sha256_hex(rec.candidate.to_string().as_bytes()),
+                    ),
+                    ("blake3".to_owned(), crate::closure::inventory_root(&objects)),
+                ]),
+            }],
+            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
+            predicate: serde_json::json!({"kind": "inventory", "candidate": rec.candidate, "quarantine": rec.quarantine, "stamp": rec.stamp}),
+        };
+        ctx.storage
+            .put_new(
+                &archive_uri,
+                Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
+            )
+            .await?;
+    }
+    // 2. Drop the quarantine tags and the candidate's snapshots from the table (one CAS commit).
+    let (table, cat, ident) = crate::runbook::catalog_table(ctx, source).await?;
+    let ids = snapshot_ids_of(&rec);
+    let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
+    let tags: Vec<String> = table
+        .refs()
+        .keys()
+        .filter(|n| n.starts_with(&tag_prefix))
+        .cloned()
+        .collect();
+    let present: Vec<i64> = ids
+        .iter()
+        .copied()
+        .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
+        .collect();
+    if !tags.is_empty() || !present.is_empty() {
+        let mut b = table
+            .metadata()
+            .clone()
+            .into_builder(Some(table.generation().metadata_location.clone()));
+        for t in &tags {
+            b = b.remove_ref(t);
+        }
+        b = b.remove_snapshots(&present);
+        let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
+        cat.commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+            .await?;
+    }
+    // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
+    let root = table.location().root_uri().to_owned();
+    let uuid = rec.table_uuid.clone();
+    let hold_generation = rec.stamp.hold_generation;
+    let states: BTreeMap<String, State> = reg
+        .object_states(candidate_id)
+        .await?
+        .into_iter()
+        .map(|o| (o.path, o.state))
+        .collect();
+    let prior = reg.receipts(candidate_id).await?;
+    let mut halted = Vec::new();
+    let todo: Vec<&ObjectRef> = objects
+        .iter()
+        .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
+        .collect();
+    for batch in todo.chunks(BATCH) {
+        if reg.deleter_stopped().await? {
+            halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
+            break;
+        }
+        if reg.hold_generation(&uuid).await? != hold_generation {
+            halted.push("a hold changed during the purge: no further deletes".to_owned());
+            break;
+        }
+        for o in batch {
+            let uri = location::join(&root, &o.path);
+            let requested_before = prior
+                .iter()
+                .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
+            let before = ctx.storage.head(&uri).await?;
+            if requested_before && before.is_none() {
+                // A previous run sent this delete and died before confirming it: the re-check settles it.
+                let r = receipt(
+                    "confirmed",
+                    o,
+                    None,
+                    "absent at re-check after an interrupted request",
+                    Some("absent".into()),
+                );
+                reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+                reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .await?;
+                reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .await?;
+                continue;
+            }
+            let mut req = receipt("requested", o, before.as_ref(), "", None);
+            req["requested_at"] = serde_json::json!(Utc::now().to_rfc3339());
+            reg.receipt_add(candidate_id, &o.path, &req, Utc::now()).await?;
+            let outcome = ctx.storage.delete(&uri).await;
+            let confirmed_at = Utc::now().to_rfc3339();
+            let (result, certain) = match &outcome {
+                Ok(()) => ("deleted".to_owned(), true),
+                Err(Error::NotFound { .. }) => ("already absent".to_owned(), true),
+                Err(e) => (format!("error: {:#}", anyhow_chain(e)), false),
+            };
+            let after = ctx.storage.head(&uri).await;
+            let recheck = match &after {
+                Ok(None) => "absent".to_owned(),
+                Ok(Some(i)) => format!("present ({} bytes)", i.size),
+                Err(e) => format!("re-check failed: {e}"),
+            };
+            let mut r = receipt("confirmed", o, before.as_ref(), &result, Some(recheck.clone()));
+            r["confirmed_at"] = serde_json::json!(confirmed_at);
+            reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+            if certain && matches!(after, Ok(None)) {
+                reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .await?;
+                reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .await?;
+            } else {
+                reg.object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
+                    .await?;
+            }
+        }
+    }
+    finish(ctx, reg, candidate_id, key, &dir, halted, policy).await
+}
+
+fn anyhow_chain(e: &Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+fn receipt(
+    phase: &str,
+    o: &ObjectRef,
+    before: Option<&crate::store::ObjectInfo>,
+    result: &str,
+    recheck: Option<String>,
+) -> serde_json::Value {
+    serde_json::to_value(Receipt {
+        phase,
+        key: o.path.clone(),
+        layer: o.layer,
+        expected_size: o.size,
+        version_id: before.and_then(|b| b.version.clone()),
+        e_tag: before.and_then(|b| b.e_tag.clone()),
+        requested_at: String::new(),
+        confirmed_at: None,
+        provider_result: result.to_owned(),
+        // object_store does not report delete markers; on a versioned bucket a plain delete writes one.
+        delete_marker: before.and_then(|b| b.version.as_ref().map(|_| true)),
+        recheck,
+    })
+    .unwrap_or_default()
+}
+
+/// Settles the candidate's state from its objects and writes the signed summary.
+async fn finish(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    key: &SigningKey,
+    dir: &str,
+    halted: Vec<String>,
+    _policy: &Policy,
+) -> Result<Outcome> {
+    let rec = reg.candidate(candidate_id).await?;
+    let objects = objects_of(&rec);
+    let states = reg.object_states(candidate_id).await?;
+    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in &states {
+        by.entry(o.state.to_string()).or_default().push(o.path.clone());
+    }
+    let verified: Vec<ObjectRef> = objects
+        .iter()
+        .filter(|o| states.iter().any(|s| s.path == o.path && s.state == State::Verified))
+        .cloned()
+        .collect();
+    let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
+    let all_verified = verified.len() == objects.len();
+    let now = Utc::now();
+    let target = if all_verified {
+        Some(State::Verified)
+    } else if unknown > 0 {
+        Some(State::DeleteUnknown)
+    } else {
+        None
+    };
+    if let Some(t) = target {
+        let mut cur = rec.state;
+        for step in [State::Deleted, t] {
+            if cur != step && cur.can_move_to(step) {
+                reg.candidate_transition(candidate_id, step, "purge", None, None, now)
+                    .await?;
+                cur = step;
+            }
+        }
+    }
+    let mut summary_uri = None;
+    if halted.is_empty() {
+        let root = crate::closure::inventory_root(&verified);
+        let st = Statement {
+            subject: vec![Subject {
+                name: format!("lakedrill-purge:{candidate_id}"),
+                digest: BTreeMap::from([
+                    ("sha256".to_owned(), evidence::sha256_hex(root.as_bytes())),
+                    ("blake3".to_owned(), root.clone()),
+                ]),
+            }],
+            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
+            predicate: serde_json::json!({
+                "kind": "summary",
+                "candidate_id": candidate_id,
+                "inventory_root": rec.candidate["inventory_root"],
+                "deleted_root": root,
+                "deleted": verified.iter().map(|o| &o.path).collect::<Vec<_>>(),
+                "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
+                "equals_inventory": all_verified,
+                "receipts": reg.receipts(candidate_id).await?.len(),
+                "at": now.to_rfc3339(),
+            }),
+        };
+        let n = reg.receipts(candidate_id).await?.len();
+        let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
+        ctx.storage
+            .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
+            .await?;
+        summary_uri = Some(uri);
+    }
+    let status = if !halted.is_empty() {
+        "HALTED"
+    } else if all_verified {
+        "VERIFIED"
+    } else {
+        "DELETE_UNKNOWN"
+    };
+    let mut human = format!(
+        "{status}: {candidate_id}: {} of {} objects deleted and verified",
+        verified.len(),
+        objects.len()
+    );
+    if unknown > 0 {
+        human.push_str(&format!(
+            ", {unknown} DELETE_UNKNOWN (run `lakedrill reconcile {candidate_id}`)"
+        ));
+    }
+    human.push('\n');
+    for h in &halted {
+        human.push_str(&format!("  halted: {h}\n"));
+    }
+    if let Some(s) = &summary_uri {
+        human.push_str(&format!("signed summary {s}\n"));
+    }
+    Outcome::new(
+        if status == "VERIFIED" {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        &PurgeReport {
+            status: status.into(),
+            candidate_id: candidate_id.into(),
+            reasons: halted,
+            objects: by,
+            summary: summary_uri,
+        },
+        human,
+    )
+}
+
+/// `lakedrill reconcile CANDIDATE`: settles every `DELETE_UNKNOWN` object by re-checking it, retrying the
+/// delete once where the object is still there, and reporting what stays uncertain for a human.
+///
+/// # Errors
+/// Registry and storage errors.
+pub async fn reconcile(
+    ctx: &Context,
+    source: &TableSource,
+    candidate_id: &str,
+    key: &Path,
+    receipts: &str,
+    policy: &Path,
+) -> Result<Outcome> {
+    let policy = crate::policy::load(policy)?;
+    let key = crate::keys::load_signing_key(key)?;
+    let reg = governance::registry(ctx).await?;
+    let rec = reg.candidate(candidate_id).await?;
+    let table = ctx.table(source).await?;
+    let root = table.location().root_uri().to_owned();
+    let objects = objects_of(&rec);
+    let states = reg.object_states(candidate_id).await?;
+    for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
+        let Some(o) = objects.iter().find(|o| o.path == s.path) else {
+            continue;
+        };
+        let uri = location::join(&root, &o.path);
+        let mut how = match ctx.storage.head(&uri).await? {
+            None => "absent at re-check".to_owned(),
+            Some(_) => match ctx.storage.delete(&uri).await {
+                Ok(()) | Err(Error::NotFound { .. }) => "present at re-check; delete retried".to_owned(),
+                Err(e) => format!("present at re-check; retry failed: {e}"),
+            },
+        };
+        let gone = ctx.storage.head(&uri).await?.is_none();
+        if !gone {
+            how.push_str("; still present: needs a human");
+        }
+        let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": Utc::now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        if gone {
+            reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                .await?;
+            reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                .await?;
+        }
+    }
+    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
+    finish(ctx, &reg, candidate_id, &key, &dir, Vec::new(), &policy).await
+}
+
+/// `lakedrill deleter stop|start`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> {
+    let reg = governance::registry(ctx).await?;
+    let s = reg.set_deleter_stopped(stop, reason, Utc::now()).await?;
+    let human = format!(
+        "deleter {}\n",
+        if s.stopped {
+            "STOPPED: every purge halts before its next batch"
+        } else {
+            "started"
+        }
+    );
+    Outcome::new(Verdict::Ok, &s, human)
+}
