@@ -371,7 +371,7 @@ impl Storage {
         let _permit = self.permit().await?;
         let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let fp = &self.failpoints;
-        if fp.error_every.is_some_and(|k| n % k == 0) {
+        if fp.error_every.is_some_and(|k| n.is_multiple_of(k)) {
             return Err(Error::Storage {
                 op: "delete",
                 uri: uri.to_owned(),
@@ -382,7 +382,7 @@ impl Storage {
             });
         }
         store.delete(&path).await.map_err(|e| map_err("delete", uri, e))?;
-        if fp.lose_every.is_some_and(|k| n % k == 0) {
+        if fp.lose_every.is_some_and(|k| n.is_multiple_of(k)) {
             return Err(Error::Storage {
                 op: "delete",
                 uri: uri.to_owned(),
