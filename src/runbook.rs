@@ -171,21 +171,27 @@ pub async fn set_current_from_bundle(
         ));
     }
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy)?;
-    let snap = bundled
-        .snapshot_by_id(snapshot_id)
-        .ok_or_else(|| Error::corrupt(bundle, format!("the bundled metadata lacks snapshot {snapshot_id}")))?;
-    let mut builder = table
-        .metadata()
-        .clone()
-        .into_builder(Some(table.generation().metadata_location.clone()));
-    if table.metadata().snapshot_by_id(snapshot_id).is_none() {
-        builder = builder
-            .add_snapshot(snap.as_ref().clone())
-            .map_err(|e| Error::iceberg(format!("add snapshot {snapshot_id} back"), e))?;
-    }
-    let md = builder
-        .build()
-        .map_err(|e| Error::iceberg("build metadata", e))?
-        .metadata;
+    let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
+        // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
+        // snapshot coming back from a bundle keeps its original sequence number, which the spec allows
+        // (last-sequence-number stays the maximum). So it is re-inserted into the metadata document.
+        let mut doc =
+            serde_json::to_value(table.metadata()).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        let bundled_doc =
+            serde_json::to_value(&bundled).map_err(|e| Error::Internal(format!("encode bundled metadata: {e}")))?;
+        let snap_json = bundled_doc["snapshots"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["snapshot-id"].as_i64() == Some(snapshot_id)))
+            .cloned()
+            .ok_or_else(|| Error::corrupt(bundle, format!("the bundled metadata lacks snapshot {snapshot_id}")))?;
+        doc["snapshots"]
+            .as_array_mut()
+            .ok_or_else(|| Error::Internal("metadata without a snapshots array".into()))?
+            .push(snap_json);
+        serde_json::from_value::<iceberg::spec::TableMetadata>(doc)
+            .map_err(|e| Error::invalid(bundle, format!("snapshot {snapshot_id} cannot be added back: {e}")))?
+    } else {
+        table.metadata().clone()
+    };
     move_main(ctx, &table, &cat, &ident, snapshot_id, md).await
 }

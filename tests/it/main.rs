@@ -6,6 +6,7 @@
 mod demo;
 mod drill;
 mod generated;
+mod governance;
 mod interop;
 mod malformed;
 mod s3;

@@ -1,0 +1,829 @@
+//! Policy, registry, plan, quarantine and the deleter, end to end on fresh PyIceberg tables.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{Run, lakedrill_in, tmpdir};
+
+/// The example of DESIGN §3, exactly as written.
+const DESIGN_EXAMPLE: &str = "schema: lakehouseRetentionPolicy.v1
+table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)
+protectedRefs: [main, audit-q2]
+minSnapshotAge: 30d
+maxReaderLease: 14d
+maxWriterDuration: 6h
+legalHoldGeneration: 19
+orphanSafetyInterval: 12h
+";
+
+/// A fresh `db.retention` table in its own catalog and registry, a key, a policy.
+struct Gov {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    policy: PathBuf,
+}
+
+const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
+
+fn python() -> String {
+    std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
+}
+
+impl Gov {
+    fn new(policy_extra: &str) -> Gov {
+        let tmp = tmpdir();
+        let dir = tmp.path().to_path_buf();
+        let generator = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/make_tables.py");
+        let out = Command::new(python())
+            .arg(&generator)
+            .arg("--retention")
+            .arg(dir.join("fx"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::write(
+            dir.join("lakedrill.toml"),
+            format!(
+                "[catalog.rt]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nname = \"pyfix\"\n[registry]\nuri = \"sqlite:{}\"\n",
+                dir.join("fx/catalog.db").display(),
+                dir.join("registry.db").display()
+            ),
+        )
+        .unwrap();
+        let policy = dir.join("policy.yaml");
+        std::fs::write(
+            &policy,
+            format!(
+                "schema: lakehouseRetentionPolicy.v1\ntable: retention\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n{policy_extra}"
+            ),
+        )
+        .unwrap();
+        lakedrill_in(&dir, &["keygen", "--name", "gov-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+        std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+        Gov { _tmp: tmp, dir, policy }
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        lakedrill_in(&self.dir, args)
+    }
+
+    fn on_table(&self, args: &[&str]) -> Run {
+        let mut a = args.to_vec();
+        a.extend(T);
+        self.run(&a)
+    }
+
+    fn plan(&self) -> Value {
+        self.on_table(&["--json", "plan", "--policy", self.policy.to_str().unwrap()])
+            .expect_code(0)
+            .json()
+    }
+
+    fn candidate(&self) -> Value {
+        self.plan()["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "expired-snapshots")
+            .cloned()
+            .expect("a candidate")
+    }
+
+    fn quarantine(&self, id: &str, mode: &str) -> Run {
+        self.on_table(&[
+            "--json",
+            "quarantine",
+            id,
+            "--policy",
+            self.policy.to_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+            "--mode",
+            mode,
+        ])
+    }
+
+    fn drill(&self, bundles: &str) -> PathBuf {
+        let plan = self.dir.join(format!("drill-{bundles}.toml"));
+        std::fs::write(
+            &plan,
+            format!("name = \"weekly-{bundles}\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n"),
+        )
+        .unwrap();
+        let r = self
+            .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(0)
+            .json();
+        PathBuf::from(r["report"].as_str().unwrap().trim_start_matches("file://"))
+    }
+
+    fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
+        let mut a = vec![
+            "--json",
+            "purge",
+            id,
+            "--policy",
+            self.policy.to_str().unwrap(),
+            "--trust",
+            "keys",
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+        ];
+        if let Some(e) = evidence {
+            a.extend(["--evidence", e.to_str().unwrap()]);
+        }
+        a.extend(extra);
+        self.on_table(&a)
+    }
+
+    /// Runs Python with `t` = the table loaded through the catalog by PyIceberg.
+    fn py(&self, code: &str) -> String {
+        let script = format!(
+            "from pyiceberg.catalog.sql import SqlCatalog\nc = SqlCatalog('pyfix', uri='sqlite:///{db}', warehouse='file://{wh}')\nt = c.load_table('db.retention')\n{code}\n",
+            db = self.dir.join("fx/catalog.db").display(),
+            wh = self.dir.join("fx/warehouse").display()
+        );
+        let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn table_root(&self) -> PathBuf {
+        self.dir.join("fx/warehouse/db/retention")
+    }
+
+    /// Quarantine (tag mode) + drill: returns (candidate, evidence).
+    fn quarantined(&self) -> (Value, PathBuf) {
+        let c = self.candidate();
+        self.quarantine(c["candidate_id"].as_str().unwrap(), "tag")
+            .expect_code(0);
+        let ev = self.drill("bundles");
+        (c, ev)
+    }
+}
+
+#[test]
+fn policy_check_accepts_the_design_example_and_names_bad_fields() {
+    let tmp = tmpdir();
+    let p = tmp.path().join("p.yaml");
+    std::fs::write(&p, DESIGN_EXAMPLE).unwrap();
+    let r = lakedrill_in(tmp.path(), &["--json", "policy", "check", p.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    assert_eq!(
+        r["digest"].as_str().unwrap(),
+        lakedrill::evidence::sha256_hex(DESIGN_EXAMPLE.as_bytes())
+    );
+    for (bad, field) in [
+        (
+            DESIGN_EXAMPLE.replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 5h"),
+            "orphanSafetyInterval",
+        ),
+        (
+            DESIGN_EXAMPLE.replace("minSnapshotAge: 30d", "minSnapshotAge: 30"),
+            "minSnapshotAge",
+        ),
+        (
+            DESIGN_EXAMPLE.replace("maxReaderLease: 14d", "maxReaderLease: 2w"),
+            "maxReaderLease",
+        ),
+        (format!("{DESIGN_EXAMPLE}surprise: 1\n"), "surprise"),
+        (
+            DESIGN_EXAMPLE.replace("lakehouseRetentionPolicy.v1", "lakehouseRetentionPolicy.v2"),
+            "schema",
+        ),
+    ] {
+        std::fs::write(&p, &bad).unwrap();
+        let r = lakedrill_in(tmp.path(), &["policy", "check", p.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(r.stderr.contains(field), "{field}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn plan_is_report_only_and_never_lists_a_retained_object() {
+    let g = Gov::new("");
+    let before = std::fs::read(g.dir.join("fx/catalog.db")).unwrap();
+    let plan = g.plan();
+    assert_eq!(
+        std::fs::read(g.dir.join("fx/catalog.db")).unwrap(),
+        before,
+        "plan changed the catalog"
+    );
+    for k in [
+        "table_generation",
+        "protected_ref_root",
+        "lease_watermark",
+        "hold_generation",
+        "protected",
+        "candidates",
+        "plain_expire",
+        "differences",
+    ] {
+        assert!(plan.get(k).is_some(), "missing {k}: {plan}");
+    }
+    let c = g.candidate();
+    let candidate_paths: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!candidate_paths.is_empty());
+    // Nothing reachable from a retained snapshot (its manifest list, manifests and live files).
+    for p in plan["protected"].as_array().unwrap() {
+        let id = p["snapshot_id"].to_string();
+        let files = g
+            .on_table(&["--json", "inspect", "files", "--snapshot-id", &id])
+            .expect_code(0)
+            .json();
+        let mans = g
+            .on_table(&["--json", "inspect", "manifests", "--snapshot-id", &id])
+            .expect_code(0)
+            .json();
+        let snaps = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json();
+        let ml = snaps["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["snapshot_id"] == id)
+            .unwrap()["manifest_list"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let reachable: Vec<String> = files["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["file_path"].as_str().unwrap().to_owned())
+            .chain(
+                mans["manifests"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["path"].as_str().unwrap().to_owned()),
+            )
+            .chain([ml])
+            .collect();
+        for path in &candidate_paths {
+            assert!(
+                !reachable.iter().any(|r| r.ends_with(&format!("/{path}"))),
+                "{path} is reachable from retained snapshot {id}"
+            );
+        }
+    }
+    // Plain expire_snapshots is shown beside it, with the differences explained.
+    assert!(!plan["plain_expire"]["snapshot_ids"].as_array().unwrap().is_empty());
+    let human = g
+        .on_table(&["plan", "--policy", g.policy.to_str().unwrap()])
+        .expect_code(0)
+        .stdout
+        .clone();
+    assert!(human.contains("plain expire_snapshots"), "{human}");
+}
+
+#[test]
+fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let victim = c["snapshot_ids"][0].as_i64().unwrap().to_string();
+    let n = c["snapshot_ids"].as_array().unwrap().len();
+    let policy = g.policy.to_str().unwrap();
+    // Beyond maxReaderLease, or on a snapshot that does not exist: refused.
+    let r = g.on_table(&[
+        "lease",
+        "add",
+        "--policy",
+        policy,
+        "--snapshot-id",
+        &victim,
+        "--purpose",
+        "training",
+        "--owner",
+        "ml",
+        "--expires-in",
+        "15d",
+    ]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("maxReaderLease"), "{}", r.stderr);
+    g.on_table(&[
+        "lease",
+        "add",
+        "--policy",
+        policy,
+        "--snapshot-id",
+        "42",
+        "--purpose",
+        "p",
+        "--owner",
+        "o",
+        "--expires-in",
+        "1d",
+    ])
+    .expect_code(2);
+    // A lease takes the snapshot (and what only it reaches) out of the candidates…
+    let lease = g
+        .on_table(&[
+            "--json",
+            "lease",
+            "add",
+            "--policy",
+            policy,
+            "--snapshot-id",
+            &victim,
+            "--purpose",
+            "training",
+            "--owner",
+            "ml",
+            "--expires-in",
+            "1d",
+        ])
+        .expect_code(0)
+        .json();
+    let after = g.plan();
+    let ids: Vec<String> = after["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["snapshot_ids"].as_array().unwrap().iter().map(|v| v.to_string()))
+        .collect();
+    assert!(!ids.contains(&victim), "{after}");
+    assert!(
+        after["protected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["snapshot_id"] == victim && p["reasons"].to_string().contains("lease:"))
+    );
+    assert!(after["differences"].to_string().contains("lease:"), "{after}");
+    assert_eq!(after["lease_watermark"], 1);
+    // … and releasing it brings them back.
+    g.run(&["lease", "release", lease["lease_id"].as_str().unwrap()])
+        .expect_code(0);
+    assert_eq!(g.candidate()["snapshot_ids"].as_array().unwrap().len(), n);
+    // A hold on the snapshot does the same, and bumps the hold generation.
+    let hold = g
+        .on_table(&[
+            "--json",
+            "hold",
+            "set",
+            "--scope",
+            &format!("snapshot:{victim}"),
+            "--reason",
+            "audit",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(hold["hold_generation"], 1);
+    assert!(!g.plan()["candidates"].to_string().contains(&victim));
+    g.run(&["hold", "clear", hold["hold_id"].as_str().unwrap()])
+        .expect_code(0);
+    assert!(g.plan()["candidates"].to_string().contains(&victim));
+    // A checkpoint too.
+    g.on_table(&["checkpoint", "add", "--snapshot-id", &victim])
+        .expect_code(0);
+    assert!(!g.plan()["candidates"].to_string().contains(&victim));
+    // A table hold protects everything.
+    g.on_table(&["hold", "set", "--scope", "table", "--reason", "litigation"])
+        .expect_code(0);
+    assert_eq!(g.plan()["candidates"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn orphans_respect_the_safety_interval_and_writer_prefixes() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400);
+    let mk = |rel: &str, mtime: std::time::SystemTime| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"uncommitted bytes").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    };
+    mk("data/old-orphan.parquet", old);
+    mk("data/young-orphan.parquet", std::time::SystemTime::now());
+    mk("data/staging/writer-1/part-0.parquet", old);
+    // A sibling table whose name extends this one's is never part of it.
+    let sibling = g.dir.join("fx/warehouse/db/retention_v2/data/x.parquet");
+    std::fs::create_dir_all(sibling.parent().unwrap()).unwrap();
+    std::fs::write(&sibling, b"x").unwrap();
+    g.on_table(&["writer", "begin", "--prefix", "data/staging/writer-1"])
+        .expect_code(0);
+    let plan = g.plan();
+    let orphans: Vec<String> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "orphans")
+        .flat_map(|c| {
+            c["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["path"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(orphans, vec!["data/old-orphan.parquet".to_owned()], "{plan}");
+    assert!(plan["differences"].to_string().contains("writer:"), "{plan}");
+}
+
+#[test]
+fn quarantine_in_tag_mode_is_visible_to_pyiceberg_and_keeps_the_current_snapshot() {
+    let g = Gov::new("");
+    let before = g.py("print(t.scan().to_arrow().num_rows, t.metadata.current_snapshot_id)");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED");
+    assert_eq!(
+        g.py("print(t.scan().to_arrow().num_rows, t.metadata.current_snapshot_id)"),
+        before
+    );
+    let refs = g.py("print(sorted((k, v.snapshot_id) for k, v in t.metadata.refs.items()))");
+    for sid in c["snapshot_ids"].as_array().unwrap() {
+        assert!(
+            refs.contains(&format!("('quarantine/{id}/{sid}', {sid})"))
+                || refs.contains(&format!("('quarantine/{id}', {sid})")),
+            "{refs}"
+        );
+    }
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED");
+    // The candidate's own tags do not change its eligibility: a re-plan does not propose it twice,
+    // and quarantining again is refused.
+    g.quarantine(id, "tag").expect_code(1);
+}
+
+#[test]
+fn quarantine_in_bundle_mode_removes_the_snapshots_and_a_bundle_brings_one_back() {
+    let g = Gov::new("");
+    let before = g.py("print(t.scan().to_arrow().num_rows)");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "bundle").expect_code(0).json();
+    let ids = g.py("print(sorted(s.snapshot_id for s in t.metadata.snapshots))");
+    for sid in c["snapshot_ids"].as_array().unwrap() {
+        assert!(!ids.contains(&sid.to_string()), "{ids}");
+    }
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), before);
+    // The runbook brings one back from its verified bundle and makes it current.
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    let sid = q["bundles"][0]["snapshot_id"].to_string();
+    g.on_table(&["set-current", "--from-bundle", bundle, "--trust", "keys"])
+        .expect_code(0);
+    assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), sid);
+}
+
+#[test]
+fn a_commit_between_plan_and_quarantine_makes_quarantine_refuse() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    g.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}))");
+    let r = g.quarantine(c["candidate_id"].as_str().unwrap(), "tag");
+    assert_eq!(r.expect_code(1).json()["status"], "REFUSED");
+}
+
+#[test]
+fn plan_quarantine_drill_purge_deletes_exactly_the_inventory() {
+    let g = Gov::new("");
+    let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    // Dry run: every check, nothing changes.
+    let dry = g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0).json();
+    assert_eq!(dry["status"], "DRY_RUN");
+    let root = g.table_root();
+    let paths: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(paths.iter().all(|p| root.join(p).exists()));
+    // Purge.
+    let all_before: Vec<PathBuf> = walk(&root);
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let all_after: Vec<PathBuf> = walk(&root);
+    let deleted: Vec<String> = all_before
+        .iter()
+        .filter(|p| !all_after.contains(p))
+        .map(|p| p.strip_prefix(&root).unwrap().to_str().unwrap().to_owned())
+        .collect();
+    let mut expected = paths.clone();
+    expected.sort();
+    let mut deleted_sorted = deleted.clone();
+    deleted_sorted.sort();
+    assert_eq!(
+        deleted_sorted, expected,
+        "zero difference between the inventory and the deleted set"
+    );
+    // The table, its tag and its branch still read in PyIceberg (the quarantine tags are gone).
+    assert_eq!(
+        g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
+        rows
+    );
+    g.py("for r in ['audit-q2', 'what-if']: t.scan(snapshot_id=t.metadata.refs[r].snapshot_id).to_arrow()");
+    // One confirmed receipt per deleted object, and a signed summary that says it equals the inventory.
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "VERIFIED");
+    let summary = PathBuf::from(r["summary"].as_str().unwrap().trim_start_matches("file://"));
+    let env: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    use base64::Engine;
+    let payload: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(env["payload"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(payload["predicate"]["equals_inventory"], true);
+    assert_eq!(payload["predicate"]["deleted"].as_array().unwrap().len(), paths.len());
+    assert!(payload["predicate"]["receipts"].as_u64().unwrap() >= 2 * paths.len() as u64);
+    // A second purge is refused: nothing is deleted twice.
+    g.purge(id, Some(&ev), &[]).expect_code(1);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn refused_with(r: &Run, needle: &str) {
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    assert!(v["reasons"].to_string().contains(needle), "want {needle:?}: {v}");
+}
+
+#[test]
+fn purge_refuses_without_valid_fresh_matching_evidence() {
+    let g = Gov::new("evidenceMaxAge: 1h\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    refused_with(&g.purge(id, None, &[]), "no evidence");
+    // Signed by a key the trust store does not hold.
+    let other = tmpdir();
+    lakedrill_in(other.path(), &["keygen", "--name", "rogue-TEST-ONLY", "--dir", "k"]).expect_code(0);
+    let bytes = std::fs::read(&ev).unwrap();
+    let env: Value = serde_json::from_slice(&bytes).unwrap();
+    use base64::Engine;
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(env["payload"].as_str().unwrap())
+        .unwrap();
+    let rogue = lakedrill::keys::load_signing_key(&other.path().join("k/rogue-TEST-ONLY.key")).unwrap();
+    let forged = g.dir.join("forged.dsse.json");
+    std::fs::write(
+        &forged,
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, &payload, &rogue).to_json_bytes(),
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&forged), &[]), "UNTRUSTED_KEY");
+    // Stale: finished long ago (re-signed with the trusted key, so only the age is wrong).
+    let mut st: Value = serde_json::from_slice(&payload).unwrap();
+    st["predicate"]["finished_at"] = Value::String("2020-01-01T00:00:00.000Z".into());
+    let key = lakedrill::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
+    let stale = g.dir.join("stale.dsse.json");
+    std::fs::write(
+        &stale,
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &key).to_json_bytes(),
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&stale), &[]), "stale");
+    // Evidence for other bundle roots.
+    let mut other_roots: Value = serde_json::from_slice(&payload).unwrap();
+    for r in other_roots["predicate"]["results"].as_array_mut().unwrap() {
+        r["bundle_root"] = Value::String("0".repeat(64));
+    }
+    for s in other_roots["subject"].as_array_mut().unwrap() {
+        s["digest"]["blake3"] = Value::String("0".repeat(64));
+    }
+    let wrong = g.dir.join("wrong.dsse.json");
+    std::fs::write(
+        &wrong,
+        lakedrill::evidence::sign(
+            lakedrill::evidence::PAYLOAD_TYPE,
+            other_roots.to_string().as_bytes(),
+            &key,
+        )
+        .to_json_bytes(),
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&wrong), &[]), "RESTORE_VERIFIED");
+    // Every refusal is recorded; the candidate is still quarantined and nothing was deleted.
+    let root = g.table_root();
+    assert!(
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| root.join(o["path"].as_str().unwrap()).exists())
+    );
+    g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0);
+}
+
+#[test]
+fn purge_refuses_when_the_world_changed() {
+    // A hold set after planning (anywhere on the table) bumps the hold generation.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.on_table(&[
+        "hold",
+        "set",
+        "--scope",
+        "prefix:data/unrelated",
+        "--reason",
+        "late hold",
+    ])
+    .expect_code(0);
+    refused_with(&g.purge(id, Some(&ev), &[]), "holds changed");
+
+    // A new lease on a candidate snapshot sends the candidate to PROTECTED.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let sid = c["snapshot_ids"][0].to_string();
+    g.on_table(&[
+        "lease",
+        "add",
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--snapshot-id",
+        &sid,
+        "--purpose",
+        "p",
+        "--owner",
+        "o",
+        "--expires-in",
+        "1d",
+    ])
+    .expect_code(0);
+    refused_with(&g.purge(id, Some(&ev), &[]), "PROTECTED");
+
+    // A new commit to the table, and a changed ref.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}))");
+    refused_with(&g.purge(id, Some(&ev), &[]), "the table changed");
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.py("t.manage_snapshots().create_tag(t.metadata.current_snapshot_id, 'late-tag').commit()");
+    refused_with(&g.purge(id, Some(&ev), &[]), "refs changed");
+
+    // A stopped deleter.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.run(&["deleter", "stop", "--reason", "incident 42"]).expect_code(0);
+    refused_with(&g.purge(id, Some(&ev), &[]), "incident 42");
+    g.run(&["deleter", "start"]).expect_code(0);
+    assert_eq!(g.purge(id, Some(&ev), &[]).expect_code(0).json()["status"], "VERIFIED");
+}
+
+/// Runs the binary with failpoints; returns (exit code or None when killed, stdout).
+fn with_failpoints(g: &Gov, spec: &str, args: &[&str]) -> Option<i32> {
+    let mut a = args.to_vec();
+    a.extend(T);
+    let out = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&a)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", spec)
+        .output()
+        .unwrap();
+    out.status.code()
+}
+
+#[test]
+fn lost_responses_and_5xx_end_in_delete_unknown_that_reconcile_settles() {
+    for spec in ["lose-every=2", "error-every=2"] {
+        let g = Gov::new("maxUnreconciledUnknowns: 0\n");
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        let policy = g.policy.to_str().unwrap();
+        let code = with_failpoints(
+            &g,
+            spec,
+            &[
+                "--json",
+                "purge",
+                id,
+                "--policy",
+                policy,
+                "--trust",
+                "keys",
+                "--key",
+                "keys/gov-TEST-ONLY.key",
+                "--receipts",
+                "receipts",
+                "--evidence",
+                ev.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, Some(1), "{spec}");
+        let st = g.run(&["--json", "status", id]).expect_code(0).json();
+        assert_eq!(
+            st["candidates"][0]["candidate"]["state"], "DELETE_UNKNOWN",
+            "{spec}: {st}"
+        );
+        let unknown = st["candidates"][0]["object_counts"]["DELETE_UNKNOWN"].as_u64().unwrap();
+        assert_eq!(unknown as usize, n / 2, "{spec}: every 2nd delete is uncertain");
+        assert_eq!(
+            st["candidates"][0]["object_counts"]["VERIFIED"].as_u64().unwrap() as usize,
+            n - n / 2
+        );
+        // None is counted as deleted without a re-check: reconcile settles them.
+        let r = g
+            .on_table(&[
+                "--json",
+                "reconcile",
+                id,
+                "--policy",
+                policy,
+                "--key",
+                "keys/gov-TEST-ONLY.key",
+                "--receipts",
+                "receipts",
+            ])
+            .expect_code(0)
+            .json();
+        assert_eq!(r["status"], "VERIFIED", "{spec}: {r}");
+        let root = g.table_root();
+        assert!(
+            c["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|o| !root.join(o["path"].as_str().unwrap()).exists())
+        );
+    }
+}
+
+#[test]
+fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
+    for kill_after in [1, 3] {
+        let g = Gov::new("");
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        assert!(n > kill_after);
+        let policy = g.policy.to_str().unwrap();
+        let args = [
+            "--json",
+            "purge",
+            id,
+            "--policy",
+            policy,
+            "--trust",
+            "keys",
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+            "--evidence",
+            ev.to_str().unwrap(),
+        ];
+        let code = with_failpoints(&g, &format!("abort-after={kill_after}"), &args);
+        assert_eq!(code, None, "the process was killed");
+        let st = g.run(&["--json", "status", id]).expect_code(0).json();
+        assert_eq!(st["candidates"][0]["candidate"]["state"], "DELETE_APPROVED");
+        // Re-running resumes: the interrupted object is re-checked, not deleted blindly.
+        let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+        assert_eq!(r["status"], "VERIFIED", "{r}");
+        assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n);
+        let receipts = std::fs::read_dir(g.dir.join("receipts").join(id)).unwrap().count();
+        assert!(receipts >= 2, "archive and summary are written");
+        let root = g.table_root();
+        assert!(
+            c["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|o| !root.join(o["path"].as_str().unwrap()).exists())
+        );
+    }
+}
