@@ -330,10 +330,12 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
         .add_partition_field(2, "region", Transform::Identity)
         .map_err(ice("demo partition spec"))?
         .build();
+    // The table's own retention lets snapshots expire after 1 ms, so that the demo's plan has candidates.
     let creation = TableCreation::builder()
         .name("orders".to_owned())
         .schema(schema)
         .partition_spec(spec)
+        .properties([("history.expire.max-snapshot-age-ms".to_owned(), "1".to_owned())])
         .build();
     let mut table = catalog
         .create_table(&ns, creation)
@@ -423,9 +425,10 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
     );
 
     let config = format!(
-        "# Written by `lakedrill demo`.\n[catalog.demo]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nwarehouse = \"file://{}\"\n",
+        "# Written by `lakedrill demo`.\n[catalog.demo]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nwarehouse = \"file://{}\"\n\n[registry]\nuri = \"sqlite:{}\"\n",
         db.display(),
-        warehouse.display()
+        warehouse.display(),
+        dir.join("lakedrill-registry.db").display()
     );
     std::fs::write(dir.join("lakedrill.toml"), config)
         .map_err(|e| Error::io("write", dir.join("lakedrill.toml"), e))?;
@@ -481,31 +484,43 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     }
     json.insert("lakehouse".into(), serde_json::Value::String(dir.display().to_string()));
 
-    // Seal every snapshot, run a weekly drill over the bundles, audit the signed report.
+    // Governance: plan under a policy, quarantine the candidate (sealing its snapshots), drill the
+    // bundles, audit the signed report, and purge with that evidence.
     let keys_dir = dir.join("keys");
     let key = crate::keys::generate("demo-drill", &keys_dir)?;
-    let signing = crate::keys::load_signing_key(&key.private_path)?;
-    let bundles = location::canonical_uri(&dir.join("bundles").display().to_string())?;
-    let mut sealed = Vec::new();
-    for s in table.snapshots_sorted() {
-        let id = s.snapshot_id();
-        match crate::bundle::seal(&table, &demo_ctx.storage, id, &signing, &bundles, chrono::Utc::now()).await? {
-            Ok(r) => sealed.push(r),
-            Err(findings) => {
-                return Err(Error::Internal(format!(
-                    "demo: snapshot {id} could not be sealed: {findings:?}"
-                )));
-            }
-        }
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+    )
+    .map_err(|e| Error::io("write", &policy, e))?;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
+    let plan = crate::governance::plan(&demo_ctx, &source, &policy).await?;
+    let candidate = plan.json["candidates"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
+        .and_then(|c| c["candidate_id"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| Error::Internal(format!("demo: the plan proposed no candidate: {}", plan.human)))?;
+    human.push_str(&format!("== plan (policy {})\n{}\n", policy.display(), plan.human));
+    json.insert("plan".into(), plan.json.clone());
+    let bundles = dir.join("bundles").display().to_string();
+    let q = crate::governance::quarantine(
+        &demo_ctx,
+        &source,
+        &candidate,
+        &policy,
+        &key.private_path,
+        &bundles,
+        crate::governance::QuarantineMode::Tag,
+    )
+    .await?;
+    if q.verdict != Verdict::Ok {
+        return Err(Error::Internal(format!("demo: quarantine refused: {}", q.human)));
     }
-    say(quiet, &format!("sealed {} snapshots into {bundles}", sealed.len()));
-    human.push_str(&format!("== sealed {} bundles under {bundles}\n", sealed.len()));
-    for r in &sealed {
-        human.push_str(&format!(
-            "  {}  objects {}  bytes {}\n",
-            r.bundle_id, r.objects, r.bytes
-        ));
-    }
+    say(quiet, &format!("quarantined {candidate}"));
+    human.push_str(&format!("== quarantine\n{}\n", q.human));
+    let sealed = q.json["bundles"].clone();
     let drills = dir.join("drills");
     std::fs::create_dir_all(&drills).map_err(|e| Error::io("create directory", &drills, e))?;
     let plan = drills.join("weekly-quarantine.toml");
@@ -536,10 +551,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         keys_dir.display(),
         key.public_path.display(),
     ));
-    json.insert(
-        "bundles".into(),
-        serde_json::to_value(&sealed).map_err(|e| Error::Internal(e.to_string()))?,
-    );
+    json.insert("bundles".into(), sealed);
     json.insert(
         "drill".into(),
         serde_json::json!({
@@ -555,7 +567,33 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         "audit".into(),
         serde_json::to_value(&audit).map_err(|e| Error::Internal(e.to_string()))?,
     );
-    let ok = drill.predicate.summary.gate == "PASS" && audit.status == "VERIFIED";
+    // The deleter: only with that evidence, and only if nothing changed since the quarantine.
+    let purge = crate::deleter::purge(
+        &demo_ctx,
+        &source,
+        &crate::deleter::PurgeOptions {
+            candidate_id: candidate.clone(),
+            evidence: Some(report_path.clone()),
+            trust: keys_dir.clone(),
+            policy: policy.clone(),
+            key: key.private_path.clone(),
+            receipts: dir.join("receipts").display().to_string(),
+            dry_run: false,
+        },
+    )
+    .await?;
+    say(quiet, &format!("purge {}", purge.json["status"]));
+    human.push_str(&format!("\n== purge\n{}", purge.human));
+    let after = commands::inspect_table(
+        &demo_ctx,
+        &demo_ctx.table(&source).await?,
+        InspectWhat::Refs,
+        &Selector::Current,
+    )
+    .await?;
+    human.push_str(&format!("\n== refs after the purge\n{}", after.human));
+    json.insert("purge".into(), purge.json.clone());
+    let ok = drill.predicate.summary.gate == "PASS" && audit.status == "VERIFIED" && purge.verdict == Verdict::Ok;
     Ok(Outcome {
         verdict: if ok { Verdict::Ok } else { Verdict::Findings },
         json: serde_json::Value::Object(json),

@@ -23,8 +23,20 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
         "{refs:?}"
     );
 
-    // The demo sealed every snapshot, drilled them and audited the signed report.
-    assert_eq!(doc["bundles"].as_array().unwrap().len(), snaps.len(), "{doc}");
+    // The demo planned under a policy, quarantined the candidate (sealing its snapshots), drilled the
+    // bundles, audited the signed report and purged with it.
+    let candidate = &doc["plan"]["candidates"][0];
+    assert_eq!(
+        doc["bundles"].as_array().unwrap().len(),
+        candidate["snapshot_ids"].as_array().unwrap().len(),
+        "{doc}"
+    );
+    assert!(!doc["bundles"].as_array().unwrap().is_empty());
+    assert_eq!(doc["purge"]["status"], "VERIFIED", "{doc}");
+    for o in candidate["objects"].as_array().unwrap() {
+        let p = dir.join("warehouse/sales/orders").join(o["path"].as_str().unwrap());
+        assert!(!p.exists(), "{} was in the inventory and must be gone", p.display());
+    }
     assert_eq!(doc["drill"]["gate"], "PASS", "{doc}");
     assert_eq!(doc["audit"]["status"], "VERIFIED", "{doc}");
     let report = doc["drill"]["report"].as_str().unwrap();
@@ -50,7 +62,7 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     leftovers.sort();
     assert_eq!(leftovers, vec![std::ffi::OsString::from("lake")]);
 
-    // PyIceberg reads the demo catalog and sees the rows the demo wrote:
+    // After the purge, PyIceberg reads the demo catalog and sees every row the demo wrote:
     // 4 appends (7800 rows) − emea (2600) + corrected emea (1500) − apac (2600) + 700 = 4800.
     let py = std::env::var("LAKEDRILL_TEST_PYTHON")
         .unwrap_or_else(|_| panic!("LAKEDRILL_TEST_PYTHON is not set: run scripts/test.sh"));
@@ -58,7 +70,8 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
         "from pyiceberg.catalog.sql import SqlCatalog\n\
          c = SqlCatalog('demo', uri='sqlite:///{db}', warehouse='file://{wh}')\n\
          t = c.load_table('sales.orders')\n\
-         print(t.scan().to_arrow().num_rows, len(t.metadata.snapshots), sorted(t.metadata.refs))\n",
+         print(t.scan().to_arrow().num_rows, len(t.metadata.snapshots), sorted(t.metadata.refs))\n\
+         for r in ['audit-q2', 'what-if']: t.scan(snapshot_id=t.metadata.refs[r].snapshot_id).to_arrow()\n",
         db = dir.join("catalog.db").display(),
         wh = dir.join("warehouse").display()
     );
