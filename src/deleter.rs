@@ -158,7 +158,7 @@ struct Receipt<'a> {
     expected_size: u64,
     version_id: Option<String>,
     e_tag: Option<String>,
-    requested_at: String,
+    requested_at: Option<String>,
     confirmed_at: Option<String>,
     provider_result: String,
     delete_marker: Option<bool>,
@@ -494,7 +494,7 @@ fn receipt(
         expected_size: o.size,
         version_id: before.and_then(|b| b.version.clone()),
         e_tag: before.and_then(|b| b.e_tag.clone()),
-        requested_at: String::new(),
+        requested_at: None,
         confirmed_at: None,
         provider_result: result.to_owned(),
         // object_store does not report delete markers; on a versioned bucket a plain delete writes one.

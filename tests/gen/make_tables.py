@@ -286,16 +286,30 @@ def expected(t):
 def main():
     args = sys.argv[1:]
     only = None
-    if len(args) == 2 and args[0] == "--retention":
+    warehouse = None
+    if len(args) >= 2 and args[0] == "--retention":
         only, args = "retention", args[1:]
+        if len(args) == 3 and args[0] == "--warehouse":  # e.g. s3://bucket/prefix on the test S3 server
+            warehouse, args = args[1], args[2:]
     if len(args) != 1:
-        sys.exit("usage: make_tables.py [--retention] OUTDIR")
+        sys.exit("usage: make_tables.py [--retention [--warehouse URI]] OUTDIR")
     outdir = os.path.abspath(args[0])
     if any(p.startswith(".") for p in outdir.split(os.sep) if p):
         sys.exit(f"OUTDIR must not contain a hidden path component (pyarrow skips those): {outdir}")
     os.makedirs(os.path.join(outdir, "warehouse"), exist_ok=True)
     os.makedirs(os.path.join(outdir, "expected"), exist_ok=True)
-    cat = SqlCatalog("pyfix", uri=f"sqlite:///{outdir}/catalog.db", warehouse=f"file://{outdir}/warehouse")
+    props = {}
+    if warehouse and warehouse.startswith("s3://"):
+        endpoint = os.environ["LAKEDRILL_TEST_S3_ENDPOINT"]
+        props = {
+            "s3.endpoint": endpoint,
+            "s3.access-key-id": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+            "s3.secret-access-key": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+            "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+        }
+    cat = SqlCatalog(
+        "pyfix", uri=f"sqlite:///{outdir}/catalog.db", warehouse=warehouse or f"file://{outdir}/warehouse", **props
+    )
     cat.create_namespace("db")
     makers = (make_events, make_legacy, make_empty, make_many)
     if only == "retention":  # one isolated table, for tests that change it (quarantine, purge)

@@ -23,6 +23,8 @@ struct Gov {
     _tmp: tempfile::TempDir,
     dir: PathBuf,
     policy: PathBuf,
+    /// `s3://bucket/prefix` when the table lives on the test S3 server.
+    warehouse: Option<String>,
 }
 
 const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
@@ -33,15 +35,19 @@ fn python() -> String {
 
 impl Gov {
     fn new(policy_extra: &str) -> Gov {
+        Gov::with_warehouse(policy_extra, None)
+    }
+
+    fn with_warehouse(policy_extra: &str, warehouse: Option<String>) -> Gov {
         let tmp = tmpdir();
         let dir = tmp.path().to_path_buf();
         let generator = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/make_tables.py");
-        let out = Command::new(python())
-            .arg(&generator)
-            .arg("--retention")
-            .arg(dir.join("fx"))
-            .output()
-            .unwrap();
+        let mut cmd = Command::new(python());
+        cmd.arg(&generator).arg("--retention");
+        if let Some(w) = &warehouse {
+            cmd.arg("--warehouse").arg(w);
+        }
+        let out = cmd.arg(dir.join("fx")).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         std::fs::write(
             dir.join("lakedrill.toml"),
@@ -62,7 +68,12 @@ impl Gov {
         .unwrap();
         lakedrill_in(&dir, &["keygen", "--name", "gov-TEST-ONLY", "--dir", "keys"]).expect_code(0);
         std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
-        Gov { _tmp: tmp, dir, policy }
+        Gov {
+            _tmp: tmp,
+            dir,
+            policy,
+            warehouse,
+        }
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -144,10 +155,15 @@ impl Gov {
 
     /// Runs Python with `t` = the table loaded through the catalog by PyIceberg.
     fn py(&self, code: &str) -> String {
+        let wh = self
+            .warehouse
+            .clone()
+            .unwrap_or_else(|| format!("file://{}", self.dir.join("fx/warehouse").display()));
         let script = format!(
-            "from pyiceberg.catalog.sql import SqlCatalog\nc = SqlCatalog('pyfix', uri='sqlite:///{db}', warehouse='file://{wh}')\nt = c.load_table('db.retention')\n{code}\n",
+            "import os\nfrom pyiceberg.catalog.sql import SqlCatalog\n\
+             props = {{'s3.endpoint': os.environ.get('LAKEDRILL_TEST_S3_ENDPOINT', ''), 's3.access-key-id': 'testing', 's3.secret-access-key': 'testing', 's3.region': 'us-east-1'}}\n\
+             c = SqlCatalog('pyfix', uri='sqlite:///{db}', warehouse='{wh}', **props)\nt = c.load_table('db.retention')\n{code}\n",
             db = self.dir.join("fx/catalog.db").display(),
-            wh = self.dir.join("fx/warehouse").display()
         );
         let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
         assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
@@ -826,4 +842,101 @@ fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
                 .all(|o| !root.join(o["path"].as_str().unwrap()).exists())
         );
     }
+}
+
+/// The whole chain on the local S3 server with a versioned bucket: the deletes leave delete markers
+/// (marker-only, the policy's default), receipts carry the version IDs, and the table still reads.
+#[test]
+fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
+    let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
+    let prefix = format!("gov-{}", uuid::Uuid::new_v4());
+    let g = Gov::with_warehouse("", Some(format!("s3://{bucket}/{prefix}")));
+    let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let bundles = format!("s3://{bucket}/{prefix}-vault/bundles");
+    g.on_table(&[
+        "quarantine",
+        id,
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--bundles",
+        &bundles,
+    ])
+    .expect_code(0);
+    let plan = g.dir.join("drill-s3.toml");
+    std::fs::write(
+        &plan,
+        format!("name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"s3://{bucket}/{prefix}-vault/reports\"\n"),
+    )
+    .unwrap();
+    let report = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json()["report"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let receipts = format!("s3://{bucket}/{prefix}-vault/receipts");
+    let r = g.on_table(&[
+        "--json",
+        "purge",
+        id,
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--trust",
+        "keys",
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--receipts",
+        &receipts,
+        "--evidence",
+        &report,
+    ]);
+    let r = r.expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(
+        g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
+        rows
+    );
+    // Every deleted key is behind a delete marker, its old version kept (marker-only deletes).
+    let keys: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| format!("{prefix}/db/retention/{}", o["path"].as_str().unwrap()))
+        .collect();
+    let listing = g.py(&format!(
+        "import boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n\
+         v = s3.list_object_versions(Bucket='{bucket}', Prefix='{prefix}/db/retention/metadata/')\n\
+         print(sorted(m['Key'] for m in v.get('DeleteMarkers', []) if m['IsLatest']))\n\
+         print(sorted(x['Key'] for x in v.get('Versions', [])))"
+    ));
+    let mut lines = listing.lines();
+    let markers = lines.next().unwrap();
+    let versions = lines.next().unwrap();
+    for k in &keys {
+        assert!(markers.contains(k.as_str()), "{k} has no delete marker: {markers}");
+        assert!(versions.contains(k.as_str()), "{k} lost its old version: {versions}");
+    }
+    // The receipts name the version each delete hid.
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "VERIFIED");
+    let db = g.dir.join("registry.db");
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(format!(
+            "import sqlite3, json\nc = sqlite3.connect('{}')\nrs = [json.loads(r[0]) for r in c.execute(\"select receipt_json from receipts where receipt_json like '%\\\"confirmed\\\"%'\")]\nprint(len(rs), all(r['version_id'] and r['delete_marker'] and r['recheck'] == 'absent' for r in rs))",
+            db.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{} True", keys.len()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
