@@ -268,7 +268,7 @@ fn plan_is_report_only_and_never_lists_a_retained_object() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["snapshot_id"] == id)
+            .find(|s| s["snapshot_id"].as_i64() == id.parse::<i64>().ok())
             .unwrap()["manifest_list"]
             .as_str()
             .unwrap()
@@ -375,7 +375,8 @@ fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|p| p["snapshot_id"] == victim && p["reasons"].to_string().contains("lease:"))
+            .any(|p| p["snapshot_id"].as_i64() == victim.parse::<i64>().ok()
+                && p["reasons"].to_string().contains("lease:"))
     );
     assert!(after["differences"].to_string().contains("lease:"), "{after}");
     assert_eq!(after["lease_watermark"], 1);
