@@ -290,6 +290,76 @@ async fn commit_ref(
     Ok(())
 }
 
+/// Opens (creating it when absent) the SQL catalog `demo` on SQLite at `db`, warehouse `warehouse`.
+async fn open_catalog(db: &Path, warehouse: &Path) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    SqlCatalogBuilder::default()
+        .uri(format!("sqlite:{}?mode=rwc", db.display()))
+        .warehouse_location(format!("file://{}", warehouse.display()))
+        .sql_bind_style(SqlBindStyle::QMark)
+        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .load(CATALOG, HashMap::new())
+        .await
+        .map_err(ice("open the demo catalog"))
+}
+
+/// The schema of `sales.orders` (field ids 1–3, matching [`arrow_schema`]).
+fn orders_schema() -> Result<Schema> {
+    Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::required(2, "region", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::optional(3, "amount", Type::Primitive(PrimitiveType::Double)).into(),
+        ])
+        .build()
+        .map_err(ice("demo schema"))
+}
+
+/// Creates an unpartitioned table `namespace.name` at `location` (a `file://` URI) in the SQL
+/// catalog `demo` on SQLite at `db` (created when absent; its warehouse is `warehouse`) and commits
+/// one append of `data_files`, which must already exist under `location`. The table has the schema
+/// of the demo's `sales.orders`; the files are taken as they are described and are not read, so
+/// their content need not match it. Returns the new metadata location.
+///
+/// Used by the throughput benchmark (`benches/throughput.rs`) to seal a table of chosen size.
+///
+/// # Errors
+/// Any error from the catalog: it cannot be opened, the namespace or table cannot be created
+/// (for example, the table exists), or the append cannot be committed.
+pub async fn create_table_with_data_files(
+    db: &Path,
+    warehouse: &Path,
+    namespace: &str,
+    name: &str,
+    location: &str,
+    data_files: Vec<DataFile>,
+) -> Result<String> {
+    let catalog = open_catalog(db, warehouse).await?;
+    let ns = NamespaceIdent::new(namespace.to_owned());
+    if !catalog.namespace_exists(&ns).await.map_err(ice("look up namespace"))? {
+        catalog
+            .create_namespace(&ns, HashMap::new())
+            .await
+            .map_err(ice("create namespace"))?;
+    }
+    let creation = TableCreation::builder()
+        .name(name.to_owned())
+        .location(location.to_owned())
+        .schema(orders_schema()?)
+        .build();
+    let table = catalog.create_table(&ns, creation).await.map_err(ice("create table"))?;
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .fast_append()
+        .add_data_files(data_files)
+        .apply(tx)
+        .map_err(ice("append"))?;
+    let table = tx.commit(&catalog).await.map_err(ice("commit append"))?;
+    Ok(table
+        .metadata_location_result()
+        .map_err(ice("metadata location"))?
+        .to_owned())
+}
+
 fn say(quiet: bool, msg: &str) {
     if !quiet {
         eprintln!("demo: {msg}");
@@ -305,27 +375,13 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
     let db = dir.join("catalog.db");
     let warehouse = dir.join("warehouse");
     std::fs::create_dir_all(&warehouse).map_err(|e| Error::io("create directory", &warehouse, e))?;
-    let catalog = SqlCatalogBuilder::default()
-        .uri(format!("sqlite:{}?mode=rwc", db.display()))
-        .warehouse_location(format!("file://{}", warehouse.display()))
-        .sql_bind_style(SqlBindStyle::QMark)
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load(CATALOG, HashMap::new())
-        .await
-        .map_err(ice("open the demo catalog"))?;
+    let catalog = open_catalog(&db, &warehouse).await?;
     let ns = NamespaceIdent::new("sales".to_owned());
     catalog
         .create_namespace(&ns, HashMap::new())
         .await
         .map_err(ice("create namespace sales"))?;
-    let schema = Schema::builder()
-        .with_fields(vec![
-            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::required(2, "region", Type::Primitive(PrimitiveType::String)).into(),
-            NestedField::optional(3, "amount", Type::Primitive(PrimitiveType::Double)).into(),
-        ])
-        .build()
-        .map_err(ice("demo schema"))?;
+    let schema = orders_schema()?;
     let spec = UnboundPartitionSpec::builder()
         .add_partition_field(2, "region", Transform::Identity)
         .map_err(ice("demo partition spec"))?
