@@ -905,3 +905,29 @@ pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: 
     }
     Ok((pred.snapshot_id, bytes))
 }
+
+/// The predicate of a bundle whose signature verifies, with every metadata copy that matches its
+/// inventory digest, by path as written.
+///
+/// # Errors
+/// [`Error::Invalid`] when the bundle does not verify.
+pub async fn verified_predicate(
+    storage: &Storage,
+    bundle_uri: &str,
+    trust: &TrustStore,
+) -> Result<(BundlePredicate, BTreeMap<String, Bytes>)> {
+    let dir = bundle_dir(bundle_uri)?;
+    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
+    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
+    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let mut copies = BTreeMap::new();
+    for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+        let Some(member) = &e.copy else { continue };
+        let bytes = storage.get(&location::join(&dir, member)).await?.bytes;
+        if blake3::hash(&bytes).to_hex().as_str() == e.blake3 {
+            copies.insert(e.path.clone(), bytes);
+        }
+    }
+    Ok((pred, copies))
+}

@@ -194,6 +194,15 @@ pub enum Command {
         /// Read data from a relocated copy of the table rooted here.
         #[arg(long)]
         table_root: Option<String>,
+        /// Materialize the snapshot as a new table at this (empty, local) location, paths rebased.
+        #[arg(long, requires_all = ["catalog", "table"])]
+        into: Option<String>,
+        /// With --into: the catalog to register the restored table in.
+        #[arg(long)]
+        catalog: Option<String>,
+        /// With --into: NS.TABLE to register it as.
+        #[arg(long)]
+        table: Option<String>,
     },
     /// Move main back to an ancestor of the current snapshot (catalog commit).
     Rollback {

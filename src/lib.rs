@@ -30,6 +30,7 @@ pub mod governance;
 pub mod inspect;
 pub mod keys;
 pub mod location;
+pub mod materialize;
 pub mod output;
 pub mod policy;
 pub mod registry;

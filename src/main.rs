@@ -49,7 +49,15 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             trust,
             deep,
             table_root,
-        } => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
+            into,
+            catalog,
+            table,
+        } => match (into, catalog, table) {
+            (Some(into), Some(catalog), Some(table)) => {
+                lakedrill::materialize::restore_into(&ctx, bundle, trust, into, catalog, table).await
+            }
+            _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
+        },
         Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
