@@ -94,7 +94,7 @@ pub async fn restore_into(
     let cfg = ctx.config.catalog(catalog)?.clone();
     let old = TableLocation::new(&pred.table_location, "memory:///unused".into(), bundle_uri)?;
     let rebased = |written: &str| -> Result<String> { Ok(location::join(&into, &old.relative(written)?)) };
-    if ctx.storage.list(&into).await?.first().is_some() {
+    if !ctx.storage.list(&into).await?.is_empty() {
         return Err(Error::invalid(
             "--into",
             format!("{into} is not empty; lakedrill restores only into an empty location"),
