@@ -325,6 +325,16 @@ pub enum Command {
         #[arg(long, default_value = "receipts")]
         receipts: String,
     },
+    /// Bring back a purged candidate's objects from their delete markers (versioned S3) and verify them.
+    Undelete {
+        /// The candidate id.
+        candidate: String,
+        #[command(flatten)]
+        table: TableArgs,
+        /// Trust store for the candidate's bundles.
+        #[arg(long)]
+        trust: PathBuf,
+    },
     /// The deleter's stop switch (stored in the registry).
     Deleter {
         #[command(subcommand)]

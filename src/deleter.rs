@@ -20,8 +20,10 @@
 //! Every step is persisted before it is acted on, so a purge killed at any point resumes: objects
 //! whose delete was requested but not confirmed are re-checked, never blindly deleted twice.
 //!
-//! Not done here: permanent deletes of object versions and undelete of delete markers on versioned
-//! buckets (the policy's `objectVersioning: permanent` is refused rather than silently downgraded).
+//! On a versioned bucket the policy's `objectVersioning` chooses marker-only deletes (the default: a
+//! delete marker hides the object, its version stays until lifecycle) or permanent deletes of the exact
+//! version the inventory saw; [`undelete`] brings marker-hidden objects back and verifies them against
+//! the bundles.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -214,21 +216,6 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     }
     if !resuming {
         let mut reasons = Vec::new();
-        if policy.object_versioning() == ObjectVersioning::Permanent {
-            let table = ctx.table(source).await?;
-            for o in objects_of(&rec) {
-                let uri = location::join(table.location().root_uri(), &o.path);
-                if ctx.storage.head(&uri).await?.is_some_and(|i| i.version.is_some()) {
-                    return Err(Error::invalid(
-                        "objectVersioning",
-                        format!(
-                            "{}: the bucket is versioned and the policy asks for permanent version deletes, which are not implemented; lakedrill refuses rather than leave versions behind silently",
-                            o.path
-                        ),
-                    ));
-                }
-            }
-        }
         if let Some(want) = policy.reclamation_implementation_digest() {
             let have = crate::commands::implementation_digest()?;
             if want != have {
@@ -439,7 +426,19 @@ async fn execute(
             let mut req = receipt("requested", o, before.as_ref(), "", None);
             req["requested_at"] = serde_json::json!(Utc::now().to_rfc3339());
             reg.receipt_add(candidate_id, &o.path, &req, Utc::now()).await?;
-            let outcome = ctx.storage.delete(&uri).await;
+            // Permanent mode deletes the exact version the inventory saw; marker-only mode (the
+            // default) leaves a delete marker and keeps the version until lifecycle removes it.
+            let permanent_version = match (
+                policy.object_versioning(),
+                before.as_ref().and_then(|b| b.version.clone()),
+            ) {
+                (ObjectVersioning::Permanent, Some(v)) => Some(v),
+                _ => None,
+            };
+            let outcome = match &permanent_version {
+                Some(v) => ctx.storage.s3_delete_version(&uri, v).await,
+                None => ctx.storage.delete(&uri).await,
+            };
             let confirmed_at = Utc::now().to_rfc3339();
             let (result, certain) = match &outcome {
                 Ok(()) => ("deleted".to_owned(), true),
@@ -453,6 +452,10 @@ async fn execute(
                 Err(e) => format!("re-check failed: {e}"),
             };
             let mut r = receipt("confirmed", o, before.as_ref(), &result, Some(recheck.clone()));
+            if permanent_version.is_some() {
+                r["delete_marker"] = serde_json::json!(false);
+                r["version_deleted"] = serde_json::json!(true);
+            }
             r["confirmed_at"] = serde_json::json!(confirmed_at);
             reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
             if certain && matches!(after, Ok(None)) {
@@ -684,4 +687,108 @@ pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> 
         }
     );
     Outcome::new(Verdict::Ok, &s, human)
+}
+
+/// `lakedrill undelete CANDIDATE --trust DIR`: on a versioned bucket, removes the delete markers a
+/// marker-only purge left, and verifies every object brought back against the candidate's bundles
+/// (BLAKE3 and size). The candidate becomes `PROTECTED`: reclaiming it again needs a new plan.
+///
+/// # Errors
+/// Non-S3 tables; registry and storage errors. Objects that cannot be brought back are findings (exit 1).
+#[allow(clippy::too_many_lines)]
+pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, trust: &Path) -> Result<Outcome> {
+    let trust = TrustStore::load_dir(trust)?;
+    let reg = governance::registry(ctx).await?;
+    let rec = reg.candidate(candidate_id).await?;
+    let table = ctx.table(source).await?;
+    let root = table.location().root_uri().to_owned();
+    if !root.starts_with("s3://") {
+        return Err(Error::invalid(
+            candidate_id,
+            "undelete needs the table on a versioned S3 bucket (delete markers)",
+        ));
+    }
+    // What each object must be, from the verified bundles of the quarantine.
+    let mut expected: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    for b in rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+    {
+        let uri = b["uri"].as_str().unwrap_or_default();
+        let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, uri, &trust).await?;
+        let loc = crate::location::TableLocation::new(&pred.table_location, root.clone(), uri)?;
+        for e in &pred.inventory {
+            if let Ok(rel) = loc.relative(&e.path) {
+                expected.insert(rel, (e.blake3.clone(), e.size));
+            }
+        }
+    }
+    let mut results = Vec::new();
+    let mut all_ok = true;
+    for o in objects_of(&rec) {
+        let uri = location::join(&root, &o.path);
+        let versions = ctx.storage.s3_versions(&uri).await?;
+        let latest = versions.iter().find(|v| v.is_latest);
+        let action = match latest {
+            Some(m) if m.is_delete_marker => {
+                ctx.storage.s3_delete_version(&uri, &m.version_id).await?;
+                format!("delete marker {} removed", m.version_id)
+            }
+            Some(_) => "already present".to_owned(),
+            None => "no version left (deleted permanently)".to_owned(),
+        };
+        let (ok, check) = match (ctx.storage.head(&uri).await?, expected.get(&o.path)) {
+            (None, _) => (false, "absent".to_owned()),
+            (Some(_), Some((digest, size))) => {
+                let h = ctx.storage.hash(&uri).await?;
+                if &h.blake3 == digest && h.bytes_read == *size {
+                    (true, "matches the bundle".to_owned())
+                } else {
+                    (
+                        false,
+                        format!("differs from the bundle (blake3 {} size {})", h.blake3, h.bytes_read),
+                    )
+                }
+            }
+            (Some(i), None) => (
+                i.size == o.size,
+                format!("not in any bundle; size {} (plan said {})", i.size, o.size),
+            ),
+        };
+        all_ok &= ok;
+        let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": Utc::now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        results.push(r);
+    }
+    if all_ok && rec.state == State::Verified {
+        reg.candidate_transition(
+            candidate_id,
+            State::Protected,
+            "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
+            None,
+            None,
+            Utc::now(),
+        )
+        .await?;
+    }
+    let mut human = format!(
+        "{}: {} objects of {candidate_id}\n",
+        if all_ok { "UNDELETED" } else { "INCOMPLETE" },
+        results.len()
+    );
+    for r in &results {
+        human.push_str(&format!(
+            "  {}  {}  {}\n",
+            r["key"].as_str().unwrap_or_default(),
+            r["action"].as_str().unwrap_or_default(),
+            r["check"].as_str().unwrap_or_default()
+        ));
+    }
+    Outcome::new(
+        if all_ok { Verdict::Ok } else { Verdict::Findings },
+        &serde_json::json!({"status": if all_ok { "UNDELETED" } else { "INCOMPLETE" }, "candidate_id": candidate_id, "objects": results}),
+        human,
+    )
 }

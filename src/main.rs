@@ -161,6 +161,11 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             key,
             receipts,
         } => lakedrill::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await,
+        Command::Undelete {
+            candidate,
+            table,
+            trust,
+        } => lakedrill::deleter::undelete(&ctx, &table.source()?, candidate, trust).await,
         Command::Deleter { command } => match command {
             DeleterCommand::Stop { reason } => lakedrill::deleter::switch(&ctx, true, reason).await,
             DeleterCommand::Start { reason } => lakedrill::deleter::switch(&ctx, false, reason).await,

@@ -1496,6 +1496,8 @@ impl State {
                 // A mismatch found after approval, before any delete, sends it back for re-planning.
                 | (DeleteApproved, Deleted | DeleteUnknown | Quarantined | Protected)
                 | (Deleted, Verified | DeleteUnknown)
+                // `undelete` brought the objects back from their delete markers.
+                | (Verified, Protected)
                 | (DeleteUnknown, Deleted | Verified)
         )
     }

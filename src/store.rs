@@ -60,6 +60,43 @@ pub struct ObjectInfo {
     pub last_modified: DateTime<Utc>,
 }
 
+/// One version (or delete marker) of an object on a versioned bucket.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectVersion {
+    /// The version id.
+    pub version_id: String,
+    /// Whether it is the current version.
+    pub is_latest: bool,
+    /// Whether it is a delete marker.
+    pub is_delete_marker: bool,
+    /// Size (0 for markers).
+    pub size: u64,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListVersionsResult {
+    #[serde(default)]
+    is_truncated: bool,
+    next_key_marker: Option<String>,
+    next_version_id_marker: Option<String>,
+    #[serde(rename = "Version", default)]
+    versions: Vec<XmlVersion>,
+    #[serde(rename = "DeleteMarker", default)]
+    delete_markers: Vec<XmlVersion>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlVersion {
+    key: String,
+    version_id: String,
+    #[serde(default)]
+    is_latest: bool,
+    #[serde(default)]
+    size: u64,
+}
+
 /// An object's bytes as read.
 #[derive(Debug, Clone)]
 pub struct Fetched {
@@ -84,6 +121,7 @@ pub struct Hashed {
 pub struct Storage {
     options: StorageOptions,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    s3: Mutex<HashMap<String, Arc<object_store::aws::AmazonS3>>>,
     limit: Arc<Semaphore>,
     deletes: std::sync::atomic::AtomicU64,
     failpoints: Failpoints,
@@ -151,6 +189,7 @@ impl Storage {
         Self {
             options,
             stores: Mutex::new(HashMap::new()),
+            s3: Mutex::new(HashMap::new()),
             limit: Arc::new(Semaphore::new(permits)),
             deletes: std::sync::atomic::AtomicU64::new(0),
             failpoints: Failpoints::from_env(),
@@ -209,7 +248,11 @@ impl Storage {
                     .map_err(|e: object_store::Error| bad(format!("S3 setting {k}: {e}")))?;
                 builder = builder.with_config(cfg, v.clone());
             }
-            Arc::new(builder.build().map_err(|e| bad(format!("S3 client: {e}")))?)
+            let s3 = Arc::new(builder.build().map_err(|e| bad(format!("S3 client: {e}")))?);
+            if let Ok(mut m) = self.s3.lock() {
+                m.insert(key.clone(), Arc::clone(&s3));
+            }
+            s3
         };
         stores.insert(key, Arc::clone(&store));
         Ok((store, path))
@@ -432,6 +475,152 @@ impl Storage {
             std::process::abort();
         }
         Ok(())
+    }
+
+    /// The concrete S3 client and key of an `s3://` URI (for the versioned operations object_store lacks).
+    fn s3_client(&self, uri: &str) -> Result<(Arc<object_store::aws::AmazonS3>, Path)> {
+        let (_, path) = self.resolve(uri)?;
+        let bucket = uri
+            .strip_prefix("s3://")
+            .and_then(|r| r.split('/').next())
+            .ok_or_else(|| Error::invalid(uri, "versioned operations need an s3:// object on a versioned bucket"))?;
+        let m = self
+            .s3
+            .lock()
+            .map_err(|_| Error::Internal("S3 client cache poisoned".into()))?;
+        let c = m
+            .get(&format!("s3://{bucket}"))
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("no S3 client for {uri}")))?;
+        Ok((c, path))
+    }
+
+    /// Sends one presigned request (object_store signs it with the store's own credentials).
+    async fn s3_request(
+        &self,
+        uri: &str,
+        method: http::Method,
+        path: &Path,
+        query: Vec<(String, String)>,
+    ) -> Result<(u16, Bytes)> {
+        use object_store::signer::Signer;
+        let (client, _) = self.s3_client(uri)?;
+        let _permit = self.permit().await?;
+        let opts = object_store::signer::SignedUrlOptions::new().with_query(query);
+        let url = client
+            .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
+            .await
+            .map_err(|e| map_err("sign", uri, e))?;
+        let storage_err = |reason: String| Error::Storage {
+            op: "versioned request",
+            uri: uri.to_owned(),
+            source: Box::new(object_store::Error::Generic {
+                store: "S3",
+                source: reason.into(),
+            }),
+        };
+        let resp = reqwest::Client::new()
+            .request(method, url)
+            .send()
+            .await
+            .map_err(|e| storage_err(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp.bytes().await.map_err(|e| storage_err(e.to_string()))?;
+        Ok((status, body))
+    }
+
+    /// Every version and delete marker of one S3 object, newest first as S3 lists them.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a non-S3 URI; [`Error::Storage`] when S3 refuses or answers garbage.
+    pub async fn s3_versions(&self, uri: &str) -> Result<Vec<ObjectVersion>> {
+        let (_, key) = self.s3_client(uri)?;
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut q = vec![
+                ("versions".to_owned(), String::new()),
+                ("prefix".to_owned(), key.to_string()),
+            ];
+            if let Some((k, v)) = &markers {
+                q.push(("key-marker".into(), k.clone()));
+                q.push(("version-id-marker".into(), v.clone()));
+            }
+            let (status, body) = self.s3_request(uri, http::Method::GET, &Path::from(""), q).await?;
+            if status != 200 {
+                return Err(Error::Storage {
+                    op: "list versions",
+                    uri: uri.to_owned(),
+                    source: Box::new(object_store::Error::Generic {
+                        store: "S3",
+                        source: format!("HTTP {status}: {}", String::from_utf8_lossy(&body)).into(),
+                    }),
+                });
+            }
+            let page: ListVersionsResult = quick_xml::de::from_reader(body.as_ref()).map_err(|e| Error::Storage {
+                op: "list versions",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "S3",
+                    source: Box::new(e),
+                }),
+            })?;
+            let k = key.to_string();
+            out.extend(page.versions.into_iter().filter(|v| v.key == k).map(|v| ObjectVersion {
+                version_id: v.version_id,
+                is_latest: v.is_latest,
+                is_delete_marker: false,
+                size: v.size,
+            }));
+            out.extend(
+                page.delete_markers
+                    .into_iter()
+                    .filter(|v| v.key == k)
+                    .map(|v| ObjectVersion {
+                        version_id: v.version_id,
+                        is_latest: v.is_latest,
+                        is_delete_marker: true,
+                        size: 0,
+                    }),
+            );
+            match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
+                (true, Some(k), Some(v)) => markers = Some((k, v)),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes one version (or delete marker) of an S3 object for good.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when S3 does not confirm with 204/200.
+    pub async fn s3_delete_version(&self, uri: &str, version_id: &str) -> Result<()> {
+        let (_, key) = self.s3_client(uri)?;
+        let (status, body) = self
+            .s3_request(
+                uri,
+                http::Method::DELETE,
+                &key,
+                vec![("versionId".to_owned(), version_id.to_owned())],
+            )
+            .await?;
+        if status == 204 || status == 200 {
+            Ok(())
+        } else {
+            Err(Error::Storage {
+                op: "delete version",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "S3",
+                    source: format!(
+                        "HTTP {status} deleting version {version_id}: {}",
+                        String::from_utf8_lossy(&body)
+                    )
+                    .into(),
+                }),
+            })
+        }
     }
 
     /// Lists every object under a prefix URI (recursively), sorted by URI.
