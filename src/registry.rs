@@ -2622,4 +2622,135 @@ mod tests {
         assert_eq!(r.hold_generation(T2).await.unwrap(), n);
         assert_eq!(r.lease_watermark(T2).await.unwrap().counter, n);
     }
+
+    fn stamp() -> WorldStamp {
+        WorldStamp {
+            metadata_location: "m1".into(),
+            metadata_blake3: "b1".into(),
+            protected_ref_root: "r1".into(),
+            lease_watermark: 0,
+            hold_generation: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world() {
+        let (_d, _u, reg) = fresh().await;
+        let now = Utc::now();
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
+        let a = reg
+            .candidate_record(
+                table,
+                "c-a",
+                &serde_json::json!({}),
+                &stamp(),
+                &["x".into(), "y".into()],
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(a.state, State::UnreferencedEligible);
+        // Not quarantined yet: no jump to DELETE_APPROVED, and acceptance refuses.
+        assert!(
+            reg.candidate_transition("c-a", State::DeleteApproved, "", None, None, now)
+                .await
+                .is_err()
+        );
+        let refused = reg
+            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Acceptance::Refused(ref r) if r[0].contains("not QUARANTINED")),
+            "{refused:?}"
+        );
+        reg.candidate_transition("c-a", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        // A changed world is refused, reason by reason; a dry run writes nothing.
+        let mut moved = stamp();
+        moved.metadata_blake3 = "b2".into();
+        moved.protected_ref_root = "r2".into();
+        let r = reg
+            .candidate_accept("c-a", &moved, 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Acceptance::Refused(ref v) if v.len() == 2), "{r:?}");
+        reg.hold_set(table, HoldScope::Prefix("data/x".into()), "late", now)
+            .await
+            .unwrap();
+        let r = reg
+            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("holds changed"))),
+            "{r:?}"
+        );
+        let mut held = stamp();
+        held.hold_generation = 1;
+        reg.candidate_transition("c-a", State::Quarantined, "re-stamped", None, Some(&held), now)
+            .await
+            .unwrap_err();
+        // Unreconciled unknowns on another candidate of the table block new work beyond the limit.
+        reg.candidate_record(table, "c-b", &serde_json::json!({}), &held, &["z".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-b", State::Quarantined, "", None, None, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            reg.candidate_accept("c-b", &held, 0, vec![], true, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        assert_eq!(
+            reg.candidate("c-b").await.unwrap().state,
+            State::Quarantined,
+            "a dry run changes nothing"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-b", &held, 0, vec![], false, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        reg.object_transition("c-b", "z", State::DeleteUnknown, now)
+            .await
+            .unwrap();
+        reg.candidate_record(table, "c-c", &serde_json::json!({}), &held, &["w".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-c", State::Quarantined, "", None, None, now)
+            .await
+            .unwrap();
+        let r = reg.candidate_accept("c-c", &held, 0, vec![], false, now).await.unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("DELETE_UNKNOWN"))),
+            "{r:?}"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-c", &held, 1, vec![], false, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        // Receipts are write-once rows, numbered per object.
+        assert_eq!(
+            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "requested"}), now)
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "confirmed"}), now)
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(reg.receipts("c-b").await.unwrap().len(), 2);
+        // Refusals are recorded as events.
+        assert!(
+            reg.events(table)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == EventKind::PurgeRefused)
+        );
+    }
 }

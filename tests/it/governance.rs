@@ -1034,3 +1034,36 @@ fn undelete_recovers_objects_behind_delete_markers_and_permanent_mode_deletes_ve
         g.py("t.scan().to_arrow()");
     }
 }
+
+#[test]
+fn rollback_only_to_ancestors_and_set_current_to_a_tag_are_catalog_commits_pyiceberg_sees() {
+    let g = Gov::new("");
+    let hist = g.on_table(&["--json", "inspect", "history"]).expect_code(0).json();
+    let rows = hist["history"].as_array().unwrap();
+    let ancestor = rows[rows.len() - 3]["snapshot_id"].to_string();
+    g.on_table(&["rollback", "--to", &ancestor]).expect_code(0);
+    assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), ancestor);
+    // The snapshot that was current before is no longer an ancestor: rollback refuses it.
+    let newest = rows[rows.len() - 1]["snapshot_id"].to_string();
+    let r = g.on_table(&["--json", "rollback", "--to", &newest]);
+    assert!(
+        r.expect_code(1).json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not an ancestor")
+    );
+    // set-current jumps anywhere, here to the tag, as Iceberg's set_current_snapshot does.
+    g.on_table(&["set-current", "--snapshot-id", &newest]).expect_code(0);
+    g.on_table(&["set-current", "--ref", "audit-q2"]).expect_code(0);
+    assert_eq!(
+        g.py("print(t.metadata.current_snapshot_id == t.metadata.refs['audit-q2'].snapshot_id)"),
+        "True"
+    );
+    // Through a metadata file there is no catalog to commit to.
+    let md = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["metadata_location"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    g.run(&["rollback", "--metadata", &md, "--to", &ancestor])
+        .expect_code(2);
+}
