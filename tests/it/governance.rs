@@ -174,6 +174,61 @@ impl Gov {
         self.dir.join("fx/warehouse/db/retention")
     }
 
+    /// plan → quarantine (tag mode) → drill → purge, with bundles, reports and receipts under `vault`
+    /// (any storage URI). Returns (candidate, quarantine output, purge output).
+    fn chain(&self, vault: &str) -> (Value, Value, Value) {
+        let c = self.candidate();
+        let id = c["candidate_id"].as_str().unwrap().to_owned();
+        let bundles = format!("{vault}/bundles");
+        let policy = self.policy.to_str().unwrap();
+        let key = "keys/gov-TEST-ONLY.key";
+        let q = self
+            .on_table(&[
+                "--json",
+                "quarantine",
+                &id,
+                "--policy",
+                policy,
+                "--key",
+                key,
+                "--bundles",
+                &bundles,
+            ])
+            .expect_code(0)
+            .json();
+        let plan = self.dir.join("drill-chain.toml");
+        let text = format!(
+            "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"{key}\"\nreports = \"{vault}/reports\"\n"
+        );
+        std::fs::write(&plan, text).unwrap();
+        let report = self
+            .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(0)
+            .json()["report"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let receipts = format!("{vault}/receipts");
+        let args = [
+            "--json",
+            "purge",
+            &id,
+            "--policy",
+            policy,
+            "--trust",
+            "keys",
+            "--key",
+            key,
+            "--receipts",
+            &receipts,
+            "--evidence",
+            &report,
+        ];
+        let r = self.on_table(&args).expect_code(0).json();
+        assert_eq!(r["status"], "VERIFIED", "{r}");
+        (c, q, r)
+    }
+
     /// Quarantine (tag mode) + drill: returns (candidate, evidence).
     fn quarantined(&self) -> (Value, PathBuf) {
         let c = self.candidate();
@@ -853,51 +908,8 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
     let prefix = format!("gov-{}", uuid::Uuid::new_v4());
     let g = Gov::with_warehouse("", Some(format!("s3://{bucket}/{prefix}")));
     let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
-    let c = g.candidate();
+    let (c, _, _) = g.chain(&format!("s3://{bucket}/{prefix}-vault"));
     let id = c["candidate_id"].as_str().unwrap();
-    let bundles = format!("s3://{bucket}/{prefix}-vault/bundles");
-    g.on_table(&[
-        "quarantine",
-        id,
-        "--policy",
-        g.policy.to_str().unwrap(),
-        "--key",
-        "keys/gov-TEST-ONLY.key",
-        "--bundles",
-        &bundles,
-    ])
-    .expect_code(0);
-    let plan = g.dir.join("drill-s3.toml");
-    std::fs::write(
-        &plan,
-        format!("name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"s3://{bucket}/{prefix}-vault/reports\"\n"),
-    )
-    .unwrap();
-    let report = g
-        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(0)
-        .json()["report"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let receipts = format!("s3://{bucket}/{prefix}-vault/receipts");
-    let r = g.on_table(&[
-        "--json",
-        "purge",
-        id,
-        "--policy",
-        g.policy.to_str().unwrap(),
-        "--trust",
-        "keys",
-        "--key",
-        "keys/gov-TEST-ONLY.key",
-        "--receipts",
-        &receipts,
-        "--evidence",
-        &report,
-    ]);
-    let r = r.expect_code(0).json();
-    assert_eq!(r["status"], "VERIFIED", "{r}");
     assert_eq!(
         g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
         rows
@@ -952,56 +964,8 @@ fn undelete_recovers_objects_behind_delete_markers_and_permanent_mode_deletes_ve
         let prefix = format!("undel-{}", uuid::Uuid::new_v4());
         let extra = if permanent { "objectVersioning: permanent\n" } else { "" };
         let g = Gov::with_warehouse(extra, Some(format!("s3://{bucket}/{prefix}")));
-        let c = g.candidate();
+        let (c, q, _) = g.chain(&format!("s3://{bucket}/{prefix}-vault"));
         let id = c["candidate_id"].as_str().unwrap();
-        let bundles = format!("s3://{bucket}/{prefix}-vault/bundles");
-        let q = g
-            .on_table(&[
-                "--json",
-                "quarantine",
-                id,
-                "--policy",
-                g.policy.to_str().unwrap(),
-                "--key",
-                "keys/gov-TEST-ONLY.key",
-                "--bundles",
-                &bundles,
-            ])
-            .expect_code(0)
-            .json();
-        let plan = g.dir.join("drill-s3.toml");
-        std::fs::write(
-            &plan,
-            format!("name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"s3://{bucket}/{prefix}-vault/reports\"\n"),
-        )
-        .unwrap();
-        let report = g
-            .run(&["--json", "drill", "run", plan.to_str().unwrap()])
-            .expect_code(0)
-            .json()["report"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let receipts = format!("s3://{bucket}/{prefix}-vault/receipts");
-        let r = g
-            .on_table(&[
-                "--json",
-                "purge",
-                id,
-                "--policy",
-                g.policy.to_str().unwrap(),
-                "--trust",
-                "keys",
-                "--key",
-                "keys/gov-TEST-ONLY.key",
-                "--receipts",
-                &receipts,
-                "--evidence",
-                &report,
-            ])
-            .expect_code(0)
-            .json();
-        assert_eq!(r["status"], "VERIFIED");
         let u = g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
         if permanent {
             let v = u.expect_code(1).json();
