@@ -268,7 +268,29 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             )
             .await?
         {
-            Acceptance::Refused(reasons) => return refused("REFUSED", reasons),
+            Acceptance::Refused(mut reasons) => {
+                // A ref that now points at one of the candidate's snapshots protects it for good.
+                let ids = snapshot_ids_of(&rec);
+                let covering: Vec<String> = table
+                    .refs()
+                    .iter()
+                    .filter(|(name, r)| !name.starts_with(&tag_prefix) && ids.contains(&r.snapshot_id))
+                    .map(|(name, r)| format!("ref {name} now points at snapshot {}", r.snapshot_id))
+                    .collect();
+                if !covering.is_empty() && !opts.dry_run && rec.state.can_move_to(State::Protected) {
+                    reg.candidate_transition(
+                        &opts.candidate_id,
+                        State::Protected,
+                        &covering.join("; "),
+                        None,
+                        None,
+                        now,
+                    )
+                    .await?;
+                    reasons.push(format!("the candidate is now PROTECTED: {}", covering.join("; ")));
+                }
+                return refused("REFUSED", reasons);
+            }
             Acceptance::Approved if opts.dry_run => {
                 let objects = objects_of(&rec);
                 let mut human = format!(

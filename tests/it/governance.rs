@@ -766,6 +766,16 @@ fn purge_refuses_when_the_world_changed() {
     g.py("t.manage_snapshots().create_tag(t.metadata.current_snapshot_id, 'late-tag').commit()");
     refused_with(&g.purge(id, Some(&ev), &[]), "refs changed");
 
+    // A new ref on one of the candidate's snapshots protects the candidate for good.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let sid = c["snapshot_ids"][0].to_string();
+    g.py(&format!("t.manage_snapshots().create_tag({sid}, 'keep-this').commit()"));
+    refused_with(&g.purge(id, Some(&ev), &[]), "now PROTECTED");
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED");
+
     // A stopped deleter.
     let g = Gov::new("");
     let (c, ev) = g.quarantined();
