@@ -1041,3 +1041,79 @@ fn rollback_only_to_ancestors_and_set_current_to_a_tag_are_catalog_commits_pyice
     g.run(&["rollback", "--metadata", &md, "--to", &ancestor])
         .expect_code(2);
 }
+
+/// On the PyIceberg table with a branch, a tag, a rollback and expired snapshots (read-only: plan changes
+/// nothing), nothing a retained snapshot reaches is ever a candidate.
+#[test]
+fn plan_on_a_table_with_rollback_and_expired_snapshots_keeps_every_retained_object() {
+    let tmp = tmpdir();
+    crate::util::pyfix_config(tmp.path());
+    let cfg = tmp.path().join("lakedrill.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "[registry]\nuri = \"sqlite:{}\"\n",
+        tmp.path().join("registry.db").display()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let policy = tmp.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "schema: lakehouseRetentionPolicy.v1\ntable: events\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+    )
+    .unwrap();
+    let t = ["--catalog", "pyfix", "--table", "db.events"];
+    let mut args = vec!["--json", "plan", "--policy", policy.to_str().unwrap()];
+    args.extend(t);
+    let plan = lakedrill_in(tmp.path(), &args).expect_code(0).json();
+    let exp = crate::util::expected("db.events");
+    let retained: Vec<String> = plan["protected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["snapshot_id"].to_string())
+        .collect();
+    // Every ref head and every ancestor of main is retained here (the table keeps 5 days of history).
+    for r in exp["refs"].as_array().unwrap() {
+        assert!(retained.contains(&r["snapshot_id"].to_string()), "{}", r["name"]);
+    }
+    let mut reachable = std::collections::BTreeSet::new();
+    for id in &retained {
+        for f in exp["files"][id].as_array().unwrap() {
+            reachable.insert(f["file_path"].as_str().unwrap().to_owned());
+        }
+        for m in exp["manifests"][id].as_array().unwrap() {
+            reachable.insert(m["path"].as_str().unwrap().to_owned());
+        }
+    }
+    let mut candidates = 0;
+    for c in plan["candidates"].as_array().unwrap() {
+        for o in c["objects"].as_array().unwrap() {
+            let rel = o["path"].as_str().unwrap();
+            assert!(
+                !reachable.iter().any(|r| r.ends_with(&format!("/{rel}"))),
+                "{rel} is reachable from a retained snapshot"
+            );
+            candidates += 1;
+        }
+    }
+    // The rolled-back snapshot that is no ancestor of main (and no ref head) is the one expirable snapshot.
+    let non_ancestors: Vec<String> = exp["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["is_current_ancestor"] == false)
+        .map(|h| h["snapshot_id"].to_string())
+        .collect();
+    let expirable: Vec<String> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "expired-snapshots")
+        .flat_map(|c| c["snapshot_ids"].as_array().unwrap().iter().map(ToString::to_string))
+        .collect();
+    assert!(
+        !expirable.is_empty() && expirable.iter().all(|e| non_ancestors.contains(e)),
+        "{expirable:?} vs {non_ancestors:?}"
+    );
+    assert!(candidates > 0);
+}
