@@ -638,7 +638,10 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         },
     )
     .await?;
-    say(quiet, &format!("purge {}", purge.json["status"].as_str().unwrap_or("?")));
+    say(
+        quiet,
+        &format!("purge {}", purge.json["status"].as_str().unwrap_or("?")),
+    );
     human.push_str(&format!("\n== purge\n{}", purge.human));
     let after = commands::inspect_table(
         &demo_ctx,

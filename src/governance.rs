@@ -114,8 +114,11 @@ pub async fn gather(
     let uuid = table.metadata().uuid().to_string();
     let concurrency = ctx.storage.options().io_concurrency.get();
     let mut snapshots = Vec::new();
+    let cache = tree::ManifestCache::default();
     for s in table.snapshots_sorted() {
-        let objects = match tree::read_tree(table, &ctx.storage, s.snapshot_id(), concurrency).await {
+        let objects = match tree::read_tree_cached(table, &ctx.storage, s.snapshot_id(), concurrency, Some(&cache))
+            .await
+        {
             Ok(t) => {
                 let rel = |w: &str| table.location().relative(w);
                 let mut objs = vec![ObjectRef {
