@@ -491,7 +491,7 @@ async fn execute(
             }
         }
     }
-    finish(ctx, reg, candidate_id, key, &dir, halted, policy).await
+    finish(ctx, reg, candidate_id, key, &dir, halted).await
 }
 
 fn anyhow_chain(e: &Error) -> String {
@@ -537,7 +537,6 @@ async fn finish(
     key: &SigningKey,
     dir: &str,
     halted: Vec<String>,
-    _policy: &Policy,
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
@@ -660,7 +659,10 @@ pub async fn reconcile(
     let key = crate::keys::load_signing_key(key)?;
     let reg = governance::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
-    let table = ctx.table(source).await?;
+    let table = governance::bound_table(ctx, source, &policy).await?;
+    if table.metadata().uuid().to_string() != rec.table_uuid {
+        return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
+    }
     let root = table.location().root_uri().to_owned();
     let objects = objects_of(&rec);
     let states = reg.object_states(candidate_id).await?;
@@ -690,7 +692,7 @@ pub async fn reconcile(
         }
     }
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    finish(ctx, &reg, candidate_id, &key, &dir, Vec::new(), &policy).await
+    finish(ctx, &reg, candidate_id, &key, &dir, Vec::new()).await
 }
 
 /// `lakedrill deleter stop|start`.
