@@ -11,7 +11,7 @@
 //! 2. removes the candidate's quarantine tags and snapshots from the table in one catalog commit, so
 //!    that no metadata points at an object about to disappear;
 //! 3. deletes exactly the inventory — never a fresh listing — in bounded batches, re-checking the stop
-//!    switch and the hold generation between batches;
+//!    switch, the hold generation, the lease watermark and the candidate's state between batches;
 //! 4. records a write-once receipt before and after every delete, and re-checks every object: an
 //!    object is `VERIFIED` only when a re-check shows it gone; anything uncertain (an error, a lost
 //!    response, a re-check that disagrees) is `DELETE_UNKNOWN`, never counted as deleted;
@@ -401,7 +401,10 @@ async fn execute(
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
     let uuid = rec.table_uuid.clone();
-    let hold_generation = rec.stamp.hold_generation;
+    // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
+    // already sent it to PROTECTED, which stops it too, also across resumes).
+    let hold_generation = reg.hold_generation(&uuid).await?;
+    let lease_watermark = reg.lease_watermark(&uuid).await?.counter;
     let states: BTreeMap<String, State> = reg
         .object_states(candidate_id)
         .await?
@@ -421,6 +424,15 @@ async fn execute(
         }
         if reg.hold_generation(&uuid).await? != hold_generation {
             halted.push("a hold changed during the purge: no further deletes".to_owned());
+            break;
+        }
+        if reg.lease_watermark(&uuid).await?.counter != lease_watermark {
+            halted.push("leases changed during the purge: no further deletes".to_owned());
+            break;
+        }
+        let now_state = reg.candidate(candidate_id).await?.state;
+        if now_state == State::Protected {
+            halted.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
             break;
         }
         for o in batch {
