@@ -177,7 +177,7 @@ pub enum Command {
         /// Signing key (PKCS#8 PEM).
         #[arg(long)]
         key: PathBuf,
-        /// Folder or prefix URI for bundles; the bundle goes to OUT/<bundle id>/.
+        /// Folder or prefix URI for bundles; the bundle goes to `OUT/<bundle id>/`.
         #[arg(long)]
         out: String,
     },

@@ -119,7 +119,7 @@ impl SnapshotTree {
 /// Reduces a parsed manifest to its live entries (pure).
 ///
 /// # Errors
-/// [`Error::PathOutsideTable`] when an entry points outside the table.
+/// [`crate::Error::PathOutsideTable`] when an entry points outside the table.
 pub fn live_entries(table: &Table, entry: &ManifestFile, manifest: &Manifest) -> Result<(Vec<FileEntry>, usize)> {
     let meta = manifest.metadata();
     let spec = meta.partition_spec();
