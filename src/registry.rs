@@ -651,29 +651,9 @@ impl Registry {
     pub async fn lease_release(&self, lease_id: &str, now: DateTime<Utc>) -> Result<Lease, RegistryError> {
         const OP: &str = "lease_release";
         let mut change = self.change(OP).await?;
-        let row = sqlx::query("SELECT * FROM leases WHERE lease_id = ?")
-            .bind(lease_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "lease",
-                id: lease_id.to_owned(),
-            })?;
+        let row = end_record(&mut change, EndedRecord::LEASE, lease_id, now).await?;
         let mut lease = lease_from_row(&row, now).map_err(query(OP))?;
-        if lease.released_at.is_some() {
-            return Err(RegistryError::AlreadyEnded {
-                what: "lease",
-                id: lease_id.to_owned(),
-            });
-        }
         bump_table_counter(&mut change.tx, &lease.table_uuid, Counter::Lease)
-            .await
-            .map_err(query(OP))?;
-        sqlx::query("UPDATE leases SET released_at = ? WHERE lease_id = ?")
-            .bind(fmt_time(now))
-            .bind(lease_id)
-            .execute(&mut *change.tx)
             .await
             .map_err(query(OP))?;
         lease.released_at = Some(now);
@@ -781,29 +761,9 @@ impl Registry {
     pub async fn hold_clear(&self, hold_id: &str, now: DateTime<Utc>) -> Result<Hold, RegistryError> {
         const OP: &str = "hold_clear";
         let mut change = self.change(OP).await?;
-        let row = sqlx::query("SELECT * FROM holds WHERE hold_id = ?")
-            .bind(hold_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "hold",
-                id: hold_id.to_owned(),
-            })?;
+        let row = end_record(&mut change, EndedRecord::HOLD, hold_id, now).await?;
         let mut hold = hold_from_row(&row).map_err(query(OP))?;
-        if hold.cleared_at.is_some() {
-            return Err(RegistryError::AlreadyEnded {
-                what: "hold",
-                id: hold_id.to_owned(),
-            });
-        }
         bump_table_counter(&mut change.tx, &hold.table_uuid, Counter::Hold)
-            .await
-            .map_err(query(OP))?;
-        sqlx::query("UPDATE holds SET cleared_at = ? WHERE hold_id = ?")
-            .bind(fmt_time(now))
-            .bind(hold_id)
-            .execute(&mut *change.tx)
             .await
             .map_err(query(OP))?;
         hold.cleared_at = Some(now);
@@ -893,28 +853,8 @@ impl Registry {
     pub async fn writer_end(&self, writer_id: &str, now: DateTime<Utc>) -> Result<Writer, RegistryError> {
         const OP: &str = "writer_end";
         let mut change = self.change(OP).await?;
-        let row = sqlx::query("SELECT * FROM writers WHERE writer_id = ?")
-            .bind(writer_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "writer",
-                id: writer_id.to_owned(),
-            })?;
+        let row = end_record(&mut change, EndedRecord::WRITER, writer_id, now).await?;
         let mut writer = writer_from_row(&row).map_err(query(OP))?;
-        if writer.ended_at.is_some() {
-            return Err(RegistryError::AlreadyEnded {
-                what: "writer",
-                id: writer_id.to_owned(),
-            });
-        }
-        sqlx::query("UPDATE writers SET ended_at = ? WHERE writer_id = ?")
-            .bind(fmt_time(now))
-            .bind(writer_id)
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
         writer.ended_at = Some(now);
         writer.open = false;
         change
@@ -1172,6 +1112,70 @@ impl Change {
             .map_err(query(self.op))?;
         self.tx.commit().await.map_err(query(self.op))
     }
+}
+
+/// A kind of record that ends (a lease is released, a hold cleared, a writer ended). The names are
+/// fixed identifiers of the schema, never user input.
+struct EndedRecord {
+    what: &'static str,
+    select: &'static str,
+    update: &'static str,
+    ended_column: &'static str,
+}
+
+impl EndedRecord {
+    const LEASE: EndedRecord = EndedRecord {
+        what: "lease",
+        select: "SELECT * FROM leases WHERE lease_id = ?",
+        update: "UPDATE leases SET released_at = ? WHERE lease_id = ?",
+        ended_column: "released_at",
+    };
+    const HOLD: EndedRecord = EndedRecord {
+        what: "hold",
+        select: "SELECT * FROM holds WHERE hold_id = ?",
+        update: "UPDATE holds SET cleared_at = ? WHERE hold_id = ?",
+        ended_column: "cleared_at",
+    };
+    const WRITER: EndedRecord = EndedRecord {
+        what: "writer",
+        select: "SELECT * FROM writers WHERE writer_id = ?",
+        update: "UPDATE writers SET ended_at = ? WHERE writer_id = ?",
+        ended_column: "ended_at",
+    };
+}
+
+/// Ends one record inside `change`: refuses an unknown id or one already ended, then stamps its end
+/// time with `now`. Returns the row as it was before the change.
+async fn end_record(
+    change: &mut Change,
+    kind: EndedRecord,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<SqliteRow, RegistryError> {
+    let op = change.op;
+    let row = sqlx::query(kind.select)
+        .bind(id)
+        .fetch_optional(&mut *change.tx)
+        .await
+        .map_err(query(op))?
+        .ok_or_else(|| RegistryError::NotFound {
+            what: kind.what,
+            id: id.to_owned(),
+        })?;
+    let ended: Option<String> = row.try_get(kind.ended_column).map_err(query(op))?;
+    if ended.is_some() {
+        return Err(RegistryError::AlreadyEnded {
+            what: kind.what,
+            id: id.to_owned(),
+        });
+    }
+    sqlx::query(kind.update)
+        .bind(fmt_time(now))
+        .bind(id)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(op))?;
+    Ok(row)
 }
 
 /// Which per-table counter to bump.
