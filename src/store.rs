@@ -369,25 +369,32 @@ impl Storage {
             }
             object_store::GetResultPayload::Stream(stream) => stream,
         };
+        // Hashing is CPU work and stays off the async workers: chunks are gathered into buffers of
+        // up to 1 MiB (bounded memory whatever the object's size) and each buffer is hashed on the
+        // rayon pool while the next reads are in flight (tokio's spawn_blocking docs point CPU work at rayon).
+        const BUFFER: usize = 1 << 20;
+        let hash_on_rayon = |mut hasher: blake3::Hasher, buf: Vec<u8>| async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            rayon::spawn(move || {
+                hasher.update(&buf);
+                let _ = tx.send(hasher);
+            });
+            rx.await
+                .map_err(|_| Error::Internal(format!("hash task for {uri} ended without a result")))
+        };
         let mut hasher = blake3::Hasher::new();
         let mut read = 0u64;
+        let mut buf: Vec<u8> = Vec::with_capacity(BUFFER);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
             read += chunk.len() as u64;
-            // Hashing is CPU work: large chunks go to the rayon pool so the async workers keep
-            // the next reads in flight (tokio's spawn_blocking docs point CPU work at rayon).
-            if chunk.len() >= 1 << 20 {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                rayon::spawn(move || {
-                    hasher.update(&chunk);
-                    let _ = tx.send(hasher);
-                });
-                hasher = rx
-                    .await
-                    .map_err(|_| Error::Internal(format!("hash task for {uri} ended without a result")))?;
-            } else {
-                hasher.update(&chunk);
+            buf.extend_from_slice(&chunk);
+            if buf.len() >= BUFFER {
+                hasher = hash_on_rayon(hasher, std::mem::replace(&mut buf, Vec::with_capacity(BUFFER))).await?;
             }
+        }
+        if !buf.is_empty() {
+            hasher = hash_on_rayon(hasher, buf).await?;
         }
         Ok(Hashed {
             info,
@@ -673,5 +680,20 @@ mod tests {
         assert!(s.head("memory:///a/missing").await.unwrap().is_none());
         let err = s.get("memory:///a/missing").await.unwrap_err();
         assert!(err.to_string().contains("memory:///a/missing"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streamed_digest_equals_one_shot_digest_at_buffer_boundaries() {
+        let s = Storage::new(StorageOptions::default());
+        for size in [0usize, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 12_345] {
+            let data: Vec<u8> = (0..size)
+                .map(|i| u8::try_from((i * 31 + i / 7) % 251).unwrap())
+                .collect();
+            let uri = format!("memory:///sizes/{size}");
+            s.put(&uri, Bytes::from(data.clone())).await.unwrap();
+            let h = s.hash(&uri).await.unwrap();
+            assert_eq!(h.bytes_read, size as u64);
+            assert_eq!(h.blake3, blake3::hash(&data).to_hex().to_string(), "size {size}");
+        }
     }
 }
