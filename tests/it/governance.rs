@@ -132,7 +132,8 @@ impl Gov {
         PathBuf::from(r["report"].as_str().unwrap().trim_start_matches("file://"))
     }
 
-    fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
+    /// The arguments of `purge` for this fixture (the table arguments are added by the runner).
+    fn purge_args<'a>(&'a self, id: &'a str, evidence: Option<&'a Path>) -> Vec<&'a str> {
         let mut a = vec![
             "--json",
             "purge",
@@ -149,6 +150,11 @@ impl Gov {
         if let Some(e) = evidence {
             a.extend(["--evidence", e.to_str().unwrap()]);
         }
+        a
+    }
+
+    fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
+        let mut a = self.purge_args(id, evidence);
         a.extend(extra);
         self.on_table(&a)
     }
@@ -807,25 +813,7 @@ fn lost_responses_and_5xx_end_in_delete_unknown_that_reconcile_settles() {
         let id = c["candidate_id"].as_str().unwrap();
         let n = c["objects"].as_array().unwrap().len();
         let policy = g.policy.to_str().unwrap();
-        let code = with_failpoints(
-            &g,
-            spec,
-            &[
-                "--json",
-                "purge",
-                id,
-                "--policy",
-                policy,
-                "--trust",
-                "keys",
-                "--key",
-                "keys/gov-TEST-ONLY.key",
-                "--receipts",
-                "receipts",
-                "--evidence",
-                ev.to_str().unwrap(),
-            ],
-        );
+        let code = with_failpoints(&g, spec, &g.purge_args(id, Some(&ev)));
         assert_eq!(code, Some(1), "{spec}");
         let st = g.run(&["--json", "status", id]).expect_code(0).json();
         assert_eq!(
@@ -873,22 +861,7 @@ fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
         let id = c["candidate_id"].as_str().unwrap();
         let n = c["objects"].as_array().unwrap().len();
         assert!(n > kill_after);
-        let policy = g.policy.to_str().unwrap();
-        let args = [
-            "--json",
-            "purge",
-            id,
-            "--policy",
-            policy,
-            "--trust",
-            "keys",
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--receipts",
-            "receipts",
-            "--evidence",
-            ev.to_str().unwrap(),
-        ];
+        let args = g.purge_args(id, Some(&ev));
         let code = with_failpoints(&g, &format!("abort-after={kill_after}"), &args);
         assert_eq!(code, None, "the process was killed");
         let st = g.run(&["--json", "status", id]).expect_code(0).json();
