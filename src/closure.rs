@@ -102,6 +102,51 @@ pub struct Protections {
     pub holds: Vec<(String, HoldScope)>,
     /// Open writers' staging prefixes (relative to the table location), with writer ids.
     pub writers: Vec<(String, String)>,
+    /// Deletion-right requests of the latest governance decision.
+    pub deletion_rights: Vec<DeletionRight>,
+}
+
+/// A deletion-right request: a scope that must be deleted by a deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionRight {
+    /// The request's id (from the decision).
+    pub id: String,
+    /// What must be deleted.
+    pub scope: DeletionScope,
+    /// The deadline, epoch ms.
+    pub deadline_ms: i64,
+}
+
+/// The scope of a deletion right.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionScope {
+    /// One snapshot (its objects that no retained snapshot shares).
+    Snapshot(i64),
+    /// Every object at or under a path (relative to the table location): one object, or the files that held
+    /// the rows.
+    Path(String),
+}
+
+/// Where a deletion right stands in this plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionRightStatus {
+    /// The request's id.
+    pub id: String,
+    /// The scope as written (`snapshot:ID` or `path:PATH`).
+    pub scope: String,
+    /// The deadline, epoch ms.
+    pub deadline_ms: i64,
+    /// `conflict` (a legal hold covers the scope: it stays protected until a decision releases it),
+    /// `blocked` (a ref, the current snapshot, a lease or a checkpoint still retains it), `candidate` (its
+    /// snapshots are in the candidate regardless of `minSnapshotAge`), or `fulfilled` (nothing in the scope is
+    /// left in the table or the listing).
+    pub status: String,
+    /// The snapshots the scope reaches.
+    pub snapshot_ids: Vec<i64>,
+    /// Why it is in conflict or blocked.
+    pub reasons: Vec<String>,
+    /// Past its deadline and not fulfilled.
+    pub overdue: bool,
 }
 
 /// Table-level retention defaults (table properties `history.expire.*`).
@@ -212,6 +257,9 @@ pub struct Plan {
     pub differences: Vec<Difference>,
     /// Things the operator should know (unreadable snapshots, protected refs that do not exist …).
     pub warnings: Vec<String>,
+    /// Deletion-right requests and where each stands.
+    #[serde(default)]
+    pub deletion_rights: Vec<DeletionRightStatus>,
 }
 
 /// Canonical root of a candidate inventory.
@@ -260,6 +308,55 @@ fn branch_keeps(
     out
 }
 
+struct RightScope<'a> {
+    right: &'a DeletionRight,
+    snapshot_ids: Vec<i64>,
+    conflicts: Vec<String>,
+}
+
+/// The snapshots each deletion right reaches and the legal holds that cover it.
+fn deletion_right_scopes<'a>(input: &'a PlanInput, by_id: &BTreeMap<i64, &SnapshotInfo>) -> Vec<RightScope<'a>> {
+    input
+        .protections
+        .deletion_rights
+        .iter()
+        .map(|right| {
+            let snapshot_ids: Vec<i64> = match &right.scope {
+                DeletionScope::Snapshot(id) => by_id.contains_key(id).then_some(*id).into_iter().collect(),
+                DeletionScope::Path(p) => by_id
+                    .values()
+                    .filter(|s| s.objects.as_ref().is_some_and(|o| o.iter().any(|o| under(&o.path, p))))
+                    .map(|s| s.snapshot_id)
+                    .collect(),
+            };
+            let mut conflicts = Vec::new();
+            for (hold, scope) in &input.protections.holds {
+                let covered = match scope {
+                    HoldScope::Table => true,
+                    HoldScope::Snapshot(id) => snapshot_ids.contains(id),
+                    HoldScope::Prefix(hp) => match &right.scope {
+                        DeletionScope::Path(p) => under(p, hp) || under(hp, p),
+                        DeletionScope::Snapshot(_) => snapshot_ids.iter().any(|id| {
+                            by_id[id]
+                                .objects
+                                .as_ref()
+                                .is_some_and(|o| o.iter().any(|o| under(&o.path, hp)))
+                        }),
+                    },
+                };
+                if covered {
+                    conflicts.push(format!("hold:{hold}"));
+                }
+            }
+            RightScope {
+                right,
+                snapshot_ids,
+                conflicts,
+            }
+        })
+        .collect()
+}
+
 /// Computes the plan (pure).
 #[must_use]
 #[allow(clippy::too_many_lines)]
@@ -278,6 +375,14 @@ pub fn plan(input: &PlanInput) -> Plan {
         .iter()
         .find(|(_, s)| *s == HoldScope::Table)
         .map(|(id, _)| id.clone());
+    // Deletion rights: which snapshots each reaches, and whether a legal hold covers it.
+    let rights = deletion_right_scopes(input, &by_id);
+    // Snapshots of rights that no hold covers lose the `minSnapshotAge` floor (and only that).
+    let exempt: BTreeSet<i64> = rights
+        .iter()
+        .filter(|r| r.conflicts.is_empty())
+        .flat_map(|r| r.snapshot_ids.iter().copied())
+        .collect();
     // Refs: every head, and each branch's retained history (with minSnapshotAge as the age floor).
     for r in &input.refs {
         add(r.snapshot_id, format!("ref:{}", r.name), &mut reasons);
@@ -286,12 +391,13 @@ pub fn plan(input: &PlanInput) -> Plan {
                 .min_snapshots_to_keep
                 .unwrap_or(input.defaults.min_snapshots_to_keep)
                 .max(1);
-            let max_age = r
-                .max_snapshot_age_ms
-                .unwrap_or(input.defaults.max_snapshot_age_ms)
-                .max(input.min_snapshot_age_ms);
+            let own_age = r.max_snapshot_age_ms.unwrap_or(input.defaults.max_snapshot_age_ms);
+            let max_age = own_age.max(input.min_snapshot_age_ms);
+            let unfloored = branch_keeps(&by_id, r.snapshot_id, min_keep, own_age, input.now_ms);
             for id in branch_keeps(&by_id, r.snapshot_id, min_keep, max_age, input.now_ms) {
-                add(id, format!("branch-retention:{}", r.name), &mut reasons);
+                if !exempt.contains(&id) || unfloored.contains(&id) {
+                    add(id, format!("branch-retention:{}", r.name), &mut reasons);
+                }
             }
         }
     }
@@ -309,7 +415,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         add(c, "current".into(), &mut reasons);
     }
     for s in &input.snapshots {
-        if input.now_ms - s.timestamp_ms < input.min_snapshot_age_ms {
+        if input.now_ms - s.timestamp_ms < input.min_snapshot_age_ms && !exempt.contains(&s.snapshot_id) {
             add(s.snapshot_id, "min-snapshot-age".into(), &mut reasons);
         }
         if let Some(h) = &table_hold {
@@ -519,7 +625,53 @@ pub fn plan(input: &PlanInput) -> Plan {
         }
     }
     differences.sort_by(|a, b| a.subject.cmp(&b.subject));
+    let in_candidate: BTreeSet<i64> = candidates.iter().flat_map(|c| c.snapshot_ids.iter().copied()).collect();
+    let deletion_rights = rights
+        .into_iter()
+        .map(|r| {
+            let retained: Vec<String> = r
+                .snapshot_ids
+                .iter()
+                .filter_map(|id| {
+                    reasons
+                        .get(id)
+                        .map(|why| format!("snapshot {id}: {}", why.iter().cloned().collect::<Vec<_>>().join(", ")))
+                })
+                .collect();
+            let leftover = match &r.right.scope {
+                DeletionScope::Snapshot(_) => false,
+                DeletionScope::Path(p) => input
+                    .listing
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|o| under(&o.path, p))),
+            };
+            let (status, why) = if !r.conflicts.is_empty() {
+                ("conflict", r.conflicts)
+            } else if !retained.is_empty() {
+                ("blocked", retained)
+            } else if r.snapshot_ids.iter().any(|id| in_candidate.contains(id)) {
+                ("candidate", Vec::new())
+            } else if r.snapshot_ids.is_empty() && !leftover {
+                ("fulfilled", Vec::new())
+            } else {
+                ("blocked", vec!["objects in the scope are left but in no candidate (orphans wait for orphanSafetyInterval)".to_owned()])
+            };
+            DeletionRightStatus {
+                id: r.right.id.clone(),
+                scope: match &r.right.scope {
+                    DeletionScope::Snapshot(id) => format!("snapshot:{id}"),
+                    DeletionScope::Path(p) => format!("path:{p}"),
+                },
+                deadline_ms: r.right.deadline_ms,
+                overdue: status != "fulfilled" && input.now_ms > r.right.deadline_ms,
+                status: status.to_owned(),
+                snapshot_ids: r.snapshot_ids,
+                reasons: why,
+            }
+        })
+        .collect();
     Plan {
+        deletion_rights,
         protected: reasons
             .into_iter()
             .map(|(snapshot_id, r)| Protected {

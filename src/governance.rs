@@ -81,7 +81,8 @@ pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: O
 }
 
 /// A path given by an operator (relative, or absolute under the table) as a path relative to the table location.
-fn relative_prefix(table: &Table, p: &str) -> String {
+#[must_use]
+pub fn relative_prefix(table: &Table, p: &str) -> String {
     table
         .location()
         .relative(p)
@@ -245,6 +246,7 @@ pub async fn gather(
             .writers
             .push((w.writer_id, relative_prefix(table, &w.prefix)));
     }
+    protections.deletion_rights = crate::decision::deletion_rights(table, reg).await?;
     Ok(PlanInput {
         table_uuid: uuid,
         generation_blake3: table.generation().metadata_blake3.clone(),
@@ -394,6 +396,41 @@ async fn protect_covered(
     Ok(moved)
 }
 
+/// Sends every recorded candidate of the table that a new hold covers to `PROTECTED`; returns their ids.
+///
+/// # Errors
+/// Registry errors.
+pub async fn protect_covered_by_hold(
+    reg: &Registry,
+    table: &Table,
+    table_uuid: &str,
+    hold_id: &str,
+    scope: &HoldScope,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let rel = if let HoldScope::Prefix(p) = scope {
+        Some(relative_prefix(table, p))
+    } else {
+        None
+    };
+    protect_covered(
+        reg,
+        table_uuid,
+        &format!("hold {hold_id}"),
+        |ids, paths| match scope {
+            HoldScope::Table => true,
+            HoldScope::Snapshot(id) => ids.contains(id),
+            HoldScope::Prefix(_) => rel.as_deref().is_some_and(|p| {
+                paths
+                    .iter()
+                    .any(|x| x == p || x.starts_with(&format!("{}/", p.trim_end_matches('/'))))
+            }),
+        },
+        now,
+    )
+    .await
+}
+
 /// `lakedrill lease add`.
 ///
 /// # Errors
@@ -470,27 +507,7 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
     let now = Utc::now();
     let uuid = table.metadata().uuid().to_string();
     let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
-    let rel = if let HoldScope::Prefix(p) = &scope {
-        Some(relative_prefix(&table, p))
-    } else {
-        None
-    };
-    let protected = protect_covered(
-        &reg,
-        &uuid,
-        &format!("hold {}", hold.hold_id),
-        |ids, paths| match &scope {
-            HoldScope::Table => true,
-            HoldScope::Snapshot(id) => ids.contains(id),
-            HoldScope::Prefix(_) => rel.as_deref().is_some_and(|p| {
-                paths
-                    .iter()
-                    .any(|x| x == p || x.starts_with(&format!("{}/", p.trim_end_matches('/'))))
-            }),
-        },
-        now,
-    )
-    .await?;
+    let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
     let human = format!(
         "hold {} ({}) at hold generation {}\n",
         hold.hold_id, hold.scope, hold.hold_generation

@@ -407,9 +407,24 @@ pub struct Policy {
     reclamation_implementation_digest: Option<String>,
     evidence_max_age: chrono::Duration,
     max_unreconciled_unknowns: u32,
+    regulated_data: Option<bool>,
+    min_quarantine_period: Option<chrono::Duration>,
 }
 
 impl Policy {
+    /// `regulatedData` as declared: `Some(false)` only when the policy explicitly says the table holds no
+    /// regulated data (required for the `test` rollout stage); `None` when the policy does not say.
+    #[must_use]
+    pub fn regulated_data(&self) -> Option<bool> {
+        self.regulated_data
+    }
+
+    /// `minQuarantinePeriod`: how long a candidate stays quarantined before a purge may be accepted, if set.
+    #[must_use]
+    pub fn min_quarantine_period(&self) -> Option<chrono::Duration> {
+        self.min_quarantine_period
+    }
+
     /// The `schema` value, always [`SCHEMA_V1`].
     #[must_use]
     pub fn schema(&self) -> &'static str {
@@ -789,6 +804,10 @@ struct RawPolicy {
     evidence_max_age: Scalar,
     #[serde(default)]
     max_unreconciled_unknowns: Scalar,
+    #[serde(default)]
+    regulated_data: Scalar,
+    #[serde(default)]
+    min_quarantine_period: Scalar,
 }
 
 /// One `disasterRecoveryPoints` entry as written.
@@ -890,7 +909,24 @@ impl RawPolicy {
                 format!("must be at most {}, got {max_unreconciled_unknowns}", u32::MAX),
             )
         })?;
+        let regulated_data = match &self.regulated_data {
+            Scalar::Absent => None,
+            Scalar::Bool(b) => Some(*b),
+            Scalar::Null => return Err(null_not_allowed("regulatedData")),
+            other => {
+                return Err(FieldError::new(
+                    "regulatedData",
+                    format!("must be true or false (unquoted), got {}", other.describe()),
+                ));
+            }
+        };
+        let min_quarantine_period = match &self.min_quarantine_period {
+            Scalar::Absent => None,
+            v => Some(duration("minQuarantinePeriod", v, None)?.value),
+        };
         Ok(Policy {
+            regulated_data,
+            min_quarantine_period,
             source_name: String::new(),
             digest,
             table,

@@ -44,8 +44,16 @@ use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
+mod rollout;
+pub use rollout::{
+    DecisionRecord, GovernanceHoldChange, NewDecision, ObservationRecord, QuarantineExtension, RolloutChange,
+    RolloutRecord, RolloutStage,
+};
+
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added rollout stages, governance decisions, quarantine extensions and rollout observations. A
+/// version-1 build must not open a version-2 file: it would ignore `report-only` stages and purge.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a change waits for another process's write transaction before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,6 +150,59 @@ CREATE TABLE IF NOT EXISTS receipts (
     created_at       TEXT    NOT NULL,
     PRIMARY KEY (candidate_id, path, attempt)
 );
+CREATE TABLE IF NOT EXISTS rollout_stages (
+    table_uuid       TEXT PRIMARY KEY,
+    table_name       TEXT    NOT NULL,
+    stage            TEXT    NOT NULL,
+    reason           TEXT    NOT NULL,
+    changed_by       TEXT    NOT NULL,
+    changed_at       TEXT    NOT NULL,
+    policy_digest    TEXT,
+    generation       INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rollout_changes (
+    generation       INTEGER PRIMARY KEY,
+    table_uuid       TEXT    NOT NULL,
+    table_name       TEXT    NOT NULL,
+    from_stage       TEXT    NOT NULL,
+    to_stage         TEXT    NOT NULL,
+    reason           TEXT    NOT NULL,
+    changed_by       TEXT    NOT NULL,
+    changed_at       TEXT    NOT NULL,
+    policy_digest    TEXT
+);
+CREATE INDEX IF NOT EXISTS rollout_changes_by_table ON rollout_changes (table_uuid);
+CREATE TABLE IF NOT EXISTS decisions (
+    version          INTEGER PRIMARY KEY,
+    table_uuid       TEXT    NOT NULL,
+    issuer           TEXT    NOT NULL,
+    keyid            TEXT    NOT NULL,
+    envelope_sha256  TEXT    NOT NULL,
+    decision_json    TEXT    NOT NULL,
+    applied_at       TEXT    NOT NULL,
+    generation       INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS governance_holds (
+    table_uuid       TEXT    NOT NULL,
+    hold_key         TEXT    NOT NULL,
+    hold_id          TEXT    NOT NULL,
+    PRIMARY KEY (table_uuid, hold_key)
+);
+CREATE TABLE IF NOT EXISTS quarantine_extensions (
+    generation       INTEGER PRIMARY KEY,
+    candidate_id     TEXT    NOT NULL,
+    not_before       TEXT    NOT NULL,
+    reason           TEXT    NOT NULL,
+    extended_at      TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS quarantine_extensions_by_candidate ON quarantine_extensions (candidate_id);
+CREATE TABLE IF NOT EXISTS rollout_observations (
+    observation_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    table_uuid       TEXT    NOT NULL,
+    observed_at      TEXT    NOT NULL,
+    report_json      TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rollout_observations_by_table ON rollout_observations (table_uuid, observed_at);
 ";
 
 /// Everything that can go wrong in the registry. Each variant means "could not decide": do not delete.
@@ -189,6 +250,14 @@ pub enum RegistryError {
         field: &'static str,
         /// The rule it breaks.
         reason: String,
+    },
+    /// A governance decision whose version is not above the latest applied one.
+    #[error("decision version {version} is not newer than the latest applied version {latest}; refused")]
+    VersionNotNewer {
+        /// The version offered.
+        version: i64,
+        /// The latest applied version.
+        latest: i64,
     },
     /// The registry file was written by a newer lakedrill.
     #[error("registry schema version {found} is newer than the supported version {supported}; upgrade lakedrill")]
@@ -405,10 +474,19 @@ pub enum EventKind {
     PurgeRefused,
     /// A deletion receipt was recorded.
     ReceiptRecorded,
+    /// A table's rollout stage changed.
+    RolloutStageSet,
+    /// A governance decision was applied.
+    DecisionApplied,
+    /// A candidate's quarantine was extended.
+    QuarantineExtended,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 12] = [
+    const ALL: [EventKind; 15] = [
+        EventKind::RolloutStageSet,
+        EventKind::DecisionApplied,
+        EventKind::QuarantineExtended,
         EventKind::LeaseAdded,
         EventKind::LeaseReleased,
         EventKind::HoldSet,
@@ -439,6 +517,9 @@ impl EventKind {
             EventKind::ReceiptRecorded => "receipt_recorded",
             EventKind::DeleterStopped => "deleter_stopped",
             EventKind::DeleterStarted => "deleter_started",
+            EventKind::RolloutStageSet => "rollout_stage_set",
+            EventKind::DecisionApplied => "decision_applied",
+            EventKind::QuarantineExtended => "quarantine_extended",
         }
     }
 }
@@ -557,6 +638,13 @@ impl Registry {
             sqlx::query(statement).execute(&mut *tx).await.map_err(query(OP))?;
         }
         sqlx::query("INSERT OR IGNORE INTO registry_state (id, schema_version, generation) VALUES (1, ?, 0)")
+            .bind(SCHEMA_VERSION)
+            .execute(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        // Migration 1 → 2 only adds tables (created above); every table starts in `report-only`.
+        sqlx::query("UPDATE registry_state SET schema_version = ? WHERE id = 1 AND schema_version < ?")
+            .bind(SCHEMA_VERSION)
             .bind(SCHEMA_VERSION)
             .execute(&mut *tx)
             .await
@@ -1817,6 +1905,26 @@ impl Registry {
         let switch = read_deleter_switch(&mut change.tx).await.map_err(query(OP))?;
         if switch.stopped {
             reasons.push(format!("the deleter is stopped ({})", switch.reason));
+        }
+        // Read in the acceptance transaction, so that a stage change or an extension racing the purge wins.
+        let stage = rollout::read_stage(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if stage.stage == RolloutStage::ReportOnly {
+            reasons.push(format!(
+                "the table is in rollout stage report-only ({}); `lakedrill rollout set` moves it to a stage that deletes",
+                if stage.changed_at.is_some() { stage.reason.as_str() } else { "the default for every table" }
+            ));
+        }
+        if let Some(not_before) = rollout::read_not_before(&mut change.tx, candidate_id)
+            .await
+            .map_err(query(OP))?
+            && now < not_before
+        {
+            reasons.push(format!(
+                "the quarantine was extended: no purge before {}",
+                not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
+            ));
         }
         let watermark = read_lease_watermark(&mut change.tx, &rec.table_uuid)
             .await
