@@ -258,31 +258,61 @@ pub enum Command {
         #[arg(long)]
         policy: PathBuf,
     },
-    /// Candidate and object states.
+    /// Candidate and object states, the table's rollout stage and the deleter switch.
     Status {
         /// A candidate id (else: every candidate of the addressed table).
         candidate: Option<String>,
         #[command(flatten)]
         table: TableArgs,
+        /// The retention policy: also report its implementation-digest binding and deletion-right requests.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
-    /// Seal a candidate's snapshots and pin (tag mode) or remove (bundle mode) them in one catalog commit.
+    /// Seal a candidate's snapshots and pin (tag mode) or remove (bundle mode) them in one catalog commit;
+    /// `quarantine extend` postpones a quarantined candidate's purge.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Quarantine {
+        #[command(subcommand)]
+        action: Option<QuarantineCommand>,
         /// The candidate id from `plan`.
-        candidate: String,
+        #[arg(required = true)]
+        candidate: Option<String>,
+        #[command(flatten)]
+        table: TableArgs,
+        /// The retention policy.
+        #[arg(long, required = true)]
+        policy: Option<PathBuf>,
+        /// Signing key for the bundles.
+        #[arg(long, required = true)]
+        key: Option<PathBuf>,
+        /// Where bundles go.
+        #[arg(long, required = true)]
+        bundles: Option<String>,
+        /// `tag` (default) or `bundle`.
+        #[arg(long, default_value = "tag")]
+        mode: String,
+    },
+    /// Print the version and the implementation digest (SHA-256 of this binary).
+    Version,
+    /// Rollout stages per table (report-only, test, cohort:NAME, enabled) and the comparison with plain
+    /// Iceberg maintenance.
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
+    /// Signed, versioned governance decisions (legal holds, deletion rights).
+    Decision {
+        #[command(subcommand)]
+        command: DecisionCommand,
+    },
+    /// The table's rollout stage, deleter switch, implementation-digest binding and deletion-right requests
+    /// (exit 1 when one is past its deadline).
+    Gates {
         #[command(flatten)]
         table: TableArgs,
         /// The retention policy.
         #[arg(long)]
         policy: PathBuf,
-        /// Signing key for the bundles.
-        #[arg(long)]
-        key: PathBuf,
-        /// Where bundles go.
-        #[arg(long)]
-        bundles: String,
-        /// `tag` (default) or `bundle`.
-        #[arg(long, default_value = "tag")]
-        mode: String,
     },
     /// Delete a quarantined candidate's exact inventory, only with fresh verified evidence and an unchanged world.
     Purge {
@@ -511,5 +541,120 @@ pub enum DeleterCommand {
         /// Why.
         #[arg(long, default_value = "started by an operator")]
         reason: String,
+    },
+}
+
+/// `quarantine` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum QuarantineCommand {
+    /// Postpone a quarantined candidate's purge: no purge before max(now, the current extension) + DUR.
+    Extend {
+        /// The candidate id.
+        candidate: String,
+        /// How much longer (`7d`, `12h`, …).
+        #[arg(long)]
+        by: String,
+        /// Why.
+        #[arg(long, default_value = "extended by an operator")]
+        reason: String,
+    },
+}
+
+/// A table addressed by a positional name: `NS.TABLE` with `--catalog NAME`, else a metadata URI or table folder.
+#[derive(Debug, Clone, Args)]
+pub struct NamedTable {
+    /// `NS.TABLE` (with --catalog) or a metadata file / Hadoop table folder.
+    pub table: String,
+    /// The catalog holding TABLE.
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// Where the table's files really are (see `--table-root` elsewhere).
+    #[arg(long)]
+    pub table_root: Option<String>,
+}
+
+impl NamedTable {
+    /// The table source.
+    #[must_use]
+    pub fn source(&self) -> TableSource {
+        match &self.catalog {
+            Some(c) => TableSource::Catalog {
+                catalog: c.clone(),
+                table: self.table.clone(),
+                table_root: self.table_root.clone(),
+            },
+            None => TableSource::Metadata {
+                uri: self.table.clone(),
+                table_root: self.table_root.clone(),
+            },
+        }
+    }
+}
+
+/// `rollout` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Set a table's rollout stage: report-only, test (policy must say regulatedData: false), cohort:NAME, enabled.
+    Set {
+        #[command(flatten)]
+        table: NamedTable,
+        /// report-only, test, cohort:NAME or enabled.
+        stage: String,
+        /// Why (recorded).
+        #[arg(long)]
+        reason: String,
+        /// Who (recorded; default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+        /// The table's policy (required for every stage that deletes).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
+    /// The table's stage and every change with its reason.
+    Show {
+        #[command(flatten)]
+        table: NamedTable,
+    },
+    /// Compare lakedrill's candidates with plain expire_snapshots / remove_orphan_files over a period.
+    Report {
+        #[command(flatten)]
+        table: NamedTable,
+        /// The retention policy.
+        #[arg(long)]
+        policy: PathBuf,
+        /// The period (observations recorded by earlier reports within it are aggregated).
+        #[arg(long, default_value = "14d")]
+        since: String,
+        /// The `older_than` of the plain remove_orphan_files job being compared (Iceberg's default: 3d).
+        #[arg(long, default_value = crate::rollout::DEFAULT_PLAIN_ORPHAN_OLDER_THAN)]
+        orphan_older_than: String,
+    },
+}
+
+/// `decision` subcommands.
+#[allow(missing_docs)]
+#[derive(Debug, Subcommand)]
+pub enum DecisionCommand {
+    /// Verify and apply a signed decision (DSSE) to the addressed table; older or equal versions are refused.
+    Apply {
+        /// The signed decision (.dsse.json).
+        file: PathBuf,
+        #[command(flatten)]
+        table: TableArgs,
+        /// Trust store: a folder of .pub keys of the governance layer.
+        #[arg(long)]
+        trust: PathBuf,
+    },
+    /// Sign a decision document (JSON) into a DSSE envelope.
+    Sign {
+        /// The decision document (JSON, lakedrillGovernanceDecision.v1).
+        file: PathBuf,
+        /// Signing key.
+        #[arg(long)]
+        key: PathBuf,
+        /// Where the envelope goes (never overwritten).
+        #[arg(long)]
+        out: PathBuf,
     },
 }

@@ -275,7 +275,9 @@ pub fn inventory_root(objects: &[ObjectRef]) -> String {
     h.finalize().to_hex().to_string()
 }
 
-fn under(path: &str, prefix: &str) -> bool {
+/// Whether `path` is at or under `prefix`, segment-wise.
+#[must_use]
+pub fn under(path: &str, prefix: &str) -> bool {
     let p = prefix.trim_matches('/');
     p.is_empty() || path == p || (path.len() > p.len() && path.starts_with(p) && path.as_bytes()[p.len()] == b'/')
 }
@@ -654,7 +656,13 @@ pub fn plan(input: &PlanInput) -> Plan {
             } else if r.snapshot_ids.is_empty() && !leftover {
                 ("fulfilled", Vec::new())
             } else {
-                ("blocked", vec!["objects in the scope are left but in no candidate (orphans wait for orphanSafetyInterval)".to_owned()])
+                (
+                    "blocked",
+                    vec![
+                        "objects in the scope are left but in no candidate (orphans wait for orphanSafetyInterval)"
+                            .to_owned(),
+                    ],
+                )
             };
             DeletionRightStatus {
                 id: r.right.id.clone(),

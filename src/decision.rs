@@ -156,9 +156,7 @@ fn parse_scope(s: &str) -> Result<RightScope> {
     }
     match s.strip_prefix("prefix:").or_else(|| s.strip_prefix("object:")) {
         Some(p) if !p.trim().trim_matches('/').is_empty() => Ok(RightScope::Path(p.to_owned())),
-        _ => Err(bad(format!(
-            "{s:?}: expected snapshot:ID, prefix:PATH or object:PATH"
-        ))),
+        _ => Err(bad(format!("{s:?}: expected snapshot:ID, prefix:PATH or object:PATH"))),
     }
 }
 

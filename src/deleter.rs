@@ -214,13 +214,35 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     if rec.state == State::Verified {
         return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
     }
+    // Only the build the policy pins may purge, also when resuming a purge another build started.
+    let digest = crate::rollout::digest_binding(&policy)?;
+    if !digest.allows_reclamation() {
+        return refused("REFUSED", vec![digest.message().unwrap_or_default()]);
+    }
     if !resuming {
         let mut reasons = Vec::new();
-        if let Some(want) = policy.reclamation_implementation_digest() {
-            let have = crate::commands::implementation_digest()?;
-            if want != have {
+        // The stage itself (report-only refuses) is checked inside the acceptance transaction; `test` also needs
+        // the policy to still declare the table unregulated.
+        let stage = reg.rollout_stage(&rec.table_uuid).await?;
+        if stage.stage == crate::registry::RolloutStage::Test && policy.regulated_data() != Some(false) {
+            reasons.push(format!(
+                "the table is in rollout stage test, but the policy {} does not declare it unregulated (regulatedData: false)",
+                policy.source_name()
+            ));
+        }
+        if let Some(min) = policy.min_quarantine_period() {
+            let since = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["quarantined_at"].as_str())
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map_or(rec.updated_at, |t| t.with_timezone(&Utc));
+            if now < since + min {
                 reasons.push(format!(
-                    "the policy binds deleter implementation {want}, this binary is {have}"
+                    "the policy's minQuarantinePeriod ({} h) has not passed: quarantined at {}, no purge before {}",
+                    min.num_hours(),
+                    since.to_rfc3339(),
+                    (since + min).to_rfc3339()
                 ));
             }
         }
@@ -420,6 +442,12 @@ async fn execute(
     for batch in todo.chunks(BATCH) {
         if reg.deleter_stopped().await? {
             halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
+            break;
+        }
+        if !reg.rollout_stage(&uuid).await?.stage.allows_deletes() {
+            halted.push(
+                "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
+            );
             break;
         }
         if reg.hold_generation(&uuid).await? != hold_generation {

@@ -545,9 +545,12 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     let keys_dir = dir.join("keys");
     let key = crate::keys::generate("demo-drill", &keys_dir)?;
     let policy = dir.join("policy.yaml");
+    // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
+    // the policy pins this very build as the only one allowed to quarantine and purge.
+    let digest = commands::implementation_digest()?;
     std::fs::write(
         &policy,
-        "# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\nreclamationImplementationDigest: {digest}\n"),
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
@@ -588,7 +591,6 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         dir.join("reports").display()
     );
     std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
-    let digest = commands::implementation_digest()?;
     let drill = crate::drill::run(&demo_ctx.storage, &plan, &crate::clock::SystemClock, &digest).await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
     let trust = crate::keys::TrustStore::load_dir(&keys_dir)?;
@@ -623,21 +625,43 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         "audit".into(),
         serde_json::to_value(&audit).map_err(|e| Error::Internal(e.to_string()))?,
     );
-    // The deleter: only with that evidence, and only if nothing changed since the quarantine.
-    let purge = crate::deleter::purge(
+    // The deleter: only with that evidence, only if nothing changed since the quarantine, and only for a table
+    // whose rollout stage deletes. Every table starts in report-only: a dry run shows the refusal.
+    let mut purge_opts = crate::deleter::PurgeOptions {
+        candidate_id: candidate.clone(),
+        evidence: Some(report_path.clone()),
+        trust: keys_dir.clone(),
+        policy: policy.clone(),
+        key: key.private_path.clone(),
+        receipts: dir.join("receipts").display().to_string(),
+        dry_run: true,
+    };
+    let refused = crate::deleter::purge(&demo_ctx, &source, &purge_opts).await?;
+    human.push_str(&format!(
+        "\n== purge --dry-run in rollout stage report-only\n{}",
+        refused.human
+    ));
+    let stage = crate::rollout::set(
         &demo_ctx,
         &source,
-        &crate::deleter::PurgeOptions {
-            candidate_id: candidate.clone(),
-            evidence: Some(report_path.clone()),
-            trust: keys_dir.clone(),
-            policy: policy.clone(),
-            key: key.private_path.clone(),
-            receipts: dir.join("receipts").display().to_string(),
-            dry_run: false,
-        },
+        "test",
+        "demo: synthetic data, policy declares regulatedData: false",
+        "lakedrill demo",
+        Some(&policy),
     )
     .await?;
+    if stage.verdict != Verdict::Ok {
+        return Err(Error::Internal(format!(
+            "demo: rollout set test refused: {}",
+            stage.human
+        )));
+    }
+    say(quiet, "rollout stage test");
+    human.push_str(&format!("\n== rollout set test\n{}", stage.human));
+    json.insert("purge_in_report_only".into(), refused.json.clone());
+    json.insert("rollout".into(), stage.json.clone());
+    purge_opts.dry_run = false;
+    let purge = crate::deleter::purge(&demo_ctx, &source, &purge_opts).await?;
     say(
         quiet,
         &format!("purge {}", purge.json["status"].as_str().unwrap_or("?")),

@@ -673,21 +673,103 @@ pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
     Outcome::new(Verdict::Ok, &v, format!("{what} {id} ended\n"))
 }
 
-/// `lakedrill status [CANDIDATE]`.
+/// `lakedrill status [CANDIDATE] [--policy FILE]`: candidate and object states, and for the table (addressed, or
+/// the candidate's) its rollout stage and the deleter switch; with a policy also the implementation-digest
+/// binding (an unpinned policy is a warning) and the deletion-right requests.
 ///
 /// # Errors
-/// Registry errors.
-pub async fn status(ctx: &Context, source: Option<&TableSource>, candidate: Option<&str>) -> Result<Outcome> {
+/// Registry errors; load, policy and storage errors when a table and a policy are given.
+pub async fn status(
+    ctx: &Context,
+    source: Option<&TableSource>,
+    candidate: Option<&str>,
+    policy: Option<&Path>,
+) -> Result<Outcome> {
     let reg = registry(ctx).await?;
-    let records = match (candidate, source) {
+    let table = match source {
+        Some(src) => Some(ctx.table(src).await?),
+        None => None,
+    };
+    let records = match (candidate, &table) {
         (Some(id), _) => vec![reg.candidate(id).await?],
-        (None, Some(src)) => {
-            reg.candidates(&ctx.table(src).await?.metadata().uuid().to_string())
-                .await?
-        }
+        (None, Some(t)) => reg.candidates(&t.metadata().uuid().to_string()).await?,
         (None, None) => return Err(Error::invalid("status", "give a CANDIDATE id or address a table")),
     };
-    let mut human = String::new();
+    let table_uuid = match (&table, records.first()) {
+        (Some(t), _) => Some(t.metadata().uuid().to_string()),
+        (None, Some(r)) => Some(r.table_uuid.clone()),
+        (None, None) => None,
+    };
+    let switch = reg.deleter_switch().await?;
+    let mut human = format!(
+        "deleter: {}\n",
+        if switch.stopped {
+            format!("STOPPED ({}) — no purge is accepted for any table", switch.reason)
+        } else {
+            "running".to_owned()
+        }
+    );
+    let mut doc = serde_json::Map::new();
+    doc.insert(
+        "deleter".into(),
+        serde_json::to_value(&switch).map_err(|e| Error::Internal(e.to_string()))?,
+    );
+    if let Some(uuid) = &table_uuid {
+        let stage = reg.rollout_stage(uuid).await?;
+        human.push_str(&format!(
+            "table {uuid}: rollout stage {}{}\n",
+            stage.stage,
+            if stage.changed_at.is_none() {
+                " (the default: purge refused)".to_owned()
+            } else {
+                format!(
+                    " (set by {} at {}: {})",
+                    stage.changed_by.as_deref().unwrap_or("?"),
+                    stage.changed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                    stage.reason
+                )
+            }
+        ));
+        doc.insert(
+            "rollout".into(),
+            serde_json::to_value(&stage).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+    }
+    if let (Some(p), Some(t)) = (policy, &table) {
+        let policy = crate::policy::load(p)?;
+        policy.check_table(&policy_name(t), &t.metadata().uuid())?;
+        let digest = crate::rollout::digest_binding(&policy)?;
+        if let Some(m) = digest.message() {
+            human.push_str(&format!(
+                "{}: {m}\n",
+                if digest.allows_reclamation() {
+                    "warning"
+                } else {
+                    "REFUSED"
+                }
+            ));
+        }
+        let input = gather(ctx, t, &policy, &reg, Utc::now(), None).await?;
+        let plan = closure::plan(&input);
+        for r in &plan.deletion_rights {
+            human.push_str(&format!(
+                "deletion right {} ({}) deadline {}: {}{}\n",
+                r.id,
+                r.scope,
+                output::ts(r.deadline_ms),
+                r.status,
+                if r.overdue { ", OVERDUE" } else { "" }
+            ));
+        }
+        doc.insert(
+            "implementation_digest".into(),
+            serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        doc.insert(
+            "deletion_rights".into(),
+            serde_json::to_value(&plan.deletion_rights).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+    }
     let mut docs = Vec::new();
     for r in records {
         let objects = reg.object_states(&r.candidate_id).await?;
@@ -695,13 +777,23 @@ pub async fn status(ctx: &Context, source: Option<&TableSource>, candidate: Opti
         for o in &objects {
             *counts.entry(o.state.to_string()).or_default() += 1;
         }
+        let not_before = reg.quarantine_not_before(&r.candidate_id).await?;
         human.push_str(&format!(
-            "{}  {}  ({})  objects {:?}\n",
-            r.candidate_id, r.state, r.reason, counts
+            "{}  {}  ({})  objects {:?}{}\n",
+            r.candidate_id,
+            r.state,
+            r.reason,
+            counts,
+            not_before
+                .map(|t| format!("  no purge before {}", t.to_rfc3339()))
+                .unwrap_or_default()
         ));
-        docs.push(serde_json::json!({"candidate": r, "objects": objects, "object_counts": counts}));
+        docs.push(
+            serde_json::json!({"candidate": r, "objects": objects, "object_counts": counts, "not_before": not_before}),
+        );
     }
-    Outcome::new(Verdict::Ok, &serde_json::json!({"candidates": docs}), human)
+    doc.insert("candidates".into(), serde_json::Value::Array(docs));
+    Outcome::new(Verdict::Ok, &doc, human)
 }
 
 /// How quarantine keeps a candidate's snapshots.
@@ -731,8 +823,6 @@ pub async fn quarantine(
     let key = crate::keys::load_signing_key(key)?;
     let (table, cat, ident) = crate::runbook::catalog_table(ctx, source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
-    let reg = registry(ctx).await?;
-    let now = Utc::now();
     let refuse = |reason: String| {
         Outcome::new(
             Verdict::Findings,
@@ -740,6 +830,13 @@ pub async fn quarantine(
             format!("REFUSED: {reason}\n"),
         )
     };
+    // Only the build the policy pins may quarantine (a different build may still plan, drill and report).
+    let digest = crate::rollout::digest_binding(&policy)?;
+    if !digest.allows_reclamation() {
+        return refuse(digest.message().unwrap_or_default());
+    }
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
     // The candidate must come out of a fresh plan of this very generation.
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = closure::plan(&input);
@@ -854,6 +951,8 @@ pub async fn quarantine(
         "committed_metadata_location": committed,
         "plan_stamp": stamp,
         "policy_digest": policy.digest(),
+        "quarantined_at": Utc::now(),
+        "implementation_digest": digest,
     });
     let rec = reg
         .candidate_transition(

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use lakedrill::Outcome;
 use lakedrill::cli::{
-    AuditCommand, CheckpointCommand, Cli, Command, DeleterCommand, DrillCommand, HoldCommand, LeaseCommand,
-    PolicyCommand, WriterCommand,
+    AuditCommand, CheckpointCommand, Cli, Command, DecisionCommand, DeleterCommand, DrillCommand, HoldCommand,
+    LeaseCommand, PolicyCommand, QuarantineCommand, RolloutCommand, WriterCommand,
 };
 use lakedrill::commands::{self, Context};
 use lakedrill::config::Config;
@@ -109,11 +109,20 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             CheckpointCommand::List { table } => gov::list(&ctx, &table.source()?, "checkpoints").await,
         },
         Command::Plan { table, policy } => gov::plan(&ctx, &table.source()?, policy).await,
-        Command::Status { candidate, table } => {
+        Command::Status {
+            candidate,
+            table,
+            policy,
+        } => {
             let src = table.source().ok();
-            gov::status(&ctx, src.as_ref(), candidate.as_deref()).await
+            gov::status(&ctx, src.as_ref(), candidate.as_deref(), policy.as_deref()).await
         }
         Command::Quarantine {
+            action: Some(QuarantineCommand::Extend { candidate, by, reason }),
+            ..
+        } => lakedrill::rollout::extend(&ctx, candidate, by, reason).await,
+        Command::Quarantine {
+            action: None,
             candidate,
             table,
             policy,
@@ -121,6 +130,12 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             bundles,
             mode,
         } => {
+            let (Some(candidate), Some(policy), Some(key), Some(bundles)) = (candidate, policy, key, bundles) else {
+                return Err(lakedrill::Error::invalid(
+                    "quarantine",
+                    "give CANDIDATE, --policy, --key and --bundles",
+                ));
+            };
             let mode = match mode.as_str() {
                 "tag" => gov::QuarantineMode::Tag,
                 "bundle" => gov::QuarantineMode::Bundle,
@@ -170,6 +185,37 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             DeleterCommand::Stop { reason } => lakedrill::deleter::switch(&ctx, true, reason).await,
             DeleterCommand::Start { reason } => lakedrill::deleter::switch(&ctx, false, reason).await,
         },
+        Command::Version => lakedrill::rollout::version(),
+        Command::Rollout { command } => match command {
+            RolloutCommand::Set {
+                table,
+                stage,
+                reason,
+                by,
+                policy,
+            } => {
+                let by = by
+                    .clone()
+                    .or_else(|| std::env::var("USER").ok())
+                    .or_else(|| std::env::var("LOGNAME").ok())
+                    .unwrap_or_else(|| "unknown".to_owned());
+                lakedrill::rollout::set(&ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
+            }
+            RolloutCommand::Show { table } => lakedrill::rollout::show(&ctx, &table.source()).await,
+            RolloutCommand::Report {
+                table,
+                policy,
+                since,
+                orphan_older_than,
+            } => lakedrill::rollout::report(&ctx, &table.source(), policy, since, orphan_older_than).await,
+        },
+        Command::Decision { command } => match command {
+            DecisionCommand::Apply { file, table, trust } => {
+                lakedrill::decision::apply(&ctx, &table.source()?, file, trust).await
+            }
+            DecisionCommand::Sign { file, key, out } => lakedrill::decision::sign(file, key, out),
+        },
+        Command::Gates { table, policy } => lakedrill::rollout::gates(&ctx, &table.source()?, policy).await,
         Command::Drill {
             command: DrillCommand::Run { plan },
         } => commands::drill_run(&ctx, plan, cli.quiet).await,

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{Row, SqliteConnection};
 
 use super::{
-    EventKind, HoldScope, Registry, RegistryError, bump_table_counter, canonical_table_uuid, fmt_time, opt_time,
-    parse_time, query, require_text, time, Counter,
+    Counter, EventKind, HoldScope, Registry, RegistryError, bump_table_counter, canonical_table_uuid, fmt_time,
+    opt_time, parse_time, query, require_text, time,
 };
 
 /// A table's rollout stage.
@@ -258,10 +258,11 @@ pub(super) async fn read_not_before(
     conn: &mut SqliteConnection,
     candidate_id: &str,
 ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-    let t: Option<String> = sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = ?")
-        .bind(candidate_id)
-        .fetch_one(conn)
-        .await?;
+    let t: Option<String> =
+        sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = ?")
+            .bind(candidate_id)
+            .fetch_one(conn)
+            .await?;
     t.as_deref().map(|s| parse_time("not_before", s)).transpose()
 }
 
@@ -638,9 +639,7 @@ impl Registry {
                 ),
             });
         }
-        let current = read_not_before(&mut change.tx, candidate_id)
-            .await
-            .map_err(query(OP))?;
+        let current = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?;
         let not_before = current.map_or(now, |c| c.max(now)) + by;
         sqlx::query(
             "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES (?, ?, ?, ?, ?)",

@@ -32,6 +32,17 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
         "{doc}"
     );
     assert!(!doc["bundles"].as_array().unwrap().is_empty());
+    // Every table starts in rollout stage report-only: the demo's dry-run purge there was refused, then
+    // the table moved to `test` (its policy declares regulatedData: false) with a recorded reason.
+    assert_eq!(doc["purge_in_report_only"]["status"], "REFUSED", "{doc}");
+    assert!(
+        doc["purge_in_report_only"]["reasons"]
+            .to_string()
+            .contains("report-only"),
+        "{doc}"
+    );
+    assert_eq!(doc["rollout"]["change"]["from"], "report-only", "{doc}");
+    assert_eq!(doc["rollout"]["change"]["to"], "test", "{doc}");
     assert_eq!(doc["purge"]["status"], "VERIFIED", "{doc}");
     for o in candidate["objects"].as_array().unwrap() {
         let p = dir.join("warehouse/sales/orders").join(o["path"].as_str().unwrap());

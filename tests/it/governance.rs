@@ -19,26 +19,55 @@ orphanSafetyInterval: 12h
 ";
 
 /// A fresh `db.retention` table in its own catalog and registry, a key, a policy.
-struct Gov {
+pub struct Gov {
     _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    policy: PathBuf,
+    pub dir: PathBuf,
+    pub policy: PathBuf,
     /// `s3://bucket/prefix` when the table lives on the test S3 server.
     warehouse: Option<String>,
 }
 
-const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
+pub const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
 
 fn python() -> String {
     std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
 }
 
 impl Gov {
-    fn new(policy_extra: &str) -> Gov {
+    /// A fixture whose table is in rollout stage `test` (its policy declares `regulatedData: false`), so
+    /// that the deleter may purge it.
+    pub fn new(policy_extra: &str) -> Gov {
         Gov::with_warehouse(policy_extra, None)
     }
 
-    fn with_warehouse(policy_extra: &str, warehouse: Option<String>) -> Gov {
+    pub fn with_warehouse(policy_extra: &str, warehouse: Option<String>) -> Gov {
+        let g = Gov::report_only(&format!("regulatedData: false\n{policy_extra}"), warehouse);
+        g.set_stage("test", "integration test fixture: generated rows, no regulated data")
+            .expect_code(0);
+        g
+    }
+
+    /// `rollout set db.retention STAGE --reason R --policy <the fixture's policy>`.
+    pub fn set_stage(&self, stage: &str, reason: &str) -> Run {
+        self.run(&[
+            "--json",
+            "rollout",
+            "set",
+            "db.retention",
+            stage,
+            "--catalog",
+            "rt",
+            "--reason",
+            reason,
+            "--by",
+            "it-tests",
+            "--policy",
+            self.policy.to_str().unwrap(),
+        ])
+    }
+
+    /// A fixture whose table is left in the default rollout stage, `report-only`.
+    pub fn report_only(policy_extra: &str, warehouse: Option<String>) -> Gov {
         let tmp = tmpdir();
         let dir = tmp.path().to_path_buf();
         let generator = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/make_tables.py");
@@ -76,23 +105,23 @@ impl Gov {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Run {
+    pub fn run(&self, args: &[&str]) -> Run {
         lakedrill_in(&self.dir, args)
     }
 
-    fn on_table(&self, args: &[&str]) -> Run {
+    pub fn on_table(&self, args: &[&str]) -> Run {
         let mut a = args.to_vec();
         a.extend(T);
         self.run(&a)
     }
 
-    fn plan(&self) -> Value {
+    pub fn plan(&self) -> Value {
         self.on_table(&["--json", "plan", "--policy", self.policy.to_str().unwrap()])
             .expect_code(0)
             .json()
     }
 
-    fn candidate(&self) -> Value {
+    pub fn candidate(&self) -> Value {
         self.plan()["candidates"]
             .as_array()
             .unwrap()
@@ -102,7 +131,7 @@ impl Gov {
             .expect("a candidate")
     }
 
-    fn quarantine(&self, id: &str, mode: &str) -> Run {
+    pub fn quarantine(&self, id: &str, mode: &str) -> Run {
         self.on_table(&[
             "--json",
             "quarantine",
@@ -118,7 +147,7 @@ impl Gov {
         ])
     }
 
-    fn drill(&self, bundles: &str) -> PathBuf {
+    pub fn drill(&self, bundles: &str) -> PathBuf {
         let plan = self.dir.join(format!("drill-{bundles}.toml"));
         std::fs::write(
             &plan,
@@ -133,7 +162,7 @@ impl Gov {
     }
 
     /// The arguments of `purge` for this fixture (the table arguments are added by the runner).
-    fn purge_args<'a>(&'a self, id: &'a str, evidence: Option<&'a Path>) -> Vec<&'a str> {
+    pub fn purge_args<'a>(&'a self, id: &'a str, evidence: Option<&'a Path>) -> Vec<&'a str> {
         let mut a = vec![
             "--json",
             "purge",
@@ -153,14 +182,14 @@ impl Gov {
         a
     }
 
-    fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
+    pub fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
         let mut a = self.purge_args(id, evidence);
         a.extend(extra);
         self.on_table(&a)
     }
 
     /// Runs Python with `t` = the table loaded through the catalog by PyIceberg.
-    fn py(&self, code: &str) -> String {
+    pub fn py(&self, code: &str) -> String {
         let wh = self
             .warehouse
             .clone()
@@ -176,13 +205,13 @@ impl Gov {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
-    fn table_root(&self) -> PathBuf {
+    pub fn table_root(&self) -> PathBuf {
         self.dir.join("fx/warehouse/db/retention")
     }
 
     /// plan → quarantine (tag mode) → drill → purge, with bundles, reports and receipts under `vault`
     /// (any storage URI). Returns (candidate, quarantine output, purge output).
-    fn chain(&self, vault: &str) -> (Value, Value, Value) {
+    pub fn chain(&self, vault: &str) -> (Value, Value, Value) {
         let c = self.candidate();
         let id = c["candidate_id"].as_str().unwrap().to_owned();
         let bundles = format!("{vault}/bundles");
@@ -236,7 +265,7 @@ impl Gov {
     }
 
     /// Quarantine (tag mode) + drill: returns (candidate, evidence).
-    fn quarantined(&self) -> (Value, PathBuf) {
+    pub fn quarantined(&self) -> (Value, PathBuf) {
         let c = self.candidate();
         self.quarantine(c["candidate_id"].as_str().unwrap(), "tag")
             .expect_code(0);
@@ -649,7 +678,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn refused_with(r: &Run, needle: &str) {
+pub fn refused_with(r: &Run, needle: &str) {
     let v = r.expect_code(1).json();
     assert_eq!(v["status"], "REFUSED", "{v}");
     assert!(v["reasons"].to_string().contains(needle), "want {needle:?}: {v}");

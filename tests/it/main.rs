@@ -9,5 +9,6 @@ mod generated;
 mod governance;
 mod interop;
 mod malformed;
+mod rollout;
 mod s3;
 mod util;

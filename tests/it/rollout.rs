@@ -1,0 +1,637 @@
+//! Rollout safety and governance decisions (issue #10), end to end on fresh PyIceberg tables: rollout stages,
+//! the comparison with plain Iceberg maintenance, the implementation-digest binding, signed governance
+//! decisions (legal holds and deletion rights), quarantine extension and the anomaly switches.
+
+use serde_json::Value;
+
+use crate::governance::{Gov, refused_with};
+use crate::util::Run;
+
+/// Snapshots of the fixture table as `inspect snapshots` lists them, oldest first.
+fn snapshots(g: &Gov) -> Vec<Value> {
+    let mut v = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
+        .as_array()
+        .unwrap()
+        .clone();
+    v.sort_by_key(|s| s["sequence_number"].as_i64().unwrap());
+    v
+}
+
+/// The manifest list of a snapshot, relative to the table location.
+fn manifest_list(g: &Gov, snapshot_id: i64) -> String {
+    let s = snapshots(g)
+        .into_iter()
+        .find(|s| s["snapshot_id"].as_i64() == Some(snapshot_id))
+        .unwrap();
+    let abs = s["manifest_list"].as_str().unwrap().to_owned();
+    let root = format!("file://{}/", g.table_root().display());
+    abs.strip_prefix(&root)
+        .or_else(|| abs.strip_prefix(&format!("{}/", g.table_root().display())))
+        .unwrap_or_else(|| panic!("{abs} is not under {root}"))
+        .to_owned()
+}
+
+fn rollout_show(g: &Gov) -> Value {
+    g.run(&["--json", "rollout", "show", "db.retention", "--catalog", "rt"])
+        .expect_code(0)
+        .json()
+}
+
+fn write_policy(g: &Gov, name: &str, text: &str) -> String {
+    let p = g.dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
+    // The policy says nothing about regulated data; the table was never given a stage.
+    let g = Gov::report_only("", None);
+    let shown = rollout_show(&g);
+    assert_eq!(shown["rollout"]["stage"], "report-only", "{shown}");
+    assert!(shown["history"].as_array().unwrap().is_empty(), "{shown}");
+
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    refused_with(&g.purge(id, Some(&ev), &["--dry-run"]), "report-only");
+    refused_with(&g.purge(id, Some(&ev), &[]), "report-only");
+    let status = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(
+        status["candidates"][0]["candidate"]["state"], "RESTORE_VERIFIED",
+        "{status}"
+    );
+    assert_eq!(status["rollout"]["stage"], "report-only", "{status}");
+
+    // `test` needs a policy that declares the table unregulated; a stage that deletes needs a policy at all.
+    let r = g.set_stage("test", "first test table");
+    assert!(
+        r.expect_code(1).json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("regulatedData"),
+        "{}",
+        r.stdout
+    );
+    let base = std::fs::read_to_string(&g.policy).unwrap();
+    let regulated = write_policy(&g, "regulated.yaml", &format!("{base}regulatedData: true\n"));
+    let r = g.run(&[
+        "--json",
+        "rollout",
+        "set",
+        "db.retention",
+        "test",
+        "--catalog",
+        "rt",
+        "--reason",
+        "x",
+        "--policy",
+        &regulated,
+    ]);
+    assert!(
+        r.expect_code(1).json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("regulatedData: true"),
+        "{}",
+        r.stdout
+    );
+    let r = g.run(&[
+        "--json",
+        "rollout",
+        "set",
+        "db.retention",
+        "enabled",
+        "--catalog",
+        "rt",
+        "--reason",
+        "x",
+    ]);
+    assert!(
+        r.expect_code(1).json()["reason"].as_str().unwrap().contains("--policy"),
+        "{}",
+        r.stdout
+    );
+    g.run(&[
+        "rollout",
+        "set",
+        "db.retention",
+        "cohort:",
+        "--catalog",
+        "rt",
+        "--reason",
+        "x",
+    ])
+    .expect_code(2);
+    assert!(rollout_show(&g)["history"].as_array().unwrap().is_empty());
+
+    // With an unregulated policy the table moves to `test`, and the purge goes through.
+    let unregulated = write_policy(&g, "unregulated.yaml", &format!("{base}regulatedData: false\n"));
+    let set = g
+        .run(&[
+            "--json",
+            "rollout",
+            "set",
+            "db.retention",
+            "test",
+            "--catalog",
+            "rt",
+            "--reason",
+            "first table without regulated data",
+            "--by",
+            "alice",
+            "--policy",
+            &unregulated,
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(set["change"]["from"], "report-only", "{set}");
+    assert_eq!(set["change"]["to"], "test", "{set}");
+    // The stage is `test`, but this policy does not declare the table unregulated: refused.
+    refused_with(&g.purge(id, Some(&ev), &[]), "does not declare it unregulated");
+    let mut args = g.purge_args(id, Some(&ev));
+    let i = args.iter().position(|a| *a == "--policy").unwrap();
+    args[i + 1] = &unregulated;
+    let r = g.on_table(&args).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+
+    // Back to report-only (no policy needed to stop deleting); every change is recorded with its reason.
+    g.run(&[
+        "rollout",
+        "set",
+        "db.retention",
+        "report-only",
+        "--catalog",
+        "rt",
+        "--reason",
+        "incident 7",
+        "--by",
+        "bob",
+    ])
+    .expect_code(0);
+    let shown = rollout_show(&g);
+    let history = shown["history"].as_array().unwrap();
+    assert_eq!(history.len(), 2, "{shown}");
+    assert_eq!(
+        (
+            history[0]["from"].as_str(),
+            history[0]["to"].as_str(),
+            history[0]["reason"].as_str(),
+            history[0]["changed_by"].as_str()
+        ),
+        (
+            Some("report-only"),
+            Some("test"),
+            Some("first table without regulated data"),
+            Some("alice")
+        )
+    );
+    assert_eq!(
+        (
+            history[1]["from"].as_str(),
+            history[1]["to"].as_str(),
+            history[1]["reason"].as_str(),
+            history[1]["changed_by"].as_str()
+        ),
+        (Some("test"), Some("report-only"), Some("incident 7"), Some("bob"))
+    );
+    assert!(
+        history[0]["policy_digest"].as_str().is_some_and(|d| d.len() == 64),
+        "{shown}"
+    );
+    assert!(history[0]["changed_at"].as_str().is_some(), "{shown}");
+    assert_eq!(shown["rollout"]["stage"], "report-only");
+}
+
+fn items<'a>(report: &'a Value, bucket: &str) -> &'a Vec<Value> {
+    report["tables"][0][bucket]["items"].as_array().unwrap()
+}
+
+fn item<'a>(report: &'a Value, bucket: &str, path: &str) -> Option<&'a Value> {
+    items(report, bucket).iter().find(|i| i["path"] == path)
+}
+
+#[test]
+fn rollout_report_shows_every_object_lakedrill_kept_from_plain_maintenance_with_the_reason() {
+    let g = Gov::new("");
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let report = |g: &Gov| -> Value {
+        g.run(&[
+            "--json",
+            "rollout",
+            "report",
+            "db.retention",
+            "--catalog",
+            "rt",
+            "--policy",
+            &policy,
+            "--since",
+            "1h",
+            "--orphan-older-than",
+            "1s",
+        ])
+        .expect_code(0)
+        .json()
+    };
+    let plan = g.plan();
+    let plain: Vec<i64> = plan["plain_expire"]["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(plain.len() >= 4, "{plan}");
+    let lists: Vec<String> = plain.iter().map(|id| manifest_list(&g, *id)).collect();
+
+    // First observation, nothing registered: plain expiry and lakedrill agree on every manifest list.
+    let first = report(&g);
+    for l in &lists {
+        assert!(item(&first, "both", l).is_some(), "{l} not in both: {first}");
+    }
+    assert!(
+        items(&first, "only_iceberg")
+            .iter()
+            .all(|i| i["via"] != "expire_snapshots"),
+        "{first}"
+    );
+
+    // Then a lease, a hold, a checkpoint and a writer with a staged file, and a fresh stray file.
+    let lease = g
+        .on_table(&[
+            "--json",
+            "lease",
+            "add",
+            "--policy",
+            &policy,
+            "--snapshot-id",
+            &plain[0].to_string(),
+            "--purpose",
+            "training",
+            "--owner",
+            "ml",
+            "--expires-in",
+            "1d",
+        ])
+        .expect_code(0)
+        .json()["lease_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hold = g
+        .on_table(&[
+            "--json",
+            "hold",
+            "set",
+            "--scope",
+            &format!("snapshot:{}", plain[1]),
+            "--reason",
+            "case 17",
+        ])
+        .expect_code(0)
+        .json()["hold_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let checkpoint = g
+        .on_table(&["--json", "checkpoint", "add", "--snapshot-id", &plain[2].to_string()])
+        .expect_code(0)
+        .json()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let writer = g
+        .on_table(&["--json", "writer", "begin", "--prefix", "data/_staging/job-81"])
+        .expect_code(0)
+        .json()["writer_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let staging = g.table_root().join("data/_staging/job-81");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("part-0.parquet"), b"staged, not committed").unwrap();
+    std::fs::write(g.table_root().join("data/stray.parquet"), b"written by a crashed job").unwrap();
+    // Older than the plain job's 1 s threshold (never compared with wall time in an assertion).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+
+    let second = report(&g);
+    let t = &second["tables"][0];
+    assert_eq!(t["observations"], 2, "{second}");
+    let kept = |path: &str, needle: &str, kind: &str| {
+        let i = item(&second, "only_iceberg", path).unwrap_or_else(|| panic!("{path} not in only_iceberg: {second}"));
+        assert!(i["reasons"].to_string().contains(needle), "{path}: want {needle}: {i}");
+        assert!(
+            i["kinds"].as_array().unwrap().iter().any(|k| k == kind),
+            "{path}: want {kind}: {i}"
+        );
+        assert!(i["bytes"].as_u64().unwrap() > 0, "{i}");
+        assert!(item(&second, "both", path).is_none());
+        i.clone()
+    };
+    let l = kept(&lists[0], &format!("lease:{lease}"), "lease");
+    assert_eq!(l["via"], "expire_snapshots");
+    kept(&lists[1], &format!("hold:{hold}"), "hold");
+    kept(&lists[2], &format!("checkpoint:{checkpoint}"), "checkpoint");
+    let w = kept(
+        "data/_staging/job-81/part-0.parquet",
+        &format!("writer:{writer}"),
+        "writer",
+    );
+    assert_eq!(w["via"], "remove_orphan_files");
+    let s = kept("data/stray.parquet", "orphanSafetyInterval", "safety-interval");
+    assert_eq!(s["kinds"], serde_json::json!(["safety-interval"]), "{s}");
+    // The snapshot nothing protects is still deleted by both.
+    assert!(item(&second, "both", &lists[3]).is_some(), "{second}");
+    // The totals add up.
+    let sum: u64 = items(&second, "only_iceberg")
+        .iter()
+        .map(|i| i["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(t["only_iceberg"]["bytes"].as_u64().unwrap(), sum);
+    assert_eq!(t["only_iceberg"]["by_kind"]["lease"].as_u64().unwrap() >= 1, true);
+    // Nothing lakedrill would delete is among what it kept.
+    let candidates: Vec<String> = g.plan()["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["path"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    for i in items(&second, "only_iceberg") {
+        assert!(!candidates.contains(&i["path"].as_str().unwrap().to_owned()), "{i}");
+    }
+}
+
+#[test]
+fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_drill_work() {
+    let other = "0".repeat(64);
+    let g = Gov::new(&format!("reclamationImplementationDigest: {other}\n"));
+    let v = g.run(&["--json", "version"]).expect_code(0).json();
+    let running = v["implementation_digest"].as_str().unwrap().to_owned();
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_lakedrill")).unwrap();
+    assert_eq!(running, lakedrill::evidence::sha256_hex(&bin));
+    assert_ne!(running, other);
+
+    // plan works; quarantine refuses naming both digests.
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag");
+    let reason = q.expect_code(1).json()["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains(&other) && reason.contains(&running), "{reason}");
+    let status = g.run(&["--json", "status", id]);
+    assert_eq!(
+        status.code, 2,
+        "nothing was recorded for the refused candidate: {}",
+        status.stdout
+    );
+
+    // A drill still runs (bundles sealed without quarantine).
+    let snapshot = c["snapshot_ids"][0].to_string();
+    g.on_table(&[
+        "seal",
+        "--snapshot-id",
+        &snapshot,
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--out",
+        "sealed",
+    ])
+    .expect_code(0);
+    let ev = g.drill("sealed");
+    assert!(ev.exists());
+
+    // The pinned build quarantines; a policy pinning another build cannot purge (both digests printed).
+    let base = std::fs::read_to_string(&g.policy).unwrap();
+    let pinned = write_policy(&g, "pinned.yaml", &base.replace(&other, &running));
+    let q = g
+        .on_table(&[
+            "--json",
+            "quarantine",
+            id,
+            "--policy",
+            &pinned,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(q["status"], "QUARANTINED", "{q}");
+    let ev = g.drill("bundles");
+    let r = g.purge(id, Some(&ev), &[]);
+    refused_with(&r, &other);
+    refused_with(&r, &running);
+    let status = g
+        .on_table(&["--json", "status", "--policy", g.policy.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    assert_eq!(status["implementation_digest"]["status"], "pinned-mismatch", "{status}");
+    // An unpinned policy allows any build and is reported as a warning.
+    let unpinned = write_policy(
+        &g,
+        "unpinned.yaml",
+        &base.replace(&format!("reclamationImplementationDigest: {other}\n"), ""),
+    );
+    let st = g.on_table(&["status", "--policy", &unpinned]);
+    st.expect_code(0);
+    assert!(
+        st.stdout
+            .contains("warning: the policy pins no reclamationImplementationDigest"),
+        "{}",
+        st.stdout
+    );
+    let mut args = g.purge_args(id, Some(&ev));
+    let i = args.iter().position(|a| *a == "--policy").unwrap();
+    args[i + 1] = &pinned;
+    assert_eq!(g.on_table(&args).expect_code(0).json()["status"], "VERIFIED");
+}
+
+/// Writes and signs decision `version` with the governance key; returns the envelope path.
+fn decision(g: &Gov, version: i64, holds: Value, rights: Value, name: &str) -> String {
+    let table_uuid = g.py("print(t.metadata.table_uuid)");
+    let doc = serde_json::json!({
+        "schema": "lakedrillGovernanceDecision.v1",
+        "version": version,
+        "issuer": "governance@example.test",
+        "issued_at": "2026-11-29T10:00:00Z",
+        "table_uuid": table_uuid,
+        "legal_holds": holds,
+        "deletion_rights": rights,
+    });
+    let doc_path = g.dir.join(format!("{name}.json"));
+    std::fs::write(&doc_path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let out = g.dir.join(format!("{name}.dsse.json"));
+    g.run(&[
+        "decision",
+        "sign",
+        doc_path.to_str().unwrap(),
+        "--key",
+        "gov-keys/governance-TEST-ONLY.key",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    out.to_str().unwrap().to_owned()
+}
+
+fn apply(g: &Gov, file: &str) -> Run {
+    g.on_table(&["--json", "decision", "apply", file, "--trust", "gov-keys"])
+}
+
+fn gates(g: &Gov) -> Run {
+    g.on_table(&["--json", "gates", "--policy", g.policy.to_str().unwrap()])
+}
+
+#[test]
+fn a_deletion_right_on_a_held_scope_is_a_conflict_until_a_newer_decision_releases_the_hold() {
+    let g = Gov::new("");
+    // History younger than 30 days is kept: without a deletion right nothing is a candidate.
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("minSnapshotAge: 1s", "minSnapshotAge: 30d");
+    std::fs::write(&g.policy, text).unwrap();
+    assert!(g.plan()["candidates"].as_array().unwrap().is_empty());
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+    let oldest = snapshots(&g)[0]["snapshot_id"].as_i64().unwrap();
+    let scope = format!("snapshot:{oldest}");
+    let rights = serde_json::json!([{"id": "dsr-1", "scope": scope, "deadline": "2020-01-01T00:00:00Z", "reason": "erasure request"}]);
+
+    // v1: a legal hold and a deletion right on the same snapshot.
+    let v1 = decision(
+        &g,
+        1,
+        serde_json::json!([{"key": "case-17", "state": "on", "scope": scope, "reason": "litigation 17"}]),
+        rights.clone(),
+        "v1",
+    );
+    let a = apply(&g, &v1).expect_code(0).json();
+    assert_eq!(a["holds"][0]["action"], "set", "{a}");
+    let plan = g.plan();
+    let right = &plan["deletion_rights"][0];
+    assert_eq!(right["status"], "conflict", "{plan}");
+    assert!(right["reasons"].to_string().contains("hold:"), "{plan}");
+    assert!(plan["candidates"].as_array().unwrap().is_empty(), "{plan}");
+    let gt = gates(&g).expect_code(1).json();
+    assert_eq!(gt["conflicts"][0]["id"], "dsr-1", "{gt}");
+    assert_eq!(gt["overdue"][0]["id"], "dsr-1", "{gt}");
+    assert_eq!(gt["gate"], "FAIL");
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert_eq!(holds["holds"][0]["active"], true, "{holds}");
+
+    // v2 releases the hold; the deletion right stands.
+    let v2 = decision(
+        &g,
+        2,
+        serde_json::json!([{"key": "case-17", "state": "off"}]),
+        rights.clone(),
+        "v2",
+    );
+    let a = apply(&g, &v2).expect_code(0).json();
+    assert_eq!(a["holds"][0]["action"], "cleared", "{a}");
+    // An older or equal version is refused, and so is a decision signed by a key outside the trust store.
+    let r = apply(&g, &v1).expect_code(1).json();
+    assert!(r["reason"].as_str().unwrap().contains("not newer"), "{r}");
+    let v2b = decision(&g, 2, serde_json::json!([]), serde_json::json!([]), "v2b");
+    apply(&g, &v2b).expect_code(1);
+    g.run(&["keygen", "--name", "rogue-TEST-ONLY", "--dir", "rogue"])
+        .expect_code(0);
+    std::fs::write(
+        g.dir.join("v9.json"),
+        std::fs::read_to_string(g.dir.join("v2b.json"))
+            .unwrap()
+            .replace("\"version\": 2", "\"version\": 9"),
+    )
+    .unwrap();
+    g.run(&[
+        "decision",
+        "sign",
+        "v9.json",
+        "--key",
+        "rogue/rogue-TEST-ONLY.key",
+        "--out",
+        "v9.dsse.json",
+    ])
+    .expect_code(0);
+    let r = apply(&g, "v9.dsse.json").expect_code(1).json();
+    assert!(r["reason"].as_str().unwrap().contains("UNTRUSTED_KEY"), "{r}");
+
+    // Released: the snapshot is a candidate regardless of minSnapshotAge, and goes through quarantine,
+    // drill evidence and the deleter's gate.
+    let plan = g.plan();
+    assert_eq!(plan["deletion_rights"][0]["status"], "candidate", "{plan}");
+    let c = g.candidate();
+    assert_eq!(c["snapshot_ids"], serde_json::json!([oldest]), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    refused_with(&g.purge(&id, None, &[]), "no evidence");
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    for o in c["objects"].as_array().unwrap() {
+        assert!(!g.table_root().join(o["path"].as_str().unwrap()).exists(), "{o}");
+    }
+    let gt = gates(&g).expect_code(0).json();
+    assert_eq!(gt["deletion_rights"][0]["status"], "fulfilled", "{gt}");
+    assert!(gt["overdue"].as_array().unwrap().is_empty(), "{gt}");
+    // The registry keeps every applied version, each with its signer and envelope digest.
+    let versions: Vec<i64> = gt["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(versions, vec![1, 2], "{gt}");
+    assert!(
+        gt["decisions"][0]["envelope_sha256"]
+            .as_str()
+            .is_some_and(|d| d.len() == 64),
+        "{gt}"
+    );
+}
+
+#[test]
+fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_purge() {
+    let g = Gov::new("minQuarantinePeriod: 1h\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    refused_with(&g.purge(id, Some(&ev), &[]), "minQuarantinePeriod");
+    // Without the minimum period, an operator's extension holds it back.
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("minQuarantinePeriod: 1h\n", "");
+    std::fs::write(&g.policy, text).unwrap();
+    let e = g
+        .run(&[
+            "--json",
+            "quarantine",
+            "extend",
+            id,
+            "--by",
+            "2h",
+            "--reason",
+            "anomaly in the drill report",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(e["status"], "EXTENDED", "{e}");
+    refused_with(&g.purge(id, Some(&ev), &[]), "the quarantine was extended");
+    g.run(&["quarantine", "extend", "c-does-not-exist", "--by", "1h"])
+        .expect_code(2);
+    g.run(&["quarantine", "extend", id, "--by", "soon"]).expect_code(2);
+    let st = g.on_table(&["--json", "status"]).expect_code(0).json();
+    assert!(st["candidates"][0]["not_before"].as_str().is_some(), "{st}");
+    // The stop switch shows in every table's status.
+    g.run(&["deleter", "stop", "--reason", "incident 99"]).expect_code(0);
+    let st = g.on_table(&["--json", "status"]).expect_code(0).json();
+    assert_eq!(st["deleter"]["stopped"], true, "{st}");
+    assert_eq!(st["deleter"]["reason"], "incident 99", "{st}");
+    let human = g.on_table(&["status"]);
+    human.expect_code(0);
+    assert!(human.stdout.contains("STOPPED (incident 99)"), "{}", human.stdout);
+    refused_with(&g.purge(id, Some(&ev), &[]), "incident 99");
+}
