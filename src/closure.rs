@@ -950,4 +950,79 @@ mod tests {
         assert_eq!(p.differences[0].subject, "snapshot 1");
         assert_eq!(p.differences[0].reasons, vec!["lease:L".to_owned()]);
     }
+
+    #[test]
+    fn a_deletion_right_lifts_only_the_min_snapshot_age_floor_and_a_hold_makes_it_a_conflict() {
+        let snap = |id: i64, parent: Option<i64>, ts: i64, files: &[&str]| SnapshotInfo {
+            snapshot_id: id,
+            parent_id: parent,
+            timestamp_ms: ts,
+            objects: Some(files.iter().map(|f| obj(f, Layer::Data)).collect()),
+        };
+        let now = 100 * DAY;
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![
+                snap(1, None, now - 3 * DAY, &["data/a", "data/b"]),
+                snap(2, Some(1), now - 2 * DAY, &["data/b", "data/c"]),
+                snap(3, Some(2), now - DAY, &["data/c"]),
+            ],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 3,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: Some(1),
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(3),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            listing: None,
+            protections: Protections::default(),
+            min_snapshot_age_ms: 30 * DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+        };
+        // Everything is younger than minSnapshotAge: no candidate.
+        assert!(plan(&input).candidates.is_empty());
+        input.protections.deletion_rights.push(DeletionRight {
+            id: "dsr".into(),
+            scope: DeletionScope::Path("data/a".into()),
+            deadline_ms: now - 1,
+        });
+        let p = plan(&input);
+        assert_eq!(p.candidates[0].snapshot_ids, vec![1]);
+        assert_eq!(p.deletion_rights[0].status, "candidate");
+        assert!(p.deletion_rights[0].overdue);
+        // A hold on a prefix the scope lies under: conflict, and the snapshot stays protected.
+        input
+            .protections
+            .holds
+            .push(("H".into(), HoldScope::Prefix("data".into())));
+        let p = plan(&input);
+        assert!(p.candidates.is_empty());
+        assert_eq!(p.deletion_rights[0].status, "conflict");
+        assert_eq!(p.deletion_rights[0].reasons, vec!["hold:H".to_owned()]);
+        input.protections.holds.clear();
+        // A lease still keeps it: blocked, with the reason.
+        input.protections.leases.push((1, "L".into()));
+        let p = plan(&input);
+        assert!(p.candidates.is_empty());
+        assert_eq!(p.deletion_rights[0].status, "blocked");
+        assert!(
+            p.deletion_rights[0].reasons[0].contains("lease:L"),
+            "{:?}",
+            p.deletion_rights
+        );
+        input.protections.leases.clear();
+        // The current snapshot is never released by a deletion right.
+        input.protections.deletion_rights[0].scope = DeletionScope::Snapshot(3);
+        let p = plan(&input);
+        assert_eq!(p.deletion_rights[0].status, "blocked");
+        // Once the snapshots are gone, it is fulfilled.
+        input.protections.deletion_rights[0].scope = DeletionScope::Snapshot(99);
+        assert_eq!(plan(&input).deletion_rights[0].status, "fulfilled");
+    }
 }

@@ -1626,4 +1626,24 @@ maxUnreconciledUnknowns: 3
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn regulated_data_and_min_quarantine_period() {
+        let p = parse_str(&example_with(&[])).unwrap();
+        assert_eq!((p.regulated_data(), p.min_quarantine_period()), (None, None));
+        let doc = format!("{}regulatedData: false\nminQuarantinePeriod: 2d\n", example_with(&[]));
+        let p = parse_str(&doc).unwrap();
+        assert_eq!(p.regulated_data(), Some(false));
+        assert_eq!(p.min_quarantine_period(), Some(chrono::Duration::days(2)));
+        for (extra, field) in [
+            ("regulatedData: \"false\"\n", "regulatedData"),
+            ("regulatedData: 0\n", "regulatedData"),
+            ("regulatedData: ~\n", "regulatedData"),
+            ("minQuarantinePeriod: 0s\n", "minQuarantinePeriod"),
+            ("minQuarantinePeriod: 3\n", "minQuarantinePeriod"),
+        ] {
+            let (f, _) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, field, "{extra}");
+        }
+    }
 }

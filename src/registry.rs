@@ -2750,6 +2750,9 @@ mod tests {
         let (_d, _u, reg) = fresh().await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
+        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
+            .await
+            .unwrap();
         let a = reg
             .candidate_record(
                 table,
@@ -2863,6 +2866,169 @@ mod tests {
                 .unwrap()
                 .iter()
                 .any(|e| e.kind == EventKind::PurgeRefused)
+        );
+    }
+
+    #[tokio::test]
+    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change() {
+        let (_d, _u, reg) = fresh().await;
+        let now = Utc::now();
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
+        assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::ReportOnly);
+        reg.candidate_record(table, "c-r", &serde_json::json!({}), &stamp(), &["x".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-r", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        let r = reg
+            .candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.len() == 1 && v[0].contains("report-only")),
+            "{r:?}"
+        );
+        let c = reg
+            .rollout_set(
+                table,
+                "orders",
+                &"cohort:emea-1".parse().unwrap(),
+                "wave 1",
+                "alice",
+                Some("d1"),
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (c.from.clone(), c.to.clone()),
+            (RolloutStage::ReportOnly, RolloutStage::Cohort("emea-1".into()))
+        );
+        assert_eq!(
+            reg.candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+        reg.rollout_set(table, "orders", &RolloutStage::ReportOnly, "incident", "bob", None, now)
+            .await
+            .unwrap();
+        let h = reg.rollout_history(table).await.unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!((h[1].reason.as_str(), h[1].changed_by.as_str()), ("incident", "bob"));
+        let kinds: Vec<EventKind> = reg.events(table).await.unwrap().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == EventKind::RolloutStageSet).count(), 2);
+        for bad in ["cohort:", "cohort:a b", "prod", "REPORT-ONLY"] {
+            assert!(bad.parse::<RolloutStage>().is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off() {
+        let (_d, _u, reg) = fresh().await;
+        let now = Utc::now();
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
+        let doc = serde_json::json!({"any": "document"});
+        let d = |version: i64, on: bool| NewDecision {
+            version,
+            table_uuid: table,
+            issuer: "gov",
+            keyid: "k",
+            envelope_sha256: "e",
+            decision: &doc,
+            holds: vec![(
+                "case".into(),
+                on.then(|| (HoldScope::Snapshot(7), "litigation".to_owned())),
+            )],
+        };
+        let (_, ch) = reg.decision_apply(&d(3, true), now).await.unwrap();
+        assert_eq!(ch[0].action, "set");
+        assert_eq!(reg.hold_generation(table).await.unwrap(), 1);
+        let (_, ch) = reg.decision_apply(&d(4, true), now).await.unwrap();
+        assert_eq!(ch[0].action, "unchanged");
+        for v in [4, 2] {
+            let e = reg.decision_apply(&d(v, false), now).await.unwrap_err();
+            assert!(matches!(e, RegistryError::VersionNotNewer { latest: 4, .. }), "{e}");
+        }
+        assert!(
+            reg.holds(table).await.unwrap()[0].active,
+            "a refused decision changes nothing"
+        );
+        let (_, ch) = reg.decision_apply(&d(5, false), now).await.unwrap();
+        assert_eq!(ch[0].action, "cleared");
+        assert!(!reg.holds(table).await.unwrap()[0].active);
+        assert_eq!(reg.hold_generation(table).await.unwrap(), 2);
+        let versions: Vec<i64> = reg.decisions(table).await.unwrap().iter().map(|d| d.version).collect();
+        assert_eq!(versions, vec![3, 4, 5]);
+        assert_eq!(reg.decision_latest_version().await.unwrap(), Some(5));
+    }
+
+    #[tokio::test]
+    async fn a_quarantine_extension_refuses_acceptance_until_it_passes() {
+        let (_d, _u, reg) = fresh().await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
+        reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
+            .await
+            .unwrap();
+        reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["x".into()], now)
+            .await
+            .unwrap();
+        assert!(
+            reg.quarantine_extend("c-e", chrono::Duration::hours(1), "early", now)
+                .await
+                .is_err()
+        );
+        reg.candidate_transition("c-e", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        let e1 = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(1), "look", now)
+            .await
+            .unwrap();
+        let e2 = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(2), "look more", now)
+            .await
+            .unwrap();
+        assert_eq!(e2.not_before, e1.not_before + chrono::Duration::hours(2));
+        let r = reg
+            .candidate_accept("c-e", &stamp(), 0, vec![], true, now + chrono::Duration::hours(2))
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v[0].contains("extended")),
+            "{r:?}"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-e", &stamp(), 0, vec![], true, e2.not_before)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+    }
+
+    #[tokio::test]
+    async fn a_version_1_registry_is_migrated_to_version_2_on_open() {
+        let (_dir, uri, r) = fresh().await;
+        sqlx::query("UPDATE registry_state SET schema_version = 1")
+            .execute(&r.pool)
+            .await
+            .unwrap();
+        sqlx::query("DROP TABLE rollout_stages").execute(&r.pool).await.unwrap();
+        r.close().await;
+        let r = Registry::open(&uri).await.unwrap();
+        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
+            .fetch_one(&r.pool)
+            .await
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        assert_eq!(
+            r.rollout_stage("7f31a2b4-09c1-4d5e-9f00-000000000005")
+                .await
+                .unwrap()
+                .stage,
+            RolloutStage::ReportOnly
         );
     }
 }
