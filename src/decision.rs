@@ -2,10 +2,11 @@
 //!
 //! A decision is an in-toto Statement v1 in a DSSE envelope (the same format and keys as drill evidence,
 //! [`crate::evidence`]) whose predicate ([`DecisionDoc`], predicate type [`DECISION_PREDICATE_TYPE`]) names one
-//! table and carries the *complete* governance state for it at that version:
+//! table and carries its governance state at that version:
 //!
 //! - `legal_holds[]`: each `{key, state: on|off, scope, reason}`; `on` sets a registry legal hold under that key
-//!   (bumping the table's hold generation), `off` clears the hold a previous version set under the key;
+//!   (bumping the table's hold generation), `off` clears the hold a previous version set under the key; a key left
+//!   out keeps its hold (a protection is never released by omission);
 //! - `deletion_rights[]`: each `{id, scope, deadline, reason}`: a scope (`snapshot:ID`, `prefix:PATH`,
 //!   `object:PATH`) that must be deleted by the deadline. The latest applied decision of a table is the set of
 //!   open requests; a request left out of a later version is withdrawn.

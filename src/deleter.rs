@@ -1,5 +1,9 @@
 //! **The deleter: the only code in lakedrill that removes objects.** Read this before changing it.
 //!
+//! A purge is refused outright for a table in rollout stage `report-only` (the default), in stage `test` under a
+//! policy that does not declare `regulatedData: false`, before `minQuarantinePeriod` or a quarantine extension has
+//! passed, and by a build whose SHA-256 differs from the policy's `reclamationImplementationDigest`.
+//!
 //! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
 //! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
 //! the protected-ref root, the lease watermark and the hold generation still matches what was

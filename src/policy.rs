@@ -21,7 +21,9 @@
 //!   longest writer visibility delay); `protectedRefs` is a non-empty list of non-empty names without
 //!   duplicates and without two names that differ only by case (DESIGN §6: such branches are ambiguous);
 //!   `legalHoldGeneration` is an integer ≥ 0; `formatVersion` is 1, 2 or 3; `objectVersioning` is
-//!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits;
+//!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits; `regulatedData` is
+//!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
+//!   positive duration;
 //!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
 //!   [`TableBinding`].
 //!

@@ -8,6 +8,8 @@
 //! - **writers**: an in-flight writer's staging prefix, until the writer ends;
 //! - **DR checkpoints**: declared recovery points (snapshot id + time);
 //! - the **deleter switch**: an operator's global stop for every deleter;
+//! - **rollout stages**, **governance decisions**, **quarantine extensions** and **rollout observations**
+//!   (schema version 2, see the `rollout` submodule);
 //! - an append-only **event log** of every change above.
 //!
 //! # Guarantees
@@ -32,7 +34,6 @@
 //! - It does not expire anything by itself: an expired lease stays in the file with `active = false`, and an
 //!   overdue writer stays open until someone ends it. Nothing is ever deleted from the registry.
 //! - It does not decide what is deletable, and it does not resolve table names or UUID prefixes.
-//! - It does not track per-object candidate states yet (`DISCOVERED` … `VERIFIED`).
 //! - It does not support an in-memory database: a registry that vanishes with its process protects nothing.
 
 use std::fmt;
