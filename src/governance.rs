@@ -739,6 +739,10 @@ pub async fn status(
         let policy = crate::policy::load(p)?;
         policy.check_table(&policy_name(t), &t.metadata().uuid())?;
         let digest = crate::rollout::digest_binding(&policy)?;
+        human.push_str(&format!(
+            "implementation: this build {} ({})\n",
+            digest.running, digest.status
+        ));
         if let Some(m) = digest.message() {
             human.push_str(&format!(
                 "{}: {m}\n",
