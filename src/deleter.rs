@@ -710,6 +710,15 @@ pub async fn reconcile(
     let root = table.location().root_uri().to_owned();
     let objects = objects_of(&rec);
     let states = reg.object_states(candidate_id).await?;
+    // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
+    let digest = crate::rollout::digest_binding(&policy)?;
+    let withheld = if !digest.allows_reclamation() {
+        digest.message()
+    } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
+        Some("the table is in rollout stage report-only".to_owned())
+    } else {
+        None
+    };
     for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
         let Some(o) = objects.iter().find(|o| o.path == s.path) else {
             continue;
@@ -717,6 +726,12 @@ pub async fn reconcile(
         let uri = location::join(&root, &o.path);
         let mut how = match ctx.storage.head(&uri).await? {
             None => "absent at re-check".to_owned(),
+            Some(_) if withheld.is_some() => {
+                format!(
+                    "present at re-check; retry withheld: {}",
+                    withheld.as_deref().unwrap_or_default()
+                )
+            }
             Some(_) => match ctx.storage.delete(&uri).await {
                 Ok(()) | Err(Error::NotFound { .. }) => "present at re-check; delete retried".to_owned(),
                 Err(e) => format!("present at re-check; retry failed: {e}"),

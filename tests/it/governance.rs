@@ -822,7 +822,7 @@ fn purge_refuses_when_the_world_changed() {
 }
 
 /// Runs the binary with failpoints; returns (exit code or None when killed, stdout).
-fn with_failpoints(g: &Gov, spec: &str, args: &[&str]) -> Option<i32> {
+pub fn with_failpoints(g: &Gov, spec: &str, args: &[&str]) -> Option<i32> {
     let mut a = args.to_vec();
     a.extend(T);
     let out = Command::new(env!("CARGO_BIN_EXE_lakedrill"))

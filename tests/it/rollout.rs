@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::governance::{Gov, refused_with};
+use crate::governance::{Gov, refused_with, with_failpoints};
 use crate::util::Run;
 
 /// Snapshots of the fixture table as `inspect snapshots` lists them, oldest first.
@@ -634,4 +634,49 @@ fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_pu
     human.expect_code(0);
     assert!(human.stdout.contains("STOPPED (incident 99)"), "{}", human.stdout);
     refused_with(&g.purge(id, Some(&ev), &[]), "incident 99");
+}
+
+#[test]
+fn reconcile_rechecks_but_retries_no_delete_on_a_table_moved_back_to_report_only() {
+    let g = Gov::new("maxUnreconciledUnknowns: 0\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(
+        with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
+        Some(1)
+    );
+    let present = |g: &Gov| {
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| g.table_root().join(o["path"].as_str().unwrap()).exists())
+            .count()
+    };
+    let left = present(&g);
+    assert!(left > 0, "every second delete was refused by the failpoint");
+    g.set_stage("report-only", "anomaly: stop deleting").expect_code(0);
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let reconcile = |g: &Gov| {
+        g.on_table(&[
+            "--json",
+            "reconcile",
+            id,
+            "--policy",
+            &policy,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+        ])
+    };
+    let r = reconcile(&g);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_ne!(r.json()["status"], "VERIFIED");
+    assert_eq!(present(&g), left, "no delete was retried in report-only");
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "DELETE_UNKNOWN", "{st}");
+    g.set_stage("test", "anomaly understood").expect_code(0);
+    assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
+    assert_eq!(present(&g), 0);
 }
