@@ -607,3 +607,93 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
         human,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::bundle::Layer;
+    use crate::closure::{ListedObject, ObjectRef, Protections, RefInfo, SnapshotInfo, TableDefaults};
+
+    const DAY: i64 = 24 * 3600 * 1000;
+
+    fn snap(id: i64, parent: Option<i64>, ts: i64, files: &[&str]) -> SnapshotInfo {
+        SnapshotInfo {
+            snapshot_id: id,
+            parent_id: parent,
+            timestamp_ms: ts,
+            objects: Some(
+                files
+                    .iter()
+                    .map(|f| ObjectRef {
+                        path: (*f).into(),
+                        layer: Layer::Data,
+                        size: 7,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn compare_sorts_each_object_and_names_why_lakedrill_kept_it() {
+        let now = 100 * DAY;
+        let listed = |p: &str, age: i64| ListedObject {
+            path: p.into(),
+            size: 5,
+            last_modified_ms: now - age,
+        };
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![
+                snap(1, None, now - 9 * DAY, &["ml-1", "data/a"]),
+                snap(2, Some(1), now - 8 * DAY, &["ml-2", "data/b"]),
+                snap(3, Some(2), now - 7 * DAY, &["ml-3", "data/b"]),
+            ],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 3,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: Some(1),
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(3),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            listing: Some(vec![
+                listed("data/_staging/w/part-0", 5 * DAY),
+                listed("data/fresh", DAY / 24),
+                listed("data/old-orphan", 4 * DAY),
+            ]),
+            protections: Protections::default(),
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+        };
+        input.protections.leases.push((1, "L".into()));
+        input.protections.writers.push(("W".into(), "data/_staging/w".into()));
+        let plan = crate::closure::plan(&input);
+        let c = compare(&input, &plan, 3 * DAY);
+        let paths = |v: &[ComparedObject]| v.iter().map(|o| o.path.clone()).collect::<Vec<_>>();
+        // Snapshot 2 is expired by both; the old orphan is deleted by both.
+        assert_eq!(paths(&c.both), vec!["data/old-orphan", "ml-2"]);
+        // The leased snapshot's exclusive files, the writer's staged file; the fresh file is younger than plain's 3 days.
+        assert_eq!(paths(&c.only_iceberg), vec!["data/_staging/w/part-0", "data/a", "ml-1"]);
+        let by = |p: &str| c.only_iceberg.iter().find(|o| o.path == p).unwrap();
+        assert_eq!(by("ml-1").kinds, vec!["lease"]);
+        assert_eq!(by("ml-1").reasons, vec!["lease:L (snapshot 1)"]);
+        assert_eq!(by("ml-1").via.as_deref(), Some("expire_snapshots"));
+        assert_eq!(by("data/_staging/w/part-0").kinds, vec!["writer"]);
+        assert_eq!(by("data/_staging/w/part-0").via.as_deref(), Some("remove_orphan_files"));
+        assert!(c.only_lakedrill.is_empty());
+        // A plain job with a shorter threshold also deletes the fresh file lakedrill keeps for the safety interval.
+        let c = compare(&input, &plan, 1000);
+        let fresh = c.only_iceberg.iter().find(|o| o.path == "data/fresh").unwrap();
+        assert_eq!(fresh.kinds, vec!["safety-interval"]);
+        assert_eq!(fresh.bytes, 5);
+    }
+}
