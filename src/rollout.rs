@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::governance;
 use crate::output::{self, Outcome, Verdict};
 use crate::policy::Policy;
-use crate::registry::RolloutStage;
+use crate::registry::{ObservationRecord, RolloutStage};
 use crate::table::TableSource;
 
 /// Iceberg's default `older_than` for `remove_orphan_files` (3 days).
@@ -399,6 +399,33 @@ pub fn compare(input: &PlanInput, plan: &Plan, plain_orphan_older_than_ms: i64) 
     out
 }
 
+/// Aggregates observations (oldest first) into one comparison: each object once, in the category and with the
+/// reasons of its latest observation. Keys: `both`, `only_iceberg`, `only_lakedrill`.
+///
+/// # Errors
+/// [`Error::Internal`] when a stored observation does not parse.
+pub fn aggregate(observations: &[ObservationRecord]) -> Result<BTreeMap<&'static str, Vec<ComparedObject>>> {
+    let mut latest: BTreeMap<String, (&'static str, ComparedObject)> = BTreeMap::new();
+    for o in observations {
+        let c: Comparison = serde_json::from_value(o.report["comparison"].clone())
+            .map_err(|e| Error::Internal(format!("rollout observation {} does not parse: {e}", o.observation_id)))?;
+        for (cat, list) in [
+            ("both", c.both),
+            ("only_iceberg", c.only_iceberg),
+            ("only_lakedrill", c.only_lakedrill),
+        ] {
+            for item in list {
+                latest.insert(item.path.clone(), (cat, item));
+            }
+        }
+    }
+    let mut cats: BTreeMap<&'static str, Vec<ComparedObject>> = BTreeMap::new();
+    for (_, (cat, item)) in latest {
+        cats.entry(cat).or_default().push(item);
+    }
+    Ok(cats)
+}
+
 #[derive(Serialize)]
 struct Bucket {
     objects: usize,
@@ -459,24 +486,7 @@ pub async fn report(
     reg.observation_add(&uuid, &observation, now).await?;
     let from: DateTime<Utc> = now - since_d;
     let observations = reg.observations(&uuid, from).await?;
-    // Latest observation wins per path.
-    let mut latest: BTreeMap<String, (&'static str, ComparedObject)> = BTreeMap::new();
-    for o in &observations {
-        let c: Comparison = serde_json::from_value(o.report["comparison"].clone()).unwrap_or_default();
-        for (cat, list) in [
-            ("both", c.both),
-            ("only_iceberg", c.only_iceberg),
-            ("only_lakedrill", c.only_lakedrill),
-        ] {
-            for item in list {
-                latest.insert(item.path.clone(), (cat, item));
-            }
-        }
-    }
-    let mut cats: BTreeMap<&str, Vec<ComparedObject>> = BTreeMap::new();
-    for (_, (cat, item)) in latest {
-        cats.entry(cat).or_default().push(item);
-    }
+    let mut cats = aggregate(&observations)?;
     let stage = reg.rollout_stage(&uuid).await?;
     let both = bucket(cats.remove("both").unwrap_or_default());
     let only_iceberg = bucket(cats.remove("only_iceberg").unwrap_or_default());
@@ -695,5 +705,42 @@ mod tests {
         let fresh = c.only_iceberg.iter().find(|o| o.path == "data/fresh").unwrap();
         assert_eq!(fresh.kinds, vec!["safety-interval"]);
         assert_eq!(fresh.bytes, 5);
+    }
+
+    #[test]
+    fn aggregate_counts_each_object_once_in_its_latest_category() {
+        let obj = |p: &str, reasons: &[&str]| ComparedObject {
+            path: p.into(),
+            bytes: 1,
+            via: None,
+            reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
+            kinds: Vec::new(),
+        };
+        let obs = |id: i64, c: &Comparison| ObservationRecord {
+            observation_id: id,
+            table_uuid: "t".into(),
+            observed_at: chrono::DateTime::from_timestamp_millis(id).unwrap(),
+            report: serde_json::json!({"comparison": c}),
+        };
+        let first = Comparison {
+            both: vec![obj("a", &[]), obj("b", &[])],
+            only_iceberg: vec![],
+            only_lakedrill: vec![],
+        };
+        let second = Comparison {
+            both: vec![obj("b", &[])],
+            only_iceberg: vec![obj("a", &["lease:L (snapshot 1)"])],
+            only_lakedrill: vec![obj("c", &[])],
+        };
+        let cats = aggregate(&[obs(1, &first), obs(2, &second)]).unwrap();
+        assert_eq!(
+            cats["both"].iter().map(|o| o.path.as_str()).collect::<Vec<_>>(),
+            vec!["b"]
+        );
+        assert_eq!(cats["only_iceberg"][0].reasons, vec!["lease:L (snapshot 1)"]);
+        assert_eq!(cats["only_lakedrill"][0].path, "c");
+        let mut broken = obs(3, &second);
+        broken.report = serde_json::json!({"comparison": 7});
+        assert!(aggregate(&[broken]).is_err());
     }
 }
