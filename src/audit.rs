@@ -110,8 +110,21 @@ pub fn check_report(
         );
     }
     let ids: Vec<&str> = p.results.iter().map(|r| r.bundle_id.as_str()).collect();
-    let sel: Vec<&str> = p.sample.selected.iter().map(String::as_str).collect();
-    if ids != sel || p.sample.size != sel.len() || p.sample.size > p.sample.population {
+    // A shard report holds its share of the overall sample (drill::Shard); any other report all of it.
+    let sel: Vec<&str> = p
+        .sample
+        .selected
+        .iter()
+        .enumerate()
+        .filter(|(pos, _)| p.shard.is_none_or(|s| s.count > 0 && s.holds(*pos)))
+        .map(|(_, b)| b.as_str())
+        .collect();
+    if let Some(s) = p.shard
+        && (s.count == 0 || s.index >= s.count)
+    {
+        fail("SHARD_INVALID", format!("shard {}/{}", s.index, s.count));
+    }
+    if ids != sel || p.sample.size != p.sample.selected.len() || p.sample.size > p.sample.population {
         fail(
             "SAMPLE_INCONSISTENT",
             format!(

@@ -308,6 +308,9 @@ pub enum Command {
         /// Print every check and what would be deleted; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Settle DELETE_UNKNOWN objects: re-check, retry, or report for a human.
     Reconcile {
@@ -324,6 +327,9 @@ pub enum Command {
         /// Where receipts go.
         #[arg(long, default_value = "receipts")]
         receipts: String,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Bring back a purged candidate's objects from their delete markers (versioned S3) and verify them.
     Undelete {
@@ -350,6 +356,46 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Signed reports: merge the reports of a sharded drill into one.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
+    /// The configuration file (lakedrill.toml).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+/// `report` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Verify the shard reports of one sharded drill run and sign one merged report into the plan's chain.
+    Merge {
+        /// The shard reports (.dsse.json), one per shard 0..N, in any order.
+        #[arg(required = true, num_args = 1..)]
+        shard_reports: Vec<String>,
+        /// Signing key for the merged report.
+        #[arg(long)]
+        key: PathBuf,
+        /// Trust store the shard reports must verify against.
+        #[arg(long)]
+        trust: PathBuf,
+        /// Reports folder: the merged report goes to `<reports>/<plan>/` (default `reports`).
+        #[arg(long, default_value = "reports")]
+        reports: String,
+        /// Also write Prometheus metrics for the merged run (node_exporter textfile collector).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
+    },
+}
+
+/// `config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the configuration file and what it points to (catalogs, registry, keys, trust, defaults).
+    Check,
 }
 
 /// `drill` subcommands.
@@ -359,6 +405,13 @@ pub enum DrillCommand {
     Run {
         /// The plan file.
         plan: PathBuf,
+        /// Run only shard I of N (`I/N`, 0-based): a deterministic share of the sample; merge the shard
+        /// reports with `report merge`.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
 }
 

@@ -147,6 +147,54 @@ pub struct DrillPredicate {
     pub summary: Summary,
     /// SHA-256 of the previous report envelope of this plan, or null for the first.
     pub previous_report: Option<String>,
+    /// Set on the report of one shard of a sharded run (`drill run --shard I/N`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Set on a merged report (`report merge`): the shard reports it was made from; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<crate::report_merge::ShardRef>>,
+}
+
+/// One share of a sharded drill: the items at positions `p` of the overall sample with `p % count == index`.
+///
+/// Every shard computes the same overall sample from the same seed and population, then keeps its share,
+/// so every sampled item is in exactly one shard and the shards together are the unsharded run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parses `I/N` (0-based `I < N`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--shard` and the rule.
+    pub fn parse(s: &str) -> Result<Self> {
+        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+
+    /// Whether the item at `position` of the overall sample belongs to this shard.
+    #[must_use]
+    pub fn holds(self, position: usize) -> bool {
+        position % self.count == self.index
+    }
+}
+
+/// Options of one drill run beyond the plan file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Run only this share of the sample; the report goes to `<reports>/<plan>/shards/`, outside the chain.
+    pub shard: Option<Shard>,
 }
 
 /// What `drill run` hands back.
@@ -233,6 +281,21 @@ pub async fn run(
     clock: &dyn Clock,
     implementation_digest: &str,
 ) -> Result<DrillOutcome> {
+    run_with(storage, plan_path, clock, implementation_digest, RunOptions::default()).await
+}
+
+/// Runs a drill plan with [`RunOptions`] (a shard of the sample).
+///
+/// # Errors
+/// As [`run`].
+#[allow(clippy::too_many_lines)]
+pub async fn run_with(
+    storage: &Storage,
+    plan_path: &Path,
+    clock: &dyn Clock,
+    implementation_digest: &str,
+    opts: RunOptions,
+) -> Result<DrillOutcome> {
     let (plan, plan_bytes) = load_plan(plan_path)?;
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
@@ -263,7 +326,28 @@ pub async fn run(
         .collect();
     let mut results = Vec::new();
     let mut subjects = Vec::new();
-    for i in &picks {
+    // A shard keeps its share of the overall sample (same seed, same selection, disjoint shares).
+    let mine: Vec<usize> = picks
+        .iter()
+        .enumerate()
+        .filter(|(pos, _)| opts.shard.is_none_or(|s| s.holds(*pos)))
+        .map(|(_, i)| *i)
+        .collect();
+    if let Some(s) = opts.shard
+        && mine.is_empty()
+    {
+        return Err(Error::invalid(
+            "--shard",
+            format!(
+                "shard {}/{} holds no item of a sample of {}: use at most {} shards",
+                s.index,
+                s.count,
+                picks.len(),
+                picks.len()
+            ),
+        ));
+    }
+    for i in &mine {
         let dir = &population[*i];
         let t0 = clock.now();
         let r = bundle::verify(
@@ -311,8 +395,14 @@ pub async fn run(
         .filter(|r| r.status == RestoreStatus::RestoreVerified)
         .count();
     let failed = results.len() - passed;
-    let folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
-    let previous = latest_report(storage, &folder).await?;
+    let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
+    // Shard reports are not links of the plan's chain: the merged report is.
+    let (folder, previous) = if opts.shard.is_some() {
+        (location::join(&chain_folder, "shards"), None)
+    } else {
+        let previous = latest_report(storage, &chain_folder).await?;
+        (chain_folder, previous)
+    };
     let predicate = DrillPredicate {
         drill: DrillInfo {
             id: uuid::Uuid::new_v4().to_string(),
@@ -341,6 +431,8 @@ pub async fn run(
             },
         },
         previous_report: previous.map(|(_, sha)| sha),
+        shard: opts.shard,
+        merged_from: None,
     };
     let statement = Statement {
         subject: subjects,
@@ -348,7 +440,10 @@ pub async fn run(
         predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("drill predicate: {e}")))?,
     };
     let envelope = evidence::sign_statement(&statement, &key);
-    let stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let mut stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    if let Some(s) = opts.shard {
+        stamp.push_str(&format!("-shard-{}-of-{}", s.index, s.count));
+    }
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));
     storage.put_new(&report, Bytes::from(envelope.to_json_bytes())).await?;
@@ -405,7 +500,9 @@ pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>
         .collect())
 }
 
-fn render_human(p: &DrillPredicate, report: &str) -> String {
+/// The plain-text report written beside a signed report (`.txt`).
+#[must_use]
+pub fn render_human(p: &DrillPredicate, report: &str) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "lakedrill drill report — plan {} ({})", p.drill.plan, p.drill.kind);
