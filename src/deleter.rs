@@ -608,9 +608,13 @@ async fn finish(
         };
         let n = reg.receipts(candidate_id).await?.len();
         let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
-        ctx.storage
-            .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
-            .await?;
+        // The summary is named by the receipt count: when it exists, no receipt was added since it was
+        // signed (a reconcile with nothing to settle), so it already states this outcome.
+        if ctx.storage.head(&uri).await?.is_none() {
+            ctx.storage
+                .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
+                .await?;
+        }
         summary_uri = Some(uri);
     }
     let status = if !halted.is_empty() {

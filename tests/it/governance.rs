@@ -19,22 +19,22 @@ orphanSafetyInterval: 12h
 ";
 
 /// A fresh `db.retention` table in its own catalog and registry, a key, a policy.
-struct Gov {
+pub(crate) struct Gov {
     _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    policy: PathBuf,
+    pub(crate) dir: PathBuf,
+    pub(crate) policy: PathBuf,
     /// `s3://bucket/prefix` when the table lives on the test S3 server.
     warehouse: Option<String>,
 }
 
-const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
+pub(crate) const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
 
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
 }
 
 impl Gov {
-    fn new(policy_extra: &str) -> Gov {
+    pub(crate) fn new(policy_extra: &str) -> Gov {
         Gov::with_warehouse(policy_extra, None)
     }
 
@@ -76,23 +76,23 @@ impl Gov {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         lakedrill_in(&self.dir, args)
     }
 
-    fn on_table(&self, args: &[&str]) -> Run {
+    pub(crate) fn on_table(&self, args: &[&str]) -> Run {
         let mut a = args.to_vec();
         a.extend(T);
         self.run(&a)
     }
 
-    fn plan(&self) -> Value {
+    pub(crate) fn plan(&self) -> Value {
         self.on_table(&["--json", "plan", "--policy", self.policy.to_str().unwrap()])
             .expect_code(0)
             .json()
     }
 
-    fn candidate(&self) -> Value {
+    pub(crate) fn candidate(&self) -> Value {
         self.plan()["candidates"]
             .as_array()
             .unwrap()
@@ -102,7 +102,7 @@ impl Gov {
             .expect("a candidate")
     }
 
-    fn quarantine(&self, id: &str, mode: &str) -> Run {
+    pub(crate) fn quarantine(&self, id: &str, mode: &str) -> Run {
         self.on_table(&[
             "--json",
             "quarantine",
@@ -118,7 +118,7 @@ impl Gov {
         ])
     }
 
-    fn drill(&self, bundles: &str) -> PathBuf {
+    pub(crate) fn drill(&self, bundles: &str) -> PathBuf {
         let plan = self.dir.join(format!("drill-{bundles}.toml"));
         std::fs::write(
             &plan,
@@ -153,14 +153,14 @@ impl Gov {
         a
     }
 
-    fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
+    pub(crate) fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
         let mut a = self.purge_args(id, evidence);
         a.extend(extra);
         self.on_table(&a)
     }
 
     /// Runs Python with `t` = the table loaded through the catalog by PyIceberg.
-    fn py(&self, code: &str) -> String {
+    pub(crate) fn py(&self, code: &str) -> String {
         let wh = self
             .warehouse
             .clone()
@@ -176,7 +176,7 @@ impl Gov {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
-    fn table_root(&self) -> PathBuf {
+    pub(crate) fn table_root(&self) -> PathBuf {
         self.dir.join("fx/warehouse/db/retention")
     }
 
@@ -236,7 +236,7 @@ impl Gov {
     }
 
     /// Quarantine (tag mode) + drill: returns (candidate, evidence).
-    fn quarantined(&self) -> (Value, PathBuf) {
+    pub(crate) fn quarantined(&self) -> (Value, PathBuf) {
         let c = self.candidate();
         self.quarantine(c["candidate_id"].as_str().unwrap(), "tag")
             .expect_code(0);

@@ -9,5 +9,6 @@ mod generated;
 mod governance;
 mod interop;
 mod malformed;
+mod operator;
 mod s3;
 mod util;
