@@ -283,8 +283,8 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
         .collect();
     s.push_str(&svg_chart("rto-chart", "Largest RTO per drill (seconds)", &rto));
     s.push_str(&svg_chart("rpo-chart", "Largest RPO per drill (seconds)", &rpo));
-    s.push_str("</div>\n<p>Charts are drawn from the reports in the plan's reports folder; `lakedrill audit verify --chain` verifies them. \
-                A failed run is a red point.</p>\n</body>\n</html>\n");
+    s.push_str("</div>\n<p>Charts are drawn from the reports in the plan's reports folder, oldest on the left; \
+                <code>lakedrill audit verify REPORT --trust KEYS --chain</code> verifies them. A run whose gate failed is a red point.</p>\n</body>\n</html>\n");
     s
 }
 
@@ -297,7 +297,7 @@ fn svg_chart(id: &str, title: &str, points: &[(String, Option<f64>, bool)]) -> S
     const R: f64 = 20.0;
     const T: f64 = 30.0;
     const B: f64 = 40.0;
-    let max = points.iter().filter_map(|p| p.1).fold(0.0_f64, f64::max).max(0.001) * 1.1;
+    let (max, decimals) = nice_axis(points.iter().filter_map(|p| p.1).fold(0.0_f64, f64::max));
     let n = points.len();
     let x = |i: usize| {
         if n <= 1 {
@@ -323,7 +323,7 @@ fn svg_chart(id: &str, title: &str, points: &[(String, Option<f64>, bool)]) -> S
         let v = max * f64::from(k) / 4.0;
         let _ = write!(
             s,
-            "<text x=\"{tx}\" y=\"{ty:.1}\" font-size=\"10\" text-anchor=\"end\" font-family=\"sans-serif\">{v:.2}</text>\
+            "<text x=\"{tx}\" y=\"{ty:.1}\" font-size=\"10\" text-anchor=\"end\" font-family=\"sans-serif\">{v:.decimals$}</text>\
              <line x1=\"{L}\" y1=\"{ty0:.1}\" x2=\"{xr}\" y2=\"{ty0:.1}\" stroke=\"#eaeef2\"/>",
             tx = L - 6.0,
             ty = y(v) + 3.0,
@@ -360,14 +360,38 @@ fn svg_chart(id: &str, title: &str, points: &[(String, Option<f64>, bool)]) -> S
             s,
             "<text x=\"{L}\" y=\"{ly}\" font-size=\"10\" font-family=\"sans-serif\">{}</text>\
              <text x=\"{xr}\" y=\"{ly}\" font-size=\"10\" text-anchor=\"end\" font-family=\"sans-serif\">{}</text>",
-            escape(first.0.get(..10).unwrap_or(&first.0)),
-            escape(last.0.get(..10).unwrap_or(&last.0)),
+            escape(first.0.get(..16).unwrap_or(&first.0)),
+            escape(last.0.get(..16).unwrap_or(&last.0)),
             ly = H - B + 16.0,
             xr = W - R,
         );
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// A "nice" axis maximum (1, 2 or 5 times a power of ten, at least the data maximum) and the decimals
+/// its quarter steps need.
+fn nice_axis(max: f64) -> (f64, usize) {
+    if !max.is_finite() || max <= 0.0 {
+        return (1.0, 2);
+    }
+    let exp = max.log10().floor();
+    let base = 10f64.powf(exp);
+    let top = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * base)
+        .find(|t| *t >= max)
+        .unwrap_or(10.0 * base);
+    let step = top / 4.0;
+    let decimals = (0..=6)
+        .find(|d| {
+            let scaled = step * 10f64.powi(*d);
+            (scaled - scaled.round()).abs() < 1e-6 * scaled.max(1.0)
+        })
+        .and_then(|d| usize::try_from(d).ok())
+        .unwrap_or(6);
+    (top, decimals)
 }
 
 /// The Markdown summary of one drill report, for tickets.
@@ -499,6 +523,15 @@ mod tests {
         assert!(!h.contains("https://"));
         assert!(h.contains("<svg id=\"rto-chart\"") && h.contains("<svg id=\"rpo-chart\""));
         assert!(h.find("id=\"verdict\"") < h.find("id=\"items\""), "verdict first");
+    }
+
+    #[test]
+    fn axis_maxima_are_round_and_cover_the_data() {
+        assert_eq!(nice_axis(0.0), (1.0, 2));
+        assert!((nice_axis(0.018).0 - 0.02).abs() < 1e-12);
+        assert_eq!(nice_axis(3.2), (5.0, 2));
+        assert_eq!(nice_axis(40.0), (50.0, 1));
+        assert_eq!(nice_axis(100.0), (100.0, 0));
     }
 
     #[test]
