@@ -116,10 +116,10 @@ pub fn check_report(
         .selected
         .iter()
         .enumerate()
-        .filter(|(pos, _)| p.shard.is_none_or(|s| s.count > 0 && s.holds(*pos)))
+        .filter(|(pos, _)| p.shard.as_ref().is_none_or(|s| s.count > 0 && s.holds(*pos)))
         .map(|(_, b)| b.as_str())
         .collect();
-    if let Some(s) = p.shard
+    if let Some(s) = &p.shard
         && (s.count == 0 || s.index >= s.count)
     {
         fail("SHARD_INVALID", format!("shard {}/{}", s.index, s.count));

@@ -373,7 +373,8 @@ pub enum Command {
 pub enum ReportCommand {
     /// Verify the shard reports of one sharded drill run and sign one merged report into the plan's chain.
     Merge {
-        /// The shard reports (.dsse.json), one per shard 0..N, in any order.
+        /// The shard reports (.dsse.json), one per shard 0..N, in any order; a folder stands for the
+        /// reports directly in it (`<reports>/<plan>/shards/<run id>/`).
         #[arg(required = true, num_args = 1..)]
         shard_reports: Vec<String>,
         /// Signing key for the merged report.
@@ -409,6 +410,10 @@ pub enum DrillCommand {
         /// reports with `report merge`.
         #[arg(long)]
         shard: Option<String>,
+        /// With --shard: the run these shards belong to (e.g. the Kubernetes Job name); shard reports go to
+        /// `<reports>/<plan>/shards/<run id>/` and `report merge` takes that folder.
+        #[arg(long, requires = "shard")]
+        run_id: Option<String>,
         /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
         #[arg(long)]
         metrics_file: Option<PathBuf>,

@@ -424,6 +424,8 @@ pub fn implementation_digest() -> Result<String> {
 pub struct DrillRunOptions {
     /// `--shard I/N`.
     pub shard: Option<String>,
+    /// `--run-id ID` (with `--shard`).
+    pub run_id: Option<String>,
     /// `--metrics-file PATH`.
     pub metrics_file: Option<std::path::PathBuf>,
     /// `-q`.
@@ -451,13 +453,22 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOpt
     if !opts.quiet {
         eprintln!("drill: running {}", plan.display());
     }
-    let shard = opts.shard.as_deref().map(crate::drill::Shard::parse).transpose()?;
+    let shard = match opts.shard.as_deref() {
+        Some(s) => Some(crate::drill::Shard::parse(s)?.with_run_id(opts.run_id.as_deref())?),
+        None if opts.run_id.is_some() => {
+            return Err(crate::Error::invalid(
+                "--run-id",
+                "only a shard run (--shard I/N) takes a run id",
+            ));
+        }
+        None => None,
+    };
     let r = crate::drill::run_with(
         &ctx.storage,
         plan,
         &crate::clock::SystemClock,
         &implementation_digest()?,
-        crate::drill::RunOptions { shard },
+        crate::drill::RunOptions { shard: shard.clone() },
     )
     .await;
     let label = crate::drill::load_plan(plan).map_or_else(
@@ -488,7 +499,7 @@ async fn drill_finish(
     r: Result<crate::drill::DrillOutcome>,
 ) -> Result<Outcome> {
     let now = chrono::Utc::now();
-    let shard_label = shard.map(|s| format!("{}/{}", s.index, s.count));
+    let shard_label = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
     let mut labels: Vec<(&str, &str)> = vec![("plan", plan_label)];
     if let Some(s) = &shard_label {
         labels.push(("shard", s));

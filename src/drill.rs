@@ -159,12 +159,16 @@ pub struct DrillPredicate {
 ///
 /// Every shard computes the same overall sample from the same seed and population, then keeps its share,
 /// so every sampled item is in exactly one shard and the shards together are the unsharded run.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Shard {
     /// This shard, `0..count`.
     pub index: usize,
     /// How many shards.
     pub count: usize,
+    /// The run the shard belongs to (`--run-id`): all shards of one run name the same id, and the shard
+    /// reports go to `<reports>/<plan>/shards/<run id>/`, where `report merge` can be pointed at the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl Shard {
@@ -180,18 +184,42 @@ impl Shard {
         if count == 0 || index >= count {
             return Err(bad());
         }
-        Ok(Self { index, count })
+        Ok(Self {
+            index,
+            count,
+            run_id: None,
+        })
+    }
+
+    /// Sets the run id, which must be `[A-Za-z0-9._-]+` and not start with `.` (it names a folder).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--run-id`.
+    pub fn with_run_id(mut self, run_id: Option<&str>) -> Result<Self> {
+        if let Some(id) = run_id {
+            if id.is_empty()
+                || id.starts_with('.')
+                || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(Error::invalid(
+                    "--run-id",
+                    format!("{id:?} must be [A-Za-z0-9._-]+ and not start with '.' (it names a folder)"),
+                ));
+            }
+            self.run_id = Some(id.to_owned());
+        }
+        Ok(self)
     }
 
     /// Whether the item at `position` of the overall sample belongs to this shard.
     #[must_use]
-    pub fn holds(self, position: usize) -> bool {
+    pub fn holds(&self, position: usize) -> bool {
         position % self.count == self.index
     }
 }
 
 /// Options of one drill run beyond the plan file.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Run only this share of the sample; the report goes to `<reports>/<plan>/shards/`, outside the chain.
     pub shard: Option<Shard>,
@@ -330,10 +358,10 @@ pub async fn run_with(
     let mine: Vec<usize> = picks
         .iter()
         .enumerate()
-        .filter(|(pos, _)| opts.shard.is_none_or(|s| s.holds(*pos)))
+        .filter(|(pos, _)| opts.shard.as_ref().is_none_or(|s| s.holds(*pos)))
         .map(|(_, i)| *i)
         .collect();
-    if let Some(s) = opts.shard
+    if let Some(s) = &opts.shard
         && mine.is_empty()
     {
         return Err(Error::invalid(
@@ -397,8 +425,13 @@ pub async fn run_with(
     let failed = results.len() - passed;
     let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
     // Shard reports are not links of the plan's chain: the merged report is.
-    let (folder, previous) = if opts.shard.is_some() {
-        (location::join(&chain_folder, "shards"), None)
+    let (folder, previous) = if let Some(s) = &opts.shard {
+        let shards = location::join(&chain_folder, "shards");
+        let folder = match &s.run_id {
+            Some(id) => location::join(&shards, id),
+            None => shards,
+        };
+        (folder, None)
     } else {
         let previous = latest_report(storage, &chain_folder).await?;
         (chain_folder, previous)
@@ -431,7 +464,7 @@ pub async fn run_with(
             },
         },
         previous_report: previous.map(|(_, sha)| sha),
-        shard: opts.shard,
+        shard: opts.shard.clone(),
         merged_from: None,
     };
     let statement = Statement {
@@ -441,8 +474,11 @@ pub async fn run_with(
     };
     let envelope = evidence::sign_statement(&statement, &key);
     let mut stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
-    if let Some(s) = opts.shard {
-        stamp.push_str(&format!("-shard-{}-of-{}", s.index, s.count));
+    if let Some(s) = &opts.shard {
+        stamp = match s.run_id {
+            Some(_) => format!("shard-{}-of-{}", s.index, s.count),
+            None => format!("{stamp}-shard-{}-of-{}", s.index, s.count),
+        };
     }
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));

@@ -199,11 +199,13 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
                 DrillCommand::Run {
                     plan,
                     shard,
+                    run_id,
                     metrics_file,
                 },
         } => {
             let opts = commands::DrillRunOptions {
                 shard: shard.clone(),
+                run_id: run_id.clone(),
                 metrics_file: metrics_file.clone(),
                 quiet: cli.quiet,
             };

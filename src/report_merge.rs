@@ -75,8 +75,22 @@ pub async fn merge(
     let key = keys::load_signing_key(key)?;
     let mut reasons = Vec::new();
     let mut shards: Vec<(ShardRef, DrillPredicate, Vec<Subject>)> = Vec::new();
+    let mut uris = Vec::new();
     for r in shard_reports {
         let uri = location::canonical_uri(r)?;
+        if uri.ends_with(".dsse.json") {
+            uris.push(uri);
+        } else {
+            // A folder (or prefix): the shard reports directly in it, e.g. `shards/<run id>/`.
+            let folder = uri.trim_end_matches('/').to_owned();
+            let found = drill::list_reports(&ctx.storage, &folder).await?;
+            if found.is_empty() {
+                reasons.push(format!("{folder} holds no shard report (*.dsse.json)"));
+            }
+            uris.extend(found);
+        }
+    }
+    for uri in uris {
         let bytes = ctx.storage.get(&uri).await?.bytes;
         let name = location::file_name(&uri).to_owned();
         let mut findings = Vec::new();
@@ -85,7 +99,7 @@ pub async fn merge(
             reasons.push(format!("{name}: {} {}", f.check, f.detail));
         }
         let Some((_, p)) = checked else { continue };
-        let Some(shard) = p.shard else {
+        let Some(shard) = p.shard.clone() else {
             reasons.push(format!("{name}: not a shard report (run `drill run PLAN --shard I/N`)"));
             continue;
         };
@@ -144,6 +158,11 @@ pub async fn merge(
             first.sample.selected.join(","),
         );
         same("shard count", s.count.to_string(), n.to_string());
+        same(
+            "run id",
+            format!("{:?}", p.shard.as_ref().and_then(|x| x.run_id.clone())),
+            format!("{:?}", first.shard.as_ref().and_then(|x| x.run_id.clone())),
+        );
     }
     let mut seen = BTreeMap::new();
     for (s, _, _) in &shards {

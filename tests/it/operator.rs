@@ -849,6 +849,73 @@ fn two_shards_and_a_merge_equal_one_unsharded_run_and_verify() {
     // A shard report verifies on its own too (its share of the sample).
     g.run(&["--json", "audit", "verify", r0, "--trust", "keys"])
         .expect_code(0);
+    // With a run id (a Kubernetes Job name), the shards land in one folder and the merge takes the folder.
+    for spec in ["1/2", "0/2"] {
+        let r = g
+            .run(&[
+                "--json",
+                "drill",
+                "run",
+                sharded.to_str().unwrap(),
+                "--shard",
+                spec,
+                "--run-id",
+                "job-48",
+            ])
+            .expect_code(0)
+            .json();
+        assert_eq!(r["predicate"]["shard"]["run_id"], "job-48");
+        assert!(
+            r["report"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/sharded/shards/job-48/shard-{}-of-2.dsse.json", &spec[..1]))
+        );
+    }
+    let m2 = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            "reports/sharded/shards/job-48",
+            "--key",
+            key,
+            "--trust",
+            "keys",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(project(&m2), project(&w));
+    assert_eq!(m2["predicate"]["previous_report"].as_str().unwrap(), {
+        let b = std::fs::read(merged.trim_start_matches("file://")).unwrap();
+        lakedrill::evidence::sha256_hex(&b)
+    });
+    // Shards of different runs are not merged.
+    let mixed = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            r0,
+            "reports/sharded/shards/job-48/shard-1-of-2.dsse.json",
+            "--key",
+            key,
+            "--trust",
+            "keys",
+        ])
+        .expect_code(1)
+        .json();
+    assert!(mixed["reasons"].to_string().contains("run id"), "{mixed}");
+    g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        m2["report"].as_str().unwrap(),
+        "--trust",
+        "keys",
+        "--chain",
+    ])
+    .expect_code(0);
     // A shard index beyond the sample is refused before anything runs.
     g.run(&[
         "--json",
