@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's single test command: scripts/test.sh [extra cargo test args...]
 #
-# 0. installs Debian's chromium (apt-get) when it is missing, for the headless HTML report test;
+# 0. installs Debian's chromium and systemd (apt-get) when missing, for the headless HTML report test and
+#    systemd-analyze verify of the deployment examples;
 # 1. makes/reuses a Python venv at target/test-venv with pinned PyIceberg, moto, boto3, cryptography
 #    (not a hidden path: pyarrow treats path components starting with "." as hidden);
 # 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py);
@@ -45,6 +46,13 @@ if [[ ! -x $CHROMIUM ]]; then
   [[ -x $CHROMIUM ]] || die "chromium installed but $CHROMIUM is missing"
 fi
 export LAKEDRILL_TEST_CHROMIUM=$CHROMIUM
+# systemd-analyze verifies the systemd examples in drills/deploy/ (tests/it/deploy.rs).
+if ! command -v systemd-analyze >/dev/null; then
+  echo "== installing Debian systemd (for systemd-analyze verify)"
+  [[ $(id -u) == 0 ]] || die "systemd-analyze is missing and apt-get needs root: install Debian's systemd package"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || die "apt-get install systemd failed"
+fi
 
 # --- 1. venv -------------------------------------------------------------------------------------
 command -v python3 >/dev/null || die "python3 not found"

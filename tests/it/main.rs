@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod demo;
+mod deploy;
 mod drill;
 mod generated;
 mod governance;

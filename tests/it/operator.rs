@@ -916,6 +916,22 @@ fn two_shards_and_a_merge_equal_one_unsharded_run_and_verify() {
         "--chain",
     ])
     .expect_code(0);
+    // The plan's folder with --chain (as the cron example does): the whole chain, the newest gate.
+    let chain = g
+        .run(&[
+            "--json",
+            "audit",
+            "verify",
+            "reports/sharded",
+            "--trust",
+            "keys",
+            "--chain",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(chain["reports_checked"], 2, "{chain}");
+    g.run(&["--json", "audit", "verify", "reports/sharded", "--trust", "keys"])
+        .expect_code(2);
     // A shard index beyond the sample is refused before anything runs.
     g.run(&[
         "--json",
