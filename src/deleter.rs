@@ -417,6 +417,7 @@ async fn execute(
         .iter()
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
+    let progress = crate::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
     for batch in todo.chunks(BATCH) {
         if reg.deleter_stopped().await? {
             halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
@@ -455,6 +456,7 @@ async fn execute(
                     .await?;
                 reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
                     .await?;
+                progress.tick(o.size);
                 continue;
             }
             let mut req = receipt("requested", o, before.as_ref(), "", None);
@@ -501,6 +503,7 @@ async fn execute(
                 reg.object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
                     .await?;
             }
+            progress.tick(o.size);
         }
     }
     finish(ctx, reg, candidate_id, key, &dir, halted).await

@@ -375,6 +375,7 @@ pub async fn run_with(
             ),
         ));
     }
+    let progress = crate::output::Progress::items("drill", mine.len(), storage.options().progress);
     for i in &mine {
         let dir = &population[*i];
         let t0 = clock.now();
@@ -416,6 +417,14 @@ pub async fn run_with(
             rpo_seconds: rpo,
             findings: r.findings,
         });
+        if let Some(last) = results.last() {
+            let status = if last.status == RestoreStatus::RestoreVerified {
+                "RESTORE_VERIFIED"
+            } else {
+                "FAILED"
+            };
+            progress.item(&format!("{} {status}", last.bundle_id));
+        }
     }
     let finished = clock.now();
     let passed = results

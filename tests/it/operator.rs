@@ -943,3 +943,57 @@ fn two_shards_and_a_merge_equal_one_unsharded_run_and_verify() {
     ])
     .expect_code(2);
 }
+
+#[test]
+fn progress_goes_to_stderr_as_lines_or_bars_and_is_silent_with_q() {
+    let g = Gov::new("");
+    let (c, _) = g.quarantined();
+    let n = c["snapshot_ids"].as_array().unwrap().len();
+    let plan = drill_plan(&g, "progress", "");
+    let plan = plan.to_str().unwrap();
+    // Not a terminal (captured): plain lines, one per drilled bundle, and the per-object lines.
+    let r = g.run(&["--json", "drill", "run", plan]);
+    let v = one_json_document(r.expect_code(0), "drill run");
+    let items: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("drill: ") && l.contains("RESTORE_VERIFIED"))
+        .collect();
+    assert_eq!(items.len(), n, "{}", r.stderr);
+    assert!(items[0].starts_with(&format!("drill: 1/{n} ")), "{}", r.stderr);
+    for res in v["predicate"]["results"].as_array().unwrap() {
+        assert!(r.stderr.contains(res["bundle_id"].as_str().unwrap()), "{}", r.stderr);
+    }
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.starts_with("verify: ") && l.contains(" objects, ")),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains('\u{1b}'), "no terminal escapes in a log");
+    // -q: nothing at all on stderr.
+    let q = g.run(&["-q", "--json", "drill", "run", plan]);
+    one_json_document(q.expect_code(0), "drill run -q");
+    assert_eq!(q.stderr, "", "-q prints nothing on stderr");
+    // A terminal (script(1) gives the command a pseudo-terminal): indicatif bars with the plan's bundles.
+    let cmd = format!("{} drill run {plan}", env!("CARGO_BIN_EXE_lakedrill"));
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(&g.dir)
+        .output()
+        .expect("script(1) from util-linux");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tty = String::from_utf8_lossy(&out.stdout);
+    // indicatif limits how often it redraws, so which fill levels appear is not fixed; the bars' frames are.
+    assert!(
+        tty.contains("   drill [") && tty.contains(&format!("/{n} ")),
+        "the drill's bar: {tty}"
+    );
+    assert!(
+        tty.contains("  verify [") && tty.contains(" objects, "),
+        "a bundle's bar: {tty}"
+    );
+    assert!(tty.contains("gate PASS"), "{tty}");
+    assert!(tty.contains('\u{1b}'), "drawn with terminal control sequences: {tty}");
+}
