@@ -15,7 +15,12 @@
 //! name = "lake"                         # catalog_name stored in the database; default: section name
 //! ```
 //!
-//! Unknown fields are errors: a misspelt setting must never be ignored silently.
+//! `[keys]` (signing key and trust store) and `[defaults."<command>"]` tables set command-line defaults
+//! ([`crate::config_check::apply_defaults`]); the README documents every field.
+//!
+//! Unknown fields are errors: a misspelt setting must never be ignored silently. A secret-looking key or a
+//! URL with a password is refused ([`crate::config_check::secret_problems`]): credentials come from the
+//! environment or the AWS chain only.
 //! A missing default file is an empty configuration; a missing file named with `--config` is an
 //! error.
 
