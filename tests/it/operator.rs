@@ -789,6 +789,26 @@ fn two_shards_and_a_merge_equal_one_unsharded_run_and_verify() {
         .expect_code(1)
         .json();
     assert!(refused["reasons"].to_string().contains("missing"), "{refused}");
+    // A shard report edited after signing: refused with the audit check that failed.
+    let edited = g.dir.join("edited-shard-1.dsse.json");
+    let mut b = std::fs::read(r1.trim_start_matches("file://")).unwrap();
+    b.extend_from_slice(b" ");
+    std::fs::write(&edited, b).unwrap();
+    let bad = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            r0,
+            edited.to_str().unwrap(),
+            "--key",
+            key,
+            "--trust",
+            "keys",
+        ])
+        .expect_code(1)
+        .json();
+    assert!(bad["reasons"].to_string().contains("ENVELOPE_NOT_CANONICAL"), "{bad}");
     // The same shard twice: refused.
     g.run(&["--json", "report", "merge", r0, r0, "--key", key, "--trust", "keys"])
         .expect_code(1);
