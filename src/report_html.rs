@@ -168,7 +168,8 @@ h1{font-size:1.4rem;margin:0 0 .5rem}h2{font-size:1.1rem;margin-top:2rem}\
 table{border-collapse:collapse;width:100%;font-size:.9rem}th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}\
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}tr.failed{background:#fff5f5}\
 code{font-size:.85em;word-break:break-all}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem;font-size:.9rem}\
-dt{font-weight:600}dd{margin:0}ul.findings{margin:0;padding-left:1.1rem}.charts{display:flex;flex-wrap:wrap;gap:2rem}";
+dt{font-weight:600}dd{margin:0}ul.findings{margin:0;padding-left:1.1rem}.charts{display:flex;flex-wrap:wrap;gap:2rem}\
+td.findings{width:40%;overflow-wrap:anywhere;font-size:.8rem}tr.failed td.status{color:#cf222e;font-weight:600}td code{word-break:normal;overflow-wrap:anywhere}";
 
 /// The self-contained HTML page of one drill report.
 #[must_use]
@@ -240,8 +241,8 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
         let ok = verified(r);
         let _ = write!(
             s,
-            "<tr class=\"{cls}\"><td>{status}</td><td><code>{table}</code></td><td><code>{snap}</code></td><td><code>{bundle}</code></td>\
-             <td class=\"num\">{objects}</td><td class=\"num\">{bytes}</td><td class=\"num\">{rto:.3}</td><td class=\"num\">{rpo}</td><td>",
+            "<tr class=\"{cls}\"><td class=\"status\">{status}</td><td><code>{table}</code></td><td><code>{snap}</code></td><td><code>{bundle}</code></td>\
+             <td class=\"num\">{objects}</td><td class=\"num\">{bytes}</td><td class=\"num\">{rto:.3}</td><td class=\"num\">{rpo}</td><td class=\"findings\">",
             cls = if ok { "verified" } else { "failed" },
             status = if ok { "RESTORE_VERIFIED" } else { "FAILED" },
             table = escape(r.table_uuid.as_deref().unwrap_or("-")),
