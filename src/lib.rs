@@ -13,6 +13,7 @@
 //! "do not delete".
 
 pub mod audit;
+pub mod backup;
 pub mod bundle;
 pub mod catalog;
 pub mod cli;
@@ -33,6 +34,7 @@ pub mod location;
 pub mod materialize;
 pub mod output;
 pub mod policy;
+pub mod recover;
 pub mod registry;
 pub mod resolve;
 pub mod runbook;

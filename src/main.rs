@@ -58,6 +58,34 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             }
             _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
         },
+        Command::Backup {
+            table,
+            snapshot_id,
+            ref_name,
+            checkpoint,
+            at,
+            key,
+            to,
+        } => {
+            let point = match (checkpoint, snapshot_id, ref_name) {
+                (Some(c), _, _) => lakedrill::backup::BackupPoint::Checkpoint(c.clone()),
+                (None, Some(id), _) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::SnapshotId(*id))
+                }
+                (None, None, Some(r)) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Ref(r.clone()))
+                }
+                (None, None, None) => lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Current),
+            };
+            lakedrill::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
+        }
+        Command::Recover {
+            from,
+            trust,
+            into,
+            catalog,
+            table,
+        } => commands::recover(&ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
         Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
@@ -171,8 +199,8 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             DeleterCommand::Start { reason } => lakedrill::deleter::switch(&ctx, false, reason).await,
         },
         Command::Drill {
-            command: DrillCommand::Run { plan },
-        } => commands::drill_run(&ctx, plan, cli.quiet).await,
+            command: DrillCommand::Run { plan, keep },
+        } => commands::drill_run(&ctx, plan, *keep, cli.quiet).await,
         Command::Audit {
             command: AuditCommand::Verify { report, trust, chain },
         } => commands::audit_verify(&ctx, report, trust, *chain).await,

@@ -3,6 +3,7 @@
 //! loudly instead of skipping.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod backup;
 mod demo;
 mod drill;
 mod generated;
