@@ -577,3 +577,35 @@ async fn a_backup_on_s3_recovers_into_a_new_local_location() {
         vec![rows.as_u64().unwrap()]
     );
 }
+
+#[test]
+fn an_interrupted_backup_resumes_copying_only_what_is_missing() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let table = ["--metadata", pos.to_str().unwrap()];
+    let backups = site.dir().join("backups");
+    let first = site
+        .backup(&table, &[], backups.to_str().unwrap())
+        .expect_code(0)
+        .json();
+    let objects = first["objects"].as_u64().unwrap();
+    assert_eq!(first["objects_copied"].as_u64(), Some(objects));
+    // As if the run had stopped before its envelope, with two objects not yet copied.
+    let bundle = PathBuf::from(first["bundle_uri"].as_str().unwrap().trim_start_matches("file://"));
+    std::fs::remove_file(bundle.join("bundle.dsse.json")).unwrap();
+    let mut gone = 0;
+    for e in std::fs::read_dir(backups.join("objects")).unwrap().take(2) {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+        gone += 1;
+    }
+    let cp = first["checkpoint_id"].as_str().unwrap();
+    let again = site
+        .backup(&table, &["--checkpoint", cp], backups.to_str().unwrap())
+        .expect_code(0)
+        .json();
+    assert_eq!(again["objects_copied"], gone, "{again}");
+    assert_eq!(again["checkpoint_id"], first["checkpoint_id"]);
+    assert_eq!(again["objects"].as_u64(), Some(objects));
+    site.recover(again["bundle_uri"].as_str().unwrap(), &site.path("rec/resumed"), None)
+        .expect_code(0);
+}
