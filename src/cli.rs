@@ -204,6 +204,50 @@ pub enum Command {
         #[arg(long)]
         table: Option<String>,
     },
+    /// Cold backup: copy every object of a checkpoint snapshot to another store or prefix, sign a
+    /// bundle describing it, and declare the DR checkpoint in the registry.
+    Backup {
+        #[command(flatten)]
+        table: TableArgs,
+        /// A snapshot id (default: the current snapshot).
+        #[arg(long, conflicts_with_all = ["ref_name", "checkpoint"])]
+        snapshot_id: Option<i64>,
+        /// A branch or tag (exact, case-sensitive).
+        #[arg(long = "ref", conflicts_with = "checkpoint")]
+        ref_name: Option<String>,
+        /// An existing checkpoint of the registry (its snapshot and recovery point).
+        #[arg(long)]
+        checkpoint: Option<String>,
+        /// The declared recovery point of a new checkpoint (RFC 3339 or epoch ms; default: the
+        /// snapshot's commit time).
+        #[arg(long, conflicts_with = "checkpoint")]
+        at: Option<String>,
+        /// Signing key (PKCS#8 PEM).
+        #[arg(long)]
+        key: PathBuf,
+        /// The backup store or prefix: objects go to `TO/objects/`, bundles to `TO/bundles/`.
+        #[arg(long)]
+        to: String,
+    },
+    /// Full recovery of a bundle's snapshot into a new (empty, local) location: copy, rewrite
+    /// every path, verify against the bundle, scan, register.
+    Recover {
+        /// The bundle (a backup bundle, or any sealed bundle).
+        #[arg(long = "from")]
+        from: String,
+        /// Trust store: a folder of .pub keys.
+        #[arg(long)]
+        trust: PathBuf,
+        /// The new location (must be empty).
+        #[arg(long)]
+        into: String,
+        /// Register the recovered table in this catalog.
+        #[arg(long, requires = "table")]
+        catalog: Option<String>,
+        /// NS.TABLE to register it as.
+        #[arg(long, requires = "catalog")]
+        table: Option<String>,
+    },
     /// Move main back to an ancestor of the current snapshot (catalog commit).
     Rollback {
         #[command(flatten)]
@@ -417,6 +461,9 @@ pub enum DrillCommand {
         /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
         #[arg(long)]
         metrics_file: Option<PathBuf>,
+        /// Cold-backup drills: keep the scratch recoveries instead of removing them.
+        #[arg(long)]
+        keep: bool,
     },
 }
 

@@ -430,6 +430,8 @@ pub struct DrillRunOptions {
     pub metrics_file: Option<std::path::PathBuf>,
     /// `-q`.
     pub quiet: bool,
+    /// `--keep` (cold-backup drills keep their scratch recoveries).
+    pub keep: bool,
 }
 
 /// What `drill run` and `report merge` print: the drill outcome and where the human reports went.
@@ -465,10 +467,14 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOpt
     };
     let r = crate::drill::run_with(
         &ctx.storage,
+        &ctx.config,
         plan,
         &crate::clock::SystemClock,
         &implementation_digest()?,
-        crate::drill::RunOptions { shard: shard.clone() },
+        crate::drill::RunOptions {
+            shard: shard.clone(),
+            keep: opts.keep,
+        },
     )
     .await;
     let label = crate::drill::load_plan(plan).map_or_else(
@@ -637,6 +643,71 @@ pub fn deleter_metrics(
             .write_atomic(path)?;
     }
     r
+}
+
+/// `lakedrill recover`.
+///
+/// # Errors
+/// Only when lakedrill cannot decide; a recovery that fails is exit 1 with findings.
+pub async fn recover(
+    ctx: &Context,
+    from: &str,
+    trust: &std::path::Path,
+    into: &str,
+    catalog: Option<&str>,
+    table: Option<&str>,
+) -> Result<Outcome> {
+    let trust = crate::keys::TrustStore::load_dir(trust)?;
+    let registration = match (catalog, table) {
+        (Some(c), Some(t)) => Some(crate::recover::Registration {
+            catalog: c.to_owned(),
+            table: t.to_owned(),
+        }),
+        _ => None,
+    };
+    let r = crate::recover::recover(
+        &ctx.storage,
+        &ctx.config,
+        from,
+        &trust,
+        into,
+        registration.as_ref(),
+        &crate::clock::SystemClock,
+    )
+    .await?;
+    let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
+    let mut human = if ok {
+        format!(
+            "RECOVERED snapshot {} into {}
+metadata    {}
+registered  {}
+objects     {} ({} bytes), {} position delete files rewritten
+rows        {} scanned, {} promised by the manifests
+RTO {:.3}s  RPO {}
+",
+            r.snapshot_id.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.into,
+            r.metadata_location.as_deref().unwrap_or("-"),
+            r.registered_as.as_deref().unwrap_or("no (give --catalog and --table)"),
+            r.objects_restored,
+            r.bytes_restored,
+            r.position_deletes_rewritten,
+            r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.rows_promised
+                .map_or_else(|| "no figure (equality deletes)".into(), |v| v.to_string()),
+            r.rto_seconds,
+            r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
+        )
+    } else {
+        format!(
+            "FAILED: the recovery from {from} does not verify; the table was not registered
+"
+        )
+    };
+    for f in &r.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(if ok { Verdict::Ok } else { Verdict::Findings }, &r, human)
 }
 
 /// `lakedrill audit verify`.

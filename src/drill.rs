@@ -20,6 +20,7 @@ use sha2::Digest;
 
 use crate::bundle::{self, RestoreStatus, VerifyOptions};
 use crate::clock::{self, Clock};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::evidence::{self, Statement, Subject};
 use crate::findings::Finding;
@@ -36,10 +37,18 @@ pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/drill-report/v1";
 pub struct DrillPlan {
     /// Plan name; reports go to `<reports>/<name>/`.
     pub name: String,
-    /// `quarantine` (sealed quarantine bundles).
+    /// `quarantine` (sealed quarantine bundles, verified in place) or `cold-backup` (backup
+    /// bundles, each recovered in full into a scratch location).
     pub kind: String,
-    /// Folder or prefix URI holding bundles.
-    pub bundles: String,
+    /// `quarantine`: folder or prefix URI holding bundles.
+    pub bundles: Option<String>,
+    /// `cold-backup`: folder or prefix URI holding backup bundles (`backup --to` folders).
+    pub backups: Option<String>,
+    /// `cold-backup`: scratch location (local) the recoveries are made under, removed afterwards
+    /// unless `drill run --keep`.
+    pub target: Option<String>,
+    /// `cold-backup`: the RTO each recovery must meet (default `4h`).
+    pub rto_limit: Option<String>,
     /// How many bundles to sample (default 30).
     #[serde(default = "default_sample")]
     pub sample: usize,
@@ -117,6 +126,18 @@ pub struct DrillResult {
     pub rpo_seconds: Option<f64>,
     /// Problems found.
     pub findings: Vec<Finding>,
+    /// Cold backups: the snapshot the checkpoint declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_snapshot_id: Option<i64>,
+    /// Cold backups: the RTO limit applied (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto_limit_seconds: Option<f64>,
+    /// Cold backups: rows the manifests promise (absent with equality deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_promised: Option<u64>,
+    /// Cold backups: rows a scan of the recovered table returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_scanned: Option<u64>,
 }
 
 /// `summary` block.
@@ -223,6 +244,8 @@ impl Shard {
 pub struct RunOptions {
     /// Run only this share of the sample; the report goes to `<reports>/<plan>/shards/`, outside the chain.
     pub shard: Option<Shard>,
+    /// Cold-backup drills: keep the scratch recoveries instead of removing them.
+    pub keep: bool,
 }
 
 /// What `drill run` hands back.
@@ -254,11 +277,31 @@ pub fn load_plan(path: &Path) -> Result<(DrillPlan, Vec<u8>)> {
         file: path.display().to_string(),
         reason,
     };
-    if plan.kind != "quarantine" {
-        return Err(bad(format!(
-            "kind = {:?}: only \"quarantine\" drills are implemented",
-            plan.kind
-        )));
+    match plan.kind.as_str() {
+        "quarantine" => {
+            if plan.bundles.is_none() {
+                return Err(bad("a quarantine drill needs `bundles`".into()));
+            }
+            if plan.backups.is_some() || plan.target.is_some() || plan.rto_limit.is_some() {
+                return Err(bad(
+                    "`backups`, `target` and `rto_limit` belong to cold-backup drills".into()
+                ));
+            }
+        }
+        "cold-backup" => {
+            if plan.backups.is_none() || plan.target.is_none() {
+                return Err(bad("a cold-backup drill needs `backups` and `target`".into()));
+            }
+            if plan.bundles.is_some() {
+                return Err(bad("`bundles` belongs to quarantine drills; use `backups`".into()));
+            }
+            if let Some(l) = &plan.rto_limit {
+                clock::parse_duration(l).map_err(|r| bad(format!("rto_limit: {r}")))?;
+            }
+        }
+        other => {
+            return Err(bad(format!("kind = {other:?}: \"quarantine\" or \"cold-backup\"")));
+        }
     }
     if plan.sample == 0 {
         return Err(bad("sample must be at least 1".into()));
@@ -297,28 +340,38 @@ pub fn sample_indices(seed: u64, population: usize, k: usize) -> Vec<usize> {
     rand::seq::index::sample(&mut rng, population, k.min(population)).into_vec()
 }
 
-/// Runs a drill plan.
+/// Runs a quarantine drill plan (see [`run_with`]).
 ///
 /// # Errors
 /// [`Error`] when the drill cannot run at all (no bundles, unreadable key or store); item
 /// failures are results, not errors.
-#[allow(clippy::too_many_lines)]
 pub async fn run(
     storage: &Storage,
     plan_path: &Path,
     clock: &dyn Clock,
     implementation_digest: &str,
 ) -> Result<DrillOutcome> {
-    run_with(storage, plan_path, clock, implementation_digest, RunOptions::default()).await
+    run_with(
+        storage,
+        &Config::default(),
+        plan_path,
+        clock,
+        implementation_digest,
+        RunOptions::default(),
+    )
+    .await
 }
 
-/// Runs a drill plan with [`RunOptions`] (a shard of the sample).
+/// Runs a drill plan of either kind with [`RunOptions`] (a shard of the sample; keeping a
+/// cold-backup drill's scratch recoveries).
 ///
 /// # Errors
-/// As [`run`].
+/// [`Error`] when the drill cannot run at all (no bundles, unreadable key or store); item
+/// failures are results, not errors.
 #[allow(clippy::too_many_lines)]
 pub async fn run_with(
     storage: &Storage,
+    config: &Config,
     plan_path: &Path,
     clock: &dyn Clock,
     implementation_digest: &str,
@@ -328,7 +381,24 @@ pub async fn run_with(
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
     let started = clock.now();
-    let mut population = bundle::list_bundles(storage, &plan.bundles).await?;
+    let cold = plan.kind == "cold-backup";
+    let source = plan
+        .bundles
+        .clone()
+        .or_else(|| plan.backups.clone())
+        .ok_or_else(|| Error::invalid(plan_path.display().to_string(), "no bundles or backups named"))?;
+    let rto_limit = match &plan.rto_limit {
+        Some(l) => clock::parse_duration(l).map_err(|r| Error::invalid("rto_limit", r))?,
+        None => chrono::Duration::hours(4),
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let rto_limit_seconds = rto_limit.num_milliseconds() as f64 / 1000.0;
+    let drill_id = uuid::Uuid::new_v4().to_string();
+    let scratch = match &plan.target {
+        Some(t) => Some(location::join(&location::canonical_uri(t)?, &drill_id)),
+        None => None,
+    };
+    let mut population = bundle::list_bundles(storage, &source).await?;
     if let Some(age) = &plan.max_bundle_age {
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
@@ -342,7 +412,7 @@ pub async fn run_with(
     }
     if population.is_empty() {
         return Err(Error::invalid(
-            &plan.bundles,
+            &source,
             "holds no bundle to drill (no */bundle.dsse.json)",
         ));
     }
@@ -378,6 +448,19 @@ pub async fn run_with(
     let progress = crate::output::Progress::items("drill", mine.len(), storage.options().progress);
     for i in &mine {
         let dir = &population[*i];
+        if let (true, Some(scratch)) = (cold, &scratch) {
+            let (result, subject) =
+                cold_backup_item(storage, config, dir, &trust, scratch, rto_limit_seconds, clock).await?;
+            let status = if result.status == RestoreStatus::RestoreVerified {
+                "RESTORE_VERIFIED"
+            } else {
+                "FAILED"
+            };
+            progress.item(&format!("{} {status}", result.bundle_id));
+            results.push(result);
+            subjects.push(subject);
+            continue;
+        }
         let t0 = clock.now();
         let r = bundle::verify(
             storage,
@@ -416,6 +499,10 @@ pub async fn run_with(
             rto_seconds: rto,
             rpo_seconds: rpo,
             findings: r.findings,
+            declared_snapshot_id: None,
+            rto_limit_seconds: None,
+            rows_promised: None,
+            rows_scanned: None,
         });
         if let Some(last) = results.last() {
             let status = if last.status == RestoreStatus::RestoreVerified {
@@ -425,6 +512,9 @@ pub async fn run_with(
             };
             progress.item(&format!("{} {status}", last.bundle_id));
         }
+    }
+    if let (Some(scratch), false) = (&scratch, opts.keep) {
+        remove_scratch(storage, scratch).await?;
     }
     let finished = clock.now();
     let passed = results
@@ -447,7 +537,7 @@ pub async fn run_with(
     };
     let predicate = DrillPredicate {
         drill: DrillInfo {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: drill_id,
             kind: plan.kind.clone(),
             plan: plan.name.clone(),
             plan_digest: evidence::sha256_hex(&plan_bytes),
@@ -500,6 +590,89 @@ pub async fn run_with(
         human_report,
         predicate,
     })
+}
+
+/// One item of a cold-backup drill: a full recovery into `<scratch>/<bundle id>`, its RTO against
+/// the limit and its snapshot against the declared checkpoint.
+async fn cold_backup_item(
+    storage: &Storage,
+    config: &Config,
+    dir: &str,
+    trust: &TrustStore,
+    scratch: &str,
+    rto_limit_seconds: f64,
+    clock: &dyn Clock,
+) -> Result<(DrillResult, Subject)> {
+    let bundle_id = location::file_name(dir).to_owned();
+    let into = location::join(scratch, &bundle_id);
+    let mut r = crate::recover::recover(storage, config, dir, trust, &into, None, clock).await?;
+    if r.rto_seconds > rto_limit_seconds {
+        r.findings.push(Finding::new(
+            crate::findings::FindingKind::RtoExceeded,
+            &bundle_id,
+            Some(format!("at most {rto_limit_seconds:.3}s")),
+            Some(format!("{:.3}s", r.rto_seconds)),
+        ));
+    }
+    // Only known once the bundle verified (the declared point is read from its signed predicate).
+    if r.declared_at.is_none() && r.metadata_location.is_some() {
+        r.findings.push(Finding::new(
+            crate::findings::FindingKind::CheckpointMismatch,
+            &bundle_id,
+            Some("a backup bundle with a declared checkpoint".into()),
+            Some("a bundle without one".into()),
+        ));
+    }
+    let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
+    let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
+    if let Some(root) = &r.bundle_root {
+        digest.insert("blake3".into(), root.clone());
+    }
+    let subject = Subject {
+        name: format!("lakedrill-bundle:{bundle_id}"),
+        digest,
+    };
+    let status = if r.findings.is_empty() {
+        r.status
+    } else {
+        RestoreStatus::Failed
+    };
+    Ok((
+        DrillResult {
+            bundle_id,
+            table_uuid: r.table_uuid,
+            snapshot_id: r.snapshot_id,
+            bundle_root: r.bundle_root,
+            status,
+            objects_verified: r.objects_restored,
+            bytes_verified: r.bytes_restored,
+            rto_seconds: r.rto_seconds,
+            rpo_seconds: if status == RestoreStatus::RestoreVerified {
+                r.rpo_seconds
+            } else {
+                None
+            },
+            findings: r.findings,
+            declared_snapshot_id: r.declared_snapshot_id,
+            rto_limit_seconds: Some(rto_limit_seconds),
+            rows_promised: r.rows_promised,
+            rows_scanned: r.rows_scanned,
+        },
+        subject,
+    ))
+}
+
+/// Removes a cold-backup drill's scratch recoveries (objects, then the local folders).
+async fn remove_scratch(storage: &Storage, scratch: &str) -> Result<()> {
+    for o in storage.list(scratch).await? {
+        storage.delete(&o.uri).await?;
+    }
+    if let Some(path) = scratch.strip_prefix("file://")
+        && std::path::Path::new(path).exists()
+    {
+        std::fs::remove_dir_all(path).map_err(|e| Error::io("remove scratch recoveries", path, e))?;
+    }
+    Ok(())
 }
 
 fn sealed_at(envelope: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -581,6 +754,17 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
             r.rto_seconds,
             r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
         );
+        if r.rto_limit_seconds.is_some() {
+            let _ = writeln!(
+                s,
+                "    declared snapshot {}  rto limit {:.0}s  rows scanned {}  promised {}",
+                r.declared_snapshot_id.map_or_else(|| "-".into(), |v| v.to_string()),
+                r.rto_limit_seconds.unwrap_or_default(),
+                r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
+                r.rows_promised
+                    .map_or_else(|| "- (equality deletes)".into(), |v| v.to_string()),
+            );
+        }
         for f in &r.findings {
             let _ = writeln!(s, "    {f}");
         }

@@ -13,6 +13,7 @@
 //! "do not delete".
 
 pub mod audit;
+pub mod backup;
 pub mod bundle;
 pub mod catalog;
 pub mod cli;
@@ -35,6 +36,7 @@ pub mod materialize;
 pub mod metrics;
 pub mod output;
 pub mod policy;
+pub mod recover;
 pub mod registry;
 pub mod report_html;
 pub mod report_merge;

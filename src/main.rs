@@ -76,6 +76,34 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
             }
             _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
         },
+        Command::Backup {
+            table,
+            snapshot_id,
+            ref_name,
+            checkpoint,
+            at,
+            key,
+            to,
+        } => {
+            let point = match (checkpoint, snapshot_id, ref_name) {
+                (Some(c), _, _) => lakedrill::backup::BackupPoint::Checkpoint(c.clone()),
+                (None, Some(id), _) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::SnapshotId(*id))
+                }
+                (None, None, Some(r)) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Ref(r.clone()))
+                }
+                (None, None, None) => lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Current),
+            };
+            lakedrill::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
+        }
+        Command::Recover {
+            from,
+            trust,
+            into,
+            catalog,
+            table,
+        } => commands::recover(&ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
         Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
@@ -201,6 +229,7 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
                     shard,
                     run_id,
                     metrics_file,
+                    keep,
                 },
         } => {
             let opts = commands::DrillRunOptions {
@@ -208,6 +237,7 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
                 run_id: run_id.clone(),
                 metrics_file: metrics_file.clone(),
                 quiet: cli.quiet,
+                keep: *keep,
             };
             commands::drill_run(&ctx, plan, &opts).await
         }

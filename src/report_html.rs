@@ -498,6 +498,10 @@ mod tests {
                     Some("a".into()),
                     Some("b".into()),
                 )],
+                declared_snapshot_id: None,
+                rto_limit_seconds: None,
+                rows_promised: None,
+                rows_scanned: None,
             }],
             summary: Summary {
                 passed: 0,

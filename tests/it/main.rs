@@ -3,6 +3,8 @@
 //! loudly instead of skipping.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod backup;
+mod concurrency;
 mod demo;
 mod deploy;
 mod drill;

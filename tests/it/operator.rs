@@ -192,6 +192,26 @@ fn every_command_prints_exactly_one_json_document() {
     let bundle = sealed["uri"].as_str().unwrap().to_owned();
     let restored = j.run("restore", &[&bundle, "--trust", "keys"], false, &[0]);
     assert_eq!(restored["status"], "RESTORE_VERIFIED");
+    let backup = j.run(
+        "backup",
+        &["--snapshot-id", &current, "--key", key, "--to", "backups"],
+        true,
+        &[0],
+    );
+    let recovered = j.run(
+        "recover",
+        &[
+            "--from",
+            backup["bundle_uri"].as_str().unwrap(),
+            "--trust",
+            "keys",
+            "--into",
+            g.dir.join("recovered").to_str().unwrap(),
+        ],
+        false,
+        &[0],
+    );
+    assert_eq!(recovered["status"], "RESTORE_VERIFIED", "{recovered}");
 
     // A sharded drill and its merge; the merged report is the evidence the purge accepts.
     let p = drill_plan(&g, "json-drill", "seed = 11\n");
