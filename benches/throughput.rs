@@ -37,6 +37,8 @@ type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// The target of the acceptance criterion: seal and restore at ≥ 0.9× `b3sum`.
 const TARGET_RATIO: f64 = 0.9;
+/// restore must verify at least this many times faster than `restic check --read-data`.
+const RESTIC_TARGET: f64 = 3.0;
 /// Runs per tool; the best (shortest) is kept.
 const RUNS: usize = 3;
 const CATALOG_SECTION: &str = "bench";
@@ -68,6 +70,30 @@ fn fill_pseudo_random(buf: &mut [u8], seed: u64) {
 fn has_hidden_component(p: &Path) -> bool {
     p.components()
         .any(|c| matches!(c, std::path::Component::Normal(s) if s.to_string_lossy().starts_with('.')))
+}
+
+/// `restic version`, or `None` when it is not on `PATH`.
+fn restic_version() -> Option<String> {
+    let out = Command::new("restic").arg("version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// One restic command against `repo` (password from the environment, fixed for the bench).
+fn restic(repo: &Path, args: &[&str]) -> BenchResult<()> {
+    let out = Command::new("restic")
+        .arg("--repo")
+        .arg(repo)
+        .args(args)
+        .env("RESTIC_PASSWORD", "lakedrill-bench")
+        .env("RESTIC_CACHE_DIR", repo.with_extension("cache"))
+        .stdout(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(format!("restic {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(())
 }
 
 /// `b3sum --version`, or `None` when it is not on `PATH`.
@@ -263,6 +289,32 @@ async fn bench(root: &Path) -> BenchResult<()> {
         return Err("the digests in the bundle differ from b3sum's".into());
     }
 
+    // restic check --read-data over a restic repository holding the same bytes (when restic is there).
+    let restic = match restic_version() {
+        None => {
+            eprintln!("bench: restic is not on PATH (scripts/bench.sh installs it); its figure is skipped");
+            None
+        }
+        Some(v) => {
+            eprintln!("bench: restic backup of the data, then restic check --read-data x{RUNS}");
+            let repo = root.join("restic-repo");
+            let data_dir = paths
+                .first()
+                .and_then(|p| p.parent())
+                .ok_or("no data files")?
+                .to_path_buf();
+            restic(&repo, &["init"])?;
+            restic(&repo, &["backup", "--quiet", &data_dir.display().to_string()])?;
+            let mut best = Duration::MAX;
+            for _ in 0..RUNS {
+                let start = Instant::now();
+                restic(&repo, &["check", "--read-data"])?;
+                best = best.min(start.elapsed());
+            }
+            Some((v, best))
+        }
+    };
+
     let b3 = gbps(data_bytes, b3_best);
     let seal = gbps(data_bytes, seal_best);
     let verify = gbps(data_bytes, verify_best);
@@ -306,6 +358,19 @@ async fn bench(root: &Path) -> BenchResult<()> {
         verify_ratio,
         verdict(verify_ratio)
     );
+    if let Some((v, best)) = &restic {
+        let r = gbps(data_bytes, *best);
+        let speedup = verify / r;
+        println!(
+            "{:<24} {:>10.3} {:>10.2} {:>10.2}  restore is {speedup:.2}x restic: {} (target >= {RESTIC_TARGET}x)",
+            "restic check --read-data",
+            best.as_secs_f64(),
+            r,
+            r / b3,
+            if speedup >= RESTIC_TARGET { "PASS" } else { "FAIL" }
+        );
+        println!("  ({v})");
+    }
     println!();
     let overall = if seal_ratio >= TARGET_RATIO && verify_ratio >= TARGET_RATIO {
         "PASS"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The project's single test command: scripts/test.sh [extra cargo test args...]
 #
+# 0. installs Debian's chromium and systemd (apt-get) when missing, for the headless HTML report test and
+#    systemd-analyze verify of the deployment examples;
 # 1. makes/reuses a Python venv at target/test-venv with pinned PyIceberg, moto, boto3, cryptography
 #    (not a hidden path: pyarrow treats path components starting with "." as hidden);
 # 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py);
@@ -30,6 +32,27 @@ REQUIREMENTS=(
   "boto3==1.44.8"
   "cryptography==50.0.2"
 )
+
+# --- 0. system packages --------------------------------------------------------------------------
+# Debian's chromium renders the drill HTML reports headless (tests/it/operator.rs). Installed only when
+# missing; if it cannot be installed the run fails here rather than in the middle of cargo test.
+CHROMIUM=${LAKEDRILL_TEST_CHROMIUM:-/usr/bin/chromium}
+if [[ ! -x $CHROMIUM ]]; then
+  echo "== installing Debian chromium (for the HTML report test)"
+  if [[ $(id -u) == 0 ]]; then APT=(apt-get); elif command -v sudo >/dev/null; then APT=(sudo -n apt-get); else
+    die "chromium is missing and apt-get needs root: install Debian's chromium package"; fi
+  DEBIAN_FRONTEND=noninteractive "${APT[@]}" update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive "${APT[@]}" install -y -qq chromium >/dev/null || die "apt-get install chromium failed"
+  [[ -x $CHROMIUM ]] || die "chromium installed but $CHROMIUM is missing"
+fi
+export LAKEDRILL_TEST_CHROMIUM=$CHROMIUM
+# systemd-analyze verifies the systemd examples in drills/deploy/ (tests/it/deploy.rs).
+if ! command -v systemd-analyze >/dev/null; then
+  echo "== installing Debian systemd (for systemd-analyze verify)"
+  [[ $(id -u) == 0 ]] || die "systemd-analyze is missing and apt-get needs root: install Debian's systemd package"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || die "apt-get install systemd failed"
+fi
 
 # --- 1. venv -------------------------------------------------------------------------------------
 command -v python3 >/dev/null || die "python3 not found"

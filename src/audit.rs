@@ -110,8 +110,21 @@ pub fn check_report(
         );
     }
     let ids: Vec<&str> = p.results.iter().map(|r| r.bundle_id.as_str()).collect();
-    let sel: Vec<&str> = p.sample.selected.iter().map(String::as_str).collect();
-    if ids != sel || p.sample.size != sel.len() || p.sample.size > p.sample.population {
+    // A shard report holds its share of the overall sample (drill::Shard); any other report all of it.
+    let sel: Vec<&str> = p
+        .sample
+        .selected
+        .iter()
+        .enumerate()
+        .filter(|(pos, _)| p.shard.as_ref().is_none_or(|s| s.count > 0 && s.holds(*pos)))
+        .map(|(_, b)| b.as_str())
+        .collect();
+    if let Some(s) = &p.shard
+        && (s.count == 0 || s.index >= s.count)
+    {
+        fail("SHARD_INVALID", format!("shard {}/{}", s.index, s.count));
+    }
+    if ids != sel || p.sample.size != p.sample.selected.len() || p.sample.size > p.sample.population {
         fail(
             "SAMPLE_INCONSISTENT",
             format!(
@@ -149,12 +162,32 @@ pub fn check_report(
 /// # Errors
 /// Only when a report cannot be read at all.
 pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, chain: bool) -> Result<AuditReport> {
-    let report_uri = location::canonical_uri(report_uri)?;
+    let mut report_uri = location::canonical_uri(report_uri)?;
     let mut findings = Vec::new();
     let mut keyids = Vec::new();
+    // A plan's reports folder with --chain: the whole chain, the gate of its newest report (for schedules
+    // that do not know the newest report's name).
+    let folder_given = !report_uri.ends_with(".dsse.json");
+    if folder_given && !chain {
+        return Err(crate::Error::invalid(
+            &report_uri,
+            "is not a report (*.dsse.json); a plan's reports folder needs --chain",
+        ));
+    }
     let targets = if chain {
-        let folder = location::parent(&report_uri).unwrap_or_default();
-        drill::list_reports(storage, &folder).await?
+        let folder = if folder_given {
+            report_uri.trim_end_matches('/').to_owned()
+        } else {
+            location::parent(&report_uri).unwrap_or_default()
+        };
+        let t = drill::list_reports(storage, &folder).await?;
+        if folder_given {
+            match t.last() {
+                Some(last) => report_uri = last.clone(),
+                None => return Err(crate::Error::invalid(&folder, "holds no report (*.dsse.json)")),
+            }
+        }
+        t
     } else {
         vec![report_uri.clone()]
     };

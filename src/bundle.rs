@@ -124,6 +124,23 @@ pub struct BundlePredicate {
     pub bytes: u64,
     /// Every object.
     pub inventory: Vec<InventoryEntry>,
+    /// Present on cold-backup bundles ([`crate::backup`]): the declared recovery point. Object URIs
+    /// of such a bundle point into the backup store, not at the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupInfo>,
+}
+
+/// The declared disaster-recovery point a cold-backup bundle was made for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupInfo {
+    /// The registry's checkpoint id.
+    pub checkpoint_id: String,
+    /// The snapshot the checkpoint declares (equal to the bundle's snapshot).
+    pub declared_snapshot_id: i64,
+    /// The declared recovery point (RFC 3339): RPO = this minus the recovered snapshot's commit time.
+    pub declared_at: String,
+    /// The backup store's root (objects live under `<root>/objects/<blake3>`).
+    pub backup_root: String,
 }
 
 /// Canonical bytes of an inventory: one JSON array per object, sorted by layer then path.
@@ -326,7 +343,33 @@ pub async fn seal(
         objects: inventory.len(),
         bytes: bytes_total,
         inventory,
+        backup: None,
     };
+    write_bundle(storage, &predicate, copies, key, out_uri).await?;
+    Ok(Ok(SealReport {
+        bundle_id: bundle_id.clone(),
+        bundle_root: root,
+        snapshot_id,
+        objects: predicate.objects,
+        bytes: bytes_total,
+        uri: location::join(out_uri, &bundle_id),
+    }))
+}
+
+/// Signs a bundle predicate and writes the bundle folder `<out_uri>/<bundle_id>/`: the byte copies
+/// first, the envelope last (a folder without its envelope is incomplete and never listed).
+///
+/// # Errors
+/// [`Error::Storage`]; `AlreadyExists` when the bundle exists.
+pub async fn write_bundle(
+    storage: &Storage,
+    predicate: &BundlePredicate,
+    mut copies: Vec<(String, Bytes)>,
+    key: &SigningKey,
+    out_uri: &str,
+) -> Result<String> {
+    let bundle_id = &predicate.bundle_id;
+    let root = &predicate.bundle_root;
     let canonical = canonical_inventory(&predicate.inventory);
     let statement = Statement {
         subject: vec![Subject {
@@ -337,16 +380,28 @@ pub async fn seal(
             ]),
         }],
         predicate_type: PREDICATE_TYPE.to_owned(),
-        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
+        predicate: serde_json::to_value(predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
     };
     let envelope = evidence::sign_statement(&statement, key);
-    let dir = location::join(out_uri, &bundle_id);
+    let dir = location::join(out_uri, bundle_id);
     copies.sort_by(|a, b| a.0.cmp(&b.0));
     copies.dedup_by(|a, b| a.0 == b.0);
     for (digest, bytes) in copies {
-        storage
-            .put_new(&location::join(&dir, &format!("copies/{digest}")), bytes)
-            .await?;
+        let member = location::join(&dir, &format!("copies/{digest}"));
+        match storage.put_new(&member, bytes).await {
+            Ok(_) => {}
+            // Left by an interrupted run: kept only when it is the same bytes (named by digest).
+            Err(Error::AlreadyExists { .. }) => {
+                let h = storage.hash(&member).await?;
+                if h.blake3 != digest {
+                    return Err(Error::corrupt(
+                        &member,
+                        format!("exists with BLAKE3 {}, not the digest it is named by", h.blake3),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
     // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
     storage
@@ -355,14 +410,7 @@ pub async fn seal(
             Bytes::from(envelope.to_json_bytes()),
         )
         .await?;
-    Ok(Ok(SealReport {
-        bundle_id,
-        bundle_root: root,
-        snapshot_id,
-        objects: predicate.objects,
-        bytes: bytes_total,
-        uri: dir,
-    }))
+    Ok(dir)
 }
 
 /// How to verify a bundle.

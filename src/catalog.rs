@@ -79,6 +79,8 @@ impl SqlCatalog {
             .strip_prefix("sqlite://")
             .or_else(|| uri.strip_prefix("sqlite:"))
             .ok_or_else(|| cat_err(format!("{uri}: expected sqlite:PATH"), None))?;
+        // `sqlite:PATH?mode=rwc` (PyIceberg's and sqlx's options): lakedrill never creates a catalog here.
+        let path = path.split('?').next().unwrap_or(path);
         if !std::path::Path::new(path).exists() {
             return Err(cat_err(format!("database file {path} does not exist"), None));
         }

@@ -204,6 +204,50 @@ pub enum Command {
         #[arg(long)]
         table: Option<String>,
     },
+    /// Cold backup: copy every object of a checkpoint snapshot to another store or prefix, sign a
+    /// bundle describing it, and declare the DR checkpoint in the registry.
+    Backup {
+        #[command(flatten)]
+        table: TableArgs,
+        /// A snapshot id (default: the current snapshot).
+        #[arg(long, conflicts_with_all = ["ref_name", "checkpoint"])]
+        snapshot_id: Option<i64>,
+        /// A branch or tag (exact, case-sensitive).
+        #[arg(long = "ref", conflicts_with = "checkpoint")]
+        ref_name: Option<String>,
+        /// An existing checkpoint of the registry (its snapshot and recovery point).
+        #[arg(long)]
+        checkpoint: Option<String>,
+        /// The declared recovery point of a new checkpoint (RFC 3339 or epoch ms; default: the
+        /// snapshot's commit time).
+        #[arg(long, conflicts_with = "checkpoint")]
+        at: Option<String>,
+        /// Signing key (PKCS#8 PEM).
+        #[arg(long)]
+        key: PathBuf,
+        /// The backup store or prefix: objects go to `TO/objects/`, bundles to `TO/bundles/`.
+        #[arg(long)]
+        to: String,
+    },
+    /// Full recovery of a bundle's snapshot into a new (empty, local) location: copy, rewrite
+    /// every path, verify against the bundle, scan, register.
+    Recover {
+        /// The bundle (a backup bundle, or any sealed bundle).
+        #[arg(long = "from")]
+        from: String,
+        /// Trust store: a folder of .pub keys.
+        #[arg(long)]
+        trust: PathBuf,
+        /// The new location (must be empty).
+        #[arg(long)]
+        into: String,
+        /// Register the recovered table in this catalog.
+        #[arg(long, requires = "table")]
+        catalog: Option<String>,
+        /// NS.TABLE to register it as.
+        #[arg(long, requires = "catalog")]
+        table: Option<String>,
+    },
     /// Move main back to an ancestor of the current snapshot (catalog commit).
     Rollback {
         #[command(flatten)]
@@ -338,6 +382,9 @@ pub enum Command {
         /// Print every check and what would be deleted; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Settle DELETE_UNKNOWN objects: re-check, retry, or report for a human.
     Reconcile {
@@ -354,6 +401,9 @@ pub enum Command {
         /// Where receipts go.
         #[arg(long, default_value = "receipts")]
         receipts: String,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
     },
     /// Bring back a purged candidate's objects from their delete markers (versioned S3) and verify them.
     Undelete {
@@ -380,6 +430,47 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Signed reports: merge the reports of a sharded drill into one.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
+    /// The configuration file (lakedrill.toml).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+/// `report` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Verify the shard reports of one sharded drill run and sign one merged report into the plan's chain.
+    Merge {
+        /// The shard reports (.dsse.json), one per shard 0..N, in any order; a folder stands for the
+        /// reports directly in it (`<reports>/<plan>/shards/<run id>/`).
+        #[arg(required = true, num_args = 1..)]
+        shard_reports: Vec<String>,
+        /// Signing key for the merged report.
+        #[arg(long)]
+        key: PathBuf,
+        /// Trust store the shard reports must verify against.
+        #[arg(long)]
+        trust: PathBuf,
+        /// Reports folder: the merged report goes to `<reports>/<plan>/` (default `reports`).
+        #[arg(long, default_value = "reports")]
+        reports: String,
+        /// Also write Prometheus metrics for the merged run (node_exporter textfile collector).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
+    },
+}
+
+/// `config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the configuration file and what it points to (catalogs, registry, keys, trust, defaults).
+    Check,
 }
 
 /// `drill` subcommands.
@@ -389,6 +480,20 @@ pub enum DrillCommand {
     Run {
         /// The plan file.
         plan: PathBuf,
+        /// Run only shard I of N (`I/N`, 0-based): a deterministic share of the sample; merge the shard
+        /// reports with `report merge`.
+        #[arg(long)]
+        shard: Option<String>,
+        /// With --shard: the run these shards belong to (e.g. the Kubernetes Job name); shard reports go to
+        /// `<reports>/<plan>/shards/<run id>/` and `report merge` takes that folder.
+        #[arg(long, requires = "shard")]
+        run_id: Option<String>,
+        /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
+        /// Cold-backup drills: keep the scratch recoveries instead of removing them.
+        #[arg(long)]
+        keep: bool,
     },
 }
 

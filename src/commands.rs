@@ -419,38 +419,295 @@ pub fn implementation_digest() -> Result<String> {
     Ok(crate::evidence::sha256_hex(&bytes))
 }
 
+/// Options of `drill run` beyond the plan.
+#[derive(Debug, Clone, Default)]
+pub struct DrillRunOptions {
+    /// `--shard I/N`.
+    pub shard: Option<String>,
+    /// `--run-id ID` (with `--shard`).
+    pub run_id: Option<String>,
+    /// `--metrics-file PATH`.
+    pub metrics_file: Option<std::path::PathBuf>,
+    /// `-q`.
+    pub quiet: bool,
+    /// `--keep` (cold-backup drills keep their scratch recoveries).
+    pub keep: bool,
+}
+
+/// What `drill run` and `report merge` print: the drill outcome and where the human reports went.
+#[derive(Debug, Serialize)]
+struct DrillDoc<'a> {
+    #[serde(flatten)]
+    outcome: &'a crate::drill::DrillOutcome,
+    /// The HTML page (absent for a shard report: the merged report gets one).
+    html_report: Option<String>,
+    /// The Markdown summary.
+    markdown_report: Option<String>,
+    /// The metrics file written, if any.
+    metrics_file: Option<String>,
+}
+
 /// `lakedrill drill run`.
 ///
 /// # Errors
 /// When the drill cannot run at all; failed items are results (exit 1), not errors.
-pub async fn drill_run(ctx: &Context, plan: &std::path::Path, quiet: bool) -> Result<Outcome> {
-    if !quiet {
+pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOptions) -> Result<Outcome> {
+    if !opts.quiet {
         eprintln!("drill: running {}", plan.display());
     }
-    let o = crate::drill::run(
+    let shard = match opts.shard.as_deref() {
+        Some(s) => Some(crate::drill::Shard::parse(s)?.with_run_id(opts.run_id.as_deref())?),
+        None if opts.run_id.is_some() => {
+            return Err(crate::Error::invalid(
+                "--run-id",
+                "only a shard run (--shard I/N) takes a run id",
+            ));
+        }
+        None => None,
+    };
+    let r = crate::drill::run_with(
         &ctx.storage,
+        &ctx.config,
         plan,
         &crate::clock::SystemClock,
         &implementation_digest()?,
+        crate::drill::RunOptions {
+            shard: shard.clone(),
+            keep: opts.keep,
+        },
     )
-    .await?;
-    let verdict = if o.predicate.summary.gate == "PASS" {
-        Verdict::Ok
-    } else {
-        Verdict::Findings
+    .await;
+    let label = crate::drill::load_plan(plan).map_or_else(
+        |_| {
+            plan.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        },
+        |(p, _)| p.name,
+    );
+    let chain = match crate::drill::load_plan(plan) {
+        Ok((p, _)) if shard.is_none() => Some(crate::location::join(
+            &crate::location::canonical_uri(&p.reports)?,
+            &p.name,
+        )),
+        _ => None,
     };
-    let human = format!(
-        "gate {}: {} passed, {} failed of {} sampled (population {}, seed {})\nsigned report {}\nhuman report  {}\n",
+    drill_finish(ctx, opts.metrics_file.as_deref(), &label, shard, chain, r).await
+}
+
+/// Writes the human reports and the metrics of a drill run (or merge), and builds its outcome.
+async fn drill_finish(
+    ctx: &Context,
+    metrics_file: Option<&std::path::Path>,
+    plan_label: &str,
+    shard: Option<crate::drill::Shard>,
+    chain_folder: Option<String>,
+    r: Result<crate::drill::DrillOutcome>,
+) -> Result<Outcome> {
+    let now = chrono::Utc::now();
+    let shard_label = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
+    let mut labels: Vec<(&str, &str)> = vec![("plan", plan_label)];
+    if let Some(s) = &shard_label {
+        labels.push(("shard", s));
+    }
+    let o = match r {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(path) = metrics_file {
+                let last = match &chain_folder {
+                    Some(f) => last_pass(
+                        &crate::report_html::chain_trend(&ctx.storage, f)
+                            .await
+                            .unwrap_or_default(),
+                    ),
+                    None => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
+                };
+                crate::metrics::drill(&labels, now, None, 2, last).write_atomic(path)?;
+            }
+            return Err(e);
+        }
+    };
+    let pass = o.predicate.summary.gate == "PASS";
+    let verdict = if pass { Verdict::Ok } else { Verdict::Findings };
+    let human_reports = if shard.is_none() {
+        Some(crate::report_html::write_beside(&ctx.storage, &o.report, &o.predicate).await?)
+    } else {
+        None
+    };
+    if let Some(path) = metrics_file {
+        let last = match &human_reports {
+            Some(h) => last_pass(&h.trend),
+            None if pass => Some(now),
+            None => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
+        };
+        crate::metrics::drill(&labels, now, Some(&o.predicate), verdict.exit_code(), last).write_atomic(path)?;
+    }
+    let mut human = format!(
+        "gate {}: {} passed, {} failed of {} sampled (population {}, seed {}){}\nsigned report {}\nhuman report  {}\n",
         o.predicate.summary.gate,
         o.predicate.summary.passed,
         o.predicate.summary.failed,
         o.predicate.sample.size,
         o.predicate.sample.population,
         o.predicate.sample.seed,
+        shard_label.as_ref().map_or_else(String::new, |s| format!(
+            ", shard {s} ({} items)",
+            o.predicate.results.len()
+        )),
         o.report,
         o.human_report
     );
-    Outcome::new(verdict, &o, human)
+    if let Some(h) = &human_reports {
+        human.push_str(&format!(
+            "html report   {}\nmarkdown      {}\n",
+            h.html_report, h.markdown_report
+        ));
+    }
+    let doc = DrillDoc {
+        outcome: &o,
+        html_report: human_reports.as_ref().map(|h| h.html_report.clone()),
+        markdown_report: human_reports.as_ref().map(|h| h.markdown_report.clone()),
+        metrics_file: metrics_file.map(|p| p.display().to_string()),
+    };
+    Outcome::new(verdict, &doc, human)
+}
+
+fn last_pass(trend: &[crate::report_html::TrendPoint]) -> Option<chrono::DateTime<chrono::Utc>> {
+    trend
+        .iter()
+        .rev()
+        .find(|t| t.gate == "PASS")
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t.finished_at).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+fn previous_metric(path: &std::path::Path, name: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v = crate::metrics::previous_value(&text, name)?;
+    #[allow(clippy::cast_possible_truncation)]
+    let ms = (v * 1000.0) as i64;
+    (ms > 0).then(|| chrono::DateTime::from_timestamp_millis(ms)).flatten()
+}
+
+/// `lakedrill report merge`.
+///
+/// # Errors
+/// When a shard report, the key or the trust store cannot be read, or the merged report cannot be written.
+pub async fn report_merge(
+    ctx: &Context,
+    shard_reports: &[String],
+    key: &std::path::Path,
+    trust: &std::path::Path,
+    reports: &str,
+    metrics_file: Option<&std::path::Path>,
+) -> Result<Outcome> {
+    let r = crate::report_merge::merge(ctx, shard_reports, key, trust, reports, chrono::Utc::now()).await;
+    match r {
+        Ok(crate::report_merge::MergeResult::Refused(reasons)) => {
+            let mut human = "REFUSED: the shard reports were not merged; nothing was written\n".to_owned();
+            for r in &reasons {
+                human.push_str(&format!("  - {r}\n"));
+            }
+            Outcome::new(
+                Verdict::Findings,
+                &serde_json::json!({"status": "REFUSED", "reasons": reasons}),
+                human,
+            )
+        }
+        Ok(crate::report_merge::MergeResult::Merged(o)) => {
+            let label = o.predicate.drill.plan.clone();
+            let chain = crate::location::parent(&o.report);
+            drill_finish(ctx, metrics_file, &label, None, chain, Ok(*o)).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the deleter metrics of a `purge` or `reconcile` run (when asked) and passes its result on.
+///
+/// # Errors
+/// The command's own error, or [`crate::Error::Io`] when the metrics file cannot be written.
+pub fn deleter_metrics(
+    metrics_file: Option<&std::path::Path>,
+    command: &str,
+    candidate: &str,
+    r: Result<Outcome>,
+) -> Result<Outcome> {
+    if let Some(path) = metrics_file {
+        let previous = std::fs::read_to_string(path).ok();
+        let (json, code) = match &r {
+            Ok(o) => (Some(&o.json), o.verdict.exit_code()),
+            Err(_) => (None, 2),
+        };
+        crate::metrics::deleter(command, candidate, chrono::Utc::now(), json, code, previous.as_deref())
+            .write_atomic(path)?;
+    }
+    r
+}
+
+/// `lakedrill recover`.
+///
+/// # Errors
+/// Only when lakedrill cannot decide; a recovery that fails is exit 1 with findings.
+pub async fn recover(
+    ctx: &Context,
+    from: &str,
+    trust: &std::path::Path,
+    into: &str,
+    catalog: Option<&str>,
+    table: Option<&str>,
+) -> Result<Outcome> {
+    let trust = crate::keys::TrustStore::load_dir(trust)?;
+    let registration = match (catalog, table) {
+        (Some(c), Some(t)) => Some(crate::recover::Registration {
+            catalog: c.to_owned(),
+            table: t.to_owned(),
+        }),
+        _ => None,
+    };
+    let r = crate::recover::recover(
+        &ctx.storage,
+        &ctx.config,
+        from,
+        &trust,
+        into,
+        registration.as_ref(),
+        &crate::clock::SystemClock,
+    )
+    .await?;
+    let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
+    let mut human = if ok {
+        format!(
+            "RECOVERED snapshot {} into {}
+metadata    {}
+registered  {}
+objects     {} ({} bytes), {} position delete files rewritten
+rows        {} scanned, {} promised by the manifests
+RTO {:.3}s  RPO {}
+",
+            r.snapshot_id.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.into,
+            r.metadata_location.as_deref().unwrap_or("-"),
+            r.registered_as.as_deref().unwrap_or("no (give --catalog and --table)"),
+            r.objects_restored,
+            r.bytes_restored,
+            r.position_deletes_rewritten,
+            r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.rows_promised
+                .map_or_else(|| "no figure (equality deletes)".into(), |v| v.to_string()),
+            r.rto_seconds,
+            r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
+        )
+    } else {
+        format!(
+            "FAILED: the recovery from {from} does not verify; the table was not registered
+"
+        )
+    };
+    for f in &r.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(if ok { Verdict::Ok } else { Verdict::Findings }, &r, human)
 }
 
 /// `lakedrill audit verify`.

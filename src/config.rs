@@ -15,7 +15,12 @@
 //! name = "lake"                         # catalog_name stored in the database; default: section name
 //! ```
 //!
-//! Unknown fields are errors: a misspelt setting must never be ignored silently.
+//! `[keys]` (signing key and trust store) and `[defaults."<command>"]` tables set command-line defaults
+//! ([`crate::config_check::apply_defaults`]); the README documents every field.
+//!
+//! Unknown fields are errors: a misspelt setting must never be ignored silently. A secret-looking key or a
+//! URL with a password is refused ([`crate::config_check::secret_problems`]): credentials come from the
+//! environment or the AWS chain only.
 //! A missing default file is an empty configuration; a missing file named with `--config` is an
 //! error.
 
@@ -41,6 +46,12 @@ pub struct Config {
     /// The registry.
     #[serde(default)]
     pub registry: RegistryConfig,
+    /// Signing key and trust store used when a command's `--key` / `--trust` is not given.
+    #[serde(default)]
+    pub keys: KeysConfig,
+    /// Defaults per command: `[defaults."drill run"] metrics_file = "…"` (see [`crate::config_check`]).
+    #[serde(default)]
+    pub defaults: BTreeMap<String, BTreeMap<String, toml::Value>>,
     /// Progress lines on stderr (set from `-q`, not from the file).
     #[serde(skip)]
     pub progress: bool,
@@ -63,6 +74,16 @@ pub struct StorageConfig {
 pub struct RegistryConfig {
     /// `sqlite:PATH`; default `sqlite:lakedrill-registry.db` in the current directory.
     pub uri: Option<String>,
+}
+
+/// `[keys]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysConfig {
+    /// The signing key (PKCS#8 PEM file): the default of every `--key`.
+    pub signing_key: Option<std::path::PathBuf>,
+    /// The trust store (folder of `.pub` files): the default of every `--trust`.
+    pub trust: Option<std::path::PathBuf>,
 }
 
 /// `[catalog.NAME]`.
@@ -93,6 +114,18 @@ impl Config {
             }
             Err(e) => return Err(Error::io("read configuration file", path, e)),
         };
+        let raw: toml::Table = toml::from_str(&text).map_err(|e| Error::Config {
+            file: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        // Credentials come from the environment or the AWS chain only; a file that holds one is refused
+        // before anything else is read from it.
+        if let Some(reason) = crate::config_check::secret_problems(&raw).into_iter().next() {
+            return Err(Error::Config {
+                file: path.display().to_string(),
+                reason,
+            });
+        }
         let cfg: Config = toml::from_str(&text).map_err(|e| Error::Config {
             file: path.display().to_string(),
             reason: e.to_string(),

@@ -443,6 +443,7 @@ async fn execute(
         .iter()
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
+    let progress = crate::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
     for batch in todo.chunks(BATCH) {
         if reg.deleter_stopped().await? {
             halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
@@ -487,6 +488,7 @@ async fn execute(
                     .await?;
                 reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
                     .await?;
+                progress.tick(o.size);
                 continue;
             }
             let mut req = receipt("requested", o, before.as_ref(), "", None);
@@ -533,6 +535,7 @@ async fn execute(
                 reg.object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
                     .await?;
             }
+            progress.tick(o.size);
         }
     }
     finish(ctx, reg, candidate_id, key, &dir, halted).await
@@ -640,9 +643,13 @@ async fn finish(
         };
         let n = reg.receipts(candidate_id).await?.len();
         let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
-        ctx.storage
-            .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
-            .await?;
+        // The summary is named by the receipt count: when it exists, no receipt was added since it was
+        // signed (a reconcile with nothing to settle), so it already states this outcome.
+        if ctx.storage.head(&uri).await?.is_none() {
+            ctx.storage
+                .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
+                .await?;
+        }
         summary_uri = Some(uri);
     }
     let status = if !halted.is_empty() {

@@ -593,12 +593,14 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
     let drill = crate::drill::run(&demo_ctx.storage, &plan, &crate::clock::SystemClock, &digest).await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
+    let pages = crate::report_html::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
+    let html_path = pages.html_report.trim_start_matches("file://").to_owned();
     let trust = crate::keys::TrustStore::load_dir(&keys_dir)?;
     let audit = crate::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;
     let report_path = drill.report.trim_start_matches("file://").to_owned();
     let human_path = drill.human_report.trim_start_matches("file://").to_owned();
     human.push_str(&format!(
-        "\n== weekly drill: gate {} ({} passed, {} failed of {} sampled, seed {})\nsigned report: {report_path}\nhuman report:  {human_path}\naudit verify:  {} ({} report(s) in the chain)\n\nverify it yourself:\n  lakedrill audit verify {report_path} --trust {} --chain\n  python3 scripts/verify_report.py {report_path} {}\n",
+        "\n== weekly drill: gate {} ({} passed, {} failed of {} sampled, seed {})\nsigned report: {report_path}\nhuman report:  {human_path}\nhtml report:   {html_path}\naudit verify:  {} ({} report(s) in the chain)\n\nverify it yourself:\n  lakedrill audit verify {report_path} --trust {} --chain\n  python3 scripts/verify_report.py {report_path} {}\n",
         drill.predicate.summary.gate,
         drill.predicate.summary.passed,
         drill.predicate.summary.failed,
@@ -615,6 +617,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         serde_json::json!({
             "report": report_path,
             "human_report": human_path,
+            "html_report": html_path,
             "gate": drill.predicate.summary.gate,
             "passed": drill.predicate.summary.passed,
             "failed": drill.predicate.summary.failed,

@@ -20,6 +20,7 @@ use sha2::Digest;
 
 use crate::bundle::{self, RestoreStatus, VerifyOptions};
 use crate::clock::{self, Clock};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::evidence::{self, Statement, Subject};
 use crate::findings::Finding;
@@ -36,10 +37,18 @@ pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/drill-report/v1";
 pub struct DrillPlan {
     /// Plan name; reports go to `<reports>/<name>/`.
     pub name: String,
-    /// `quarantine` (sealed quarantine bundles).
+    /// `quarantine` (sealed quarantine bundles, verified in place) or `cold-backup` (backup
+    /// bundles, each recovered in full into a scratch location).
     pub kind: String,
-    /// Folder or prefix URI holding bundles.
-    pub bundles: String,
+    /// `quarantine`: folder or prefix URI holding bundles.
+    pub bundles: Option<String>,
+    /// `cold-backup`: folder or prefix URI holding backup bundles (`backup --to` folders).
+    pub backups: Option<String>,
+    /// `cold-backup`: scratch location (local) the recoveries are made under, removed afterwards
+    /// unless `drill run --keep`.
+    pub target: Option<String>,
+    /// `cold-backup`: the RTO each recovery must meet (default `4h`).
+    pub rto_limit: Option<String>,
     /// How many bundles to sample (default 30).
     #[serde(default = "default_sample")]
     pub sample: usize,
@@ -117,6 +126,18 @@ pub struct DrillResult {
     pub rpo_seconds: Option<f64>,
     /// Problems found.
     pub findings: Vec<Finding>,
+    /// Cold backups: the snapshot the checkpoint declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_snapshot_id: Option<i64>,
+    /// Cold backups: the RTO limit applied (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto_limit_seconds: Option<f64>,
+    /// Cold backups: rows the manifests promise (absent with equality deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_promised: Option<u64>,
+    /// Cold backups: rows a scan of the recovered table returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_scanned: Option<u64>,
 }
 
 /// `summary` block.
@@ -147,6 +168,84 @@ pub struct DrillPredicate {
     pub summary: Summary,
     /// SHA-256 of the previous report envelope of this plan, or null for the first.
     pub previous_report: Option<String>,
+    /// Set on the report of one shard of a sharded run (`drill run --shard I/N`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Set on a merged report (`report merge`): the shard reports it was made from; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<crate::report_merge::ShardRef>>,
+}
+
+/// One share of a sharded drill: the items at positions `p` of the overall sample with `p % count == index`.
+///
+/// Every shard computes the same overall sample from the same seed and population, then keeps its share,
+/// so every sampled item is in exactly one shard and the shards together are the unsharded run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+    /// The run the shard belongs to (`--run-id`): all shards of one run name the same id, and the shard
+    /// reports go to `<reports>/<plan>/shards/<run id>/`, where `report merge` can be pointed at the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+impl Shard {
+    /// Parses `I/N` (0-based `I < N`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--shard` and the rule.
+    pub fn parse(s: &str) -> Result<Self> {
+        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self {
+            index,
+            count,
+            run_id: None,
+        })
+    }
+
+    /// Sets the run id, which must be `[A-Za-z0-9._-]+` and not start with `.` (it names a folder).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--run-id`.
+    pub fn with_run_id(mut self, run_id: Option<&str>) -> Result<Self> {
+        if let Some(id) = run_id {
+            if id.is_empty()
+                || id.starts_with('.')
+                || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(Error::invalid(
+                    "--run-id",
+                    format!("{id:?} must be [A-Za-z0-9._-]+ and not start with '.' (it names a folder)"),
+                ));
+            }
+            self.run_id = Some(id.to_owned());
+        }
+        Ok(self)
+    }
+
+    /// Whether the item at `position` of the overall sample belongs to this shard.
+    #[must_use]
+    pub fn holds(&self, position: usize) -> bool {
+        position % self.count == self.index
+    }
+}
+
+/// Options of one drill run beyond the plan file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run only this share of the sample; the report goes to `<reports>/<plan>/shards/`, outside the chain.
+    pub shard: Option<Shard>,
+    /// Cold-backup drills: keep the scratch recoveries instead of removing them.
+    pub keep: bool,
 }
 
 /// What `drill run` hands back.
@@ -178,11 +277,31 @@ pub fn load_plan(path: &Path) -> Result<(DrillPlan, Vec<u8>)> {
         file: path.display().to_string(),
         reason,
     };
-    if plan.kind != "quarantine" {
-        return Err(bad(format!(
-            "kind = {:?}: only \"quarantine\" drills are implemented",
-            plan.kind
-        )));
+    match plan.kind.as_str() {
+        "quarantine" => {
+            if plan.bundles.is_none() {
+                return Err(bad("a quarantine drill needs `bundles`".into()));
+            }
+            if plan.backups.is_some() || plan.target.is_some() || plan.rto_limit.is_some() {
+                return Err(bad(
+                    "`backups`, `target` and `rto_limit` belong to cold-backup drills".into()
+                ));
+            }
+        }
+        "cold-backup" => {
+            if plan.backups.is_none() || plan.target.is_none() {
+                return Err(bad("a cold-backup drill needs `backups` and `target`".into()));
+            }
+            if plan.bundles.is_some() {
+                return Err(bad("`bundles` belongs to quarantine drills; use `backups`".into()));
+            }
+            if let Some(l) = &plan.rto_limit {
+                clock::parse_duration(l).map_err(|r| bad(format!("rto_limit: {r}")))?;
+            }
+        }
+        other => {
+            return Err(bad(format!("kind = {other:?}: \"quarantine\" or \"cold-backup\"")));
+        }
     }
     if plan.sample == 0 {
         return Err(bad("sample must be at least 1".into()));
@@ -221,23 +340,65 @@ pub fn sample_indices(seed: u64, population: usize, k: usize) -> Vec<usize> {
     rand::seq::index::sample(&mut rng, population, k.min(population)).into_vec()
 }
 
-/// Runs a drill plan.
+/// Runs a quarantine drill plan (see [`run_with`]).
 ///
 /// # Errors
 /// [`Error`] when the drill cannot run at all (no bundles, unreadable key or store); item
 /// failures are results, not errors.
-#[allow(clippy::too_many_lines)]
 pub async fn run(
     storage: &Storage,
     plan_path: &Path,
     clock: &dyn Clock,
     implementation_digest: &str,
 ) -> Result<DrillOutcome> {
+    run_with(
+        storage,
+        &Config::default(),
+        plan_path,
+        clock,
+        implementation_digest,
+        RunOptions::default(),
+    )
+    .await
+}
+
+/// Runs a drill plan of either kind with [`RunOptions`] (a shard of the sample; keeping a
+/// cold-backup drill's scratch recoveries).
+///
+/// # Errors
+/// [`Error`] when the drill cannot run at all (no bundles, unreadable key or store); item
+/// failures are results, not errors.
+#[allow(clippy::too_many_lines)]
+pub async fn run_with(
+    storage: &Storage,
+    config: &Config,
+    plan_path: &Path,
+    clock: &dyn Clock,
+    implementation_digest: &str,
+    opts: RunOptions,
+) -> Result<DrillOutcome> {
     let (plan, plan_bytes) = load_plan(plan_path)?;
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
     let started = clock.now();
-    let mut population = bundle::list_bundles(storage, &plan.bundles).await?;
+    let cold = plan.kind == "cold-backup";
+    let source = plan
+        .bundles
+        .clone()
+        .or_else(|| plan.backups.clone())
+        .ok_or_else(|| Error::invalid(plan_path.display().to_string(), "no bundles or backups named"))?;
+    let rto_limit = match &plan.rto_limit {
+        Some(l) => clock::parse_duration(l).map_err(|r| Error::invalid("rto_limit", r))?,
+        None => chrono::Duration::hours(4),
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let rto_limit_seconds = rto_limit.num_milliseconds() as f64 / 1000.0;
+    let drill_id = uuid::Uuid::new_v4().to_string();
+    let scratch = match &plan.target {
+        Some(t) => Some(location::join(&location::canonical_uri(t)?, &drill_id)),
+        None => None,
+    };
+    let mut population = bundle::list_bundles(storage, &source).await?;
     if let Some(age) = &plan.max_bundle_age {
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
@@ -251,7 +412,7 @@ pub async fn run(
     }
     if population.is_empty() {
         return Err(Error::invalid(
-            &plan.bundles,
+            &source,
             "holds no bundle to drill (no */bundle.dsse.json)",
         ));
     }
@@ -263,8 +424,43 @@ pub async fn run(
         .collect();
     let mut results = Vec::new();
     let mut subjects = Vec::new();
-    for i in &picks {
+    // A shard keeps its share of the overall sample (same seed, same selection, disjoint shares).
+    let mine: Vec<usize> = picks
+        .iter()
+        .enumerate()
+        .filter(|(pos, _)| opts.shard.as_ref().is_none_or(|s| s.holds(*pos)))
+        .map(|(_, i)| *i)
+        .collect();
+    if let Some(s) = &opts.shard
+        && mine.is_empty()
+    {
+        return Err(Error::invalid(
+            "--shard",
+            format!(
+                "shard {}/{} holds no item of a sample of {}: use at most {} shards",
+                s.index,
+                s.count,
+                picks.len(),
+                picks.len()
+            ),
+        ));
+    }
+    let progress = crate::output::Progress::items("drill", mine.len(), storage.options().progress);
+    for i in &mine {
         let dir = &population[*i];
+        if let (true, Some(scratch)) = (cold, &scratch) {
+            let (result, subject) =
+                cold_backup_item(storage, config, dir, &trust, scratch, rto_limit_seconds, clock).await?;
+            let status = if result.status == RestoreStatus::RestoreVerified {
+                "RESTORE_VERIFIED"
+            } else {
+                "FAILED"
+            };
+            progress.item(&format!("{} {status}", result.bundle_id));
+            results.push(result);
+            subjects.push(subject);
+            continue;
+        }
         let t0 = clock.now();
         let r = bundle::verify(
             storage,
@@ -303,7 +499,22 @@ pub async fn run(
             rto_seconds: rto,
             rpo_seconds: rpo,
             findings: r.findings,
+            declared_snapshot_id: None,
+            rto_limit_seconds: None,
+            rows_promised: None,
+            rows_scanned: None,
         });
+        if let Some(last) = results.last() {
+            let status = if last.status == RestoreStatus::RestoreVerified {
+                "RESTORE_VERIFIED"
+            } else {
+                "FAILED"
+            };
+            progress.item(&format!("{} {status}", last.bundle_id));
+        }
+    }
+    if let (Some(scratch), false) = (&scratch, opts.keep) {
+        remove_scratch(storage, scratch).await?;
     }
     let finished = clock.now();
     let passed = results
@@ -311,11 +522,22 @@ pub async fn run(
         .filter(|r| r.status == RestoreStatus::RestoreVerified)
         .count();
     let failed = results.len() - passed;
-    let folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
-    let previous = latest_report(storage, &folder).await?;
+    let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
+    // Shard reports are not links of the plan's chain: the merged report is.
+    let (folder, previous) = if let Some(s) = &opts.shard {
+        let shards = location::join(&chain_folder, "shards");
+        let folder = match &s.run_id {
+            Some(id) => location::join(&shards, id),
+            None => shards,
+        };
+        (folder, None)
+    } else {
+        let previous = latest_report(storage, &chain_folder).await?;
+        (chain_folder, previous)
+    };
     let predicate = DrillPredicate {
         drill: DrillInfo {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: drill_id,
             kind: plan.kind.clone(),
             plan: plan.name.clone(),
             plan_digest: evidence::sha256_hex(&plan_bytes),
@@ -341,6 +563,8 @@ pub async fn run(
             },
         },
         previous_report: previous.map(|(_, sha)| sha),
+        shard: opts.shard.clone(),
+        merged_from: None,
     };
     let statement = Statement {
         subject: subjects,
@@ -348,7 +572,13 @@ pub async fn run(
         predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("drill predicate: {e}")))?,
     };
     let envelope = evidence::sign_statement(&statement, &key);
-    let stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let mut stamp = finished.format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    if let Some(s) = &opts.shard {
+        stamp = match s.run_id {
+            Some(_) => format!("shard-{}-of-{}", s.index, s.count),
+            None => format!("{stamp}-shard-{}-of-{}", s.index, s.count),
+        };
+    }
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));
     storage.put_new(&report, Bytes::from(envelope.to_json_bytes())).await?;
@@ -360,6 +590,89 @@ pub async fn run(
         human_report,
         predicate,
     })
+}
+
+/// One item of a cold-backup drill: a full recovery into `<scratch>/<bundle id>`, its RTO against
+/// the limit and its snapshot against the declared checkpoint.
+async fn cold_backup_item(
+    storage: &Storage,
+    config: &Config,
+    dir: &str,
+    trust: &TrustStore,
+    scratch: &str,
+    rto_limit_seconds: f64,
+    clock: &dyn Clock,
+) -> Result<(DrillResult, Subject)> {
+    let bundle_id = location::file_name(dir).to_owned();
+    let into = location::join(scratch, &bundle_id);
+    let mut r = crate::recover::recover(storage, config, dir, trust, &into, None, clock).await?;
+    if r.rto_seconds > rto_limit_seconds {
+        r.findings.push(Finding::new(
+            crate::findings::FindingKind::RtoExceeded,
+            &bundle_id,
+            Some(format!("at most {rto_limit_seconds:.3}s")),
+            Some(format!("{:.3}s", r.rto_seconds)),
+        ));
+    }
+    // Only known once the bundle verified (the declared point is read from its signed predicate).
+    if r.declared_at.is_none() && r.metadata_location.is_some() {
+        r.findings.push(Finding::new(
+            crate::findings::FindingKind::CheckpointMismatch,
+            &bundle_id,
+            Some("a backup bundle with a declared checkpoint".into()),
+            Some("a bundle without one".into()),
+        ));
+    }
+    let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
+    let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
+    if let Some(root) = &r.bundle_root {
+        digest.insert("blake3".into(), root.clone());
+    }
+    let subject = Subject {
+        name: format!("lakedrill-bundle:{bundle_id}"),
+        digest,
+    };
+    let status = if r.findings.is_empty() {
+        r.status
+    } else {
+        RestoreStatus::Failed
+    };
+    Ok((
+        DrillResult {
+            bundle_id,
+            table_uuid: r.table_uuid,
+            snapshot_id: r.snapshot_id,
+            bundle_root: r.bundle_root,
+            status,
+            objects_verified: r.objects_restored,
+            bytes_verified: r.bytes_restored,
+            rto_seconds: r.rto_seconds,
+            rpo_seconds: if status == RestoreStatus::RestoreVerified {
+                r.rpo_seconds
+            } else {
+                None
+            },
+            findings: r.findings,
+            declared_snapshot_id: r.declared_snapshot_id,
+            rto_limit_seconds: Some(rto_limit_seconds),
+            rows_promised: r.rows_promised,
+            rows_scanned: r.rows_scanned,
+        },
+        subject,
+    ))
+}
+
+/// Removes a cold-backup drill's scratch recoveries (objects, then the local folders).
+async fn remove_scratch(storage: &Storage, scratch: &str) -> Result<()> {
+    for o in storage.list(scratch).await? {
+        storage.delete(&o.uri).await?;
+    }
+    if let Some(path) = scratch.strip_prefix("file://")
+        && std::path::Path::new(path).exists()
+    {
+        std::fs::remove_dir_all(path).map_err(|e| Error::io("remove scratch recoveries", path, e))?;
+    }
+    Ok(())
 }
 
 fn sealed_at(envelope: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -405,7 +718,9 @@ pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>
         .collect())
 }
 
-fn render_human(p: &DrillPredicate, report: &str) -> String {
+/// The plain-text report written beside a signed report (`.txt`).
+#[must_use]
+pub fn render_human(p: &DrillPredicate, report: &str) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "lakedrill drill report — plan {} ({})", p.drill.plan, p.drill.kind);
@@ -439,6 +754,17 @@ fn render_human(p: &DrillPredicate, report: &str) -> String {
             r.rto_seconds,
             r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
         );
+        if r.rto_limit_seconds.is_some() {
+            let _ = writeln!(
+                s,
+                "    declared snapshot {}  rto limit {:.0}s  rows scanned {}  promised {}",
+                r.declared_snapshot_id.map_or_else(|| "-".into(), |v| v.to_string()),
+                r.rto_limit_seconds.unwrap_or_default(),
+                r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
+                r.rows_promised
+                    .map_or_else(|| "- (equality deletes)".into(), |v| v.to_string()),
+            );
+        }
         for f in &r.findings {
             let _ = writeln!(s, "    {f}");
         }

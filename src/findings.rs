@@ -43,6 +43,14 @@ pub enum FindingKind {
     DataUnreadable,
     /// An object could not be read for a reason other than absence.
     ReadFailed,
+    /// A recovered table's metadata differs from the original by more than its paths.
+    RewriteMismatch,
+    /// A scan of a recovered table does not give the rows its manifests promise.
+    ScanMismatch,
+    /// A recovery took longer than the plan's RTO limit.
+    RtoExceeded,
+    /// A backup does not bring back the snapshot its checkpoint declares.
+    CheckpointMismatch,
 }
 
 /// One problem, with the object it concerns and what was expected and found.

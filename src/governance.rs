@@ -364,7 +364,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
 }
 
 /// Sends every candidate of the table that `covers` says is now protected back to `PROTECTED`.
-async fn protect_covered(
+pub(crate) async fn protect_covered(
     reg: &Registry,
     table_uuid: &str,
     why: &str,

@@ -13,6 +13,7 @@
 //! "do not delete".
 
 pub mod audit;
+pub mod backup;
 pub mod bundle;
 pub mod catalog;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod clock;
 pub mod closure;
 pub mod commands;
 pub mod config;
+pub mod config_check;
 pub mod decision;
 pub mod deleter;
 pub mod demo;
@@ -32,9 +34,13 @@ pub mod inspect;
 pub mod keys;
 pub mod location;
 pub mod materialize;
+pub mod metrics;
 pub mod output;
 pub mod policy;
+pub mod recover;
 pub mod registry;
+pub mod report_html;
+pub mod report_merge;
 pub mod resolve;
 pub mod rollout;
 pub mod runbook;

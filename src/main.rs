@@ -4,25 +4,43 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::error::ErrorKind as ClapErrorKind;
+use clap::{CommandFactory, FromArgMatches};
 use lakedrill::Outcome;
 use lakedrill::cli::{
-    AuditCommand, CheckpointCommand, Cli, Command, DecisionCommand, DeleterCommand, DrillCommand, HoldCommand,
-    LeaseCommand, PolicyCommand, QuarantineCommand, RolloutCommand, WriterCommand,
+    AuditCommand, CheckpointCommand, Cli, Command, ConfigCommand, DecisionCommand, DeleterCommand, DrillCommand,
+    HoldCommand, LeaseCommand, PolicyCommand, QuarantineCommand, ReportCommand, RolloutCommand, WriterCommand,
 };
 use lakedrill::commands::{self, Context};
 use lakedrill::config::Config;
 use lakedrill::governance as gov;
 
-async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
+async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<Outcome> {
     let (config_path, explicit) = match &cli.config {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from("lakedrill.toml"), false),
     };
-    let mut config = Config::load(&config_path, explicit)?;
+    if let Command::Config {
+        command: ConfigCommand::Check,
+    } = &cli.command
+    {
+        return lakedrill::config_check::check(&config_path, explicit, &Cli::command());
+    }
+    let mut config = loaded?;
     config.progress = !cli.quiet;
     let ctx = Context::new(config);
     match &cli.command {
+        Command::Config { .. } => unreachable_config(),
+        Command::Report {
+            command:
+                ReportCommand::Merge {
+                    shard_reports,
+                    key,
+                    trust,
+                    reports,
+                    metrics_file,
+                },
+        } => commands::report_merge(&ctx, shard_reports, key, trust, reports, metrics_file.as_deref()).await,
         Command::Demo { dir } => lakedrill::demo::run(&ctx, dir, cli.quiet).await,
         Command::Inspect { what, table, select } => {
             commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await
@@ -58,6 +76,34 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             }
             _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
         },
+        Command::Backup {
+            table,
+            snapshot_id,
+            ref_name,
+            checkpoint,
+            at,
+            key,
+            to,
+        } => {
+            let point = match (checkpoint, snapshot_id, ref_name) {
+                (Some(c), _, _) => lakedrill::backup::BackupPoint::Checkpoint(c.clone()),
+                (None, Some(id), _) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::SnapshotId(*id))
+                }
+                (None, None, Some(r)) => {
+                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Ref(r.clone()))
+                }
+                (None, None, None) => lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Current),
+            };
+            lakedrill::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
+        }
+        Command::Recover {
+            from,
+            trust,
+            into,
+            catalog,
+            table,
+        } => commands::recover(&ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
         Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
@@ -157,6 +203,7 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             key,
             receipts,
             dry_run,
+            metrics_file,
         } => {
             let opts = lakedrill::deleter::PurgeOptions {
                 candidate_id: candidate.clone(),
@@ -167,7 +214,8 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
                 receipts: receipts.clone(),
                 dry_run: *dry_run,
             };
-            lakedrill::deleter::purge(&ctx, &table.source()?, &opts).await
+            let r = lakedrill::deleter::purge(&ctx, &table.source()?, &opts).await;
+            commands::deleter_metrics(metrics_file.as_deref(), "purge", candidate, r)
         }
         Command::Reconcile {
             candidate,
@@ -175,7 +223,11 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
             policy,
             key,
             receipts,
-        } => lakedrill::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await,
+            metrics_file,
+        } => {
+            let r = lakedrill::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await;
+            commands::deleter_metrics(metrics_file.as_deref(), "reconcile", candidate, r)
+        }
         Command::Undelete {
             candidate,
             table,
@@ -217,16 +269,84 @@ async fn run(cli: &Cli) -> lakedrill::Result<Outcome> {
         },
         Command::Gates { table, policy } => lakedrill::rollout::gates(&ctx, &table.source()?, policy).await,
         Command::Drill {
-            command: DrillCommand::Run { plan },
-        } => commands::drill_run(&ctx, plan, cli.quiet).await,
+            command:
+                DrillCommand::Run {
+                    plan,
+                    shard,
+                    run_id,
+                    metrics_file,
+                    keep,
+                },
+        } => {
+            let opts = commands::DrillRunOptions {
+                shard: shard.clone(),
+                run_id: run_id.clone(),
+                metrics_file: metrics_file.clone(),
+                quiet: cli.quiet,
+                keep: *keep,
+            };
+            commands::drill_run(&ctx, plan, &opts).await
+        }
         Command::Audit {
             command: AuditCommand::Verify { report, trust, chain },
         } => commands::audit_verify(&ctx, report, trust, *chain).await,
     }
 }
 
+/// `config check` is answered before the configuration is needed.
+fn unreachable_config() -> lakedrill::Result<Outcome> {
+    Err(lakedrill::Error::Internal("config subcommand dispatched twice".into()))
+}
+
+/// The configuration file named on the command line (`--config FILE` / `--config=FILE`), before clap runs:
+/// its `[keys]` and `[defaults.*]` change clap's defaults.
+fn config_from_args() -> (PathBuf, bool) {
+    let mut args = std::env::args_os().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--config" {
+            if let Some(v) = args.next() {
+                return (PathBuf::from(v), true);
+            }
+        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--config=")) {
+            return (PathBuf::from(v), true);
+        }
+    }
+    (PathBuf::from("lakedrill.toml"), false)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (config_path, explicit) = config_from_args();
+    let mut definition = Cli::command();
+    let loaded = match Config::load(&config_path, explicit) {
+        Ok(cfg) => {
+            let (d, problems) = lakedrill::config_check::apply_defaults(definition, &cfg);
+            definition = d;
+            if problems.is_empty() {
+                Ok(cfg)
+            } else {
+                Err(lakedrill::Error::Config {
+                    file: config_path.display().to_string(),
+                    reason: problems.join("; "),
+                })
+            }
+        }
+        Err(e) => Err(e),
+    };
+    let cli = match definition.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A broken configuration explains a missing required option better than clap can.
+            if let Err(cfg_err) = &loaded
+                && !matches!(e.kind(), ClapErrorKind::DisplayHelp | ClapErrorKind::DisplayVersion)
+            {
+                eprintln!("lakedrill: configuration: {cfg_err}");
+            }
+            return usage_error(&e);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -234,7 +354,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(&cli)) {
+    match rt.block_on(run(&cli, loaded)) {
         Ok(outcome) => {
             let mut out = std::io::stdout().lock();
             let res = if cli.json {
@@ -261,4 +381,22 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A command line clap could not parse: `--help` and `--version` print as usual (exit 0); anything else
+/// is "could not decide" (exit 2), and with `--json` anywhere on the line stdout still carries one JSON
+/// document, so that scripts never have to parse clap's text.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    if matches!(e.kind(), ClapErrorKind::DisplayHelp | ClapErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let _ = e.print();
+    if std::env::args_os().any(|a| a == "--json") {
+        let text = e.render().to_string();
+        let first = text.lines().next().unwrap_or("invalid command line");
+        let msg = first.strip_prefix("error: ").unwrap_or(first);
+        println!("{}", serde_json::json!({"error": msg, "exit_code": 2, "usage": text}));
+    }
+    ExitCode::from(2)
 }

@@ -100,35 +100,106 @@ pub fn ts(ms: i64) -> String {
     )
 }
 
-/// Progress lines on stderr for long runs: at most one line every two seconds, and a last one.
+/// Progress on stderr for long runs (seal, restore, drill, purge).
+///
+/// When stderr is a terminal: an `indicatif` bar (items, bytes, rate, ETA); all bars of the process are drawn
+/// as one block, so a drill's overall bar and each bundle's bar do not overwrite each other; a bar disappears
+/// when it is done (the command's own output says how it ended). Otherwise (logs, cron, Kubernetes): a plain line at most every two seconds
+/// and a last one. Nothing when disabled (`-q`). Progress never goes to stdout, so `--json` stays one document.
 #[derive(Debug)]
 pub struct Progress {
     label: &'static str,
     total: usize,
     enabled: bool,
+    /// The terminal bar.
+    bar: Option<indicatif::ProgressBar>,
     state: std::sync::Mutex<(usize, u64, std::time::Instant)>,
+    started: std::time::Instant,
+}
+
+/// Every bar of the process, drawn as one block on stderr.
+fn bars() -> &'static indicatif::MultiProgress {
+    static BARS: std::sync::OnceLock<indicatif::MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(|| indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr()))
 }
 
 impl Progress {
-    /// A progress reporter for `total` items; silent unless `enabled`.
+    /// A progress reporter for `total` objects (reported with [`Progress::tick`]); silent unless `enabled`.
     #[must_use]
     pub fn new(label: &'static str, total: usize, enabled: bool) -> Self {
+        Self::items(label, total, enabled)
+    }
+
+    /// A progress reporter for `total` items that are not objects (a drill's bundles, reported with
+    /// [`Progress::item`]); silent unless `enabled`.
+    #[must_use]
+    pub fn items(label: &'static str, total: usize, enabled: bool) -> Self {
+        use std::io::IsTerminal;
+        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
+            let style = indicatif::ProgressStyle::with_template(
+                "{prefix:>8} [{bar:30}] {pos}/{len} {msg} ({elapsed}, eta {eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            let pb = bars().add(indicatif::ProgressBar::new(total as u64).with_style(style));
+            pb.set_prefix(label);
+            pb
+        });
         Self {
             label,
             total,
             enabled,
+            bar,
             state: std::sync::Mutex::new((0, 0, std::time::Instant::now())),
+            started: std::time::Instant::now(),
         }
     }
 
-    /// Records one finished item of `bytes` bytes.
+    /// Records one finished object of `bytes` bytes.
     pub fn tick(&self, bytes: u64) {
         let Ok(mut st) = self.state.lock() else { return };
         st.0 += 1;
         st.1 += bytes;
+        if let Some(pb) = &self.bar {
+            let secs = self.started.elapsed().as_secs_f64().max(0.001);
+            #[allow(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss
+            )]
+            let rate = (st.1 as f64 / secs) as u64;
+            pb.set_message(format!(
+                "objects, {} at {}/s",
+                indicatif::HumanBytes(st.1),
+                indicatif::HumanBytes(rate)
+            ));
+            pb.inc(1);
+            return;
+        }
         if self.enabled && (st.2.elapsed() >= std::time::Duration::from_secs(2) || st.0 == self.total) {
             eprintln!("{}: {}/{} objects, {} bytes", self.label, st.0, self.total, st.1);
             st.2 = std::time::Instant::now();
+        }
+    }
+
+    /// Records one finished item described by `what` (a drill's bundle and its verdict).
+    pub fn item(&self, what: &str) {
+        let Ok(mut st) = self.state.lock() else { return };
+        st.0 += 1;
+        if let Some(pb) = &self.bar {
+            pb.set_message(what.to_owned());
+            pb.inc(1);
+        } else if self.enabled {
+            eprintln!("{}: {}/{} {what}", self.label, st.0, self.total);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(pb) = self.bar.take() {
+            pb.finish_and_clear();
+            bars().remove(&pb);
         }
     }
 }

@@ -196,6 +196,17 @@ impl Storage {
         }
     }
 
+    /// A storage whose `memory:///` URIs are served by `store` instead of a fresh in-memory store
+    /// (benchmarks wrap one in `object_store`'s `ThrottledStore` to add per-request latency).
+    #[must_use]
+    pub fn with_memory_store(options: StorageOptions, store: Arc<dyn ObjectStore>) -> Self {
+        let s = Self::new(options);
+        if let Ok(mut m) = s.stores.lock() {
+            m.insert("memory".to_owned(), store);
+        }
+        s
+    }
+
     /// The options this storage was built with.
     #[must_use]
     pub fn options(&self) -> &StorageOptions {

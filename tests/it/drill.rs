@@ -760,17 +760,22 @@ fn restore_into_materializes_a_registered_table_pyiceberg_can_query() {
 }
 
 #[test]
-fn restore_into_refuses_position_deletes_before_writing_anything() {
+fn restore_into_rewrites_position_deletes_and_pyiceberg_reads_the_upstream_count() {
     let s = sealed_pos_table();
-    let target = s.table.parent().unwrap().join("restored");
+    let dir = s.table.parent().unwrap();
+    let target = dir.join("wh/restored");
     std::fs::write(
-        s.table.parent().unwrap().join("lakedrill.toml"),
-        "[catalog.c]\ntype = \"sql\"\nuri = \"sqlite:/nonexistent.db\"\n",
+        dir.join("lakedrill.toml"),
+        format!(
+            "[catalog.c]\ntype = \"sql\"\nuri = \"sqlite:{0}/c.db?mode=rwc\"\nwarehouse = \"file://{0}/wh\"\n",
+            dir.display()
+        ),
     )
     .unwrap();
     let r = lakedrill_in(
-        s.table.parent().unwrap(),
+        dir,
         &[
+            "--json",
             "restore",
             s.bundle.to_str().unwrap(),
             "--trust",
@@ -782,8 +787,25 @@ fn restore_into_refuses_position_deletes_before_writing_anything() {
             "--table",
             "db.t",
         ],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(r["position_deletes_rewritten"], 3, "{r}");
+    let exp: Value =
+        serde_json::from_slice(&std::fs::read(interop().join("expected/spark-v2-position-deletes.json")).unwrap())
+            .unwrap();
+    let py = std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh");
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(format!(
+            "from pyiceberg.catalog.sql import SqlCatalog\nc = SqlCatalog('c', uri='sqlite:///{0}/c.db', warehouse='file://{0}/wh')\nt = c.load_table('db.t')\nprint(t.scan().to_arrow().num_rows, t.metadata.table_uuid != None)",
+            dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{} True", exp["current_row_count_independent"])
     );
-    r.expect_code(2);
-    assert!(r.stderr.contains("position delete"), "{}", r.stderr);
-    assert!(!target.exists());
 }

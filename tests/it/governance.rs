@@ -29,7 +29,7 @@ pub struct Gov {
 
 pub const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
 
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
 }
 

@@ -3,12 +3,16 @@
 //! loudly instead of skipping.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod backup;
+mod concurrency;
 mod demo;
+mod deploy;
 mod drill;
 mod generated;
 mod governance;
 mod interop;
 mod malformed;
+mod operator;
 mod rollout;
 mod s3;
 mod util;

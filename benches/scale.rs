@@ -1,0 +1,537 @@
+//! Metadata walks and memory at scale, and restore against per-request latency (issue: performance).
+//!
+//! `cargo bench --bench scale` (or `scripts/bench.sh`). Each figure is printed with its baseline,
+//! measured in the same run, and the ratio:
+//!
+//! * **c. `plan` vs PyIceberg.** A table with `LAKEDRILL_BENCH_SNAPSHOTS` snapshots (default 1,000)
+//!   of `LAKEDRILL_BENCH_FILES_PER_SNAPSHOT` data files each (default 100: 100,000 files) is written
+//!   with the `iceberg` crate (SQL catalog on SQLite, one `fast_append` per snapshot). Then
+//!   `lakedrill plan` (the release binary, a subprocess) and PyIceberg's `inspect.all_files()` (the
+//!   Python of `LAKEDRILL_BENCH_PYTHON`, default `target/test-venv/bin/python`) run on it under GNU
+//!   `time`, which reports wall time and peak RSS. Target: plan ≥ 10× faster, ≤ ½ the RSS.
+//! * **d. restore behind latency.** `LAKEDRILL_BENCH_SMALL_OBJECTS` (default 10,000) objects of 4 KiB
+//!   are sealed, copied into an in-memory store wrapped in `object_store`'s `ThrottledStore` adding
+//!   20 ms per GET, and the bundle is verified with its data read from there. The bound is
+//!   `io_concurrency ÷ 20 ms` objects per second. Target: ≥ 80 % of the bound.
+//! * **e. plan and seal at 100k, 300k and 1M data files** (`LAKEDRILL_BENCH_SCALES`, comma-separated)
+//!   in one snapshot each: wall time and peak RSS of `lakedrill plan` and `lakedrill seal` (subprocesses).
+//!   Seal needs the files: they are created (16 bytes each). Target: ≤ 1 GiB peak RSS at 1M files and
+//!   time near-linear in the number of files.
+//!
+//! Nothing here is asserted: the verdicts are printed. Exit 0 after measuring, 2 when something
+//! could not be measured (a tool missing, a subprocess failing).
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, NestedField, PrimitiveType, Schema, Struct, Type,
+};
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation};
+use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+
+type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const LAKEDRILL: &str = env!("CARGO_BIN_EXE_lakedrill");
+
+fn env_usize(name: &str, default: usize) -> BenchResult<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{name}={v:?}: expected a positive integer").into()),
+        Err(_) => Ok(default),
+    }
+}
+
+/// Wall time and peak RSS (KiB) of a subprocess, from GNU time.
+struct Measured {
+    wall: Duration,
+    rss_kib: u64,
+    stdout: String,
+}
+
+fn measure(program: &str, args: &[String], cwd: &Path) -> BenchResult<Measured> {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "LAKEDRILL_BENCH %e %M", program])
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("LAKEDRILL_BENCH "))
+        .ok_or_else(|| format!("{program}: no GNU time line in stderr: {stderr}"))?;
+    let mut it = line.split_whitespace().skip(1);
+    let wall: f64 = it.next().ok_or("time: no wall")?.parse()?;
+    let rss_kib: u64 = it.next().ok_or("time: no rss")?.parse()?;
+    // plan and seal exit 0 or 1 (a refusal is still a measured run); anything else is a failure.
+    match out.status.code() {
+        Some(0 | 1) => {}
+        _ => return Err(format!("{program} {args:?} failed ({}): {stderr}", out.status).into()),
+    }
+    Ok(Measured {
+        wall: Duration::from_secs_f64(wall),
+        rss_kib,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    })
+}
+
+async fn catalog(root: &Path) -> BenchResult<iceberg_catalog_sql::SqlCatalog> {
+    Ok(SqlCatalogBuilder::default()
+        .uri(format!("sqlite:{}?mode=rwc", root.join("catalog.db").display()))
+        .warehouse_location(format!("file://{}", root.join("warehouse").display()))
+        .sql_bind_style(SqlBindStyle::QMark)
+        .with_storage_factory(Arc::new(iceberg::io::LocalFsStorageFactory))
+        .load("bench", std::collections::HashMap::new())
+        .await?)
+}
+
+fn data_file(path: String, size: u64) -> BenchResult<DataFile> {
+    Ok(DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(path)
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::empty())
+        .partition_spec_id(0)
+        .record_count(1)
+        .file_size_in_bytes(size)
+        .build()?)
+}
+
+/// Creates `bench.NAME` and commits `batches` appends; `files(i)` gives the files of append `i`.
+async fn make_table(
+    root: &Path,
+    name: &str,
+    batches: usize,
+    mut files: impl FnMut(usize, &str) -> BenchResult<Vec<DataFile>>,
+) -> BenchResult<()> {
+    let cat = catalog(root).await?;
+    let ns = NamespaceIdent::new("bench".into());
+    if !cat.namespace_exists(&ns).await? {
+        cat.create_namespace(&ns, std::collections::HashMap::new()).await?;
+    }
+    let location = format!("file://{}", root.join("warehouse/bench").join(name).display());
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()?;
+    let mut table = cat
+        .create_table(
+            &ns,
+            TableCreation::builder()
+                .name(name.into())
+                .location(location.clone())
+                .schema(schema)
+                .build(),
+        )
+        .await?;
+    for i in 0..batches {
+        let tx = Transaction::new(&table);
+        let tx = tx.fast_append().add_data_files(files(i, &location)?).apply(tx)?;
+        table = tx.commit(&cat).await?;
+        if batches > 10 && (i + 1) % (batches / 10) == 0 {
+            eprintln!("bench: {name}: {} of {batches} commits", i + 1);
+        }
+    }
+    Ok(())
+}
+
+fn write_config(root: &Path) -> BenchResult<()> {
+    std::fs::write(
+        root.join("lakedrill.toml"),
+        format!(
+            "[catalog.bench]\ntype = \"sql\"\nuri = \"sqlite:{0}/catalog.db\"\nwarehouse = \"file://{0}/warehouse\"\n\
+             [registry]\nuri = \"sqlite:{0}/registry.db\"\n",
+            root.display()
+        ),
+    )?;
+    for name in ["hist", "s100000", "s300000", "s1000000"] {
+        std::fs::write(
+            root.join(format!("policy-{name}.yaml")),
+            format!(
+                "schema: lakehouseRetentionPolicy.v1\ntable: {name}\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+                 maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+fn plan_args(name: &str) -> Vec<String> {
+    [
+        "--json",
+        "-q",
+        "plan",
+        "--catalog",
+        "bench",
+        "--table",
+        &format!("bench.{name}"),
+        "--policy",
+        &format!("policy-{name}.yaml"),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+/// c: plan vs PyIceberg inspect.all_files() on a long history.
+async fn bench_history(root: &Path) -> BenchResult<()> {
+    let snapshots = env_usize("LAKEDRILL_BENCH_SNAPSHOTS", 1000)?;
+    let per = env_usize("LAKEDRILL_BENCH_FILES_PER_SNAPSHOT", 100)?;
+    let python = std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target/test-venv/bin/python")
+            .display()
+            .to_string()
+    });
+    eprintln!("bench: c. writing {snapshots} snapshots x {per} data files");
+    make_table(root, "hist", snapshots, |i, loc| {
+        (0..per)
+            .map(|j| data_file(format!("{loc}/data/s{i:05}-f{j:04}.parquet"), 1024))
+            .collect()
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // past minSnapshotAge
+    eprintln!("bench: c. lakedrill plan");
+    let plan = measure(LAKEDRILL, &plan_args("hist"), root)?;
+    let doc: serde_json::Value = serde_json::from_str(&plan.stdout)?;
+    eprintln!("bench: c. PyIceberg inspect.all_files()");
+    let script = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         c = SqlCatalog('bench', uri='sqlite:///{0}/catalog.db', warehouse='file://{0}/warehouse')\n\
+         t = c.load_table('bench.hist')\n\
+         print(t.inspect.all_files().num_rows)\n",
+        root.display()
+    );
+    let py = measure(&python, &["-c".into(), script], root)?;
+    let speedup = py.wall.as_secs_f64() / plan.wall.as_secs_f64();
+    let rss_ratio = plan.rss_kib as f64 / py.rss_kib as f64;
+    println!();
+    println!(
+        "c. plan on {snapshots} snapshots x {per} files ({} files) vs PyIceberg inspect.all_files() ({} rows)",
+        snapshots * per,
+        py.stdout.trim()
+    );
+    println!("{:<34} {:>10} {:>12}", "", "wall (s)", "peak RSS MiB");
+    println!(
+        "{:<34} {:>10.2} {:>12.1}",
+        "PyIceberg inspect.all_files()",
+        py.wall.as_secs_f64(),
+        mib(py.rss_kib)
+    );
+    println!(
+        "{:<34} {:>10.2} {:>12.1}   ({} candidates)",
+        "lakedrill plan",
+        plan.wall.as_secs_f64(),
+        mib(plan.rss_kib),
+        doc["candidates"].as_array().map_or(0, Vec::len)
+    );
+    println!(
+        "   plan is {speedup:.1}x faster: {} (target >= 10x); RSS {rss_ratio:.2}x PyIceberg's: {} (target <= 0.5x)",
+        pass(speedup >= 10.0),
+        pass(rss_ratio <= 0.5)
+    );
+    Ok(())
+}
+
+/// d: verify of many small objects behind a store adding 20 ms per GET.
+async fn bench_latency(root: &Path) -> BenchResult<()> {
+    use lakedrill::bundle::{self, RestoreStatus, VerifyOptions};
+    use lakedrill::keys::{PublicKey, SigningKey, TrustStore};
+    use lakedrill::store::{Storage, StorageOptions};
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    let n = env_usize("LAKEDRILL_BENCH_SMALL_OBJECTS", 10_000)?;
+    let latency = Duration::from_millis(20);
+    eprintln!("bench: d. writing {n} objects of 4 KiB");
+    let dir = root.join("small");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let mut files = Vec::with_capacity(n);
+    let body = vec![7u8; 4096];
+    for i in 0..n {
+        let p = data.join(format!("o{i:06}.parquet"));
+        let mut b = body.clone();
+        b[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        std::fs::write(&p, &b)?;
+        files.push(data_file(format!("file://{}", p.display()), 4096)?);
+    }
+    let db = root.join("small-catalog.db");
+    lakedrill::demo::create_table_with_data_files(
+        &db,
+        &root.join("small-wh"),
+        "bench",
+        "small",
+        &format!("file://{}", dir.display()),
+        files,
+    )
+    .await?;
+    let options = StorageOptions::default();
+    let concurrency = options.io_concurrency.get();
+    let mut config = lakedrill::config::Config::default();
+    config.catalog.insert(
+        "b".into(),
+        lakedrill::config::CatalogConfig {
+            kind: "sql".into(),
+            uri: format!("sqlite:{}", db.display()),
+            warehouse: None,
+            name: Some("demo".into()),
+        },
+    );
+    let local = Storage::new(options.clone());
+    let table = lakedrill::table::Table::load(
+        &local,
+        &config,
+        &lakedrill::table::TableSource::Catalog {
+            catalog: "b".into(),
+            table: "bench.small".into(),
+            table_root: None,
+        },
+    )
+    .await?;
+    let id = table.metadata().current_snapshot_id().ok_or("no snapshot")?;
+    let key = SigningKey::generate();
+    let trust = TrustStore::from_keys(vec![PublicKey::new("bench", "bench.pub", key.verifying_key())])?;
+    let out = lakedrill::location::canonical_uri(&root.join("small-bundles").display().to_string())?;
+    let sealed = bundle::seal(&table, &local, id, &key, &out, chrono::Utc::now())
+        .await?
+        .map_err(|f| format!("seal: {f:?}"))?;
+    // The same objects behind 20 ms per request.
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let throttled = ThrottledStore::new(
+        Arc::clone(&mem),
+        ThrottleConfig {
+            wait_get_per_call: latency,
+            ..ThrottleConfig::default()
+        },
+    );
+    {
+        use object_store::ObjectStoreExt;
+        for e in std::fs::read_dir(&data)? {
+            let p = e?.path();
+            let name = p.file_name().ok_or("name")?.to_string_lossy().into_owned();
+            mem.put(
+                &object_store::path::Path::from(format!("small/data/{name}")),
+                std::fs::read(&p)?.into(),
+            )
+            .await?;
+        }
+    }
+    let storage = Storage::with_memory_store(options, Arc::new(throttled));
+    eprintln!(
+        "bench: d. verifying {n} objects behind {} ms per GET",
+        latency.as_millis()
+    );
+    let start = Instant::now();
+    let r = bundle::verify(
+        &storage,
+        &sealed.uri,
+        &trust,
+        &VerifyOptions {
+            deep: false,
+            table_root: Some("memory:///small".into()),
+        },
+    )
+    .await?;
+    let wall = start.elapsed();
+    if r.status != RestoreStatus::RestoreVerified || r.objects_verified < n {
+        return Err(format!("d: the bundle did not verify: {:?}", r.findings.first()).into());
+    }
+    let bound = concurrency as f64 / latency.as_secs_f64();
+    let rate = n as f64 / wall.as_secs_f64();
+    println!();
+    println!(
+        "d. restore of {n} objects of 4 KiB, {} ms per GET, io_concurrency {concurrency}",
+        latency.as_millis()
+    );
+    println!(
+        "   bound {bound:.0} objects/s; measured {rate:.0} objects/s in {:.2} s = {:.0} % of the bound: {} (target >= 80 %)",
+        wall.as_secs_f64(),
+        100.0 * rate / bound,
+        pass(rate / bound >= 0.8)
+    );
+    Ok(())
+}
+
+/// e: plan and seal at several sizes, one snapshot each.
+async fn bench_sizes(root: &Path) -> BenchResult<()> {
+    let scales: Vec<usize> = std::env::var("LAKEDRILL_BENCH_SCALES")
+        .unwrap_or_else(|_| "100000,300000,1000000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("LAKEDRILL_BENCH_SCALES: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut rows = Vec::new();
+    for n in scales {
+        let name = format!("s{n}");
+        if !["s100000", "s300000", "s1000000"].contains(&name.as_str()) {
+            std::fs::write(
+                root.join(format!("policy-{name}.yaml")),
+                format!(
+                    "schema: lakehouseRetentionPolicy.v1\ntable: {name}\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+                     maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+                ),
+            )?;
+        }
+        eprintln!("bench: e. {n} files: creating them and one snapshot");
+        let data = root.join("warehouse/bench").join(&name).join("data");
+        std::fs::create_dir_all(&data)?;
+        make_table(root, &name, 1, |_, loc| {
+            (0..n)
+                .map(|j| {
+                    let p = data.join(format!("f{j:07}.parquet"));
+                    std::fs::write(&p, j.to_le_bytes())?;
+                    data_file(format!("{loc}/data/f{j:07}.parquet"), 8)
+                })
+                .collect()
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        eprintln!("bench: e. {n} files: plan");
+        let plan = measure(LAKEDRILL, &plan_args(&name), root)?;
+        eprintln!("bench: e. {n} files: seal");
+        let key = root.join("keys/bench.key");
+        if !key.exists() {
+            measure(
+                LAKEDRILL,
+                &["-q", "keygen", "--name", "bench", "--dir", "keys"].map(str::to_owned),
+                root,
+            )?;
+        }
+        let seal = measure(
+            LAKEDRILL,
+            &[
+                "-q",
+                "seal",
+                "--catalog",
+                "bench",
+                "--table",
+                &format!("bench.{name}"),
+                "--key",
+                "keys/bench.key",
+                "--out",
+                &format!("bundles-{name}"),
+            ]
+            .map(str::to_owned),
+            root,
+        )?;
+        // The files are no longer needed.
+        std::fs::remove_dir_all(&data)?;
+        rows.push((n, plan, seal));
+    }
+    println!();
+    println!("e. plan and seal of one snapshot, time and peak RSS by number of data files");
+    println!(
+        "{:>10} {:>10} {:>12} {:>12} {:>10} {:>12} {:>12}",
+        "files", "plan (s)", "us/file", "RSS MiB", "seal (s)", "us/file", "RSS MiB"
+    );
+    for (n, p, s) in &rows {
+        println!(
+            "{n:>10} {:>10.2} {:>12.2} {:>12.1} {:>10.2} {:>12.2} {:>12.1}",
+            p.wall.as_secs_f64(),
+            p.wall.as_secs_f64() * 1e6 / *n as f64,
+            mib(p.rss_kib),
+            s.wall.as_secs_f64(),
+            s.wall.as_secs_f64() * 1e6 / *n as f64,
+            mib(s.rss_kib)
+        );
+    }
+    if let Some((n, p, s)) = rows.iter().max_by_key(|r| r.0) {
+        let peak = p.rss_kib.max(s.rss_kib);
+        println!(
+            "   peak RSS at {n} files: {:.1} MiB: {} (target <= 1024 MiB at 1M files)",
+            mib(peak),
+            pass(peak <= 1024 * 1024)
+        );
+    }
+    if let (Some(first), Some(last)) = (rows.first(), rows.last())
+        && last.0 > first.0
+    {
+        let per = |r: &(usize, Measured, Measured)| (r.1.wall + r.2.wall).as_secs_f64() / r.0 as f64;
+        let growth = per(last) / per(first);
+        println!(
+            "   time per file at {} vs {} files: {growth:.2}x: {} (near-linear: <= 1.5x)",
+            last.0,
+            first.0,
+            pass(growth <= 1.5)
+        );
+    }
+    Ok(())
+}
+
+async fn bench(root: &Path) -> BenchResult<()> {
+    write_config(root)?;
+    println!(
+        "lakedrill scale benchmark: {} CPUs, binary {LAKEDRILL}",
+        std::thread::available_parallelism().map_or(0, NonZeroUsize::get)
+    );
+    let only = std::env::var("LAKEDRILL_BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only.contains('d') {
+        bench_latency(root).await?;
+    }
+    if only.is_empty() || only.contains('c') {
+        bench_history(root).await?;
+    }
+    if only.is_empty() || only.contains('e') {
+        bench_sizes(root).await?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    if !Path::new("/usr/bin/time").exists() {
+        eprintln!("bench: GNU time (/usr/bin/time) is needed for peak RSS; scripts/bench.sh installs it");
+        return ExitCode::from(2);
+    }
+    let dir = match tempfile::Builder::new()
+        .prefix("lakedrill-scale-")
+        .tempdir_in(std::env::temp_dir())
+    {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("bench: cannot create a temporary folder: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let root = match dir.path().canonicalize() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("bench: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(bench(&root)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,611 @@
+//! Cold backups, full recoveries into a new location and the quarterly cold-backup drill, on
+//! PyIceberg-generated tables and the Spark/Java interop tables (position and equality deletes).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{copy_tree, expected, generated, interop, lakedrill_in, tmpdir};
+
+fn python() -> String {
+    std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
+}
+
+/// A working folder with a key pair, a registry, the generated catalog (`pyfix`) and an empty
+/// recovery catalog (`dr`, warehouse `DIR/rec`).
+struct Site {
+    tmp: tempfile::TempDir,
+    key: PathBuf,
+    trust: PathBuf,
+}
+
+impl Site {
+    fn new() -> Site {
+        let tmp = tmpdir();
+        let dir = tmp.path();
+        let fx = generated();
+        std::fs::write(
+            dir.join("lakedrill.toml"),
+            format!(
+                "[catalog.pyfix]\ntype = \"sql\"\nuri = \"sqlite:{fx}/catalog.db\"\nwarehouse = \"file://{fx}/warehouse\"\n\
+                 [catalog.dr]\ntype = \"sql\"\nuri = \"sqlite:{d}/dr.db\"\nwarehouse = \"file://{d}/rec\"\n\
+                 [registry]\nuri = \"sqlite:{d}/registry.db\"\n",
+                fx = fx.display(),
+                d = dir.display()
+            ),
+        )
+        .unwrap();
+        let keys = dir.join("keys");
+        let r = lakedrill_in(
+            dir,
+            &[
+                "--json",
+                "keygen",
+                "--name",
+                "dr-TEST-ONLY",
+                "--dir",
+                keys.to_str().unwrap(),
+            ],
+        )
+        .expect_code(0)
+        .json();
+        Site {
+            key: PathBuf::from(r["private_key"].as_str().unwrap()),
+            trust: keys,
+            tmp,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.dir().join(rel).to_str().unwrap().to_owned()
+    }
+
+    fn run(&self, args: &[&str]) -> crate::util::Run {
+        lakedrill_in(self.dir(), args)
+    }
+
+    fn backup(&self, table: &[&str], extra: &[&str], to: &str) -> crate::util::Run {
+        let key = self.key.to_str().unwrap().to_owned();
+        let mut args = vec!["--json", "backup"];
+        args.extend(table);
+        args.extend(extra);
+        args.extend(["--key", &key, "--to", to]);
+        self.run(&args)
+    }
+
+    fn recover(&self, bundle: &str, into: &str, register_as: Option<&str>) -> crate::util::Run {
+        let trust = self.trust.to_str().unwrap().to_owned();
+        let mut args = vec!["--json", "recover", "--from", bundle, "--trust", &trust, "--into", into];
+        if let Some(t) = register_as {
+            args.extend(["--catalog", "dr", "--table", t]);
+        }
+        self.run(&args)
+    }
+
+    /// Row counts PyIceberg reads from recovered tables of the `dr` catalog.
+    fn pyiceberg_rows(&self, tables: &[String]) -> Vec<u64> {
+        let script = format!(
+            "from pyiceberg.catalog.sql import SqlCatalog\n\
+             c = SqlCatalog('dr', uri='sqlite:///{d}/dr.db', warehouse='file://{d}/rec')\n\
+             for n in {tables:?}:\n\
+             \x20   t = c.load_table(n)\n\
+             \x20   assert t.metadata.location.startswith('file://{d}/rec/'), t.metadata.location\n\
+             \x20   print(t.scan().to_arrow().num_rows)\n",
+            d = self.dir().display()
+        );
+        let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+        assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
+    }
+}
+
+fn pos_table(dir: &Path) -> PathBuf {
+    let t = dir.join("src/pos");
+    copy_tree(
+        &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
+        &t,
+    );
+    t
+}
+
+fn interop_expected(case: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(interop().join(format!("expected/{case}.json"))).unwrap()).unwrap()
+}
+
+fn kinds(v: &Value) -> Vec<String> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_snapshot_of_the_generated_tables_backs_up_and_recovers_with_its_rows() {
+    let site = Site::new();
+    let backups = site.path("backups");
+    let mut names = Vec::new();
+    let mut want = Vec::new();
+    // A format v1 table first (optional manifest-list counts, no sequence numbers).
+    let legacy = expected("db.legacy");
+    for s in legacy["snapshots"].as_array().unwrap() {
+        let id = s["snapshot_id"].as_i64().unwrap();
+        let b = site
+            .backup(
+                &["--catalog", "pyfix", "--table", "db.legacy"],
+                &["--snapshot-id", &id.to_string()],
+                &backups,
+            )
+            .expect_code(0)
+            .json();
+        let name = format!("dr.legacy_{id}");
+        let r = site
+            .recover(
+                b["bundle_uri"].as_str().unwrap(),
+                &site.path(&format!("rec/legacy_{id}")),
+                Some(&name),
+            )
+            .expect_code(0)
+            .json();
+        assert_eq!(r["rows_scanned"], legacy["row_counts"][id.to_string()], "{r}");
+        names.push(name);
+        want.push(legacy["row_counts"][id.to_string()].as_u64().unwrap());
+    }
+    let exp = expected("db.events");
+    let table = ["--catalog", "pyfix", "--table", "db.events"];
+    for (i, s) in exp["snapshots"].as_array().unwrap().iter().enumerate() {
+        let id = s["snapshot_id"].as_i64().unwrap();
+        let b = site
+            .backup(&table, &["--snapshot-id", &id.to_string()], &backups)
+            .expect_code(0)
+            .json();
+        assert_eq!(b["status"], "BACKED_UP");
+        assert_eq!(b["snapshot_id"].as_i64(), Some(id));
+        let into = site.path(&format!("rec/events_{i}"));
+        let name = format!("dr.events_{i}");
+        let r = site
+            .recover(b["bundle_uri"].as_str().unwrap(), &into, Some(&name))
+            .expect_code(0)
+            .json();
+        assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+        assert_eq!(
+            r["table_uuid"], exp["table_uuid"],
+            "recovery keeps the table's identity"
+        );
+        assert_eq!(r["snapshot_id"].as_i64(), Some(id));
+        assert_eq!(r["declared_snapshot_id"].as_i64(), Some(id));
+        assert_eq!(
+            r["rpo_seconds"], 0.0,
+            "declared at the snapshot's commit time by default"
+        );
+        assert_eq!(r["registered_as"], format!("dr.{name}"));
+        let rows = &exp["row_counts"][id.to_string()];
+        assert_eq!(&r["rows_scanned"], rows, "{r}");
+        assert_eq!(&r["rows_promised"], rows, "{r}");
+        names.push(name);
+        want.push(rows.as_u64().unwrap());
+    }
+    // PyIceberg reads every recovered table from its new location with the original's rows.
+    assert_eq!(site.pyiceberg_rows(&names), want);
+    // lakedrill reads it too, every path under the new location.
+    let files = site
+        .run(&[
+            "--json",
+            "inspect",
+            "files",
+            "--catalog",
+            "dr",
+            "--table",
+            &names[names.len() - 1],
+        ])
+        .expect_code(0)
+        .json();
+    let prefix = format!("file://{}/", site.path("rec"));
+    for f in files["files"].as_array().unwrap() {
+        assert!(f["file_path"].as_str().unwrap().starts_with(&prefix), "{f}");
+    }
+    // Each backup declared a checkpoint, which now protects its snapshot.
+    let cps = site
+        .run(&[
+            "--json",
+            "checkpoint",
+            "list",
+            "--catalog",
+            "pyfix",
+            "--table",
+            "db.events",
+        ])
+        .expect_code(0)
+        .json();
+    let declared: Vec<i64> = cps["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["snapshot_id"].as_i64().unwrap())
+        .collect();
+    for s in exp["snapshots"].as_array().unwrap() {
+        assert!(declared.contains(&s["snapshot_id"].as_i64().unwrap()), "{cps}");
+    }
+    // A second backup of the unchanged table copies nothing.
+    let again = site.backup(&table, &[], &backups).expect_code(0).json();
+    assert_eq!(again["objects_copied"], 0, "{again}");
+    assert_eq!(again["bytes_copied"], 0, "{again}");
+    assert!(again["objects"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn position_and_equality_delete_tables_recover_to_the_upstream_row_counts() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let eq = site.dir().join("src/eq");
+    copy_tree(
+        &interop().join("tree-68623ff9/data/persistent/equality_deletes/warehouse/mydb/mytable_partitioned"),
+        &eq,
+    );
+    let mut names = Vec::new();
+    let mut want = Vec::new();
+    for (name, table, case, rewritten) in [
+        ("dr.pos", &pos, "spark-v2-position-deletes", 3),
+        ("dr.eq", &eq, "java-v2-equality-deletes-partitioned", 0),
+    ] {
+        let b = site
+            .backup(&["--metadata", table.to_str().unwrap()], &[], &site.path("backups"))
+            .expect_code(0)
+            .json();
+        let r = site
+            .recover(
+                b["bundle_uri"].as_str().unwrap(),
+                &site.path(&format!("rec/{name}")),
+                Some(name),
+            )
+            .expect_code(0)
+            .json();
+        let rows = interop_expected(case)["current_row_count_independent"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(r["rows_scanned"].as_u64(), Some(rows), "{r}");
+        assert_eq!(r["position_deletes_rewritten"], rewritten, "{r}");
+        if rewritten > 0 {
+            assert_eq!(r["rows_promised"].as_u64(), Some(rows));
+        } else {
+            assert_eq!(r["rows_promised"], Value::Null, "equality deletes: no promised figure");
+        }
+        names.push(name.to_owned());
+        want.push(rows);
+    }
+    // PyIceberg scans the position-delete table (it cannot scan equality deletes: it loads that
+    // one and lists its files, every one under the new location).
+    assert_eq!(site.pyiceberg_rows(&names[..1]), want[..1]);
+    let script = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         c = SqlCatalog('dr', uri='sqlite:///{d}/dr.db', warehouse='file://{d}/rec')\n\
+         t = c.load_table('dr.eq')\n\
+         paths = t.inspect.files().column('file_path').to_pylist()\n\
+         assert paths and all(p.startswith('file://{d}/rec/dr.eq/') for p in paths), paths\n\
+         print(len(paths))\n",
+        d = site.dir().display()
+    );
+    let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+    assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap() > 0);
+}
+
+/// The one data object of the backup with the most bytes.
+fn largest_object(backups: &Path) -> PathBuf {
+    let mut v: Vec<_> = std::fs::read_dir(backups.join("objects"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort_by_key(|p| std::fs::metadata(p).unwrap().len());
+    v.pop().unwrap()
+}
+
+fn write_cold_plan(site: &Site, name: &str, rto_limit: &str) -> PathBuf {
+    let plan = site.dir().join(format!("{name}.toml"));
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"{name}\"\nkind = \"cold-backup\"\nbackups = \"{b}\"\nsample = 5\nseed = 11\ntarget = \"{t}\"\n\
+             rto_limit = \"{rto_limit}\"\ntrust = \"{trust}\"\nkey = \"{key}\"\nreports = \"{r}\"\n",
+            b = site.path("backups"),
+            t = site.path("scratch"),
+            trust = site.trust.display(),
+            key = site.key.display(),
+            r = site.path("reports"),
+        ),
+    )
+    .unwrap();
+    plan
+}
+
+#[test]
+fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let b = site
+        .backup(&["--metadata", pos.to_str().unwrap()], &[], &site.path("backups"))
+        .expect_code(0)
+        .json();
+    let bundle = b["bundle_uri"].as_str().unwrap().to_owned();
+    let victim = largest_object(&site.dir().join("backups"));
+    let saved = std::fs::read(&victim).unwrap();
+    let mut bad = saved.clone();
+    bad[100] ^= 0xff;
+    std::fs::write(&victim, &bad).unwrap();
+
+    let into = site.path("rec/tampered");
+    let r = site.recover(&bundle, &into, Some("dr.tampered")).expect_code(1).json();
+    assert_eq!(r["status"], "FAILED");
+    assert_eq!(r["registered_as"], Value::Null);
+    let f = &r["findings"][0];
+    assert_eq!(f["kind"], "DIGEST_MISMATCH", "{r}");
+    assert!(
+        f["path"].as_str().unwrap().ends_with(".parquet"),
+        "names the object: {f}"
+    );
+    assert!(
+        !Path::new(&into).join("metadata").exists(),
+        "nothing recovered from a bad backup"
+    );
+
+    let plan = write_cold_plan(&site, "cold-tamper", "4h");
+    let d = site
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    assert_eq!(d["predicate"]["summary"]["gate"], "FAIL");
+    assert_eq!(d["predicate"]["drill"]["kind"], "cold-backup");
+    let item = &d["predicate"]["results"][0];
+    assert_eq!(item["status"], "FAILED");
+    assert_eq!(kinds(item), vec!["DIGEST_MISMATCH".to_owned()], "{item}");
+    // The FAIL report is still signed and verifies (the gate is what says FAIL).
+    let report = d["report"].as_str().unwrap().to_owned();
+    let trust = site.trust.to_str().unwrap().to_owned();
+    let a = site
+        .run(&["--json", "audit", "verify", &report, "--trust", &trust])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["gate"], "FAIL");
+
+    // A missing object instead: named as missing.
+    std::fs::remove_file(&victim).unwrap();
+    let r = site
+        .recover(&bundle, &site.path("rec/missing"), None)
+        .expect_code(1)
+        .json();
+    assert_eq!(kinds(&r), vec!["OBJECT_MISSING".to_owned()], "{r}");
+    assert!(r["findings"][0]["path"].as_str().unwrap().ends_with(".parquet"));
+
+    // Put back, the backup recovers again.
+    std::fs::write(&victim, &saved).unwrap();
+    site.recover(&bundle, &site.path("rec/ok"), None).expect_code(0);
+}
+
+#[test]
+fn a_cold_backup_drill_signs_rto_and_rpo_per_table_and_verifies_with_standard_tools() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let exp = interop_expected("spark-v2-position-deletes");
+    let id = exp["current_snapshot_id"].as_i64().unwrap();
+    let snaps = site
+        .run(&["--json", "inspect", "snapshots", "--metadata", pos.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let commit_ms = snaps["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["snapshot_id"].as_i64() == Some(id))
+        .unwrap()["timestamp_ms"]
+        .as_i64()
+        .unwrap();
+    // Declared one hour after the commit: RPO 3600 s.
+    let at = (commit_ms + 3_600_000).to_string();
+    site.backup(
+        &["--metadata", pos.to_str().unwrap()],
+        &["--at", &at],
+        &site.path("backups"),
+    )
+    .expect_code(0);
+    let b2 = site
+        .backup(
+            &["--catalog", "pyfix", "--table", "db.events"],
+            &[],
+            &site.path("backups"),
+        )
+        .expect_code(0)
+        .json();
+
+    let plan = write_cold_plan(&site, "quarterly", "4h");
+    let d = site
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let p = &d["predicate"];
+    assert_eq!(p["summary"]["gate"], "PASS", "{p}");
+    assert_eq!(p["sample"]["population"], 2);
+    let results = p["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert_eq!(r["status"], "RESTORE_VERIFIED");
+        assert!(r["rto_seconds"].as_f64().unwrap() >= 0.0);
+        assert_eq!(r["rto_limit_seconds"], 14_400.0);
+        assert_eq!(r["declared_snapshot_id"], r["snapshot_id"]);
+        assert!(r["objects_verified"].as_u64().unwrap() > 0);
+        let want_rpo = if r["snapshot_id"].as_i64() == Some(id) {
+            3600.0
+        } else {
+            0.0
+        };
+        assert_eq!(r["rpo_seconds"].as_f64(), Some(want_rpo), "{r}");
+        assert!(r["rows_scanned"].as_u64().is_some());
+    }
+    assert!(results.iter().any(|r| r["snapshot_id"] == b2["snapshot_id"]));
+    // Scratch recoveries are removed without --keep.
+    let scratch = site.dir().join("scratch");
+    assert!(!scratch.exists() || std::fs::read_dir(&scratch).unwrap().next().is_none());
+
+    // The report verifies with lakedrill, with Python `cryptography` alone and with OpenSSL.
+    let report = PathBuf::from(d["report"].as_str().unwrap().trim_start_matches("file://"));
+    let trust = site.trust.to_str().unwrap().to_owned();
+    site.run(&["audit", "verify", report.to_str().unwrap(), "--trust", &trust])
+        .expect_code(0);
+    let pubkey = site.trust.join("dr-TEST-ONLY.pub");
+    let out = Command::new(python())
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/verify_report.py"))
+        .arg(&report)
+        .arg(&pubkey)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let env: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let body = b64.decode(env["payload"].as_str().unwrap()).unwrap();
+        let pae = lakedrill::evidence::pae(env["payloadType"].as_str().unwrap(), &body);
+        std::fs::write(site.dir().join("pae.bin"), pae).unwrap();
+        std::fs::write(
+            site.dir().join("sig.bin"),
+            b64.decode(env["signatures"][0]["sig"].as_str().unwrap()).unwrap(),
+        )
+        .unwrap();
+        let out = Command::new("openssl")
+            .args(["pkeyutl", "-verify", "-rawin", "-pubin", "-inkey"])
+            .arg(&pubkey)
+            .arg("-in")
+            .arg(site.dir().join("pae.bin"))
+            .arg("-sigfile")
+            .arg(site.dir().join("sig.bin"))
+            .output()
+            .expect("openssl must be installed");
+        assert!(
+            out.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The human report shows RTO and RPO per table.
+    let txt = std::fs::read_to_string(d["human_report"].as_str().unwrap().trim_start_matches("file://")).unwrap();
+    assert!(txt.contains("rpo 3600.000s"), "{txt}");
+
+    // --keep leaves the recoveries for inspection.
+    let d2 = site
+        .run(&["--json", "drill", "run", plan.to_str().unwrap(), "--keep"])
+        .expect_code(0)
+        .json();
+    let drill_id = d2["predicate"]["drill"]["id"].as_str().unwrap();
+    assert!(scratch.join(drill_id).read_dir().unwrap().count() == 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovery_slower_than_the_rto_limit_fails_the_gate() {
+    use lakedrill::clock::TestClock;
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    site.backup(&["--metadata", pos.to_str().unwrap()], &[], &site.path("backups"))
+        .expect_code(0);
+    let plan = write_cold_plan(&site, "slow", "1h");
+    let storage = lakedrill::store::Storage::new(lakedrill::store::StorageOptions::default());
+    // Every clock read advances 90 minutes: a recovery reads the clock at its start and its end,
+    // so its RTO is at least 90 min, over the plan's one-hour limit.
+    let clock = TestClock::new(1_800_000_000_000, 90 * 60 * 1000);
+    let o = lakedrill::drill::run_with(
+        &storage,
+        &lakedrill::config::Config::default(),
+        &plan,
+        &clock,
+        &"0".repeat(64),
+        lakedrill::drill::RunOptions::default(),
+    )
+    .await
+    .unwrap();
+    let r = &o.predicate.results[0];
+    assert!(r.rto_seconds > 3600.0, "{}", r.rto_seconds);
+    assert_eq!(o.predicate.summary.gate, "FAIL");
+    assert!(
+        r.findings
+            .iter()
+            .any(|f| f.kind == lakedrill::findings::FindingKind::RtoExceeded),
+        "{:?}",
+        r.findings
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_on_s3_recovers_into_a_new_local_location() {
+    let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").unwrap_or_else(|_| "lakedrill-test".into());
+    assert!(
+        std::env::var("LAKEDRILL_TEST_S3_ENDPOINT").is_ok(),
+        "LAKEDRILL_TEST_S3_ENDPOINT is not set: run the tests with scripts/test.sh, which starts the S3 server"
+    );
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let to = format!("s3://{bucket}/cold-{}", uuid::Uuid::new_v4());
+    let b = site
+        .backup(&["--metadata", pos.to_str().unwrap()], &[], &to)
+        .expect_code(0)
+        .json();
+    assert!(b["bundle_uri"].as_str().unwrap().starts_with(&to));
+    assert!(b["objects_copied"].as_u64().unwrap() > 0);
+    let again = site
+        .backup(&["--metadata", pos.to_str().unwrap()], &[], &to)
+        .expect_code(0)
+        .json();
+    assert_eq!(again["bytes_copied"], 0);
+    let r = site
+        .recover(
+            b["bundle_uri"].as_str().unwrap(),
+            &site.path("rec/from_s3"),
+            Some("dr.from_s3"),
+        )
+        .expect_code(0)
+        .json();
+    let rows = interop_expected("spark-v2-position-deletes")["current_row_count_independent"].clone();
+    assert_eq!(r["rows_scanned"], rows);
+    assert_eq!(
+        site.pyiceberg_rows(&["dr.from_s3".to_owned()]),
+        vec![rows.as_u64().unwrap()]
+    );
+}
+
+#[test]
+fn an_interrupted_backup_resumes_copying_only_what_is_missing() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let table = ["--metadata", pos.to_str().unwrap()];
+    let backups = site.dir().join("backups");
+    let first = site
+        .backup(&table, &[], backups.to_str().unwrap())
+        .expect_code(0)
+        .json();
+    let objects = first["objects"].as_u64().unwrap();
+    assert_eq!(first["objects_copied"].as_u64(), Some(objects));
+    // As if the run had stopped before its envelope, with two objects not yet copied.
+    let bundle = PathBuf::from(first["bundle_uri"].as_str().unwrap().trim_start_matches("file://"));
+    std::fs::remove_file(bundle.join("bundle.dsse.json")).unwrap();
+    let mut gone = 0;
+    for e in std::fs::read_dir(backups.join("objects")).unwrap().take(2) {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+        gone += 1;
+    }
+    let cp = first["checkpoint_id"].as_str().unwrap();
+    let again = site
+        .backup(&table, &["--checkpoint", cp], backups.to_str().unwrap())
+        .expect_code(0)
+        .json();
+    assert_eq!(again["objects_copied"], gone, "{again}");
+    assert_eq!(again["checkpoint_id"], first["checkpoint_id"]);
+    assert_eq!(again["objects"].as_u64(), Some(objects));
+    site.recover(again["bundle_uri"].as_str().unwrap(), &site.path("rec/resumed"), None)
+        .expect_code(0);
+}
