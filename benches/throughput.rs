@@ -1,4 +1,5 @@
-//! Seal and restore throughput next to `b3sum`, over the same data files, in the same run.
+//! Seal and restore throughput next to `b3sum` and `restic check --read-data`, over the same data
+//! files, in the same run.
 //!
 //! `cargo bench --bench throughput` (or `scripts/bench.sh`, which installs `b3sum` first). It
 //! writes `LAKEDRILL_BENCH_FILES` files (default 64) of `LAKEDRILL_BENCH_FILE_MIB` MiB each
@@ -8,7 +9,9 @@
 //!
 //! 1. `b3sum --no-names <files>`, the reference;
 //! 2. [`lakedrill::bundle::seal`] of the snapshot, into a fresh bundle folder each run;
-//! 3. [`lakedrill::bundle::verify`] of the bundle (not `--deep`: sizes and BLAKE3 only).
+//! 3. [`lakedrill::bundle::verify`] of the bundle (not `--deep`: sizes and BLAKE3 only);
+//! 4. when `restic` is on `PATH`: `restic backup` of the same data files into a fresh repository
+//!    (not timed), then `restic check --read-data` (target: restore ≥ 3× faster).
 //!
 //! It prints the throughput of each and the ratios to `b3sum`, with the verdict against the
 //! target (≥ 0.9× `b3sum`, warm cache). The verdict is printed, not enforced: the exit status is
