@@ -357,6 +357,15 @@ pub enum Command {
         /// The retention policy.
         #[arg(long)]
         policy: PathBuf,
+        /// Also compute the six safety gates (DESIGN §7): drill reports must be signed by a key in this folder.
+        #[arg(long)]
+        trust: Option<PathBuf>,
+        /// With --trust: the reports folder holding the drill plans' reports.
+        #[arg(long, default_value = "reports", requires = "trust")]
+        reports: String,
+        /// With --trust: how far back a drill report counts (default 7d for the weekly gate, 92d for the quarterly one).
+        #[arg(long, requires = "trust")]
+        since: Option<String>,
     },
     /// Delete a quarantined candidate's exact inventory, only with fresh verified evidence and an unchanged world.
     Purge {

@@ -29,6 +29,7 @@ pub mod drill;
 pub mod error;
 pub mod evidence;
 pub mod findings;
+pub mod gates;
 pub mod governance;
 pub mod inspect;
 pub mod keys;

@@ -267,7 +267,20 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
             }
             DecisionCommand::Sign { file, key, out } => lakedrill::decision::sign(file, key, out),
         },
-        Command::Gates { table, policy } => lakedrill::rollout::gates(&ctx, &table.source()?, policy).await,
+        Command::Gates {
+            table,
+            policy,
+            trust,
+            reports,
+            since,
+        } => {
+            let safety = trust.as_ref().map(|t| lakedrill::rollout::SafetyOptions {
+                trust: t.clone(),
+                reports: reports.clone(),
+                since: since.clone(),
+            });
+            lakedrill::rollout::gates(&ctx, &table.source()?, policy, safety.as_ref()).await
+        }
         Command::Drill {
             command:
                 DrillCommand::Run {

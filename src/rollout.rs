@@ -527,13 +527,30 @@ pub async fn report(
     Outcome::new(Verdict::Ok, &doc, human)
 }
 
+/// What `gates --trust DIR [--reports DIR] [--since DUR]` adds: the six safety gates of DESIGN §7.
+#[derive(Debug, Clone)]
+pub struct SafetyOptions {
+    /// Trust store for the drill reports.
+    pub trust: std::path::PathBuf,
+    /// Reports folder.
+    pub reports: String,
+    /// Window override (`30d` …).
+    pub since: Option<String>,
+}
+
 /// `lakedrill gates --policy P` (table addressed): the table's rollout stage, the deleter switch, the
-/// implementation-digest binding, and every deletion-right request with where it stands. Exit 1 when a
-/// deletion-right request is past its deadline and not fulfilled.
+/// implementation-digest binding, and every deletion-right request with where it stands; with `--trust`,
+/// also the six safety gates of DESIGN §7 ([`crate::gates`]). Exit 1 when a deletion-right request is past
+/// its deadline and not fulfilled, or a safety gate fails.
 ///
 /// # Errors
-/// Load, policy, registry and storage errors.
-pub async fn gates(ctx: &Context, source: &TableSource, policy_path: &Path) -> Result<Outcome> {
+/// Load, policy, registry and storage errors; an unreadable trust store or a bad `--since`.
+pub async fn gates(
+    ctx: &Context,
+    source: &TableSource,
+    policy_path: &Path,
+    safety: Option<&SafetyOptions>,
+) -> Result<Outcome> {
     let policy = crate::policy::load(policy_path)?;
     let table = governance::bound_table(ctx, source, &policy).await?;
     let reg = governance::registry(ctx).await?;
@@ -578,7 +595,41 @@ pub async fn gates(ctx: &Context, source: &TableSource, policy_path: &Path) -> R
             }
         ));
     }
-    let verdict = if overdue.is_empty() {
+    let safety_gates = match safety {
+        None => {
+            human.push_str("  safety gates   not evaluated (give --trust DIR and --reports DIR)\n");
+            None
+        }
+        Some(o) => {
+            let trust = crate::keys::TrustStore::load_dir(&o.trust)?;
+            let since = o
+                .since
+                .as_deref()
+                .map(|d| crate::clock::parse_duration(d).map_err(|r| crate::Error::invalid("--since", r)))
+                .transpose()?;
+            let g = crate::gates::safety_gates(
+                &ctx.storage,
+                &reg,
+                &input,
+                &plan,
+                &crate::gates::ReportSource {
+                    reports_uri: o.reports.clone(),
+                    trust: &trust,
+                    since,
+                },
+                now,
+            )
+            .await?;
+            for x in &g {
+                human.push_str(&format!("  gate {:<26} {}  {}\n", x.name, x.status, x.detail));
+            }
+            Some(g)
+        }
+    };
+    let safety_ok = safety_gates
+        .as_ref()
+        .is_none_or(|g| g.iter().all(crate::gates::Gate::passed));
+    let verdict = if overdue.is_empty() && safety_ok {
         Verdict::Ok
     } else {
         Verdict::Findings
@@ -593,7 +644,8 @@ pub async fn gates(ctx: &Context, source: &TableSource, policy_path: &Path) -> R
         "decisions": decisions,
         "overdue": overdue,
         "conflicts": conflicts,
-        "gate": if overdue.is_empty() { "PASS" } else { "FAIL" },
+        "safety_gates": safety_gates,
+        "gate": if overdue.is_empty() && safety_ok { "PASS" } else { "FAIL" },
     });
     Outcome::new(verdict, &doc, human)
 }

@@ -8,6 +8,7 @@ mod concurrency;
 mod demo;
 mod deploy;
 mod drill;
+mod gates;
 mod generated;
 mod governance;
 mod interop;
