@@ -20,7 +20,8 @@
 //! This module is pure: it reads nothing and changes nothing. Refs are never dropped implicitly:
 //! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +48,76 @@ pub struct SnapshotInfo {
     /// Commit time.
     pub timestamp_ms: i64,
     /// Manifest list, manifests, data and delete files; `None` when the layers could not be read.
-    pub objects: Option<Vec<ObjectRef>>,
+    pub objects: Option<SnapshotObjects>,
+}
+
+/// The objects of one manifest (the manifest file and its live entries), shared by every snapshot
+/// whose list names it: a table with N snapshots of M manifests holds each manifest's objects once,
+/// not N times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestObjects {
+    /// The manifest's path as written (with its length: a rewritten manifest is another chunk).
+    pub key: String,
+    /// The manifest itself and its live data and delete files.
+    pub objects: Vec<ObjectRef>,
+}
+
+/// Everything one snapshot reaches: its own objects (the manifest list) and its manifests' chunks.
+/// Iterating it may yield an object twice (a file listed in two manifests); consumers collect into sets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SnapshotObjects {
+    /// Objects of this snapshot alone (its manifest list).
+    pub own: Vec<ObjectRef>,
+    /// Its manifests' objects, shared.
+    pub manifests: Vec<Arc<ManifestObjects>>,
+}
+
+impl SnapshotObjects {
+    /// Every object (own first, then manifest by manifest).
+    pub fn iter(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.own
+            .iter()
+            .chain(self.manifests.iter().flat_map(|m| m.objects.iter()))
+    }
+}
+
+impl<'a> IntoIterator for &'a SnapshotObjects {
+    type Item = &'a ObjectRef;
+    type IntoIter = Box<dyn Iterator<Item = &'a ObjectRef> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl FromIterator<ObjectRef> for SnapshotObjects {
+    fn from_iter<I: IntoIterator<Item = ObjectRef>>(iter: I) -> Self {
+        Self::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl From<Vec<ObjectRef>> for SnapshotObjects {
+    fn from(own: Vec<ObjectRef>) -> Self {
+        Self {
+            own,
+            manifests: Vec::new(),
+        }
+    }
+}
+
+/// Every object of the given snapshots, visiting each shared manifest chunk once: linear in the
+/// number of distinct manifests' entries, not in snapshots × entries.
+pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObjects>) -> Vec<&'a ObjectRef> {
+    let mut seen: HashSet<*const ManifestObjects> = HashSet::new();
+    let mut out = Vec::new();
+    for s in snapshots {
+        out.extend(s.own.iter());
+        for m in &s.manifests {
+            if seen.insert(Arc::as_ptr(m)) {
+                out.extend(m.objects.iter());
+            }
+        }
+    }
+    out
 }
 
 /// A ref and its retention settings.
@@ -439,14 +509,11 @@ pub fn plan(input: &PlanInput) -> Plan {
     let expirable: Vec<i64> = by_id.keys().copied().filter(|id| !retained.contains(id)).collect();
 
     // The closure: every object reachable from a retained snapshot.
-    let mut closure: BTreeSet<&str> = BTreeSet::new();
-    let mut unknown_retained = false;
-    for id in &retained {
-        match &by_id[id].objects {
-            Some(objs) => closure.extend(objs.iter().map(|o| o.path.as_str())),
-            None => unknown_retained = true,
-        }
-    }
+    let unknown_retained = retained.iter().any(|id| by_id[id].objects.is_none());
+    let closure: HashSet<&str> = distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .collect();
     let any_unknown = input.snapshots.iter().any(|s| s.objects.is_none());
     if unknown_retained {
         warnings.push("a retained snapshot's layers could not be read: no candidates are proposed".into());
@@ -477,16 +544,15 @@ pub fn plan(input: &PlanInput) -> Plan {
     if !unknown_retained && table_hold.is_none() && !expirable.is_empty() {
         let mut objs: BTreeMap<&str, &ObjectRef> = BTreeMap::new();
         for id in &expirable {
-            if let Some(list) = &by_id[id].objects {
-                for o in list {
-                    if !closure.contains(o.path.as_str()) {
-                        objs.insert(o.path.as_str(), o);
-                    }
-                }
-            } else {
+            if by_id[id].objects.is_none() {
                 warnings.push(format!(
                     "snapshot {id} is expirable but its layers could not be read; only what is known is listed"
                 ));
+            }
+        }
+        for o in distinct_objects(expirable.iter().filter_map(|id| by_id[id].objects.as_ref())) {
+            if !closure.contains(o.path.as_str()) {
+                objs.insert(o.path.as_str(), o);
             }
         }
         let mut objects = Vec::new();
@@ -515,11 +581,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     // Orphans: listed, referenced by nothing, old enough, outside writers and holds.
     match (&input.listing, any_unknown, &table_hold) {
         (Some(listing), false, None) => {
-            let referenced: BTreeSet<&str> = input
-                .snapshots
-                .iter()
-                .filter_map(|s| s.objects.as_ref())
-                .flatten()
+            let referenced: HashSet<&str> = distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
+                .into_iter()
                 .map(|o| o.path.as_str())
                 .collect();
             let mut objects = Vec::new();
@@ -601,21 +664,20 @@ pub fn plan(input: &PlanInput) -> Plan {
         .filter(|s| !plain_keep.contains(&s.snapshot_id) && s.timestamp_ms < older_than)
         .map(|s| s.snapshot_id)
         .collect();
-    let plain_closure: BTreeSet<&str> = by_id
-        .values()
-        .filter(|s| !plain_ids.contains(&s.snapshot_id))
-        .filter_map(|s| s.objects.as_ref())
-        .flatten()
-        .map(|o| o.path.as_str())
-        .collect();
+    let plain_set: HashSet<i64> = plain_ids.iter().copied().collect();
+    let plain_closure: HashSet<&str> = distinct_objects(
+        by_id
+            .values()
+            .filter(|s| !plain_set.contains(&s.snapshot_id))
+            .filter_map(|s| s.objects.as_ref()),
+    )
+    .into_iter()
+    .map(|o| o.path.as_str())
+    .collect();
     let mut plain_objects: BTreeSet<String> = BTreeSet::new();
-    for id in &plain_ids {
-        if let Some(list) = &by_id[id].objects {
-            plain_objects.extend(
-                list.iter()
-                    .filter(|o| !plain_closure.contains(o.path.as_str()))
-                    .map(|o| o.path.clone()),
-            );
+    for o in distinct_objects(plain_ids.iter().filter_map(|id| by_id[id].objects.as_ref())) {
+        if !plain_closure.contains(o.path.as_str()) {
+            plain_objects.insert(o.path.clone());
         }
     }
     for id in &plain_ids {
@@ -721,7 +783,10 @@ mod tests {
         let now = 1_000 * DAY;
         let n = rng.gen_range(1..25);
         let mut snapshots: Vec<SnapshotInfo> = Vec::new();
-        let mut live: BTreeMap<i64, Vec<ObjectRef>> = BTreeMap::new();
+        // Manifests are shared between snapshots exactly as Iceberg shares them: an append keeps its
+        // parent's manifests (the same chunks) and adds one; an overwrite or delete rewrites what it
+        // keeps into a new manifest.
+        let mut manifests_of: BTreeMap<i64, Vec<Arc<ManifestObjects>>> = BTreeMap::new();
         let mut file_no = 0;
         for i in 0..n {
             let id = 1000 + i64::from(i);
@@ -730,12 +795,30 @@ mod tests {
             } else {
                 Some(1000 + rng.gen_range(0..i64::from(i)))
             };
-            let mut files: Vec<ObjectRef> = parent.map(|p| live[&p].clone()).unwrap_or_default();
-            match rng.gen_range(0..3) {
-                0 => {}                                   // append only
-                1 => files.retain(|_| rng.gen_bool(0.5)), // overwrite / delete
-                _ => files.truncate(files.len() / 2),
+            let mut manifests: Vec<Arc<ManifestObjects>> = parent.map(|p| manifests_of[&p].clone()).unwrap_or_default();
+            let op = rng.gen_range(0..3);
+            if op > 0 {
+                let mut kept: Vec<ObjectRef> = manifests
+                    .iter()
+                    .flat_map(|m| m.objects.iter().filter(|o| o.layer != Layer::Manifest).cloned())
+                    .collect();
+                if op == 1 {
+                    kept.retain(|_| rng.gen_bool(0.5)); // overwrite / delete
+                } else {
+                    kept.truncate(kept.len() / 2);
+                }
+                manifests = Vec::new();
+                if !kept.is_empty() {
+                    let path = format!("metadata/r-{id}.avro");
+                    kept.insert(0, obj(&path, Layer::Manifest));
+                    manifests.push(Arc::new(ManifestObjects {
+                        key: path,
+                        objects: kept,
+                    }));
+                }
             }
+            let path = format!("metadata/m-{id}.avro");
+            let mut added = vec![obj(&path, Layer::Manifest)];
             for _ in 0..rng.gen_range(0..3) {
                 file_no += 1;
                 let layer = if rng.gen_bool(0.2) {
@@ -743,22 +826,21 @@ mod tests {
                 } else {
                     Layer::Data
                 };
-                files.push(obj(&format!("data/f{file_no}.parquet"), layer));
+                added.push(obj(&format!("data/f{file_no}.parquet"), layer));
             }
-            live.insert(id, files.clone());
-            let mut objects = files;
-            objects.push(obj(&format!("metadata/snap-{id}.avro"), Layer::ManifestList));
-            objects.push(obj(&format!("metadata/m-{id}.avro"), Layer::Manifest));
-            if let Some(p) = parent
-                && rng.gen_bool(0.5)
-            {
-                objects.push(obj(&format!("metadata/m-{p}.avro"), Layer::Manifest)); // reused manifest
-            }
+            manifests.push(Arc::new(ManifestObjects {
+                key: path,
+                objects: added,
+            }));
+            manifests_of.insert(id, manifests.clone());
             snapshots.push(SnapshotInfo {
                 snapshot_id: id,
                 parent_id: parent,
                 timestamp_ms: now - DAY * (60 - i64::from(i) * 2) + rng.gen_range(0..DAY),
-                objects: Some(objects),
+                objects: Some(SnapshotObjects {
+                    own: vec![obj(&format!("metadata/snap-{id}.avro"), Layer::ManifestList)],
+                    manifests,
+                }),
             });
         }
         let pick = |rng: &mut rand::rngs::StdRng| 1000 + rng.gen_range(0..i64::from(n));
@@ -846,6 +928,15 @@ mod tests {
         for round in 0..cases {
             let input = random_input(&mut rng);
             let p = plan(&input);
+            // Sharing manifests between snapshots is only a representation: the same history with
+            // every snapshot's objects flattened plans the same.
+            let mut flat = input.clone();
+            for s in &mut flat.snapshots {
+                s.objects = s.objects.as_ref().map(|o| o.iter().cloned().collect());
+            }
+            let q = plan(&flat);
+            assert_eq!(p.candidates, q.candidates, "round {round}: shared vs flat");
+            assert_eq!(p.plain_expire, q.plain_expire, "round {round}: shared vs flat");
             let retained: BTreeSet<i64> = p.protected.iter().map(|x| x.snapshot_id).collect();
             let reachable: BTreeSet<&str> = input
                 .snapshots

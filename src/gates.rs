@@ -102,13 +102,17 @@ pub async fn safety_gates(
 
     // 1. Protected objects deleted.
     let retained: BTreeSet<i64> = plan.protected.iter().map(|p| p.snapshot_id).collect();
-    let reachable: BTreeSet<&str> = input
-        .snapshots
-        .iter()
-        .filter(|s| retained.contains(&s.snapshot_id))
-        .flat_map(|s| s.objects.iter().flatten().map(|o| o.path.as_str()))
-        .chain(input.live_metadata_files.iter().map(String::as_str))
-        .collect();
+    let reachable: BTreeSet<&str> = crate::closure::distinct_objects(
+        input
+            .snapshots
+            .iter()
+            .filter(|s| retained.contains(&s.snapshot_id))
+            .filter_map(|s| s.objects.as_ref()),
+    )
+    .into_iter()
+    .map(|o| o.path.as_str())
+    .chain(input.live_metadata_files.iter().map(String::as_str))
+    .collect();
     let prefixes: Vec<String> = input
         .protections
         .writers

@@ -8,8 +8,9 @@
 //!
 //! This module deletes nothing; deletion belongs to [`crate::deleter`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use iceberg::spec::{SnapshotReference, SnapshotRetention};
@@ -17,7 +18,8 @@ use serde::Serialize;
 
 use crate::bundle::Layer;
 use crate::closure::{
-    self, HoldScope as PlanHold, ListedObject, ObjectRef, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
+    self, HoldScope as PlanHold, ListedObject, ManifestObjects, ObjectRef, PlanInput, Protections, RefInfo,
+    SnapshotInfo, SnapshotObjects, TableDefaults,
 };
 use crate::commands::Context;
 use crate::error::{Error, Result};
@@ -116,34 +118,47 @@ pub async fn gather(
     let concurrency = ctx.storage.options().io_concurrency.get();
     let mut snapshots = Vec::new();
     let cache = tree::ManifestCache::default();
+    // Each manifest's objects once, shared by every snapshot that lists it (see `SnapshotObjects`).
+    let mut chunks: HashMap<(String, i64), Arc<ManifestObjects>> = HashMap::new();
     for s in table.snapshots_sorted() {
         let objects = match tree::read_tree_cached(table, &ctx.storage, s.snapshot_id(), concurrency, Some(&cache))
             .await
         {
             Ok(t) => {
                 let rel = |w: &str| table.location().relative(w);
-                let mut objs = vec![ObjectRef {
+                let own = vec![ObjectRef {
                     path: rel(&t.manifest_list_written)?,
                     layer: Layer::ManifestList,
                     size: t.manifest_list.bytes.len() as u64,
                 }];
+                let mut manifests = Vec::with_capacity(t.manifests.len());
                 for m in &t.manifests {
+                    let key = (m.entry.manifest_path.clone(), m.entry.manifest_length);
+                    if let Some(c) = chunks.get(&key) {
+                        manifests.push(Arc::clone(c));
+                        continue;
+                    }
+                    let mut objs = Vec::with_capacity(m.live.len() + 1);
                     objs.push(ObjectRef {
                         path: rel(&m.entry.manifest_path)?,
                         layer: Layer::Manifest,
                         size: m.fetched.bytes.len() as u64,
                     });
-                    for f in &m.live {
+                    for f in m.live.iter() {
                         objs.push(ObjectRef {
                             path: rel(&f.file_path)?,
                             layer: layer_of(f.content),
                             size: f.file_size_in_bytes,
                         });
                     }
+                    let chunk = Arc::new(ManifestObjects {
+                        key: format!("{}#{}", key.0, key.1),
+                        objects: objs,
+                    });
+                    chunks.insert(key, Arc::clone(&chunk));
+                    manifests.push(chunk);
                 }
-                objs.sort();
-                objs.dedup_by(|a, b| a.path == b.path);
-                Some(objs)
+                Some(SnapshotObjects { own, manifests })
             }
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
             Err(_) => None,

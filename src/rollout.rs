@@ -275,11 +275,9 @@ fn kind_of(reason: &str) -> &'static str {
 pub fn compare(input: &PlanInput, plan: &Plan, plain_orphan_older_than_ms: i64) -> Comparison {
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
     let mut referenced: BTreeSet<&str> = BTreeSet::new();
-    for s in &input.snapshots {
-        for o in s.objects.iter().flatten() {
-            sizes.insert(o.path.as_str(), o.size);
-            referenced.insert(o.path.as_str());
-        }
+    for o in closure::distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())) {
+        sizes.insert(o.path.as_str(), o.size);
+        referenced.insert(o.path.as_str());
     }
     let listing = input.listing.as_deref().unwrap_or_default();
     for l in listing {

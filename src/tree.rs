@@ -84,7 +84,7 @@ pub struct ManifestLayer {
     /// Its exact bytes.
     pub fetched: Fetched,
     /// Its live (ADDED and EXISTING) entries.
-    pub live: Vec<FileEntry>,
+    pub live: Arc<Vec<FileEntry>>,
     /// How many entries it has with status DELETED.
     pub deleted_entries: usize,
 }
@@ -201,7 +201,7 @@ pub async fn read_tree_cached(
                 entry: mf,
                 uri,
                 fetched,
-                live,
+                live: Arc::new(live),
                 deleted_entries,
             };
             if let Some(Ok(mut m)) = cache.map(std::sync::Mutex::lock) {
