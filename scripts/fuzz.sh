@@ -30,7 +30,7 @@ for t in "${TARGETS[@]}"; do
   corpus=target/fuzz-corpus/$t
   mkdir -p "$corpus"
   echo "== fuzz $t for ${SECS}s"
-  if ! cargo +nightly fuzz run "$t" "$corpus" "fuzz/seeds/$t" -- \
+  if ! cargo +nightly fuzz run -O "$t" "$corpus" "fuzz/seeds/$t" -- \
       -max_total_time="$SECS" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1; then
     failed+=("$t")
   fi
