@@ -504,6 +504,25 @@ pub enum DrillCommand {
         #[arg(long)]
         keep: bool,
     },
+    /// Run the fault matrix (DESIGN §6): eleven races and half-truths against scratch lakehouses; exit 0
+    /// only if every one ends in delayed reclamation or an explicit DELETE_UNKNOWN, with 0 objects lost.
+    Faults {
+        /// Sign the report with this key (PKCS#8 PEM) and write it under `<reports>/fault-matrix/`.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Where signed reports go (with --key).
+        #[arg(long, default_value = "reports", requires = "key")]
+        reports: String,
+        /// Build the scratch lakehouses here (default: a new temporary directory).
+        #[arg(long)]
+        scratch: Option<PathBuf>,
+        /// Keep the scratch lakehouses.
+        #[arg(long)]
+        keep: bool,
+        /// Run only this scenario (repeatable); a partial matrix never passes the gate.
+        #[arg(long = "scenario")]
+        scenarios: Vec<String>,
+    },
 }
 
 /// `audit` subcommands.

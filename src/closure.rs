@@ -429,6 +429,76 @@ fn deletion_right_scopes<'a>(input: &'a PlanInput, by_id: &BTreeMap<i64, &Snapsh
         .collect()
 }
 
+/// The independent closure check (defense in depth against a planner bug): every reason why the given
+/// snapshots and objects may **not** be deleted, computed from the non-deletable set alone — every ref head
+/// (the policy's `protectedRefs` included), the current snapshot, valid leases, disaster-recovery checkpoints
+/// and legal holds (table, snapshot and prefix scopes) — plus open writers' prefixes. It shares nothing with
+/// [`plan`] but [`distinct_objects`]; quarantine and purge refuse when it finds anything. Empty means no
+/// conflict. At most 20 object reasons are listed, followed by a count.
+#[must_use]
+pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: &[ObjectRef]) -> Vec<String> {
+    let mut why: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for r in &input.refs {
+        why.entry(r.snapshot_id).or_default().push(format!("ref {}", r.name));
+    }
+    if let Some(c) = input.current_snapshot_id {
+        why.entry(c).or_default().push("current snapshot".into());
+    }
+    for (id, lease) in &input.protections.leases {
+        why.entry(*id).or_default().push(format!("lease {lease}"));
+    }
+    for (id, cp) in &input.protections.checkpoints {
+        why.entry(*id).or_default().push(format!("checkpoint {cp}"));
+    }
+    let mut out = Vec::new();
+    for (hold, scope) in &input.protections.holds {
+        match scope {
+            HoldScope::Table => out.push(format!("legal hold {hold} covers the whole table")),
+            HoldScope::Snapshot(id) => why.entry(*id).or_default().push(format!("legal hold {hold}")),
+            HoldScope::Prefix(_) => {}
+        }
+    }
+    for id in snapshot_ids {
+        if let Some(w) = why.get(id) {
+            out.push(format!("snapshot {id} is non-deletable: {}", w.join(", ")));
+        }
+    }
+    let known: Vec<&SnapshotInfo> = input
+        .snapshots
+        .iter()
+        .filter(|s| why.contains_key(&s.snapshot_id))
+        .collect();
+    if let Some(s) = known.iter().find(|s| s.objects.is_none()) {
+        out.push(format!(
+            "non-deletable snapshot {}'s layers could not be read: its closure is unknown",
+            s.snapshot_id
+        ));
+    }
+    let closure: HashSet<&str> = distinct_objects(known.iter().filter_map(|s| s.objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .collect();
+    let mut objs = Vec::new();
+    for o in objects {
+        if closure.contains(o.path.as_str()) {
+            objs.push(format!("{} is reachable from a non-deletable snapshot", o.path));
+        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
+            objs.push(format!("{} is under open writer {w}'s prefix {p}", o.path));
+        } else if let Some((h, p)) = input.protections.holds.iter().find_map(|(h, s)| match s {
+            HoldScope::Prefix(p) if under(&o.path, p) => Some((h, p)),
+            _ => None,
+        }) {
+            objs.push(format!("{} is under legal hold {h}'s prefix {p}", o.path));
+        }
+    }
+    let n = objs.len();
+    out.extend(objs.into_iter().take(20));
+    if n > 20 {
+        out.push(format!("… and {} more objects", n - 20));
+    }
+    out
+}
+
 /// Computes the plan (pure).
 #[must_use]
 #[allow(clippy::too_many_lines)]
@@ -472,6 +542,18 @@ pub fn plan(input: &PlanInput) -> Plan {
                 }
             }
         }
+    }
+    // Ref names that differ only by case are distinct refs to Iceberg, and easy to confuse for people and
+    // for case-insensitive catalogs: every head is kept (above), and the plan says so.
+    let mut folded: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for r in &input.refs {
+        folded.entry(r.name.to_lowercase()).or_default().push(r.name.as_str());
+    }
+    for names in folded.values().filter(|n| n.len() > 1) {
+        warnings.push(format!(
+            "refs {} differ only by case: each is a separate ref and every head is kept",
+            names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+        ));
     }
     for name in &input.protections.protected_refs {
         match input.refs.iter().find(|r| &r.name == name) {
@@ -531,7 +613,12 @@ pub fn plan(input: &PlanInput) -> Plan {
         })
         .collect();
     let blocked = |path: &str| -> Option<String> {
-        if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(path, p)) {
+        if let Some((w, p)) = input
+            .protections
+            .writers
+            .iter()
+            .find(|(_, p)| under(path, p) && !crate::faults::weakened(crate::faults::Check::WriterPrefixes))
+        {
             return Some(format!("writer:{w} ({p})"));
         }
         held_prefixes

@@ -18,6 +18,8 @@ pub struct Context {
     pub config: Config,
     /// The storage layer.
     pub storage: Storage,
+    /// Fault-injection hooks; inert (the default) everywhere but in `drill faults`' scratch lakehouse.
+    pub hooks: crate::faults::Hooks,
 }
 
 impl Context {
@@ -25,7 +27,21 @@ impl Context {
     #[must_use]
     pub fn new(config: Config) -> Self {
         let storage = Storage::new(config.storage_options());
-        Self { config, storage }
+        Self {
+            config,
+            storage,
+            hooks: crate::faults::Hooks::default(),
+        }
+    }
+
+    /// A context on the given storage (the fault matrix puts a fault layer in it).
+    #[must_use]
+    pub fn with_storage(config: Config, storage: Storage) -> Self {
+        Self {
+            config,
+            storage,
+            hooks: crate::faults::Hooks::default(),
+        }
     }
 
     /// Loads the table a command addresses.

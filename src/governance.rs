@@ -321,7 +321,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
     let reg = registry(ctx).await?;
     let now = Utc::now();
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
-    let p = closure::plan(&input);
+    let p = ctx.hooks.planned(&input, closure::plan(&input));
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let mut human = format!(
         "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
@@ -858,7 +858,7 @@ pub async fn quarantine(
     let now = Utc::now();
     // The candidate must come out of a fresh plan of this very generation.
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
-    let p = closure::plan(&input);
+    let p = ctx.hooks.planned(&input, closure::plan(&input));
     let Some(candidate) = p.candidates.iter().find(|c| c.candidate_id == candidate_id).cloned() else {
         return refuse(format!(
             "{candidate_id} is not a candidate of the table's current generation (the table, a lease, a hold or a ref changed since the plan): re-plan"
@@ -869,6 +869,13 @@ pub async fn quarantine(
             "{candidate_id} holds orphans only; quarantining orphans is not implemented yet"
         ));
     }
+    // Defense in depth: the candidate is checked against the non-deletable set by code that does not share
+    // the planner's logic; a conflict means a planner bug, and the candidate is PROTECTED for good.
+    let conflicts = if crate::faults::weakened(crate::faults::Check::ClosureGate) {
+        Vec::new()
+    } else {
+        closure::nondeletable_conflicts(&input, &candidate.snapshot_ids, &candidate.objects)
+    };
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let objects: Vec<String> = candidate.objects.iter().map(|o| o.path.clone()).collect();
     let uuid = table.metadata().uuid().to_string();
@@ -878,6 +885,12 @@ pub async fn quarantine(
         .await?;
     if rec.state != State::UnreferencedEligible {
         return refuse(format!("{candidate_id} is already {}", rec.state));
+    }
+    if !conflicts.is_empty() {
+        let reason = format!("independent closure check: {}", conflicts.join("; "));
+        reg.candidate_transition(candidate_id, State::Protected, &reason, None, None, now)
+            .await?;
+        return refuse(format!("{reason}; the candidate is PROTECTED"));
     }
     // Seal every snapshot of the candidate.
     let out = location::canonical_uri(bundles)?;

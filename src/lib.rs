@@ -28,6 +28,8 @@ pub mod demo;
 pub mod drill;
 pub mod error;
 pub mod evidence;
+pub mod fault_store;
+pub mod faults;
 pub mod findings;
 pub mod gates;
 pub mod governance;

@@ -300,6 +300,23 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
             };
             commands::drill_run(&ctx, plan, &opts).await
         }
+        Command::Drill {
+            command:
+                DrillCommand::Faults {
+                    key,
+                    reports,
+                    scratch,
+                    keep,
+                    scenarios,
+                },
+        } => {
+            let opts = lakedrill::faults::MatrixOptions {
+                scratch: scratch.clone(),
+                keep: *keep,
+                only: scenarios.clone(),
+            };
+            lakedrill::faults::command(&ctx, &opts, key.as_deref(), Some(reports)).await
+        }
         Command::Audit {
             command: AuditCommand::Verify { report, trust, chain },
         } => commands::audit_verify(&ctx, report, trust, *chain).await,

@@ -1942,7 +1942,9 @@ impl Registry {
         .await
         .map_err(query(OP))?;
         let s = &rec.stamp;
-        if s.metadata_location != current_table.metadata_location || s.metadata_blake3 != current_table.metadata_blake3
+        if (s.metadata_location != current_table.metadata_location
+            || s.metadata_blake3 != current_table.metadata_blake3)
+            && !crate::faults::weakened(crate::faults::Check::TableGenerationCas)
         {
             reasons.push(format!(
                 "the table changed: generation {} (blake3 {}) is now {} (blake3 {})",
@@ -1955,13 +1957,13 @@ impl Registry {
                 s.protected_ref_root, current_table.protected_ref_root
             ));
         }
-        if s.lease_watermark != watermark.counter {
+        if s.lease_watermark != watermark.counter && !crate::faults::weakened(crate::faults::Check::LeaseWatermarkCas) {
             reasons.push(format!(
                 "leases changed: lease watermark {} is now {}",
                 s.lease_watermark, watermark.counter
             ));
         }
-        if s.hold_generation != holds {
+        if s.hold_generation != holds && !crate::faults::weakened(crate::faults::Check::HoldGenerationCas) {
             reasons.push(format!(
                 "holds changed: hold generation {} is now {holds}",
                 s.hold_generation

@@ -125,7 +125,11 @@ pub struct Storage {
     limit: Arc<Semaphore>,
     deletes: std::sync::atomic::AtomicU64,
     failpoints: Failpoints,
+    layer: Option<Layer>,
 }
+
+/// Wraps every client a [`Storage`] builds (the fault layer of `drill faults`).
+pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
 
 /// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N`). Used by the crash and DELETE_UNKNOWN tests.
@@ -193,7 +197,18 @@ impl Storage {
             limit: Arc::new(Semaphore::new(permits)),
             deletes: std::sync::atomic::AtomicU64::new(0),
             failpoints: Failpoints::from_env(),
+            layer: None,
         }
+    }
+
+    /// A storage whose every client is wrapped by `layer`; `drill faults` uses it to put
+    /// [`crate::fault_store::FaultStore`] in front of its scratch lakehouse. The versioned S3 operations
+    /// (list versions, delete a version) go around the layer.
+    #[must_use]
+    pub fn with_layer(options: StorageOptions, layer: Layer) -> Self {
+        let mut s = Self::new(options);
+        s.layer = Some(layer);
+        s
     }
 
     /// A storage whose `memory:///` URIs are served by `store` instead of a fresh in-memory store
@@ -264,6 +279,10 @@ impl Storage {
                 m.insert(key.clone(), Arc::clone(&s3));
             }
             s3
+        };
+        let store = match &self.layer {
+            Some(wrap) => wrap(store),
+            None => store,
         };
         stores.insert(key, Arc::clone(&store));
         Ok((store, path))

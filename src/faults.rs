@@ -1,0 +1,1306 @@
+//! `lakedrill drill faults`: the fault matrix of DESIGN §6 as a signed drill.
+//!
+//! Each of the eleven scenarios builds its own scratch lakehouse (the demo's `sales.orders`: appends, an
+//! overwrite, a delete, a tag, a branch; a SQL catalog on SQLite and a registry beside it), puts the
+//! fault layer ([`crate::fault_store::FaultStore`]) in front of its storage, drives the real pipeline —
+//! plan, quarantine, drill, purge, reconcile, undelete — through the library while injecting its fault,
+//! and compares what happened with what is written down as the expected outcome. Every scenario also
+//! counts **objects lost**: objects reachable from a snapshot that was non-deletable when the scenario
+//! started or that the scenario protects (a lease, a hold, a ref, a writer's files), plus any object that
+//! vanished without being part of an accepted inventory. That count must be 0.
+//!
+//! The matrix passes only if every scenario shows its expected outcome and loses nothing. The report is
+//! an in-toto statement (predicate type [`PREDICATE_TYPE`]) whose subject is the running binary
+//! (its SHA-256, the implementation digest), signed like a drill report and checked by `audit verify`.
+//!
+//! Fault hooks ([`Hooks`]) are fields of [`Context`] that only this module sets, on the contexts of its
+//! own scratch lakehouses. The weakened-build test switches single safety checks off ([`Check`],
+//! [`weakened`]); that switch exists only in the crate's own test build (`cfg(test)`) and is a constant
+//! `false` in every other build.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::Utc;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::closure::{self, Plan, PlanInput};
+use crate::commands::Context;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::evidence::{self, Statement, Subject};
+use crate::fault_store::{FaultState, FaultStore};
+use crate::governance::{self, QuarantineMode};
+use crate::location;
+use crate::output::{Outcome, Verdict};
+use crate::registry::State;
+use crate::store::Storage;
+use crate::table::TableSource;
+
+/// `predicateType` of a fault-matrix report.
+pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/fault-matrix/v1";
+
+/// The safety checks the weakened-build test switches off, one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// The hold-generation comparison of the delete compare-and-set.
+    HoldGenerationCas,
+    /// The lease-watermark comparison of the delete compare-and-set.
+    LeaseWatermarkCas,
+    /// The table-generation comparison of the delete compare-and-set.
+    TableGenerationCas,
+    /// The independent closure check of quarantine and purge.
+    ClosureGate,
+    /// The evidence must show every bundle root of the candidate RESTORE_VERIFIED.
+    EvidenceCoverage,
+    /// An uncertain delete (error, lost response) is DELETE_UNKNOWN, never counted as deleted.
+    UncertainDeleteIsUnknown,
+    /// An object is VERIFIED only when a re-check after its delete shows it gone.
+    RecheckAfterDelete,
+    /// Objects under an open writer's prefix are never candidates.
+    WriterPrefixes,
+}
+
+impl Check {
+    /// Every check.
+    pub const ALL: [Check; 8] = [
+        Check::HoldGenerationCas,
+        Check::LeaseWatermarkCas,
+        Check::TableGenerationCas,
+        Check::ClosureGate,
+        Check::EvidenceCoverage,
+        Check::UncertainDeleteIsUnknown,
+        Check::RecheckAfterDelete,
+        Check::WriterPrefixes,
+    ];
+}
+
+#[cfg(test)]
+tokio::task_local! {
+    static WEAKENED: Check;
+}
+
+/// Whether `check` is switched off. Always `false` outside the crate's own test build.
+#[cfg(not(test))]
+#[must_use]
+#[inline]
+pub const fn weakened(_check: Check) -> bool {
+    false
+}
+
+/// Whether `check` is switched off (test build: inside [`with_weakened`]).
+#[cfg(test)]
+#[must_use]
+pub fn weakened(check: Check) -> bool {
+    WEAKENED.try_with(|w| *w == check).unwrap_or(false)
+}
+
+/// Runs `f` with `check` switched off (test build only).
+#[cfg(test)]
+pub async fn with_weakened<F: std::future::Future>(check: Check, f: F) -> F::Output {
+    WEAKENED.scope(check, f).await
+}
+
+type HookFn = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
+/// Fault-injection hooks carried by a [`Context`]; the default does nothing.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// An injected planner bug: the head of a protected ref joins the expired-snapshots candidate.
+    pub inject_protected_snapshot: bool,
+    /// Runs in `purge` right before the acceptance compare-and-set (a racing hold or lease).
+    pub before_accept: Option<HookFn>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("inject_protected_snapshot", &self.inject_protected_snapshot)
+            .field("before_accept", &self.before_accept.is_some())
+            .finish()
+    }
+}
+
+impl Hooks {
+    /// The plan as the (possibly bug-injected) planner returns it.
+    #[must_use]
+    pub fn planned(&self, input: &PlanInput, plan: Plan) -> Plan {
+        if self.inject_protected_snapshot {
+            inject_protected(input, plan)
+        } else {
+            plan
+        }
+    }
+
+    /// Runs the `before_accept` hook, if any.
+    ///
+    /// # Errors
+    /// The hook's error.
+    pub async fn before_accept(&self) -> Result<()> {
+        match &self.before_accept {
+            Some(h) => h().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The injected planner bug: adds the head of a protected ref (not the current snapshot) and everything it
+/// reaches to the expired-snapshots candidate.
+fn inject_protected(input: &PlanInput, mut plan: Plan) -> Plan {
+    let victim = input
+        .protections
+        .protected_refs
+        .iter()
+        .filter_map(|n| input.refs.iter().find(|r| &r.name == n))
+        .map(|r| r.snapshot_id)
+        .find(|id| Some(*id) != input.current_snapshot_id);
+    let Some(victim) = victim else { return plan };
+    let Some(c) = plan.candidates.iter_mut().find(|c| c.kind == "expired-snapshots") else {
+        return plan;
+    };
+    if c.snapshot_ids.contains(&victim) {
+        return plan;
+    }
+    c.snapshot_ids.push(victim);
+    let have: BTreeSet<String> = c.objects.iter().map(|o| o.path.clone()).collect();
+    if let Some(objs) = input
+        .snapshots
+        .iter()
+        .find(|s| s.snapshot_id == victim)
+        .and_then(|s| s.objects.as_ref())
+    {
+        for o in closure::distinct_objects([objs]) {
+            if !have.contains(&o.path) {
+                c.objects.push(o.clone());
+            }
+        }
+    }
+    c.objects.sort();
+    c.bytes = c.objects.iter().map(|o| o.size).sum();
+    c.inventory_root = closure::inventory_root(&c.objects);
+    plan
+}
+
+/// One scenario of the matrix, as reported.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ScenarioResult {
+    /// Short id (`hold-races-cas`, …).
+    pub id: String,
+    /// The fault, as DESIGN §6 names it.
+    pub fault: String,
+    /// The outcome written down before the run.
+    pub expected: String,
+    /// Each expectation checked, prefixed `ok:` or `NOT OBSERVED:`, and what was seen.
+    pub observed: Vec<String>,
+    /// Faults the fault layer actually injected, by kind.
+    pub injected: BTreeMap<String, u64>,
+    /// Objects lost (must be 0).
+    pub objects_lost: usize,
+    /// Up to 20 of them.
+    pub lost: Vec<String>,
+    /// Readers that used a snapshot without a lease (visible, never silently broken).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprotected_readers: Vec<Value>,
+    /// Why the scenario could not run, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Expected outcome observed, nothing lost, no error.
+    pub pass: bool,
+}
+
+/// The matrix run itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MatrixInfo {
+    /// Run id.
+    pub id: String,
+    /// SHA-256 of the running binary.
+    pub implementation_digest: String,
+    /// lakedrill's version.
+    pub version: String,
+    /// `file` or `s3`.
+    pub store: String,
+    /// Where the scratch lakehouses were built.
+    pub scratch: String,
+}
+
+/// Totals.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MatrixSummary {
+    /// Scenarios that passed.
+    pub passed: usize,
+    /// Scenarios that did not.
+    pub failed: usize,
+    /// Objects lost over all scenarios.
+    pub objects_lost: usize,
+    /// `PASS` only when all eleven scenarios passed.
+    pub gate: String,
+}
+
+/// The predicate of a fault-matrix report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FaultPredicate {
+    /// The run.
+    pub matrix: MatrixInfo,
+    /// Start (RFC 3339).
+    pub started_at: String,
+    /// End (RFC 3339).
+    pub finished_at: String,
+    /// Per scenario.
+    pub scenarios: Vec<ScenarioResult>,
+    /// Totals.
+    pub summary: MatrixSummary,
+    /// SHA-256 of the previous fault-matrix report in the same folder, or null.
+    pub previous_report: Option<String>,
+}
+
+/// Every scenario id, in order.
+pub const SCENARIOS: [&str; 11] = [
+    "reader-registration-delay",
+    "ref-case-collision",
+    "uncommitted-writer",
+    "lagging-listing",
+    "hold-races-cas",
+    "planner-bug",
+    "bundle-missing-layer",
+    "late-model-reader",
+    "lagging-replica",
+    "lost-delete-receipts",
+    "delete-marker-recovery",
+];
+
+fn fault_text(id: &str) -> (&'static str, &'static str) {
+    match id {
+        "reader-registration-delay" => (
+            "control-plane delay after reader registration: the reader's lease becomes visible only after plan, quarantine and drill",
+            "purge REFUSED by the lease-watermark compare-and-set and by the closure check; the leased snapshot keeps every object",
+        ),
+        "ref-case-collision" => (
+            "branch names that differ only by case: `Main` beside `main` before the plan, `MAIN` created after the quarantine",
+            "the plan keeps `Main`'s head and warns of the collision; purge REFUSED by the table-generation compare-and-set and by the closure check",
+        ),
+        "uncommitted-writer" => (
+            "a writer uploaded files without committing: one registered writer, one unregistered",
+            "the registered writer's files are in no candidate (a difference saying why); the unregistered writer's old file is only an orphan candidate, which quarantine refuses",
+        ),
+        "lagging-listing" => (
+            "eventually consistent listings: LIST under the table location hides every object written in the last hour",
+            "the same candidate inventory as with a consistent listing (candidates come from metadata, not listings); purge deletes exactly that inventory",
+        ),
+        "hold-races-cas" => (
+            "a legal hold lands between the purge's checks and its compare-and-set",
+            "purge REFUSED by the hold-generation compare-and-set; nothing deleted",
+        ),
+        "planner-bug" => (
+            "a protected snapshot wrongly in the candidate set (injected planner bug: the head of protected tag audit-q2)",
+            "quarantine REFUSED by the independent closure check; the candidate is PROTECTED; nothing sealed as deletable",
+        ),
+        "bundle-missing-layer" => (
+            "a bundle missing one metadata layer (its manifest list copy) after the snapshots left the table (bundle-mode quarantine)",
+            "the drill FAILs that bundle with a MISSING finding; purge REFUSED for lack of RESTORE_VERIFIED evidence",
+        ),
+        "late-model-reader" => (
+            "a model still referencing an expired snapshot: one takes a lease late (after the plan), one never takes one",
+            "the late lease makes quarantine refuse the stale plan and the re-plan keeps the leased snapshot; the unleased snapshot is purged, its reader is listed as unprotected, and its bundle still restores it",
+        ),
+        "lagging-replica" => (
+            "lagging cross-region replicas: reads keep returning objects after they were deleted",
+            "purge ends DELETE_UNKNOWN (no object counted deleted on a stale re-check); once the replica catches up, reconcile settles every object VERIFIED",
+        ),
+        "lost-delete-receipts" => (
+            "lost deletion receipts: every 2nd delete response is lost although the delete happened, every 3rd delete fails with 503",
+            "purge ends DELETE_UNKNOWN for exactly the uncertain objects; reconcile settles them; the deleted set equals the inventory",
+        ),
+        "delete-marker-recovery" => (
+            "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem)",
+            "after the purge every bundle of the candidate still restores (RESTORE_VERIFIED) and the snapshot is brought back as a readable table",
+        ),
+        _ => ("unknown scenario", "none"),
+    }
+}
+
+/// What `drill faults` needs.
+#[derive(Debug, Clone, Default)]
+pub struct MatrixOptions {
+    /// Scratch directory (created; removed at the end unless `keep`). Default: a new temporary directory.
+    pub scratch: Option<PathBuf>,
+    /// Keep the scratch lakehouses.
+    pub keep: bool,
+    /// Run only these scenarios (default: all eleven; a partial run never passes the gate).
+    pub only: Vec<String>,
+}
+
+/// Expectation bookkeeping of one scenario.
+#[derive(Default)]
+struct Obs {
+    lines: Vec<String>,
+    holds: bool,
+    readers: Vec<Value>,
+}
+
+impl Obs {
+    fn new() -> Self {
+        Self {
+            holds: true,
+            ..Self::default()
+        }
+    }
+
+    fn expect(&mut self, ok: bool, what: impl Into<String>) {
+        let what = what.into();
+        self.lines.push(if ok {
+            format!("ok: {what}")
+        } else {
+            format!("NOT OBSERVED: {what}")
+        });
+        self.holds &= ok;
+    }
+
+    fn saw(&mut self, what: impl Into<String>) {
+        self.lines.push(format!("seen: {}", what.into()));
+    }
+}
+
+fn reasons_of(o: &Outcome) -> String {
+    o.json["reasons"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "))
+        .or_else(|| o.json["reason"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn status_of(o: &Outcome) -> String {
+    o.json["status"].as_str().unwrap_or("?").to_owned()
+}
+
+/// One scratch lakehouse with its fault layer.
+struct Lab {
+    dir: PathBuf,
+    ctx: Context,
+    truth: Context,
+    state: Arc<FaultState>,
+    source: TableSource,
+    policy: PathBuf,
+    keys: PathBuf,
+    key: PathBuf,
+    digest: String,
+}
+
+const LAB_KEY: &str = "fault-matrix-scratch";
+
+impl Lab {
+    async fn new(root: &Path, name: &str, policy_extra: &str, digest: &str) -> Result<Lab> {
+        let dir = root.join(name);
+        let builder = Context::new(Config::default());
+        crate::demo::build_lakehouse(&builder, &dir, true).await?;
+        let config = Config::load(&dir.join("lakedrill.toml"), true)?;
+        let state = FaultState::new();
+        let layer_state = Arc::clone(&state);
+        let storage = Storage::with_layer(
+            config.storage_options(),
+            Arc::new(move |inner| Arc::new(FaultStore::new(inner, Arc::clone(&layer_state)))),
+        );
+        let ctx = Context::with_storage(config.clone(), storage);
+        let truth = Context::new(config);
+        let keys = dir.join("keys");
+        let key = crate::keys::generate(LAB_KEY, &keys)?;
+        let policy = dir.join("policy.yaml");
+        let text = format!(
+            "# Written by `lakedrill drill faults` for a scratch lakehouse.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nlegalHoldGeneration: 0\nregulatedData: false\nreclamationImplementationDigest: {digest}\n{policy_extra}"
+        );
+        let text = if policy_extra.contains("maxWriterDuration") {
+            text
+        } else {
+            format!("{text}maxWriterDuration: 6h\norphanSafetyInterval: 12h\n")
+        };
+        std::fs::write(&policy, text).map_err(|e| Error::io("write", &policy, e))?;
+        let source = TableSource::Catalog {
+            catalog: "demo".into(),
+            table: "sales.orders".into(),
+            table_root: None,
+        };
+        let lab = Lab {
+            dir,
+            ctx,
+            truth,
+            state,
+            source,
+            policy,
+            keys,
+            key: key.private_path,
+            digest: digest.to_owned(),
+        };
+        let stage = crate::rollout::set(
+            &lab.ctx,
+            &lab.source,
+            "test",
+            "drill faults: scratch lakehouse with synthetic data",
+            "lakedrill drill faults",
+            Some(&lab.policy),
+        )
+        .await?;
+        if stage.verdict != Verdict::Ok {
+            return Err(Error::Internal(format!(
+                "scratch rollout stage refused: {}",
+                stage.human
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
+        Ok(lab)
+    }
+
+    fn uri(&self, sub: &str) -> String {
+        format!("file://{}", self.dir.join(sub).display())
+    }
+
+    async fn plan(&self) -> Result<Value> {
+        Ok(governance::plan(&self.ctx, &self.source, &self.policy).await?.json)
+    }
+
+    async fn table_root(&self) -> Result<String> {
+        Ok(self.truth.table(&self.source).await?.location().root_uri().to_owned())
+    }
+
+    async fn quarantine(&self, id: &str, mode: QuarantineMode) -> Result<Outcome> {
+        governance::quarantine(
+            &self.ctx,
+            &self.source,
+            id,
+            &self.policy,
+            &self.key,
+            &self.uri("bundles"),
+            mode,
+        )
+        .await
+    }
+
+    async fn drill(&self) -> Result<crate::drill::DrillOutcome> {
+        let plan = self.dir.join("weekly.toml");
+        let text = format!(
+            "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
+            self.dir.join("bundles").display(),
+            self.keys.display(),
+            self.key.display(),
+            self.dir.join("reports").display()
+        );
+        std::fs::write(&plan, text).map_err(|e| Error::io("write", &plan, e))?;
+        crate::drill::run(&self.ctx.storage, &plan, &crate::clock::SystemClock, &self.digest).await
+    }
+
+    async fn purge(&self, id: &str, evidence: &str) -> Result<Outcome> {
+        crate::deleter::purge(
+            &self.ctx,
+            &self.source,
+            &crate::deleter::PurgeOptions {
+                candidate_id: id.to_owned(),
+                evidence: Some(evidence.to_owned()),
+                trust: self.keys.clone(),
+                policy: self.policy.clone(),
+                key: self.key.clone(),
+                receipts: self.uri("receipts"),
+                dry_run: false,
+            },
+        )
+        .await
+    }
+
+    async fn reconcile(&self, id: &str) -> Result<Outcome> {
+        crate::deleter::reconcile(
+            &self.ctx,
+            &self.source,
+            id,
+            &self.key,
+            &self.uri("receipts"),
+            &self.policy,
+        )
+        .await
+    }
+
+    /// Plan → quarantine (tag mode) → drill: the candidate, its snapshots and the signed report.
+    async fn to_evidence(&self, obs: &mut Obs) -> Result<Option<(String, Vec<i64>, String)>> {
+        let plan = self.plan().await?;
+        let Some((id, ids)) = expired(&plan) else {
+            obs.expect(false, "the plan proposes an expired-snapshots candidate");
+            return Ok(None);
+        };
+        let q = self.quarantine(&id, QuarantineMode::Tag).await?;
+        if q.verdict != Verdict::Ok {
+            obs.expect(false, format!("quarantine of {id}: {}", q.human.trim()));
+            return Ok(None);
+        }
+        let d = self.drill().await?;
+        if d.predicate.summary.gate != "PASS" {
+            obs.expect(
+                false,
+                format!("the drill of {id} passes (gate {})", d.predicate.summary.gate),
+            );
+            return Ok(None);
+        }
+        Ok(Some((id, ids, d.report)))
+    }
+
+    async fn state(&self, id: &str) -> Result<State> {
+        Ok(governance::registry(&self.ctx).await?.candidate(id).await?.state)
+    }
+
+    async fn object_states(&self, id: &str) -> Result<BTreeMap<String, usize>> {
+        let mut by = BTreeMap::new();
+        for o in governance::registry(&self.ctx).await?.object_states(id).await? {
+            *by.entry(o.state.as_str().to_owned()).or_default() += 1;
+        }
+        Ok(by)
+    }
+
+    /// Objects under the table location, as the real store lists them.
+    async fn listing(&self) -> Result<BTreeSet<String>> {
+        let root = self.table_root().await?;
+        Ok(self
+            .truth
+            .storage
+            .list(&root)
+            .await?
+            .into_iter()
+            .filter_map(|o| o.uri.strip_prefix(&root).map(|r| r.trim_start_matches('/').to_owned()))
+            .collect())
+    }
+
+    /// What must survive: everything reachable from ref heads, the current snapshot and `protect`, plus `extra`.
+    async fn account(&self, protect: &[i64], extra: &[String]) -> Result<Account> {
+        let table = self.truth.table(&self.source).await?;
+        let policy = crate::policy::load(&self.policy)?;
+        let reg = governance::registry(&self.truth).await?;
+        let input = governance::gather(&self.truth, &table, &policy, &reg, Utc::now(), None).await?;
+        // Quarantine tags hold a candidate's snapshots only until its purge: they protect nothing.
+        let mut ids: BTreeSet<i64> = input
+            .refs
+            .iter()
+            .filter(|r| !r.name.starts_with(governance::QUARANTINE_TAG_PREFIX))
+            .map(|r| r.snapshot_id)
+            .collect();
+        ids.extend(input.current_snapshot_id);
+        ids.extend(protect.iter().copied());
+        let mut must: BTreeSet<String> = closure::distinct_objects(
+            input
+                .snapshots
+                .iter()
+                .filter(|s| ids.contains(&s.snapshot_id))
+                .filter_map(|s| s.objects.as_ref()),
+        )
+        .into_iter()
+        .map(|o| o.path.clone())
+        .collect();
+        must.extend(extra.iter().cloned());
+        Ok(Account {
+            before: self.listing().await?,
+            must,
+        })
+    }
+
+    /// Objects lost since `acct`: protected ones gone, and any vanished object no accepted inventory holds.
+    async fn lost(&self, acct: &Account) -> Result<Vec<String>> {
+        let now = self.listing().await?;
+        let reg = governance::registry(&self.truth).await?;
+        let table = self.truth.table(&self.source).await?;
+        let mut accepted = BTreeSet::new();
+        for c in reg.candidates(&table.metadata().uuid().to_string()).await? {
+            for o in reg.object_states(&c.candidate_id).await? {
+                if matches!(
+                    o.state,
+                    State::DeleteApproved | State::Deleted | State::Verified | State::DeleteUnknown
+                ) {
+                    accepted.insert(o.path);
+                }
+            }
+        }
+        let mut lost: BTreeSet<String> = acct.must.iter().filter(|p| !now.contains(*p)).cloned().collect();
+        lost.extend(
+            acct.before
+                .iter()
+                .filter(|p| !now.contains(*p) && !accepted.contains(*p))
+                .cloned(),
+        );
+        Ok(lost.into_iter().collect())
+    }
+}
+
+struct Account {
+    before: BTreeSet<String>,
+    must: BTreeSet<String>,
+}
+
+/// The expired-snapshots candidate of a plan document: id and snapshot ids.
+fn expired(plan: &Value) -> Option<(String, Vec<i64>)> {
+    let c = plan["candidates"]
+        .as_array()?
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")?;
+    let ids = c["snapshot_ids"].as_array()?.iter().filter_map(Value::as_i64).collect();
+    Some((c["candidate_id"].as_str()?.to_owned(), ids))
+}
+
+async fn commit_ref(ctx: &Context, source: &TableSource, name: &str, id: i64, branch: bool) -> Result<()> {
+    use iceberg::spec::{SnapshotReference, SnapshotRetention};
+    let (table, cat, ident) = crate::runbook::catalog_table(ctx, source).await?;
+    let retention = if branch {
+        SnapshotRetention::branch(None, None, None)
+    } else {
+        SnapshotRetention::Tag { max_ref_age_ms: None }
+    };
+    let new = table
+        .metadata()
+        .clone()
+        .into_builder(Some(table.generation().metadata_location.clone()))
+        .set_ref(name, SnapshotReference::new(id, retention))
+        .map_err(|e| Error::iceberg(format!("ref {name}"), e))?
+        .build()
+        .map_err(|e| Error::iceberg("build metadata", e))?
+        .metadata;
+    cat.commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+        .await?;
+    Ok(())
+}
+
+/// Runs one scenario in its own lab; returns what it observed, the lab and its account.
+async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
+    let mut obs = Obs::new();
+    match id {
+        "reader-registration-delay" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let s = ids[0];
+            let acct = lab.account(&[s], &[]).await?;
+            // The reader registered before the plan; the control plane made the lease visible only now.
+            governance::lease_add(&lab.ctx, &lab.source, &lab.policy, s, "training run", "ml-team", "7d").await?;
+            let p = lab.purge(&cid, &report).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge {}: {why}", status_of(&p)));
+            obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
+            obs.expect(
+                why.contains("leases changed"),
+                "refused by the lease-watermark compare-and-set",
+            );
+            obs.expect(
+                why.contains("independent closure check") && why.contains(&format!("snapshot {s}")),
+                format!("refused by the closure check naming snapshot {s}"),
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "ref-case-collision" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let first = lab.plan().await?;
+            let Some((_, ids)) = expired(&first) else {
+                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let (a, b) = (ids[0], ids[ids.len() - 1]);
+            commit_ref(&lab.ctx, &lab.source, "Main", a, true).await?;
+            let plan = lab.plan().await?;
+            let warned = plan["warnings"].to_string();
+            let (cid, cids) = expired(&plan).unwrap_or_default();
+            obs.expect(
+                !cids.contains(&a),
+                format!("snapshot {a} (head of `Main`) is not a candidate"),
+            );
+            obs.expect(
+                warned.contains("differ only by case"),
+                "the plan warns that `Main` and `main` differ only by case",
+            );
+            let acct = lab.account(&[a, b], &[]).await?;
+            let q = lab.quarantine(&cid, QuarantineMode::Tag).await?;
+            let d = lab.drill().await?;
+            obs.expect(
+                q.verdict == Verdict::Ok && d.predicate.summary.gate == "PASS",
+                "quarantine and drill of the remaining candidate pass",
+            );
+            commit_ref(&lab.ctx, &lab.source, "MAIN", b, true).await?;
+            let p = lab.purge(&cid, &d.report).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge {}: {why}", status_of(&p)));
+            obs.expect(status_of(&p) == "REFUSED", "purge REFUSED after `MAIN` was created");
+            obs.expect(
+                why.contains("the table changed"),
+                "refused by the table-generation compare-and-set",
+            );
+            obs.expect(why.contains("ref MAIN"), "refused by the closure check naming ref MAIN");
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "uncommitted-writer" => {
+            let lab = Lab::new(root, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n", digest).await?;
+            let root_uri = lab.table_root().await?;
+            governance::writer_begin(&lab.ctx, &lab.source, "data/_staging/w1").await?;
+            let staged = ["data/_staging/w1/part-0.parquet", "data/_staging/w1/part-1.parquet"];
+            let unregistered = "data/_staging/w2/part-0.parquet";
+            for p in staged.iter().chain([&unregistered]) {
+                lab.ctx
+                    .storage
+                    .put_new(
+                        &location::join(&root_uri, p),
+                        bytes::Bytes::from_static(b"uncommitted upload"),
+                    )
+                    .await?;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2100)).await; // past orphanSafetyInterval
+            let extra: Vec<String> = staged.iter().chain([&unregistered]).map(|s| (*s).to_owned()).collect();
+            let acct = lab.account(&[], &extra).await?;
+            let plan = lab.plan().await?;
+            let cands = plan["candidates"].as_array().cloned().unwrap_or_default();
+            let in_any = |p: &str| cands.iter().any(|c| c["objects"].to_string().contains(p));
+            for p in staged {
+                obs.expect(!in_any(p), format!("{p} (open writer w1) is in no candidate"));
+            }
+            obs.expect(
+                plan["differences"].to_string().contains("writer:"),
+                "the plan lists the writer's files as differences with the writer as reason",
+            );
+            let orphan = cands
+                .iter()
+                .find(|c| c["kind"] == "orphans" && c["objects"].to_string().contains(unregistered));
+            obs.expect(
+                orphan.is_some(),
+                format!("{unregistered} (no writer registered) is an orphan candidate"),
+            );
+            if let Some(o) = orphan.and_then(|o| o["candidate_id"].as_str()) {
+                let q = lab.quarantine(o, QuarantineMode::Tag).await?;
+                obs.saw(format!("quarantine {o}: {}", q.human.trim()));
+                obs.expect(
+                    q.verdict != Verdict::Ok,
+                    "quarantine of the orphan candidate is refused",
+                );
+            }
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "lagging-listing" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let consistent = lab.plan().await?;
+            let (_, table_path) = lab.ctx.storage.resolve(&lab.table_root().await?)?;
+            lab.state
+                .hide_listed_after(Some((table_path.to_string(), Utc::now() - chrono::Duration::hours(1))));
+            let lagging = lab.plan().await?;
+            let pick = |p: &Value| {
+                p["candidates"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
+                    .map(|c| (c["candidate_id"].clone(), c["inventory_root"].clone()))
+            };
+            obs.expect(
+                pick(&consistent).is_some() && pick(&consistent) == pick(&lagging),
+                "the candidate and its inventory root are the same with the lagging listing",
+            );
+            let acct = lab.account(&[], &[]).await?;
+            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
+                .await?
+                .object_states(&cid)
+                .await?
+                .into_iter()
+                .map(|o| o.path)
+                .collect();
+            let p = lab.purge(&cid, &report).await?;
+            obs.saw(format!("purge {}", status_of(&p)));
+            obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED under the lagging listing");
+            let gone: BTreeSet<String> = acct.before.difference(&lab.listing().await?).cloned().collect();
+            obs.expect(
+                gone == inventory,
+                format!("the deleted set equals the inventory ({} objects)", inventory.len()),
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "hold-races-cas" => {
+            let mut lab = Lab::new(root, id, "", digest).await?;
+            let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&ids, &[]).await?;
+            let config = lab.ctx.config.clone();
+            let source = lab.source.clone();
+            lab.ctx.hooks.before_accept = Some(Arc::new(move || {
+                let (config, source) = (config.clone(), source.clone());
+                Box::pin(async move {
+                    let c = Context::new(config);
+                    governance::hold_set(&c, &source, "table", "litigation: preserve everything").await?;
+                    Ok(())
+                })
+            }));
+            let p = lab.purge(&cid, &report).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge {}: {why}", status_of(&p)));
+            obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
+            obs.expect(
+                why.contains("holds changed"),
+                "refused by the hold-generation compare-and-set",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "planner-bug" => {
+            let mut lab = Lab::new(root, id, "", digest).await?;
+            lab.ctx.hooks.inject_protected_snapshot = true;
+            let table = lab.truth.table(&lab.source).await?;
+            let victim = table.refs().get("audit-q2").map(|r| r.snapshot_id);
+            let acct = lab.account(&[], &[]).await?;
+            let plan = lab.plan().await?;
+            let Some((cid, ids)) = expired(&plan) else {
+                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            obs.expect(
+                victim.is_some_and(|v| ids.contains(&v)),
+                "the injected bug put audit-q2's head into the candidate",
+            );
+            let q = lab.quarantine(&cid, QuarantineMode::Tag).await?;
+            let why = reasons_of(&q);
+            obs.saw(format!("quarantine {}: {why}", status_of(&q)));
+            obs.expect(
+                q.verdict != Verdict::Ok && why.contains("independent closure check"),
+                "quarantine REFUSED by the independent closure check",
+            );
+            obs.expect(lab.state(&cid).await? == State::Protected, "the candidate is PROTECTED");
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "bundle-missing-layer" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let plan = lab.plan().await?;
+            let Some((cid, _)) = expired(&plan) else {
+                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&[], &[]).await?;
+            let q = lab.quarantine(&cid, QuarantineMode::Bundle).await?;
+            obs.expect(
+                q.verdict == Verdict::Ok,
+                "bundle-mode quarantine removes the snapshots from the table",
+            );
+            let bundle = q.json["bundles"][0]["uri"].as_str().unwrap_or_default().to_owned();
+            let trust = crate::keys::TrustStore::load_dir(&lab.keys)?;
+            let (pred, _) = crate::bundle::verified_predicate(&lab.ctx.storage, &bundle, &trust).await?;
+            let member = pred
+                .inventory
+                .iter()
+                .find(|e| e.layer == crate::bundle::Layer::ManifestList)
+                .and_then(|e| e.copy.clone());
+            let Some(member) = member else {
+                obs.expect(false, "the bundle holds a manifest list copy to remove");
+                return Ok((obs, lab.lost(&acct).await?, lab.state));
+            };
+            let copy = location::join(&crate::bundle::bundle_dir(&bundle)?, &member);
+            lab.truth.storage.delete(&copy).await?;
+            obs.saw(format!("removed {copy}"));
+            let d = lab.drill().await?;
+            let failed = d.predicate.results.iter().any(|r| {
+                r.status == crate::bundle::RestoreStatus::Failed
+                    && r.findings.iter().any(|f| f.to_string().contains("MISSING"))
+            });
+            obs.expect(failed, "the drill FAILs the bundle with a MISSING finding");
+            let p = lab.purge(&cid, &d.report).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge {}: {why}", status_of(&p)));
+            obs.expect(
+                status_of(&p) == "REFUSED" && why.contains("RESTORE_VERIFIED"),
+                "purge REFUSED: the evidence does not show every bundle RESTORE_VERIFIED",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "late-model-reader" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let plan = lab.plan().await?;
+            let Some((stale_id, ids)) = expired(&plan) else {
+                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let (leased, unleased) = (ids[0], ids[ids.len() - 1]);
+            let acct = lab.account(&[leased], &[]).await?;
+            governance::lease_add(
+                &lab.ctx,
+                &lab.source,
+                &lab.policy,
+                leased,
+                "model v7 features",
+                "ml-team",
+                "7d",
+            )
+            .await?;
+            let q = lab.quarantine(&stale_id, QuarantineMode::Tag).await?;
+            obs.saw(format!("quarantine of the stale plan: {}", q.human.trim()));
+            obs.expect(
+                q.verdict != Verdict::Ok,
+                "quarantine refuses the plan made before the late lease",
+            );
+            let Some((cid, cids, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, lab.lost(&acct).await?, lab.state));
+            };
+            obs.expect(
+                !cids.contains(&leased),
+                format!("the re-plan keeps leased snapshot {leased}"),
+            );
+            // The other model reads `unleased` without a lease: fine before the purge, not after.
+            let table = lab.truth.table(&lab.source).await?;
+            let before = crate::tree::read_tree(&table, &lab.truth.storage, unleased, 4)
+                .await
+                .is_ok();
+            let p = lab.purge(&cid, &report).await?;
+            obs.expect(
+                status_of(&p) == "VERIFIED",
+                "the unleased snapshot's candidate is purged (policy allows it)",
+            );
+            let table = lab.truth.table(&lab.source).await?;
+            let after = match crate::tree::read_tree(&table, &lab.truth.storage, unleased, 4).await {
+                Ok(_) => "still readable".to_owned(),
+                Err(e) => format!("read fails: {e}"),
+            };
+            let q = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+            let bundle = q
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["bundles"].as_array().cloned())
+                .unwrap_or_default()
+                .into_iter()
+                .find(|b| b["snapshot_id"].as_i64() == Some(unleased))
+                .and_then(|b| b["uri"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let restored = crate::commands::restore(&lab.truth, &bundle, &lab.keys, false, None).await?;
+            obs.expect(
+                cids.contains(&unleased) && before,
+                format!("the reader read snapshot {unleased} before the purge"),
+            );
+            obs.readers.push(serde_json::json!({
+                "snapshot_id": unleased,
+                "lease": null,
+                "read_before_purge": before,
+                "read_after_purge": after,
+                "bundle": bundle,
+                "bundle_restores": restored.verdict == Verdict::Ok,
+            }));
+            obs.expect(
+                restored.verdict == Verdict::Ok,
+                "the unprotected reader is listed, and its snapshot's bundle still restores",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "lagging-replica" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&[], &[]).await?;
+            lab.state.lagging_replica(true);
+            let p = lab.purge(&cid, &report).await?;
+            let st = lab.object_states(&cid).await?;
+            obs.saw(format!("purge {}; objects {st:?}", status_of(&p)));
+            obs.expect(
+                status_of(&p) == "DELETE_UNKNOWN" && st.get("VERIFIED").is_none(),
+                "purge ends DELETE_UNKNOWN and counts no object deleted on a stale re-check",
+            );
+            lab.state.catch_up();
+            lab.state.lagging_replica(false);
+            let r = lab.reconcile(&cid).await?;
+            let st = lab.object_states(&cid).await?;
+            obs.saw(format!("reconcile {}; objects {st:?}", status_of(&r)));
+            obs.expect(
+                st.keys().all(|k| k == "VERIFIED") && lab.state(&cid).await? == State::Verified,
+                "reconcile settles every object VERIFIED",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "lost-delete-receipts" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&[], &[]).await?;
+            lab.state.lose_delete_responses(2);
+            lab.state.fail_deletes(3);
+            let p = lab.purge(&cid, &report).await?;
+            let st = lab.object_states(&cid).await?;
+            let injected = lab.state.injected();
+            let uncertain = injected.get("lost_delete_response").copied().unwrap_or(0)
+                + injected.get("delete_503").copied().unwrap_or(0);
+            obs.saw(format!(
+                "purge {}; objects {st:?}; injected {injected:?}",
+                status_of(&p)
+            ));
+            obs.expect(
+                status_of(&p) == "DELETE_UNKNOWN"
+                    && uncertain > 0
+                    && st.get("DELETE_UNKNOWN").copied().unwrap_or(0) as u64 == uncertain,
+                "exactly the objects whose delete was uncertain are DELETE_UNKNOWN",
+            );
+            lab.state.clear();
+            let r = lab.reconcile(&cid).await?;
+            let st = lab.object_states(&cid).await?;
+            obs.saw(format!("reconcile {}; objects {st:?}", status_of(&r)));
+            let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
+                .await?
+                .object_states(&cid)
+                .await?
+                .into_iter()
+                .map(|o| o.path)
+                .collect();
+            let gone: BTreeSet<String> = acct.before.difference(&lab.listing().await?).cloned().collect();
+            obs.expect(
+                st.keys().all(|k| k == "VERIFIED") && gone == inventory,
+                "reconcile settles them; the deleted set equals the inventory",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "delete-marker-recovery" => {
+            let lab = Lab::new(root, id, "", digest).await?;
+            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&[], &[]).await?;
+            let p = lab.purge(&cid, &report).await?;
+            obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED");
+            let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+            let bundles: Vec<String> = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["bundles"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|b| b["uri"].as_str().map(str::to_owned))
+                .collect();
+            let mut all = !bundles.is_empty();
+            for b in &bundles {
+                let r = crate::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
+                all &= r.verdict == Verdict::Ok;
+            }
+            obs.expect(all, format!("all {} bundles restore after the purge", bundles.len()));
+            let into = lab.dir.join("recovered");
+            let r = crate::materialize::restore_into(
+                &lab.truth,
+                &bundles[0],
+                &lab.keys,
+                &format!("file://{}", into.display()),
+                "demo",
+                "sales.recovered",
+            )
+            .await?;
+            obs.saw(r.human.lines().next().unwrap_or_default().to_owned());
+            obs.expect(
+                r.verdict == Verdict::Ok,
+                "the snapshot is brought back as a readable table",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        other => Err(Error::invalid(
+            "--scenario",
+            format!("unknown scenario {other:?}; known: {}", SCENARIOS.join(", ")),
+        )),
+    }
+}
+
+/// Runs the matrix (or the scenarios of `opts.only`) and returns the unsigned predicate.
+///
+/// # Errors
+/// Only when the scratch directory cannot be made; a scenario that fails to run is a failed scenario.
+pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredicate> {
+    let started = Utc::now();
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let scratch = opts
+        .scratch
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("lakedrill-faults-{run_id}")));
+    std::fs::create_dir_all(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
+    let ids: Vec<&str> = if opts.only.is_empty() {
+        SCENARIOS.to_vec()
+    } else {
+        opts.only.iter().map(String::as_str).collect()
+    };
+    let mut scenarios = Vec::new();
+    for id in ids {
+        let (fault, expected) = fault_text(id);
+        let mut r = ScenarioResult {
+            id: id.to_owned(),
+            fault: fault.to_owned(),
+            expected: expected.to_owned(),
+            observed: Vec::new(),
+            injected: BTreeMap::new(),
+            objects_lost: 0,
+            lost: Vec::new(),
+            unprotected_readers: Vec::new(),
+            error: None,
+            pass: false,
+        };
+        match scenario(id, &scratch, digest).await {
+            Ok((obs, lost, state)) => {
+                r.injected = state.injected().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                r.observed = obs.lines;
+                r.unprotected_readers = obs.readers;
+                r.objects_lost = lost.len();
+                r.lost = lost.into_iter().take(20).collect();
+                r.pass = obs.holds && r.objects_lost == 0;
+            }
+            Err(e) => r.error = Some(e.to_string()),
+        }
+        scenarios.push(r);
+    }
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let passed = scenarios.iter().filter(|s| s.pass).count();
+    let complete = SCENARIOS.iter().all(|id| scenarios.iter().any(|s| s.id == *id));
+    Ok(FaultPredicate {
+        matrix: MatrixInfo {
+            id: run_id,
+            implementation_digest: digest.to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            store: "file".into(),
+            scratch: scratch.display().to_string(),
+        },
+        started_at: started.to_rfc3339(),
+        finished_at: Utc::now().to_rfc3339(),
+        summary: MatrixSummary {
+            passed,
+            failed: scenarios.len() - passed,
+            objects_lost: scenarios.iter().map(|s| s.objects_lost).sum(),
+            gate: if complete && passed == scenarios.len() {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+            .into(),
+        },
+        scenarios,
+        previous_report: None,
+    })
+}
+
+/// The statement of a fault-matrix report: its subject is the running binary.
+#[must_use]
+pub fn statement(p: &FaultPredicate) -> Statement {
+    Statement {
+        subject: vec![Subject {
+            name: "lakedrill-implementation".into(),
+            digest: BTreeMap::from([("sha256".to_owned(), p.matrix.implementation_digest.clone())]),
+        }],
+        predicate_type: PREDICATE_TYPE.into(),
+        predicate: serde_json::to_value(p).unwrap_or(Value::Null),
+    }
+}
+
+/// Consistency checks of a verified fault-matrix predicate (pure): every reason it cannot be believed.
+#[must_use]
+pub fn check_predicate(p: &FaultPredicate, subject_sha256: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let passed = p.scenarios.iter().filter(|s| s.pass).count();
+    if p.summary.passed != passed || p.summary.failed != p.scenarios.len() - passed {
+        out.push(format!(
+            "summary says {}/{} passed/failed, scenarios say {passed}/{}",
+            p.summary.passed,
+            p.summary.failed,
+            p.scenarios.len() - passed
+        ));
+    }
+    let lost: usize = p.scenarios.iter().map(|s| s.objects_lost).sum();
+    if p.summary.objects_lost != lost {
+        out.push(format!(
+            "summary says {} objects lost, scenarios say {lost}",
+            p.summary.objects_lost
+        ));
+    }
+    for s in &p.scenarios {
+        let holds = !s.observed.is_empty() && s.observed.iter().all(|l| !l.starts_with("NOT OBSERVED"));
+        if s.pass && (s.objects_lost > 0 || s.error.is_some() || !holds) {
+            out.push(format!(
+                "scenario {} passes although it lost objects, failed or missed an expectation",
+                s.id
+            ));
+        }
+    }
+    let complete = SCENARIOS.iter().all(|id| p.scenarios.iter().any(|s| s.id == *id));
+    let gate = if complete && passed == p.scenarios.len() {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    if p.summary.gate != gate {
+        out.push(format!("gate {} but the scenarios imply {gate}", p.summary.gate));
+    }
+    if subject_sha256 != Some(p.matrix.implementation_digest.as_str()) {
+        out.push(format!(
+            "the subject's sha256 {subject_sha256:?} is not the implementation digest {}",
+            p.matrix.implementation_digest
+        ));
+    }
+    out
+}
+
+/// `lakedrill drill faults [--key FILE --reports DIR]`.
+///
+/// # Errors
+/// When the matrix cannot run at all, or the report cannot be written.
+pub async fn command(
+    ctx: &Context,
+    opts: &MatrixOptions,
+    key: Option<&Path>,
+    reports: Option<&str>,
+) -> Result<Outcome> {
+    let digest = crate::commands::implementation_digest()?;
+    let mut p = run_matrix(opts, &digest).await?;
+    let mut report = None;
+    if let Some(key) = key {
+        let key = crate::keys::load_signing_key(key)?;
+        let folder = location::join(&location::canonical_uri(reports.unwrap_or("reports"))?, "fault-matrix");
+        p.previous_report = match crate::drill::latest_report(&ctx.storage, &folder).await? {
+            Some((_, sha)) => Some(sha),
+            None => None,
+        };
+        let env = evidence::sign_statement(&statement(&p), &key);
+        let name = format!(
+            "{}-{}.dsse.json",
+            Utc::now().format("%Y%m%dT%H%M%S%.3fZ"),
+            &p.matrix.id[..8]
+        );
+        let uri = location::join(&folder, &name);
+        ctx.storage
+            .put_new(&uri, bytes::Bytes::from(env.to_json_bytes()))
+            .await?;
+        report = Some(uri);
+    }
+    let mut human = format!(
+        "fault matrix {} on {}: gate {} ({} passed, {} failed, {} objects lost)\nimplementation sha256 {}\n",
+        p.matrix.id, p.matrix.store, p.summary.gate, p.summary.passed, p.summary.failed, p.summary.objects_lost, digest
+    );
+    for s in &p.scenarios {
+        human.push_str(&format!(
+            "\n{} {}  lost {}\n  fault:    {}\n  expected: {}\n",
+            if s.pass { "PASS" } else { "FAIL" },
+            s.id,
+            s.objects_lost,
+            s.fault,
+            s.expected
+        ));
+        for l in &s.observed {
+            human.push_str(&format!("  {l}\n"));
+        }
+        for r in &s.unprotected_readers {
+            human.push_str(&format!("  unprotected reader: {r}\n"));
+        }
+        if let Some(e) = &s.error {
+            human.push_str(&format!("  error: {e}\n"));
+        }
+        for l in &s.lost {
+            human.push_str(&format!("  LOST: {l}\n"));
+        }
+    }
+    if let Some(r) = &report {
+        human.push_str(&format!("\nsigned report: {r}\n"));
+    }
+    let mut json = serde_json::to_value(&p).map_err(|e| Error::Internal(e.to_string()))?;
+    json["report"] = serde_json::json!(report);
+    Ok(Outcome {
+        verdict: if p.summary.gate == "PASS" {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        json,
+        human,
+    })
+}
