@@ -157,6 +157,62 @@ pub fn check_report(
     Some((v.keyid().to_owned(), p))
 }
 
+/// Checks a fault-matrix report (`drill faults`): `None` when the bytes are not one (signed or not, so that a
+/// drill report goes on to [`check_report`]); otherwise its key id and predicate, every failed check added to
+/// `findings`.
+#[must_use]
+pub fn check_fault_report(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<(String, crate::faults::FaultPredicate)> {
+    let env: evidence::Envelope = serde_json::from_slice(bytes).ok()?;
+    use base64::Engine as _;
+    let payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).ok()?;
+    let statement: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    if statement["predicateType"] != crate::faults::PREDICATE_TYPE {
+        return None;
+    }
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    let v = match evidence::verify(bytes, trust) {
+        Ok(v) => v,
+        Err(f) => {
+            fail(f.kind(), f.to_string());
+            return None;
+        }
+    };
+    if env.to_json_bytes() != bytes {
+        fail(
+            "ENVELOPE_NOT_CANONICAL",
+            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
+        );
+    }
+    let p: crate::faults::FaultPredicate = match serde_json::from_value(v.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            fail("PREDICATE_MALFORMED", e.to_string());
+            return None;
+        }
+    };
+    let subject = v
+        .subjects()
+        .iter()
+        .find(|s| s.name == "lakedrill-implementation")
+        .and_then(|s| s.digest.get("sha256"))
+        .map(String::as_str);
+    for problem in crate::faults::check_predicate(&p, subject) {
+        fail("FAULT_MATRIX_INCONSISTENT", problem);
+    }
+    Some((v.keyid().to_owned(), p))
+}
+
 /// `audit verify REPORT [--chain]`.
 ///
 /// # Errors
@@ -196,6 +252,31 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
     for uri in &targets {
         let bytes = storage.get(uri).await?.bytes;
         let name = location::file_name(uri).to_owned();
+        // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
+        if let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) {
+            if !keyids.contains(&f.0) {
+                keyids.push(f.0.clone());
+            }
+            if uri == &report_uri {
+                gate = Some(f.1.summary.gate.clone());
+            }
+            let sha = evidence::sha256_hex(&bytes);
+            if chain {
+                let expected = prev.as_ref().map(|(_, s, _)| s.clone());
+                if f.1.previous_report != expected {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_BROKEN".into(),
+                        report: name.clone(),
+                        detail: format!(
+                            "previous_report is {:?} but the report before it has SHA-256 {expected:?}",
+                            f.1.previous_report
+                        ),
+                    });
+                }
+            }
+            prev = Some((name, sha, "fault-matrix".into()));
+            continue;
+        }
         let checked = check_report(&name, &bytes, trust, &mut findings);
         let sha = evidence::sha256_hex(&bytes);
         if let Some((keyid, p)) = checked {

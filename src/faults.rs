@@ -861,6 +861,13 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
                 "quarantine REFUSED by the independent closure check",
             );
             obs.expect(lab.state(&cid).await? == State::Protected, "the candidate is PROTECTED");
+            if q.verdict == Verdict::Ok {
+                // Only a build without the closure check gets here: it goes on as a deleter would, and the
+                // objects it loses are counted.
+                let d = lab.drill().await?;
+                let p = lab.purge(&cid, &d.report).await?;
+                obs.saw(format!("purge {}: {}", status_of(&p), reasons_of(&p)));
+            }
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "bundle-missing-layer" => {
@@ -993,7 +1000,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             let st = lab.object_states(&cid).await?;
             obs.saw(format!("purge {}; objects {st:?}", status_of(&p)));
             obs.expect(
-                status_of(&p) == "DELETE_UNKNOWN" && st.get("VERIFIED").is_none(),
+                status_of(&p) == "DELETE_UNKNOWN" && !st.contains_key("VERIFIED"),
                 "purge ends DELETE_UNKNOWN and counts no object deleted on a stale re-check",
             );
             lab.state.catch_up();
@@ -1100,6 +1107,12 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
 /// # Errors
 /// Only when the scratch directory cannot be made; a scenario that fails to run is a failed scenario.
 pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredicate> {
+    if let Some(bad) = opts.only.iter().find(|id| !SCENARIOS.contains(&id.as_str())) {
+        return Err(Error::invalid(
+            "--scenario",
+            format!("unknown scenario {bad:?}; known: {}", SCENARIOS.join(", ")),
+        ));
+    }
     let started = Utc::now();
     let run_id = uuid::Uuid::new_v4().to_string();
     let scratch = opts
@@ -1107,6 +1120,9 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("lakedrill-faults-{run_id}")));
     std::fs::create_dir_all(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
+    let scratch = scratch
+        .canonicalize()
+        .map_err(|e| Error::io("resolve", &scratch, e))?;
     let ids: Vec<&str> = if opts.only.is_empty() {
         SCENARIOS.to_vec()
     } else {
@@ -1247,10 +1263,9 @@ pub async fn command(
     if let Some(key) = key {
         let key = crate::keys::load_signing_key(key)?;
         let folder = location::join(&location::canonical_uri(reports.unwrap_or("reports"))?, "fault-matrix");
-        p.previous_report = match crate::drill::latest_report(&ctx.storage, &folder).await? {
-            Some((_, sha)) => Some(sha),
-            None => None,
-        };
+        p.previous_report = crate::drill::latest_report(&ctx.storage, &folder)
+            .await?
+            .map(|(_, sha)| sha);
         let env = evidence::sign_statement(&statement(&p), &key);
         let name = format!(
             "{}-{}.dsse.json",
@@ -1303,4 +1318,106 @@ pub async fn command(
         json,
         human,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// Which scenario catches each weakened check (DESIGN: "fault matrix and weakened builds").
+    fn catcher(c: Check) -> &'static str {
+        match c {
+            Check::HoldGenerationCas => "hold-races-cas",
+            Check::LeaseWatermarkCas => "reader-registration-delay",
+            Check::TableGenerationCas => "ref-case-collision",
+            Check::ClosureGate => "planner-bug",
+            Check::EvidenceCoverage => "bundle-missing-layer",
+            Check::UncertainDeleteIsUnknown => "lost-delete-receipts",
+            Check::RecheckAfterDelete => "lagging-replica",
+            Check::WriterPrefixes => "uncommitted-writer",
+        }
+    }
+
+    async fn run(only: &[&str]) -> FaultPredicate {
+        let scratch = std::env::temp_dir().join(format!("lakedrill-faults-test-{}", uuid::Uuid::new_v4()));
+        let opts = MatrixOptions {
+            scratch: Some(scratch),
+            keep: false,
+            only: only.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let digest = crate::commands::implementation_digest().unwrap();
+        run_matrix(&opts, &digest).await.unwrap()
+    }
+
+    /// Every safety check, switched off alone, makes the matrix fail: the scenario that targets it shows a
+    /// different outcome than written down (or loses objects), while the full build passes the same scenario.
+    /// `LAKEDRILL_WEAKENED_FULL=1` runs all eleven scenarios against every weakened build instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_weakened_check_fails_the_matrix() {
+        let full = std::env::var_os("LAKEDRILL_WEAKENED_FULL").is_some();
+        let intact: Vec<&str> = Check::ALL.iter().map(|c| catcher(*c)).collect();
+        let p = run(&intact).await;
+        for s in &p.scenarios {
+            assert!(s.pass, "{} must pass on the intact build: {s:#?}", s.id);
+        }
+        for c in Check::ALL {
+            let only: Vec<&str> = if full { SCENARIOS.to_vec() } else { vec![catcher(c)] };
+            let p = with_weakened(c, run(&only)).await;
+            let failed: Vec<&str> = p.scenarios.iter().filter(|s| !s.pass).map(|s| s.id.as_str()).collect();
+            assert!(
+                failed.contains(&catcher(c)),
+                "weakening {c:?} must fail scenario {}; failed: {failed:?}; {:#?}",
+                catcher(c),
+                p.scenarios
+            );
+            assert_eq!(p.summary.gate, "FAIL");
+            eprintln!(
+                "weakened {c:?}: failed {failed:?}, objects lost {}",
+                p.summary.objects_lost
+            );
+        }
+        assert!(!weakened(Check::ClosureGate), "the switch is scoped to with_weakened");
+    }
+
+    #[test]
+    fn a_predicate_that_hides_a_loss_or_a_partial_run_is_inconsistent() {
+        let s = ScenarioResult {
+            id: "planner-bug".into(),
+            fault: "f".into(),
+            expected: "e".into(),
+            observed: vec!["ok: x".into()],
+            injected: BTreeMap::new(),
+            objects_lost: 1,
+            lost: vec!["data/x.parquet".into()],
+            unprotected_readers: vec![],
+            error: None,
+            pass: true,
+        };
+        let p = FaultPredicate {
+            matrix: MatrixInfo {
+                id: "m".into(),
+                implementation_digest: "d".into(),
+                version: "0".into(),
+                store: "file".into(),
+                scratch: "/tmp".into(),
+            },
+            started_at: String::new(),
+            finished_at: String::new(),
+            scenarios: vec![s],
+            summary: MatrixSummary {
+                passed: 1,
+                failed: 0,
+                objects_lost: 0,
+                gate: "PASS".into(),
+            },
+            previous_report: None,
+        };
+        let problems = check_predicate(&p, Some("d"));
+        assert!(problems.iter().any(|p| p.contains("objects lost")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("passes although")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("gate PASS")), "{problems:?}");
+        assert!(check_predicate(&p, Some("other")).iter().any(|p| p.contains("subject")));
+    }
 }

@@ -459,41 +459,7 @@ fn a_cold_backup_drill_signs_rto_and_rpo_per_table_and_verifies_with_standard_to
     let trust = site.trust.to_str().unwrap().to_owned();
     site.run(&["audit", "verify", report.to_str().unwrap(), "--trust", &trust])
         .expect_code(0);
-    let pubkey = site.trust.join("dr-TEST-ONLY.pub");
-    let out = Command::new(python())
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/verify_report.py"))
-        .arg(&report)
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let env: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let body = b64.decode(env["payload"].as_str().unwrap()).unwrap();
-        let pae = lakedrill::evidence::pae(env["payloadType"].as_str().unwrap(), &body);
-        std::fs::write(site.dir().join("pae.bin"), pae).unwrap();
-        std::fs::write(
-            site.dir().join("sig.bin"),
-            b64.decode(env["signatures"][0]["sig"].as_str().unwrap()).unwrap(),
-        )
-        .unwrap();
-        let out = Command::new("openssl")
-            .args(["pkeyutl", "-verify", "-rawin", "-pubin", "-inkey"])
-            .arg(&pubkey)
-            .arg("-in")
-            .arg(site.dir().join("pae.bin"))
-            .arg("-sigfile")
-            .arg(site.dir().join("sig.bin"))
-            .output()
-            .expect("openssl must be installed");
-        assert!(
-            out.status.success(),
-            "openssl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    crate::util::verify_with_standard_tools(&report, &site.trust.join("dr-TEST-ONLY.pub"), site.dir());
     // The human report shows RTO and RPO per table.
     let txt = std::fs::read_to_string(d["human_report"].as_str().unwrap().trim_start_matches("file://")).unwrap();
     assert!(txt.contains("rpo 3600.000s"), "{txt}");

@@ -480,50 +480,10 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
         report1.with_extension("").with_extension("txt").exists() || report1.to_str().unwrap().ends_with(".dsse.json")
     );
 
-    // The generic tool (Python `cryptography` only) verifies it with nothing but the public key.
-    let py = std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/verify_report.py");
+    // The generic tools (Python `cryptography` alone, OpenSSL over the PAE) verify it with nothing but the
+    // public key.
     let pubkey = trust.join("drill-TEST-ONLY.pub");
-    let out = std::process::Command::new(&py)
-        .arg(&script)
-        .arg(&report1)
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // … and so does OpenSSL over the PAE.
-    let env: Value = serde_json::from_slice(&std::fs::read(&report1).unwrap()).unwrap();
-    {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let body = b64.decode(env["payload"].as_str().unwrap()).unwrap();
-        let pae = lakedrill::evidence::pae(env["payloadType"].as_str().unwrap(), &body);
-        std::fs::write(tmp.path().join("pae.bin"), pae).unwrap();
-        std::fs::write(
-            tmp.path().join("sig.bin"),
-            b64.decode(env["signatures"][0]["sig"].as_str().unwrap()).unwrap(),
-        )
-        .unwrap();
-        let out = std::process::Command::new("openssl")
-            .args(["pkeyutl", "-verify", "-rawin", "-pubin", "-inkey"])
-            .arg(&pubkey)
-            .arg("-in")
-            .arg(tmp.path().join("pae.bin"))
-            .arg("-sigfile")
-            .arg(tmp.path().join("sig.bin"))
-            .output()
-            .expect("openssl must be installed");
-        assert!(
-            out.status.success(),
-            "openssl: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    crate::util::verify_with_standard_tools(&report1, &pubkey, tmp.path());
     lakedrill(&[
         "audit",
         "verify",

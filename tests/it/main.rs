@@ -8,6 +8,7 @@ mod concurrency;
 mod demo;
 mod deploy;
 mod drill;
+mod faults;
 mod gates;
 mod generated;
 mod governance;

@@ -225,6 +225,9 @@ fn every_command_prints_exactly_one_json_document() {
     );
     let evidence = merged["report"].as_str().unwrap().to_owned();
     let ran = j.run("drill run", &[p], false, &[0]);
+    // One scenario of the fault matrix: it passes, but a partial matrix never passes the gate (exit 1).
+    let faults = j.run("drill faults", &["--scenario", "hold-races-cas"], false, &[1]);
+    assert_eq!(faults["scenarios"][0]["pass"], true, "{faults}");
     assert!(ran["html_report"].as_str().unwrap().ends_with(".html"), "{ran}");
     j.run("audit verify", &[&evidence, "--trust", "keys", "--chain"], false, &[0]);
 

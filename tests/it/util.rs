@@ -143,3 +143,47 @@ pub fn project(rows: &Value, keys: &[&str], sort_key: &str) -> Vec<Value> {
     v.sort_by_key(|r| r[sort_key].to_string());
     v
 }
+
+/// Verifies a signed report the way an auditor without lakedrill would: with `scripts/verify_report.py`
+/// (Python `cryptography` alone) and with `openssl pkeyutl -verify -rawin` over the DSSE PAE. `scratch` holds
+/// the PAE and signature files OpenSSL reads.
+pub fn verify_with_standard_tools(report: &Path, pubkey: &Path, scratch: &Path) {
+    use base64::Engine;
+    let py = std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh");
+    let out = Command::new(py)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/verify_report.py"))
+        .arg(report)
+        .arg(pubkey)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "verify_report.py: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let env: Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let body = b64.decode(env["payload"].as_str().unwrap()).unwrap();
+    let pae = lakedrill::evidence::pae(env["payloadType"].as_str().unwrap(), &body);
+    std::fs::write(scratch.join("pae.bin"), pae).unwrap();
+    std::fs::write(
+        scratch.join("sig.bin"),
+        b64.decode(env["signatures"][0]["sig"].as_str().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new("openssl")
+        .args(["pkeyutl", "-verify", "-rawin", "-pubin", "-inkey"])
+        .arg(pubkey)
+        .arg("-in")
+        .arg(scratch.join("pae.bin"))
+        .arg("-sigfile")
+        .arg(scratch.join("sig.bin"))
+        .output()
+        .expect("openssl must be installed");
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,113 @@
+//! `drill faults`: the eleven scenarios of DESIGN §6 as a signed drill, verified like any report.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::util::{lakedrill_in, tmpdir, verify_with_standard_tools};
+
+/// The whole matrix on the local filesystem passes, loses nothing, and its signed report verifies with
+/// lakedrill, Python `cryptography` and OpenSSL; an edited report does not.
+#[test]
+fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    lakedrill_in(dir, &["keygen", "--name", "faults-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+    let v = lakedrill_in(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--key",
+            "keys/faults-TEST-ONLY.key",
+            "--reports",
+            "reports",
+            "--scratch",
+            "scratch",
+        ],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(v["summary"]["gate"], "PASS", "{v:#}");
+    assert_eq!(v["summary"]["objects_lost"], 0);
+    let scenarios = v["scenarios"].as_array().unwrap();
+    let ids: Vec<&str> = scenarios.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, lakedrill::faults::SCENARIOS.to_vec());
+    for s in scenarios {
+        assert_eq!(s["pass"], true, "{s:#}");
+        assert_eq!(s["objects_lost"], 0, "{s:#}");
+        let observed = s["observed"].as_array().unwrap();
+        assert!(
+            observed.iter().any(|l| l.as_str().unwrap().starts_with("ok: ")),
+            "{s:#}"
+        );
+        assert!(
+            !observed.iter().any(|l| l.as_str().unwrap().starts_with("NOT OBSERVED")),
+            "{s:#}"
+        );
+    }
+    let by = |id: &str| scenarios.iter().find(|s| s["id"] == id).unwrap();
+    // The fault layer really injected what the scenarios claim.
+    assert!(
+        by("lagging-listing")["injected"]["hidden_from_listing"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(by("lagging-replica")["injected"]["stale_read"].as_u64().unwrap() > 0);
+    assert!(
+        by("lost-delete-receipts")["injected"]["lost_delete_response"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(by("lost-delete-receipts")["injected"]["delete_503"].as_u64().unwrap() > 0);
+    // The reader that never took a lease is visible.
+    let readers = by("late-model-reader")["unprotected_readers"].as_array().unwrap();
+    assert_eq!(readers.len(), 1);
+    assert_eq!(readers[0]["lease"], Value::Null);
+    assert_eq!(readers[0]["bundle_restores"], true);
+    // The scratch lakehouses are gone without --keep.
+    assert!(!dir.join("scratch").exists());
+
+    let report = PathBuf::from(v["report"].as_str().unwrap().trim_start_matches("file://"));
+    let a = lakedrill_in(
+        dir,
+        &["--json", "audit", "verify", report.to_str().unwrap(), "--trust", "keys"],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(a["status"], "VERIFIED", "{a:#}");
+    assert_eq!(a["gate"], "PASS");
+    verify_with_standard_tools(&report, &dir.join("keys/faults-TEST-ONLY.pub"), dir);
+
+    // A fault report is not drill evidence, and an edited one does not verify.
+    let text = std::fs::read_to_string(&report).unwrap();
+    let edited = dir.join("edited.dsse.json");
+    std::fs::write(&edited, text.replacen("\"payload\": \"", "\"payload\": \"e", 1)).unwrap();
+    let bad = lakedrill_in(dir, &["audit", "verify", edited.to_str().unwrap(), "--trust", "keys"]);
+    assert_ne!(bad.code, 0, "{}", bad.stdout);
+}
+
+/// A partial matrix never passes the gate, and an unknown scenario is named.
+#[test]
+fn a_partial_matrix_fails_the_gate_and_unknown_scenarios_are_named() {
+    let tmp = tmpdir();
+    let v = lakedrill_in(
+        tmp.path(),
+        &["--json", "drill", "faults", "--scenario", "hold-races-cas"],
+    )
+    .expect_code(1)
+    .json();
+    assert_eq!(v["scenarios"].as_array().unwrap().len(), 1);
+    assert_eq!(v["scenarios"][0]["pass"], true, "{v:#}");
+    assert_eq!(v["summary"]["gate"], "FAIL");
+    let r = lakedrill_in(tmp.path(), &["drill", "faults", "--scenario", "no-such-fault"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("no-such-fault") && r.stderr.contains("hold-races-cas"),
+        "{}",
+        r.stderr
+    );
+}
