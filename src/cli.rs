@@ -522,6 +522,10 @@ pub enum DrillCommand {
         /// Run only this scenario (repeatable); a partial matrix never passes the gate.
         #[arg(long = "scenario")]
         scenarios: Vec<String>,
+        /// Put the scratch tables, bundles, reports and receipts on this versioned S3 bucket prefix
+        /// (`s3://bucket/prefix`; credentials and endpoint from the environment) instead of the filesystem.
+        #[arg(long)]
+        store: Option<String>,
     },
 }
 

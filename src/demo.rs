@@ -292,11 +292,25 @@ async fn commit_ref(
 
 /// Opens (creating it when absent) the SQL catalog `demo` on SQLite at `db`, warehouse `warehouse`.
 async fn open_catalog(db: &Path, warehouse: &Path) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    open_catalog_at(
+        db,
+        &format!("file://{}", warehouse.display()),
+        Arc::new(LocalFsStorageFactory),
+    )
+    .await
+}
+
+/// [`open_catalog`] with the warehouse at any URI and the iceberg IO given.
+async fn open_catalog_at(
+    db: &Path,
+    warehouse: &str,
+    io: Arc<dyn iceberg::io::StorageFactory>,
+) -> Result<iceberg_catalog_sql::SqlCatalog> {
     SqlCatalogBuilder::default()
         .uri(format!("sqlite:{}?mode=rwc", db.display()))
-        .warehouse_location(format!("file://{}", warehouse.display()))
+        .warehouse_location(warehouse.to_owned())
         .sql_bind_style(SqlBindStyle::QMark)
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
+        .with_storage_factory(io)
         .load(CATALOG, HashMap::new())
         .await
         .map_err(ice("open the demo catalog"))
@@ -371,11 +385,33 @@ fn say(quiet: bool, msg: &str) {
 /// # Errors
 /// Any error creating files, the catalog or the table.
 pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<PathBuf> {
+    build_lakehouse_in(ctx, dir, None, quiet).await
+}
+
+/// [`build_lakehouse`] with the warehouse (tables, data files) at `warehouse` — an `s3://bucket/prefix`
+/// for example, written through lakedrill's own storage ([`crate::iceberg_io`]) — instead of `DIR/warehouse`.
+/// The catalog database, the registry and `lakedrill.toml` stay under `dir`.
+///
+/// # Errors
+/// Any error creating files, the catalog or the table.
+pub async fn build_lakehouse_in(ctx: &Context, dir: &Path, warehouse: Option<&str>, quiet: bool) -> Result<PathBuf> {
     let dir = prepare_dir(dir)?;
     let db = dir.join("catalog.db");
-    let warehouse = dir.join("warehouse");
-    std::fs::create_dir_all(&warehouse).map_err(|e| Error::io("create directory", &warehouse, e))?;
-    let catalog = open_catalog(&db, &warehouse).await?;
+    let (warehouse, catalog) = match warehouse {
+        None => {
+            let w = dir.join("warehouse");
+            std::fs::create_dir_all(&w).map_err(|e| Error::io("create directory", &w, e))?;
+            (format!("file://{}", w.display()), open_catalog(&db, &w).await?)
+        }
+        Some(w) => {
+            let w = location::canonical_uri(w)?;
+            let io = crate::iceberg_io::ObjectStoreFactory::new(Arc::new(crate::store::Storage::new(
+                ctx.storage.options().clone(),
+            )));
+            let catalog = open_catalog_at(&db, &w, Arc::new(io)).await?;
+            (w, catalog)
+        }
+    };
     let ns = NamespaceIdent::new("sales".to_owned());
     catalog
         .create_namespace(&ns, HashMap::new())
@@ -481,9 +517,9 @@ pub async fn build_lakehouse(ctx: &Context, dir: &Path, quiet: bool) -> Result<P
     );
 
     let config = format!(
-        "# Written by `lakedrill demo`.\n[catalog.demo]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nwarehouse = \"file://{}\"\n\n[registry]\nuri = \"sqlite:{}\"\n",
+        "# Written by `lakedrill demo`.\n[catalog.demo]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nwarehouse = \"{}\"\n\n[registry]\nuri = \"sqlite:{}\"\n",
         db.display(),
-        warehouse.display(),
+        warehouse,
         dir.join("lakedrill-registry.db").display()
     );
     std::fs::write(dir.join("lakedrill.toml"), config)

@@ -331,6 +331,9 @@ pub struct MatrixOptions {
     pub keep: bool,
     /// Run only these scenarios (default: all eleven; a partial run never passes the gate).
     pub only: Vec<String>,
+    /// Build the tables, bundles, reports and receipts on this `s3://bucket/prefix` (a versioned bucket)
+    /// instead of the scratch directory; catalogs, registries and keys stay in the scratch directory.
+    pub store: Option<String>,
 }
 
 /// Expectation bookkeeping of one scenario.
@@ -379,6 +382,8 @@ fn status_of(o: &Outcome) -> String {
 /// One scratch lakehouse with its fault layer.
 struct Lab {
     dir: PathBuf,
+    /// Where the table, bundles, reports and receipts live: `file://DIR` or `s3://bucket/prefix/SCENARIO`.
+    base: String,
     ctx: Context,
     truth: Context,
     state: Arc<FaultState>,
@@ -392,10 +397,16 @@ struct Lab {
 const LAB_KEY: &str = "fault-matrix-scratch";
 
 impl Lab {
-    async fn new(root: &Path, name: &str, policy_extra: &str, digest: &str) -> Result<Lab> {
+    async fn new(env: &LabEnv<'_>, name: &str, policy_extra: &str) -> Result<Lab> {
+        let (root, digest) = (env.root, env.digest);
         let dir = root.join(name);
+        let base = match env.store {
+            Some(s) => location::join(s, name),
+            None => format!("file://{}", dir.display()),
+        };
         let builder = Context::new(Config::default());
-        crate::demo::build_lakehouse(&builder, &dir, true).await?;
+        let warehouse = env.store.map(|_| location::join(&base, "warehouse"));
+        crate::demo::build_lakehouse_in(&builder, &dir, warehouse.as_deref(), true).await?;
         let config = Config::load(&dir.join("lakedrill.toml"), true)?;
         let state = FaultState::new();
         let layer_state = Arc::clone(&state);
@@ -424,6 +435,7 @@ impl Lab {
         };
         let lab = Lab {
             dir,
+            base,
             ctx,
             truth,
             state,
@@ -453,7 +465,7 @@ impl Lab {
     }
 
     fn uri(&self, sub: &str) -> String {
-        format!("file://{}", self.dir.join(sub).display())
+        location::join(&self.base, sub)
     }
 
     async fn plan(&self) -> Result<Value> {
@@ -481,10 +493,10 @@ impl Lab {
         let plan = self.dir.join("weekly.toml");
         let text = format!(
             "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
-            self.dir.join("bundles").display(),
+            self.uri("bundles"),
             self.keys.display(),
             self.key.display(),
-            self.dir.join("reports").display()
+            self.uri("reports")
         );
         std::fs::write(&plan, text).map_err(|e| Error::io("write", &plan, e))?;
         crate::drill::run(&self.ctx.storage, &plan, &crate::clock::SystemClock, &self.digest).await
@@ -664,11 +676,18 @@ async fn commit_ref(ctx: &Context, source: &TableSource, name: &str, id: i64, br
 }
 
 /// Runs one scenario in its own lab; returns what it observed, the lab and its account.
-async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
+/// Where a matrix run builds its labs.
+struct LabEnv<'a> {
+    root: &'a Path,
+    store: Option<&'a str>,
+    digest: &'a str,
+}
+
+async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
     let mut obs = Obs::new();
     match id {
         "reader-registration-delay" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
@@ -691,7 +710,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "ref-case-collision" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let first = lab.plan().await?;
             let Some((_, ids)) = expired(&first) else {
                 obs.expect(false, "the plan proposes an expired-snapshots candidate");
@@ -730,7 +749,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "uncommitted-writer" => {
-            let lab = Lab::new(root, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n", digest).await?;
+            let lab = Lab::new(env, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n").await?;
             let root_uri = lab.table_root().await?;
             governance::writer_begin(&lab.ctx, &lab.source, "data/_staging/w1").await?;
             let staged = ["data/_staging/w1/part-0.parquet", "data/_staging/w1/part-1.parquet"];
@@ -775,7 +794,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "lagging-listing" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let consistent = lab.plan().await?;
             let (_, table_path) = lab.ctx.storage.resolve(&lab.table_root().await?)?;
             lab.state
@@ -813,7 +832,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "hold-races-cas" => {
-            let mut lab = Lab::new(root, id, "", digest).await?;
+            let mut lab = Lab::new(env, id, "").await?;
             let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
@@ -839,7 +858,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "planner-bug" => {
-            let mut lab = Lab::new(root, id, "", digest).await?;
+            let mut lab = Lab::new(env, id, "").await?;
             lab.ctx.hooks.inject_protected_snapshot = true;
             let table = lab.truth.table(&lab.source).await?;
             let victim = table.refs().get("audit-q2").map(|r| r.snapshot_id);
@@ -871,7 +890,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "bundle-missing-layer" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let plan = lab.plan().await?;
             let Some((cid, _)) = expired(&plan) else {
                 obs.expect(false, "the plan proposes an expired-snapshots candidate");
@@ -914,7 +933,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "late-model-reader" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let plan = lab.plan().await?;
             let Some((stale_id, ids)) = expired(&plan) else {
                 obs.expect(false, "the plan proposes an expired-snapshots candidate");
@@ -990,7 +1009,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "lagging-replica" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
@@ -1015,7 +1034,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "lost-delete-receipts" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
@@ -1056,7 +1075,7 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
         "delete-marker-recovery" => {
-            let lab = Lab::new(root, id, "", digest).await?;
+            let lab = Lab::new(env, id, "").await?;
             let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
@@ -1078,6 +1097,38 @@ async fn scenario(id: &str, root: &Path, digest: &str) -> Result<(Obs, Vec<Strin
                 all &= r.verdict == Verdict::Ok;
             }
             obs.expect(all, format!("all {} bundles restore after the purge", bundles.len()));
+            if env.store.is_some() {
+                // A versioned bucket: the purge left delete markers; undelete removes them and verifies.
+                let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
+                    .await?
+                    .object_states(&cid)
+                    .await?
+                    .into_iter()
+                    .map(|o| o.path)
+                    .collect();
+                let root = lab.table_root().await?;
+                let mut behind_markers = 0;
+                for p in &inventory {
+                    let v = lab.truth.storage.s3_versions(&location::join(&root, p)).await?;
+                    if v.iter().any(|v| v.is_latest && v.is_delete_marker) && v.iter().any(|v| !v.is_delete_marker) {
+                        behind_markers += 1;
+                    }
+                }
+                obs.expect(
+                    behind_markers == inventory.len() && !inventory.is_empty(),
+                    format!(
+                        "every purged object ({behind_markers} of {}) is behind a delete marker, its version kept",
+                        inventory.len()
+                    ),
+                );
+                let u = crate::deleter::undelete(&lab.ctx, &lab.source, &cid, &lab.keys).await?;
+                obs.saw(format!("undelete {}", status_of(&u)));
+                let listed = lab.listing().await?;
+                obs.expect(
+                    status_of(&u) == "UNDELETED" && inventory.iter().all(|p| listed.contains(p)),
+                    "undelete brings every purged object back from behind its delete marker, verified",
+                );
+            }
             let into = lab.dir.join("recovered");
             let r = crate::materialize::restore_into(
                 &lab.truth,
@@ -1120,13 +1171,22 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("lakedrill-faults-{run_id}")));
     std::fs::create_dir_all(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
-    let scratch = scratch
-        .canonicalize()
-        .map_err(|e| Error::io("resolve", &scratch, e))?;
+    let scratch = scratch.canonicalize().map_err(|e| Error::io("resolve", &scratch, e))?;
     let ids: Vec<&str> = if opts.only.is_empty() {
         SCENARIOS.to_vec()
     } else {
         opts.only.iter().map(String::as_str).collect()
+    };
+    // On S3 every run gets its own prefix, so that runs never meet.
+    let store = match &opts.store {
+        Some(s) => {
+            let s = location::canonical_uri(s)?;
+            if !s.starts_with("s3://") {
+                return Err(Error::invalid("--store", format!("{s}: expected s3://bucket/prefix")));
+            }
+            Some(location::join(&s, &format!("fault-matrix-{run_id}")))
+        }
+        None => None,
     };
     let mut scenarios = Vec::new();
     for id in ids {
@@ -1143,7 +1203,12 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
             error: None,
             pass: false,
         };
-        match scenario(id, &scratch, digest).await {
+        let env = LabEnv {
+            root: &scratch,
+            store: store.as_deref(),
+            digest,
+        };
+        match scenario(id, &env).await {
             Ok((obs, lost, state)) => {
                 r.injected = state.injected().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 r.observed = obs.lines;
@@ -1152,7 +1217,15 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
                 r.lost = lost.into_iter().take(20).collect();
                 r.pass = obs.holds && r.objects_lost == 0;
             }
-            Err(e) => r.error = Some(e.to_string()),
+            Err(e) => {
+                let mut text = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(s) = src {
+                    text.push_str(&format!(": {s}"));
+                    src = s.source();
+                }
+                r.error = Some(text);
+            }
         }
         scenarios.push(r);
     }
@@ -1166,7 +1239,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
             id: run_id,
             implementation_digest: digest.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            store: "file".into(),
+            store: store.clone().unwrap_or_else(|| "file".into()),
             scratch: scratch.display().to_string(),
         },
         started_at: started.to_rfc3339(),
@@ -1346,6 +1419,7 @@ mod tests {
             scratch: Some(scratch),
             keep: false,
             only: only.iter().map(|s| (*s).to_owned()).collect(),
+            store: None,
         };
         let digest = crate::commands::implementation_digest().unwrap();
         run_matrix(&opts, &digest).await.unwrap()

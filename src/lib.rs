@@ -33,6 +33,7 @@ pub mod faults;
 pub mod findings;
 pub mod gates;
 pub mod governance;
+pub mod iceberg_io;
 pub mod inspect;
 pub mod keys;
 pub mod location;

@@ -308,12 +308,14 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
                     scratch,
                     keep,
                     scenarios,
+                    store,
                 },
         } => {
             let opts = lakedrill::faults::MatrixOptions {
                 scratch: scratch.clone(),
                 keep: *keep,
                 only: scenarios.clone(),
+                store: store.clone(),
             };
             lakedrill::faults::command(&ctx, &opts, key.as_deref(), Some(reports)).await
         }

@@ -111,3 +111,51 @@ fn a_partial_matrix_fails_the_gate_and_unknown_scenarios_are_named() {
         r.stderr
     );
 }
+
+/// The same matrix with the tables, bundles, receipts and the signed report on the versioned S3 bucket of
+/// the test server: every scenario passes (delete-marker recovery through `undelete`), and the report
+/// verifies where it lies.
+#[test]
+fn the_fault_matrix_passes_on_the_s3_server() {
+    let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
+    let prefix = format!("s3://{bucket}/faults-{}", uuid::Uuid::new_v4());
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    lakedrill_in(dir, &["keygen", "--name", "faults-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+    let reports = format!("{prefix}/reports");
+    let v = lakedrill_in(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--store",
+            &prefix,
+            "--key",
+            "keys/faults-TEST-ONLY.key",
+            "--reports",
+            &reports,
+        ],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(v["summary"]["gate"], "PASS", "{v:#}");
+    assert!(v["matrix"]["store"].as_str().unwrap().starts_with(&prefix), "{v:#}");
+    let recovery = v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "delete-marker-recovery")
+        .unwrap();
+    assert!(
+        recovery["observed"].to_string().contains("behind a delete marker"),
+        "{recovery:#}"
+    );
+    let report = v["report"].as_str().unwrap();
+    assert!(report.starts_with(&reports), "{report}");
+    let a = lakedrill_in(dir, &["--json", "audit", "verify", report, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a:#}");
+    assert_eq!(a["gate"], "PASS");
+}
