@@ -378,11 +378,24 @@ impl Table {
     }
 }
 
+/// The most the Avro decoder may allocate for one length it reads (a string, bytes, a block, a count of
+/// array or map items). Real manifests and manifest lists stay far below it (Avro blocks are ~64 KiB); the
+/// decoder's own default, 512 MiB, let a 40-byte fuzzed manifest list reserve 10 GB, because an item count
+/// is checked as if it were bytes and then multiplied by the size of a decoded value.
+pub const AVRO_MAX_ALLOCATION: usize = 16 << 20;
+
+/// Bounds the Avro decoder's allocations to [`AVRO_MAX_ALLOCATION`] (process-wide, set once, before the
+/// first decode). Called by every parse of a manifest or manifest list.
+pub fn bound_avro_allocations() {
+    let _ = apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION);
+}
+
 /// Parses a manifest list (pure), guarding against parser panics on hostile bytes.
 ///
 /// # Errors
 /// [`Error::Parse`] naming the URI.
 pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> Result<ManifestList> {
+    bound_avro_allocations();
     let res = std::panic::catch_unwind(|| ManifestList::parse_with_version(bytes, version));
     match res {
         Ok(Ok(l)) => Ok(l),
@@ -403,6 +416,7 @@ pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> R
 /// # Errors
 /// [`Error::Parse`] naming the URI.
 pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
+    bound_avro_allocations();
     let res = std::panic::catch_unwind(|| Manifest::parse_avro(bytes));
     match res {
         Ok(Ok(m)) => Ok(m),
@@ -446,4 +460,26 @@ async fn hadoop_metadata_file(storage: &Storage, table_uri: &str, hint: &str) ->
         hint_uri,
         format!("version hint {hint:?} names no existing metadata file (tried {candidates:?})"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The two inputs the first fuzz run found (fuzz/regressions/README.md): each is refused with an error
+    /// that names the object; neither panics out of lakedrill nor allocates without bound.
+    #[test]
+    fn fuzz_regressions_are_errors_naming_the_object() {
+        let panic_input = include_bytes!("../fuzz/regressions/manifest-avro-schema-panic");
+        let e = parse_manifest("s3://b/t/metadata/m0.avro", panic_input).unwrap_err();
+        assert!(e.to_string().contains("s3://b/t/metadata/m0.avro"), "{e}");
+        let huge = include_bytes!("../fuzz/regressions/manifest-list-huge-allocation");
+        for v in [FormatVersion::V1, FormatVersion::V2] {
+            let e = parse_manifest_list("s3://b/t/metadata/snap-1.avro", huge, v).unwrap_err();
+            assert!(e.to_string().contains("s3://b/t/metadata/snap-1.avro"), "{e}");
+        }
+        assert_eq!(apache_avro::util::max_allocation_bytes(1), AVRO_MAX_ALLOCATION);
+    }
 }

@@ -147,6 +147,34 @@ fn a_path_outside_the_table_is_refused_and_never_opened() {
 
 /// Truncations and bit flips of a metadata file and a manifest list never panic: every run ends
 /// in exit 0 (the change was harmless) or 2 (refused), and `lakedrill_in` fails on exit 101.
+/// The manifest list the fuzzer found (fuzz/regressions/manifest-list-huge-allocation) made the Avro decoder
+/// reserve 10 GB. With lakedrill's allocation bound it is refused naming the file even when the process may
+/// not map more than 4 GiB (`ulimit -v`), and the panic input of the same run is a clear error as well.
+#[test]
+fn the_fuzzed_manifest_list_is_refused_within_bounded_memory() {
+    let tmp = crate::util::tmpdir();
+    let t = pos_table(tmp.path());
+    let ml = t.join("metadata/snap-3119545726281138740-1-e3f073e1-20d8-4831-b927-86100e4ad98c.avro");
+    let repro = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/manifest-list-huge-allocation");
+    std::fs::copy(&repro, &ml).unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4194304 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(["inspect", "manifests", "--metadata"])
+        .arg(&t)
+        .args(["--snapshot-id", "3119545726281138740"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("snap-3119545726281138740") && stderr.contains("manifest list"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("memory allocation"), "{stderr}");
+}
+
 #[test]
 fn fuzzed_metadata_and_manifest_lists_never_panic() {
     let tmp = crate::util::tmpdir();
