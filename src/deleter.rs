@@ -259,15 +259,29 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                     Some(f) => {
                         let problems = check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
-                            reg.candidate_transition(
-                                &opts.candidate_id,
-                                State::RestoreVerified,
-                                "drill evidence covers every bundle root",
-                                None,
-                                None,
-                                now,
-                            )
-                            .await?;
+                            let moved = reg
+                                .candidate_transition(
+                                    &opts.candidate_id,
+                                    State::RestoreVerified,
+                                    "drill evidence covers every bundle root",
+                                    None,
+                                    None,
+                                    now,
+                                )
+                                .await;
+                            if let Err(e) = moved {
+                                // Another process moved the candidate meanwhile (a concurrent purge): refuse.
+                                let state = reg.candidate(&opts.candidate_id).await?.state;
+                                if state == State::Quarantined {
+                                    return Err(e.into());
+                                }
+                                return refused(
+                                    "REFUSED",
+                                    vec![format!(
+                                        "the candidate became {state} while this purge checked it (another purge of it ran)"
+                                    )],
+                                );
+                            }
                         }
                         reasons.extend(problems);
                     }

@@ -49,6 +49,21 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
         assert!(!p.exists(), "{} was in the inventory and must be gone", p.display());
     }
     assert_eq!(doc["drill"]["gate"], "PASS", "{doc}");
+    // The quarterly exercise and the six safety gates over what the demo recorded.
+    assert_eq!(doc["backup"]["status"], "BACKED_UP", "{doc}");
+    assert_eq!(doc["cold_backup_drill"]["gate"], "PASS", "{doc}");
+    let gates = doc["gates"]["safety_gates"].to_string();
+    for g in [
+        "protected_objects_deleted",
+        "inventory_difference",
+        "weekly_restores",
+        "quarterly_recovery",
+        "acceptances_after_hold",
+        "unknowns_reconciled",
+    ] {
+        assert!(gates.contains(g), "{g} missing: {gates}");
+    }
+    assert!(!gates.contains("FAIL"), "{gates}");
     assert_eq!(doc["audit"]["status"], "VERIFIED", "{doc}");
     let report = doc["drill"]["report"].as_str().unwrap();
     assert!(report.starts_with(dir.to_str().unwrap()), "{report}");

@@ -1119,3 +1119,105 @@ fn plan_on_a_table_with_rollback_and_expired_snapshots_keeps_every_retained_obje
     );
     assert!(candidates > 0);
 }
+
+/// Runs `lakedrill ARGS` on the fixture's table in `n` processes started together; returns (exit code, stdout).
+fn at_once(g: &Gov, args: &[&str], n: usize) -> Vec<(i32, Value)> {
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(T);
+    let children: Vec<_> = (0..n)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+                .args(&a)
+                .current_dir(&g.dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let code = out.status.code().expect("killed by a signal");
+            assert!(
+                code == 0 || code == 1,
+                "exit {code}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (code, serde_json::from_slice(&out.stdout).unwrap())
+        })
+        .collect()
+}
+
+/// Two quarantines of one candidate at once: one wins, the other refuses; then two purges at once: one
+/// deletes the inventory, the other refuses, and the receipts show one run.
+#[test]
+fn two_quarantines_or_two_purges_of_one_candidate_at_once_one_wins() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let key = "keys/gov-TEST-ONLY.key";
+    let q = at_once(
+        &g,
+        &[
+            "--json",
+            "quarantine",
+            &id,
+            "--policy",
+            &policy,
+            "--key",
+            key,
+            "--bundles",
+            "vault/bundles",
+        ],
+        2,
+    );
+    let codes: Vec<i32> = q.iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{q:#?}");
+    assert_eq!(codes.iter().filter(|c| **c == 1).count(), 1, "{q:#?}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED", "{st:#}");
+    // The table carries the winner's tags only.
+    let refs = g.py("print(sorted(r for r in t.metadata.refs if r.startswith('quarantine/')))");
+    let winner = &q.iter().find(|(c, _)| *c == 0).unwrap().1;
+    for tag in winner["candidate"]["quarantine"]["tags"].as_array().unwrap() {
+        assert!(refs.contains(tag["name"].as_str().unwrap()), "{refs} / {winner:#}");
+    }
+    let plan = g.dir.join("drill-race.toml");
+    std::fs::write(
+        &plan,
+        format!("name = \"race\"\nkind = \"quarantine\"\nbundles = \"vault/bundles\"\ntrust = \"keys\"\nkey = \"{key}\"\nreports = \"vault/reports\"\n"),
+    )
+    .unwrap();
+    let d = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let report = d["report"].as_str().unwrap().to_owned();
+    let p = at_once(
+        &g,
+        &[
+            "--json",
+            "purge",
+            &id,
+            "--policy",
+            &policy,
+            "--trust",
+            "keys",
+            "--key",
+            key,
+            "--receipts",
+            "vault/receipts",
+            "--evidence",
+            &report,
+        ],
+        2,
+    );
+    let statuses: Vec<&str> = p.iter().map(|(_, v)| v["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == "VERIFIED").count(), 1, "{p:#?}");
+    assert_eq!(statuses.iter().filter(|s| **s == "REFUSED").count(), 1, "{p:#?}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "VERIFIED", "{st:#}");
+}
