@@ -209,6 +209,31 @@ impl Dialect {
     }
 }
 
+/// A fresh PostgreSQL database for one test (`CREATE DATABASE t_<uuid>` through the server of
+/// `LAKEDRILL_TEST_PG_URI`, which `scripts/test.sh` starts), returned as a URI. Fails loudly when the variable is
+/// unset or the server cannot be reached: a PostgreSQL test never passes without PostgreSQL.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub(crate) async fn fresh_postgres_database() -> String {
+    use sqlx::Connection;
+    let admin = std::env::var("LAKEDRILL_TEST_PG_URI").unwrap_or_else(|_| {
+        panic!("LAKEDRILL_TEST_PG_URI is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
+    });
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin} (LAKEDRILL_TEST_PG_URI): {e}"));
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("CREATE DATABASE {name} on {admin}: {e}"));
+    conn.close().await.unwrap();
+    let mut url = url::Url::parse(&admin).unwrap();
+    url.set_path(&name);
+    url.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

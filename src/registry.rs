@@ -2259,6 +2259,67 @@ mod tests {
         (dir, uri, registry)
     }
 
+    /// Where a test's registry lives.
+    #[derive(Clone, Copy)]
+    enum Backend {
+        Sqlite,
+        Postgres,
+    }
+
+    /// A fresh registry: a new SQLite file, or a new PostgreSQL database ([`crate::db::fresh_postgres_database`],
+    /// which fails loudly without `LAKEDRILL_TEST_PG_URI`).
+    async fn fresh_on(backend: Backend) -> (Option<tempfile::TempDir>, String, Registry) {
+        match backend {
+            Backend::Sqlite => {
+                let (dir, uri, registry) = fresh().await;
+                (Some(dir), uri, registry)
+            }
+            Backend::Postgres => {
+                let uri = crate::db::fresh_postgres_database().await;
+                let registry = Registry::open(&uri).await.unwrap();
+                (None, uri, registry)
+            }
+        }
+    }
+
+    /// Runs each named `async fn NAME(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`.
+    macro_rules! on_both_backends {
+        ($($name:ident),* $(,)?) => {$(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            }
+        )*};
+    }
+
+    on_both_backends!(
+        open_refuses_a_newer_schema,
+        lease_round_trip_active_and_release,
+        lease_add_refuses_invalid_input,
+        table_uuid_spellings_are_one_table,
+        lease_watermark_bumps_on_add_and_release,
+        hold_round_trip_and_generation_per_table,
+        writer_round_trip,
+        checkpoint_round_trip,
+        deleter_switch_round_trip,
+        generation_increases_and_every_change_is_an_event,
+        records_serialize_snake_case_rfc3339,
+        times_round_trip_exactly,
+        the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
+        report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change,
+        decisions_are_monotonic_kept_and_turn_holds_on_and_off,
+        a_quarantine_extension_refuses_acceptance_until_it_passes,
+        a_version_1_registry_is_migrated_to_version_2_on_open,
+        concurrent_registries_lose_no_update,
+        writers_and_checkpoints_with_equal_times_keep_insertion_order,
+    );
+
     #[tokio::test]
     async fn open_creates_and_reopens_idempotently() {
         let dir = tempfile::tempdir().unwrap();
@@ -2301,9 +2362,8 @@ mod tests {
         assert!(matches!(err, RegistryError::Open { .. }), "{err}");
     }
 
-    #[tokio::test]
-    async fn open_refuses_a_newer_schema() {
-        let (_dir, uri, r) = fresh().await;
+    async fn open_refuses_a_newer_schema(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
         sqlx::query("UPDATE registry_state SET schema_version = 99")
             .execute(&r.pool)
             .await
@@ -2322,9 +2382,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn lease_round_trip_active_and_release() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_round_trip_active_and_release(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let lease = r.lease_add(&new_lease(T1, 42, t(60)), t(0)).await.unwrap();
         assert_eq!(lease.reader_generation, 1);
         assert!(lease.active);
@@ -2353,9 +2412,8 @@ mod tests {
         assert_eq!(r.generation().await.unwrap(), 2);
     }
 
-    #[tokio::test]
-    async fn lease_add_refuses_invalid_input() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_add_refuses_invalid_input(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let err = r.lease_add(&new_lease(T1, 1, t(0)), t(0)).await.unwrap_err();
         assert!(
             matches!(
@@ -2385,9 +2443,8 @@ mod tests {
         assert_eq!(r.generation().await.unwrap(), 0);
     }
 
-    #[tokio::test]
-    async fn table_uuid_spellings_are_one_table() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn table_uuid_spellings_are_one_table(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         r.hold_set(&T1.to_uppercase(), HoldScope::Table, "legal", t(0))
             .await
             .unwrap();
@@ -2397,9 +2454,8 @@ mod tests {
         assert_eq!(r.hold_generation(T1).await.unwrap(), 1);
     }
 
-    #[tokio::test]
-    async fn lease_watermark_bumps_on_add_and_release() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_watermark_bumps_on_add_and_release(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert_eq!(
             r.lease_watermark(T1).await.unwrap(),
             LeaseWatermark {
@@ -2439,9 +2495,8 @@ mod tests {
         assert_eq!(r.lease_watermark(T2).await.unwrap().counter, 1);
     }
 
-    #[tokio::test]
-    async fn hold_round_trip_and_generation_per_table() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn hold_round_trip_and_generation_per_table(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert_eq!(r.hold_generation(T1).await.unwrap(), 0);
         let h1 = r.hold_set(T1, HoldScope::Snapshot(7), "case 123", t(0)).await.unwrap();
         assert_eq!(h1.hold_generation, 1);
@@ -2510,9 +2565,8 @@ mod tests {
         assert!(serde_json::from_str::<HoldScope>("\"bogus\"").is_err());
     }
 
-    #[tokio::test]
-    async fn writer_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn writer_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let w = r.writer_begin(T1, "s3://b/t/_staging/w1/", t(0)).await.unwrap();
         assert!(w.open);
         assert_eq!(r.writers(T1).await.unwrap(), vec![w.clone()]);
@@ -2534,9 +2588,8 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn checkpoint_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn checkpoint_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let late = r.checkpoint_add(T1, 2, t(10), t(20)).await.unwrap();
         let early = r.checkpoint_add(T1, 1, t(5), t(20)).await.unwrap();
         assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
@@ -2545,9 +2598,8 @@ mod tests {
         assert!(matches!(err, RegistryError::Invalid { field: "at", .. }), "{err}");
     }
 
-    #[tokio::test]
-    async fn deleter_switch_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn deleter_switch_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert!(!r.deleter_stopped().await.unwrap());
         r.set_deleter_stopped(true, "incident 77", t(0)).await.unwrap();
         assert!(r.deleter_stopped().await.unwrap());
@@ -2569,9 +2621,8 @@ mod tests {
         assert!(r.events(T1).await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn generation_increases_and_every_change_is_an_event() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn generation_increases_and_every_change_is_an_event(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let mut seen = vec![r.generation().await.unwrap()];
         let lease = r.lease_add(&new_lease(T1, 1, t(60)), t(0)).await.unwrap();
         seen.push(r.generation().await.unwrap());
@@ -2625,9 +2676,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn records_serialize_snake_case_rfc3339() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn records_serialize_snake_case_rfc3339(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let lease = r.lease_add(&new_lease(T1, 42, t(60)), t(0)).await.unwrap();
         let json = serde_json::to_value(&lease).unwrap();
         assert_eq!(json["expires_at"], serde_json::json!("2025-06-01T01:00:00Z"));
@@ -2642,9 +2692,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn times_round_trip_exactly() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn times_round_trip_exactly(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let now = t(0) + chrono::Duration::nanoseconds(123_456_789);
         let lease = r
             .lease_add(&new_lease(T1, 1, now + chrono::Duration::nanoseconds(1)), now)
@@ -2654,11 +2703,10 @@ mod tests {
     }
 
     /// Several registries on one file, as several processes would have, racing lease and hold changes.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_registries_lose_no_update() {
+    async fn concurrent_registries_lose_no_update(b: Backend) {
         const INSTANCES: usize = 4;
         const PER_INSTANCE: usize = 25;
-        let (_dir, uri, first) = fresh().await;
+        let (_dir, uri, first) = fresh_on(b).await;
         let initial = first.generation().await.unwrap();
         let mut registries = vec![first];
         for _ in 1..INSTANCES {
@@ -2816,9 +2864,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world() {
-        let (_d, _u, reg) = fresh().await;
+    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
         reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
@@ -2940,9 +2987,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change() {
-        let (_d, _u, reg) = fresh().await;
+    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
         assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::ReportOnly);
@@ -2995,9 +3041,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off() {
-        let (_d, _u, reg) = fresh().await;
+    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
         let doc = serde_json::json!({"any": "document"});
@@ -3035,9 +3080,8 @@ mod tests {
         assert_eq!(reg.decision_latest_version().await.unwrap(), Some(5));
     }
 
-    #[tokio::test]
-    async fn a_quarantine_extension_refuses_acceptance_until_it_passes() {
-        let (_d, _u, reg) = fresh().await;
+    async fn a_quarantine_extension_refuses_acceptance_until_it_passes(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = t(0);
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
         reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
@@ -3079,9 +3123,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_version_1_registry_is_migrated_to_version_2_on_open() {
-        let (_dir, uri, r) = fresh().await;
+    async fn a_version_1_registry_is_migrated_to_version_2_on_open(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
         sqlx::query("UPDATE registry_state SET schema_version = 1")
             .execute(&r.pool)
             .await
@@ -3101,5 +3144,54 @@ mod tests {
                 .stage,
             RolloutStage::ReportOnly
         );
+    }
+
+    async fn writers_and_checkpoints_with_equal_times_keep_insertion_order(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
+        let mut writers = Vec::new();
+        let mut checkpoints = Vec::new();
+        for i in 0..5 {
+            writers.push(r.writer_begin(T1, &format!("p{}/", 9 - i), t(0)).await.unwrap());
+            checkpoints.push(r.checkpoint_add(T1, 10 - i, t(0), t(1)).await.unwrap());
+        }
+        assert_eq!(r.writers(T1).await.unwrap(), writers);
+        assert_eq!(r.checkpoints(T1).await.unwrap(), checkpoints);
+    }
+
+    /// A version-2 file (writers and checkpoints without `generation`) keeps its order after the migration,
+    /// and rows added afterwards come after it. SQLite only: no PostgreSQL registry predates version 3.
+    #[tokio::test]
+    async fn a_version_2_registry_is_migrated_to_version_3_keeping_insertion_order() {
+        let (_dir, uri, r) = fresh().await;
+        let mut before = Vec::new();
+        for i in 0..3 {
+            before.push(r.writer_begin(T1, &format!("p{}/", 9 - i), t(0)).await.unwrap());
+            r.hold_set(T1, HoldScope::Table, "more changes than rows", t(0))
+                .await
+                .unwrap();
+        }
+        let early = r.checkpoint_add(T1, 1, t(0), t(1)).await.unwrap();
+        for table in ["writers", "checkpoints"] {
+            sqlx::query(&format!("ALTER TABLE {table} DROP COLUMN generation"))
+                .execute(&r.pool)
+                .await
+                .unwrap();
+        }
+        sqlx::query("UPDATE registry_state SET schema_version = 2")
+            .execute(&r.pool)
+            .await
+            .unwrap();
+        r.close().await;
+        let r = Registry::open(&uri).await.unwrap();
+        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
+            .fetch_one(&r.pool)
+            .await
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let after = r.writer_begin(T1, "p0/", t(0)).await.unwrap();
+        before.push(after);
+        assert_eq!(r.writers(T1).await.unwrap(), before);
+        let late = r.checkpoint_add(T1, 0, t(0), t(1)).await.unwrap();
+        assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
     }
 }
