@@ -682,6 +682,8 @@ fn plan_quarantine_drill_purge_deletes_exactly_the_inventory_on_postgres() {
 fn plan_quarantine_drill_purge_on(backend: Backend) {
     let g = Gov::new_on("", backend);
     let start = sql_text(&g.catalog_uri, CURRENT_LOCATION).unwrap();
+    let v = g.run(&["--json", "config", "check"]).expect_code(0).json();
+    assert_eq!(v["status"], "VALID", "{v}");
     let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
