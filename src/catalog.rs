@@ -258,3 +258,86 @@ impl SqlCatalog {
         Ok(next)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// The catalog row as iceberg-catalog-sql creates its tables, then lakedrill's read and compare-and-set,
+    /// on both databases (the statements are shared; the bind styles differ).
+    async fn read_and_swap(uri: String) {
+        let cfg = CatalogConfig {
+            kind: "sql".to_owned(),
+            uri,
+            warehouse: None,
+            name: Some("lake".to_owned()),
+        };
+        let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
+        drop(
+            open_iceberg("t", &cfg, "file:///tmp/unused".to_owned(), storage, true)
+                .await
+                .unwrap(),
+        );
+        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
+        let ident: TableIdent = "db.orders".parse().unwrap();
+        let err = cat.metadata_location(&ident).await.unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind("lake")
+        .bind("db")
+        .bind("orders")
+        .bind("file:///w/00001.metadata.json")
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00001.metadata.json"
+        );
+        let stale = cat
+            .swap_metadata_location(&ident, "file:///w/00000.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap_err();
+        assert!(stale.to_string().contains("nothing was committed"), "{stale}");
+        cat.swap_metadata_location(&ident, "file:///w/00001.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00002.metadata.json"
+        );
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        read_and_swap(format!("sqlite:{}", dir.path().join("catalog.db").display())).await;
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_postgres() {
+        read_and_swap(crate::db::fresh_postgres_database().await).await;
+    }
+
+    #[tokio::test]
+    async fn bad_uris_are_refused_with_the_reason() {
+        for (uri, why) in [
+            ("mysql://u@h/db", "expected sqlite"),
+            ("postgres://u@h", "no database"),
+            ("sqlite:/nonexistent-lakedrill/catalog.db", "does not exist"),
+        ] {
+            let cfg = CatalogConfig {
+                kind: "sql".to_owned(),
+                uri: uri.to_owned(),
+                warehouse: None,
+                name: None,
+            };
+            let err = SqlCatalog::open("lake", &cfg).await.unwrap_err();
+            assert!(err.to_string().contains(why), "{uri}: {err}");
+        }
+    }
+}
