@@ -8,7 +8,7 @@
 //! makes them fail instead of being overwritten.
 //!
 //! The database is a SQLite file (`sqlite:PATH`) or PostgreSQL (`postgres://USER@HOST:PORT/DATABASE`), through
-//! the same `Any` pool as the registry ([`crate::db`]). lakedrill never creates a catalog database here.
+//! the same `Any` pool as the registry (`crate::db`). lakedrill never creates a catalog database here.
 
 use std::collections::HashMap;
 use std::str::FromStr;

@@ -1,7 +1,8 @@
 //! The registry: reader leases, legal holds, in-flight writers, DR checkpoints and the deleter switch.
 //!
 //! lakedrill protects snapshots by name, not by time windows. Everything that names something to keep lives
-//! here, in one `SQLite` file (`[registry] uri = "sqlite:PATH"`) that several lakedrill processes share:
+//! here, in one database that several lakedrill processes share: a `SQLite` file (`[registry] uri =
+//! "sqlite:PATH"`, the default) or a PostgreSQL database (`uri = "postgres://USER@HOST:PORT/DATABASE"`):
 //!
 //! - **leases** (`snapshotLease`): a reader pins one snapshot until `expires_at` or until it releases the lease;
 //! - **holds**: a legal hold on a whole table, one snapshot, or a path prefix, until it is cleared;
@@ -14,9 +15,12 @@
 //!
 //! # Guarantees
 //!
-//! - Every change runs in one `BEGIN IMMEDIATE` transaction on a WAL database with `synchronous = FULL`, so
-//!   concurrent processes serialize on the write lock (waiting up to [`BUSY_TIMEOUT`]) and no update is lost,
-//!   and a committed hold survives a power cut.
+//! - Every change runs in one transaction that holds a database-wide write lock from its start, so concurrent
+//!   processes serialize on it (waiting up to [`BUSY_TIMEOUT`]) and no update is lost: on `SQLite` a
+//!   `BEGIN IMMEDIATE` transaction on a WAL database with `synchronous = FULL` (a committed hold survives a
+//!   power cut); on PostgreSQL a `READ COMMITTED` transaction that first takes a transaction-scoped advisory
+//!   lock. Both run the same statements through sqlx's `Any` driver and store the same types (times as RFC 3339
+//!   text, integers as 64-bit, text compared in byte order), so both answer every query alike.
 //! - Every change bumps the monotonic **registry generation** by exactly one and appends one event row carrying
 //!   that generation, in the same transaction. The generation never goes back and has no gaps.
 //! - Every lease change (add or release) bumps the table's **lease watermark counter**; every hold change
@@ -35,6 +39,8 @@
 //!   overdue writer stays open until someone ends it. Nothing is ever deleted from the registry.
 //! - It does not decide what is deletable, and it does not resolve table names or UUID prefixes.
 //! - It does not support an in-memory database: a registry that vanishes with its process protects nothing.
+//! - It does not create a PostgreSQL database or role, and takes no password from its URI (`PGPASSWORD` or
+//!   `~/.pgpass` supply one).
 
 use std::fmt;
 use std::str::FromStr;
