@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
-use sqlx::{AnyPool, ConnectOptions};
+use sqlx::{AnyPool, ConnectOptions, Connection};
 
 /// The database behind a URI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,10 +108,14 @@ pub(crate) struct PoolSettings {
 }
 
 /// Opens a pool on `url` (a sqlx URL: see [`sqlite_url`] for SQLite files).
+///
+/// One connection is made first, outside the pool, so that a server that refuses connections or a database
+/// that does not exist is reported with its cause at once (the pool would retry until its acquire timeout and
+/// then report only "pool timed out").
 pub(crate) async fn connect(url: &str, dialect: Dialect, settings: &PoolSettings) -> Result<AnyPool, sqlx::Error> {
     sqlx::any::install_default_drivers();
     let options: AnyConnectOptions = url.parse()?;
-    let options = options.disable_statement_logging();
+    options.connect().await?.close().await?;
     let session = match dialect {
         Dialect::Sqlite => settings.sqlite_session,
         Dialect::Postgres => settings.postgres_session,

@@ -2324,6 +2324,7 @@ mod tests {
         a_version_1_registry_is_migrated_to_version_2_on_open,
         concurrent_registries_lose_no_update,
         writers_and_checkpoints_with_equal_times_keep_insertion_order,
+        observations_get_increasing_ids_and_filter_by_time,
     );
 
     #[tokio::test]
@@ -3199,5 +3200,38 @@ mod tests {
         assert_eq!(r.writers(T1).await.unwrap(), before);
         let late = r.checkpoint_add(T1, 0, t(0), t(1)).await.unwrap();
         assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
+    }
+
+    async fn observations_get_increasing_ids_and_filter_by_time(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
+        let first = r.observation_add(T1, &serde_json::json!({"n": 1}), t(0)).await.unwrap();
+        let second = r
+            .observation_add(T1, &serde_json::json!({"n": 2}), t(10))
+            .await
+            .unwrap();
+        r.observation_add(T2, &serde_json::json!({"n": 3}), t(10))
+            .await
+            .unwrap();
+        assert!(second > first, "{first} then {second}");
+        let seen = r.observations(T1, t(5)).await.unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].observation_id, second);
+        assert_eq!(seen[0].report, serde_json::json!({"n": 2}));
+        assert_eq!(r.observations(T1, t(0)).await.unwrap().len(), 2);
+        // Observations are not changes: the generation does not move.
+        assert_eq!(r.generation().await.unwrap(), 0);
+    }
+
+    /// A server that refuses connections is reported at once with its cause, not after the pool's timeout.
+    #[tokio::test]
+    async fn an_unreachable_postgres_server_is_reported_with_its_cause() {
+        let started = std::time::Instant::now();
+        let err = Registry::open("postgres://lakedrill@127.0.0.1:1/nope")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::Open { .. }), "{err}");
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert!(cause.contains("refused"), "{cause}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     }
 }
