@@ -7,11 +7,16 @@
 #    (not a hidden path: pyarrow treats path components starting with "." as hidden);
 # 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py);
 # 3. starts moto_server (S3) on a free local port with a versioned bucket "lakedrill-test";
-# 4. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
+# 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
+#    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
+#    as root it runs as the unprivileged system user "lakedrill-pg" (created when missing), because initdb
+#    refuses root. Exports LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:PORT/lakedrill_test, which the
+#    PostgreSQL tests use to create one fresh database each;
+# 5. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
 # Anything that cannot be installed or started makes it fail (non-zero); nothing is skipped.
 #
-# Debugging only: LAKEDRILL_TEST_NO_CARGO=1 does steps 1-3, prints the environment and stops
-# (exit 0) before `cargo test`; the moto server is stopped on exit either way.
+# Debugging only: LAKEDRILL_TEST_NO_CARGO=1 does steps 1-4, prints the environment and stops
+# (exit 0) before `cargo test`; the moto server and the PostgreSQL cluster are stopped on exit either way.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -77,10 +82,14 @@ PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); pri
 ENDPOINT=http://127.0.0.1:$PORT
 MOTO_LOG=$ROOT/target/moto-server.log
 MOTO_PID=
+PG_STOP=()
 cleanup() {
   if [[ -n $MOTO_PID ]] && kill -0 "$MOTO_PID" 2>/dev/null; then
     kill "$MOTO_PID" 2>/dev/null || true
     wait "$MOTO_PID" 2>/dev/null || true
+  fi
+  if [[ ${#PG_STOP[@]} -gt 0 ]]; then
+    "${PG_STOP[@]}" >/dev/null 2>&1 || true
   fi
 }
 trap cleanup EXIT
@@ -118,7 +127,49 @@ assert s3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled", "versionin
 print(f"== bucket {b} created, versioning enabled")
 EOF
 
-# --- 4. cargo test -------------------------------------------------------------------------------
+# --- 4. PostgreSQL --------------------------------------------------------------------------------
+# The registry and the SQL catalog are tested on PostgreSQL as well as SQLite (tests/it/governance.rs,
+# tests/it/concurrency.rs, src/registry.rs). A private cluster under target/, stopped on exit.
+PG_BIN=${LAKEDRILL_TEST_PG_BIN:-}
+if [[ -z $PG_BIN ]]; then
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+fi
+if [[ -z $PG_BIN || ! -x $PG_BIN/initdb ]]; then
+  echo "== installing Debian postgresql (for the PostgreSQL registry and catalog tests)"
+  [[ $(id -u) == 0 ]] || die "PostgreSQL is missing and apt-get needs root: install Debian's postgresql package"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || die "apt-get install postgresql failed"
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+  [[ -n $PG_BIN && -x $PG_BIN/initdb ]] || die "postgresql installed but no /usr/lib/postgresql/*/bin/initdb"
+fi
+PGDIR=$ROOT/target/test-pg
+rm -rf "$PGDIR"
+mkdir -p "$PGDIR/sock"
+if [[ $(id -u) == 0 ]]; then
+  PG_OS_USER=lakedrill-pg
+  if ! id "$PG_OS_USER" >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER" || die "cannot create the system user $PG_OS_USER"
+  fi
+  chown -R "$PG_OS_USER" "$PGDIR"
+  AS_PG=(runuser -u "$PG_OS_USER" --)
+  "${AS_PG[@]}" test -w "$PGDIR" || die "$PG_OS_USER cannot write $PGDIR (is a parent folder closed to other users?)"
+else
+  AS_PG=()
+fi
+PG_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+echo "== starting PostgreSQL ($PG_BIN) on 127.0.0.1:$PG_PORT (data and log: $PGDIR)"
+"${AS_PG[@]}" "$PG_BIN/initdb" -D "$PGDIR/data" --username=lakedrill --auth=trust --encoding=UTF8 --locale=C \
+  >"$PGDIR/initdb.log" 2>&1 || { tail -20 "$PGDIR/initdb.log" >&2; die "initdb failed"; }
+# fsync off: a throw-away cluster; the tests exercise locking and SQL, not power loss.
+PG_STOP=("${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" stop -m fast -w)
+"${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 \
+  -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PGDIR/sock -c max_connections=300 -c fsync=off" start \
+  >/dev/null || { tail -20 "$PGDIR/server.log" >&2; die "PostgreSQL did not start"; }
+"$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U lakedrill -d postgres -c "CREATE DATABASE lakedrill_test" \
+  || die "cannot create the database lakedrill_test"
+export LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:$PG_PORT/lakedrill_test
+
+# --- 5. cargo test -------------------------------------------------------------------------------
 if [[ ${LAKEDRILL_TEST_NO_CARGO:-} == 1 ]]; then
   echo "== LAKEDRILL_TEST_NO_CARGO=1: stopping before cargo test"
   env | grep -E '^(LAKEDRILL_TEST_|AWS_)' | sort

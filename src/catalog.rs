@@ -7,12 +7,19 @@
 //! use the same row with a `WHERE metadata_location = <expected>` guard, so a concurrent writer
 //! makes them fail instead of being overwritten.
 //!
-//! Only SQLite is built in; a Postgres URL is refused with a clear error.
+//! The database is a SQLite file (`sqlite:PATH`) or PostgreSQL (`postgres://USER@HOST:PORT/DATABASE`), through
+//! the same `Any` pool as the registry (`crate::db`). lakedrill never creates a catalog database here.
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
 
-use sqlx::Row;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
+use iceberg::CatalogBuilder;
+use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+use sqlx::{AnyPool, Row};
+
+use crate::db::{self, DbUri, PoolSettings};
 
 use crate::config::CatalogConfig;
 use crate::error::{Error, Result};
@@ -49,13 +56,56 @@ impl std::fmt::Display for TableIdent {
     }
 }
 
+/// Opens the catalog of `cfg` with `iceberg-catalog-sql` (for writers that create or register tables: the demo,
+/// `restore --into`, `recover`), with the bind style of its database: `?` for SQLite, `$N` for PostgreSQL.
+/// `iceberg-catalog-sql` creates its tables when they are missing; `create` also creates a missing SQLite file.
+///
+/// # Errors
+/// [`Error::Catalog`] for a URI that is neither SQLite nor PostgreSQL, or a database that cannot be opened.
+pub async fn open_iceberg(
+    section: &str,
+    cfg: &CatalogConfig,
+    warehouse: String,
+    storage: Arc<dyn iceberg::io::StorageFactory>,
+    create: bool,
+) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| Error::Catalog {
+        catalog: section.to_owned(),
+        reason,
+        source,
+    };
+    let uri = cfg.uri.as_str();
+    let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
+    let (url, style) = match target {
+        DbUri::Sqlite { path, .. } => (db::sqlite_url(path, create), SqlBindStyle::QMark),
+        DbUri::Postgres(url) => (url.to_owned(), SqlBindStyle::DollarNumeric),
+    };
+    sqlx::any::install_default_drivers();
+    SqlCatalogBuilder::default()
+        .uri(url)
+        .warehouse_location(warehouse)
+        .sql_bind_style(style)
+        .with_storage_factory(storage)
+        .load(cfg.name.clone().unwrap_or_else(|| section.to_owned()), HashMap::new())
+        .await
+        .map_err(|e| cat_err(format!("cannot open {uri} with iceberg-catalog-sql"), Some(Box::new(e))))
+}
+
 /// An open SQL catalog.
 #[derive(Debug, Clone)]
 pub struct SqlCatalog {
     section: String,
     catalog_name: String,
-    pool: SqlitePool,
+    pool: AnyPool,
 }
+
+/// The catalog pool: two connections, the drivers' default settings.
+const POOL: PoolSettings = PoolSettings {
+    max_connections: 2,
+    acquire_timeout: Duration::from_secs(30),
+    sqlite_session: &[],
+    postgres_session: &[],
+};
 
 impl SqlCatalog {
     /// Opens the catalog declared as `[catalog.<section>]`.
@@ -69,27 +119,21 @@ impl SqlCatalog {
             source,
         };
         let uri = cfg.uri.as_str();
-        if uri.starts_with("postgres") {
-            return Err(cat_err(
-                format!("{uri}: Postgres catalogs are not built into this lakedrill; use SQLite"),
-                None,
-            ));
-        }
-        let path = uri
-            .strip_prefix("sqlite://")
-            .or_else(|| uri.strip_prefix("sqlite:"))
-            .ok_or_else(|| cat_err(format!("{uri}: expected sqlite:PATH"), None))?;
-        // `sqlite:PATH?mode=rwc` (PyIceberg's and sqlx's options): lakedrill never creates a catalog here.
-        let path = path.split('?').next().unwrap_or(path);
-        if !std::path::Path::new(path).exists() {
-            return Err(cat_err(format!("database file {path} does not exist"), None));
-        }
-        let opts = SqliteConnectOptions::new().filename(path).create_if_missing(false);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(2)
-            .connect_with(opts)
+        let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
+        let dialect = target.dialect();
+        let (url, shown) = match target {
+            DbUri::Sqlite { path, .. } => {
+                // `sqlite:PATH?mode=rwc` (PyIceberg's and sqlx's options) is accepted; the query is dropped.
+                if !std::path::Path::new(path).exists() {
+                    return Err(cat_err(format!("database file {path} does not exist"), None));
+                }
+                (db::sqlite_url(path, false), path.to_owned())
+            }
+            DbUri::Postgres(url) => (url.to_owned(), url.to_owned()),
+        };
+        let pool = db::connect(&url, dialect, &POOL)
             .await
-            .map_err(|e| cat_err(format!("cannot open {path}"), Some(Box::new(e))))?;
+            .map_err(|e| cat_err(format!("cannot open {shown}"), Some(Box::new(e))))?;
         Ok(Self {
             section: section.to_owned(),
             catalog_name: cfg.name.clone().unwrap_or_else(|| section.to_owned()),
@@ -110,7 +154,7 @@ impl SqlCatalog {
     pub async fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
         let row = sqlx::query(
             "SELECT metadata_location FROM iceberg_tables \
-             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+             WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
         )
         .bind(&self.catalog_name)
         .bind(&ident.namespace)
@@ -149,8 +193,8 @@ impl SqlCatalog {
     /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
     pub async fn swap_metadata_location(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<()> {
         let res = sqlx::query(
-            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
-             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? AND metadata_location = ?",
+            "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $6",
         )
         .bind(new)
         .bind(expected)
@@ -212,5 +256,88 @@ impl SqlCatalog {
             .await?;
         self.swap_metadata_location(ident, expected, &next).await?;
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// The catalog row as iceberg-catalog-sql creates its tables, then lakedrill's read and compare-and-set,
+    /// on both databases (the statements are shared; the bind styles differ).
+    async fn read_and_swap(uri: String) {
+        let cfg = CatalogConfig {
+            kind: "sql".to_owned(),
+            uri,
+            warehouse: None,
+            name: Some("lake".to_owned()),
+        };
+        let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
+        drop(
+            open_iceberg("t", &cfg, "file:///tmp/unused".to_owned(), storage, true)
+                .await
+                .unwrap(),
+        );
+        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
+        let ident: TableIdent = "db.orders".parse().unwrap();
+        let err = cat.metadata_location(&ident).await.unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind("lake")
+        .bind("db")
+        .bind("orders")
+        .bind("file:///w/00001.metadata.json")
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00001.metadata.json"
+        );
+        let stale = cat
+            .swap_metadata_location(&ident, "file:///w/00000.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap_err();
+        assert!(stale.to_string().contains("nothing was committed"), "{stale}");
+        cat.swap_metadata_location(&ident, "file:///w/00001.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00002.metadata.json"
+        );
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        read_and_swap(format!("sqlite:{}", dir.path().join("catalog.db").display())).await;
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_postgres() {
+        read_and_swap(crate::db::fresh_postgres_database().await).await;
+    }
+
+    #[tokio::test]
+    async fn bad_uris_are_refused_with_the_reason() {
+        for (uri, why) in [
+            ("mysql://u@h/db", "expected sqlite"),
+            ("postgres://u@h", "no database"),
+            ("sqlite:/nonexistent-lakedrill/catalog.db", "does not exist"),
+        ] {
+            let cfg = CatalogConfig {
+                kind: "sql".to_owned(),
+                uri: uri.to_owned(),
+                warehouse: None,
+                name: None,
+            };
+            let err = SqlCatalog::open("lake", &cfg).await.unwrap_err();
+            assert!(err.to_string().contains(why), "{uri}: {err}");
+        }
     }
 }

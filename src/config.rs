@@ -10,9 +10,13 @@
 //!
 //! [catalog.lake]
 //! type = "sql"
-//! uri = "sqlite:/srv/lake/catalog.db"   # also sqlite:///abs/path as PyIceberg writes it
+//! uri = "sqlite:/srv/lake/catalog.db"   # also sqlite:///abs/path as PyIceberg writes it,
+//!                                       # or postgres://lakedrill@db.internal:5432/lake
 //! warehouse = "file:///srv/lake/warehouse"
 //! name = "lake"                         # catalog_name stored in the database; default: section name
+//!
+//! [registry]
+//! uri = "postgres://lakedrill@db.internal:5432/lakedrill"   # default: sqlite:lakedrill-registry.db
 //! ```
 //!
 //! `[keys]` (signing key and trust store) and `[defaults."<command>"]` tables set command-line defaults
@@ -72,7 +76,8 @@ pub struct StorageConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryConfig {
-    /// `sqlite:PATH`; default `sqlite:lakedrill-registry.db` in the current directory.
+    /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DATABASE`; default `sqlite:lakedrill-registry.db` in the
+    /// current directory.
     pub uri: Option<String>,
 }
 
@@ -93,7 +98,7 @@ pub struct CatalogConfig {
     /// Catalog type; only `sql` for now.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Database URL: `sqlite:PATH` or `sqlite:///PATH`.
+    /// Database URL: `sqlite:PATH`, `sqlite:///PATH` or `postgres://USER@HOST:PORT/DATABASE`.
     pub uri: String,
     /// Warehouse location (storage URI) for tables created or registered through this catalog.
     pub warehouse: Option<String>,

@@ -289,18 +289,27 @@ pub fn check(path: &Path, explicit: bool, cli: &clap::Command) -> Result<Outcome
                 serde_json::json!({"type": c.kind, "uri": c.uri, "warehouse": c.warehouse,
                                    "catalog_name": c.name.clone().unwrap_or_else(|| name.clone())}),
             );
-            match sqlite_path(&c.uri) {
-                None => p(
-                    &format!("{field}.uri"),
-                    format!("{:?}: expected sqlite:PATH or sqlite:///PATH", c.uri),
-                ),
-                Some(db) if !Path::new(&db).exists() => {
-                    p(
-                        &format!("{field}.uri"),
-                        format!("the catalog database {db} does not exist"),
-                    );
+            if crate::db::is_postgres(&c.uri) {
+                if let Err(reason) = crate::db::parse_uri(&c.uri) {
+                    p(&format!("{field}.uri"), format!("{:?}: {reason}", c.uri));
                 }
-                Some(_) => {}
+            } else {
+                match sqlite_path(&c.uri) {
+                    None => p(
+                        &format!("{field}.uri"),
+                        format!(
+                            "{:?}: expected sqlite:PATH, sqlite:///PATH or postgres://USER@HOST:PORT/DATABASE",
+                            c.uri
+                        ),
+                    ),
+                    Some(db) if !Path::new(&db).exists() => {
+                        p(
+                            &format!("{field}.uri"),
+                            format!("the catalog database {db} does not exist"),
+                        );
+                    }
+                    Some(_) => {}
+                }
             }
             if let Some(w) = &c.warehouse
                 && let Err(e) = crate::location::canonical_uri(w)
@@ -309,15 +318,22 @@ pub fn check(path: &Path, explicit: bool, cli: &clap::Command) -> Result<Outcome
             }
         }
         registry = cfg.registry_uri();
-        match sqlite_path(&registry) {
-            None => p(
-                "registry.uri",
-                format!("{registry:?}: expected sqlite:PATH or sqlite:///PATH"),
-            ),
-            Some(db) => {
-                let parent = Path::new(&db).parent().filter(|d| !d.as_os_str().is_empty());
-                if parent.is_some_and(|d| !d.is_dir()) {
-                    p("registry.uri", format!("the folder of {db} does not exist"));
+        if crate::db::is_postgres(&registry) {
+            // Checked offline: whether the server answers is for the first command that opens it.
+            if let Err(reason) = crate::db::parse_uri(&registry) {
+                p("registry.uri", format!("{registry:?}: {reason}"));
+            }
+        } else {
+            match sqlite_path(&registry) {
+                None => p(
+                    "registry.uri",
+                    format!("{registry:?}: expected sqlite:PATH, sqlite:///PATH or postgres://USER@HOST:PORT/DATABASE"),
+                ),
+                Some(db) => {
+                    let parent = Path::new(&db).parent().filter(|d| !d.as_os_str().is_empty());
+                    if parent.is_some_and(|d| !d.is_dir()) {
+                        p("registry.uri", format!("the folder of {db} does not exist"));
+                    }
                 }
             }
         }

@@ -22,6 +22,7 @@ pub mod closure;
 pub mod commands;
 pub mod config;
 pub mod config_check;
+mod db;
 pub mod decision;
 pub mod deleter;
 pub mod demo;

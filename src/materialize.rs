@@ -28,8 +28,7 @@ use iceberg::spec::{
     FormatVersion, ManifestContentType, ManifestListWriter, ManifestStatus, ManifestWriterBuilder,
     deserialize_data_file_from_json, serialize_data_file_to_json,
 };
-use iceberg::{Catalog, CatalogBuilder, NamespaceIdent};
-use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+use iceberg::{Catalog, NamespaceIdent};
 use serde::Serialize;
 
 use crate::bundle::{self, BundlePredicate, Layer, RestoreStatus, VerifyOptions};
@@ -485,22 +484,16 @@ pub async fn register(
     md_location: &str,
     into_path: &str,
 ) -> Result<()> {
-    let db = cfg
-        .uri
-        .strip_prefix("sqlite://")
-        .or_else(|| cfg.uri.strip_prefix("sqlite:"))
-        .unwrap_or(&cfg.uri)
-        .to_owned();
-    // A recovery may be the first table of a new catalog: the database is created when missing.
-    let db = if db.contains('?') { db } else { format!("{db}?mode=rwc") };
-    let cat = SqlCatalogBuilder::default()
-        .uri(format!("sqlite:{db}"))
-        .warehouse_location(cfg.warehouse.clone().unwrap_or_else(|| format!("file://{into_path}")))
-        .sql_bind_style(SqlBindStyle::QMark)
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load(cfg.name.clone().unwrap_or_else(|| catalog.to_owned()), HashMap::new())
-        .await
-        .map_err(ice("open the catalog"))?;
+    // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
+    // database must exist; iceberg-catalog-sql creates its tables in it).
+    let cat = crate::catalog::open_iceberg(
+        catalog,
+        cfg,
+        cfg.warehouse.clone().unwrap_or_else(|| format!("file://{into_path}")),
+        Arc::new(LocalFsStorageFactory),
+        true,
+    )
+    .await?;
     let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
     if !cat.namespace_exists(&ns).await.map_err(ice("namespace"))? {
         cat.create_namespace(&ns, HashMap::new())

@@ -1,7 +1,8 @@
 //! The registry: reader leases, legal holds, in-flight writers, DR checkpoints and the deleter switch.
 //!
 //! lakedrill protects snapshots by name, not by time windows. Everything that names something to keep lives
-//! here, in one `SQLite` file (`[registry] uri = "sqlite:PATH"`) that several lakedrill processes share:
+//! here, in one database that several lakedrill processes share: a `SQLite` file (`[registry] uri =
+//! "sqlite:PATH"`, the default) or a PostgreSQL database (`uri = "postgres://USER@HOST:PORT/DATABASE"`):
 //!
 //! - **leases** (`snapshotLease`): a reader pins one snapshot until `expires_at` or until it releases the lease;
 //! - **holds**: a legal hold on a whole table, one snapshot, or a path prefix, until it is cleared;
@@ -14,9 +15,12 @@
 //!
 //! # Guarantees
 //!
-//! - Every change runs in one `BEGIN IMMEDIATE` transaction on a WAL database with `synchronous = FULL`, so
-//!   concurrent processes serialize on the write lock (waiting up to [`BUSY_TIMEOUT`]) and no update is lost,
-//!   and a committed hold survives a power cut.
+//! - Every change runs in one transaction that holds a database-wide write lock from its start, so concurrent
+//!   processes serialize on it (waiting up to [`BUSY_TIMEOUT`]) and no update is lost: on `SQLite` a
+//!   `BEGIN IMMEDIATE` transaction on a WAL database with `synchronous = FULL` (a committed hold survives a
+//!   power cut); on PostgreSQL a `READ COMMITTED` transaction that first takes a transaction-scoped advisory
+//!   lock. Both run the same statements through sqlx's `Any` driver and store the same types (times as RFC 3339
+//!   text, integers as 64-bit, text compared in byte order), so both answer every query alike.
 //! - Every change bumps the monotonic **registry generation** by exactly one and appends one event row carrying
 //!   that generation, in the same transaction. The generation never goes back and has no gaps.
 //! - Every lease change (add or release) bumps the table's **lease watermark counter**; every hold change
@@ -35,6 +39,8 @@
 //!   overdue writer stays open until someone ends it. Nothing is ever deleted from the registry.
 //! - It does not decide what is deletable, and it does not resolve table names or UUID prefixes.
 //! - It does not support an in-memory database: a registry that vanishes with its process protects nothing.
+//! - It does not create a PostgreSQL database or role, and takes no password from its URI (`PGPASSWORD` or
+//!   `~/.pgpass` supply one).
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,8 +48,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, AnyPool, Row};
+
+use crate::db::{self, DbUri, Dialect, PoolSettings};
 
 mod rollout;
 pub use rollout::{
@@ -54,16 +62,39 @@ pub use rollout::{
 /// The schema version this build writes and understands.
 /// Version 2 added rollout stages, governance decisions, quarantine extensions and rollout observations. A
 /// version-1 build must not open a version-2 file: it would ignore `report-only` stages and purge.
-pub const SCHEMA_VERSION: i64 = 2;
+/// Version 3 added `generation` to writers and checkpoints: the explicit insertion order that replaced
+/// SQLite's `rowid` when PostgreSQL was added. A version-2 build would leave it empty.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The key of the PostgreSQL advisory lock every registry change takes ([`Dialect::write_lock`]): the ASCII
+/// bytes of `lakedril`. Advisory locks are per database, so registries in several schemas of one database
+/// share it (they serialize, they do not conflict).
+const PG_WRITE_LOCK_KEY: i64 = 0x6c61_6b65_6472_696c;
 
 /// How long a change waits for another process's write transaction before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections per [`Registry`] (per process). `SQLite` serializes writers anyway; more would only add waiting.
+/// Connections per [`Registry`] (per process). Writers are serialized anyway; more would only add waiting.
 const MAX_CONNECTIONS: u32 = 4;
 
-/// The schema, idempotent. Times are RFC 3339 UTC text with nine fraction digits (fixed width, so text order is
-/// time order). Ids are UUID v4 text.
+/// Per-connection settings. SQLite: WAL, `synchronous = FULL`, and [`BUSY_TIMEOUT`] for the write lock.
+/// See: <https://www.sqlite.org/pragma.html#pragma_synchronous> — NORMAL in WAL mode may lose the last commits
+/// on power loss; a lost hold is a lost protection. PostgreSQL: [`BUSY_TIMEOUT`] as `lock_timeout`, so a change
+/// waits for the write lock as long as on SQLite (commits are durable with the default `synchronous_commit`).
+const POOL: PoolSettings = PoolSettings {
+    max_connections: MAX_CONNECTIONS,
+    acquire_timeout: Duration::from_secs(30),
+    sqlite_session: &[
+        "PRAGMA busy_timeout = 10000",
+        "PRAGMA journal_mode = WAL",
+        "PRAGMA synchronous = FULL",
+    ],
+    postgres_session: &["SET lock_timeout = '10s'"],
+};
+
+/// The schema, idempotent, written for SQLite and translated for PostgreSQL by [`Dialect::ddl`]. Times are
+/// RFC 3339 UTC text with nine fraction digits (fixed width, so text order is time order). Ids are UUID v4 text.
+/// Booleans are integers (0/1).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS registry_state (
     id               INTEGER PRIMARY KEY CHECK (id = 1),
@@ -105,7 +136,8 @@ CREATE TABLE IF NOT EXISTS writers (
     table_uuid       TEXT    NOT NULL,
     prefix           TEXT    NOT NULL,
     started_at       TEXT    NOT NULL,
-    ended_at         TEXT
+    ended_at         TEXT,
+    generation       INTEGER
 );
 CREATE INDEX IF NOT EXISTS writers_by_table ON writers (table_uuid);
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -113,7 +145,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     table_uuid       TEXT    NOT NULL,
     snapshot_id      INTEGER NOT NULL,
     at               TEXT    NOT NULL,
-    created_at       TEXT    NOT NULL
+    created_at       TEXT    NOT NULL,
+    generation       INTEGER
 );
 CREATE INDEX IF NOT EXISTS checkpoints_by_table ON checkpoints (table_uuid);
 CREATE TABLE IF NOT EXISTS events (
@@ -562,39 +595,37 @@ pub struct TableStamp {
 /// A handle on the registry database. Cheap to clone; clones share one connection pool.
 #[derive(Debug, Clone)]
 pub struct Registry {
-    pool: SqlitePool,
+    pool: AnyPool,
+    dialect: Dialect,
 }
 
 impl Registry {
-    /// Opens the registry at `uri` (`sqlite:PATH` or `sqlite://PATH`), creating the file and the schema if
-    /// they are missing. A relative `PATH` is relative to the working directory; the parent directory must exist.
+    /// Opens the registry at `uri`, creating the schema if it is missing:
+    ///
+    /// - `sqlite:PATH` or `sqlite://PATH`: a file, created if missing. A relative `PATH` is relative to the
+    ///   working directory; the parent directory must exist.
+    /// - `postgres://USER@HOST:PORT/DATABASE` (or `postgresql://`): the tables live in the connection's current
+    ///   schema (`search_path`; `?options=-c%20search_path%3DNAME` picks another). The database must exist.
     ///
     /// # Errors
     ///
-    /// [`RegistryError::Invalid`] for a URI that is not `sqlite:PATH` (including `:memory:` and query
-    /// parameters), [`RegistryError::Open`] when the file cannot be opened or created or the schema cannot be
-    /// written, and [`RegistryError::SchemaTooNew`] when a newer lakedrill wrote the file.
+    /// [`RegistryError::Invalid`] for a URI that is neither (including `:memory:`, query parameters on a
+    /// SQLite path, and a password in a PostgreSQL URL), [`RegistryError::Open`] when the database cannot be
+    /// opened or created or the schema cannot be written, and [`RegistryError::SchemaTooNew`] when a newer
+    /// lakedrill wrote it.
     pub async fn open(uri: &str) -> Result<Registry, RegistryError> {
-        let path = parse_uri(uri)?;
+        let target = parse_uri(uri)?;
         let open_err = |source| RegistryError::Open {
             uri: uri.to_owned(),
             source,
         };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // See: https://www.sqlite.org/pragma.html#pragma_synchronous — NORMAL in WAL mode may lose the
-            // last commits on power loss; a lost hold is a lost protection.
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .acquire_timeout(BUSY_TIMEOUT * 3)
-            .connect_with(options)
-            .await
-            .map_err(open_err)?;
-        let registry = Registry { pool };
+        let dialect = target.dialect();
+        let url = match target {
+            DbUri::Sqlite { path, .. } => db::sqlite_url(path, true),
+            DbUri::Postgres(url) => url.to_owned(),
+        };
+        let pool = db::connect(&url, dialect, &POOL).await.map_err(open_err)?;
+        let registry = Registry { pool, dialect };
         registry.init_schema().await.map_err(|e| match e {
             RegistryError::Query { source, .. } => open_err(source),
             other => other,
@@ -602,17 +633,17 @@ impl Registry {
         Ok(registry)
     }
 
-    /// Creates or checks the schema in one write transaction, so that processes opening a fresh file at once
-    /// do not race. A newer schema is detected before anything is written.
+    /// Creates, checks or migrates the schema in one write transaction, so that processes opening a fresh
+    /// database at once do not race. A newer schema is detected before anything is written.
     async fn init_schema(&self) -> Result<(), RegistryError> {
         const OP: &str = "open";
-        let mut tx = self.begin_immediate(OP).await?;
-        let exists: Option<String> =
-            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'registry_state'")
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(query(OP))?;
-        if exists.is_some() {
+        let mut tx = self.begin_write(OP).await?;
+        let exists: i64 = sqlx::query_scalar(self.dialect.count_tables())
+            .bind("registry_state")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if exists > 0 {
             let found: Option<i64> = sqlx::query_scalar("SELECT schema_version FROM registry_state WHERE id = 1")
                 .fetch_optional(&mut *tx)
                 .await
@@ -627,7 +658,7 @@ impl Registry {
                 Some(found) if found < 1 => {
                     return Err(RegistryError::Invalid {
                         field: "schema_version",
-                        reason: format!("the registry file says schema version {found}, which never existed"),
+                        reason: format!("the registry says schema version {found}, which never existed"),
                     });
                 }
                 _ => {}
@@ -635,16 +666,46 @@ impl Registry {
         }
         // One statement at a time: `sqlx::raw_sql` would make `open`'s future not `Send` (a higher-ranked
         // lifetime error in `tokio::spawn`). No statement of SCHEMA contains a `;`.
-        for statement in SCHEMA.split(';').filter(|s| !s.trim().is_empty()) {
+        let schema = self.dialect.ddl(SCHEMA);
+        for statement in schema.split(';').filter(|s| !s.trim().is_empty()) {
             sqlx::query(statement).execute(&mut *tx).await.map_err(query(OP))?;
         }
-        sqlx::query("INSERT OR IGNORE INTO registry_state (id, schema_version, generation) VALUES (1, ?, 0)")
-            .bind(SCHEMA_VERSION)
-            .execute(&mut *tx)
-            .await
-            .map_err(query(OP))?;
+        sqlx::query(
+            "INSERT INTO registry_state (id, schema_version, generation) VALUES (1, $1, 0) ON CONFLICT DO NOTHING",
+        )
+        .bind(SCHEMA_VERSION)
+        .execute(&mut *tx)
+        .await
+        .map_err(query(OP))?;
         // Migration 1 → 2 only adds tables (created above); every table starts in `report-only`.
-        sqlx::query("UPDATE registry_state SET schema_version = ? WHERE id = 1 AND schema_version < ?")
+        // Migration 2 → 3 adds `generation` to writers and checkpoints (only SQLite files can be older than 3).
+        for table in ["writers", "checkpoints"] {
+            let has: i64 = sqlx::query_scalar(self.dialect.count_columns())
+                .bind(table)
+                .bind("generation")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+            if has == 0 {
+                let add = format!("ALTER TABLE {table} ADD COLUMN generation INTEGER");
+                sqlx::query(&self.dialect.ddl(&add))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query(OP))?;
+                if self.dialect == Dialect::Sqlite {
+                    // Rows never deleted: the k-th row has rowid k, and the change that added it had a
+                    // generation of at least k, so every later row's generation is above every rowid and the
+                    // order is kept.
+                    sqlx::query(&format!(
+                        "UPDATE {table} SET generation = rowid WHERE generation IS NULL"
+                    ))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query(OP))?;
+                }
+            }
+        }
+        sqlx::query("UPDATE registry_state SET schema_version = $1 WHERE id = 1 AND schema_version < $2")
             .bind(SCHEMA_VERSION)
             .bind(SCHEMA_VERSION)
             .execute(&mut *tx)
@@ -711,7 +772,7 @@ impl Registry {
         };
         sqlx::query(
             "INSERT INTO leases (lease_id, table_uuid, snapshot_id, purpose, owner, expires_at, reader_generation, \
-             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&lease.lease_id)
         .bind(&lease.table_uuid)
@@ -763,7 +824,7 @@ impl Registry {
     pub async fn leases(&self, table_uuid: &str, now: DateTime<Utc>) -> Result<Vec<Lease>, RegistryError> {
         const OP: &str = "leases";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM leases WHERE table_uuid = ? ORDER BY reader_generation")
+        let rows = sqlx::query("SELECT * FROM leases WHERE table_uuid = $1 ORDER BY reader_generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -824,7 +885,7 @@ impl Registry {
         };
         sqlx::query(
             "INSERT INTO holds (hold_id, table_uuid, scope, reason, hold_generation, set_at) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&hold.hold_id)
         .bind(&hold.table_uuid)
@@ -872,7 +933,7 @@ impl Registry {
     pub async fn holds(&self, table_uuid: &str) -> Result<Vec<Hold>, RegistryError> {
         const OP: &str = "holds";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = ? ORDER BY hold_generation")
+        let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -919,14 +980,17 @@ impl Registry {
             ended_at: None,
             open: true,
         };
-        sqlx::query("INSERT INTO writers (writer_id, table_uuid, prefix, started_at) VALUES (?, ?, ?, ?)")
-            .bind(&writer.writer_id)
-            .bind(&writer.table_uuid)
-            .bind(&writer.prefix)
-            .bind(fmt_time(now))
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
+        sqlx::query(
+            "INSERT INTO writers (writer_id, table_uuid, prefix, started_at, generation) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&writer.writer_id)
+        .bind(&writer.table_uuid)
+        .bind(&writer.prefix)
+        .bind(fmt_time(now))
+        .bind(change.generation)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
         change
             .commit(now, EventKind::WriterBegun, Some(&writer.table_uuid), &writer)
             .await?;
@@ -961,7 +1025,7 @@ impl Registry {
     pub async fn writers(&self, table_uuid: &str) -> Result<Vec<Writer>, RegistryError> {
         const OP: &str = "writers";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM writers WHERE table_uuid = ? ORDER BY started_at, rowid")
+        let rows = sqlx::query("SELECT * FROM writers WHERE table_uuid = $1 ORDER BY started_at, generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -1001,13 +1065,15 @@ impl Registry {
             created_at: now,
         };
         sqlx::query(
-            "INSERT INTO checkpoints (checkpoint_id, table_uuid, snapshot_id, at, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO checkpoints (checkpoint_id, table_uuid, snapshot_id, at, created_at, generation) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&checkpoint.checkpoint_id)
         .bind(&checkpoint.table_uuid)
         .bind(checkpoint.snapshot_id)
         .bind(fmt_time(at))
         .bind(fmt_time(now))
+        .bind(change.generation)
         .execute(&mut *change.tx)
         .await
         .map_err(query(OP))?;
@@ -1031,7 +1097,7 @@ impl Registry {
     pub async fn checkpoints(&self, table_uuid: &str) -> Result<Vec<Checkpoint>, RegistryError> {
         const OP: &str = "checkpoints";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM checkpoints WHERE table_uuid = ? ORDER BY at, rowid")
+        let rows = sqlx::query("SELECT * FROM checkpoints WHERE table_uuid = $1 ORDER BY at, generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -1080,9 +1146,9 @@ impl Registry {
         require_text("reason", reason)?;
         let mut change = self.change(OP).await?;
         sqlx::query(
-            "UPDATE registry_state SET deleter_stopped = ?, deleter_reason = ?, deleter_changed_at = ? WHERE id = 1",
+            "UPDATE registry_state SET deleter_stopped = $1, deleter_reason = $2, deleter_changed_at = $3 WHERE id = 1",
         )
-        .bind(stopped)
+        .bind(i64::from(stopped))
         .bind(reason)
         .bind(fmt_time(now))
         .execute(&mut *change.tx)
@@ -1113,7 +1179,7 @@ impl Registry {
     pub async fn events(&self, table_uuid: &str) -> Result<Vec<Event>, RegistryError> {
         const OP: &str = "events";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM events WHERE table_uuid = ? ORDER BY generation")
+        let rows = sqlx::query("SELECT * FROM events WHERE table_uuid = $1 ORDER BY generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -1145,7 +1211,11 @@ impl Registry {
     pub async fn table_stamp(&self, table_uuid: &str) -> Result<TableStamp, RegistryError> {
         const OP: &str = "table_stamp";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut tx = self.pool.begin().await.map_err(query(OP))?;
+        let mut tx = self
+            .pool
+            .begin_with(self.dialect.begin_snapshot())
+            .await
+            .map_err(query(OP))?;
         let generation: i64 = sqlx::query_scalar("SELECT generation FROM registry_state WHERE id = 1")
             .fetch_one(&mut *tx)
             .await
@@ -1162,18 +1232,28 @@ impl Registry {
         })
     }
 
-    /// Starts a write transaction that holds `SQLite`'s write lock from its first statement, so that the
-    /// read-modify-write of a change cannot interleave with another process's.
-    /// See: <https://www.sqlite.org/lang_transaction.html#deferred_immediate_and_exclusive_transactions>
-    async fn begin_immediate(
-        &self,
-        op: &'static str,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, RegistryError> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(query(op))
+    /// Starts a write transaction that holds the database-wide write lock from its start (SQLite's
+    /// `BEGIN IMMEDIATE`, a PostgreSQL advisory lock: [`Dialect::begin_write`]), so that the read-modify-write
+    /// of a change cannot interleave with another process's.
+    async fn begin_write(&self, op: &'static str) -> Result<sqlx::Transaction<'static, sqlx::Any>, RegistryError> {
+        let mut tx = self
+            .pool
+            .begin_with(self.dialect.begin_write())
+            .await
+            .map_err(query(op))?;
+        if let Some(lock) = self.dialect.write_lock() {
+            sqlx::query(lock)
+                .bind(PG_WRITE_LOCK_KEY)
+                .execute(&mut *tx)
+                .await
+                .map_err(query(op))?;
+        }
+        Ok(tx)
     }
-    /// Starts a change: a `BEGIN IMMEDIATE` transaction with the registry generation already bumped.
+    /// Starts a change: a write transaction ([`Registry::begin_write`]) with the registry generation already
+    /// bumped.
     async fn change(&self, op: &'static str) -> Result<Change, RegistryError> {
-        let mut tx = self.begin_immediate(op).await?;
+        let mut tx = self.begin_write(op).await?;
         let generation = bump_generation(&mut tx).await.map_err(query(op))?;
         Ok(Change { tx, generation, op })
     }
@@ -1182,7 +1262,7 @@ impl Registry {
 /// One change in progress. Dropping it without [`Change::commit`] rolls everything back, the generation bump
 /// included, so a refused change (unknown id, already ended) leaves no trace.
 struct Change {
-    tx: sqlx::Transaction<'static, sqlx::Sqlite>,
+    tx: sqlx::Transaction<'static, sqlx::Any>,
     generation: i64,
     op: &'static str,
 }
@@ -1215,20 +1295,20 @@ struct EndedRecord {
 impl EndedRecord {
     const LEASE: EndedRecord = EndedRecord {
         what: "lease",
-        select: "SELECT * FROM leases WHERE lease_id = ?",
-        update: "UPDATE leases SET released_at = ? WHERE lease_id = ?",
+        select: "SELECT * FROM leases WHERE lease_id = $1",
+        update: "UPDATE leases SET released_at = $1 WHERE lease_id = $2",
         ended_column: "released_at",
     };
     const HOLD: EndedRecord = EndedRecord {
         what: "hold",
-        select: "SELECT * FROM holds WHERE hold_id = ?",
-        update: "UPDATE holds SET cleared_at = ? WHERE hold_id = ?",
+        select: "SELECT * FROM holds WHERE hold_id = $1",
+        update: "UPDATE holds SET cleared_at = $1 WHERE hold_id = $2",
         ended_column: "cleared_at",
     };
     const WRITER: EndedRecord = EndedRecord {
         what: "writer",
-        select: "SELECT * FROM writers WHERE writer_id = ?",
-        update: "UPDATE writers SET ended_at = ? WHERE writer_id = ?",
+        select: "SELECT * FROM writers WHERE writer_id = $1",
+        update: "UPDATE writers SET ended_at = $1 WHERE writer_id = $2",
         ended_column: "ended_at",
     };
 }
@@ -1240,7 +1320,7 @@ async fn end_record(
     kind: EndedRecord,
     id: &str,
     now: DateTime<Utc>,
-) -> Result<SqliteRow, RegistryError> {
+) -> Result<AnyRow, RegistryError> {
     let op = change.op;
     let row = sqlx::query(kind.select)
         .bind(id)
@@ -1275,26 +1355,23 @@ enum Counter {
 }
 
 /// Bumps the registry generation and returns its new value. Must run inside a write transaction.
-async fn bump_generation(conn: &mut SqliteConnection) -> Result<i64, sqlx::Error> {
+async fn bump_generation(conn: &mut AnyConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("UPDATE registry_state SET generation = generation + 1 WHERE id = 1 RETURNING generation")
         .fetch_one(conn)
         .await
 }
 
 /// Bumps a per-table counter (creating the table's row at 0 first) and returns its new value.
-async fn bump_table_counter(
-    conn: &mut SqliteConnection,
-    table_uuid: &str,
-    counter: Counter,
-) -> Result<i64, sqlx::Error> {
+async fn bump_table_counter(conn: &mut AnyConnection, table_uuid: &str, counter: Counter) -> Result<i64, sqlx::Error> {
     let sql = match counter {
         Counter::Lease => {
-            "INSERT INTO table_counters (table_uuid, lease_counter) VALUES (?, 1) \
-             ON CONFLICT (table_uuid) DO UPDATE SET lease_counter = lease_counter + 1 RETURNING lease_counter"
+            "INSERT INTO table_counters (table_uuid, lease_counter) VALUES ($1, 1) \
+             ON CONFLICT (table_uuid) DO UPDATE SET lease_counter = table_counters.lease_counter + 1 RETURNING lease_counter"
         }
         Counter::Hold => {
-            "INSERT INTO table_counters (table_uuid, hold_generation) VALUES (?, 1) \
-             ON CONFLICT (table_uuid) DO UPDATE SET hold_generation = hold_generation + 1 RETURNING hold_generation"
+            "INSERT INTO table_counters (table_uuid, hold_generation) VALUES ($1, 1) \
+             ON CONFLICT (table_uuid) DO UPDATE SET hold_generation = table_counters.hold_generation + 1 \
+             RETURNING hold_generation"
         }
     };
     sqlx::query_scalar(sql).bind(table_uuid).fetch_one(conn).await
@@ -1302,7 +1379,7 @@ async fn bump_table_counter(
 
 /// Appends the event of a change. Must run in the change's transaction.
 async fn record_event<T: Serialize + Sync>(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     generation: i64,
     at: DateTime<Utc>,
     kind: EventKind,
@@ -1310,7 +1387,7 @@ async fn record_event<T: Serialize + Sync>(
     detail: &T,
 ) -> Result<(), sqlx::Error> {
     let detail_json = serde_json::to_string(detail).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
-    sqlx::query("INSERT INTO events (generation, at, kind, table_uuid, detail_json) VALUES (?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO events (generation, at, kind, table_uuid, detail_json) VALUES ($1, $2, $3, $4, $5)")
         .bind(generation)
         .bind(fmt_time(at))
         .bind(kind.as_str())
@@ -1321,11 +1398,11 @@ async fn record_event<T: Serialize + Sync>(
     Ok(())
 }
 
-async fn read_lease_watermark(conn: &mut SqliteConnection, table_uuid: &str) -> Result<LeaseWatermark, sqlx::Error> {
+async fn read_lease_watermark(conn: &mut AnyConnection, table_uuid: &str) -> Result<LeaseWatermark, sqlx::Error> {
     let row = sqlx::query(
         "SELECT \
-           (SELECT lease_counter FROM table_counters WHERE table_uuid = ?1) AS counter, \
-           (SELECT MAX(expires_at) FROM leases WHERE table_uuid = ?1 AND released_at IS NULL) AS latest",
+           (SELECT lease_counter FROM table_counters WHERE table_uuid = $1) AS counter, \
+           (SELECT MAX(expires_at) FROM leases WHERE table_uuid = $1 AND released_at IS NULL) AS latest",
     )
     .bind(table_uuid)
     .fetch_one(conn)
@@ -1338,27 +1415,28 @@ async fn read_lease_watermark(conn: &mut SqliteConnection, table_uuid: &str) -> 
     })
 }
 
-async fn read_hold_generation(conn: &mut SqliteConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT hold_generation FROM table_counters WHERE table_uuid = ?")
+async fn read_hold_generation(conn: &mut AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
+    let found: Option<i64> = sqlx::query_scalar("SELECT hold_generation FROM table_counters WHERE table_uuid = $1")
         .bind(table_uuid)
         .fetch_optional(conn)
         .await?;
     Ok(found.unwrap_or(0))
 }
 
-async fn read_deleter_switch(conn: &mut SqliteConnection) -> Result<DeleterSwitch, sqlx::Error> {
+async fn read_deleter_switch(conn: &mut AnyConnection) -> Result<DeleterSwitch, sqlx::Error> {
     let row =
         sqlx::query("SELECT deleter_stopped, deleter_reason, deleter_changed_at FROM registry_state WHERE id = 1")
             .fetch_one(conn)
             .await?;
+    let stopped: i64 = row.try_get("deleter_stopped")?;
     Ok(DeleterSwitch {
-        stopped: row.try_get("deleter_stopped")?,
+        stopped: stopped != 0,
         reason: row.try_get("deleter_reason")?,
         changed_at: opt_time(&row, "deleter_changed_at")?,
     })
 }
 
-fn lease_from_row(row: &SqliteRow, now: DateTime<Utc>) -> Result<Lease, sqlx::Error> {
+fn lease_from_row(row: &AnyRow, now: DateTime<Utc>) -> Result<Lease, sqlx::Error> {
     let expires_at = time(row, "expires_at")?;
     let released_at = opt_time(row, "released_at")?;
     Ok(Lease {
@@ -1375,7 +1453,7 @@ fn lease_from_row(row: &SqliteRow, now: DateTime<Utc>) -> Result<Lease, sqlx::Er
     })
 }
 
-fn hold_from_row(row: &SqliteRow) -> Result<Hold, sqlx::Error> {
+fn hold_from_row(row: &AnyRow) -> Result<Hold, sqlx::Error> {
     let scope: String = row.try_get("scope")?;
     let scope = scope.parse::<HoldScope>().map_err(|e| sqlx::Error::ColumnDecode {
         index: "scope".to_owned(),
@@ -1394,7 +1472,7 @@ fn hold_from_row(row: &SqliteRow) -> Result<Hold, sqlx::Error> {
     })
 }
 
-fn writer_from_row(row: &SqliteRow) -> Result<Writer, sqlx::Error> {
+fn writer_from_row(row: &AnyRow) -> Result<Writer, sqlx::Error> {
     let ended_at = opt_time(row, "ended_at")?;
     Ok(Writer {
         writer_id: row.try_get("writer_id")?,
@@ -1406,7 +1484,7 @@ fn writer_from_row(row: &SqliteRow) -> Result<Writer, sqlx::Error> {
     })
 }
 
-fn checkpoint_from_row(row: &SqliteRow) -> Result<Checkpoint, sqlx::Error> {
+fn checkpoint_from_row(row: &AnyRow) -> Result<Checkpoint, sqlx::Error> {
     Ok(Checkpoint {
         checkpoint_id: row.try_get("checkpoint_id")?,
         table_uuid: row.try_get("table_uuid")?,
@@ -1416,7 +1494,7 @@ fn checkpoint_from_row(row: &SqliteRow) -> Result<Checkpoint, sqlx::Error> {
     })
 }
 
-fn event_from_row(row: &SqliteRow) -> Result<Event, sqlx::Error> {
+fn event_from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
     let kind: String = row.try_get("kind")?;
     let kind = EventKind::ALL
         .into_iter()
@@ -1439,12 +1517,12 @@ fn event_from_row(row: &SqliteRow) -> Result<Event, sqlx::Error> {
     })
 }
 
-fn time(row: &SqliteRow, column: &'static str) -> Result<DateTime<Utc>, sqlx::Error> {
+fn time(row: &AnyRow, column: &'static str) -> Result<DateTime<Utc>, sqlx::Error> {
     let text: String = row.try_get(column)?;
     parse_time(column, &text)
 }
 
-fn opt_time(row: &SqliteRow, column: &'static str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+fn opt_time(row: &AnyRow, column: &'static str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     let text: Option<String> = row.try_get(column)?;
     text.as_deref().map(|s| parse_time(column, s)).transpose()
 }
@@ -1488,30 +1566,26 @@ fn canonical_table_uuid(table_uuid: &str) -> Result<String, RegistryError> {
         })
 }
 
-/// `sqlite:PATH` or `sqlite://PATH` → `PATH`.
-fn parse_uri(uri: &str) -> Result<&str, RegistryError> {
+/// `sqlite:PATH`, `sqlite://PATH` or `postgres://…` → the database to open.
+fn parse_uri(uri: &str) -> Result<DbUri<'_>, RegistryError> {
     let invalid = |reason: &str| RegistryError::Invalid {
         field: "registry.uri",
         reason: format!("{uri:?}: {reason}"),
     };
-    let path = uri
-        .strip_prefix("sqlite://")
-        .or_else(|| uri.strip_prefix("sqlite:"))
-        .ok_or_else(|| invalid("expected sqlite:PATH or sqlite://PATH"))?;
-    if path.is_empty() {
-        return Err(invalid("the path is empty"));
+    let target = db::parse_uri(uri).map_err(|reason| invalid(&reason))?;
+    if let DbUri::Sqlite { path, query } = target {
+        if path == ":memory:" || path.starts_with("file::memory:") {
+            return Err(invalid(
+                "an in-memory registry would vanish with its process and protect nothing",
+            ));
+        }
+        if query.is_some() {
+            return Err(invalid(
+                "query parameters are not supported; lakedrill sets the connection options itself",
+            ));
+        }
     }
-    if path == ":memory:" || path.starts_with("file::memory:") {
-        return Err(invalid(
-            "an in-memory registry would vanish with its process and protect nothing",
-        ));
-    }
-    if path.contains('?') {
-        return Err(invalid(
-            "query parameters are not supported; lakedrill sets the connection options itself",
-        ));
-    }
-    Ok(path)
+    Ok(target)
 }
 
 // ----- candidate and object states ----------------------------------------------------------------------------
@@ -1675,7 +1749,7 @@ pub enum Acceptance {
     Refused(Vec<String>),
 }
 
-fn candidate_from_row(row: &SqliteRow) -> Result<CandidateRecord, sqlx::Error> {
+fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
     let json = |col: &'static str, text: String| {
         serde_json::from_str::<serde_json::Value>(&text).map_err(|e| sqlx::Error::ColumnDecode {
             index: col.to_owned(),
@@ -1704,8 +1778,8 @@ fn candidate_from_row(row: &SqliteRow) -> Result<CandidateRecord, sqlx::Error> {
     })
 }
 
-async fn read_candidate(conn: &mut SqliteConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
-    let row = sqlx::query("SELECT * FROM candidates WHERE candidate_id = ?")
+async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
+    let row = sqlx::query("SELECT * FROM candidates WHERE candidate_id = $1")
         .bind(id)
         .fetch_optional(conn)
         .await?;
@@ -1738,8 +1812,8 @@ impl Registry {
         let mut change = self.change(OP).await?;
         let stamp_json = serde_json::to_string(stamp).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
         sqlx::query(
-            "INSERT OR IGNORE INTO candidates (candidate_id, table_uuid, state, candidate_json, stamp_json, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO candidates (candidate_id, table_uuid, state, candidate_json, stamp_json, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
         )
         .bind(candidate_id)
         .bind(&table_uuid)
@@ -1753,7 +1827,8 @@ impl Registry {
         .map_err(query(OP))?;
         for path in objects {
             sqlx::query(
-                "INSERT OR IGNORE INTO object_states (candidate_id, path, state, updated_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT DO NOTHING",
             )
             .bind(candidate_id)
             .bind(path)
@@ -1793,7 +1868,7 @@ impl Registry {
     pub async fn candidates(&self, table_uuid: &str) -> Result<Vec<CandidateRecord>, RegistryError> {
         const OP: &str = "candidates";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM candidates WHERE table_uuid = ? ORDER BY created_at, candidate_id")
+        let rows = sqlx::query("SELECT * FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id")
             .bind(table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -1834,8 +1909,8 @@ impl Registry {
             });
         }
         sqlx::query(
-            "UPDATE candidates SET state = ?, reason = ?, updated_at = ?, \
-             quarantine_json = COALESCE(?, quarantine_json), stamp_json = COALESCE(?, stamp_json) WHERE candidate_id = ?",
+            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, \
+             quarantine_json = COALESCE($4, quarantine_json), stamp_json = COALESCE($5, stamp_json) WHERE candidate_id = $6",
         )
         .bind(to.as_str())
         .bind(reason)
@@ -1851,7 +1926,7 @@ impl Registry {
             to,
             State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
         ) {
-            sqlx::query("UPDATE object_states SET state = ?, updated_at = ? WHERE candidate_id = ? AND state = ?")
+            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
                 .bind(to.as_str())
                 .bind(fmt_time(now))
                 .bind(candidate_id)
@@ -1935,7 +2010,7 @@ impl Registry {
             .map_err(query(OP))?;
         let unknowns: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
-             WHERE c.table_uuid = ? AND o.state = 'DELETE_UNKNOWN'",
+             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
         )
         .bind(&rec.table_uuid)
         .fetch_one(&mut *change.tx)
@@ -1984,7 +2059,7 @@ impl Registry {
             });
         }
         if reasons.is_empty() {
-            sqlx::query("UPDATE candidates SET state = ?, reason = ?, updated_at = ? WHERE candidate_id = ?")
+            sqlx::query("UPDATE candidates SET state = $1, reason = $2, updated_at = $3 WHERE candidate_id = $4")
                 .bind(State::DeleteApproved.as_str())
                 .bind("acceptance point passed")
                 .bind(fmt_time(now))
@@ -1992,7 +2067,7 @@ impl Registry {
                 .execute(&mut *change.tx)
                 .await
                 .map_err(query(OP))?;
-            sqlx::query("UPDATE object_states SET state = ?, updated_at = ? WHERE candidate_id = ? AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')")
+            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')")
                 .bind(State::DeleteApproved.as_str())
                 .bind(fmt_time(now))
                 .bind(candidate_id)
@@ -2021,7 +2096,7 @@ impl Registry {
     pub async fn object_states(&self, candidate_id: &str) -> Result<Vec<ObjectState>, RegistryError> {
         const OP: &str = "object_states";
         let rows =
-            sqlx::query("SELECT path, state, updated_at FROM object_states WHERE candidate_id = ? ORDER BY path")
+            sqlx::query("SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path")
                 .bind(candidate_id)
                 .fetch_all(&self.pool)
                 .await
@@ -2054,9 +2129,9 @@ impl Registry {
         now: DateTime<Utc>,
     ) -> Result<(), RegistryError> {
         const OP: &str = "object_transition";
-        let mut tx = self.begin_immediate(OP).await?;
+        let mut tx = self.begin_write(OP).await?;
         let cur: Option<String> =
-            sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = ? AND path = ?")
+            sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
                 .bind(candidate_id)
                 .bind(path)
                 .fetch_optional(&mut *tx)
@@ -2077,7 +2152,7 @@ impl Registry {
                 reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
             });
         }
-        sqlx::query("UPDATE object_states SET state = ?, updated_at = ? WHERE candidate_id = ? AND path = ?")
+        sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
             .bind(to.as_str())
             .bind(fmt_time(now))
             .bind(candidate_id)
@@ -2102,14 +2177,15 @@ impl Registry {
     ) -> Result<i64, RegistryError> {
         const OP: &str = "receipt_add";
         let mut change = self.change(OP).await?;
-        let attempt: i64 = sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = ? AND path = ?")
-            .bind(candidate_id)
-            .bind(path)
-            .fetch_one(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
+        let attempt: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = $1 AND path = $2")
+                .bind(candidate_id)
+                .bind(path)
+                .fetch_one(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
         sqlx::query(
-            "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(candidate_id)
         .bind(path)
@@ -2119,7 +2195,7 @@ impl Registry {
         .execute(&mut *change.tx)
         .await
         .map_err(query(OP))?;
-        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = ?")
+        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
             .bind(candidate_id)
             .fetch_optional(&mut *change.tx)
             .await
@@ -2137,7 +2213,7 @@ impl Registry {
     /// [`RegistryError::Query`].
     pub async fn receipts(&self, candidate_id: &str) -> Result<Vec<ReceiptRow>, RegistryError> {
         const OP: &str = "receipts";
-        let rows = sqlx::query("SELECT * FROM receipts WHERE candidate_id = ? ORDER BY path, attempt")
+        let rows = sqlx::query("SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt")
             .bind(candidate_id)
             .fetch_all(&self.pool)
             .await
@@ -2191,6 +2267,68 @@ mod tests {
         (dir, uri, registry)
     }
 
+    /// Where a test's registry lives.
+    #[derive(Clone, Copy)]
+    enum Backend {
+        Sqlite,
+        Postgres,
+    }
+
+    /// A fresh registry: a new SQLite file, or a new PostgreSQL database ([`crate::db::fresh_postgres_database`],
+    /// which fails loudly without `LAKEDRILL_TEST_PG_URI`).
+    async fn fresh_on(backend: Backend) -> (Option<tempfile::TempDir>, String, Registry) {
+        match backend {
+            Backend::Sqlite => {
+                let (dir, uri, registry) = fresh().await;
+                (Some(dir), uri, registry)
+            }
+            Backend::Postgres => {
+                let uri = crate::db::fresh_postgres_database().await;
+                let registry = Registry::open(&uri).await.unwrap();
+                (None, uri, registry)
+            }
+        }
+    }
+
+    /// Runs each named `async fn NAME(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`.
+    macro_rules! on_both_backends {
+        ($($name:ident),* $(,)?) => {$(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            }
+        )*};
+    }
+
+    on_both_backends!(
+        open_refuses_a_newer_schema,
+        lease_round_trip_active_and_release,
+        lease_add_refuses_invalid_input,
+        table_uuid_spellings_are_one_table,
+        lease_watermark_bumps_on_add_and_release,
+        hold_round_trip_and_generation_per_table,
+        writer_round_trip,
+        checkpoint_round_trip,
+        deleter_switch_round_trip,
+        generation_increases_and_every_change_is_an_event,
+        records_serialize_snake_case_rfc3339,
+        times_round_trip_exactly,
+        the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
+        report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change,
+        decisions_are_monotonic_kept_and_turn_holds_on_and_off,
+        a_quarantine_extension_refuses_acceptance_until_it_passes,
+        a_version_1_registry_is_migrated_to_version_2_on_open,
+        concurrent_registries_lose_no_update,
+        writers_and_checkpoints_with_equal_times_keep_insertion_order,
+        observations_get_increasing_ids_and_filter_by_time,
+    );
+
     #[tokio::test]
     async fn open_creates_and_reopens_idempotently() {
         let dir = tempfile::tempdir().unwrap();
@@ -2233,9 +2371,8 @@ mod tests {
         assert!(matches!(err, RegistryError::Open { .. }), "{err}");
     }
 
-    #[tokio::test]
-    async fn open_refuses_a_newer_schema() {
-        let (_dir, uri, r) = fresh().await;
+    async fn open_refuses_a_newer_schema(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
         sqlx::query("UPDATE registry_state SET schema_version = 99")
             .execute(&r.pool)
             .await
@@ -2254,9 +2391,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn lease_round_trip_active_and_release() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_round_trip_active_and_release(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let lease = r.lease_add(&new_lease(T1, 42, t(60)), t(0)).await.unwrap();
         assert_eq!(lease.reader_generation, 1);
         assert!(lease.active);
@@ -2285,9 +2421,8 @@ mod tests {
         assert_eq!(r.generation().await.unwrap(), 2);
     }
 
-    #[tokio::test]
-    async fn lease_add_refuses_invalid_input() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_add_refuses_invalid_input(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let err = r.lease_add(&new_lease(T1, 1, t(0)), t(0)).await.unwrap_err();
         assert!(
             matches!(
@@ -2317,9 +2452,8 @@ mod tests {
         assert_eq!(r.generation().await.unwrap(), 0);
     }
 
-    #[tokio::test]
-    async fn table_uuid_spellings_are_one_table() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn table_uuid_spellings_are_one_table(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         r.hold_set(&T1.to_uppercase(), HoldScope::Table, "legal", t(0))
             .await
             .unwrap();
@@ -2329,9 +2463,8 @@ mod tests {
         assert_eq!(r.hold_generation(T1).await.unwrap(), 1);
     }
 
-    #[tokio::test]
-    async fn lease_watermark_bumps_on_add_and_release() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn lease_watermark_bumps_on_add_and_release(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert_eq!(
             r.lease_watermark(T1).await.unwrap(),
             LeaseWatermark {
@@ -2371,9 +2504,8 @@ mod tests {
         assert_eq!(r.lease_watermark(T2).await.unwrap().counter, 1);
     }
 
-    #[tokio::test]
-    async fn hold_round_trip_and_generation_per_table() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn hold_round_trip_and_generation_per_table(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert_eq!(r.hold_generation(T1).await.unwrap(), 0);
         let h1 = r.hold_set(T1, HoldScope::Snapshot(7), "case 123", t(0)).await.unwrap();
         assert_eq!(h1.hold_generation, 1);
@@ -2442,9 +2574,8 @@ mod tests {
         assert!(serde_json::from_str::<HoldScope>("\"bogus\"").is_err());
     }
 
-    #[tokio::test]
-    async fn writer_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn writer_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let w = r.writer_begin(T1, "s3://b/t/_staging/w1/", t(0)).await.unwrap();
         assert!(w.open);
         assert_eq!(r.writers(T1).await.unwrap(), vec![w.clone()]);
@@ -2466,9 +2597,8 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn checkpoint_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn checkpoint_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let late = r.checkpoint_add(T1, 2, t(10), t(20)).await.unwrap();
         let early = r.checkpoint_add(T1, 1, t(5), t(20)).await.unwrap();
         assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
@@ -2477,9 +2607,8 @@ mod tests {
         assert!(matches!(err, RegistryError::Invalid { field: "at", .. }), "{err}");
     }
 
-    #[tokio::test]
-    async fn deleter_switch_round_trip() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn deleter_switch_round_trip(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         assert!(!r.deleter_stopped().await.unwrap());
         r.set_deleter_stopped(true, "incident 77", t(0)).await.unwrap();
         assert!(r.deleter_stopped().await.unwrap());
@@ -2501,9 +2630,8 @@ mod tests {
         assert!(r.events(T1).await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn generation_increases_and_every_change_is_an_event() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn generation_increases_and_every_change_is_an_event(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let mut seen = vec![r.generation().await.unwrap()];
         let lease = r.lease_add(&new_lease(T1, 1, t(60)), t(0)).await.unwrap();
         seen.push(r.generation().await.unwrap());
@@ -2557,9 +2685,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn records_serialize_snake_case_rfc3339() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn records_serialize_snake_case_rfc3339(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let lease = r.lease_add(&new_lease(T1, 42, t(60)), t(0)).await.unwrap();
         let json = serde_json::to_value(&lease).unwrap();
         assert_eq!(json["expires_at"], serde_json::json!("2025-06-01T01:00:00Z"));
@@ -2574,9 +2701,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn times_round_trip_exactly() {
-        let (_dir, _uri, r) = fresh().await;
+    async fn times_round_trip_exactly(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
         let now = t(0) + chrono::Duration::nanoseconds(123_456_789);
         let lease = r
             .lease_add(&new_lease(T1, 1, now + chrono::Duration::nanoseconds(1)), now)
@@ -2586,11 +2712,10 @@ mod tests {
     }
 
     /// Several registries on one file, as several processes would have, racing lease and hold changes.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_registries_lose_no_update() {
+    async fn concurrent_registries_lose_no_update(b: Backend) {
         const INSTANCES: usize = 4;
         const PER_INSTANCE: usize = 25;
-        let (_dir, uri, first) = fresh().await;
+        let (_dir, uri, first) = fresh_on(b).await;
         let initial = first.generation().await.unwrap();
         let mut registries = vec![first];
         for _ in 1..INSTANCES {
@@ -2748,9 +2873,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world() {
-        let (_d, _u, reg) = fresh().await;
+    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
         reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
@@ -2872,9 +2996,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change() {
-        let (_d, _u, reg) = fresh().await;
+    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
         assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::ReportOnly);
@@ -2927,9 +3050,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off() {
-        let (_d, _u, reg) = fresh().await;
+    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = Utc::now();
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
         let doc = serde_json::json!({"any": "document"});
@@ -2967,9 +3089,8 @@ mod tests {
         assert_eq!(reg.decision_latest_version().await.unwrap(), Some(5));
     }
 
-    #[tokio::test]
-    async fn a_quarantine_extension_refuses_acceptance_until_it_passes() {
-        let (_d, _u, reg) = fresh().await;
+    async fn a_quarantine_extension_refuses_acceptance_until_it_passes(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
         let now = t(0);
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
         reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
@@ -3011,9 +3132,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_version_1_registry_is_migrated_to_version_2_on_open() {
-        let (_dir, uri, r) = fresh().await;
+    async fn a_version_1_registry_is_migrated_to_version_2_on_open(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
         sqlx::query("UPDATE registry_state SET schema_version = 1")
             .execute(&r.pool)
             .await
@@ -3033,5 +3153,87 @@ mod tests {
                 .stage,
             RolloutStage::ReportOnly
         );
+    }
+
+    async fn writers_and_checkpoints_with_equal_times_keep_insertion_order(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
+        let mut writers = Vec::new();
+        let mut checkpoints = Vec::new();
+        for i in 0..5 {
+            writers.push(r.writer_begin(T1, &format!("p{}/", 9 - i), t(0)).await.unwrap());
+            checkpoints.push(r.checkpoint_add(T1, 10 - i, t(0), t(1)).await.unwrap());
+        }
+        assert_eq!(r.writers(T1).await.unwrap(), writers);
+        assert_eq!(r.checkpoints(T1).await.unwrap(), checkpoints);
+    }
+
+    /// A version-2 file (writers and checkpoints without `generation`) keeps its order after the migration,
+    /// and rows added afterwards come after it. SQLite only: no PostgreSQL registry predates version 3.
+    #[tokio::test]
+    async fn a_version_2_registry_is_migrated_to_version_3_keeping_insertion_order() {
+        let (_dir, uri, r) = fresh().await;
+        let mut before = Vec::new();
+        for i in 0..3 {
+            before.push(r.writer_begin(T1, &format!("p{}/", 9 - i), t(0)).await.unwrap());
+            r.hold_set(T1, HoldScope::Table, "more changes than rows", t(0))
+                .await
+                .unwrap();
+        }
+        let early = r.checkpoint_add(T1, 1, t(0), t(1)).await.unwrap();
+        for table in ["writers", "checkpoints"] {
+            sqlx::query(&format!("ALTER TABLE {table} DROP COLUMN generation"))
+                .execute(&r.pool)
+                .await
+                .unwrap();
+        }
+        sqlx::query("UPDATE registry_state SET schema_version = 2")
+            .execute(&r.pool)
+            .await
+            .unwrap();
+        r.close().await;
+        let r = Registry::open(&uri).await.unwrap();
+        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
+            .fetch_one(&r.pool)
+            .await
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let after = r.writer_begin(T1, "p0/", t(0)).await.unwrap();
+        before.push(after);
+        assert_eq!(r.writers(T1).await.unwrap(), before);
+        let late = r.checkpoint_add(T1, 0, t(0), t(1)).await.unwrap();
+        assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
+    }
+
+    async fn observations_get_increasing_ids_and_filter_by_time(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
+        let first = r.observation_add(T1, &serde_json::json!({"n": 1}), t(0)).await.unwrap();
+        let second = r
+            .observation_add(T1, &serde_json::json!({"n": 2}), t(10))
+            .await
+            .unwrap();
+        r.observation_add(T2, &serde_json::json!({"n": 3}), t(10))
+            .await
+            .unwrap();
+        assert!(second > first, "{first} then {second}");
+        let seen = r.observations(T1, t(5)).await.unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].observation_id, second);
+        assert_eq!(seen[0].report, serde_json::json!({"n": 2}));
+        assert_eq!(r.observations(T1, t(0)).await.unwrap().len(), 2);
+        // Observations are not changes: the generation does not move.
+        assert_eq!(r.generation().await.unwrap(), 0);
+    }
+
+    /// A server that refuses connections is reported at once with its cause, not after the pool's timeout.
+    #[tokio::test]
+    async fn an_unreachable_postgres_server_is_reported_with_its_cause() {
+        let started = std::time::Instant::now();
+        let err = Registry::open("postgres://lakedrill@127.0.0.1:1/nope")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RegistryError::Open { .. }), "{err}");
+        let cause = std::error::Error::source(&err).unwrap().to_string();
+        assert!(cause.contains("refused"), "{cause}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     }
 }

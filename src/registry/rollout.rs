@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{Row, SqliteConnection};
+use sqlx::{AnyConnection, Row};
 
 use super::{
     Counter, EventKind, HoldScope, Registry, RegistryError, bump_table_counter, canonical_table_uuid, fmt_time,
@@ -227,8 +227,8 @@ pub struct NewDecision<'a> {
     pub holds: Vec<(String, Option<(HoldScope, String)>)>,
 }
 
-pub(super) async fn read_stage(conn: &mut SqliteConnection, table_uuid: &str) -> Result<RolloutRecord, sqlx::Error> {
-    let row = sqlx::query("SELECT * FROM rollout_stages WHERE table_uuid = ?")
+pub(super) async fn read_stage(conn: &mut AnyConnection, table_uuid: &str) -> Result<RolloutRecord, sqlx::Error> {
+    let row = sqlx::query("SELECT * FROM rollout_stages WHERE table_uuid = $1")
         .bind(table_uuid)
         .fetch_optional(conn)
         .await?;
@@ -255,18 +255,18 @@ pub(super) async fn read_stage(conn: &mut SqliteConnection, table_uuid: &str) ->
 }
 
 pub(super) async fn read_not_before(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     candidate_id: &str,
 ) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     let t: Option<String> =
-        sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = ?")
+        sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = $1")
             .bind(candidate_id)
             .fetch_one(conn)
             .await?;
     t.as_deref().map(|s| parse_time("not_before", s)).transpose()
 }
 
-fn stage(row: &sqlx::sqlite::SqliteRow, column: &'static str) -> Result<RolloutStage, sqlx::Error> {
+fn stage(row: &sqlx::any::AnyRow, column: &'static str) -> Result<RolloutStage, sqlx::Error> {
     let s: String = row.try_get(column)?;
     s.parse().map_err(|e: RegistryError| sqlx::Error::ColumnDecode {
         index: column.to_owned(),
@@ -325,7 +325,7 @@ impl Registry {
         };
         sqlx::query(
             "INSERT INTO rollout_stages (table_uuid, table_name, stage, reason, changed_by, changed_at, policy_digest, generation) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (table_uuid) DO UPDATE SET table_name = excluded.table_name, \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (table_uuid) DO UPDATE SET table_name = excluded.table_name, \
              stage = excluded.stage, reason = excluded.reason, changed_by = excluded.changed_by, \
              changed_at = excluded.changed_at, policy_digest = excluded.policy_digest, generation = excluded.generation",
         )
@@ -342,7 +342,7 @@ impl Registry {
         .map_err(query(OP))?;
         sqlx::query(
             "INSERT INTO rollout_changes (generation, table_uuid, table_name, from_stage, to_stage, reason, changed_by, changed_at, policy_digest) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(c.generation)
         .bind(&table_uuid)
@@ -369,7 +369,7 @@ impl Registry {
     pub async fn rollout_history(&self, table_uuid: &str) -> Result<Vec<RolloutChange>, RegistryError> {
         const OP: &str = "rollout_history";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM rollout_changes WHERE table_uuid = ? ORDER BY generation")
+        let rows = sqlx::query("SELECT * FROM rollout_changes WHERE table_uuid = $1 ORDER BY generation")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -433,14 +433,14 @@ impl Registry {
         let mut changes = Vec::new();
         for (key, want) in &d.holds {
             let existing: Option<String> =
-                sqlx::query_scalar("SELECT hold_id FROM governance_holds WHERE table_uuid = ? AND hold_key = ?")
+                sqlx::query_scalar("SELECT hold_id FROM governance_holds WHERE table_uuid = $1 AND hold_key = $2")
                     .bind(&table_uuid)
                     .bind(key)
                     .fetch_optional(&mut *change.tx)
                     .await
                     .map_err(query(OP))?;
             let active: Option<(String, String)> = match &existing {
-                Some(id) => sqlx::query("SELECT hold_id, scope FROM holds WHERE hold_id = ? AND cleared_at IS NULL")
+                Some(id) => sqlx::query("SELECT hold_id, scope FROM holds WHERE hold_id = $1 AND cleared_at IS NULL")
                     .bind(id)
                     .fetch_optional(&mut *change.tx)
                     .await
@@ -474,7 +474,7 @@ impl Registry {
                     let hold_id = uuid::Uuid::new_v4().to_string();
                     require_text("reason", reason)?;
                     sqlx::query(
-                        "INSERT INTO holds (hold_id, table_uuid, scope, reason, hold_generation, set_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO holds (hold_id, table_uuid, scope, reason, hold_generation, set_at) VALUES ($1, $2, $3, $4, $5, $6)",
                     )
                     .bind(&hold_id)
                     .bind(&table_uuid)
@@ -486,7 +486,7 @@ impl Registry {
                     .await
                     .map_err(query(OP))?;
                     sqlx::query(
-                        "INSERT INTO governance_holds (table_uuid, hold_key, hold_id) VALUES (?, ?, ?) \
+                        "INSERT INTO governance_holds (table_uuid, hold_key, hold_id) VALUES ($1, $2, $3) \
                          ON CONFLICT (table_uuid, hold_key) DO UPDATE SET hold_id = excluded.hold_id",
                     )
                     .bind(&table_uuid)
@@ -517,7 +517,7 @@ impl Registry {
         let decision_json = serde_json::to_string(d.decision).map_err(|e| query(OP)(encode(e)))?;
         sqlx::query(
             "INSERT INTO decisions (version, table_uuid, issuer, keyid, envelope_sha256, decision_json, applied_at, generation) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(d.version)
         .bind(&table_uuid)
@@ -556,7 +556,7 @@ impl Registry {
         now: DateTime<Utc>,
     ) -> Result<(), RegistryError> {
         let op = change.op;
-        sqlx::query("UPDATE holds SET cleared_at = ? WHERE hold_id = ? AND cleared_at IS NULL")
+        sqlx::query("UPDATE holds SET cleared_at = $1 WHERE hold_id = $2 AND cleared_at IS NULL")
             .bind(fmt_time(now))
             .bind(hold_id)
             .execute(&mut *change.tx)
@@ -575,7 +575,7 @@ impl Registry {
     pub async fn decisions(&self, table_uuid: &str) -> Result<Vec<DecisionRecord>, RegistryError> {
         const OP: &str = "decisions";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM decisions WHERE table_uuid = ? ORDER BY version")
+        let rows = sqlx::query("SELECT * FROM decisions WHERE table_uuid = $1 ORDER BY version")
             .bind(&table_uuid)
             .fetch_all(&self.pool)
             .await
@@ -642,7 +642,7 @@ impl Registry {
         let current = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?;
         let not_before = current.map_or(now, |c| c.max(now)) + by;
         sqlx::query(
-            "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(change.generation)
         .bind(candidate_id)
@@ -689,7 +689,7 @@ impl Registry {
         const OP: &str = "observation_add";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         sqlx::query_scalar(
-            "INSERT INTO rollout_observations (table_uuid, observed_at, report_json) VALUES (?, ?, ?) RETURNING observation_id",
+            "INSERT INTO rollout_observations (table_uuid, observed_at, report_json) VALUES ($1, $2, $3) RETURNING observation_id",
         )
         .bind(&table_uuid)
         .bind(fmt_time(now))
@@ -711,7 +711,7 @@ impl Registry {
         const OP: &str = "observations";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         let rows = sqlx::query(
-            "SELECT * FROM rollout_observations WHERE table_uuid = ? AND observed_at >= ? ORDER BY observed_at, observation_id",
+            "SELECT * FROM rollout_observations WHERE table_uuid = $1 AND observed_at >= $2 ORDER BY observed_at, observation_id",
         )
         .bind(&table_uuid)
         .bind(fmt_time(since))

@@ -2,12 +2,26 @@
 
 use std::process::{Command, Stdio};
 
-use crate::util::{copy_tree, interop, lakedrill_in, tmpdir};
+use crate::util::{copy_tree, fresh_postgres_database, interop, lakedrill_in, tmpdir};
 
+/// The registry in the default SQLite file of the working directory.
 #[test]
 fn many_processes_adding_leases_and_holds_at_once_lose_nothing() {
+    many_processes_lose_nothing(None);
+}
+
+/// The registry in a fresh PostgreSQL database: the advisory write lock serializes the processes.
+#[test]
+fn many_processes_adding_leases_and_holds_at_once_lose_nothing_on_postgres() {
+    many_processes_lose_nothing(Some(fresh_postgres_database()));
+}
+
+fn many_processes_lose_nothing(registry: Option<String>) {
     let tmp = tmpdir();
     let dir = tmp.path();
+    if let Some(uri) = &registry {
+        std::fs::write(dir.join("lakedrill.toml"), format!("[registry]\nuri = \"{uri}\"\n")).unwrap();
+    }
     let table = dir.join("t");
     copy_tree(
         &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
@@ -99,5 +113,10 @@ fn many_processes_adding_leases_and_holds_at_once_lose_nothing() {
     assert_eq!(
         *gens.iter().max().unwrap() - *gens.iter().min().unwrap(),
         (N - 1) as i64
+    );
+    assert_eq!(
+        dir.join("lakedrill-registry.db").exists(),
+        registry.is_none(),
+        "the registry is where the configuration says"
     );
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{Run, lakedrill_in, tmpdir};
+use crate::util::{Run, block_on, fresh_postgres_database, lakedrill_in, sql_text, tmpdir};
 
 /// The example of DESIGN §3, exactly as written.
 const DESIGN_EXAMPLE: &str = "schema: lakehouseRetentionPolicy.v1
@@ -25,7 +25,25 @@ pub struct Gov {
     pub policy: PathBuf,
     /// `s3://bucket/prefix` when the table lives on the test S3 server.
     warehouse: Option<String>,
+    /// Where the catalog and the registry live.
+    backend: Backend,
+    /// The catalog database's URI.
+    catalog_uri: String,
 }
+
+/// The database of a fixture's SQL catalog and registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `fx/catalog.db` as PyIceberg wrote it, and `registry.db`.
+    Sqlite,
+    /// A fresh PostgreSQL database (from `LAKEDRILL_TEST_PG_URI`) holding both: the PyIceberg table is
+    /// registered in an iceberg SQL catalog there (created by iceberg-catalog-sql), and `fx/catalog.db` is
+    /// deleted, so that nothing can read the table through SQLite any more.
+    Postgres,
+}
+
+const CURRENT_LOCATION: &str = "SELECT metadata_location FROM iceberg_tables \
+     WHERE catalog_name = 'pyfix' AND table_namespace = 'db' AND table_name = 'retention'";
 
 pub const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
 
@@ -38,6 +56,14 @@ impl Gov {
     /// that the deleter may purge it.
     pub fn new(policy_extra: &str) -> Gov {
         Gov::with_warehouse(policy_extra, None)
+    }
+
+    /// [`Gov::new`] with the catalog and the registry on `backend`.
+    pub fn new_on(policy_extra: &str, backend: Backend) -> Gov {
+        let g = Gov::report_only_on(&format!("regulatedData: false\n{policy_extra}"), None, backend);
+        g.set_stage("test", "integration test fixture: generated rows, no regulated data")
+            .expect_code(0);
+        g
     }
 
     pub fn with_warehouse(policy_extra: &str, warehouse: Option<String>) -> Gov {
@@ -68,6 +94,11 @@ impl Gov {
 
     /// A fixture whose table is left in the default rollout stage, `report-only`.
     pub fn report_only(policy_extra: &str, warehouse: Option<String>) -> Gov {
+        Gov::report_only_on(policy_extra, warehouse, Backend::Sqlite)
+    }
+
+    /// [`Gov::report_only`] with the catalog and the registry on `backend`.
+    pub fn report_only_on(policy_extra: &str, warehouse: Option<String>, backend: Backend) -> Gov {
         let tmp = tmpdir();
         let dir = tmp.path().to_path_buf();
         let generator = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/make_tables.py");
@@ -78,12 +109,33 @@ impl Gov {
         }
         let out = cmd.arg(dir.join("fx")).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (catalog_uri, registry_uri) = match backend {
+            Backend::Sqlite => (
+                format!("sqlite:{}", dir.join("fx/catalog.db").display()),
+                format!("sqlite:{}", dir.join("registry.db").display()),
+            ),
+            Backend::Postgres => {
+                assert!(warehouse.is_none(), "the PostgreSQL fixture is on local storage");
+                let pg = fresh_postgres_database();
+                let sqlite = format!("sqlite://{}?mode=ro", dir.join("fx/catalog.db").display());
+                let md = sql_text(&sqlite, CURRENT_LOCATION).expect("PyIceberg registered db.retention");
+                let cfg = lakedrill::config::CatalogConfig {
+                    kind: "sql".to_owned(),
+                    uri: pg.clone(),
+                    warehouse: Some(format!("file://{}", dir.join("fx/warehouse").display())),
+                    name: Some("pyfix".to_owned()),
+                };
+                let ident: lakedrill::catalog::TableIdent = "db.retention".parse().unwrap();
+                block_on(lakedrill::materialize::register(&cfg, "rt", &ident, &md, "unused")).unwrap();
+                assert_eq!(sql_text(&pg, CURRENT_LOCATION).as_deref(), Some(md.as_str()));
+                std::fs::remove_file(dir.join("fx/catalog.db")).unwrap();
+                (pg.clone(), pg)
+            }
+        };
         std::fs::write(
             dir.join("lakedrill.toml"),
             format!(
-                "[catalog.rt]\ntype = \"sql\"\nuri = \"sqlite:{}\"\nname = \"pyfix\"\n[registry]\nuri = \"sqlite:{}\"\n",
-                dir.join("fx/catalog.db").display(),
-                dir.join("registry.db").display()
+                "[catalog.rt]\ntype = \"sql\"\nuri = \"{catalog_uri}\"\nname = \"pyfix\"\n[registry]\nuri = \"{registry_uri}\"\n"
             ),
         )
         .unwrap();
@@ -102,6 +154,8 @@ impl Gov {
             dir,
             policy,
             warehouse,
+            backend,
+            catalog_uri,
         }
     }
 
@@ -188,17 +242,29 @@ impl Gov {
         self.on_table(&a)
     }
 
-    /// Runs Python with `t` = the table loaded through the catalog by PyIceberg.
+    /// Runs Python with `t` = the table loaded through the catalog by PyIceberg. On PostgreSQL (PyIceberg
+    /// has no PostgreSQL driver in the test venv) `t` is the metadata file the catalog row names now, read
+    /// with `StaticTable`: the same table PyIceberg's catalog would load.
     pub fn py(&self, code: &str) -> String {
         let wh = self
             .warehouse
             .clone()
             .unwrap_or_else(|| format!("file://{}", self.dir.join("fx/warehouse").display()));
+        let load = match self.backend {
+            Backend::Sqlite => format!(
+                "from pyiceberg.catalog.sql import SqlCatalog\n\
+                 c = SqlCatalog('pyfix', uri='sqlite:///{db}', warehouse='{wh}', **props)\nt = c.load_table('db.retention')",
+                db = self.dir.join("fx/catalog.db").display(),
+            ),
+            Backend::Postgres => format!(
+                "from pyiceberg.table import StaticTable\nt = StaticTable.from_metadata('{}', props)",
+                sql_text(&self.catalog_uri, CURRENT_LOCATION).expect("db.retention in the PostgreSQL catalog")
+            ),
+        };
         let script = format!(
-            "import os\nfrom pyiceberg.catalog.sql import SqlCatalog\n\
+            "import os\n\
              props = {{'s3.endpoint': os.environ.get('LAKEDRILL_TEST_S3_ENDPOINT', ''), 's3.access-key-id': 'testing', 's3.secret-access-key': 'testing', 's3.region': 'us-east-1'}}\n\
-             c = SqlCatalog('pyfix', uri='sqlite:///{db}', warehouse='{wh}', **props)\nt = c.load_table('db.retention')\n{code}\n",
-            db = self.dir.join("fx/catalog.db").display(),
+             {load}\n{code}\n",
         );
         let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
         assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
@@ -603,7 +669,21 @@ fn a_commit_between_plan_and_quarantine_makes_quarantine_refuse() {
 
 #[test]
 fn plan_quarantine_drill_purge_deletes_exactly_the_inventory() {
-    let g = Gov::new("");
+    plan_quarantine_drill_purge_on(Backend::Sqlite);
+}
+
+/// The same spine with the catalog and the registry in PostgreSQL: every catalog read and commit (stage,
+/// plan, tag-mode quarantine, purge) and every registry change go to the server.
+#[test]
+fn plan_quarantine_drill_purge_deletes_exactly_the_inventory_on_postgres() {
+    plan_quarantine_drill_purge_on(Backend::Postgres);
+}
+
+fn plan_quarantine_drill_purge_on(backend: Backend) {
+    let g = Gov::new_on("", backend);
+    let start = sql_text(&g.catalog_uri, CURRENT_LOCATION).unwrap();
+    let v = g.run(&["--json", "config", "check"]).expect_code(0).json();
+    assert_eq!(v["status"], "VALID", "{v}");
     let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
@@ -659,6 +739,20 @@ fn plan_quarantine_drill_purge_deletes_exactly_the_inventory() {
     assert!(payload["predicate"]["receipts"].as_u64().unwrap() >= 2 * paths.len() as u64);
     // A second purge is refused: nothing is deleted twice.
     g.purge(id, Some(&ev), &[]).expect_code(1);
+    // The quarantine tags were committed to this catalog and removed again: two commits past the start.
+    let end = sql_text(&g.catalog_uri, CURRENT_LOCATION).unwrap();
+    assert_ne!(end, start, "the catalog row never moved");
+    if backend == Backend::Postgres {
+        // Nothing fell back to SQLite files.
+        assert!(!g.dir.join("fx/catalog.db").exists());
+        assert!(!g.dir.join("registry.db").exists());
+        assert!(!g.dir.join("lakedrill-registry.db").exists());
+        let events = sql_text(&g.catalog_uri, "SELECT CAST(COUNT(*) AS TEXT) FROM events").unwrap();
+        assert!(
+            events.parse::<u32>().unwrap() > 3,
+            "registry events in PostgreSQL: {events}"
+        );
+    }
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -187,3 +187,52 @@ pub fn verify_with_standard_tools(report: &Path, pubkey: &Path, scratch: &Path) 
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs a future to completion on a fresh single-threaded runtime (the tests themselves are sync).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// A fresh PostgreSQL database (`CREATE DATABASE t_<uuid>` on the server of `LAKEDRILL_TEST_PG_URI`, which
+/// scripts/test.sh starts), as a URI. Panics when the variable is unset or the server cannot be reached: a
+/// PostgreSQL test never passes without PostgreSQL.
+pub fn fresh_postgres_database() -> String {
+    use sqlx::Connection;
+    let admin = std::env::var("LAKEDRILL_TEST_PG_URI").unwrap_or_else(|_| {
+        panic!("LAKEDRILL_TEST_PG_URI is not set: run the tests with scripts/test.sh, which starts PostgreSQL")
+    });
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    block_on(async {
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin} (LAKEDRILL_TEST_PG_URI): {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("CREATE DATABASE {name} on {admin}: {e}"));
+        conn.close().await.unwrap();
+    });
+    let mut url = url::Url::parse(&admin).unwrap();
+    url.set_path(&name);
+    url.to_string()
+}
+
+/// The first column of the first row of `sql` on the database at `uri` (SQLite or PostgreSQL), as text.
+pub fn sql_text(uri: &str, sql: &str) -> Option<String> {
+    block_on(async {
+        sqlx::any::install_default_drivers();
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(uri)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open {uri}: {e}"));
+        sqlx::query_scalar::<_, Option<String>>(sql)
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql} on {uri}: {e}"))
+            .flatten()
+    })
+}
