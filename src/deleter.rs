@@ -46,7 +46,7 @@ use crate::keys::{SigningKey, TrustStore};
 use crate::location;
 use crate::output::{Outcome, Verdict};
 use crate::policy::{ObjectVersioning, Policy};
-use crate::registry::{Acceptance, CandidateRecord, Registry, State};
+use crate::registry::{Acceptance, CandidateRecord, PurgeRun, Registry, State};
 use crate::table::TableSource;
 
 /// `predicateType` of the signed inventory archive and the receipts summary.
@@ -380,11 +380,97 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         );
     }
     let key = crate::keys::load_signing_key(&opts.key)?;
-    execute(ctx, source, &reg, &policy, &opts.candidate_id, &key, &opts.receipts).await
+    // One run at a time per candidate: a second purge (or a resume while the first still runs) is refused.
+    let run = match claim_run(&reg, &opts.candidate_id, Utc::now(), "purge").await? {
+        Ok(run) => run,
+        Err(why) => return refused("REFUSED", vec![why]),
+    };
+    // Claimed now; another run may have finished the candidate between our checks and our claim.
+    let state = reg.candidate(&opts.candidate_id).await?.state;
+    if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
+        reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await?;
+        return refused(
+            "REFUSED",
+            vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
+        );
+    }
+    let out = execute(
+        ctx,
+        source,
+        &reg,
+        &policy,
+        &opts.candidate_id,
+        &key,
+        &opts.receipts,
+        &run.run_id,
+    )
+    .await;
+    let released = reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// A purge run not heard of for this long may be taken over (its process died on another host, or hangs).
+pub const PURGE_RUN_SILENCE_MINUTES: i64 = 10;
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+/// Whether process `pid` of this host is alive; `None` where `/proc` cannot tell.
+fn pid_alive(pid: i64) -> Option<bool> {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return None;
+    }
+    Some(proc.join(pid.to_string()).exists())
+}
+
+/// Claims the candidate for this process's quarantine or purge (`what`). A holder may be taken over only when it is provably dead
+/// (same host, its process gone) or silent for [`PURGE_RUN_SILENCE_MINUTES`]; otherwise the reason to refuse.
+pub(crate) async fn claim_run(
+    reg: &Registry,
+    candidate_id: &str,
+    now: chrono::DateTime<Utc>,
+    what: &str,
+) -> Result<std::result::Result<PurgeRun, String>> {
+    let me = PurgeRun {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        host: this_host(),
+        pid: i64::from(std::process::id()),
+        started_at: now,
+        heartbeat_at: now,
+    };
+    let held = reg.purge_run(candidate_id).await?;
+    let silence = chrono::Duration::minutes(PURGE_RUN_SILENCE_MINUTES);
+    let take_over = held
+        .as_ref()
+        .filter(|h| (h.host == me.host && pid_alive(h.pid) == Some(false)) || now - h.heartbeat_at > silence)
+        .map(|h| h.run_id.clone());
+    Ok(match reg.purge_claim(candidate_id, &me, take_over.as_deref()).await? {
+        Ok(()) => Ok(me),
+        Err(h) => Err(format!(
+            "refused to {what}: another quarantine or purge of {candidate_id} is running: run {} on {} (pid {}) since \
+             {}, last heard of {}; it can be resumed once that process is gone or silent for \
+             {PURGE_RUN_SILENCE_MINUTES} minutes",
+            h.run_id,
+            h.host,
+            h.pid,
+            h.started_at.to_rfc3339(),
+            h.heartbeat_at.to_rfc3339()
+        )),
+    })
 }
 
 /// Executes an approved purge (or resumes one).
 #[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     ctx: &Context,
     source: &TableSource,
@@ -393,6 +479,7 @@ async fn execute(
     candidate_id: &str,
     key: &SigningKey,
     receipts: &str,
+    run_id: &str,
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
@@ -470,6 +557,11 @@ async fn execute(
         .collect();
     let progress = crate::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
     for batch in todo.chunks(BATCH) {
+        if reg.purge_run(candidate_id).await?.is_none_or(|r| r.run_id != run_id) {
+            halted.push("another purge run took this candidate over: no further deletes here".to_owned());
+            break;
+        }
+        reg.purge_heartbeat(candidate_id, run_id, Utc::now()).await?;
         if reg.deleter_stopped().await? {
             halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
             break;

@@ -892,11 +892,70 @@ pub async fn quarantine(
             .await?;
         return refuse(format!("{reason}; the candidate is PROTECTED"));
     }
+    // One quarantine or purge of a candidate at a time (the registry's run claim, shared with the deleter).
+    let run = match crate::deleter::claim_run(&reg, candidate_id, now, "quarantine").await? {
+        Ok(run) => run,
+        Err(why) => return refuse(why),
+    };
+    let out = seal_and_commit(
+        ctx,
+        source,
+        candidate_id,
+        bundles,
+        mode,
+        (&table, &cat, &ident),
+        &policy,
+        &key,
+        &reg,
+        now,
+        &candidate,
+        &stamp,
+        &digest,
+    )
+    .await;
+    let released = reg.purge_release(candidate_id, &run.run_id, Utc::now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// The second half of [`quarantine`], run while the candidate is claimed: seal every snapshot, re-check the
+/// registry, commit the tags (or the removal) and record the quarantine.
+#[allow(clippy::too_many_arguments, clippy::too_many_lines)]
+async fn seal_and_commit(
+    ctx: &Context,
+    source: &TableSource,
+    candidate_id: &str,
+    bundles: &str,
+    mode: QuarantineMode,
+    (table, cat, ident): (&Table, &crate::catalog::SqlCatalog, &crate::catalog::TableIdent),
+    policy: &Policy,
+    key: &crate::keys::SigningKey,
+    reg: &Registry,
+    now: DateTime<Utc>,
+    candidate: &closure::Candidate,
+    stamp: &WorldStamp,
+    digest: &crate::rollout::DigestBinding,
+) -> Result<Outcome> {
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    // Claimed now; another quarantine may have finished between our check and our claim.
+    let state = reg.candidate(candidate_id).await?.state;
+    if state != State::UnreferencedEligible {
+        return refuse(format!(
+            "{candidate_id} is already {state} (another quarantine ran meanwhile)"
+        ));
+    }
     // Seal every snapshot of the candidate.
     let out = location::canonical_uri(bundles)?;
     let mut sealed = Vec::new();
     for id in &candidate.snapshot_ids {
-        match crate::bundle::seal(&table, &ctx.storage, *id, &key, &out, now).await? {
+        match crate::bundle::seal(table, &ctx.storage, *id, key, &out, now).await? {
             Ok(r) => sealed.push(r),
             Err(findings) => {
                 reg.candidate_transition(
@@ -917,8 +976,8 @@ pub async fn quarantine(
         }
     }
     // Nothing may have changed in the registry since the plan.
-    let again = world_stamp(&table, &policy, &reg, None).await?;
-    if again != stamp {
+    let again = world_stamp(table, policy, reg, None).await?;
+    if &again != stamp {
         return refuse("leases or holds changed while sealing: re-plan".into());
     }
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
@@ -959,7 +1018,7 @@ pub async fn quarantine(
         .map_err(|e| Error::iceberg("build metadata", e))?
         .metadata;
     let committed = match cat
-        .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+        .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
         .await
     {
         Ok(loc) => loc,
@@ -974,7 +1033,7 @@ pub async fn quarantine(
             after.generation().metadata_location
         ));
     }
-    let post = world_stamp(&after, &policy, &reg, Some(&tag_prefix)).await?;
+    let post = world_stamp(&after, policy, reg, Some(&tag_prefix)).await?;
     let q = serde_json::json!({
         "mode": match mode { QuarantineMode::Tag => "tag", QuarantineMode::Bundle => "bundle" },
         "tag_prefix": tag_prefix,

@@ -237,6 +237,14 @@ CREATE TABLE IF NOT EXISTS rollout_observations (
     report_json      TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS rollout_observations_by_table ON rollout_observations (table_uuid, observed_at);
+CREATE TABLE IF NOT EXISTS purge_runs (
+    candidate_id     TEXT    PRIMARY KEY,
+    run_id           TEXT    NOT NULL,
+    host             TEXT    NOT NULL,
+    pid              INTEGER NOT NULL,
+    started_at       TEXT    NOT NULL,
+    heartbeat_at     TEXT    NOT NULL
+);
 ";
 
 /// Everything that can go wrong in the registry. Each variant means "could not decide": do not delete.
@@ -514,10 +522,16 @@ pub enum EventKind {
     DecisionApplied,
     /// A candidate's quarantine was extended.
     QuarantineExtended,
+    /// A purge run claimed a candidate ([`Registry::purge_claim`]).
+    PurgeRunClaimed,
+    /// A purge run let a candidate go ([`Registry::purge_release`]).
+    PurgeRunReleased,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 15] = [
+    const ALL: [EventKind; 17] = [
+        EventKind::PurgeRunClaimed,
+        EventKind::PurgeRunReleased,
         EventKind::RolloutStageSet,
         EventKind::DecisionApplied,
         EventKind::QuarantineExtended,
@@ -554,6 +568,8 @@ impl EventKind {
             EventKind::RolloutStageSet => "rollout_stage_set",
             EventKind::DecisionApplied => "decision_applied",
             EventKind::QuarantineExtended => "quarantine_extended",
+            EventKind::PurgeRunClaimed => "purge_run_claimed",
+            EventKind::PurgeRunReleased => "purge_run_released",
         }
     }
 }
@@ -2234,6 +2250,157 @@ impl Registry {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(query(OP))
+    }
+}
+
+/// The process running the purge of a candidate (at most one at a time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeRun {
+    /// Unique per run.
+    pub run_id: String,
+    /// Host name of the process.
+    pub host: String,
+    /// Process id on that host.
+    pub pid: i64,
+    /// When the run claimed the candidate.
+    pub started_at: DateTime<Utc>,
+    /// Last sign of life (every batch of deletes).
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+fn read_purge_run(r: &AnyRow) -> Result<PurgeRun, sqlx::Error> {
+    Ok(PurgeRun {
+        run_id: r.try_get("run_id")?,
+        host: r.try_get("host")?,
+        pid: r.try_get("pid")?,
+        started_at: parse_time("started_at", &r.try_get::<String, _>("started_at")?)?,
+        heartbeat_at: parse_time("heartbeat_at", &r.try_get::<String, _>("heartbeat_at")?)?,
+    })
+}
+
+impl Registry {
+    /// The run holding a candidate's purge, if any.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_run(&self, candidate_id: &str) -> Result<Option<PurgeRun>, RegistryError> {
+        const OP: &str = "purge_run";
+        let row = sqlx::query("SELECT * FROM purge_runs WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(query(OP))?;
+        row.as_ref().map(read_purge_run).transpose().map_err(query(OP))
+    }
+
+    /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
+    /// `me` already does, or when the holder is exactly `take_over` (a run the caller found dead or silent).
+    /// Otherwise the holder is returned and nothing changes: two purges of one candidate never run at once.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_claim(
+        &self,
+        candidate_id: &str,
+        me: &PurgeRun,
+        take_over: Option<&str>,
+    ) -> Result<Result<(), PurgeRun>, RegistryError> {
+        const OP: &str = "purge_claim";
+        let mut change = self.change(OP).await?;
+        let held = sqlx::query("SELECT * FROM purge_runs WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(OP))?
+            .as_ref()
+            .map(read_purge_run)
+            .transpose()
+            .map_err(query(OP))?;
+        if let Some(h) = &held
+            && h.run_id != me.run_id
+            && take_over != Some(h.run_id.as_str())
+        {
+            return Ok(Err(h.clone()));
+        }
+        sqlx::query(
+            "INSERT INTO purge_runs (candidate_id, run_id, host, pid, started_at, heartbeat_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (candidate_id) DO UPDATE SET run_id = $2, host = $3, \
+             pid = $4, started_at = $5, heartbeat_at = $6",
+        )
+        .bind(candidate_id)
+        .bind(&me.run_id)
+        .bind(&me.host)
+        .bind(me.pid)
+        .bind(fmt_time(me.started_at))
+        .bind(fmt_time(me.heartbeat_at))
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        let took_over = held.filter(|h| h.run_id != me.run_id);
+        let detail = serde_json::json!({"candidate_id": candidate_id, "run": me, "took_over": took_over});
+        change
+            .commit(me.started_at, EventKind::PurgeRunClaimed, table.as_deref(), &detail)
+            .await?;
+        Ok(Ok(()))
+    }
+
+    /// Records a sign of life of the run holding a candidate (no event; a no-op for another run).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_heartbeat(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        const OP: &str = "purge_heartbeat";
+        sqlx::query("UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2 AND run_id = $3")
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await
+            .map_err(query(OP))?;
+        Ok(())
+    }
+
+    /// Lets a candidate go at the end of a run (a no-op when another run holds it).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_release(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        const OP: &str = "purge_release";
+        let mut change = self.change(OP).await?;
+        let n = sqlx::query("DELETE FROM purge_runs WHERE candidate_id = $1 AND run_id = $2")
+            .bind(candidate_id)
+            .bind(run_id)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?
+            .rows_affected();
+        if n == 0 {
+            return Ok(());
+        }
+        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        let detail = serde_json::json!({"candidate_id": candidate_id, "run_id": run_id});
+        change
+            .commit(now, EventKind::PurgeRunReleased, table.as_deref(), &detail)
+            .await
     }
 }
 

@@ -1290,28 +1290,74 @@ fn two_quarantines_or_two_purges_of_one_candidate_at_once_one_wins() {
         .expect_code(0)
         .json();
     let report = d["report"].as_str().unwrap().to_owned();
-    let p = at_once(
-        &g,
-        &[
-            "--json",
-            "purge",
-            &id,
-            "--policy",
-            &policy,
-            "--trust",
-            "keys",
-            "--key",
-            key,
-            "--receipts",
-            "vault/receipts",
-            "--evidence",
-            &report,
-        ],
-        2,
+    let purge_args = [
+        "--json",
+        "purge",
+        &id,
+        "--policy",
+        &policy,
+        "--trust",
+        "keys",
+        "--key",
+        key,
+        "--receipts",
+        "vault/receipts",
+        "--evidence",
+        &report,
+    ];
+    // A live run holding the candidate (this very test process) makes a purge refuse, naming it.
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let holder = |pid: u32| lakedrill::registry::PurgeRun {
+        run_id: format!("run-of-{pid}"),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+            .to_owned(),
+        pid: i64::from(pid),
+        started_at: chrono::Utc::now(),
+        heartbeat_at: chrono::Utc::now(),
+    };
+    let claim = |run: lakedrill::registry::PurgeRun| {
+        crate::util::block_on(async {
+            let r = lakedrill::registry::Registry::open(&registry).await.unwrap();
+            r.purge_claim(&id, &run, None).await.unwrap().unwrap();
+        })
+    };
+    claim(holder(std::process::id()));
+    let r = g.on_table(&purge_args).expect_code(1).json();
+    assert!(
+        r["reasons"].to_string().contains("another quarantine or purge of"),
+        "{r:#}"
     );
+    // A run whose process is gone is taken over: a finished child's pid is dead.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    crate::util::block_on(async {
+        let r = lakedrill::registry::Registry::open(&registry).await.unwrap();
+        r.purge_release(&id, &format!("run-of-{}", std::process::id()), chrono::Utc::now())
+            .await
+            .unwrap();
+    });
+    claim(holder(dead));
+    let p = at_once(&g, &purge_args, 2);
     let statuses: Vec<&str> = p.iter().map(|(_, v)| v["status"].as_str().unwrap()).collect();
     assert_eq!(statuses.iter().filter(|s| **s == "VERIFIED").count(), 1, "{p:#?}");
     assert_eq!(statuses.iter().filter(|s| **s == "REFUSED").count(), 1, "{p:#?}");
     let st = g.run(&["--json", "status", &id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "VERIFIED", "{st:#}");
+    // The winner took the dead run over and let the candidate go at the end.
+    crate::util::block_on(async {
+        let r = lakedrill::registry::Registry::open(&registry).await.unwrap();
+        assert!(r.purge_run(&id).await.unwrap().is_none());
+        let events = r.all_events().await.unwrap();
+        let claimed: Vec<_> = events
+            .iter()
+            .filter(|e| e.kind == lakedrill::registry::EventKind::PurgeRunClaimed)
+            .collect();
+        assert!(
+            claimed.iter().any(|e| e.detail["took_over"]["pid"] == i64::from(dead)),
+            "{claimed:#?}"
+        );
+    });
 }
