@@ -404,13 +404,33 @@ pub async fn write_bundle(
         }
     }
     // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
-    storage
-        .put_new(
-            &location::join(&dir, ENVELOPE_FILE),
-            Bytes::from(envelope.to_json_bytes()),
-        )
-        .await?;
-    Ok(dir)
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    match storage.put_new(&env_uri, Bytes::from(envelope.to_json_bytes())).await {
+        Ok(_) => Ok(dir),
+        // Sealed before (a quarantine that failed after sealing and is retried): the existing bundle stands
+        // when this key signed it for the same snapshot and the same root; anything else is refused.
+        Err(Error::AlreadyExists { .. }) => {
+            let existing = storage.get(&env_uri).await?.bytes;
+            let trust = crate::keys::TrustStore::from_keys(vec![crate::keys::PublicKey::new(
+                "sealing-key",
+                "sealing-key.pub",
+                key.verifying_key(),
+            )])?;
+            let same = evidence::verify(&existing, &trust).ok().is_some_and(|v| {
+                v.predicate()["snapshot_id"] == serde_json::json!(predicate.snapshot_id)
+                    && v.predicate()["bundle_root"] == serde_json::json!(root)
+            });
+            if same {
+                Ok(dir)
+            } else {
+                Err(Error::invalid(
+                    &env_uri,
+                    "exists and is not this key's seal of the same snapshot and root; bundles are never overwritten",
+                ))
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// How to verify a bundle.

@@ -251,9 +251,21 @@ impl SqlCatalog {
             .with_new_metadata(new)
             .to_string();
         let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
-        storage
+        match storage
             .put_new(&crate::location::canonical_uri(&next)?, bytes::Bytes::from(bytes))
-            .await?;
+            .await
+        {
+            Ok(_) => {}
+            // Another writer created that metadata file first: the commit lost the race, nothing changed.
+            Err(Error::AlreadyExists { uri }) => {
+                return Err(Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: format!("{uri} was written by another writer first: the commit lost the race"),
+                    source: None,
+                });
+            }
+            Err(e) => return Err(e),
+        }
         self.swap_metadata_location(ident, expected, &next).await?;
         Ok(next)
     }

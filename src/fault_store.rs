@@ -33,8 +33,8 @@ pub struct FaultState {
     lose_delete_every: AtomicU64,
     /// Every K-th delete fails with a 503 before it is sent (0 = off).
     fail_delete_every: AtomicU64,
-    /// Conditional (create-only) writes fail with 412 (a racing writer won).
-    fail_conditional_puts: AtomicBool,
+    /// Create-only writes of paths containing this text fail with 412 (a racing writer won).
+    fail_conditional_puts: Mutex<Option<String>>,
     /// Deleted objects stay readable (HEAD/GET) until [`FaultState::catch_up`]: a lagging replica.
     lagging_replica: AtomicBool,
     stale: Mutex<HashMap<Path, (ObjectMeta, Option<Bytes>)>>,
@@ -67,9 +67,11 @@ impl FaultState {
         self.fail_delete_every.store(k, Ordering::SeqCst);
     }
 
-    /// Create-only writes fail with 412 Precondition Failed.
-    pub fn fail_conditional_puts(&self, on: bool) {
-        self.fail_conditional_puts.store(on, Ordering::SeqCst);
+    /// Create-only writes of paths containing `matching` fail with 412 Precondition Failed (`None`: off).
+    pub fn fail_conditional_puts(&self, matching: Option<&str>) {
+        if let Ok(mut m) = self.fail_conditional_puts.lock() {
+            *m = matching.map(str::to_owned);
+        }
     }
 
     /// Reads are served by a replica that lags behind deletes.
@@ -89,7 +91,7 @@ impl FaultState {
         self.hide_listed_after(None);
         self.lose_delete_responses(0);
         self.fail_deletes(0);
-        self.fail_conditional_puts(false);
+        self.fail_conditional_puts(None);
         self.lagging_replica(false);
         self.catch_up();
     }
@@ -178,7 +180,14 @@ impl std::fmt::Display for FaultStore {
 #[async_trait::async_trait]
 impl ObjectStore for FaultStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        if matches!(opts.mode, PutMode::Create) && self.state.fail_conditional_puts.load(Ordering::SeqCst) {
+        let racing = self
+            .state
+            .fail_conditional_puts
+            .lock()
+            .ok()
+            .and_then(|m| m.clone())
+            .is_some_and(|m| location.as_ref().contains(&m));
+        if matches!(opts.mode, PutMode::Create) && racing {
             self.state.count("put_412");
             return Err(object_store::Error::Precondition {
                 path: location.to_string(),

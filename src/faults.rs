@@ -279,8 +279,8 @@ fn fault_text(id: &str) -> (&'static str, &'static str) {
             "purge REFUSED by the lease-watermark compare-and-set and by the closure check; the leased snapshot keeps every object",
         ),
         "ref-case-collision" => (
-            "branch names that differ only by case: `Main` beside `main` before the plan, `MAIN` created after the quarantine",
-            "the plan keeps `Main`'s head and warns of the collision; purge REFUSED by the table-generation compare-and-set and by the closure check",
+            "branch names that differ only by case: `Main` beside `main` before the plan, `MAIN` created after the quarantine; and a commit racing the quarantine (412 on the metadata write)",
+            "the plan keeps `Main`'s head and warns of the collision; the raced quarantine is REFUSED and a retry reuses its bundles; purge REFUSED by the table-generation compare-and-set and by the closure check",
         ),
         "uncommitted-writer" => (
             "a writer uploaded files without committing: one registered writer, one unregistered",
@@ -730,6 +730,23 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
                 "the plan warns that `Main` and `main` differ only by case",
             );
             let acct = lab.account(&[a, b], &[]).await?;
+            // A commit racing the quarantine: another writer creates the next metadata file first (412).
+            lab.state.fail_conditional_puts(Some(".metadata.json"));
+            let raced = lab.quarantine(&cid, QuarantineMode::Tag).await;
+            lab.state.fail_conditional_puts(None);
+            let raced = match raced {
+                Ok(o) => format!("{} {}", status_of(&o), reasons_of(&o)),
+                Err(e) => format!("error: {e}"),
+            };
+            obs.saw(format!("quarantine while a commit races it: {raced}"));
+            obs.expect(
+                raced.starts_with("REFUSED") && raced.contains("lost the race"),
+                "a quarantine whose commit loses the race is REFUSED, nothing committed",
+            );
+            obs.expect(
+                lab.state(&cid).await? == State::UnreferencedEligible,
+                "the candidate is not quarantined by the lost commit",
+            );
             let q = lab.quarantine(&cid, QuarantineMode::Tag).await?;
             let d = lab.drill().await?;
             obs.expect(

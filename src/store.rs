@@ -176,7 +176,10 @@ impl std::fmt::Debug for Storage {
 fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
     match e {
         object_store::Error::NotFound { .. } => Error::NotFound { uri: uri.to_owned() },
-        object_store::Error::AlreadyExists { .. } => Error::AlreadyExists { uri: uri.to_owned() },
+        // A create-only write answered 412 Precondition Failed (S3 `If-None-Match: *`): the key exists.
+        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. } => {
+            Error::AlreadyExists { uri: uri.to_owned() }
+        }
         source => Error::Storage {
             op,
             uri: uri.to_owned(),
