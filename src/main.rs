@@ -350,6 +350,7 @@ fn config_from_args() -> (PathBuf, bool) {
 }
 
 fn main() -> ExitCode {
+    lakedrill::table::bound_avro_allocations();
     let (config_path, explicit) = config_from_args();
     let mut definition = Cli::command();
     let loaded = match Config::load(&config_path, explicit) {

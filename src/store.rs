@@ -192,6 +192,9 @@ impl Storage {
     /// A storage layer with the given options.
     #[must_use]
     pub fn new(options: StorageOptions) -> Self {
+        // Every command builds a storage before it can read an Avro file: bound the decoder here, before the
+        // first decode anywhere in the process (the bound is process-wide and set once).
+        crate::table::bound_avro_allocations();
         let permits = options.io_concurrency.get();
         Self {
             options,

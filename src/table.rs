@@ -385,7 +385,8 @@ impl Table {
 pub const AVRO_MAX_ALLOCATION: usize = 16 << 20;
 
 /// Bounds the Avro decoder's allocations to [`AVRO_MAX_ALLOCATION`] (process-wide, set once, before the
-/// first decode). Called by every parse of a manifest or manifest list.
+/// first decode). Called by the binary's `main`, by [`crate::store::Storage::new`] and by every parse of a
+/// manifest or manifest list, so that no decode in the process runs under the decoder's default.
 pub fn bound_avro_allocations() {
     let _ = apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION);
 }
