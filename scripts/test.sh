@@ -10,7 +10,8 @@
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
 #    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
 #    as root it runs as the unprivileged system user "lakedrill-pg" (created when missing), because initdb
-#    refuses root. Exports LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:PORT/lakedrill_test, which the
+#    refuses root, with its data in a fresh /tmp/lakedrill-test-pg.* folder (removed on exit) that this user can
+#    reach wherever the checkout lies. Exports LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:PORT/lakedrill_test, which the
 #    PostgreSQL tests use to create one fresh database each;
 # 5. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
 # Anything that cannot be installed or started makes it fail (non-zero); nothing is skipped.
@@ -83,6 +84,7 @@ ENDPOINT=http://127.0.0.1:$PORT
 MOTO_LOG=$ROOT/target/moto-server.log
 MOTO_PID=
 PG_STOP=()
+PG_RM=
 cleanup() {
   if [[ -n $MOTO_PID ]] && kill -0 "$MOTO_PID" 2>/dev/null; then
     kill "$MOTO_PID" 2>/dev/null || true
@@ -90,6 +92,9 @@ cleanup() {
   fi
   if [[ ${#PG_STOP[@]} -gt 0 ]]; then
     "${PG_STOP[@]}" >/dev/null 2>&1 || true
+  fi
+  if [[ -n $PG_RM && $PG_RM == /tmp/lakedrill-test-pg.* ]]; then
+    rm -rf "$PG_RM"
   fi
 }
 trap cleanup EXIT
@@ -142,10 +147,12 @@ if [[ -z $PG_BIN || ! -x $PG_BIN/initdb ]]; then
   PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
   [[ -n $PG_BIN && -x $PG_BIN/initdb ]] || die "postgresql installed but no /usr/lib/postgresql/*/bin/initdb"
 fi
-PGDIR=$ROOT/target/test-pg
-rm -rf "$PGDIR"
-mkdir -p "$PGDIR/sock"
 if [[ $(id -u) == 0 ]]; then
+  # The cluster runs as an unprivileged user, who may not be able to reach the checkout (a clone under /root or
+  # a mktemp folder is closed to other users): as root the data go to a fresh folder under /tmp, removed on exit.
+  PGDIR=$(mktemp -d /tmp/lakedrill-test-pg.XXXXXX) || die "cannot create a folder under /tmp for PostgreSQL"
+  PG_RM=$PGDIR
+  mkdir -p "$PGDIR/sock"
   PG_OS_USER=lakedrill-pg
   if ! id "$PG_OS_USER" >/dev/null 2>&1; then
     useradd --system --no-create-home --shell /usr/sbin/nologin "$PG_OS_USER" || die "cannot create the system user $PG_OS_USER"
@@ -154,6 +161,9 @@ if [[ $(id -u) == 0 ]]; then
   AS_PG=(runuser -u "$PG_OS_USER" --)
   "${AS_PG[@]}" test -w "$PGDIR" || die "$PG_OS_USER cannot write $PGDIR (is a parent folder closed to other users?)"
 else
+  PGDIR=$ROOT/target/test-pg
+  rm -rf "$PGDIR"
+  mkdir -p "$PGDIR/sock"
   AS_PG=()
 fi
 PG_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')

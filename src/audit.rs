@@ -42,14 +42,24 @@ pub struct AuditReport {
     pub findings: Vec<AuditFinding>,
 }
 
-/// Checks one report's bytes (pure). Returns the predicate when it could be read.
-#[must_use]
-pub fn check_report(
+/// The predicate type a report claims, read before any check (it only chooses which checks run).
+fn claimed_predicate_type(bytes: &[u8]) -> Option<String> {
+    use base64::Engine as _;
+    let env: evidence::Envelope = serde_json::from_slice(bytes).ok()?;
+    let payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).ok()?;
+    let statement: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    statement["predicateType"].as_str().map(str::to_owned)
+}
+
+/// The signature check every report starts with: the envelope verifies under a trusted key, and its bytes are
+/// the canonical layout lakedrill writes (the chain hashes the file's bytes, so a report whose bytes differ from
+/// that layout, even in whitespace, has been edited). Failures are added to `findings`.
+fn verified_envelope(
     name: &str,
     bytes: &[u8],
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
-) -> Option<(String, DrillPredicate)> {
+) -> Option<evidence::VerifiedStatement> {
     let mut fail = |check: &str, detail: String| {
         findings.push(AuditFinding {
             check: check.to_owned(),
@@ -64,8 +74,6 @@ pub fn check_report(
             return None;
         }
     };
-    // lakedrill writes envelopes in one canonical layout, and the chain hashes the file's bytes:
-    // a report whose bytes differ from that layout (even in whitespace) has been edited.
     match serde_json::from_slice::<evidence::Envelope>(bytes) {
         Ok(env) if env.to_json_bytes() == bytes => {}
         _ => fail(
@@ -73,6 +81,25 @@ pub fn check_report(
             "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
         ),
     }
+    Some(v)
+}
+
+/// Checks one report's bytes (pure). Returns the predicate when it could be read.
+#[must_use]
+pub fn check_report(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<(String, DrillPredicate)> {
+    let v = verified_envelope(name, bytes, trust, findings)?;
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
     if v.predicate_type() != drill::PREDICATE_TYPE {
         fail(
             "PREDICATE_TYPE",
@@ -157,9 +184,8 @@ pub fn check_report(
     Some((v.keyid().to_owned(), p))
 }
 
-/// Checks a fault-matrix report (`drill faults`): `None` when the bytes are not one (signed or not, so that a
-/// drill report goes on to [`check_report`]); otherwise its key id and predicate, every failed check added to
-/// `findings`.
+/// Checks a fault-matrix report (`drill faults`, pure): its key id and predicate when it could be read, every
+/// failed check added to `findings`.
 #[must_use]
 pub fn check_fault_report(
     name: &str,
@@ -167,11 +193,17 @@ pub fn check_fault_report(
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
 ) -> Option<(String, crate::faults::FaultPredicate)> {
-    let env: evidence::Envelope = serde_json::from_slice(bytes).ok()?;
-    use base64::Engine as _;
-    let payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).ok()?;
-    let statement: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    if statement["predicateType"] != crate::faults::PREDICATE_TYPE {
+    let v = verified_envelope(name, bytes, trust, findings)?;
+    if v.predicate_type() != crate::faults::PREDICATE_TYPE {
+        findings.push(AuditFinding {
+            check: "PREDICATE_TYPE".into(),
+            report: name.to_owned(),
+            detail: format!(
+                "expected {}, found {}",
+                crate::faults::PREDICATE_TYPE,
+                v.predicate_type()
+            ),
+        });
         return None;
     }
     let mut fail = |check: &str, detail: String| {
@@ -181,19 +213,6 @@ pub fn check_fault_report(
             detail,
         });
     };
-    let v = match evidence::verify(bytes, trust) {
-        Ok(v) => v,
-        Err(f) => {
-            fail(f.kind(), f.to_string());
-            return None;
-        }
-    };
-    if env.to_json_bytes() != bytes {
-        fail(
-            "ENVELOPE_NOT_CANONICAL",
-            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
-        );
-    }
     let p: crate::faults::FaultPredicate = match serde_json::from_value(v.predicate().clone()) {
         Ok(p) => p,
         Err(e) => {
@@ -253,7 +272,11 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         let bytes = storage.get(uri).await?.bytes;
         let name = location::file_name(uri).to_owned();
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
-        if let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) {
+        if claimed_predicate_type(&bytes).as_deref() == Some(crate::faults::PREDICATE_TYPE) {
+            let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) else {
+                prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
+                continue;
+            };
             if !keyids.contains(&f.0) {
                 keyids.push(f.0.clone());
             }

@@ -531,11 +531,18 @@ impl Lab {
         .await
     }
 
+    /// A fresh plan's expired-snapshots candidate (id, snapshot ids); its absence is a failed expectation.
+    async fn candidate(&self, obs: &mut Obs) -> Result<Option<(String, Vec<i64>)>> {
+        let found = expired(&self.plan().await?);
+        if found.is_none() {
+            obs.expect(false, "the plan proposes an expired-snapshots candidate");
+        }
+        Ok(found)
+    }
+
     /// Plan → quarantine (tag mode) → drill: the candidate, its snapshots and the signed report.
     async fn to_evidence(&self, obs: &mut Obs) -> Result<Option<(String, Vec<i64>, String)>> {
-        let plan = self.plan().await?;
-        let Some((id, ids)) = expired(&plan) else {
-            obs.expect(false, "the plan proposes an expired-snapshots candidate");
+        let Some((id, ids)) = self.candidate(obs).await? else {
             return Ok(None);
         };
         let q = self.quarantine(&id, QuarantineMode::Tag).await?;
@@ -711,9 +718,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         }
         "ref-case-collision" => {
             let lab = Lab::new(env, id, "").await?;
-            let first = lab.plan().await?;
-            let Some((_, ids)) = expired(&first) else {
-                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+            let Some((_, ids)) = lab.candidate(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
             let (a, b) = (ids[0], ids[ids.len() - 1]);
@@ -880,9 +885,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             let table = lab.truth.table(&lab.source).await?;
             let victim = table.refs().get("audit-q2").map(|r| r.snapshot_id);
             let acct = lab.account(&[], &[]).await?;
-            let plan = lab.plan().await?;
-            let Some((cid, ids)) = expired(&plan) else {
-                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+            let Some((cid, ids)) = lab.candidate(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
             obs.expect(
@@ -908,9 +911,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         }
         "bundle-missing-layer" => {
             let lab = Lab::new(env, id, "").await?;
-            let plan = lab.plan().await?;
-            let Some((cid, _)) = expired(&plan) else {
-                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+            let Some((cid, _)) = lab.candidate(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
             let acct = lab.account(&[], &[]).await?;
@@ -951,9 +952,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         }
         "late-model-reader" => {
             let lab = Lab::new(env, id, "").await?;
-            let plan = lab.plan().await?;
-            let Some((stale_id, ids)) = expired(&plan) else {
-                obs.expect(false, "the plan proposes an expired-snapshots candidate");
+            let Some((stale_id, ids)) = lab.candidate(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
             let (leased, unleased) = (ids[0], ids[ids.len() - 1]);
