@@ -833,11 +833,46 @@ pub async fn reconcile(
     if table.metadata().uuid().to_string() != rec.table_uuid {
         return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
     }
+    // Not while a quarantine or purge of the candidate runs (it would settle objects under that run's feet).
+    let run = match claim_run(&reg, candidate_id, Utc::now(), "reconcile").await? {
+        Ok(run) => run,
+        Err(why) => {
+            return Outcome::new(
+                Verdict::Findings,
+                &PurgeReport {
+                    status: "REFUSED".into(),
+                    candidate_id: candidate_id.to_owned(),
+                    reasons: vec![why.clone()],
+                    objects: BTreeMap::new(),
+                    summary: None,
+                },
+                format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
+            );
+        }
+    };
+    let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, Utc::now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// [`reconcile`] while the candidate is claimed.
+async fn reconcile_claimed(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &CandidateRecord,
+    table: &crate::table::Table,
+    policy: &Policy,
+    key: &SigningKey,
+    receipts: &str,
+) -> Result<Outcome> {
+    let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
-    let objects = objects_of(&rec);
+    let objects = objects_of(rec);
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
-    let digest = crate::rollout::digest_binding(&policy)?;
+    let digest = crate::rollout::digest_binding(policy)?;
     let withheld = if !digest.allows_reclamation() {
         digest.message()
     } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
@@ -877,7 +912,7 @@ pub async fn reconcile(
         }
     }
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    finish(ctx, &reg, candidate_id, &key, &dir, Vec::new()).await
+    finish(ctx, reg, candidate_id, key, &dir, Vec::new()).await
 }
 
 /// `lakedrill deleter stop|start`.

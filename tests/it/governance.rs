@@ -1329,6 +1329,22 @@ fn two_quarantines_or_two_purges_of_one_candidate_at_once_one_wins() {
         r["reasons"].to_string().contains("another quarantine or purge of"),
         "{r:#}"
     );
+    // … and so does a reconcile, which would settle objects under the running purge's feet.
+    let r = g
+        .on_table(&[
+            "--json",
+            "reconcile",
+            &id,
+            "--policy",
+            &policy,
+            "--key",
+            key,
+            "--receipts",
+            "vault/receipts",
+        ])
+        .expect_code(1)
+        .json();
+    assert_eq!(r["status"], "REFUSED", "{r:#}");
     // A run whose process is gone is taken over: a finished child's pid is dead.
     let mut child = Command::new("true").spawn().unwrap();
     let dead = child.id();
