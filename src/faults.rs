@@ -573,6 +573,17 @@ impl Lab {
         Ok(by)
     }
 
+    /// The paths of a candidate's inventory, from the registry.
+    async fn inventory(&self, id: &str) -> Result<BTreeSet<String>> {
+        Ok(governance::registry(&self.ctx)
+            .await?
+            .object_states(id)
+            .await?
+            .into_iter()
+            .map(|o| o.path)
+            .collect())
+    }
+
     /// Objects under the table location, as the real store lists them.
     async fn listing(&self) -> Result<BTreeSet<String>> {
         let root = self.table_root().await?;
@@ -836,13 +847,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
                 return Ok((obs, Vec::new(), lab.state));
             };
-            let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
-                .await?
-                .object_states(&cid)
-                .await?
-                .into_iter()
-                .map(|o| o.path)
-                .collect();
+            let inventory = lab.inventory(&cid).await?;
             let p = lab.purge(&cid, &report).await?;
             obs.saw(format!("purge {}", status_of(&p)));
             obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED under the lagging listing");
@@ -1076,13 +1081,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             let r = lab.reconcile(&cid).await?;
             let st = lab.object_states(&cid).await?;
             obs.saw(format!("reconcile {}; objects {st:?}", status_of(&r)));
-            let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
-                .await?
-                .object_states(&cid)
-                .await?
-                .into_iter()
-                .map(|o| o.path)
-                .collect();
+            let inventory = lab.inventory(&cid).await?;
             let gone: BTreeSet<String> = acct.before.difference(&lab.listing().await?).cloned().collect();
             obs.expect(
                 st.keys().all(|k| k == "VERIFIED") && gone == inventory,
@@ -1115,13 +1114,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             obs.expect(all, format!("all {} bundles restore after the purge", bundles.len()));
             if env.store.is_some() {
                 // A versioned bucket: the purge left delete markers; undelete removes them and verifies.
-                let inventory: BTreeSet<String> = governance::registry(&lab.ctx)
-                    .await?
-                    .object_states(&cid)
-                    .await?
-                    .into_iter()
-                    .map(|o| o.path)
-                    .collect();
+                let inventory = lab.inventory(&cid).await?;
                 let root = lab.table_root().await?;
                 let mut behind_markers = 0;
                 for p in &inventory {
