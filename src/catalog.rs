@@ -69,11 +69,7 @@ pub async fn open_iceberg(
     storage: Arc<dyn iceberg::io::StorageFactory>,
     create: bool,
 ) -> Result<iceberg_catalog_sql::SqlCatalog> {
-    let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| Error::Catalog {
-        catalog: section.to_owned(),
-        reason,
-        source,
-    };
+    let cat_err = catalog_error(section);
     let uri = cfg.uri.as_str();
     let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
     let (url, style) = match target {
@@ -99,6 +95,15 @@ pub struct SqlCatalog {
     pool: AnyPool,
 }
 
+/// Builds the [`Error::Catalog`] of the configuration section `section`.
+fn catalog_error(section: &str) -> impl Fn(String, Option<Box<dyn std::error::Error + Send + Sync>>) -> Error + '_ {
+    move |reason, source| Error::Catalog {
+        catalog: section.to_owned(),
+        reason,
+        source,
+    }
+}
+
 /// The catalog pool: two connections, the drivers' default settings.
 const POOL: PoolSettings = PoolSettings {
     max_connections: 2,
@@ -113,11 +118,7 @@ impl SqlCatalog {
     /// # Errors
     /// [`Error::Catalog`] when the database cannot be opened.
     pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
-        let cat_err = |reason: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| Error::Catalog {
-            catalog: section.to_owned(),
-            reason,
-            source,
-        };
+        let cat_err = catalog_error(section);
         let uri = cfg.uri.as_str();
         let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
         let dialect = target.dialect();
