@@ -18,6 +18,8 @@
 //!   Seal needs the files: they are created (16 bytes each). Target: ≤ 1 GiB peak RSS at 1M files and
 //!   time near-linear in the number of files.
 //!
+//! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
+//!
 //! Nothing here is asserted: the verdicts are printed. Exit 0 after measuring, 2 when something
 //! could not be measured (a tool missing, a subprocess failing).
 
@@ -435,8 +437,10 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
             .map(str::to_owned),
             root,
         )?;
-        // The files are no longer needed.
-        std::fs::remove_dir_all(&data)?;
+        // The files are no longer needed (unless the data are kept for profiling).
+        if std::env::var_os("LAKEDRILL_BENCH_KEEP").is_none() {
+            std::fs::remove_dir_all(&data)?;
+        }
         rows.push((n, plan, seal));
     }
     println!();
@@ -527,7 +531,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(bench(&root)) {
+    let result = rt.block_on(bench(&root));
+    if std::env::var_os("LAKEDRILL_BENCH_KEEP").is_some() {
+        eprintln!("bench: LAKEDRILL_BENCH_KEEP: the data stay in {}", dir.keep().display());
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bench: error: {e}");

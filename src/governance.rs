@@ -8,18 +8,15 @@
 //!
 //! This module deletes nothing; deletion belongs to [`crate::deleter`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use serde::Serialize;
 
-use crate::bundle::Layer;
 use crate::closure::{
-    self, HoldScope as PlanHold, ListedObject, ManifestObjects, ObjectRef, PlanInput, Protections, RefInfo,
-    SnapshotInfo, SnapshotObjects, TableDefaults,
+    self, HoldScope as PlanHold, ListedObject, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
 };
 use crate::commands::Context;
 use crate::error::{Error, Result};
@@ -28,7 +25,6 @@ use crate::output::{self, Outcome, Verdict};
 use crate::policy::Policy;
 use crate::registry::{HoldScope, NewLease, Registry, State, WorldStamp};
 use crate::table::{Table, TableSource};
-use crate::tree;
 
 /// Prefix of the tags quarantine pins snapshots with.
 pub const QUARANTINE_TAG_PREFIX: &str = "quarantine/";
@@ -98,10 +94,6 @@ pub fn relative_prefix(table: &Table, p: &str) -> String {
         .unwrap_or_else(|()| p.trim_matches('/').to_owned())
 }
 
-fn layer_of(c: tree::Content) -> Layer {
-    c.into()
-}
-
 /// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
 ///
 /// # Errors
@@ -116,60 +108,20 @@ pub async fn gather(
 ) -> Result<PlanInput> {
     let uuid = table.metadata().uuid().to_string();
     let concurrency = ctx.storage.options().io_concurrency.get();
-    let mut snapshots = Vec::new();
-    let cache = tree::ManifestCache::default();
-    // Each manifest's objects once, shared by every snapshot that lists it (see `SnapshotObjects`).
-    let mut chunks: HashMap<(String, i64), Arc<ManifestObjects>> = HashMap::new();
-    for s in table.snapshots_sorted() {
-        let objects = match tree::read_tree_cached(table, &ctx.storage, s.snapshot_id(), concurrency, Some(&cache))
-            .await
-        {
-            Ok(t) => {
-                let rel = |w: &str| table.location().relative(w);
-                let own = vec![ObjectRef {
-                    path: rel(&t.manifest_list_written)?,
-                    layer: Layer::ManifestList,
-                    size: t.manifest_list.bytes.len() as u64,
-                }];
-                let mut manifests = Vec::with_capacity(t.manifests.len());
-                for m in &t.manifests {
-                    let key = (m.entry.manifest_path.clone(), m.entry.manifest_length);
-                    if let Some(c) = chunks.get(&key) {
-                        manifests.push(Arc::clone(c));
-                        continue;
-                    }
-                    let mut objs = Vec::with_capacity(m.live.len() + 1);
-                    objs.push(ObjectRef {
-                        path: rel(&m.entry.manifest_path)?,
-                        layer: Layer::Manifest,
-                        size: m.fetched.bytes.len() as u64,
-                    });
-                    for f in m.live.iter() {
-                        objs.push(ObjectRef {
-                            path: rel(&f.file_path)?,
-                            layer: layer_of(f.content),
-                            size: f.file_size_in_bytes,
-                        });
-                    }
-                    let chunk = Arc::new(ManifestObjects {
-                        key: format!("{}#{}", key.0, key.1),
-                        objects: objs,
-                    });
-                    chunks.insert(key, Arc::clone(&chunk));
-                    manifests.push(chunk);
-                }
-                Some(SnapshotObjects { own, manifests })
-            }
-            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
-            Err(_) => None,
-        };
-        snapshots.push(SnapshotInfo {
+    // Every manifest list and every distinct manifest read once; each manifest's objects shared by every
+    // snapshot that lists it (see `SnapshotObjects`).
+    let walked = crate::scan::history(table, &ctx.storage, concurrency).await?;
+    let snapshots = table
+        .snapshots_sorted()
+        .into_iter()
+        .zip(walked)
+        .map(|(s, (_, objects))| SnapshotInfo {
             snapshot_id: s.snapshot_id(),
             parent_id: s.parent_snapshot_id(),
             timestamp_ms: s.timestamp_ms(),
             objects,
-        });
-    }
+        })
+        .collect();
     let refs = table
         .refs()
         .iter()

@@ -17,4 +17,5 @@ mod malformed;
 mod operator;
 mod rollout;
 mod s3;
+mod scan;
 mod util;

@@ -1,0 +1,452 @@
+//! Whole-history walks: every snapshot's manifest list and every distinct manifest, each read once.
+//!
+//! `plan` (and quarantine and purge, which re-plan) needs, for every snapshot of a table, the paths, layers
+//! and sizes of everything it reaches — nothing else. A table with 1,000 snapshots names some 500,000
+//! manifest-list entries and, through them, every manifest of its history; decoding each into the iceberg
+//! crate's full model (through apache-avro's `Value` tree) costs more than everything else `plan` does.
+//!
+//! [`history`] therefore:
+//! - fetches the manifest lists `io_concurrency` at a time and decodes only `manifest_path` and
+//!   `manifest_length` of each entry, on the blocking pool;
+//! - fetches every *distinct* manifest (by path and length) once, however many lists name it, checks its
+//!   length against the list, and decodes only `status`, `data_file.content`, `data_file.file_path` and
+//!   `data_file.file_size_in_bytes` of each entry, straight into [`ObjectRef`]s with table-relative paths;
+//! - shares each manifest's objects between the snapshots that list it ([`SnapshotObjects`]).
+//!
+//! Decoding is `serde_avro_fast` (serde straight from the Avro bytes, no intermediate values). Whenever it
+//! cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
+//! crate's parser decodes the same bytes and its verdict stands: the fast path never accepts what the
+//! reference parser would refuse without trying it too, and errors always come from the reference parser.
+//! A test walks every fixture table both ways and compares the results object by object.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use iceberg::spec::{DataContentType, FormatVersion, ManifestStatus};
+use serde::Deserialize;
+
+use crate::bundle::Layer;
+use crate::closure::{ManifestObjects, ObjectRef, SnapshotObjects};
+use crate::error::{Error, Result};
+use crate::location::TableLocation;
+use crate::store::Storage;
+use crate::table::{AVRO_MAX_ALLOCATION, Table, parse_manifest, parse_manifest_list};
+
+/// A manifest as a manifest list names it: path as written and length.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+pub struct ListEntry {
+    /// The manifest's path as written.
+    pub manifest_path: String,
+    /// Its length in bytes, as the list records it.
+    pub manifest_length: i64,
+}
+
+/// The part of a manifest entry a walk reads.
+#[derive(Deserialize)]
+struct EntryRecord {
+    status: i32,
+    data_file: DataFileRecord,
+}
+
+#[derive(Deserialize)]
+struct DataFileRecord {
+    // Absent in v1 manifests: data.
+    #[serde(default)]
+    content: i32,
+    file_path: String,
+    file_size_in_bytes: i64,
+}
+
+/// Why the fast decoder stopped: the bytes (then the reference parser decides) or the caller.
+enum Stop {
+    Decode,
+    Caller(Error),
+}
+
+/// The most one array or map in a datum may hold on the fast path (column statistics maps, split
+/// offsets); beyond it the reference parser decides.
+const MAX_SEQ: usize = 1 << 20;
+
+/// Reads the Avro object container framing (header, blocks, sync markers) and decodes each datum with
+/// `serde_avro_fast`. The framing is read here rather than by `serde_avro_fast`'s own container reader
+/// because that reader cannot be bounded: a few hundred hostile bytes make it reserve 512 MiB (deflate) or
+/// 4 GiB (snappy). Here every length is checked against the bytes actually present, a deflate block inflates
+/// to at most [`AVRO_MAX_ALLOCATION`] bytes, and codecs other than `null` and `deflate` go to the reference
+/// parser.
+fn fast_records<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    mut each: impl FnMut(T) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    use integer_encoding::VarInt;
+    use std::io::Read;
+    struct Cursor<'a>(&'a [u8]);
+    impl<'a> Cursor<'a> {
+        fn long(&mut self) -> std::result::Result<i64, Stop> {
+            let (v, n) = i64::decode_var(self.0).ok_or(Stop::Decode)?;
+            self.0 = &self.0[n..];
+            Ok(v)
+        }
+        fn take(&mut self, n: i64) -> std::result::Result<&'a [u8], Stop> {
+            let n = usize::try_from(n).map_err(|_| Stop::Decode)?;
+            if n > self.0.len() {
+                return Err(Stop::Decode);
+            }
+            let (head, tail) = self.0.split_at(n);
+            self.0 = tail;
+            Ok(head)
+        }
+    }
+    let mut c = Cursor(bytes.strip_prefix(b"Obj\x01").ok_or(Stop::Decode)?);
+    // Header metadata: a map of bytes, in blocks (a negative count is followed by the block's byte size).
+    let (mut schema, mut codec): (Option<&[u8]>, &[u8]) = (None, b"null");
+    loop {
+        let mut count = c.long()?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = count.checked_neg().ok_or(Stop::Decode)?;
+            c.long()?;
+        }
+        for _ in 0..count {
+            let key_len = c.long()?;
+            let key = c.take(key_len)?;
+            let value_len = c.long()?;
+            let value = c.take(value_len)?;
+            match key {
+                b"avro.schema" => schema = Some(value),
+                b"avro.codec" => codec = value,
+                _ => {}
+            }
+        }
+    }
+    let sync = c.take(16)?;
+    let schema: serde_avro_fast::Schema = std::str::from_utf8(schema.ok_or(Stop::Decode)?)
+        .map_err(|_| Stop::Decode)?
+        .parse()
+        .map_err(|_| Stop::Decode)?;
+    let deflate = match codec {
+        b"null" => false,
+        b"deflate" => true,
+        _ => return Err(Stop::Decode),
+    };
+    let mut inflated = Vec::new();
+    while !c.0.is_empty() {
+        let count = c.long()?;
+        let size = c.long()?;
+        let raw = c.take(size)?;
+        if c.take(16)? != sync {
+            return Err(Stop::Decode);
+        }
+        let block: &[u8] = if deflate {
+            inflated.clear();
+            let limit = AVRO_MAX_ALLOCATION as u64;
+            flate2::read::DeflateDecoder::new(raw)
+                .take(limit + 1)
+                .read_to_end(&mut inflated)
+                .map_err(|_| Stop::Decode)?;
+            if inflated.len() as u64 > limit {
+                return Err(Stop::Decode);
+            }
+            &inflated
+        } else {
+            raw
+        };
+        let mut config = serde_avro_fast::de::DeserializerConfig::new(&schema);
+        config.max_seq_size = MAX_SEQ;
+        let mut state = serde_avro_fast::de::DeserializerState::with_config(
+            serde_avro_fast::de::read::SliceRead::new(block),
+            config,
+        );
+        for _ in 0..count {
+            each(T::deserialize(state.deserializer()).map_err(|_| Stop::Decode)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Which decoder reads an object: the fast one, falling back to the reference parser when it cannot, or
+/// the reference parser (the iceberg crate) alone. Walks use [`Decoder::Fast`]; tests compare both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoder {
+    /// `serde_avro_fast`, then the iceberg crate if it fails.
+    Fast,
+    /// The iceberg crate only.
+    Reference,
+    /// `serde_avro_fast` only: an error when it cannot decode (tests prove with it that real tables take
+    /// the fast path rather than the fallback).
+    FastOnly,
+}
+
+fn fast_failed(uri: &str) -> Error {
+    Error::corrupt(uri, "the fast Avro decoder cannot read it (FastOnly: no fallback)")
+}
+
+/// The entries of a manifest list (pure).
+///
+/// # Errors
+/// The reference parser's error naming `uri`, when neither decoder can read the bytes.
+pub fn manifest_list_entries(
+    uri: &str,
+    bytes: &[u8],
+    version: FormatVersion,
+    decoder: Decoder,
+) -> Result<Vec<ListEntry>> {
+    if decoder != Decoder::Reference {
+        let mut out = Vec::new();
+        let fast = fast_records::<ListEntry>(bytes, |e| {
+            out.push(e);
+            Ok(())
+        });
+        match (fast, decoder) {
+            (Ok(()), _) => return Ok(out),
+            (Err(_), Decoder::FastOnly) => return Err(fast_failed(uri)),
+            _ => {}
+        }
+    }
+    Ok(parse_manifest_list(uri, bytes, version)?
+        .entries()
+        .iter()
+        .map(|m| ListEntry {
+            manifest_path: m.manifest_path.clone(),
+            manifest_length: m.manifest_length,
+        })
+        .collect())
+}
+
+fn layer(content: i32) -> Option<Layer> {
+    match content {
+        0 => Some(Layer::Data),
+        1 => Some(Layer::PositionDeletes),
+        2 => Some(Layer::EqualityDeletes),
+        _ => None,
+    }
+}
+
+/// Hands every live (ADDED or EXISTING) entry of a manifest to `each(path as written, layer, size)` as
+/// it is decoded. `Ok(false)` when the fast decoder could not read the bytes (`each` may have been
+/// called for some entries: the caller starts over).
+fn fast_live_files(bytes: &[u8], mut each: impl FnMut(String, Layer, u64) -> Result<()>) -> Result<bool> {
+    let fast = fast_records::<EntryRecord>(bytes, |e| {
+        let live = match e.status {
+            0 | 1 => true,
+            2 => false,
+            _ => return Err(Stop::Decode),
+        };
+        let layer = layer(e.data_file.content).ok_or(Stop::Decode)?;
+        let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
+        if live {
+            each(e.data_file.file_path, layer, size).map_err(Stop::Caller)?;
+        }
+        Ok(())
+    });
+    match fast {
+        Ok(()) => Ok(true),
+        Err(Stop::Decode) => Ok(false),
+        Err(Stop::Caller(e)) => Err(e),
+    }
+}
+
+/// A manifest's objects (pure): `manifest` itself first, then its live data and delete files with paths
+/// relative to `location`.
+///
+/// # Errors
+/// The reference parser's error naming `uri` when neither decoder can read the bytes;
+/// [`Error::PathOutsideTable`] for an entry outside the table.
+pub fn manifest_objects(
+    uri: &str,
+    bytes: &[u8],
+    location: &TableLocation,
+    manifest: ObjectRef,
+    decoder: Decoder,
+) -> Result<Vec<ObjectRef>> {
+    let mut objects = vec![manifest];
+    if decoder != Decoder::Reference {
+        let done = fast_live_files(bytes, |p, layer, size| {
+            objects.push(ObjectRef {
+                path: location.relative(&p)?,
+                layer,
+                size,
+            });
+            Ok(())
+        })?;
+        if done {
+            objects.shrink_to_fit();
+            return Ok(objects);
+        }
+        if decoder == Decoder::FastOnly {
+            return Err(fast_failed(uri));
+        }
+        objects.truncate(1);
+    }
+    let parsed = parse_manifest(uri, bytes)?;
+    for e in parsed.entries() {
+        if e.status() == ManifestStatus::Deleted {
+            continue;
+        }
+        let df = e.data_file();
+        let layer = match df.content_type() {
+            DataContentType::Data => Layer::Data,
+            DataContentType::PositionDeletes => Layer::PositionDeletes,
+            DataContentType::EqualityDeletes => Layer::EqualityDeletes,
+        };
+        objects.push(ObjectRef {
+            path: location.relative(df.file_path())?,
+            layer,
+            size: df.file_size_in_bytes(),
+        });
+    }
+    Ok(objects)
+}
+
+/// Runs a decode on the blocking pool (decoding is CPU work; the async workers keep fetching).
+async fn blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("decode task for {what}: {e}")))?
+}
+
+async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Bytes> {
+    match storage.get(uri).await {
+        Ok(f) => Ok(f.bytes),
+        Err(Error::NotFound { .. }) => Err(Error::corrupt(uri, missing())),
+        Err(e) => Err(e),
+    }
+}
+
+/// A snapshot's manifest list: its own object and the manifests it names.
+async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result<(ObjectRef, Vec<ListEntry>)> {
+    let snapshot = table.snapshot(snapshot_id)?;
+    let written = snapshot.manifest_list();
+    if written.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!("snapshot {snapshot_id} has no manifest list (v1 embedded manifests are not supported)"),
+        ));
+    }
+    let uri = table.location().resolve(written)?;
+    let own = ObjectRef {
+        path: table.location().relative(written)?,
+        layer: Layer::ManifestList,
+        size: 0,
+    };
+    let bytes = fetch_existing(storage, &uri, || {
+        format!("the manifest list of snapshot {snapshot_id} does not exist")
+    })
+    .await?;
+    let version = table.metadata().format_version();
+    let size = bytes.len() as u64;
+    let u = uri.clone();
+    let entries = blocking(&uri, move || manifest_list_entries(&u, &bytes, version, Decoder::Fast)).await?;
+    Ok((ObjectRef { size, ..own }, entries))
+}
+
+/// One manifest's objects: the manifest itself, then its live data and delete files.
+async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> Result<Arc<ManifestObjects>> {
+    let uri = table.location().resolve(&entry.manifest_path)?;
+    let manifest = ObjectRef {
+        path: table.location().relative(&entry.manifest_path)?,
+        layer: Layer::Manifest,
+        size: 0,
+    };
+    let bytes = fetch_existing(storage, &uri, || {
+        "manifest named by a manifest list does not exist".into()
+    })
+    .await?;
+    // A truncated manifest can still decode (cut at a block boundary) and silently lose entries: the
+    // length the manifest list records is the check.
+    if i64::try_from(bytes.len()).ok() != Some(entry.manifest_length) {
+        return Err(Error::corrupt(
+            &uri,
+            format!(
+                "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
+                bytes.len(),
+                entry.manifest_length
+            ),
+        ));
+    }
+    let location = table.location().clone();
+    let manifest = ObjectRef {
+        size: bytes.len() as u64,
+        ..manifest
+    };
+    let u = uri.clone();
+    let objects = blocking(&uri, move || {
+        manifest_objects(&u, &bytes, &location, manifest, Decoder::Fast)
+    })
+    .await?;
+    Ok(Arc::new(ManifestObjects {
+        key: format!("{}#{}", entry.manifest_path, entry.manifest_length),
+        objects,
+    }))
+}
+
+/// Every snapshot of the table (in [`Table::snapshots_sorted`] order) with everything it reaches, or
+/// `None` when some layer of it could not be read (missing, truncated, unparseable, unreadable).
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] when any layer names a path outside the table: that is never a per-snapshot
+/// unknown, it stops the walk.
+pub async fn history(
+    table: &Table,
+    storage: &Storage,
+    concurrency: usize,
+) -> Result<Vec<(i64, Option<SnapshotObjects>)>> {
+    let concurrency = concurrency.max(1);
+    let ids: Vec<i64> = table.snapshots_sorted().iter().map(|s| s.snapshot_id()).collect();
+    // Manifest lists as they arrive, each entry interned: a history of N snapshots of M manifests keeps N × M
+    // small indexes and each distinct manifest's path once, not N × M paths.
+    let mut index: HashMap<ListEntry, usize> = HashMap::new();
+    let mut lists: Vec<Result<(ObjectRef, Vec<usize>)>> = Vec::with_capacity(ids.len());
+    let mut arriving = futures::stream::iter(ids.iter().copied())
+        .map(|id| read_list(table, storage, id))
+        .buffered(concurrency);
+    while let Some(list) = arriving.next().await {
+        lists.push(list.map(|(own, entries)| {
+            let refs = entries
+                .into_iter()
+                .map(|e| {
+                    let next = index.len();
+                    *index.entry(e).or_insert(next)
+                })
+                .collect();
+            (own, refs)
+        }));
+    }
+    drop(arriving);
+    let mut distinct: Vec<(usize, ListEntry)> = index.into_iter().map(|(e, i)| (i, e)).collect();
+    distinct.sort_unstable_by_key(|(i, _)| *i);
+    let read: Vec<(usize, Result<Arc<ManifestObjects>>)> = futures::stream::iter(&distinct)
+        .map(|(i, e)| async move { (*i, read_manifest(table, storage, e).await) })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut manifests: Vec<Option<Arc<ManifestObjects>>> = vec![None; distinct.len()];
+    for (i, r) in read {
+        match r {
+            Ok(m) => manifests[i] = Some(m),
+            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
+            // Unreadable: every snapshot that lists it is unknown.
+            Err(_) => {}
+        }
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, list) in ids.into_iter().zip(lists) {
+        let objects = match list {
+            Ok((own, refs)) => refs
+                .iter()
+                .map(|i| manifests.get(*i).cloned().flatten())
+                .collect::<Option<Vec<_>>>()
+                .map(|m| SnapshotObjects {
+                    own: vec![own],
+                    manifests: m,
+                }),
+            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
+            Err(_) => None,
+        };
+        out.push((id, objects));
+    }
+    Ok(out)
+}
