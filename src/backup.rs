@@ -368,11 +368,12 @@ pub async fn backup(
             backup_root: to.clone(),
         }),
     };
+    let objects = predicate.objects;
     let bundles = location::join(&to, "bundles");
     let bundle_uri = location::join(&bundles, &bundle_id);
     let envelope_uri = location::join(&bundle_uri, bundle::ENVELOPE_FILE);
     if ctx.storage.head(&envelope_uri).await?.is_none() {
-        bundle::write_bundle(&ctx.storage, &predicate, copies, &key, &bundles).await?;
+        bundle::write_bundle(&ctx.storage, predicate, copies, &key, &bundles).await?;
     }
     let report = BackupReport {
         status: "BACKED_UP",
@@ -381,7 +382,7 @@ pub async fn backup(
         snapshot_id,
         checkpoint_id: checkpoint.checkpoint_id,
         declared_at: declared,
-        objects: predicate.objects,
+        objects,
         bytes: bytes_total,
         objects_copied,
         bytes_copied,

@@ -27,7 +27,7 @@ use crate::keys::{SigningKey, TrustStore};
 use crate::location::{self, TableLocation};
 use crate::store::Storage;
 use crate::table::{self, Table};
-use crate::tree::{self, Content};
+use crate::tree::Content;
 
 /// `predicateType` of a bundle statement.
 pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/bundle/v1";
@@ -146,21 +146,43 @@ pub struct BackupInfo {
 /// Canonical bytes of an inventory: one JSON array per object, sorted by layer then path.
 #[must_use]
 pub fn canonical_inventory(entries: &[InventoryEntry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for_each_canonical_line(entries, |line| out.extend_from_slice(line));
+    out
+}
+
+/// Hands each line of [`canonical_inventory`] (with its newline) to `each`, in order, without building the
+/// whole text (a few hundred MB for a million objects).
+fn for_each_canonical_line(entries: &[InventoryEntry], mut each: impl FnMut(&[u8])) {
     let mut sorted: Vec<&InventoryEntry> = entries.iter().collect();
     sorted.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
-    let mut out = Vec::new();
+    let mut line = Vec::with_capacity(256);
     for e in sorted {
-        let line = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
-        out.extend_from_slice(line.to_string().as_bytes());
-        out.push(b'\n');
+        line.clear();
+        let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
+        line.extend_from_slice(value.to_string().as_bytes());
+        line.push(b'\n');
+        each(&line);
     }
-    out
+}
+
+/// BLAKE3 (the bundle root) and SHA-256 of the canonical inventory, lowercase hex, streamed.
+#[must_use]
+pub fn canonical_digests(entries: &[InventoryEntry]) -> (String, String) {
+    use sha2::Digest as _;
+    let mut b3 = blake3::Hasher::new();
+    let mut sha = sha2::Sha256::new();
+    for_each_canonical_line(entries, |line| {
+        b3.update(line);
+        sha.update(line);
+    });
+    (b3.finalize().to_hex().to_string(), hex::encode(sha.finalize()))
 }
 
 /// The bundle root: BLAKE3 of the canonical inventory.
 #[must_use]
 pub fn inventory_root(entries: &[InventoryEntry]) -> String {
-    blake3::hash(&canonical_inventory(entries)).to_hex().to_string()
+    canonical_digests(entries).0
 }
 
 /// What `seal` reports.
@@ -206,7 +228,7 @@ pub async fn seal(
 ) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
     let concurrency = storage.options().io_concurrency.get();
     let snapshot = table.snapshot(snapshot_id)?.clone();
-    let tree = tree::read_tree(table, storage, snapshot_id, concurrency).await?;
+    let tree = crate::scan::snapshot_files(table, storage, snapshot_id, concurrency).await?;
     let mut findings = Vec::new();
     let mut inventory = Vec::new();
     let mut copies: Vec<(String, Bytes)> = Vec::new();
@@ -253,56 +275,56 @@ pub async fn seal(
         &tree.manifest_list.bytes,
         &mut inventory,
     );
+    // (A manifest whose length differs from the list's record is refused by `snapshot_files`.)
     for m in &tree.manifests {
-        if i64::try_from(m.fetched.bytes.len()).ok() != Some(m.entry.manifest_length) {
-            findings.push(Finding::new(
-                FindingKind::SizeMismatch,
-                &m.entry.manifest_path,
-                Some(m.entry.manifest_length.to_string()),
-                Some(m.fetched.bytes.len().to_string()),
-            ));
-        }
         add_copy(
             Layer::Manifest,
-            &m.entry.manifest_path,
+            &m.path,
             &m.uri,
             &m.fetched.info,
             &m.fetched.bytes,
             &mut inventory,
         );
     }
-    // Data and delete files: stream-hash each once, in parallel, bounded.
-    let files: Vec<tree::FileEntry> = tree.live_files().into_iter().cloned().collect();
+    // The manifests' bytes live on in `copies` until written; the listing is all that is needed here.
+    let crate::scan::SnapshotFiles {
+        files,
+        manifests,
+        manifest_list,
+        ..
+    } = tree;
+    drop((manifests, manifest_list));
+    // Data and delete files (each once): stream-hash each, in parallel, bounded; results go straight into
+    // the inventory, so that a million files are held once as entries and once as the listing.
     let progress = crate::output::Progress::new("seal", files.len(), storage.options().progress);
     let progress = &progress;
-    let hashed: Vec<(tree::FileEntry, Result<crate::store::Hashed>)> = futures::stream::iter(files)
+    inventory.reserve(files.len());
+    // The listing is consumed: each path moves into its inventory entry.
+    let mut hashed = futures::stream::iter(files)
         .map(|f| async move {
-            let h = storage.hash(&f.uri).await;
-            progress.tick(h.as_ref().map_or(0, |h| h.bytes_read));
+            let h = match table.location().resolve(&f.file_path) {
+                Ok(uri) => storage.hash(&uri).await.map(|h| (uri, h)),
+                Err(e) => Err(e),
+            };
+            progress.tick(h.as_ref().map_or(0, |(_, h)| h.bytes_read));
             (f, h)
         })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let mut seen = BTreeSet::new();
-    for (f, h) in hashed {
-        if !seen.insert(f.file_path.clone()) {
-            continue; // a file listed in two manifests is one object
-        }
+        .buffer_unordered(concurrency);
+    while let Some((f, h)) = hashed.next().await {
         match h {
-            Ok(h) => {
-                if h.bytes_read != f.file_size_in_bytes {
+            Ok((uri, h)) => {
+                if h.bytes_read != f.size {
                     findings.push(Finding::new(
                         FindingKind::SizeMismatch,
                         &f.file_path,
-                        Some(f.file_size_in_bytes.to_string()),
+                        Some(f.size.to_string()),
                         Some(h.bytes_read.to_string()),
                     ));
                 }
                 inventory.push(InventoryEntry {
-                    path: f.file_path.clone(),
-                    uri: f.uri.clone(),
-                    layer: f.content.into(),
+                    path: f.file_path,
+                    uri,
+                    layer: f.layer,
                     size: h.bytes_read,
                     blake3: h.blake3,
                     e_tag: h.info.e_tag,
@@ -320,6 +342,7 @@ pub async fn seal(
             Err(e) => return Err(e),
         }
     }
+    drop(hashed);
     if !findings.is_empty() {
         findings.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(Err(findings));
@@ -345,12 +368,13 @@ pub async fn seal(
         inventory,
         backup: None,
     };
-    write_bundle(storage, &predicate, copies, key, out_uri).await?;
+    let objects = predicate.objects;
+    write_bundle(storage, predicate, copies, key, out_uri).await?;
     Ok(Ok(SealReport {
         bundle_id: bundle_id.clone(),
         bundle_root: root,
         snapshot_id,
-        objects: predicate.objects,
+        objects,
         bytes: bytes_total,
         uri: location::join(out_uri, &bundle_id),
     }))
@@ -363,27 +387,15 @@ pub async fn seal(
 /// [`Error::Storage`]; `AlreadyExists` when the bundle exists.
 pub async fn write_bundle(
     storage: &Storage,
-    predicate: &BundlePredicate,
+    mut predicate: BundlePredicate,
     mut copies: Vec<(String, Bytes)>,
     key: &SigningKey,
     out_uri: &str,
 ) -> Result<String> {
-    let bundle_id = &predicate.bundle_id;
-    let root = &predicate.bundle_root;
-    let canonical = canonical_inventory(&predicate.inventory);
-    let statement = Statement {
-        subject: vec![Subject {
-            name: format!("lakedrill-bundle:{bundle_id}"),
-            digest: BTreeMap::from([
-                ("sha256".to_owned(), evidence::sha256_hex(&canonical)),
-                ("blake3".to_owned(), root.clone()),
-            ]),
-        }],
-        predicate_type: PREDICATE_TYPE.to_owned(),
-        predicate: serde_json::to_value(predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
-    };
-    let envelope = evidence::sign_statement(&statement, key);
-    let dir = location::join(out_uri, bundle_id);
+    let bundle_id = predicate.bundle_id.clone();
+    let root = predicate.bundle_root.clone();
+    let dir = location::join(out_uri, &bundle_id);
+    // The byte copies first, each dropped once written.
     copies.sort_by(|a, b| a.0.cmp(&b.0));
     copies.dedup_by(|a, b| a.0 == b.0);
     for (digest, bytes) in copies {
@@ -403,9 +415,49 @@ pub async fn write_bundle(
             Err(e) => return Err(e),
         }
     }
+    // The statement. The inventory is the bulk of a large bundle: it is written into the payload entry by
+    // entry (the same bytes as through a `Value`, at a third of the memory), and each intermediate form is
+    // dropped as soon as the next exists.
+    let (_, canonical_sha256) = canonical_digests(&predicate.inventory);
+    let mut inventory = Some(std::mem::take(&mut predicate.inventory));
+    let entries = inventory.as_ref().map_or(0, Vec::len);
+    let statement = Statement {
+        subject: vec![Subject {
+            name: format!("lakedrill-bundle:{bundle_id}"),
+            digest: BTreeMap::from([
+                ("sha256".to_owned(), canonical_sha256),
+                ("blake3".to_owned(), root.clone()),
+            ]),
+        }],
+        predicate_type: PREDICATE_TYPE.to_owned(),
+        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
+    };
+    let mut failed = None;
+    // Entries are consumed as they are written: each one's strings are freed once it is in the payload.
+    let mut write_inventory = |out: &mut Vec<u8>| {
+        out.push(b'[');
+        for (i, e) in inventory.take().unwrap_or_default().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if let Err(e) = evidence::append_sorted_json(&e, out) {
+                failed.get_or_insert(e);
+            }
+        }
+        out.push(b']');
+    };
+    // The payload is written, signed and turned into the envelope file in one buffer (`PayloadBuffer`).
+    let mut payload = evidence::PayloadBuffer::new(evidence::PAYLOAD_TYPE, entries * 420 + (64 << 10));
+    statement.write_with_member(&mut payload.payload_mut(), Some(("inventory", &mut write_inventory)));
+    if let Some(e) = failed {
+        return Err(Error::Internal(format!("bundle inventory: {e}")));
+    }
+    let envelope = payload
+        .sign_to_json_bytes(key)
+        .map_err(|e| Error::Internal(format!("bundle envelope: {e}")))?;
     // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
     let env_uri = location::join(&dir, ENVELOPE_FILE);
-    match storage.put_new(&env_uri, Bytes::from(envelope.to_json_bytes())).await {
+    match storage.put_new(&env_uri, Bytes::from(envelope)).await {
         Ok(_) => Ok(dir),
         // Sealed before (a quarantine that failed after sealing and is retried): the existing bundle stands
         // when this key signed it for the same snapshot and the same root; anything else is refused.
@@ -560,8 +612,7 @@ pub async fn verify(
     report.snapshot_id = Some(pred.snapshot_id);
     report.bundle_root = Some(pred.bundle_root.clone());
     report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
-    let canonical = canonical_inventory(&pred.inventory);
-    let root = blake3::hash(&canonical).to_hex().to_string();
+    let (root, sha) = canonical_digests(&pred.inventory);
     if root != pred.bundle_root {
         report.findings.push(Finding::new(
             FindingKind::RootMismatch,
@@ -570,7 +621,6 @@ pub async fn verify(
             Some(root.clone()),
         ));
     }
-    let sha = evidence::sha256_hex(&canonical);
     let subject_ok = verified.subjects().len() == 1
         && verified.subjects()[0].digest.get("sha256") == Some(&sha)
         && verified.subjects()[0].digest.get("blake3") == Some(&pred.bundle_root);

@@ -15,9 +15,10 @@
 //!
 //! Decoding is `serde_avro_fast` (serde straight from the Avro bytes, no intermediate values). Whenever it
 //! cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
-//! crate's parser decodes the same bytes and its verdict stands: the fast path never accepts what the
-//! reference parser would refuse without trying it too, and errors always come from the reference parser.
-//! A test walks every fixture table both ways and compares the results object by object.
+//! crate's parser decodes the same bytes and its verdict stands, so errors always come from the reference
+//! parser. Tests walk every fixture table both ways and compare the results object by object, check that the
+//! fast decoder alone reads every real manifest (it is not silently falling back), and decode thousands of
+//! mutated manifests both ways: no panic, and where both decoders accept the bytes they agree.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use crate::bundle::Layer;
 use crate::closure::{ManifestObjects, ObjectRef, SnapshotObjects};
 use crate::error::{Error, Result};
 use crate::location::TableLocation;
-use crate::store::Storage;
+use crate::store::{Fetched, Storage};
 use crate::table::{AVRO_MAX_ALLOCATION, Table, parse_manifest, parse_manifest_list};
 
 /// A manifest as a manifest list names it: path as written and length.
@@ -57,6 +58,7 @@ struct DataFileRecord {
     content: i32,
     file_path: String,
     file_size_in_bytes: i64,
+    record_count: i64,
 }
 
 /// Why the fast decoder stopped: the bytes (then the reference parser decides) or the caller.
@@ -225,10 +227,23 @@ fn layer(content: i32) -> Option<Layer> {
     }
 }
 
+/// A live data or delete file of a manifest, as far as sealing needs it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LiveFile {
+    /// The path as written.
+    pub file_path: String,
+    /// Data, position deletes or equality deletes.
+    pub layer: Layer,
+    /// Size the manifest declares.
+    pub size: u64,
+    /// Rows the manifest declares.
+    pub record_count: u64,
+}
+
 /// Hands every live (ADDED or EXISTING) entry of a manifest to `each(path as written, layer, size)` as
 /// it is decoded. `Ok(false)` when the fast decoder could not read the bytes (`each` may have been
 /// called for some entries: the caller starts over).
-fn fast_live_files(bytes: &[u8], mut each: impl FnMut(String, Layer, u64) -> Result<()>) -> Result<bool> {
+fn fast_live_files(bytes: &[u8], mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
     let fast = fast_records::<EntryRecord>(bytes, |e| {
         let live = match e.status {
             0 | 1 => true,
@@ -237,8 +252,15 @@ fn fast_live_files(bytes: &[u8], mut each: impl FnMut(String, Layer, u64) -> Res
         };
         let layer = layer(e.data_file.content).ok_or(Stop::Decode)?;
         let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
+        let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
         if live {
-            each(e.data_file.file_path, layer, size).map_err(Stop::Caller)?;
+            each(LiveFile {
+                file_path: e.data_file.file_path,
+                layer,
+                size,
+                record_count,
+            })
+            .map_err(Stop::Caller)?;
         }
         Ok(())
     });
@@ -247,6 +269,49 @@ fn fast_live_files(bytes: &[u8], mut each: impl FnMut(String, Layer, u64) -> Res
         Err(Stop::Decode) => Ok(false),
         Err(Stop::Caller(e)) => Err(e),
     }
+}
+
+/// Hands every live file of a manifest to `each` (pure), with the fast decoder and the reference parser as
+/// `decoder` says. When the fast decoder fails half-way, `restart` is called before the reference parser
+/// starts over, so that the caller drops what it collected.
+///
+/// # Errors
+/// The reference parser's error naming `uri` when neither decoder can read the bytes; `each`'s errors.
+pub fn live_files(
+    uri: &str,
+    bytes: &[u8],
+    decoder: Decoder,
+    mut each: impl FnMut(LiveFile) -> Result<()>,
+    restart: impl FnOnce(),
+) -> Result<()> {
+    if decoder != Decoder::Reference {
+        if fast_live_files(bytes, &mut each)? {
+            return Ok(());
+        }
+        if decoder == Decoder::FastOnly {
+            return Err(fast_failed(uri));
+        }
+        restart();
+    }
+    let parsed = parse_manifest(uri, bytes)?;
+    for e in parsed.entries() {
+        if e.status() == ManifestStatus::Deleted {
+            continue;
+        }
+        let df = e.data_file();
+        let layer = match df.content_type() {
+            DataContentType::Data => Layer::Data,
+            DataContentType::PositionDeletes => Layer::PositionDeletes,
+            DataContentType::EqualityDeletes => Layer::EqualityDeletes,
+        };
+        each(LiveFile {
+            file_path: df.file_path().to_owned(),
+            layer,
+            size: df.file_size_in_bytes(),
+            record_count: df.record_count(),
+        })?;
+    }
+    Ok(())
 }
 
 /// A manifest's objects (pure): `manifest` itself first, then its live data and delete files with paths
@@ -262,42 +327,23 @@ pub fn manifest_objects(
     manifest: ObjectRef,
     decoder: Decoder,
 ) -> Result<Vec<ObjectRef>> {
-    let mut objects = vec![manifest];
-    if decoder != Decoder::Reference {
-        let done = fast_live_files(bytes, |p, layer, size| {
-            objects.push(ObjectRef {
-                path: location.relative(&p)?,
-                layer,
-                size,
+    let objects = std::cell::RefCell::new(vec![manifest]);
+    live_files(
+        uri,
+        bytes,
+        decoder,
+        |f| {
+            objects.borrow_mut().push(ObjectRef {
+                path: location.relative(&f.file_path)?,
+                layer: f.layer,
+                size: f.size,
             });
             Ok(())
-        })?;
-        if done {
-            objects.shrink_to_fit();
-            return Ok(objects);
-        }
-        if decoder == Decoder::FastOnly {
-            return Err(fast_failed(uri));
-        }
-        objects.truncate(1);
-    }
-    let parsed = parse_manifest(uri, bytes)?;
-    for e in parsed.entries() {
-        if e.status() == ManifestStatus::Deleted {
-            continue;
-        }
-        let df = e.data_file();
-        let layer = match df.content_type() {
-            DataContentType::Data => Layer::Data,
-            DataContentType::PositionDeletes => Layer::PositionDeletes,
-            DataContentType::EqualityDeletes => Layer::EqualityDeletes,
-        };
-        objects.push(ObjectRef {
-            path: location.relative(df.file_path())?,
-            layer,
-            size: df.file_size_in_bytes(),
-        });
-    }
+        },
+        || objects.borrow_mut().truncate(1),
+    )?;
+    let mut objects = objects.into_inner();
+    objects.shrink_to_fit();
     Ok(objects)
 }
 
@@ -449,4 +495,239 @@ pub async fn history(
         out.push((id, objects));
     }
     Ok(out)
+}
+
+/// A manifest of one snapshot with its exact bytes (sealing copies them into the bundle).
+#[derive(Debug, Clone)]
+pub struct SnapshotManifest {
+    /// The path as written in the manifest list.
+    pub path: String,
+    /// Where it was read.
+    pub uri: String,
+    /// Its exact bytes and what the store said about it.
+    pub fetched: Fetched,
+}
+
+/// The layers of one snapshot as sealing needs them: the exact bytes of its manifest list and manifests,
+/// and each live data or delete file once (a file listed by two manifests is one object), sorted by path.
+#[derive(Debug, Clone)]
+pub struct SnapshotFiles {
+    /// The manifest list path as written.
+    pub manifest_list_written: String,
+    /// Where it was read.
+    pub manifest_list_uri: String,
+    /// Its exact bytes.
+    pub manifest_list: Fetched,
+    /// Manifests in manifest-list order.
+    pub manifests: Vec<SnapshotManifest>,
+    /// Live files, sorted by path, each path once.
+    pub files: Vec<LiveFile>,
+}
+
+/// Reads one snapshot's layers for sealing, `concurrency` manifests at a time, decoding lean (see the module
+/// documentation): a snapshot of a million files holds a million [`LiveFile`]s, not the iceberg crate's full
+/// entries.
+///
+/// # Errors
+/// Any [`Error`] naming the layer that could not be read or parsed: a missing manifest list or manifest, a
+/// manifest whose length differs from the list's record, [`Error::PathOutsideTable`].
+pub async fn snapshot_files(
+    table: &Table,
+    storage: &Storage,
+    snapshot_id: i64,
+    concurrency: usize,
+) -> Result<SnapshotFiles> {
+    let snapshot = table.snapshot(snapshot_id)?;
+    let written = snapshot.manifest_list().to_owned();
+    if written.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!("snapshot {snapshot_id} has no manifest list (v1 embedded manifests are not supported)"),
+        ));
+    }
+    let list_uri = table.location().resolve(&written)?;
+    let manifest_list = match storage.get(&list_uri).await {
+        Ok(f) => f,
+        Err(Error::NotFound { .. }) => {
+            return Err(Error::corrupt(
+                &list_uri,
+                format!("the manifest list of snapshot {snapshot_id} does not exist"),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    let version = table.metadata().format_version();
+    let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
+    let entries = blocking(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
+    let read: Vec<Result<(SnapshotManifest, Vec<LiveFile>)>> = futures::stream::iter(entries)
+        .map(|e| async move {
+            let uri = table.location().resolve(&e.manifest_path)?;
+            let fetched = match storage.get(&uri).await {
+                Ok(f) => f,
+                Err(Error::NotFound { .. }) => {
+                    return Err(Error::corrupt(&uri, "manifest named by a manifest list does not exist"));
+                }
+                Err(err) => return Err(err),
+            };
+            if i64::try_from(fetched.bytes.len()).ok() != Some(e.manifest_length) {
+                return Err(Error::corrupt(
+                    &uri,
+                    format!(
+                        "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
+                        fetched.bytes.len(),
+                        e.manifest_length
+                    ),
+                ));
+            }
+            let (u, b) = (uri.clone(), fetched.bytes.clone());
+            let files = blocking(&uri, move || {
+                let files = std::cell::RefCell::new(Vec::new());
+                live_files(
+                    &u,
+                    &b,
+                    Decoder::Fast,
+                    |f| {
+                        files.borrow_mut().push(f);
+                        Ok(())
+                    },
+                    || files.borrow_mut().clear(),
+                )?;
+                Ok(files.into_inner())
+            })
+            .await?;
+            Ok((
+                SnapshotManifest {
+                    path: e.manifest_path,
+                    uri,
+                    fetched,
+                },
+                files,
+            ))
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut manifests = Vec::with_capacity(read.len());
+    let mut files = Vec::new();
+    for r in read {
+        let (m, f) = r?;
+        manifests.push(m);
+        if files.is_empty() {
+            files = f;
+        } else {
+            files.extend(f);
+        }
+    }
+    files.sort_unstable();
+    files.dedup_by(|a, b| a.file_path == b.file_path);
+    files.shrink_to_fit();
+    Ok(SnapshotFiles {
+        manifest_list_written: written,
+        manifest_list_uri: list_uri,
+        manifest_list,
+        manifests,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    fn fixture_avro_files() -> Vec<std::path::PathBuf> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "avro") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop"),
+            &mut out,
+        );
+        out.sort();
+        out
+    }
+
+    fn files(bytes: &[u8], decoder: Decoder) -> Result<Vec<LiveFile>> {
+        let mut out = Vec::new();
+        live_files(
+            "m.avro",
+            bytes,
+            decoder,
+            |f| {
+                out.push(f);
+                Ok(())
+            },
+            || {},
+        )?;
+        Ok(out)
+    }
+
+    /// Differential decoding of the Spark/Java fixtures' manifests and manifest lists, whole and mutated
+    /// (byte flips, truncation, a byte inserted): the fast decoder never panics, and whenever both decoders
+    /// accept the same bytes they read the same entries.
+    #[test]
+    fn fast_and_reference_decoders_agree_on_real_and_mutated_files() {
+        let paths = fixture_avro_files();
+        assert!(paths.len() > 20, "{}", paths.len());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5ca1ab1e);
+        let (mut agreed, mut fast_only_real) = (0, 0);
+        for p in &paths {
+            let real = std::fs::read(p).unwrap();
+            let is_list = p.file_name().unwrap().to_string_lossy().starts_with("snap-");
+            if is_list {
+                let ok = [FormatVersion::V1, FormatVersion::V2]
+                    .iter()
+                    .any(|v| manifest_list_entries("l", &real, *v, Decoder::FastOnly).is_ok());
+                assert!(ok, "{}: the fast decoder cannot read a real manifest list", p.display());
+            } else {
+                files(&real, Decoder::FastOnly).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            }
+            fast_only_real += 1;
+            for _ in 0..40 {
+                let mut b = real.clone();
+                match rng.gen_range(0..3) {
+                    0 => {
+                        for _ in 0..rng.gen_range(1..4) {
+                            let i = rng.gen_range(0..b.len());
+                            b[i] ^= 1 << rng.gen_range(0..8);
+                        }
+                    }
+                    1 => b.truncate(rng.gen_range(0..b.len())),
+                    _ => {
+                        let i = rng.gen_range(0..b.len());
+                        b.insert(i, rng.r#gen());
+                    }
+                }
+                if is_list {
+                    for v in [FormatVersion::V1, FormatVersion::V2] {
+                        let fast = manifest_list_entries("l", &b, v, Decoder::FastOnly);
+                        let reference = manifest_list_entries("l", &b, v, Decoder::Reference);
+                        if let (Ok(f), Ok(r)) = (&fast, &reference) {
+                            assert_eq!(f, r, "{}: mutated list", p.display());
+                            agreed += 1;
+                        }
+                    }
+                } else {
+                    let fast = files(&b, Decoder::FastOnly);
+                    let reference = files(&b, Decoder::Reference);
+                    if let (Ok(f), Ok(r)) = (&fast, &reference) {
+                        assert_eq!(f, r, "{}: mutated manifest", p.display());
+                        agreed += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(fast_only_real, paths.len());
+        assert!(agreed > 100, "{agreed}");
+    }
 }
