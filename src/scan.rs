@@ -23,7 +23,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::StreamExt;
 use iceberg::spec::{DataContentType, FormatVersion, ManifestStatus};
 use serde::Deserialize;
@@ -33,7 +32,7 @@ use crate::closure::{ManifestObjects, ObjectRef, SnapshotObjects};
 use crate::error::{Error, Result};
 use crate::location::TableLocation;
 use crate::store::{Fetched, Storage};
-use crate::table::{AVRO_MAX_ALLOCATION, Table, parse_manifest, parse_manifest_list};
+use crate::table::{AVRO_MAX_ALLOCATION, Table, check_manifest_length, parse_manifest, parse_manifest_list};
 
 /// A manifest as a manifest list names it: path as written and length.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
@@ -354,12 +353,22 @@ async fn blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> +
         .map_err(|e| Error::Internal(format!("decode task for {what}: {e}")))?
 }
 
-async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Bytes> {
+async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Fetched> {
     match storage.get(uri).await {
-        Ok(f) => Ok(f.bytes),
+        Ok(f) => Ok(f),
         Err(Error::NotFound { .. }) => Err(Error::corrupt(uri, missing())),
         Err(e) => Err(e),
     }
+}
+
+/// A manifest named by a list: it must exist and have the length the list records.
+async fn fetch_manifest(storage: &Storage, uri: &str, entry: &ListEntry) -> Result<Fetched> {
+    let fetched = fetch_existing(storage, uri, || {
+        "manifest named by a manifest list does not exist".into()
+    })
+    .await?;
+    check_manifest_length(uri, fetched.bytes.len(), entry.manifest_length)?;
+    Ok(fetched)
 }
 
 /// A snapshot's manifest list: its own object and the manifests it names.
@@ -381,7 +390,8 @@ async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result
     let bytes = fetch_existing(storage, &uri, || {
         format!("the manifest list of snapshot {snapshot_id} does not exist")
     })
-    .await?;
+    .await?
+    .bytes;
     let version = table.metadata().format_version();
     let size = bytes.len() as u64;
     let u = uri.clone();
@@ -397,22 +407,7 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
         layer: Layer::Manifest,
         size: 0,
     };
-    let bytes = fetch_existing(storage, &uri, || {
-        "manifest named by a manifest list does not exist".into()
-    })
-    .await?;
-    // A truncated manifest can still decode (cut at a block boundary) and silently lose entries: the
-    // length the manifest list records is the check.
-    if i64::try_from(bytes.len()).ok() != Some(entry.manifest_length) {
-        return Err(Error::corrupt(
-            &uri,
-            format!(
-                "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
-                bytes.len(),
-                entry.manifest_length
-            ),
-        ));
-    }
+    let bytes = fetch_manifest(storage, &uri, entry).await?.bytes;
     let location = table.location().clone();
     let manifest = ObjectRef {
         size: bytes.len() as u64,
@@ -546,39 +541,17 @@ pub async fn snapshot_files(
         ));
     }
     let list_uri = table.location().resolve(&written)?;
-    let manifest_list = match storage.get(&list_uri).await {
-        Ok(f) => f,
-        Err(Error::NotFound { .. }) => {
-            return Err(Error::corrupt(
-                &list_uri,
-                format!("the manifest list of snapshot {snapshot_id} does not exist"),
-            ));
-        }
-        Err(e) => return Err(e),
-    };
+    let manifest_list = fetch_existing(storage, &list_uri, || {
+        format!("the manifest list of snapshot {snapshot_id} does not exist")
+    })
+    .await?;
     let version = table.metadata().format_version();
     let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
     let entries = blocking(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
     let read: Vec<Result<(SnapshotManifest, Vec<LiveFile>)>> = futures::stream::iter(entries)
         .map(|e| async move {
             let uri = table.location().resolve(&e.manifest_path)?;
-            let fetched = match storage.get(&uri).await {
-                Ok(f) => f,
-                Err(Error::NotFound { .. }) => {
-                    return Err(Error::corrupt(&uri, "manifest named by a manifest list does not exist"));
-                }
-                Err(err) => return Err(err),
-            };
-            if i64::try_from(fetched.bytes.len()).ok() != Some(e.manifest_length) {
-                return Err(Error::corrupt(
-                    &uri,
-                    format!(
-                        "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
-                        fetched.bytes.len(),
-                        e.manifest_length
-                    ),
-                ));
-            }
+            let fetched = fetch_manifest(storage, &uri, &e).await?;
             let (u, b) = (uri.clone(), fetched.bytes.clone());
             let files = blocking(&uri, move || {
                 let files = std::cell::RefCell::new(Vec::new());

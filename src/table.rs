@@ -357,18 +357,7 @@ impl Table {
             }
             Err(e) => return Err(e),
         };
-        // A truncated manifest can still decode (cut at a block boundary) and silently lose
-        // entries: the length the manifest list records is the check.
-        if i64::try_from(fetched.bytes.len()).ok() != Some(mf.manifest_length) {
-            return Err(Error::corrupt(
-                &uri,
-                format!(
-                    "manifest is {} bytes but the manifest list records {} (truncated or replaced)",
-                    fetched.bytes.len(),
-                    mf.manifest_length
-                ),
-            ));
-        }
+        check_manifest_length(&uri, fetched.bytes.len(), mf.manifest_length)?;
         let bytes = fetched.bytes.clone();
         let uri2 = uri.clone();
         let manifest = tokio::task::spawn_blocking(move || parse_manifest(&uri2, &bytes))
@@ -376,6 +365,21 @@ impl Table {
             .map_err(|e| Error::Internal(format!("manifest parse task for {uri}: {e}")))??;
         Ok((uri, fetched, manifest))
     }
+}
+
+/// A truncated manifest can still decode (cut at a block boundary) and silently lose entries: the length the
+/// manifest list records is the check.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the manifest when `actual` bytes differ from the `recorded` length.
+pub(crate) fn check_manifest_length(uri: &str, actual: usize, recorded: i64) -> Result<()> {
+    if i64::try_from(actual).ok() == Some(recorded) {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        uri,
+        format!("manifest is {actual} bytes but the manifest list records {recorded} (truncated or replaced)"),
+    ))
 }
 
 /// The most the Avro decoder may allocate for one length it reads (a string, bytes, a block, a count of
