@@ -1,12 +1,6 @@
 //! The `lakedrill` binary: parse arguments, call the library, print, exit 0/1/2.
 
 use std::io::Write;
-
-/// mimalloc instead of glibc's allocator: sealing a million objects frees a million small inventory strings
-/// before it builds the envelope; glibc keeps such freed fragments resident, mimalloc returns them to the OS
-/// (benches/RESULTS.md, figure e).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@
 //!
 //! [`history`] therefore:
 //! - fetches the manifest lists `io_concurrency` at a time and decodes only `manifest_path` and
-//!   `manifest_length` of each entry, on the blocking pool;
+//!   `manifest_length` of each entry, on the rayon pool;
 //! - fetches every *distinct* manifest (by path and length) once, however many lists name it, checks its
 //!   length against the list, and decodes only `status`, `data_file.content`, `data_file.file_path` and
 //!   `data_file.file_size_in_bytes` of each entry, straight into [`ObjectRef`]s with table-relative paths;
@@ -346,11 +346,22 @@ pub fn manifest_objects(
     Ok(objects)
 }
 
-/// Runs a decode on the blocking pool (decoding is CPU work; the async workers keep fetching).
-async fn blocking<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::Internal(format!("decode task for {what}: {e}")))?
+/// Runs a decode on the rayon pool (one thread per core): decoding is CPU work, and the async workers keep
+/// fetching meanwhile; tokio's blocking pool would run up to `io_concurrency` decodes on as many threads. A panic
+/// is an error naming the object, never an abort of the pool.
+async fn on_rayon<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(result);
+    });
+    match rx.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(Error::Internal(format!("decode task for {what} panicked"))),
+        Err(_) => Err(Error::Internal(format!(
+            "decode task for {what} ended without a result"
+        ))),
+    }
 }
 
 async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Fetched> {
@@ -395,7 +406,7 @@ async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result
     let version = table.metadata().format_version();
     let size = bytes.len() as u64;
     let u = uri.clone();
-    let entries = blocking(&uri, move || manifest_list_entries(&u, &bytes, version, Decoder::Fast)).await?;
+    let entries = on_rayon(&uri, move || manifest_list_entries(&u, &bytes, version, Decoder::Fast)).await?;
     Ok((ObjectRef { size, ..own }, entries))
 }
 
@@ -414,7 +425,7 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
         ..manifest
     };
     let u = uri.clone();
-    let objects = blocking(&uri, move || {
+    let objects = on_rayon(&uri, move || {
         manifest_objects(&u, &bytes, &location, manifest, Decoder::Fast)
     })
     .await?;
@@ -547,13 +558,13 @@ pub async fn snapshot_files(
     .await?;
     let version = table.metadata().format_version();
     let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
-    let entries = blocking(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
+    let entries = on_rayon(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
     let read: Vec<Result<(SnapshotManifest, Vec<LiveFile>)>> = futures::stream::iter(entries)
         .map(|e| async move {
             let uri = table.location().resolve(&e.manifest_path)?;
             let fetched = fetch_manifest(storage, &uri, &e).await?;
             let (u, b) = (uri.clone(), fetched.bytes.clone());
-            let files = blocking(&uri, move || {
+            let files = on_rayon(&uri, move || {
                 let files = std::cell::RefCell::new(Vec::new());
                 live_files(
                     &u,
