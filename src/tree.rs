@@ -164,50 +164,24 @@ pub fn live_entries(table: &Table, entry: &ManifestFile, manifest: &Manifest) ->
     Ok((live, deleted))
 }
 
-/// Manifests already read, by path as written, shared by the snapshots of one walk: snapshots share
-/// most of their manifests, and each is fetched and parsed once.
-pub type ManifestCache = std::sync::Mutex<std::collections::HashMap<(String, i64), ManifestLayer>>;
-
 /// Reads every metadata layer of one snapshot, `concurrency` manifests at a time.
 ///
 /// # Errors
 /// Any [`Error`](crate::Error) naming the layer that could not be read or parsed.
 pub async fn read_tree(table: &Table, storage: &Storage, snapshot_id: i64, concurrency: usize) -> Result<SnapshotTree> {
-    read_tree_cached(table, storage, snapshot_id, concurrency, None).await
-}
-
-/// [`read_tree`] with a cache shared across the snapshots of one walk (see [`ManifestCache`]).
-///
-/// # Errors
-/// Any [`Error`](crate::Error) naming the layer that could not be read or parsed.
-pub async fn read_tree_cached(
-    table: &Table,
-    storage: &Storage,
-    snapshot_id: i64,
-    concurrency: usize,
-    cache: Option<&ManifestCache>,
-) -> Result<SnapshotTree> {
     let snapshot = Arc::clone(table.snapshot(snapshot_id)?);
     let (list_uri, list_fetched, list) = table.read_manifest_list(storage, &snapshot).await?;
     let results: Vec<Result<ManifestLayer>> = futures::stream::iter(list.entries().iter().cloned())
         .map(|mf| async move {
-            let key = (mf.manifest_path.clone(), mf.manifest_length);
-            if let Some(hit) = cache.and_then(|c| c.lock().ok().and_then(|m| m.get(&key).cloned())) {
-                return Ok(ManifestLayer { entry: mf, ..hit });
-            }
             let (uri, fetched, manifest) = table.read_manifest(storage, &mf).await?;
             let (live, deleted_entries) = live_entries(table, &mf, &manifest)?;
-            let layer = ManifestLayer {
+            Ok(ManifestLayer {
                 entry: mf,
                 uri,
                 fetched,
                 live: Arc::new(live),
                 deleted_entries,
-            };
-            if let Some(Ok(mut m)) = cache.map(std::sync::Mutex::lock) {
-                m.insert(key, layer.clone());
-            }
-            Ok(layer)
+            })
         })
         .buffered(concurrency.max(1))
         .collect()
