@@ -46,7 +46,7 @@ use crate::keys::{SigningKey, TrustStore};
 use crate::location;
 use crate::output::{Outcome, Verdict};
 use crate::policy::{ObjectVersioning, Policy};
-use crate::registry::{Acceptance, CandidateRecord, PurgeRun, Registry, State};
+use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, PurgeRun, Registry, State};
 use crate::table::TableSource;
 
 /// `predicateType` of the signed inventory archive and the receipts summary.
@@ -156,6 +156,132 @@ pub fn check_evidence(
     reasons
 }
 
+/// The candidate's recorded bundles: (bundle URI, bundle root, snapshot id).
+fn bundles_of(rec: &CandidateRecord) -> Vec<(String, String, i64)> {
+    rec.quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            (
+                b["uri"].as_str().unwrap_or_default().to_owned(),
+                b["bundle_root"].as_str().unwrap_or_default().to_owned(),
+                b["snapshot_id"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Evidence is valid for a bundle root only while no newer report of any chain of the deployment failed that
+/// root. The chains known to the deleter are the plan folders beside the evidence's own
+/// (`<reports>/<plan>/…`, shard folders included): every report there that verifies under `trust`, finished
+/// after the evidence and did not verify one of the candidate's roots is a reason to refuse, naming it.
+/// Evidence that does not lie in its plan's folder cannot be placed in its chain and is refused too.
+///
+/// # Errors
+/// Storage errors while listing or reading the reports.
+pub async fn newer_failures(
+    storage: &crate::store::Storage,
+    evidence_uri: &str,
+    evidence: &crate::drill::DrillPredicate,
+    roots: &[(String, String, i64)],
+    trust: &TrustStore,
+) -> Result<Vec<String>> {
+    let plan_folder = location::parent(evidence_uri);
+    let Some(reports_root) = plan_folder
+        .as_deref()
+        .filter(|f| location::file_name(f) == evidence.drill.plan)
+        .and_then(location::parent)
+    else {
+        return Ok(vec![format!(
+            "evidence {evidence_uri} is not in its plan's reports folder (<reports>/{}/): the newer reports of its \
+             chain cannot be checked; give the report where `drill run` wrote it",
+            evidence.drill.plan
+        )]);
+    };
+    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(&evidence.finished_at) else {
+        return Ok(Vec::new()); // already a reason in check_evidence
+    };
+    let mut reasons = Vec::new();
+    for o in storage.list(&reports_root).await? {
+        if o.uri == evidence_uri || !o.uri.ends_with(".dsse.json") {
+            continue;
+        }
+        let bytes = storage.get(&o.uri).await?.bytes;
+        let mut findings = Vec::new();
+        let Some((_, p)) = crate::audit::check_report(&o.uri, &bytes, trust, &mut findings) else {
+            continue; // not a drill report signed by a trusted key
+        };
+        let newer = chrono::DateTime::parse_from_rfc3339(&p.finished_at).is_ok_and(|t| t > finished);
+        if !newer {
+            continue;
+        }
+        for r in &p.results {
+            let Some((_, root, sid)) = roots.iter().find(|(_, root, _)| r.bundle_root.as_deref() == Some(root)) else {
+                continue;
+            };
+            if r.status != crate::bundle::RestoreStatus::RestoreVerified {
+                reasons.push(format!(
+                    "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the evidence \
+                     {evidence_uri} (finished {}) no longer counts for it",
+                    o.uri, p.finished_at, evidence.finished_at
+                ));
+            }
+        }
+    }
+    Ok(reasons)
+}
+
+/// Re-verifies each of the candidate's bundles from the bundle alone at acceptance: the envelope under `trust`,
+/// the recorded root, the root recomputed from the inventory, and every metadata copy (metadata JSON, manifest
+/// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object.
+///
+/// # Errors
+/// Never for a broken bundle (that is a reason); storage errors other than a missing member are reasons too.
+pub async fn bundles_intact(
+    storage: &crate::store::Storage,
+    bundles: &[(String, String, i64)],
+    trust: &TrustStore,
+) -> Result<Vec<String>> {
+    let mut reasons = Vec::new();
+    for (uri, root, sid) in bundles {
+        let (pred, copies) = match crate::bundle::verified_predicate(storage, uri, trust).await {
+            Ok(v) => v,
+            Err(e) => {
+                reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
+                continue;
+            }
+        };
+        if &pred.bundle_root != root {
+            reasons.push(format!(
+                "bundle {uri} has root {} but the quarantine recorded {root}",
+                pred.bundle_root
+            ));
+        }
+        let recomputed = crate::bundle::inventory_root(&pred.inventory);
+        if recomputed != pred.bundle_root {
+            reasons.push(format!(
+                "bundle {uri}: its inventory hashes to {recomputed}, not to its root {}",
+                pred.bundle_root
+            ));
+        }
+        for e in pred
+            .inventory
+            .iter()
+            .filter(|e| e.layer.is_metadata() && e.copy.is_some())
+        {
+            if !copies.contains_key(&e.path) {
+                reasons.push(format!(
+                    "bundle {uri}: its copy of {} ({:?}) is missing or differs from its recorded BLAKE3 {}",
+                    e.path, e.layer, e.blake3
+                ));
+            }
+        }
+    }
+    Ok(reasons)
+}
+
 #[derive(Debug, Clone, Serialize)]
 struct Receipt<'a> {
     phase: &'a str,
@@ -257,7 +383,20 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 match ctx.storage.get_opt(&uri).await? {
                     None => reasons.push(format!("evidence {uri} does not exist")),
                     Some(f) => {
-                        let problems = check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
+                        let mut problems =
+                            check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
+                        if problems.is_empty() {
+                            // A newer failure of any chain outlives this PASS; the bundles must still be whole.
+                            let bundles = bundles_of(&rec);
+                            let mut none = Vec::new();
+                            if let Some((_, pred)) =
+                                crate::audit::check_report(location::file_name(&uri), &f.bytes, &trust, &mut none)
+                                && !crate::faults::weakened(crate::faults::Check::NewerFailure)
+                            {
+                                problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
+                            }
+                            problems.extend(bundles_intact(&ctx.storage, &bundles, &trust).await?);
+                        }
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
                             let moved = reg
                                 .candidate_transition(
@@ -540,9 +679,15 @@ async fn execute(
     let root = table.location().root_uri().to_owned();
     let uuid = rec.table_uuid.clone();
     // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
-    // already sent it to PROTECTED, which stops it too, also across resumes).
-    let hold_generation = reg.hold_generation(&uuid).await?;
-    let lease_watermark = reg.lease_watermark(&uuid).await?.counter;
+    // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
+    // inside a registry batch that holds the write lock and checked these values first, so no request
+    // goes out after a hold committed (a hold set meanwhile waits for the batch, and the next batch halts).
+    let base = PurgeBaseline {
+        table_uuid: uuid.clone(),
+        run_id: run_id.to_owned(),
+        hold_generation: reg.hold_generation(&uuid).await?,
+        lease_watermark: reg.lease_watermark(&uuid).await?.counter,
+    };
     let states: BTreeMap<String, State> = reg
         .object_states(candidate_id)
         .await?
@@ -556,41 +701,28 @@ async fn execute(
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
     let progress = crate::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
-    for batch in todo.chunks(BATCH) {
-        if reg.purge_run(candidate_id).await?.is_none_or(|r| r.run_id != run_id) {
-            halted.push("another purge run took this candidate over: no further deletes here".to_owned());
-            break;
+    let batch_size = ctx.hooks.purge_batch_size.unwrap_or(BATCH).max(1);
+    let mut sent = 0_usize;
+    'batches: for chunk in todo.chunks(batch_size) {
+        ctx.hooks.before_batch(sent).await?;
+        // What each object is now, read before any lock is taken.
+        let mut before = Vec::with_capacity(chunk.len());
+        for o in chunk {
+            before.push(ctx.storage.head(&location::join(&root, &o.path)).await?);
         }
-        reg.purge_heartbeat(candidate_id, run_id, Utc::now()).await?;
-        if reg.deleter_stopped().await? {
-            halted.push("the deleter was stopped (`lakedrill deleter start` to resume)".to_owned());
-            break;
-        }
-        if !reg.rollout_stage(&uuid).await?.stage.allows_deletes() {
-            halted.push(
-                "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
-            );
-            break;
-        }
-        if reg.hold_generation(&uuid).await? != hold_generation {
-            halted.push("a hold changed during the purge: no further deletes".to_owned());
-            break;
-        }
-        if reg.lease_watermark(&uuid).await?.counter != lease_watermark {
-            halted.push("leases changed during the purge: no further deletes".to_owned());
-            break;
-        }
-        let now_state = reg.candidate(candidate_id).await?.state;
-        if now_state == State::Protected {
-            halted.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
-            break;
-        }
-        for o in batch {
-            let uri = location::join(&root, &o.path);
+        // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
+        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+            Ok(b) => b,
+            Err(why) => {
+                halted.extend(why);
+                break;
+            }
+        };
+        let mut send = Vec::new();
+        for (o, before) in chunk.iter().zip(before) {
             let requested_before = prior
                 .iter()
                 .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
-            let before = ctx.storage.head(&uri).await?;
             if requested_before && before.is_none() {
                 // A previous run sent this delete and died before confirming it: the re-check settles it.
                 let r = receipt(
@@ -600,17 +732,43 @@ async fn execute(
                     "absent at re-check after an interrupted request",
                     Some("absent".into()),
                 );
-                reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
-                reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
+                batch
+                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
                     .await?;
-                reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                batch
+                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
                     .await?;
                 progress.tick(o.size);
                 continue;
             }
             let mut req = receipt("requested", o, before.as_ref(), "", None);
             req["requested_at"] = serde_json::json!(Utc::now().to_rfc3339());
-            reg.receipt_add(candidate_id, &o.path, &req, Utc::now()).await?;
+            req["hold_generation"] = serde_json::json!(batch.hold_generation);
+            batch.receipt(candidate_id, &o.path, &req, Utc::now()).await?;
+            send.push((*o, before));
+        }
+        batch.commit().await?;
+        if send.is_empty() {
+            continue;
+        }
+        // 2. The requests, in a second batch whose checks see any hold set since the intent was recorded.
+        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+            Ok(b) => b,
+            Err(why) => {
+                halted.extend(why);
+                break;
+            }
+        };
+        for (o, before) in send {
+            // `drill faults` lands its races here (a hold set from another connection, which waits).
+            if let Err(e) = ctx.hooks.before_delete(sent).await {
+                halted.push(format!("fault hook: {e}"));
+                batch.commit().await?;
+                break 'batches;
+            }
+            sent += 1;
+            let uri = location::join(&root, &o.path);
             // Permanent mode deletes the exact version the inventory saw; marker-only mode (the
             // default) leaves a delete marker and keeps the version until lifecycle removes it.
             let permanent_version = match (
@@ -642,20 +800,25 @@ async fn execute(
                 r["version_deleted"] = serde_json::json!(true);
             }
             r["confirmed_at"] = serde_json::json!(confirmed_at);
-            reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+            r["hold_generation"] = serde_json::json!(batch.hold_generation);
+            batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
             let certain = certain || crate::faults::weakened(crate::faults::Check::UncertainDeleteIsUnknown);
             let gone = matches!(after, Ok(None)) || crate::faults::weakened(crate::faults::Check::RecheckAfterDelete);
             if certain && gone {
-                reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                batch
+                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
                     .await?;
-                reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                batch
+                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
                     .await?;
             } else {
-                reg.object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
+                batch
+                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
                     .await?;
             }
             progress.tick(o.size);
         }
+        batch.commit().await?;
     }
     finish(ctx, reg, candidate_id, key, &dir, halted).await
 }

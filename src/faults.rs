@@ -63,11 +63,15 @@ pub enum Check {
     RecheckAfterDelete,
     /// Objects under an open writer's prefix are never candidates.
     WriterPrefixes,
+    /// Evidence stops counting for a bundle root once a newer report of a known chain failed that root.
+    NewerFailure,
+    /// Every batch of delete requests re-checks the hold generation inside the registry's write lock.
+    HoldCheckPerBatch,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 8] = [
+    pub const ALL: [Check; 10] = [
         Check::HoldGenerationCas,
         Check::LeaseWatermarkCas,
         Check::TableGenerationCas,
@@ -76,6 +80,8 @@ impl Check {
         Check::UncertainDeleteIsUnknown,
         Check::RecheckAfterDelete,
         Check::WriterPrefixes,
+        Check::NewerFailure,
+        Check::HoldCheckPerBatch,
     ];
 }
 
@@ -114,6 +120,14 @@ pub struct Hooks {
     pub inject_protected_snapshot: bool,
     /// Runs in `purge` right before the acceptance compare-and-set (a racing hold or lease).
     pub before_accept: Option<HookFn>,
+    /// Runs in `purge` before each delete request, inside the registry batch that holds the write lock, with
+    /// the number of requests sent so far. It must not write to the registry itself (it would wait for the
+    /// batch); a racing hold is spawned from it and waits.
+    pub before_delete: Option<Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>>,
+    /// Runs in `purge` before each batch, while no registry lock is held, with the requests sent so far.
+    pub before_batch: Option<Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>>,
+    /// Objects per purge batch instead of [`crate::deleter::BATCH`] (small labs need several batches).
+    pub purge_batch_size: Option<usize>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -121,6 +135,9 @@ impl std::fmt::Debug for Hooks {
         f.debug_struct("Hooks")
             .field("inject_protected_snapshot", &self.inject_protected_snapshot)
             .field("before_accept", &self.before_accept.is_some())
+            .field("before_delete", &self.before_delete.is_some())
+            .field("before_batch", &self.before_batch.is_some())
+            .field("purge_batch_size", &self.purge_batch_size)
             .finish()
     }
 }
@@ -143,6 +160,28 @@ impl Hooks {
     pub async fn before_accept(&self) -> Result<()> {
         match &self.before_accept {
             Some(h) => h().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the `before_delete` hook, if any, with the number of delete requests sent so far.
+    ///
+    /// # Errors
+    /// The hook's error.
+    pub async fn before_delete(&self, sent: usize) -> Result<()> {
+        match &self.before_delete {
+            Some(h) => h(sent).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the `before_batch` hook, if any, with the number of delete requests sent so far.
+    ///
+    /// # Errors
+    /// The hook's error.
+    pub async fn before_batch(&self, sent: usize) -> Result<()> {
+        match &self.before_batch {
+            Some(h) => h(sent).await,
             None => Ok(()),
         }
     }
@@ -258,7 +297,7 @@ pub struct FaultPredicate {
 }
 
 /// Every scenario id, in order.
-pub const SCENARIOS: [&str; 11] = [
+pub const SCENARIOS: [&str; 13] = [
     "reader-registration-delay",
     "ref-case-collision",
     "uncommitted-writer",
@@ -270,6 +309,8 @@ pub const SCENARIOS: [&str; 11] = [
     "lagging-replica",
     "lost-delete-receipts",
     "delete-marker-recovery",
+    "stale-pass-after-fail",
+    "hold-lands-mid-purge",
 ];
 
 fn fault_text(id: &str) -> (&'static str, &'static str) {
@@ -317,6 +358,14 @@ fn fault_text(id: &str) -> (&'static str, &'static str) {
         "delete-marker-recovery" => (
             "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem)",
             "after the purge every bundle of the candidate still restores (RESTORE_VERIFIED) and the snapshot is brought back as a readable table",
+        ),
+        "stale-pass-after-fail" => (
+            "an older PASS presented after a newer FAIL: the bundle's manifest-list copy is damaged after the first drill, a second drill of the same chain fails it, and the purge is given the first report",
+            "purge REFUSED naming the newer failing report and the damaged copy; nothing deleted",
+        ),
+        "hold-lands-mid-purge" => (
+            "a legal hold on the whole table lands while the purge deletes (after its first delete request, from another registry connection)",
+            "no delete request after the hold committed; purge HALTED naming the hold; every object deleted before it VERIFIED, every other one still there and not counted deleted",
         ),
         _ => ("unknown scenario", "none"),
     }
@@ -884,6 +933,160 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             );
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
+        "stale-pass-after-fail" => {
+            let lab = Lab::new(env, id, "").await?;
+            let Some((cid, ids, first)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let acct = lab.account(&ids, &[]).await?;
+            let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+            let bundle = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["bundles"][0]["uri"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let trust = crate::keys::TrustStore::load_dir(&lab.keys)?;
+            let (pred, _) = crate::bundle::verified_predicate(&lab.ctx.storage, &bundle, &trust).await?;
+            let Some(member) = pred
+                .inventory
+                .iter()
+                .find(|e| e.layer == crate::bundle::Layer::ManifestList)
+                .and_then(|e| e.copy.clone())
+            else {
+                obs.expect(false, "the bundle holds a manifest list copy to damage");
+                return Ok((obs, lab.lost(&acct).await?, lab.state));
+            };
+            let copy = location::join(&crate::bundle::bundle_dir(&bundle)?, &member);
+            let mut bytes = lab.truth.storage.get(&copy).await?.bytes.to_vec();
+            let at = bytes.len() / 2;
+            bytes[at] ^= 0x01;
+            lab.truth.storage.put(&copy, bytes::Bytes::from(bytes)).await?;
+            obs.saw(format!("flipped byte {at} of {copy}"));
+            let second = lab.drill().await?;
+            obs.expect(
+                second.predicate.summary.gate == "FAIL",
+                format!(
+                    "the second drill of the chain FAILs (gate {})",
+                    second.predicate.summary.gate
+                ),
+            );
+            let p = lab.purge(&cid, &first).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge with the first report {}: {why}", status_of(&p)));
+            obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
+            obs.expect(
+                why.contains("newer drill report") && why.contains(location::file_name(&second.report)),
+                "the refusal names the newer failing report",
+            );
+            obs.expect(
+                why.contains("is missing or differs"),
+                "the refusal names the damaged copy (the bundle re-verified at acceptance)",
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
+        "hold-lands-mid-purge" => {
+            let mut lab = Lab::new(env, id, "").await?;
+            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+                return Ok((obs, Vec::new(), lab.state));
+            };
+            let inventory = lab.inventory(&cid).await?;
+            obs.expect(
+                inventory.len() >= 3,
+                format!("the candidate has objects for several batches ({})", inventory.len()),
+            );
+            let acct = lab.account(&[], &[]).await?;
+            // Batches of two; the hold is set from another connection right before the second delete
+            // request, and the next batch waits (without a lock) until the hold has committed.
+            let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let committed_at: Arc<std::sync::Mutex<Option<usize>>> = Arc::new(std::sync::Mutex::new(None));
+            let task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>> =
+                Arc::new(std::sync::Mutex::new(None));
+            lab.ctx.hooks.purge_batch_size = Some(2);
+            // The hold goes straight into the registry (as another tool's or a crashed `hold set` would leave
+            // it: no protect pass moved the candidate), so only the per-batch hold check can stop the purge.
+            let config = lab.ctx.config.clone();
+            let uuid = lab.truth.table(&lab.source).await?.metadata().uuid().to_string();
+            let (req, done, spawned) = (Arc::clone(&requests), Arc::clone(&committed_at), Arc::clone(&task));
+            lab.ctx.hooks.before_delete = Some(Arc::new(move |sent| {
+                req.store(sent + 1, std::sync::atomic::Ordering::SeqCst);
+                if sent == 1 {
+                    let (config, uuid, req, done) = (config.clone(), uuid.clone(), Arc::clone(&req), Arc::clone(&done));
+                    let handle = tokio::spawn(async move {
+                        let reg = governance::registry(&Context::new(config)).await?;
+                        reg.hold_set(
+                            &uuid,
+                            crate::registry::HoldScope::Table,
+                            "litigation: preserve everything",
+                            Utc::now(),
+                        )
+                        .await?;
+                        reg.close().await;
+                        if let Ok(mut d) = done.lock() {
+                            *d = Some(req.load(std::sync::atomic::Ordering::SeqCst));
+                        }
+                        Ok(())
+                    });
+                    if let Ok(mut t) = spawned.lock() {
+                        *t = Some(handle);
+                    }
+                }
+                Box::pin(async { Ok(()) })
+            }));
+            let done = Arc::clone(&committed_at);
+            lab.ctx.hooks.before_batch = Some(Arc::new(move |sent| {
+                let done = Arc::clone(&done);
+                Box::pin(async move {
+                    if sent < 2 {
+                        return Ok(());
+                    }
+                    for _ in 0..400 {
+                        if done.lock().map(|d| d.is_some()).unwrap_or(true) {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    Ok(())
+                })
+            }));
+            let p = lab.purge(&cid, &report).await?;
+            let why = reasons_of(&p);
+            obs.saw(format!("purge {}: {why}", status_of(&p)));
+            let handle = task.lock().ok().and_then(|mut t| t.take());
+            match handle {
+                Some(h) => match h.await {
+                    Ok(r) => r?,
+                    Err(e) => return Err(Error::Internal(format!("the hold task failed: {e}"))),
+                },
+                None => obs.expect(false, "the hold was set during the purge"),
+            }
+            let sent = requests.load(std::sync::atomic::Ordering::SeqCst);
+            let at_commit = committed_at.lock().ok().and_then(|d| *d);
+            obs.saw(format!(
+                "{sent} delete requests in all; {at_commit:?} sent when the hold committed"
+            ));
+            obs.expect(at_commit == Some(sent), "no delete request after the hold committed");
+            obs.expect(
+                status_of(&p) == "HALTED" && why.contains("legal hold changed") && why.contains("litigation"),
+                "purge HALTED naming the hold",
+            );
+            let listing = lab.listing().await?;
+            let states = governance::registry(&lab.truth).await?.object_states(&cid).await?;
+            let wrong: Vec<String> = states
+                .iter()
+                .filter(|o| match o.state {
+                    State::Verified => listing.contains(&o.path),
+                    State::DeleteApproved | State::Protected => !listing.contains(&o.path),
+                    _ => true,
+                })
+                .map(|o| format!("{} {}", o.state, o.path))
+                .collect();
+            obs.expect(
+                wrong.is_empty() && states.iter().any(|o| o.state == State::Verified),
+                format!("each object keeps its true state: deleted ones VERIFIED, the rest not deleted and present (wrong: {wrong:?})"),
+            );
+            Ok((obs, lab.lost(&acct).await?, lab.state))
+        }
         "planner-bug" => {
             let mut lab = Lab::new(env, id, "").await?;
             lab.ctx.hooks.inject_protected_snapshot = true;
@@ -1419,6 +1622,8 @@ mod tests {
             Check::UncertainDeleteIsUnknown => "lost-delete-receipts",
             Check::RecheckAfterDelete => "lagging-replica",
             Check::WriterPrefixes => "uncommitted-writer",
+            Check::NewerFailure => "stale-pass-after-fail",
+            Check::HoldCheckPerBatch => "hold-lands-mid-purge",
         }
     }
 

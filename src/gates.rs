@@ -12,7 +12,8 @@
 //!    days) verifies, its gate is `PASS` (every table recovered under its RTO limit) and every recovered
 //!    snapshot is the declared checkpoint.
 //! 5. `acceptances_after_hold`: delete acceptances recorded after a hold of the table took effect (a hold
-//!    event between the stamp the candidate was accepted against and the acceptance). Must be 0.
+//!    event between the stamp the candidate was accepted against and the acceptance), and delete requests
+//!    confirmed after a covering hold the candidate was not accepted against. Must be 0 and 0.
 //! 6. `unknowns_reconciled`: objects still in `DELETE_UNKNOWN`. Must be 0.
 //!
 //! Gates 1, 2, 5 and 6 concern the addressed table; 3 and 4 the drill reports of the deployment.
@@ -202,13 +203,21 @@ pub async fn safety_gates(
         .iter()
         .filter(|e| e.kind == EventKind::CandidateState && e.detail["to"] == serde_json::json!(State::DeleteApproved))
         .count();
+    // Delete requests after a hold: a delete whose confirmation was recorded after a hold the candidate was
+    // not accepted against, and which the hold covers. The deleter sends every request inside a registry batch
+    // that holds the write lock, so a request sent before a hold committed is confirmed before the hold's
+    // event; a confirmation after it means the request may have gone out under the hold.
+    let (deletes_after_hold, deletes_total) = deletes_after_holds(reg, input, &candidates, &events).await?;
     let g5 = Gate::new(
         "acceptances_after_hold",
-        late.is_empty(),
-        serde_json::json!({"acceptances": acceptances, "after_a_hold": late}),
+        late.is_empty() && deletes_after_hold.is_empty(),
+        serde_json::json!({"acceptances": acceptances, "after_a_hold": late,
+            "delete_requests": deletes_total, "deletes_after_a_hold": deletes_after_hold.len(),
+            "deletes": deletes_after_hold.iter().take(20).collect::<Vec<_>>()}),
         format!(
-            "{} of {acceptances} delete acceptances came after a hold took effect",
-            late.len()
+            "{} of {acceptances} delete acceptances and {} of {deletes_total} delete requests came after a hold took effect",
+            late.len(),
+            deletes_after_hold.len()
         ),
     );
 
@@ -228,6 +237,92 @@ pub async fn safety_gates(
         format!("{} objects still DELETE_UNKNOWN", unknown.len()),
     );
     Ok(vec![g1, g2, weekly, quarterly, g5, g6])
+}
+
+/// Whether the hold of a `hold_set` event (its detail) covers `path` of a candidate with `snapshot_ids`.
+/// Prefixes are compared relative to the table location: an active hold's as the planner resolved it, a
+/// cleared one's as written (relative; one written as a URI counts as covering).
+fn hold_covers(detail: &serde_json::Value, input: &PlanInput, snapshot_ids: &[i64], path: &str) -> bool {
+    let hold_id = detail["hold_id"].as_str().unwrap_or_default();
+    if let Some((_, scope)) = input.protections.holds.iter().find(|(id, _)| id == hold_id) {
+        return match scope {
+            HoldScope::Table => true,
+            HoldScope::Snapshot(id) => snapshot_ids.contains(id),
+            HoldScope::Prefix(p) => under(path, p),
+        };
+    }
+    let scope = detail["scope"].as_str().unwrap_or("table");
+    match scope.parse::<crate::registry::HoldScope>() {
+        Ok(crate::registry::HoldScope::Snapshot(id)) => snapshot_ids.contains(&id),
+        // A cleared prefix hold written as a URI cannot be related to the table here: counted as covering.
+        Ok(crate::registry::HoldScope::Prefix(p)) => p.contains("://") || under(path, p.trim_matches('/')),
+        // The whole table, or a scope that cannot be read: counted as covering.
+        Ok(crate::registry::HoldScope::Table) | Err(_) => true,
+    }
+}
+
+/// Every delete request of the table's candidates confirmed after a covering hold they were not accepted
+/// against (candidate and path, up to all of them), and how many delete requests were confirmed in all.
+async fn deletes_after_holds(
+    reg: &Registry,
+    input: &PlanInput,
+    candidates: &[crate::registry::CandidateRecord],
+    events: &[crate::registry::Event],
+) -> Result<(Vec<String>, usize)> {
+    let holds: Vec<&crate::registry::Event> = events.iter().filter(|e| e.kind == EventKind::HoldSet).collect();
+    let recorded: BTreeMap<(&str, &str, i64), i64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ReceiptRecorded)
+        .filter_map(|e| {
+            Some((
+                (
+                    e.detail["candidate_id"].as_str()?,
+                    e.detail["path"].as_str()?,
+                    e.detail["attempt"].as_i64()?,
+                ),
+                e.generation,
+            ))
+        })
+        .collect();
+    let mut after = Vec::new();
+    let mut total = 0;
+    for c in candidates {
+        let ids: Vec<i64> = c.candidate["snapshot_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+            .unwrap_or_default();
+        for r in reg.receipts(&c.candidate_id).await? {
+            // A confirmation of a request that was sent (not one settled by a re-check alone).
+            let sent = r.receipt["phase"] == "confirmed"
+                && !r.receipt["provider_result"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("absent at re-check"));
+            if !sent {
+                continue;
+            }
+            total += 1;
+            let Some(g) = recorded.get(&(c.candidate_id.as_str(), r.path.as_str(), r.attempt)) else {
+                continue;
+            };
+            let hit = holds.iter().find(|h| {
+                h.generation < *g
+                    && h.detail["hold_generation"]
+                        .as_i64()
+                        .is_some_and(|hg| hg > c.stamp.hold_generation)
+                    && hold_covers(&h.detail, input, &ids, &r.path)
+            });
+            if let Some(h) = hit {
+                after.push(format!(
+                    "{}: {} (hold {} set at {})",
+                    c.candidate_id,
+                    r.path,
+                    h.detail["hold_id"].as_str().unwrap_or_default(),
+                    h.at.to_rfc3339()
+                ));
+            }
+        }
+    }
+    Ok((after, total))
 }
 
 /// Every report envelope under the reports folder (shard reports excluded: their merge is the report).

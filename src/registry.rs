@@ -2146,36 +2146,7 @@ impl Registry {
     ) -> Result<(), RegistryError> {
         const OP: &str = "object_transition";
         let mut tx = self.begin_write(OP).await?;
-        let cur: Option<String> =
-            sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
-                .bind(candidate_id)
-                .bind(path)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(query(OP))?;
-        let Some(cur) = cur.as_deref().and_then(State::parse) else {
-            return Err(RegistryError::NotFound {
-                what: "object",
-                id: format!("{candidate_id}:{path}"),
-            });
-        };
-        if cur == to {
-            return Ok(());
-        }
-        if !cur.can_move_to(to) {
-            return Err(RegistryError::Invalid {
-                field: "state",
-                reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
-            });
-        }
-        sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
-            .bind(to.as_str())
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .bind(path)
-            .execute(&mut *tx)
-            .await
-            .map_err(query(OP))?;
+        set_object_state(&mut tx, candidate_id, path, to, now, OP).await?;
         tx.commit().await.map_err(query(OP))
     }
 
@@ -2192,34 +2163,11 @@ impl Registry {
         now: DateTime<Utc>,
     ) -> Result<i64, RegistryError> {
         const OP: &str = "receipt_add";
-        let mut change = self.change(OP).await?;
-        let attempt: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = $1 AND path = $2")
-                .bind(candidate_id)
-                .bind(path)
-                .fetch_one(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-        sqlx::query(
-            "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(candidate_id)
-        .bind(path)
-        .bind(attempt)
-        .bind(receipt.to_string())
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *change.tx)
+        let mut tx = self.begin_write(OP).await?;
+        let attempt = insert_receipt(&mut tx, candidate_id, path, receipt, now)
             .await
             .map_err(query(OP))?;
-        let detail = serde_json::json!({"candidate_id": candidate_id, "path": path, "attempt": attempt});
-        change
-            .commit(now, EventKind::ReceiptRecorded, table.as_deref(), &detail)
-            .await?;
+        tx.commit().await.map_err(query(OP))?;
         Ok(attempt)
     }
 
@@ -2250,6 +2198,157 @@ impl Registry {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(query(OP))
+    }
+}
+
+/// Moves one object to `to` inside `tx` (legal transitions only; a no-op when it is already there).
+async fn set_object_state(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    path: &str,
+    to: State,
+    now: DateTime<Utc>,
+    op: &'static str,
+) -> Result<(), RegistryError> {
+    let cur: Option<String> =
+        sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
+            .bind(candidate_id)
+            .bind(path)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(op))?;
+    let Some(cur) = cur.as_deref().and_then(State::parse) else {
+        return Err(RegistryError::NotFound {
+            what: "object",
+            id: format!("{candidate_id}:{path}"),
+        });
+    };
+    if cur == to {
+        return Ok(());
+    }
+    if !cur.can_move_to(to) {
+        return Err(RegistryError::Invalid {
+            field: "state",
+            reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
+        });
+    }
+    sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
+        .bind(to.as_str())
+        .bind(fmt_time(now))
+        .bind(candidate_id)
+        .bind(path)
+        .execute(&mut *tx)
+        .await
+        .map_err(query(op))?;
+    Ok(())
+}
+
+/// Inserts a receipt (write-once: the next attempt number of its object) with its own registry generation and
+/// `receipt_recorded` event, inside `tx`. Returns the attempt number.
+async fn insert_receipt(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    path: &str,
+    receipt: &serde_json::Value,
+    now: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    let generation = bump_generation(&mut *tx).await?;
+    let attempt: i64 = sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = $1 AND path = $2")
+        .bind(candidate_id)
+        .bind(path)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(candidate_id)
+    .bind(path)
+    .bind(attempt)
+    .bind(receipt.to_string())
+    .bind(fmt_time(now))
+    .execute(&mut *tx)
+    .await?;
+    let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
+        .bind(candidate_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let detail = serde_json::json!({"candidate_id": candidate_id, "path": path, "attempt": attempt});
+    record_event(
+        &mut *tx,
+        generation,
+        now,
+        EventKind::ReceiptRecorded,
+        table.as_deref(),
+        &detail,
+    )
+    .await?;
+    Ok(attempt)
+}
+
+/// What a purge run started from: the values a batch of its deletes must still find in the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeBaseline {
+    /// The table.
+    pub table_uuid: String,
+    /// The run holding the candidate's claim.
+    pub run_id: String,
+    /// The table's hold generation when the run began deleting.
+    pub hold_generation: i64,
+    /// The table's lease counter when the run began deleting.
+    pub lease_watermark: i64,
+}
+
+/// One batch of a purge run's deletes, holding the registry's write lock from [`Registry::purge_batch`] to
+/// [`PurgeBatch::commit`].
+///
+/// While a batch is open no other change can commit — no hold, lease, stop switch, rollout stage or claim —
+/// so every delete request sent inside it was sent while the checks made at its start still held: a hold that
+/// is set meanwhile waits for the batch and is seen by the next one. Dropping the batch rolls back what it
+/// recorded. **Never call another [`Registry`] method that writes while a batch is open**: it would wait for
+/// this lock (on PostgreSQL, forever).
+pub struct PurgeBatch {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    /// The hold generation read inside the lock (equal to the baseline's).
+    pub hold_generation: i64,
+}
+
+impl PurgeBatch {
+    /// Records a receipt inside the batch; see [`Registry::receipt_add`].
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn receipt(
+        &mut self,
+        candidate_id: &str,
+        path: &str,
+        receipt: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<i64, RegistryError> {
+        insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
+            .await
+            .map_err(query("purge_batch_receipt"))
+    }
+
+    /// Moves one object inside the batch; see [`Registry::object_transition`].
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
+    pub async fn object_transition(
+        &mut self,
+        candidate_id: &str,
+        path: &str,
+        to: State,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        set_object_state(&mut self.tx, candidate_id, path, to, now, "purge_batch_transition").await
+    }
+
+    /// Commits everything the batch recorded and lets the lock go.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn commit(self) -> Result<(), RegistryError> {
+        self.tx.commit().await.map_err(query("purge_batch_commit"))
     }
 }
 
@@ -2347,6 +2446,110 @@ impl Registry {
             .commit(me.started_at, EventKind::PurgeRunClaimed, table.as_deref(), &detail)
             .await?;
         Ok(Ok(()))
+    }
+
+    /// Opens a batch of deletes for the run `base.run_id` of `candidate_id`: takes the registry's write lock
+    /// and, inside it, checks that the run still holds the candidate's claim, the deleter is not stopped, the
+    /// table's rollout stage deletes, its hold generation and lease counter are the baseline's, and the
+    /// candidate is not `PROTECTED`; it records the run's heartbeat. Returns the open batch, or every reason
+    /// to halt (nothing written then).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_batch(
+        &self,
+        candidate_id: &str,
+        base: &PurgeBaseline,
+        now: DateTime<Utc>,
+    ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
+        const OP: &str = "purge_batch";
+        let mut tx = self.begin_write(OP).await?;
+        let mut halt = Vec::new();
+        let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if run.as_deref() != Some(base.run_id.as_str()) {
+            halt.push("another purge run took this candidate over: no further deletes here".to_owned());
+        }
+        let switch = read_deleter_switch(&mut tx).await.map_err(query(OP))?;
+        if switch.stopped {
+            halt.push(format!(
+                "the deleter was stopped ({}); `lakedrill deleter start` to resume",
+                switch.reason
+            ));
+        }
+        let stage = rollout::read_stage(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if !stage.stage.allows_deletes() {
+            halt.push(
+                "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
+            );
+        }
+        let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if hold_generation != base.hold_generation && !crate::faults::weakened(crate::faults::Check::HoldCheckPerBatch)
+        {
+            let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
+                .bind(&base.table_uuid)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+            let mut named = Vec::new();
+            for row in &rows {
+                let h = hold_from_row(row).map_err(query(OP))?;
+                if h.hold_generation > base.hold_generation {
+                    named.push(format!(
+                        "hold {} (scope {}, reason {:?}) set at {}",
+                        h.hold_id,
+                        h.scope,
+                        h.reason,
+                        h.set_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    ));
+                }
+            }
+            halt.push(format!(
+                "a legal hold changed during the purge (hold generation {} is now {hold_generation}: {}): no further \
+                 deletes",
+                base.hold_generation,
+                if named.is_empty() {
+                    "a hold was cleared".to_owned()
+                } else {
+                    named.join("; ")
+                }
+            ));
+        }
+        let leases = read_lease_watermark(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if leases.counter != base.lease_watermark {
+            halt.push(format!(
+                "leases changed during the purge (lease watermark {} is now {}): no further deletes",
+                base.lease_watermark, leases.counter
+            ));
+        }
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if state.as_deref() == Some(State::Protected.as_str()) {
+            halt.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
+        }
+        if !halt.is_empty() {
+            return Ok(Err(halt));
+        }
+        sqlx::query("UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2 AND run_id = $3")
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(&base.run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        Ok(Ok(PurgeBatch { tx, hold_generation }))
     }
 
     /// Records a sign of life of the run holding a candidate (no event; a no-op for another run).

@@ -132,7 +132,8 @@ pub struct Storage {
 pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
 
 /// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
-/// (`error-every=K,lose-every=K,abort-after=N`). Used by the crash and DELETE_UNKNOWN tests.
+/// (`error-every=K,lose-every=K,abort-after=N,delay-ms=MS`). Used by the crash, DELETE_UNKNOWN and
+/// hold-during-purge tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
     /// Every K-th delete fails with an injected 503 before it is sent.
@@ -141,6 +142,8 @@ pub struct Failpoints {
     pub lose_every: Option<u64>,
     /// The process aborts right after the N-th delete took effect.
     pub abort_after: Option<u64>,
+    /// Every delete waits this many milliseconds before it is sent (a slow store).
+    pub delay_ms: Option<u64>,
 }
 
 impl Failpoints {
@@ -158,6 +161,7 @@ impl Failpoints {
                 "error-every" => f.error_every = v,
                 "lose-every" => f.lose_every = v,
                 "abort-after" => f.abort_after = v,
+                "delay-ms" => f.delay_ms = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }
@@ -492,6 +496,9 @@ impl Storage {
         let _permit = self.permit().await?;
         let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let fp = &self.failpoints;
+        if let Some(ms) = fp.delay_ms {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
         if fp.error_every.is_some_and(|k| n.is_multiple_of(k)) {
             return Err(Error::Storage {
                 op: "delete",
