@@ -52,8 +52,9 @@ use crate::table::TableSource;
 /// `predicateType` of the signed inventory archive and the receipts summary.
 pub const RECEIPTS_PREDICATE_TYPE: &str = "https://lakedrill.dev/purge-receipts/v1";
 
-/// Objects deleted per batch before the stop switch and holds are re-checked.
-pub const BATCH: usize = 16;
+/// Objects deleted per batch. Every batch re-checks the stop switch, holds, leases, the rollout stage and
+/// the run's claim inside the registry's write lock, and holds that lock while its delete requests go out.
+pub const BATCH: usize = 64;
 
 /// What `purge` needs.
 #[derive(Debug, Clone)]
@@ -819,6 +820,8 @@ async fn execute(
             progress.tick(o.size);
         }
         batch.commit().await?;
+        // A hold (or a stop) waiting for the lock gets it now; the next batch sees it.
+        reg.yield_to_writers().await;
     }
     finish(ctx, reg, candidate_id, key, &dir, halted).await
 }

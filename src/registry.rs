@@ -74,6 +74,10 @@ const PG_WRITE_LOCK_KEY: i64 = 0x6c61_6b65_6472_696c;
 /// How long a change waits for another process's write transaction before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the deleter leaves the SQLite write lock free between two batches ([`Registry::yield_to_writers`]):
+/// longer than the longest sleep of SQLite's busy handler (100 ms), so a waiting writer always gets in.
+pub const WRITER_GAP: Duration = Duration::from_millis(120);
+
 /// Connections per [`Registry`] (per process). Writers are serialized anyway; more would only add waiting.
 const MAX_CONNECTIONS: u32 = 4;
 
@@ -2550,6 +2554,16 @@ impl Registry {
             .await
             .map_err(query(OP))?;
         Ok(Ok(PurgeBatch { tx, hold_generation }))
+    }
+
+    /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
+    /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
+    /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
+    /// [`BUSY_TIMEOUT`]). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
+    pub async fn yield_to_writers(&self) {
+        if self.dialect == Dialect::Sqlite {
+            tokio::time::sleep(WRITER_GAP).await;
+        }
     }
 
     /// Records a sign of life of the run holding a candidate (no event; a no-op for another run).

@@ -5,6 +5,7 @@
 
 mod backup;
 mod concurrency;
+mod deleter_safety;
 mod demo;
 mod deploy;
 mod drill;

@@ -1,0 +1,247 @@
+//! Regression tests of the deleter's two data-loss holes (issue 16, points 1 and 2), through the CLI on fresh
+//! PyIceberg tables: an older PASS presented after a newer FAIL, and a legal hold that lands mid-purge.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::governance::{Gov, T};
+use crate::util::sql_text;
+
+/// Flips one byte in the middle of a file.
+fn flip_a_byte(path: &Path) {
+    let mut b = std::fs::read(path).unwrap();
+    let at = b.len() / 2;
+    b[at] ^= 0x01;
+    std::fs::write(path, b).unwrap();
+}
+
+/// The manifest-list copy of the bundle at `bundle_uri`, as a local path.
+fn manifest_list_copy(g: &Gov, bundle_uri: &str) -> std::path::PathBuf {
+    let storage = lakedrill::store::Storage::new(lakedrill::store::StorageOptions::default());
+    let trust = lakedrill::keys::TrustStore::load_dir(&g.dir.join("keys")).unwrap();
+    let (pred, _) = crate::util::block_on(lakedrill::bundle::verified_predicate(&storage, bundle_uri, &trust)).unwrap();
+    let member = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == lakedrill::bundle::Layer::ManifestList)
+        .and_then(|e| e.copy.clone())
+        .expect("a manifest list copy");
+    let dir = lakedrill::bundle::bundle_dir(bundle_uri).unwrap();
+    Path::new(dir.trim_start_matches("file://")).join(member)
+}
+
+// See: issue 16, point 1 — an older PASS outlived a newer FAIL and 6 objects were deleted.
+#[test]
+fn r016_an_older_pass_is_refused_after_a_newer_fail_of_the_same_bundle_root() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let r1 = g.drill("bundles");
+    // Damage the bundle after the first drill; the second drill of the same chain fails it.
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    flip_a_byte(&manifest_list_copy(&g, bundle));
+    let plan = g.dir.join("drill-bundles.toml");
+    let r2 = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    assert_eq!(r2["predicate"]["summary"]["gate"], "FAIL", "{r2}");
+    let r2_name = Path::new(r2["report"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    let before: Vec<_> = walk(&g.table_root());
+    let p = g.purge(id, Some(&r1), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("newer drill report") && why.contains(&r2_name),
+        "names the newer report: {why}"
+    );
+    assert!(why.contains("is missing or differs"), "names the damaged copy: {why}");
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    assert_eq!(
+        g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"],
+        "QUARANTINED"
+    );
+
+    // Evidence copied out of its plan's folder cannot be placed in its chain: refused as well.
+    let copied = g.dir.join("copied.dsse.json");
+    std::fs::copy(&r1, &copied).unwrap();
+    let p = g.purge(id, Some(&copied), &[]).expect_code(1).json();
+    assert!(
+        p["reasons"].to_string().contains("not in its plan's reports folder"),
+        "{p}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Adds `n` small data files to the fixture table in one snapshot and drops them again with the next commit:
+/// the snapshot expires and its files join the candidate (real Parquet data files, not only metadata).
+pub fn add_bulk_files(g: &Gov, n: usize) {
+    g.py(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+         from pyiceberg.expressions import EqualTo\n\
+         d = t.location().removeprefix('file://') + '/data/bulk'\n\
+         os.makedirs(d, exist_ok=True)\n\
+         paths = []\n\
+         for i in range({n}):\n\
+         \x20   p = f'{{d}}/f{{i:05}}.parquet'\n\
+         \x20   pq.write_table(pa.table({{'id': pa.array([i], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}}), p)\n\
+         \x20   paths.append('file://' + p)\n\
+         t.add_files(paths)\n\
+         t.delete(EqualTo('category', 'z'))\n"
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+}
+
+// See: issue 16, point 2 — a hold set after ~100 deletes still let 2–13 delete requests out, and the registry
+// said PROTECTED for objects that were gone.
+#[test]
+fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 300);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n > 300, "the candidate holds the bulk data files: {n}");
+
+    // The purge runs in its own process on a slow store (40 ms a delete); the hold comes from another one.
+    let mut args = g.purge_args(&id, Some(&ev));
+    args.extend(T);
+    let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&args)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", "delay-ms=40")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let confirmed = format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%\"phase\":\"confirmed\"%'"
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let done: usize = sql_text(&registry, &confirmed).unwrap_or_default().parse().unwrap_or(0);
+        if done >= 100 {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 120, "the purge did not reach 100 deletes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let hold = g
+        .on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 7"])
+        .expect_code(0)
+        .json();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "HALTED is exit 1:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(p["status"], "HALTED", "{p}");
+    let hold_id = hold["hold_id"]
+        .as_str()
+        .or_else(|| hold["hold"]["hold_id"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!hold_id.is_empty(), "hold set names its id: {hold}");
+    assert!(
+        p["reasons"].to_string().contains(&hold_id),
+        "the halt names the hold: {p}"
+    );
+
+    // Zero delete requests after the hold committed: every confirmation of a sent delete is recorded before
+    // the hold's event (the deleter sends inside the registry's write lock, which the hold waited for).
+    let hold_gen: i64 = sql_text(
+        &registry,
+        "SELECT CAST(MAX(generation) AS TEXT) FROM events WHERE kind = 'hold_set'",
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    let after = sql_text(
+        &registry,
+        &format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM events e JOIN receipts r ON r.candidate_id = '{id}' \
+             AND e.detail_json LIKE '%\"path\":\"' || r.path || '\"%' AND e.detail_json LIKE '%\"attempt\":' || r.attempt || '}}%' \
+             WHERE e.kind = 'receipt_recorded' AND e.generation > {hold_gen} AND r.receipt_json LIKE '%\"phase\":\"confirmed\"%'"
+        ),
+    );
+    assert_eq!(
+        after.as_deref(),
+        Some("0"),
+        "delete confirmations recorded after the hold"
+    );
+
+    // Each object keeps its true state: gone ones VERIFIED, present ones PROTECTED; some of each.
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let root = g.table_root();
+    let (mut gone, mut kept) = (0, 0);
+    for o in st["candidates"][0]["objects"].as_array().unwrap() {
+        let path = o["path"].as_str().unwrap();
+        let exists = root.join(path).exists();
+        match o["state"].as_str().unwrap() {
+            "VERIFIED" => {
+                assert!(!exists, "{path} is VERIFIED but present");
+                gone += 1;
+            }
+            "PROTECTED" => {
+                assert!(exists, "{path} is PROTECTED but gone");
+                kept += 1;
+            }
+            s => panic!("{path} ended {s}"),
+        }
+    }
+    assert!(gone >= 100 && kept > 0, "deleted {gone}, kept {kept}");
+
+    // The gate counts deletes after a hold, and there are none.
+    let v = g
+        .on_table(&[
+            "--json",
+            "gates",
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .json();
+    let g5 = v["safety_gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "acceptances_after_hold")
+        .unwrap()
+        .clone();
+    assert_eq!(g5["status"], "PASS", "{g5}");
+    assert_eq!(g5["figures"]["deletes_after_a_hold"], 0, "{g5}");
+    assert!(g5["figures"]["delete_requests"].as_u64().unwrap() >= 100, "{g5}");
+}
