@@ -504,7 +504,7 @@ pub enum DrillCommand {
         #[arg(long)]
         keep: bool,
     },
-    /// Run the fault matrix (DESIGN §6): eleven races and half-truths against scratch lakehouses; exit 0
+    /// Run the fault matrix (DESIGN §6): thirteen races and half-truths against scratch lakehouses; exit 0
     /// only if every one ends in delayed reclamation or an explicit DELETE_UNKNOWN, with 0 objects lost.
     Faults {
         /// Sign the report with this key (PKCS#8 PEM) and write it under `<reports>/fault-matrix/`.

@@ -1,4 +1,4 @@
-//! `drill faults`: the eleven scenarios of DESIGN §6 as a signed drill, verified like any report.
+//! `drill faults`: the thirteen scenarios of DESIGN §6 as a signed drill, verified like any report.
 
 use std::path::PathBuf;
 
