@@ -112,6 +112,8 @@ pub async fn with_weakened<F: std::future::Future>(check: Check, f: F) -> F::Out
 }
 
 type HookFn = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
+/// A hook told how many delete requests were sent so far.
+type CountHookFn = Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
 /// Fault-injection hooks carried by a [`Context`]; the default does nothing.
 #[derive(Clone, Default)]
@@ -123,9 +125,9 @@ pub struct Hooks {
     /// Runs in `purge` before each delete request, inside the registry batch that holds the write lock, with
     /// the number of requests sent so far. It must not write to the registry itself (it would wait for the
     /// batch); a racing hold is spawned from it and waits.
-    pub before_delete: Option<Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>>,
+    pub before_delete: Option<CountHookFn>,
     /// Runs in `purge` before each batch, while no registry lock is held, with the requests sent so far.
-    pub before_batch: Option<Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>>,
+    pub before_batch: Option<CountHookFn>,
     /// Objects per purge batch instead of [`crate::deleter::BATCH`] (small labs need several batches).
     pub purge_batch_size: Option<usize>,
 }
@@ -750,6 +752,168 @@ struct LabEnv<'a> {
     digest: &'a str,
 }
 
+/// Scenario `stale-pass-after-fail` (see [`fault_text`]).
+async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
+    let id = "stale-pass-after-fail";
+    let mut obs = Obs::new();
+    let lab = Lab::new(env, id, "").await?;
+    let Some((cid, ids, first)) = lab.to_evidence(&mut obs).await? else {
+        return Ok((obs, Vec::new(), lab.state));
+    };
+    let acct = lab.account(&ids, &[]).await?;
+    let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+    let bundle = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"][0]["uri"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let trust = crate::keys::TrustStore::load_dir(&lab.keys)?;
+    let (pred, _) = crate::bundle::verified_predicate(&lab.ctx.storage, &bundle, &trust).await?;
+    let Some(member) = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == crate::bundle::Layer::ManifestList)
+        .and_then(|e| e.copy.clone())
+    else {
+        obs.expect(false, "the bundle holds a manifest list copy to damage");
+        return Ok((obs, lab.lost(&acct).await?, lab.state));
+    };
+    let copy = location::join(&crate::bundle::bundle_dir(&bundle)?, &member);
+    let mut bytes = lab.truth.storage.get(&copy).await?.bytes.to_vec();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    lab.truth.storage.put(&copy, bytes::Bytes::from(bytes)).await?;
+    obs.saw(format!("flipped byte {at} of {copy}"));
+    let second = lab.drill().await?;
+    obs.expect(
+        second.predicate.summary.gate == "FAIL",
+        format!(
+            "the second drill of the chain FAILs (gate {})",
+            second.predicate.summary.gate
+        ),
+    );
+    let p = lab.purge(&cid, &first).await?;
+    let why = reasons_of(&p);
+    obs.saw(format!("purge with the first report {}: {why}", status_of(&p)));
+    obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
+    obs.expect(
+        why.contains("newer drill report") && why.contains(location::file_name(&second.report)),
+        "the refusal names the newer failing report",
+    );
+    obs.expect(
+        why.contains("is missing or differs"),
+        "the refusal names the damaged copy (the bundle re-verified at acceptance)",
+    );
+    Ok((obs, lab.lost(&acct).await?, lab.state))
+}
+
+/// Scenario `hold-lands-mid-purge` (see [`fault_text`]).
+async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
+    let id = "hold-lands-mid-purge";
+    let mut obs = Obs::new();
+    let mut lab = Lab::new(env, id, "").await?;
+    let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
+        return Ok((obs, Vec::new(), lab.state));
+    };
+    let inventory = lab.inventory(&cid).await?;
+    obs.expect(
+        inventory.len() >= 3,
+        format!("the candidate has objects for several batches ({})", inventory.len()),
+    );
+    let acct = lab.account(&[], &[]).await?;
+    // Batches of two; the hold is set from another connection right before the second delete
+    // request, and the next batch waits (without a lock) until the hold has committed.
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let committed_at: Arc<std::sync::Mutex<Option<usize>>> = Arc::new(std::sync::Mutex::new(None));
+    let task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>> =
+        Arc::new(std::sync::Mutex::new(None));
+    lab.ctx.hooks.purge_batch_size = Some(2);
+    // The hold goes straight into the registry (as another tool's or a crashed `hold set` would leave
+    // it: no protect pass moved the candidate), so only the per-batch hold check can stop the purge.
+    let config = lab.ctx.config.clone();
+    let uuid = lab.truth.table(&lab.source).await?.metadata().uuid().to_string();
+    let (req, done, spawned) = (Arc::clone(&requests), Arc::clone(&committed_at), Arc::clone(&task));
+    lab.ctx.hooks.before_delete = Some(Arc::new(move |sent| {
+        req.store(sent + 1, std::sync::atomic::Ordering::SeqCst);
+        if sent == 1 {
+            let (config, uuid, req, done) = (config.clone(), uuid.clone(), Arc::clone(&req), Arc::clone(&done));
+            let handle = tokio::spawn(async move {
+                let reg = governance::registry(&Context::new(config)).await?;
+                reg.hold_set(
+                    &uuid,
+                    crate::registry::HoldScope::Table,
+                    "litigation: preserve everything",
+                    Utc::now(),
+                )
+                .await?;
+                reg.close().await;
+                if let Ok(mut d) = done.lock() {
+                    *d = Some(req.load(std::sync::atomic::Ordering::SeqCst));
+                }
+                Ok(())
+            });
+            if let Ok(mut t) = spawned.lock() {
+                *t = Some(handle);
+            }
+        }
+        Box::pin(async { Ok(()) })
+    }));
+    let done = Arc::clone(&committed_at);
+    lab.ctx.hooks.before_batch = Some(Arc::new(move |sent| {
+        let done = Arc::clone(&done);
+        Box::pin(async move {
+            if sent < 2 {
+                return Ok(());
+            }
+            for _ in 0..400 {
+                if done.lock().map(|d| d.is_some()).unwrap_or(true) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Ok(())
+        })
+    }));
+    let p = lab.purge(&cid, &report).await?;
+    let why = reasons_of(&p);
+    obs.saw(format!("purge {}: {why}", status_of(&p)));
+    let handle = task.lock().ok().and_then(|mut t| t.take());
+    match handle {
+        Some(h) => match h.await {
+            Ok(r) => r?,
+            Err(e) => return Err(Error::Internal(format!("the hold task failed: {e}"))),
+        },
+        None => obs.expect(false, "the hold was set during the purge"),
+    }
+    let sent = requests.load(std::sync::atomic::Ordering::SeqCst);
+    let at_commit = committed_at.lock().ok().and_then(|d| *d);
+    obs.saw(format!(
+        "{sent} delete requests in all; {at_commit:?} sent when the hold committed"
+    ));
+    obs.expect(at_commit == Some(sent), "no delete request after the hold committed");
+    obs.expect(
+        status_of(&p) == "HALTED" && why.contains("legal hold changed") && why.contains("litigation"),
+        "purge HALTED naming the hold",
+    );
+    let listing = lab.listing().await?;
+    let states = governance::registry(&lab.truth).await?.object_states(&cid).await?;
+    let wrong: Vec<String> = states
+        .iter()
+        .filter(|o| match o.state {
+            State::Verified => listing.contains(&o.path),
+            State::DeleteApproved | State::Protected => !listing.contains(&o.path),
+            _ => true,
+        })
+        .map(|o| format!("{} {}", o.state, o.path))
+        .collect();
+    obs.expect(
+            wrong.is_empty() && states.iter().any(|o| o.state == State::Verified),
+            format!("each object keeps its true state: deleted ones VERIFIED, the rest not deleted and present (wrong: {wrong:?})"),
+        );
+    Ok((obs, lab.lost(&acct).await?, lab.state))
+}
+
 async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
     let mut obs = Obs::new();
     match id {
@@ -933,160 +1097,8 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             );
             Ok((obs, lab.lost(&acct).await?, lab.state))
         }
-        "stale-pass-after-fail" => {
-            let lab = Lab::new(env, id, "").await?;
-            let Some((cid, ids, first)) = lab.to_evidence(&mut obs).await? else {
-                return Ok((obs, Vec::new(), lab.state));
-            };
-            let acct = lab.account(&ids, &[]).await?;
-            let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
-            let bundle = rec
-                .quarantine
-                .as_ref()
-                .and_then(|q| q["bundles"][0]["uri"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            let trust = crate::keys::TrustStore::load_dir(&lab.keys)?;
-            let (pred, _) = crate::bundle::verified_predicate(&lab.ctx.storage, &bundle, &trust).await?;
-            let Some(member) = pred
-                .inventory
-                .iter()
-                .find(|e| e.layer == crate::bundle::Layer::ManifestList)
-                .and_then(|e| e.copy.clone())
-            else {
-                obs.expect(false, "the bundle holds a manifest list copy to damage");
-                return Ok((obs, lab.lost(&acct).await?, lab.state));
-            };
-            let copy = location::join(&crate::bundle::bundle_dir(&bundle)?, &member);
-            let mut bytes = lab.truth.storage.get(&copy).await?.bytes.to_vec();
-            let at = bytes.len() / 2;
-            bytes[at] ^= 0x01;
-            lab.truth.storage.put(&copy, bytes::Bytes::from(bytes)).await?;
-            obs.saw(format!("flipped byte {at} of {copy}"));
-            let second = lab.drill().await?;
-            obs.expect(
-                second.predicate.summary.gate == "FAIL",
-                format!(
-                    "the second drill of the chain FAILs (gate {})",
-                    second.predicate.summary.gate
-                ),
-            );
-            let p = lab.purge(&cid, &first).await?;
-            let why = reasons_of(&p);
-            obs.saw(format!("purge with the first report {}: {why}", status_of(&p)));
-            obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
-            obs.expect(
-                why.contains("newer drill report") && why.contains(location::file_name(&second.report)),
-                "the refusal names the newer failing report",
-            );
-            obs.expect(
-                why.contains("is missing or differs"),
-                "the refusal names the damaged copy (the bundle re-verified at acceptance)",
-            );
-            Ok((obs, lab.lost(&acct).await?, lab.state))
-        }
-        "hold-lands-mid-purge" => {
-            let mut lab = Lab::new(env, id, "").await?;
-            let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
-                return Ok((obs, Vec::new(), lab.state));
-            };
-            let inventory = lab.inventory(&cid).await?;
-            obs.expect(
-                inventory.len() >= 3,
-                format!("the candidate has objects for several batches ({})", inventory.len()),
-            );
-            let acct = lab.account(&[], &[]).await?;
-            // Batches of two; the hold is set from another connection right before the second delete
-            // request, and the next batch waits (without a lock) until the hold has committed.
-            let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            let committed_at: Arc<std::sync::Mutex<Option<usize>>> = Arc::new(std::sync::Mutex::new(None));
-            let task: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>> =
-                Arc::new(std::sync::Mutex::new(None));
-            lab.ctx.hooks.purge_batch_size = Some(2);
-            // The hold goes straight into the registry (as another tool's or a crashed `hold set` would leave
-            // it: no protect pass moved the candidate), so only the per-batch hold check can stop the purge.
-            let config = lab.ctx.config.clone();
-            let uuid = lab.truth.table(&lab.source).await?.metadata().uuid().to_string();
-            let (req, done, spawned) = (Arc::clone(&requests), Arc::clone(&committed_at), Arc::clone(&task));
-            lab.ctx.hooks.before_delete = Some(Arc::new(move |sent| {
-                req.store(sent + 1, std::sync::atomic::Ordering::SeqCst);
-                if sent == 1 {
-                    let (config, uuid, req, done) = (config.clone(), uuid.clone(), Arc::clone(&req), Arc::clone(&done));
-                    let handle = tokio::spawn(async move {
-                        let reg = governance::registry(&Context::new(config)).await?;
-                        reg.hold_set(
-                            &uuid,
-                            crate::registry::HoldScope::Table,
-                            "litigation: preserve everything",
-                            Utc::now(),
-                        )
-                        .await?;
-                        reg.close().await;
-                        if let Ok(mut d) = done.lock() {
-                            *d = Some(req.load(std::sync::atomic::Ordering::SeqCst));
-                        }
-                        Ok(())
-                    });
-                    if let Ok(mut t) = spawned.lock() {
-                        *t = Some(handle);
-                    }
-                }
-                Box::pin(async { Ok(()) })
-            }));
-            let done = Arc::clone(&committed_at);
-            lab.ctx.hooks.before_batch = Some(Arc::new(move |sent| {
-                let done = Arc::clone(&done);
-                Box::pin(async move {
-                    if sent < 2 {
-                        return Ok(());
-                    }
-                    for _ in 0..400 {
-                        if done.lock().map(|d| d.is_some()).unwrap_or(true) {
-                            break;
-                        }
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                    Ok(())
-                })
-            }));
-            let p = lab.purge(&cid, &report).await?;
-            let why = reasons_of(&p);
-            obs.saw(format!("purge {}: {why}", status_of(&p)));
-            let handle = task.lock().ok().and_then(|mut t| t.take());
-            match handle {
-                Some(h) => match h.await {
-                    Ok(r) => r?,
-                    Err(e) => return Err(Error::Internal(format!("the hold task failed: {e}"))),
-                },
-                None => obs.expect(false, "the hold was set during the purge"),
-            }
-            let sent = requests.load(std::sync::atomic::Ordering::SeqCst);
-            let at_commit = committed_at.lock().ok().and_then(|d| *d);
-            obs.saw(format!(
-                "{sent} delete requests in all; {at_commit:?} sent when the hold committed"
-            ));
-            obs.expect(at_commit == Some(sent), "no delete request after the hold committed");
-            obs.expect(
-                status_of(&p) == "HALTED" && why.contains("legal hold changed") && why.contains("litigation"),
-                "purge HALTED naming the hold",
-            );
-            let listing = lab.listing().await?;
-            let states = governance::registry(&lab.truth).await?.object_states(&cid).await?;
-            let wrong: Vec<String> = states
-                .iter()
-                .filter(|o| match o.state {
-                    State::Verified => listing.contains(&o.path),
-                    State::DeleteApproved | State::Protected => !listing.contains(&o.path),
-                    _ => true,
-                })
-                .map(|o| format!("{} {}", o.state, o.path))
-                .collect();
-            obs.expect(
-                wrong.is_empty() && states.iter().any(|o| o.state == State::Verified),
-                format!("each object keeps its true state: deleted ones VERIFIED, the rest not deleted and present (wrong: {wrong:?})"),
-            );
-            Ok((obs, lab.lost(&acct).await?, lab.state))
-        }
+        "stale-pass-after-fail" => Box::pin(stale_pass_after_fail(env)).await,
+        "hold-lands-mid-purge" => Box::pin(hold_lands_mid_purge(env)).await,
         "planner-bug" => {
             let mut lab = Lab::new(env, id, "").await?;
             lab.ctx.hooks.inject_protected_snapshot = true;
@@ -1420,7 +1432,8 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str) -> Result<FaultPredi
             store: store.as_deref(),
             digest,
         };
-        match scenario(id, &env).await {
+        // Boxed: the scenarios' futures are large, and a debug build's test thread has a small stack.
+        match Box::pin(scenario(id, &env)).await {
             Ok((obs, lost, state)) => {
                 r.injected = state.injected().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 r.observed = obs.lines;
