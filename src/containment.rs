@@ -138,12 +138,13 @@ pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> 
             push(format!("{what} {root}/{}", l.path), &l.path, &mut found);
         }
     }
-    // This table's own metadata folders: the current file's and those of the metadata log.
-    let mut own: BTreeSet<String> = BTreeSet::new();
-    for m in std::iter::once(table.metadata_uri().to_owned())
-        .chain(table.metadata().metadata_log().iter().map(|m| m.metadata_file.clone()))
-    {
-        if let Some(r) = location::canonical_uri(&m).ok().and_then(|u| relative(&u)) {
+    // This table's own metadata folders: `metadata/`, the current file's and those of the metadata log.
+    let mut own: BTreeSet<String> = BTreeSet::from(["metadata".to_owned()]);
+    if let Some(r) = relative(table.metadata_uri()) {
+        own.insert(folder(&r).to_owned());
+    }
+    for m in table.metadata().metadata_log() {
+        if let Ok(r) = table.location().relative(&m.metadata_file) {
             own.insert(folder(&r).to_owned());
         }
     }

@@ -120,9 +120,13 @@ pub async fn gather(
             snapshot_id: s.snapshot_id(),
             parent_id: s.parent_snapshot_id(),
             timestamp_ms: s.timestamp_ms(),
-            objects: objects
-                .map_err(|why| unreadable.insert(s.snapshot_id(), why))
-                .ok(),
+            objects: match objects {
+                Ok(o) => Some(o),
+                Err(why) => {
+                    unreadable.insert(s.snapshot_id(), why);
+                    None
+                }
+            },
         })
         .collect();
     let refs = table

@@ -523,6 +523,8 @@ pub async fn history_explained(
                 .iter()
                 .map(|i| manifests.get(*i).cloned().unwrap_or_else(|| Err("not read".to_owned())))
                 .collect::<std::result::Result<Vec<_>, String>>()
+                // The manifest list is named too: the length it records may be what is wrong.
+                .map_err(|why| format!("a manifest named by manifest list {}: {why}", own.path))
                 .map(|m| SnapshotObjects {
                     own: vec![own],
                     manifests: m,

@@ -106,7 +106,12 @@ pub fn parse_metadata(
     max_bytes: u64,
 ) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
     if bytes.len() as u64 > max_bytes {
-        return Err(crate::store::over_limit(uri, "table metadata", bytes.len() as u64, max_bytes));
+        return Err(crate::store::over_limit(
+            uri,
+            "table metadata",
+            bytes.len() as u64,
+            max_bytes,
+        ));
     }
     let json = maybe_gunzip(uri, bytes, max_bytes)?;
     let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| Error::Parse {

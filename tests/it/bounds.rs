@@ -39,10 +39,7 @@ fn r016_a_gzip_metadata_bomb_exits_2_naming_the_file_and_the_limit() {
     let t = limited_table(tmp.path(), 1 << 20);
     let orig = std::fs::read_to_string(t.join("metadata/v9.metadata.json")).unwrap();
     let bomb = t.join("metadata/v10.gz.metadata.json");
-    let mut gz = flate2::write::GzEncoder::new(
-        std::fs::File::create(&bomb).unwrap(),
-        flate2::Compression::best(),
-    );
+    let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&bomb).unwrap(), flate2::Compression::best());
     // Valid metadata up to its last brace, then 8 MiB of spaces: under any limit it would parse.
     let body = orig.trim_end().strip_suffix('}').unwrap();
     gz.write_all(body.as_bytes()).unwrap();
@@ -59,7 +56,9 @@ fn r016_a_gzip_metadata_bomb_exits_2_naming_the_file_and_the_limit() {
     );
     r.expect_code(2);
     assert!(
-        r.stderr.contains("v10.gz.metadata.json") && r.stderr.contains("1048576") && r.stderr.contains("max_metadata_bytes"),
+        r.stderr.contains("v10.gz.metadata.json")
+            && r.stderr.contains("1048576")
+            && r.stderr.contains("max_metadata_bytes"),
         "{}",
         r.stderr
     );
@@ -87,7 +86,12 @@ fn r016_raw_metadata_over_the_limit_exits_2_naming_the_file_and_the_limit() {
     // The same file under the limit (as the table folder's current metadata) is read as before.
     let ok = lakedrill_in(
         tmp.path(),
-        &["inspect", "snapshots", "--metadata", t.join("metadata/v9.metadata.json").to_str().unwrap()],
+        &[
+            "inspect",
+            "snapshots",
+            "--metadata",
+            t.join("metadata/v9.metadata.json").to_str().unwrap(),
+        ],
     );
     ok.expect_code(0);
 }
@@ -165,7 +169,9 @@ fn r016_plan_exits_2_naming_the_unreadable_layer_of_a_retained_snapshot() {
         let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
         r.expect_code(2);
         assert!(
-            r.stderr.contains(file_name(&manifest)) && r.stderr.contains(&current.to_string()),
+            r.stderr.contains(file_name(&manifest))
+                && r.stderr.contains(file_name(list.to_str().unwrap()))
+                && r.stderr.contains(&current.to_string()),
             "manifest_length {len}: {}",
             r.stderr
         );
@@ -234,7 +240,10 @@ fn r016_a_table_location_holding_another_table_is_refused() {
     let other = g.dir.join("fx/warehouse/db/other/metadata/00000-other.metadata.json");
     std::fs::create_dir_all(other.parent().unwrap()).unwrap();
     std::fs::copy(&md_path, &other).unwrap();
-    set_location(&other, &format!("file://{}", g.dir.join("fx/warehouse/db/other").display()));
+    set_location(
+        &other,
+        &format!("file://{}", g.dir.join("fx/warehouse/db/other").display()),
+    );
     let script = format!(
         "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) VALUES ('pyfix', 'db', 'other', 'file://{}')\")\nc.commit()\n",
         g.dir.join("fx/catalog.db").display(),
