@@ -512,7 +512,8 @@ fn unreadable_reason(input: &PlanInput, snapshot_id: i64) -> &str {
 
 /// The retained snapshots of `plan` whose layers could not be read, each with its reasons to be retained and
 /// the object that could not be read (pure). Non-empty means the plan cannot decide: what a retained snapshot
-/// reaches is unknown, so nothing can be shown unreachable, and `plan`, `quarantine` and `purge` exit 2.
+/// reaches is unknown, so nothing can be shown unreachable: `plan` and `quarantine` exit 2 (and `purge`'s
+/// independent check, [`nondeletable_conflicts`], refuses naming the same object).
 #[must_use]
 pub fn unreadable_retained(input: &PlanInput, plan: &Plan) -> Vec<String> {
     plan.protected

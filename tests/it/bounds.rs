@@ -261,3 +261,28 @@ fn r016_a_table_location_holding_another_table_is_refused() {
         r.stderr
     );
 }
+
+/// After quarantine and a passing drill, the current snapshot's manifest list is damaged: `purge` refuses
+/// (its independent closure check cannot know what the retained snapshot reaches) naming the snapshot and the
+/// manifest, and deletes nothing.
+#[test]
+fn r016_purge_refuses_naming_the_unreadable_layer_of_a_retained_snapshot() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let md_path = current_metadata(&g);
+    let md: Value = serde_json::from_slice(&std::fs::read(&md_path).unwrap()).unwrap();
+    let current = md["current-snapshot-id"].as_i64().unwrap();
+    let manifest = set_manifest_length(&manifest_list(&md, current), -1);
+    let r = g.purge(id, Some(&ev), &[]);
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        out.contains(file_name(&manifest)) && out.contains(&current.to_string()),
+        "{out}"
+    );
+    for o in c["objects"].as_array().unwrap() {
+        let p = g.table_root().join(o["path"].as_str().unwrap());
+        assert!(p.exists(), "{} was deleted", p.display());
+    }
+}
