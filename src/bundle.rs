@@ -658,7 +658,7 @@ pub async fn verify(
             ));
             continue;
         }
-        match storage.get_opt(&location::join(&dir, member)).await? {
+        match get_copy(storage, &location::join(&dir, member), e.layer).await? {
             None => report.findings.push(Finding::new(
                 FindingKind::CopyMissing,
                 &e.path,
@@ -682,7 +682,13 @@ pub async fn verify(
             }
         }
     }
-    check_layers(&pred, &copies, written_loc.as_ref(), &mut report.findings);
+    check_layers(
+        &pred,
+        &copies,
+        written_loc.as_ref(),
+        storage.options().max_metadata_bytes,
+        &mut report.findings,
+    );
     // 3. Data and delete objects in storage.
     let concurrency = storage.options().io_concurrency.get();
     let data: Vec<InventoryEntry> = pred
@@ -790,6 +796,20 @@ pub async fn verify(
     Ok(finish(report))
 }
 
+/// Reads a bundle's byte copy, `None` when it is absent; the table metadata copy is read within
+/// [`crate::store::StorageOptions::max_metadata_bytes`], like the table's own metadata.
+async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<crate::store::Fetched>> {
+    if layer != Layer::Metadata {
+        return storage.get_opt(uri).await;
+    }
+    let max = storage.options().max_metadata_bytes;
+    match storage.get_bounded(uri, max, "the bundle's table metadata copy").await {
+        Ok(f) => Ok(Some(f)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
 type Checked = (crate::store::Hashed, Option<std::result::Result<u64, String>>);
 
@@ -821,6 +841,7 @@ fn check_layers(
     pred: &BundlePredicate,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
+    max_metadata_bytes: u64,
     findings: &mut Vec<Finding>,
 ) {
     let by_layer = |l: Layer| -> BTreeSet<&str> {
@@ -842,7 +863,7 @@ fn check_layers(
     let Some(md_bytes) = copies.get(&md_entry.path) else {
         return;
     };
-    let (md, _) = match table::parse_metadata(&md_entry.path, md_bytes) {
+    let (md, _) = match table::parse_metadata(&md_entry.path, md_bytes, max_metadata_bytes) {
         Ok(m) => m,
         Err(e) => {
             findings.push(Finding::new(
@@ -1014,7 +1035,14 @@ pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: 
         .copy
         .clone()
         .ok_or_else(|| Error::invalid(&dir, "the metadata entry has no copy"))?;
-    let bytes = storage.get(&location::join(&dir, &member)).await?.bytes;
+    let bytes = storage
+        .get_bounded(
+            &location::join(&dir, &member),
+            storage.options().max_metadata_bytes,
+            "the bundle's table metadata copy",
+        )
+        .await?
+        .bytes;
     if blake3::hash(&bytes).to_hex().as_str() != md.blake3 {
         return Err(Error::invalid(
             &dir,
@@ -1042,7 +1070,12 @@ pub async fn verified_predicate(
     let mut copies = BTreeMap::new();
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };
-        let bytes = storage.get(&location::join(&dir, member)).await?.bytes;
+        let Some(copy) = get_copy(storage, &location::join(&dir, member), e.layer).await? else {
+            return Err(Error::NotFound {
+                uri: location::join(&dir, member),
+            });
+        };
+        let bytes = copy.bytes;
         if blake3::hash(&bytes).to_hex().as_str() == e.blake3 {
             copies.insert(e.path.clone(), bytes);
         }

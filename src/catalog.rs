@@ -187,6 +187,33 @@ impl SqlCatalog {
             })
     }
 
+    /// Every table of this catalog with its current metadata location (rows without one are left out).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the query fails.
+    pub async fn tables(&self) -> Result<Vec<(TableIdent, String)>> {
+        let rows = sqlx::query(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = $1",
+        )
+        .bind(&self.catalog_name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: "cannot list tables".into(),
+            source: Some(Box::new(e)),
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let namespace = row.try_get::<String, _>(0).ok()?;
+                let name = row.try_get::<String, _>(1).ok()?;
+                let md = row.try_get::<Option<String>, _>(2).ok()??;
+                Some((TableIdent { namespace, name }, md))
+            })
+            .collect())
+    }
+
     /// Compare-and-set of a table's metadata location: succeeds only if the row still names
     /// `expected`, so a concurrent commit makes it fail instead of being overwritten.
     ///

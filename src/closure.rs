@@ -257,6 +257,8 @@ pub struct PlanInput {
     pub defaults: TableDefaults,
     /// Metadata files still in use: the current one and those in the metadata log (relative paths).
     pub live_metadata_files: BTreeSet<String>,
+    /// Why each snapshot whose `objects` are `None` could not be read (the object and the reason), by id.
+    pub unreadable: BTreeMap<i64, String>,
     /// Listing of the table location, for orphans; `None` skips orphan detection.
     pub listing: Option<Vec<ListedObject>>,
     /// Named protections.
@@ -470,8 +472,9 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
         .collect();
     if let Some(s) = known.iter().find(|s| s.objects.is_none()) {
         out.push(format!(
-            "non-deletable snapshot {}'s layers could not be read: its closure is unknown",
-            s.snapshot_id
+            "non-deletable snapshot {}'s layers could not be read ({}): its closure is unknown",
+            s.snapshot_id,
+            unreadable_reason(input, s.snapshot_id)
         ));
     }
     let closure: HashSet<&str> = distinct_objects(known.iter().filter_map(|s| s.objects.as_ref()))
@@ -497,6 +500,39 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
         out.push(format!("… and {} more objects", n - 20));
     }
     out
+}
+
+/// Why a snapshot's layers could not be read, as [`PlanInput::unreadable`] records it.
+fn unreadable_reason(input: &PlanInput, snapshot_id: i64) -> &str {
+    input
+        .unreadable
+        .get(&snapshot_id)
+        .map_or("no reason recorded", String::as_str)
+}
+
+/// The retained snapshots of `plan` whose layers could not be read, each with its reasons to be retained and
+/// the object that could not be read (pure). Non-empty means the plan cannot decide: what a retained snapshot
+/// reaches is unknown, so nothing can be shown unreachable: `plan` and `quarantine` exit 2 (and `purge`'s
+/// independent check, [`nondeletable_conflicts`], refuses naming the same object).
+#[must_use]
+pub fn unreadable_retained(input: &PlanInput, plan: &Plan) -> Vec<String> {
+    plan.protected
+        .iter()
+        .filter(|p| {
+            input
+                .snapshots
+                .iter()
+                .any(|s| s.snapshot_id == p.snapshot_id && s.objects.is_none())
+        })
+        .map(|p| {
+            format!(
+                "retained snapshot {} ({}): {}",
+                p.snapshot_id,
+                p.reasons.join(", "),
+                unreadable_reason(input, p.snapshot_id)
+            )
+        })
+        .collect()
 }
 
 /// Computes the plan (pure).
@@ -597,8 +633,11 @@ pub fn plan(input: &PlanInput) -> Plan {
         .map(|o| o.path.as_str())
         .collect();
     let any_unknown = input.snapshots.iter().any(|s| s.objects.is_none());
-    if unknown_retained {
-        warnings.push("a retained snapshot's layers could not be read: no candidates are proposed".into());
+    for id in retained.iter().filter(|id| by_id[*id].objects.is_none()) {
+        warnings.push(format!(
+            "retained snapshot {id}'s layers could not be read ({}): no candidates are proposed",
+            unreadable_reason(input, *id)
+        ));
     }
     let held_prefixes: Vec<(&str, &str)> = input
         .protections
@@ -633,7 +672,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         for id in &expirable {
             if by_id[id].objects.is_none() {
                 warnings.push(format!(
-                    "snapshot {id} is expirable but its layers could not be read; only what is known is listed"
+                    "snapshot {id} is expirable but its layers could not be read ({}); only what is known is listed",
+                    unreadable_reason(input, *id)
                 ));
             }
         }
@@ -721,7 +761,16 @@ pub fn plan(input: &PlanInput) -> Plan {
                 });
             }
         }
-        (Some(_), true, _) => warnings.push("some snapshot's layers could not be read: orphan detection is off".into()),
+        (Some(_), true, _) => warnings.push(format!(
+            "the layers of snapshot(s) {} could not be read: orphan detection is off",
+            input
+                .snapshots
+                .iter()
+                .filter(|s| s.objects.is_none())
+                .map(|s| s.snapshot_id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         _ => {}
     }
     // Plain expire_snapshots(olderThan = now - minSnapshotAge) with the table's own retention.
@@ -989,6 +1038,7 @@ mod tests {
             current_snapshot_id: Some(current),
             defaults: TableDefaults::default(),
             live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
             listing,
             protections,
             min_snapshot_age_ms: rng.gen_range(0..30) * DAY,
@@ -1116,6 +1166,7 @@ mod tests {
             current_snapshot_id: Some(2),
             defaults: TableDefaults::default(),
             live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
             listing: None,
             protections: Protections::default(),
             min_snapshot_age_ms: 30 * DAY,
@@ -1168,6 +1219,7 @@ mod tests {
             current_snapshot_id: Some(3),
             defaults: TableDefaults::default(),
             live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
             listing: None,
             protections: Protections::default(),
             min_snapshot_age_ms: 30 * DAY,

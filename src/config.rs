@@ -3,6 +3,7 @@
 //! ```toml
 //! [storage]
 //! io_concurrency = 16
+//! max_metadata_bytes = 536870912   # a bigger metadata file (raw or decompressed) is refused; default 512 MiB
 //! [storage.s3]            # any object_store AmazonS3ConfigKey, on top of AWS_* variables
 //! endpoint = "http://127.0.0.1:9000"
 //! allow_http = "true"
@@ -29,7 +30,7 @@
 //! error.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -70,6 +71,9 @@ pub struct StorageConfig {
     /// S3 settings (object_store `AmazonS3ConfigKey` names).
     #[serde(default)]
     pub s3: BTreeMap<String, String>,
+    /// The most bytes a table metadata file may have, raw or decompressed; default 512 MiB
+    /// ([`crate::store::DEFAULT_MAX_METADATA_BYTES`]).
+    pub max_metadata_bytes: Option<NonZeroU64>,
 }
 
 /// `[registry]`.
@@ -159,6 +163,9 @@ impl Config {
         };
         if let Some(n) = self.storage.io_concurrency {
             o.io_concurrency = n;
+        }
+        if let Some(n) = self.storage.max_metadata_bytes {
+            o.max_metadata_bytes = n.get();
         }
         o
     }

@@ -110,7 +110,8 @@ pub async fn gather(
     let concurrency = ctx.storage.options().io_concurrency.get();
     // Every manifest list and every distinct manifest read once; each manifest's objects shared by every
     // snapshot that lists it (see `SnapshotObjects`).
-    let walked = crate::scan::history(table, &ctx.storage, concurrency).await?;
+    let walked = crate::scan::history_explained(table, &ctx.storage, concurrency).await?;
+    let mut unreadable = BTreeMap::new();
     let snapshots = table
         .snapshots_sorted()
         .into_iter()
@@ -119,7 +120,13 @@ pub async fn gather(
             snapshot_id: s.snapshot_id(),
             parent_id: s.parent_snapshot_id(),
             timestamp_ms: s.timestamp_ms(),
-            objects,
+            objects: match objects {
+                Ok(o) => Some(o),
+                Err(why) => {
+                    unreadable.insert(s.snapshot_id(), why);
+                    None
+                }
+            },
         })
         .collect();
     let refs = table
@@ -184,7 +191,9 @@ pub async fn gather(
                 last_modified_ms: o.last_modified.timestamp_millis(),
             })
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // A widened `location` would list lakedrill's own state and other tables as orphans.
+    crate::containment::check(&ctx.config, table, &listing).await?;
     let mut protections = Protections {
         protected_refs: policy.protected_refs().to_vec(),
         ..Protections::default()
@@ -222,12 +231,33 @@ pub async fn gather(
         current_snapshot_id: table.metadata().current_snapshot_id(),
         defaults,
         live_metadata_files,
+        unreadable,
         listing: Some(listing),
         protections,
         min_snapshot_age_ms: policy.min_snapshot_age().num_milliseconds(),
         orphan_safety_interval_ms: policy.orphan_safety_interval().num_milliseconds(),
         now_ms: now.timestamp_millis(),
     })
+}
+
+/// Refuses a plan in which a retained snapshot's layers could not be read: what it reaches is unknown, so
+/// lakedrill cannot decide what is unreachable (`seal` refuses an unreadable snapshot the same way).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the table's metadata, each such snapshot and the object that could not be read.
+pub fn refuse_unreadable_retained(table: &Table, input: &PlanInput, plan: &closure::Plan) -> Result<()> {
+    let unreadable = closure::unreadable_retained(input, plan);
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        table.metadata_uri(),
+        format!(
+            "cannot decide: the layers of {} retained snapshot(s) could not be read, so nothing can be shown unreachable: {}",
+            unreadable.len(),
+            unreadable.join("; ")
+        ),
+    ))
 }
 
 /// The world stamp of a table generation (what the deleter's compare-and-set checks).
@@ -274,6 +304,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
     let now = Utc::now();
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
+    refuse_unreadable_retained(&table, &input, &p)?;
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let mut human = format!(
         "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
@@ -811,6 +842,7 @@ pub async fn quarantine(
     // The candidate must come out of a fresh plan of this very generation.
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
+    refuse_unreadable_retained(&table, &input, &p)?;
     let Some(candidate) = p.candidates.iter().find(|c| c.candidate_id == candidate_id).cloned() else {
         return refuse(format!(
             "{candidate_id} is not a candidate of the table's current generation (the table, a lease, a hold or a ref changed since the plan): re-plan"

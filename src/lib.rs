@@ -22,6 +22,7 @@ pub mod closure;
 pub mod commands;
 pub mod config;
 pub mod config_check;
+pub mod containment;
 mod db;
 pub mod decision;
 pub mod deleter;

@@ -253,7 +253,7 @@ pub async fn rebuild(
     let md_bytes = copies
         .get(&md_entry.path)
         .ok_or_else(|| Error::corrupt(&md_entry.path, "the metadata copy is missing from the bundle"))?;
-    let (md, _) = table::parse_metadata(&md_entry.path, md_bytes)?;
+    let (md, _) = table::parse_metadata(&md_entry.path, md_bytes, storage.options().max_metadata_bytes)?;
     if md.format_version() == FormatVersion::V3 {
         return Err(Error::invalid(
             &pred.bundle_id,

@@ -372,7 +372,7 @@ async fn check_recovered(
     let orig_bytes = copies
         .get(&md_entry.path)
         .ok_or_else(|| Error::corrupt(&md_entry.path, "the metadata copy is missing"))?;
-    let (orig_md, _) = table::parse_metadata(&md_entry.path, orig_bytes)?;
+    let (orig_md, _) = table::parse_metadata(&md_entry.path, orig_bytes, storage.options().max_metadata_bytes)?;
     let orig_snap = orig_md
         .snapshot_by_id(pred.snapshot_id)
         .ok_or_else(|| Error::corrupt(&pred.bundle_id, "the bundled metadata lacks its snapshot"))?;

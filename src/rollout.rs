@@ -724,6 +724,7 @@ mod tests {
             current_snapshot_id: Some(3),
             defaults: TableDefaults::default(),
             live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
             listing: Some(vec![
                 listed("data/_staging/w/part-0", 5 * DAY),
                 listed("data/fresh", DAY / 24),

@@ -170,7 +170,7 @@ pub async fn set_current_from_bundle(
             "the bundle belongs to another table (its table UUID differs)",
         ));
     }
-    let (bundled, _) = crate::table::parse_metadata(bundle, &copy)?;
+    let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
     let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
         // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
         // snapshot coming back from a bundle keeps its original sequence number, which the spec allows

@@ -436,7 +436,8 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
 }
 
 /// Every snapshot of the table (in [`Table::snapshots_sorted`] order) with everything it reaches, or
-/// `None` when some layer of it could not be read (missing, truncated, unparseable, unreadable).
+/// `None` when some layer of it could not be read (missing, truncated, unparseable, unreadable). See
+/// [`history_explained`] for why.
 ///
 /// # Errors
 /// [`Error::PathOutsideTable`] when any layer names a path outside the table: that is never a per-snapshot
@@ -446,6 +447,36 @@ pub async fn history(
     storage: &Storage,
     concurrency: usize,
 ) -> Result<Vec<(i64, Option<SnapshotObjects>)>> {
+    Ok(history_explained(table, storage, concurrency)
+        .await?
+        .into_iter()
+        .map(|(id, r)| (id, r.ok()))
+        .collect())
+}
+
+/// An error and its sources in one line (`uri: reason: cause`), for a snapshot whose layers could not be read:
+/// the plan names the object so that the operator can act on it.
+fn describe(e: &Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// [`history`] with, for each snapshot whose layers could not be read, the error of the first layer that
+/// failed (naming the manifest list or manifest), instead of `None`.
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] when any layer names a path outside the table.
+pub async fn history_explained(
+    table: &Table,
+    storage: &Storage,
+    concurrency: usize,
+) -> Result<Vec<(i64, std::result::Result<SnapshotObjects, String>)>> {
     let concurrency = concurrency.max(1);
     let ids: Vec<i64> = table.snapshots_sorted().iter().map(|s| s.snapshot_id()).collect();
     // Manifest lists as they arrive, each entry interned: a history of N snapshots of M manifests keeps N × M
@@ -475,13 +506,14 @@ pub async fn history(
         .buffer_unordered(concurrency)
         .collect()
         .await;
-    let mut manifests: Vec<Option<Arc<ManifestObjects>>> = vec![None; distinct.len()];
+    let mut manifests: Vec<std::result::Result<Arc<ManifestObjects>, String>> =
+        vec![Err("not read".to_owned()); distinct.len()];
     for (i, r) in read {
         match r {
-            Ok(m) => manifests[i] = Some(m),
+            Ok(m) => manifests[i] = Ok(m),
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
-            // Unreadable: every snapshot that lists it is unknown.
-            Err(_) => {}
+            // Unreadable: every snapshot that lists it is unknown, and says why.
+            Err(e) => manifests[i] = Err(describe(&e)),
         }
     }
     let mut out = Vec::with_capacity(ids.len());
@@ -489,14 +521,16 @@ pub async fn history(
         let objects = match list {
             Ok((own, refs)) => refs
                 .iter()
-                .map(|i| manifests.get(*i).cloned().flatten())
-                .collect::<Option<Vec<_>>>()
+                .map(|i| manifests.get(*i).cloned().unwrap_or_else(|| Err("not read".to_owned())))
+                .collect::<std::result::Result<Vec<_>, String>>()
+                // The manifest list is named too: the length it records may be what is wrong.
+                .map_err(|why| format!("a manifest named by manifest list {}: {why}", own.path))
                 .map(|m| SnapshotObjects {
                     own: vec![own],
                     manifests: m,
                 }),
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
-            Err(_) => None,
+            Err(e) => Err(describe(&e)),
         };
         out.push((id, objects));
     }

@@ -33,7 +33,14 @@ pub struct StorageOptions {
     pub io_concurrency: NonZeroUsize,
     /// Print progress lines on stderr during long runs (sealing, verifying).
     pub progress: bool,
+    /// The most bytes a table metadata file may have, raw or decompressed (`[storage] max_metadata_bytes`,
+    /// default [`DEFAULT_MAX_METADATA_BYTES`]). A bigger one is refused naming it, before it is read whole.
+    pub max_metadata_bytes: u64,
 }
+
+/// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
+/// of 10,000 snapshots writes a few tens of MiB) and far below what would exhaust a host.
+pub const DEFAULT_MAX_METADATA_BYTES: u64 = 512 << 20;
 
 impl Default for StorageOptions {
     fn default() -> Self {
@@ -41,6 +48,7 @@ impl Default for StorageOptions {
             s3: BTreeMap::new(),
             io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
             progress: false,
+            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
         }
     }
 }
@@ -192,6 +200,18 @@ fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
     }
 }
 
+/// The error of an object over a size limit: it names the object, its size (or the bytes read when it was
+/// refused) and the limit with the setting that raises it.
+#[must_use]
+pub fn over_limit(uri: &str, what: &str, size: u64, max: u64) -> Error {
+    Error::corrupt(
+        uri,
+        format!(
+            "{what} is {size} bytes or more, over the limit of {max} bytes (`max_metadata_bytes` under [storage] in the configuration)"
+        ),
+    )
+}
+
 impl Storage {
     /// A storage layer with the given options.
     #[must_use]
@@ -326,6 +346,36 @@ impl Storage {
         let info = Self::info(uri, &res.meta);
         let bytes = res.bytes().await.map_err(|e| map_err("read", uri, e))?;
         Ok(Fetched { info, bytes })
+    }
+
+    /// Reads a whole object of at most `max` bytes: one over it is refused as soon as its size is known (the
+    /// store's answer to the read) or, should it grow while read, as soon as the bytes read pass `max`; it is
+    /// never held whole. `what` names it in the error (`table metadata`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI; [`Error::Corrupt`] naming the URI and the
+    /// limit when it is over `max` bytes.
+    pub async fn get_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Fetched> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        if info.size > max {
+            return Err(over_limit(uri, what, info.size, max));
+        }
+        let mut stream = res.into_stream();
+        let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
+            if (buf.len() + chunk.len()) as u64 > max {
+                return Err(over_limit(uri, what, (buf.len() + chunk.len()) as u64, max));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(Fetched {
+            info,
+            bytes: Bytes::from(buf),
+        })
     }
 
     /// Reads a whole object, `None` when it does not exist.

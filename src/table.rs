@@ -70,13 +70,24 @@ pub struct Table {
     refs: BTreeMap<String, SnapshotReference>,
 }
 
-/// Decompresses gzip metadata (`*.gz.metadata.json`, magic `1f 8b`) when needed.
-fn maybe_gunzip(uri: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+/// Decompresses gzip metadata (`*.gz.metadata.json`, magic `1f 8b`) when needed, never to more than `max`
+/// bytes: a few MB of gzip can expand to gigabytes, so the decoder reads through `take(max + 1)` and one byte
+/// over the limit refuses the file.
+fn maybe_gunzip(uri: &str, bytes: &[u8], max: u64) -> Result<Vec<u8>> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(bytes)
+            .take(max.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| Error::corrupt(uri, format!("gzip metadata cannot be decompressed: {e}")))?;
+        if out.len() as u64 > max {
+            return Err(Error::corrupt(
+                uri,
+                format!(
+                    "gzip table metadata decompresses to more than {max} bytes, over the limit (`max_metadata_bytes` under [storage] in the configuration); decompression was stopped"
+                ),
+            ));
+        }
         Ok(out)
     } else {
         Ok(bytes.to_vec())
@@ -84,12 +95,25 @@ fn maybe_gunzip(uri: &str, bytes: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// Parses table metadata bytes (pure). Returns the metadata and its refs (including the implied
-/// `main` of tables written without `refs`).
+/// `main` of tables written without `refs`). Metadata over `max_bytes`, raw or decompressed, is refused
+/// (see [`crate::store::StorageOptions::max_metadata_bytes`]).
 ///
 /// # Errors
-/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri`.
-pub fn parse_metadata(uri: &str, bytes: &[u8]) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
-    let json = maybe_gunzip(uri, bytes)?;
+/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it).
+pub fn parse_metadata(
+    uri: &str,
+    bytes: &[u8],
+    max_bytes: u64,
+) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
+    if bytes.len() as u64 > max_bytes {
+        return Err(crate::store::over_limit(
+            uri,
+            "table metadata",
+            bytes.len() as u64,
+            max_bytes,
+        ));
+    }
+    let json = maybe_gunzip(uri, bytes, max_bytes)?;
     let value: serde_json::Value = serde_json::from_slice(&json).map_err(|e| Error::Parse {
         uri: uri.to_owned(),
         what: "table metadata (invalid JSON)",
@@ -143,12 +167,19 @@ impl Table {
                     (uri.clone(), None, uri.clone())
                 } else {
                     let hint_uri = location::join(&uri, "metadata/version-hint.text");
-                    let hint = storage.get_opt(&hint_uri).await?.ok_or_else(|| {
-                        Error::invalid(
-                            &uri,
-                            format!("not a metadata file (*.metadata.json) and {hint_uri} does not exist"),
-                        )
-                    })?;
+                    let hint = match storage
+                        .get_bounded(&hint_uri, storage.options().max_metadata_bytes, "version hint")
+                        .await
+                    {
+                        Ok(h) => h,
+                        Err(Error::NotFound { .. }) => {
+                            return Err(Error::invalid(
+                                &uri,
+                                format!("not a metadata file (*.metadata.json) and {hint_uri} does not exist"),
+                            ));
+                        }
+                        Err(e) => return Err(e),
+                    };
                     let text = String::from_utf8_lossy(&hint.bytes).trim().to_owned();
                     let file = hadoop_metadata_file(storage, &uri, &text).await?;
                     (file, Some(uri.clone()), uri.clone())
@@ -190,11 +221,13 @@ impl Table {
         metadata_uri: &str,
         table_root: Option<&str>,
     ) -> Result<Table> {
-        let fetched = storage.get(metadata_uri).await?;
-        Self::from_bytes(name, metadata_location, metadata_uri, fetched.bytes, table_root)
+        let max = storage.options().max_metadata_bytes;
+        let fetched = storage.get_bounded(metadata_uri, max, "table metadata").await?;
+        Self::from_bytes(name, metadata_location, metadata_uri, fetched.bytes, table_root, max)
     }
 
-    /// Builds a table from metadata bytes already read (pure).
+    /// Builds a table from metadata bytes already read (pure), refusing metadata over `max_metadata_bytes`
+    /// raw or decompressed.
     ///
     /// # Errors
     /// [`Error::Parse`], [`Error::Corrupt`] or [`Error::Invalid`] naming the metadata file.
@@ -204,8 +237,9 @@ impl Table {
         metadata_uri: &str,
         bytes: Bytes,
         table_root: Option<&str>,
+        max_metadata_bytes: u64,
     ) -> Result<Table> {
-        let (metadata, refs) = parse_metadata(metadata_uri, &bytes)?;
+        let (metadata, refs) = parse_metadata(metadata_uri, &bytes, max_metadata_bytes)?;
         let root = match table_root {
             Some(r) => location::canonical_uri(r)?,
             None => TableLocation::infer_root(metadata.location(), metadata_uri)?,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod backup;
+mod bounds;
 mod concurrency;
 mod deleter_safety;
 mod demo;
