@@ -440,7 +440,32 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         // quarantine tags aside), by code that shares nothing with the planner.
         if !crate::faults::weakened(crate::faults::Check::ClosureGate) {
             let input = governance::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
-            let conflicts = crate::closure::nondeletable_conflicts(&input, &snapshot_ids_of(&rec), &objects_of(&rec));
+            // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
+            let ids = snapshot_ids_of(&rec);
+            let unreadable: Vec<String> = input
+                .snapshots
+                .iter()
+                .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
+                .map(|s| {
+                    format!(
+                        "snapshot {}: {}",
+                        s.snapshot_id,
+                        input.unreadable.get(&s.snapshot_id).map_or("no reason recorded", String::as_str)
+                    )
+                })
+                .collect();
+            if !unreadable.is_empty() {
+                return Err(Error::corrupt(
+                    table.metadata_uri(),
+                    format!(
+                        "cannot decide: the layers of {} snapshot(s) outside the candidate could not be read, so \
+                         nothing can be shown unreachable: {}",
+                        unreadable.len(),
+                        unreadable.join("; ")
+                    ),
+                ));
+            }
+            let conflicts = crate::closure::nondeletable_conflicts(&input, &ids, &objects_of(&rec));
             if !conflicts.is_empty() {
                 reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
             }
