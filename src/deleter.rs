@@ -538,6 +538,9 @@ async fn execute(
     }
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
+    // On the local filesystem a delete goes through symlinked folders: an object whose path, symlinks
+    // resolved, leaves the table root is never deleted (README "Symlinks").
+    let confined = ctx.storage.confine(&root).await?;
     let uuid = rec.table_uuid.clone();
     // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
     // already sent it to PROTECTED, which stops it too, also across resumes).
@@ -556,7 +559,7 @@ async fn execute(
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
     let progress = crate::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
-    for batch in todo.chunks(BATCH) {
+    'batches: for batch in todo.chunks(BATCH) {
         if reg.purge_run(candidate_id).await?.is_none_or(|r| r.run_id != run_id) {
             halted.push("another purge run took this candidate over: no further deletes here".to_owned());
             break;
@@ -587,6 +590,13 @@ async fn execute(
         }
         for o in batch {
             let uri = location::join(&root, &o.path);
+            if let Some(target) = confined.escape(&uri).await? {
+                halted.push(format!(
+                    "{} resolves to {target}, outside the table root {root} (a symlink): not deleted, no further deletes",
+                    o.path
+                ));
+                break 'batches;
+            }
             let requested_before = prior
                 .iter()
                 .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
@@ -869,6 +879,7 @@ async fn reconcile_claimed(
 ) -> Result<Outcome> {
     let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
+    let confined = ctx.storage.confine(&root).await?;
     let objects = objects_of(rec);
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
@@ -885,8 +896,13 @@ async fn reconcile_claimed(
             continue;
         };
         let uri = location::join(&root, &o.path);
+        let escape = confined.escape(&uri).await?;
         let mut how = match ctx.storage.head(&uri).await? {
             None => "absent at re-check".to_owned(),
+            Some(_) if escape.is_some() => format!(
+                "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
+                escape.as_deref().unwrap_or_default()
+            ),
             Some(_) if withheld.is_some() => {
                 format!(
                     "present at re-check; retry withheld: {}",

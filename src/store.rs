@@ -690,6 +690,100 @@ impl Storage {
     }
 }
 
+/// The symlink rule of the local filesystem (README "Symlinks"): an object under a table root is
+/// read, hashed or deleted only if its path **with symlinks resolved** lies under the table root
+/// with symlinks resolved. A symlink that stays inside the table is followed; one that leaves it
+/// (a data file, a partition folder, a manifest list linked to a copy elsewhere) is reported by
+/// [`Confined::escape`] and the caller turns it into a finding or a refusal. Lexical checks
+/// ([`crate::location`]) cannot see this: `t/data/x.parquet` is under `t/` whatever `t/data` links to.
+///
+/// Only `file://` URIs are checked; on S3 and in memory there are no symlinks. The check and the
+/// later open are two system calls: a link swapped between them is not caught (lakedrill does not
+/// defend against a writer racing it on the table's own filesystem).
+#[derive(Debug, Clone)]
+pub struct Confined {
+    /// The root's canonical URI and its local path with symlinks resolved (`None`: not local).
+    root: Option<(String, std::path::PathBuf)>,
+}
+
+/// `path` with symlinks resolved; for a path (or a tail of it) that does not exist, the longest
+/// existing ancestor is resolved and the rest appended, so a missing file under a linked folder
+/// still resolves to where the folder points.
+fn resolve_existing(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        match std::fs::canonicalize(&cur) {
+            Ok(mut resolved) => {
+                for t in tail.iter().rev() {
+                    resolved.push(t);
+                }
+                return Ok(resolved);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let Some(name) = cur.file_name().map(std::ffi::OsStr::to_os_string) else {
+                    return Err(e);
+                };
+                tail.push(name);
+                if !cur.pop() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Storage {
+    /// The table root `root_uri` with symlinks resolved, for [`Confined::escape`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the root's folders cannot be examined.
+    pub async fn confine(&self, root_uri: &str) -> Result<Confined> {
+        let Some(path) = root_uri.strip_prefix("file://") else {
+            return Ok(Confined { root: None });
+        };
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {root_uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks of the table root", p, e))?;
+        Ok(Confined {
+            root: Some((root_uri.trim_end_matches('/').to_owned(), resolved)),
+        })
+    }
+}
+
+impl Confined {
+    /// `Some(resolved target)` when the local object at `uri`, with symlinks resolved, is not under
+    /// the resolved table root; `None` when it is (or is not local). Nothing is opened.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the object's folders cannot be examined (other than "does not exist").
+    pub async fn escape(&self, uri: &str) -> Result<Option<String>> {
+        let Some((root_uri, root)) = &self.root else {
+            return Ok(None);
+        };
+        let Some(path) = uri.strip_prefix("file://") else {
+            // A non-local object under a local root is not under it.
+            return Ok(Some(uri.to_owned()));
+        };
+        if !crate::location::is_under(uri, root_uri) {
+            return Ok(Some(uri.to_owned()));
+        }
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks", p, e))?;
+        if resolved.starts_with(root) && resolved != *root {
+            Ok(None)
+        } else {
+            Ok(Some(resolved.display().to_string()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 
 mod backup;
 mod concurrency;
+mod confine;
 mod demo;
 mod deploy;
 mod drill;
