@@ -238,7 +238,8 @@ impl UriBinding {
                     ml.uri
                 )
             })?;
-        let loc = TableLocation::new(&pred.table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
+        let loc =
+            TableLocation::new(&pred.table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
         Ok(Self {
             root: root.to_owned(),
             loc: Some(loc),
@@ -264,7 +265,9 @@ impl UriBinding {
             let absolute = e.path.contains("://") || e.path.starts_with('/') || e.path.starts_with("file:");
             absolute && location::canonical_uri(&e.path).ok().as_deref() == Some(e.uri.as_str())
         };
-        if expected.as_deref() == Some(e.uri.as_str()) || (e.layer == Layer::Metadata && self.loc.is_some() && as_written()) {
+        if expected.as_deref() == Some(e.uri.as_str())
+            || (e.layer == Layer::Metadata && self.loc.is_some() && as_written())
+        {
             return Ok(e.uri.clone());
         }
         Err(Finding::new(
@@ -274,7 +277,10 @@ impl UriBinding {
                 Some(x) => format!("{x} (its path under the table root {})", self.root),
                 None => format!("a path under the table location, rebased onto {}", self.root),
             }),
-            Some(format!("{}: not derived from the path and the table root; not opened", e.uri)),
+            Some(format!(
+                "{}: not derived from the path and the table root; not opened",
+                e.uri
+            )),
         ))
     }
 }
@@ -330,7 +336,10 @@ pub async fn seal(
     let confined = storage.confine(root).await?;
     let layers = [(table.generation().metadata_location.as_str(), table.metadata_uri())]
         .into_iter()
-        .chain(std::iter::once((tree.manifest_list_written.as_str(), tree.manifest_list_uri.as_str())))
+        .chain(std::iter::once((
+            tree.manifest_list_written.as_str(),
+            tree.manifest_list_uri.as_str(),
+        )))
         .chain(tree.manifests.iter().map(|m| (m.path.as_str(), m.uri.as_str())));
     for (path, uri) in layers {
         if location::is_under(uri, root)
@@ -421,7 +430,12 @@ pub async fn seal(
                 },
                 Err(e) => Err(e),
             };
-            progress.tick(h.as_ref().ok().and_then(|h| h.as_ref().ok()).map_or(0, |(_, h)| h.bytes_read));
+            progress.tick(
+                h.as_ref()
+                    .ok()
+                    .and_then(|h| h.as_ref().ok())
+                    .map_or(0, |(_, h)| h.bytes_read),
+            );
             (f, h)
         })
         .buffer_unordered(concurrency);
@@ -1236,4 +1250,100 @@ pub async fn verified_predicate(
         }
     }
     Ok((pred, copies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(layer: Layer, path: &str, uri: &str) -> InventoryEntry {
+        InventoryEntry {
+            path: path.into(),
+            uri: uri.into(),
+            layer,
+            size: 1,
+            blake3: "ab".into(),
+            e_tag: None,
+            version: None,
+            record_count: None,
+            copy: None,
+        }
+    }
+
+    fn predicate(inventory: Vec<InventoryEntry>) -> BundlePredicate {
+        BundlePredicate {
+            bundle_id: "1-x".into(),
+            table_uuid: "u".into(),
+            table_location: "wh/t".into(),
+            snapshot_id: 1,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: String::new(),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: inventory.len(),
+            bytes: 0,
+            inventory,
+            backup: None,
+        }
+    }
+
+    #[test]
+    fn inventory_uris_are_bound_to_their_paths() {
+        let pred = predicate(vec![
+            entry(
+                Layer::Metadata,
+                "file:///copy/t/metadata/v2.metadata.json",
+                "file:///copy/t/metadata/v2.metadata.json",
+            ),
+            entry(
+                Layer::ManifestList,
+                "wh/t/metadata/snap-1.avro",
+                "file:///copy/t/metadata/snap-1.avro",
+            ),
+            entry(Layer::Data, "wh/t/data/a.parquet", "file:///copy/t/data/a.parquet"),
+            entry(Layer::Data, "wh/t/data/b.parquet", "file:///elsewhere/b.parquet"),
+            entry(Layer::Data, "wh/t/data/c.parquet", "file:///copy/t/data/other.parquet"),
+        ]);
+        let b = UriBinding::new(&pred).unwrap();
+        assert_eq!(b.root(), "file:///copy/t");
+        let bound: Vec<bool> = pred.inventory.iter().map(|e| b.check(e).is_ok()).collect();
+        assert_eq!(bound, [true, true, true, false, false]);
+        let f = b.check(&pred.inventory[3]).unwrap_err();
+        assert_eq!(f.kind, FindingKind::UriNotDerived);
+        assert_eq!(f.path, "wh/t/data/b.parquet");
+        assert!(f.expected.unwrap().contains("file:///copy/t/data/b.parquet"));
+    }
+
+    #[test]
+    fn a_manifest_list_uri_that_does_not_end_with_its_path_binds_nothing() {
+        let pred = predicate(vec![entry(
+            Layer::ManifestList,
+            "wh/t/metadata/snap-1.avro",
+            "file:///copy/t/metadata/snap-2.avro",
+        )]);
+        assert!(UriBinding::new(&pred).unwrap_err().contains("snap-2.avro"));
+        assert!(UriBinding::new(&predicate(vec![])).is_err());
+    }
+
+    #[test]
+    fn cold_backup_objects_are_bound_to_their_digest() {
+        let mut pred = predicate(vec![entry(
+            Layer::Data,
+            "wh/t/data/a.parquet",
+            "s3://bk/vault/objects/ab",
+        )]);
+        pred.backup = Some(BackupInfo {
+            checkpoint_id: "c".into(),
+            declared_snapshot_id: 1,
+            declared_at: String::new(),
+            backup_root: "s3://bk/vault".into(),
+        });
+        let b = UriBinding::new(&pred).unwrap();
+        assert!(b.check(&pred.inventory[0]).is_ok());
+        pred.inventory[0].uri = "s3://bk/other/objects/ab".into();
+        assert!(b.check(&pred.inventory[0]).is_err());
+    }
 }

@@ -789,6 +789,42 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn symlinks_are_followed_inside_the_root_and_reported_outside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (table, outside) = (tmp.path().join("t"), tmp.path().join("outside"));
+        std::fs::create_dir_all(table.join("data/in")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(table.join("data/in/a"), b"a").unwrap();
+        std::fs::write(outside.join("b"), b"b").unwrap();
+        std::os::unix::fs::symlink(table.join("data/in/a"), table.join("data/inside-link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("b"), table.join("data/file-link")).unwrap();
+        std::os::unix::fs::symlink(&outside, table.join("data/folder-link")).unwrap();
+        // The root itself is reached through a symlink: that is allowed.
+        std::os::unix::fs::symlink(&table, tmp.path().join("alias")).unwrap();
+        let s = Storage::new(StorageOptions::default());
+        let root = format!("file://{}", tmp.path().join("alias").display());
+        let c = s.confine(&root).await.unwrap();
+        let at = |rel: &str| format!("{root}/{rel}");
+        assert_eq!(c.escape(&at("data/in/a")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/inside-link")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/not-yet-written")).await.unwrap(), None);
+        let real_outside = std::fs::canonicalize(&outside).unwrap();
+        assert_eq!(
+            c.escape(&at("data/file-link")).await.unwrap(),
+            Some(real_outside.join("b").display().to_string())
+        );
+        // A missing file under a linked folder still resolves to where the folder points.
+        assert_eq!(
+            c.escape(&at("data/folder-link/missing")).await.unwrap(),
+            Some(real_outside.join("missing").display().to_string())
+        );
+        assert!(c.escape("file:///elsewhere/x").await.unwrap().is_some());
+        // Not local: nothing to resolve.
+        let m = s.confine("memory:///t").await.unwrap();
+        assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
+    }
+
+    #[tokio::test]
     async fn memory_round_trip_and_write_once() {
         let s = Storage::new(StorageOptions::default());
         s.put_new("memory:///a/b.txt", Bytes::from_static(b"hello"))

@@ -36,9 +36,16 @@ impl Fixture {
         ])
         .expect_code(0)
         .json();
-        let snapshot = lakedrill(&["--json", "resolve", "--metadata", table.to_str().unwrap(), "--ref", "main"])
-            .expect_code(0)
-            .json()["snapshot_id"]
+        let snapshot = lakedrill(&[
+            "--json",
+            "resolve",
+            "--metadata",
+            table.to_str().unwrap(),
+            "--ref",
+            "main",
+        ])
+        .expect_code(0)
+        .json()["snapshot_id"]
             .as_i64()
             .unwrap();
         Fixture {
@@ -99,15 +106,26 @@ impl Fixture {
         let files = lakedrill(&["--json", "inspect", "files", "--metadata", self.table.to_str().unwrap()])
             .expect_code(0)
             .json();
-        let f = files["files"].as_array().unwrap().iter().find(|f| f["content"] == "data").unwrap();
+        let f = files["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["content"] == "data")
+            .unwrap();
         rel(f["file_path"].as_str().unwrap())
     }
 
     /// The current snapshot's manifest list, relative to the table folder.
     fn manifest_list(&self) -> String {
-        let snaps = lakedrill(&["--json", "inspect", "snapshots", "--metadata", self.table.to_str().unwrap()])
-            .expect_code(0)
-            .json();
+        let snaps = lakedrill(&[
+            "--json",
+            "inspect",
+            "snapshots",
+            "--metadata",
+            self.table.to_str().unwrap(),
+        ])
+        .expect_code(0)
+        .json();
         let s = snaps["snapshots"]
             .as_array()
             .unwrap()
@@ -150,7 +168,12 @@ fn resign(bundle: &Path, key: &Path, st: &mut Value) {
 }
 
 fn findings_of<'a>(v: &'a Value, kind: &str) -> Vec<&'a Value> {
-    v["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == kind).collect()
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
 }
 
 /// Replaces `rel` in the table by a symlink to an identical copy outside it; returns the copy.
@@ -175,7 +198,8 @@ fn assert_refused_both_ways(fx: &Fixture, bundle: &Path, path: &str, target: &Pa
     assert_eq!(v["status"], "FAILED", "{v}");
     let f = findings_of(&v, "SYMLINK_OUTSIDE_TABLE");
     assert!(
-        f.iter().any(|f| f["path"] == path && f["actual"].as_str().unwrap().contains(target.to_str().unwrap())),
+        f.iter()
+            .any(|f| f["path"] == path && f["actual"].as_str().unwrap().contains(target.to_str().unwrap())),
         "{v}"
     );
     std::fs::remove_dir_all(bundle).unwrap();
@@ -184,7 +208,8 @@ fn assert_refused_both_ways(fx: &Fixture, bundle: &Path, path: &str, target: &Pa
     assert_eq!(s["status"], "REFUSED", "{s}");
     let f = findings_of(&s, "SYMLINK_OUTSIDE_TABLE");
     assert!(
-        f.iter().any(|f| f["path"] == path && f["actual"].as_str().unwrap().contains(target.to_str().unwrap())),
+        f.iter()
+            .any(|f| f["path"] == path && f["actual"].as_str().unwrap().contains(target.to_str().unwrap())),
         "{s}"
     );
     assert!(!bundle.exists(), "a refused seal wrote {}", bundle.display());
@@ -215,13 +240,24 @@ fn r016_an_inventory_uri_not_derived_from_its_path_is_a_finding_and_never_opened
     assert_eq!(f.len(), 1, "{v}");
     assert_eq!(f[0]["path"], path.as_str());
     let actual = f[0]["actual"].as_str().unwrap();
-    assert!(actual.contains(copy.to_str().unwrap()) && actual.contains("not derived"), "{v}");
-    assert!(f[0]["expected"].as_str().unwrap().contains(own.to_str().unwrap()), "{v}");
+    assert!(
+        actual.contains(copy.to_str().unwrap()) && actual.contains("not derived"),
+        "{v}"
+    );
+    assert!(
+        f[0]["expected"].as_str().unwrap().contains(own.to_str().unwrap()),
+        "{v}"
+    );
     // The outside file was not opened: made unreadable, it gives no READ_FAILED (nor anything else).
     std::fs::remove_file(&copy).unwrap();
     std::fs::create_dir(&copy).unwrap();
     let v = fx.restore(&bundle);
-    let kinds: Vec<&str> = v["findings"].as_array().unwrap().iter().map(|f| f["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["URI_NOT_DERIVED"], "{v}");
 }
 
@@ -298,7 +334,11 @@ fn r016_purge_never_deletes_through_a_folder_symlinked_outside_the_table() {
 
     let r = g.purge(id, Some(&ev), &[]);
     assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert!(outside_file.exists(), "the purge deleted {} outside the table", outside_file.display());
+    assert!(
+        outside_file.exists(),
+        "the purge deleted {} outside the table",
+        outside_file.display()
+    );
     let text = format!("{}{}", r.stdout, r.stderr);
     assert!(text.contains(&victim) && text.contains("outside the table"), "{text}");
 }
