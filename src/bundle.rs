@@ -983,7 +983,7 @@ pub async fn verify(
 }
 
 /// An object whose path, symlinks resolved, leaves the table root (README "Symlinks").
-fn symlink_finding(path: &str, root: &str, target: &str) -> Finding {
+pub(crate) fn symlink_finding(path: &str, root: &str, target: &str) -> Finding {
     Finding::new(
         FindingKind::SymlinkOutsideTable,
         path,

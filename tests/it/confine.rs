@@ -333,7 +333,8 @@ fn r016_purge_never_deletes_through_a_folder_symlinked_outside_the_table() {
     assert!(outside_file.exists());
 
     let r = g.purge(id, Some(&ev), &[]);
-    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "HALTED", "{v}");
     assert!(
         outside_file.exists(),
         "the purge deleted {} outside the table",
@@ -341,4 +342,54 @@ fn r016_purge_never_deletes_through_a_folder_symlinked_outside_the_table() {
     );
     let text = format!("{}{}", r.stdout, r.stderr);
     assert!(text.contains(&victim) && text.contains("outside the table"), "{text}");
+}
+
+// See: issue 16, point 4: a cold backup copies no bytes from outside the table either.
+#[test]
+fn r016_backup_refuses_a_partition_folder_or_manifest_list_symlinked_outside_the_table() {
+    for shape in ["folder", "manifest list"] {
+        let fx = Fixture::new();
+        let dir = fx.tmp.path();
+        std::fs::write(
+            dir.join("lakedrill.toml"),
+            format!("[registry]\nuri = \"sqlite:{}/registry.db\"\n", dir.display()),
+        )
+        .unwrap();
+        let rel = match shape {
+            "folder" => fx.data_file().rsplit_once('/').unwrap().0.to_owned(),
+            _ => fx.manifest_list(),
+        };
+        let copy = link_outside(&fx, &rel);
+        let to = dir.join("backups");
+        let r = crate::util::lakedrill_in(
+            dir,
+            &[
+                "--json",
+                "backup",
+                "--metadata",
+                fx.table.to_str().unwrap(),
+                "--snapshot-id",
+                &fx.snapshot.to_string(),
+                "--key",
+                fx.key.to_str().unwrap(),
+                "--to",
+                to.to_str().unwrap(),
+            ],
+        );
+        let v = r.expect_code(1).json();
+        assert_eq!(v["status"], "REFUSED", "{shape}: {v}");
+        let f = findings_of(&v, "SYMLINK_OUTSIDE_TABLE");
+        assert!(
+            f.iter().any(
+                |f| f["path"].as_str().unwrap().starts_with(&format!("{LOCATION}/{rel}"))
+                    && f["actual"].as_str().unwrap().contains(copy.to_str().unwrap())
+            ),
+            "{shape}: {v}"
+        );
+        let bundles = to.join("bundles");
+        assert!(
+            !bundles.exists() || std::fs::read_dir(&bundles).unwrap().count() == 0,
+            "{shape}: a refused backup wrote a bundle"
+        );
+    }
 }
