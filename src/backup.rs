@@ -75,6 +75,10 @@ struct Copied {
     copied: bool,
 }
 
+/// A data file read for the backup: copied, absent (`None`), or (`Err`) where a path that leaves the table
+/// resolves to, not read.
+type DataRead = std::result::Result<Option<Copied>, String>;
+
 fn object_uri(root: &str, digest: &str) -> String {
     location::join(root, &format!("objects/{digest}"))
 }
@@ -177,6 +181,29 @@ pub async fn backup(
     let concurrency = ctx.storage.options().io_concurrency.get();
     let t = tree::read_tree(&table, &ctx.storage, snapshot_id, concurrency).await?;
     let mut findings = Vec::new();
+    // No bytes from outside the table go into the backup: on the local filesystem an object whose path,
+    // symlinks resolved, leaves the table root is a refusal naming it (README "Symlinks").
+    let root = table.location().root_uri().to_owned();
+    let confined = ctx.storage.confine(&root).await?;
+    let mut escaped = BTreeSet::new();
+    let layers = [
+        (table.generation().metadata_location.as_str(), table.metadata_uri()),
+        (t.manifest_list_written.as_str(), t.manifest_list_uri.as_str()),
+    ]
+    .into_iter()
+    .chain(
+        t.manifests
+            .iter()
+            .map(|m| (m.entry.manifest_path.as_str(), m.uri.as_str())),
+    );
+    for (path, uri) in layers {
+        if location::is_under(uri, &root)
+            && let Some(target) = confined.escape(uri).await?
+        {
+            findings.push(bundle::symlink_finding(path, &root, &target));
+            escaped.insert(path.to_owned());
+        }
+    }
 
     // 1. Metadata layers: already in memory.
     let mut metadata: Vec<(Layer, String, Bytes)> = vec![
@@ -208,7 +235,7 @@ pub async fn backup(
     let mut bytes_copied = 0;
     let mut seen = BTreeSet::new();
     for (layer, path, bytes) in metadata {
-        if !seen.insert(path.clone()) {
+        if !seen.insert(path.clone()) || escaped.contains(&path) {
             continue;
         }
         let (bytes, digest) = hash_bytes(bytes).await?;
@@ -242,24 +269,28 @@ pub async fn backup(
     let progress = &progress;
     let storage = &ctx.storage;
     let to_ref = &to;
-    let results: Vec<(tree::FileEntry, Result<Option<Copied>>)> = futures::stream::iter(files)
+    let confined = &confined;
+    let results: Vec<(tree::FileEntry, Result<DataRead>)> = futures::stream::iter(files)
         .map(|f| async move {
             let res = async {
+                if let Some(target) = confined.escape(&f.uri).await? {
+                    return Ok(Err(target));
+                }
                 let src = match storage.get(&f.uri).await {
                     Ok(s) => s,
-                    Err(Error::NotFound { .. }) => return Ok(None),
+                    Err(Error::NotFound { .. }) => return Ok(Ok(None)),
                     Err(e) => return Err(e),
                 };
                 if src.bytes.len() as u64 != f.file_size_in_bytes {
-                    return Ok(Some(Copied {
+                    return Ok(Ok(Some(Copied {
                         blake3: String::new(),
                         size: src.bytes.len() as u64,
                         info: src.info,
                         copied: false,
-                    }));
+                    })));
                 }
                 let (bytes, digest) = hash_bytes(src.bytes).await?;
-                store_object(storage, to_ref, &digest, bytes).await.map(Some)
+                store_object(storage, to_ref, &digest, bytes).await.map(|c| Ok(Some(c)))
             }
             .await;
             progress.tick(f.file_size_in_bytes);
@@ -270,19 +301,20 @@ pub async fn backup(
         .await;
     for (f, res) in results {
         match res? {
-            None => findings.push(Finding::new(
+            Err(target) => findings.push(bundle::symlink_finding(&f.file_path, &root, &target)),
+            Ok(None) => findings.push(Finding::new(
                 FindingKind::ObjectMissing,
                 &f.file_path,
                 Some("present".into()),
                 Some("absent".into()),
             )),
-            Some(c) if c.blake3.is_empty() => findings.push(Finding::new(
+            Ok(Some(c)) if c.blake3.is_empty() => findings.push(Finding::new(
                 FindingKind::SizeMismatch,
                 &f.file_path,
                 Some(f.file_size_in_bytes.to_string()),
                 Some(c.size.to_string()),
             )),
-            Some(c) => {
+            Ok(Some(c)) => {
                 if c.copied {
                     objects_copied += 1;
                     bytes_copied += c.size;

@@ -185,6 +185,106 @@ pub fn inventory_root(entries: &[InventoryEntry]) -> String {
     canonical_digests(entries).0
 }
 
+/// How an inventory's `uri`s are bound to its `path`s.
+///
+/// A `uri` in the inventory is never taken on trust, even under a valid signature: it must be what
+/// sealing derives from the entry's `path`, so that a verifier only ever opens objects of the table.
+/// The table root a bundle was sealed from is the one its manifest-list entry names (its `uri`
+/// minus its `path` relative to the table location); every other entry's `uri` must be its `path`
+/// rebased onto that same root. The metadata entry may instead carry its `path` itself as a
+/// canonical URI (a table read from a metadata file). A cold-backup bundle's objects all live at
+/// `<backup_root>/objects/<blake3>`. Anything else is a [`FindingKind::UriNotDerived`] finding and
+/// the entry is not opened.
+#[derive(Debug, Clone)]
+pub struct UriBinding {
+    root: String,
+    /// The written table location rebased onto `root` (`None` for a cold-backup bundle).
+    loc: Option<TableLocation>,
+}
+
+impl UriBinding {
+    /// The binding of a bundle's inventory.
+    ///
+    /// # Errors
+    /// Why no table root can be derived (no manifest-list entry, or one whose `uri` does not end
+    /// with its `path`), as a sentence for a finding.
+    pub fn new(pred: &BundlePredicate) -> std::result::Result<Self, String> {
+        if let Some(b) = &pred.backup {
+            return Ok(Self {
+                root: b.backup_root.trim_end_matches('/').to_owned(),
+                loc: None,
+            });
+        }
+        let written = TableLocation::new(&pred.table_location, "memory:///unused".into(), ENVELOPE_FILE)
+            .map_err(|e| e.to_string())?;
+        let ml = pred
+            .inventory
+            .iter()
+            .find(|e| e.layer == Layer::ManifestList)
+            .ok_or("the inventory has no manifest list to anchor the table root")?;
+        let rel = written.relative(&ml.path).map_err(|_| {
+            format!(
+                "the manifest list {} is not under the table location {}",
+                ml.path, pred.table_location
+            )
+        })?;
+        let root = ml
+            .uri
+            .strip_suffix(&format!("/{rel}"))
+            .filter(|r| location::canonical_uri(r).ok().as_deref() == Some(*r))
+            .ok_or_else(|| {
+                format!(
+                    "the manifest list's uri {} is not a table root joined with its path relative to the table location ({rel})",
+                    ml.uri
+                )
+            })?;
+        let loc =
+            TableLocation::new(&pred.table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
+        Ok(Self {
+            root: root.to_owned(),
+            loc: Some(loc),
+        })
+    }
+
+    /// The table root (or backup root) every `uri` is bound to.
+    #[must_use]
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The entry's `uri` when it is the one derived from its `path`.
+    ///
+    /// # Errors
+    /// A [`FindingKind::UriNotDerived`] finding naming the entry, the URI expected and the one found.
+    pub fn check(&self, e: &InventoryEntry) -> std::result::Result<String, Finding> {
+        let expected = match &self.loc {
+            None => Some(location::join(&self.root, &format!("objects/{}", e.blake3))),
+            Some(loc) => loc.resolve(&e.path).ok(),
+        };
+        let as_written = || {
+            let absolute = e.path.contains("://") || e.path.starts_with('/') || e.path.starts_with("file:");
+            absolute && location::canonical_uri(&e.path).ok().as_deref() == Some(e.uri.as_str())
+        };
+        if expected.as_deref() == Some(e.uri.as_str())
+            || (e.layer == Layer::Metadata && self.loc.is_some() && as_written())
+        {
+            return Ok(e.uri.clone());
+        }
+        Err(Finding::new(
+            FindingKind::UriNotDerived,
+            &e.path,
+            Some(match expected {
+                Some(x) => format!("{x} (its path under the table root {})", self.root),
+                None => format!("a path under the table location, rebased onto {}", self.root),
+            }),
+            Some(format!(
+                "{}: not derived from the path and the table root; not opened",
+                e.uri
+            )),
+        ))
+    }
+}
+
 /// What `seal` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct SealReport {
@@ -230,6 +330,24 @@ pub async fn seal(
     let snapshot = table.snapshot(snapshot_id)?.clone();
     let tree = crate::scan::snapshot_files(table, storage, snapshot_id, concurrency).await?;
     let mut findings = Vec::new();
+    // On the local filesystem, no object whose path (symlinks resolved) leaves the table root is sealed
+    // (README "Symlinks"): a refusal naming the path and where it resolves to.
+    let root = table.location().root_uri();
+    let confined = storage.confine(root).await?;
+    let layers = [(table.generation().metadata_location.as_str(), table.metadata_uri())]
+        .into_iter()
+        .chain(std::iter::once((
+            tree.manifest_list_written.as_str(),
+            tree.manifest_list_uri.as_str(),
+        )))
+        .chain(tree.manifests.iter().map(|m| (m.path.as_str(), m.uri.as_str())));
+    for (path, uri) in layers {
+        if location::is_under(uri, root)
+            && let Some(target) = confined.escape(uri).await?
+        {
+            findings.push(symlink_finding(path, root, &target));
+        }
+    }
     let mut inventory = Vec::new();
     let mut copies: Vec<(String, Bytes)> = Vec::new();
     let mut add_copy = |layer: Layer,
@@ -300,19 +418,31 @@ pub async fn seal(
     let progress = &progress;
     inventory.reserve(files.len());
     // The listing is consumed: each path moves into its inventory entry.
+    let confined = &confined;
     let mut hashed = futures::stream::iter(files)
         .map(|f| async move {
+            // Inner `Err`: where a path that leaves the table resolves to (not read).
             let h = match table.location().resolve(&f.file_path) {
-                Ok(uri) => storage.hash(&uri).await.map(|h| (uri, h)),
+                Ok(uri) => match confined.escape(&uri).await {
+                    Ok(Some(target)) => Ok(Err(target)),
+                    Ok(None) => storage.hash(&uri).await.map(|h| Ok((uri, h))),
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
-            progress.tick(h.as_ref().map_or(0, |(_, h)| h.bytes_read));
+            progress.tick(
+                h.as_ref()
+                    .ok()
+                    .and_then(|h| h.as_ref().ok())
+                    .map_or(0, |(_, h)| h.bytes_read),
+            );
             (f, h)
         })
         .buffer_unordered(concurrency);
     while let Some((f, h)) = hashed.next().await {
         match h {
-            Ok((uri, h)) => {
+            Ok(Err(target)) => findings.push(symlink_finding(&f.file_path, root, &target)),
+            Ok(Ok((uri, h))) => {
                 if h.bytes_read != f.size {
                     findings.push(Finding::new(
                         FindingKind::SizeMismatch,
@@ -632,9 +762,43 @@ pub async fn verify(
             Some(format!("{:?}", verified.subjects())),
         ));
     }
+    // Every entry's uri must be derived from its path (see `UriBinding`); an unbound entry is never opened.
+    let binding = match UriBinding::new(&pred) {
+        Ok(b) => Some(b),
+        Err(reason) => {
+            report.findings.push(Finding::new(
+                FindingKind::UriNotDerived,
+                ENVELOPE_FILE,
+                Some("a manifest-list entry whose uri is its path under the table root".into()),
+                Some(reason),
+            ));
+            None
+        }
+    };
+    let mut unbound: BTreeSet<&str> = BTreeSet::new();
+    for e in &pred.inventory {
+        let bound = match &binding {
+            Some(b) => b.check(e).map_err(|f| report.findings.push(f)).is_ok(),
+            None => false,
+        };
+        if !bound {
+            unbound.insert(e.path.as_str());
+        }
+    }
     // 2. Metadata copies against the inventory, then the layers against each other.
     let loc = match opts.table_root.as_deref() {
         Some(r) => TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok(),
+        None => None,
+    };
+    // Where objects are opened: the --table-root, else the root the inventory is bound to. On the local
+    // filesystem nothing whose resolved path leaves that root (resolved) is read (README "Symlinks").
+    let open_root = match (opts.table_root.as_deref(), &binding) {
+        (Some(r), _) => Some(location::canonical_uri(r)?),
+        (None, Some(b)) => Some(b.root().to_owned()),
+        (None, None) => None,
+    };
+    let confined = match &open_root {
+        Some(r) => Some(storage.confine(r).await?),
         None => None,
     };
     let written_loc = TableLocation::new(&pred.table_location, "memory:///unused".into(), &env_uri).ok();
@@ -689,6 +853,22 @@ pub async fn verify(
         storage.options().max_metadata_bytes,
         &mut report.findings,
     );
+    // The table's own metadata objects are not read (the copies are), but one that has become a symlink
+    // leaving the table is a table that readers would read from elsewhere: a finding.
+    if let (Some(c), Some(root)) = (&confined, &open_root) {
+        for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+            let at = match &loc {
+                Some(l) => l.resolve(&e.path).ok(),
+                None if !unbound.contains(e.path.as_str()) => Some(e.uri.clone()),
+                None => None,
+            };
+            if let Some(at) = at.filter(|u| location::is_under(u, root))
+                && let Some(target) = c.escape(&at).await?
+            {
+                report.findings.push(symlink_finding(&e.path, root, &target));
+            }
+        }
+    }
     // 3. Data and delete objects in storage.
     let concurrency = storage.options().io_concurrency.get();
     let data: Vec<InventoryEntry> = pred
@@ -713,6 +893,7 @@ pub async fn verify(
         }
         let uri = match &loc {
             Some(l) => l.resolve(&e.path)?,
+            None if unbound.contains(e.path.as_str()) => continue,
             None => e.uri.clone(),
         };
         to_check.push((e, uri));
@@ -720,16 +901,23 @@ pub async fn verify(
     let deep = opts.deep;
     let progress = crate::output::Progress::new("verify", to_check.len(), storage.options().progress);
     let progress = &progress;
-    let results: Vec<(InventoryEntry, Result<Checked>)> = futures::stream::iter(to_check)
+    let confined = &confined;
+    // Inner `Err`: the object's resolved path leaves the table root (it was not read).
+    let results: Vec<(InventoryEntry, Result<std::result::Result<Checked, String>>)> = futures::stream::iter(to_check)
         .map(|(e, uri)| async move {
             let res = async {
+                if let Some(c) = confined
+                    && let Some(target) = c.escape(&uri).await?
+                {
+                    return Ok(Err(target));
+                }
                 let h = storage.hash(&uri).await?;
                 let rows = if deep && h.bytes_read == e.size && h.blake3 == e.blake3 {
                     Some(parquet_rows(storage, &uri, h.bytes_read).await?)
                 } else {
                     None
                 };
-                Ok((h, rows))
+                Ok(Ok((h, rows)))
             }
             .await;
             progress.tick(e.size);
@@ -753,7 +941,11 @@ pub async fn verify(
                 Some("storage error".into()),
             )),
             Err(other) => return Err(other),
-            Ok((h, rows)) => {
+            Ok(Err(target)) => {
+                let root = open_root.as_deref().unwrap_or_default();
+                report.findings.push(symlink_finding(&e.path, root, &target));
+            }
+            Ok(Ok((h, rows))) => {
                 if h.bytes_read != e.size {
                     report.findings.push(Finding::new(
                         FindingKind::SizeMismatch,
@@ -808,6 +1000,16 @@ async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<c
         Err(Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// An object whose path, symlinks resolved, leaves the table root (README "Symlinks").
+pub(crate) fn symlink_finding(path: &str, root: &str, target: &str) -> Finding {
+    Finding::new(
+        FindingKind::SymlinkOutsideTable,
+        path,
+        Some(format!("a path under the table root {root} with symlinks resolved")),
+        Some(format!("resolves to {target}, outside the table; not read")),
+    )
 }
 
 /// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
@@ -1081,4 +1283,100 @@ pub async fn verified_predicate(
         }
     }
     Ok((pred, copies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(layer: Layer, path: &str, uri: &str) -> InventoryEntry {
+        InventoryEntry {
+            path: path.into(),
+            uri: uri.into(),
+            layer,
+            size: 1,
+            blake3: "ab".into(),
+            e_tag: None,
+            version: None,
+            record_count: None,
+            copy: None,
+        }
+    }
+
+    fn predicate(inventory: Vec<InventoryEntry>) -> BundlePredicate {
+        BundlePredicate {
+            bundle_id: "1-x".into(),
+            table_uuid: "u".into(),
+            table_location: "wh/t".into(),
+            snapshot_id: 1,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: String::new(),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: inventory.len(),
+            bytes: 0,
+            inventory,
+            backup: None,
+        }
+    }
+
+    #[test]
+    fn inventory_uris_are_bound_to_their_paths() {
+        let pred = predicate(vec![
+            entry(
+                Layer::Metadata,
+                "file:///copy/t/metadata/v2.metadata.json",
+                "file:///copy/t/metadata/v2.metadata.json",
+            ),
+            entry(
+                Layer::ManifestList,
+                "wh/t/metadata/snap-1.avro",
+                "file:///copy/t/metadata/snap-1.avro",
+            ),
+            entry(Layer::Data, "wh/t/data/a.parquet", "file:///copy/t/data/a.parquet"),
+            entry(Layer::Data, "wh/t/data/b.parquet", "file:///elsewhere/b.parquet"),
+            entry(Layer::Data, "wh/t/data/c.parquet", "file:///copy/t/data/other.parquet"),
+        ]);
+        let b = UriBinding::new(&pred).unwrap();
+        assert_eq!(b.root(), "file:///copy/t");
+        let bound: Vec<bool> = pred.inventory.iter().map(|e| b.check(e).is_ok()).collect();
+        assert_eq!(bound, [true, true, true, false, false]);
+        let f = b.check(&pred.inventory[3]).unwrap_err();
+        assert_eq!(f.kind, FindingKind::UriNotDerived);
+        assert_eq!(f.path, "wh/t/data/b.parquet");
+        assert!(f.expected.unwrap().contains("file:///copy/t/data/b.parquet"));
+    }
+
+    #[test]
+    fn a_manifest_list_uri_that_does_not_end_with_its_path_binds_nothing() {
+        let pred = predicate(vec![entry(
+            Layer::ManifestList,
+            "wh/t/metadata/snap-1.avro",
+            "file:///copy/t/metadata/snap-2.avro",
+        )]);
+        assert!(UriBinding::new(&pred).unwrap_err().contains("snap-2.avro"));
+        assert!(UriBinding::new(&predicate(vec![])).is_err());
+    }
+
+    #[test]
+    fn cold_backup_objects_are_bound_to_their_digest() {
+        let mut pred = predicate(vec![entry(
+            Layer::Data,
+            "wh/t/data/a.parquet",
+            "s3://bk/vault/objects/ab",
+        )]);
+        pred.backup = Some(BackupInfo {
+            checkpoint_id: "c".into(),
+            declared_snapshot_id: 1,
+            declared_at: String::new(),
+            backup_root: "s3://bk/vault".into(),
+        });
+        let b = UriBinding::new(&pred).unwrap();
+        assert!(b.check(&pred.inventory[0]).is_ok());
+        pred.inventory[0].uri = "s3://bk/other/objects/ab".into();
+        assert!(b.check(&pred.inventory[0]).is_err());
+    }
 }

@@ -450,7 +450,10 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                     format!(
                         "snapshot {}: {}",
                         s.snapshot_id,
-                        input.unreadable.get(&s.snapshot_id).map_or("no reason recorded", String::as_str)
+                        input
+                            .unreadable
+                            .get(&s.snapshot_id)
+                            .map_or("no reason recorded", String::as_str)
                     )
                 })
                 .collect();
@@ -703,6 +706,9 @@ async fn execute(
     }
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
+    // On the local filesystem a delete goes through symlinked folders: an object whose path, symlinks
+    // resolved, leaves the table root is never deleted (README "Symlinks").
+    let confined = ctx.storage.confine(&root).await?;
     let uuid = rec.table_uuid.clone();
     // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
     // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
@@ -731,10 +737,19 @@ async fn execute(
     let mut sent = 0_usize;
     'batches: for chunk in todo.chunks(batch_size) {
         ctx.hooks.before_batch(sent).await?;
-        // What each object is now, read before any lock is taken.
+        // What each object is now, read before any lock is taken; nothing is deleted through a symlink that
+        // leaves the table (on a local filesystem; README "Symlinks").
         let mut before = Vec::with_capacity(chunk.len());
         for o in chunk {
-            before.push(ctx.storage.head(&location::join(&root, &o.path)).await?);
+            let uri = location::join(&root, &o.path);
+            if let Some(target) = confined.escape(&uri).await? {
+                halted.push(format!(
+                    "{} resolves to {target}, outside the table root {root} (a symlink): not deleted, no further deletes",
+                    o.path
+                ));
+                break 'batches;
+            }
+            before.push(ctx.storage.head(&uri).await?);
         }
         // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
         let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
@@ -1060,6 +1075,7 @@ async fn reconcile_claimed(
 ) -> Result<Outcome> {
     let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
+    let confined = ctx.storage.confine(&root).await?;
     let objects = objects_of(rec);
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
@@ -1076,8 +1092,13 @@ async fn reconcile_claimed(
             continue;
         };
         let uri = location::join(&root, &o.path);
+        let escape = confined.escape(&uri).await?;
         let mut how = match ctx.storage.head(&uri).await? {
             None => "absent at re-check".to_owned(),
+            Some(_) if escape.is_some() => format!(
+                "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
+                escape.as_deref().unwrap_or_default()
+            ),
             Some(_) if withheld.is_some() => {
                 format!(
                     "present at re-check; retry withheld: {}",

@@ -51,6 +51,12 @@ pub enum FindingKind {
     RtoExceeded,
     /// A backup does not bring back the snapshot its checkpoint declares.
     CheckpointMismatch,
+    /// An inventory entry's `uri` is not its `path` rebased onto the bundle's table root (or, for a
+    /// cold backup, its digest under the backup root); it was not opened.
+    UriNotDerived,
+    /// On the local filesystem, an object's path with symlinks resolved leaves the table root with
+    /// symlinks resolved; it was not read.
+    SymlinkOutsideTable,
 }
 
 /// One problem, with the object it concerns and what was expected and found.

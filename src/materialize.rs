@@ -265,12 +265,16 @@ pub async fn rebuild(
     let objects: Vec<&bundle::InventoryEntry> = pred.inventory.iter().filter(|e| !e.layer.is_metadata()).collect();
     let concurrency = storage.options().io_concurrency.get();
     let old_ref = &old;
+    // Only objects whose uri is derived from their path are read (the verify before this checked it too).
+    let binding = bundle::UriBinding::new(pred).map_err(|reason| Error::corrupt(&pred.bundle_id, reason))?;
+    let binding = &binding;
     let written: Vec<Result<(String, String, u64, bool)>> = futures::stream::iter(objects)
         .map(|e| async move {
-            let src = match storage.get(&e.uri).await {
+            let uri = binding.check(e).map_err(|f| Error::corrupt(&e.path, f.to_string()))?;
+            let src = match storage.get(&uri).await {
                 Ok(s) => s,
                 Err(Error::NotFound { .. }) => {
-                    return Err(Error::corrupt(&e.path, format!("{} is missing", e.uri)));
+                    return Err(Error::corrupt(&e.path, format!("{uri} is missing")));
                 }
                 Err(x) => return Err(x),
             };

@@ -563,7 +563,10 @@ async fn check_recovered(
         };
         if e.layer == Layer::PositionDeletes {
             let new_bytes = storage.get(&f.uri).await?.bytes;
-            let orig_bytes = storage.get(&e.uri).await?.bytes;
+            let orig_uri = bundle::UriBinding::new(pred)
+                .and_then(|b| b.check(e).map_err(|f| f.to_string()))
+                .map_err(|reason| Error::corrupt(&e.path, reason))?;
+            let orig_bytes = storage.get(&orig_uri).await?.bytes;
             let (p, nb) = (f.file_path.clone(), new_bytes);
             let (q, ob) = (e.path.clone(), orig_bytes);
             let (old2, into2) = (old_loc.clone(), report.into.clone());

@@ -747,9 +747,139 @@ impl Storage {
     }
 }
 
+/// The symlink rule of the local filesystem (README "Symlinks"): an object under a table root is
+/// read, hashed or deleted only if its path **with symlinks resolved** lies under the table root
+/// with symlinks resolved. A symlink that stays inside the table is followed; one that leaves it
+/// (a data file, a partition folder, a manifest list linked to a copy elsewhere) is reported by
+/// [`Confined::escape`] and the caller turns it into a finding or a refusal. Lexical checks
+/// ([`crate::location`]) cannot see this: `t/data/x.parquet` is under `t/` whatever `t/data` links to.
+///
+/// Only `file://` URIs are checked; on S3 and in memory there are no symlinks. The check and the
+/// later open are two system calls: a link swapped between them is not caught (lakedrill does not
+/// defend against a writer racing it on the table's own filesystem).
+#[derive(Debug, Clone)]
+pub struct Confined {
+    /// The root's canonical URI and its local path with symlinks resolved (`None`: not local).
+    root: Option<(String, std::path::PathBuf)>,
+}
+
+/// `path` with symlinks resolved; for a path (or a tail of it) that does not exist, the longest
+/// existing ancestor is resolved and the rest appended, so a missing file under a linked folder
+/// still resolves to where the folder points.
+fn resolve_existing(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        match std::fs::canonicalize(&cur) {
+            Ok(mut resolved) => {
+                for t in tail.iter().rev() {
+                    resolved.push(t);
+                }
+                return Ok(resolved);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let Some(name) = cur.file_name().map(std::ffi::OsStr::to_os_string) else {
+                    return Err(e);
+                };
+                tail.push(name);
+                if !cur.pop() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Storage {
+    /// The table root `root_uri` with symlinks resolved, for [`Confined::escape`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the root's folders cannot be examined.
+    pub async fn confine(&self, root_uri: &str) -> Result<Confined> {
+        let Some(path) = root_uri.strip_prefix("file://") else {
+            return Ok(Confined { root: None });
+        };
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {root_uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks of the table root", p, e))?;
+        Ok(Confined {
+            root: Some((root_uri.trim_end_matches('/').to_owned(), resolved)),
+        })
+    }
+}
+
+impl Confined {
+    /// `Some(resolved target)` when the local object at `uri`, with symlinks resolved, is not under
+    /// the resolved table root; `None` when it is (or is not local). Nothing is opened.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the object's folders cannot be examined (other than "does not exist").
+    pub async fn escape(&self, uri: &str) -> Result<Option<String>> {
+        let Some((root_uri, root)) = &self.root else {
+            return Ok(None);
+        };
+        let Some(path) = uri.strip_prefix("file://") else {
+            // A non-local object under a local root is not under it.
+            return Ok(Some(uri.to_owned()));
+        };
+        if !crate::location::is_under(uri, root_uri) {
+            return Ok(Some(uri.to_owned()));
+        }
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks", p, e))?;
+        if resolved.starts_with(root) && resolved != *root {
+            Ok(None)
+        } else {
+            Ok(Some(resolved.display().to_string()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn symlinks_are_followed_inside_the_root_and_reported_outside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (table, outside) = (tmp.path().join("t"), tmp.path().join("outside"));
+        std::fs::create_dir_all(table.join("data/in")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(table.join("data/in/a"), b"a").unwrap();
+        std::fs::write(outside.join("b"), b"b").unwrap();
+        std::os::unix::fs::symlink(table.join("data/in/a"), table.join("data/inside-link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("b"), table.join("data/file-link")).unwrap();
+        std::os::unix::fs::symlink(&outside, table.join("data/folder-link")).unwrap();
+        // The root itself is reached through a symlink: that is allowed.
+        std::os::unix::fs::symlink(&table, tmp.path().join("alias")).unwrap();
+        let s = Storage::new(StorageOptions::default());
+        let root = format!("file://{}", tmp.path().join("alias").display());
+        let c = s.confine(&root).await.unwrap();
+        let at = |rel: &str| format!("{root}/{rel}");
+        assert_eq!(c.escape(&at("data/in/a")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/inside-link")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/not-yet-written")).await.unwrap(), None);
+        let real_outside = std::fs::canonicalize(&outside).unwrap();
+        assert_eq!(
+            c.escape(&at("data/file-link")).await.unwrap(),
+            Some(real_outside.join("b").display().to_string())
+        );
+        // A missing file under a linked folder still resolves to where the folder points.
+        assert_eq!(
+            c.escape(&at("data/folder-link/missing")).await.unwrap(),
+            Some(real_outside.join("missing").display().to_string())
+        );
+        assert!(c.escape("file:///elsewhere/x").await.unwrap().is_some());
+        // Not local: nothing to resolve.
+        let m = s.confine("memory:///t").await.unwrap();
+        assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
+    }
 
     #[tokio::test]
     async fn memory_round_trip_and_write_once() {

@@ -6,6 +6,7 @@
 mod backup;
 mod bounds;
 mod concurrency;
+mod confine;
 mod deleter_safety;
 mod demo;
 mod deploy;
