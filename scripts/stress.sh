@@ -11,6 +11,8 @@
 # number of invocations, the verdicts per command, the slowest invocation and the time taken; exit 1 on any
 # failure (the failing invocations' stderr is kept in the scratch folder, printed at the end).
 # STRESS_DIR (default: a fresh mktemp folder, removed on success) holds the lakehouse; STRESS_KEEP=1 keeps it.
+# LAKEDRILL_BIN=PATH runs an existing binary instead of building one (`cargo build --bin` alone resolves other
+# dependency features than `cargo test` and rebuilds much of the tree).
 # See: issue 16 point 6 — one quarantine in 530 spun at exit for minutes (sqlx 0.8, sqlx#3645).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,9 +21,14 @@ TIMEOUT=${STRESS_TIMEOUT:-120}
 [[ $N =~ ^[0-9]+$ && $N -gt 0 ]] || { echo "scripts/stress.sh: N must be a positive integer, not $N" >&2; exit 2; }
 command -v timeout >/dev/null || { echo "scripts/stress.sh: timeout(1) (coreutils) is needed" >&2; exit 2; }
 
-echo "== building the debug binary"
-cargo build --quiet --bin lakedrill
-BIN=$PWD/target/debug/lakedrill
+if [[ -n ${LAKEDRILL_BIN:-} ]]; then
+  BIN=$LAKEDRILL_BIN  # an existing build (the one `cargo test` made, say), not rebuilt
+  [[ -x $BIN ]] || { echo "scripts/stress.sh: LAKEDRILL_BIN=$BIN is not executable" >&2; exit 2; }
+else
+  echo "== building the debug binary"
+  cargo build --quiet --bin lakedrill
+  BIN=$PWD/target/debug/lakedrill
+fi
 SCRATCH=${STRESS_DIR:-$(mktemp -d /tmp/lakedrill-stress.XXXXXX)}
 mkdir -p "$SCRATCH"
 LAKE=$SCRATCH/lake
