@@ -58,7 +58,7 @@ impl Context {
         if let Some(c) = lock(&self.catalogs).get(section) {
             return Ok(c.clone());
         }
-        let opened = crate::catalog::SqlCatalog::open(section, self.config.catalog(section)?).await?;
+        let opened = Box::pin(crate::catalog::SqlCatalog::open(section, self.config.catalog(section)?)).await?;
         // Two tasks may have opened it at once: keep the first, close the other.
         let (kept, spare) = {
             let mut map = lock(&self.catalogs);
@@ -71,7 +71,7 @@ impl Context {
             }
         };
         if let Some(spare) = spare {
-            spare.close().await;
+            Box::pin(spare.close()).await;
         }
         Ok(kept)
     }
@@ -86,7 +86,8 @@ impl Context {
         if let Some(r) = lock(&self.registries).get(&uri) {
             return Ok(r.clone());
         }
-        let opened = crate::registry::Registry::open(&uri).await?;
+        // Boxed: the open future is large in debug builds, and every command awaits this one.
+        let opened = Box::pin(crate::registry::Registry::open(&uri)).await?;
         // Two tasks may have opened it at once: keep the first, close the other.
         let (kept, spare) = {
             let mut map = lock(&self.registries);
@@ -99,7 +100,7 @@ impl Context {
             }
         };
         if let Some(spare) = spare {
-            spare.close().await;
+            Box::pin(spare.close()).await;
         }
         Ok(kept)
     }
