@@ -82,9 +82,21 @@ pub async fn open_iceberg(
         .warehouse_location(warehouse)
         .sql_bind_style(style)
         .with_storage_factory(storage)
-        .load(cfg.name.clone().unwrap_or_else(|| section.to_owned()), HashMap::new())
+        .load(
+            cfg.name.clone().unwrap_or_else(|| section.to_owned()),
+            iceberg_pool_props(),
+        )
         .await
         .map_err(|e| cat_err(format!("cannot open {uri} with iceberg-catalog-sql"), Some(Box::new(e))))
+}
+
+/// The pool settings given to `iceberg-catalog-sql`, whose pool lakedrill cannot configure otherwise nor close
+/// (it is closed when the catalog is dropped). Its default idle timeout of 10 s makes sqlx's maintenance task
+/// sweep the pool every 10 s, and that sweep is where sqlx 0.8 can spin forever (sqlx#3645, see `db::connect`);
+/// an hour leaves the sweep to its first run and sqlx's 30-minute `max_lifetime`, beyond any command's life.
+/// See: <https://github.com/launchbadge/sqlx/issues/3645>
+pub(crate) fn iceberg_pool_props() -> HashMap<String, String> {
+    HashMap::from([("pool.idle-timeout".to_owned(), "3600".to_owned())])
 }
 
 /// An open SQL catalog.
@@ -140,6 +152,13 @@ impl SqlCatalog {
             catalog_name: cfg.name.clone().unwrap_or_else(|| section.to_owned()),
             pool,
         })
+    }
+
+    /// Closes the catalog's connection pool, waiting for connections in use to come back (dropping the last
+    /// clone closes it without waiting). Called as soon as the catalog is no longer needed, so that no pool is
+    /// left to the runtime's shutdown (see [`crate::commands::Context::close`]).
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// The catalog's name in the configuration.

@@ -27,6 +27,10 @@ pub struct Cli {
     /// More output on stderr.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Use a signing key that group or others may read (mode bits 0o077), with a warning, instead of refusing
+    /// it. For platforms that cannot mount a key 0600 or 0400, such as a Kubernetes Secret with `fsGroup`.
+    #[arg(long, global = true)]
+    pub allow_readable_key: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,

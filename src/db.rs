@@ -112,6 +112,14 @@ pub(crate) struct PoolSettings {
 /// One connection is made first, outside the pool, so that a server that refuses connections or a database
 /// that does not exist is reported with its cause at once (the pool would retry until its acquire timeout and
 /// then report only "pool timed out").
+///
+/// The pool has no idle timeout and no maximum lifetime, so sqlx starts no maintenance task for it. That task
+/// is where sqlx 0.8 can spin forever: `release` makes a connection acquirable before it counts it idle, a
+/// concurrent `pop_idle` then wraps `num_idle` below zero, and the reaper's loop `for _ in 0..num_idle()` runs
+/// 2^64 times without yielding, which keeps the runtime (and the process) from ever shutting down. A command
+/// is short-lived and closes its pools ([`crate::commands::Context::close`]); reaping idle connections buys it
+/// nothing. See: <https://github.com/launchbadge/sqlx/issues/3645> (fixed by sqlx#4289, in no 0.8 release:
+/// 0.8.6 is the last; iceberg-catalog-sql 0.10 needs sqlx 0.8).
 pub(crate) async fn connect(url: &str, dialect: Dialect, settings: &PoolSettings) -> Result<AnyPool, sqlx::Error> {
     sqlx::any::install_default_drivers();
     let options: AnyConnectOptions = url.parse()?;
@@ -123,6 +131,8 @@ pub(crate) async fn connect(url: &str, dialect: Dialect, settings: &PoolSettings
     AnyPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        .idle_timeout(None)
+        .max_lifetime(None)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 for statement in session {
@@ -283,6 +293,25 @@ mod tests {
     fn sqlite_urls_escape_what_sqlx_decodes() {
         assert_eq!(sqlite_url("/a b/r.db", true), "sqlite:///a b/r.db?mode=rwc");
         assert_eq!(sqlite_url("x%20?#.db", false), "sqlite://x%2520%3F%23.db?mode=rw");
+    }
+
+    /// See: issue 16 point 6 — a process hung at exit in sqlx's pool maintenance task (sqlx#3645).
+    #[tokio::test]
+    async fn r16_pools_have_no_maintenance_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = sqlite_url(&dir.path().join("p.db").display().to_string(), true);
+        let settings = PoolSettings {
+            max_connections: 2,
+            acquire_timeout: Duration::from_secs(5),
+            sqlite_session: &[],
+            postgres_session: &[],
+        };
+        let pool = connect(&url, Dialect::Sqlite, &settings).await.unwrap();
+        // sqlx spawns the reaper only when one of these is set (sqlx-core 0.8.6, spawn_maintenance_tasks).
+        assert_eq!(pool.options().get_idle_timeout(), None);
+        assert_eq!(pool.options().get_max_lifetime(), None);
+        assert_eq!(pool.options().get_min_connections(), 0);
+        pool.close().await;
     }
 
     #[test]

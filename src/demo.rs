@@ -168,7 +168,9 @@ async fn commit_metadata(
         namespace: ident.namespace().as_ref().join("."),
         name: ident.name().to_owned(),
     };
-    cat.commit(&ctx.storage, &ident, current, new).await
+    let committed = cat.commit(&ctx.storage, &ident, current, new).await;
+    cat.close().await;
+    committed
 }
 
 /// Commits an overwrite or delete on `main`: drops `remove`, keeps the other live files, adds `add`.
@@ -316,7 +318,7 @@ async fn open_catalog_at(
         .warehouse_location(warehouse.to_owned())
         .sql_bind_style(SqlBindStyle::QMark)
         .with_storage_factory(io)
-        .load(CATALOG, HashMap::new())
+        .load(CATALOG, crate::catalog::iceberg_pool_props())
         .await
         .map_err(ice("open the demo catalog"))
 }
@@ -557,6 +559,14 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     let dir = db.parent().map(Path::to_path_buf).unwrap_or_default();
     let config = crate::config::Config::load(&dir.join("lakedrill.toml"), true)?;
     let demo_ctx = Context::new(config);
+    // The demo's own context is closed (its pools with it) however the pipeline ends.
+    let r = pipeline(&demo_ctx, &db, &dir, quiet).await;
+    demo_ctx.close().await;
+    r
+}
+
+/// The pipeline of [`run`] on the lakehouse just built, in its own context.
+async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Result<Outcome> {
     let source = TableSource::Catalog {
         catalog: CATALOG.into(),
         table: "sales.orders".into(),
@@ -575,7 +585,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         ("history", InspectWhat::History),
         ("files", InspectWhat::Files),
     ] {
-        let o = commands::inspect_table(&demo_ctx, &table, what, &Selector::Current).await?;
+        let o = commands::inspect_table(demo_ctx, &table, what, &Selector::Current).await?;
         human.push_str(&format!("== inspect {label}\n{}\n", o.human));
         json.insert(label.to_owned(), o.json);
     }
@@ -583,8 +593,11 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
 
     // Governance: plan under a policy, quarantine the candidate (sealing its snapshots), drill the
     // bundles, audit the signed report, and purge with that evidence.
+    // The private key in keys/, its public half alone in keys/trust/: the folder every --trust names, which
+    // can be handed to auditors as it is.
     let keys_dir = dir.join("keys");
-    let key = crate::keys::generate("demo-drill", &keys_dir)?;
+    let trust_dir = keys_dir.join("trust");
+    let key = crate::keys::generate_in("demo-drill", &keys_dir, &trust_dir)?;
     let policy = dir.join("policy.yaml");
     // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
     // the policy pins this very build as the only one allowed to quarantine and purge.
@@ -595,7 +608,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
-    let plan = crate::governance::plan(&demo_ctx, &source, &policy).await?;
+    let plan = crate::governance::plan(demo_ctx, &source, &policy).await?;
     let candidate = plan.json["candidates"]
         .as_array()
         .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
@@ -606,7 +619,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     json.insert("plan".into(), plan.json.clone());
     let bundles = dir.join("bundles").display().to_string();
     let q = crate::governance::quarantine(
-        &demo_ctx,
+        demo_ctx,
         &source,
         &candidate,
         &policy,
@@ -627,7 +640,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     let plan_text = format!(
         "# Written by `lakedrill demo`.\nname = \"weekly-quarantine\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
         dir.join("bundles").display(),
-        keys_dir.display(),
+        trust_dir.display(),
         key.private_path.display(),
         dir.join("reports").display()
     );
@@ -636,7 +649,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
     let pages = crate::report_html::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
-    let trust = crate::keys::TrustStore::load_dir(&keys_dir)?;
+    let trust = crate::keys::TrustStore::load_dir(&trust_dir)?;
     let audit = crate::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;
     let report_path = drill.report.trim_start_matches("file://").to_owned();
     let human_path = drill.human_report.trim_start_matches("file://").to_owned();
@@ -649,7 +662,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         drill.predicate.sample.seed,
         audit.status,
         audit.reports_checked,
-        keys_dir.display(),
+        trust_dir.display(),
         key.public_path.display(),
     ));
     json.insert("bundles".into(), sealed);
@@ -663,6 +676,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
             "passed": drill.predicate.summary.passed,
             "failed": drill.predicate.summary.failed,
             "public_key": key.public_path.display().to_string(),
+            "trust": trust_dir.display().to_string(),
         }),
     );
     json.insert(
@@ -674,19 +688,19 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     let mut purge_opts = crate::deleter::PurgeOptions {
         candidate_id: candidate.clone(),
         evidence: Some(report_path.clone()),
-        trust: keys_dir.clone(),
+        trust: trust_dir.clone(),
         policy: policy.clone(),
         key: key.private_path.clone(),
         receipts: dir.join("receipts").display().to_string(),
         dry_run: true,
     };
-    let refused = crate::deleter::purge(&demo_ctx, &source, &purge_opts).await?;
+    let refused = crate::deleter::purge(demo_ctx, &source, &purge_opts).await?;
     human.push_str(&format!(
         "\n== purge --dry-run in rollout stage report-only\n{}",
         refused.human
     ));
     let stage = crate::rollout::set(
-        &demo_ctx,
+        demo_ctx,
         &source,
         "test",
         "demo: synthetic data, policy declares regulatedData: false",
@@ -705,14 +719,14 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     json.insert("purge_in_report_only".into(), refused.json.clone());
     json.insert("rollout".into(), stage.json.clone());
     purge_opts.dry_run = false;
-    let purge = crate::deleter::purge(&demo_ctx, &source, &purge_opts).await?;
+    let purge = crate::deleter::purge(demo_ctx, &source, &purge_opts).await?;
     say(
         quiet,
         &format!("purge {}", purge.json["status"].as_str().unwrap_or("?")),
     );
     human.push_str(&format!("\n== purge\n{}", purge.human));
     let after = commands::inspect_table(
-        &demo_ctx,
+        demo_ctx,
         &demo_ctx.table(&source).await?,
         InspectWhat::Refs,
         &Selector::Current,
@@ -725,7 +739,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
     // cold-backup drill; then the six safety gates over everything the demo recorded.
     let backups = dir.join("backups").display().to_string();
     let backup = crate::backup::backup(
-        &demo_ctx,
+        demo_ctx,
         &source,
         &crate::backup::BackupPoint::Select(Selector::Ref("main".into())),
         None,
@@ -744,7 +758,7 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         format!(
             "# Written by `lakedrill demo`.\nname = \"quarterly-cold-backup\"\nkind = \"cold-backup\"\nbackups = \"{backups}\"\nsample = 5\ntarget = \"{}\"\nrto_limit = \"4h\"\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
             dir.join("scratch").display(),
-            keys_dir.display(),
+            trust_dir.display(),
             key.private_path.display(),
             dir.join("reports").display()
         ),
@@ -770,17 +784,17 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
         cold.report.trim_start_matches("file://")
     ));
     let gates = crate::rollout::gates(
-        &demo_ctx,
+        demo_ctx,
         &source,
         &policy,
         Some(&crate::rollout::SafetyOptions {
-            trust: keys_dir.clone(),
+            trust: trust_dir.clone(),
             reports: dir.join("reports").display().to_string(),
             since: None,
         }),
     )
     .await?;
-    human.push_str(&format!("\n== gates --trust {}\n{}", keys_dir.display(), gates.human));
+    human.push_str(&format!("\n== gates --trust {}\n{}", trust_dir.display(), gates.human));
     json.insert("backup".into(), backup.json.clone());
     json.insert(
         "cold_backup_drill".into(),

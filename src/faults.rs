@@ -467,8 +467,9 @@ impl Lab {
         );
         let ctx = Context::with_storage(config.clone(), storage);
         let truth = Context::new(config);
-        let keys = dir.join("keys");
-        let key = crate::keys::generate(LAB_KEY, &keys)?;
+        // The trust folder holds the public key only (the private key stays in keys/).
+        let keys = dir.join("keys").join("trust");
+        let key = crate::keys::generate_in(LAB_KEY, &dir.join("keys"), &keys)?;
         let policy = dir.join("policy.yaml");
         let text = format!(
             "# Written by `lakedrill drill faults` for a scratch lakehouse.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nlegalHoldGeneration: 0\nregulatedData: false\nreclamationImplementationDigest: {digest}\n{policy_extra}"

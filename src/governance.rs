@@ -29,12 +29,13 @@ use crate::table::{Table, TableSource};
 /// Prefix of the tags quarantine pins snapshots with.
 pub const QUARANTINE_TAG_PREFIX: &str = "quarantine/";
 
-/// Opens the registry named in the configuration (`[registry] uri`, default `sqlite:lakedrill-registry.db`).
+/// The registry named in the configuration (`[registry] uri`, default `sqlite:lakedrill-registry.db`),
+/// opened once per context and closed by [`Context::close`] (see [`Context::registry`]).
 ///
 /// # Errors
 /// Registry open errors.
 pub async fn registry(ctx: &Context) -> Result<Registry> {
-    Ok(Registry::open(&ctx.config.registry_uri()).await?)
+    ctx.registry().await
 }
 
 /// The name a policy's `table` binding is compared with.

@@ -16,16 +16,25 @@
 //!   key, are rejected when loaded.
 //! - Every error names the file or directory it is about, and I/O errors say which operation failed.
 //!
+//! - A private key that group or others may access (any of the mode bits `0o077`, as ssh checks) is refused
+//!   by [`load_signing_key`] with [`KeyError::ReadableKey`], naming the file and its mode, unless the binary
+//!   was started with `--allow-readable-key` ([`allow_readable_keys`]); then it is used with a warning.
+//! - A trust directory that also holds a private key still loads, but [`TrustStore::warnings`] says so (and the
+//!   warning is printed, see [`crate::output::warn`]): public keys belong in a folder of their own, which
+//!   [`generate_in`] writes.
+//!
 //! What it does NOT do: it does not encrypt private keys at rest (the PEM is unencrypted PKCS#8, protected by
-//! file permissions only), does not check the permissions of a key file it loads, does not rotate or revoke
-//! keys, and does not decide which keys *should* be trusted: whatever `*.pub` is in the trust directory is
-//! trusted. Signing and verifying evidence is in [`crate::evidence`].
+//! file permissions only), does not check who owns a key file, does not rotate or revoke keys, and does not
+//! decide which keys *should* be trusted: whatever `*.pub` is in the trust directory is trusted. Signing and
+//! verifying evidence is in [`crate::evidence`].
 
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ed25519_dalek::Signer as _;
 use ed25519_dalek::pkcs8::KeypairBytes;
@@ -104,6 +113,19 @@ pub enum KeyError {
     WeakPublicKey {
         /// The file.
         path: PathBuf,
+    },
+    /// A private key file that group or others may read, write or execute (mode bits `0o077`).
+    #[error(
+        "{}: permissions {mode:04o} are too open: a private key must not be accessible by group or others \
+         (chmod 600 {}; or pass --allow-readable-key)",
+        path.display(),
+        path.display()
+    )]
+    ReadableKey {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits (`mode & 0o7777`).
+        mode: u32,
     },
     /// A trust directory has no `*.pub` file.
     #[error("trust directory {} has no *.pub file", dir.display())]
@@ -225,14 +247,26 @@ pub struct GeneratedKey {
 /// [`KeyError::Io`] if the directory or a file cannot be created or written;
 /// [`KeyError::Encode`] if PEM encoding fails.
 pub fn generate(name: &str, dir: &Path) -> Result<GeneratedKey, KeyError> {
-    validate_name(name, dir)?;
-    fs::create_dir_all(dir).map_err(|source| KeyError::Io {
-        operation: "create directory",
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let private_path = dir.join(format!("{name}.{PRIVATE_KEY_EXTENSION}"));
-    let public_path = dir.join(format!("{name}.{PUBLIC_KEY_EXTENSION}"));
+    generate_in(name, dir, dir)
+}
+
+/// [`generate`] with the public key written to a folder of its own: `KEY_DIR/NAME.key` and
+/// `PUB_DIR/NAME.pub`, both folders created if needed. `PUB_DIR` is then a trust folder with no private key
+/// in it, which can be handed to auditors as it is (README, "Keys and trust folders").
+///
+/// # Errors
+/// As [`generate`].
+pub fn generate_in(name: &str, key_dir: &Path, pub_dir: &Path) -> Result<GeneratedKey, KeyError> {
+    validate_name(name, key_dir)?;
+    for dir in [key_dir, pub_dir] {
+        fs::create_dir_all(dir).map_err(|source| KeyError::Io {
+            operation: "create directory",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let private_path = key_dir.join(format!("{name}.{PRIVATE_KEY_EXTENSION}"));
+    let public_path = pub_dir.join(format!("{name}.{PUBLIC_KEY_EXTENSION}"));
     // Fail early, before touching anything, if either file is already there. The create_new below is what
     // actually guarantees no overwrite (this check alone would race).
     for path in [&private_path, &public_path] {
@@ -281,17 +315,54 @@ pub fn generate(name: &str, dir: &Path) -> Result<GeneratedKey, KeyError> {
 /// Loads an Ed25519 private key from PKCS#8 PEM: v1 as [`generate`] and OpenSSL write it, or v2 (RFC 5958,
 /// with the public key embedded, which must then match the secret).
 ///
+/// The file must not be accessible by group or others (no bit of `0o077`, as ssh requires of its private
+/// keys): a key others can read is a key others can sign with. `0600` and `0400` are accepted. After
+/// [`allow_readable_keys`]`(true)` (`--allow-readable-key`) such a key is used, with a warning.
+///
 /// # Errors
 ///
-/// [`KeyError::Io`] if the file cannot be read; [`KeyError::InvalidPrivateKey`] if it is not an Ed25519
-/// PKCS#8 PEM private key or its embedded public key does not match the secret.
+/// [`KeyError::Io`] if the file cannot be read; [`KeyError::ReadableKey`] if group or others may access it;
+/// [`KeyError::InvalidPrivateKey`] if it is not an Ed25519 PKCS#8 PEM private key or its embedded public key
+/// does not match the secret.
 pub fn load_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
-    let pem = Zeroizing::new(read_to_string(path)?);
+    use std::io::Read as _;
+    let io_err = |source| KeyError::Io {
+        operation: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    // The mode is read from the file that is read (fstat), not from the path a second time.
+    let mut file = fs::File::open(path).map_err(io_err)?;
+    let mode = file.metadata().map_err(io_err)?.permissions().mode() & 0o7777;
+    let mut pem = Zeroizing::new(String::new());
+    file.read_to_string(&mut pem).map_err(io_err)?;
     let inner = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|source| KeyError::InvalidPrivateKey {
         path: path.to_path_buf(),
         source,
     })?;
+    // Checked once the file is known to be a private key, so that a file that is none is named as such.
+    if mode & 0o077 != 0 {
+        let err = KeyError::ReadableKey {
+            path: path.to_path_buf(),
+            mode,
+        };
+        if !ALLOW_READABLE_KEYS.load(Ordering::Relaxed) {
+            return Err(err);
+        }
+        crate::output::warn(format!("{err} (used because of --allow-readable-key)"));
+    }
     Ok(SigningKey::from(inner))
+}
+
+/// Set by `--allow-readable-key`: see [`allow_readable_keys`].
+static ALLOW_READABLE_KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Lets [`load_signing_key`] use a private key that group or others may access, with a warning instead of
+/// [`KeyError::ReadableKey`]. For the binary's `--allow-readable-key` only: some platforms cannot give a key
+/// file mode 0600 (a Kubernetes Secret volume with `fsGroup` set is mounted group-readable, 0440, whatever
+/// its `defaultMode`; see <https://github.com/kubernetes/kubernetes/issues/57923>).
+pub fn allow_readable_keys(allow: bool) {
+    ALLOW_READABLE_KEYS.store(allow, Ordering::Relaxed);
 }
 
 /// A trusted Ed25519 public key, loaded from an SPKI PEM file.
@@ -370,10 +441,16 @@ pub fn load_public_key(path: &Path) -> Result<PublicKey, KeyError> {
 #[derive(Debug, Clone, Default)]
 pub struct TrustStore {
     keys: Vec<PublicKey>,
+    warnings: Vec<String>,
 }
 
 impl TrustStore {
     /// Loads every `*.pub` file directly in `dir` (not recursively), in sorted path order.
+    ///
+    /// A private key in the same folder (a `*.key` file, or any file that starts like a PEM private key) does
+    /// not stop the load, but gives a warning in [`TrustStore::warnings`], which is also printed
+    /// ([`crate::output::warn`]): a trust folder is handed to auditors and copied to verifiers, and a private
+    /// key must travel with neither.
     ///
     /// # Errors
     ///
@@ -387,21 +464,46 @@ impl TrustStore {
             source,
         };
         let mut paths = Vec::new();
+        let mut private = Vec::new();
         for entry in fs::read_dir(dir).map_err(list_err)? {
             let path = entry.map_err(list_err)?.path();
             if path.extension().is_some_and(|ext| ext == PUBLIC_KEY_EXTENSION) {
                 paths.push(path);
+            } else if looks_private(&path) {
+                private.push(path);
             }
         }
         if paths.is_empty() {
             return Err(KeyError::EmptyTrustStore { dir: dir.to_path_buf() });
         }
         paths.sort();
+        private.sort();
         let keys = paths
             .iter()
             .map(|path| load_public_key(path))
             .collect::<Result<Vec<_>, _>>()?;
-        Self::from_keys(keys)
+        let mut store = Self::from_keys(keys)?;
+        store.warnings = private
+            .iter()
+            .map(|p| {
+                format!(
+                    "trust folder {} holds a private key, {}: keep public keys in a folder of their own \
+                     (for example keys/trust/) and give only that folder to --trust",
+                    dir.display(),
+                    p.display()
+                )
+            })
+            .collect();
+        for w in &store.warnings {
+            crate::output::warn(w.clone());
+        }
+        Ok(store)
+    }
+
+    /// What [`TrustStore::load_dir`] found wrong without refusing the folder: a private key in it.
+    #[must_use]
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// A trust store of the given keys, kept in the given order. An empty store is allowed here (it trusts
@@ -420,7 +522,10 @@ impl TrustStore {
                 });
             }
         }
-        Ok(Self { keys })
+        Ok(Self {
+            keys,
+            warnings: Vec::new(),
+        })
     }
 
     /// The key with this key id (exact, lowercase hex), if trusted.
@@ -434,6 +539,26 @@ impl TrustStore {
     pub fn keys(&self) -> &[PublicKey] {
         &self.keys
     }
+}
+
+/// Whether a file in a trust folder is a private key: named `*.key`, or starting like a PEM private key
+/// (`-----BEGIN PRIVATE KEY-----`, `… ENCRYPTED PRIVATE KEY`, `… OPENSSH PRIVATE KEY`, …). Only the first
+/// bytes of regular files are read; a file that cannot be read is not a key lakedrill would use.
+fn looks_private(path: &Path) -> bool {
+    use std::io::Read as _;
+    if path.extension().is_some_and(|ext| ext == PRIVATE_KEY_EXTENSION) {
+        return true;
+    }
+    if !path.is_file() {
+        return false;
+    }
+    let mut head = [0u8; 64];
+    let Ok(mut f) = fs::File::open(path) else {
+        return false;
+    };
+    let n = f.read(&mut head).unwrap_or(0);
+    let text = String::from_utf8_lossy(&head[..n]);
+    text.trim_start().starts_with("-----BEGIN") && text.contains("PRIVATE KEY-----")
 }
 
 fn validate_name(name: &str, dir: &Path) -> Result<(), KeyError> {
@@ -504,7 +629,6 @@ fn read_to_string(path: &Path) -> Result<String, KeyError> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn keyid_is_sha256_of_raw_public_key() {
@@ -568,7 +692,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let key = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
         let v2 = dir.path().join("v2.key");
-        fs::write(&v2, key.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes()).unwrap();
+        write_new(&v2, key.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes(), 0o600).unwrap();
         assert_eq!(load_signing_key(&v2).unwrap().keyid(), keyid(&key.verifying_key()));
 
         let other = ed25519_dalek::SigningKey::from_bytes(&[4; 32]).verifying_key();
@@ -577,7 +701,7 @@ mod tests {
             public_key: Some(ed25519_dalek::pkcs8::PublicKeyBytes(other.to_bytes())),
         };
         let bad = dir.path().join("bad.key");
-        fs::write(&bad, mismatched.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes()).unwrap();
+        write_new(&bad, mismatched.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes(), 0o600).unwrap();
         assert!(matches!(load_signing_key(&bad), Err(KeyError::InvalidPrivateKey { path, .. }) if path == bad));
     }
 
@@ -723,6 +847,56 @@ mod tests {
         fs::copy(&generated.public_path, dir.path().join("good-copy.pub")).unwrap();
         let err = TrustStore::load_dir(dir.path()).unwrap_err();
         assert!(matches!(&err, KeyError::DuplicateKey { keyid, .. } if *keyid == generated.keyid));
+    }
+
+    /// See: issue 16 point 9 — a key readable by group or others sealed and quarantined with no word.
+    #[test]
+    fn r16_signing_key_accessible_by_group_or_others_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = generate("m", dir.path()).unwrap();
+        for mode in [0o644, 0o640, 0o604] {
+            fs::set_permissions(&k.private_path, fs::Permissions::from_mode(mode)).unwrap();
+            let err = load_signing_key(&k.private_path).expect_err(&format!("mode {mode:04o} must be refused"));
+            let msg = err.to_string();
+            assert!(msg.contains(&k.private_path.display().to_string()), "{msg}");
+            assert!(msg.contains(&format!("{mode:04o}")), "{msg}");
+            assert!(
+                matches!(&err, KeyError::ReadableKey { path, mode: m } if *path == k.private_path && *m == mode),
+                "{err:?}"
+            );
+        }
+        for mode in [0o600, 0o400] {
+            fs::set_permissions(&k.private_path, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                load_signing_key(&k.private_path).unwrap().keyid(),
+                k.keyid,
+                "{mode:04o}"
+            );
+        }
+    }
+
+    /// See: issue 16 point 10 — the demo's trust folder held the private key, silently.
+    #[test]
+    fn r16_trust_folder_with_a_private_key_warns() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = generate("mixed", dir.path()).unwrap();
+        // A private key under another name is found by its PEM header.
+        fs::copy(&k.private_path, dir.path().join("backup.pem")).unwrap();
+        let store = TrustStore::load_dir(dir.path()).unwrap();
+        assert_eq!(store.keys().len(), 1);
+        let w = store.warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("backup.pem") && w[1].contains("mixed.key"), "{w:?}");
+        assert!(w.iter().all(|w| w.contains("private key")), "{w:?}");
+
+        // generate_in keeps the public key apart: that folder loads without a warning.
+        let split = tempfile::tempdir().unwrap();
+        let g = generate_in("split", &split.path().join("keys"), &split.path().join("keys/trust")).unwrap();
+        assert_eq!(g.private_path, split.path().join("keys/split.key"));
+        assert_eq!(g.public_path, split.path().join("keys/trust/split.pub"));
+        let store = TrustStore::load_dir(&split.path().join("keys/trust")).unwrap();
+        assert_eq!(store.get(&g.keyid).unwrap().name(), "split");
+        assert!(store.warnings().is_empty(), "{:?}", store.warnings());
     }
 
     #[test]

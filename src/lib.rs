@@ -50,6 +50,7 @@ pub mod report_merge;
 pub mod resolve;
 pub mod rollout;
 pub mod runbook;
+pub mod runtime;
 pub mod scan;
 pub mod store;
 pub mod table;

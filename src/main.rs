@@ -29,6 +29,16 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
     let mut config = loaded?;
     config.progress = !cli.quiet;
     let ctx = Context::new(config);
+    // The pools the command opened are closed before the runtime ends, whether it succeeded or not (sqlx#3645).
+    let r = dispatch(cli, &ctx).await;
+    ctx.close().await;
+    r
+}
+
+/// Runs the command of `cli` in `ctx`.
+// The arms pass `&ctx` as they did when the context was a local of `run`; kept so, to keep them unchanged.
+#[allow(clippy::needless_borrow)]
+async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
     match &cli.command {
         Command::Config { .. } => unreachable_config(),
         Command::Report {
@@ -380,15 +390,25 @@ fn main() -> ExitCode {
             return usage_error(&e);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
+    lakedrill::keys::allow_readable_keys(cli.allow_readable_key);
+    // Built by hand and shut down with a deadline: a stuck task cannot keep the process alive (sqlx#3645).
+    let (result, shutdown) = match lakedrill::runtime::block_on(run(&cli, loaded), lakedrill::runtime::SHUTDOWN_GRACE) {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("lakedrill: error: cannot start the async runtime: {e}");
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(&cli, loaded)) {
-        Ok(outcome) => {
+    if shutdown == lakedrill::runtime::Shutdown::TimedOut {
+        lakedrill::output::warn(format!(
+            "a background task was still running {}s after the command finished; exiting without it",
+            lakedrill::runtime::SHUTDOWN_GRACE.as_secs()
+        ));
+    }
+    let warnings = lakedrill::output::take_warnings();
+    match result {
+        Ok(mut outcome) => {
+            lakedrill::output::add_warnings(&mut outcome.json, warnings);
             let mut out = std::io::stdout().lock();
             let res = if cli.json {
                 serde_json::to_writer_pretty(&mut out, &outcome.json)
@@ -409,7 +429,9 @@ fn main() -> ExitCode {
             let msg = format!("{:#}", anyhow::Error::from(e));
             eprintln!("lakedrill: error: {msg}");
             if cli.json {
-                println!("{}", serde_json::json!({"error": msg, "exit_code": 2}));
+                let mut doc = serde_json::json!({"error": msg, "exit_code": 2});
+                lakedrill::output::add_warnings(&mut doc, warnings);
+                println!("{doc}");
             }
             ExitCode::from(2)
         }

@@ -740,6 +740,12 @@ impl Registry {
         self.pool.close().await;
     }
 
+    /// Whether [`Registry::close`] was called on this handle or a clone of it.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.pool.is_closed()
+    }
+
     /// The registry generation: the number of changes ever made (0 for a fresh registry).
     ///
     /// # Errors

@@ -33,7 +33,7 @@ pub async fn catalog_table(ctx: &Context, source: &TableSource) -> Result<(Table
         ));
     };
     let ident: TableIdent = table.parse()?;
-    let cat = SqlCatalog::open(catalog, ctx.config.catalog(catalog)?).await?;
+    let cat = ctx.catalog(catalog).await?;
     let t = ctx.table(source).await?;
     Ok((t, cat, ident))
 }

@@ -200,7 +200,10 @@ impl Table {
             } => {
                 let ident: TableIdent = table.parse()?;
                 let cat = SqlCatalog::open(catalog, config.catalog(catalog)?).await?;
-                let location = cat.metadata_location(&ident).await?;
+                let location = cat.metadata_location(&ident).await;
+                // Boxed, like the other pool futures: every command awaits Table::load.
+                Box::pin(cat.close()).await;
+                let location = location?;
                 let uri = location::canonical_uri(&location)?;
                 Self::from_metadata_uri(
                     storage,

@@ -67,18 +67,22 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     assert_eq!(doc["audit"]["status"], "VERIFIED", "{doc}");
     let report = doc["drill"]["report"].as_str().unwrap();
     assert!(report.starts_with(dir.to_str().unwrap()), "{report}");
-    lakedrill_in(
+    // See: issue 16 point 10 — auditors verify with a folder of public keys only; the private key is not in it.
+    let trust = dir.join("keys/trust");
+    assert_eq!(doc["drill"]["trust"], trust.to_str().unwrap(), "{doc}");
+    let mut in_trust: Vec<_> = std::fs::read_dir(&trust)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    in_trust.sort();
+    assert_eq!(in_trust, ["demo-drill.pub"]);
+    assert!(dir.join("keys/demo-drill.key").exists());
+    let verified = lakedrill_in(
         tmp.path(),
-        &[
-            "audit",
-            "verify",
-            report,
-            "--trust",
-            dir.join("keys").to_str().unwrap(),
-            "--chain",
-        ],
-    )
-    .expect_code(0);
+        &["audit", "verify", report, "--trust", trust.to_str().unwrap(), "--chain"],
+    );
+    verified.expect_code(0);
+    assert!(!verified.stderr.contains("private key"), "{}", verified.stderr);
 
     // Everything stays under DIR.
     let mut leftovers: Vec<_> = std::fs::read_dir(tmp.path())
@@ -110,8 +114,34 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
         "{stdout}"
     );
 
-    // Running it again over its own folder rebuilds; a foreign folder is refused.
-    lakedrill_in(tmp.path(), &["demo", "--dir", dir.to_str().unwrap()]).expect_code(0);
+    // Running it again over its own folder rebuilds; a foreign folder is refused. The commands it prints for
+    // auditors name the public-only folder, and nothing it runs warns about a private key in a trust folder.
+    let again = lakedrill_in(tmp.path(), &["demo", "--dir", dir.to_str().unwrap()]);
+    again.expect_code(0);
+    let printed = format!(" --trust {} --chain\n", trust.display());
+    assert!(
+        again
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("lakedrill audit verify ") && format!("{l}\n").ends_with(&printed)),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again
+            .stdout
+            .contains(&format!("== gates --trust {}\n", trust.display())),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        !again
+            .stdout
+            .contains(&format!("--trust {} ", dir.join("keys").display())),
+        "{}",
+        again.stdout
+    );
+    assert!(!again.stderr.contains("holds a private key"), "{}", again.stderr);
     let foreign = tmp.path().join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();
     std::fs::write(foreign.join("precious.txt"), b"keep me").unwrap();

@@ -148,6 +148,13 @@ impl Gov {
         )
         .unwrap();
         lakedrill_in(&dir, &["keygen", "--name", "gov-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+        // A trust folder of public keys only (keys/ also holds the private key, which gives a warning).
+        std::fs::create_dir_all(dir.join("keys/trust")).unwrap();
+        std::fs::copy(
+            dir.join("keys/gov-TEST-ONLY.pub"),
+            dir.join("keys/trust/gov-TEST-ONLY.pub"),
+        )
+        .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
         Gov {
             _tmp: tmp,

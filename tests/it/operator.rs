@@ -93,7 +93,7 @@ fn drill_plan(g: &Gov, name: &str, extra: &str) -> PathBuf {
     std::fs::write(
         &plan,
         format!(
-            "name = \"{name}\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n{extra}"
+            "name = \"{name}\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys/trust\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n{extra}"
         ),
     )
     .unwrap();
