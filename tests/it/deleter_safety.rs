@@ -222,25 +222,8 @@ fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
     assert!(gone >= 100 && kept > 0, "deleted {gone}, kept {kept}");
 
     // The gate counts deletes after a hold, and there are none.
-    let v = g
-        .on_table(&[
-            "--json",
-            "gates",
-            "--policy",
-            g.policy.to_str().unwrap(),
-            "--trust",
-            "keys",
-            "--reports",
-            "reports",
-        ])
-        .json();
-    let g5 = v["safety_gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == "acceptances_after_hold")
-        .unwrap()
-        .clone();
+    let v = crate::gates::gates(&g).json();
+    let g5 = crate::gates::gate(&v, "acceptances_after_hold");
     assert_eq!(g5["status"], "PASS", "{g5}");
     assert_eq!(g5["figures"]["deletes_after_a_hold"], 0, "{g5}");
     assert!(g5["figures"]["delete_requests"].as_u64().unwrap() >= 100, "{g5}");

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::governance::{Gov, with_failpoints};
 use crate::util::Run;
 
-fn gates(g: &Gov) -> Run {
+pub(crate) fn gates(g: &Gov) -> Run {
     g.on_table(&[
         "--json",
         "gates",
@@ -19,7 +19,7 @@ fn gates(g: &Gov) -> Run {
     ])
 }
 
-fn gate<'a>(v: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn gate<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["safety_gates"]
         .as_array()
         .unwrap_or_else(|| panic!("no safety gates: {v}"))
