@@ -25,17 +25,7 @@ impl Fixture {
         let tmp = tmpdir();
         let table = tmp.path().join("t");
         copy_tree(&interop().join("tree-31f6b388").join(LOCATION), &table);
-        let keys = tmp.path().join("keys");
-        let k = lakedrill(&[
-            "--json",
-            "keygen",
-            "--name",
-            "confine-TEST-ONLY",
-            "--dir",
-            keys.to_str().unwrap(),
-        ])
-        .expect_code(0)
-        .json();
+        let (key, trust) = crate::drill::keygen(tmp.path(), "confine-TEST-ONLY");
         let snapshot = lakedrill(&[
             "--json",
             "resolve",
@@ -50,8 +40,8 @@ impl Fixture {
             .unwrap();
         Fixture {
             table,
-            key: PathBuf::from(k["private_key"].as_str().unwrap()),
-            trust: keys,
+            key,
+            trust,
             snapshot,
             tmp,
         }
@@ -65,20 +55,12 @@ impl Fixture {
     }
 
     fn seal(&self) -> crate::util::Run {
-        let id = self.snapshot.to_string();
-        let out = self.tmp.path().join("bundles");
-        lakedrill(&[
-            "--json",
-            "seal",
-            "--metadata",
-            self.table.to_str().unwrap(),
-            "--snapshot-id",
-            &id,
-            "--key",
-            self.key.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        crate::drill::seal(
+            &["--metadata", self.table.to_str().unwrap()],
+            self.snapshot,
+            &self.key,
+            &self.tmp.path().join("bundles"),
+        )
     }
 
     /// Seals the current snapshot and returns the bundle folder.
@@ -88,14 +70,7 @@ impl Fixture {
     }
 
     fn restore(&self, bundle: &Path) -> Value {
-        let r = lakedrill(&[
-            "--json",
-            "restore",
-            bundle.to_str().unwrap(),
-            "--trust",
-            self.trust.to_str().unwrap(),
-            "--deep",
-        ]);
+        let r = crate::drill::restore(bundle.to_str().unwrap(), &self.trust, &["--deep"]);
         let v = r.json();
         assert_eq!(r.code, if v["status"] == "RESTORE_VERIFIED" { 0 } else { 1 }, "{v}");
         v

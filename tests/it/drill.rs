@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::util::{copy_tree, expected, generated, interop, lakedrill, lakedrill_in, tmpdir};
 
 /// A test key pair in `dir/keys` (name marks it as test-only).
-fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let keys = dir.join(format!("keys-{name}"));
     let r = lakedrill(&["--json", "keygen", "--name", name, "--dir", keys.to_str().unwrap()])
         .expect_code(0)
@@ -15,7 +15,7 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (PathBuf::from(r["private_key"].as_str().unwrap()), keys)
 }
 
-fn seal(addr: &[&str], snapshot: i64, key: &Path, out: &Path) -> crate::util::Run {
+pub(crate) fn seal(addr: &[&str], snapshot: i64, key: &Path, out: &Path) -> crate::util::Run {
     let id = snapshot.to_string();
     let mut args = vec!["--json", "seal"];
     args.extend(addr);
@@ -30,7 +30,7 @@ fn seal(addr: &[&str], snapshot: i64, key: &Path, out: &Path) -> crate::util::Ru
     lakedrill(&args)
 }
 
-fn restore(bundle: &str, trust: &Path, extra: &[&str]) -> crate::util::Run {
+pub(crate) fn restore(bundle: &str, trust: &Path, extra: &[&str]) -> crate::util::Run {
     let mut args = vec!["--json", "restore", bundle, "--trust", trust.to_str().unwrap()];
     args.extend(extra);
     lakedrill(&args)
