@@ -257,8 +257,8 @@ async fn bench_history(root: &Path) -> BenchResult<()> {
 /// d: verify of many small objects behind a store adding 20 ms per GET.
 async fn bench_latency(root: &Path) -> BenchResult<()> {
     use lakedrill::bundle::{self, RestoreStatus, VerifyOptions};
-    use lakedrill::keys::{PublicKey, SigningKey, TrustStore};
-    use lakedrill::store::{Storage, StorageOptions};
+    use lakedrill::evidence::keys::{PublicKey, SigningKey, TrustStore};
+    use lakedrill::io::store::{Storage, StorageOptions};
     use object_store::throttle::{ThrottleConfig, ThrottledStore};
     let n = env_usize("LAKEDRILL_BENCH_SMALL_OBJECTS", 10_000)?;
     let latency = Duration::from_millis(20);
@@ -276,7 +276,7 @@ async fn bench_latency(root: &Path) -> BenchResult<()> {
         files.push(data_file(format!("file://{}", p.display()), 4096)?);
     }
     let db = root.join("small-catalog.db");
-    lakedrill::demo::create_table_with_data_files(
+    lakedrill::lab::demo::create_table_with_data_files(
         &db,
         &root.join("small-wh"),
         "bench",
@@ -311,7 +311,7 @@ async fn bench_latency(root: &Path) -> BenchResult<()> {
     let id = table.metadata().current_snapshot_id().ok_or("no snapshot")?;
     let key = SigningKey::generate();
     let trust = TrustStore::from_keys(vec![PublicKey::new("bench", "bench.pub", key.verifying_key())])?;
-    let out = lakedrill::location::canonical_uri(&root.join("small-bundles").display().to_string())?;
+    let out = lakedrill::model::location::canonical_uri(&root.join("small-bundles").display().to_string())?;
     let sealed = bundle::seal(&table, &local, id, &key, &out, chrono::Utc::now())
         .await?
         .map_err(|f| format!("seal: {f:?}"))?;

@@ -17,7 +17,7 @@
 //! target (≥ 0.9× `b3sum`, warm cache). The verdict is printed, not enforced: the exit status is
 //! 0 whatever the ratios, 2 when the measurement could not be made (no `b3sum` on `PATH`, a seal
 //! with findings, a bundle that does not verify, an I/O error). `LAKEDRILL_BENCH_IO_CONCURRENCY`
-//! sets [`lakedrill::store::StorageOptions::io_concurrency`] (default: the library's).
+//! sets [`lakedrill::io::store::StorageOptions::io_concurrency`] (default: the library's).
 //!
 //! The files are not Parquet (a deep verify would report them unreadable); seal and non-deep verify
 //! read only sizes and digests of data files, so their content does not change what is measured.
@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
 use lakedrill::bundle::{self, BundlePredicate, RestoreStatus, VerifyOptions};
 use lakedrill::config::{CatalogConfig, Config};
-use lakedrill::keys::{PublicKey, SigningKey, TrustStore};
-use lakedrill::store::{Storage, StorageOptions};
+use lakedrill::evidence::keys::{PublicKey, SigningKey, TrustStore};
+use lakedrill::io::store::{Storage, StorageOptions};
 use lakedrill::table::{Table, TableSource};
 
 type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -161,7 +161,7 @@ async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResul
         paths.push(path);
     }
     let db = root.join("catalog.db");
-    lakedrill::demo::create_table_with_data_files(&db, &warehouse, "bench", "throughput", &location, data_files)
+    lakedrill::lab::demo::create_table_with_data_files(&db, &warehouse, "bench", "throughput", &location, data_files)
         .await?;
     let mut config = Config::default();
     config.catalog.insert(
@@ -246,7 +246,8 @@ async fn bench(root: &Path) -> BenchResult<()> {
     let mut seal_best = Duration::MAX;
     let mut bundle_uri = String::new();
     for run in 0..RUNS {
-        let out = lakedrill::location::canonical_uri(&root.join(format!("bundles-{run}")).display().to_string())?;
+        let out =
+            lakedrill::model::location::canonical_uri(&root.join(format!("bundles-{run}")).display().to_string())?;
         let start = Instant::now();
         let sealed = bundle::seal(&table, &storage, snapshot_id, &key, &out, chrono::Utc::now()).await?;
         let d = start.elapsed();
@@ -277,7 +278,7 @@ async fn bench(root: &Path) -> BenchResult<()> {
 
     // Same data, same digests: lakedrill's inventory must agree with b3sum file for file.
     let envelope = storage
-        .get(&lakedrill::location::join(&bundle_uri, bundle::ENVELOPE_FILE))
+        .get(&lakedrill::model::location::join(&bundle_uri, bundle::ENVELOPE_FILE))
         .await?;
     let statement = lakedrill::evidence::verify(&envelope.bytes, &trust).map_err(|e| e.to_string())?;
     let predicate: BundlePredicate = serde_json::from_value(statement.predicate().clone())?;

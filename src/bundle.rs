@@ -21,13 +21,13 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::evidence::keys::{SigningKey, TrustStore};
 use crate::evidence::{self, Statement, Subject};
-use crate::findings::{Finding, FindingKind};
-use crate::keys::{SigningKey, TrustStore};
-use crate::location::{self, TableLocation};
-use crate::store::Storage;
+use crate::io::store::Storage;
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::location::{self, TableLocation};
+use crate::table::tree::Content;
 use crate::table::{self, Table};
-use crate::tree::Content;
 
 /// `predicateType` of a bundle statement.
 pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/bundle/v1";
@@ -124,7 +124,7 @@ pub struct BundlePredicate {
     pub bytes: u64,
     /// Every object.
     pub inventory: Vec<InventoryEntry>,
-    /// Present on cold-backup bundles ([`crate::backup`]): the declared recovery point. Object URIs
+    /// Present on cold-backup bundles ([`crate::ops::backup`]): the declared recovery point. Object URIs
     /// of such a bundle point into the backup store, not at the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupInfo>,
@@ -328,7 +328,7 @@ pub async fn seal(
 ) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
     let concurrency = storage.options().io_concurrency.get();
     let snapshot = table.snapshot(snapshot_id)?.clone();
-    let tree = crate::scan::snapshot_files(table, storage, snapshot_id, concurrency).await?;
+    let tree = crate::table::scan::snapshot_files(table, storage, snapshot_id, concurrency).await?;
     let mut findings = Vec::new();
     // On the local filesystem, no object whose path (symlinks resolved) leaves the table root is sealed
     // (README "Symlinks"): a refusal naming the path and where it resolves to.
@@ -353,7 +353,7 @@ pub async fn seal(
     let mut add_copy = |layer: Layer,
                         path: &str,
                         uri: &str,
-                        info: &crate::store::ObjectInfo,
+                        info: &crate::io::store::ObjectInfo,
                         bytes: &Bytes,
                         inventory: &mut Vec<InventoryEntry>| {
         let digest = blake3::hash(bytes).to_hex().to_string();
@@ -370,7 +370,7 @@ pub async fn seal(
             copy: Some(format!("copies/{digest}")),
         });
     };
-    let md_info = crate::store::ObjectInfo {
+    let md_info = crate::io::store::ObjectInfo {
         uri: table.metadata_uri().to_owned(),
         size: table.metadata_bytes().len() as u64,
         e_tag: None,
@@ -405,7 +405,7 @@ pub async fn seal(
         );
     }
     // The manifests' bytes live on in `copies` until written; the listing is all that is needed here.
-    let crate::scan::SnapshotFiles {
+    let crate::table::scan::SnapshotFiles {
         files,
         manifests,
         manifest_list,
@@ -414,7 +414,7 @@ pub async fn seal(
     drop((manifests, manifest_list));
     // Data and delete files (each once): stream-hash each, in parallel, bounded; results go straight into
     // the inventory, so that a million files are held once as entries and once as the listing.
-    let progress = crate::output::Progress::new("seal", files.len(), storage.options().progress);
+    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress);
     let progress = &progress;
     inventory.reserve(files.len());
     // The listing is consumed: each path moves into its inventory entry.
@@ -593,7 +593,7 @@ pub async fn write_bundle(
         // when this key signed it for the same snapshot and the same root; anything else is refused.
         Err(Error::AlreadyExists { .. }) => {
             let existing = storage.get(&env_uri).await?.bytes;
-            let trust = crate::keys::TrustStore::from_keys(vec![crate::keys::PublicKey::new(
+            let trust = crate::evidence::keys::TrustStore::from_keys(vec![crate::evidence::keys::PublicKey::new(
                 "sealing-key",
                 "sealing-key.pub",
                 key.verifying_key(),
@@ -899,7 +899,7 @@ pub async fn verify(
         to_check.push((e, uri));
     }
     let deep = opts.deep;
-    let progress = crate::output::Progress::new("verify", to_check.len(), storage.options().progress);
+    let progress = crate::report::output::Progress::new("verify", to_check.len(), storage.options().progress);
     let progress = &progress;
     let confined = &confined;
     // Inner `Err`: the object's resolved path leaves the table root (it was not read).
@@ -989,8 +989,8 @@ pub async fn verify(
 }
 
 /// Reads a bundle's byte copy, `None` when it is absent; the table metadata copy is read within
-/// [`crate::store::StorageOptions::max_metadata_bytes`], like the table's own metadata.
-async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<crate::store::Fetched>> {
+/// [`crate::io::store::StorageOptions::max_metadata_bytes`], like the table's own metadata.
+async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<crate::io::store::Fetched>> {
     if layer != Layer::Metadata {
         return storage.get_opt(uri).await;
     }
@@ -1013,7 +1013,7 @@ pub(crate) fn symlink_finding(path: &str, root: &str, target: &str) -> Finding {
 }
 
 /// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
-type Checked = (crate::store::Hashed, Option<std::result::Result<u64, String>>);
+type Checked = (crate::io::store::Hashed, Option<std::result::Result<u64, String>>);
 
 /// Reads a Parquet footer and returns the file's row count.
 async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::result::Result<u64, String>> {

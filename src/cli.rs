@@ -1,12 +1,15 @@
 //! Command-line arguments (clap). No logic lives here.
 
+pub mod config_check;
+pub mod runtime;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::InspectWhat;
-use crate::resolve::Selector;
+use crate::ops::commands::InspectWhat;
 use crate::table::TableSource;
+use crate::table::resolve::Selector;
 
 /// lakedrill: safe deletion of Iceberg table history, proven by signed restore drills.
 ///
@@ -768,7 +771,7 @@ pub enum RolloutCommand {
         #[arg(long, default_value = "14d")]
         since: String,
         /// The `older_than` of the plain remove_orphan_files job being compared (Iceberg's default: 3d).
-        #[arg(long, default_value = crate::rollout::DEFAULT_PLAIN_ORPHAN_OLDER_THAN)]
+        #[arg(long, default_value = crate::ops::rollout::DEFAULT_PLAIN_ORPHAN_OLDER_THAN)]
         orphan_older_than: String,
     },
 }

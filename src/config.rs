@@ -21,10 +21,10 @@
 //! ```
 //!
 //! `[keys]` (signing key and trust store) and `[defaults."<command>"]` tables set command-line defaults
-//! ([`crate::config_check::apply_defaults`]); the README documents every field.
+//! ([`crate::cli::config_check::apply_defaults`]); the README documents every field.
 //!
 //! Unknown fields are errors: a misspelt setting must never be ignored silently. A secret-looking key or a
-//! URL with a password is refused ([`crate::config_check::secret_problems`]): credentials come from the
+//! URL with a password is refused ([`crate::cli::config_check::secret_problems`]): credentials come from the
 //! environment or the AWS chain only.
 //! A missing default file is an empty configuration; a missing file named with `--config` is an
 //! error.
@@ -36,7 +36,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::store::StorageOptions;
+use crate::io::store::StorageOptions;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -54,7 +54,7 @@ pub struct Config {
     /// Signing key and trust store used when a command's `--key` / `--trust` is not given.
     #[serde(default)]
     pub keys: KeysConfig,
-    /// Defaults per command: `[defaults."drill run"] metrics_file = "…"` (see [`crate::config_check`]).
+    /// Defaults per command: `[defaults."drill run"] metrics_file = "…"` (see [`crate::cli::config_check`]).
     #[serde(default)]
     pub defaults: BTreeMap<String, BTreeMap<String, toml::Value>>,
     /// Progress lines on stderr (set from `-q`, not from the file).
@@ -72,7 +72,7 @@ pub struct StorageConfig {
     #[serde(default)]
     pub s3: BTreeMap<String, String>,
     /// The most bytes a table metadata file may have, raw or decompressed; default 512 MiB
-    /// ([`crate::store::DEFAULT_MAX_METADATA_BYTES`]).
+    /// ([`crate::io::store::DEFAULT_MAX_METADATA_BYTES`]).
     pub max_metadata_bytes: Option<NonZeroU64>,
 }
 
@@ -129,7 +129,7 @@ impl Config {
         })?;
         // Credentials come from the environment or the AWS chain only; a file that holds one is refused
         // before anything else is read from it.
-        if let Some(reason) = crate::config_check::secret_problems(&raw).into_iter().next() {
+        if let Some(reason) = crate::cli::config_check::secret_problems(&raw).into_iter().next() {
             return Err(Error::Config {
                 file: path.display().to_string(),
                 reason,

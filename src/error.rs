@@ -4,7 +4,7 @@
 //! unreadable object, an internal fault. Every such outcome exits with code 2 and
 //! means "do not delete". Problems found *in* a table or a bundle (a digest that
 //! differs, a missing data file during a drill) are not errors but findings
-//! (see [`crate::findings`]); they are collected and reported, and exit with 1.
+//! (see [`crate::model::findings`]); they are collected and reported, and exit with 1.
 //!
 //! Every variant names the object it is about (a storage URI, a snapshot id, a
 //! configuration field). Messages never interpolate their `source`; the binary
@@ -171,13 +171,13 @@ pub enum Error {
     },
     /// A retention policy document is invalid or does not match the table.
     #[error(transparent)]
-    Policy(Box<crate::policy::PolicyError>),
+    Policy(Box<crate::govern::policy::PolicyError>),
     /// The registry (leases, holds, writers, checkpoints, states) refused a change or failed.
     #[error(transparent)]
     Registry(Box<crate::registry::RegistryError>),
     /// A signing or trust key could not be used.
     #[error(transparent)]
-    Key(Box<crate::keys::KeyError>),
+    Key(Box<crate::evidence::keys::KeyError>),
     /// An operation of the iceberg crate failed.
     #[error("{context}")]
     Iceberg {
@@ -256,14 +256,14 @@ impl Error {
     }
 }
 
-impl From<crate::keys::KeyError> for Error {
-    fn from(e: crate::keys::KeyError) -> Self {
+impl From<crate::evidence::keys::KeyError> for Error {
+    fn from(e: crate::evidence::keys::KeyError) -> Self {
         Error::Key(Box::new(e))
     }
 }
 
-impl From<crate::policy::PolicyError> for Error {
-    fn from(e: crate::policy::PolicyError) -> Self {
+impl From<crate::govern::policy::PolicyError> for Error {
+    fn from(e: crate::govern::policy::PolicyError) -> Self {
         Error::Policy(Box::new(e))
     }
 }

@@ -19,9 +19,11 @@
 //!   features of `serde_json` other crates switch on.
 //!
 //! What it does NOT do: no file or network I/O (callers pass bytes; hash the file bytes with [`sha256_hex`]
-//! for report chains), no key loading (see [`crate::keys`]), no check of what the predicate says (the drill
+//! for report chains), no key loading (see [`crate::evidence::keys`]), no check of what the predicate says (the drill
 //! report's fields, its chain link, its subjects against a bundle: that is the caller's job), no RFC 8785
 //! (JCS) canonicalization of arbitrary JSON, and no timestamps, transparency logs or certificates.
+
+pub mod keys;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::keys::{SigningKey, TrustStore};
+use crate::evidence::keys::{SigningKey, TrustStore};
 
 /// The DSSE payload type of an in-toto Statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
@@ -92,7 +94,7 @@ pub struct Envelope {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvelopeSignature {
-    /// The signer's key id (see [`crate::keys::keyid`]).
+    /// The signer's key id (see [`crate::evidence::keys::keyid`]).
     pub keyid: String,
     /// The 64-byte Ed25519 signature in standard base64 with padding.
     pub sig: String,
@@ -859,7 +861,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::keys::PublicKey;
+    use crate::evidence::keys::PublicKey;
     use serde_json::json;
 
     fn key(seed: u8) -> SigningKey {

@@ -11,9 +11,9 @@ use lakedrill::cli::{
     AuditCommand, CheckpointCommand, Cli, Command, ConfigCommand, DecisionCommand, DeleterCommand, DrillCommand,
     HoldCommand, LeaseCommand, PolicyCommand, QuarantineCommand, ReportCommand, RolloutCommand, WriterCommand,
 };
-use lakedrill::commands::{self, Context};
 use lakedrill::config::Config;
-use lakedrill::governance as gov;
+use lakedrill::ops::commands::{self, Context};
+use lakedrill::ops::governance as gov;
 
 async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<Outcome> {
     let (config_path, explicit) = match &cli.config {
@@ -24,7 +24,7 @@ async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<
         command: ConfigCommand::Check,
     } = &cli.command
     {
-        return lakedrill::config_check::check(&config_path, explicit, &Cli::command());
+        return lakedrill::cli::config_check::check(&config_path, explicit, &Cli::command());
     }
     let mut config = loaded?;
     config.progress = !cli.quiet;
@@ -51,13 +51,13 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                     metrics_file,
                 },
         } => commands::report_merge(&ctx, shard_reports, key, trust, reports, metrics_file.as_deref()).await,
-        Command::Demo { dir } => lakedrill::demo::run(&ctx, dir, cli.quiet).await,
+        Command::Demo { dir } => lakedrill::lab::demo::run(&ctx, dir, cli.quiet).await,
         Command::Inspect { what, table, select } => {
             commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await
         }
         Command::Resolve { table, select } => {
             let sel = select.selector();
-            if sel == lakedrill::resolve::Selector::Current {
+            if sel == lakedrill::table::resolve::Selector::Current {
                 return Err(lakedrill::Error::invalid(
                     "resolve",
                     "give one of --snapshot-id, --ref or --as-of",
@@ -82,7 +82,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             table,
         } => match (into, catalog, table) {
             (Some(into), Some(catalog), Some(table)) => {
-                lakedrill::materialize::restore_into(&ctx, bundle, trust, into, catalog, table).await
+                lakedrill::ops::materialize::restore_into(&ctx, bundle, trust, into, catalog, table).await
             }
             _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
         },
@@ -96,16 +96,18 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             to,
         } => {
             let point = match (checkpoint, snapshot_id, ref_name) {
-                (Some(c), _, _) => lakedrill::backup::BackupPoint::Checkpoint(c.clone()),
+                (Some(c), _, _) => lakedrill::ops::backup::BackupPoint::Checkpoint(c.clone()),
                 (None, Some(id), _) => {
-                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::SnapshotId(*id))
+                    lakedrill::ops::backup::BackupPoint::Select(lakedrill::table::resolve::Selector::SnapshotId(*id))
                 }
                 (None, None, Some(r)) => {
-                    lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Ref(r.clone()))
+                    lakedrill::ops::backup::BackupPoint::Select(lakedrill::table::resolve::Selector::Ref(r.clone()))
                 }
-                (None, None, None) => lakedrill::backup::BackupPoint::Select(lakedrill::resolve::Selector::Current),
+                (None, None, None) => {
+                    lakedrill::ops::backup::BackupPoint::Select(lakedrill::table::resolve::Selector::Current)
+                }
             };
-            lakedrill::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
+            lakedrill::ops::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
         }
         Command::Recover {
             from,
@@ -114,23 +116,23 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             catalog,
             table,
         } => commands::recover(&ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
-        Command::Rollback { table, to } => lakedrill::runbook::rollback(&ctx, &table.source()?, *to).await,
+        Command::Rollback { table, to } => lakedrill::ops::runbook::rollback(&ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
             select,
             from_bundle,
             trust,
         } => match (from_bundle, trust) {
-            (Some(b), Some(t)) => lakedrill::runbook::set_current_from_bundle(&ctx, &table.source()?, b, t).await,
+            (Some(b), Some(t)) => lakedrill::ops::runbook::set_current_from_bundle(&ctx, &table.source()?, b, t).await,
             _ => {
                 let sel = select.selector();
-                if sel == lakedrill::resolve::Selector::Current {
+                if sel == lakedrill::table::resolve::Selector::Current {
                     return Err(lakedrill::Error::invalid(
                         "set-current",
                         "give one of --snapshot-id, --ref or --from-bundle",
                     ));
                 }
-                lakedrill::runbook::set_current(&ctx, &table.source()?, &sel).await
+                lakedrill::ops::runbook::set_current(&ctx, &table.source()?, &sel).await
             }
         },
         Command::Policy {
@@ -176,7 +178,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
         Command::Quarantine {
             action: Some(QuarantineCommand::Extend { candidate, by, reason }),
             ..
-        } => lakedrill::rollout::extend(&ctx, candidate, by, reason).await,
+        } => lakedrill::ops::rollout::extend(&ctx, candidate, by, reason).await,
         Command::Quarantine {
             action: None,
             candidate,
@@ -215,7 +217,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             dry_run,
             metrics_file,
         } => {
-            let opts = lakedrill::deleter::PurgeOptions {
+            let opts = lakedrill::ops::deleter::PurgeOptions {
                 candidate_id: candidate.clone(),
                 evidence: evidence.clone(),
                 trust: trust.clone(),
@@ -224,7 +226,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                 receipts: receipts.clone(),
                 dry_run: *dry_run,
             };
-            let r = lakedrill::deleter::purge(&ctx, &table.source()?, &opts).await;
+            let r = lakedrill::ops::deleter::purge(&ctx, &table.source()?, &opts).await;
             commands::deleter_metrics(metrics_file.as_deref(), "purge", candidate, r)
         }
         Command::Reconcile {
@@ -235,19 +237,19 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             receipts,
             metrics_file,
         } => {
-            let r = lakedrill::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await;
+            let r = lakedrill::ops::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await;
             commands::deleter_metrics(metrics_file.as_deref(), "reconcile", candidate, r)
         }
         Command::Undelete {
             candidate,
             table,
             trust,
-        } => lakedrill::deleter::undelete(&ctx, &table.source()?, candidate, trust).await,
+        } => lakedrill::ops::deleter::undelete(&ctx, &table.source()?, candidate, trust).await,
         Command::Deleter { command } => match command {
-            DeleterCommand::Stop { reason } => lakedrill::deleter::switch(&ctx, true, reason).await,
-            DeleterCommand::Start { reason } => lakedrill::deleter::switch(&ctx, false, reason).await,
+            DeleterCommand::Stop { reason } => lakedrill::ops::deleter::switch(&ctx, true, reason).await,
+            DeleterCommand::Start { reason } => lakedrill::ops::deleter::switch(&ctx, false, reason).await,
         },
-        Command::Version => lakedrill::rollout::version(),
+        Command::Version => lakedrill::ops::rollout::version(),
         Command::Rollout { command } => match command {
             RolloutCommand::Set {
                 table,
@@ -261,21 +263,21 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                     .or_else(|| std::env::var("USER").ok())
                     .or_else(|| std::env::var("LOGNAME").ok())
                     .unwrap_or_else(|| "unknown".to_owned());
-                lakedrill::rollout::set(&ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
+                lakedrill::ops::rollout::set(&ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
             }
-            RolloutCommand::Show { table } => lakedrill::rollout::show(&ctx, &table.source()).await,
+            RolloutCommand::Show { table } => lakedrill::ops::rollout::show(&ctx, &table.source()).await,
             RolloutCommand::Report {
                 table,
                 policy,
                 since,
                 orphan_older_than,
-            } => lakedrill::rollout::report(&ctx, &table.source(), policy, since, orphan_older_than).await,
+            } => lakedrill::ops::rollout::report(&ctx, &table.source(), policy, since, orphan_older_than).await,
         },
         Command::Decision { command } => match command {
             DecisionCommand::Apply { file, table, trust } => {
-                lakedrill::decision::apply(&ctx, &table.source()?, file, trust).await
+                lakedrill::ops::decision::apply(&ctx, &table.source()?, file, trust).await
             }
-            DecisionCommand::Sign { file, key, out } => lakedrill::decision::sign(file, key, out),
+            DecisionCommand::Sign { file, key, out } => lakedrill::ops::decision::sign(file, key, out),
         },
         Command::Gates {
             table,
@@ -284,12 +286,12 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             reports,
             since,
         } => {
-            let safety = trust.as_ref().map(|t| lakedrill::rollout::SafetyOptions {
+            let safety = trust.as_ref().map(|t| lakedrill::ops::rollout::SafetyOptions {
                 trust: t.clone(),
                 reports: reports.clone(),
                 since: since.clone(),
             });
-            lakedrill::rollout::gates(&ctx, &table.source()?, policy, safety.as_ref()).await
+            lakedrill::ops::rollout::gates(&ctx, &table.source()?, policy, safety.as_ref()).await
         }
         Command::Drill {
             command:
@@ -321,13 +323,13 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                     store,
                 },
         } => {
-            let opts = lakedrill::faults::MatrixOptions {
+            let opts = lakedrill::lab::faults::MatrixOptions {
                 scratch: scratch.clone(),
                 keep: *keep,
                 only: scenarios.clone(),
                 store: store.clone(),
             };
-            lakedrill::faults::command(&ctx, &opts, key.as_deref(), Some(reports)).await
+            lakedrill::lab::faults::command(&ctx, &opts, key.as_deref(), Some(reports)).await
         }
         Command::Audit {
             command: AuditCommand::Verify { report, trust, chain },
@@ -365,7 +367,7 @@ fn main() -> ExitCode {
     let mut definition = Cli::command();
     let loaded = match Config::load(&config_path, explicit) {
         Ok(cfg) => {
-            let (d, problems) = lakedrill::config_check::apply_defaults(definition, &cfg);
+            let (d, problems) = lakedrill::cli::config_check::apply_defaults(definition, &cfg);
             definition = d;
             if problems.is_empty() {
                 Ok(cfg)
@@ -390,25 +392,26 @@ fn main() -> ExitCode {
             return usage_error(&e);
         }
     };
-    lakedrill::keys::allow_readable_keys(cli.allow_readable_key);
+    lakedrill::evidence::keys::allow_readable_keys(cli.allow_readable_key);
     // Built by hand and shut down with a deadline: a stuck task cannot keep the process alive (sqlx#3645).
-    let (result, shutdown) = match lakedrill::runtime::block_on(run(&cli, loaded), lakedrill::runtime::SHUTDOWN_GRACE) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("lakedrill: error: cannot start the async runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if shutdown == lakedrill::runtime::Shutdown::TimedOut {
-        lakedrill::output::warn(format!(
+    let (result, shutdown) =
+        match lakedrill::cli::runtime::block_on(run(&cli, loaded), lakedrill::cli::runtime::SHUTDOWN_GRACE) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("lakedrill: error: cannot start the async runtime: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    if shutdown == lakedrill::cli::runtime::Shutdown::TimedOut {
+        lakedrill::report::output::warn(format!(
             "a background task was still running {}s after the command finished; exiting without it",
-            lakedrill::runtime::SHUTDOWN_GRACE.as_secs()
+            lakedrill::cli::runtime::SHUTDOWN_GRACE.as_secs()
         ));
     }
-    let warnings = lakedrill::output::take_warnings();
+    let warnings = lakedrill::report::output::take_warnings();
     match result {
         Ok(mut outcome) => {
-            lakedrill::output::add_warnings(&mut outcome.json, warnings);
+            lakedrill::report::output::add_warnings(&mut outcome.json, warnings);
             let mut out = std::io::stdout().lock();
             let res = if cli.json {
                 serde_json::to_writer_pretty(&mut out, &outcome.json)
@@ -430,7 +433,7 @@ fn main() -> ExitCode {
             eprintln!("lakedrill: error: {msg}");
             if cli.json {
                 let mut doc = serde_json::json!({"error": msg, "exit_code": 2});
-                lakedrill::output::add_warnings(&mut doc, warnings);
+                lakedrill::report::output::add_warnings(&mut doc, warnings);
                 println!("{doc}");
             }
             ExitCode::from(2)

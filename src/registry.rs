@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AnyPool, Row};
 
-use crate::db::{self, DbUri, Dialect, PoolSettings};
+use crate::io::db::{self, DbUri, Dialect, PoolSettings};
 
 mod rollout;
 pub use rollout::{
@@ -2045,7 +2045,7 @@ impl Registry {
         let s = &rec.stamp;
         if (s.metadata_location != current_table.metadata_location
             || s.metadata_blake3 != current_table.metadata_blake3)
-            && !crate::faults::weakened(crate::faults::Check::TableGenerationCas)
+            && !crate::lab::faults::weakened(crate::lab::faults::Check::TableGenerationCas)
         {
             reasons.push(format!(
                 "the table changed: generation {} (blake3 {}) is now {} (blake3 {})",
@@ -2058,13 +2058,15 @@ impl Registry {
                 s.protected_ref_root, current_table.protected_ref_root
             ));
         }
-        if s.lease_watermark != watermark.counter && !crate::faults::weakened(crate::faults::Check::LeaseWatermarkCas) {
+        if s.lease_watermark != watermark.counter
+            && !crate::lab::faults::weakened(crate::lab::faults::Check::LeaseWatermarkCas)
+        {
             reasons.push(format!(
                 "leases changed: lease watermark {} is now {}",
                 s.lease_watermark, watermark.counter
             ));
         }
-        if s.hold_generation != holds && !crate::faults::weakened(crate::faults::Check::HoldGenerationCas) {
+        if s.hold_generation != holds && !crate::lab::faults::weakened(crate::lab::faults::Check::HoldGenerationCas) {
             reasons.push(format!(
                 "holds changed: hold generation {} is now {holds}",
                 s.hold_generation
@@ -2501,7 +2503,8 @@ impl Registry {
         let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        if hold_generation != base.hold_generation && !crate::faults::weakened(crate::faults::Check::HoldCheckPerBatch)
+        if hold_generation != base.hold_generation
+            && !crate::lab::faults::weakened(crate::lab::faults::Check::HoldCheckPerBatch)
         {
             let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
                 .bind(&base.table_uuid)
@@ -2664,7 +2667,7 @@ mod tests {
         Postgres,
     }
 
-    /// A fresh registry: a new SQLite file, or a new PostgreSQL database ([`crate::db::fresh_postgres_database`],
+    /// A fresh registry: a new SQLite file, or a new PostgreSQL database ([`crate::io::db::fresh_postgres_database`],
     /// which fails loudly without `LAKEDRILL_TEST_PG_URI`).
     async fn fresh_on(backend: Backend) -> (Option<tempfile::TempDir>, String, Registry) {
         match backend {
@@ -2673,7 +2676,7 @@ mod tests {
                 (Some(dir), uri, registry)
             }
             Backend::Postgres => {
-                let uri = crate::db::fresh_postgres_database().await;
+                let uri = crate::io::db::fresh_postgres_database().await;
                 let registry = Registry::open(&uri).await.unwrap();
                 (None, uri, registry)
             }

@@ -13,6 +13,11 @@
 //! This module reads metadata JSON, manifest lists and manifests; it does not read data files and
 //! never writes.
 
+pub mod inspect;
+pub mod resolve;
+pub mod scan;
+pub mod tree;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::Arc;
@@ -22,11 +27,11 @@ use iceberg::spec::{
     FormatVersion, Manifest, ManifestFile, ManifestList, SnapshotRef, SnapshotReference, TableMetadata,
 };
 
-use crate::catalog::{SqlCatalog, TableIdent};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::location::{self, TableLocation};
-use crate::store::{Fetched, Storage};
+use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::io::store::{Fetched, Storage};
+use crate::model::location::{self, TableLocation};
 
 /// How the user addressed a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +101,7 @@ fn maybe_gunzip(uri: &str, bytes: &[u8], max: u64) -> Result<Vec<u8>> {
 
 /// Parses table metadata bytes (pure). Returns the metadata and its refs (including the implied
 /// `main` of tables written without `refs`). Metadata over `max_bytes`, raw or decompressed, is refused
-/// (see [`crate::store::StorageOptions::max_metadata_bytes`]).
+/// (see [`crate::io::store::StorageOptions::max_metadata_bytes`]).
 ///
 /// # Errors
 /// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it).
@@ -106,7 +111,7 @@ pub fn parse_metadata(
     max_bytes: u64,
 ) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
     if bytes.len() as u64 > max_bytes {
-        return Err(crate::store::over_limit(
+        return Err(crate::io::store::over_limit(
             uri,
             "table metadata",
             bytes.len() as u64,
@@ -426,7 +431,7 @@ pub(crate) fn check_manifest_length(uri: &str, actual: usize, recorded: i64) -> 
 pub const AVRO_MAX_ALLOCATION: usize = 16 << 20;
 
 /// Bounds the Avro decoder's allocations to [`AVRO_MAX_ALLOCATION`] (process-wide, set once, before the
-/// first decode). Called by the binary's `main`, by [`crate::store::Storage::new`] and by every parse of a
+/// first decode). Called by the binary's `main`, by [`crate::io::store::Storage::new`] and by every parse of a
 /// manifest or manifest list, so that no decode in the process runs under the decoder's default.
 pub fn bound_avro_allocations() {
     let _ = apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION);

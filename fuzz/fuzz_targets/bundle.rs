@@ -3,8 +3,8 @@
 //! an error, never a panic, and never open a path outside the table location).
 #![no_main]
 use lakedrill::bundle::{self, VerifyOptions};
-use lakedrill::keys::{PublicKey, SigningKey, TrustStore};
-use lakedrill::store::{Storage, StorageOptions};
+use lakedrill::evidence::keys::{PublicKey, SigningKey, TrustStore};
+use lakedrill::io::store::{Storage, StorageOptions};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let key = SigningKey::from(ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]));

@@ -1,7 +1,7 @@
 //! DSSE envelopes as they arrive (signature, payload type, statement), and the same bytes as a
 //! drill report for the auditor's checks.
 #![no_main]
-use lakedrill::keys::{PublicKey, SigningKey, TrustStore};
+use lakedrill::evidence::keys::{PublicKey, SigningKey, TrustStore};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let key = SigningKey::from(ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]));
@@ -10,5 +10,5 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     };
     let _ = lakedrill::evidence::verify(data, &trust);
     let mut findings = Vec::new();
-    let _ = lakedrill::audit::check_report("fuzz.dsse.json", data, &trust, &mut findings);
+    let _ = lakedrill::ops::audit::check_report("fuzz.dsse.json", data, &trust, &mut findings);
 });

@@ -4,7 +4,7 @@
 //! (silent hook, as in the `manifest` target), a panic that escapes aborts with its reproducer.
 #![no_main]
 use iceberg::spec::FormatVersion;
-use lakedrill::scan::{self, Decoder};
+use lakedrill::table::scan::{self, Decoder};
 libfuzzer_sys::fuzz_target!(init: std::panic::set_hook(Box::new(|_| {})), |data: &[u8]| {
     for v in [FormatVersion::V1, FormatVersion::V2] {
         let _ = scan::manifest_list_entries("fuzz://snap.avro", data, v, Decoder::FastOnly);

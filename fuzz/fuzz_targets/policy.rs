@@ -1,5 +1,5 @@
 //! lakehouseRetentionPolicy.v1 documents (YAML).
 #![no_main]
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = lakedrill::policy::parse(data, "fuzz.yaml");
+    let _ = lakedrill::govern::policy::parse(data, "fuzz.yaml");
 });

@@ -481,17 +481,17 @@ async fn a_recovery_slower_than_the_rto_limit_fails_the_gate() {
     site.backup(&["--metadata", pos.to_str().unwrap()], &[], &site.path("backups"))
         .expect_code(0);
     let plan = write_cold_plan(&site, "slow", "1h");
-    let storage = lakedrill::store::Storage::new(lakedrill::store::StorageOptions::default());
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
     // Every clock read advances 90 minutes: a recovery reads the clock at its start and its end,
     // so its RTO is at least 90 min, over the plan's one-hour limit.
     let clock = TestClock::new(1_800_000_000_000, 90 * 60 * 1000);
-    let o = lakedrill::drill::run_with(
+    let o = lakedrill::ops::drill::run_with(
         &storage,
         &lakedrill::config::Config::default(),
         &plan,
         &clock,
         &"0".repeat(64),
-        lakedrill::drill::RunOptions::default(),
+        lakedrill::ops::drill::RunOptions::default(),
     )
     .await
     .unwrap();
@@ -501,7 +501,7 @@ async fn a_recovery_slower_than_the_rto_limit_fails_the_gate() {
     assert!(
         r.findings
             .iter()
-            .any(|f| f.kind == lakedrill::findings::FindingKind::RtoExceeded),
+            .any(|f| f.kind == lakedrill::model::findings::FindingKind::RtoExceeded),
         "{:?}",
         r.findings
     );

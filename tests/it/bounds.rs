@@ -28,7 +28,7 @@ fn limited_table(into: &Path, limit: u64) -> PathBuf {
 fn the_default_metadata_limit_is_512_mib() {
     let o = lakedrill::config::Config::default().storage_options();
     assert_eq!(o.max_metadata_bytes, 512 * 1024 * 1024);
-    assert_eq!(lakedrill::store::DEFAULT_MAX_METADATA_BYTES, 512 * 1024 * 1024);
+    assert_eq!(lakedrill::io::store::DEFAULT_MAX_METADATA_BYTES, 512 * 1024 * 1024);
 }
 
 /// A gzip metadata file of a few KiB that expands past the limit: `inspect` stops decompressing at the

@@ -137,7 +137,7 @@ fn resign(bundle: &Path, key: &Path, st: &mut Value) {
     st["subject"][0]["digest"]["sha256"] = Value::String(lakedrill::evidence::sha256_hex(
         &lakedrill::bundle::canonical_inventory(&inventory),
     ));
-    let key = lakedrill::keys::load_signing_key(key).unwrap();
+    let key = lakedrill::evidence::keys::load_signing_key(key).unwrap();
     let env = lakedrill::evidence::sign("application/vnd.in-toto+json", st.to_string().as_bytes(), &key);
     std::fs::write(bundle.join("bundle.dsse.json"), env.to_json_bytes()).unwrap();
 }

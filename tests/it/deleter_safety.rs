@@ -19,8 +19,8 @@ fn flip_a_byte(path: &Path) {
 
 /// The manifest-list copy of the bundle at `bundle_uri`, as a local path.
 fn manifest_list_copy(g: &Gov, bundle_uri: &str) -> std::path::PathBuf {
-    let storage = lakedrill::store::Storage::new(lakedrill::store::StorageOptions::default());
-    let trust = lakedrill::keys::TrustStore::load_dir(&g.dir.join("keys")).unwrap();
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
+    let trust = lakedrill::evidence::keys::TrustStore::load_dir(&g.dir.join("keys")).unwrap();
     let (pred, _) = crate::util::block_on(lakedrill::bundle::verified_predicate(&storage, bundle_uri, &trust)).unwrap();
     let member = pred
         .inventory

@@ -151,7 +151,7 @@ fn kubernetes_manifests_parse_and_their_lakedrill_commands_are_valid() {
     lakedrill::config::Config::load(&toml, true).unwrap();
     let plan = tmp.path().join("weekly-quarantine.toml");
     std::fs::write(&plan, cm["data"]["weekly-quarantine.toml"].as_str().unwrap()).unwrap();
-    lakedrill::drill::load_plan(&plan).unwrap();
+    lakedrill::ops::drill::load_plan(&plan).unwrap();
 
     let mut jobs = yaml_docs(&dir.join("cronjob.yaml"));
     jobs.extend(yaml_docs(&dir.join("sharded-drill.yaml")));

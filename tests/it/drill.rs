@@ -285,7 +285,7 @@ fn a_bundle_signed_by_an_untrusted_key_fails() {
 
 /// Re-signs a modified statement with the bundle's own (trusted) key, so only the modification is tested.
 fn resign(s: &Sealed, payload_type: &str, statement: &Value) {
-    let key = lakedrill::keys::load_signing_key(&s.key).unwrap();
+    let key = lakedrill::evidence::keys::load_signing_key(&s.key).unwrap();
     let env = lakedrill::evidence::sign(payload_type, statement.to_string().as_bytes(), &key);
     std::fs::write(s.bundle.join("bundle.dsse.json"), env.to_json_bytes()).unwrap();
 }
@@ -586,10 +586,10 @@ async fn rto_comes_from_the_injected_clock() {
         seal(&["--metadata", &md], id, &key, &bundles).expect_code(0);
     }
     let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
-    let storage = lakedrill::store::Storage::new(lakedrill::store::StorageOptions::default());
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
     // Every clock read advances 1.5 s: each item's RTO is exactly one step.
     let clock = TestClock::new(1_800_000_000_000, 1500);
-    let o = lakedrill::drill::run(&storage, &plan, &clock, &"0".repeat(64))
+    let o = lakedrill::ops::drill::run(&storage, &plan, &clock, &"0".repeat(64))
         .await
         .unwrap();
     assert_eq!(o.predicate.summary.gate, "PASS");

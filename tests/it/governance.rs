@@ -125,8 +125,8 @@ impl Gov {
                     warehouse: Some(format!("file://{}", dir.join("fx/warehouse").display())),
                     name: Some("pyfix".to_owned()),
                 };
-                let ident: lakedrill::catalog::TableIdent = "db.retention".parse().unwrap();
-                block_on(lakedrill::materialize::register(&cfg, "rt", &ident, &md, "unused")).unwrap();
+                let ident: lakedrill::io::catalog::TableIdent = "db.retention".parse().unwrap();
+                block_on(lakedrill::ops::materialize::register(&cfg, "rt", &ident, &md, "unused")).unwrap();
                 assert_eq!(sql_text(&pg, CURRENT_LOCATION).as_deref(), Some(md.as_str()));
                 std::fs::remove_file(dir.join("fx/catalog.db")).unwrap();
                 (pg.clone(), pg)
@@ -800,7 +800,7 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     let payload = base64::engine::general_purpose::STANDARD
         .decode(env["payload"].as_str().unwrap())
         .unwrap();
-    let rogue = lakedrill::keys::load_signing_key(&other.path().join("k/rogue-TEST-ONLY.key")).unwrap();
+    let rogue = lakedrill::evidence::keys::load_signing_key(&other.path().join("k/rogue-TEST-ONLY.key")).unwrap();
     let forged = g.dir.join("forged.dsse.json");
     std::fs::write(
         &forged,
@@ -811,7 +811,7 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     // Stale: finished long ago (re-signed with the trusted key, so only the age is wrong).
     let mut st: Value = serde_json::from_slice(&payload).unwrap();
     st["predicate"]["finished_at"] = Value::String("2020-01-01T00:00:00.000Z".into());
-    let key = lakedrill::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
+    let key = lakedrill::evidence::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
     let stale = g.dir.join("stale.dsse.json");
     std::fs::write(
         &stale,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use lakedrill::store::{Storage, StorageOptions};
+use lakedrill::io::store::{Storage, StorageOptions};
 
 use crate::util::{expected, generated, lakedrill, project};
 

@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 
 use lakedrill::bundle::Layer;
-use lakedrill::closure::ObjectRef;
-use lakedrill::scan::{self, Decoder};
-use lakedrill::store::{Storage, StorageOptions};
+use lakedrill::govern::closure::ObjectRef;
+use lakedrill::io::store::{Storage, StorageOptions};
+use lakedrill::table::scan::{self, Decoder};
 use lakedrill::table::{Table, TableSource};
 
 use crate::util::{block_on, generated, interop, pyfix_config, tmpdir};
@@ -29,7 +29,7 @@ async fn compare(name: &str, table: &Table, storage: &Storage) -> (usize, usize,
     let version = table.metadata().format_version();
     let rel = |w: &str| table.location().relative(w).unwrap();
     for (id, got) in walked {
-        let tree = match lakedrill::tree::read_tree(table, storage, id, 4).await {
+        let tree = match lakedrill::table::tree::read_tree(table, storage, id, 4).await {
             Ok(t) => t,
             Err(e) => {
                 assert!(
@@ -150,8 +150,8 @@ fn the_lean_walk_matches_the_iceberg_parser_on_the_pyiceberg_tables() {
 fn the_lean_walk_matches_the_iceberg_parser_on_the_demo_lakehouse() {
     let dir = tmpdir();
     let lake = dir.path().join("lake");
-    let ctx = lakedrill::commands::Context::new(lakedrill::config::Config::default());
-    block_on(lakedrill::demo::build_lakehouse(&ctx, &lake, true)).unwrap();
+    let ctx = lakedrill::ops::commands::Context::new(lakedrill::config::Config::default());
+    block_on(lakedrill::lab::demo::build_lakehouse(&ctx, &lake, true)).unwrap();
     let config = lakedrill::config::Config::load(&lake.join("lakedrill.toml"), true).unwrap();
     let (table, storage) = load(
         TableSource::Catalog {

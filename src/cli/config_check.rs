@@ -1,0 +1,441 @@
+//! `lakedrill config check` and the per-command defaults of `lakedrill.toml`.
+//!
+//! The check reads the configuration file strictly (unknown fields are errors, as for every command) and
+//! then looks at what each setting points to: catalogs (type, database URL, the database file, the
+//! warehouse URI), storage (`[storage.s3]` keys must be object_store `AmazonS3ConfigKey` names), the
+//! registry URL, the signing key and the trust store (they must load; the key is never printed), and the
+//! `[defaults.*]` tables (each must name a subcommand and one of its value-taking options).
+//!
+//! **Credentials never live in the file.** A key that looks like a secret (`secret`, `password`, `token`,
+//! `access_key`, `credential`, …, in any table) or a URL with a password in it is refused by every command,
+//! not only by the check: S3 credentials come from the `AWS_*` environment variables or the standard AWS
+//! chain (profile, web identity, instance/container metadata), which object_store reads itself.
+//!
+//! Defaults work by changing clap's defaults before parsing ([`apply_defaults`]): a value on the command
+//! line always wins, and `--help` shows the default that is in force. Flags without a value (`--deep`,
+//! `--dry-run`) cannot be defaulted, so a config file can never turn a dry run into a real purge.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::report::output::{Outcome, Verdict};
+
+/// Words that mark a configuration key as a secret (compared case-insensitively, `-` read as `_`).
+const SECRET_WORDS: &[&str] = &[
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "access_key",
+    "accesskey",
+    "api_key",
+    "apikey",
+    "private_key",
+    "sas_key",
+    "account_key",
+];
+
+/// Problems with secrets in a parsed configuration tree: secret-looking keys and URLs with passwords.
+#[must_use]
+pub fn secret_problems(raw: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_secrets(raw, "", &mut out);
+    out
+}
+
+fn walk_secrets(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    for (k, v) in t {
+        let field = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let norm = k.to_ascii_lowercase().replace('-', "_");
+        if let Some(w) = SECRET_WORDS.iter().find(|w| norm.contains(**w)) {
+            out.push(format!(
+                "{field}: looks like a credential ({w:?}); lakedrill never reads credentials from its configuration \
+                 file — set them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) \
+                 or use the standard AWS chain (profile, web identity, instance role), and remove this key"
+            ));
+            continue;
+        }
+        match v {
+            toml::Value::Table(t) => walk_secrets(t, &field, out),
+            toml::Value::String(s) => {
+                if let Ok(u) = url::Url::parse(s)
+                    && u.password().is_some()
+                {
+                    out.push(format!(
+                        "{field}: the URL carries a password; put credentials in the environment, not in the file"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Applies `[keys]` and `[defaults.*]` of `config` to the command-line definition as clap defaults.
+///
+/// `[keys] signing_key` becomes the default of every `--key`, `[keys] trust` of every `--trust`; a
+/// `[defaults."drill run"]` table sets defaults of `drill run`'s options by their long names (`-` or `_`).
+/// Returns the changed definition and the problems found (unknown command or option, a flag without a
+/// value, a global option, a value that is not a string or number).
+#[must_use]
+pub fn apply_defaults(mut cmd: clap::Command, config: &Config) -> (clap::Command, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut keyed: Vec<(&str, String)> = Vec::new();
+    if let Some(k) = &config.keys.signing_key {
+        keyed.push(("key", k.display().to_string()));
+    }
+    if let Some(t) = &config.keys.trust {
+        keyed.push(("trust", t.display().to_string()));
+    }
+    if !keyed.is_empty() {
+        cmd = map_all_subcommands(cmd, &|c| {
+            let mut c = c;
+            for (long, v) in &keyed {
+                let id = c
+                    .get_arguments()
+                    .find(|a| a.get_long() == Some(*long) && !a.is_global_set())
+                    .map(|a| a.get_id().clone());
+                if let Some(id) = id {
+                    let v = v.clone();
+                    c = c.mut_arg(id, |a| a.required(false).default_value(v));
+                }
+            }
+            c
+        });
+    }
+    for (name, table) in &config.defaults {
+        let path: Vec<&str> = name.split_whitespace().collect();
+        if path.is_empty() || !has_subcommand(&cmd, &path) {
+            problems.push(format!(
+                "defaults.{name:?}: no such command (use the command as typed, e.g. [defaults.\"drill run\"])"
+            ));
+            continue;
+        }
+        for (key, value) in table {
+            let long = key.replace('_', "-");
+            let v = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                _ => {
+                    problems.push(format!(
+                        "defaults.{name:?}.{key}: only strings and numbers can be defaults (flags cannot)"
+                    ));
+                    continue;
+                }
+            };
+            let Some(target) = find_subcommand(&cmd, &path) else {
+                continue;
+            };
+            let Some(arg) = target.get_arguments().find(|a| a.get_long() == Some(long.as_str())) else {
+                problems.push(format!("defaults.{name:?}.{key}: `{name}` has no option --{long}"));
+                continue;
+            };
+            if arg.is_global_set() {
+                problems.push(format!(
+                    "defaults.{name:?}.{key}: --{long} is a global option and cannot be defaulted per command"
+                ));
+                continue;
+            }
+            if !arg.get_action().takes_values() {
+                problems.push(format!(
+                    "defaults.{name:?}.{key}: --{long} is a flag without a value; flags are never defaulted from the configuration"
+                ));
+                continue;
+            }
+            let id = arg.get_id().clone();
+            cmd = mut_path(cmd, &path, &move |c| {
+                c.mut_arg(id.clone(), |a| a.required(false).default_value(v.clone()))
+            });
+        }
+    }
+    (cmd, problems)
+}
+
+fn find_subcommand<'a>(cmd: &'a clap::Command, path: &[&str]) -> Option<&'a clap::Command> {
+    let mut c = cmd;
+    for p in path {
+        c = c.find_subcommand(p)?;
+    }
+    Some(c)
+}
+
+fn has_subcommand(cmd: &clap::Command, path: &[&str]) -> bool {
+    find_subcommand(cmd, path).is_some()
+}
+
+fn mut_path(cmd: clap::Command, path: &[&str], f: &dyn Fn(clap::Command) -> clap::Command) -> clap::Command {
+    match path.split_first() {
+        None => f(cmd),
+        Some((first, rest)) => {
+            let first = (*first).to_owned();
+            cmd.mut_subcommand(first, |c| mut_path(c, rest, f))
+        }
+    }
+}
+
+fn map_all_subcommands(cmd: clap::Command, f: &dyn Fn(clap::Command) -> clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    let mut cmd = f(cmd);
+    for n in names {
+        cmd = cmd.mut_subcommand(n, |c| map_all_subcommands(c, f));
+    }
+    cmd
+}
+
+/// One problem found by `config check`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// The setting (`catalog.lake.uri`, `keys.trust`, …).
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What `config check` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigReport {
+    /// The file checked.
+    pub file: String,
+    /// Whether the file exists (a missing default file is an empty configuration).
+    pub exists: bool,
+    /// `VALID` or `INVALID`.
+    pub status: String,
+    /// Problems, empty when valid.
+    pub problems: Vec<ConfigProblem>,
+    /// Declared catalogs by name: {type, uri, warehouse, catalog_name}.
+    pub catalogs: BTreeMap<String, serde_json::Value>,
+    /// The registry URL in force.
+    pub registry: String,
+    /// `[keys]`: signing key path and key id, trust folder and trusted key ids.
+    pub keys: serde_json::Value,
+    /// `[defaults.*]` as given.
+    pub defaults: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// `lakedrill config check`: validates the configuration file and what it points to.
+///
+/// # Errors
+/// [`Error::Io`] only when the file exists but cannot be read; every problem with its contents is a
+/// finding (exit 1).
+pub fn check(path: &Path, explicit: bool, cli: &clap::Command) -> Result<Outcome> {
+    let mut problems = Vec::new();
+    let mut p = |field: &str, reason: String| {
+        problems.push(ConfigProblem {
+            field: field.to_owned(),
+            reason,
+        });
+    };
+    let exists = path.exists();
+    if explicit && !exists {
+        p("--config", format!("{} does not exist", path.display()));
+    }
+    let cfg = if exists {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("read configuration file", path, e))?;
+        match toml::from_str::<toml::Table>(&text) {
+            Err(e) => {
+                p("(file)", format!("not valid TOML: {e}"));
+                None
+            }
+            Ok(raw) => {
+                let secrets = secret_problems(&raw);
+                for s in &secrets {
+                    let (field, reason) = s.split_once(": ").unwrap_or(("(file)", s));
+                    p(field, reason.to_owned());
+                }
+                if secrets.is_empty() {
+                    match Config::load(path, true) {
+                        Ok(c) => Some(c),
+                        Err(e) => {
+                            p("(file)", format!("{:#}", e));
+                            None
+                        }
+                    }
+                } else {
+                    None
+                }
+            }
+        }
+    } else {
+        Some(Config::default())
+    };
+    let mut catalogs = BTreeMap::new();
+    let mut keys = serde_json::json!({});
+    let mut defaults = BTreeMap::new();
+    let mut registry = String::new();
+    if let Some(cfg) = &cfg {
+        for k in cfg.storage.s3.keys() {
+            if object_store::aws::AmazonS3ConfigKey::from_str(k).is_err() {
+                p(
+                    &format!("storage.s3.{k}"),
+                    "not an object_store AmazonS3ConfigKey name (e.g. endpoint, region, allow_http, bucket)".into(),
+                );
+            }
+        }
+        for (name, c) in &cfg.catalog {
+            let field = format!("catalog.{name}");
+            catalogs.insert(
+                name.clone(),
+                serde_json::json!({"type": c.kind, "uri": c.uri, "warehouse": c.warehouse,
+                                   "catalog_name": c.name.clone().unwrap_or_else(|| name.clone())}),
+            );
+            if crate::io::db::is_postgres(&c.uri) {
+                if let Err(reason) = crate::io::db::parse_uri(&c.uri) {
+                    p(&format!("{field}.uri"), format!("{:?}: {reason}", c.uri));
+                }
+            } else {
+                match sqlite_path(&c.uri) {
+                    None => p(
+                        &format!("{field}.uri"),
+                        format!(
+                            "{:?}: expected sqlite:PATH, sqlite:///PATH or postgres://USER@HOST:PORT/DATABASE",
+                            c.uri
+                        ),
+                    ),
+                    Some(db) if !Path::new(&db).exists() => {
+                        p(
+                            &format!("{field}.uri"),
+                            format!("the catalog database {db} does not exist"),
+                        );
+                    }
+                    Some(_) => {}
+                }
+            }
+            if let Some(w) = &c.warehouse
+                && let Err(e) = crate::model::location::canonical_uri(w)
+            {
+                p(&format!("{field}.warehouse"), format!("{:#}", e));
+            }
+        }
+        registry = cfg.registry_uri();
+        if crate::io::db::is_postgres(&registry) {
+            // Checked offline: whether the server answers is for the first command that opens it.
+            if let Err(reason) = crate::io::db::parse_uri(&registry) {
+                p("registry.uri", format!("{registry:?}: {reason}"));
+            }
+        } else {
+            match sqlite_path(&registry) {
+                None => p(
+                    "registry.uri",
+                    format!("{registry:?}: expected sqlite:PATH, sqlite:///PATH or postgres://USER@HOST:PORT/DATABASE"),
+                ),
+                Some(db) => {
+                    let parent = Path::new(&db).parent().filter(|d| !d.as_os_str().is_empty());
+                    if parent.is_some_and(|d| !d.is_dir()) {
+                        p("registry.uri", format!("the folder of {db} does not exist"));
+                    }
+                }
+            }
+        }
+        if let Some(k) = &cfg.keys.signing_key {
+            match crate::evidence::keys::load_signing_key(k) {
+                Ok(key) => keys["signing_key"] = serde_json::json!({"path": k, "keyid": key.keyid()}),
+                Err(e) => p("keys.signing_key", format!("{:#}", Error::from(e))),
+            }
+        }
+        if let Some(t) = &cfg.keys.trust {
+            match crate::evidence::keys::TrustStore::load_dir(t) {
+                Ok(ts) => {
+                    keys["trust"] = serde_json::json!({"path": t,
+                        "keyids": ts.keys().iter().map(|k| k.keyid().to_owned()).collect::<Vec<_>>()});
+                }
+                Err(e) => p("keys.trust", format!("{:#}", Error::from(e))),
+            }
+        }
+        let (_, dproblems) = apply_defaults(cli.clone(), cfg);
+        for d in dproblems {
+            let (field, reason) = d.split_once(": ").unwrap_or(("defaults", &d));
+            p(field, reason.to_owned());
+        }
+        for (name, t) in &cfg.defaults {
+            defaults.insert(
+                name.clone(),
+                t.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                    .collect(),
+            );
+        }
+    }
+    let status = if problems.is_empty() { "VALID" } else { "INVALID" };
+    let report = ConfigReport {
+        file: path.display().to_string(),
+        exists,
+        status: status.into(),
+        problems,
+        catalogs,
+        registry,
+        keys,
+        defaults,
+    };
+    let mut human = format!(
+        "{}: {}{}\n",
+        report.file,
+        status,
+        if exists { "" } else { " (no file: built-in defaults)" }
+    );
+    for pr in &report.problems {
+        human.push_str(&format!("  {}: {}\n", pr.field, pr.reason));
+    }
+    if report.problems.is_empty() {
+        human.push_str(&format!(
+            "  catalogs: {:?}\n  registry: {}\n",
+            report.catalogs.keys().collect::<Vec<_>>(),
+            report.registry
+        ));
+    }
+    Outcome::new(
+        if report.problems.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        &report,
+        human,
+    )
+}
+
+/// The file path of a `sqlite:` URL (`sqlite:PATH`, `sqlite://PATH`, `sqlite:///abs`), query removed.
+fn sqlite_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("sqlite:")?;
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    (!rest.is_empty() && rest != ":memory:").then(|| rest.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_keys_and_url_passwords_are_refused() {
+        let raw: toml::Table = toml::from_str(
+            "[storage.s3]\nregion = \"x\"\naws_secret_access_key = \"s\"\n[catalog.a]\nuri = \"postgres://u:pw@h/db\"\n[x]\nSession-Token = \"t\"\n",
+        )
+        .unwrap_or_default();
+        let p = secret_problems(&raw);
+        assert_eq!(p.len(), 3, "{p:?}");
+        assert!(p.iter().any(|s| s.starts_with("storage.s3.aws_secret_access_key:")));
+        assert!(p.iter().any(|s| s.starts_with("catalog.a.uri:")));
+        assert!(p.iter().any(|s| s.starts_with("x.Session-Token:")));
+        let ok: toml::Table = toml::from_str("[keys]\nsigning_key = \"k\"\ntrust = \"keys\"\n").unwrap_or_default();
+        assert!(secret_problems(&ok).is_empty());
+    }
+
+    #[test]
+    fn sqlite_paths() {
+        assert_eq!(sqlite_path("sqlite:/a/b.db?mode=rwc").as_deref(), Some("/a/b.db"));
+        assert_eq!(sqlite_path("sqlite:///a/b.db").as_deref(), Some("/a/b.db"));
+        assert_eq!(sqlite_path("sqlite:rel.db").as_deref(), Some("rel.db"));
+        assert_eq!(sqlite_path("postgres://h/db"), None);
+    }
+}

@@ -1,0 +1,1267 @@
+//! The protected closure and the deletion candidates of one table generation (report-only).
+//!
+//! From one fixed table generation, [`plan`] computes which snapshots must be kept and why —
+//! every ref head, the history each branch's retention keeps, the policy's `protectedRefs`, the
+//! `minSnapshotAge` floor, valid reader leases, disaster-recovery checkpoints, legal holds — and
+//! which objects are reachable *only* from the other snapshots. Those objects, minus anything
+//! under an open writer's prefix or a held prefix, form the candidate inventory, with a root
+//! digest. Unreferenced files under the table location ("orphans") become candidates only when
+//! older than `orphanSafetyInterval`, outside every writer prefix, and inside the table's own
+//! location (segment-wise, so `orders_v2/` is never part of `orders/`).
+//!
+//! Beside it, [`plan`] computes what Iceberg's plain `expire_snapshots` with the same age would
+//! have removed, and every difference with the reason the registry saved it.
+//!
+//! The safety invariant, checked by a property test over random histories: **no candidate object
+//! is reachable from a retained snapshot**. When some snapshot's layers cannot be read, lakedrill
+//! cannot know what it references: orphan detection is switched off, and a retained snapshot
+//! with unknown layers is an error.
+//!
+//! This module is pure: it reads nothing and changes nothing. Refs are never dropped implicitly:
+//! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::Layer;
+
+/// An object named by metadata, by its path relative to the table location.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectRef {
+    /// Path relative to the table location.
+    pub path: String,
+    /// Its layer.
+    pub layer: Layer,
+    /// Size in bytes (declared by metadata, or listed for orphans).
+    pub size: u64,
+}
+
+/// One snapshot and everything it reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Snapshot id.
+    pub snapshot_id: i64,
+    /// Parent id.
+    pub parent_id: Option<i64>,
+    /// Commit time.
+    pub timestamp_ms: i64,
+    /// Manifest list, manifests, data and delete files; `None` when the layers could not be read.
+    pub objects: Option<SnapshotObjects>,
+}
+
+/// The objects of one manifest (the manifest file and its live entries), shared by every snapshot
+/// whose list names it: a table with N snapshots of M manifests holds each manifest's objects once,
+/// not N times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestObjects {
+    /// The manifest's path as written (with its length: a rewritten manifest is another chunk).
+    pub key: String,
+    /// The manifest itself and its live data and delete files.
+    pub objects: Vec<ObjectRef>,
+}
+
+/// Everything one snapshot reaches: its own objects (the manifest list) and its manifests' chunks.
+/// Iterating it may yield an object twice (a file listed in two manifests); consumers collect into sets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SnapshotObjects {
+    /// Objects of this snapshot alone (its manifest list).
+    pub own: Vec<ObjectRef>,
+    /// Its manifests' objects, shared.
+    pub manifests: Vec<Arc<ManifestObjects>>,
+}
+
+impl SnapshotObjects {
+    /// Every object (own first, then manifest by manifest).
+    pub fn iter(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.own
+            .iter()
+            .chain(self.manifests.iter().flat_map(|m| m.objects.iter()))
+    }
+}
+
+impl<'a> IntoIterator for &'a SnapshotObjects {
+    type Item = &'a ObjectRef;
+    type IntoIter = Box<dyn Iterator<Item = &'a ObjectRef> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl FromIterator<ObjectRef> for SnapshotObjects {
+    fn from_iter<I: IntoIterator<Item = ObjectRef>>(iter: I) -> Self {
+        Self::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl From<Vec<ObjectRef>> for SnapshotObjects {
+    fn from(own: Vec<ObjectRef>) -> Self {
+        Self {
+            own,
+            manifests: Vec::new(),
+        }
+    }
+}
+
+/// Every object of the given snapshots, visiting each shared manifest chunk once: linear in the
+/// number of distinct manifests' entries, not in snapshots × entries.
+pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObjects>) -> Vec<&'a ObjectRef> {
+    let mut seen: HashSet<*const ManifestObjects> = HashSet::new();
+    let mut out = Vec::new();
+    for s in snapshots {
+        out.extend(s.own.iter());
+        for m in &s.manifests {
+            if seen.insert(Arc::as_ptr(m)) {
+                out.extend(m.objects.iter());
+            }
+        }
+    }
+    out
+}
+
+/// A ref and its retention settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefInfo {
+    /// Name.
+    pub name: String,
+    /// Head snapshot.
+    pub snapshot_id: i64,
+    /// Branch (true) or tag.
+    pub is_branch: bool,
+    /// `max-ref-age-ms`.
+    pub max_ref_age_ms: Option<i64>,
+    /// `max-snapshot-age-ms` (branches).
+    pub max_snapshot_age_ms: Option<i64>,
+    /// `min-snapshots-to-keep` (branches).
+    pub min_snapshots_to_keep: Option<i32>,
+}
+
+/// A listed object under the table location (for orphans).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    /// Path relative to the table location.
+    pub path: String,
+    /// Size.
+    pub size: u64,
+    /// Last modification, epoch ms.
+    pub last_modified_ms: i64,
+}
+
+/// A legal hold's scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldScope {
+    /// The whole table.
+    Table,
+    /// One snapshot.
+    Snapshot(i64),
+    /// Objects under a path prefix (relative to the table location).
+    Prefix(String),
+}
+
+/// What the registry and the policy protect by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protections {
+    /// The policy's `protectedRefs`.
+    pub protected_refs: Vec<String>,
+    /// Valid leases: (snapshot id, lease id).
+    pub leases: Vec<(i64, String)>,
+    /// DR checkpoints and policy DR points: (snapshot id, label).
+    pub checkpoints: Vec<(i64, String)>,
+    /// Active holds: (hold id, scope).
+    pub holds: Vec<(String, HoldScope)>,
+    /// Open writers' staging prefixes (relative to the table location), with writer ids.
+    pub writers: Vec<(String, String)>,
+    /// Deletion-right requests of the latest governance decision.
+    pub deletion_rights: Vec<DeletionRight>,
+}
+
+/// A deletion-right request: a scope that must be deleted by a deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionRight {
+    /// The request's id (from the decision).
+    pub id: String,
+    /// What must be deleted.
+    pub scope: DeletionScope,
+    /// The deadline, epoch ms.
+    pub deadline_ms: i64,
+}
+
+/// The scope of a deletion right.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionScope {
+    /// One snapshot (its objects that no retained snapshot shares).
+    Snapshot(i64),
+    /// Every object at or under a path (relative to the table location): one object, or the files that held
+    /// the rows.
+    Path(String),
+}
+
+/// Where a deletion right stands in this plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionRightStatus {
+    /// The request's id.
+    pub id: String,
+    /// The scope as written (`snapshot:ID` or `path:PATH`).
+    pub scope: String,
+    /// The deadline, epoch ms.
+    pub deadline_ms: i64,
+    /// `conflict` (a legal hold covers the scope: it stays protected until a decision releases it),
+    /// `blocked` (a ref, the current snapshot, a lease or a checkpoint still retains it), `candidate` (its
+    /// snapshots are in the candidate regardless of `minSnapshotAge`), or `fulfilled` (nothing in the scope is
+    /// left in the table or the listing).
+    pub status: String,
+    /// The snapshots the scope reaches.
+    pub snapshot_ids: Vec<i64>,
+    /// Why it is in conflict or blocked.
+    pub reasons: Vec<String>,
+    /// Past its deadline and not fulfilled.
+    pub overdue: bool,
+}
+
+/// Table-level retention defaults (table properties `history.expire.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableDefaults {
+    /// `history.expire.max-snapshot-age-ms` (Iceberg default 5 days).
+    pub max_snapshot_age_ms: i64,
+    /// `history.expire.min-snapshots-to-keep` (Iceberg default 1).
+    pub min_snapshots_to_keep: i32,
+    /// `history.expire.max-ref-age-ms` (default: never).
+    pub max_ref_age_ms: Option<i64>,
+}
+
+impl Default for TableDefaults {
+    fn default() -> Self {
+        Self {
+            max_snapshot_age_ms: 5 * 24 * 3600 * 1000,
+            min_snapshots_to_keep: 1,
+            max_ref_age_ms: None,
+        }
+    }
+}
+
+/// Everything [`plan`] needs, all from one table generation.
+#[derive(Debug, Clone)]
+pub struct PlanInput {
+    /// Table UUID.
+    pub table_uuid: String,
+    /// BLAKE3 of the metadata file (binds candidate ids to the generation).
+    pub generation_blake3: String,
+    /// Snapshots in the metadata.
+    pub snapshots: Vec<SnapshotInfo>,
+    /// Refs.
+    pub refs: Vec<RefInfo>,
+    /// Current snapshot.
+    pub current_snapshot_id: Option<i64>,
+    /// Table retention defaults.
+    pub defaults: TableDefaults,
+    /// Metadata files still in use: the current one and those in the metadata log (relative paths).
+    pub live_metadata_files: BTreeSet<String>,
+    /// Why each snapshot whose `objects` are `None` could not be read (the object and the reason), by id.
+    pub unreadable: BTreeMap<i64, String>,
+    /// Listing of the table location, for orphans; `None` skips orphan detection.
+    pub listing: Option<Vec<ListedObject>>,
+    /// Named protections.
+    pub protections: Protections,
+    /// The policy's `minSnapshotAge`.
+    pub min_snapshot_age_ms: i64,
+    /// The policy's `orphanSafetyInterval`.
+    pub orphan_safety_interval_ms: i64,
+    /// Now, epoch ms.
+    pub now_ms: i64,
+}
+
+/// A retained snapshot and every reason it is retained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protected {
+    /// Snapshot id.
+    pub snapshot_id: i64,
+    /// Reasons (`ref:main`, `branch-retention:main`, `protected-ref:audit-q2`, `min-snapshot-age`,
+    /// `lease:<id>`, `checkpoint:<label>`, `hold:<id>`, `current`).
+    pub reasons: Vec<String>,
+}
+
+/// A set of objects that may be quarantined and, with evidence, deleted together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Stable id: bound to the table, the generation and the snapshots.
+    pub candidate_id: String,
+    /// `expired-snapshots` or `orphans`.
+    pub kind: String,
+    /// The expirable snapshots (empty for orphans).
+    pub snapshot_ids: Vec<i64>,
+    /// The exact inventory.
+    pub objects: Vec<ObjectRef>,
+    /// Total bytes.
+    pub bytes: u64,
+    /// BLAKE3 over the canonical inventory (`[layer, path, size]` lines, sorted).
+    pub inventory_root: String,
+}
+
+/// What plain `expire_snapshots` would remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlainExpire {
+    /// Snapshots it would expire.
+    pub snapshot_ids: Vec<i64>,
+    /// Objects it would then remove.
+    pub objects: Vec<String>,
+}
+
+/// Something plain expiry would remove that lakedrill keeps, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Difference {
+    /// The snapshot or object.
+    pub subject: String,
+    /// Why lakedrill keeps it.
+    pub reasons: Vec<String>,
+}
+
+/// The plan: report-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Retained snapshots with reasons.
+    pub protected: Vec<Protected>,
+    /// Candidates.
+    pub candidates: Vec<Candidate>,
+    /// Plain `expire_snapshots` with the same age.
+    pub plain_expire: PlainExpire,
+    /// What the registry and policy saved from plain expiry.
+    pub differences: Vec<Difference>,
+    /// Things the operator should know (unreadable snapshots, protected refs that do not exist …).
+    pub warnings: Vec<String>,
+    /// Deletion-right requests and where each stands.
+    #[serde(default)]
+    pub deletion_rights: Vec<DeletionRightStatus>,
+}
+
+/// Canonical root of a candidate inventory.
+#[must_use]
+pub fn inventory_root(objects: &[ObjectRef]) -> String {
+    let mut sorted: Vec<&ObjectRef> = objects.iter().collect();
+    sorted.sort();
+    let mut h = blake3::Hasher::new();
+    for o in sorted {
+        h.update(serde_json::json!([o.layer, o.path, o.size]).to_string().as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// Whether `path` is at or under `prefix`, segment-wise.
+#[must_use]
+pub fn under(path: &str, prefix: &str) -> bool {
+    let p = prefix.trim_matches('/');
+    p.is_empty() || path == p || (path.len() > p.len() && path.starts_with(p) && path.as_bytes()[p.len()] == b'/')
+}
+
+/// Which snapshots a branch's retention keeps (Iceberg's rule), given an age limit.
+fn branch_keeps(
+    by_id: &BTreeMap<i64, &SnapshotInfo>,
+    head: i64,
+    min_keep: i32,
+    max_age_ms: i64,
+    now_ms: i64,
+) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut cur = Some(head);
+    let mut seen = BTreeSet::new();
+    let mut n = 0;
+    while let Some(id) = cur {
+        if !seen.insert(id) {
+            break;
+        }
+        let Some(s) = by_id.get(&id) else { break };
+        if n < min_keep || now_ms - s.timestamp_ms <= max_age_ms {
+            out.push(id);
+        } else {
+            break;
+        }
+        n += 1;
+        cur = s.parent_id;
+    }
+    out
+}
+
+struct RightScope<'a> {
+    right: &'a DeletionRight,
+    snapshot_ids: Vec<i64>,
+    conflicts: Vec<String>,
+}
+
+/// The snapshots each deletion right reaches and the legal holds that cover it.
+fn deletion_right_scopes<'a>(input: &'a PlanInput, by_id: &BTreeMap<i64, &SnapshotInfo>) -> Vec<RightScope<'a>> {
+    input
+        .protections
+        .deletion_rights
+        .iter()
+        .map(|right| {
+            let snapshot_ids: Vec<i64> = match &right.scope {
+                DeletionScope::Snapshot(id) => by_id.contains_key(id).then_some(*id).into_iter().collect(),
+                DeletionScope::Path(p) => by_id
+                    .values()
+                    .filter(|s| s.objects.as_ref().is_some_and(|o| o.iter().any(|o| under(&o.path, p))))
+                    .map(|s| s.snapshot_id)
+                    .collect(),
+            };
+            let mut conflicts = Vec::new();
+            for (hold, scope) in &input.protections.holds {
+                let covered = match scope {
+                    HoldScope::Table => true,
+                    HoldScope::Snapshot(id) => snapshot_ids.contains(id),
+                    HoldScope::Prefix(hp) => match &right.scope {
+                        DeletionScope::Path(p) => under(p, hp) || under(hp, p),
+                        DeletionScope::Snapshot(_) => snapshot_ids.iter().any(|id| {
+                            by_id[id]
+                                .objects
+                                .as_ref()
+                                .is_some_and(|o| o.iter().any(|o| under(&o.path, hp)))
+                        }),
+                    },
+                };
+                if covered {
+                    conflicts.push(format!("hold:{hold}"));
+                }
+            }
+            RightScope {
+                right,
+                snapshot_ids,
+                conflicts,
+            }
+        })
+        .collect()
+}
+
+/// The independent closure check (defense in depth against a planner bug): every reason why the given
+/// snapshots and objects may **not** be deleted, computed from the non-deletable set alone — every ref head
+/// (the policy's `protectedRefs` included), the current snapshot, valid leases, disaster-recovery checkpoints
+/// and legal holds (table, snapshot and prefix scopes) — plus open writers' prefixes. It shares nothing with
+/// [`plan`] but [`distinct_objects`]; quarantine and purge refuse when it finds anything. Empty means no
+/// conflict. At most 20 object reasons are listed, followed by a count.
+#[must_use]
+pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: &[ObjectRef]) -> Vec<String> {
+    let mut why: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for r in &input.refs {
+        why.entry(r.snapshot_id).or_default().push(format!("ref {}", r.name));
+    }
+    if let Some(c) = input.current_snapshot_id {
+        why.entry(c).or_default().push("current snapshot".into());
+    }
+    for (id, lease) in &input.protections.leases {
+        why.entry(*id).or_default().push(format!("lease {lease}"));
+    }
+    for (id, cp) in &input.protections.checkpoints {
+        why.entry(*id).or_default().push(format!("checkpoint {cp}"));
+    }
+    let mut out = Vec::new();
+    for (hold, scope) in &input.protections.holds {
+        match scope {
+            HoldScope::Table => out.push(format!("legal hold {hold} covers the whole table")),
+            HoldScope::Snapshot(id) => why.entry(*id).or_default().push(format!("legal hold {hold}")),
+            HoldScope::Prefix(_) => {}
+        }
+    }
+    for id in snapshot_ids {
+        if let Some(w) = why.get(id) {
+            out.push(format!("snapshot {id} is non-deletable: {}", w.join(", ")));
+        }
+    }
+    let known: Vec<&SnapshotInfo> = input
+        .snapshots
+        .iter()
+        .filter(|s| why.contains_key(&s.snapshot_id))
+        .collect();
+    if let Some(s) = known.iter().find(|s| s.objects.is_none()) {
+        out.push(format!(
+            "non-deletable snapshot {}'s layers could not be read ({}): its closure is unknown",
+            s.snapshot_id,
+            unreadable_reason(input, s.snapshot_id)
+        ));
+    }
+    let closure: HashSet<&str> = distinct_objects(known.iter().filter_map(|s| s.objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .collect();
+    let mut objs = Vec::new();
+    for o in objects {
+        if closure.contains(o.path.as_str()) {
+            objs.push(format!("{} is reachable from a non-deletable snapshot", o.path));
+        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
+            objs.push(format!("{} is under open writer {w}'s prefix {p}", o.path));
+        } else if let Some((h, p)) = input.protections.holds.iter().find_map(|(h, s)| match s {
+            HoldScope::Prefix(p) if under(&o.path, p) => Some((h, p)),
+            _ => None,
+        }) {
+            objs.push(format!("{} is under legal hold {h}'s prefix {p}", o.path));
+        }
+    }
+    let n = objs.len();
+    out.extend(objs.into_iter().take(20));
+    if n > 20 {
+        out.push(format!("… and {} more objects", n - 20));
+    }
+    out
+}
+
+/// Why a snapshot's layers could not be read, as [`PlanInput::unreadable`] records it.
+fn unreadable_reason(input: &PlanInput, snapshot_id: i64) -> &str {
+    input
+        .unreadable
+        .get(&snapshot_id)
+        .map_or("no reason recorded", String::as_str)
+}
+
+/// The retained snapshots of `plan` whose layers could not be read, each with its reasons to be retained and
+/// the object that could not be read (pure). Non-empty means the plan cannot decide: what a retained snapshot
+/// reaches is unknown, so nothing can be shown unreachable: `plan` and `quarantine` exit 2 (and `purge`'s
+/// independent check, [`nondeletable_conflicts`], refuses naming the same object).
+#[must_use]
+pub fn unreadable_retained(input: &PlanInput, plan: &Plan) -> Vec<String> {
+    plan.protected
+        .iter()
+        .filter(|p| {
+            input
+                .snapshots
+                .iter()
+                .any(|s| s.snapshot_id == p.snapshot_id && s.objects.is_none())
+        })
+        .map(|p| {
+            format!(
+                "retained snapshot {} ({}): {}",
+                p.snapshot_id,
+                p.reasons.join(", "),
+                unreadable_reason(input, p.snapshot_id)
+            )
+        })
+        .collect()
+}
+
+/// Computes the plan (pure).
+#[must_use]
+#[allow(clippy::too_many_lines)]
+pub fn plan(input: &PlanInput) -> Plan {
+    let by_id: BTreeMap<i64, &SnapshotInfo> = input.snapshots.iter().map(|s| (s.snapshot_id, s)).collect();
+    let mut reasons: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let add = |id: i64, why: String, reasons: &mut BTreeMap<i64, BTreeSet<String>>| {
+        if by_id.contains_key(&id) {
+            reasons.entry(id).or_default().insert(why);
+        }
+    };
+    let table_hold = input
+        .protections
+        .holds
+        .iter()
+        .find(|(_, s)| *s == HoldScope::Table)
+        .map(|(id, _)| id.clone());
+    // Deletion rights: which snapshots each reaches, and whether a legal hold covers it.
+    let rights = deletion_right_scopes(input, &by_id);
+    // Snapshots of rights that no hold covers lose the `minSnapshotAge` floor (and only that).
+    let exempt: BTreeSet<i64> = rights
+        .iter()
+        .filter(|r| r.conflicts.is_empty())
+        .flat_map(|r| r.snapshot_ids.iter().copied())
+        .collect();
+    // Refs: every head, and each branch's retained history (with minSnapshotAge as the age floor).
+    for r in &input.refs {
+        add(r.snapshot_id, format!("ref:{}", r.name), &mut reasons);
+        if r.is_branch {
+            let min_keep = r
+                .min_snapshots_to_keep
+                .unwrap_or(input.defaults.min_snapshots_to_keep)
+                .max(1);
+            let own_age = r.max_snapshot_age_ms.unwrap_or(input.defaults.max_snapshot_age_ms);
+            let max_age = own_age.max(input.min_snapshot_age_ms);
+            let unfloored = branch_keeps(&by_id, r.snapshot_id, min_keep, own_age, input.now_ms);
+            for id in branch_keeps(&by_id, r.snapshot_id, min_keep, max_age, input.now_ms) {
+                if !exempt.contains(&id) || unfloored.contains(&id) {
+                    add(id, format!("branch-retention:{}", r.name), &mut reasons);
+                }
+            }
+        }
+    }
+    // Ref names that differ only by case are distinct refs to Iceberg, and easy to confuse for people and
+    // for case-insensitive catalogs: every head is kept (above), and the plan says so.
+    let mut folded: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for r in &input.refs {
+        folded.entry(r.name.to_lowercase()).or_default().push(r.name.as_str());
+    }
+    for names in folded.values().filter(|n| n.len() > 1) {
+        warnings.push(format!(
+            "refs {} differ only by case: each is a separate ref and every head is kept",
+            names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    for name in &input.protections.protected_refs {
+        match input.refs.iter().find(|r| &r.name == name) {
+            // A protected ref pins its head and is never treated as expired; a protected branch's older
+            // history follows the branch's retention like any other branch's.
+            Some(r) => add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons),
+            None => warnings.push(format!(
+                "protected ref {name:?} does not exist in this table generation"
+            )),
+        }
+    }
+    if let Some(c) = input.current_snapshot_id {
+        add(c, "current".into(), &mut reasons);
+    }
+    for s in &input.snapshots {
+        if input.now_ms - s.timestamp_ms < input.min_snapshot_age_ms && !exempt.contains(&s.snapshot_id) {
+            add(s.snapshot_id, "min-snapshot-age".into(), &mut reasons);
+        }
+        if let Some(h) = &table_hold {
+            add(s.snapshot_id, format!("hold:{h}"), &mut reasons);
+        }
+    }
+    for (id, lease) in &input.protections.leases {
+        add(*id, format!("lease:{lease}"), &mut reasons);
+    }
+    for (id, label) in &input.protections.checkpoints {
+        add(*id, format!("checkpoint:{label}"), &mut reasons);
+    }
+    for (hold, scope) in &input.protections.holds {
+        if let HoldScope::Snapshot(id) = scope {
+            add(*id, format!("hold:{hold}"), &mut reasons);
+        }
+    }
+    let retained: BTreeSet<i64> = reasons.keys().copied().collect();
+    let expirable: Vec<i64> = by_id.keys().copied().filter(|id| !retained.contains(id)).collect();
+
+    // The closure: every object reachable from a retained snapshot.
+    let unknown_retained = retained.iter().any(|id| by_id[id].objects.is_none());
+    let closure: HashSet<&str> = distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .collect();
+    let any_unknown = input.snapshots.iter().any(|s| s.objects.is_none());
+    for id in retained.iter().filter(|id| by_id[*id].objects.is_none()) {
+        warnings.push(format!(
+            "retained snapshot {id}'s layers could not be read ({}): no candidates are proposed",
+            unreadable_reason(input, *id)
+        ));
+    }
+    let held_prefixes: Vec<(&str, &str)> = input
+        .protections
+        .holds
+        .iter()
+        .filter_map(|(id, s)| {
+            if let HoldScope::Prefix(p) = s {
+                Some((id.as_str(), p.as_str()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let blocked =
+        |path: &str| -> Option<String> {
+            if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| {
+                under(path, p) && !crate::lab::faults::weakened(crate::lab::faults::Check::WriterPrefixes)
+            }) {
+                return Some(format!("writer:{w} ({p})"));
+            }
+            held_prefixes
+                .iter()
+                .find(|(_, p)| under(path, p))
+                .map(|(h, p)| format!("hold:{h} ({p})"))
+        };
+    let mut differences = Vec::new();
+    let mut candidates = Vec::new();
+    if !unknown_retained && table_hold.is_none() && !expirable.is_empty() {
+        let mut objs: BTreeMap<&str, &ObjectRef> = BTreeMap::new();
+        for id in &expirable {
+            if by_id[id].objects.is_none() {
+                warnings.push(format!(
+                    "snapshot {id} is expirable but its layers could not be read ({}); only what is known is listed",
+                    unreadable_reason(input, *id)
+                ));
+            }
+        }
+        for o in distinct_objects(expirable.iter().filter_map(|id| by_id[id].objects.as_ref())) {
+            if !closure.contains(o.path.as_str()) {
+                objs.insert(o.path.as_str(), o);
+            }
+        }
+        let mut objects = Vec::new();
+        for (path, o) in objs {
+            match blocked(path) {
+                Some(why) => differences.push(Difference {
+                    subject: path.to_owned(),
+                    reasons: vec![why],
+                }),
+                None => objects.push((*o).clone()),
+            }
+        }
+        objects.sort();
+        let ids_text = expirable.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let id =
+            blake3::hash(format!("{}|{}|{ids_text}", input.table_uuid, input.generation_blake3).as_bytes()).to_hex();
+        candidates.push(Candidate {
+            candidate_id: format!("c-{}", &id[..16]),
+            kind: "expired-snapshots".into(),
+            snapshot_ids: expirable.clone(),
+            bytes: objects.iter().map(|o| o.size).sum(),
+            inventory_root: inventory_root(&objects),
+            objects,
+        });
+    }
+    // Orphans: listed, referenced by nothing, old enough, outside writers and holds.
+    match (&input.listing, any_unknown, &table_hold) {
+        (Some(listing), false, None) => {
+            let referenced: HashSet<&str> = distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
+                .into_iter()
+                .map(|o| o.path.as_str())
+                .collect();
+            let mut objects = Vec::new();
+            for l in listing {
+                let name = l.path.rsplit('/').next().unwrap_or(&l.path);
+                let auxiliary =
+                    l.path == "metadata/version-hint.text" || (name.starts_with('.') && name.ends_with(".crc"));
+                if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) || auxiliary {
+                    continue;
+                }
+                if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
+                    continue;
+                }
+                if let Some(why) = blocked(&l.path) {
+                    differences.push(Difference {
+                        subject: l.path.clone(),
+                        reasons: vec![why],
+                    });
+                    continue;
+                }
+                let layer = if l.path.starts_with("metadata/") {
+                    if l.path.ends_with(".json") || l.path.ends_with(".json.gz") {
+                        Layer::Metadata
+                    } else {
+                        Layer::Manifest
+                    }
+                } else {
+                    Layer::Data
+                };
+                objects.push(ObjectRef {
+                    path: l.path.clone(),
+                    layer,
+                    size: l.size,
+                });
+            }
+            if !objects.is_empty() {
+                objects.sort();
+                let root = inventory_root(&objects);
+                let id =
+                    blake3::hash(format!("{}|{}|orphans|{root}", input.table_uuid, input.generation_blake3).as_bytes())
+                        .to_hex();
+                candidates.push(Candidate {
+                    candidate_id: format!("o-{}", &id[..16]),
+                    kind: "orphans".into(),
+                    snapshot_ids: Vec::new(),
+                    bytes: objects.iter().map(|o| o.size).sum(),
+                    inventory_root: root,
+                    objects,
+                });
+            }
+        }
+        (Some(_), true, _) => warnings.push(format!(
+            "the layers of snapshot(s) {} could not be read: orphan detection is off",
+            input
+                .snapshots
+                .iter()
+                .filter(|s| s.objects.is_none())
+                .map(|s| s.snapshot_id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        _ => {}
+    }
+    // Plain expire_snapshots(olderThan = now - minSnapshotAge) with the table's own retention.
+    let older_than = input.now_ms - input.min_snapshot_age_ms;
+    let mut plain_keep: BTreeSet<i64> = BTreeSet::new();
+    for r in &input.refs {
+        let max_ref_age = r.max_ref_age_ms.or(input.defaults.max_ref_age_ms);
+        let head_age = by_id.get(&r.snapshot_id).map_or(0, |s| input.now_ms - s.timestamp_ms);
+        if r.name != "main" && max_ref_age.is_some_and(|a| head_age > a) {
+            continue; // plain expiry drops the expired ref
+        }
+        plain_keep.insert(r.snapshot_id);
+        if r.is_branch {
+            let min_keep = r
+                .min_snapshots_to_keep
+                .unwrap_or(input.defaults.min_snapshots_to_keep)
+                .max(1);
+            let max_age = r.max_snapshot_age_ms.unwrap_or(input.defaults.max_snapshot_age_ms);
+            plain_keep.extend(branch_keeps(&by_id, r.snapshot_id, min_keep, max_age, input.now_ms));
+        }
+    }
+    if let Some(c) = input.current_snapshot_id {
+        plain_keep.insert(c);
+    }
+    let plain_ids: Vec<i64> = by_id
+        .values()
+        .filter(|s| !plain_keep.contains(&s.snapshot_id) && s.timestamp_ms < older_than)
+        .map(|s| s.snapshot_id)
+        .collect();
+    let plain_set: HashSet<i64> = plain_ids.iter().copied().collect();
+    let plain_closure: HashSet<&str> = distinct_objects(
+        by_id
+            .values()
+            .filter(|s| !plain_set.contains(&s.snapshot_id))
+            .filter_map(|s| s.objects.as_ref()),
+    )
+    .into_iter()
+    .map(|o| o.path.as_str())
+    .collect();
+    let mut plain_objects: BTreeSet<String> = BTreeSet::new();
+    for o in distinct_objects(plain_ids.iter().filter_map(|id| by_id[id].objects.as_ref())) {
+        if !plain_closure.contains(o.path.as_str()) {
+            plain_objects.insert(o.path.clone());
+        }
+    }
+    for id in &plain_ids {
+        if let Some(r) = reasons.get(id) {
+            differences.push(Difference {
+                subject: format!("snapshot {id}"),
+                reasons: r.iter().cloned().collect(),
+            });
+        }
+    }
+    differences.sort_by(|a, b| a.subject.cmp(&b.subject));
+    let in_candidate: BTreeSet<i64> = candidates.iter().flat_map(|c| c.snapshot_ids.iter().copied()).collect();
+    let deletion_rights = rights
+        .into_iter()
+        .map(|r| {
+            let retained: Vec<String> = r
+                .snapshot_ids
+                .iter()
+                .filter_map(|id| {
+                    reasons
+                        .get(id)
+                        .map(|why| format!("snapshot {id}: {}", why.iter().cloned().collect::<Vec<_>>().join(", ")))
+                })
+                .collect();
+            let leftover = match &r.right.scope {
+                DeletionScope::Snapshot(_) => false,
+                DeletionScope::Path(p) => input
+                    .listing
+                    .as_ref()
+                    .is_some_and(|l| l.iter().any(|o| under(&o.path, p))),
+            };
+            let (status, why) = if !r.conflicts.is_empty() {
+                ("conflict", r.conflicts)
+            } else if !retained.is_empty() {
+                ("blocked", retained)
+            } else if r.snapshot_ids.iter().any(|id| in_candidate.contains(id)) {
+                ("candidate", Vec::new())
+            } else if r.snapshot_ids.is_empty() && !leftover {
+                ("fulfilled", Vec::new())
+            } else {
+                (
+                    "blocked",
+                    vec![
+                        "objects in the scope are left but in no candidate (orphans wait for orphanSafetyInterval)"
+                            .to_owned(),
+                    ],
+                )
+            };
+            DeletionRightStatus {
+                id: r.right.id.clone(),
+                scope: match &r.right.scope {
+                    DeletionScope::Snapshot(id) => format!("snapshot:{id}"),
+                    DeletionScope::Path(p) => format!("path:{p}"),
+                },
+                deadline_ms: r.right.deadline_ms,
+                overdue: status != "fulfilled" && input.now_ms > r.right.deadline_ms,
+                status: status.to_owned(),
+                snapshot_ids: r.snapshot_ids,
+                reasons: why,
+            }
+        })
+        .collect();
+    Plan {
+        deletion_rights,
+        protected: reasons
+            .into_iter()
+            .map(|(snapshot_id, r)| Protected {
+                snapshot_id,
+                reasons: r.into_iter().collect(),
+            })
+            .collect(),
+        candidates,
+        plain_expire: PlainExpire {
+            snapshot_ids: plain_ids,
+            objects: plain_objects.into_iter().collect(),
+        },
+        differences,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    const DAY: i64 = 24 * 3600 * 1000;
+
+    fn obj(p: &str, layer: Layer) -> ObjectRef {
+        ObjectRef {
+            path: p.into(),
+            layer,
+            size: 10,
+        }
+    }
+
+    /// A random history: appends, overwrites, deletes on main and branches, tags, leases, holds,
+    /// writers, checkpoints. Each snapshot references its own manifest list and manifests, plus a
+    /// random subset of the live files it inherits and the files it adds.
+    fn random_input(rng: &mut rand::rngs::StdRng) -> PlanInput {
+        let now = 1_000 * DAY;
+        let n = rng.gen_range(1..25);
+        let mut snapshots: Vec<SnapshotInfo> = Vec::new();
+        // Manifests are shared between snapshots exactly as Iceberg shares them: an append keeps its
+        // parent's manifests (the same chunks) and adds one; an overwrite or delete rewrites what it
+        // keeps into a new manifest.
+        let mut manifests_of: BTreeMap<i64, Vec<Arc<ManifestObjects>>> = BTreeMap::new();
+        let mut file_no = 0;
+        for i in 0..n {
+            let id = 1000 + i64::from(i);
+            let parent = if i == 0 {
+                None
+            } else {
+                Some(1000 + rng.gen_range(0..i64::from(i)))
+            };
+            let mut manifests: Vec<Arc<ManifestObjects>> = parent.map(|p| manifests_of[&p].clone()).unwrap_or_default();
+            let op = rng.gen_range(0..3);
+            if op > 0 {
+                let mut kept: Vec<ObjectRef> = manifests
+                    .iter()
+                    .flat_map(|m| m.objects.iter().filter(|o| o.layer != Layer::Manifest).cloned())
+                    .collect();
+                if op == 1 {
+                    kept.retain(|_| rng.gen_bool(0.5)); // overwrite / delete
+                } else {
+                    kept.truncate(kept.len() / 2);
+                }
+                manifests = Vec::new();
+                if !kept.is_empty() {
+                    let path = format!("metadata/r-{id}.avro");
+                    kept.insert(0, obj(&path, Layer::Manifest));
+                    manifests.push(Arc::new(ManifestObjects {
+                        key: path,
+                        objects: kept,
+                    }));
+                }
+            }
+            let path = format!("metadata/m-{id}.avro");
+            let mut added = vec![obj(&path, Layer::Manifest)];
+            for _ in 0..rng.gen_range(0..3) {
+                file_no += 1;
+                let layer = if rng.gen_bool(0.2) {
+                    Layer::PositionDeletes
+                } else {
+                    Layer::Data
+                };
+                added.push(obj(&format!("data/f{file_no}.parquet"), layer));
+            }
+            manifests.push(Arc::new(ManifestObjects {
+                key: path,
+                objects: added,
+            }));
+            manifests_of.insert(id, manifests.clone());
+            snapshots.push(SnapshotInfo {
+                snapshot_id: id,
+                parent_id: parent,
+                timestamp_ms: now - DAY * (60 - i64::from(i) * 2) + rng.gen_range(0..DAY),
+                objects: Some(SnapshotObjects {
+                    own: vec![obj(&format!("metadata/snap-{id}.avro"), Layer::ManifestList)],
+                    manifests,
+                }),
+            });
+        }
+        let pick = |rng: &mut rand::rngs::StdRng| 1000 + rng.gen_range(0..i64::from(n));
+        let current = pick(rng);
+        let mut refs = vec![RefInfo {
+            name: "main".into(),
+            snapshot_id: current,
+            is_branch: true,
+            max_ref_age_ms: None,
+            max_snapshot_age_ms: Some(rng.gen_range(0..40) * DAY),
+            min_snapshots_to_keep: Some(rng.gen_range(1..4)),
+        }];
+        for k in 0..rng.gen_range(0..4) {
+            refs.push(RefInfo {
+                name: format!("r{k}"),
+                snapshot_id: pick(rng),
+                is_branch: rng.gen_bool(0.5),
+                max_ref_age_ms: if rng.gen_bool(0.3) { Some(DAY) } else { None },
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            });
+        }
+        let mut protections = Protections::default();
+        for k in 0..rng.gen_range(0..3) {
+            protections.leases.push((pick(rng), format!("l{k}")));
+        }
+        if rng.gen_bool(0.3) {
+            protections.checkpoints.push((pick(rng), "dr".into()));
+        }
+        if rng.gen_bool(0.3) {
+            protections.holds.push(("h1".into(), HoldScope::Snapshot(pick(rng))));
+        }
+        if rng.gen_bool(0.2) {
+            protections.holds.push(("h2".into(), HoldScope::Prefix("data".into())));
+        }
+        if rng.gen_bool(0.05) {
+            protections.holds.push(("h3".into(), HoldScope::Table));
+        }
+        if rng.gen_bool(0.3) {
+            protections.writers.push(("w1".into(), "data/f1".into()));
+        }
+        if rng.gen_bool(0.3) {
+            protections.protected_refs.push("r0".into());
+        }
+        let listing = Some(
+            (0..rng.gen_range(0..5))
+                .map(|k| ListedObject {
+                    path: format!("data/orphan{k}.parquet"),
+                    size: 5,
+                    last_modified_ms: now - rng.gen_range(0..3) * DAY,
+                })
+                .collect(),
+        );
+        PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots,
+            refs,
+            current_snapshot_id: Some(current),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing,
+            protections,
+            min_snapshot_age_ms: rng.gen_range(0..30) * DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+        }
+    }
+
+    #[test]
+    fn no_candidate_object_is_reachable_from_a_retained_snapshot_over_random_histories() {
+        // 1,000 histories in the normal suite; `scripts/property.sh` runs 10,000 (LAKEDRILL_PROPERTY_CASES)
+        // with a seed per run (LAKEDRILL_PROPERTY_SEED), printed so a failure can be replayed.
+        let cases: usize = std::env::var("LAKEDRILL_PROPERTY_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        let seed: u64 = std::env::var("LAKEDRILL_PROPERTY_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x1a4e_d411);
+        eprintln!("property: {cases} random histories, seed {seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut with_candidates = 0;
+        for round in 0..cases {
+            let input = random_input(&mut rng);
+            let p = plan(&input);
+            // Sharing manifests between snapshots is only a representation: the same history with
+            // every snapshot's objects flattened plans the same.
+            let mut flat = input.clone();
+            for s in &mut flat.snapshots {
+                s.objects = s.objects.as_ref().map(|o| o.iter().cloned().collect());
+            }
+            let q = plan(&flat);
+            assert_eq!(p.candidates, q.candidates, "round {round}: shared vs flat");
+            assert_eq!(p.plain_expire, q.plain_expire, "round {round}: shared vs flat");
+            let retained: BTreeSet<i64> = p.protected.iter().map(|x| x.snapshot_id).collect();
+            let reachable: BTreeSet<&str> = input
+                .snapshots
+                .iter()
+                .filter(|s| retained.contains(&s.snapshot_id))
+                .flat_map(|s| s.objects.as_ref().unwrap().iter().map(|o| o.path.as_str()))
+                .collect();
+            for c in &p.candidates {
+                for o in &c.objects {
+                    assert!(
+                        !reachable.contains(o.path.as_str()),
+                        "round {round}: {} reachable from a retained snapshot",
+                        o.path
+                    );
+                    for (_, w) in &input.protections.writers {
+                        assert!(!under(&o.path, w), "round {round}: {} under writer prefix", o.path);
+                    }
+                    for (_, h) in &input.protections.holds {
+                        assert!(
+                            !matches!(h, HoldScope::Prefix(pf) if under(&o.path, pf)),
+                            "round {round}: held {}",
+                            o.path
+                        );
+                        assert_ne!(*h, HoldScope::Table, "round {round}: table hold yet candidates");
+                    }
+                }
+                for id in &c.snapshot_ids {
+                    assert!(!retained.contains(id));
+                    assert!(
+                        !input.protections.leases.iter().any(|(l, _)| l == id),
+                        "round {round}: leased {id}"
+                    );
+                    assert!(
+                        !input.protections.checkpoints.iter().any(|(l, _)| l == id),
+                        "round {round}: checkpoint {id}"
+                    );
+                    assert!(Some(*id) != input.current_snapshot_id);
+                    assert!(
+                        !input.refs.iter().any(|r| r.snapshot_id == *id),
+                        "round {round}: ref head {id}"
+                    );
+                }
+                assert_eq!(c.inventory_root, inventory_root(&c.objects));
+                with_candidates += 1;
+            }
+            // Orphans are never younger than the safety interval.
+            for c in p.candidates.iter().filter(|c| c.kind == "orphans") {
+                for o in &c.objects {
+                    let l = input
+                        .listing
+                        .as_ref()
+                        .unwrap()
+                        .iter()
+                        .find(|l| l.path == o.path)
+                        .unwrap();
+                    assert!(input.now_ms - l.last_modified_ms > input.orphan_safety_interval_ms);
+                }
+            }
+        }
+        assert!(
+            with_candidates > cases / 5,
+            "the generator must produce candidates often ({with_candidates} of {cases})"
+        );
+    }
+
+    #[test]
+    fn a_lease_removes_a_snapshot_and_its_exclusive_files_from_the_candidates() {
+        let snap = |id: i64, parent: Option<i64>, ts: i64, files: &[&str]| SnapshotInfo {
+            snapshot_id: id,
+            parent_id: parent,
+            timestamp_ms: ts,
+            objects: Some(files.iter().map(|f| obj(f, Layer::Data)).collect()),
+        };
+        let now = 100 * DAY;
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![
+                snap(1, None, now - 90 * DAY, &["a", "b"]),
+                snap(2, Some(1), now - 80 * DAY, &["b", "c"]),
+            ],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 2,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(2),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: None,
+            protections: Protections::default(),
+            min_snapshot_age_ms: 30 * DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+        };
+        let p = plan(&input);
+        assert_eq!(p.candidates[0].snapshot_ids, vec![1]);
+        assert_eq!(
+            p.candidates[0]
+                .objects
+                .iter()
+                .map(|o| o.path.as_str())
+                .collect::<Vec<_>>(),
+            vec!["a"]
+        );
+        assert_eq!(p.plain_expire.snapshot_ids, vec![1]);
+        input.protections.leases.push((1, "L".into()));
+        let p = plan(&input);
+        assert!(p.candidates.is_empty());
+        assert_eq!(p.differences[0].subject, "snapshot 1");
+        assert_eq!(p.differences[0].reasons, vec!["lease:L".to_owned()]);
+    }
+
+    #[test]
+    fn a_deletion_right_lifts_only_the_min_snapshot_age_floor_and_a_hold_makes_it_a_conflict() {
+        let snap = |id: i64, parent: Option<i64>, ts: i64, files: &[&str]| SnapshotInfo {
+            snapshot_id: id,
+            parent_id: parent,
+            timestamp_ms: ts,
+            objects: Some(files.iter().map(|f| obj(f, Layer::Data)).collect()),
+        };
+        let now = 100 * DAY;
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![
+                snap(1, None, now - 3 * DAY, &["data/a", "data/b"]),
+                snap(2, Some(1), now - 2 * DAY, &["data/b", "data/c"]),
+                snap(3, Some(2), now - DAY, &["data/c"]),
+            ],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 3,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: Some(1),
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(3),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: None,
+            protections: Protections::default(),
+            min_snapshot_age_ms: 30 * DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+        };
+        // Everything is younger than minSnapshotAge: no candidate.
+        assert!(plan(&input).candidates.is_empty());
+        input.protections.deletion_rights.push(DeletionRight {
+            id: "dsr".into(),
+            scope: DeletionScope::Path("data/a".into()),
+            deadline_ms: now - 1,
+        });
+        let p = plan(&input);
+        assert_eq!(p.candidates[0].snapshot_ids, vec![1]);
+        assert_eq!(p.deletion_rights[0].status, "candidate");
+        assert!(p.deletion_rights[0].overdue);
+        // A hold on a prefix the scope lies under: conflict, and the snapshot stays protected.
+        input
+            .protections
+            .holds
+            .push(("H".into(), HoldScope::Prefix("data".into())));
+        let p = plan(&input);
+        assert!(p.candidates.is_empty());
+        assert_eq!(p.deletion_rights[0].status, "conflict");
+        assert_eq!(p.deletion_rights[0].reasons, vec!["hold:H".to_owned()]);
+        input.protections.holds.clear();
+        // A lease still keeps it: blocked, with the reason.
+        input.protections.leases.push((1, "L".into()));
+        let p = plan(&input);
+        assert!(p.candidates.is_empty());
+        assert_eq!(p.deletion_rights[0].status, "blocked");
+        assert!(
+            p.deletion_rights[0].reasons[0].contains("lease:L"),
+            "{:?}",
+            p.deletion_rights
+        );
+        input.protections.leases.clear();
+        // The current snapshot is never released by a deletion right.
+        input.protections.deletion_rights[0].scope = DeletionScope::Snapshot(3);
+        let p = plan(&input);
+        assert_eq!(p.deletion_rights[0].status, "blocked");
+        // Once the snapshots are gone, it is fulfilled.
+        input.protections.deletion_rights[0].scope = DeletionScope::Snapshot(99);
+        assert_eq!(plan(&input).deletion_rights[0].status, "fulfilled");
+    }
+}

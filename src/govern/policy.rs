@@ -1,0 +1,1651 @@
+//! The retention policy document, `lakehouseRetentionPolicy.v1` (DESIGN §2, §3).
+//!
+//! What it does: [`parse`] (and [`load`], which reads a file and calls it) turns the YAML an operator wrote
+//! into a [`Policy`] in two steps, as ripgrep turns `LowArgs` into `HiArgs`: serde reads the document as
+//! written into a private `RawPolicy` (every key known, every value kept as the YAML gave it), and one
+//! validation pass turns that into a [`Policy`] whose values are checked, typed (durations are
+//! [`chrono::Duration`]) and defaulted. [`Policy::digest`] is the lowercase hex SHA-256 of the exact file
+//! bytes, the `policy_digest` that evidence records. [`Policy::check_table`], [`Policy::check_catalog`] and
+//! [`Policy::check_format_version`] compare the policy's bindings with the table being governed.
+//!
+//! What it guarantees:
+//! - A [`Policy`] only exists if every rule below holds; there is no way to build one that skips them.
+//! - Every rejection names the field and the rule (`policy.yaml: field orphanSafetyInterval: must be greater
+//!   than maxWriterDuration (6h)`), so the CLI can exit 2 with a message an operator can act on. Unknown
+//!   keys, duplicate keys, several YAML documents in one file and YAML syntax errors are rejected too
+//!   ([`PolicyError::Syntax`], with the line and column the YAML parser gives).
+//! - Numbers and durations are never coerced: `minSnapshotAge: 30` (no unit), `1.5h`, `3w`, `-1d`, a quoted
+//!   `legalHoldGeneration: "19"` and an explicit `null` are all errors, never a default.
+//! - Rules: `schema` is `lakehouseRetentionPolicy.v1`; every duration is `<integer><d|h|m|s>` and greater
+//!   than zero; `orphanSafetyInterval` is strictly greater than `maxWriterDuration` (it must exceed the
+//!   longest writer visibility delay); `protectedRefs` is a non-empty list of non-empty names without
+//!   duplicates and without two names that differ only by case (DESIGN §6: such branches are ambiguous);
+//!   `legalHoldGeneration` is an integer ≥ 0; `formatVersion` is 1, 2 or 3; `objectVersioning` is
+//!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits; `regulatedData` is
+//!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
+//!   positive duration;
+//!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
+//!   [`TableBinding`].
+//!
+//! What it does NOT do: it does no I/O besides [`load`] reading one file, and it does not look at any
+//! table, catalog, registry or clock. It does not decide what may be deleted: it only hands validated
+//! numbers to the planner and the deleter gate. It does not check that the protected refs exist in the
+//! table, that the DR points' snapshots exist, or that the running binary matches
+//! `reclamationImplementationDigest`; those comparisons belong to the stages that have the table and the
+//! binary. It does not normalize the document: the digest is over the bytes as written, so reformatting a
+//! policy changes its digest.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+/// The only `schema` value this module accepts.
+pub const SCHEMA_V1: &str = "lakehouseRetentionPolicy.v1";
+
+/// Default of `evidenceMaxAge`: drill evidence older than this does not approve a delete.
+pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
+
+/// Fewest hex digits a UUID prefix in `table` may have. Four hex digits (as in `orders/7f31...`) already
+/// leave a 1 in 65,536 chance that an unrelated table matches; fewer would bind almost nothing.
+pub const MIN_UUID_PREFIX_HEX_DIGITS: usize = 4;
+
+/// Why a policy could not be read or is not valid. Every variant means "could not decide" (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The policy file could not be read.
+    #[error("cannot read policy file {}", path.display())]
+    Io {
+        /// The file as given.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The document is not valid YAML, is not UTF-8, has an unknown or duplicate key, or a value has the
+    /// wrong shape (a list where a string belongs, …). The message comes from the YAML parser and names the
+    /// key (unknown and duplicate keys) or the line and column.
+    #[error("{source_name}: {message}")]
+    Syntax {
+        /// The file name used in messages.
+        source_name: String,
+        /// What the YAML parser said.
+        message: String,
+    },
+    /// A field is missing or breaks a rule.
+    #[error("{source_name}: field {field}: {rule}")]
+    Field {
+        /// The file name used in messages.
+        source_name: String,
+        /// The field as written in the document (camelCase), with an index for list entries, e.g.
+        /// `protectedRefs[1]` or `disasterRecoveryPoints[0].snapshotId`.
+        field: String,
+        /// The rule it breaks, in words.
+        rule: String,
+    },
+    /// The policy is bound to another table (or catalog, or format version) than the one it is applied to.
+    #[error("{source_name}: field {field}: the policy is bound to {expected}, but the table is {actual}")]
+    TableMismatch {
+        /// The file name used in messages.
+        source_name: String,
+        /// The binding field: `table`, `catalog` or `formatVersion`.
+        field: &'static str,
+        /// The binding as written in the policy.
+        expected: String,
+        /// What the table actually is.
+        actual: String,
+    },
+}
+
+impl PolicyError {
+    /// The document field this error is about, if it is about one.
+    #[must_use]
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Self::Field { field, .. } => Some(field),
+            Self::TableMismatch { field, .. } => Some(field),
+            Self::Io { .. } | Self::Syntax { .. } => None,
+        }
+    }
+}
+
+/// A rule broken by one field, before it is tied to a file. [`parse_duration`] returns it so that other
+/// modules (command-line flags, drill plans) can name their own fields; [`FieldError::in_source`] turns it
+/// into a [`PolicyError::Field`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field {field}: {rule}")]
+pub struct FieldError {
+    /// The field's name.
+    pub field: String,
+    /// The rule it breaks, in words.
+    pub rule: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+
+    /// This error as a [`PolicyError::Field`] of the document `source_name`.
+    #[must_use]
+    pub fn in_source(self, source_name: &str) -> PolicyError {
+        PolicyError::Field {
+            source_name: source_name.to_owned(),
+            field: self.field,
+            rule: self.rule,
+        }
+    }
+}
+
+/// Parses a duration written as one non-negative integer and a unit: `d` (days), `h`, `m` or `s`, as in
+/// `30d`, `12h`, `90m`, `30s`. Nothing else is accepted: no sign, no fraction, no space, no other or
+/// upper-case unit, no bare number. `0s` parses; callers that need a positive duration check it (every
+/// duration of a [`Policy`] must be greater than zero).
+///
+/// # Errors
+///
+/// A [`FieldError`] naming `field` and saying what is wrong with `s`.
+///
+/// # Examples
+///
+/// ```
+/// use lakedrill::govern::policy::parse_duration;
+///
+/// assert_eq!(parse_duration("maxWriterDuration", "6h")?, chrono::Duration::hours(6));
+/// let err = parse_duration("maxWriterDuration", "1.5h").unwrap_err();
+/// assert_eq!(err.field, "maxWriterDuration");
+/// # Ok::<(), lakedrill::govern::policy::FieldError>(())
+/// ```
+pub fn parse_duration(field: &str, s: &str) -> Result<chrono::Duration, FieldError> {
+    let bad = |why: &str| {
+        FieldError::new(
+            field,
+            format!("{why}; write one integer followed by d, h, m or s (e.g. 30d, 12h, 90m, 30s), got {s:?}"),
+        )
+    };
+    let Some(unit) = s.chars().last() else {
+        return Err(bad("is empty"));
+    };
+    let digits = &s[..s.len() - unit.len_utf8()];
+    if unit.is_ascii_digit() {
+        return Err(bad("has no unit"));
+    }
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("is not a whole number of units"));
+    }
+    let n: i64 = digits.parse().map_err(|_| bad("is too large"))?;
+    let duration = match unit {
+        'd' => chrono::Duration::try_days(n),
+        'h' => chrono::Duration::try_hours(n),
+        'm' => chrono::Duration::try_minutes(n),
+        's' => chrono::Duration::try_seconds(n),
+        _ => return Err(bad(&format!("has an unknown unit {unit:?}"))),
+    };
+    duration.ok_or_else(|| bad("is too large"))
+}
+
+/// Which table a policy governs, from `table`: a name, a UUID prefix, or both.
+///
+/// Written forms:
+/// - `NAME`: `orders` or `sales.orders`;
+/// - `NAME/UUIDPREFIX`: `orders/7f31...`, `orders/7f31a2b4-09c1`, or a whole UUID after the slash;
+/// - a UUID prefix alone: `/7f31...`, `7f31...` (the elision marker says it is a prefix), or a whole
+///   hyphenated UUID.
+///
+/// A trailing `...` or `…` on the UUID prefix only marks the elision and is dropped. The prefix must be a
+/// prefix of the canonical hyphenated form (`7f31a2b4-09c1-…`: hex digits, dashes exactly where the
+/// canonical form has them), with at least [`MIN_UUID_PREFIX_HEX_DIGITS`] hex digits; it is compared
+/// case-insensitively. A bare word without a marker (`cafe`) is a name, never a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableBinding {
+    name: Option<String>,
+    uuid_prefix: Option<String>,
+}
+
+impl TableBinding {
+    /// The table name, if the binding has one.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The UUID prefix in lower case and without the elision marker, if the binding has one.
+    #[must_use]
+    pub fn uuid_prefix(&self) -> Option<&str> {
+        self.uuid_prefix.as_deref()
+    }
+
+    /// Whether a table with this name and UUID is the one bound. The name matches if it equals
+    /// `table_name` or its last dot-separated components (`orders` and `sales.orders` both match
+    /// `db.sales.orders`); the UUID prefix matches if the canonical hyphenated form of `table_uuid` starts
+    /// with it, ignoring case.
+    #[must_use]
+    pub fn matches(&self, table_name: &str, table_uuid: &uuid::Uuid) -> bool {
+        let name_ok = self.name.as_deref().is_none_or(|name| {
+            table_name == name || table_name.strip_suffix(name).is_some_and(|rest| rest.ends_with('.'))
+        });
+        let uuid_ok = self.uuid_prefix.as_deref().is_none_or(|prefix| {
+            let mut buf = uuid::Uuid::encode_buffer();
+            let canonical = table_uuid.hyphenated().encode_lower(&mut buf);
+            canonical.starts_with(prefix)
+        });
+        name_ok && uuid_ok
+    }
+}
+
+impl fmt::Display for TableBinding {
+    /// The binding in its written form, with `...` after a partial UUID: `orders/7f31...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(name) = &self.name {
+            f.write_str(name)?;
+        }
+        if let Some(prefix) = &self.uuid_prefix {
+            let elided = if prefix.len() < HYPHENATED_UUID_LEN { "..." } else { "" };
+            write!(f, "/{prefix}{elided}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for TableBinding {
+    type Err = FieldError;
+
+    /// Parses the `table` field; see [`TableBinding`] for the forms.
+    fn from_str(s: &str) -> Result<Self, FieldError> {
+        let bad = |rule: String| FieldError::new("table", rule);
+        if s.trim().is_empty() {
+            return Err(bad("must name a table, a UUID prefix, or both".to_owned()));
+        }
+        if s.trim() != s {
+            return Err(bad(format!("must not start or end with whitespace, got {s:?}")));
+        }
+        let (name, prefix) = match s.split_once('/') {
+            Some((name, prefix)) => (name, Some(prefix)),
+            None if strip_elision(s).is_some() || is_full_uuid(s) => ("", Some(s)),
+            None => (s, None),
+        };
+        let name = if name.is_empty() {
+            None
+        } else {
+            if strip_elision(name).is_some() {
+                return Err(bad(format!(
+                    "the elision marker is only allowed after the UUID prefix, got {s:?}"
+                )));
+            }
+            if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(bad(format!("the table name must not contain whitespace, got {name:?}")));
+            }
+            Some(name.to_owned())
+        };
+        let uuid_prefix = prefix
+            .map(|p| parse_uuid_prefix(p).map_err(|rule| bad(format!("{rule}, got {s:?}"))))
+            .transpose()?;
+        Ok(Self { name, uuid_prefix })
+    }
+}
+
+const HYPHENATED_UUID_LEN: usize = 36;
+const UUID_DASH_POSITIONS: [usize; 4] = [8, 13, 18, 23];
+
+fn strip_elision(s: &str) -> Option<&str> {
+    s.strip_suffix("...").or_else(|| s.strip_suffix('…'))
+}
+
+fn is_full_uuid(s: &str) -> bool {
+    s.len() == HYPHENATED_UUID_LEN && parse_uuid_prefix(s).is_ok()
+}
+
+/// Validates a UUID prefix against the canonical hyphenated form and returns it in lower case.
+fn parse_uuid_prefix(written: &str) -> Result<String, String> {
+    let prefix = strip_elision(written).unwrap_or(written);
+    if prefix.contains('/') {
+        return Err("must contain at most one `/`".to_owned());
+    }
+    if prefix.is_empty() {
+        return Err("the UUID prefix after `/` is empty".to_owned());
+    }
+    if prefix.len() > HYPHENATED_UUID_LEN {
+        return Err("the UUID prefix is longer than a hyphenated UUID".to_owned());
+    }
+    for (i, c) in prefix.chars().enumerate() {
+        let dash_here = UUID_DASH_POSITIONS.contains(&i);
+        let ok = if dash_here { c == '-' } else { c.is_ascii_hexdigit() };
+        if !ok {
+            // Hyphens are part of the comparison: a prefix is checked against the canonical hyphenated
+            // form, so `7f31a2b409c1` (no dash) cannot match anything and is refused here.
+            return Err(
+                "the UUID prefix must be hex digits and dashes as in the hyphenated form \
+                 (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"
+                    .to_owned(),
+            );
+        }
+    }
+    let hex_digits = prefix.chars().filter(char::is_ascii_hexdigit).count();
+    if hex_digits < MIN_UUID_PREFIX_HEX_DIGITS {
+        return Err(format!(
+            "the UUID prefix must have at least {MIN_UUID_PREFIX_HEX_DIGITS} hex digits"
+        ));
+    }
+    Ok(prefix.to_ascii_lowercase())
+}
+
+/// How the deleter removes an object from a versioned bucket (`objectVersioning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectVersioning {
+    /// `marker-only` (the default): delete without a version ID, leaving a delete marker; the object's
+    /// versions stay recoverable until the bucket's lifecycle rules remove them.
+    #[default]
+    MarkerOnly,
+    /// `permanent`: delete the exact version ID recorded in the inventory; nothing is left to recover.
+    Permanent,
+}
+
+impl ObjectVersioning {
+    /// The value as written in the policy: `marker-only` or `permanent`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MarkerOnly => "marker-only",
+            Self::Permanent => "permanent",
+        }
+    }
+}
+
+impl fmt::Display for ObjectVersioning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A declared disaster-recovery point (`disasterRecoveryPoints[]`): a snapshot that backups must be able to
+/// restore, and optionally the time it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrPoint {
+    snapshot_id: i64,
+    at: Option<DateTime<Utc>>,
+}
+
+impl DrPoint {
+    /// The Iceberg snapshot ID.
+    #[must_use]
+    pub fn snapshot_id(&self) -> i64 {
+        self.snapshot_id
+    }
+
+    /// The recovery point's time, if the policy gives one.
+    #[must_use]
+    pub fn at(&self) -> Option<DateTime<Utc>> {
+        self.at
+    }
+}
+
+/// A validated `lakehouseRetentionPolicy.v1` document, with defaults applied. Built only by [`parse`] and
+/// [`load`].
+#[derive(Debug, Clone)]
+pub struct Policy {
+    source_name: String,
+    digest: String,
+    table: TableBinding,
+    protected_refs: Vec<String>,
+    min_snapshot_age: chrono::Duration,
+    max_reader_lease: chrono::Duration,
+    max_writer_duration: chrono::Duration,
+    orphan_safety_interval: chrono::Duration,
+    legal_hold_generation: u64,
+    format_version: Option<u8>,
+    catalog: Option<String>,
+    dr_points: Vec<DrPoint>,
+    object_versioning: ObjectVersioning,
+    reclamation_implementation_digest: Option<String>,
+    evidence_max_age: chrono::Duration,
+    max_unreconciled_unknowns: u32,
+    regulated_data: Option<bool>,
+    min_quarantine_period: Option<chrono::Duration>,
+}
+
+impl Policy {
+    /// `regulatedData` as declared: `Some(false)` only when the policy explicitly says the table holds no
+    /// regulated data (required for the `test` rollout stage); `None` when the policy does not say.
+    #[must_use]
+    pub fn regulated_data(&self) -> Option<bool> {
+        self.regulated_data
+    }
+
+    /// `minQuarantinePeriod`: how long a candidate stays quarantined before a purge may be accepted, if set.
+    #[must_use]
+    pub fn min_quarantine_period(&self) -> Option<chrono::Duration> {
+        self.min_quarantine_period
+    }
+
+    /// The `schema` value, always [`SCHEMA_V1`].
+    #[must_use]
+    pub fn schema(&self) -> &'static str {
+        SCHEMA_V1
+    }
+
+    /// The file name used in messages, as given to [`parse`] or [`load`].
+    #[must_use]
+    pub fn source_name(&self) -> &str {
+        &self.source_name
+    }
+
+    /// Lowercase hex SHA-256 of the exact bytes the policy was parsed from; evidence records it as
+    /// `policy_digest`.
+    #[must_use]
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The table the policy governs (`table`).
+    #[must_use]
+    pub fn table(&self) -> &TableBinding {
+        &self.table
+    }
+
+    /// The refs that are never expired (`protectedRefs`), in the order written.
+    #[must_use]
+    pub fn protected_refs(&self) -> &[String] {
+        &self.protected_refs
+    }
+
+    /// Whether `ref_name` is protected. The comparison ignores case on purpose: if the table has both
+    /// `Main` and `main` and the policy protects `main`, both are kept (DESIGN §6, branch names that differ
+    /// only by case); protecting too much delays reclamation, protecting too little loses data.
+    #[must_use]
+    pub fn is_protected_ref(&self, ref_name: &str) -> bool {
+        let wanted = ref_name.to_lowercase();
+        self.protected_refs.iter().any(|r| r.to_lowercase() == wanted)
+    }
+
+    /// Snapshots younger than this are never expired (`minSnapshotAge`).
+    #[must_use]
+    pub fn min_snapshot_age(&self) -> chrono::Duration {
+        self.min_snapshot_age
+    }
+
+    /// The longest a reader lease may last (`maxReaderLease`).
+    #[must_use]
+    pub fn max_reader_lease(&self) -> chrono::Duration {
+        self.max_reader_lease
+    }
+
+    /// The longest a writer may stay in flight before it commits (`maxWriterDuration`).
+    #[must_use]
+    pub fn max_writer_duration(&self) -> chrono::Duration {
+        self.max_writer_duration
+    }
+
+    /// Unreferenced objects younger than this are never candidates (`orphanSafetyInterval`); always greater
+    /// than [`Policy::max_writer_duration`].
+    #[must_use]
+    pub fn orphan_safety_interval(&self) -> chrono::Duration {
+        self.orphan_safety_interval
+    }
+
+    /// The legal-hold generation the policy was written against (`legalHoldGeneration`).
+    #[must_use]
+    pub fn legal_hold_generation(&self) -> u64 {
+        self.legal_hold_generation
+    }
+
+    /// The declared disaster-recovery points (`disasterRecoveryPoints`), in the order written, with
+    /// distinct snapshot IDs; empty if none are declared.
+    #[must_use]
+    pub fn dr_points(&self) -> &[DrPoint] {
+        &self.dr_points
+    }
+
+    /// How deletes treat versioned buckets (`objectVersioning`, default [`ObjectVersioning::MarkerOnly`]).
+    #[must_use]
+    pub fn object_versioning(&self) -> ObjectVersioning {
+        self.object_versioning
+    }
+
+    /// Lowercase hex SHA-256 of the deleter binary the policy allows (`reclamationImplementationDigest`),
+    /// if the policy pins one.
+    #[must_use]
+    pub fn reclamation_implementation_digest(&self) -> Option<&str> {
+        self.reclamation_implementation_digest.as_deref()
+    }
+
+    /// How fresh drill evidence must be to approve a delete (`evidenceMaxAge`, default 7 days).
+    #[must_use]
+    pub fn evidence_max_age(&self) -> chrono::Duration {
+        self.evidence_max_age
+    }
+
+    /// How many unreconciled `DELETE_UNKNOWN` entries may exist before deletes stop
+    /// (`maxUnreconciledUnknowns`, default 0).
+    #[must_use]
+    pub fn max_unreconciled_unknowns(&self) -> u32 {
+        self.max_unreconciled_unknowns
+    }
+
+    /// The Iceberg format version the policy is bound to (`formatVersion`: 1, 2 or 3), if any.
+    #[must_use]
+    pub fn format_version(&self) -> Option<u8> {
+        self.format_version
+    }
+
+    /// The catalog the policy is bound to (`catalog`), if any.
+    #[must_use]
+    pub fn catalog(&self) -> Option<&str> {
+        self.catalog.as_deref()
+    }
+
+    /// Checks that the table being governed is the one in `table`; see [`TableBinding::matches`].
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::TableMismatch`] with field `table` if the name or the UUID prefix differs.
+    pub fn check_table(&self, table_name: &str, table_uuid: &uuid::Uuid) -> Result<(), PolicyError> {
+        if self.table.matches(table_name, table_uuid) {
+            return Ok(());
+        }
+        Err(self.mismatch("table", self.table.to_string(), format!("{table_name}/{table_uuid}")))
+    }
+
+    /// Checks the table's format version against `formatVersion`; a policy without one accepts any.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::TableMismatch`] with field `formatVersion` if the versions differ.
+    pub fn check_format_version(&self, table_format_version: u8) -> Result<(), PolicyError> {
+        match self.format_version {
+            Some(v) if v != table_format_version => {
+                Err(self.mismatch("formatVersion", v.to_string(), table_format_version.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the catalog the table was loaded from against `catalog`; a policy without one accepts any.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::TableMismatch`] with field `catalog` if the names differ (compared exactly).
+    pub fn check_catalog(&self, catalog_name: &str) -> Result<(), PolicyError> {
+        match &self.catalog {
+            Some(c) if c != catalog_name => Err(self.mismatch("catalog", c.clone(), catalog_name.to_owned())),
+            _ => Ok(()),
+        }
+    }
+
+    fn mismatch(&self, field: &'static str, expected: String, actual: String) -> PolicyError {
+        PolicyError::TableMismatch {
+            source_name: self.source_name.clone(),
+            field,
+            expected,
+            actual,
+        }
+    }
+}
+
+/// Reads and validates the policy file at `path`; messages name the file as `path` displays.
+///
+/// # Errors
+///
+/// [`PolicyError::Io`] if the file cannot be read, otherwise as [`parse`].
+pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+    let bytes = std::fs::read(path).map_err(|source| PolicyError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&bytes, &path.display().to_string())
+}
+
+/// Validates a policy document given as the exact bytes of the file; `source` is the file name used in
+/// messages. The digest is computed over `bytes` as given.
+///
+/// # Errors
+///
+/// [`PolicyError::Syntax`] if the bytes are not UTF-8 or not one YAML mapping with known, distinct keys
+/// and values of the right shape; [`PolicyError::Field`] naming the first field that is missing or breaks
+/// a rule.
+///
+/// # Examples
+///
+/// ```
+/// let doc = b"schema: lakehouseRetentionPolicy.v1
+/// table: orders/7f31...
+/// protectedRefs: [main, audit-q2]
+/// minSnapshotAge: 30d
+/// maxReaderLease: 14d
+/// maxWriterDuration: 6h
+/// legalHoldGeneration: 19
+/// orphanSafetyInterval: 12h
+/// ";
+/// let policy = lakedrill::govern::policy::parse(doc, "policy.yaml")?;
+/// assert_eq!(policy.max_writer_duration(), chrono::Duration::hours(6));
+///
+/// let err = lakedrill::govern::policy::parse(&[doc.as_slice(), b"colour: red\n"].concat(), "policy.yaml").unwrap_err();
+/// assert!(err.to_string().contains("colour"));
+/// # Ok::<(), lakedrill::govern::policy::PolicyError>(())
+/// ```
+pub fn parse(bytes: &[u8], source: &str) -> Result<Policy, PolicyError> {
+    let digest = hex::encode(Sha256::digest(bytes));
+    let syntax = |message: String| PolicyError::Syntax {
+        source_name: source.to_owned(),
+        message,
+    };
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| syntax(format!("is not UTF-8 (invalid byte at offset {})", e.valid_up_to())))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err(syntax("is empty".to_owned()));
+    }
+    // Defaults of serde-saphyr kept on purpose: duplicate keys are errors, only one document is accepted,
+    // and the parse runs under its resource budget (alias bombs, deep nesting). Snippets are off because
+    // the message must fit on the one line the CLI prints after the file name.
+    let options = serde_saphyr::options! { with_snippet: false };
+    let raw: RawPolicy = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        // The parser's advice to programmers means nothing to an operator editing the file.
+        syntax(
+            e.to_string()
+                .replace(", set DuplicateKeyPolicy in Options if acceptable", ""),
+        )
+    })?;
+    let mut policy = raw.validate(digest).map_err(|e| e.in_source(source))?;
+    source.clone_into(&mut policy.source_name);
+    Ok(policy)
+}
+
+/// A scalar exactly as YAML gave it, so that validation (not serde) decides what is acceptable and can
+/// name the field: `30` for a duration, `"19"` for a number and `null` anywhere are errors with the field
+/// name, not coercions or defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+enum Scalar {
+    /// The key is not in the document.
+    #[default]
+    Absent,
+    /// `null`, `~` or an empty value.
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+}
+
+impl Scalar {
+    fn describe(&self) -> String {
+        match self {
+            Self::Absent => "nothing".to_owned(),
+            Self::Null => "null".to_owned(),
+            Self::Bool(b) => format!("the boolean {b}"),
+            Self::Int(i) => format!("the bare number {i}"),
+            Self::Float(x) => format!("the number {x}"),
+            Self::Str(s) => format!("the string {s:?}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v.into()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v.into()))
+            }
+            fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v))
+            }
+            fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<Scalar, E> {
+                i128::try_from(v)
+                    .map(Scalar::Int)
+                    .map_err(|_| E::custom(format!("number {v} is too large")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// A key that may be absent, explicitly `null`, or given. Unlike `Option`, it keeps `null` apart from a
+/// missing key, so that `catalog: ~` is an error rather than a silent "no catalog binding".
+#[derive(Debug, Default)]
+enum Given<T> {
+    #[default]
+    Absent,
+    Null,
+    Value(T),
+}
+
+impl<T> Given<T> {
+    /// `None` if the key is absent, the value if it is given; an explicit `null` is an error.
+    fn optional(self, field: &str) -> Result<Option<T>, FieldError> {
+        match self {
+            Self::Absent => Ok(None),
+            Self::Null => Err(null_not_allowed(field)),
+            Self::Value(v) => Ok(Some(v)),
+        }
+    }
+
+    /// The value; an absent key or an explicit `null` is an error.
+    fn required(self, field: &str) -> Result<T, FieldError> {
+        self.optional(field)?.ok_or_else(|| required(field))
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Given<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Only called for a key that is present (absent keys take `Default`), so `None` is `null`.
+        Option::<T>::deserialize(deserializer).map(|v| v.map_or(Self::Null, Self::Value))
+    }
+}
+
+/// The document as written. Every key may be absent here so that a missing one is reported by
+/// validation as `field X: is required` rather than by serde; strings that must keep their exact text
+/// (names, digests) are `String`, numbers and durations are [`Scalar`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawPolicy {
+    #[serde(default)]
+    schema: Given<String>,
+    #[serde(default)]
+    table: Given<String>,
+    #[serde(default)]
+    protected_refs: Given<Vec<String>>,
+    #[serde(default)]
+    min_snapshot_age: Scalar,
+    #[serde(default)]
+    max_reader_lease: Scalar,
+    #[serde(default)]
+    max_writer_duration: Scalar,
+    #[serde(default)]
+    legal_hold_generation: Scalar,
+    #[serde(default)]
+    orphan_safety_interval: Scalar,
+    #[serde(default)]
+    format_version: Scalar,
+    #[serde(default)]
+    catalog: Given<String>,
+    #[serde(default)]
+    disaster_recovery_points: Given<Vec<RawDrPoint>>,
+    #[serde(default)]
+    object_versioning: Given<String>,
+    #[serde(default)]
+    reclamation_implementation_digest: Given<String>,
+    #[serde(default)]
+    evidence_max_age: Scalar,
+    #[serde(default)]
+    max_unreconciled_unknowns: Scalar,
+    #[serde(default)]
+    regulated_data: Scalar,
+    #[serde(default)]
+    min_quarantine_period: Scalar,
+}
+
+/// One `disasterRecoveryPoints` entry as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawDrPoint {
+    #[serde(default)]
+    snapshot_id: Scalar,
+    #[serde(default)]
+    at: Given<String>,
+}
+
+/// A validated duration and its text as written, for messages.
+struct WrittenDuration {
+    value: chrono::Duration,
+    text: String,
+}
+
+impl RawPolicy {
+    /// Applies every rule, in document order, and returns the first field that breaks one.
+    fn validate(self, digest: String) -> Result<Policy, FieldError> {
+        let schema = self.schema.required("schema")?;
+        if schema != SCHEMA_V1 {
+            return Err(FieldError::new(
+                "schema",
+                format!("must be {SCHEMA_V1}, got {schema:?}"),
+            ));
+        }
+        let table: TableBinding = self.table.required("table")?.parse()?;
+        let protected_refs = validate_protected_refs(self.protected_refs.required("protectedRefs")?)?;
+        let min_snapshot_age = duration("minSnapshotAge", &self.min_snapshot_age, None)?;
+        let max_reader_lease = duration("maxReaderLease", &self.max_reader_lease, None)?;
+        let max_writer_duration = duration("maxWriterDuration", &self.max_writer_duration, None)?;
+        let legal_hold_generation = integer("legalHoldGeneration", &self.legal_hold_generation, None)?;
+        let orphan_safety_interval = duration("orphanSafetyInterval", &self.orphan_safety_interval, None)?;
+        // DESIGN §3: the interval must exceed the longest writer visibility delay; an object uploaded by a
+        // writer still in flight must never look like an orphan.
+        if orphan_safety_interval.value <= max_writer_duration.value {
+            return Err(FieldError::new(
+                "orphanSafetyInterval",
+                format!(
+                    "must be greater than maxWriterDuration ({}), got {}",
+                    max_writer_duration.text, orphan_safety_interval.text
+                ),
+            ));
+        }
+        let format_version = match &self.format_version {
+            Scalar::Absent => None,
+            Scalar::Int(v @ 1..=3) => u8::try_from(*v).ok(),
+            other => {
+                return Err(FieldError::new(
+                    "formatVersion",
+                    format!("must be 1, 2 or 3, got {}", other.describe()),
+                ));
+            }
+        };
+        let catalog = match self.catalog.optional("catalog")? {
+            Some(c) if c.trim().is_empty() || c.trim() != c => {
+                return Err(FieldError::new(
+                    "catalog",
+                    format!("must be a non-empty name without surrounding whitespace, got {c:?}"),
+                ));
+            }
+            c => c,
+        };
+        let dr_points = validate_dr_points(
+            self.disaster_recovery_points
+                .optional("disasterRecoveryPoints")?
+                .unwrap_or_default(),
+        )?;
+        let object_versioning = match self.object_versioning.optional("objectVersioning")?.as_deref() {
+            None => ObjectVersioning::default(),
+            Some("marker-only") => ObjectVersioning::MarkerOnly,
+            Some("permanent") => ObjectVersioning::Permanent,
+            Some(other) => {
+                return Err(FieldError::new(
+                    "objectVersioning",
+                    format!("must be marker-only or permanent, got {other:?}"),
+                ));
+            }
+        };
+        let reclamation_implementation_digest = match self
+            .reclamation_implementation_digest
+            .optional("reclamationImplementationDigest")?
+        {
+            Some(d) if !is_sha256_hex(&d) => {
+                return Err(FieldError::new(
+                    "reclamationImplementationDigest",
+                    format!("must be a SHA-256 as 64 lowercase hex digits, got {d:?}"),
+                ));
+            }
+            d => d,
+        };
+        let evidence_max_age = duration("evidenceMaxAge", &self.evidence_max_age, Some(DEFAULT_EVIDENCE_MAX_AGE))?;
+        let max_unreconciled_unknowns = integer("maxUnreconciledUnknowns", &self.max_unreconciled_unknowns, Some(0))?;
+        let max_unreconciled_unknowns = u32::try_from(max_unreconciled_unknowns).map_err(|_| {
+            FieldError::new(
+                "maxUnreconciledUnknowns",
+                format!("must be at most {}, got {max_unreconciled_unknowns}", u32::MAX),
+            )
+        })?;
+        let regulated_data = match &self.regulated_data {
+            Scalar::Absent => None,
+            Scalar::Bool(b) => Some(*b),
+            Scalar::Null => return Err(null_not_allowed("regulatedData")),
+            other => {
+                return Err(FieldError::new(
+                    "regulatedData",
+                    format!("must be true or false (unquoted), got {}", other.describe()),
+                ));
+            }
+        };
+        let min_quarantine_period = match &self.min_quarantine_period {
+            Scalar::Absent => None,
+            v => Some(duration("minQuarantinePeriod", v, None)?.value),
+        };
+        Ok(Policy {
+            regulated_data,
+            min_quarantine_period,
+            source_name: String::new(),
+            digest,
+            table,
+            protected_refs,
+            min_snapshot_age: min_snapshot_age.value,
+            max_reader_lease: max_reader_lease.value,
+            max_writer_duration: max_writer_duration.value,
+            orphan_safety_interval: orphan_safety_interval.value,
+            legal_hold_generation,
+            format_version,
+            catalog,
+            dr_points,
+            object_versioning,
+            reclamation_implementation_digest,
+            evidence_max_age: evidence_max_age.value,
+            max_unreconciled_unknowns,
+        })
+    }
+}
+
+fn required(field: &str) -> FieldError {
+    FieldError::new(field, "is required")
+}
+
+fn null_not_allowed(field: &str) -> FieldError {
+    FieldError::new(
+        field,
+        "must not be null (leave the field out to use its default, if it has one)",
+    )
+}
+
+/// A positive duration; `default` is used only when the key is absent, never for an explicit `null`.
+fn duration(field: &str, value: &Scalar, default: Option<&str>) -> Result<WrittenDuration, FieldError> {
+    let text = match (value, default) {
+        (Scalar::Str(s), _) => s.as_str(),
+        (Scalar::Absent, Some(d)) => d,
+        (Scalar::Absent, None) => return Err(required(field)),
+        (Scalar::Null, _) => return Err(null_not_allowed(field)),
+        (other, _) => {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "must be a duration with a unit (d, h, m or s, e.g. 30d, 12h), got {}",
+                    other.describe()
+                ),
+            ));
+        }
+    };
+    let value = parse_duration(field, text)?;
+    if value <= chrono::Duration::zero() {
+        return Err(FieldError::new(field, format!("must be greater than zero, got {text}")));
+    }
+    Ok(WrittenDuration {
+        value,
+        text: text.to_owned(),
+    })
+}
+
+/// A non-negative integer written as a YAML number (not a string); `default` only when the key is absent.
+fn integer(field: &str, value: &Scalar, default: Option<u64>) -> Result<u64, FieldError> {
+    match (value, default) {
+        (Scalar::Int(i), _) if *i < 0 => Err(FieldError::new(field, format!("must not be negative, got {i}"))),
+        (Scalar::Int(i), _) => {
+            u64::try_from(*i).map_err(|_| FieldError::new(field, format!("must be at most {}, got {i}", u64::MAX)))
+        }
+        (Scalar::Absent, Some(d)) => Ok(d),
+        (Scalar::Absent, None) => Err(required(field)),
+        (Scalar::Null, _) => Err(null_not_allowed(field)),
+        (other, _) => Err(FieldError::new(
+            field,
+            format!("must be a non-negative integer (unquoted), got {}", other.describe()),
+        )),
+    }
+}
+
+fn validate_protected_refs(refs: Vec<String>) -> Result<Vec<String>, FieldError> {
+    if refs.is_empty() {
+        return Err(FieldError::new("protectedRefs", "must name at least one ref"));
+    }
+    // Lower-cased name → index of its first occurrence.
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(refs.len());
+    for (i, name) in refs.iter().enumerate() {
+        let field = format!("protectedRefs[{i}]");
+        if name.trim().is_empty() || name.trim() != name {
+            return Err(FieldError::new(
+                field,
+                format!("must be a non-empty ref name without surrounding whitespace, got {name:?}"),
+            ));
+        }
+        if let Some(&first) = seen.get(&name.to_lowercase()) {
+            let rule = if refs[first] == *name {
+                format!("{name:?} is listed twice (also protectedRefs[{first}])")
+            } else {
+                format!(
+                    "{name:?} and {:?} (protectedRefs[{first}]) differ only by case, which is ambiguous",
+                    refs[first]
+                )
+            };
+            return Err(FieldError::new(field, rule));
+        }
+        seen.insert(name.to_lowercase(), i);
+    }
+    Ok(refs)
+}
+
+fn validate_dr_points(raw: Vec<RawDrPoint>) -> Result<Vec<DrPoint>, FieldError> {
+    let mut seen: HashMap<i64, usize> = HashMap::with_capacity(raw.len());
+    let mut points = Vec::with_capacity(raw.len());
+    for (i, point) in raw.into_iter().enumerate() {
+        let field = |name: &str| format!("disasterRecoveryPoints[{i}].{name}");
+        let snapshot_id = match &point.snapshot_id {
+            Scalar::Int(id) => i64::try_from(*id).map_err(|_| {
+                FieldError::new(
+                    field("snapshotId"),
+                    format!("must fit in a signed 64-bit integer, got {id}"),
+                )
+            })?,
+            Scalar::Absent => return Err(required(&field("snapshotId"))),
+            other => {
+                return Err(FieldError::new(
+                    field("snapshotId"),
+                    format!("must be an integer snapshot ID (unquoted), got {}", other.describe()),
+                ));
+            }
+        };
+        if let Some(first) = seen.insert(snapshot_id, i) {
+            return Err(FieldError::new(
+                field("snapshotId"),
+                format!("snapshot {snapshot_id} is already declared by disasterRecoveryPoints[{first}]"),
+            ));
+        }
+        let at = point
+            .at
+            .optional(&field("at"))?
+            .map(|at| {
+                DateTime::parse_from_rfc3339(&at)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|e| FieldError::new(field("at"), format!("must be an RFC 3339 time ({e}), got {at:?}")))
+            })
+            .transpose()?;
+        points.push(DrPoint { snapshot_id, at });
+    }
+    Ok(points)
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// The example of DESIGN §3, byte for byte (including the comment and the literal `...`).
+    const DESIGN_EXAMPLE: &str = "\
+schema: lakehouseRetentionPolicy.v1
+table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)
+protectedRefs: [main, audit-q2]
+minSnapshotAge: 30d
+maxReaderLease: 14d
+maxWriterDuration: 6h
+legalHoldGeneration: 19
+orphanSafetyInterval: 12h
+";
+
+    fn parse_str(doc: &str) -> Result<Policy, PolicyError> {
+        parse(doc.as_bytes(), "policy.yaml")
+    }
+
+    /// The DESIGN example with `key: value` lines replaced (`None` removes the key) or appended.
+    fn example_with(changes: &[(&str, Option<&str>)]) -> String {
+        let mut lines: Vec<String> = DESIGN_EXAMPLE.lines().map(str::to_owned).collect();
+        for (key, value) in changes {
+            let prefix = format!("{key}:");
+            let pos = lines.iter().position(|l| l.starts_with(&prefix));
+            match (pos, value) {
+                (Some(p), Some(v)) => lines[p] = format!("{key}: {v}"),
+                (Some(p), None) => {
+                    lines.remove(p);
+                }
+                (None, Some(v)) => lines.push(format!("{key}: {v}")),
+                (None, None) => {}
+            }
+        }
+        lines.join("\n") + "\n"
+    }
+
+    /// Parses a document that must fail with a field error, and returns (field, rule).
+    fn field_error(doc: &str) -> (String, String) {
+        match parse_str(doc) {
+            Err(PolicyError::Field {
+                source_name,
+                field,
+                rule,
+            }) => {
+                assert_eq!(source_name, "policy.yaml");
+                (field, rule)
+            }
+            other => panic!("expected a field error for\n{doc}\ngot {other:?}"),
+        }
+    }
+
+    fn uuid(s: &str) -> uuid::Uuid {
+        uuid::Uuid::parse_str(s).unwrap()
+    }
+
+    #[test]
+    fn design_example_parses_with_its_values() {
+        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        assert_eq!(p.schema(), "lakehouseRetentionPolicy.v1");
+        assert_eq!(p.source_name(), "policy.yaml");
+        assert_eq!(p.table().name(), Some("orders"));
+        assert_eq!(p.table().uuid_prefix(), Some("7f31"));
+        assert_eq!(p.table().to_string(), "orders/7f31...");
+        assert_eq!(p.protected_refs(), ["main", "audit-q2"]);
+        assert_eq!(p.min_snapshot_age(), chrono::Duration::days(30));
+        assert_eq!(p.max_reader_lease(), chrono::Duration::days(14));
+        assert_eq!(p.max_writer_duration(), chrono::Duration::hours(6));
+        assert_eq!(p.legal_hold_generation(), 19);
+        assert_eq!(p.orphan_safety_interval(), chrono::Duration::hours(12));
+        // Defaults.
+        assert_eq!(p.format_version(), None);
+        assert_eq!(p.catalog(), None);
+        assert!(p.dr_points().is_empty());
+        assert_eq!(p.object_versioning(), ObjectVersioning::MarkerOnly);
+        assert_eq!(p.reclamation_implementation_digest(), None);
+        assert_eq!(p.evidence_max_age(), chrono::Duration::days(7));
+        assert_eq!(p.max_unreconciled_unknowns(), 0);
+    }
+
+    #[test]
+    fn unicode_ellipsis_and_bom_are_accepted() {
+        let doc = format!("\u{feff}{}", DESIGN_EXAMPLE.replace("7f31...", "7F31…"));
+        let p = parse_str(&doc).unwrap();
+        assert_eq!(p.table().uuid_prefix(), Some("7f31"));
+    }
+
+    #[test]
+    fn digest_is_sha256_of_the_exact_bytes() {
+        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        assert_eq!(p.digest(), hex::encode(Sha256::digest(DESIGN_EXAMPLE.as_bytes())));
+        // Known answer, so that a change of hash or encoding is caught too.
+        assert_eq!(
+            hex::encode(Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        // A change that does not change any value still changes the digest: it is over bytes, not values.
+        let reformatted = DESIGN_EXAMPLE.replace("[main, audit-q2]", "[ main, audit-q2 ]");
+        let q = parse_str(&reformatted).unwrap();
+        assert_eq!(q.protected_refs(), p.protected_refs());
+        assert_ne!(q.digest(), p.digest());
+        assert_eq!(q.digest().len(), 64);
+        assert!(
+            q.digest()
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+    }
+
+    #[test]
+    fn all_optional_fields_round_trip() {
+        let doc = format!(
+            "{DESIGN_EXAMPLE}\
+formatVersion: 2
+catalog: prod-sql
+disasterRecoveryPoints:
+  - snapshotId: 3051729675574597004
+    at: 2024-06-30T00:00:00Z
+  - {{snapshotId: -1, at: \"2024-07-01T02:00:00+02:00\"}}
+  - snapshotId: 42
+objectVersioning: permanent
+reclamationImplementationDigest: {}
+evidenceMaxAge: 36h
+maxUnreconciledUnknowns: 3
+",
+            "ab".repeat(32)
+        );
+        let p = parse_str(&doc).unwrap();
+        assert_eq!(p.format_version(), Some(2));
+        assert_eq!(p.catalog(), Some("prod-sql"));
+        let at = |s: &str| Some(DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc));
+        assert_eq!(
+            p.dr_points(),
+            [
+                DrPoint {
+                    snapshot_id: 3_051_729_675_574_597_004,
+                    at: at("2024-06-30T00:00:00Z")
+                },
+                DrPoint {
+                    snapshot_id: -1,
+                    at: at("2024-07-01T00:00:00Z")
+                },
+                DrPoint {
+                    snapshot_id: 42,
+                    at: None
+                },
+            ]
+        );
+        assert_eq!(p.dr_points()[0].snapshot_id(), 3_051_729_675_574_597_004);
+        assert_eq!(p.dr_points()[2].at(), None);
+        assert_eq!(p.object_versioning(), ObjectVersioning::Permanent);
+        assert_eq!(p.object_versioning().to_string(), "permanent");
+        assert_eq!(p.reclamation_implementation_digest(), Some("ab".repeat(32).as_str()));
+        assert_eq!(p.evidence_max_age(), chrono::Duration::hours(36));
+        assert_eq!(p.max_unreconciled_unknowns(), 3);
+
+        let marker = parse_str(&example_with(&[("objectVersioning", Some("marker-only"))])).unwrap();
+        assert_eq!(marker.object_versioning(), ObjectVersioning::MarkerOnly);
+    }
+
+    #[test]
+    fn display_names_file_field_and_rule() {
+        let err = parse_str(&example_with(&[("orphanSafetyInterval", Some("6h"))])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "policy.yaml: field orphanSafetyInterval: must be greater than maxWriterDuration (6h), got 6h"
+        );
+        assert_eq!(err.field(), Some("orphanSafetyInterval"));
+    }
+
+    /// Written in place of a value to remove the key from the document.
+    const ABSENT: &str = "<absent>";
+
+    #[test]
+    fn each_rule_names_its_field() {
+        // (key, value written or ABSENT, field named in the error, part of the rule)
+        let cases = [
+            ("schema", "lakehouseRetentionPolicy.v2", "schema", "must be"),
+            ("schema", ABSENT, "schema", "is required"),
+            ("table", ABSENT, "table", "is required"),
+            ("table", "''", "table", "must name"),
+            ("table", "orders/xyz1...", "table", "hex"),
+            ("table", "orders/7f3...", "table", "at least 4"),
+            ("table", "orders/7f31a2b409c1", "table", "hyphenated"),
+            ("table", "orders/a/7f31", "table", "at most one"),
+            ("table", "orders/", "table", "empty"),
+            ("table", "orders.../7f31", "table", "elision"),
+            ("protectedRefs", ABSENT, "protectedRefs", "is required"),
+            ("protectedRefs", "[]", "protectedRefs", "at least one"),
+            ("protectedRefs", "[main, '']", "protectedRefs[1]", "non-empty"),
+            ("protectedRefs", "[main, ' x']", "protectedRefs[1]", "whitespace"),
+            ("protectedRefs", "[main, x, main]", "protectedRefs[2]", "listed twice"),
+            ("protectedRefs", "[main, Main]", "protectedRefs[1]", "only by case"),
+            ("minSnapshotAge", ABSENT, "minSnapshotAge", "is required"),
+            ("minSnapshotAge", "0d", "minSnapshotAge", "greater than zero"),
+            ("maxReaderLease", "0s", "maxReaderLease", "greater than zero"),
+            ("maxWriterDuration", "~", "maxWriterDuration", "null"),
+            (
+                "orphanSafetyInterval",
+                "5h",
+                "orphanSafetyInterval",
+                "maxWriterDuration (6h)",
+            ),
+            (
+                "orphanSafetyInterval",
+                "6h",
+                "orphanSafetyInterval",
+                "maxWriterDuration (6h)",
+            ),
+            (
+                "orphanSafetyInterval",
+                "360m",
+                "orphanSafetyInterval",
+                "maxWriterDuration (6h)",
+            ),
+            ("evidenceMaxAge", "0m", "evidenceMaxAge", "greater than zero"),
+            ("evidenceMaxAge", "", "evidenceMaxAge", "null"),
+            ("legalHoldGeneration", ABSENT, "legalHoldGeneration", "is required"),
+            ("legalHoldGeneration", "-1", "legalHoldGeneration", "negative"),
+            ("legalHoldGeneration", "1.5", "legalHoldGeneration", "integer"),
+            ("legalHoldGeneration", "\"19\"", "legalHoldGeneration", "unquoted"),
+            ("legalHoldGeneration", "true", "legalHoldGeneration", "boolean"),
+            ("formatVersion", "4", "formatVersion", "1, 2 or 3"),
+            ("formatVersion", "0", "formatVersion", "1, 2 or 3"),
+            ("formatVersion", "\"2\"", "formatVersion", "1, 2 or 3"),
+            ("catalog", "''", "catalog", "non-empty"),
+            ("catalog", "~", "catalog", "null"),
+            ("schema", "~", "schema", "null"),
+            ("objectVersioning", "null", "objectVersioning", "null"),
+            (
+                "reclamationImplementationDigest",
+                "",
+                "reclamationImplementationDigest",
+                "null",
+            ),
+            ("disasterRecoveryPoints", "~", "disasterRecoveryPoints", "null"),
+            ("objectVersioning", "delete-all", "objectVersioning", "marker-only or"),
+            ("objectVersioning", "Permanent", "objectVersioning", "marker-only or"),
+            (
+                "maxUnreconciledUnknowns",
+                "4294967296",
+                "maxUnreconciledUnknowns",
+                "at most",
+            ),
+            ("maxUnreconciledUnknowns", "-1", "maxUnreconciledUnknowns", "negative"),
+            (
+                "legalHoldGeneration",
+                "18446744073709551616",
+                "legalHoldGeneration",
+                "integer",
+            ),
+        ];
+        assert_field_errors(cases.map(|(key, value, field, rule)| (key, value, field.to_owned(), rule)));
+    }
+
+    #[test]
+    fn dr_point_and_digest_rules_name_their_field() {
+        let dr = "disasterRecoveryPoints";
+        let dr_cases = [
+            (
+                "[{snapshotId: 7}, {snapshotId: 8}, {snapshotId: 7}]",
+                "[2].snapshotId",
+                "already declared by",
+            ),
+            ("[{at: '2024-06-30T00:00:00Z'}]", "[0].snapshotId", "is required"),
+            ("[{snapshotId: '7'}]", "[0].snapshotId", "unquoted"),
+            ("[{snapshotId: 9223372036854775808}]", "[0].snapshotId", "64-bit"),
+            ("[{snapshotId: 7, at: 2024-06-30}]", "[0].at", "RFC 3339"),
+            ("[{snapshotId: 7, at: ~}]", "[0].at", "null"),
+            ("[{snapshotId: ~}]", "[0].snapshotId", "got null"),
+        ]
+        .map(|(value, suffix, rule)| (dr, value, format!("{dr}{suffix}"), rule));
+        let digest = "reclamationImplementationDigest";
+        let bad_digests = [
+            "AB".repeat(32),
+            "ab".repeat(31),
+            "zz".repeat(32),
+            format!("'{} '", "ab".repeat(32)),
+        ];
+        let digest_cases = bad_digests
+            .iter()
+            .map(|d| (digest, d.as_str(), digest.to_owned(), "64 lowercase hex"));
+        assert_field_errors(dr_cases.into_iter().chain(digest_cases));
+    }
+
+    /// Checks rows of (key, value written or ABSENT, field named in the error, part of the rule).
+    fn assert_field_errors<'a>(cases: impl IntoIterator<Item = (&'a str, &'a str, String, &'a str)>) {
+        for (key, value, want_field, want_rule) in cases {
+            let doc = example_with(&[(key, (value != ABSENT).then_some(value))]);
+            let (field, rule) = field_error(&doc);
+            assert_eq!(field, want_field, "document:\n{doc}");
+            assert!(
+                rule.contains(want_rule),
+                "rule {rule:?} lacks {want_rule:?}; document:\n{doc}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_durations_name_the_field() {
+        // (value as written in YAML, part of the rule)
+        let cases = [
+            ("30", "bare number 30"),
+            ("1.5", "the number 1.5"),
+            ("'30'", "has no unit"),
+            ("1.5h", "whole number"),
+            ("3w", "unknown unit"),
+            ("30D", "unknown unit"),
+            ("-1d", "whole number"),
+            ("+1d", "whole number"),
+            ("'30 d'", "whole number"),
+            ("d", "whole number"),
+            ("''", "is empty"),
+            ("99999999999999999999d", "too large"),
+            ("9999999999999999h", "too large"),
+            ("true", "boolean"),
+        ];
+        for field in [
+            "minSnapshotAge",
+            "maxReaderLease",
+            "maxWriterDuration",
+            "orphanSafetyInterval",
+            "evidenceMaxAge",
+        ] {
+            for (value, want) in cases {
+                let doc = example_with(&[(field, Some(value))]);
+                let (got_field, rule) = field_error(&doc);
+                assert_eq!(got_field, field, "{field}: {value}");
+                assert!(rule.contains(want), "{field}: {value}: rule {rule:?} lacks {want:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn parse_duration_accepts_each_unit() {
+        let cases = [
+            ("30d", chrono::Duration::days(30)),
+            ("12h", chrono::Duration::hours(12)),
+            ("90m", chrono::Duration::minutes(90)),
+            ("30s", chrono::Duration::seconds(30)),
+            ("0s", chrono::Duration::zero()),
+            ("007h", chrono::Duration::hours(7)),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_duration("f", s).unwrap(), want, "{s}");
+        }
+        let err = parse_duration("--older-than", "1.5h").unwrap_err();
+        assert_eq!(err.field, "--older-than");
+        assert_eq!(err.clone().in_source("cli").field(), Some("--older-than"));
+        assert!(err.to_string().starts_with("field --older-than: "));
+        // Multi-byte last character: no panic on slicing.
+        assert!(parse_duration("f", "3é").is_err());
+        assert!(parse_duration("f", "…").is_err());
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let doc = example_with(&[("minSnapshotAgeDays", Some("30"))]);
+        let err = parse_str(&doc).unwrap_err();
+        assert!(matches!(err, PolicyError::Syntax { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("policy.yaml: "), "{msg}");
+        assert!(msg.contains("minSnapshotAgeDays"), "{msg}");
+
+        let doc = example_with(&[("disasterRecoveryPoints", Some("[{snapshotId: 1, when: x}]"))]);
+        assert!(parse_str(&doc).unwrap_err().to_string().contains("when"));
+    }
+
+    #[test]
+    fn syntax_errors_are_syntax() {
+        let cases = [
+            (
+                "duplicate key",
+                format!("{DESIGN_EXAMPLE}minSnapshotAge: 31d\n"),
+                "duplicate mapping key: minSnapshotAge at line 9",
+            ),
+            (
+                "two documents",
+                format!("{DESIGN_EXAMPLE}---\n{DESIGN_EXAMPLE}"),
+                "document",
+            ),
+            ("not a mapping", "- 1\n".to_owned(), "line 1"),
+            ("unclosed flow", DESIGN_EXAMPLE.replace("audit-q2]", "audit-q2"), ""),
+            (
+                "list for string",
+                example_with(&[("table", Some("[orders]"))]),
+                "line 2",
+            ),
+            ("empty", "  \n".to_owned(), "is empty"),
+        ];
+        for (what, doc, want) in cases {
+            match parse_str(&doc) {
+                Err(PolicyError::Syntax { source_name, message }) => {
+                    assert_eq!(source_name, "policy.yaml");
+                    assert!(message.contains(want), "{what}: {message:?} lacks {want:?}");
+                }
+                other => panic!("{what}: expected a syntax error, got {other:?}"),
+            }
+        }
+        let err = parse(b"schema: \xff\n", "p.yaml").unwrap_err();
+        assert!(err.to_string().contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn check_table_matches_name_and_uuid_prefix() {
+        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        let id = uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+        p.check_table("orders", &id).unwrap();
+        p.check_table("db.orders", &id).unwrap();
+        p.check_table("sales.db.orders", &id).unwrap();
+
+        let other = uuid("7f30a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+        let err = p.check_table("db.orders", &other).unwrap_err();
+        match &err {
+            PolicyError::TableMismatch {
+                field,
+                expected,
+                actual,
+                ..
+            } => {
+                assert_eq!(*field, "table");
+                assert_eq!(expected, "orders/7f31...");
+                assert_eq!(actual, "db.orders/7f30a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().starts_with("policy.yaml: field table: "), "{err}");
+        assert!(p.check_table("db.customers", &id).is_err());
+        assert!(
+            p.check_table("db.myorders", &id).is_err(),
+            "suffix must be a whole name component"
+        );
+        assert!(p.check_table("orders.x", &id).is_err());
+    }
+
+    #[test]
+    fn table_binding_forms() {
+        let id = uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+        let b = |s: &str| s.parse::<TableBinding>().unwrap();
+
+        let name_only = b("sales.orders");
+        assert_eq!(
+            (name_only.name(), name_only.uuid_prefix()),
+            (Some("sales.orders"), None)
+        );
+        assert!(name_only.matches("sales.orders", &id));
+        assert!(name_only.matches("db.sales.orders", &id));
+        assert!(!name_only.matches("orders", &id));
+
+        // A bare hex word is a name, not a prefix.
+        assert_eq!(b("cafe").name(), Some("cafe"));
+
+        for prefix_only in [
+            "7f31...",
+            "/7f31",
+            "/7F31A2B4-09…",
+            "7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b",
+        ] {
+            let binding = b(prefix_only);
+            assert_eq!(binding.name(), None, "{prefix_only}");
+            assert!(binding.matches("any.table", &id), "{prefix_only}");
+        }
+        assert_eq!(b("/7F31A2B4-09…").uuid_prefix(), Some("7f31a2b4-09"));
+        assert_eq!(b("/7F31A2B4-09…").to_string(), "/7f31a2b4-09...");
+
+        let full = b("orders/7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+        assert_eq!(full.to_string(), "orders/7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
+        assert!(full.matches("orders", &id));
+        assert!(!full.matches("orders", &uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5c")));
+
+        // Hyphens are compared, not ignored.
+        assert!("orders/7f31a2b409...".parse::<TableBinding>().is_err());
+        assert!(
+            "orders/7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b0"
+                .parse::<TableBinding>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn check_format_version_and_catalog() {
+        let unbound = parse_str(DESIGN_EXAMPLE).unwrap();
+        unbound.check_format_version(3).unwrap();
+        unbound.check_catalog("anything").unwrap();
+
+        let bound = parse_str(&example_with(&[
+            ("formatVersion", Some("2")),
+            ("catalog", Some("prod")),
+        ]))
+        .unwrap();
+        bound.check_format_version(2).unwrap();
+        bound.check_catalog("prod").unwrap();
+        let err = bound.check_format_version(3).unwrap_err();
+        assert_eq!(err.field(), Some("formatVersion"));
+        assert_eq!(
+            err.to_string(),
+            "policy.yaml: field formatVersion: the policy is bound to 2, but the table is 3"
+        );
+        assert_eq!(bound.check_catalog("Prod").unwrap_err().field(), Some("catalog"));
+    }
+
+    #[test]
+    fn protected_refs_match_ignoring_case() {
+        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        assert!(p.is_protected_ref("main"));
+        assert!(p.is_protected_ref("MAIN"));
+        assert!(p.is_protected_ref("Audit-Q2"));
+        assert!(!p.is_protected_ref("dev"));
+    }
+
+    #[test]
+    fn string_fields_keep_their_text() {
+        let p = parse_str(&example_with(&[
+            ("catalog", Some("0012")),
+            ("table", Some("2024/7f31...")),
+        ]))
+        .unwrap();
+        assert_eq!(p.catalog(), Some("0012"));
+        assert_eq!(p.table().name(), Some("2024"));
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_stay_strings() {
+        // The "Norway problem": `no` and `on` must stay ref names, not become booleans.
+        let p = parse_str(&example_with(&[("protectedRefs", Some("[main, no, on, 2024]"))])).unwrap();
+        assert_eq!(p.protected_refs(), ["main", "no", "on", "2024"]);
+    }
+
+    #[test]
+    fn load_reads_file_and_names_it() {
+        let dir = std::env::temp_dir().join(format!("lakedrill-policy-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policy.yaml");
+        std::fs::write(&path, DESIGN_EXAMPLE).unwrap();
+        let p = load(&path).unwrap();
+        assert_eq!(p.source_name(), path.display().to_string());
+        assert_eq!(p.digest(), hex::encode(Sha256::digest(DESIGN_EXAMPLE.as_bytes())));
+
+        let missing = dir.join("missing.yaml");
+        match load(&missing).unwrap_err() {
+            PolicyError::Io { path, source } => {
+                assert_eq!(path, missing);
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn regulated_data_and_min_quarantine_period() {
+        let p = parse_str(&example_with(&[])).unwrap();
+        assert_eq!((p.regulated_data(), p.min_quarantine_period()), (None, None));
+        let doc = format!("{}regulatedData: false\nminQuarantinePeriod: 2d\n", example_with(&[]));
+        let p = parse_str(&doc).unwrap();
+        assert_eq!(p.regulated_data(), Some(false));
+        assert_eq!(p.min_quarantine_period(), Some(chrono::Duration::days(2)));
+        for (extra, field) in [
+            ("regulatedData: \"false\"\n", "regulatedData"),
+            ("regulatedData: 0\n", "regulatedData"),
+            ("regulatedData: ~\n", "regulatedData"),
+            ("minQuarantinePeriod: 0s\n", "minQuarantinePeriod"),
+            ("minQuarantinePeriod: 3\n", "minQuarantinePeriod"),
+        ] {
+            let (f, _) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, field, "{extra}");
+        }
+    }
+}

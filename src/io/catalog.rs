@@ -1,0 +1,405 @@
+//! Iceberg SQL catalogs (the JDBC catalog schema shared by Java, PyIceberg and iceberg-rust).
+//!
+//! lakedrill reads a catalog to learn one thing: the current metadata location of a table, which
+//! fixes the *table generation* every later step is computed from. It reads the `iceberg_tables`
+//! row directly, so that the bytes themselves are then read through [`crate::io::store`] like every
+//! other object, from any store. Commits (register, tag, compare-and-set of the metadata location)
+//! use the same row with a `WHERE metadata_location = <expected>` guard, so a concurrent writer
+//! makes them fail instead of being overwritten.
+//!
+//! The database is a SQLite file (`sqlite:PATH`) or PostgreSQL (`postgres://USER@HOST:PORT/DATABASE`), through
+//! the same `Any` pool as the registry (`crate::io::db`). lakedrill never creates a catalog database here.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iceberg::CatalogBuilder;
+use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+use sqlx::{AnyPool, Row};
+
+use crate::io::db::{self, DbUri, PoolSettings};
+
+use crate::config::CatalogConfig;
+use crate::error::{Error, Result};
+use crate::io::store::Storage;
+
+/// A namespace + table name, as `ns1.ns2.table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableIdent {
+    /// Namespace levels joined by `.` as the JDBC catalog stores them.
+    pub namespace: String,
+    /// The table name.
+    pub name: String,
+}
+
+impl FromStr for TableIdent {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.rsplit_once('.') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(TableIdent {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            }),
+            _ => Err(Error::invalid(
+                format!("--table {s}"),
+                "expected NAMESPACE.TABLE (for example db.orders)",
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for TableIdent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// Opens the catalog of `cfg` with `iceberg-catalog-sql` (for writers that create or register tables: the demo,
+/// `restore --into`, `recover`), with the bind style of its database: `?` for SQLite, `$N` for PostgreSQL.
+/// `iceberg-catalog-sql` creates its tables when they are missing; `create` also creates a missing SQLite file.
+///
+/// # Errors
+/// [`Error::Catalog`] for a URI that is neither SQLite nor PostgreSQL, or a database that cannot be opened.
+pub async fn open_iceberg(
+    section: &str,
+    cfg: &CatalogConfig,
+    warehouse: String,
+    storage: Arc<dyn iceberg::io::StorageFactory>,
+    create: bool,
+) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    let cat_err = catalog_error(section);
+    let uri = cfg.uri.as_str();
+    let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
+    let (url, style) = match target {
+        DbUri::Sqlite { path, .. } => (db::sqlite_url(path, create), SqlBindStyle::QMark),
+        DbUri::Postgres(url) => (url.to_owned(), SqlBindStyle::DollarNumeric),
+    };
+    sqlx::any::install_default_drivers();
+    SqlCatalogBuilder::default()
+        .uri(url)
+        .warehouse_location(warehouse)
+        .sql_bind_style(style)
+        .with_storage_factory(storage)
+        .load(
+            cfg.name.clone().unwrap_or_else(|| section.to_owned()),
+            iceberg_pool_props(),
+        )
+        .await
+        .map_err(|e| cat_err(format!("cannot open {uri} with iceberg-catalog-sql"), Some(Box::new(e))))
+}
+
+/// The pool settings given to `iceberg-catalog-sql`, whose pool lakedrill cannot configure otherwise nor close
+/// (it is closed when the catalog is dropped). Its default idle timeout of 10 s makes sqlx's maintenance task
+/// sweep the pool every 10 s, and that sweep is where sqlx 0.8 can spin forever (sqlx#3645, see `db::connect`);
+/// an hour leaves the sweep to its first run and sqlx's 30-minute `max_lifetime`, beyond any command's life.
+/// See: <https://github.com/launchbadge/sqlx/issues/3645>
+pub(crate) fn iceberg_pool_props() -> HashMap<String, String> {
+    HashMap::from([("pool.idle-timeout".to_owned(), "3600".to_owned())])
+}
+
+/// An open SQL catalog.
+#[derive(Debug, Clone)]
+pub struct SqlCatalog {
+    section: String,
+    catalog_name: String,
+    pool: AnyPool,
+}
+
+/// Builds the [`Error::Catalog`] of the configuration section `section`.
+fn catalog_error(section: &str) -> impl Fn(String, Option<Box<dyn std::error::Error + Send + Sync>>) -> Error + '_ {
+    move |reason, source| Error::Catalog {
+        catalog: section.to_owned(),
+        reason,
+        source,
+    }
+}
+
+/// The catalog pool: two connections, the drivers' default settings.
+const POOL: PoolSettings = PoolSettings {
+    max_connections: 2,
+    acquire_timeout: Duration::from_secs(30),
+    sqlite_session: &[],
+    postgres_session: &[],
+};
+
+impl SqlCatalog {
+    /// Opens the catalog declared as `[catalog.<section>]`.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the database cannot be opened.
+    pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
+        let cat_err = catalog_error(section);
+        let uri = cfg.uri.as_str();
+        let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
+        let dialect = target.dialect();
+        let (url, shown) = match target {
+            DbUri::Sqlite { path, .. } => {
+                // `sqlite:PATH?mode=rwc` (PyIceberg's and sqlx's options) is accepted; the query is dropped.
+                if !std::path::Path::new(path).exists() {
+                    return Err(cat_err(format!("database file {path} does not exist"), None));
+                }
+                (db::sqlite_url(path, false), path.to_owned())
+            }
+            DbUri::Postgres(url) => (url.to_owned(), url.to_owned()),
+        };
+        let pool = db::connect(&url, dialect, &POOL)
+            .await
+            .map_err(|e| cat_err(format!("cannot open {shown}"), Some(Box::new(e))))?;
+        Ok(Self {
+            section: section.to_owned(),
+            catalog_name: cfg.name.clone().unwrap_or_else(|| section.to_owned()),
+            pool,
+        })
+    }
+
+    /// Closes the catalog's connection pool, waiting for connections in use to come back (dropping the last
+    /// clone closes it without waiting). Called as soon as the catalog is no longer needed, so that no pool is
+    /// left to the runtime's shutdown (see [`crate::ops::commands::Context::close`]).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The catalog's name in the configuration.
+    #[must_use]
+    pub fn section(&self) -> &str {
+        &self.section
+    }
+
+    /// The current metadata location of a table.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the query fails or the table does not exist.
+    pub async fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
+        let row = sqlx::query(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
+        )
+        .bind(&self.catalog_name)
+        .bind(&ident.namespace)
+        .bind(&ident.name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: format!("cannot query table {ident}"),
+            source: Some(Box::new(e)),
+        })?;
+        let Some(row) = row else {
+            return Err(Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!("table {ident} does not exist (catalog_name {:?})", self.catalog_name),
+                source: None,
+            });
+        };
+        row.try_get::<Option<String>, _>(0)
+            .map_err(|e| Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!("table {ident}: unreadable metadata_location"),
+                source: Some(Box::new(e)),
+            })?
+            .ok_or_else(|| Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!("table {ident} has no metadata location"),
+                source: None,
+            })
+    }
+
+    /// Every table of this catalog with its current metadata location (rows without one are left out).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the query fails.
+    pub async fn tables(&self) -> Result<Vec<(TableIdent, String)>> {
+        let rows = sqlx::query(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = $1",
+        )
+        .bind(&self.catalog_name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: "cannot list tables".into(),
+            source: Some(Box::new(e)),
+        })?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let namespace = row.try_get::<String, _>(0).ok()?;
+                let name = row.try_get::<String, _>(1).ok()?;
+                let md = row.try_get::<Option<String>, _>(2).ok()??;
+                Some((TableIdent { namespace, name }, md))
+            })
+            .collect())
+    }
+
+    /// Compare-and-set of a table's metadata location: succeeds only if the row still names
+    /// `expected`, so a concurrent commit makes it fail instead of being overwritten.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
+    pub async fn swap_metadata_location(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<()> {
+        let res = sqlx::query(
+            "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $6",
+        )
+        .bind(new)
+        .bind(expected)
+        .bind(&self.catalog_name)
+        .bind(&ident.namespace)
+        .bind(&ident.name)
+        .bind(expected)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| Error::Catalog {
+            catalog: self.section.clone(),
+            reason: format!("cannot commit table {ident}"),
+            source: Some(Box::new(e)),
+        })?;
+        if res.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!(
+                    "table {ident} changed since it was read (its metadata location is no longer {expected}); nothing was committed"
+                ),
+                source: None,
+            })
+        }
+    }
+
+    /// Commits new table metadata: writes it once as the next metadata file
+    /// (`<location>/metadata/<version+1>-<uuid>.metadata.json`, never overwriting), then swaps the
+    /// catalog row from `expected` to it. Returns the new metadata location.
+    ///
+    /// If another writer committed first, the swap fails and nothing is committed; the metadata
+    /// file written for the attempt stays behind as an unreferenced file (lakedrill never deletes
+    /// outside the deleter's plan).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the table changed since `expected`; storage errors naming the file.
+    pub async fn commit(
+        &self,
+        storage: &Storage,
+        ident: &TableIdent,
+        expected: &str,
+        new: &iceberg::spec::TableMetadata,
+    ) -> Result<String> {
+        use std::str::FromStr;
+        let next = iceberg::MetadataLocation::from_str(expected)
+            .map_err(|e| {
+                Error::iceberg(
+                    format!("metadata location {expected} is not in the catalog naming scheme"),
+                    e,
+                )
+            })?
+            .with_next_version()
+            .with_new_metadata(new)
+            .to_string();
+        let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        match storage
+            .put_new(
+                &crate::model::location::canonical_uri(&next)?,
+                bytes::Bytes::from(bytes),
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Another writer created that metadata file first: the commit lost the race, nothing changed.
+            Err(Error::AlreadyExists { uri }) => {
+                return Err(Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: format!("{uri} was written by another writer first: the commit lost the race"),
+                    source: None,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        self.swap_metadata_location(ident, expected, &next).await?;
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// The catalog row as iceberg-catalog-sql creates its tables, then lakedrill's read and compare-and-set,
+    /// on both databases (the statements are shared; the bind styles differ).
+    async fn read_and_swap(uri: String) {
+        let cfg = CatalogConfig {
+            kind: "sql".to_owned(),
+            uri,
+            warehouse: None,
+            name: Some("lake".to_owned()),
+        };
+        let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
+        drop(
+            open_iceberg("t", &cfg, "file:///tmp/unused".to_owned(), storage, true)
+                .await
+                .unwrap(),
+        );
+        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
+        let ident: TableIdent = "db.orders".parse().unwrap();
+        let err = cat.metadata_location(&ident).await.unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind("lake")
+        .bind("db")
+        .bind("orders")
+        .bind("file:///w/00001.metadata.json")
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00001.metadata.json"
+        );
+        let stale = cat
+            .swap_metadata_location(&ident, "file:///w/00000.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap_err();
+        assert!(stale.to_string().contains("nothing was committed"), "{stale}");
+        cat.swap_metadata_location(&ident, "file:///w/00001.metadata.json", "file:///w/00002.metadata.json")
+            .await
+            .unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00002.metadata.json"
+        );
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        read_and_swap(format!("sqlite:{}", dir.path().join("catalog.db").display())).await;
+    }
+
+    #[tokio::test]
+    async fn read_and_compare_and_set_on_postgres() {
+        read_and_swap(crate::io::db::fresh_postgres_database().await).await;
+    }
+
+    #[tokio::test]
+    async fn bad_uris_are_refused_with_the_reason() {
+        for (uri, why) in [
+            ("mysql://u@h/db", "expected sqlite"),
+            ("postgres://u@h", "no database"),
+            ("sqlite:/nonexistent-lakedrill/catalog.db", "does not exist"),
+        ] {
+            let cfg = CatalogConfig {
+                kind: "sql".to_owned(),
+                uri: uri.to_owned(),
+                warehouse: None,
+                name: None,
+            };
+            let err = SqlCatalog::open("lake", &cfg).await.unwrap_err();
+            assert!(err.to_string().contains(why), "{uri}: {err}");
+        }
+    }
+}

@@ -1,0 +1,922 @@
+//! Every byte lakedrill reads or writes goes through this module.
+//!
+//! [`Storage`] turns canonical storage URIs (see [`crate::model::location`]) into `object_store`
+//! calls: `file://` on the local filesystem, `s3://` on Amazon S3 or any S3-compatible server,
+//! `memory://` for tests. It owns the limits that keep a run polite to the store: a named bound
+//! on concurrent requests ([`StorageOptions::io_concurrency`]) and the retry policy of the S3
+//! client. Every error it returns names the URI of the object.
+//!
+//! It does not interpret bytes (that is the job of the pure modules) and it never deletes:
+//! deletion belongs to the deleter's plan, not to readers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use tokio::sync::Semaphore;
+
+use crate::error::{Error, Result};
+
+/// What a [`Storage`] needs to know beyond the URIs themselves.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    /// Extra settings for S3 (`endpoint`, `allow_http`, `region`, `access_key_id`, …),
+    /// applied on top of the standard `AWS_*` environment variables.
+    pub s3: BTreeMap<String, String>,
+    /// The most requests in flight at once, across all objects.
+    pub io_concurrency: NonZeroUsize,
+    /// Print progress lines on stderr during long runs (sealing, verifying).
+    pub progress: bool,
+    /// The most bytes a table metadata file may have, raw or decompressed (`[storage] max_metadata_bytes`,
+    /// default [`DEFAULT_MAX_METADATA_BYTES`]). A bigger one is refused naming it, before it is read whole.
+    pub max_metadata_bytes: u64,
+}
+
+/// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
+/// of 10,000 snapshots writes a few tens of MiB) and far below what would exhaust a host.
+pub const DEFAULT_MAX_METADATA_BYTES: u64 = 512 << 20;
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        Self {
+            s3: BTreeMap::new(),
+            io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
+            progress: false,
+            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
+        }
+    }
+}
+
+/// What the store says about one object.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectInfo {
+    /// Canonical storage URI.
+    pub uri: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The store's ETag, when it gives one.
+    pub e_tag: Option<String>,
+    /// The object version, on versioned stores.
+    pub version: Option<String>,
+    /// Last modification time.
+    pub last_modified: DateTime<Utc>,
+}
+
+/// One version (or delete marker) of an object on a versioned bucket.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectVersion {
+    /// The version id.
+    pub version_id: String,
+    /// Whether it is the current version.
+    pub is_latest: bool,
+    /// Whether it is a delete marker.
+    pub is_delete_marker: bool,
+    /// Size (0 for markers).
+    pub size: u64,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListVersionsResult {
+    #[serde(default)]
+    is_truncated: bool,
+    next_key_marker: Option<String>,
+    next_version_id_marker: Option<String>,
+    #[serde(rename = "Version", default)]
+    versions: Vec<XmlVersion>,
+    #[serde(rename = "DeleteMarker", default)]
+    delete_markers: Vec<XmlVersion>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlVersion {
+    key: String,
+    version_id: String,
+    #[serde(default)]
+    is_latest: bool,
+    #[serde(default)]
+    size: u64,
+}
+
+/// An object's bytes as read.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// What the store said about it.
+    pub info: ObjectInfo,
+    /// The whole content.
+    pub bytes: Bytes,
+}
+
+/// An object hashed while streaming, so memory does not grow with its size.
+#[derive(Debug, Clone)]
+pub struct Hashed {
+    /// What the store said about it.
+    pub info: ObjectInfo,
+    /// Bytes actually read.
+    pub bytes_read: u64,
+    /// BLAKE3 of the content, lowercase hex.
+    pub blake3: String,
+}
+
+/// The storage layer: a cache of `object_store` clients plus the request limit.
+pub struct Storage {
+    options: StorageOptions,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    s3: Mutex<HashMap<String, Arc<object_store::aws::AmazonS3>>>,
+    limit: Arc<Semaphore>,
+    deletes: std::sync::atomic::AtomicU64,
+    failpoints: Failpoints,
+    layer: Option<Layer>,
+}
+
+/// Wraps every client a [`Storage`] builds (the fault layer of `drill faults`).
+pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
+
+/// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
+/// (`error-every=K,lose-every=K,abort-after=N,delay-ms=MS`). Used by the crash, DELETE_UNKNOWN and
+/// hold-during-purge tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Failpoints {
+    /// Every K-th delete fails with an injected 503 before it is sent.
+    pub error_every: Option<u64>,
+    /// Every K-th delete takes effect but its response is lost.
+    pub lose_every: Option<u64>,
+    /// The process aborts right after the N-th delete took effect.
+    pub abort_after: Option<u64>,
+    /// Every delete waits this many milliseconds before it is sent (a slow store).
+    pub delay_ms: Option<u64>,
+}
+
+impl Failpoints {
+    /// Reads `LAKEDRILL_FAILPOINTS`; unknown keys are ignored with a warning.
+    #[must_use]
+    pub fn from_env() -> Self {
+        let mut f = Failpoints::default();
+        let Ok(spec) = std::env::var("LAKEDRILL_FAILPOINTS") else {
+            return f;
+        };
+        for part in spec.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            let v = v.parse::<u64>().ok().filter(|v| *v > 0);
+            match k {
+                "error-every" => f.error_every = v,
+                "lose-every" => f.lose_every = v,
+                "abort-after" => f.abort_after = v,
+                "delay-ms" => f.delay_ms = v,
+                _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
+            }
+        }
+        f
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Storage")
+            .field("io_concurrency", &self.options.io_concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
+    match e {
+        object_store::Error::NotFound { .. } => Error::NotFound { uri: uri.to_owned() },
+        // A create-only write answered 412 Precondition Failed (S3 `If-None-Match: *`): the key exists.
+        object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. } => {
+            Error::AlreadyExists { uri: uri.to_owned() }
+        }
+        source => Error::Storage {
+            op,
+            uri: uri.to_owned(),
+            source: Box::new(source),
+        },
+    }
+}
+
+/// The error of an object over a size limit: it names the object, its size (or the bytes read when it was
+/// refused) and the limit with the setting that raises it.
+#[must_use]
+pub fn over_limit(uri: &str, what: &str, size: u64, max: u64) -> Error {
+    Error::corrupt(
+        uri,
+        format!(
+            "{what} is {size} bytes or more, over the limit of {max} bytes (`max_metadata_bytes` under [storage] in the configuration)"
+        ),
+    )
+}
+
+impl Storage {
+    /// A storage layer with the given options.
+    #[must_use]
+    pub fn new(options: StorageOptions) -> Self {
+        // Every command builds a storage before it can read an Avro file: bound the decoder here, before the
+        // first decode anywhere in the process (the bound is process-wide and set once).
+        crate::table::bound_avro_allocations();
+        let permits = options.io_concurrency.get();
+        Self {
+            options,
+            stores: Mutex::new(HashMap::new()),
+            s3: Mutex::new(HashMap::new()),
+            limit: Arc::new(Semaphore::new(permits)),
+            deletes: std::sync::atomic::AtomicU64::new(0),
+            failpoints: Failpoints::from_env(),
+            layer: None,
+        }
+    }
+
+    /// A storage whose every client is wrapped by `layer`; `drill faults` uses it to put
+    /// [`crate::io::fault_store::FaultStore`] in front of its scratch lakehouse. The versioned S3 operations
+    /// (list versions, delete a version) go around the layer.
+    #[must_use]
+    pub fn with_layer(options: StorageOptions, layer: Layer) -> Self {
+        let mut s = Self::new(options);
+        s.layer = Some(layer);
+        s
+    }
+
+    /// A storage whose `memory:///` URIs are served by `store` instead of a fresh in-memory store
+    /// (benchmarks wrap one in `object_store`'s `ThrottledStore` to add per-request latency).
+    #[must_use]
+    pub fn with_memory_store(options: StorageOptions, store: Arc<dyn ObjectStore>) -> Self {
+        let s = Self::new(options);
+        if let Ok(mut m) = s.stores.lock() {
+            m.insert("memory".to_owned(), store);
+        }
+        s
+    }
+
+    /// The options this storage was built with.
+    #[must_use]
+    pub fn options(&self) -> &StorageOptions {
+        &self.options
+    }
+
+    /// The `object_store` client and object path for a canonical URI.
+    ///
+    /// # Errors
+    /// [`Error::BadUri`] for an unsupported scheme or an S3 client that cannot be configured.
+    pub fn resolve(&self, uri: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        let bad = |reason: String| Error::BadUri {
+            uri: uri.to_owned(),
+            reason,
+        };
+        let (key, path) = if let Some(rest) = uri.strip_prefix("file:///") {
+            ("file".to_owned(), rest)
+        } else if let Some(rest) = uri.strip_prefix("s3://") {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            (format!("s3://{bucket}"), key)
+        } else if let Some(rest) = uri.strip_prefix("memory:///") {
+            ("memory".to_owned(), rest)
+        } else {
+            return Err(bad("not a canonical storage URI (file:///, s3://, memory:///)".into()));
+        };
+        let path = Path::parse(path).map_err(|e| bad(e.to_string()))?;
+        let mut stores = self
+            .stores
+            .lock()
+            .map_err(|_| Error::Internal("storage client cache poisoned".into()))?;
+        if let Some(store) = stores.get(&key) {
+            return Ok((Arc::clone(store), path));
+        }
+        let store: Arc<dyn ObjectStore> = if key == "file" {
+            Arc::new(object_store::local::LocalFileSystem::new())
+        } else if key == "memory" {
+            Arc::new(object_store::memory::InMemory::new())
+        } else {
+            let bucket = key.trim_start_matches("s3://");
+            let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(object_store::RetryConfig {
+                    max_retries: 5,
+                    retry_timeout: Duration::from_secs(120),
+                    ..Default::default()
+                });
+            for (k, v) in &self.options.s3 {
+                let cfg: object_store::aws::AmazonS3ConfigKey = k
+                    .parse()
+                    .map_err(|e: object_store::Error| bad(format!("S3 setting {k}: {e}")))?;
+                builder = builder.with_config(cfg, v.clone());
+            }
+            let s3 = Arc::new(builder.build().map_err(|e| bad(format!("S3 client: {e}")))?);
+            if let Ok(mut m) = self.s3.lock() {
+                m.insert(key.clone(), Arc::clone(&s3));
+            }
+            s3
+        };
+        let store = match &self.layer {
+            Some(wrap) => wrap(store),
+            None => store,
+        };
+        stores.insert(key, Arc::clone(&store));
+        Ok((store, path))
+    }
+
+    fn info(uri: &str, meta: &object_store::ObjectMeta) -> ObjectInfo {
+        ObjectInfo {
+            uri: uri.to_owned(),
+            size: meta.size,
+            e_tag: meta.e_tag.clone(),
+            version: meta.version.clone(),
+            last_modified: meta.last_modified,
+        }
+    }
+
+    async fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.limit)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Internal("storage request limit closed".into()))
+    }
+
+    /// Reads a whole object.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get(&self, uri: &str) -> Result<Fetched> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        let bytes = res.bytes().await.map_err(|e| map_err("read", uri, e))?;
+        Ok(Fetched { info, bytes })
+    }
+
+    /// Reads a whole object of at most `max` bytes: one over it is refused as soon as its size is known (the
+    /// store's answer to the read) or, should it grow while read, as soon as the bytes read pass `max`; it is
+    /// never held whole. `what` names it in the error (`table metadata`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI; [`Error::Corrupt`] naming the URI and the
+    /// limit when it is over `max` bytes.
+    pub async fn get_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Fetched> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        if info.size > max {
+            return Err(over_limit(uri, what, info.size, max));
+        }
+        let mut stream = res.into_stream();
+        let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
+            if (buf.len() + chunk.len()) as u64 > max {
+                return Err(over_limit(uri, what, (buf.len() + chunk.len()) as u64, max));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(Fetched {
+            info,
+            bytes: Bytes::from(buf),
+        })
+    }
+
+    /// Reads a whole object, `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn get_opt(&self, uri: &str) -> Result<Option<Fetched>> {
+        match self.get(uri).await {
+            Ok(f) => Ok(Some(f)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads a byte range of an object.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get_range(&self, uri: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        store.get_range(&path, range).await.map_err(|e| map_err("read", uri, e))
+    }
+
+    /// Metadata of an object, `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn head(&self, uri: &str) -> Result<Option<ObjectInfo>> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        match store.head(&path).await {
+            Ok(meta) => Ok(Some(Self::info(uri, &meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(map_err("stat", uri, e)),
+        }
+    }
+
+    /// Streams an object through BLAKE3; memory use does not depend on the object's size.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn hash(&self, uri: &str) -> Result<Hashed> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        let mut stream = match res.payload {
+            // A local file is hashed in one blocking task, memory-mapped (blake3 `update_mmap`; it
+            // reads files under 16 KiB instead). As a stream it would come in 8 KiB chunks, each read
+            // by its own `spawn_blocking` call (object_store `GetResult::into_stream`): 0.17x b3sum
+            // against 1.0x this way, 0.7x with `update_reader` (benches/throughput.rs). Files are
+            // hashed in parallel by the callers' bounded fan-out.
+            // Danger: a file truncated while it is mapped kills the process with SIGBUS. Iceberg
+            // data files are written once; a crash exits non-zero, which still means "do not delete".
+            object_store::GetResultPayload::File(file, local_path) => {
+                drop(file);
+                let (read, digest) = tokio::task::spawn_blocking(move || {
+                    let mut hasher = blake3::Hasher::new();
+                    hasher.update_mmap(&local_path)?;
+                    Ok::<_, std::io::Error>((hasher.count(), hasher.finalize()))
+                })
+                .await
+                .map_err(|e| Error::Internal(format!("hash task for {uri}: {e}")))?
+                .map_err(|e| {
+                    let source = Box::new(e);
+                    map_err(
+                        "read",
+                        uri,
+                        object_store::Error::Generic {
+                            store: "LocalFileSystem",
+                            source,
+                        },
+                    )
+                })?;
+                return Ok(Hashed {
+                    info,
+                    bytes_read: read,
+                    blake3: digest.to_hex().to_string(),
+                });
+            }
+            object_store::GetResultPayload::Stream(stream) => stream,
+        };
+        // Hashing is CPU work and stays off the async workers: chunks are gathered into buffers of
+        // up to 1 MiB (bounded memory whatever the object's size) and each buffer is hashed on the
+        // rayon pool while the next reads are in flight (tokio's spawn_blocking docs point CPU work at rayon).
+        const BUFFER: usize = 1 << 20;
+        let hash_on_rayon = |mut hasher: blake3::Hasher, buf: Vec<u8>| async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            rayon::spawn(move || {
+                hasher.update(&buf);
+                let _ = tx.send(hasher);
+            });
+            rx.await
+                .map_err(|_| Error::Internal(format!("hash task for {uri} ended without a result")))
+        };
+        let mut hasher = blake3::Hasher::new();
+        let mut read = 0u64;
+        let mut buf: Vec<u8> = Vec::with_capacity(BUFFER);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
+            read += chunk.len() as u64;
+            buf.extend_from_slice(&chunk);
+            if buf.len() >= BUFFER {
+                hasher = hash_on_rayon(hasher, std::mem::replace(&mut buf, Vec::with_capacity(BUFFER))).await?;
+            }
+        }
+        if !buf.is_empty() {
+            hasher = hash_on_rayon(hasher, buf).await?;
+        }
+        Ok(Hashed {
+            info,
+            bytes_read: read,
+            blake3: hasher.finalize().to_hex().to_string(),
+        })
+    }
+
+    /// Writes an object only if it does not exist yet (write-once).
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when it exists; [`Error::Storage`] otherwise.
+    pub async fn put_new(&self, uri: &str, bytes: Bytes) -> Result<ObjectInfo> {
+        self.put_mode(uri, bytes, PutMode::Create).await
+    }
+
+    /// Writes (or replaces) an object.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI.
+    pub async fn put(&self, uri: &str, bytes: Bytes) -> Result<ObjectInfo> {
+        self.put_mode(uri, bytes, PutMode::Overwrite).await
+    }
+
+    async fn put_mode(&self, uri: &str, bytes: Bytes, mode: PutMode) -> Result<ObjectInfo> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let size = bytes.len() as u64;
+        let res = store
+            .put_opts(
+                &path,
+                PutPayload::from_bytes(bytes),
+                PutOptions {
+                    mode,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| map_err("write", uri, e))?;
+        Ok(ObjectInfo {
+            uri: uri.to_owned(),
+            size,
+            e_tag: res.e_tag,
+            version: res.version,
+            last_modified: Utc::now(),
+        })
+    }
+
+    /// Deletes one object. Only the deleter calls this, and only for objects of an approved inventory.
+    ///
+    /// `LAKEDRILL_FAILPOINTS` (test-only, see [`Failpoints`]) can make a delete fail before it is sent,
+    /// lose its response after it took effect, or abort the process after a number of deletes; a
+    /// failpoint can only make the deleter less certain, never delete more.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the object is already absent; [`Error::Storage`] otherwise.
+    pub async fn delete(&self, uri: &str) -> Result<()> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let fp = &self.failpoints;
+        if let Some(ms) = fp.delay_ms {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        if fp.error_every.is_some_and(|k| n.is_multiple_of(k)) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected 503 Service Unavailable (nothing was deleted)".into(),
+                }),
+            });
+        }
+        store.delete(&path).await.map_err(|e| map_err("delete", uri, e))?;
+        if fp.lose_every.is_some_and(|k| n.is_multiple_of(k)) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected lost response (the delete took effect)".into(),
+                }),
+            });
+        }
+        if fp.abort_after.is_some_and(|k| n >= k) {
+            eprintln!("lakedrill: failpoint abort-after={n}: aborting the process");
+            std::process::abort();
+        }
+        Ok(())
+    }
+
+    /// The concrete S3 client and key of an `s3://` URI (for the versioned operations object_store lacks).
+    fn s3_client(&self, uri: &str) -> Result<(Arc<object_store::aws::AmazonS3>, Path)> {
+        let (_, path) = self.resolve(uri)?;
+        let bucket = uri
+            .strip_prefix("s3://")
+            .and_then(|r| r.split('/').next())
+            .ok_or_else(|| Error::invalid(uri, "versioned operations need an s3:// object on a versioned bucket"))?;
+        let m = self
+            .s3
+            .lock()
+            .map_err(|_| Error::Internal("S3 client cache poisoned".into()))?;
+        let c = m
+            .get(&format!("s3://{bucket}"))
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("no S3 client for {uri}")))?;
+        Ok((c, path))
+    }
+
+    /// Sends one presigned request (object_store signs it with the store's own credentials).
+    async fn s3_request(
+        &self,
+        uri: &str,
+        method: http::Method,
+        path: &Path,
+        query: Vec<(String, String)>,
+    ) -> Result<(u16, Bytes)> {
+        use object_store::signer::Signer;
+        let (client, _) = self.s3_client(uri)?;
+        let _permit = self.permit().await?;
+        let opts = object_store::signer::SignedUrlOptions::new().with_query(query);
+        let url = client
+            .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
+            .await
+            .map_err(|e| map_err("sign", uri, e))?;
+        let storage_err = |reason: String| Error::Storage {
+            op: "versioned request",
+            uri: uri.to_owned(),
+            source: Box::new(object_store::Error::Generic {
+                store: "S3",
+                source: reason.into(),
+            }),
+        };
+        let resp = reqwest::Client::new()
+            .request(method, url)
+            .send()
+            .await
+            .map_err(|e| storage_err(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp.bytes().await.map_err(|e| storage_err(e.to_string()))?;
+        Ok((status, body))
+    }
+
+    /// Every version and delete marker of one S3 object, newest first as S3 lists them.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a non-S3 URI; [`Error::Storage`] when S3 refuses or answers garbage.
+    pub async fn s3_versions(&self, uri: &str) -> Result<Vec<ObjectVersion>> {
+        let (_, key) = self.s3_client(uri)?;
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut q = vec![
+                ("versions".to_owned(), String::new()),
+                ("prefix".to_owned(), key.to_string()),
+            ];
+            if let Some((k, v)) = &markers {
+                q.push(("key-marker".into(), k.clone()));
+                q.push(("version-id-marker".into(), v.clone()));
+            }
+            let (status, body) = self.s3_request(uri, http::Method::GET, &Path::from(""), q).await?;
+            if status != 200 {
+                return Err(Error::Storage {
+                    op: "list versions",
+                    uri: uri.to_owned(),
+                    source: Box::new(object_store::Error::Generic {
+                        store: "S3",
+                        source: format!("HTTP {status}: {}", String::from_utf8_lossy(&body)).into(),
+                    }),
+                });
+            }
+            let page: ListVersionsResult = quick_xml::de::from_reader(body.as_ref()).map_err(|e| Error::Storage {
+                op: "list versions",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "S3",
+                    source: Box::new(e),
+                }),
+            })?;
+            let k = key.to_string();
+            out.extend(page.versions.into_iter().filter(|v| v.key == k).map(|v| ObjectVersion {
+                version_id: v.version_id,
+                is_latest: v.is_latest,
+                is_delete_marker: false,
+                size: v.size,
+            }));
+            out.extend(
+                page.delete_markers
+                    .into_iter()
+                    .filter(|v| v.key == k)
+                    .map(|v| ObjectVersion {
+                        version_id: v.version_id,
+                        is_latest: v.is_latest,
+                        is_delete_marker: true,
+                        size: 0,
+                    }),
+            );
+            match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
+                (true, Some(k), Some(v)) => markers = Some((k, v)),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes one version (or delete marker) of an S3 object for good.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when S3 does not confirm with 204/200.
+    pub async fn s3_delete_version(&self, uri: &str, version_id: &str) -> Result<()> {
+        let (_, key) = self.s3_client(uri)?;
+        let (status, body) = self
+            .s3_request(
+                uri,
+                http::Method::DELETE,
+                &key,
+                vec![("versionId".to_owned(), version_id.to_owned())],
+            )
+            .await?;
+        if status == 204 || status == 200 {
+            Ok(())
+        } else {
+            Err(Error::Storage {
+                op: "delete version",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "S3",
+                    source: format!(
+                        "HTTP {status} deleting version {version_id}: {}",
+                        String::from_utf8_lossy(&body)
+                    )
+                    .into(),
+                }),
+            })
+        }
+    }
+
+    /// Lists every object under a prefix URI (recursively), sorted by URI.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the prefix.
+    pub async fn list(&self, prefix_uri: &str) -> Result<Vec<ObjectInfo>> {
+        let (store, path) = self.resolve(prefix_uri)?;
+        let base = prefix_uri.strip_suffix(path.as_ref()).unwrap_or(prefix_uri).to_owned();
+        let sep = if base.ends_with('/') { "" } else { "/" };
+        let _permit = self.permit().await?;
+        let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
+        let metas: Vec<object_store::ObjectMeta> = match store.list(prefix).try_collect().await {
+            Ok(v) => v,
+            Err(object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(map_err("list", prefix_uri, e)),
+        };
+        let mut out: Vec<ObjectInfo> = metas
+            .iter()
+            .map(|m| Self::info(&format!("{base}{sep}{}", m.location), m))
+            .collect();
+        out.sort_by(|a, b| a.uri.cmp(&b.uri));
+        Ok(out)
+    }
+}
+
+/// The symlink rule of the local filesystem (README "Symlinks"): an object under a table root is
+/// read, hashed or deleted only if its path **with symlinks resolved** lies under the table root
+/// with symlinks resolved. A symlink that stays inside the table is followed; one that leaves it
+/// (a data file, a partition folder, a manifest list linked to a copy elsewhere) is reported by
+/// [`Confined::escape`] and the caller turns it into a finding or a refusal. Lexical checks
+/// ([`crate::model::location`]) cannot see this: `t/data/x.parquet` is under `t/` whatever `t/data` links to.
+///
+/// Only `file://` URIs are checked; on S3 and in memory there are no symlinks. The check and the
+/// later open are two system calls: a link swapped between them is not caught (lakedrill does not
+/// defend against a writer racing it on the table's own filesystem).
+#[derive(Debug, Clone)]
+pub struct Confined {
+    /// The root's canonical URI and its local path with symlinks resolved (`None`: not local).
+    root: Option<(String, std::path::PathBuf)>,
+}
+
+/// `path` with symlinks resolved; for a path (or a tail of it) that does not exist, the longest
+/// existing ancestor is resolved and the rest appended, so a missing file under a linked folder
+/// still resolves to where the folder points.
+fn resolve_existing(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        match std::fs::canonicalize(&cur) {
+            Ok(mut resolved) => {
+                for t in tail.iter().rev() {
+                    resolved.push(t);
+                }
+                return Ok(resolved);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let Some(name) = cur.file_name().map(std::ffi::OsStr::to_os_string) else {
+                    return Err(e);
+                };
+                tail.push(name);
+                if !cur.pop() {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Storage {
+    /// The table root `root_uri` with symlinks resolved, for [`Confined::escape`].
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the root's folders cannot be examined.
+    pub async fn confine(&self, root_uri: &str) -> Result<Confined> {
+        let Some(path) = root_uri.strip_prefix("file://") else {
+            return Ok(Confined { root: None });
+        };
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {root_uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks of the table root", p, e))?;
+        Ok(Confined {
+            root: Some((root_uri.trim_end_matches('/').to_owned(), resolved)),
+        })
+    }
+}
+
+impl Confined {
+    /// `Some(resolved target)` when the local object at `uri`, with symlinks resolved, is not under
+    /// the resolved table root; `None` when it is (or is not local). Nothing is opened.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the object's folders cannot be examined (other than "does not exist").
+    pub async fn escape(&self, uri: &str) -> Result<Option<String>> {
+        let Some((root_uri, root)) = &self.root else {
+            return Ok(None);
+        };
+        let Some(path) = uri.strip_prefix("file://") else {
+            // A non-local object under a local root is not under it.
+            return Ok(Some(uri.to_owned()));
+        };
+        if !crate::model::location::is_under(uri, root_uri) {
+            return Ok(Some(uri.to_owned()));
+        }
+        let path = std::path::PathBuf::from(path);
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks", p, e))?;
+        if resolved.starts_with(root) && resolved != *root {
+            Ok(None)
+        } else {
+            Ok(Some(resolved.display().to_string()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn symlinks_are_followed_inside_the_root_and_reported_outside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (table, outside) = (tmp.path().join("t"), tmp.path().join("outside"));
+        std::fs::create_dir_all(table.join("data/in")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(table.join("data/in/a"), b"a").unwrap();
+        std::fs::write(outside.join("b"), b"b").unwrap();
+        std::os::unix::fs::symlink(table.join("data/in/a"), table.join("data/inside-link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("b"), table.join("data/file-link")).unwrap();
+        std::os::unix::fs::symlink(&outside, table.join("data/folder-link")).unwrap();
+        // The root itself is reached through a symlink: that is allowed.
+        std::os::unix::fs::symlink(&table, tmp.path().join("alias")).unwrap();
+        let s = Storage::new(StorageOptions::default());
+        let root = format!("file://{}", tmp.path().join("alias").display());
+        let c = s.confine(&root).await.unwrap();
+        let at = |rel: &str| format!("{root}/{rel}");
+        assert_eq!(c.escape(&at("data/in/a")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/inside-link")).await.unwrap(), None);
+        assert_eq!(c.escape(&at("data/not-yet-written")).await.unwrap(), None);
+        let real_outside = std::fs::canonicalize(&outside).unwrap();
+        assert_eq!(
+            c.escape(&at("data/file-link")).await.unwrap(),
+            Some(real_outside.join("b").display().to_string())
+        );
+        // A missing file under a linked folder still resolves to where the folder points.
+        assert_eq!(
+            c.escape(&at("data/folder-link/missing")).await.unwrap(),
+            Some(real_outside.join("missing").display().to_string())
+        );
+        assert!(c.escape("file:///elsewhere/x").await.unwrap().is_some());
+        // Not local: nothing to resolve.
+        let m = s.confine("memory:///t").await.unwrap();
+        assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn memory_round_trip_and_write_once() {
+        let s = Storage::new(StorageOptions::default());
+        s.put_new("memory:///a/b.txt", Bytes::from_static(b"hello"))
+            .await
+            .unwrap();
+        let err = s
+            .put_new("memory:///a/b.txt", Bytes::from_static(b"x"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::AlreadyExists { ref uri } if uri == "memory:///a/b.txt"));
+        let f = s.get("memory:///a/b.txt").await.unwrap();
+        assert_eq!(&f.bytes[..], b"hello");
+        let h = s.hash("memory:///a/b.txt").await.unwrap();
+        assert_eq!(h.blake3, blake3::hash(b"hello").to_hex().to_string());
+        assert_eq!(h.bytes_read, 5);
+        let listed = s.list("memory:///a").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].uri, "memory:///a/b.txt");
+        assert!(s.head("memory:///a/missing").await.unwrap().is_none());
+        let err = s.get("memory:///a/missing").await.unwrap_err();
+        assert!(err.to_string().contains("memory:///a/missing"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn streamed_digest_equals_one_shot_digest_at_buffer_boundaries() {
+        let s = Storage::new(StorageOptions::default());
+        for size in [0usize, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 12_345] {
+            let data: Vec<u8> = (0..size)
+                .map(|i| u8::try_from((i * 31 + i / 7) % 251).unwrap())
+                .collect();
+            let uri = format!("memory:///sizes/{size}");
+            s.put(&uri, Bytes::from(data.clone())).await.unwrap();
+            let h = s.hash(&uri).await.unwrap();
+            assert_eq!(h.bytes_read, size as u64);
+            assert_eq!(h.blake3, blake3::hash(&data).to_hex().to_string(), "size {size}");
+        }
+    }
+}

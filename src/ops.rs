@@ -1,0 +1,21 @@
+//! The operations: each subcommand is one function here, run over a [`context::Context`]
+//! (configuration, storage, hooks, clock). Plan, protect, quarantine, seal, restore, drill,
+//! purge, gates, rollout, audit, recover, backup, runbooks.
+//!
+//! May use every wing below it (`bundle`, `report`, `registry`, `table`, `govern`, `evidence`,
+//! `io`, `model`, the ground). Nothing below `ops` sees the context.
+
+pub mod audit;
+pub mod backup;
+pub mod commands;
+pub mod containment;
+pub mod decision;
+pub mod deleter;
+pub mod drill;
+pub mod gates;
+pub mod governance;
+pub mod materialize;
+pub mod recover;
+pub mod report_merge;
+pub mod rollout;
+pub mod runbook;

@@ -1,0 +1,352 @@
+//! Offline re-verification of signed drill reports, alone or as a plan's whole hash chain.
+//!
+//! `audit verify` needs nothing but the report files and a trust store of public keys: it checks
+//! the signature under a trusted key, the payload type and statement structure, that the summary
+//! agrees with the per-item results and the sample, and that the subjects name the results'
+//! bundles. With `--chain` it checks every report of the plan's folder: each one's
+//! `previous_report` must be the SHA-256 of the envelope before it (no gap, no reorder, no fork).
+
+use serde::Serialize;
+
+use crate::bundle::RestoreStatus;
+use crate::error::Result;
+use crate::evidence;
+use crate::evidence::keys::TrustStore;
+use crate::io::store::Storage;
+use crate::model::location;
+use crate::ops::drill::{self, DrillPredicate};
+
+/// One failed check.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AuditFinding {
+    /// Stable name of the check.
+    pub check: String,
+    /// The report concerned.
+    pub report: String,
+    /// What failed.
+    pub detail: String,
+}
+
+/// The result of an audit.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// `VERIFIED` or `FAILED`.
+    pub status: String,
+    /// Reports checked.
+    pub reports_checked: usize,
+    /// Key that signed the report(s).
+    pub keyids: Vec<String>,
+    /// The gate recorded in the (last) report.
+    pub gate: Option<String>,
+    /// Failed checks.
+    pub findings: Vec<AuditFinding>,
+}
+
+/// The predicate type a report claims, read before any check (it only chooses which checks run).
+fn claimed_predicate_type(bytes: &[u8]) -> Option<String> {
+    use base64::Engine as _;
+    let env: evidence::Envelope = serde_json::from_slice(bytes).ok()?;
+    let payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).ok()?;
+    let statement: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    statement["predicateType"].as_str().map(str::to_owned)
+}
+
+/// The signature check every report starts with: the envelope verifies under a trusted key, and its bytes are
+/// the canonical layout lakedrill writes (the chain hashes the file's bytes, so a report whose bytes differ from
+/// that layout, even in whitespace, has been edited). Failures are added to `findings`.
+fn verified_envelope(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<evidence::VerifiedStatement> {
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    let v = match evidence::verify(bytes, trust) {
+        Ok(v) => v,
+        Err(f) => {
+            fail(f.kind(), f.to_string());
+            return None;
+        }
+    };
+    match serde_json::from_slice::<evidence::Envelope>(bytes) {
+        Ok(env) if env.to_json_bytes() == bytes => {}
+        _ => fail(
+            "ENVELOPE_NOT_CANONICAL",
+            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
+        ),
+    }
+    Some(v)
+}
+
+/// Checks one report's bytes (pure). Returns the predicate when it could be read.
+#[must_use]
+pub fn check_report(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<(String, DrillPredicate)> {
+    let v = verified_envelope(name, bytes, trust, findings)?;
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    if v.predicate_type() != drill::PREDICATE_TYPE {
+        fail(
+            "PREDICATE_TYPE",
+            format!("expected {}, found {}", drill::PREDICATE_TYPE, v.predicate_type()),
+        );
+        return None;
+    }
+    let p: DrillPredicate = match serde_json::from_value(v.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            fail("PREDICATE_MALFORMED", e.to_string());
+            return None;
+        }
+    };
+    let passed = p
+        .results
+        .iter()
+        .filter(|r| r.status == RestoreStatus::RestoreVerified)
+        .count();
+    let failed = p.results.len() - passed;
+    if p.summary.passed != passed || p.summary.failed != failed {
+        fail(
+            "SUMMARY_INCONSISTENT",
+            format!(
+                "summary says {}/{} passed/failed, results say {passed}/{failed}",
+                p.summary.passed, p.summary.failed
+            ),
+        );
+    }
+    let gate = if failed == 0 && passed > 0 { "PASS" } else { "FAIL" };
+    if p.summary.gate != gate {
+        fail(
+            "GATE_INCONSISTENT",
+            format!("gate {} but results imply {gate}", p.summary.gate),
+        );
+    }
+    let ids: Vec<&str> = p.results.iter().map(|r| r.bundle_id.as_str()).collect();
+    // A shard report holds its share of the overall sample (drill::Shard); any other report all of it.
+    let sel: Vec<&str> = p
+        .sample
+        .selected
+        .iter()
+        .enumerate()
+        .filter(|(pos, _)| p.shard.as_ref().is_none_or(|s| s.count > 0 && s.holds(*pos)))
+        .map(|(_, b)| b.as_str())
+        .collect();
+    if let Some(s) = &p.shard
+        && (s.count == 0 || s.index >= s.count)
+    {
+        fail("SHARD_INVALID", format!("shard {}/{}", s.index, s.count));
+    }
+    if ids != sel || p.sample.size != p.sample.selected.len() || p.sample.size > p.sample.population {
+        fail(
+            "SAMPLE_INCONSISTENT",
+            format!(
+                "selected {sel:?}, results {ids:?}, size {}, population {}",
+                p.sample.size, p.sample.population
+            ),
+        );
+    }
+    for r in &p.results {
+        let want = format!("lakedrill-bundle:{}", r.bundle_id);
+        let ok = v.subjects().iter().any(|s| {
+            s.name == want
+                && r.bundle_root
+                    .as_ref()
+                    .is_none_or(|root| s.digest.get("blake3") == Some(root))
+        });
+        if !ok {
+            fail(
+                "SUBJECT_MISMATCH",
+                format!("no subject binds bundle {} to root {:?}", r.bundle_id, r.bundle_root),
+            );
+        }
+        if r.status == RestoreStatus::RestoreVerified && !r.findings.is_empty() {
+            fail(
+                "RESULT_INCONSISTENT",
+                format!("{} is RESTORE_VERIFIED with findings", r.bundle_id),
+            );
+        }
+    }
+    Some((v.keyid().to_owned(), p))
+}
+
+/// Checks a fault-matrix report (`drill faults`, pure): its key id and predicate when it could be read, every
+/// failed check added to `findings`.
+#[must_use]
+pub fn check_fault_report(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<(String, crate::lab::faults::FaultPredicate)> {
+    let v = verified_envelope(name, bytes, trust, findings)?;
+    if v.predicate_type() != crate::lab::faults::PREDICATE_TYPE {
+        findings.push(AuditFinding {
+            check: "PREDICATE_TYPE".into(),
+            report: name.to_owned(),
+            detail: format!(
+                "expected {}, found {}",
+                crate::lab::faults::PREDICATE_TYPE,
+                v.predicate_type()
+            ),
+        });
+        return None;
+    }
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    let p: crate::lab::faults::FaultPredicate = match serde_json::from_value(v.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            fail("PREDICATE_MALFORMED", e.to_string());
+            return None;
+        }
+    };
+    let subject = v
+        .subjects()
+        .iter()
+        .find(|s| s.name == "lakedrill-implementation")
+        .and_then(|s| s.digest.get("sha256"))
+        .map(String::as_str);
+    for problem in crate::lab::faults::check_predicate(&p, subject) {
+        fail("FAULT_MATRIX_INCONSISTENT", problem);
+    }
+    Some((v.keyid().to_owned(), p))
+}
+
+/// `audit verify REPORT [--chain]`.
+///
+/// # Errors
+/// Only when a report cannot be read at all.
+pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, chain: bool) -> Result<AuditReport> {
+    let mut report_uri = location::canonical_uri(report_uri)?;
+    let mut findings = Vec::new();
+    let mut keyids = Vec::new();
+    // A plan's reports folder with --chain: the whole chain, the gate of its newest report (for schedules
+    // that do not know the newest report's name).
+    let folder_given = !report_uri.ends_with(".dsse.json");
+    if folder_given && !chain {
+        return Err(crate::Error::invalid(
+            &report_uri,
+            "is not a report (*.dsse.json); a plan's reports folder needs --chain",
+        ));
+    }
+    let targets = if chain {
+        let folder = if folder_given {
+            report_uri.trim_end_matches('/').to_owned()
+        } else {
+            location::parent(&report_uri).unwrap_or_default()
+        };
+        let t = drill::list_reports(storage, &folder).await?;
+        if folder_given {
+            match t.last() {
+                Some(last) => report_uri = last.clone(),
+                None => return Err(crate::Error::invalid(&folder, "holds no report (*.dsse.json)")),
+            }
+        }
+        t
+    } else {
+        vec![report_uri.clone()]
+    };
+    let mut gate = None;
+    let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
+    for uri in &targets {
+        let bytes = storage.get(uri).await?.bytes;
+        let name = location::file_name(uri).to_owned();
+        // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
+        if claimed_predicate_type(&bytes).as_deref() == Some(crate::lab::faults::PREDICATE_TYPE) {
+            let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) else {
+                prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
+                continue;
+            };
+            if !keyids.contains(&f.0) {
+                keyids.push(f.0.clone());
+            }
+            if uri == &report_uri {
+                gate = Some(f.1.summary.gate.clone());
+            }
+            let sha = evidence::sha256_hex(&bytes);
+            if chain {
+                let expected = prev.as_ref().map(|(_, s, _)| s.clone());
+                if f.1.previous_report != expected {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_BROKEN".into(),
+                        report: name.clone(),
+                        detail: format!(
+                            "previous_report is {:?} but the report before it has SHA-256 {expected:?}",
+                            f.1.previous_report
+                        ),
+                    });
+                }
+            }
+            prev = Some((name, sha, "fault-matrix".into()));
+            continue;
+        }
+        let checked = check_report(&name, &bytes, trust, &mut findings);
+        let sha = evidence::sha256_hex(&bytes);
+        if let Some((keyid, p)) = checked {
+            if !keyids.contains(&keyid) {
+                keyids.push(keyid);
+            }
+            if uri == &report_uri {
+                gate = Some(p.summary.gate.clone());
+            }
+            if chain {
+                let expected = prev.as_ref().map(|(_, s, _)| s.clone());
+                if p.previous_report != expected {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_BROKEN".into(),
+                        report: name.clone(),
+                        detail: format!(
+                            "previous_report is {:?} but the report before it ({}) has SHA-256 {:?}",
+                            p.previous_report,
+                            prev.as_ref().map_or("none", |(n, _, _)| n.as_str()),
+                            expected
+                        ),
+                    });
+                }
+                if let Some((_, _, plan)) = &prev
+                    && plan != &p.drill.plan
+                {
+                    findings.push(AuditFinding {
+                        check: "CHAIN_MIXED_PLANS".into(),
+                        report: name.clone(),
+                        detail: format!("plan {} follows plan {plan}", p.drill.plan),
+                    });
+                }
+            }
+            prev = Some((name, sha, p.drill.plan));
+        } else {
+            prev = Some((name, sha, String::new()));
+        }
+    }
+    Ok(AuditReport {
+        status: if findings.is_empty() {
+            "VERIFIED".into()
+        } else {
+            "FAILED".into()
+        },
+        reports_checked: targets.len(),
+        keyids,
+        gate,
+        findings,
+    })
+}

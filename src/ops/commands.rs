@@ -1,0 +1,880 @@
+//! One function per subcommand: each takes parsed options, calls the pipeline and returns an
+//! [`Outcome`]. The binary only parses arguments and prints.
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::io::store::Storage;
+use crate::report::output::{self, Outcome, Verdict};
+use crate::table::inspect;
+use crate::table::resolve::{self, Selector};
+use crate::table::{Table, TableSource};
+
+/// What every command that reads a table needs.
+///
+/// It owns the connection pools its commands open ([`Context::registry`], [`Context::catalog`]);
+/// [`Context::close`] closes them, and the binary calls it after every command, failed or not, before the async runtime shuts down.
+#[derive(Debug)]
+pub struct Context {
+    /// The configuration.
+    pub config: Config,
+    /// The storage layer.
+    pub storage: Storage,
+    /// Fault-injection hooks; inert (the default) everywhere but in `drill faults`' scratch lakehouse.
+    pub hooks: crate::lab::faults::Hooks,
+    /// The registries opened through this context, by URI (one pool each).
+    registries: std::sync::Mutex<std::collections::HashMap<String, crate::registry::Registry>>,
+    /// The SQL catalogs opened through this context, by configuration section (one pool each).
+    catalogs: std::sync::Mutex<std::collections::HashMap<String, crate::io::catalog::SqlCatalog>>,
+}
+
+impl Context {
+    /// A context from a configuration.
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        let storage = Storage::new(config.storage_options());
+        Self::with_storage(config, storage)
+    }
+
+    /// A context on the given storage (the fault matrix puts a fault layer in it).
+    #[must_use]
+    pub fn with_storage(config: Config, storage: Storage) -> Self {
+        Self {
+            config,
+            storage,
+            hooks: crate::lab::faults::Hooks::default(),
+            registries: std::sync::Mutex::default(),
+            catalogs: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The SQL catalog `[catalog.<section>]`, opened on first use and shared by later calls on this context
+    /// (one pool, closed by [`Context::close`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] for an undeclared catalog; [`crate::io::catalog::SqlCatalog::open`] errors.
+    pub async fn catalog(&self, section: &str) -> Result<crate::io::catalog::SqlCatalog> {
+        if let Some(c) = lock(&self.catalogs).get(section) {
+            return Ok(c.clone());
+        }
+        let opened = Box::pin(crate::io::catalog::SqlCatalog::open(
+            section,
+            self.config.catalog(section)?,
+        ))
+        .await?;
+        // Two tasks may have opened it at once: keep the first, close the other.
+        let (kept, spare) = {
+            let mut map = lock(&self.catalogs);
+            match map.get(section) {
+                Some(first) => (first.clone(), Some(opened)),
+                None => {
+                    map.insert(section.to_owned(), opened.clone());
+                    (opened, None)
+                }
+            }
+        };
+        if let Some(spare) = spare {
+            Box::pin(spare.close()).await;
+        }
+        Ok(kept)
+    }
+
+    /// The registry of the configuration (`[registry] uri`), opened on first use and shared by every later
+    /// call on this context (a clone of one handle: one pool, closed by [`Context::close`]).
+    ///
+    /// # Errors
+    /// Registry open errors.
+    pub async fn registry(&self) -> Result<crate::registry::Registry> {
+        let uri = self.config.registry_uri();
+        if let Some(r) = lock(&self.registries).get(&uri) {
+            return Ok(r.clone());
+        }
+        // Boxed: the open future is large in debug builds, and every command awaits this one.
+        let opened = Box::pin(crate::registry::Registry::open(&uri)).await?;
+        // Two tasks may have opened it at once: keep the first, close the other.
+        let (kept, spare) = {
+            let mut map = lock(&self.registries);
+            match map.get(&uri) {
+                Some(first) => (first.clone(), Some(opened)),
+                None => {
+                    map.insert(uri, opened.clone());
+                    (opened, None)
+                }
+            }
+        };
+        if let Some(spare) = spare {
+            Box::pin(spare.close()).await;
+        }
+        Ok(kept)
+    }
+
+    /// Closes every registry pool this context opened, waiting for connections in use to come back. Call it
+    /// before the async runtime ends: a pool left to the runtime's shutdown is where sqlx 0.8 can hang
+    /// (see `db::connect`, sqlx#3645). A later [`Context::registry`] opens a new pool.
+    pub async fn close(&self) {
+        let registries: Vec<_> = lock(&self.registries).drain().map(|(_, r)| r).collect();
+        for r in registries {
+            r.close().await;
+        }
+        let catalogs: Vec<_> = lock(&self.catalogs).drain().map(|(_, c)| c).collect();
+        for c in catalogs {
+            c.close().await;
+        }
+    }
+
+    /// Loads the table a command addresses.
+    ///
+    /// # Errors
+    /// See [`Table::load`].
+    pub async fn table(&self, source: &TableSource) -> Result<Table> {
+        Table::load(&self.storage, &self.config, source).await
+    }
+}
+
+/// Locks one of the context's pool maps; a panic elsewhere while it was held does not make it unusable.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Which metadata table `inspect` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InspectWhat {
+    /// `snapshots`
+    Snapshots,
+    /// `refs`
+    Refs,
+    /// `history`
+    History,
+    /// `files`
+    Files,
+    /// `manifests`
+    Manifests,
+}
+
+#[derive(Serialize)]
+struct SnapshotsDoc {
+    table: String,
+    metadata_location: String,
+    current_snapshot_id: Option<i64>,
+    snapshots: Vec<inspect::SnapshotRow>,
+}
+
+#[derive(Serialize)]
+struct RefsDoc {
+    table: String,
+    refs: Vec<inspect::RefRow>,
+    ambiguous_names: Vec<Vec<String>>,
+}
+
+#[derive(Serialize)]
+struct HistoryDoc {
+    table: String,
+    history: Vec<inspect::HistoryRow>,
+}
+
+#[derive(Serialize)]
+struct FilesDoc {
+    table: String,
+    snapshot_id: Option<i64>,
+    files: Vec<crate::table::tree::FileEntry>,
+}
+
+#[derive(Serialize)]
+struct ManifestsDoc {
+    table: String,
+    snapshot_id: Option<i64>,
+    manifests: Vec<inspect::ManifestRow>,
+}
+
+/// `lakedrill inspect WHAT`.
+///
+/// # Errors
+/// Any error of loading the table or reading the selected snapshot's layers.
+pub async fn inspect(ctx: &Context, source: &TableSource, what: InspectWhat, selector: &Selector) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    inspect_table(ctx, &table, what, selector).await
+}
+
+/// `inspect` on a table already loaded.
+///
+/// # Errors
+/// Any error of reading the selected snapshot's layers.
+pub async fn inspect_table(ctx: &Context, table: &Table, what: InspectWhat, selector: &Selector) -> Result<Outcome> {
+    let name = table.name().to_owned();
+    match what {
+        InspectWhat::Snapshots => {
+            let rows = inspect::snapshots(table);
+            let human = output::table(
+                &[
+                    "snapshot_id",
+                    "parent_id",
+                    "seq",
+                    "committed_at",
+                    "operation",
+                    "manifest_list",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.snapshot_id.to_string(),
+                            output::opt(r.parent_id),
+                            r.sequence_number.to_string(),
+                            output::ts(r.timestamp_ms),
+                            r.operation.clone(),
+                            r.manifest_list.clone(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &SnapshotsDoc {
+                    table: name,
+                    metadata_location: table.generation().metadata_location.clone(),
+                    current_snapshot_id: table.metadata().current_snapshot_id(),
+                    snapshots: rows,
+                },
+                human,
+            )
+        }
+        InspectWhat::Refs => {
+            let rows = inspect::refs(table);
+            let ambiguous = resolve::ambiguous_ref_groups(table);
+            let mut human = output::table(
+                &[
+                    "name",
+                    "type",
+                    "snapshot_id",
+                    "max_ref_age_ms",
+                    "max_snapshot_age_ms",
+                    "min_snapshots_to_keep",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.name.clone(),
+                            r.kind.to_owned(),
+                            r.snapshot_id.to_string(),
+                            output::opt(r.max_ref_age_ms),
+                            output::opt(r.max_snapshot_age_ms),
+                            output::opt(r.min_snapshots_to_keep),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            for g in &ambiguous {
+                human.push_str(&format!(
+                    "warning: ref names {g:?} differ only by case; they are ambiguous and never merged\n"
+                ));
+            }
+            Outcome::new(
+                Verdict::Ok,
+                &RefsDoc {
+                    table: name,
+                    refs: rows,
+                    ambiguous_names: ambiguous,
+                },
+                human,
+            )
+        }
+        InspectWhat::History => {
+            let rows = inspect::history(table);
+            let human = output::table(
+                &["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            output::ts(r.made_current_at_ms),
+                            r.snapshot_id.to_string(),
+                            output::opt(r.parent_id),
+                            r.is_current_ancestor.to_string(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &HistoryDoc {
+                    table: name,
+                    history: rows,
+                },
+                human,
+            )
+        }
+        InspectWhat::Files => {
+            let snapshot_id = selected_id(table, selector)?;
+            let files = inspect::files(table, &ctx.storage, selector).await?;
+            let human = output::table(
+                &["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"],
+                &files
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            f.content.as_str().to_owned(),
+                            f.file_path.clone(),
+                            f.file_size_in_bytes.to_string(),
+                            f.record_count.to_string(),
+                            f.spec_id.to_string(),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &FilesDoc {
+                    table: name,
+                    snapshot_id,
+                    files,
+                },
+                human,
+            )
+        }
+        InspectWhat::Manifests => {
+            let snapshot_id = selected_id(table, selector)?;
+            let rows = inspect::manifests(table, &ctx.storage, selector).await?;
+            let human = output::table(
+                &[
+                    "path",
+                    "length",
+                    "content",
+                    "added_snapshot_id",
+                    "added",
+                    "existing",
+                    "deleted",
+                ],
+                &rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.path.clone(),
+                            r.length.to_string(),
+                            r.content.to_owned(),
+                            r.added_snapshot_id.to_string(),
+                            output::opt(r.added_files_count),
+                            output::opt(r.existing_files_count),
+                            output::opt(r.deleted_files_count),
+                        ]
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Outcome::new(
+                Verdict::Ok,
+                &ManifestsDoc {
+                    table: name,
+                    snapshot_id,
+                    manifests: rows,
+                },
+                human,
+            )
+        }
+    }
+}
+
+fn selected_id(table: &Table, selector: &Selector) -> Result<Option<i64>> {
+    if *selector == Selector::Current && table.metadata().current_snapshot_id().is_none() {
+        Ok(None)
+    } else {
+        resolve::resolve(table, selector).map(Some)
+    }
+}
+
+/// `lakedrill resolve`.
+///
+/// # Errors
+/// Selection errors ([`crate::Error::AsOf`] and others), with the reason.
+pub async fn resolve(ctx: &Context, source: &TableSource, selector: &Selector) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let id = resolve::resolve(&table, selector)?;
+    #[derive(Serialize)]
+    struct Doc {
+        snapshot_id: i64,
+    }
+    Outcome::new(Verdict::Ok, &Doc { snapshot_id: id }, format!("{id}\n"))
+}
+
+/// `lakedrill keygen`.
+///
+/// # Errors
+/// [`crate::Error::Key`] when the name is invalid or a key file exists.
+pub fn keygen(name: &str, dir: &std::path::Path) -> Result<Outcome> {
+    let k = crate::evidence::keys::generate(name, dir)?;
+    #[derive(Serialize)]
+    struct Doc {
+        private_key: String,
+        public_key: String,
+        keyid: String,
+    }
+    let doc = Doc {
+        private_key: k.private_path.display().to_string(),
+        public_key: k.public_path.display().to_string(),
+        keyid: k.keyid.clone(),
+    };
+    let human = format!(
+        "private key {} (mode 0600; keep it secret)\npublic key  {}\nkeyid       {}\n",
+        doc.private_key, doc.public_key, doc.keyid
+    );
+    Outcome::new(Verdict::Ok, &doc, human)
+}
+
+/// `lakedrill seal`.
+///
+/// # Errors
+/// Errors of loading the table or reading its layers; a bundle that already exists.
+pub async fn seal(
+    ctx: &Context,
+    source: &TableSource,
+    selector: &Selector,
+    key: &std::path::Path,
+    out: &str,
+) -> Result<Outcome> {
+    let key = crate::evidence::keys::load_signing_key(key)?;
+    let table = ctx.table(source).await?;
+    let id = resolve::resolve(&table, selector)?;
+    let out = crate::model::location::canonical_uri(out)?;
+    match crate::bundle::seal(&table, &ctx.storage, id, &key, &out, chrono::Utc::now()).await? {
+        Ok(r) => {
+            let human = format!(
+                "sealed snapshot {} into {}\nbundle_id   {}\nbundle_root {}\nobjects     {}\nbytes       {}\n",
+                r.snapshot_id, r.uri, r.bundle_id, r.bundle_root, r.objects, r.bytes
+            );
+            Outcome::new(Verdict::Ok, &r, human)
+        }
+        Err(findings) => {
+            #[derive(Serialize)]
+            struct Refused {
+                status: &'static str,
+                snapshot_id: i64,
+                findings: Vec<crate::model::findings::Finding>,
+            }
+            let mut human = format!("REFUSED: snapshot {id} cannot be sealed; nothing was written\n");
+            for f in &findings {
+                human.push_str(&format!("  {f}\n"));
+            }
+            Outcome::new(
+                Verdict::Findings,
+                &Refused {
+                    status: "REFUSED",
+                    snapshot_id: id,
+                    findings,
+                },
+                human,
+            )
+        }
+    }
+}
+
+/// `lakedrill restore`.
+///
+/// # Errors
+/// Only when the bundle cannot be read at all or a store is unreachable; problems are findings.
+pub async fn restore(
+    ctx: &Context,
+    bundle: &str,
+    trust: &std::path::Path,
+    deep: bool,
+    table_root: Option<String>,
+) -> Result<Outcome> {
+    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let r = crate::bundle::verify(
+        &ctx.storage,
+        bundle,
+        &trust,
+        &crate::bundle::VerifyOptions { deep, table_root },
+    )
+    .await?;
+    let verdict = if r.status == crate::bundle::RestoreStatus::RestoreVerified {
+        Verdict::Ok
+    } else {
+        Verdict::Findings
+    };
+    let mut human = format!(
+        "{}  bundle {}  snapshot {}  objects verified {}  bytes verified {}\n",
+        if verdict == Verdict::Ok {
+            "RESTORE_VERIFIED"
+        } else {
+            "FAILED"
+        },
+        r.bundle_id.as_deref().unwrap_or("?"),
+        output::opt(r.snapshot_id),
+        r.objects_verified,
+        r.bytes_verified
+    );
+    for f in &r.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(verdict, &r, human)
+}
+
+/// SHA-256 of the running binary (the implementation digest of drill reports).
+///
+/// # Errors
+/// [`crate::Error::Io`] when the binary cannot be read.
+pub fn implementation_digest() -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
+    let bytes = std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    Ok(crate::evidence::sha256_hex(&bytes))
+}
+
+/// Options of `drill run` beyond the plan.
+#[derive(Debug, Clone, Default)]
+pub struct DrillRunOptions {
+    /// `--shard I/N`.
+    pub shard: Option<String>,
+    /// `--run-id ID` (with `--shard`).
+    pub run_id: Option<String>,
+    /// `--metrics-file PATH`.
+    pub metrics_file: Option<std::path::PathBuf>,
+    /// `-q`.
+    pub quiet: bool,
+    /// `--keep` (cold-backup drills keep their scratch recoveries).
+    pub keep: bool,
+}
+
+/// What `drill run` and `report merge` print: the drill outcome and where the human reports went.
+#[derive(Debug, Serialize)]
+struct DrillDoc<'a> {
+    #[serde(flatten)]
+    outcome: &'a crate::ops::drill::DrillOutcome,
+    /// The HTML page (absent for a shard report: the merged report gets one).
+    html_report: Option<String>,
+    /// The Markdown summary.
+    markdown_report: Option<String>,
+    /// The metrics file written, if any.
+    metrics_file: Option<String>,
+}
+
+/// `lakedrill drill run`.
+///
+/// # Errors
+/// When the drill cannot run at all; failed items are results (exit 1), not errors.
+pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOptions) -> Result<Outcome> {
+    if !opts.quiet {
+        eprintln!("drill: running {}", plan.display());
+    }
+    let shard = match opts.shard.as_deref() {
+        Some(s) => Some(crate::ops::drill::Shard::parse(s)?.with_run_id(opts.run_id.as_deref())?),
+        None if opts.run_id.is_some() => {
+            return Err(crate::Error::invalid(
+                "--run-id",
+                "only a shard run (--shard I/N) takes a run id",
+            ));
+        }
+        None => None,
+    };
+    let r = crate::ops::drill::run_with(
+        &ctx.storage,
+        &ctx.config,
+        plan,
+        &crate::clock::SystemClock,
+        &implementation_digest()?,
+        crate::ops::drill::RunOptions {
+            shard: shard.clone(),
+            keep: opts.keep,
+        },
+    )
+    .await;
+    let label = crate::ops::drill::load_plan(plan).map_or_else(
+        |_| {
+            plan.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        },
+        |(p, _)| p.name,
+    );
+    let chain = match crate::ops::drill::load_plan(plan) {
+        Ok((p, _)) if shard.is_none() => Some(crate::model::location::join(
+            &crate::model::location::canonical_uri(&p.reports)?,
+            &p.name,
+        )),
+        _ => None,
+    };
+    drill_finish(ctx, opts.metrics_file.as_deref(), &label, shard, chain, r).await
+}
+
+/// Writes the human reports and the metrics of a drill run (or merge), and builds its outcome.
+async fn drill_finish(
+    ctx: &Context,
+    metrics_file: Option<&std::path::Path>,
+    plan_label: &str,
+    shard: Option<crate::ops::drill::Shard>,
+    chain_folder: Option<String>,
+    r: Result<crate::ops::drill::DrillOutcome>,
+) -> Result<Outcome> {
+    let now = chrono::Utc::now();
+    let shard_label = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
+    let mut labels: Vec<(&str, &str)> = vec![("plan", plan_label)];
+    if let Some(s) = &shard_label {
+        labels.push(("shard", s));
+    }
+    let o = match r {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(path) = metrics_file {
+                let last = match &chain_folder {
+                    Some(f) => last_pass(
+                        &crate::report::html::chain_trend(&ctx.storage, f)
+                            .await
+                            .unwrap_or_default(),
+                    ),
+                    None => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
+                };
+                crate::report::metrics::drill(&labels, now, None, 2, last).write_atomic(path)?;
+            }
+            return Err(e);
+        }
+    };
+    let pass = o.predicate.summary.gate == "PASS";
+    let verdict = if pass { Verdict::Ok } else { Verdict::Findings };
+    let human_reports = if shard.is_none() {
+        Some(crate::report::html::write_beside(&ctx.storage, &o.report, &o.predicate).await?)
+    } else {
+        None
+    };
+    if let Some(path) = metrics_file {
+        let last = match &human_reports {
+            Some(h) => last_pass(&h.trend),
+            None if pass => Some(now),
+            None => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
+        };
+        crate::report::metrics::drill(&labels, now, Some(&o.predicate), verdict.exit_code(), last)
+            .write_atomic(path)?;
+    }
+    let mut human = format!(
+        "gate {}: {} passed, {} failed of {} sampled (population {}, seed {}){}\nsigned report {}\nhuman report  {}\n",
+        o.predicate.summary.gate,
+        o.predicate.summary.passed,
+        o.predicate.summary.failed,
+        o.predicate.sample.size,
+        o.predicate.sample.population,
+        o.predicate.sample.seed,
+        shard_label.as_ref().map_or_else(String::new, |s| format!(
+            ", shard {s} ({} items)",
+            o.predicate.results.len()
+        )),
+        o.report,
+        o.human_report
+    );
+    if let Some(h) = &human_reports {
+        human.push_str(&format!(
+            "html report   {}\nmarkdown      {}\n",
+            h.html_report, h.markdown_report
+        ));
+    }
+    let doc = DrillDoc {
+        outcome: &o,
+        html_report: human_reports.as_ref().map(|h| h.html_report.clone()),
+        markdown_report: human_reports.as_ref().map(|h| h.markdown_report.clone()),
+        metrics_file: metrics_file.map(|p| p.display().to_string()),
+    };
+    Outcome::new(verdict, &doc, human)
+}
+
+fn last_pass(trend: &[crate::report::html::TrendPoint]) -> Option<chrono::DateTime<chrono::Utc>> {
+    trend
+        .iter()
+        .rev()
+        .find(|t| t.gate == "PASS")
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t.finished_at).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+fn previous_metric(path: &std::path::Path, name: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v = crate::report::metrics::previous_value(&text, name)?;
+    #[allow(clippy::cast_possible_truncation)]
+    let ms = (v * 1000.0) as i64;
+    (ms > 0).then(|| chrono::DateTime::from_timestamp_millis(ms)).flatten()
+}
+
+/// `lakedrill report merge`.
+///
+/// # Errors
+/// When a shard report, the key or the trust store cannot be read, or the merged report cannot be written.
+pub async fn report_merge(
+    ctx: &Context,
+    shard_reports: &[String],
+    key: &std::path::Path,
+    trust: &std::path::Path,
+    reports: &str,
+    metrics_file: Option<&std::path::Path>,
+) -> Result<Outcome> {
+    let r = crate::ops::report_merge::merge(ctx, shard_reports, key, trust, reports, chrono::Utc::now()).await;
+    match r {
+        Ok(crate::ops::report_merge::MergeResult::Refused(reasons)) => {
+            let mut human = "REFUSED: the shard reports were not merged; nothing was written\n".to_owned();
+            for r in &reasons {
+                human.push_str(&format!("  - {r}\n"));
+            }
+            Outcome::new(
+                Verdict::Findings,
+                &serde_json::json!({"status": "REFUSED", "reasons": reasons}),
+                human,
+            )
+        }
+        Ok(crate::ops::report_merge::MergeResult::Merged(o)) => {
+            let label = o.predicate.drill.plan.clone();
+            let chain = crate::model::location::parent(&o.report);
+            drill_finish(ctx, metrics_file, &label, None, chain, Ok(*o)).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the deleter metrics of a `purge` or `reconcile` run (when asked) and passes its result on.
+///
+/// # Errors
+/// The command's own error, or [`crate::Error::Io`] when the metrics file cannot be written.
+pub fn deleter_metrics(
+    metrics_file: Option<&std::path::Path>,
+    command: &str,
+    candidate: &str,
+    r: Result<Outcome>,
+) -> Result<Outcome> {
+    if let Some(path) = metrics_file {
+        let previous = std::fs::read_to_string(path).ok();
+        let (json, code) = match &r {
+            Ok(o) => (Some(&o.json), o.verdict.exit_code()),
+            Err(_) => (None, 2),
+        };
+        crate::report::metrics::deleter(command, candidate, chrono::Utc::now(), json, code, previous.as_deref())
+            .write_atomic(path)?;
+    }
+    r
+}
+
+/// `lakedrill recover`.
+///
+/// # Errors
+/// Only when lakedrill cannot decide; a recovery that fails is exit 1 with findings.
+pub async fn recover(
+    ctx: &Context,
+    from: &str,
+    trust: &std::path::Path,
+    into: &str,
+    catalog: Option<&str>,
+    table: Option<&str>,
+) -> Result<Outcome> {
+    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let registration = match (catalog, table) {
+        (Some(c), Some(t)) => Some(crate::ops::recover::Registration {
+            catalog: c.to_owned(),
+            table: t.to_owned(),
+        }),
+        _ => None,
+    };
+    let r = crate::ops::recover::recover(
+        &ctx.storage,
+        &ctx.config,
+        from,
+        &trust,
+        into,
+        registration.as_ref(),
+        &crate::clock::SystemClock,
+    )
+    .await?;
+    let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
+    let mut human = if ok {
+        format!(
+            "RECOVERED snapshot {} into {}
+metadata    {}
+registered  {}
+objects     {} ({} bytes), {} position delete files rewritten
+rows        {} scanned, {} promised by the manifests
+RTO {:.3}s  RPO {}
+",
+            r.snapshot_id.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.into,
+            r.metadata_location.as_deref().unwrap_or("-"),
+            r.registered_as.as_deref().unwrap_or("no (give --catalog and --table)"),
+            r.objects_restored,
+            r.bytes_restored,
+            r.position_deletes_rewritten,
+            r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
+            r.rows_promised
+                .map_or_else(|| "no figure (equality deletes)".into(), |v| v.to_string()),
+            r.rto_seconds,
+            r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
+        )
+    } else {
+        format!(
+            "FAILED: the recovery from {from} does not verify; the table was not registered
+"
+        )
+    };
+    for f in &r.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(if ok { Verdict::Ok } else { Verdict::Findings }, &r, human)
+}
+
+/// `lakedrill audit verify`.
+///
+/// # Errors
+/// Only when a report cannot be read at all.
+pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, chain: bool) -> Result<Outcome> {
+    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let a = crate::ops::audit::verify(&ctx.storage, report, &trust, chain).await?;
+    let verdict = if a.status == "VERIFIED" {
+        Verdict::Ok
+    } else {
+        Verdict::Findings
+    };
+    let mut human = format!(
+        "{}: {} report(s) checked, signed by {:?}, gate {}\n",
+        a.status,
+        a.reports_checked,
+        a.keyids,
+        a.gate.as_deref().unwrap_or("-")
+    );
+    for f in &a.findings {
+        human.push_str(&format!("  {} {}: {}\n", f.check, f.report, f.detail));
+    }
+    Outcome::new(verdict, &a, human)
+}
+
+/// `lakedrill policy check FILE`.
+///
+/// # Errors
+/// [`crate::Error::Policy`] naming the field and the rule (exit 2).
+pub fn policy_check(file: &std::path::Path) -> Result<Outcome> {
+    let p = crate::govern::policy::load(file)?;
+    let human = format!("{}: valid {}\ndigest {}\n", file.display(), p.schema(), p.digest());
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"digest": p.digest(), "schema": p.schema()}),
+        human,
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// See: issue 16 point 6 — every pool a command opened is closed before the runtime ends.
+    #[tokio::test]
+    async fn r16_context_opens_the_registry_once_and_closes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.registry.uri = Some(format!("sqlite:{}", dir.path().join("r.db").display()));
+        let ctx = Context::new(config);
+        let a = ctx.registry().await.unwrap();
+        let b = crate::ops::governance::registry(&ctx).await.unwrap();
+        assert_eq!(a.generation().await.unwrap(), 0);
+        ctx.close().await;
+        assert!(
+            a.is_closed() && b.is_closed(),
+            "one pool, shared, closed by Context::close"
+        );
+        // A later use opens a new one.
+        let c = ctx.registry().await.unwrap();
+        assert!(!c.is_closed());
+        assert_eq!(c.generation().await.unwrap(), 0);
+        ctx.close().await;
+        assert!(c.is_closed());
+    }
+}

@@ -1,0 +1,203 @@
+//! A table location holds the table, and nothing lakedrill must keep.
+//!
+//! `plan` proposes as orphans the objects under the table location that no snapshot reaches. Metadata whose
+//! `location` was widened (to the lakehouse root, a warehouse, a bucket) would make lakedrill's own state (the
+//! signing key and trust store, the registry and catalog databases, bundles, reports, receipts, backups) and
+//! other tables look like orphans. [`check`] refuses such a location before anything is planned, naming the
+//! location and what it holds.
+//!
+//! What it looks for, in the listing the plan already made (an object counts only when it is there):
+//! the files and folders the configuration names (`[registry]`, `[catalog.*]` SQLite files, `[keys]`, path
+//! settings of `[defaults.*]`) and the default `reports`/`receipts` folders of the current directory; objects
+//! that only lakedrill writes, by name (`bundle.dsse.json`, `*.dsse.json` reports and receipts, `*.key` and
+//! `*.pub` keys, `lakedrill.toml`); and metadata files of another table (`*.metadata.json` or
+//! `version-hint.text` outside this table's metadata folders), named by their catalog table when a configured
+//! catalog has them. It reads no object and it does not decide what is safe to delete: that is the closure's job.
+
+use std::collections::BTreeSet;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::govern::closure::ListedObject;
+use crate::io::catalog::SqlCatalog;
+use crate::io::db::{self, DbUri};
+use crate::model::location;
+use crate::table::Table;
+
+/// Settings of `[defaults."<command>"]` that name a file or folder lakedrill keeps.
+const PATH_SETTINGS: &[&str] = &["key", "trust", "bundles", "reports", "receipts", "to", "out", "into"];
+
+/// The most things a refusal lists; the rest are counted.
+const SHOWN: usize = 10;
+
+/// The local path of a SQLite database URI, `None` for PostgreSQL or an unparsable URI.
+fn sqlite_path(uri: &str) -> Option<String> {
+    match db::parse_uri(uri).ok()? {
+        DbUri::Sqlite { path, .. } => Some(path.to_owned()),
+        DbUri::Postgres(_) => None,
+    }
+}
+
+/// The files and folders of lakedrill's own state that the configuration and the command-line defaults
+/// name, each with what it is, as canonical URIs.
+fn state_locations(config: &Config) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut add = |what: String, path: &str| {
+        if let Ok(uri) = location::canonical_uri(path) {
+            out.push((what, uri));
+        }
+    };
+    if let Some(p) = sqlite_path(&config.registry_uri()) {
+        add("the registry database".into(), &p);
+    }
+    for (name, c) in &config.catalog {
+        if let Some(p) = sqlite_path(&c.uri) {
+            add(format!("the database of catalog {name}"), &p);
+        }
+    }
+    if let Some(k) = &config.keys.signing_key {
+        add("the signing key".into(), &k.display().to_string());
+    }
+    if let Some(t) = &config.keys.trust {
+        add("the trust store".into(), &t.display().to_string());
+    }
+    for (command, fields) in &config.defaults {
+        for (field, value) in fields {
+            if let (true, Some(v)) = (PATH_SETTINGS.contains(&field.as_str()), value.as_str()) {
+                add(format!("`{field}` of [defaults.\"{command}\"]"), v);
+            }
+        }
+    }
+    add("the default reports folder".into(), "reports");
+    add("the default receipts folder".into(), "receipts");
+    out
+}
+
+/// What an object's name says lakedrill wrote it, if it does.
+fn lakedrill_artefact(name: &str) -> Option<&'static str> {
+    if name == crate::bundle::ENVELOPE_FILE {
+        Some("a bundle")
+    } else if name.ends_with(".dsse.json") {
+        Some("a signed report or receipt")
+    } else if name.ends_with(&format!(".{}", crate::evidence::keys::PRIVATE_KEY_EXTENSION)) {
+        Some("a private key")
+    } else if name.ends_with(&format!(".{}", crate::evidence::keys::PUBLIC_KEY_EXTENSION)) {
+        Some("a public key")
+    } else if name == "lakedrill.toml" {
+        Some("a lakedrill configuration")
+    } else {
+        None
+    }
+}
+
+/// Whether a listed path is a table metadata file.
+fn is_metadata_file(path: &str) -> bool {
+    let name = location::file_name(path);
+    name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz") || name == "version-hint.text"
+}
+
+/// The folder of a relative path (`""` at the top).
+fn folder(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// Refuses a table whose location holds lakedrill's own state or another table.
+///
+/// `listing` is the listing of the table root, by path relative to it. Catalogs that cannot be opened are
+/// skipped when naming other tables: their metadata files are refused by path all the same.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the table location and what it holds.
+pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> Result<()> {
+    let root = table.location().root_uri().trim_end_matches('/').to_owned();
+    let relative = |uri: &str| -> Option<String> {
+        if uri == root {
+            return Some(String::new());
+        }
+        uri.strip_prefix(&root)?.strip_prefix('/').map(str::to_owned)
+    };
+    let present = |rel: &str| -> Option<&ListedObject> {
+        listing
+            .iter()
+            .find(|l| rel.is_empty() || l.path == rel || l.path.strip_prefix(rel).is_some_and(|r| r.starts_with('/')))
+    };
+    let mut found: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut push = |text: String, path: &str, found: &mut Vec<String>| {
+        if seen.insert(path.to_owned()) {
+            found.push(text);
+        }
+    };
+    for (what, uri) in state_locations(config) {
+        if let Some(l) = relative(&uri).as_deref().and_then(present) {
+            push(format!("{what} {uri}"), &l.path, &mut found);
+        }
+    }
+    for l in listing {
+        if let Some(what) = lakedrill_artefact(location::file_name(&l.path)) {
+            push(format!("{what} {root}/{}", l.path), &l.path, &mut found);
+        }
+    }
+    // This table's own metadata folders: `metadata/`, the current file's and those of the metadata log.
+    let mut own: BTreeSet<String> = BTreeSet::from(["metadata".to_owned()]);
+    if let Some(r) = relative(table.metadata_uri()) {
+        own.insert(folder(&r).to_owned());
+    }
+    for m in table.metadata().metadata_log() {
+        if let Ok(r) = table.location().relative(&m.metadata_file) {
+            own.insert(folder(&r).to_owned());
+        }
+    }
+    let foreign: Vec<&ListedObject> = listing
+        .iter()
+        .filter(|l| is_metadata_file(&l.path) && !own.contains(folder(&l.path)))
+        .collect();
+    if !foreign.is_empty() {
+        let mut named: BTreeSet<String> = BTreeSet::new();
+        for (section, c) in &config.catalog {
+            let Ok(cat) = SqlCatalog::open(section, c).await else {
+                continue;
+            };
+            let Ok(tables) = cat.tables().await else { continue };
+            for (ident, md) in tables {
+                let Some(r) = location::canonical_uri(&md).ok().and_then(|u| relative(&u)) else {
+                    continue;
+                };
+                let dir = folder(&r).to_owned();
+                if !own.contains(&dir) && named.insert(dir.clone()) {
+                    push(
+                        format!("table {ident} of catalog {section} (metadata {root}/{r})"),
+                        &format!("table:{dir}"),
+                        &mut found,
+                    );
+                }
+            }
+        }
+        for l in foreign {
+            if !named.contains(folder(&l.path)) && named.insert(folder(&l.path).to_owned()) {
+                push(
+                    format!("another table's metadata {root}/{}", l.path),
+                    &l.path,
+                    &mut found,
+                );
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    let more = found.len().saturating_sub(SHOWN);
+    found.truncate(SHOWN);
+    let mut list = found.join("; ");
+    if more > 0 {
+        list.push_str(&format!("; and {more} more"));
+    }
+    Err(Error::invalid(
+        format!("table location {root}"),
+        format!(
+            "it holds lakedrill's own state or another table, which a plan would propose as orphans: {list}; \
+             lakedrill refuses to plan over it (check the metadata's `location`, or give the table's own folder \
+             with --table-root)"
+        ),
+    ))
+}

@@ -1,0 +1,1251 @@
+//! **The deleter: the only code in lakedrill that removes objects.** Read this before changing it.
+//!
+//! A purge is refused outright for a table in rollout stage `report-only` (the default), in stage `test` under a
+//! policy that does not declare `regulatedData: false`, before `minQuarantinePeriod` or a quarantine extension has
+//! passed, and by a build whose SHA-256 differs from the policy's `reclamationImplementationDigest`.
+//!
+//! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
+//! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
+//! the protected-ref root, the lease watermark and the hold generation still matches what was
+//! recorded at quarantine. The comparison and the move to `DELETE_APPROVED` happen in one registry
+//! transaction ([`crate::registry::Registry::candidate_accept`]).
+//!
+//! After acceptance the deleter
+//! 1. archives the exact inventory, signed, next to the receipts (write-once);
+//! 2. removes the candidate's quarantine tags and snapshots from the table in one catalog commit, so
+//!    that no metadata points at an object about to disappear;
+//! 3. deletes exactly the inventory — never a fresh listing — in bounded batches, re-checking the stop
+//!    switch, the hold generation, the lease watermark and the candidate's state between batches;
+//! 4. records a write-once receipt before and after every delete, and re-checks every object: an
+//!    object is `VERIFIED` only when a re-check shows it gone; anything uncertain (an error, a lost
+//!    response, a re-check that disagrees) is `DELETE_UNKNOWN`, never counted as deleted;
+//! 5. signs a receipts summary stating the deleted set, its root and whether it equals the inventory.
+//!
+//! Every step is persisted before it is acted on, so a purge killed at any point resumes: objects
+//! whose delete was requested but not confirmed are re-checked, never blindly deleted twice.
+//!
+//! On a versioned bucket the policy's `objectVersioning` chooses marker-only deletes (the default: a
+//! delete marker hides the object, its version stays until lifecycle) or permanent deletes of the exact
+//! version the inventory saw; [`undelete`] brings marker-hidden objects back and verifies them against
+//! the bundles.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use chrono::Utc;
+use serde::Serialize;
+
+use crate::bundle::Layer;
+use crate::error::{Error, Result};
+use crate::evidence::keys::{SigningKey, TrustStore};
+use crate::evidence::{self, Statement, Subject};
+use crate::govern::closure::ObjectRef;
+use crate::govern::policy::{ObjectVersioning, Policy};
+use crate::model::location;
+use crate::ops::commands::Context;
+use crate::ops::governance::{self, QUARANTINE_TAG_PREFIX};
+use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, PurgeRun, Registry, State};
+use crate::report::output::{Outcome, Verdict};
+use crate::table::TableSource;
+
+/// `predicateType` of the signed inventory archive and the receipts summary.
+pub const RECEIPTS_PREDICATE_TYPE: &str = "https://lakedrill.dev/purge-receipts/v1";
+
+/// Objects deleted per batch. Every batch re-checks the stop switch, holds, leases, the rollout stage and
+/// the run's claim inside the registry's write lock, and holds that lock while its delete requests go out.
+pub const BATCH: usize = 64;
+
+/// What `purge` needs.
+#[derive(Debug, Clone)]
+pub struct PurgeOptions {
+    /// The candidate.
+    pub candidate_id: String,
+    /// The signed drill report.
+    pub evidence: Option<String>,
+    /// Trust store for the evidence.
+    pub trust: std::path::PathBuf,
+    /// The retention policy.
+    pub policy: std::path::PathBuf,
+    /// Signing key for the archive and the receipts summary.
+    pub key: std::path::PathBuf,
+    /// Where receipts, the archive and the summary go (`<receipts>/<candidate>/`).
+    pub receipts: String,
+    /// Print what would happen and every check's outcome; change nothing.
+    pub dry_run: bool,
+}
+
+fn objects_of(rec: &CandidateRecord) -> Vec<ObjectRef> {
+    serde_json::from_value(rec.candidate["objects"].clone()).unwrap_or_default()
+}
+
+fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
+    rec.candidate["snapshot_ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// Checks the evidence against the candidate (pure). Returns every reason to refuse.
+#[must_use]
+pub fn check_evidence(
+    rec: &CandidateRecord,
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    policy: &Policy,
+    now: chrono::DateTime<Utc>,
+) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let mut findings = Vec::new();
+    let Some((_, pred)) = crate::ops::audit::check_report(name, bytes, trust, &mut findings) else {
+        reasons.extend(
+            findings
+                .iter()
+                .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
+        );
+        if reasons.is_empty() {
+            reasons.push(format!("evidence {name} does not verify"));
+        }
+        return reasons;
+    };
+    reasons.extend(
+        findings
+            .iter()
+            .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
+    );
+    match chrono::DateTime::parse_from_rfc3339(&pred.finished_at) {
+        Ok(t) => {
+            let age = now - t.with_timezone(&Utc);
+            if age > policy.evidence_max_age() {
+                reasons.push(format!(
+                    "evidence is stale: finished {} ({} h ago), the policy accepts at most {} h",
+                    pred.finished_at,
+                    age.num_hours(),
+                    policy.evidence_max_age().num_hours()
+                ));
+            }
+            if age < chrono::Duration::zero() - chrono::Duration::minutes(5) {
+                reasons.push(format!("evidence finished in the future ({})", pred.finished_at));
+            }
+        }
+        Err(e) => reasons.push(format!(
+            "evidence finished_at {:?} is not a time: {e}",
+            pred.finished_at
+        )),
+    }
+    let bundles = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default();
+    if bundles.is_empty() {
+        reasons.push("the candidate has no recorded bundles".into());
+    }
+    for b in bundles {
+        let root = b["bundle_root"].as_str().unwrap_or_default();
+        let ok = pred.results.iter().any(|r| {
+            r.bundle_root.as_deref() == Some(root) && r.status == crate::bundle::RestoreStatus::RestoreVerified
+        });
+        if !ok && !crate::lab::faults::weakened(crate::lab::faults::Check::EvidenceCoverage) {
+            reasons.push(format!(
+                "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",
+                b["snapshot_id"]
+            ));
+        }
+    }
+    reasons
+}
+
+/// The candidate's recorded bundles: (bundle URI, bundle root, snapshot id).
+fn bundles_of(rec: &CandidateRecord) -> Vec<(String, String, i64)> {
+    rec.quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            (
+                b["uri"].as_str().unwrap_or_default().to_owned(),
+                b["bundle_root"].as_str().unwrap_or_default().to_owned(),
+                b["snapshot_id"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Evidence is valid for a bundle root only while no newer report of any chain of the deployment failed that
+/// root. The chains known to the deleter are the plan folders beside the evidence's own
+/// (`<reports>/<plan>/…`, shard folders included): every report there that verifies under `trust`, finished
+/// after the evidence and did not verify one of the candidate's roots is a reason to refuse, naming it.
+/// Evidence that does not lie in its plan's folder cannot be placed in its chain and is refused too.
+///
+/// # Errors
+/// Storage errors while listing or reading the reports.
+pub async fn newer_failures(
+    storage: &crate::io::store::Storage,
+    evidence_uri: &str,
+    evidence: &crate::ops::drill::DrillPredicate,
+    roots: &[(String, String, i64)],
+    trust: &TrustStore,
+) -> Result<Vec<String>> {
+    let plan_folder = location::parent(evidence_uri);
+    let Some(reports_root) = plan_folder
+        .as_deref()
+        .filter(|f| location::file_name(f) == evidence.drill.plan)
+        .and_then(location::parent)
+    else {
+        return Ok(vec![format!(
+            "evidence {evidence_uri} is not in its plan's reports folder (<reports>/{}/): the newer reports of its \
+             chain cannot be checked; give the report where `drill run` wrote it",
+            evidence.drill.plan
+        )]);
+    };
+    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(&evidence.finished_at) else {
+        return Ok(Vec::new()); // already a reason in check_evidence
+    };
+    let mut reasons = Vec::new();
+    for o in storage.list(&reports_root).await? {
+        if o.uri == evidence_uri || !o.uri.ends_with(".dsse.json") {
+            continue;
+        }
+        let bytes = storage.get(&o.uri).await?.bytes;
+        let mut findings = Vec::new();
+        let Some((_, p)) = crate::ops::audit::check_report(&o.uri, &bytes, trust, &mut findings) else {
+            continue; // not a drill report signed by a trusted key
+        };
+        let newer = chrono::DateTime::parse_from_rfc3339(&p.finished_at).is_ok_and(|t| t > finished);
+        if !newer {
+            continue;
+        }
+        for r in &p.results {
+            let Some((_, root, sid)) = roots.iter().find(|(_, root, _)| r.bundle_root.as_deref() == Some(root)) else {
+                continue;
+            };
+            if r.status != crate::bundle::RestoreStatus::RestoreVerified {
+                reasons.push(format!(
+                    "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the evidence \
+                     {evidence_uri} (finished {}) no longer counts for it",
+                    o.uri, p.finished_at, evidence.finished_at
+                ));
+            }
+        }
+    }
+    Ok(reasons)
+}
+
+/// Re-verifies each of the candidate's bundles from the bundle alone at acceptance: the envelope under `trust`,
+/// the recorded root, the root recomputed from the inventory, and every metadata copy (metadata JSON, manifest
+/// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object.
+///
+/// # Errors
+/// Never for a broken bundle (that is a reason); storage errors other than a missing member are reasons too.
+pub async fn bundles_intact(
+    storage: &crate::io::store::Storage,
+    bundles: &[(String, String, i64)],
+    trust: &TrustStore,
+) -> Result<Vec<String>> {
+    let mut reasons = Vec::new();
+    for (uri, root, sid) in bundles {
+        let (pred, copies) = match crate::bundle::verified_predicate(storage, uri, trust).await {
+            Ok(v) => v,
+            Err(e) => {
+                reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
+                continue;
+            }
+        };
+        if &pred.bundle_root != root {
+            reasons.push(format!(
+                "bundle {uri} has root {} but the quarantine recorded {root}",
+                pred.bundle_root
+            ));
+        }
+        let recomputed = crate::bundle::inventory_root(&pred.inventory);
+        if recomputed != pred.bundle_root {
+            reasons.push(format!(
+                "bundle {uri}: its inventory hashes to {recomputed}, not to its root {}",
+                pred.bundle_root
+            ));
+        }
+        for e in pred
+            .inventory
+            .iter()
+            .filter(|e| e.layer.is_metadata() && e.copy.is_some())
+        {
+            if !copies.contains_key(&e.path) {
+                reasons.push(format!(
+                    "bundle {uri}: its copy of {} ({:?}) is missing or differs from its recorded BLAKE3 {}",
+                    e.path, e.layer, e.blake3
+                ));
+            }
+        }
+    }
+    Ok(reasons)
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Receipt<'a> {
+    phase: &'a str,
+    key: String,
+    layer: Layer,
+    expected_size: u64,
+    version_id: Option<String>,
+    e_tag: Option<String>,
+    requested_at: Option<String>,
+    confirmed_at: Option<String>,
+    provider_result: String,
+    delete_marker: Option<bool>,
+    recheck: Option<String>,
+}
+
+/// What a purge did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgeReport {
+    /// `DRY_RUN`, `REFUSED`, `HALTED`, `VERIFIED` or `DELETE_UNKNOWN`.
+    pub status: String,
+    /// The candidate.
+    pub candidate_id: String,
+    /// Reasons for a refusal or a halt.
+    pub reasons: Vec<String>,
+    /// Object paths by final state.
+    pub objects: BTreeMap<String, Vec<String>>,
+    /// The signed summary, when written.
+    pub summary: Option<String>,
+}
+
+/// `lakedrill purge CANDIDATE --evidence REPORT`.
+///
+/// # Errors
+/// When lakedrill cannot decide (unreadable policy, registry, store). Refusals are outcomes (exit 1).
+#[allow(clippy::too_many_lines)]
+pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> Result<Outcome> {
+    let policy = crate::govern::policy::load(&opts.policy)?;
+    let trust = TrustStore::load_dir(&opts.trust)?;
+    let reg = governance::registry(ctx).await?;
+    let now = Utc::now();
+    let rec = reg.candidate(&opts.candidate_id).await?;
+    let refused = |status: &str, reasons: Vec<String>| {
+        let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
+        for r in &reasons {
+            human.push_str(&format!("  - {r}\n"));
+        }
+        Outcome::new(
+            Verdict::Findings,
+            &PurgeReport {
+                status: status.into(),
+                candidate_id: opts.candidate_id.clone(),
+                reasons,
+                objects: BTreeMap::new(),
+                summary: None,
+            },
+            human,
+        )
+    };
+    let resuming = matches!(rec.state, State::DeleteApproved | State::Deleted | State::DeleteUnknown);
+    if rec.state == State::Verified {
+        return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
+    }
+    // Only the build the policy pins may purge, also when resuming a purge another build started.
+    let digest = crate::ops::rollout::digest_binding(&policy)?;
+    if !digest.allows_reclamation() {
+        return refused("REFUSED", vec![digest.message().unwrap_or_default()]);
+    }
+    if !resuming {
+        let mut reasons = Vec::new();
+        // The stage itself (report-only refuses) is checked inside the acceptance transaction; `test` also needs
+        // the policy to still declare the table unregulated.
+        let stage = reg.rollout_stage(&rec.table_uuid).await?;
+        if stage.stage == crate::registry::RolloutStage::Test && policy.regulated_data() != Some(false) {
+            reasons.push(format!(
+                "the table is in rollout stage test, but the policy {} does not declare it unregulated (regulatedData: false)",
+                policy.source_name()
+            ));
+        }
+        if let Some(min) = policy.min_quarantine_period() {
+            let since = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["quarantined_at"].as_str())
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map_or(rec.updated_at, |t| t.with_timezone(&Utc));
+            if now < since + min {
+                reasons.push(format!(
+                    "the policy's minQuarantinePeriod ({} h) has not passed: quarantined at {}, no purge before {}",
+                    min.num_hours(),
+                    since.to_rfc3339(),
+                    (since + min).to_rfc3339()
+                ));
+            }
+        }
+        match &opts.evidence {
+            None => reasons.push("no evidence given (--evidence REPORT)".into()),
+            Some(ev) => {
+                let uri = location::canonical_uri(ev)?;
+                match ctx.storage.get_opt(&uri).await? {
+                    None => reasons.push(format!("evidence {uri} does not exist")),
+                    Some(f) => {
+                        let mut problems =
+                            check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
+                        if problems.is_empty() {
+                            // A newer failure of any chain outlives this PASS; the bundles must still be whole.
+                            let bundles = bundles_of(&rec);
+                            let mut none = Vec::new();
+                            if let Some((_, pred)) =
+                                crate::ops::audit::check_report(location::file_name(&uri), &f.bytes, &trust, &mut none)
+                                && !crate::lab::faults::weakened(crate::lab::faults::Check::NewerFailure)
+                            {
+                                problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
+                            }
+                            problems.extend(bundles_intact(&ctx.storage, &bundles, &trust).await?);
+                        }
+                        if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
+                            let moved = reg
+                                .candidate_transition(
+                                    &opts.candidate_id,
+                                    State::RestoreVerified,
+                                    "drill evidence covers every bundle root",
+                                    None,
+                                    None,
+                                    now,
+                                )
+                                .await;
+                            if let Err(e) = moved {
+                                // Another process moved the candidate meanwhile (a concurrent purge): refuse.
+                                let state = reg.candidate(&opts.candidate_id).await?.state;
+                                if state == State::Quarantined {
+                                    return Err(e.into());
+                                }
+                                return refused(
+                                    "REFUSED",
+                                    vec![format!(
+                                        "the candidate became {state} while this purge checked it (another purge of it ran)"
+                                    )],
+                                );
+                            }
+                        }
+                        reasons.extend(problems);
+                    }
+                }
+            }
+        }
+        let table = governance::bound_table(ctx, source, &policy).await?;
+        if table.metadata().uuid().to_string() != rec.table_uuid {
+            return Err(Error::invalid(
+                &opts.candidate_id,
+                "the candidate belongs to another table",
+            ));
+        }
+        let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
+        // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
+        // quarantine tags aside), by code that shares nothing with the planner.
+        if !crate::lab::faults::weakened(crate::lab::faults::Check::ClosureGate) {
+            let input = governance::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+            // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
+            let ids = snapshot_ids_of(&rec);
+            let unreadable: Vec<String> = input
+                .snapshots
+                .iter()
+                .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
+                .map(|s| {
+                    format!(
+                        "snapshot {}: {}",
+                        s.snapshot_id,
+                        input
+                            .unreadable
+                            .get(&s.snapshot_id)
+                            .map_or("no reason recorded", String::as_str)
+                    )
+                })
+                .collect();
+            if !unreadable.is_empty() {
+                return Err(Error::corrupt(
+                    table.metadata_uri(),
+                    format!(
+                        "cannot decide: the layers of {} snapshot(s) outside the candidate could not be read, so \
+                         nothing can be shown unreachable: {}",
+                        unreadable.len(),
+                        unreadable.join("; ")
+                    ),
+                ));
+            }
+            let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &objects_of(&rec));
+            if !conflicts.is_empty() {
+                reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
+            }
+        }
+        let current = governance::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        // `drill faults` injects its races here (a hold landing just before the compare-and-set).
+        ctx.hooks.before_accept().await?;
+        match reg
+            .candidate_accept(
+                &opts.candidate_id,
+                &current,
+                policy.max_unreconciled_unknowns(),
+                reasons,
+                opts.dry_run,
+                now,
+            )
+            .await?
+        {
+            Acceptance::Refused(mut reasons) => {
+                // A ref that now points at one of the candidate's snapshots protects it for good.
+                let ids = snapshot_ids_of(&rec);
+                let covering: Vec<String> = table
+                    .refs()
+                    .iter()
+                    .filter(|(name, r)| !name.starts_with(&tag_prefix) && ids.contains(&r.snapshot_id))
+                    .map(|(name, r)| format!("ref {name} now points at snapshot {}", r.snapshot_id))
+                    .collect();
+                if !covering.is_empty() && !opts.dry_run && rec.state.can_move_to(State::Protected) {
+                    reg.candidate_transition(
+                        &opts.candidate_id,
+                        State::Protected,
+                        &covering.join("; "),
+                        None,
+                        None,
+                        now,
+                    )
+                    .await?;
+                    reasons.push(format!("the candidate is now PROTECTED: {}", covering.join("; ")));
+                }
+                return refused("REFUSED", reasons);
+            }
+            Acceptance::Approved if opts.dry_run => {
+                let objects = objects_of(&rec);
+                let mut human = format!(
+                    "DRY RUN: every check passed; a purge would delete these {} objects:\n",
+                    objects.len()
+                );
+                for o in &objects {
+                    human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
+                }
+                let mut by = BTreeMap::new();
+                by.insert(
+                    "would_delete".to_owned(),
+                    objects.iter().map(|o| o.path.clone()).collect(),
+                );
+                return Outcome::new(
+                    Verdict::Ok,
+                    &PurgeReport {
+                        status: "DRY_RUN".into(),
+                        candidate_id: opts.candidate_id.clone(),
+                        reasons: vec![],
+                        objects: by,
+                        summary: None,
+                    },
+                    human,
+                );
+            }
+            Acceptance::Approved => {}
+        }
+    } else if opts.dry_run {
+        return refused(
+            "DRY_RUN",
+            vec![format!(
+                "the candidate is {} (a purge in progress); `purge` without --dry-run resumes it",
+                rec.state
+            )],
+        );
+    }
+    let key = crate::evidence::keys::load_signing_key(&opts.key)?;
+    // One run at a time per candidate: a second purge (or a resume while the first still runs) is refused.
+    let run = match claim_run(&reg, &opts.candidate_id, Utc::now(), "purge").await? {
+        Ok(run) => run,
+        Err(why) => return refused("REFUSED", vec![why]),
+    };
+    // Claimed now; another run may have finished the candidate between our checks and our claim.
+    let state = reg.candidate(&opts.candidate_id).await?.state;
+    if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
+        reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await?;
+        return refused(
+            "REFUSED",
+            vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
+        );
+    }
+    let out = execute(
+        ctx,
+        source,
+        &reg,
+        &policy,
+        &opts.candidate_id,
+        &key,
+        &opts.receipts,
+        &run.run_id,
+    )
+    .await;
+    let released = reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// A purge run not heard of for this long may be taken over (its process died on another host, or hangs).
+pub const PURGE_RUN_SILENCE_MINUTES: i64 = 10;
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+/// Whether process `pid` of this host is alive; `None` where `/proc` cannot tell.
+fn pid_alive(pid: i64) -> Option<bool> {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return None;
+    }
+    Some(proc.join(pid.to_string()).exists())
+}
+
+/// Claims the candidate for this process's quarantine or purge (`what`). A holder may be taken over only when it is provably dead
+/// (same host, its process gone) or silent for [`PURGE_RUN_SILENCE_MINUTES`]; otherwise the reason to refuse.
+pub(crate) async fn claim_run(
+    reg: &Registry,
+    candidate_id: &str,
+    now: chrono::DateTime<Utc>,
+    what: &str,
+) -> Result<std::result::Result<PurgeRun, String>> {
+    let me = PurgeRun {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        host: this_host(),
+        pid: i64::from(std::process::id()),
+        started_at: now,
+        heartbeat_at: now,
+    };
+    let held = reg.purge_run(candidate_id).await?;
+    let silence = chrono::Duration::minutes(PURGE_RUN_SILENCE_MINUTES);
+    let take_over = held
+        .as_ref()
+        .filter(|h| (h.host == me.host && pid_alive(h.pid) == Some(false)) || now - h.heartbeat_at > silence)
+        .map(|h| h.run_id.clone());
+    Ok(match reg.purge_claim(candidate_id, &me, take_over.as_deref()).await? {
+        Ok(()) => Ok(me),
+        Err(h) => Err(format!(
+            "refused to {what}: another quarantine or purge of {candidate_id} is running: run {} on {} (pid {}) since \
+             {}, last heard of {}; it can be resumed once that process is gone or silent for \
+             {PURGE_RUN_SILENCE_MINUTES} minutes",
+            h.run_id,
+            h.host,
+            h.pid,
+            h.started_at.to_rfc3339(),
+            h.heartbeat_at.to_rfc3339()
+        )),
+    })
+}
+
+/// Executes an approved purge (or resumes one).
+#[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    ctx: &Context,
+    source: &TableSource,
+    reg: &Registry,
+    policy: &Policy,
+    candidate_id: &str,
+    key: &SigningKey,
+    receipts: &str,
+    run_id: &str,
+) -> Result<Outcome> {
+    let rec = reg.candidate(candidate_id).await?;
+    let objects = objects_of(&rec);
+    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
+    // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume).
+    let archive_uri = location::join(&dir, "inventory.dsse.json");
+    if ctx.storage.head(&archive_uri).await?.is_none() {
+        let st = Statement {
+            subject: vec![Subject {
+                name: format!("lakedrill-candidate:{candidate_id}"),
+                digest: BTreeMap::from([
+                    (
+                        "sha256".to_owned(),
+                        evidence::sha256_hex(rec.candidate.to_string().as_bytes()),
+                    ),
+                    ("blake3".to_owned(), crate::govern::closure::inventory_root(&objects)),
+                ]),
+            }],
+            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
+            predicate: serde_json::json!({"kind": "inventory", "candidate": rec.candidate, "quarantine": rec.quarantine, "stamp": rec.stamp}),
+        };
+        ctx.storage
+            .put_new(
+                &archive_uri,
+                Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
+            )
+            .await?;
+    }
+    // 2. Drop the quarantine tags and the candidate's snapshots from the table (one CAS commit).
+    let (table, cat, ident) = crate::ops::runbook::catalog_table(ctx, source).await?;
+    let ids = snapshot_ids_of(&rec);
+    let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
+    let tags: Vec<String> = table
+        .refs()
+        .keys()
+        .filter(|n| n.starts_with(&tag_prefix))
+        .cloned()
+        .collect();
+    let present: Vec<i64> = ids
+        .iter()
+        .copied()
+        .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
+        .collect();
+    if !tags.is_empty() || !present.is_empty() {
+        let mut b = table
+            .metadata()
+            .clone()
+            .into_builder(Some(table.generation().metadata_location.clone()));
+        for t in &tags {
+            b = b.remove_ref(t);
+        }
+        b = b.remove_snapshots(&present);
+        let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
+        cat.commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+            .await?;
+    }
+    // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
+    let root = table.location().root_uri().to_owned();
+    // On the local filesystem a delete goes through symlinked folders: an object whose path, symlinks
+    // resolved, leaves the table root is never deleted (README "Symlinks").
+    let confined = ctx.storage.confine(&root).await?;
+    let uuid = rec.table_uuid.clone();
+    // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
+    // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
+    // inside a registry batch that holds the write lock and checked these values first, so no request
+    // goes out after a hold committed (a hold set meanwhile waits for the batch, and the next batch halts).
+    let base = PurgeBaseline {
+        table_uuid: uuid.clone(),
+        run_id: run_id.to_owned(),
+        hold_generation: reg.hold_generation(&uuid).await?,
+        lease_watermark: reg.lease_watermark(&uuid).await?.counter,
+    };
+    let states: BTreeMap<String, State> = reg
+        .object_states(candidate_id)
+        .await?
+        .into_iter()
+        .map(|o| (o.path, o.state))
+        .collect();
+    let prior = reg.receipts(candidate_id).await?;
+    let mut halted = Vec::new();
+    let todo: Vec<&ObjectRef> = objects
+        .iter()
+        .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
+        .collect();
+    let progress = crate::report::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
+    let batch_size = ctx.hooks.purge_batch_size.unwrap_or(BATCH).max(1);
+    let mut sent = 0_usize;
+    'batches: for chunk in todo.chunks(batch_size) {
+        ctx.hooks.before_batch(sent).await?;
+        // What each object is now, read before any lock is taken; nothing is deleted through a symlink that
+        // leaves the table (on a local filesystem; README "Symlinks").
+        let mut before = Vec::with_capacity(chunk.len());
+        for o in chunk {
+            let uri = location::join(&root, &o.path);
+            if let Some(target) = confined.escape(&uri).await? {
+                halted.push(format!(
+                    "{} resolves to {target}, outside the table root {root} (a symlink): not deleted, no further deletes",
+                    o.path
+                ));
+                break 'batches;
+            }
+            before.push(ctx.storage.head(&uri).await?);
+        }
+        // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
+        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+            Ok(b) => b,
+            Err(why) => {
+                halted.extend(why);
+                break;
+            }
+        };
+        let mut send = Vec::new();
+        for (o, before) in chunk.iter().zip(before) {
+            let requested_before = prior
+                .iter()
+                .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
+            if requested_before && before.is_none() {
+                // A previous run sent this delete and died before confirming it: the re-check settles it.
+                let r = receipt(
+                    "confirmed",
+                    o,
+                    None,
+                    "absent at re-check after an interrupted request",
+                    Some("absent".into()),
+                );
+                batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
+                batch
+                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .await?;
+                batch
+                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .await?;
+                progress.tick(o.size);
+                continue;
+            }
+            let mut req = receipt("requested", o, before.as_ref(), "", None);
+            req["requested_at"] = serde_json::json!(Utc::now().to_rfc3339());
+            req["hold_generation"] = serde_json::json!(batch.hold_generation);
+            batch.receipt(candidate_id, &o.path, &req, Utc::now()).await?;
+            send.push((*o, before));
+        }
+        batch.commit().await?;
+        if send.is_empty() {
+            continue;
+        }
+        // 2. The requests, in a second batch whose checks see any hold set since the intent was recorded.
+        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+            Ok(b) => b,
+            Err(why) => {
+                halted.extend(why);
+                break;
+            }
+        };
+        for (o, before) in send {
+            // `drill faults` lands its races here (a hold set from another connection, which waits).
+            if let Err(e) = ctx.hooks.before_delete(sent).await {
+                halted.push(format!("fault hook: {e}"));
+                batch.commit().await?;
+                break 'batches;
+            }
+            sent += 1;
+            let uri = location::join(&root, &o.path);
+            // Permanent mode deletes the exact version the inventory saw; marker-only mode (the
+            // default) leaves a delete marker and keeps the version until lifecycle removes it.
+            let permanent_version = match (
+                policy.object_versioning(),
+                before.as_ref().and_then(|b| b.version.clone()),
+            ) {
+                (ObjectVersioning::Permanent, Some(v)) => Some(v),
+                _ => None,
+            };
+            let outcome = match &permanent_version {
+                Some(v) => ctx.storage.s3_delete_version(&uri, v).await,
+                None => ctx.storage.delete(&uri).await,
+            };
+            let confirmed_at = Utc::now().to_rfc3339();
+            let (result, certain) = match &outcome {
+                Ok(()) => ("deleted".to_owned(), true),
+                Err(Error::NotFound { .. }) => ("already absent".to_owned(), true),
+                Err(e) => (format!("error: {:#}", anyhow_chain(e)), false),
+            };
+            let after = ctx.storage.head(&uri).await;
+            let recheck = match &after {
+                Ok(None) => "absent".to_owned(),
+                Ok(Some(i)) => format!("present ({} bytes)", i.size),
+                Err(e) => format!("re-check failed: {e}"),
+            };
+            let mut r = receipt("confirmed", o, before.as_ref(), &result, Some(recheck.clone()));
+            if permanent_version.is_some() {
+                r["delete_marker"] = serde_json::json!(false);
+                r["version_deleted"] = serde_json::json!(true);
+            }
+            r["confirmed_at"] = serde_json::json!(confirmed_at);
+            r["hold_generation"] = serde_json::json!(batch.hold_generation);
+            batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
+            let certain = certain || crate::lab::faults::weakened(crate::lab::faults::Check::UncertainDeleteIsUnknown);
+            let gone = matches!(after, Ok(None))
+                || crate::lab::faults::weakened(crate::lab::faults::Check::RecheckAfterDelete);
+            if certain && gone {
+                batch
+                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .await?;
+                batch
+                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .await?;
+            } else {
+                batch
+                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
+                    .await?;
+            }
+            progress.tick(o.size);
+        }
+        batch.commit().await?;
+        // A hold (or a stop) waiting for the lock gets it now; the next batch sees it.
+        reg.yield_to_writers().await;
+    }
+    finish(ctx, reg, candidate_id, key, &dir, halted).await
+}
+
+fn anyhow_chain(e: &Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+fn receipt(
+    phase: &str,
+    o: &ObjectRef,
+    before: Option<&crate::io::store::ObjectInfo>,
+    result: &str,
+    recheck: Option<String>,
+) -> serde_json::Value {
+    serde_json::to_value(Receipt {
+        phase,
+        key: o.path.clone(),
+        layer: o.layer,
+        expected_size: o.size,
+        version_id: before.and_then(|b| b.version.clone()),
+        e_tag: before.and_then(|b| b.e_tag.clone()),
+        requested_at: None,
+        confirmed_at: None,
+        provider_result: result.to_owned(),
+        // object_store does not report delete markers; on a versioned bucket a plain delete writes one.
+        delete_marker: before.and_then(|b| b.version.as_ref().map(|_| true)),
+        recheck,
+    })
+    .unwrap_or_default()
+}
+
+/// Settles the candidate's state from its objects and writes the signed summary.
+async fn finish(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    key: &SigningKey,
+    dir: &str,
+    halted: Vec<String>,
+) -> Result<Outcome> {
+    let rec = reg.candidate(candidate_id).await?;
+    let objects = objects_of(&rec);
+    let states = reg.object_states(candidate_id).await?;
+    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in &states {
+        by.entry(o.state.to_string()).or_default().push(o.path.clone());
+    }
+    let verified: Vec<ObjectRef> = objects
+        .iter()
+        .filter(|o| states.iter().any(|s| s.path == o.path && s.state == State::Verified))
+        .cloned()
+        .collect();
+    let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
+    let all_verified = verified.len() == objects.len();
+    let now = Utc::now();
+    let target = if all_verified {
+        Some(State::Verified)
+    } else if unknown > 0 {
+        Some(State::DeleteUnknown)
+    } else {
+        None
+    };
+    if let Some(t) = target {
+        let mut cur = rec.state;
+        for step in [State::Deleted, t] {
+            if cur != step && cur.can_move_to(step) {
+                reg.candidate_transition(candidate_id, step, "purge", None, None, now)
+                    .await?;
+                cur = step;
+            }
+        }
+    }
+    let mut summary_uri = None;
+    if halted.is_empty() {
+        let root = crate::govern::closure::inventory_root(&verified);
+        let st = Statement {
+            subject: vec![Subject {
+                name: format!("lakedrill-purge:{candidate_id}"),
+                digest: BTreeMap::from([
+                    ("sha256".to_owned(), evidence::sha256_hex(root.as_bytes())),
+                    ("blake3".to_owned(), root.clone()),
+                ]),
+            }],
+            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
+            predicate: serde_json::json!({
+                "kind": "summary",
+                "candidate_id": candidate_id,
+                "inventory_root": rec.candidate["inventory_root"],
+                "deleted_root": root,
+                "deleted": verified.iter().map(|o| &o.path).collect::<Vec<_>>(),
+                "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
+                "equals_inventory": all_verified,
+                "receipts": reg.receipts(candidate_id).await?.len(),
+                "at": now.to_rfc3339(),
+            }),
+        };
+        let n = reg.receipts(candidate_id).await?.len();
+        let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
+        // The summary is named by the receipt count: when it exists, no receipt was added since it was
+        // signed (a reconcile with nothing to settle), so it already states this outcome.
+        if ctx.storage.head(&uri).await?.is_none() {
+            ctx.storage
+                .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
+                .await?;
+        }
+        summary_uri = Some(uri);
+    }
+    let status = if !halted.is_empty() {
+        "HALTED"
+    } else if all_verified {
+        "VERIFIED"
+    } else {
+        "DELETE_UNKNOWN"
+    };
+    let mut human = format!(
+        "{status}: {candidate_id}: {} of {} objects deleted and verified",
+        verified.len(),
+        objects.len()
+    );
+    if unknown > 0 {
+        human.push_str(&format!(
+            ", {unknown} DELETE_UNKNOWN (run `lakedrill reconcile {candidate_id}`)"
+        ));
+    }
+    human.push('\n');
+    for h in &halted {
+        human.push_str(&format!("  halted: {h}\n"));
+    }
+    if let Some(s) = &summary_uri {
+        human.push_str(&format!("signed summary {s}\n"));
+    }
+    Outcome::new(
+        if status == "VERIFIED" {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        &PurgeReport {
+            status: status.into(),
+            candidate_id: candidate_id.into(),
+            reasons: halted,
+            objects: by,
+            summary: summary_uri,
+        },
+        human,
+    )
+}
+
+/// `lakedrill reconcile CANDIDATE`: settles every `DELETE_UNKNOWN` object by re-checking it, retrying the
+/// delete once where the object is still there, and reporting what stays uncertain for a human.
+///
+/// # Errors
+/// Registry and storage errors.
+pub async fn reconcile(
+    ctx: &Context,
+    source: &TableSource,
+    candidate_id: &str,
+    key: &Path,
+    receipts: &str,
+    policy: &Path,
+) -> Result<Outcome> {
+    let policy = crate::govern::policy::load(policy)?;
+    let key = crate::evidence::keys::load_signing_key(key)?;
+    let reg = governance::registry(ctx).await?;
+    let rec = reg.candidate(candidate_id).await?;
+    let table = governance::bound_table(ctx, source, &policy).await?;
+    if table.metadata().uuid().to_string() != rec.table_uuid {
+        return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
+    }
+    // Not while a quarantine or purge of the candidate runs (it would settle objects under that run's feet).
+    let run = match claim_run(&reg, candidate_id, Utc::now(), "reconcile").await? {
+        Ok(run) => run,
+        Err(why) => {
+            return Outcome::new(
+                Verdict::Findings,
+                &PurgeReport {
+                    status: "REFUSED".into(),
+                    candidate_id: candidate_id.to_owned(),
+                    reasons: vec![why.clone()],
+                    objects: BTreeMap::new(),
+                    summary: None,
+                },
+                format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
+            );
+        }
+    };
+    let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, Utc::now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// [`reconcile`] while the candidate is claimed.
+async fn reconcile_claimed(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &CandidateRecord,
+    table: &crate::table::Table,
+    policy: &Policy,
+    key: &SigningKey,
+    receipts: &str,
+) -> Result<Outcome> {
+    let candidate_id = rec.candidate_id.as_str();
+    let root = table.location().root_uri().to_owned();
+    let confined = ctx.storage.confine(&root).await?;
+    let objects = objects_of(rec);
+    let states = reg.object_states(candidate_id).await?;
+    // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
+    let digest = crate::ops::rollout::digest_binding(policy)?;
+    let withheld = if !digest.allows_reclamation() {
+        digest.message()
+    } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
+        Some("the table is in rollout stage report-only".to_owned())
+    } else {
+        None
+    };
+    for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
+        let Some(o) = objects.iter().find(|o| o.path == s.path) else {
+            continue;
+        };
+        let uri = location::join(&root, &o.path);
+        let escape = confined.escape(&uri).await?;
+        let mut how = match ctx.storage.head(&uri).await? {
+            None => "absent at re-check".to_owned(),
+            Some(_) if escape.is_some() => format!(
+                "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
+                escape.as_deref().unwrap_or_default()
+            ),
+            Some(_) if withheld.is_some() => {
+                format!(
+                    "present at re-check; retry withheld: {}",
+                    withheld.as_deref().unwrap_or_default()
+                )
+            }
+            Some(_) => match ctx.storage.delete(&uri).await {
+                Ok(()) | Err(Error::NotFound { .. }) => "present at re-check; delete retried".to_owned(),
+                Err(e) => format!("present at re-check; retry failed: {e}"),
+            },
+        };
+        let gone = ctx.storage.head(&uri).await?.is_none();
+        if !gone {
+            how.push_str("; still present: needs a human");
+        }
+        let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": Utc::now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        if gone {
+            reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                .await?;
+            reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                .await?;
+        }
+    }
+    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
+    finish(ctx, reg, candidate_id, key, &dir, Vec::new()).await
+}
+
+/// `lakedrill deleter stop|start`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> {
+    let reg = governance::registry(ctx).await?;
+    let s = reg.set_deleter_stopped(stop, reason, Utc::now()).await?;
+    let human = format!(
+        "deleter {}\n",
+        if s.stopped {
+            "STOPPED: every purge halts before its next batch"
+        } else {
+            "started"
+        }
+    );
+    Outcome::new(Verdict::Ok, &s, human)
+}
+
+/// `lakedrill undelete CANDIDATE --trust DIR`: on a versioned bucket, removes the delete markers a
+/// marker-only purge left, and verifies every object brought back against the candidate's bundles
+/// (BLAKE3 and size). The candidate becomes `PROTECTED`: reclaiming it again needs a new plan.
+///
+/// # Errors
+/// Non-S3 tables; registry and storage errors. Objects that cannot be brought back are findings (exit 1).
+#[allow(clippy::too_many_lines)]
+pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, trust: &Path) -> Result<Outcome> {
+    let trust = TrustStore::load_dir(trust)?;
+    let reg = governance::registry(ctx).await?;
+    let rec = reg.candidate(candidate_id).await?;
+    let table = ctx.table(source).await?;
+    let root = table.location().root_uri().to_owned();
+    if !root.starts_with("s3://") {
+        return Err(Error::invalid(
+            candidate_id,
+            "undelete needs the table on a versioned S3 bucket (delete markers)",
+        ));
+    }
+    // What each object must be, from the verified bundles of the quarantine.
+    let mut expected: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    for b in rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+    {
+        let uri = b["uri"].as_str().unwrap_or_default();
+        let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, uri, &trust).await?;
+        let loc = crate::model::location::TableLocation::new(&pred.table_location, root.clone(), uri)?;
+        for e in &pred.inventory {
+            if let Ok(rel) = loc.relative(&e.path) {
+                expected.insert(rel, (e.blake3.clone(), e.size));
+            }
+        }
+    }
+    let mut results = Vec::new();
+    let mut all_ok = true;
+    for o in objects_of(&rec) {
+        let uri = location::join(&root, &o.path);
+        let versions = ctx.storage.s3_versions(&uri).await?;
+        let latest = versions.iter().find(|v| v.is_latest);
+        let action = match latest {
+            Some(m) if m.is_delete_marker => {
+                ctx.storage.s3_delete_version(&uri, &m.version_id).await?;
+                format!("delete marker {} removed", m.version_id)
+            }
+            Some(_) => "already present".to_owned(),
+            None => "no version left (deleted permanently)".to_owned(),
+        };
+        let (ok, check) = match (ctx.storage.head(&uri).await?, expected.get(&o.path)) {
+            (None, _) => (false, "absent".to_owned()),
+            (Some(_), Some((digest, size))) => {
+                let h = ctx.storage.hash(&uri).await?;
+                if &h.blake3 == digest && h.bytes_read == *size {
+                    (true, "matches the bundle".to_owned())
+                } else {
+                    (
+                        false,
+                        format!("differs from the bundle (blake3 {} size {})", h.blake3, h.bytes_read),
+                    )
+                }
+            }
+            (Some(i), None) => (
+                i.size == o.size,
+                format!("not in any bundle; size {} (plan said {})", i.size, o.size),
+            ),
+        };
+        all_ok &= ok;
+        let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": Utc::now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        results.push(r);
+    }
+    if all_ok && rec.state == State::Verified {
+        reg.candidate_transition(
+            candidate_id,
+            State::Protected,
+            "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
+            None,
+            None,
+            Utc::now(),
+        )
+        .await?;
+    }
+    let mut human = format!(
+        "{}: {} objects of {candidate_id}\n",
+        if all_ok { "UNDELETED" } else { "INCOMPLETE" },
+        results.len()
+    );
+    for r in &results {
+        human.push_str(&format!(
+            "  {}  {}  {}\n",
+            r["key"].as_str().unwrap_or_default(),
+            r["action"].as_str().unwrap_or_default(),
+            r["check"].as_str().unwrap_or_default()
+        ));
+    }
+    Outcome::new(
+        if all_ok { Verdict::Ok } else { Verdict::Findings },
+        &serde_json::json!({"status": if all_ok { "UNDELETED" } else { "INCOMPLETE" }, "candidate_id": candidate_id, "objects": results}),
+        human,
+    )
+}

@@ -1,0 +1,662 @@
+//! Full recovery from a bundle into a new location: `lakedrill recover`, and the cold-backup drill.
+//!
+//! 1. The bundle is verified deeply from the bundle alone (signature, root, layers, every data and
+//!    delete object by BLAKE3 where the inventory says it is: the backup store for a cold backup).
+//!    A bundle that does not verify is a `FAILED` recovery naming each bad object; nothing is written.
+//! 2. [`materialize::rebuild`] copies every object into the new location and rewrites every path
+//!    (metadata JSON, manifest list, manifests, position delete rows), keeping the table UUID.
+//! 3. The result is checked as a reader would see it: the recovered table is loaded from its new
+//!    metadata file; every data and equality-delete object must hash as in the bundle and every
+//!    position delete file must hold the same rows with rebased paths; the rewritten metadata, manifest
+//!    list and manifests must equal the original's except for paths (and the sizes of rewritten
+//!    position delete files); and a scan with the `iceberg` crate, deletes applied, must give the
+//!    rows the manifests promise (data rows minus position-deleted rows; with equality deletes the
+//!    manifests promise no figure and the scanned count is recorded).
+//! 4. Only a recovery that verified is registered in the catalog.
+//!
+//! RTO is the wall time from the start to verified and registered; RPO is the declared checkpoint
+//! time minus the recovered snapshot's commit time (0 for a quarantine bundle, whose snapshot is the
+//! declared point).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use iceberg::io::{FileIOBuilder, LocalFsStorageFactory};
+use iceberg::spec::{FormatVersion, ManifestStatus, serialize_data_file_to_json};
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{self, BundlePredicate, Layer, RestoreStatus, VerifyOptions};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::evidence::keys::TrustStore;
+use crate::io::store::Storage;
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::location::{self, TableLocation};
+use crate::ops::materialize::{self, Identity, Rebuilt};
+use crate::table::{self, Table, TableSource};
+
+/// Where to register a recovered table.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// Catalog section of the configuration.
+    pub catalog: String,
+    /// `NS.TABLE`.
+    pub table: String,
+}
+
+/// The result of one recovery (`recover --json`, and one item of a cold-backup drill).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecoverReport {
+    /// `RECOVERED` (verified and queryable) or `FAILED`.
+    pub status: RestoreStatus,
+    /// The bundle.
+    pub bundle_id: Option<String>,
+    /// Its root digest.
+    pub bundle_root: Option<String>,
+    /// Table UUID (kept by the recovery).
+    pub table_uuid: Option<String>,
+    /// The recovered snapshot.
+    pub snapshot_id: Option<i64>,
+    /// The snapshot the checkpoint declares (cold backups).
+    pub declared_snapshot_id: Option<i64>,
+    /// The declared recovery point (RFC 3339).
+    pub declared_at: Option<String>,
+    /// The new location.
+    pub into: String,
+    /// The recovered table's metadata file.
+    pub metadata_location: Option<String>,
+    /// `CATALOG.NS.TABLE` when registered.
+    pub registered_as: Option<String>,
+    /// Objects written (data and delete files).
+    pub objects_restored: usize,
+    /// Bytes written.
+    pub bytes_restored: u64,
+    /// Position delete files whose rows were rewritten.
+    pub position_deletes_rewritten: usize,
+    /// Rows the manifests promise after deletes (absent with equality deletes).
+    pub rows_promised: Option<u64>,
+    /// Rows a scan of the recovered table returned, deletes applied.
+    pub rows_scanned: Option<u64>,
+    /// Start to verified and registered.
+    pub rto_seconds: f64,
+    /// Declared recovery point minus the recovered snapshot's commit time.
+    pub rpo_seconds: Option<f64>,
+    /// Every problem found.
+    pub findings: Vec<Finding>,
+}
+
+/// Recovers the snapshot of a bundle into the empty local location `into`.
+///
+/// # Errors
+/// Only when lakedrill cannot decide (unreadable bundle folder, unreachable store, catalog
+/// errors); a bundle that does not verify or a recovery that does not check out is a `FAILED`
+/// report with findings.
+#[allow(clippy::too_many_lines)]
+pub async fn recover(
+    storage: &Storage,
+    config: &Config,
+    bundle_uri: &str,
+    trust: &TrustStore,
+    into: &str,
+    registration: Option<&Registration>,
+    clock: &dyn Clock,
+) -> Result<RecoverReport> {
+    let t0 = clock.now();
+    let into = location::canonical_uri(into)?;
+    let into_path = materialize::local_target("--into", &into)?;
+    let ident: Option<crate::io::catalog::TableIdent> = registration.map(|r| r.table.parse()).transpose()?;
+    let mut report = RecoverReport {
+        status: RestoreStatus::Failed,
+        bundle_id: None,
+        bundle_root: None,
+        table_uuid: None,
+        snapshot_id: None,
+        declared_snapshot_id: None,
+        declared_at: None,
+        into: into.clone(),
+        metadata_location: None,
+        registered_as: None,
+        objects_restored: 0,
+        bytes_restored: 0,
+        position_deletes_rewritten: 0,
+        rows_promised: None,
+        rows_scanned: None,
+        rto_seconds: 0.0,
+        rpo_seconds: None,
+        findings: Vec::new(),
+    };
+    let elapsed = |clock: &dyn Clock| {
+        #[allow(clippy::cast_precision_loss)]
+        let s = (clock.now() - t0).num_milliseconds() as f64 / 1000.0;
+        s
+    };
+    // 1. Verify the bundle and the objects it names.
+    let verified = bundle::verify(
+        storage,
+        bundle_uri,
+        trust,
+        &VerifyOptions {
+            deep: true,
+            table_root: None,
+        },
+    )
+    .await?;
+    report.bundle_id = verified.bundle_id.clone();
+    report.bundle_root = verified.bundle_root.clone();
+    report.table_uuid = verified.table_uuid.clone();
+    report.snapshot_id = verified.snapshot_id;
+    if verified.status != RestoreStatus::RestoreVerified {
+        report.findings = verified.findings;
+        report.rto_seconds = elapsed(clock);
+        return Ok(report);
+    }
+    let (pred, copies) = bundle::verified_predicate(storage, bundle_uri, trust).await?;
+    let (declared_snapshot, declared_at_ms) = match &pred.backup {
+        Some(b) => {
+            let at = chrono::DateTime::parse_from_rfc3339(&b.declared_at)
+                .map_err(|e| Error::invalid(&pred.bundle_id, format!("declared_at {:?}: {e}", b.declared_at)))?;
+            report.declared_at = Some(b.declared_at.clone());
+            (b.declared_snapshot_id, at.timestamp_millis())
+        }
+        None => (pred.snapshot_id, pred.snapshot_timestamp_ms),
+    };
+    report.declared_snapshot_id = Some(declared_snapshot);
+    if declared_snapshot != pred.snapshot_id {
+        report.findings.push(Finding::new(
+            FindingKind::CheckpointMismatch,
+            bundle::ENVELOPE_FILE,
+            Some(format!("snapshot {declared_snapshot}")),
+            Some(format!("snapshot {}", pred.snapshot_id)),
+        ));
+    }
+
+    // 2. Copy and rewrite.
+    let rebuilt = match materialize::rebuild(storage, &pred, &copies, &into, Identity::SameTable).await {
+        Ok(r) => r,
+        Err(Error::Corrupt { uri, reason }) => {
+            report.findings.push(Finding::new(
+                FindingKind::DigestMismatch,
+                uri,
+                Some("the object the bundle verified".into()),
+                Some(reason),
+            ));
+            report.rto_seconds = elapsed(clock);
+            return Ok(report);
+        }
+        Err(e) => return Err(e),
+    };
+    report.metadata_location = Some(rebuilt.metadata_location.clone());
+    report.objects_restored = rebuilt.objects_copied;
+    report.bytes_restored = rebuilt.bytes_copied;
+    report.position_deletes_rewritten = rebuilt.position_deletes_rewritten;
+
+    // 3. Check the recovered table as a reader sees it.
+    check_recovered(storage, config, &pred, &copies, &rebuilt, &mut report).await?;
+
+    // 4. Register only what verified.
+    if report.findings.is_empty()
+        && let (Some(r), Some(ident)) = (registration, &ident)
+    {
+        let cfg = config.catalog(&r.catalog)?.clone();
+        materialize::register(&cfg, &r.catalog, ident, &rebuilt.metadata_location, &into_path).await?;
+        report.registered_as = Some(format!("{}.{ident}", r.catalog));
+    }
+    report.rto_seconds = elapsed(clock);
+    #[allow(clippy::cast_precision_loss)]
+    {
+        report.rpo_seconds = Some((declared_at_ms - pred.snapshot_timestamp_ms) as f64 / 1000.0);
+    }
+    report
+        .findings
+        .sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    if report.findings.is_empty() {
+        report.status = RestoreStatus::RestoreVerified;
+    }
+    Ok(report)
+}
+
+/// A manifest entry reduced to what a recovery must keep: everything but its path (made
+/// relative), and for a rewritten position delete file, its size and `file_path` bounds.
+fn normalized_entry(
+    json: &str,
+    relative: &str,
+    rewritten: bool,
+    status: ManifestStatus,
+    seq: i64,
+) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap_or(serde_json::Value::Null);
+    v["file_path"] = serde_json::Value::String(relative.to_owned());
+    if rewritten {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("file_size_in_bytes");
+        }
+        for bounds in ["lower_bounds", "upper_bounds"] {
+            if let Some(a) = v.get_mut(bounds).and_then(serde_json::Value::as_array_mut) {
+                a.retain(|e| e["key"].as_i64() != Some(i64::from(materialize::POSITION_DELETE_FILE_PATH_ID)));
+            }
+        }
+    }
+    if let Some(r) = v.get("referenced_data_file").and_then(serde_json::Value::as_str) {
+        let tail = r.rsplit('/').next().unwrap_or(r).to_owned();
+        v["referenced_data_file"] = serde_json::Value::String(tail);
+    }
+    sort_maps(&mut v);
+    serde_json::json!({"status": format!("{status:?}"), "sequence_number": seq, "data_file": v})
+}
+
+/// Sorts Iceberg's `[{key, value}]` map arrays by key (their order carries no meaning).
+fn sort_maps(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Array(a) => {
+            if a.iter().all(|e| e.get("key").is_some()) {
+                a.sort_by(|x, y| x["key"].to_string().cmp(&y["key"].to_string()));
+            }
+            a.iter_mut().for_each(sort_maps);
+        }
+        serde_json::Value::Object(o) => o.values_mut().for_each(sort_maps),
+        _ => {}
+    }
+}
+
+/// The top-level keys (dotted one level into objects) whose values differ, for findings.
+fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> String {
+    let (Some(x), Some(y)) = (a.as_object(), b.as_object()) else {
+        return "the whole value".into();
+    };
+    let mut keys: BTreeSet<&String> = x.keys().collect();
+    keys.extend(y.keys());
+    let mut out = Vec::new();
+    for k in keys {
+        match (x.get(k), y.get(k)) {
+            (Some(p), Some(q)) if p == q => {}
+            (Some(p @ serde_json::Value::Object(_)), Some(q @ serde_json::Value::Object(_))) => {
+                out.push(format!("{k}.{{{}}}", differing_keys(p, q)));
+            }
+            _ => out.push(k.clone()),
+        }
+    }
+    out.join(", ")
+}
+
+/// Entries of one manifest, normalized, in file order.
+fn manifest_view(
+    uri: &str,
+    bytes: &[u8],
+    mf: &iceberg::spec::ManifestFile,
+    loc: &TableLocation,
+    rewritten: &BTreeSet<String>,
+    fv: FormatVersion,
+) -> Result<Vec<serde_json::Value>> {
+    let manifest = table::parse_manifest(uri, bytes)?;
+    let meta = manifest.metadata();
+    let ptype = meta
+        .partition_spec()
+        .partition_type(meta.schema())
+        .map_err(|e| Error::iceberg("partition type", e))?;
+    let mut out = Vec::new();
+    for e in manifest.entries() {
+        let rel = loc.relative(e.data_file().file_path())?;
+        let json = serialize_data_file_to_json(e.data_file().clone(), &ptype, fv)
+            .map_err(|x| Error::iceberg("encode entry", x))?;
+        let seq = e.sequence_number().unwrap_or(mf.sequence_number);
+        out.push(normalized_entry(&json, &rel, rewritten.contains(&rel), e.status(), seq));
+    }
+    Ok(out)
+}
+
+fn list_view(mf: &iceberg::spec::ManifestFile, loc: &TableLocation) -> Result<serde_json::Value> {
+    Ok(serde_json::json!({
+        "path": loc.relative(&mf.manifest_path)?,
+        "content": format!("{:?}", mf.content),
+        "spec": mf.partition_spec_id,
+        "sequence_number": mf.sequence_number,
+        "min_sequence_number": mf.min_sequence_number,
+        "added_snapshot_id": mf.added_snapshot_id,
+        "files": [mf.added_files_count, mf.existing_files_count, mf.deleted_files_count],
+        "rows": [mf.added_rows_count, mf.existing_rows_count, mf.deleted_rows_count],
+    }))
+}
+
+#[allow(clippy::too_many_lines)]
+async fn check_recovered(
+    storage: &Storage,
+    config: &Config,
+    pred: &BundlePredicate,
+    copies: &BTreeMap<String, Bytes>,
+    rebuilt: &Rebuilt,
+    report: &mut RecoverReport,
+) -> Result<()> {
+    let md_location = &rebuilt.metadata_location;
+    let mismatch = |what: &str, path: &str, expected: String, actual: String| {
+        Finding::new(
+            FindingKind::RewriteMismatch,
+            path,
+            Some(format!("{what}: {expected}")),
+            Some(actual),
+        )
+    };
+    let recovered = match Table::load(
+        storage,
+        config,
+        &TableSource::Metadata {
+            uri: md_location.clone(),
+            table_root: None,
+        },
+    )
+    .await
+    {
+        Ok(t) => t,
+        Err(e) => {
+            report.findings.push(Finding::new(
+                FindingKind::RewriteMismatch,
+                md_location,
+                Some("a loadable table".into()),
+                Some(e.to_string()),
+            ));
+            return Ok(());
+        }
+    };
+    let old_loc = TableLocation::new(&pred.table_location, "memory:///unused".into(), &pred.bundle_id)?;
+    let new_loc = recovered.location().clone();
+    let rel_old = |p: &str| old_loc.relative(p);
+
+    // Metadata JSON: the original with only paths and the retained history changed.
+    let md_entry = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == Layer::Metadata)
+        .ok_or_else(|| Error::corrupt(&pred.bundle_id, "the inventory has no metadata"))?;
+    let orig_bytes = copies
+        .get(&md_entry.path)
+        .ok_or_else(|| Error::corrupt(&md_entry.path, "the metadata copy is missing"))?;
+    let (orig_md, _) = table::parse_metadata(&md_entry.path, orig_bytes, storage.options().max_metadata_bytes)?;
+    let orig_snap = orig_md
+        .snapshot_by_id(pred.snapshot_id)
+        .ok_or_else(|| Error::corrupt(&pred.bundle_id, "the bundled metadata lacks its snapshot"))?;
+    let new_snap = recovered.snapshot(pred.snapshot_id).ok().cloned();
+    let mut a = serde_json::to_value(&orig_md).map_err(|e| Error::Internal(e.to_string()))?;
+    let mut b = serde_json::to_value(recovered.metadata()).map_err(|e| Error::Internal(e.to_string()))?;
+    for doc in [&mut a, &mut b] {
+        if let Some(o) = doc.as_object_mut() {
+            for k in [
+                "location",
+                "snapshots",
+                "refs",
+                "snapshot-log",
+                "metadata-log",
+                "current-snapshot-id",
+                "statistics",
+                "partition-statistics",
+                "properties",
+            ] {
+                o.remove(k);
+            }
+        }
+    }
+    for doc in [&mut a, &mut b] {
+        // Held in hash maps by the iceberg crate: their order in JSON carries no meaning.
+        for (k, id) in [
+            ("schemas", "schema-id"),
+            ("partition-specs", "spec-id"),
+            ("sort-orders", "order-id"),
+        ] {
+            if let Some(arr) = doc.get_mut(k).and_then(serde_json::Value::as_array_mut) {
+                arr.sort_by_key(|e| e[id].as_i64());
+            }
+        }
+    }
+    if a != b {
+        report.findings.push(mismatch(
+            "metadata",
+            md_location,
+            "the original's schemas, specs, sort orders, UUID and versions".into(),
+            format!("differs in {}", differing_keys(&a, &b)),
+        ));
+    }
+    match &new_snap {
+        Some(s)
+            if s.sequence_number() == orig_snap.sequence_number()
+                && s.timestamp_ms() == orig_snap.timestamp_ms()
+                && s.parent_snapshot_id() == orig_snap.parent_snapshot_id()
+                && s.summary() == orig_snap.summary()
+                && s.schema_id() == orig_snap.schema_id()
+                && new_loc.relative(s.manifest_list()).ok() == rel_old(orig_snap.manifest_list()).ok() => {}
+        _ => report.findings.push(mismatch(
+            "snapshot",
+            md_location,
+            format!("snapshot {} as in the original", pred.snapshot_id),
+            "different or absent".into(),
+        )),
+    }
+    if recovered.metadata().current_snapshot_id() != Some(pred.snapshot_id) {
+        report.findings.push(mismatch(
+            "current snapshot",
+            md_location,
+            pred.snapshot_id.to_string(),
+            format!("{:?}", recovered.metadata().current_snapshot_id()),
+        ));
+    }
+
+    // Manifest list and manifests.
+    let concurrency = storage.options().io_concurrency.get();
+    let tree = match crate::table::tree::read_tree(&recovered, storage, pred.snapshot_id, concurrency).await {
+        Ok(t) => t,
+        Err(e) => {
+            report.findings.push(Finding::new(
+                FindingKind::RewriteMismatch,
+                md_location,
+                Some("readable manifests".into()),
+                Some(e.to_string()),
+            ));
+            return Ok(());
+        }
+    };
+    let fv = orig_md.format_version();
+    let orig_list = table::parse_manifest_list(
+        orig_snap.manifest_list(),
+        copies
+            .get(orig_snap.manifest_list())
+            .ok_or_else(|| Error::corrupt(orig_snap.manifest_list(), "the manifest list copy is missing"))?,
+        fv,
+    )?;
+    let rewritten: BTreeSet<String> = pred
+        .inventory
+        .iter()
+        .filter(|e| e.layer == Layer::PositionDeletes)
+        .map(|e| rel_old(&e.path))
+        .collect::<Result<_>>()?;
+    if orig_list.entries().len() != tree.manifests.len() {
+        report.findings.push(mismatch(
+            "manifest list",
+            &tree.manifest_list_written,
+            format!("{} manifests", orig_list.entries().len()),
+            format!("{} manifests", tree.manifests.len()),
+        ));
+    }
+    for (orig, new) in orig_list.entries().iter().zip(&tree.manifests) {
+        let la = list_view(orig, &old_loc)?;
+        let mut lb = list_view(&new.entry, &new_loc)?;
+        // Counts are optional in v1 manifest lists: the writer fills in what the original left out.
+        for k in ["files", "rows"] {
+            for i in 0..3 {
+                if la[k][i].is_null() {
+                    lb[k][i] = serde_json::Value::Null;
+                }
+            }
+        }
+        if la != lb {
+            report.findings.push(mismatch(
+                "manifest list entry",
+                &new.entry.manifest_path,
+                la.to_string(),
+                lb.to_string(),
+            ));
+            continue;
+        }
+        let orig_bytes = copies
+            .get(&orig.manifest_path)
+            .ok_or_else(|| Error::corrupt(&orig.manifest_path, "manifest copy missing from the bundle"))?;
+        let va = manifest_view(&orig.manifest_path, orig_bytes, orig, &old_loc, &rewritten, fv)?;
+        let vb = manifest_view(
+            &new.entry.manifest_path,
+            &new.fetched.bytes,
+            &new.entry,
+            &new_loc,
+            &rewritten,
+            fv,
+        )?;
+        if va != vb {
+            let actual = match va.iter().zip(&vb).find(|(x, y)| x != y) {
+                Some((x, y)) => format!(
+                    "entry {} differs in {}",
+                    x["data_file"]["file_path"].as_str().unwrap_or("?"),
+                    differing_keys(x, y)
+                ),
+                None => format!("{} entries, the original has {}", vb.len(), va.len()),
+            };
+            report.findings.push(mismatch(
+                "manifest",
+                &new.entry.manifest_path,
+                "the original's entries with rebased paths".into(),
+                actual,
+            ));
+        }
+    }
+
+    // Data and delete objects at the new location.
+    let by_rel: BTreeMap<String, &bundle::InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .map(|e| Ok((rel_old(&e.path)?, e)))
+        .collect::<Result<_>>()?;
+    let live = tree.live_files();
+    let live_rel: BTreeSet<String> = live
+        .iter()
+        .map(|f| new_loc.relative(&f.file_path))
+        .collect::<Result<_>>()?;
+    for missing in by_rel.keys().filter(|k| !live_rel.contains(*k)) {
+        report.findings.push(Finding::new(
+            FindingKind::ObjectMissing,
+            location::join(&report.into, missing),
+            Some("a live entry of the recovered snapshot".into()),
+            Some("absent".into()),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for f in live {
+        let rel = new_loc.relative(&f.file_path)?;
+        if !seen.insert(rel.clone()) {
+            continue;
+        }
+        let Some(e) = by_rel.get(&rel) else {
+            report.findings.push(Finding::new(
+                FindingKind::ExtraObject,
+                &f.file_path,
+                Some("only objects of the bundle".into()),
+                Some("an entry the bundle does not hold".into()),
+            ));
+            continue;
+        };
+        if e.layer == Layer::PositionDeletes {
+            let new_bytes = storage.get(&f.uri).await?.bytes;
+            let orig_uri = bundle::UriBinding::new(pred)
+                .and_then(|b| b.check(e).map_err(|f| f.to_string()))
+                .map_err(|reason| Error::corrupt(&e.path, reason))?;
+            let orig_bytes = storage.get(&orig_uri).await?.bytes;
+            let (p, nb) = (f.file_path.clone(), new_bytes);
+            let (q, ob) = (e.path.clone(), orig_bytes);
+            let (old2, into2) = (old_loc.clone(), report.into.clone());
+            let same = tokio::task::spawn_blocking(move || -> Result<bool> {
+                let new_rows = materialize::position_delete_rows(&p, nb)?;
+                let orig_rows = materialize::position_delete_rows(&q, ob)?;
+                let mapped: Vec<(Option<String>, Option<i64>)> = orig_rows
+                    .into_iter()
+                    .map(|(path, pos)| Ok((path.map(|x| materialize::rebase(&old2, &into2, &x)).transpose()?, pos)))
+                    .collect::<Result<_>>()?;
+                Ok(mapped == new_rows)
+            })
+            .await
+            .map_err(|x| Error::Internal(format!("compare task: {x}")))??;
+            if !same {
+                report.findings.push(mismatch(
+                    "position delete rows",
+                    &f.file_path,
+                    "the original rows with rebased paths".into(),
+                    "different rows".into(),
+                ));
+            }
+        } else {
+            let h = storage.hash(&f.uri).await?;
+            if h.blake3 != e.blake3 || h.bytes_read != e.size {
+                report.findings.push(Finding::new(
+                    FindingKind::DigestMismatch,
+                    &f.file_path,
+                    Some(e.blake3.clone()),
+                    Some(h.blake3),
+                ));
+            }
+        }
+    }
+
+    // A scan, deletes applied, against what the manifests promise.
+    let data_rows: u64 = pred
+        .inventory
+        .iter()
+        .filter(|e| e.layer == Layer::Data)
+        .filter_map(|e| e.record_count)
+        .sum();
+    let pos_rows: u64 = pred
+        .inventory
+        .iter()
+        .filter(|e| e.layer == Layer::PositionDeletes)
+        .filter_map(|e| e.record_count)
+        .sum();
+    let has_eq = pred.inventory.iter().any(|e| e.layer == Layer::EqualityDeletes);
+    report.rows_promised = (!has_eq).then(|| data_rows.saturating_sub(pos_rows));
+    match scan_rows(md_location, pred.snapshot_id).await {
+        Ok(n) => {
+            report.rows_scanned = Some(n);
+            if let Some(p) = report.rows_promised
+                && p != n
+            {
+                report.findings.push(Finding::new(
+                    FindingKind::ScanMismatch,
+                    md_location,
+                    Some(format!("{p} rows")),
+                    Some(format!("{n} rows")),
+                ));
+            }
+        }
+        Err(e) => report.findings.push(Finding::new(
+            FindingKind::DataUnreadable,
+            md_location,
+            Some("a scan of the recovered table".into()),
+            Some(e.to_string()),
+        )),
+    }
+    Ok(())
+}
+
+/// Rows of a scan of one snapshot, deletes applied, with the `iceberg` crate's reader.
+async fn scan_rows(md_location: &str, snapshot_id: i64) -> Result<u64> {
+    let io = FileIOBuilder::new(Arc::new(LocalFsStorageFactory)).build();
+    let ident = iceberg::TableIdent::from_strs(["lakedrill", "recovered"]).map_err(|e| Error::iceberg("ident", e))?;
+    let t = iceberg::table::StaticTable::from_metadata_file(md_location, ident, io)
+        .await
+        .map_err(|e| Error::iceberg("load the recovered table", e))?;
+    let scan = t
+        .scan()
+        .snapshot_id(snapshot_id)
+        .select_all()
+        .build()
+        .map_err(|e| Error::iceberg("plan the scan", e))?;
+    let stream = scan.to_arrow().await.map_err(|e| Error::iceberg("scan", e))?;
+    stream
+        .try_fold(0u64, |n, b| async move { Ok(n + b.num_rows() as u64) })
+        .await
+        .map_err(|e| Error::iceberg("scan", e))
+}

@@ -1,0 +1,275 @@
+//! `report merge`: one signed report from the shard reports of a sharded drill (`drill run --shard I/N`).
+//!
+//! A drill over more bundles than one machine can verify in its window is split into N shards that run
+//! anywhere (a Kubernetes Indexed Job, N cron hosts): every shard computes the same overall sample from
+//! the same plan, seed and bundle listing, and verifies only its share ([`crate::ops::drill::Shard`]). The merge
+//! then checks, before it signs anything, that
+//!
+//! * every shard report verifies under the trust store and passes the same internal checks as
+//!   `audit verify` (signature, canonical bytes, summary, sample, subjects);
+//! * all shards are of the same plan (name, kind and plan digest), the same seed, population and selection,
+//!   and the same implementation digest;
+//! * the shards are exactly `0..N` of one `N`, each once, so their results are disjoint and together are
+//!   the whole sample;
+//!
+//! and signs one report into the plan's chain (`previous_report` = the chain's newest report) whose results
+//! are the shards' results in sampling order, whose subjects are the shards' subjects, and whose
+//! `merged_from` lists each shard report's SHA-256. `audit verify` checks it like any other report. If
+//! anything does not hold, nothing is written and the merge is refused (exit 1) with every reason.
+//!
+//! What it does not do: re-run or re-verify the bundles (the shard reports are the evidence of that), or
+//! merge shards of different runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::RestoreStatus;
+use crate::error::{Error, Result};
+use crate::evidence::keys::{self, TrustStore};
+use crate::evidence::{self, Statement, Subject};
+use crate::model::location;
+use crate::ops::commands::Context;
+use crate::ops::drill::{self, DrillInfo, DrillOutcome, DrillPredicate, Summary};
+
+/// One shard report a merged report was made from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardRef {
+    /// The shard's index.
+    pub index: usize,
+    /// The number of shards.
+    pub count: usize,
+    /// The shard report's file name.
+    pub report: String,
+    /// SHA-256 of the shard report envelope's bytes.
+    pub sha256: String,
+    /// The shard run's drill id.
+    pub drill_id: String,
+}
+
+/// The result of a merge: a merged report, or the reasons it was refused.
+#[derive(Debug, Clone)]
+pub enum MergeResult {
+    /// The merged, signed report.
+    Merged(Box<DrillOutcome>),
+    /// Nothing was written, for these reasons.
+    Refused(Vec<String>),
+}
+
+/// Checks the shard reports and, when they are one complete sharded run, signs the merged report.
+///
+/// # Errors
+/// When a shard report or the key cannot be read at all, or the report cannot be written.
+#[allow(clippy::too_many_lines)]
+pub async fn merge(
+    ctx: &Context,
+    shard_reports: &[String],
+    key: &Path,
+    trust: &Path,
+    reports: &str,
+    clock_now: chrono::DateTime<chrono::Utc>,
+) -> Result<MergeResult> {
+    let trust = TrustStore::load_dir(trust)?;
+    let key = keys::load_signing_key(key)?;
+    let mut reasons = Vec::new();
+    let mut shards: Vec<(ShardRef, DrillPredicate, Vec<Subject>)> = Vec::new();
+    let mut uris = Vec::new();
+    for r in shard_reports {
+        let uri = location::canonical_uri(r)?;
+        if uri.ends_with(".dsse.json") {
+            uris.push(uri);
+        } else {
+            // A folder (or prefix): the shard reports directly in it, e.g. `shards/<run id>/`.
+            let folder = uri.trim_end_matches('/').to_owned();
+            let found = drill::list_reports(&ctx.storage, &folder).await?;
+            if found.is_empty() {
+                reasons.push(format!("{folder} holds no shard report (*.dsse.json)"));
+            }
+            uris.extend(found);
+        }
+    }
+    for uri in uris {
+        let bytes = ctx.storage.get(&uri).await?.bytes;
+        let name = location::file_name(&uri).to_owned();
+        let mut findings = Vec::new();
+        let checked = crate::ops::audit::check_report(&name, &bytes, &trust, &mut findings);
+        for f in &findings {
+            reasons.push(format!("{name}: {} {}", f.check, f.detail));
+        }
+        let Some((_, p)) = checked else { continue };
+        let Some(shard) = p.shard.clone() else {
+            reasons.push(format!("{name}: not a shard report (run `drill run PLAN --shard I/N`)"));
+            continue;
+        };
+        let subjects = evidence::verify(&bytes, &trust)
+            .map(|v| v.subjects().to_vec())
+            .unwrap_or_default();
+        shards.push((
+            ShardRef {
+                index: shard.index,
+                count: shard.count,
+                report: name,
+                sha256: evidence::sha256_hex(&bytes),
+                drill_id: p.drill.id.clone(),
+            },
+            p,
+            subjects,
+        ));
+    }
+    let Some((_, first, _)) = shards.first() else {
+        reasons.push("no shard report could be read as one".into());
+        return Ok(MergeResult::Refused(reasons));
+    };
+    let first = first.clone();
+    let n = shards[0].0.count;
+    for (s, p, _) in &shards {
+        let mut same = |what: &str, a: String, b: String| {
+            if a != b {
+                reasons.push(format!(
+                    "{}: {what} {a} differs from {}'s {b}",
+                    s.report,
+                    shards_first_name(&shards)
+                ));
+            }
+        };
+        same("plan", p.drill.plan.clone(), first.drill.plan.clone());
+        same("kind", p.drill.kind.clone(), first.drill.kind.clone());
+        same(
+            "plan digest",
+            p.drill.plan_digest.clone(),
+            first.drill.plan_digest.clone(),
+        );
+        same(
+            "implementation digest",
+            p.drill.implementation_digest.clone(),
+            first.drill.implementation_digest.clone(),
+        );
+        same("seed", p.sample.seed.to_string(), first.sample.seed.to_string());
+        same(
+            "population",
+            p.sample.population.to_string(),
+            first.sample.population.to_string(),
+        );
+        same(
+            "selection",
+            p.sample.selected.join(","),
+            first.sample.selected.join(","),
+        );
+        same("shard count", s.count.to_string(), n.to_string());
+        same(
+            "run id",
+            format!("{:?}", p.shard.as_ref().and_then(|x| x.run_id.clone())),
+            format!("{:?}", first.shard.as_ref().and_then(|x| x.run_id.clone())),
+        );
+    }
+    let mut seen = BTreeMap::new();
+    for (s, _, _) in &shards {
+        if let Some(prev) = seen.insert(s.index, s.report.clone()) {
+            reasons.push(format!("shard {} appears twice: {prev} and {}", s.index, s.report));
+        }
+    }
+    let missing: Vec<usize> = (0..n).filter(|i| !seen.contains_key(i)).collect();
+    if !missing.is_empty() {
+        reasons.push(format!("shards {missing:?} of 0..{n} are missing"));
+    }
+    if !reasons.is_empty() {
+        return Ok(MergeResult::Refused(reasons));
+    }
+    // Results in sampling order: position p of the selection is in shard p % N.
+    let mut by_shard: BTreeMap<usize, std::collections::VecDeque<drill::DrillResult>> = shards
+        .iter()
+        .map(|(s, p, _)| (s.index, p.results.iter().cloned().collect()))
+        .collect();
+    let mut results = Vec::new();
+    for (pos, id) in first.sample.selected.iter().enumerate() {
+        let r = by_shard
+            .get_mut(&(pos % n))
+            .and_then(std::collections::VecDeque::pop_front);
+        match r {
+            Some(r) if &r.bundle_id == id => results.push(r),
+            other => {
+                return Ok(MergeResult::Refused(vec![format!(
+                    "sample position {pos} ({id}) is not the next result of shard {}: found {:?}",
+                    pos % n,
+                    other.map(|r| r.bundle_id)
+                )]));
+            }
+        }
+    }
+    let mut subjects: Vec<Subject> = Vec::new();
+    for (_, _, subs) in &shards {
+        for s in subs {
+            if !subjects.contains(s) {
+                subjects.push(s.clone());
+            }
+        }
+    }
+    let passed = results
+        .iter()
+        .filter(|r| r.status == RestoreStatus::RestoreVerified)
+        .count();
+    let failed = results.len() - passed;
+    let plan_name = first.drill.plan.clone();
+    let folder = location::join(&location::canonical_uri(reports)?, &plan_name);
+    let previous = drill::latest_report(&ctx.storage, &folder).await?;
+    let started = shards
+        .iter()
+        .map(|(_, p, _)| p.started_at.clone())
+        .min()
+        .unwrap_or_default();
+    let finished = shards
+        .iter()
+        .map(|(_, p, _)| p.finished_at.clone())
+        .max()
+        .unwrap_or_default();
+    let mut refs: Vec<ShardRef> = shards.iter().map(|(s, _, _)| s.clone()).collect();
+    refs.sort_by_key(|s| s.index);
+    let predicate = DrillPredicate {
+        drill: DrillInfo {
+            id: uuid::Uuid::new_v4().to_string(),
+            ..first.drill.clone()
+        },
+        started_at: started,
+        finished_at: finished,
+        sample: first.sample.clone(),
+        results,
+        summary: Summary {
+            passed,
+            failed,
+            gate: if failed == 0 && passed > 0 {
+                "PASS".into()
+            } else {
+                "FAIL".into()
+            },
+        },
+        previous_report: previous.map(|(_, sha)| sha),
+        shard: None,
+        merged_from: Some(refs),
+    };
+    let statement = Statement {
+        subject: subjects,
+        predicate_type: drill::PREDICATE_TYPE.to_owned(),
+        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("merged predicate: {e}")))?,
+    };
+    let envelope = evidence::sign_statement(&statement, &key);
+    let stamp = clock_now.format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let report = location::join(&folder, &format!("{stamp}.dsse.json"));
+    let human_report = location::join(&folder, &format!("{stamp}.txt"));
+    ctx.storage
+        .put_new(&report, Bytes::from(envelope.to_json_bytes()))
+        .await?;
+    ctx.storage
+        .put_new(&human_report, Bytes::from(drill::render_human(&predicate, &report)))
+        .await?;
+    Ok(MergeResult::Merged(Box::new(DrillOutcome {
+        report,
+        human_report,
+        predicate,
+    })))
+}
+
+fn shards_first_name(shards: &[(ShardRef, DrillPredicate, Vec<Subject>)]) -> String {
+    shards.first().map(|s| s.0.report.clone()).unwrap_or_default()
+}

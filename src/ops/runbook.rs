@@ -1,0 +1,197 @@
+//! The anomaly runbook: catalog commits that move a table's `main` branch back.
+//!
+//! * [`rollback`] — to an ancestor of the current snapshot only, like Iceberg's
+//!   `rollback_to_snapshot`; a non-ancestor is refused with the reason (exit 1);
+//! * [`set_current`] — to any snapshot in the metadata, or the head of a ref (restoring the
+//!   default ref from a protected tag), like `set_current_snapshot`;
+//! * [`set_current_from_bundle`] — to a snapshot that is gone from the metadata (bundle-mode
+//!   quarantine) but whose verified bundle still describes it: the snapshot is added back from
+//!   the bundle's metadata copy, after the bundle and its data verify.
+//!
+//! Each is one compare-and-set commit on the catalog row, visible to every engine reading the
+//! catalog; a concurrent commit makes it fail without effect. None of them deletes anything.
+
+use iceberg::spec::{SnapshotReference, SnapshotRetention};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::ops::commands::Context;
+use crate::report::output::{Outcome, Verdict};
+use crate::table::resolve::{self, Selector};
+use crate::table::{Table, TableSource};
+
+/// Loads a table through its catalog, for a commit.
+///
+/// # Errors
+/// [`Error::Invalid`] when the table is not addressed through a catalog; load errors.
+pub async fn catalog_table(ctx: &Context, source: &TableSource) -> Result<(Table, SqlCatalog, TableIdent)> {
+    let TableSource::Catalog { catalog, table, .. } = source else {
+        return Err(Error::invalid(
+            "table",
+            "this command commits to the table: address it with --catalog NAME --table NS.TABLE",
+        ));
+    };
+    let ident: TableIdent = table.parse()?;
+    let cat = ctx.catalog(catalog).await?;
+    let t = ctx.table(source).await?;
+    Ok((t, cat, ident))
+}
+
+#[derive(Serialize)]
+struct Moved {
+    status: &'static str,
+    table: String,
+    from_snapshot_id: Option<i64>,
+    to_snapshot_id: i64,
+    metadata_location: String,
+}
+
+fn main_ref(table: &Table, id: i64) -> SnapshotReference {
+    let retention = table
+        .refs()
+        .get("main")
+        .map_or_else(|| SnapshotRetention::branch(None, None, None), |r| r.retention.clone());
+    SnapshotReference::new(id, retention)
+}
+
+async fn move_main(
+    ctx: &Context,
+    table: &Table,
+    cat: &SqlCatalog,
+    ident: &TableIdent,
+    to: i64,
+    md: iceberg::spec::TableMetadata,
+) -> Result<Outcome> {
+    let from = table.metadata().current_snapshot_id();
+    let new = md
+        .into_builder(Some(table.generation().metadata_location.clone()))
+        .set_ref("main", main_ref(table, to))
+        .map_err(|e| Error::iceberg("set main", e))?
+        .build()
+        .map_err(|e| Error::iceberg("build metadata", e))?
+        .metadata;
+    let loc = cat
+        .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
+        .await?;
+    let human = format!(
+        "main: {} -> {to}\ncommitted {loc}\n",
+        from.map_or_else(|| "-".into(), |f| f.to_string())
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &Moved {
+            status: "COMMITTED",
+            table: table.name().to_owned(),
+            from_snapshot_id: from,
+            to_snapshot_id: to,
+            metadata_location: loc,
+        },
+        human,
+    )
+}
+
+/// `lakedrill rollback --to SNAPSHOT`.
+///
+/// # Errors
+/// Load and commit errors; a refusal (non-ancestor) is an outcome with exit 1.
+pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Outcome> {
+    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    table.snapshot(to)?;
+    if !table.current_ancestors().contains(&to) {
+        #[derive(Serialize)]
+        struct Refused {
+            status: &'static str,
+            reason: String,
+        }
+        let reason = format!(
+            "snapshot {to} is not an ancestor of the current snapshot {}; rollback only goes back along main's history (use set-current to jump)",
+            table
+                .metadata()
+                .current_snapshot_id()
+                .map_or_else(|| "-".into(), |c| c.to_string())
+        );
+        return Outcome::new(
+            Verdict::Findings,
+            &Refused {
+                status: "REFUSED",
+                reason: reason.clone(),
+            },
+            format!("REFUSED: {reason}\n"),
+        );
+    }
+    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
+}
+
+/// `lakedrill set-current (--snapshot-id N | --ref NAME)`.
+///
+/// # Errors
+/// Selection, load and commit errors.
+pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selector) -> Result<Outcome> {
+    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    let to = resolve::resolve(&table, selector)?;
+    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
+}
+
+/// `lakedrill set-current --from-bundle BUNDLE --trust DIR`: brings back a snapshot that is no
+/// longer in the metadata, from a bundle that verifies (data included).
+///
+/// # Errors
+/// Load and commit errors; a bundle that does not verify is refused (exit 1).
+pub async fn set_current_from_bundle(
+    ctx: &Context,
+    source: &TableSource,
+    bundle: &str,
+    trust: &std::path::Path,
+) -> Result<Outcome> {
+    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let report = crate::bundle::verify(
+        &ctx.storage,
+        bundle,
+        &trust,
+        &crate::bundle::VerifyOptions {
+            deep: true,
+            table_root: None,
+        },
+    )
+    .await?;
+    if report.status != crate::bundle::RestoreStatus::RestoreVerified {
+        let mut human = "REFUSED: the bundle does not verify; nothing was committed\n".to_owned();
+        for f in &report.findings {
+            human.push_str(&format!("  {f}\n"));
+        }
+        return Outcome::new(Verdict::Findings, &report, human);
+    }
+    let (snapshot_id, copy) = crate::bundle::verified_metadata_copy(&ctx.storage, bundle, &trust).await?;
+    if report.table_uuid.as_deref() != Some(table.metadata().uuid().to_string().as_str()) {
+        return Err(Error::invalid(
+            bundle,
+            "the bundle belongs to another table (its table UUID differs)",
+        ));
+    }
+    let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
+    let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
+        // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
+        // snapshot coming back from a bundle keeps its original sequence number, which the spec allows
+        // (last-sequence-number stays the maximum). So it is re-inserted into the metadata document.
+        let mut doc =
+            serde_json::to_value(table.metadata()).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        let bundled_doc =
+            serde_json::to_value(&bundled).map_err(|e| Error::Internal(format!("encode bundled metadata: {e}")))?;
+        let snap_json = bundled_doc["snapshots"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["snapshot-id"].as_i64() == Some(snapshot_id)))
+            .cloned()
+            .ok_or_else(|| Error::corrupt(bundle, format!("the bundled metadata lacks snapshot {snapshot_id}")))?;
+        doc["snapshots"]
+            .as_array_mut()
+            .ok_or_else(|| Error::Internal("metadata without a snapshots array".into()))?
+            .push(snap_json);
+        serde_json::from_value::<iceberg::spec::TableMetadata>(doc)
+            .map_err(|e| Error::invalid(bundle, format!("snapshot {snapshot_id} cannot be added back: {e}")))?
+    } else {
+        table.metadata().clone()
+    };
+    move_main(ctx, &table, &cat, &ident, snapshot_id, md).await
+}

@@ -1,0 +1,751 @@
+//! Whole-history walks: every snapshot's manifest list and every distinct manifest, each read once.
+//!
+//! `plan` (and quarantine and purge, which re-plan) needs, for every snapshot of a table, the paths, layers
+//! and sizes of everything it reaches — nothing else. A table with 1,000 snapshots names some 500,000
+//! manifest-list entries and, through them, every manifest of its history; decoding each into the iceberg
+//! crate's full model (through apache-avro's `Value` tree) costs more than everything else `plan` does.
+//!
+//! [`history`] therefore:
+//! - fetches the manifest lists `io_concurrency` at a time and decodes only `manifest_path` and
+//!   `manifest_length` of each entry, on the rayon pool;
+//! - fetches every *distinct* manifest (by path and length) once, however many lists name it, checks its
+//!   length against the list, and decodes only `status`, `data_file.content`, `data_file.file_path` and
+//!   `data_file.file_size_in_bytes` of each entry, straight into [`ObjectRef`]s with table-relative paths;
+//! - shares each manifest's objects between the snapshots that list it ([`SnapshotObjects`]).
+//!
+//! Decoding is `serde_avro_fast` (serde straight from the Avro bytes, no intermediate values). Whenever it
+//! cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
+//! crate's parser decodes the same bytes and its verdict stands, so errors always come from the reference
+//! parser. Tests walk every fixture table both ways and compare the results object by object, check that the
+//! fast decoder alone reads every real manifest (it is not silently falling back), and decode thousands of
+//! mutated manifests both ways: no panic, and where both decoders accept the bytes they agree.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use iceberg::spec::{DataContentType, FormatVersion, ManifestStatus};
+use serde::Deserialize;
+
+use crate::bundle::Layer;
+use crate::error::{Error, Result};
+use crate::govern::closure::{ManifestObjects, ObjectRef, SnapshotObjects};
+use crate::io::store::{Fetched, Storage};
+use crate::model::location::TableLocation;
+use crate::table::{AVRO_MAX_ALLOCATION, Table, check_manifest_length, parse_manifest, parse_manifest_list};
+
+/// A manifest as a manifest list names it: path as written and length.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+pub struct ListEntry {
+    /// The manifest's path as written.
+    pub manifest_path: String,
+    /// Its length in bytes, as the list records it.
+    pub manifest_length: i64,
+}
+
+/// The part of a manifest entry a walk reads.
+#[derive(Deserialize)]
+struct EntryRecord {
+    status: i32,
+    data_file: DataFileRecord,
+}
+
+#[derive(Deserialize)]
+struct DataFileRecord {
+    // Absent in v1 manifests: data.
+    #[serde(default)]
+    content: i32,
+    file_path: String,
+    file_size_in_bytes: i64,
+    record_count: i64,
+}
+
+/// Why the fast decoder stopped: the bytes (then the reference parser decides) or the caller.
+enum Stop {
+    Decode,
+    Caller(Error),
+}
+
+/// The most one array or map in a datum may hold on the fast path (column statistics maps, split
+/// offsets); beyond it the reference parser decides.
+const MAX_SEQ: usize = 1 << 20;
+
+/// Reads the Avro object container framing (header, blocks, sync markers) and decodes each datum with
+/// `serde_avro_fast`. The framing is read here rather than by `serde_avro_fast`'s own container reader
+/// because that reader cannot be bounded: a few hundred hostile bytes make it reserve 512 MiB (deflate) or
+/// 4 GiB (snappy). Here every length is checked against the bytes actually present, a deflate block inflates
+/// to at most [`AVRO_MAX_ALLOCATION`] bytes, and codecs other than `null` and `deflate` go to the reference
+/// parser.
+fn fast_records<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    mut each: impl FnMut(T) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    use integer_encoding::VarInt;
+    use std::io::Read;
+    struct Cursor<'a>(&'a [u8]);
+    impl<'a> Cursor<'a> {
+        fn long(&mut self) -> std::result::Result<i64, Stop> {
+            let (v, n) = i64::decode_var(self.0).ok_or(Stop::Decode)?;
+            self.0 = &self.0[n..];
+            Ok(v)
+        }
+        fn take(&mut self, n: i64) -> std::result::Result<&'a [u8], Stop> {
+            let n = usize::try_from(n).map_err(|_| Stop::Decode)?;
+            if n > self.0.len() {
+                return Err(Stop::Decode);
+            }
+            let (head, tail) = self.0.split_at(n);
+            self.0 = tail;
+            Ok(head)
+        }
+    }
+    let mut c = Cursor(bytes.strip_prefix(b"Obj\x01").ok_or(Stop::Decode)?);
+    // Header metadata: a map of bytes, in blocks (a negative count is followed by the block's byte size).
+    let (mut schema, mut codec): (Option<&[u8]>, &[u8]) = (None, b"null");
+    loop {
+        let mut count = c.long()?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = count.checked_neg().ok_or(Stop::Decode)?;
+            c.long()?;
+        }
+        for _ in 0..count {
+            let key_len = c.long()?;
+            let key = c.take(key_len)?;
+            let value_len = c.long()?;
+            let value = c.take(value_len)?;
+            match key {
+                b"avro.schema" => schema = Some(value),
+                b"avro.codec" => codec = value,
+                _ => {}
+            }
+        }
+    }
+    let sync = c.take(16)?;
+    let schema: serde_avro_fast::Schema = std::str::from_utf8(schema.ok_or(Stop::Decode)?)
+        .map_err(|_| Stop::Decode)?
+        .parse()
+        .map_err(|_| Stop::Decode)?;
+    let deflate = match codec {
+        b"null" => false,
+        b"deflate" => true,
+        _ => return Err(Stop::Decode),
+    };
+    let mut inflated = Vec::new();
+    while !c.0.is_empty() {
+        let count = c.long()?;
+        let size = c.long()?;
+        let raw = c.take(size)?;
+        if c.take(16)? != sync {
+            return Err(Stop::Decode);
+        }
+        let block: &[u8] = if deflate {
+            inflated.clear();
+            let limit = AVRO_MAX_ALLOCATION as u64;
+            flate2::read::DeflateDecoder::new(raw)
+                .take(limit + 1)
+                .read_to_end(&mut inflated)
+                .map_err(|_| Stop::Decode)?;
+            if inflated.len() as u64 > limit {
+                return Err(Stop::Decode);
+            }
+            &inflated
+        } else {
+            raw
+        };
+        let mut config = serde_avro_fast::de::DeserializerConfig::new(&schema);
+        config.max_seq_size = MAX_SEQ;
+        let mut state = serde_avro_fast::de::DeserializerState::with_config(
+            serde_avro_fast::de::read::SliceRead::new(block),
+            config,
+        );
+        for _ in 0..count {
+            each(T::deserialize(state.deserializer()).map_err(|_| Stop::Decode)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Which decoder reads an object: the fast one, falling back to the reference parser when it cannot, or
+/// the reference parser (the iceberg crate) alone. Walks use [`Decoder::Fast`]; tests compare both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoder {
+    /// `serde_avro_fast`, then the iceberg crate if it fails.
+    Fast,
+    /// The iceberg crate only.
+    Reference,
+    /// `serde_avro_fast` only: an error when it cannot decode (tests prove with it that real tables take
+    /// the fast path rather than the fallback).
+    FastOnly,
+}
+
+fn fast_failed(uri: &str) -> Error {
+    Error::corrupt(uri, "the fast Avro decoder cannot read it (FastOnly: no fallback)")
+}
+
+/// The entries of a manifest list (pure).
+///
+/// # Errors
+/// The reference parser's error naming `uri`, when neither decoder can read the bytes.
+pub fn manifest_list_entries(
+    uri: &str,
+    bytes: &[u8],
+    version: FormatVersion,
+    decoder: Decoder,
+) -> Result<Vec<ListEntry>> {
+    if decoder != Decoder::Reference {
+        let mut out = Vec::new();
+        let fast = fast_records::<ListEntry>(bytes, |e| {
+            out.push(e);
+            Ok(())
+        });
+        match (fast, decoder) {
+            (Ok(()), _) => return Ok(out),
+            (Err(_), Decoder::FastOnly) => return Err(fast_failed(uri)),
+            _ => {}
+        }
+    }
+    Ok(parse_manifest_list(uri, bytes, version)?
+        .entries()
+        .iter()
+        .map(|m| ListEntry {
+            manifest_path: m.manifest_path.clone(),
+            manifest_length: m.manifest_length,
+        })
+        .collect())
+}
+
+fn layer(content: i32) -> Option<Layer> {
+    match content {
+        0 => Some(Layer::Data),
+        1 => Some(Layer::PositionDeletes),
+        2 => Some(Layer::EqualityDeletes),
+        _ => None,
+    }
+}
+
+/// A live data or delete file of a manifest, as far as sealing needs it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LiveFile {
+    /// The path as written.
+    pub file_path: String,
+    /// Data, position deletes or equality deletes.
+    pub layer: Layer,
+    /// Size the manifest declares.
+    pub size: u64,
+    /// Rows the manifest declares.
+    pub record_count: u64,
+}
+
+/// Hands every live (ADDED or EXISTING) entry of a manifest to `each(path as written, layer, size)` as
+/// it is decoded. `Ok(false)` when the fast decoder could not read the bytes (`each` may have been
+/// called for some entries: the caller starts over).
+fn fast_live_files(bytes: &[u8], mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
+    let fast = fast_records::<EntryRecord>(bytes, |e| {
+        let live = match e.status {
+            0 | 1 => true,
+            2 => false,
+            _ => return Err(Stop::Decode),
+        };
+        let layer = layer(e.data_file.content).ok_or(Stop::Decode)?;
+        let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
+        let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
+        if live {
+            each(LiveFile {
+                file_path: e.data_file.file_path,
+                layer,
+                size,
+                record_count,
+            })
+            .map_err(Stop::Caller)?;
+        }
+        Ok(())
+    });
+    match fast {
+        Ok(()) => Ok(true),
+        Err(Stop::Decode) => Ok(false),
+        Err(Stop::Caller(e)) => Err(e),
+    }
+}
+
+/// Hands every live file of a manifest to `each` (pure), with the fast decoder and the reference parser as
+/// `decoder` says. When the fast decoder fails half-way, `restart` is called before the reference parser
+/// starts over, so that the caller drops what it collected.
+///
+/// # Errors
+/// The reference parser's error naming `uri` when neither decoder can read the bytes; `each`'s errors.
+pub fn live_files(
+    uri: &str,
+    bytes: &[u8],
+    decoder: Decoder,
+    mut each: impl FnMut(LiveFile) -> Result<()>,
+    restart: impl FnOnce(),
+) -> Result<()> {
+    if decoder != Decoder::Reference {
+        if fast_live_files(bytes, &mut each)? {
+            return Ok(());
+        }
+        if decoder == Decoder::FastOnly {
+            return Err(fast_failed(uri));
+        }
+        restart();
+    }
+    let parsed = parse_manifest(uri, bytes)?;
+    for e in parsed.entries() {
+        if e.status() == ManifestStatus::Deleted {
+            continue;
+        }
+        let df = e.data_file();
+        let layer = match df.content_type() {
+            DataContentType::Data => Layer::Data,
+            DataContentType::PositionDeletes => Layer::PositionDeletes,
+            DataContentType::EqualityDeletes => Layer::EqualityDeletes,
+        };
+        each(LiveFile {
+            file_path: df.file_path().to_owned(),
+            layer,
+            size: df.file_size_in_bytes(),
+            record_count: df.record_count(),
+        })?;
+    }
+    Ok(())
+}
+
+/// A manifest's objects (pure): `manifest` itself first, then its live data and delete files with paths
+/// relative to `location`.
+///
+/// # Errors
+/// The reference parser's error naming `uri` when neither decoder can read the bytes;
+/// [`Error::PathOutsideTable`] for an entry outside the table.
+pub fn manifest_objects(
+    uri: &str,
+    bytes: &[u8],
+    location: &TableLocation,
+    manifest: ObjectRef,
+    decoder: Decoder,
+) -> Result<Vec<ObjectRef>> {
+    let objects = std::cell::RefCell::new(vec![manifest]);
+    live_files(
+        uri,
+        bytes,
+        decoder,
+        |f| {
+            objects.borrow_mut().push(ObjectRef {
+                path: location.relative(&f.file_path)?,
+                layer: f.layer,
+                size: f.size,
+            });
+            Ok(())
+        },
+        || objects.borrow_mut().truncate(1),
+    )?;
+    let mut objects = objects.into_inner();
+    objects.shrink_to_fit();
+    Ok(objects)
+}
+
+/// Runs a decode on the rayon pool (one thread per core): decoding is CPU work, and the async workers keep
+/// fetching meanwhile; tokio's blocking pool would run up to `io_concurrency` decodes on as many threads. A panic
+/// is an error naming the object, never an abort of the pool.
+async fn on_rayon<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(result);
+    });
+    match rx.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(Error::Internal(format!("decode task for {what} panicked"))),
+        Err(_) => Err(Error::Internal(format!(
+            "decode task for {what} ended without a result"
+        ))),
+    }
+}
+
+async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Fetched> {
+    match storage.get(uri).await {
+        Ok(f) => Ok(f),
+        Err(Error::NotFound { .. }) => Err(Error::corrupt(uri, missing())),
+        Err(e) => Err(e),
+    }
+}
+
+/// A manifest named by a list: it must exist and have the length the list records.
+async fn fetch_manifest(storage: &Storage, uri: &str, entry: &ListEntry) -> Result<Fetched> {
+    let fetched = fetch_existing(storage, uri, || {
+        "manifest named by a manifest list does not exist".into()
+    })
+    .await?;
+    check_manifest_length(uri, fetched.bytes.len(), entry.manifest_length)?;
+    Ok(fetched)
+}
+
+/// A snapshot's manifest list: its own object and the manifests it names.
+async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result<(ObjectRef, Vec<ListEntry>)> {
+    let snapshot = table.snapshot(snapshot_id)?;
+    let written = snapshot.manifest_list();
+    if written.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!("snapshot {snapshot_id} has no manifest list (v1 embedded manifests are not supported)"),
+        ));
+    }
+    let uri = table.location().resolve(written)?;
+    let own = ObjectRef {
+        path: table.location().relative(written)?,
+        layer: Layer::ManifestList,
+        size: 0,
+    };
+    let bytes = fetch_existing(storage, &uri, || {
+        format!("the manifest list of snapshot {snapshot_id} does not exist")
+    })
+    .await?
+    .bytes;
+    let version = table.metadata().format_version();
+    let size = bytes.len() as u64;
+    let u = uri.clone();
+    let entries = on_rayon(&uri, move || manifest_list_entries(&u, &bytes, version, Decoder::Fast)).await?;
+    Ok((ObjectRef { size, ..own }, entries))
+}
+
+/// One manifest's objects: the manifest itself, then its live data and delete files.
+async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> Result<Arc<ManifestObjects>> {
+    let uri = table.location().resolve(&entry.manifest_path)?;
+    let manifest = ObjectRef {
+        path: table.location().relative(&entry.manifest_path)?,
+        layer: Layer::Manifest,
+        size: 0,
+    };
+    let bytes = fetch_manifest(storage, &uri, entry).await?.bytes;
+    let location = table.location().clone();
+    let manifest = ObjectRef {
+        size: bytes.len() as u64,
+        ..manifest
+    };
+    let u = uri.clone();
+    let objects = on_rayon(&uri, move || {
+        manifest_objects(&u, &bytes, &location, manifest, Decoder::Fast)
+    })
+    .await?;
+    Ok(Arc::new(ManifestObjects {
+        key: format!("{}#{}", entry.manifest_path, entry.manifest_length),
+        objects,
+    }))
+}
+
+/// Every snapshot of the table (in [`Table::snapshots_sorted`] order) with everything it reaches, or
+/// `None` when some layer of it could not be read (missing, truncated, unparseable, unreadable). See
+/// [`history_explained`] for why.
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] when any layer names a path outside the table: that is never a per-snapshot
+/// unknown, it stops the walk.
+pub async fn history(
+    table: &Table,
+    storage: &Storage,
+    concurrency: usize,
+) -> Result<Vec<(i64, Option<SnapshotObjects>)>> {
+    Ok(history_explained(table, storage, concurrency)
+        .await?
+        .into_iter()
+        .map(|(id, r)| (id, r.ok()))
+        .collect())
+}
+
+/// An error and its sources in one line (`uri: reason: cause`), for a snapshot whose layers could not be read:
+/// the plan names the object so that the operator can act on it.
+fn describe(e: &Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// [`history`] with, for each snapshot whose layers could not be read, the error of the first layer that
+/// failed (naming the manifest list or manifest), instead of `None`.
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] when any layer names a path outside the table.
+pub async fn history_explained(
+    table: &Table,
+    storage: &Storage,
+    concurrency: usize,
+) -> Result<Vec<(i64, std::result::Result<SnapshotObjects, String>)>> {
+    let concurrency = concurrency.max(1);
+    let ids: Vec<i64> = table.snapshots_sorted().iter().map(|s| s.snapshot_id()).collect();
+    // Manifest lists as they arrive, each entry interned: a history of N snapshots of M manifests keeps N × M
+    // small indexes and each distinct manifest's path once, not N × M paths.
+    let mut index: HashMap<ListEntry, usize> = HashMap::new();
+    let mut lists: Vec<Result<(ObjectRef, Vec<usize>)>> = Vec::with_capacity(ids.len());
+    let mut arriving = futures::stream::iter(ids.iter().copied())
+        .map(|id| read_list(table, storage, id))
+        .buffered(concurrency);
+    while let Some(list) = arriving.next().await {
+        lists.push(list.map(|(own, entries)| {
+            let refs = entries
+                .into_iter()
+                .map(|e| {
+                    let next = index.len();
+                    *index.entry(e).or_insert(next)
+                })
+                .collect();
+            (own, refs)
+        }));
+    }
+    drop(arriving);
+    let mut distinct: Vec<(usize, ListEntry)> = index.into_iter().map(|(e, i)| (i, e)).collect();
+    distinct.sort_unstable_by_key(|(i, _)| *i);
+    let read: Vec<(usize, Result<Arc<ManifestObjects>>)> = futures::stream::iter(&distinct)
+        .map(|(i, e)| async move { (*i, read_manifest(table, storage, e).await) })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let mut manifests: Vec<std::result::Result<Arc<ManifestObjects>, String>> =
+        vec![Err("not read".to_owned()); distinct.len()];
+    for (i, r) in read {
+        match r {
+            Ok(m) => manifests[i] = Ok(m),
+            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
+            // Unreadable: every snapshot that lists it is unknown, and says why.
+            Err(e) => manifests[i] = Err(describe(&e)),
+        }
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for (id, list) in ids.into_iter().zip(lists) {
+        let objects = match list {
+            Ok((own, refs)) => refs
+                .iter()
+                .map(|i| manifests.get(*i).cloned().unwrap_or_else(|| Err("not read".to_owned())))
+                .collect::<std::result::Result<Vec<_>, String>>()
+                // The manifest list is named too: the length it records may be what is wrong.
+                .map_err(|why| format!("a manifest named by manifest list {}: {why}", own.path))
+                .map(|m| SnapshotObjects {
+                    own: vec![own],
+                    manifests: m,
+                }),
+            Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
+            Err(e) => Err(describe(&e)),
+        };
+        out.push((id, objects));
+    }
+    Ok(out)
+}
+
+/// A manifest of one snapshot with its exact bytes (sealing copies them into the bundle).
+#[derive(Debug, Clone)]
+pub struct SnapshotManifest {
+    /// The path as written in the manifest list.
+    pub path: String,
+    /// Where it was read.
+    pub uri: String,
+    /// Its exact bytes and what the store said about it.
+    pub fetched: Fetched,
+}
+
+/// The layers of one snapshot as sealing needs them: the exact bytes of its manifest list and manifests,
+/// and each live data or delete file once (a file listed by two manifests is one object), sorted by path.
+#[derive(Debug, Clone)]
+pub struct SnapshotFiles {
+    /// The manifest list path as written.
+    pub manifest_list_written: String,
+    /// Where it was read.
+    pub manifest_list_uri: String,
+    /// Its exact bytes.
+    pub manifest_list: Fetched,
+    /// Manifests in manifest-list order.
+    pub manifests: Vec<SnapshotManifest>,
+    /// Live files, sorted by path, each path once.
+    pub files: Vec<LiveFile>,
+}
+
+/// Reads one snapshot's layers for sealing, `concurrency` manifests at a time, decoding lean (see the module
+/// documentation): a snapshot of a million files holds a million [`LiveFile`]s, not the iceberg crate's full
+/// entries.
+///
+/// # Errors
+/// Any [`Error`] naming the layer that could not be read or parsed: a missing manifest list or manifest, a
+/// manifest whose length differs from the list's record, [`Error::PathOutsideTable`].
+pub async fn snapshot_files(
+    table: &Table,
+    storage: &Storage,
+    snapshot_id: i64,
+    concurrency: usize,
+) -> Result<SnapshotFiles> {
+    let snapshot = table.snapshot(snapshot_id)?;
+    let written = snapshot.manifest_list().to_owned();
+    if written.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!("snapshot {snapshot_id} has no manifest list (v1 embedded manifests are not supported)"),
+        ));
+    }
+    let list_uri = table.location().resolve(&written)?;
+    let manifest_list = fetch_existing(storage, &list_uri, || {
+        format!("the manifest list of snapshot {snapshot_id} does not exist")
+    })
+    .await?;
+    let version = table.metadata().format_version();
+    let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
+    let entries = on_rayon(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
+    let read: Vec<Result<(SnapshotManifest, Vec<LiveFile>)>> = futures::stream::iter(entries)
+        .map(|e| async move {
+            let uri = table.location().resolve(&e.manifest_path)?;
+            let fetched = fetch_manifest(storage, &uri, &e).await?;
+            let (u, b) = (uri.clone(), fetched.bytes.clone());
+            let files = on_rayon(&uri, move || {
+                let files = std::cell::RefCell::new(Vec::new());
+                live_files(
+                    &u,
+                    &b,
+                    Decoder::Fast,
+                    |f| {
+                        files.borrow_mut().push(f);
+                        Ok(())
+                    },
+                    || files.borrow_mut().clear(),
+                )?;
+                Ok(files.into_inner())
+            })
+            .await?;
+            Ok((
+                SnapshotManifest {
+                    path: e.manifest_path,
+                    uri,
+                    fetched,
+                },
+                files,
+            ))
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut manifests = Vec::with_capacity(read.len());
+    let mut files = Vec::new();
+    for r in read {
+        let (m, f) = r?;
+        manifests.push(m);
+        if files.is_empty() {
+            files = f;
+        } else {
+            files.extend(f);
+        }
+    }
+    files.sort_unstable();
+    files.dedup_by(|a, b| a.file_path == b.file_path);
+    files.shrink_to_fit();
+    Ok(SnapshotFiles {
+        manifest_list_written: written,
+        manifest_list_uri: list_uri,
+        manifest_list,
+        manifests,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    fn fixture_avro_files() -> Vec<std::path::PathBuf> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "avro") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop"),
+            &mut out,
+        );
+        out.sort();
+        out
+    }
+
+    fn files(bytes: &[u8], decoder: Decoder) -> Result<Vec<LiveFile>> {
+        let mut out = Vec::new();
+        live_files(
+            "m.avro",
+            bytes,
+            decoder,
+            |f| {
+                out.push(f);
+                Ok(())
+            },
+            || {},
+        )?;
+        Ok(out)
+    }
+
+    /// Differential decoding of the Spark/Java fixtures' manifests and manifest lists, whole and mutated
+    /// (byte flips, truncation, a byte inserted): the fast decoder never panics, and whenever both decoders
+    /// accept the same bytes they read the same entries.
+    #[test]
+    fn fast_and_reference_decoders_agree_on_real_and_mutated_files() {
+        let paths = fixture_avro_files();
+        assert!(paths.len() > 20, "{}", paths.len());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5ca1ab1e);
+        let (mut agreed, mut fast_only_real) = (0, 0);
+        for p in &paths {
+            let real = std::fs::read(p).unwrap();
+            let is_list = p.file_name().unwrap().to_string_lossy().starts_with("snap-");
+            if is_list {
+                let ok = [FormatVersion::V1, FormatVersion::V2]
+                    .iter()
+                    .any(|v| manifest_list_entries("l", &real, *v, Decoder::FastOnly).is_ok());
+                assert!(ok, "{}: the fast decoder cannot read a real manifest list", p.display());
+            } else {
+                files(&real, Decoder::FastOnly).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            }
+            fast_only_real += 1;
+            for _ in 0..40 {
+                let mut b = real.clone();
+                match rng.gen_range(0..3) {
+                    0 => {
+                        for _ in 0..rng.gen_range(1..4) {
+                            let i = rng.gen_range(0..b.len());
+                            b[i] ^= 1 << rng.gen_range(0..8);
+                        }
+                    }
+                    1 => b.truncate(rng.gen_range(0..b.len())),
+                    _ => {
+                        let i = rng.gen_range(0..b.len());
+                        b.insert(i, rng.r#gen());
+                    }
+                }
+                if is_list {
+                    for v in [FormatVersion::V1, FormatVersion::V2] {
+                        let fast = manifest_list_entries("l", &b, v, Decoder::FastOnly);
+                        let reference = manifest_list_entries("l", &b, v, Decoder::Reference);
+                        if let (Ok(f), Ok(r)) = (&fast, &reference) {
+                            assert_eq!(f, r, "{}: mutated list", p.display());
+                            agreed += 1;
+                        }
+                    }
+                } else {
+                    let fast = files(&b, Decoder::FastOnly);
+                    let reference = files(&b, Decoder::Reference);
+                    if let (Ok(f), Ok(r)) = (&fast, &reference) {
+                        assert_eq!(f, r, "{}: mutated manifest", p.display());
+                        agreed += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(fast_only_real, paths.len());
+        assert!(agreed > 100, "{agreed}");
+    }
+}
