@@ -31,6 +31,7 @@ pub mod model;
 pub mod ops;
 pub mod registry;
 pub mod report;
+pub mod safety;
 pub mod table;
 
 pub use error::{Error, ErrorKind, Result};

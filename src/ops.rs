@@ -14,6 +14,7 @@ pub mod deleter;
 pub mod drill;
 pub mod gates;
 pub mod governance;
+pub mod hooks;
 pub mod materialize;
 pub mod recover;
 pub mod report_merge;

@@ -2045,7 +2045,7 @@ impl Registry {
         let s = &rec.stamp;
         if (s.metadata_location != current_table.metadata_location
             || s.metadata_blake3 != current_table.metadata_blake3)
-            && !crate::lab::faults::weakened(crate::lab::faults::Check::TableGenerationCas)
+            && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
         {
             reasons.push(format!(
                 "the table changed: generation {} (blake3 {}) is now {} (blake3 {})",
@@ -2058,15 +2058,13 @@ impl Registry {
                 s.protected_ref_root, current_table.protected_ref_root
             ));
         }
-        if s.lease_watermark != watermark.counter
-            && !crate::lab::faults::weakened(crate::lab::faults::Check::LeaseWatermarkCas)
-        {
+        if s.lease_watermark != watermark.counter && !crate::safety::weakened(crate::safety::Check::LeaseWatermarkCas) {
             reasons.push(format!(
                 "leases changed: lease watermark {} is now {}",
                 s.lease_watermark, watermark.counter
             ));
         }
-        if s.hold_generation != holds && !crate::lab::faults::weakened(crate::lab::faults::Check::HoldGenerationCas) {
+        if s.hold_generation != holds && !crate::safety::weakened(crate::safety::Check::HoldGenerationCas) {
             reasons.push(format!(
                 "holds changed: hold generation {} is now {holds}",
                 s.hold_generation
@@ -2503,8 +2501,7 @@ impl Registry {
         let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        if hold_generation != base.hold_generation
-            && !crate::lab::faults::weakened(crate::lab::faults::Check::HoldCheckPerBatch)
+        if hold_generation != base.hold_generation && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch)
         {
             let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
                 .bind(&base.table_uuid)

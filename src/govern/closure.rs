@@ -651,18 +651,20 @@ pub fn plan(input: &PlanInput) -> Plan {
             }
         })
         .collect();
-    let blocked =
-        |path: &str| -> Option<String> {
-            if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| {
-                under(path, p) && !crate::lab::faults::weakened(crate::lab::faults::Check::WriterPrefixes)
-            }) {
-                return Some(format!("writer:{w} ({p})"));
-            }
-            held_prefixes
-                .iter()
-                .find(|(_, p)| under(path, p))
-                .map(|(h, p)| format!("hold:{h} ({p})"))
-        };
+    let blocked = |path: &str| -> Option<String> {
+        if let Some((w, p)) = input
+            .protections
+            .writers
+            .iter()
+            .find(|(_, p)| under(path, p) && !crate::safety::weakened(crate::safety::Check::WriterPrefixes))
+        {
+            return Some(format!("writer:{w} ({p})"));
+        }
+        held_prefixes
+            .iter()
+            .find(|(_, p)| under(path, p))
+            .map(|(h, p)| format!("hold:{h} ({p})"))
+    };
     let mut differences = Vec::new();
     let mut candidates = Vec::new();
     if !unknown_retained && table_hold.is_none() && !expirable.is_empty() {

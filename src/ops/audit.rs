@@ -192,15 +192,15 @@ pub fn check_fault_report(
     bytes: &[u8],
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
-) -> Option<(String, crate::lab::faults::FaultPredicate)> {
+) -> Option<(String, crate::evidence::fault_matrix::FaultPredicate)> {
     let v = verified_envelope(name, bytes, trust, findings)?;
-    if v.predicate_type() != crate::lab::faults::PREDICATE_TYPE {
+    if v.predicate_type() != crate::evidence::fault_matrix::PREDICATE_TYPE {
         findings.push(AuditFinding {
             check: "PREDICATE_TYPE".into(),
             report: name.to_owned(),
             detail: format!(
                 "expected {}, found {}",
-                crate::lab::faults::PREDICATE_TYPE,
+                crate::evidence::fault_matrix::PREDICATE_TYPE,
                 v.predicate_type()
             ),
         });
@@ -213,7 +213,7 @@ pub fn check_fault_report(
             detail,
         });
     };
-    let p: crate::lab::faults::FaultPredicate = match serde_json::from_value(v.predicate().clone()) {
+    let p: crate::evidence::fault_matrix::FaultPredicate = match serde_json::from_value(v.predicate().clone()) {
         Ok(p) => p,
         Err(e) => {
             fail("PREDICATE_MALFORMED", e.to_string());
@@ -226,7 +226,7 @@ pub fn check_fault_report(
         .find(|s| s.name == "lakedrill-implementation")
         .and_then(|s| s.digest.get("sha256"))
         .map(String::as_str);
-    for problem in crate::lab::faults::check_predicate(&p, subject) {
+    for problem in crate::evidence::fault_matrix::check_predicate(&p, subject) {
         fail("FAULT_MATRIX_INCONSISTENT", problem);
     }
     Some((v.keyid().to_owned(), p))
@@ -272,7 +272,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         let bytes = storage.get(uri).await?.bytes;
         let name = location::file_name(uri).to_owned();
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
-        if claimed_predicate_type(&bytes).as_deref() == Some(crate::lab::faults::PREDICATE_TYPE) {
+        if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {
             let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) else {
                 prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
                 continue;

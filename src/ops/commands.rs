@@ -22,7 +22,7 @@ pub struct Context {
     /// The storage layer.
     pub storage: Storage,
     /// Fault-injection hooks; inert (the default) everywhere but in `drill faults`' scratch lakehouse.
-    pub hooks: crate::lab::faults::Hooks,
+    pub hooks: crate::ops::hooks::Hooks,
     /// The registries opened through this context, by URI (one pool each).
     registries: std::sync::Mutex<std::collections::HashMap<String, crate::registry::Registry>>,
     /// The SQL catalogs opened through this context, by configuration section (one pool each).
@@ -43,7 +43,7 @@ impl Context {
         Self {
             config,
             storage,
-            hooks: crate::lab::faults::Hooks::default(),
+            hooks: crate::ops::hooks::Hooks::default(),
             registries: std::sync::Mutex::default(),
             catalogs: std::sync::Mutex::default(),
         }

@@ -147,7 +147,7 @@ pub fn check_evidence(
         let ok = pred.results.iter().any(|r| {
             r.bundle_root.as_deref() == Some(root) && r.status == crate::bundle::RestoreStatus::RestoreVerified
         });
-        if !ok && !crate::lab::faults::weakened(crate::lab::faults::Check::EvidenceCoverage) {
+        if !ok && !crate::safety::weakened(crate::safety::Check::EvidenceCoverage) {
             reasons.push(format!(
                 "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",
                 b["snapshot_id"]
@@ -392,7 +392,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                             let mut none = Vec::new();
                             if let Some((_, pred)) =
                                 crate::ops::audit::check_report(location::file_name(&uri), &f.bytes, &trust, &mut none)
-                                && !crate::lab::faults::weakened(crate::lab::faults::Check::NewerFailure)
+                                && !crate::safety::weakened(crate::safety::Check::NewerFailure)
                             {
                                 problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
                             }
@@ -438,7 +438,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
         // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
         // quarantine tags aside), by code that shares nothing with the planner.
-        if !crate::lab::faults::weakened(crate::lab::faults::Check::ClosureGate) {
+        if !crate::safety::weakened(crate::safety::Check::ClosureGate) {
             let input = governance::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
             // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
             let ids = snapshot_ids_of(&rec);
@@ -843,9 +843,8 @@ async fn execute(
             r["confirmed_at"] = serde_json::json!(confirmed_at);
             r["hold_generation"] = serde_json::json!(batch.hold_generation);
             batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
-            let certain = certain || crate::lab::faults::weakened(crate::lab::faults::Check::UncertainDeleteIsUnknown);
-            let gone = matches!(after, Ok(None))
-                || crate::lab::faults::weakened(crate::lab::faults::Check::RecheckAfterDelete);
+            let certain = certain || crate::safety::weakened(crate::safety::Check::UncertainDeleteIsUnknown);
+            let gone = matches!(after, Ok(None)) || crate::safety::weakened(crate::safety::Check::RecheckAfterDelete);
             if certain && gone {
                 batch
                     .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())

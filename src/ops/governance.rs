@@ -856,7 +856,7 @@ pub async fn quarantine(
     }
     // Defense in depth: the candidate is checked against the non-deletable set by code that does not share
     // the planner's logic; a conflict means a planner bug, and the candidate is PROTECTED for good.
-    let conflicts = if crate::lab::faults::weakened(crate::lab::faults::Check::ClosureGate) {
+    let conflicts = if crate::safety::weakened(crate::safety::Check::ClosureGate) {
         Vec::new()
     } else {
         closure::nondeletable_conflicts(&input, &candidate.snapshot_ids, &candidate.objects)

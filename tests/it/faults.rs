@@ -33,7 +33,7 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
     assert_eq!(v["summary"]["objects_lost"], 0);
     let scenarios = v["scenarios"].as_array().unwrap();
     let ids: Vec<&str> = scenarios.iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, lakedrill::lab::faults::SCENARIOS.to_vec());
+    assert_eq!(ids, lakedrill::evidence::fault_matrix::SCENARIOS.to_vec());
     for s in scenarios {
         assert_eq!(s["pass"], true, "{s:#}");
         assert_eq!(s["objects_lost"], 0, "{s:#}");
