@@ -24,7 +24,7 @@
 //! ([`crate::cli::config_check::apply_defaults`]); the README documents every field.
 //!
 //! Unknown fields are errors: a misspelt setting must never be ignored silently. A secret-looking key or a
-//! URL with a password is refused ([`crate::cli::config_check::secret_problems`]): credentials come from the
+//! URL with a password is refused ([`secret_problems`]): credentials come from the
 //! environment or the AWS chain only.
 //! A missing default file is an empty configuration; a missing file named with `--config` is an
 //! error.
@@ -36,7 +36,6 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::io::store::StorageOptions;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -129,7 +128,7 @@ impl Config {
         })?;
         // Credentials come from the environment or the AWS chain only; a file that holds one is refused
         // before anything else is read from it.
-        if let Some(reason) = crate::cli::config_check::secret_problems(&raw).into_iter().next() {
+        if let Some(reason) = secret_problems(&raw).into_iter().next() {
             return Err(Error::Config {
                 file: path.display().to_string(),
                 reason,
@@ -191,5 +190,90 @@ impl Config {
                 self.catalog.keys().collect::<Vec<_>>()
             ),
         })
+    }
+}
+/// What a [`crate::io::store::Storage`] needs to know beyond the URIs themselves.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    /// Extra settings for S3 (`endpoint`, `allow_http`, `region`, `access_key_id`, …),
+    /// applied on top of the standard `AWS_*` environment variables.
+    pub s3: BTreeMap<String, String>,
+    /// The most requests in flight at once, across all objects.
+    pub io_concurrency: NonZeroUsize,
+    /// Print progress lines on stderr during long runs (sealing, verifying).
+    pub progress: bool,
+    /// The most bytes a table metadata file may have, raw or decompressed (`[storage] max_metadata_bytes`,
+    /// default [`DEFAULT_MAX_METADATA_BYTES`]). A bigger one is refused naming it, before it is read whole.
+    pub max_metadata_bytes: u64,
+}
+
+/// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
+/// of 10,000 snapshots writes a few tens of MiB) and far below what would exhaust a host.
+pub const DEFAULT_MAX_METADATA_BYTES: u64 = 512 << 20;
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        Self {
+            s3: BTreeMap::new(),
+            io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
+            progress: false,
+            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
+        }
+    }
+}
+
+/// Words that mark a configuration key as a secret (compared case-insensitively, `-` read as `_`).
+const SECRET_WORDS: &[&str] = &[
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "access_key",
+    "accesskey",
+    "api_key",
+    "apikey",
+    "private_key",
+    "sas_key",
+    "account_key",
+];
+
+/// Problems with secrets in a parsed configuration tree: secret-looking keys and URLs with passwords.
+#[must_use]
+pub fn secret_problems(raw: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_secrets(raw, "", &mut out);
+    out
+}
+
+fn walk_secrets(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
+    for (k, v) in t {
+        let field = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        let norm = k.to_ascii_lowercase().replace('-', "_");
+        if let Some(w) = SECRET_WORDS.iter().find(|w| norm.contains(**w)) {
+            out.push(format!(
+                "{field}: looks like a credential ({w:?}); lakedrill never reads credentials from its configuration \
+                 file — set them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) \
+                 or use the standard AWS chain (profile, web identity, instance role), and remove this key"
+            ));
+            continue;
+        }
+        match v {
+            toml::Value::Table(t) => walk_secrets(t, &field, out),
+            toml::Value::String(s) => {
+                if let Ok(u) = url::Url::parse(s)
+                    && u.password().is_some()
+                {
+                    out.push(format!(
+                        "{field}: the URL carries a password; put credentials in the environment, not in the file"
+                    ));
+                }
+            }
+            _ => {}
+        }
     }
 }

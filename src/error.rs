@@ -169,15 +169,10 @@ pub enum Error {
         /// The rule it breaks.
         reason: String,
     },
-    /// A retention policy document is invalid or does not match the table.
+    /// An error of a module with an error type of its own (the retention policy, the registry, keys),
+    /// mapped in by that module (`impl From<ItsError> for crate::Error`) with the kind it chooses.
     #[error(transparent)]
-    Policy(Box<crate::govern::policy::PolicyError>),
-    /// The registry (leases, holds, writers, checkpoints, states) refused a change or failed.
-    #[error(transparent)]
-    Registry(Box<crate::registry::RegistryError>),
-    /// A signing or trust key could not be used.
-    #[error(transparent)]
-    Key(Box<crate::evidence::keys::KeyError>),
+    Module(Box<ModuleError>),
     /// An operation of the iceberg crate failed.
     #[error("{context}")]
     Iceberg {
@@ -204,16 +199,9 @@ impl Error {
             | Error::AsOf { .. }
             | Error::Config { .. }
             | Error::Invalid { .. }
-            | Error::PathOutsideTable { .. }
-            | Error::Key(_)
-            | Error::Policy(_) => ErrorKind::BadInput,
+            | Error::PathOutsideTable { .. } => ErrorKind::BadInput,
             Error::NotFound { .. } => ErrorKind::NotFound,
-            Error::Registry(e) => match **e {
-                crate::registry::RegistryError::NotFound { .. } => ErrorKind::NotFound,
-                crate::registry::RegistryError::AlreadyEnded { .. }
-                | crate::registry::RegistryError::Invalid { .. } => ErrorKind::BadInput,
-                _ => ErrorKind::Storage,
-            },
+            Error::Module(e) => e.kind,
             Error::Storage { .. } | Error::Io { .. } | Error::Catalog { .. } => ErrorKind::Storage,
             Error::Corrupt { .. } | Error::Parse { .. } => ErrorKind::Corrupt,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
@@ -254,22 +242,61 @@ impl Error {
             source: Box::new(source),
         }
     }
-}
 
-impl From<crate::evidence::keys::KeyError> for Error {
-    fn from(e: crate::evidence::keys::KeyError) -> Self {
-        Error::Key(Box::new(e))
+    /// An error of a module with its own error type, as that module classifies it ([`Error::Module`]).
+    pub(crate) fn module(kind: ErrorKind, error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Module(Box::new(ModuleError {
+            kind,
+            error: Box::new(error),
+        }))
     }
 }
 
-impl From<crate::govern::policy::PolicyError> for Error {
-    fn from(e: crate::govern::policy::PolicyError) -> Self {
-        Error::Policy(Box::new(e))
+/// A module's own error inside [`Error::Module`]: displays as that error and has its source.
+#[derive(Debug)]
+pub struct ModuleError {
+    kind: ErrorKind,
+    error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl ModuleError {
+    /// The module's error, for callers that downcast to it.
+    #[must_use]
+    pub fn inner(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.error.as_ref()
     }
 }
 
-impl From<crate::registry::RegistryError> for Error {
-    fn from(e: crate::registry::RegistryError) -> Self {
-        Error::Registry(Box::new(e))
+impl std::fmt::Display for ModuleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
     }
+}
+
+impl std::error::Error for ModuleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
+
+/// Warnings given while a command runs (see [`warn`]), for the binary to add to the JSON document.
+static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Gives the user a warning that does not change the command's verdict (a trust folder holding a private
+/// key, a signing key used although others can read it): printed on stderr at once as
+/// `lakedrill: warning: …` (also with `-q`: it is not progress), and kept for [`take_warnings`], with which
+/// the binary adds it to the `warnings` array of the `--json` document. The same text is given once per
+/// process.
+pub fn warn(message: impl Into<String>) {
+    let message = message.into();
+    let mut all = WARNINGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !all.contains(&message) {
+        eprintln!("lakedrill: warning: {message}");
+        all.push(message);
+    }
+}
+
+/// The warnings given so far (see [`warn`]), in order; the list is emptied.
+pub fn take_warnings() -> Vec<String> {
+    std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
 }

@@ -4,6 +4,7 @@
 //!
 //! Knows objects, rows and catalog pointers, not Iceberg semantics. May use `model` and the ground.
 
+pub mod avro;
 pub mod catalog;
 pub(crate) mod db;
 pub mod fault_store;

@@ -315,6 +315,18 @@ pub enum RegistryError {
     },
 }
 
+impl From<RegistryError> for crate::Error {
+    /// A missing record is not found, a refused change is bad input, anything else is the database.
+    fn from(e: RegistryError) -> Self {
+        let kind = match e {
+            RegistryError::NotFound { .. } => crate::ErrorKind::NotFound,
+            RegistryError::AlreadyEnded { .. } | RegistryError::Invalid { .. } => crate::ErrorKind::BadInput,
+            _ => crate::ErrorKind::Storage,
+        };
+        crate::Error::module(kind, e)
+    }
+}
+
 /// A request for a new reader lease; see [`Registry::lease_add`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewLease {

@@ -25,61 +25,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::report::output::{Outcome, Verdict};
 
-/// Words that mark a configuration key as a secret (compared case-insensitively, `-` read as `_`).
-const SECRET_WORDS: &[&str] = &[
-    "secret",
-    "password",
-    "passwd",
-    "token",
-    "credential",
-    "access_key",
-    "accesskey",
-    "api_key",
-    "apikey",
-    "private_key",
-    "sas_key",
-    "account_key",
-];
-
-/// Problems with secrets in a parsed configuration tree: secret-looking keys and URLs with passwords.
-#[must_use]
-pub fn secret_problems(raw: &toml::Table) -> Vec<String> {
-    let mut out = Vec::new();
-    walk_secrets(raw, "", &mut out);
-    out
-}
-
-fn walk_secrets(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
-    for (k, v) in t {
-        let field = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        let norm = k.to_ascii_lowercase().replace('-', "_");
-        if let Some(w) = SECRET_WORDS.iter().find(|w| norm.contains(**w)) {
-            out.push(format!(
-                "{field}: looks like a credential ({w:?}); lakedrill never reads credentials from its configuration \
-                 file — set them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) \
-                 or use the standard AWS chain (profile, web identity, instance role), and remove this key"
-            ));
-            continue;
-        }
-        match v {
-            toml::Value::Table(t) => walk_secrets(t, &field, out),
-            toml::Value::String(s) => {
-                if let Ok(u) = url::Url::parse(s)
-                    && u.password().is_some()
-                {
-                    out.push(format!(
-                        "{field}: the URL carries a password; put credentials in the environment, not in the file"
-                    ));
-                }
-            }
-            _ => {}
-        }
-    }
-}
+pub use crate::config::secret_problems;
 
 /// Applies `[keys]` and `[defaults.*]` of `config` to the command-line definition as clap defaults.
 ///

@@ -20,7 +20,7 @@
 //!   by [`load_signing_key`] with [`KeyError::ReadableKey`], naming the file and its mode, unless the binary
 //!   was started with `--allow-readable-key` ([`allow_readable_keys`]); then it is used with a warning.
 //! - A trust directory that also holds a private key still loads, but [`TrustStore::warnings`] says so (and the
-//!   warning is printed, see [`crate::report::output::warn`]): public keys belong in a folder of their own, which
+//!   warning is printed, see [`crate::error::warn`]): public keys belong in a folder of their own, which
 //!   [`generate_in`] writes.
 //!
 //! What it does NOT do: it does not encrypt private keys at rest (the PEM is unencrypted PKCS#8, protected by
@@ -143,6 +143,13 @@ pub enum KeyError {
         /// The shared key id.
         keyid: String,
     },
+}
+
+impl From<KeyError> for crate::Error {
+    /// A key that cannot be used is bad input.
+    fn from(e: KeyError) -> Self {
+        crate::Error::module(crate::ErrorKind::BadInput, e)
+    }
 }
 
 /// The key id of a public key: lowercase hex SHA-256 of its raw 32 bytes (DESIGN §4).
@@ -349,7 +356,7 @@ pub fn load_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
         if !ALLOW_READABLE_KEYS.load(Ordering::Relaxed) {
             return Err(err);
         }
-        crate::report::output::warn(format!("{err} (used because of --allow-readable-key)"));
+        crate::error::warn(format!("{err} (used because of --allow-readable-key)"));
     }
     Ok(SigningKey::from(inner))
 }
@@ -449,7 +456,7 @@ impl TrustStore {
     ///
     /// A private key in the same folder (a `*.key` file, or any file that starts like a PEM private key) does
     /// not stop the load, but gives a warning in [`TrustStore::warnings`], which is also printed
-    /// ([`crate::report::output::warn`]): a trust folder is handed to auditors and copied to verifiers, and a private
+    /// ([`crate::error::warn`]): a trust folder is handed to auditors and copied to verifiers, and a private
     /// key must travel with neither.
     ///
     /// # Errors
@@ -495,7 +502,7 @@ impl TrustStore {
             })
             .collect();
         for w in &store.warnings {
-            crate::report::output::warn(w.clone());
+            crate::error::warn(w.clone());
         }
         Ok(store)
     }

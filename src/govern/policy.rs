@@ -102,6 +102,13 @@ pub enum PolicyError {
     },
 }
 
+impl From<PolicyError> for crate::Error {
+    /// A policy that cannot be used is bad input.
+    fn from(e: PolicyError) -> Self {
+        crate::Error::module(crate::ErrorKind::BadInput, e)
+    }
+}
+
 impl PolicyError {
     /// The document field this error is about, if it is about one.
     #[must_use]

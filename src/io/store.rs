@@ -9,8 +9,7 @@
 //! It does not interpret bytes (that is the job of the pure modules) and it never deletes:
 //! deletion belongs to the deleter's plan, not to readers.
 
-use std::collections::{BTreeMap, HashMap};
-use std::num::NonZeroUsize;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,35 +22,7 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
 
-/// What a [`Storage`] needs to know beyond the URIs themselves.
-#[derive(Debug, Clone)]
-pub struct StorageOptions {
-    /// Extra settings for S3 (`endpoint`, `allow_http`, `region`, `access_key_id`, …),
-    /// applied on top of the standard `AWS_*` environment variables.
-    pub s3: BTreeMap<String, String>,
-    /// The most requests in flight at once, across all objects.
-    pub io_concurrency: NonZeroUsize,
-    /// Print progress lines on stderr during long runs (sealing, verifying).
-    pub progress: bool,
-    /// The most bytes a table metadata file may have, raw or decompressed (`[storage] max_metadata_bytes`,
-    /// default [`DEFAULT_MAX_METADATA_BYTES`]). A bigger one is refused naming it, before it is read whole.
-    pub max_metadata_bytes: u64,
-}
-
-/// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
-/// of 10,000 snapshots writes a few tens of MiB) and far below what would exhaust a host.
-pub const DEFAULT_MAX_METADATA_BYTES: u64 = 512 << 20;
-
-impl Default for StorageOptions {
-    fn default() -> Self {
-        Self {
-            s3: BTreeMap::new(),
-            io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
-            progress: false,
-            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
-        }
-    }
-}
+pub use crate::config::{DEFAULT_MAX_METADATA_BYTES, StorageOptions};
 
 /// What the store says about one object.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -218,7 +189,7 @@ impl Storage {
     pub fn new(options: StorageOptions) -> Self {
         // Every command builds a storage before it can read an Avro file: bound the decoder here, before the
         // first decode anywhere in the process (the bound is process-wide and set once).
-        crate::table::bound_avro_allocations();
+        crate::io::avro::bound_avro_allocations();
         let permits = options.io_concurrency.get();
         Self {
             options,

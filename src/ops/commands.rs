@@ -399,7 +399,7 @@ pub async fn resolve(ctx: &Context, source: &TableSource, selector: &Selector) -
 /// `lakedrill keygen`.
 ///
 /// # Errors
-/// [`crate::Error::Key`] when the name is invalid or a key file exists.
+/// [`crate::Error::Module`] (a key error) when the name is invalid or a key file exists.
 pub fn keygen(name: &str, dir: &std::path::Path) -> Result<Outcome> {
     let k = crate::evidence::keys::generate(name, dir)?;
     #[derive(Serialize)]
@@ -839,7 +839,7 @@ pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, 
 /// `lakedrill policy check FILE`.
 ///
 /// # Errors
-/// [`crate::Error::Policy`] naming the field and the rule (exit 2).
+/// [`crate::Error::Module`] (a policy error) naming the field and the rule (exit 2).
 pub fn policy_check(file: &std::path::Path) -> Result<Outcome> {
     let p = crate::govern::policy::load(file)?;
     let human = format!("{}: valid {}\ndigest {}\n", file.display(), p.schema(), p.digest());

@@ -51,7 +51,7 @@ pub fn policy_name(table: &Table) -> String {
 /// Loads a table and checks it against the policy's binding.
 ///
 /// # Errors
-/// Load errors; [`Error::Policy`] when the policy is bound to another table.
+/// Load errors; [`Error::Module`] (a policy error) when the policy is bound to another table.
 pub async fn bound_table(ctx: &Context, source: &TableSource, policy: &Policy) -> Result<Table> {
     let table = ctx.table(source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;

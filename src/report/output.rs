@@ -49,27 +49,7 @@ impl Outcome {
     }
 }
 
-/// Warnings given while a command runs (see [`warn`]), for the binary to add to the JSON document.
-static WARNINGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-
-/// Gives the user a warning that does not change the command's verdict (a trust folder holding a private
-/// key, a signing key used although others can read it): printed on stderr at once as
-/// `lakedrill: warning: …` (also with `-q`: it is not progress), and kept for [`take_warnings`], with which
-/// the binary adds it to the `warnings` array of the `--json` document. The same text is given once per
-/// process.
-pub fn warn(message: impl Into<String>) {
-    let message = message.into();
-    let mut all = WARNINGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !all.contains(&message) {
-        eprintln!("lakedrill: warning: {message}");
-        all.push(message);
-    }
-}
-
-/// The warnings given so far (see [`warn`]), in order; the list is emptied.
-pub fn take_warnings() -> Vec<String> {
-    std::mem::take(&mut *WARNINGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-}
+pub use crate::error::{take_warnings, warn};
 
 /// Adds `warnings` to a JSON document: appended to its `warnings` array if it has one, or as a new
 /// `warnings` array. A document that is not an object (none is, today) is left as it is.
