@@ -26,6 +26,7 @@ use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
+pub use crate::model::object::Layer;
 use crate::table::tree::Content;
 use crate::table::{self, Table};
 
@@ -33,42 +34,6 @@ use crate::table::{self, Table};
 pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/bundle/v1";
 /// File name of the envelope inside a bundle folder.
 pub const ENVELOPE_FILE: &str = "bundle.dsse.json";
-
-/// Which layer of the snapshot an object belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    /// The table metadata JSON.
-    Metadata,
-    /// The snapshot's manifest list.
-    ManifestList,
-    /// A manifest.
-    Manifest,
-    /// A data file.
-    Data,
-    /// A position delete file.
-    PositionDeletes,
-    /// An equality delete file.
-    EqualityDeletes,
-}
-
-impl Layer {
-    /// Whether the bundle carries a byte copy of objects of this layer.
-    #[must_use]
-    pub fn is_metadata(self) -> bool {
-        matches!(self, Layer::Metadata | Layer::ManifestList | Layer::Manifest)
-    }
-}
-
-impl From<Content> for Layer {
-    fn from(c: Content) -> Self {
-        match c {
-            Content::Data => Layer::Data,
-            Content::PositionDeletes => Layer::PositionDeletes,
-            Content::EqualityDeletes => Layer::EqualityDeletes,
-        }
-    }
-}
 
 /// One object of the inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

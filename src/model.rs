@@ -6,3 +6,4 @@
 
 pub mod findings;
 pub mod location;
+pub mod object;

@@ -43,7 +43,6 @@
 //!   `~/.pgpass` supply one).
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -376,67 +375,14 @@ pub struct LeaseWatermark {
     pub latest_expires_at: Option<DateTime<Utc>>,
 }
 
-/// What a legal hold protects.
-///
-/// Written and parsed as `table`, `snapshot:ID` or `prefix:PATH`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum HoldScope {
-    /// Every snapshot and object of the table.
-    Table,
-    /// One snapshot.
-    Snapshot(i64),
-    /// Every object under a path prefix, as the caller wrote it.
-    Prefix(String),
-}
+pub use crate::model::object::{HoldScope, HoldScopeError};
 
-impl fmt::Display for HoldScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HoldScope::Table => f.write_str("table"),
-            HoldScope::Snapshot(id) => write!(f, "snapshot:{id}"),
-            HoldScope::Prefix(path) => write!(f, "prefix:{path}"),
+impl From<HoldScopeError> for RegistryError {
+    fn from(e: HoldScopeError) -> Self {
+        RegistryError::Invalid {
+            field: "scope",
+            reason: e.0,
         }
-    }
-}
-
-impl FromStr for HoldScope {
-    type Err = RegistryError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let invalid = |reason: String| RegistryError::Invalid { field: "scope", reason };
-        if s == "table" {
-            return Ok(HoldScope::Table);
-        }
-        if let Some(id) = s.strip_prefix("snapshot:") {
-            return id
-                .parse::<i64>()
-                .map(HoldScope::Snapshot)
-                .map_err(|e| invalid(format!("{s:?}: snapshot id {id:?} is not an integer ({e})")));
-        }
-        if let Some(path) = s.strip_prefix("prefix:") {
-            if path.trim().is_empty() {
-                return Err(invalid(format!("{s:?}: the prefix is empty")));
-            }
-            return Ok(HoldScope::Prefix(path.to_owned()));
-        }
-        Err(invalid(format!(
-            "{s:?}: expected `table`, `snapshot:ID` or `prefix:PATH`"
-        )))
-    }
-}
-
-impl From<HoldScope> for String {
-    fn from(scope: HoldScope) -> Self {
-        scope.to_string()
-    }
-}
-
-impl TryFrom<String> for HoldScope {
-    type Error = RegistryError;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
     }
 }
 
@@ -2962,7 +2908,10 @@ mod tests {
         ] {
             let err = bad.parse::<HoldScope>().unwrap_err();
             assert!(
-                matches!(err, RegistryError::Invalid { field: "scope", .. }),
+                matches!(
+                    RegistryError::from(err.clone()),
+                    RegistryError::Invalid { field: "scope", .. }
+                ),
                 "{bad}: {err}"
             );
         }

@@ -21,22 +21,12 @@
 //! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::Layer;
-
-/// An object named by metadata, by its path relative to the table location.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ObjectRef {
-    /// Path relative to the table location.
-    pub path: String,
-    /// Its layer.
-    pub layer: Layer,
-    /// Size in bytes (declared by metadata, or listed for orphans).
-    pub size: u64,
-}
+pub use crate::model::object::{
+    HoldScope, Layer, ListedObject, ManifestObjects, ObjectRef, SnapshotObjects, distinct_objects,
+};
 
 /// One snapshot and everything it reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,75 +39,6 @@ pub struct SnapshotInfo {
     pub timestamp_ms: i64,
     /// Manifest list, manifests, data and delete files; `None` when the layers could not be read.
     pub objects: Option<SnapshotObjects>,
-}
-
-/// The objects of one manifest (the manifest file and its live entries), shared by every snapshot
-/// whose list names it: a table with N snapshots of M manifests holds each manifest's objects once,
-/// not N times.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestObjects {
-    /// The manifest's path as written (with its length: a rewritten manifest is another chunk).
-    pub key: String,
-    /// The manifest itself and its live data and delete files.
-    pub objects: Vec<ObjectRef>,
-}
-
-/// Everything one snapshot reaches: its own objects (the manifest list) and its manifests' chunks.
-/// Iterating it may yield an object twice (a file listed in two manifests); consumers collect into sets.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SnapshotObjects {
-    /// Objects of this snapshot alone (its manifest list).
-    pub own: Vec<ObjectRef>,
-    /// Its manifests' objects, shared.
-    pub manifests: Vec<Arc<ManifestObjects>>,
-}
-
-impl SnapshotObjects {
-    /// Every object (own first, then manifest by manifest).
-    pub fn iter(&self) -> impl Iterator<Item = &ObjectRef> {
-        self.own
-            .iter()
-            .chain(self.manifests.iter().flat_map(|m| m.objects.iter()))
-    }
-}
-
-impl<'a> IntoIterator for &'a SnapshotObjects {
-    type Item = &'a ObjectRef;
-    type IntoIter = Box<dyn Iterator<Item = &'a ObjectRef> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
-    }
-}
-
-impl FromIterator<ObjectRef> for SnapshotObjects {
-    fn from_iter<I: IntoIterator<Item = ObjectRef>>(iter: I) -> Self {
-        Self::from(iter.into_iter().collect::<Vec<_>>())
-    }
-}
-
-impl From<Vec<ObjectRef>> for SnapshotObjects {
-    fn from(own: Vec<ObjectRef>) -> Self {
-        Self {
-            own,
-            manifests: Vec::new(),
-        }
-    }
-}
-
-/// Every object of the given snapshots, visiting each shared manifest chunk once: linear in the
-/// number of distinct manifests' entries, not in snapshots × entries.
-pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObjects>) -> Vec<&'a ObjectRef> {
-    let mut seen: HashSet<*const ManifestObjects> = HashSet::new();
-    let mut out = Vec::new();
-    for s in snapshots {
-        out.extend(s.own.iter());
-        for m in &s.manifests {
-            if seen.insert(Arc::as_ptr(m)) {
-                out.extend(m.objects.iter());
-            }
-        }
-    }
-    out
 }
 
 /// A ref and its retention settings.
@@ -135,28 +56,6 @@ pub struct RefInfo {
     pub max_snapshot_age_ms: Option<i64>,
     /// `min-snapshots-to-keep` (branches).
     pub min_snapshots_to_keep: Option<i32>,
-}
-
-/// A listed object under the table location (for orphans).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedObject {
-    /// Path relative to the table location.
-    pub path: String,
-    /// Size.
-    pub size: u64,
-    /// Last modification, epoch ms.
-    pub last_modified_ms: i64,
-}
-
-/// A legal hold's scope.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HoldScope {
-    /// The whole table.
-    Table,
-    /// One snapshot.
-    Snapshot(i64),
-    /// Objects under a path prefix (relative to the table location).
-    Prefix(String),
 }
 
 /// What the registry and the policy protect by name.
@@ -898,6 +797,8 @@ pub fn plan(input: &PlanInput) -> Plan {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
     use rand::{Rng, SeedableRng};
 
     use super::*;

@@ -27,11 +27,10 @@ use futures::StreamExt;
 use iceberg::spec::{DataContentType, FormatVersion, ManifestStatus};
 use serde::Deserialize;
 
-use crate::bundle::Layer;
 use crate::error::{Error, Result};
-use crate::govern::closure::{ManifestObjects, ObjectRef, SnapshotObjects};
 use crate::io::store::{Fetched, Storage};
 use crate::model::location::TableLocation;
+use crate::model::object::{Layer, ManifestObjects, ObjectRef, SnapshotObjects};
 use crate::table::{AVRO_MAX_ALLOCATION, Table, check_manifest_length, parse_manifest, parse_manifest_list};
 
 /// A manifest as a manifest list names it: path as written and length.

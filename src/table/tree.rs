@@ -196,3 +196,13 @@ pub async fn read_tree(table: &Table, storage: &Storage, snapshot_id: i64, concu
         manifests,
     })
 }
+
+impl From<Content> for crate::model::object::Layer {
+    fn from(c: Content) -> Self {
+        match c {
+            Content::Data => crate::model::object::Layer::Data,
+            Content::PositionDeletes => crate::model::object::Layer::PositionDeletes,
+            Content::EqualityDeletes => crate::model::object::Layer::EqualityDeletes,
+        }
+    }
+}
