@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::evidence::keys::{SigningKey, TrustStore};
+pub use crate::evidence::predicate::RestoreStatus;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
@@ -587,16 +588,6 @@ pub struct VerifyOptions {
     pub deep: bool,
     /// Read data from a relocated copy of the table rooted here.
     pub table_root: Option<String>,
-}
-
-/// `RESTORE_VERIFIED` or `FAILED`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum RestoreStatus {
-    /// Every check passed.
-    RestoreVerified,
-    /// At least one finding.
-    Failed,
 }
 
 /// The result of verifying one bundle.

@@ -23,6 +23,8 @@
 //! report's fields, its chain link, its subjects against a bundle: that is the caller's job), no RFC 8785
 //! (JCS) canonicalization of arbitrary JSON, and no timestamps, transparency logs or certificates.
 
+pub mod predicate;
+
 pub mod fault_matrix;
 
 pub mod keys;
@@ -857,6 +859,18 @@ impl<'de> Visitor<'de> for StrictVisitor {
         }
         Ok(Value::Object(map))
     }
+}
+
+/// The statement inside an envelope, read **without verifying** anything: for display and for choosing
+/// which checks to run, never for trusting. `None` when the bytes are not an envelope of a JSON statement.
+#[must_use]
+pub fn peek_unverified(envelope: &[u8]) -> Option<serde_json::Value> {
+    use base64::Engine as _;
+    let env: serde_json::Value = serde_json::from_slice(envelope).ok()?;
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(env.get("payload")?.as_str()?)
+        .ok()?;
+    serde_json::from_slice(&payload).ok()
 }
 
 #[cfg(test)]

@@ -647,7 +647,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
     let drill = crate::ops::drill::run(&demo_ctx.storage, &plan, &crate::clock::SystemClock, &digest).await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
-    let pages = crate::report::html::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
+    let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
     let trust = crate::evidence::keys::TrustStore::load_dir(&trust_dir)?;
     let audit = crate::ops::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;

@@ -44,11 +44,9 @@ pub struct AuditReport {
 
 /// The predicate type a report claims, read before any check (it only chooses which checks run).
 fn claimed_predicate_type(bytes: &[u8]) -> Option<String> {
-    use base64::Engine as _;
-    let env: evidence::Envelope = serde_json::from_slice(bytes).ok()?;
-    let payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).ok()?;
-    let statement: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    statement["predicateType"].as_str().map(str::to_owned)
+    evidence::peek_unverified(bytes)?["predicateType"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// The signature check every report starts with: the envelope verifies under a trusted key, and its bytes are

@@ -616,7 +616,7 @@ async fn drill_finish(
             if let Some(path) = metrics_file {
                 let last = match &chain_folder {
                     Some(f) => last_pass(
-                        &crate::report::html::chain_trend(&ctx.storage, f)
+                        &crate::ops::drill::chain_trend(&ctx.storage, f)
                             .await
                             .unwrap_or_default(),
                     ),
@@ -630,7 +630,7 @@ async fn drill_finish(
     let pass = o.predicate.summary.gate == "PASS";
     let verdict = if pass { Verdict::Ok } else { Verdict::Findings };
     let human_reports = if shard.is_none() {
-        Some(crate::report::html::write_beside(&ctx.storage, &o.report, &o.predicate).await?)
+        Some(crate::ops::drill::write_beside(&ctx.storage, &o.report, &o.predicate).await?)
     } else {
         None
     };

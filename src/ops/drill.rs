@@ -23,13 +23,13 @@ use crate::clock::{self, Clock};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::evidence::keys::{self, TrustStore};
+pub use crate::evidence::predicate::{
+    DrillInfo, DrillPredicate, DrillResult, PREDICATE_TYPE, SampleInfo, Shard, Summary,
+};
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
 use crate::model::findings::Finding;
 use crate::model::location;
-
-/// `predicateType` of a drill report.
-pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/drill-report/v1";
 
 /// A drill plan as written in `drills/*.toml`. Relative paths are relative to the current directory.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -71,172 +71,6 @@ fn default_sample() -> usize {
 
 fn default_reports() -> String {
     "reports".into()
-}
-
-/// `drill` block of the report predicate.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DrillInfo {
-    /// Unique id of this run.
-    pub id: String,
-    /// Plan kind.
-    pub kind: String,
-    /// Plan name.
-    pub plan: String,
-    /// SHA-256 of the plan file's bytes.
-    pub plan_digest: String,
-    /// SHA-256 of the retention policy in force, when the drill is bound to one.
-    pub policy_digest: Option<String>,
-    /// SHA-256 of the running lakedrill binary.
-    pub implementation_digest: String,
-}
-
-/// `sample` block of the report predicate.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SampleInfo {
-    /// The seed used.
-    pub seed: u64,
-    /// How many bundles were eligible.
-    pub population: usize,
-    /// How many were sampled.
-    pub size: usize,
-    /// Bundle ids, in sampling order.
-    pub selected: Vec<String>,
-}
-
-/// One sampled item's result.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DrillResult {
-    /// Bundle id.
-    pub bundle_id: String,
-    /// Table UUID.
-    pub table_uuid: Option<String>,
-    /// Snapshot.
-    pub snapshot_id: Option<i64>,
-    /// Bundle root.
-    pub bundle_root: Option<String>,
-    /// `RESTORE_VERIFIED` or `FAILED`.
-    pub status: RestoreStatus,
-    /// Objects verified.
-    pub objects_verified: usize,
-    /// Bytes verified.
-    pub bytes_verified: u64,
-    /// Start of restore to verified and readable.
-    pub rto_seconds: f64,
-    /// Declared recovery point minus restored commit time (0 for a quarantine restore); null when failed.
-    pub rpo_seconds: Option<f64>,
-    /// Problems found.
-    pub findings: Vec<Finding>,
-    /// Cold backups: the snapshot the checkpoint declares.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub declared_snapshot_id: Option<i64>,
-    /// Cold backups: the RTO limit applied (seconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rto_limit_seconds: Option<f64>,
-    /// Cold backups: rows the manifests promise (absent with equality deletes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows_promised: Option<u64>,
-    /// Cold backups: rows a scan of the recovered table returned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows_scanned: Option<u64>,
-}
-
-/// `summary` block.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Summary {
-    /// Items verified.
-    pub passed: usize,
-    /// Items failed.
-    pub failed: usize,
-    /// `PASS` or `FAIL`.
-    pub gate: String,
-}
-
-/// The whole predicate of a drill report.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct DrillPredicate {
-    /// Which drill.
-    pub drill: DrillInfo,
-    /// Start (RFC 3339).
-    pub started_at: String,
-    /// End (RFC 3339).
-    pub finished_at: String,
-    /// Sampling.
-    pub sample: SampleInfo,
-    /// Per-item results.
-    pub results: Vec<DrillResult>,
-    /// Totals and gate.
-    pub summary: Summary,
-    /// SHA-256 of the previous report envelope of this plan, or null for the first.
-    pub previous_report: Option<String>,
-    /// Set on the report of one shard of a sharded run (`drill run --shard I/N`); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<Shard>,
-    /// Set on a merged report (`report merge`): the shard reports it was made from; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merged_from: Option<Vec<crate::ops::report_merge::ShardRef>>,
-}
-
-/// One share of a sharded drill: the items at positions `p` of the overall sample with `p % count == index`.
-///
-/// Every shard computes the same overall sample from the same seed and population, then keeps its share,
-/// so every sampled item is in exactly one shard and the shards together are the unsharded run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Shard {
-    /// This shard, `0..count`.
-    pub index: usize,
-    /// How many shards.
-    pub count: usize,
-    /// The run the shard belongs to (`--run-id`): all shards of one run name the same id, and the shard
-    /// reports go to `<reports>/<plan>/shards/<run id>/`, where `report merge` can be pointed at the folder.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-}
-
-impl Shard {
-    /// Parses `I/N` (0-based `I < N`).
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] naming `--shard` and the rule.
-    pub fn parse(s: &str) -> Result<Self> {
-        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
-        let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let index: usize = i.trim().parse().map_err(|_| bad())?;
-        let count: usize = n.trim().parse().map_err(|_| bad())?;
-        if count == 0 || index >= count {
-            return Err(bad());
-        }
-        Ok(Self {
-            index,
-            count,
-            run_id: None,
-        })
-    }
-
-    /// Sets the run id, which must be `[A-Za-z0-9._-]+` and not start with `.` (it names a folder).
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] naming `--run-id`.
-    pub fn with_run_id(mut self, run_id: Option<&str>) -> Result<Self> {
-        if let Some(id) = run_id {
-            if id.is_empty()
-                || id.starts_with('.')
-                || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(Error::invalid(
-                    "--run-id",
-                    format!("{id:?} must be [A-Za-z0-9._-]+ and not start with '.' (it names a folder)"),
-                ));
-            }
-            self.run_id = Some(id.to_owned());
-        }
-        Ok(self)
-    }
-
-    /// Whether the item at `position` of the overall sample belongs to this shard.
-    #[must_use]
-    pub fn holds(&self, position: usize) -> bool {
-        position % self.count == self.index
-    }
 }
 
 /// Options of one drill run beyond the plan file.
@@ -676,13 +510,7 @@ async fn remove_scratch(storage: &Storage, scratch: &str) -> Result<()> {
 }
 
 fn sealed_at(envelope: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
-    let env: serde_json::Value = serde_json::from_slice(envelope).ok()?;
-    let payload = base64::Engine::decode(
-        &base64::engine::general_purpose::STANDARD,
-        env.get("payload")?.as_str()?,
-    )
-    .ok()?;
-    let st: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    let st = evidence::peek_unverified(envelope)?;
     let s = st.get("predicate")?.get("sealed_at")?.as_str()?;
     chrono::DateTime::parse_from_rfc3339(s)
         .ok()
@@ -716,6 +544,54 @@ pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>
         .map(|o| o.uri)
         .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
         .collect())
+}
+
+/// The trend of a plan's report chain: every report in `folder` that reads as a drill report, oldest first.
+///
+/// # Errors
+/// [`crate::Error::Storage`] when the folder cannot be listed or a report read.
+pub async fn chain_trend(storage: &Storage, folder: &str) -> Result<Vec<crate::report::html::TrendPoint>> {
+    let mut out = Vec::new();
+    for uri in list_reports(storage, folder).await? {
+        let bytes = storage.get(&uri).await?.bytes;
+        if let Some(p) = crate::report::html::read_predicate(&bytes) {
+            out.push(crate::report::html::TrendPoint::of(location::file_name(&uri), &p));
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `<stem>.html` and `<stem>.md` beside the signed report `report` (`<folder>/<stem>.dsse.json`).
+///
+/// # Errors
+/// [`crate::Error::Storage`]; a file that already exists is not overwritten (write-once, like the report).
+pub async fn write_beside(
+    storage: &Storage,
+    report: &str,
+    predicate: &DrillPredicate,
+) -> Result<crate::report::html::HumanReports> {
+    let folder = location::parent(report).unwrap_or_default();
+    let stem = location::file_name(report).trim_end_matches(".dsse.json").to_owned();
+    let trend = chain_trend(storage, &folder).await?;
+    let html = location::join(&folder, &format!("{stem}.html"));
+    let md = location::join(&folder, &format!("{stem}.md"));
+    storage
+        .put_new(
+            &html,
+            Bytes::from(crate::report::html::render_html(predicate, report, &trend)),
+        )
+        .await?;
+    storage
+        .put_new(
+            &md,
+            Bytes::from(crate::report::html::render_markdown(predicate, report, &html)),
+        )
+        .await?;
+    Ok(crate::report::html::HumanReports {
+        html_report: html,
+        markdown_report: md,
+        trend,
+    })
 }
 
 /// The plain-text report written beside a signed report (`.txt`).

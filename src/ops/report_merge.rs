@@ -24,30 +24,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 
 use crate::bundle::RestoreStatus;
 use crate::error::{Error, Result};
 use crate::evidence::keys::{self, TrustStore};
+pub use crate::evidence::predicate::ShardRef;
 use crate::evidence::{self, Statement, Subject};
 use crate::model::location;
 use crate::ops::commands::Context;
 use crate::ops::drill::{self, DrillInfo, DrillOutcome, DrillPredicate, Summary};
-
-/// One shard report a merged report was made from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ShardRef {
-    /// The shard's index.
-    pub index: usize,
-    /// The number of shards.
-    pub count: usize,
-    /// The shard report's file name.
-    pub report: String,
-    /// SHA-256 of the shard report envelope's bytes.
-    pub sha256: String,
-    /// The shard run's drill id.
-    pub drill_id: String,
-}
 
 /// The result of a merge: a merged report, or the reasons it was refused.
 #[derive(Debug, Clone)]

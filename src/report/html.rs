@@ -13,14 +13,9 @@
 
 use std::fmt::Write as _;
 
-use bytes::Bytes;
 use serde::Serialize;
 
-use crate::bundle::RestoreStatus;
-use crate::error::Result;
-use crate::io::store::Storage;
-use crate::model::location;
-use crate::ops::drill::{self, DrillPredicate, DrillResult};
+use crate::evidence::predicate::{DrillPredicate, DrillResult, PREDICATE_TYPE, RestoreStatus};
 
 /// One report of the chain, as the trend charts show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -65,55 +60,11 @@ pub struct HumanReports {
 /// The predicate of a drill report envelope, read without verifying it (for display only).
 #[must_use]
 pub fn read_predicate(envelope: &[u8]) -> Option<DrillPredicate> {
-    let env: serde_json::Value = serde_json::from_slice(envelope).ok()?;
-    let payload = base64::Engine::decode(
-        &base64::engine::general_purpose::STANDARD,
-        env.get("payload")?.as_str()?,
-    )
-    .ok()?;
-    let st: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    if st.get("predicateType")?.as_str()? != drill::PREDICATE_TYPE {
+    let st = crate::evidence::peek_unverified(envelope)?;
+    if st.get("predicateType")?.as_str()? != PREDICATE_TYPE {
         return None;
     }
     serde_json::from_value(st.get("predicate")?.clone()).ok()
-}
-
-/// The trend of a plan's report chain: every report in `folder` that reads as a drill report, oldest first.
-///
-/// # Errors
-/// [`crate::Error::Storage`] when the folder cannot be listed or a report read.
-pub async fn chain_trend(storage: &Storage, folder: &str) -> Result<Vec<TrendPoint>> {
-    let mut out = Vec::new();
-    for uri in drill::list_reports(storage, folder).await? {
-        let bytes = storage.get(&uri).await?.bytes;
-        if let Some(p) = read_predicate(&bytes) {
-            out.push(TrendPoint::of(location::file_name(&uri), &p));
-        }
-    }
-    Ok(out)
-}
-
-/// Writes `<stem>.html` and `<stem>.md` beside the signed report `report` (`<folder>/<stem>.dsse.json`).
-///
-/// # Errors
-/// [`crate::Error::Storage`]; a file that already exists is not overwritten (write-once, like the report).
-pub async fn write_beside(storage: &Storage, report: &str, predicate: &DrillPredicate) -> Result<HumanReports> {
-    let folder = location::parent(report).unwrap_or_default();
-    let stem = location::file_name(report).trim_end_matches(".dsse.json").to_owned();
-    let trend = chain_trend(storage, &folder).await?;
-    let html = location::join(&folder, &format!("{stem}.html"));
-    let md = location::join(&folder, &format!("{stem}.md"));
-    storage
-        .put_new(&html, Bytes::from(render_html(predicate, report, &trend)))
-        .await?;
-    storage
-        .put_new(&md, Bytes::from(render_markdown(predicate, report, &html)))
-        .await?;
-    Ok(HumanReports {
-        html_report: html,
-        markdown_report: md,
-        trend,
-    })
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -461,8 +412,8 @@ pub fn render_markdown(p: &DrillPredicate, report: &str, html: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::predicate::{DrillInfo, SampleInfo, Summary};
     use crate::model::findings::{Finding, FindingKind};
-    use crate::ops::drill::{DrillInfo, SampleInfo, Summary};
 
     fn predicate(gate: &str) -> DrillPredicate {
         DrillPredicate {

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::ops::drill::DrillPredicate;
+use crate::evidence::predicate::DrillPredicate;
 
 /// One metric family: a name, its help text and its samples (all gauges).
 #[derive(Debug, Clone)]

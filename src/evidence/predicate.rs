@@ -1,0 +1,203 @@
+//! The predicate of a drill report (`https://lakedrill.dev/drill-report/v1`): what a restore drill
+//! signs and what the deleter, the gates, the metrics and `audit verify` read back.
+//!
+//! Pure data: the drill itself runs in `ops::drill`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::findings::Finding;
+
+/// `predicateType` of a drill report.
+pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/drill-report/v1";
+
+/// `RESTORE_VERIFIED` or `FAILED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RestoreStatus {
+    /// Every check passed.
+    RestoreVerified,
+    /// At least one finding.
+    Failed,
+}
+
+/// `drill` block of the report predicate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DrillInfo {
+    /// Unique id of this run.
+    pub id: String,
+    /// Plan kind.
+    pub kind: String,
+    /// Plan name.
+    pub plan: String,
+    /// SHA-256 of the plan file's bytes.
+    pub plan_digest: String,
+    /// SHA-256 of the retention policy in force, when the drill is bound to one.
+    pub policy_digest: Option<String>,
+    /// SHA-256 of the running lakedrill binary.
+    pub implementation_digest: String,
+}
+
+/// `sample` block of the report predicate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SampleInfo {
+    /// The seed used.
+    pub seed: u64,
+    /// How many bundles were eligible.
+    pub population: usize,
+    /// How many were sampled.
+    pub size: usize,
+    /// Bundle ids, in sampling order.
+    pub selected: Vec<String>,
+}
+
+/// One sampled item's result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DrillResult {
+    /// Bundle id.
+    pub bundle_id: String,
+    /// Table UUID.
+    pub table_uuid: Option<String>,
+    /// Snapshot.
+    pub snapshot_id: Option<i64>,
+    /// Bundle root.
+    pub bundle_root: Option<String>,
+    /// `RESTORE_VERIFIED` or `FAILED`.
+    pub status: RestoreStatus,
+    /// Objects verified.
+    pub objects_verified: usize,
+    /// Bytes verified.
+    pub bytes_verified: u64,
+    /// Start of restore to verified and readable.
+    pub rto_seconds: f64,
+    /// Declared recovery point minus restored commit time (0 for a quarantine restore); null when failed.
+    pub rpo_seconds: Option<f64>,
+    /// Problems found.
+    pub findings: Vec<Finding>,
+    /// Cold backups: the snapshot the checkpoint declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_snapshot_id: Option<i64>,
+    /// Cold backups: the RTO limit applied (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto_limit_seconds: Option<f64>,
+    /// Cold backups: rows the manifests promise (absent with equality deletes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_promised: Option<u64>,
+    /// Cold backups: rows a scan of the recovered table returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_scanned: Option<u64>,
+}
+
+/// `summary` block.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Summary {
+    /// Items verified.
+    pub passed: usize,
+    /// Items failed.
+    pub failed: usize,
+    /// `PASS` or `FAIL`.
+    pub gate: String,
+}
+
+/// The whole predicate of a drill report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DrillPredicate {
+    /// Which drill.
+    pub drill: DrillInfo,
+    /// Start (RFC 3339).
+    pub started_at: String,
+    /// End (RFC 3339).
+    pub finished_at: String,
+    /// Sampling.
+    pub sample: SampleInfo,
+    /// Per-item results.
+    pub results: Vec<DrillResult>,
+    /// Totals and gate.
+    pub summary: Summary,
+    /// SHA-256 of the previous report envelope of this plan, or null for the first.
+    pub previous_report: Option<String>,
+    /// Set on the report of one shard of a sharded run (`drill run --shard I/N`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Set on a merged report (`report merge`): the shard reports it was made from; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<ShardRef>>,
+}
+
+/// One share of a sharded drill: the items at positions `p` of the overall sample with `p % count == index`.
+///
+/// Every shard computes the same overall sample from the same seed and population, then keeps its share,
+/// so every sampled item is in exactly one shard and the shards together are the unsharded run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: usize,
+    /// How many shards.
+    pub count: usize,
+    /// The run the shard belongs to (`--run-id`): all shards of one run name the same id, and the shard
+    /// reports go to `<reports>/<plan>/shards/<run id>/`, where `report merge` can be pointed at the folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
+impl Shard {
+    /// Parses `I/N` (0-based `I < N`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--shard` and the rule.
+    pub fn parse(s: &str) -> Result<Self> {
+        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self {
+            index,
+            count,
+            run_id: None,
+        })
+    }
+
+    /// Sets the run id, which must be `[A-Za-z0-9._-]+` and not start with `.` (it names a folder).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--run-id`.
+    pub fn with_run_id(mut self, run_id: Option<&str>) -> Result<Self> {
+        if let Some(id) = run_id {
+            if id.is_empty()
+                || id.starts_with('.')
+                || !id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(Error::invalid(
+                    "--run-id",
+                    format!("{id:?} must be [A-Za-z0-9._-]+ and not start with '.' (it names a folder)"),
+                ));
+            }
+            self.run_id = Some(id.to_owned());
+        }
+        Ok(self)
+    }
+
+    /// Whether the item at `position` of the overall sample belongs to this shard.
+    #[must_use]
+    pub fn holds(&self, position: usize) -> bool {
+        position % self.count == self.index
+    }
+}
+
+/// One shard report a merged report was made from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardRef {
+    /// The shard's index.
+    pub index: usize,
+    /// The number of shards.
+    pub count: usize,
+    /// The shard report's file name.
+    pub report: String,
+    /// SHA-256 of the shard report envelope's bytes.
+    pub sha256: String,
+    /// The shard run's drill id.
+    pub drill_id: String,
+}
