@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use chrono::{DateTime, Utc};
 
 /// A source of the current time.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now.
     fn now(&self) -> DateTime<Utc>;
 }

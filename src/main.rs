@@ -12,7 +12,8 @@ use lakedrill::cli::{
     HoldCommand, LeaseCommand, PolicyCommand, QuarantineCommand, ReportCommand, RolloutCommand, WriterCommand,
 };
 use lakedrill::config::Config;
-use lakedrill::ops::commands::{self, Context};
+use lakedrill::ops::commands;
+use lakedrill::ops::context::Context;
 use lakedrill::ops::governance as gov;
 
 async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<Outcome> {

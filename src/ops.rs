@@ -9,6 +9,7 @@ pub mod audit;
 pub mod backup;
 pub mod commands;
 pub mod containment;
+pub mod context;
 pub mod decision;
 pub mod deleter;
 pub mod drill;

@@ -8,7 +8,7 @@
 //!
 //! What it does not do: it cannot stop a stuck task. Its thread keeps running until the process exits, which
 //! returning from `main` does at once. It is a last resort: commands close their pools themselves
-//! ([`crate::ops::commands::Context::close`]) and the pools run no maintenance task (see `db::connect`).
+//! ([`crate::ops::context::Context::close`]) and the pools run no maintenance task (see `db::connect`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};

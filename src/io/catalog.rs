@@ -156,7 +156,7 @@ impl SqlCatalog {
 
     /// Closes the catalog's connection pool, waiting for connections in use to come back (dropping the last
     /// clone closes it without waiting). Called as soon as the catalog is no longer needed, so that no pool is
-    /// left to the runtime's shutdown (see [`crate::ops::commands::Context::close`]).
+    /// left to the runtime's shutdown (see the operations context's `close`).
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -117,7 +117,7 @@ pub(crate) struct PoolSettings {
 /// is where sqlx 0.8 can spin forever: `release` makes a connection acquirable before it counts it idle, a
 /// concurrent `pop_idle` then wraps `num_idle` below zero, and the reaper's loop `for _ in 0..num_idle()` runs
 /// 2^64 times without yielding, which keeps the runtime (and the process) from ever shutting down. A command
-/// is short-lived and closes its pools ([`crate::ops::commands::Context::close`]); reaping idle connections buys it
+/// is short-lived and closes its pools (the operations context's `close`); reaping idle connections buys it
 /// nothing. See: <https://github.com/launchbadge/sqlx/issues/3645> (fixed by sqlx#4289, in no 0.8 release:
 /// 0.8.6 is the last; iceberg-catalog-sql 0.10 needs sqlx 0.8).
 pub(crate) async fn connect(url: &str, dialect: Dialect, settings: &PoolSettings) -> Result<AnyPool, sqlx::Error> {

@@ -29,7 +29,8 @@ use parquet::arrow::ArrowWriter;
 
 use crate::error::{Error, Result};
 use crate::model::location;
-use crate::ops::commands::{self, Context, InspectWhat};
+use crate::ops::commands::{self, InspectWhat};
+use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
 use crate::table::resolve::Selector;
@@ -601,7 +602,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let policy = dir.join("policy.yaml");
     // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
     // the policy pins this very build as the only one allowed to quarantine and purge.
-    let digest = commands::implementation_digest()?;
+    let digest = crate::ops::context::implementation_digest()?;
     std::fs::write(
         &policy,
         format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\nreclamationImplementationDigest: {digest}\n"),

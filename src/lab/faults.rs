@@ -33,7 +33,7 @@ use crate::govern::closure;
 use crate::io::fault_store::{FaultState, FaultStore};
 use crate::io::store::Storage;
 use crate::model::location;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::ops::governance::{self, QuarantineMode};
 use crate::registry::State;
 use crate::report::output::{Outcome, Verdict};
@@ -449,7 +449,7 @@ fn expired(plan: &Value) -> Option<(String, Vec<i64>)> {
 
 async fn commit_ref(ctx: &Context, source: &TableSource, name: &str, id: i64, branch: bool) -> Result<()> {
     use iceberg::spec::{SnapshotReference, SnapshotRetention};
-    let (table, cat, ident) = crate::ops::runbook::catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     let retention = if branch {
         SnapshotRetention::branch(None, None, None)
     } else {
@@ -1220,7 +1220,7 @@ pub async fn command(
     key: Option<&Path>,
     reports: Option<&str>,
 ) -> Result<Outcome> {
-    let digest = crate::ops::commands::implementation_digest()?;
+    let digest = crate::ops::context::implementation_digest()?;
     let mut p = run_matrix(opts, &digest).await?;
     let mut report = None;
     if let Some(key) = key {
@@ -1315,7 +1315,7 @@ mod tests {
             only: only.iter().map(|s| (*s).to_owned()).collect(),
             store: None,
         };
-        let digest = crate::ops::commands::implementation_digest().unwrap();
+        let digest = crate::ops::context::implementation_digest().unwrap();
         run_matrix(&opts, &digest).await.unwrap()
     }
 

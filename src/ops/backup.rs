@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::io::store::{ObjectInfo, Storage};
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
 use crate::table::resolve::{self, Selector};

@@ -3,139 +3,12 @@
 
 use serde::Serialize;
 
-use crate::config::Config;
 use crate::error::Result;
-use crate::io::store::Storage;
+use crate::ops::context::{Context, implementation_digest};
 use crate::report::output::{self, Outcome, Verdict};
 use crate::table::inspect;
 use crate::table::resolve::{self, Selector};
 use crate::table::{Table, TableSource};
-
-/// What every command that reads a table needs.
-///
-/// It owns the connection pools its commands open ([`Context::registry`], [`Context::catalog`]);
-/// [`Context::close`] closes them, and the binary calls it after every command, failed or not, before the async runtime shuts down.
-#[derive(Debug)]
-pub struct Context {
-    /// The configuration.
-    pub config: Config,
-    /// The storage layer.
-    pub storage: Storage,
-    /// Fault-injection hooks; inert (the default) everywhere but in `drill faults`' scratch lakehouse.
-    pub hooks: crate::ops::hooks::Hooks,
-    /// The registries opened through this context, by URI (one pool each).
-    registries: std::sync::Mutex<std::collections::HashMap<String, crate::registry::Registry>>,
-    /// The SQL catalogs opened through this context, by configuration section (one pool each).
-    catalogs: std::sync::Mutex<std::collections::HashMap<String, crate::io::catalog::SqlCatalog>>,
-}
-
-impl Context {
-    /// A context from a configuration.
-    #[must_use]
-    pub fn new(config: Config) -> Self {
-        let storage = Storage::new(config.storage_options());
-        Self::with_storage(config, storage)
-    }
-
-    /// A context on the given storage (the fault matrix puts a fault layer in it).
-    #[must_use]
-    pub fn with_storage(config: Config, storage: Storage) -> Self {
-        Self {
-            config,
-            storage,
-            hooks: crate::ops::hooks::Hooks::default(),
-            registries: std::sync::Mutex::default(),
-            catalogs: std::sync::Mutex::default(),
-        }
-    }
-
-    /// The SQL catalog `[catalog.<section>]`, opened on first use and shared by later calls on this context
-    /// (one pool, closed by [`Context::close`]).
-    ///
-    /// # Errors
-    /// [`crate::Error::Config`] for an undeclared catalog; [`crate::io::catalog::SqlCatalog::open`] errors.
-    pub async fn catalog(&self, section: &str) -> Result<crate::io::catalog::SqlCatalog> {
-        if let Some(c) = lock(&self.catalogs).get(section) {
-            return Ok(c.clone());
-        }
-        let opened = Box::pin(crate::io::catalog::SqlCatalog::open(
-            section,
-            self.config.catalog(section)?,
-        ))
-        .await?;
-        // Two tasks may have opened it at once: keep the first, close the other.
-        let (kept, spare) = {
-            let mut map = lock(&self.catalogs);
-            match map.get(section) {
-                Some(first) => (first.clone(), Some(opened)),
-                None => {
-                    map.insert(section.to_owned(), opened.clone());
-                    (opened, None)
-                }
-            }
-        };
-        if let Some(spare) = spare {
-            Box::pin(spare.close()).await;
-        }
-        Ok(kept)
-    }
-
-    /// The registry of the configuration (`[registry] uri`), opened on first use and shared by every later
-    /// call on this context (a clone of one handle: one pool, closed by [`Context::close`]).
-    ///
-    /// # Errors
-    /// Registry open errors.
-    pub async fn registry(&self) -> Result<crate::registry::Registry> {
-        let uri = self.config.registry_uri();
-        if let Some(r) = lock(&self.registries).get(&uri) {
-            return Ok(r.clone());
-        }
-        // Boxed: the open future is large in debug builds, and every command awaits this one.
-        let opened = Box::pin(crate::registry::Registry::open(&uri)).await?;
-        // Two tasks may have opened it at once: keep the first, close the other.
-        let (kept, spare) = {
-            let mut map = lock(&self.registries);
-            match map.get(&uri) {
-                Some(first) => (first.clone(), Some(opened)),
-                None => {
-                    map.insert(uri, opened.clone());
-                    (opened, None)
-                }
-            }
-        };
-        if let Some(spare) = spare {
-            Box::pin(spare.close()).await;
-        }
-        Ok(kept)
-    }
-
-    /// Closes every registry pool this context opened, waiting for connections in use to come back. Call it
-    /// before the async runtime ends: a pool left to the runtime's shutdown is where sqlx 0.8 can hang
-    /// (see `db::connect`, sqlx#3645). A later [`Context::registry`] opens a new pool.
-    pub async fn close(&self) {
-        let registries: Vec<_> = lock(&self.registries).drain().map(|(_, r)| r).collect();
-        for r in registries {
-            r.close().await;
-        }
-        let catalogs: Vec<_> = lock(&self.catalogs).drain().map(|(_, c)| c).collect();
-        for c in catalogs {
-            c.close().await;
-        }
-    }
-
-    /// Loads the table a command addresses.
-    ///
-    /// # Errors
-    /// See [`Table::load`].
-    pub async fn table(&self, source: &TableSource) -> Result<Table> {
-        Table::load(&self.storage, &self.config, source).await
-    }
-}
-
-/// Locks one of the context's pool maps; a panic elsewhere while it was held does not make it unusable.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Which metadata table `inspect` shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -509,16 +382,6 @@ pub async fn restore(
     Outcome::new(verdict, &r, human)
 }
 
-/// SHA-256 of the running binary (the implementation digest of drill reports).
-///
-/// # Errors
-/// [`crate::Error::Io`] when the binary cannot be read.
-pub fn implementation_digest() -> Result<String> {
-    let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
-    let bytes = std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
-    Ok(crate::evidence::sha256_hex(&bytes))
-}
-
 /// Options of `drill run` beyond the plan.
 #[derive(Debug, Clone, Default)]
 pub struct DrillRunOptions {
@@ -854,6 +717,7 @@ pub fn policy_check(file: &std::path::Path) -> Result<Outcome> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     /// See: issue 16 point 6 — every pool a command opened is closed before the runtime ends.
     #[tokio::test]

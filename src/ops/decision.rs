@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::evidence::{self, Statement, Subject};
 use crate::govern::closure::{DeletionRight, DeletionScope};
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::ops::governance;
 use crate::registry::{HoldScope, NewDecision, Registry, RegistryError};
 use crate::report::output::{Outcome, Verdict};

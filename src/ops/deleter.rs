@@ -43,7 +43,7 @@ use crate::evidence::{self, Statement, Subject};
 use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
 use crate::model::location;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::ops::governance::{self, QUARANTINE_TAG_PREFIX};
 use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, PurgeRun, Registry, State};
 use crate::report::output::{Outcome, Verdict};
@@ -677,7 +677,7 @@ async fn execute(
             .await?;
     }
     // 2. Drop the quarantine tags and the candidate's snapshots from the table (one CAS commit).
-    let (table, cat, ident) = crate::ops::runbook::catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     let ids = snapshot_ids_of(&rec);
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let tags: Vec<String> = table

@@ -21,7 +21,7 @@ use crate::govern::closure::{
 };
 use crate::govern::policy::Policy;
 use crate::model::location;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::registry::{HoldScope, NewLease, Registry, State, WorldStamp};
 use crate::report::output::{self, Outcome, Verdict};
 use crate::table::{Table, TableSource};
@@ -824,7 +824,7 @@ pub async fn quarantine(
 ) -> Result<Outcome> {
     let policy = crate::govern::policy::load(policy_path)?;
     let key = crate::evidence::keys::load_signing_key(key)?;
-    let (table, cat, ident) = crate::ops::runbook::catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
     let refuse = |reason: String| {
         Outcome::new(

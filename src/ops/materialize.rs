@@ -36,7 +36,7 @@ use crate::config::CatalogConfig;
 use crate::error::{Error, Result};
 use crate::io::store::Storage;
 use crate::model::location::{self, TableLocation};
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table;
 

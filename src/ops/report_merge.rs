@@ -31,7 +31,7 @@ use crate::evidence::keys::{self, TrustStore};
 pub use crate::evidence::predicate::ShardRef;
 use crate::evidence::{self, Statement, Subject};
 use crate::model::location;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::ops::drill::{self, DrillInfo, DrillOutcome, DrillPredicate, Summary};
 
 /// The result of a merge: a merged report, or the reasons it was refused.

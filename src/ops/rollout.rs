@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::govern::closure::{self, Plan, PlanInput};
 use crate::govern::policy::Policy;
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::ops::governance;
 use crate::registry::{ObservationRecord, RolloutStage};
 use crate::report::output::{self, Outcome, Verdict};
@@ -75,7 +75,7 @@ impl DigestBinding {
 /// # Errors
 /// [`Error::Io`] when the running binary cannot be read.
 pub fn digest_binding(policy: &Policy) -> Result<DigestBinding> {
-    let running = crate::ops::commands::implementation_digest()?;
+    let running = crate::ops::context::implementation_digest()?;
     let status = match policy.reclamation_implementation_digest() {
         None => "unpinned",
         Some(p) if p == running => "pinned-match",
@@ -93,7 +93,7 @@ pub fn digest_binding(policy: &Policy) -> Result<DigestBinding> {
 /// # Errors
 /// [`Error::Io`] when the running binary cannot be read.
 pub fn version() -> Result<Outcome> {
-    let digest = crate::ops::commands::implementation_digest()?;
+    let digest = crate::ops::context::implementation_digest()?;
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();

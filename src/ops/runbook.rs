@@ -16,27 +16,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::io::catalog::{SqlCatalog, TableIdent};
-use crate::ops::commands::Context;
+use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::resolve::{self, Selector};
 use crate::table::{Table, TableSource};
-
-/// Loads a table through its catalog, for a commit.
-///
-/// # Errors
-/// [`Error::Invalid`] when the table is not addressed through a catalog; load errors.
-pub async fn catalog_table(ctx: &Context, source: &TableSource) -> Result<(Table, SqlCatalog, TableIdent)> {
-    let TableSource::Catalog { catalog, table, .. } = source else {
-        return Err(Error::invalid(
-            "table",
-            "this command commits to the table: address it with --catalog NAME --table NS.TABLE",
-        ));
-    };
-    let ident: TableIdent = table.parse()?;
-    let cat = ctx.catalog(catalog).await?;
-    let t = ctx.table(source).await?;
-    Ok((t, cat, ident))
-}
 
 #[derive(Serialize)]
 struct Moved {
@@ -96,7 +79,7 @@ async fn move_main(
 /// # Errors
 /// Load and commit errors; a refusal (non-ancestor) is an outcome with exit 1.
 pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Outcome> {
-    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     table.snapshot(to)?;
     if !table.current_ancestors().contains(&to) {
         #[derive(Serialize)]
@@ -128,7 +111,7 @@ pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Ou
 /// # Errors
 /// Selection, load and commit errors.
 pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selector) -> Result<Outcome> {
-    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     let to = resolve::resolve(&table, selector)?;
     move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
 }
@@ -144,7 +127,7 @@ pub async fn set_current_from_bundle(
     bundle: &str,
     trust: &std::path::Path,
 ) -> Result<Outcome> {
-    let (table, cat, ident) = catalog_table(ctx, source).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
     let report = crate::bundle::verify(
         &ctx.storage,

@@ -150,7 +150,7 @@ fn the_lean_walk_matches_the_iceberg_parser_on_the_pyiceberg_tables() {
 fn the_lean_walk_matches_the_iceberg_parser_on_the_demo_lakehouse() {
     let dir = tmpdir();
     let lake = dir.path().join("lake");
-    let ctx = lakedrill::ops::commands::Context::new(lakedrill::config::Config::default());
+    let ctx = lakedrill::ops::context::Context::new(lakedrill::config::Config::default());
     block_on(lakedrill::lab::demo::build_lakehouse(&ctx, &lake, true)).unwrap();
     let config = lakedrill::config::Config::load(&lake.join("lakedrill.toml"), true).unwrap();
     let (table, storage) = load(

@@ -1,0 +1,200 @@
+//! The context every operation runs over: configuration, storage, fault hooks, clock, and the pools
+//! (registry, catalogs) and the implementation digest its commands share.
+//!
+//! Built once per command by `cli::run` (the lab builds one over a fault store); nothing below
+//! `ops` sees it: lower wings take the storage, the registry or `now` they need as arguments.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::io::store::Storage;
+use crate::table::{Table, TableSource};
+
+/// What every command that reads a table needs.
+///
+/// It owns the connection pools its commands open ([`Context::registry`], [`Context::catalog`]);
+/// [`Context::close`] closes them, and the binary calls it after every command, failed or not, before the async runtime shuts down.
+#[derive(Debug)]
+pub struct Context {
+    /// The configuration.
+    pub config: Config,
+    /// The storage layer.
+    pub storage: Storage,
+    /// Fault-injection hooks; inert (the default) everywhere but in `drill faults`' scratch lakehouse.
+    pub hooks: crate::ops::hooks::Hooks,
+    /// The registries opened through this context, by URI (one pool each).
+    registries: std::sync::Mutex<std::collections::HashMap<String, crate::registry::Registry>>,
+    /// The SQL catalogs opened through this context, by configuration section (one pool each).
+    catalogs: std::sync::Mutex<std::collections::HashMap<String, crate::io::catalog::SqlCatalog>>,
+    /// Where every operation reads the time (the system clock but in tests).
+    pub clock: Arc<dyn Clock>,
+    /// The implementation digest, computed on first use.
+    digest: std::sync::OnceLock<String>,
+}
+
+impl Context {
+    /// A context from a configuration.
+    #[must_use]
+    pub fn new(config: Config) -> Self {
+        let storage = Storage::new(config.storage_options());
+        Self::with_storage(config, storage)
+    }
+
+    /// A context on the given storage (the fault matrix puts a fault layer in it).
+    #[must_use]
+    pub fn with_storage(config: Config, storage: Storage) -> Self {
+        Self {
+            config,
+            storage,
+            hooks: crate::ops::hooks::Hooks::default(),
+            registries: std::sync::Mutex::default(),
+            catalogs: std::sync::Mutex::default(),
+            clock: Arc::new(SystemClock),
+            digest: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The same context reading time from `clock` (tests drive time through it).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now, from the context's clock.
+    #[must_use]
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// SHA-256 of the running binary, read once per context.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when the binary cannot be read.
+    pub fn implementation_digest(&self) -> Result<String> {
+        if let Some(d) = self.digest.get() {
+            return Ok(d.clone());
+        }
+        let d = implementation_digest()?;
+        Ok(self.digest.get_or_init(|| d).clone())
+    }
+
+    /// The SQL catalog `[catalog.<section>]`, opened on first use and shared by later calls on this context
+    /// (one pool, closed by [`Context::close`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] for an undeclared catalog; [`crate::io::catalog::SqlCatalog::open`] errors.
+    pub async fn catalog(&self, section: &str) -> Result<crate::io::catalog::SqlCatalog> {
+        if let Some(c) = lock(&self.catalogs).get(section) {
+            return Ok(c.clone());
+        }
+        let opened = Box::pin(crate::io::catalog::SqlCatalog::open(
+            section,
+            self.config.catalog(section)?,
+        ))
+        .await?;
+        // Two tasks may have opened it at once: keep the first, close the other.
+        let (kept, spare) = {
+            let mut map = lock(&self.catalogs);
+            match map.get(section) {
+                Some(first) => (first.clone(), Some(opened)),
+                None => {
+                    map.insert(section.to_owned(), opened.clone());
+                    (opened, None)
+                }
+            }
+        };
+        if let Some(spare) = spare {
+            Box::pin(spare.close()).await;
+        }
+        Ok(kept)
+    }
+
+    /// The registry of the configuration (`[registry] uri`), opened on first use and shared by every later
+    /// call on this context (a clone of one handle: one pool, closed by [`Context::close`]).
+    ///
+    /// # Errors
+    /// Registry open errors.
+    pub async fn registry(&self) -> Result<crate::registry::Registry> {
+        let uri = self.config.registry_uri();
+        if let Some(r) = lock(&self.registries).get(&uri) {
+            return Ok(r.clone());
+        }
+        // Boxed: the open future is large in debug builds, and every command awaits this one.
+        let opened = Box::pin(crate::registry::Registry::open(&uri)).await?;
+        // Two tasks may have opened it at once: keep the first, close the other.
+        let (kept, spare) = {
+            let mut map = lock(&self.registries);
+            match map.get(&uri) {
+                Some(first) => (first.clone(), Some(opened)),
+                None => {
+                    map.insert(uri, opened.clone());
+                    (opened, None)
+                }
+            }
+        };
+        if let Some(spare) = spare {
+            Box::pin(spare.close()).await;
+        }
+        Ok(kept)
+    }
+
+    /// Closes every registry pool this context opened, waiting for connections in use to come back. Call it
+    /// before the async runtime ends: a pool left to the runtime's shutdown is where sqlx 0.8 can hang
+    /// (see `db::connect`, sqlx#3645). A later [`Context::registry`] opens a new pool.
+    pub async fn close(&self) {
+        let registries: Vec<_> = lock(&self.registries).drain().map(|(_, r)| r).collect();
+        for r in registries {
+            r.close().await;
+        }
+        let catalogs: Vec<_> = lock(&self.catalogs).drain().map(|(_, c)| c).collect();
+        for c in catalogs {
+            c.close().await;
+        }
+    }
+
+    /// Loads the table a command addresses.
+    ///
+    /// # Errors
+    /// See [`Table::load`].
+    pub async fn table(&self, source: &TableSource) -> Result<Table> {
+        Table::load(&self.storage, &self.config, source).await
+    }
+
+    /// Loads a table through its catalog, for a commit.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the table is not addressed through a catalog; load errors.
+    pub async fn catalog_table(&self, source: &TableSource) -> Result<(Table, SqlCatalog, TableIdent)> {
+        let TableSource::Catalog { catalog, table, .. } = source else {
+            return Err(Error::invalid(
+                "table",
+                "this command commits to the table: address it with --catalog NAME --table NS.TABLE",
+            ));
+        };
+        let ident: TableIdent = table.parse()?;
+        let cat = self.catalog(catalog).await?;
+        let t = self.table(source).await?;
+        Ok((t, cat, ident))
+    }
+}
+
+/// Locks one of the context's pool maps; a panic elsewhere while it was held does not make it unusable.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SHA-256 of the running binary (the implementation digest of drill reports).
+///
+/// # Errors
+/// [`crate::Error::Io`] when the binary cannot be read.
+pub fn implementation_digest() -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
+    let bytes = std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    Ok(crate::evidence::sha256_hex(&bytes))
+}
