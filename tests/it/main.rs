@@ -3,6 +3,7 @@
 //! loudly instead of skipping.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod architecture;
 mod backup;
 mod bounds;
 mod concurrency;
