@@ -5,4 +5,5 @@
 //! `model` and the ground.
 
 pub mod closure;
+pub mod decision;
 pub mod policy;

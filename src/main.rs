@@ -14,7 +14,7 @@ use lakedrill::cli::{
 use lakedrill::config::Config;
 use lakedrill::ops::commands;
 use lakedrill::ops::context::Context;
-use lakedrill::ops::governance as gov;
+use lakedrill::ops::{plan, protect, quarantine};
 
 async fn run(cli: &Cli, loaded: lakedrill::Result<Config>) -> lakedrill::Result<Outcome> {
     let (config_path, explicit) = match &cli.config {
@@ -147,34 +147,34 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                 purpose,
                 owner,
                 expires_in,
-            } => gov::lease_add(&ctx, &table.source()?, policy, *snapshot_id, purpose, owner, expires_in).await,
-            LeaseCommand::List { table } => gov::list(&ctx, &table.source()?, "leases").await,
-            LeaseCommand::Release { id } => gov::end(&ctx, "lease", id).await,
+            } => protect::lease_add(&ctx, &table.source()?, policy, *snapshot_id, purpose, owner, expires_in).await,
+            LeaseCommand::List { table } => protect::list(&ctx, &table.source()?, "leases").await,
+            LeaseCommand::Release { id } => protect::end(&ctx, "lease", id).await,
         },
         Command::Hold { command } => match command {
-            HoldCommand::Set { table, scope, reason } => gov::hold_set(&ctx, &table.source()?, scope, reason).await,
-            HoldCommand::Clear { id } => gov::end(&ctx, "hold", id).await,
-            HoldCommand::List { table } => gov::list(&ctx, &table.source()?, "holds").await,
+            HoldCommand::Set { table, scope, reason } => protect::hold_set(&ctx, &table.source()?, scope, reason).await,
+            HoldCommand::Clear { id } => protect::end(&ctx, "hold", id).await,
+            HoldCommand::List { table } => protect::list(&ctx, &table.source()?, "holds").await,
         },
         Command::Writer { command } => match command {
-            WriterCommand::Begin { table, prefix } => gov::writer_begin(&ctx, &table.source()?, prefix).await,
-            WriterCommand::End { id } => gov::end(&ctx, "writer", id).await,
-            WriterCommand::List { table } => gov::list(&ctx, &table.source()?, "writers").await,
+            WriterCommand::Begin { table, prefix } => protect::writer_begin(&ctx, &table.source()?, prefix).await,
+            WriterCommand::End { id } => protect::end(&ctx, "writer", id).await,
+            WriterCommand::List { table } => protect::list(&ctx, &table.source()?, "writers").await,
         },
         Command::Checkpoint { command } => match command {
             CheckpointCommand::Add { table, snapshot_id, at } => {
-                gov::checkpoint_add(&ctx, &table.source()?, *snapshot_id, at.as_deref()).await
+                protect::checkpoint_add(&ctx, &table.source()?, *snapshot_id, at.as_deref()).await
             }
-            CheckpointCommand::List { table } => gov::list(&ctx, &table.source()?, "checkpoints").await,
+            CheckpointCommand::List { table } => protect::list(&ctx, &table.source()?, "checkpoints").await,
         },
-        Command::Plan { table, policy } => gov::plan(&ctx, &table.source()?, policy).await,
+        Command::Plan { table, policy } => plan::plan(&ctx, &table.source()?, policy).await,
         Command::Status {
             candidate,
             table,
             policy,
         } => {
             let src = table.source().ok();
-            gov::status(&ctx, src.as_ref(), candidate.as_deref(), policy.as_deref()).await
+            plan::status(&ctx, src.as_ref(), candidate.as_deref(), policy.as_deref()).await
         }
         Command::Quarantine {
             action: Some(QuarantineCommand::Extend { candidate, by, reason }),
@@ -196,8 +196,8 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                 ));
             };
             let mode = match mode.as_str() {
-                "tag" => gov::QuarantineMode::Tag,
-                "bundle" => gov::QuarantineMode::Bundle,
+                "tag" => quarantine::QuarantineMode::Tag,
+                "bundle" => quarantine::QuarantineMode::Bundle,
                 m => {
                     return Err(lakedrill::Error::invalid(
                         "--mode",
@@ -205,7 +205,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                     ));
                 }
             };
-            gov::quarantine(&ctx, &table.source()?, candidate, policy, key, bundles, mode).await
+            quarantine::quarantine(&ctx, &table.source()?, candidate, policy, key, bundles, mode).await
         }
         Command::Purge {
             candidate,

@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod backup;
+pub mod binding;
 pub mod commands;
 pub mod containment;
 pub mod context;
@@ -14,9 +15,11 @@ pub mod decision;
 pub mod deleter;
 pub mod drill;
 pub mod gates;
-pub mod governance;
 pub mod hooks;
 pub mod materialize;
+pub mod plan;
+pub mod protect;
+pub mod quarantine;
 pub mod recover;
 pub mod report_merge;
 pub mod rollout;

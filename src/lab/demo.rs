@@ -609,7 +609,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
-    let plan = crate::ops::governance::plan(demo_ctx, &source, &policy).await?;
+    let plan = crate::ops::plan::plan(demo_ctx, &source, &policy).await?;
     let candidate = plan.json["candidates"]
         .as_array()
         .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
@@ -619,14 +619,14 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     human.push_str(&format!("== plan (policy {})\n{}\n", policy.display(), plan.human));
     json.insert("plan".into(), plan.json.clone());
     let bundles = dir.join("bundles").display().to_string();
-    let q = crate::ops::governance::quarantine(
+    let q = crate::ops::quarantine::quarantine(
         demo_ctx,
         &source,
         &candidate,
         &policy,
         &key.private_path,
         &bundles,
-        crate::ops::governance::QuarantineMode::Tag,
+        crate::ops::quarantine::QuarantineMode::Tag,
     )
     .await?;
     if q.verdict != Verdict::Ok {

@@ -34,7 +34,7 @@ use crate::io::fault_store::{FaultState, FaultStore};
 use crate::io::store::Storage;
 use crate::model::location;
 use crate::ops::context::Context;
-use crate::ops::governance::{self, QuarantineMode};
+use crate::ops::quarantine::QuarantineMode;
 use crate::registry::State;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
@@ -245,7 +245,9 @@ impl Lab {
     }
 
     async fn plan(&self) -> Result<Value> {
-        Ok(governance::plan(&self.ctx, &self.source, &self.policy).await?.json)
+        Ok(crate::ops::plan::plan(&self.ctx, &self.source, &self.policy)
+            .await?
+            .json)
     }
 
     async fn table_root(&self) -> Result<String> {
@@ -253,7 +255,7 @@ impl Lab {
     }
 
     async fn quarantine(&self, id: &str, mode: QuarantineMode) -> Result<Outcome> {
-        governance::quarantine(
+        crate::ops::quarantine::quarantine(
             &self.ctx,
             &self.source,
             id,
@@ -338,12 +340,12 @@ impl Lab {
     }
 
     async fn state(&self, id: &str) -> Result<State> {
-        Ok(governance::registry(&self.ctx).await?.candidate(id).await?.state)
+        Ok(crate::ops::plan::registry(&self.ctx).await?.candidate(id).await?.state)
     }
 
     async fn object_states(&self, id: &str) -> Result<BTreeMap<String, usize>> {
         let mut by = BTreeMap::new();
-        for o in governance::registry(&self.ctx).await?.object_states(id).await? {
+        for o in crate::ops::plan::registry(&self.ctx).await?.object_states(id).await? {
             *by.entry(o.state.as_str().to_owned()).or_default() += 1;
         }
         Ok(by)
@@ -351,7 +353,7 @@ impl Lab {
 
     /// The paths of a candidate's inventory, from the registry.
     async fn inventory(&self, id: &str) -> Result<BTreeSet<String>> {
-        Ok(governance::registry(&self.ctx)
+        Ok(crate::ops::plan::registry(&self.ctx)
             .await?
             .object_states(id)
             .await?
@@ -377,13 +379,13 @@ impl Lab {
     async fn account(&self, protect: &[i64], extra: &[String]) -> Result<Account> {
         let table = self.truth.table(&self.source).await?;
         let policy = crate::govern::policy::load(&self.policy)?;
-        let reg = governance::registry(&self.truth).await?;
-        let input = governance::gather(&self.truth, &table, &policy, &reg, Utc::now(), None).await?;
+        let reg = crate::ops::plan::registry(&self.truth).await?;
+        let input = crate::ops::plan::gather(&self.truth, &table, &policy, &reg, Utc::now(), None).await?;
         // Quarantine tags hold a candidate's snapshots only until its purge: they protect nothing.
         let mut ids: BTreeSet<i64> = input
             .refs
             .iter()
-            .filter(|r| !r.name.starts_with(governance::QUARANTINE_TAG_PREFIX))
+            .filter(|r| !r.name.starts_with(crate::ops::plan::QUARANTINE_TAG_PREFIX))
             .map(|r| r.snapshot_id)
             .collect();
         ids.extend(input.current_snapshot_id);
@@ -408,7 +410,7 @@ impl Lab {
     /// Objects lost since `acct`: protected ones gone, and any vanished object no accepted inventory holds.
     async fn lost(&self, acct: &Account) -> Result<Vec<String>> {
         let now = self.listing().await?;
-        let reg = governance::registry(&self.truth).await?;
+        let reg = crate::ops::plan::registry(&self.truth).await?;
         let table = self.truth.table(&self.source).await?;
         let mut accepted = BTreeSet::new();
         for c in reg.candidates(&table.metadata().uuid().to_string()).await? {
@@ -486,7 +488,7 @@ async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Ar
         return Ok((obs, Vec::new(), lab.state));
     };
     let acct = lab.account(&ids, &[]).await?;
-    let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+    let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
     let bundle = rec
         .quarantine
         .as_ref()
@@ -564,7 +566,7 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         if sent == 1 {
             let (config, uuid, req, done) = (config.clone(), uuid.clone(), Arc::clone(&req), Arc::clone(&done));
             let handle = tokio::spawn(async move {
-                let reg = governance::registry(&Context::new(config)).await?;
+                let reg = crate::ops::plan::registry(&Context::new(config)).await?;
                 reg.hold_set(
                     &uuid,
                     crate::registry::HoldScope::Table,
@@ -622,7 +624,10 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         "purge HALTED naming the hold",
     );
     let listing = lab.listing().await?;
-    let states = governance::registry(&lab.truth).await?.object_states(&cid).await?;
+    let states = crate::ops::plan::registry(&lab.truth)
+        .await?
+        .object_states(&cid)
+        .await?;
     let wrong: Vec<String> = states
         .iter()
         .filter(|o| match o.state {
@@ -650,7 +655,8 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             let s = ids[0];
             let acct = lab.account(&[s], &[]).await?;
             // The reader registered before the plan; the control plane made the lease visible only now.
-            governance::lease_add(&lab.ctx, &lab.source, &lab.policy, s, "training run", "ml-team", "7d").await?;
+            crate::ops::protect::lease_add(&lab.ctx, &lab.source, &lab.policy, s, "training run", "ml-team", "7d")
+                .await?;
             let p = lab.purge(&cid, &report).await?;
             let why = reasons_of(&p);
             obs.saw(format!("purge {}: {why}", status_of(&p)));
@@ -722,7 +728,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         "uncommitted-writer" => {
             let lab = Lab::new(env, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n").await?;
             let root_uri = lab.table_root().await?;
-            governance::writer_begin(&lab.ctx, &lab.source, "data/_staging/w1").await?;
+            crate::ops::protect::writer_begin(&lab.ctx, &lab.source, "data/_staging/w1").await?;
             let staged = ["data/_staging/w1/part-0.parquet", "data/_staging/w1/part-1.parquet"];
             let unregistered = "data/_staging/w2/part-0.parquet";
             for p in staged.iter().chain([&unregistered]) {
@@ -808,7 +814,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
                 let (config, source) = (config.clone(), source.clone());
                 Box::pin(async move {
                     let c = Context::new(config);
-                    governance::hold_set(&c, &source, "table", "litigation: preserve everything").await?;
+                    crate::ops::protect::hold_set(&c, &source, "table", "litigation: preserve everything").await?;
                     Ok(())
                 })
             }));
@@ -902,7 +908,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             };
             let (leased, unleased) = (ids[0], ids[ids.len() - 1]);
             let acct = lab.account(&[leased], &[]).await?;
-            governance::lease_add(
+            crate::ops::protect::lease_add(
                 &lab.ctx,
                 &lab.source,
                 &lab.policy,
@@ -940,7 +946,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
                 Ok(_) => "still readable".to_owned(),
                 Err(e) => format!("read fails: {e}"),
             };
-            let q = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+            let q = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
             let bundle = q
                 .quarantine
                 .as_ref()
@@ -1037,7 +1043,7 @@ async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
             let acct = lab.account(&[], &[]).await?;
             let p = lab.purge(&cid, &report).await?;
             obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED");
-            let rec = governance::registry(&lab.ctx).await?.candidate(&cid).await?;
+            let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
             let bundles: Vec<String> = rec
                 .quarantine
                 .as_ref()

@@ -150,7 +150,7 @@ pub async fn backup(
     let to = location::canonical_uri(to)?;
     let table = ctx.table(source).await?;
     let uuid = table.metadata().uuid().to_string();
-    let reg = crate::ops::governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let existing_checkpoint = match point {
         BackupPoint::Checkpoint(id) => Some(
             reg.checkpoints(&uuid)
@@ -354,7 +354,7 @@ pub async fn backup(
         Some(c) => c,
         None => {
             let c = reg.checkpoint_add(&uuid, snapshot_id, declared_at, now).await?;
-            crate::ops::governance::protect_covered(
+            crate::ops::protect::protect_covered(
                 &reg,
                 &uuid,
                 &format!("checkpoint {}", c.checkpoint_id),

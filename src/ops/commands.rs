@@ -727,7 +727,7 @@ mod tests {
         config.registry.uri = Some(format!("sqlite:{}", dir.path().join("r.db").display()));
         let ctx = Context::new(config);
         let a = ctx.registry().await.unwrap();
-        let b = crate::ops::governance::registry(&ctx).await.unwrap();
+        let b = crate::ops::plan::registry(&ctx).await.unwrap();
         assert_eq!(a.generation().await.unwrap(), 0);
         ctx.close().await;
         assert!(

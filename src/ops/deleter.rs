@@ -44,8 +44,8 @@ use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
 use crate::model::location;
 use crate::ops::context::Context;
-use crate::ops::governance::{self, QUARANTINE_TAG_PREFIX};
-use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, PurgeRun, Registry, State};
+use crate::ops::plan::QUARANTINE_TAG_PREFIX;
+use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, Registry, State};
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
 
@@ -321,7 +321,7 @@ pub struct PurgeReport {
 pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> Result<Outcome> {
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let now = Utc::now();
     let rec = reg.candidate(&opts.candidate_id).await?;
     let refused = |status: &str, reasons: Vec<String>| {
@@ -346,7 +346,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
     }
     // Only the build the policy pins may purge, also when resuming a purge another build started.
-    let digest = crate::ops::rollout::digest_binding(&policy)?;
+    let digest = crate::ops::binding::digest_binding(ctx, &policy)?;
     if !digest.allows_reclamation() {
         return refused("REFUSED", vec![digest.message().unwrap_or_default()]);
     }
@@ -428,7 +428,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 }
             }
         }
-        let table = governance::bound_table(ctx, source, &policy).await?;
+        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
         if table.metadata().uuid().to_string() != rec.table_uuid {
             return Err(Error::invalid(
                 &opts.candidate_id,
@@ -439,7 +439,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
         // quarantine tags aside), by code that shares nothing with the planner.
         if !crate::safety::weakened(crate::safety::Check::ClosureGate) {
-            let input = governance::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+            let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
             // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
             let ids = snapshot_ids_of(&rec);
             let unreadable: Vec<String> = input
@@ -473,7 +473,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
             }
         }
-        let current = governance::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
         // `drill faults` injects its races here (a hold landing just before the compare-and-set).
         ctx.hooks.before_accept().await?;
         match reg
@@ -549,7 +549,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     }
     let key = crate::evidence::keys::load_signing_key(&opts.key)?;
     // One run at a time per candidate: a second purge (or a resume while the first still runs) is refused.
-    let run = match claim_run(&reg, &opts.candidate_id, Utc::now(), "purge").await? {
+    let run = match crate::ops::binding::claim_run(&reg, &opts.candidate_id, Utc::now(), "purge").await? {
         Ok(run) => run,
         Err(why) => return refused("REFUSED", vec![why]),
     };
@@ -577,63 +577,6 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     let out = out?;
     released?;
     Ok(out)
-}
-
-/// A purge run not heard of for this long may be taken over (its process died on another host, or hangs).
-pub const PURGE_RUN_SILENCE_MINUTES: i64 = 10;
-
-fn this_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown-host".to_owned())
-}
-
-/// Whether process `pid` of this host is alive; `None` where `/proc` cannot tell.
-fn pid_alive(pid: i64) -> Option<bool> {
-    let proc = Path::new("/proc");
-    if !proc.join("self").exists() {
-        return None;
-    }
-    Some(proc.join(pid.to_string()).exists())
-}
-
-/// Claims the candidate for this process's quarantine or purge (`what`). A holder may be taken over only when it is provably dead
-/// (same host, its process gone) or silent for [`PURGE_RUN_SILENCE_MINUTES`]; otherwise the reason to refuse.
-pub(crate) async fn claim_run(
-    reg: &Registry,
-    candidate_id: &str,
-    now: chrono::DateTime<Utc>,
-    what: &str,
-) -> Result<std::result::Result<PurgeRun, String>> {
-    let me = PurgeRun {
-        run_id: uuid::Uuid::new_v4().to_string(),
-        host: this_host(),
-        pid: i64::from(std::process::id()),
-        started_at: now,
-        heartbeat_at: now,
-    };
-    let held = reg.purge_run(candidate_id).await?;
-    let silence = chrono::Duration::minutes(PURGE_RUN_SILENCE_MINUTES);
-    let take_over = held
-        .as_ref()
-        .filter(|h| (h.host == me.host && pid_alive(h.pid) == Some(false)) || now - h.heartbeat_at > silence)
-        .map(|h| h.run_id.clone());
-    Ok(match reg.purge_claim(candidate_id, &me, take_over.as_deref()).await? {
-        Ok(()) => Ok(me),
-        Err(h) => Err(format!(
-            "refused to {what}: another quarantine or purge of {candidate_id} is running: run {} on {} (pid {}) since \
-             {}, last heard of {}; it can be resumed once that process is gone or silent for \
-             {PURGE_RUN_SILENCE_MINUTES} minutes",
-            h.run_id,
-            h.host,
-            h.pid,
-            h.started_at.to_rfc3339(),
-            h.heartbeat_at.to_rfc3339()
-        )),
-    })
 }
 
 /// Executes an approved purge (or resumes one).
@@ -1033,14 +976,14 @@ pub async fn reconcile(
 ) -> Result<Outcome> {
     let policy = crate::govern::policy::load(policy)?;
     let key = crate::evidence::keys::load_signing_key(key)?;
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
-    let table = governance::bound_table(ctx, source, &policy).await?;
+    let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     if table.metadata().uuid().to_string() != rec.table_uuid {
         return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
     }
     // Not while a quarantine or purge of the candidate runs (it would settle objects under that run's feet).
-    let run = match claim_run(&reg, candidate_id, Utc::now(), "reconcile").await? {
+    let run = match crate::ops::binding::claim_run(&reg, candidate_id, Utc::now(), "reconcile").await? {
         Ok(run) => run,
         Err(why) => {
             return Outcome::new(
@@ -1079,7 +1022,7 @@ async fn reconcile_claimed(
     let objects = objects_of(rec);
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
-    let digest = crate::ops::rollout::digest_binding(policy)?;
+    let digest = crate::ops::binding::digest_binding(ctx, policy)?;
     let withheld = if !digest.allows_reclamation() {
         digest.message()
     } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
@@ -1132,7 +1075,7 @@ async fn reconcile_claimed(
 /// # Errors
 /// Registry errors.
 pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> {
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let s = reg.set_deleter_stopped(stop, reason, Utc::now()).await?;
     let human = format!(
         "deleter {}\n",
@@ -1154,7 +1097,7 @@ pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> 
 #[allow(clippy::too_many_lines)]
 pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, trust: &Path) -> Result<Outcome> {
     let trust = TrustStore::load_dir(trust)?;
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
     let table = ctx.table(source).await?;
     let root = table.location().root_uri().to_owned();

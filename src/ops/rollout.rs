@@ -27,66 +27,12 @@ use crate::error::{Error, Result};
 use crate::govern::closure::{self, Plan, PlanInput};
 use crate::govern::policy::Policy;
 use crate::ops::context::Context;
-use crate::ops::governance;
 use crate::registry::{ObservationRecord, RolloutStage};
 use crate::report::output::{self, Outcome, Verdict};
 use crate::table::TableSource;
 
 /// Iceberg's default `older_than` for `remove_orphan_files` (3 days).
 pub const DEFAULT_PLAIN_ORPHAN_OLDER_THAN: &str = "3d";
-
-/// The implementation digest of the running binary against the policy's pin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DigestBinding {
-    /// SHA-256 of the running binary.
-    pub running: String,
-    /// The policy's `reclamationImplementationDigest`, if pinned.
-    pub policy: Option<String>,
-    /// `pinned-match`, `pinned-mismatch` or `unpinned`.
-    pub status: String,
-}
-
-impl DigestBinding {
-    /// Whether this build may quarantine and purge under the policy.
-    #[must_use]
-    pub fn allows_reclamation(&self) -> bool {
-        self.status != "pinned-mismatch"
-    }
-
-    /// The refusal or warning text, if any.
-    #[must_use]
-    pub fn message(&self) -> Option<String> {
-        match (self.status.as_str(), &self.policy) {
-            ("pinned-mismatch", Some(p)) => Some(format!(
-                "the policy's reclamationImplementationDigest is {p}, this build is {}: only the pinned build may quarantine and purge",
-                self.running
-            )),
-            ("unpinned", _) => Some(format!(
-                "the policy pins no reclamationImplementationDigest: any build may quarantine and purge (this build is {})",
-                self.running
-            )),
-            _ => None,
-        }
-    }
-}
-
-/// Compares the running binary with the policy's pin.
-///
-/// # Errors
-/// [`Error::Io`] when the running binary cannot be read.
-pub fn digest_binding(policy: &Policy) -> Result<DigestBinding> {
-    let running = crate::ops::context::implementation_digest()?;
-    let status = match policy.reclamation_implementation_digest() {
-        None => "unpinned",
-        Some(p) if p == running => "pinned-match",
-        Some(_) => "pinned-mismatch",
-    };
-    Ok(DigestBinding {
-        policy: policy.reclamation_implementation_digest().map(str::to_owned),
-        running,
-        status: status.to_owned(),
-    })
-}
 
 /// `lakedrill version`: the crate version and the implementation digest of this build.
 ///
@@ -131,7 +77,7 @@ pub async fn set(
     };
     let policy = policy_path.map(crate::govern::policy::load).transpose()?;
     let table = match &policy {
-        Some(p) => governance::bound_table(ctx, source, p).await?,
+        Some(p) => crate::ops::plan::bound_table(ctx, source, p).await?,
         None => ctx.table(source).await?,
     };
     if stage.allows_deletes() {
@@ -151,12 +97,12 @@ pub async fn set(
             ));
         }
     }
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let uuid = table.metadata().uuid().to_string();
     let c = reg
         .rollout_set(
             &uuid,
-            &governance::policy_name(&table),
+            &crate::ops::plan::policy_name(&table),
             &stage,
             reason,
             by,
@@ -182,7 +128,7 @@ pub async fn set(
 /// Load and registry errors.
 pub async fn show(ctx: &Context, source: &TableSource) -> Result<Outcome> {
     let table = ctx.table(source).await?;
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let uuid = table.metadata().uuid().to_string();
     let current = reg.rollout_stage(&uuid).await?;
     let history = reg.rollout_history(&uuid).await?;
@@ -468,10 +414,10 @@ pub async fn report(
     let since_d = dur("--since", since)?;
     let orphan_d = dur("--orphan-older-than", plain_orphan_older_than)?;
     let policy = crate::govern::policy::load(policy_path)?;
-    let table = governance::bound_table(ctx, source, &policy).await?;
-    let reg = governance::registry(ctx).await?;
+    let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let now = Utc::now();
-    let input = governance::gather(ctx, &table, &policy, &reg, now, None).await?;
+    let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
     let plan = closure::plan(&input);
     let cmp = compare(&input, &plan, orphan_d.num_milliseconds());
     let uuid = table.metadata().uuid().to_string();
@@ -550,15 +496,15 @@ pub async fn gates(
     safety: Option<&SafetyOptions>,
 ) -> Result<Outcome> {
     let policy = crate::govern::policy::load(policy_path)?;
-    let table = governance::bound_table(ctx, source, &policy).await?;
-    let reg = governance::registry(ctx).await?;
+    let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let now = Utc::now();
-    let input = governance::gather(ctx, &table, &policy, &reg, now, None).await?;
+    let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
     let plan = closure::plan(&input);
     let uuid = table.metadata().uuid().to_string();
     let stage = reg.rollout_stage(&uuid).await?;
     let switch = reg.deleter_switch().await?;
-    let digest = digest_binding(&policy)?;
+    let digest = crate::ops::binding::digest_binding(ctx, &policy)?;
     let decisions = reg.decisions(&uuid).await?;
     let overdue: Vec<&closure::DeletionRightStatus> = plan.deletion_rights.iter().filter(|r| r.overdue).collect();
     let conflicts: Vec<&closure::DeletionRightStatus> =
@@ -654,7 +600,7 @@ pub async fn gates(
 /// A malformed duration; an unknown candidate or one not quarantined; registry errors.
 pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -> Result<Outcome> {
     let d = crate::govern::policy::parse_duration("--by", by).map_err(|e| Error::invalid("--by", e.to_string()))?;
-    let reg = governance::registry(ctx).await?;
+    let reg = crate::ops::plan::registry(ctx).await?;
     let ext = reg.quarantine_extend(candidate_id, d, reason, Utc::now()).await?;
     let human = format!(
         "{candidate_id}: no purge before {} ({})\n",

@@ -1,0 +1,517 @@
+//! `plan` and `status`: the candidates of one fixed table generation minus the non-deletable closure.
+//!
+//! Everything here is computed from one fixed table generation plus the registry and the policy: [`plan`]
+//! is report-only and changes nothing. [`gather`] reads what the pure planner ([`crate::govern::closure`])
+//! needs; [`world_stamp`] is the compare-and-set key quarantine and purge check against. The floor of
+//! `ops`: it imports no other command file.
+//!
+//! This module deletes nothing; deletion belongs to [`crate::ops::deleter`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use iceberg::spec::SnapshotRetention;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::govern::closure::{
+    self, HoldScope as PlanHold, ListedObject, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
+};
+use crate::govern::closure::{DeletionRight, DeletionScope};
+use crate::govern::decision::{DecisionDoc, RightScope, deadline_ms, parse_scope};
+use crate::govern::policy::Policy;
+use crate::model::location;
+use crate::ops::context::Context;
+use crate::registry::{HoldScope, Registry, WorldStamp};
+use crate::report::output::{self, Outcome, Verdict};
+use crate::table::{Table, TableSource};
+
+/// Prefix of the tags quarantine pins snapshots with.
+pub const QUARANTINE_TAG_PREFIX: &str = "quarantine/";
+
+/// The deletion rights of the table's latest applied decision, with paths relative to the table location.
+///
+/// # Errors
+/// Registry errors; a stored decision that no longer parses.
+pub async fn deletion_rights(table: &Table, reg: &Registry) -> Result<Vec<DeletionRight>> {
+    let uuid = table.metadata().uuid().to_string();
+    let Some(latest) = reg.decisions(&uuid).await?.pop() else {
+        return Ok(Vec::new());
+    };
+    let doc: DecisionDoc = serde_json::from_value(latest.decision)
+        .map_err(|e| Error::Internal(format!("stored decision v{} does not parse: {e}", latest.version)))?;
+    doc.deletion_rights
+        .iter()
+        .map(|r| {
+            Ok(DeletionRight {
+                id: r.id.clone(),
+                scope: match parse_scope(&r.scope)? {
+                    RightScope::Snapshot(id) => DeletionScope::Snapshot(id),
+                    RightScope::Path(p) => DeletionScope::Path(crate::ops::plan::relative_prefix(table, &p)),
+                },
+                deadline_ms: deadline_ms(r)?,
+            })
+        })
+        .collect()
+}
+
+/// The registry named in the configuration (`[registry] uri`, default `sqlite:lakedrill-registry.db`),
+/// opened once per context and closed by [`Context::close`] (see [`Context::registry`]).
+///
+/// # Errors
+/// Registry open errors.
+pub async fn registry(ctx: &Context) -> Result<Registry> {
+    ctx.registry().await
+}
+
+/// The name a policy's `table` binding is compared with.
+#[must_use]
+pub fn policy_name(table: &Table) -> String {
+    if table.name().contains("://") {
+        location::file_name(table.location().root_uri()).to_owned()
+    } else {
+        table.name().to_owned()
+    }
+}
+
+/// Loads a table and checks it against the policy's binding.
+///
+/// # Errors
+/// Load errors; [`Error::Module`] (a policy error) when the policy is bound to another table.
+pub async fn bound_table(ctx: &Context, source: &TableSource, policy: &Policy) -> Result<Table> {
+    let table = ctx.table(source).await?;
+    policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
+    Ok(table)
+}
+
+/// BLAKE3 over the canonical sorted list of (ref name, type, snapshot id, retention) of all refs, plus the
+/// policy's protected refs. Refs starting with `exclude_prefix` (a candidate's own quarantine tags) are left out.
+#[must_use]
+pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: Option<&str>) -> String {
+    let mut lines = Vec::new();
+    for (name, r) in table.refs() {
+        if exclude_prefix.is_some_and(|p| name.starts_with(p)) {
+            continue;
+        }
+        let retention = serde_json::to_value(&r.retention).unwrap_or_default();
+        lines.push(serde_json::json!(["ref", name, r.snapshot_id, retention]).to_string());
+    }
+    let mut p: Vec<&String> = protected.iter().collect();
+    p.sort();
+    for name in p {
+        lines.push(serde_json::json!(["protected", name]).to_string());
+    }
+    lines.sort();
+    blake3::hash(lines.join("\n").as_bytes()).to_hex().to_string()
+}
+
+/// A path given by an operator (relative, or absolute under the table) as a path relative to the table location.
+#[must_use]
+pub fn relative_prefix(table: &Table, p: &str) -> String {
+    table
+        .location()
+        .relative(p)
+        .or_else(|_| {
+            let root = table.location().root_uri();
+            location::canonical_uri(p)
+                .ok()
+                .and_then(|u| u.strip_prefix(root).map(|r| r.trim_start_matches('/').to_owned()))
+                .ok_or(())
+        })
+        .unwrap_or_else(|()| p.trim_matches('/').to_owned())
+}
+
+/// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
+///
+/// # Errors
+/// Storage and registry errors; unreadable layers of a snapshot are not errors (they are `None`).
+pub async fn gather(
+    ctx: &Context,
+    table: &Table,
+    policy: &Policy,
+    reg: &Registry,
+    now: DateTime<Utc>,
+    exclude_tags_of: Option<&str>,
+) -> Result<PlanInput> {
+    let uuid = table.metadata().uuid().to_string();
+    let concurrency = ctx.storage.options().io_concurrency.get();
+    // Every manifest list and every distinct manifest read once; each manifest's objects shared by every
+    // snapshot that lists it (see `SnapshotObjects`).
+    let walked = crate::table::scan::history_explained(table, &ctx.storage, concurrency).await?;
+    let mut unreadable = BTreeMap::new();
+    let snapshots = table
+        .snapshots_sorted()
+        .into_iter()
+        .zip(walked)
+        .map(|(s, (_, objects))| SnapshotInfo {
+            snapshot_id: s.snapshot_id(),
+            parent_id: s.parent_snapshot_id(),
+            timestamp_ms: s.timestamp_ms(),
+            objects: match objects {
+                Ok(o) => Some(o),
+                Err(why) => {
+                    unreadable.insert(s.snapshot_id(), why);
+                    None
+                }
+            },
+        })
+        .collect();
+    let refs = table
+        .refs()
+        .iter()
+        .filter(|(name, _)| !exclude_tags_of.is_some_and(|p| name.starts_with(p)))
+        .map(|(name, r)| match &r.retention {
+            SnapshotRetention::Branch {
+                min_snapshots_to_keep,
+                max_snapshot_age_ms,
+                max_ref_age_ms,
+            } => RefInfo {
+                name: name.clone(),
+                snapshot_id: r.snapshot_id,
+                is_branch: true,
+                max_ref_age_ms: *max_ref_age_ms,
+                max_snapshot_age_ms: *max_snapshot_age_ms,
+                min_snapshots_to_keep: *min_snapshots_to_keep,
+            },
+            SnapshotRetention::Tag { max_ref_age_ms } => RefInfo {
+                name: name.clone(),
+                snapshot_id: r.snapshot_id,
+                is_branch: false,
+                max_ref_age_ms: *max_ref_age_ms,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            },
+        })
+        .collect();
+    let props = table.metadata().properties();
+    let prop = |k: &str| props.get(k).and_then(|v| v.parse::<i64>().ok());
+    let defaults = TableDefaults {
+        max_snapshot_age_ms: prop("history.expire.max-snapshot-age-ms")
+            .unwrap_or(TableDefaults::default().max_snapshot_age_ms),
+        min_snapshots_to_keep: prop("history.expire.min-snapshots-to-keep")
+            .and_then(|v| i32::try_from(v).ok())
+            .unwrap_or(1),
+        max_ref_age_ms: prop("history.expire.max-ref-age-ms"),
+    };
+    let mut live_metadata_files = BTreeSet::new();
+    if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
+        live_metadata_files.insert(r);
+    } else if let Some(r) = table.metadata_uri().strip_prefix(table.location().root_uri()) {
+        live_metadata_files.insert(r.trim_start_matches('/').to_owned());
+    }
+    for m in table.metadata().metadata_log() {
+        if let Ok(r) = table.location().relative(&m.metadata_file) {
+            live_metadata_files.insert(r);
+        }
+    }
+    let root = table.location().root_uri().to_owned();
+    let listing = ctx
+        .storage
+        .list(&root)
+        .await?
+        .into_iter()
+        .filter_map(|o| {
+            let rel = o.uri.strip_prefix(&root)?.trim_start_matches('/').to_owned();
+            Some(ListedObject {
+                path: rel,
+                size: o.size,
+                last_modified_ms: o.last_modified.timestamp_millis(),
+            })
+        })
+        .collect::<Vec<_>>();
+    // A widened `location` would list lakedrill's own state and other tables as orphans.
+    crate::ops::containment::check(&ctx.config, table, &listing).await?;
+    let mut protections = Protections {
+        protected_refs: policy.protected_refs().to_vec(),
+        ..Protections::default()
+    };
+    for l in reg.leases(&uuid, now).await?.into_iter().filter(|l| l.active) {
+        protections.leases.push((l.snapshot_id, l.lease_id));
+    }
+    for c in reg.checkpoints(&uuid).await? {
+        protections.checkpoints.push((c.snapshot_id, c.checkpoint_id));
+    }
+    for p in policy.dr_points() {
+        protections
+            .checkpoints
+            .push((p.snapshot_id(), "policy-dr-point".into()));
+    }
+    for h in reg.holds(&uuid).await?.into_iter().filter(|h| h.active) {
+        let scope = match &h.scope {
+            HoldScope::Table => PlanHold::Table,
+            HoldScope::Snapshot(id) => PlanHold::Snapshot(*id),
+            HoldScope::Prefix(p) => PlanHold::Prefix(relative_prefix(table, p)),
+        };
+        protections.holds.push((h.hold_id, scope));
+    }
+    for w in reg.writers(&uuid).await?.into_iter().filter(|w| w.open) {
+        protections
+            .writers
+            .push((w.writer_id, relative_prefix(table, &w.prefix)));
+    }
+    protections.deletion_rights = deletion_rights(table, reg).await?;
+    Ok(PlanInput {
+        table_uuid: uuid,
+        generation_blake3: table.generation().metadata_blake3.clone(),
+        snapshots,
+        refs,
+        current_snapshot_id: table.metadata().current_snapshot_id(),
+        defaults,
+        live_metadata_files,
+        unreadable,
+        listing: Some(listing),
+        protections,
+        min_snapshot_age_ms: policy.min_snapshot_age().num_milliseconds(),
+        orphan_safety_interval_ms: policy.orphan_safety_interval().num_milliseconds(),
+        now_ms: now.timestamp_millis(),
+    })
+}
+
+/// Refuses a plan in which a retained snapshot's layers could not be read: what it reaches is unknown, so
+/// lakedrill cannot decide what is unreachable (`seal` refuses an unreadable snapshot the same way).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the table's metadata, each such snapshot and the object that could not be read.
+pub fn refuse_unreadable_retained(table: &Table, input: &PlanInput, plan: &closure::Plan) -> Result<()> {
+    let unreadable = closure::unreadable_retained(input, plan);
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        table.metadata_uri(),
+        format!(
+            "cannot decide: the layers of {} retained snapshot(s) could not be read, so nothing can be shown unreachable: {}",
+            unreadable.len(),
+            unreadable.join("; ")
+        ),
+    ))
+}
+
+/// The world stamp of a table generation (what the deleter's compare-and-set checks).
+///
+/// # Errors
+/// Registry errors.
+pub async fn world_stamp(
+    table: &Table,
+    policy: &Policy,
+    reg: &Registry,
+    exclude_tags: Option<&str>,
+) -> Result<WorldStamp> {
+    let uuid = table.metadata().uuid().to_string();
+    Ok(WorldStamp {
+        metadata_location: table.generation().metadata_location.clone(),
+        metadata_blake3: table.generation().metadata_blake3.clone(),
+        protected_ref_root: protected_ref_root(table, policy.protected_refs(), exclude_tags),
+        lease_watermark: reg.lease_watermark(&uuid).await?.counter,
+        hold_generation: reg.hold_generation(&uuid).await?,
+    })
+}
+
+#[derive(Serialize)]
+struct PlanDoc {
+    table: String,
+    table_uuid: String,
+    table_generation: crate::table::TableGeneration,
+    protected_ref_root: String,
+    lease_watermark: i64,
+    hold_generation: i64,
+    policy_digest: String,
+    #[serde(flatten)]
+    plan: closure::Plan,
+}
+
+/// `lakedrill plan --policy FILE`: report-only.
+///
+/// # Errors
+/// Load, policy, registry and storage errors.
+pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Result<Outcome> {
+    let policy = crate::govern::policy::load(policy_path)?;
+    let table = bound_table(ctx, source, &policy).await?;
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    let p = ctx.hooks.planned(&input, closure::plan(&input));
+    refuse_unreadable_retained(&table, &input, &p)?;
+    let stamp = world_stamp(&table, &policy, &reg, None).await?;
+    let mut human = format!(
+        "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
+        table.name(),
+        table.metadata().uuid(),
+        table.generation().metadata_location,
+        stamp.protected_ref_root,
+        stamp.lease_watermark,
+        stamp.hold_generation
+    );
+    for x in &p.protected {
+        human.push_str(&format!("  {}  {}\n", x.snapshot_id, x.reasons.join(", ")));
+    }
+    human.push_str("\ncandidates:\n");
+    if p.candidates.is_empty() {
+        human.push_str("  (none)\n");
+    }
+    for c in &p.candidates {
+        human.push_str(&format!(
+            "  {} ({}) snapshots {:?}: {} objects, {} bytes, inventory root {}\n",
+            c.candidate_id,
+            c.kind,
+            c.snapshot_ids,
+            c.objects.len(),
+            c.bytes,
+            c.inventory_root
+        ));
+    }
+    human.push_str(&format!(
+        "\nplain expire_snapshots (older than minSnapshotAge) would remove snapshots {:?} and {} objects\n",
+        p.plain_expire.snapshot_ids,
+        p.plain_expire.objects.len()
+    ));
+    for d in &p.differences {
+        human.push_str(&format!(
+            "  kept by lakedrill: {} — {}\n",
+            d.subject,
+            d.reasons.join(", ")
+        ));
+    }
+    for w in &p.warnings {
+        human.push_str(&format!("warning: {w}\n"));
+    }
+    let doc = PlanDoc {
+        table: table.name().to_owned(),
+        table_uuid: table.metadata().uuid().to_string(),
+        table_generation: table.generation().clone(),
+        protected_ref_root: stamp.protected_ref_root,
+        lease_watermark: stamp.lease_watermark,
+        hold_generation: stamp.hold_generation,
+        policy_digest: policy.digest().to_owned(),
+        plan: p,
+    };
+    Outcome::new(Verdict::Ok, &doc, human)
+}
+
+/// `lakedrill status [CANDIDATE] [--policy FILE]`: candidate and object states, and for the table (addressed, or
+/// the candidate's) its rollout stage and the deleter switch; with a policy also the implementation-digest
+/// binding (an unpinned policy is a warning) and the deletion-right requests.
+///
+/// # Errors
+/// Registry errors; load, policy and storage errors when a table and a policy are given.
+pub async fn status(
+    ctx: &Context,
+    source: Option<&TableSource>,
+    candidate: Option<&str>,
+    policy: Option<&Path>,
+) -> Result<Outcome> {
+    let reg = registry(ctx).await?;
+    let table = match source {
+        Some(src) => Some(ctx.table(src).await?),
+        None => None,
+    };
+    let records = match (candidate, &table) {
+        (Some(id), _) => vec![reg.candidate(id).await?],
+        (None, Some(t)) => reg.candidates(&t.metadata().uuid().to_string()).await?,
+        (None, None) => return Err(Error::invalid("status", "give a CANDIDATE id or address a table")),
+    };
+    let table_uuid = match (&table, records.first()) {
+        (Some(t), _) => Some(t.metadata().uuid().to_string()),
+        (None, Some(r)) => Some(r.table_uuid.clone()),
+        (None, None) => None,
+    };
+    let switch = reg.deleter_switch().await?;
+    let mut human = format!(
+        "deleter: {}\n",
+        if switch.stopped {
+            format!("STOPPED ({}) — no purge is accepted for any table", switch.reason)
+        } else {
+            "running".to_owned()
+        }
+    );
+    let mut doc = serde_json::Map::new();
+    doc.insert(
+        "deleter".into(),
+        serde_json::to_value(&switch).map_err(|e| Error::Internal(e.to_string()))?,
+    );
+    if let Some(uuid) = &table_uuid {
+        let stage = reg.rollout_stage(uuid).await?;
+        human.push_str(&format!(
+            "table {uuid}: rollout stage {}{}\n",
+            stage.stage,
+            if stage.changed_at.is_none() {
+                " (the default: purge refused)".to_owned()
+            } else {
+                format!(
+                    " (set by {} at {}: {})",
+                    stage.changed_by.as_deref().unwrap_or("?"),
+                    stage.changed_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                    stage.reason
+                )
+            }
+        ));
+        doc.insert(
+            "rollout".into(),
+            serde_json::to_value(&stage).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+    }
+    if let (Some(p), Some(t)) = (policy, &table) {
+        let policy = crate::govern::policy::load(p)?;
+        policy.check_table(&policy_name(t), &t.metadata().uuid())?;
+        let digest = crate::ops::binding::digest_binding(ctx, &policy)?;
+        human.push_str(&format!(
+            "implementation: this build {} ({})\n",
+            digest.running, digest.status
+        ));
+        if let Some(m) = digest.message() {
+            human.push_str(&format!(
+                "{}: {m}\n",
+                if digest.allows_reclamation() {
+                    "warning"
+                } else {
+                    "REFUSED"
+                }
+            ));
+        }
+        let input = gather(ctx, t, &policy, &reg, Utc::now(), None).await?;
+        let plan = closure::plan(&input);
+        for r in &plan.deletion_rights {
+            human.push_str(&format!(
+                "deletion right {} ({}) deadline {}: {}{}\n",
+                r.id,
+                r.scope,
+                output::ts(r.deadline_ms),
+                r.status,
+                if r.overdue { ", OVERDUE" } else { "" }
+            ));
+        }
+        doc.insert(
+            "implementation_digest".into(),
+            serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        doc.insert(
+            "deletion_rights".into(),
+            serde_json::to_value(&plan.deletion_rights).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+    }
+    let mut docs = Vec::new();
+    for r in records {
+        let objects = reg.object_states(&r.candidate_id).await?;
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for o in &objects {
+            *counts.entry(o.state.to_string()).or_default() += 1;
+        }
+        let not_before = reg.quarantine_not_before(&r.candidate_id).await?;
+        human.push_str(&format!(
+            "{}  {}  ({})  objects {:?}{}\n",
+            r.candidate_id,
+            r.state,
+            r.reason,
+            counts,
+            not_before
+                .map(|t| format!("  no purge before {}", t.to_rfc3339()))
+                .unwrap_or_default()
+        ));
+        docs.push(
+            serde_json::json!({"candidate": r, "objects": objects, "object_counts": counts, "not_before": not_before}),
+        );
+    }
+    doc.insert("candidates".into(), serde_json::Value::Array(docs));
+    Outcome::new(Verdict::Ok, &doc, human)
+}

@@ -1,0 +1,326 @@
+//! The registry commands: leases, holds, DR checkpoints, writers, their listing and ending.
+//!
+//! Registry changes that start covering a candidate (a lease, a hold, a checkpoint) send it to `PROTECTED`,
+//! also while it is quarantined ([`protect_covered`]). Part of the floor of `ops`: it uses only
+//! [`crate::ops::plan`].
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::ops::context::Context;
+use crate::ops::plan::*;
+use crate::registry::{HoldScope, NewLease, Registry, State};
+use crate::report::output::{self, Outcome, Verdict};
+use crate::table::{Table, TableSource};
+
+/// Sends every candidate of the table that `covers` says is now protected back to `PROTECTED`.
+pub(crate) async fn protect_covered(
+    reg: &Registry,
+    table_uuid: &str,
+    why: &str,
+    covers: impl Fn(&[i64], &[String]) -> bool,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let mut moved = Vec::new();
+    for c in reg.candidates(table_uuid).await? {
+        if !matches!(
+            c.state,
+            State::UnreferencedEligible | State::Quarantined | State::RestoreVerified | State::DeleteApproved
+        ) {
+            continue;
+        }
+        let ids: Vec<i64> = c.candidate["snapshot_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+            .unwrap_or_default();
+        let paths: Vec<String> = c.candidate["objects"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|o| o["path"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        if covers(&ids, &paths) {
+            reg.candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)
+                .await?;
+            moved.push(c.candidate_id);
+        }
+    }
+    Ok(moved)
+}
+
+/// Sends every recorded candidate of the table that a new hold covers to `PROTECTED`; returns their ids.
+///
+/// # Errors
+/// Registry errors.
+pub async fn protect_covered_by_hold(
+    reg: &Registry,
+    table: &Table,
+    table_uuid: &str,
+    hold_id: &str,
+    scope: &HoldScope,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let rel = if let HoldScope::Prefix(p) = scope {
+        Some(relative_prefix(table, p))
+    } else {
+        None
+    };
+    protect_covered(
+        reg,
+        table_uuid,
+        &format!("hold {hold_id}"),
+        |ids, paths| match scope {
+            HoldScope::Table => true,
+            HoldScope::Snapshot(id) => ids.contains(id),
+            HoldScope::Prefix(_) => rel.as_deref().is_some_and(|p| {
+                paths
+                    .iter()
+                    .any(|x| x == p || x.starts_with(&format!("{}/", p.trim_end_matches('/'))))
+            }),
+        },
+        now,
+    )
+    .await
+}
+
+/// `lakedrill lease add`.
+///
+/// # Errors
+/// Refusals (unknown snapshot, beyond `maxReaderLease`) are [`Error::Invalid`] (exit 2).
+pub async fn lease_add(
+    ctx: &Context,
+    source: &TableSource,
+    policy_path: &Path,
+    snapshot_id: i64,
+    purpose: &str,
+    owner: &str,
+    expires_in: &str,
+) -> Result<Outcome> {
+    let policy = crate::govern::policy::load(policy_path)?;
+    let table = bound_table(ctx, source, &policy).await?;
+    table.snapshot(snapshot_id)?; // a lease on a snapshot that does not exist is refused
+    let dur = crate::govern::policy::parse_duration("--expires-in", expires_in)
+        .map_err(|e| Error::invalid("--expires-in", e.to_string()))?;
+    if dur > policy.max_reader_lease() {
+        return Err(Error::invalid(
+            "--expires-in",
+            format!(
+                "{expires_in} is longer than the policy's maxReaderLease ({} s)",
+                policy.max_reader_lease().num_seconds()
+            ),
+        ));
+    }
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let lease = reg
+        .lease_add(
+            &NewLease {
+                table_uuid: uuid.clone(),
+                snapshot_id,
+                purpose: purpose.into(),
+                owner: owner.into(),
+                expires_at: now + dur,
+            },
+            now,
+        )
+        .await?;
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("lease {}", lease.lease_id),
+        |ids, _| ids.contains(&snapshot_id),
+        now,
+    )
+    .await?;
+    let human = format!(
+        "lease {} on snapshot {snapshot_id} until {}\n",
+        lease.lease_id,
+        lease.expires_at.to_rfc3339()
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"lease_id": lease.lease_id, "lease": lease, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill hold set`.
+///
+/// # Errors
+/// Registry errors; a malformed scope.
+pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let scope: HoldScope = scope.parse()?;
+    if let HoldScope::Snapshot(id) = scope {
+        table.snapshot(id)?;
+    }
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
+    let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
+    let human = format!(
+        "hold {} ({}) at hold generation {}\n",
+        hold.hold_id, hold.scope, hold.hold_generation
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"hold_id": hold.hold_id, "hold_generation": hold.hold_generation, "hold": hold, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill checkpoint add`.
+///
+/// # Errors
+/// Unknown snapshot; registry errors.
+pub async fn checkpoint_add(
+    ctx: &Context,
+    source: &TableSource,
+    snapshot_id: i64,
+    at: Option<&str>,
+) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let snap = table.snapshot(snapshot_id)?;
+    let at = match at {
+        Some(t) => DateTime::from_timestamp_millis(crate::table::resolve::parse_instant_ms(t)?)
+            .ok_or_else(|| Error::invalid("--at", "out of range"))?,
+        None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
+    };
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let uuid = table.metadata().uuid().to_string();
+    let cp = reg.checkpoint_add(&uuid, snapshot_id, at, now).await?;
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("checkpoint {}", cp.checkpoint_id),
+        |ids, _| ids.contains(&snapshot_id),
+        now,
+    )
+    .await?;
+    let human = format!(
+        "checkpoint {} on snapshot {snapshot_id} at {}\n",
+        cp.checkpoint_id,
+        cp.at.to_rfc3339()
+    );
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"checkpoint_id": cp.checkpoint_id, "checkpoint": cp, "protected_candidates": protected}),
+        human,
+    )
+}
+
+/// `lakedrill writer begin`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let w = reg
+        .writer_begin(&table.metadata().uuid().to_string(), prefix, now)
+        .await?;
+    let human = format!("writer {} on prefix {}\n", w.writer_id, w.prefix);
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"writer_id": w.writer_id, "writer": w}),
+        human,
+    )
+}
+
+/// `lease|hold|writer|checkpoint list`.
+///
+/// # Errors
+/// Registry errors.
+pub async fn list(ctx: &Context, source: &TableSource, what: &str) -> Result<Outcome> {
+    let table = ctx.table(source).await?;
+    let reg = registry(ctx).await?;
+    let uuid = table.metadata().uuid().to_string();
+    let now = Utc::now();
+    let (value, rows): (serde_json::Value, Vec<Vec<String>>) = match what {
+        "leases" => {
+            let v = reg.leases(&uuid, now).await?;
+            let rows = v
+                .iter()
+                .map(|l| {
+                    vec![
+                        l.lease_id.clone(),
+                        l.snapshot_id.to_string(),
+                        l.owner.clone(),
+                        l.purpose.clone(),
+                        l.expires_at.to_rfc3339(),
+                        l.active.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        "holds" => {
+            let v = reg.holds(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.hold_id.clone(),
+                        h.scope.to_string(),
+                        h.reason.clone(),
+                        h.hold_generation.to_string(),
+                        h.active.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        "writers" => {
+            let v = reg.writers(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.writer_id.clone(),
+                        w.prefix.clone(),
+                        w.started_at.to_rfc3339(),
+                        w.open.to_string(),
+                    ]
+                })
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+        _ => {
+            let v = reg.checkpoints(&uuid).await?;
+            let rows = v
+                .iter()
+                .map(|c| vec![c.checkpoint_id.clone(), c.snapshot_id.to_string(), c.at.to_rfc3339()])
+                .collect();
+            (serde_json::to_value(&v).unwrap_or_default(), rows)
+        }
+    };
+    let headers: &[&str] = match what {
+        "leases" => &["lease_id", "snapshot_id", "owner", "purpose", "expires_at", "active"],
+        "holds" => &["hold_id", "scope", "reason", "hold_generation", "active"],
+        "writers" => &["writer_id", "prefix", "started_at", "open"],
+        _ => &["checkpoint_id", "snapshot_id", "at"],
+    };
+    let mut doc = serde_json::Map::new();
+    doc.insert(what.to_owned(), value);
+    Outcome::new(Verdict::Ok, &doc, output::table(headers, &rows))
+}
+
+/// `lease release ID`, `hold clear ID`, `writer end ID`.
+///
+/// # Errors
+/// Unknown or already-ended ids.
+pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
+    let reg = registry(ctx).await?;
+    let now = Utc::now();
+    let v = match what {
+        "lease" => serde_json::to_value(reg.lease_release(id, now).await?),
+        "hold" => serde_json::to_value(reg.hold_clear(id, now).await?),
+        _ => serde_json::to_value(reg.writer_end(id, now).await?),
+    }
+    .map_err(|e| Error::Internal(e.to_string()))?;
+    Outcome::new(Verdict::Ok, &v, format!("{what} {id} ended\n"))
+}
