@@ -233,9 +233,10 @@ pub struct Plan {
     pub deletion_rights: Vec<DeletionRightStatus>,
 }
 
-/// Canonical root of a candidate inventory.
+/// The candidate root: BLAKE3 over the candidate's objects (layer, path, size), sorted. Not a bundle root
+/// ([`crate::bundle::inventory_root`] hashes a sealed inventory with digests).
 #[must_use]
-pub fn inventory_root(objects: &[ObjectRef]) -> String {
+pub fn candidate_root(objects: &[ObjectRef]) -> String {
     let mut sorted: Vec<&ObjectRef> = objects.iter().collect();
     sorted.sort();
     let mut h = blake3::Hasher::new();
@@ -600,7 +601,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             kind: "expired-snapshots".into(),
             snapshot_ids: expirable.clone(),
             bytes: objects.iter().map(|o| o.size).sum(),
-            inventory_root: inventory_root(&objects),
+            inventory_root: candidate_root(&objects),
             objects,
         });
     }
@@ -646,7 +647,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             }
             if !objects.is_empty() {
                 objects.sort();
-                let root = inventory_root(&objects);
+                let root = candidate_root(&objects);
                 let id =
                     blake3::hash(format!("{}|{}|orphans|{root}", input.table_uuid, input.generation_blake3).as_bytes())
                         .to_hex();
@@ -1017,7 +1018,7 @@ mod tests {
                         "round {round}: ref head {id}"
                     );
                 }
-                assert_eq!(c.inventory_root, inventory_root(&c.objects));
+                assert_eq!(c.inventory_root, candidate_root(&c.objects));
                 with_candidates += 1;
             }
             // Orphans are never younger than the safety interval.

@@ -606,7 +606,7 @@ async fn execute(
                         "sha256".to_owned(),
                         evidence::sha256_hex(rec.candidate.to_string().as_bytes()),
                     ),
-                    ("blake3".to_owned(), crate::govern::closure::inventory_root(&objects)),
+                    ("blake3".to_owned(), crate::govern::closure::candidate_root(&objects)),
                 ]),
             }],
             predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
@@ -887,7 +887,7 @@ async fn finish(
     }
     let mut summary_uri = None;
     if halted.is_empty() {
-        let root = crate::govern::closure::inventory_root(&verified);
+        let root = crate::govern::closure::candidate_root(&verified);
         let st = Statement {
             subject: vec![Subject {
                 name: format!("lakedrill-purge:{candidate_id}"),

@@ -123,6 +123,6 @@ fn inject_protected(input: &PlanInput, mut plan: Plan) -> Plan {
     }
     c.objects.sort();
     c.bytes = c.objects.iter().map(|o| o.size).sum();
-    c.inventory_root = closure::inventory_root(&c.objects);
+    c.inventory_root = closure::candidate_root(&c.objects);
     plan
 }
