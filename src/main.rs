@@ -228,7 +228,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
                 dry_run: *dry_run,
             };
             let r = lakedrill::ops::deleter::purge(&ctx, &table.source()?, &opts).await;
-            commands::deleter_metrics(metrics_file.as_deref(), "purge", candidate, r)
+            commands::deleter_metrics(&ctx, metrics_file.as_deref(), "purge", candidate, r)
         }
         Command::Reconcile {
             candidate,
@@ -239,7 +239,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> lakedrill::Result<Outcome> {
             metrics_file,
         } => {
             let r = lakedrill::ops::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await;
-            commands::deleter_metrics(metrics_file.as_deref(), "reconcile", candidate, r)
+            commands::deleter_metrics(&ctx, metrics_file.as_deref(), "reconcile", candidate, r)
         }
         Command::Undelete {
             candidate,

@@ -500,7 +500,7 @@ impl Storage {
             size,
             e_tag: res.e_tag,
             version: res.version,
-            last_modified: Utc::now(),
+            last_modified: crate::clock::Clock::now(&crate::clock::SystemClock),
         })
     }
 

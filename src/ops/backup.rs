@@ -349,7 +349,7 @@ pub async fn backup(
     }
 
     // 3. The checkpoint, then the bundle (envelope last).
-    let now = Utc::now();
+    let now = ctx.now();
     let checkpoint = match existing_checkpoint {
         Some(c) => c,
         None => {

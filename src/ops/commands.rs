@@ -308,7 +308,7 @@ pub async fn seal(
     let table = ctx.table(source).await?;
     let id = resolve::resolve(&table, selector)?;
     let out = crate::model::location::canonical_uri(out)?;
-    match crate::bundle::seal(&table, &ctx.storage, id, &key, &out, chrono::Utc::now()).await? {
+    match crate::bundle::seal(&table, &ctx.storage, id, &key, &out, ctx.now()).await? {
         Ok(r) => {
             let human = format!(
                 "sealed snapshot {} into {}\nbundle_id   {}\nbundle_root {}\nobjects     {}\nbytes       {}\n",
@@ -467,7 +467,7 @@ async fn drill_finish(
     chain_folder: Option<String>,
     r: Result<crate::ops::drill::DrillOutcome>,
 ) -> Result<Outcome> {
-    let now = chrono::Utc::now();
+    let now = ctx.now();
     let shard_label = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
     let mut labels: Vec<(&str, &str)> = vec![("plan", plan_label)];
     if let Some(s) = &shard_label {
@@ -565,7 +565,7 @@ pub async fn report_merge(
     reports: &str,
     metrics_file: Option<&std::path::Path>,
 ) -> Result<Outcome> {
-    let r = crate::ops::report_merge::merge(ctx, shard_reports, key, trust, reports, chrono::Utc::now()).await;
+    let r = crate::ops::report_merge::merge(ctx, shard_reports, key, trust, reports, ctx.now()).await;
     match r {
         Ok(crate::ops::report_merge::MergeResult::Refused(reasons)) => {
             let mut human = "REFUSED: the shard reports were not merged; nothing was written\n".to_owned();
@@ -592,6 +592,7 @@ pub async fn report_merge(
 /// # Errors
 /// The command's own error, or [`crate::Error::Io`] when the metrics file cannot be written.
 pub fn deleter_metrics(
+    ctx: &Context,
     metrics_file: Option<&std::path::Path>,
     command: &str,
     candidate: &str,
@@ -603,7 +604,7 @@ pub fn deleter_metrics(
             Ok(o) => (Some(&o.json), o.verdict.exit_code()),
             Err(_) => (None, 2),
         };
-        crate::report::metrics::deleter(command, candidate, chrono::Utc::now(), json, code, previous.as_deref())
+        crate::report::metrics::deleter(command, candidate, ctx.now(), json, code, previous.as_deref())
             .write_atomic(path)?;
     }
     r

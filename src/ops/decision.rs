@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use chrono::Utc;
 
 use crate::error::{Error, Result};
 use crate::evidence::{self, Statement, Subject};
@@ -115,7 +114,7 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
         holds.push((h.key.clone(), want));
     }
     let reg = crate::ops::plan::registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let env_sha = evidence::sha256_hex(&bytes);
     let new = NewDecision {
         version: doc.version,

@@ -322,7 +322,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
     let reg = crate::ops::plan::registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let rec = reg.candidate(&opts.candidate_id).await?;
     let refused = |status: &str, reasons: Vec<String>| {
         let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
@@ -549,14 +549,14 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     }
     let key = crate::evidence::keys::load_signing_key(&opts.key)?;
     // One run at a time per candidate: a second purge (or a resume while the first still runs) is refused.
-    let run = match crate::ops::binding::claim_run(&reg, &opts.candidate_id, Utc::now(), "purge").await? {
+    let run = match crate::ops::binding::claim_run(&reg, &opts.candidate_id, ctx.now(), "purge").await? {
         Ok(run) => run,
         Err(why) => return refused("REFUSED", vec![why]),
     };
     // Claimed now; another run may have finished the candidate between our checks and our claim.
     let state = reg.candidate(&opts.candidate_id).await?.state;
     if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
-        reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await?;
+        reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await?;
         return refused(
             "REFUSED",
             vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
@@ -573,7 +573,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         &run.run_id,
     )
     .await;
-    let released = reg.purge_release(&opts.candidate_id, &run.run_id, Utc::now()).await;
+    let released = reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
     Ok(out)
@@ -695,7 +695,7 @@ async fn execute(
             before.push(ctx.storage.head(&uri).await?);
         }
         // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
-        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+        let mut batch = match reg.purge_batch(candidate_id, &base, ctx.now()).await? {
             Ok(b) => b,
             Err(why) => {
                 halted.extend(why);
@@ -716,20 +716,20 @@ async fn execute(
                     "absent at re-check after an interrupted request",
                     Some("absent".into()),
                 );
-                batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
+                batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
                 batch
-                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
                     .await?;
                 batch
-                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .object_transition(candidate_id, &o.path, State::Verified, ctx.now())
                     .await?;
                 progress.tick(o.size);
                 continue;
             }
             let mut req = receipt("requested", o, before.as_ref(), "", None);
-            req["requested_at"] = serde_json::json!(Utc::now().to_rfc3339());
+            req["requested_at"] = serde_json::json!(ctx.now().to_rfc3339());
             req["hold_generation"] = serde_json::json!(batch.hold_generation);
-            batch.receipt(candidate_id, &o.path, &req, Utc::now()).await?;
+            batch.receipt(candidate_id, &o.path, &req, ctx.now()).await?;
             send.push((*o, before));
         }
         batch.commit().await?;
@@ -737,7 +737,7 @@ async fn execute(
             continue;
         }
         // 2. The requests, in a second batch whose checks see any hold set since the intent was recorded.
-        let mut batch = match reg.purge_batch(candidate_id, &base, Utc::now()).await? {
+        let mut batch = match reg.purge_batch(candidate_id, &base, ctx.now()).await? {
             Ok(b) => b,
             Err(why) => {
                 halted.extend(why);
@@ -766,7 +766,7 @@ async fn execute(
                 Some(v) => ctx.storage.s3_delete_version(&uri, v).await,
                 None => ctx.storage.delete(&uri).await,
             };
-            let confirmed_at = Utc::now().to_rfc3339();
+            let confirmed_at = ctx.now().to_rfc3339();
             let (result, certain) = match &outcome {
                 Ok(()) => ("deleted".to_owned(), true),
                 Err(Error::NotFound { .. }) => ("already absent".to_owned(), true),
@@ -785,19 +785,19 @@ async fn execute(
             }
             r["confirmed_at"] = serde_json::json!(confirmed_at);
             r["hold_generation"] = serde_json::json!(batch.hold_generation);
-            batch.receipt(candidate_id, &o.path, &r, Utc::now()).await?;
+            batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
             let certain = certain || crate::safety::weakened(crate::safety::Check::UncertainDeleteIsUnknown);
             let gone = matches!(after, Ok(None)) || crate::safety::weakened(crate::safety::Check::RecheckAfterDelete);
             if certain && gone {
                 batch
-                    .object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+                    .object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
                     .await?;
                 batch
-                    .object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+                    .object_transition(candidate_id, &o.path, State::Verified, ctx.now())
                     .await?;
             } else {
                 batch
-                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, Utc::now())
+                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now())
                     .await?;
             }
             progress.tick(o.size);
@@ -867,7 +867,7 @@ async fn finish(
         .collect();
     let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
     let all_verified = verified.len() == objects.len();
-    let now = Utc::now();
+    let now = ctx.now();
     let target = if all_verified {
         Some(State::Verified)
     } else if unknown > 0 {
@@ -983,7 +983,7 @@ pub async fn reconcile(
         return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
     }
     // Not while a quarantine or purge of the candidate runs (it would settle objects under that run's feet).
-    let run = match crate::ops::binding::claim_run(&reg, candidate_id, Utc::now(), "reconcile").await? {
+    let run = match crate::ops::binding::claim_run(&reg, candidate_id, ctx.now(), "reconcile").await? {
         Ok(run) => run,
         Err(why) => {
             return Outcome::new(
@@ -1000,7 +1000,7 @@ pub async fn reconcile(
         }
     };
     let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts).await;
-    let released = reg.purge_release(candidate_id, &run.run_id, Utc::now()).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
     Ok(out)
@@ -1057,12 +1057,12 @@ async fn reconcile_claimed(
         if !gone {
             how.push_str("; still present: needs a human");
         }
-        let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": Utc::now().to_rfc3339()});
-        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": ctx.now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
         if gone {
-            reg.object_transition(candidate_id, &o.path, State::Deleted, Utc::now())
+            reg.object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
                 .await?;
-            reg.object_transition(candidate_id, &o.path, State::Verified, Utc::now())
+            reg.object_transition(candidate_id, &o.path, State::Verified, ctx.now())
                 .await?;
         }
     }
@@ -1076,7 +1076,7 @@ async fn reconcile_claimed(
 /// Registry errors.
 pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> {
     let reg = crate::ops::plan::registry(ctx).await?;
-    let s = reg.set_deleter_stopped(stop, reason, Utc::now()).await?;
+    let s = reg.set_deleter_stopped(stop, reason, ctx.now()).await?;
     let human = format!(
         "deleter {}\n",
         if s.stopped {
@@ -1157,8 +1157,8 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
             ),
         };
         all_ok &= ok;
-        let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": Utc::now().to_rfc3339()});
-        reg.receipt_add(candidate_id, &o.path, &r, Utc::now()).await?;
+        let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
+        reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
         results.push(r);
     }
     if all_ok && rec.state == State::Verified {
@@ -1168,7 +1168,7 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
             "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
             None,
             None,
-            Utc::now(),
+            ctx.now(),
         )
         .await?;
     }

@@ -329,7 +329,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
     let policy = crate::govern::policy::load(policy_path)?;
     let table = bound_table(ctx, source, &policy).await?;
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
@@ -469,7 +469,7 @@ pub async fn status(
                 }
             ));
         }
-        let input = gather(ctx, t, &policy, &reg, Utc::now(), None).await?;
+        let input = gather(ctx, t, &policy, &reg, ctx.now(), None).await?;
         let plan = closure::plan(&input);
         for r in &plan.deletion_rights {
             human.push_str(&format!(

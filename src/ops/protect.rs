@@ -111,7 +111,7 @@ pub async fn lease_add(
         ));
     }
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
     let lease = reg
         .lease_add(
@@ -156,7 +156,7 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
         table.snapshot(id)?;
     }
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
     let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
     let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
@@ -189,7 +189,7 @@ pub async fn checkpoint_add(
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
     let cp = reg.checkpoint_add(&uuid, snapshot_id, at, now).await?;
     let protected = protect_covered(
@@ -219,7 +219,7 @@ pub async fn checkpoint_add(
 pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> Result<Outcome> {
     let table = ctx.table(source).await?;
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let w = reg
         .writer_begin(&table.metadata().uuid().to_string(), prefix, now)
         .await?;
@@ -239,7 +239,7 @@ pub async fn list(ctx: &Context, source: &TableSource, what: &str) -> Result<Out
     let table = ctx.table(source).await?;
     let reg = registry(ctx).await?;
     let uuid = table.metadata().uuid().to_string();
-    let now = Utc::now();
+    let now = ctx.now();
     let (value, rows): (serde_json::Value, Vec<Vec<String>>) = match what {
         "leases" => {
             let v = reg.leases(&uuid, now).await?;
@@ -315,7 +315,7 @@ pub async fn list(ctx: &Context, source: &TableSource, what: &str) -> Result<Out
 /// Unknown or already-ended ids.
 pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let v = match what {
         "lease" => serde_json::to_value(reg.lease_release(id, now).await?),
         "hold" => serde_json::to_value(reg.hold_clear(id, now).await?),

@@ -59,7 +59,7 @@ pub async fn quarantine(
         return refuse(digest.message().unwrap_or_default());
     }
     let reg = registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     // The candidate must come out of a fresh plan of this very generation.
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
@@ -118,7 +118,7 @@ pub async fn quarantine(
         &digest,
     )
     .await;
-    let released = reg.purge_release(candidate_id, &run.run_id, Utc::now()).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
     Ok(out)
@@ -247,7 +247,7 @@ async fn seal_and_commit(
         "committed_metadata_location": committed,
         "plan_stamp": stamp,
         "policy_digest": policy.digest(),
-        "quarantined_at": Utc::now(),
+        "quarantined_at": ctx.now(),
         "implementation_digest": digest,
     });
     let rec = reg

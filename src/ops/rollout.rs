@@ -107,7 +107,7 @@ pub async fn set(
             reason,
             by,
             policy.as_ref().map(Policy::digest),
-            Utc::now(),
+            ctx.now(),
         )
         .await?;
     let human = format!(
@@ -416,7 +416,7 @@ pub async fn report(
     let policy = crate::govern::policy::load(policy_path)?;
     let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     let reg = crate::ops::plan::registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
     let plan = closure::plan(&input);
     let cmp = compare(&input, &plan, orphan_d.num_milliseconds());
@@ -498,7 +498,7 @@ pub async fn gates(
     let policy = crate::govern::policy::load(policy_path)?;
     let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     let reg = crate::ops::plan::registry(ctx).await?;
-    let now = Utc::now();
+    let now = ctx.now();
     let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
     let plan = closure::plan(&input);
     let uuid = table.metadata().uuid().to_string();
@@ -601,7 +601,7 @@ pub async fn gates(
 pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -> Result<Outcome> {
     let d = crate::govern::policy::parse_duration("--by", by).map_err(|e| Error::invalid("--by", e.to_string()))?;
     let reg = crate::ops::plan::registry(ctx).await?;
-    let ext = reg.quarantine_extend(candidate_id, d, reason, Utc::now()).await?;
+    let ext = reg.quarantine_extend(candidate_id, d, reason, ctx.now()).await?;
     let human = format!(
         "{candidate_id}: no purge before {} ({})\n",
         ext.not_before.to_rfc3339(),
