@@ -1,6 +1,7 @@
 //! Command-line arguments (clap). No logic lives here.
 
 pub mod config_check;
+pub mod run;
 pub mod runtime;
 
 use std::path::PathBuf;
@@ -340,8 +341,8 @@ pub enum Command {
         #[arg(long, required = true)]
         bundles: Option<String>,
         /// `tag` (default) or `bundle`.
-        #[arg(long, default_value = "tag")]
-        mode: String,
+        #[arg(long, value_enum, default_value_t = QuarantineModeArg::Tag)]
+        mode: QuarantineModeArg,
     },
     /// Print the version and the implementation digest (SHA-256 of this binary).
     Version,
@@ -498,8 +499,8 @@ pub enum DrillCommand {
         plan: PathBuf,
         /// Run only shard I of N (`I/N`, 0-based): a deterministic share of the sample; merge the shard
         /// reports with `report merge`.
-        #[arg(long)]
-        shard: Option<String>,
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<crate::ops::drill::Shard>,
         /// With --shard: the run these shards belong to (e.g. the Kubernetes Job name); shard reports go to
         /// `<reports>/<plan>/shards/<run id>/` and `report merge` takes that folder.
         #[arg(long, requires = "shard")]
@@ -801,4 +802,27 @@ pub enum DecisionCommand {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// `quarantine --mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QuarantineModeArg {
+    /// Pin the snapshots under `quarantine/<candidate>` tags; the deleter removes the tags at purge.
+    Tag,
+    /// Remove the snapshots from the metadata; the bundles are the only way back.
+    Bundle,
+}
+
+impl From<QuarantineModeArg> for crate::ops::quarantine::QuarantineMode {
+    fn from(m: QuarantineModeArg) -> Self {
+        match m {
+            QuarantineModeArg::Tag => Self::Tag,
+            QuarantineModeArg::Bundle => Self::Bundle,
+        }
+    }
+}
+
+/// `--shard I/N`, checked by clap (0-based, `I < N`).
+fn parse_shard(s: &str) -> Result<crate::ops::drill::Shard, String> {
+    crate::ops::drill::Shard::parse(s).map_err(|e| e.to_string())
 }

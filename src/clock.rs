@@ -51,26 +51,33 @@ impl Clock for TestClock {
     }
 }
 
-/// Parses a duration such as `30d`, `12h`, `90m`, `30s` (one number, one unit).
+/// Parses a duration: one whole number and one unit, `d`, `h`, `m` or `s` (`30d`, `12h`, `90m`, `30s`).
+/// The one duration syntax of lakedrill: policy fields, drill plans and command-line options all use it.
 ///
 /// # Errors
-/// A message naming the rule, for the caller to attach to the field.
+/// Why it is not one (the caller names the field): no unit, not a whole number, an unknown unit, too large.
 pub fn parse_duration(s: &str) -> Result<chrono::Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30d, 12h, 90m or 30s"))?;
-    let secs = match unit {
-        "d" => 86_400,
-        "h" => 3_600,
-        "m" => 60,
-        "s" => 1,
-        _ => return Err(format!("{s:?} has no unit d, h, m or s")),
+    let bad =
+        |why: &str| format!("{why}; write one integer followed by d, h, m or s (e.g. 30d, 12h, 90m, 30s), got {s:?}");
+    let Some(unit) = s.chars().last() else {
+        return Err(bad("is empty"));
     };
-    n.checked_mul(secs)
-        .and_then(chrono::Duration::try_seconds)
-        .ok_or_else(|| format!("{s:?} is too long"))
+    let digits = &s[..s.len() - unit.len_utf8()];
+    if unit.is_ascii_digit() {
+        return Err(bad("has no unit"));
+    }
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("is not a whole number of units"));
+    }
+    let n: i64 = digits.parse().map_err(|_| bad("is too large"))?;
+    let duration = match unit {
+        'd' => chrono::Duration::try_days(n),
+        'h' => chrono::Duration::try_hours(n),
+        'm' => chrono::Duration::try_minutes(n),
+        's' => chrono::Duration::try_seconds(n),
+        _ => return Err(bad(&format!("has an unknown unit {unit:?}"))),
+    };
+    duration.ok_or_else(|| bad("is too large"))
 }
 
 #[cfg(test)]

@@ -172,31 +172,7 @@ impl FieldError {
 /// # Ok::<(), lakedrill::govern::policy::FieldError>(())
 /// ```
 pub fn parse_duration(field: &str, s: &str) -> Result<chrono::Duration, FieldError> {
-    let bad = |why: &str| {
-        FieldError::new(
-            field,
-            format!("{why}; write one integer followed by d, h, m or s (e.g. 30d, 12h, 90m, 30s), got {s:?}"),
-        )
-    };
-    let Some(unit) = s.chars().last() else {
-        return Err(bad("is empty"));
-    };
-    let digits = &s[..s.len() - unit.len_utf8()];
-    if unit.is_ascii_digit() {
-        return Err(bad("has no unit"));
-    }
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad("is not a whole number of units"));
-    }
-    let n: i64 = digits.parse().map_err(|_| bad("is too large"))?;
-    let duration = match unit {
-        'd' => chrono::Duration::try_days(n),
-        'h' => chrono::Duration::try_hours(n),
-        'm' => chrono::Duration::try_minutes(n),
-        's' => chrono::Duration::try_seconds(n),
-        _ => return Err(bad(&format!("has an unknown unit {unit:?}"))),
-    };
-    duration.ok_or_else(|| bad("is too large"))
+    crate::clock::parse_duration(s).map_err(|reason| FieldError::new(field, reason))
 }
 
 /// Which table a policy governs, from `table`: a name, a UUID prefix, or both.

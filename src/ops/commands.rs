@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::ops::context::{Context, implementation_digest};
+use crate::ops::context::Context;
 use crate::report::output::{self, Outcome, Verdict};
 use crate::table::inspect;
 use crate::table::resolve::{self, Selector};
@@ -382,21 +382,6 @@ pub async fn restore(
     Outcome::new(verdict, &r, human)
 }
 
-/// Options of `drill run` beyond the plan.
-#[derive(Debug, Clone, Default)]
-pub struct DrillRunOptions {
-    /// `--shard I/N`.
-    pub shard: Option<String>,
-    /// `--run-id ID` (with `--shard`).
-    pub run_id: Option<String>,
-    /// `--metrics-file PATH`.
-    pub metrics_file: Option<std::path::PathBuf>,
-    /// `-q`.
-    pub quiet: bool,
-    /// `--keep` (cold-backup drills keep their scratch recoveries).
-    pub keep: bool,
-}
-
 /// What `drill run` and `report merge` print: the drill outcome and where the human reports went.
 #[derive(Debug, Serialize)]
 struct DrillDoc<'a> {
@@ -414,12 +399,12 @@ struct DrillDoc<'a> {
 ///
 /// # Errors
 /// When the drill cannot run at all; failed items are results (exit 1), not errors.
-pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOptions) -> Result<Outcome> {
+pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &crate::ops::drill::RunOptions) -> Result<Outcome> {
     if !opts.quiet {
         eprintln!("drill: running {}", plan.display());
     }
-    let shard = match opts.shard.as_deref() {
-        Some(s) => Some(crate::ops::drill::Shard::parse(s)?.with_run_id(opts.run_id.as_deref())?),
+    let shard = match &opts.shard {
+        Some(s) => Some(s.clone().with_run_id(opts.run_id.as_deref())?),
         None if opts.run_id.is_some() => {
             return Err(crate::Error::invalid(
                 "--run-id",
@@ -432,11 +417,11 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &DrillRunOpt
         &ctx.storage,
         &ctx.config,
         plan,
-        &crate::clock::SystemClock,
-        &implementation_digest()?,
+        ctx.clock.as_ref(),
+        &ctx.implementation_digest()?,
         crate::ops::drill::RunOptions {
             shard: shard.clone(),
-            keep: opts.keep,
+            ..opts.clone()
         },
     )
     .await;
@@ -637,7 +622,7 @@ pub async fn recover(
         &trust,
         into,
         registration.as_ref(),
-        &crate::clock::SystemClock,
+        ctx.clock.as_ref(),
     )
     .await?;
     let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-
 use crate::error::{Error, Result};
 use crate::evidence::{self, Statement, Subject};
 pub use crate::govern::decision::{

@@ -73,13 +73,19 @@ fn default_reports() -> String {
     "reports".into()
 }
 
-/// Options of one drill run beyond the plan file.
+/// Options of one drill run beyond the plan file (`drill run`'s flags).
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Run only this share of the sample; the report goes to `<reports>/<plan>/shards/`, outside the chain.
     pub shard: Option<Shard>,
+    /// `--run-id ID` (with `--shard`): the run the shard belongs to.
+    pub run_id: Option<String>,
     /// Cold-backup drills: keep the scratch recoveries instead of removing them.
     pub keep: bool,
+    /// `--metrics-file PATH`: Prometheus metrics written after the run.
+    pub metrics_file: Option<std::path::PathBuf>,
+    /// `-q`: no progress line.
+    pub quiet: bool,
 }
 
 /// What `drill run` hands back.
