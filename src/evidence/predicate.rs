@@ -99,6 +99,19 @@ pub struct Summary {
     pub gate: String,
 }
 
+impl Summary {
+    /// The totals and the gate: `PASS` only when something was verified and nothing failed.
+    #[must_use]
+    pub fn of(passed: usize, failed: usize) -> Self {
+        let gate = if failed == 0 && passed > 0 { "PASS" } else { "FAIL" };
+        Self {
+            passed,
+            failed,
+            gate: gate.into(),
+        }
+    }
+}
+
 /// The whole predicate of a drill report.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DrillPredicate {

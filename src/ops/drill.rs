@@ -393,15 +393,7 @@ pub async fn run_with(
             selected,
         },
         results,
-        summary: Summary {
-            passed,
-            failed,
-            gate: if failed == 0 && passed > 0 {
-                "PASS".into()
-            } else {
-                "FAIL".into()
-            },
-        },
+        summary: Summary::of(passed, failed),
         previous_report: previous.map(|(_, sha)| sha),
         shard: opts.shard.clone(),
         merged_from: None,

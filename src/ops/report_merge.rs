@@ -220,15 +220,7 @@ pub async fn merge(
         finished_at: finished,
         sample: first.sample.clone(),
         results,
-        summary: Summary {
-            passed,
-            failed,
-            gate: if failed == 0 && passed > 0 {
-                "PASS".into()
-            } else {
-                "FAIL".into()
-            },
-        },
+        summary: Summary::of(passed, failed),
         previous_report: previous.map(|(_, sha)| sha),
         shard: None,
         merged_from: Some(refs),

@@ -6,6 +6,7 @@
 mod architecture;
 mod backup;
 mod bounds;
+mod clock;
 mod concurrency;
 mod confine;
 mod deleter_safety;
