@@ -161,6 +161,7 @@ pub enum Command {
         select: SelectArgs,
     },
     /// Print the snapshot id a selector names.
+    #[command(group(clap::ArgGroup::new("selector").required(true).args(["snapshot_id", "ref_name", "as_of"])))]
     Resolve {
         #[command(flatten)]
         table: TableArgs,
@@ -265,6 +266,9 @@ pub enum Command {
         to: i64,
     },
     /// Point main at any snapshot, at a ref's head, or at a snapshot brought back from a verified bundle.
+    #[command(group(
+        clap::ArgGroup::new("target").required(true).args(["snapshot_id", "ref_name", "as_of", "from_bundle"])
+    ))]
     SetCurrent {
         #[command(flatten)]
         table: TableArgs,

@@ -44,8 +44,6 @@ pub async fn run(cli: &Cli, loaded: Result<Config>) -> Result<Outcome> {
 }
 
 /// Runs the command of `cli` in `ctx`.
-// The arms pass `&ctx` as they did when the context was a local of `run`; kept so, to keep them unchanged.
-#[allow(clippy::needless_borrow)]
 async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
     match &cli.command {
         Command::Config { .. } => unreachable_config(),
@@ -58,25 +56,19 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                     reports,
                     metrics_file,
                 },
-        } => commands::report_merge(&ctx, shard_reports, key, trust, reports, metrics_file.as_deref()).await,
-        Command::Demo { dir } => crate::lab::demo::run(&ctx, dir, cli.quiet).await,
+        } => commands::report_merge(ctx, shard_reports, key, trust, reports, metrics_file.as_deref()).await,
+        Command::Demo { dir } => crate::lab::demo::run(ctx, dir, cli.quiet).await,
         Command::Inspect { what, table, select } => {
-            commands::inspect(&ctx, &table.source()?, (*what).into(), &select.selector()).await
+            commands::inspect(ctx, &table.source()?, (*what).into(), &select.selector()).await
         }
-        Command::Resolve { table, select } => {
-            let sel = select.selector();
-            if sel == crate::table::resolve::Selector::Current {
-                return Err(Error::invalid("resolve", "give one of --snapshot-id, --ref or --as-of"));
-            }
-            commands::resolve(&ctx, &table.source()?, &sel).await
-        }
+        Command::Resolve { table, select } => commands::resolve(ctx, &table.source()?, &select.selector()).await,
         Command::Keygen { name, dir } => commands::keygen(name, dir),
         Command::Seal {
             table,
             select,
             key,
             out,
-        } => commands::seal(&ctx, &table.source()?, &select.selector(), key, out).await,
+        } => commands::seal(ctx, &table.source()?, &select.selector(), key, out).await,
         Command::Restore {
             bundle,
             trust,
@@ -87,9 +79,9 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             table,
         } => match (into, catalog, table) {
             (Some(into), Some(catalog), Some(table)) => {
-                crate::ops::materialize::restore_into(&ctx, bundle, trust, into, catalog, table).await
+                crate::ops::materialize::restore_into(ctx, bundle, trust, into, catalog, table).await
             }
-            _ => commands::restore(&ctx, bundle, trust, *deep, table_root.clone()).await,
+            _ => commands::restore(ctx, bundle, trust, *deep, table_root.clone()).await,
         },
         Command::Backup {
             table,
@@ -100,17 +92,9 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             key,
             to,
         } => {
-            let point = match (checkpoint, snapshot_id, ref_name) {
-                (Some(c), _, _) => crate::ops::backup::BackupPoint::Checkpoint(c.clone()),
-                (None, Some(id), _) => {
-                    crate::ops::backup::BackupPoint::Select(crate::table::resolve::Selector::SnapshotId(*id))
-                }
-                (None, None, Some(r)) => {
-                    crate::ops::backup::BackupPoint::Select(crate::table::resolve::Selector::Ref(r.clone()))
-                }
-                (None, None, None) => crate::ops::backup::BackupPoint::Select(crate::table::resolve::Selector::Current),
-            };
-            crate::ops::backup::backup(&ctx, &table.source()?, &point, at.as_deref(), key, to).await
+            let point =
+                crate::ops::backup::BackupPoint::from_flags(checkpoint.as_deref(), *snapshot_id, ref_name.as_deref());
+            crate::ops::backup::backup(ctx, &table.source()?, &point, at.as_deref(), key, to).await
         }
         Command::Recover {
             from,
@@ -118,25 +102,16 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             into,
             catalog,
             table,
-        } => commands::recover(&ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
-        Command::Rollback { table, to } => crate::ops::runbook::rollback(&ctx, &table.source()?, *to).await,
+        } => commands::recover(ctx, from, trust, into, catalog.as_deref(), table.as_deref()).await,
+        Command::Rollback { table, to } => crate::ops::runbook::rollback(ctx, &table.source()?, *to).await,
         Command::SetCurrent {
             table,
             select,
             from_bundle,
             trust,
         } => match (from_bundle, trust) {
-            (Some(b), Some(t)) => crate::ops::runbook::set_current_from_bundle(&ctx, &table.source()?, b, t).await,
-            _ => {
-                let sel = select.selector();
-                if sel == crate::table::resolve::Selector::Current {
-                    return Err(Error::invalid(
-                        "set-current",
-                        "give one of --snapshot-id, --ref or --from-bundle",
-                    ));
-                }
-                crate::ops::runbook::set_current(&ctx, &table.source()?, &sel).await
-            }
+            (Some(b), Some(t)) => crate::ops::runbook::set_current_from_bundle(ctx, &table.source()?, b, t).await,
+            _ => crate::ops::runbook::set_current(ctx, &table.source()?, &select.selector()).await,
         },
         Command::Policy {
             command: PolicyCommand::Check { file },
@@ -149,39 +124,39 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 purpose,
                 owner,
                 expires_in,
-            } => protect::lease_add(&ctx, &table.source()?, policy, *snapshot_id, purpose, owner, expires_in).await,
-            LeaseCommand::List { table } => protect::list(&ctx, &table.source()?, "leases").await,
-            LeaseCommand::Release { id } => protect::end(&ctx, "lease", id).await,
+            } => protect::lease_add(ctx, &table.source()?, policy, *snapshot_id, purpose, owner, expires_in).await,
+            LeaseCommand::List { table } => protect::list(ctx, &table.source()?, "leases").await,
+            LeaseCommand::Release { id } => protect::end(ctx, "lease", id).await,
         },
         Command::Hold { command } => match command {
-            HoldCommand::Set { table, scope, reason } => protect::hold_set(&ctx, &table.source()?, scope, reason).await,
-            HoldCommand::Clear { id } => protect::end(&ctx, "hold", id).await,
-            HoldCommand::List { table } => protect::list(&ctx, &table.source()?, "holds").await,
+            HoldCommand::Set { table, scope, reason } => protect::hold_set(ctx, &table.source()?, scope, reason).await,
+            HoldCommand::Clear { id } => protect::end(ctx, "hold", id).await,
+            HoldCommand::List { table } => protect::list(ctx, &table.source()?, "holds").await,
         },
         Command::Writer { command } => match command {
-            WriterCommand::Begin { table, prefix } => protect::writer_begin(&ctx, &table.source()?, prefix).await,
-            WriterCommand::End { id } => protect::end(&ctx, "writer", id).await,
-            WriterCommand::List { table } => protect::list(&ctx, &table.source()?, "writers").await,
+            WriterCommand::Begin { table, prefix } => protect::writer_begin(ctx, &table.source()?, prefix).await,
+            WriterCommand::End { id } => protect::end(ctx, "writer", id).await,
+            WriterCommand::List { table } => protect::list(ctx, &table.source()?, "writers").await,
         },
         Command::Checkpoint { command } => match command {
             CheckpointCommand::Add { table, snapshot_id, at } => {
-                protect::checkpoint_add(&ctx, &table.source()?, *snapshot_id, at.as_deref()).await
+                protect::checkpoint_add(ctx, &table.source()?, *snapshot_id, at.as_deref()).await
             }
-            CheckpointCommand::List { table } => protect::list(&ctx, &table.source()?, "checkpoints").await,
+            CheckpointCommand::List { table } => protect::list(ctx, &table.source()?, "checkpoints").await,
         },
-        Command::Plan { table, policy } => plan::plan(&ctx, &table.source()?, policy).await,
+        Command::Plan { table, policy } => plan::plan(ctx, &table.source()?, policy).await,
         Command::Status {
             candidate,
             table,
             policy,
         } => {
             let src = table.source().ok();
-            plan::status(&ctx, src.as_ref(), candidate.as_deref(), policy.as_deref()).await
+            plan::status(ctx, src.as_ref(), candidate.as_deref(), policy.as_deref()).await
         }
         Command::Quarantine {
             action: Some(QuarantineCommand::Extend { candidate, by, reason }),
             ..
-        } => crate::ops::rollout::extend(&ctx, candidate, by, reason).await,
+        } => crate::ops::rollout::extend(ctx, candidate, by, reason).await,
         Command::Quarantine {
             action: None,
             candidate,
@@ -197,7 +172,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                     "give CANDIDATE, --policy, --key and --bundles",
                 ));
             };
-            quarantine::quarantine(&ctx, &table.source()?, candidate, policy, key, bundles, (*mode).into()).await
+            quarantine::quarantine(ctx, &table.source()?, candidate, policy, key, bundles, (*mode).into()).await
         }
         Command::Purge {
             candidate,
@@ -219,8 +194,8 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 receipts: receipts.clone(),
                 dry_run: *dry_run,
             };
-            let r = crate::ops::deleter::purge(&ctx, &table.source()?, &opts).await;
-            commands::deleter_metrics(&ctx, metrics_file.as_deref(), "purge", candidate, r)
+            let r = crate::ops::deleter::purge(ctx, &table.source()?, &opts).await;
+            commands::deleter_metrics(ctx, metrics_file.as_deref(), "purge", candidate, r)
         }
         Command::Reconcile {
             candidate,
@@ -230,17 +205,17 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             receipts,
             metrics_file,
         } => {
-            let r = crate::ops::deleter::reconcile(&ctx, &table.source()?, candidate, key, receipts, policy).await;
-            commands::deleter_metrics(&ctx, metrics_file.as_deref(), "reconcile", candidate, r)
+            let r = crate::ops::deleter::reconcile(ctx, &table.source()?, candidate, key, receipts, policy).await;
+            commands::deleter_metrics(ctx, metrics_file.as_deref(), "reconcile", candidate, r)
         }
         Command::Undelete {
             candidate,
             table,
             trust,
-        } => crate::ops::deleter::undelete(&ctx, &table.source()?, candidate, trust).await,
+        } => crate::ops::deleter::undelete(ctx, &table.source()?, candidate, trust).await,
         Command::Deleter { command } => match command {
-            DeleterCommand::Stop { reason } => crate::ops::deleter::switch(&ctx, true, reason).await,
-            DeleterCommand::Start { reason } => crate::ops::deleter::switch(&ctx, false, reason).await,
+            DeleterCommand::Stop { reason } => crate::ops::deleter::switch(ctx, true, reason).await,
+            DeleterCommand::Start { reason } => crate::ops::deleter::switch(ctx, false, reason).await,
         },
         Command::Version => crate::ops::rollout::version(),
         Command::Rollout { command } => match command {
@@ -256,19 +231,19 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                     .or_else(|| std::env::var("USER").ok())
                     .or_else(|| std::env::var("LOGNAME").ok())
                     .unwrap_or_else(|| "unknown".to_owned());
-                crate::ops::rollout::set(&ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
+                crate::ops::rollout::set(ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
             }
-            RolloutCommand::Show { table } => crate::ops::rollout::show(&ctx, &table.source()).await,
+            RolloutCommand::Show { table } => crate::ops::rollout::show(ctx, &table.source()).await,
             RolloutCommand::Report {
                 table,
                 policy,
                 since,
                 orphan_older_than,
-            } => crate::ops::rollout::report(&ctx, &table.source(), policy, since, orphan_older_than).await,
+            } => crate::ops::rollout::report(ctx, &table.source(), policy, since, orphan_older_than).await,
         },
         Command::Decision { command } => match command {
             DecisionCommand::Apply { file, table, trust } => {
-                crate::ops::decision::apply(&ctx, &table.source()?, file, trust).await
+                crate::ops::decision::apply(ctx, &table.source()?, file, trust).await
             }
             DecisionCommand::Sign { file, key, out } => crate::ops::decision::sign(file, key, out),
         },
@@ -284,7 +259,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 reports: reports.clone(),
                 since: since.clone(),
             });
-            crate::ops::rollout::gates(&ctx, &table.source()?, policy, safety.as_ref()).await
+            crate::ops::rollout::gates(ctx, &table.source()?, policy, safety.as_ref()).await
         }
         Command::Drill {
             command:
@@ -303,7 +278,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 quiet: cli.quiet,
                 keep: *keep,
             };
-            commands::drill_run(&ctx, plan, &opts).await
+            commands::drill_run(ctx, plan, &opts).await
         }
         Command::Drill {
             command:
@@ -322,11 +297,11 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 only: scenarios.clone(),
                 store: store.clone(),
             };
-            crate::lab::faults::command(&ctx, &opts, key.as_deref(), Some(reports)).await
+            crate::lab::faults::command(ctx, &opts, key.as_deref(), Some(reports)).await
         }
         Command::Audit {
             command: AuditCommand::Verify { report, trust, chain },
-        } => commands::audit_verify(&ctx, report, trust, *chain).await,
+        } => commands::audit_verify(ctx, report, trust, *chain).await,
     }
 }
 

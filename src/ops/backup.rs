@@ -42,6 +42,20 @@ pub enum BackupPoint {
     Checkpoint(String),
 }
 
+impl BackupPoint {
+    /// The point `backup`'s flags name: `--checkpoint`, else `--snapshot-id`, else `--ref`, else the current
+    /// snapshot (clap keeps them exclusive).
+    #[must_use]
+    pub fn from_flags(checkpoint: Option<&str>, snapshot_id: Option<i64>, ref_name: Option<&str>) -> Self {
+        match (checkpoint, snapshot_id, ref_name) {
+            (Some(c), _, _) => BackupPoint::Checkpoint(c.to_owned()),
+            (None, Some(id), _) => BackupPoint::Select(Selector::SnapshotId(id)),
+            (None, None, Some(r)) => BackupPoint::Select(Selector::Ref(r.to_owned())),
+            (None, None, None) => BackupPoint::Select(Selector::Current),
+        }
+    }
+}
+
 /// What `backup` reports (`--json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct BackupReport {
