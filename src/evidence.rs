@@ -23,6 +23,8 @@
 //! report's fields, its chain link, its subjects against a bundle: that is the caller's job), no RFC 8785
 //! (JCS) canonicalization of arbitrary JSON, and no timestamps, transparency logs or certificates.
 
+pub mod inventory;
+
 pub mod predicate;
 
 pub mod fault_matrix;

@@ -1,0 +1,354 @@
+//! Sealing: one snapshot of a table into a bundle folder (see [`crate::bundle`] for the format).
+//!
+//! [`seal()`] reads and hashes every object the snapshot reaches once, in parallel and bounded,
+//! refuses with findings a snapshot whose objects are missing, disagree with their manifests or
+//! leave the table root, and only then signs and writes the bundle ([`write_bundle`]: the byte
+//! copies first, the envelope last). It never modifies the table and never overwrites a bundle.
+//! It may use what the `bundle` wing may use: `table` to read the snapshot, `io` to read and write
+//! objects, `evidence` to sign, `report` for progress.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::Serialize;
+
+use super::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
+use crate::error::{Error, Result};
+use crate::evidence::inventory::{canonical_digests, inventory_root};
+use crate::evidence::keys::SigningKey;
+use crate::evidence::{self, Statement, Subject};
+use crate::io::store::Storage;
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::location;
+use crate::table::Table;
+
+/// What `seal` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct SealReport {
+    /// The bundle id.
+    pub bundle_id: String,
+    /// The bundle root.
+    pub bundle_root: String,
+    /// The snapshot sealed.
+    pub snapshot_id: i64,
+    /// Objects in the inventory.
+    pub objects: usize,
+    /// Bytes in the inventory.
+    pub bytes: u64,
+    /// Where the bundle was written.
+    pub uri: String,
+}
+
+fn format_version_number(t: &Table) -> u8 {
+    match t.metadata().format_version() {
+        iceberg::spec::FormatVersion::V1 => 1,
+        iceberg::spec::FormatVersion::V2 => 2,
+        iceberg::spec::FormatVersion::V3 => 3,
+    }
+}
+
+/// Seals one snapshot of `table` into a bundle under `out_uri`.
+///
+/// Returns `Ok(Err(findings))` when the snapshot cannot be sealed because objects are missing or
+/// disagree with their manifests: nothing is written then.
+///
+/// # Errors
+/// Any [`Error`] that prevents deciding: an unreadable or malformed metadata layer (named), an
+/// unreachable store, a bundle that already exists.
+pub async fn seal(
+    table: &Table,
+    storage: &Storage,
+    snapshot_id: i64,
+    key: &SigningKey,
+    out_uri: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
+    let concurrency = storage.options().io_concurrency.get();
+    let snapshot = table.snapshot(snapshot_id)?.clone();
+    let tree = crate::table::scan::snapshot_files(table, storage, snapshot_id, concurrency).await?;
+    let mut findings = Vec::new();
+    // On the local filesystem, no object whose path (symlinks resolved) leaves the table root is sealed
+    // (README "Symlinks"): a refusal naming the path and where it resolves to.
+    let root = table.location().root_uri();
+    let confined = storage.confine(root).await?;
+    let layers = [(table.generation().metadata_location.as_str(), table.metadata_uri())]
+        .into_iter()
+        .chain(std::iter::once((
+            tree.manifest_list_written.as_str(),
+            tree.manifest_list_uri.as_str(),
+        )))
+        .chain(tree.manifests.iter().map(|m| (m.path.as_str(), m.uri.as_str())));
+    for (path, uri) in layers {
+        if location::is_under(uri, root)
+            && let Some(target) = confined.escape(uri).await?
+        {
+            findings.push(symlink_finding(path, root, &target));
+        }
+    }
+    let mut inventory = Vec::new();
+    let mut copies: Vec<(String, Bytes)> = Vec::new();
+    let mut add_copy = |layer: Layer,
+                        path: &str,
+                        uri: &str,
+                        info: &crate::io::store::ObjectInfo,
+                        bytes: &Bytes,
+                        inventory: &mut Vec<InventoryEntry>| {
+        let digest = blake3::hash(bytes).to_hex().to_string();
+        copies.push((digest.clone(), bytes.clone()));
+        inventory.push(InventoryEntry {
+            path: path.to_owned(),
+            uri: uri.to_owned(),
+            layer,
+            size: bytes.len() as u64,
+            blake3: digest.clone(),
+            e_tag: info.e_tag.clone(),
+            version: info.version.clone(),
+            record_count: None,
+            copy: Some(format!("copies/{digest}")),
+        });
+    };
+    let md_info = crate::io::store::ObjectInfo {
+        uri: table.metadata_uri().to_owned(),
+        size: table.metadata_bytes().len() as u64,
+        e_tag: None,
+        version: None,
+        last_modified: now,
+    };
+    add_copy(
+        Layer::Metadata,
+        &table.generation().metadata_location,
+        table.metadata_uri(),
+        &md_info,
+        table.metadata_bytes(),
+        &mut inventory,
+    );
+    add_copy(
+        Layer::ManifestList,
+        &tree.manifest_list_written,
+        &tree.manifest_list_uri,
+        &tree.manifest_list.info,
+        &tree.manifest_list.bytes,
+        &mut inventory,
+    );
+    // (A manifest whose length differs from the list's record is refused by `snapshot_files`.)
+    for m in &tree.manifests {
+        add_copy(
+            Layer::Manifest,
+            &m.path,
+            &m.uri,
+            &m.fetched.info,
+            &m.fetched.bytes,
+            &mut inventory,
+        );
+    }
+    // The manifests' bytes live on in `copies` until written; the listing is all that is needed here.
+    let crate::table::scan::SnapshotFiles {
+        files,
+        manifests,
+        manifest_list,
+        ..
+    } = tree;
+    drop((manifests, manifest_list));
+    // Data and delete files (each once): stream-hash each, in parallel, bounded; results go straight into
+    // the inventory, so that a million files are held once as entries and once as the listing.
+    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress);
+    let progress = &progress;
+    inventory.reserve(files.len());
+    // The listing is consumed: each path moves into its inventory entry.
+    let confined = &confined;
+    let mut hashed = futures::stream::iter(files)
+        .map(|f| async move {
+            // Inner `Err`: where a path that leaves the table resolves to (not read).
+            let h = match table.location().resolve(&f.file_path) {
+                Ok(uri) => match confined.escape(&uri).await {
+                    Ok(Some(target)) => Ok(Err(target)),
+                    Ok(None) => storage.hash(&uri).await.map(|h| Ok((uri, h))),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            progress.tick(
+                h.as_ref()
+                    .ok()
+                    .and_then(|h| h.as_ref().ok())
+                    .map_or(0, |(_, h)| h.bytes_read),
+            );
+            (f, h)
+        })
+        .buffer_unordered(concurrency);
+    while let Some((f, h)) = hashed.next().await {
+        match h {
+            Ok(Err(target)) => findings.push(symlink_finding(&f.file_path, root, &target)),
+            Ok(Ok((uri, h))) => {
+                if h.bytes_read != f.size {
+                    findings.push(Finding::new(
+                        FindingKind::SizeMismatch,
+                        &f.file_path,
+                        Some(f.size.to_string()),
+                        Some(h.bytes_read.to_string()),
+                    ));
+                }
+                inventory.push(InventoryEntry {
+                    path: f.file_path,
+                    uri,
+                    layer: f.layer,
+                    size: h.bytes_read,
+                    blake3: h.blake3,
+                    e_tag: h.info.e_tag,
+                    version: h.info.version,
+                    record_count: Some(f.record_count),
+                    copy: None,
+                });
+            }
+            Err(Error::NotFound { .. }) => findings.push(Finding::new(
+                FindingKind::ObjectMissing,
+                &f.file_path,
+                Some("present".into()),
+                Some("absent".into()),
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    drop(hashed);
+    if !findings.is_empty() {
+        findings.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok(Err(findings));
+    }
+    inventory.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    let root = inventory_root(&inventory);
+    let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
+    let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
+    let predicate = BundlePredicate {
+        bundle_id: bundle_id.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        table_location: table.location().written().to_owned(),
+        snapshot_id,
+        snapshot_timestamp_ms: snapshot.timestamp_ms(),
+        sequence_number: snapshot.sequence_number(),
+        format_version: format_version_number(table),
+        sealed_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        source_metadata_location: table.generation().metadata_location.clone(),
+        source_metadata_blake3: table.generation().metadata_blake3.clone(),
+        bundle_root: root.clone(),
+        objects: inventory.len(),
+        bytes: bytes_total,
+        inventory,
+        backup: None,
+    };
+    let objects = predicate.objects;
+    write_bundle(storage, predicate, copies, key, out_uri).await?;
+    Ok(Ok(SealReport {
+        bundle_id: bundle_id.clone(),
+        bundle_root: root,
+        snapshot_id,
+        objects,
+        bytes: bytes_total,
+        uri: location::join(out_uri, &bundle_id),
+    }))
+}
+
+/// Signs a bundle predicate and writes the bundle folder `<out_uri>/<bundle_id>/`: the byte copies
+/// first, the envelope last (a folder without its envelope is incomplete and never listed).
+///
+/// # Errors
+/// [`Error::Storage`]; `AlreadyExists` when the bundle exists.
+pub async fn write_bundle(
+    storage: &Storage,
+    mut predicate: BundlePredicate,
+    mut copies: Vec<(String, Bytes)>,
+    key: &SigningKey,
+    out_uri: &str,
+) -> Result<String> {
+    let bundle_id = predicate.bundle_id.clone();
+    let root = predicate.bundle_root.clone();
+    let dir = location::join(out_uri, &bundle_id);
+    // The byte copies first, each dropped once written.
+    copies.sort_by(|a, b| a.0.cmp(&b.0));
+    copies.dedup_by(|a, b| a.0 == b.0);
+    for (digest, bytes) in copies {
+        let member = location::join(&dir, &format!("copies/{digest}"));
+        match storage.put_new(&member, bytes).await {
+            Ok(_) => {}
+            // Left by an interrupted run: kept only when it is the same bytes (named by digest).
+            Err(Error::AlreadyExists { .. }) => {
+                let h = storage.hash(&member).await?;
+                if h.blake3 != digest {
+                    return Err(Error::corrupt(
+                        &member,
+                        format!("exists with BLAKE3 {}, not the digest it is named by", h.blake3),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // The statement. The inventory is the bulk of a large bundle: it is written into the payload entry by
+    // entry (the same bytes as through a `Value`, at a third of the memory), and each intermediate form is
+    // dropped as soon as the next exists.
+    let (_, canonical_sha256) = canonical_digests(&predicate.inventory);
+    let mut inventory = Some(std::mem::take(&mut predicate.inventory));
+    let entries = inventory.as_ref().map_or(0, Vec::len);
+    let statement = Statement {
+        subject: vec![Subject {
+            name: format!("lakedrill-bundle:{bundle_id}"),
+            digest: BTreeMap::from([
+                ("sha256".to_owned(), canonical_sha256),
+                ("blake3".to_owned(), root.clone()),
+            ]),
+        }],
+        predicate_type: PREDICATE_TYPE.to_owned(),
+        predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
+    };
+    let mut failed = None;
+    // Entries are consumed as they are written: each one's strings are freed once it is in the payload.
+    let mut write_inventory = |out: &mut Vec<u8>| {
+        out.push(b'[');
+        for (i, e) in inventory.take().unwrap_or_default().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            if let Err(e) = evidence::append_sorted_json(&e, out) {
+                failed.get_or_insert(e);
+            }
+        }
+        out.push(b']');
+    };
+    // The payload is written, signed and turned into the envelope file in one buffer (`PayloadBuffer`).
+    let mut payload = evidence::PayloadBuffer::new(evidence::PAYLOAD_TYPE, entries * 420 + (64 << 10));
+    statement.write_with_member(&mut payload.payload_mut(), Some(("inventory", &mut write_inventory)));
+    if let Some(e) = failed {
+        return Err(Error::Internal(format!("bundle inventory: {e}")));
+    }
+    let envelope = payload
+        .sign_to_json_bytes(key)
+        .map_err(|e| Error::Internal(format!("bundle envelope: {e}")))?;
+    // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    match storage.put_new(&env_uri, Bytes::from(envelope)).await {
+        Ok(_) => Ok(dir),
+        // Sealed before (a quarantine that failed after sealing and is retried): the existing bundle stands
+        // when this key signed it for the same snapshot and the same root; anything else is refused.
+        Err(Error::AlreadyExists { .. }) => {
+            let existing = storage.get(&env_uri).await?.bytes;
+            let trust = crate::evidence::keys::TrustStore::from_keys(vec![crate::evidence::keys::PublicKey::new(
+                "sealing-key",
+                "sealing-key.pub",
+                key.verifying_key(),
+            )])?;
+            let same = evidence::verify(&existing, &trust).ok().is_some_and(|v| {
+                v.predicate()["snapshot_id"] == serde_json::json!(predicate.snapshot_id)
+                    && v.predicate()["bundle_root"] == serde_json::json!(root)
+            });
+            if same {
+                Ok(dir)
+            } else {
+                Err(Error::invalid(
+                    &env_uri,
+                    "exists and is not this key's seal of the same snapshot and root; bundles are never overwritten",
+                ))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}

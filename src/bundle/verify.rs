@@ -1,0 +1,545 @@
+//! Verifying: a bundle checked per DESIGN §5 (see [`crate::bundle`] for the format).
+//!
+//! [`verify()`] checks the envelope's signature, the bundle root and the subject, binds every
+//! inventory URI to its path, checks the byte copies and the metadata layers against each other
+//! from the bundle alone (never from the live table's metadata, which may be expired), then hashes
+//! every data and delete object in storage (and, deep, reads their Parquet footers). Every problem
+//! is a finding in the [`RestoreReport`]; an `Err` means it could not decide. It reads, never
+//! writes. It may use what the `bundle` wing may use: `table` to parse the copies, `io` to read
+//! objects, `evidence` to check the signature, `report` for progress.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use super::{
+    BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding,
+    bundle_dir, get_copy, symlink_finding,
+};
+use crate::error::{Error, Result};
+use crate::evidence;
+use crate::evidence::inventory::canonical_digests;
+use crate::evidence::keys::TrustStore;
+use crate::io::store::Storage;
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::location::{self, TableLocation};
+use crate::table;
+use crate::table::tree::Content;
+
+/// How to verify a bundle.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// Also read Parquet footers and compare row counts with the manifests.
+    pub deep: bool,
+    /// Read data from a relocated copy of the table rooted here.
+    pub table_root: Option<String>,
+}
+
+/// Verifies a bundle per DESIGN §5, from the bundle alone plus the data objects in storage.
+///
+/// # Errors
+/// Only when lakedrill cannot decide (the envelope cannot be read at all, a store is unreachable);
+/// every problem in the bundle or the data is a finding in the report.
+#[allow(clippy::too_many_lines)]
+pub async fn verify(
+    storage: &Storage,
+    bundle_uri: &str,
+    trust: &TrustStore,
+    opts: &VerifyOptions,
+) -> Result<RestoreReport> {
+    let dir = bundle_dir(bundle_uri)?;
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    let envelope = storage.get(&env_uri).await?.bytes;
+    let mut report = RestoreReport {
+        status: RestoreStatus::Failed,
+        bundle_id: None,
+        table_uuid: None,
+        snapshot_id: None,
+        bundle_root: None,
+        snapshot_timestamp_ms: None,
+        objects_verified: 0,
+        bytes_verified: 0,
+        findings: Vec::new(),
+    };
+    let finish = |mut r: RestoreReport| {
+        r.status = if r.findings.is_empty() {
+            RestoreStatus::RestoreVerified
+        } else {
+            RestoreStatus::Failed
+        };
+        r
+    };
+    // 1. Signature, payload type, statement.
+    let verified = match evidence::verify(&envelope, trust) {
+        Ok(v) => v,
+        Err(f) => {
+            report.findings.push(Finding::new(
+                FindingKind::BundleSignature,
+                ENVELOPE_FILE,
+                Some("a valid signature by a trusted key".into()),
+                Some(f.to_string()),
+            ));
+            return Ok(finish(report));
+        }
+    };
+    if verified.predicate_type() != PREDICATE_TYPE {
+        report.findings.push(Finding::new(
+            FindingKind::BundleSignature,
+            ENVELOPE_FILE,
+            Some(PREDICATE_TYPE.into()),
+            Some(verified.predicate_type().to_owned()),
+        ));
+        return Ok(finish(report));
+    }
+    let pred: BundlePredicate = match serde_json::from_value(verified.predicate().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            report.findings.push(Finding::new(
+                FindingKind::BundleSignature,
+                ENVELOPE_FILE,
+                Some("a bundle predicate".into()),
+                Some(e.to_string()),
+            ));
+            return Ok(finish(report));
+        }
+    };
+    report.bundle_id = Some(pred.bundle_id.clone());
+    report.table_uuid = Some(pred.table_uuid.clone());
+    report.snapshot_id = Some(pred.snapshot_id);
+    report.bundle_root = Some(pred.bundle_root.clone());
+    report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
+    let (root, sha) = canonical_digests(&pred.inventory);
+    if root != pred.bundle_root {
+        report.findings.push(Finding::new(
+            FindingKind::RootMismatch,
+            ENVELOPE_FILE,
+            Some(pred.bundle_root.clone()),
+            Some(root.clone()),
+        ));
+    }
+    let subject_ok = verified.subjects().len() == 1
+        && verified.subjects()[0].digest.get("sha256") == Some(&sha)
+        && verified.subjects()[0].digest.get("blake3") == Some(&pred.bundle_root);
+    if !subject_ok {
+        report.findings.push(Finding::new(
+            FindingKind::SubjectMismatch,
+            ENVELOPE_FILE,
+            Some(format!("sha256:{sha}")),
+            Some(format!("{:?}", verified.subjects())),
+        ));
+    }
+    // Every entry's uri must be derived from its path (see `UriBinding`); an unbound entry is never opened.
+    let binding = match UriBinding::new(&pred) {
+        Ok(b) => Some(b),
+        Err(reason) => {
+            report.findings.push(Finding::new(
+                FindingKind::UriNotDerived,
+                ENVELOPE_FILE,
+                Some("a manifest-list entry whose uri is its path under the table root".into()),
+                Some(reason),
+            ));
+            None
+        }
+    };
+    let mut unbound: BTreeSet<&str> = BTreeSet::new();
+    for e in &pred.inventory {
+        let bound = match &binding {
+            Some(b) => b.check(e).map_err(|f| report.findings.push(f)).is_ok(),
+            None => false,
+        };
+        if !bound {
+            unbound.insert(e.path.as_str());
+        }
+    }
+    // 2. Metadata copies against the inventory, then the layers against each other.
+    let loc = match opts.table_root.as_deref() {
+        Some(r) => TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok(),
+        None => None,
+    };
+    // Where objects are opened: the --table-root, else the root the inventory is bound to. On the local
+    // filesystem nothing whose resolved path leaves that root (resolved) is read (README "Symlinks").
+    let open_root = match (opts.table_root.as_deref(), &binding) {
+        (Some(r), _) => Some(location::canonical_uri(r)?),
+        (None, Some(b)) => Some(b.root().to_owned()),
+        (None, None) => None,
+    };
+    let confined = match &open_root {
+        Some(r) => Some(storage.confine(r).await?),
+        None => None,
+    };
+    let written_loc = TableLocation::new(&pred.table_location, "memory:///unused".into(), &env_uri).ok();
+    let mut copies: BTreeMap<String, Bytes> = BTreeMap::new();
+    for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+        let Some(member) = &e.copy else {
+            report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some("a byte copy in the bundle".into()),
+                Some("none named".into()),
+            ));
+            continue;
+        };
+        if member != &format!("copies/{}", e.blake3) {
+            report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some(format!("copies/{}", e.blake3)),
+                Some(member.clone()),
+            ));
+            continue;
+        }
+        match get_copy(storage, &location::join(&dir, member), e.layer).await? {
+            None => report.findings.push(Finding::new(
+                FindingKind::CopyMissing,
+                &e.path,
+                Some(member.clone()),
+                Some("absent".into()),
+            )),
+            Some(f) => {
+                let d = blake3::hash(&f.bytes).to_hex().to_string();
+                if d != e.blake3 || f.bytes.len() as u64 != e.size {
+                    report.findings.push(Finding::new(
+                        FindingKind::CopyDigestMismatch,
+                        &e.path,
+                        Some(e.blake3.clone()),
+                        Some(d),
+                    ));
+                } else {
+                    report.objects_verified += 1;
+                    report.bytes_verified += e.size;
+                    copies.insert(e.path.clone(), f.bytes);
+                }
+            }
+        }
+    }
+    check_layers(
+        &pred,
+        &copies,
+        written_loc.as_ref(),
+        storage.options().max_metadata_bytes,
+        &mut report.findings,
+    );
+    // The table's own metadata objects are not read (the copies are), but one that has become a symlink
+    // leaving the table is a table that readers would read from elsewhere: a finding.
+    if let (Some(c), Some(root)) = (&confined, &open_root) {
+        for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+            let at = match &loc {
+                Some(l) => l.resolve(&e.path).ok(),
+                None if !unbound.contains(e.path.as_str()) => Some(e.uri.clone()),
+                None => None,
+            };
+            if let Some(at) = at.filter(|u| location::is_under(u, root))
+                && let Some(target) = c.escape(&at).await?
+            {
+                report.findings.push(symlink_finding(&e.path, root, &target));
+            }
+        }
+    }
+    // 3. Data and delete objects in storage.
+    let concurrency = storage.options().io_concurrency.get();
+    let data: Vec<InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .cloned()
+        .collect();
+    let mut to_check = Vec::new();
+    for e in data {
+        // Never open a path outside the table location.
+        if let Some(w) = &written_loc
+            && w.relative(&e.path).is_err()
+        {
+            report.findings.push(Finding::new(
+                FindingKind::PathOutsideTable,
+                &e.path,
+                Some(pred.table_location.clone()),
+                Some("outside; not opened".into()),
+            ));
+            continue;
+        }
+        let uri = match &loc {
+            Some(l) => l.resolve(&e.path)?,
+            None if unbound.contains(e.path.as_str()) => continue,
+            None => e.uri.clone(),
+        };
+        to_check.push((e, uri));
+    }
+    let deep = opts.deep;
+    let progress = crate::report::output::Progress::new("verify", to_check.len(), storage.options().progress);
+    let progress = &progress;
+    let confined = &confined;
+    // Inner `Err`: the object's resolved path leaves the table root (it was not read).
+    let results: Vec<(InventoryEntry, Result<std::result::Result<Checked, String>>)> = futures::stream::iter(to_check)
+        .map(|(e, uri)| async move {
+            let res = async {
+                if let Some(c) = confined
+                    && let Some(target) = c.escape(&uri).await?
+                {
+                    return Ok(Err(target));
+                }
+                let h = storage.hash(&uri).await?;
+                let rows = if deep && h.bytes_read == e.size && h.blake3 == e.blake3 {
+                    Some(parquet_rows(storage, &uri, h.bytes_read).await?)
+                } else {
+                    None
+                };
+                Ok(Ok((h, rows)))
+            }
+            .await;
+            progress.tick(e.size);
+            (e, res)
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for (e, res) in results {
+        match res {
+            Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
+                FindingKind::ObjectMissing,
+                &e.path,
+                Some(format!("{} bytes", e.size)),
+                Some("absent".into()),
+            )),
+            Err(Error::Storage { .. }) => report.findings.push(Finding::new(
+                FindingKind::ReadFailed,
+                &e.path,
+                None,
+                Some("storage error".into()),
+            )),
+            Err(other) => return Err(other),
+            Ok(Err(target)) => {
+                let root = open_root.as_deref().unwrap_or_default();
+                report.findings.push(symlink_finding(&e.path, root, &target));
+            }
+            Ok(Ok((h, rows))) => {
+                if h.bytes_read != e.size {
+                    report.findings.push(Finding::new(
+                        FindingKind::SizeMismatch,
+                        &e.path,
+                        Some(e.size.to_string()),
+                        Some(h.bytes_read.to_string()),
+                    ));
+                } else if h.blake3 != e.blake3 {
+                    report.findings.push(Finding::new(
+                        FindingKind::DigestMismatch,
+                        &e.path,
+                        Some(e.blake3.clone()),
+                        Some(h.blake3.clone()),
+                    ));
+                } else {
+                    report.objects_verified += 1;
+                    report.bytes_verified += e.size;
+                }
+                match rows {
+                    Some(Ok(n)) if Some(n) != e.record_count => report.findings.push(Finding::new(
+                        FindingKind::RowCountMismatch,
+                        &e.path,
+                        e.record_count.map(|r| r.to_string()),
+                        Some(n.to_string()),
+                    )),
+                    Some(Err(reason)) => report.findings.push(Finding::new(
+                        FindingKind::DataUnreadable,
+                        &e.path,
+                        Some("a Parquet footer".into()),
+                        Some(reason),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+    }
+    report
+        .findings
+        .sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    Ok(finish(report))
+}
+
+/// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
+type Checked = (crate::io::store::Hashed, Option<std::result::Result<u64, String>>);
+
+/// Reads a Parquet footer and returns the file's row count.
+async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::result::Result<u64, String>> {
+    if size < 12 {
+        return Ok(Err("too small to be Parquet".into()));
+    }
+    let tail = storage.get_range(uri, size - 8..size).await?;
+    let Ok(tail8): std::result::Result<[u8; 8], _> = tail[..].try_into() else {
+        return Ok(Err("short read of the footer".into()));
+    };
+    let len = match parquet::file::metadata::FooterTail::try_from(tail8) {
+        Ok(t) => t.metadata_length() as u64,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    if len + 8 > size {
+        return Ok(Err(format!("footer length {len} exceeds the file")));
+    }
+    let footer = storage.get_range(uri, size - 8 - len..size - 8).await?;
+    match parquet::file::metadata::ParquetMetaDataReader::decode_metadata(&footer) {
+        Ok(md) => Ok(Ok(u64::try_from(md.file_metadata().num_rows()).unwrap_or(0))),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory.
+fn check_layers(
+    pred: &BundlePredicate,
+    copies: &BTreeMap<String, Bytes>,
+    loc: Option<&TableLocation>,
+    max_metadata_bytes: u64,
+    findings: &mut Vec<Finding>,
+) {
+    let by_layer = |l: Layer| -> BTreeSet<&str> {
+        pred.inventory
+            .iter()
+            .filter(|e| e.layer == l)
+            .map(|e| e.path.as_str())
+            .collect()
+    };
+    let Some(md_entry) = pred.inventory.iter().find(|e| e.layer == Layer::Metadata) else {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            "metadata.json",
+            Some("the table metadata".into()),
+            Some("absent from the inventory".into()),
+        ));
+        return;
+    };
+    let Some(md_bytes) = copies.get(&md_entry.path) else {
+        return;
+    };
+    let (md, _) = match table::parse_metadata(&md_entry.path, md_bytes, max_metadata_bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            findings.push(Finding::new(
+                FindingKind::CopyUnreadable,
+                &md_entry.path,
+                None,
+                Some(format!("{e}")),
+            ));
+            return;
+        }
+    };
+    let Some(snapshot) = md.snapshot_by_id(pred.snapshot_id) else {
+        findings.push(Finding::new(
+            FindingKind::SnapshotMissing,
+            &md_entry.path,
+            Some(pred.snapshot_id.to_string()),
+            Some("not in the metadata".into()),
+        ));
+        return;
+    };
+    let lists = by_layer(Layer::ManifestList);
+    if !lists.contains(snapshot.manifest_list()) {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            snapshot.manifest_list(),
+            Some("the snapshot's manifest list".into()),
+            Some("absent from the inventory".into()),
+        ));
+    }
+    for extra in lists.iter().filter(|l| **l != snapshot.manifest_list()) {
+        findings.push(Finding::new(
+            FindingKind::ExtraObject,
+            *extra,
+            None,
+            Some("a manifest list the snapshot does not name".into()),
+        ));
+    }
+    let Some(list_bytes) = copies.get(snapshot.manifest_list()) else {
+        return;
+    };
+    let list = match table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version()) {
+        Ok(l) => l,
+        Err(e) => {
+            findings.push(Finding::new(
+                FindingKind::CopyUnreadable,
+                snapshot.manifest_list(),
+                None,
+                Some(format!("{e}")),
+            ));
+            return;
+        }
+    };
+    let named: BTreeSet<&str> = list.entries().iter().map(|m| m.manifest_path.as_str()).collect();
+    let have = by_layer(Layer::Manifest);
+    for m in named.difference(&have) {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            *m,
+            Some("a manifest named by the manifest list".into()),
+            Some("absent from the inventory".into()),
+        ));
+    }
+    for m in have.difference(&named) {
+        findings.push(Finding::new(
+            FindingKind::ExtraObject,
+            *m,
+            None,
+            Some("a manifest the manifest list does not name".into()),
+        ));
+    }
+    let mut live: BTreeMap<String, (Layer, u64)> = BTreeMap::new();
+    for mf in list.entries() {
+        let Some(bytes) = copies.get(&mf.manifest_path) else {
+            continue;
+        };
+        let manifest = match table::parse_manifest(&mf.manifest_path, bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                findings.push(Finding::new(
+                    FindingKind::CopyUnreadable,
+                    &mf.manifest_path,
+                    None,
+                    Some(format!("{e}")),
+                ));
+                continue;
+            }
+        };
+        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let df = e.data_file();
+            if let Some(l) = loc
+                && l.relative(df.file_path()).is_err()
+            {
+                continue; // reported as PATH_OUTSIDE_TABLE with the inventory check
+            }
+            live.insert(
+                df.file_path().to_owned(),
+                (Content::from(df.content_type()).into(), df.file_size_in_bytes()),
+            );
+        }
+    }
+    let inv: BTreeMap<&str, &InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .map(|e| (e.path.as_str(), e))
+        .collect();
+    for (path, (layer, size)) in &live {
+        match inv.get(path.as_str()) {
+            None => findings.push(Finding::new(
+                FindingKind::LayerMissing,
+                path,
+                Some(format!("{layer:?} file named by a manifest")),
+                Some("absent from the inventory".into()),
+            )),
+            Some(e) if e.size != *size => findings.push(Finding::new(
+                FindingKind::SizeMismatch,
+                path,
+                Some(size.to_string()),
+                Some(e.size.to_string()),
+            )),
+            Some(_) => {}
+        }
+    }
+    for path in inv.keys() {
+        if !live.contains_key(*path) {
+            findings.push(Finding::new(
+                FindingKind::ExtraObject,
+                *path,
+                None,
+                Some("an object no live manifest entry names".into()),
+            ));
+        }
+    }
+}
