@@ -42,7 +42,7 @@ use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
 pub use crate::model::object::Layer;
-pub use seal::{SealReport, seal, write_bundle};
+pub use seal::{SealReport, seal, snapshot_predicate, write_bundle};
 pub use verify::{VerifyOptions, verify};
 
 /// `predicateType` of a bundle statement.

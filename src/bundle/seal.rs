@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
 use crate::error::{Error, Result};
-use crate::evidence::inventory::{canonical_digests, inventory_root};
+use crate::evidence::inventory::{BackupInfo, canonical_digests, inventory_root};
 use crate::evidence::keys::SigningKey;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
@@ -45,6 +45,36 @@ fn format_version_number(t: &Table) -> u8 {
         iceberg::spec::FormatVersion::V1 => 1,
         iceberg::spec::FormatVersion::V2 => 2,
         iceberg::spec::FormatVersion::V3 => 3,
+    }
+}
+
+/// The predicate of a bundle of one snapshot of `table`: a sealed bundle (`backup: None`) or a cold backup.
+#[must_use]
+pub fn snapshot_predicate(
+    table: &Table,
+    snapshot: &iceberg::spec::Snapshot,
+    bundle_id: String,
+    bundle_root: String,
+    inventory: Vec<InventoryEntry>,
+    now: chrono::DateTime<chrono::Utc>,
+    backup: Option<BackupInfo>,
+) -> BundlePredicate {
+    BundlePredicate {
+        bundle_id,
+        table_uuid: table.metadata().uuid().to_string(),
+        table_location: table.location().written().to_owned(),
+        snapshot_id: snapshot.snapshot_id(),
+        snapshot_timestamp_ms: snapshot.timestamp_ms(),
+        sequence_number: snapshot.sequence_number(),
+        format_version: format_version_number(table),
+        sealed_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        source_metadata_location: table.generation().metadata_location.clone(),
+        source_metadata_blake3: table.generation().metadata_blake3.clone(),
+        bundle_root,
+        objects: inventory.len(),
+        bytes: inventory.iter().map(|e| e.size).sum(),
+        inventory,
+        backup,
     }
 }
 
@@ -219,23 +249,7 @@ pub async fn seal(
     let root = inventory_root(&inventory);
     let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
     let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
-    let predicate = BundlePredicate {
-        bundle_id: bundle_id.clone(),
-        table_uuid: table.metadata().uuid().to_string(),
-        table_location: table.location().written().to_owned(),
-        snapshot_id,
-        snapshot_timestamp_ms: snapshot.timestamp_ms(),
-        sequence_number: snapshot.sequence_number(),
-        format_version: format_version_number(table),
-        sealed_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        source_metadata_location: table.generation().metadata_location.clone(),
-        source_metadata_blake3: table.generation().metadata_blake3.clone(),
-        bundle_root: root.clone(),
-        objects: inventory.len(),
-        bytes: bytes_total,
-        inventory,
-        backup: None,
-    };
+    let predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), inventory, now, None);
     let objects = predicate.objects;
     write_bundle(storage, predicate, copies, key, out_uri).await?;
     Ok(Ok(SealReport {

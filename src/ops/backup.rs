@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Serialize;
 
-use crate::bundle::{self, BackupInfo, BundlePredicate, InventoryEntry, Layer};
+use crate::bundle::{self, BackupInfo, InventoryEntry, Layer};
 use crate::error::{Error, Result};
 use crate::io::store::{ObjectInfo, Storage};
 use crate::model::findings::{Finding, FindingKind};
@@ -388,32 +388,20 @@ pub async fn backup(
     );
     let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
     let declared = checkpoint.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let predicate = BundlePredicate {
-        bundle_id: bundle_id.clone(),
-        table_uuid: uuid.clone(),
-        table_location: table.location().written().to_owned(),
-        snapshot_id,
-        snapshot_timestamp_ms: snapshot.timestamp_ms(),
-        sequence_number: snapshot.sequence_number(),
-        format_version: match table.metadata().format_version() {
-            iceberg::spec::FormatVersion::V1 => 1,
-            iceberg::spec::FormatVersion::V2 => 2,
-            iceberg::spec::FormatVersion::V3 => 3,
-        },
-        sealed_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        source_metadata_location: table.generation().metadata_location.clone(),
-        source_metadata_blake3: table.generation().metadata_blake3.clone(),
-        bundle_root: root.clone(),
-        objects: inventory.len(),
-        bytes: bytes_total,
+    let predicate = bundle::snapshot_predicate(
+        &table,
+        &snapshot,
+        bundle_id.clone(),
+        root.clone(),
         inventory,
-        backup: Some(BackupInfo {
+        now,
+        Some(BackupInfo {
             checkpoint_id: checkpoint.checkpoint_id.clone(),
             declared_snapshot_id: checkpoint.snapshot_id,
             declared_at: declared.clone(),
             backup_root: to.clone(),
         }),
-    };
+    );
     let objects = predicate.objects;
     let bundles = location::join(&to, "bundles");
     let bundle_uri = location::join(&bundles, &bundle_id);

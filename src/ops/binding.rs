@@ -52,7 +52,7 @@ impl DigestBinding {
 /// Compares the running binary with the policy's pin.
 ///
 /// # Errors
-/// [`Error::Io`] when the running binary cannot be read.
+/// [`crate::Error::Io`] when the running binary cannot be read.
 pub fn digest_binding(ctx: &Context, policy: &Policy) -> Result<DigestBinding> {
     let running = ctx.implementation_digest()?;
     let status = match policy.reclamation_implementation_digest() {

@@ -16,7 +16,7 @@ type HookFn = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
 /// A hook told how many delete requests were sent so far.
 type CountHookFn = Arc<dyn Fn(usize) -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
-/// Fault-injection hooks carried by a [`Context`]; the default does nothing.
+/// Fault-injection hooks carried by a [`crate::ops::context::Context`]; the default does nothing.
 #[derive(Clone, Default)]
 pub struct Hooks {
     /// An injected planner bug: the head of a protected ref joins the expired-snapshots candidate.

@@ -1,7 +1,7 @@
 //! The registry commands: leases, holds, DR checkpoints, writers, their listing and ending.
 //!
 //! Registry changes that start covering a candidate (a lease, a hold, a checkpoint) send it to `PROTECTED`,
-//! also while it is quarantined ([`protect_covered`]). Part of the floor of `ops`: it uses only
+//! also while it is quarantined (`protect_covered`). Part of the floor of `ops`: it uses only
 //! [`crate::ops::plan`].
 
 use std::path::Path;

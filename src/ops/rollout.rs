@@ -10,7 +10,7 @@
 //!   would delete, records the comparison as an observation, and aggregates the observations of the period:
 //!   objects both would delete, only Iceberg would delete (with each reason lakedrill kept it), only lakedrill
 //!   would delete.
-//! - [`digest_binding`] compares the running binary's SHA-256 with the policy's
+//! - [`crate::ops::binding::digest_binding`] compares the running binary's SHA-256 with the policy's
 //!   `reclamationImplementationDigest`: `quarantine` and `purge` refuse on a mismatch; an unpinned policy allows
 //!   any build and is reported as a warning.
 //!
