@@ -5,5 +5,6 @@
 //! `model` and the ground.
 
 pub mod closure;
+pub mod compare;
 pub mod decision;
 pub mod policy;
