@@ -251,7 +251,7 @@ async fn commit_rewrite(
         .with_parent_snapshot_id(Some(current.snapshot_id()))
         .with_sequence_number(seq)
         .with_schema_id(md.current_schema_id())
-        .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
+        .with_timestamp_ms(ctx.now().timestamp_millis())
         .with_summary(Summary {
             operation,
             additional_properties: HashMap::from([("lakedrill.demo".to_owned(), "true".to_owned())]),
@@ -646,7 +646,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         dir.join("reports").display()
     );
     std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
-    let drill = crate::ops::drill::run(&demo_ctx.storage, &plan, &crate::clock::SystemClock, &digest).await?;
+    let drill = crate::ops::drill::run(&demo_ctx.storage, &plan, demo_ctx.clock.as_ref(), &digest).await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
     let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
@@ -769,7 +769,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         &demo_ctx.storage,
         &demo_ctx.config,
         &cold_plan,
-        &crate::clock::SystemClock,
+        demo_ctx.clock.as_ref(),
         &digest,
         crate::ops::drill::RunOptions::default(),
     )
