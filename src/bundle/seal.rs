@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
+use super::format::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
 use crate::error::{Error, Result};
 use crate::evidence::inventory::{BackupInfo, canonical_digests, inventory_root};
 use crate::evidence::keys::SigningKey;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use futures::StreamExt;
 
-use super::{
+use super::format::{
     BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding,
     bundle_dir, get_copy, symlink_finding,
 };

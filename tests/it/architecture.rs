@@ -11,7 +11,9 @@
 //!   (`crate::faults::weakened(…)`); `super::` and `self::` paths resolved against the file's module path
 //!   (plus any inline `mod x { … }` they sit in); a root re-export named in `src/lib.rs` (`pub use
 //!   error::Error;`) resolves `crate::Error` to the file that defines it. Paths relative to a child module
-//!   without `self::` (`use tree::Tree;` in `table.rs`) are not counted.
+//!   without `self::` (`use tree::Tree;` in `table.rs`, where `mod tree;` declares the child) count as
+//!   `self::tree::Tree`: a face that re-exports or calls its children and a child that uses the face through
+//!   `super::` make a circle like any two files.
 //! - a path maps to the file that defines the module: the longest prefix `a/b/c` such that `src/a/b/c.rs`
 //!   exists, else `src/a/b.rs`, else `src/a.rs`. Unknown targets (`crate::SOMETHING` that is no file and no
 //!   root re-export) are ignored.
@@ -419,6 +421,11 @@ fn leaf(segs: Vec<String>, line: usize, alias: Option<String>) -> Vec<Written> {
 /// Every `crate::`/`self::`/`super::` path of the file's code (test modules only when `with_tests`).
 fn written_paths(t: &[Tok], with_tests: bool) -> Vec<Written> {
     let mut out = Vec::new();
+    // The file's own child modules (`mod x;` at any visibility): `x::Item` and `use x::Item` name `self::x`.
+    let children: BTreeSet<&str> = (0..t.len())
+        .filter(|&k| t[k].is("mod") && text_at(t, k + 2) == Some(";"))
+        .filter_map(|k| t.get(k + 1).filter(|n| n.is_ident()).map(|n| n.text.as_str()))
+        .collect();
     // Inline modules: (name, brace depth inside it).
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut pending: Option<String> = None;
@@ -450,6 +457,19 @@ fn written_paths(t: &[Tok], with_tests: bool) -> Vec<Written> {
                 w
             }));
             // The braces of a use group are balanced: depth is unchanged across it.
+            i = j.max(i + 1);
+            continue;
+        } else if (with_tests || !tok.test)
+            && inline.is_empty()
+            && children.contains(tok.text.as_str())
+            && text_at(t, i + 1) == Some("::")
+            && !matches!(i.checked_sub(1).and_then(|p| text_at(t, p)), Some("::" | "$" | "."))
+        {
+            let (leaves, j) = parse_tree(t, i);
+            out.extend(leaves.into_iter().map(|mut w| {
+                w.segs.insert(0, "self".to_owned());
+                w
+            }));
             i = j.max(i + 1);
             continue;
         }

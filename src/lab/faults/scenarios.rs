@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Lab, LabEnv, Obs, expired};
+use super::lab::{Lab, LabEnv, Obs, expired};
 use crate::error::{Error, Result};
 use crate::evidence::fault_matrix::SCENARIOS;
 use crate::io::fault_store::FaultState;

@@ -1,0 +1,365 @@
+//! The bundle format: the folder and file names, how inventory URIs are bound to their paths
+//! ([`UriBinding`]), the [`RestoreReport`], and the signed reads of a bundle that do not check its
+//! data ([`verified_predicate`], [`verified_metadata_copy`], [`list_bundles`]). Seal and verify build on
+//! it; it uses only the wings below `bundle`.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::evidence;
+pub use crate::evidence::inventory::{
+    BackupInfo, BundlePredicate, InventoryEntry, canonical_digests, canonical_inventory, inventory_root,
+};
+use crate::evidence::keys::TrustStore;
+pub use crate::evidence::predicate::RestoreStatus;
+use crate::io::store::Storage;
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::location::{self, TableLocation};
+pub use crate::model::object::Layer;
+
+/// `predicateType` of a bundle statement.
+pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/bundle/v1";
+/// File name of the envelope inside a bundle folder.
+pub const ENVELOPE_FILE: &str = "bundle.dsse.json";
+
+/// How an inventory's `uri`s are bound to its `path`s.
+///
+/// A `uri` in the inventory is never taken on trust, even under a valid signature: it must be what
+/// sealing derives from the entry's `path`, so that a verifier only ever opens objects of the table.
+/// The table root a bundle was sealed from is the one its manifest-list entry names (its `uri`
+/// minus its `path` relative to the table location); every other entry's `uri` must be its `path`
+/// rebased onto that same root. The metadata entry may instead carry its `path` itself as a
+/// canonical URI (a table read from a metadata file). A cold-backup bundle's objects all live at
+/// `<backup_root>/objects/<blake3>`. Anything else is a [`FindingKind::UriNotDerived`] finding and
+/// the entry is not opened.
+#[derive(Debug, Clone)]
+pub struct UriBinding {
+    root: String,
+    /// The written table location rebased onto `root` (`None` for a cold-backup bundle).
+    loc: Option<TableLocation>,
+}
+
+impl UriBinding {
+    /// The binding of a bundle's inventory.
+    ///
+    /// # Errors
+    /// Why no table root can be derived (no manifest-list entry, or one whose `uri` does not end
+    /// with its `path`), as a sentence for a finding.
+    pub fn new(pred: &BundlePredicate) -> std::result::Result<Self, String> {
+        if let Some(b) = &pred.backup {
+            return Ok(Self {
+                root: b.backup_root.trim_end_matches('/').to_owned(),
+                loc: None,
+            });
+        }
+        let written = TableLocation::new(&pred.table_location, "memory:///unused".into(), ENVELOPE_FILE)
+            .map_err(|e| e.to_string())?;
+        let ml = pred
+            .inventory
+            .iter()
+            .find(|e| e.layer == Layer::ManifestList)
+            .ok_or("the inventory has no manifest list to anchor the table root")?;
+        let rel = written.relative(&ml.path).map_err(|_| {
+            format!(
+                "the manifest list {} is not under the table location {}",
+                ml.path, pred.table_location
+            )
+        })?;
+        let root = ml
+            .uri
+            .strip_suffix(&format!("/{rel}"))
+            .filter(|r| location::canonical_uri(r).ok().as_deref() == Some(*r))
+            .ok_or_else(|| {
+                format!(
+                    "the manifest list's uri {} is not a table root joined with its path relative to the table location ({rel})",
+                    ml.uri
+                )
+            })?;
+        let loc =
+            TableLocation::new(&pred.table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
+        Ok(Self {
+            root: root.to_owned(),
+            loc: Some(loc),
+        })
+    }
+
+    /// The table root (or backup root) every `uri` is bound to.
+    #[must_use]
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// The entry's `uri` when it is the one derived from its `path`.
+    ///
+    /// # Errors
+    /// A [`FindingKind::UriNotDerived`] finding naming the entry, the URI expected and the one found.
+    pub fn check(&self, e: &InventoryEntry) -> std::result::Result<String, Finding> {
+        let expected = match &self.loc {
+            None => Some(location::join(&self.root, &format!("objects/{}", e.blake3))),
+            Some(loc) => loc.resolve(&e.path).ok(),
+        };
+        let as_written = || {
+            let absolute = e.path.contains("://") || e.path.starts_with('/') || e.path.starts_with("file:");
+            absolute && location::canonical_uri(&e.path).ok().as_deref() == Some(e.uri.as_str())
+        };
+        if expected.as_deref() == Some(e.uri.as_str())
+            || (e.layer == Layer::Metadata && self.loc.is_some() && as_written())
+        {
+            return Ok(e.uri.clone());
+        }
+        Err(Finding::new(
+            FindingKind::UriNotDerived,
+            &e.path,
+            Some(match expected {
+                Some(x) => format!("{x} (its path under the table root {})", self.root),
+                None => format!("a path under the table location, rebased onto {}", self.root),
+            }),
+            Some(format!(
+                "{}: not derived from the path and the table root; not opened",
+                e.uri
+            )),
+        ))
+    }
+}
+
+/// The result of verifying one bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RestoreReport {
+    /// Verdict.
+    pub status: RestoreStatus,
+    /// Bundle id (from the envelope, even when it does not verify).
+    pub bundle_id: Option<String>,
+    /// Table UUID.
+    pub table_uuid: Option<String>,
+    /// Snapshot.
+    pub snapshot_id: Option<i64>,
+    /// Bundle root.
+    pub bundle_root: Option<String>,
+    /// Commit time of the bundled snapshot (the declared recovery point).
+    pub snapshot_timestamp_ms: Option<i64>,
+    /// Objects whose bytes were verified.
+    pub objects_verified: usize,
+    /// Bytes verified.
+    pub bytes_verified: u64,
+    /// Every problem found.
+    pub findings: Vec<Finding>,
+}
+
+/// The canonical URI of a bundle folder given its folder or its envelope file.
+///
+/// # Errors
+/// [`Error::BadUri`].
+pub fn bundle_dir(uri: &str) -> Result<String> {
+    let uri = location::canonical_uri(uri)?;
+    Ok(match uri.strip_suffix(&format!("/{ENVELOPE_FILE}")) {
+        Some(d) => d.to_owned(),
+        None => uri,
+    })
+}
+
+/// Reads a bundle's byte copy, `None` when it is absent; the table metadata copy is read within
+/// [`crate::io::store::StorageOptions::max_metadata_bytes`], like the table's own metadata.
+pub(super) async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<crate::io::store::Fetched>> {
+    if layer != Layer::Metadata {
+        return storage.get_opt(uri).await;
+    }
+    let max = storage.options().max_metadata_bytes;
+    match storage.get_bounded(uri, max, "the bundle's table metadata copy").await {
+        Ok(f) => Ok(Some(f)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// An object whose path, symlinks resolved, leaves the table root (README "Symlinks").
+pub(crate) fn symlink_finding(path: &str, root: &str, target: &str) -> Finding {
+    Finding::new(
+        FindingKind::SymlinkOutsideTable,
+        path,
+        Some(format!("a path under the table root {root} with symlinks resolved")),
+        Some(format!("resolves to {target}, outside the table; not read")),
+    )
+}
+
+/// Finds every bundle (folder holding an envelope) under a prefix.
+///
+/// # Errors
+/// [`Error::Storage`] when the prefix cannot be listed.
+pub async fn list_bundles(storage: &Storage, prefix_uri: &str) -> Result<Vec<String>> {
+    let prefix = location::canonical_uri(prefix_uri)?;
+    let mut out: Vec<String> = storage
+        .list(&prefix)
+        .await?
+        .into_iter()
+        .filter_map(|o| o.uri.strip_suffix(&format!("/{ENVELOPE_FILE}")).map(str::to_owned))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The snapshot id and the metadata copy of a bundle whose signature verifies and whose copy
+/// matches the inventory (for bringing a snapshot back from a bundle).
+///
+/// # Errors
+/// [`Error::Invalid`] when the bundle does not verify or lacks its metadata copy.
+pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: &TrustStore) -> Result<(i64, Bytes)> {
+    let dir = bundle_dir(bundle_uri)?;
+    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
+    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
+    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let md = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == Layer::Metadata)
+        .ok_or_else(|| Error::invalid(&dir, "the inventory has no metadata entry"))?;
+    let member = md
+        .copy
+        .clone()
+        .ok_or_else(|| Error::invalid(&dir, "the metadata entry has no copy"))?;
+    let bytes = storage
+        .get_bounded(
+            &location::join(&dir, &member),
+            storage.options().max_metadata_bytes,
+            "the bundle's table metadata copy",
+        )
+        .await?
+        .bytes;
+    if blake3::hash(&bytes).to_hex().as_str() != md.blake3 {
+        return Err(Error::invalid(
+            &dir,
+            format!("{member} does not match its inventory digest"),
+        ));
+    }
+    Ok((pred.snapshot_id, bytes))
+}
+
+/// The predicate of a bundle whose signature verifies, with every metadata copy that matches its
+/// inventory digest, by path as written.
+///
+/// # Errors
+/// [`Error::Invalid`] when the bundle does not verify.
+pub async fn verified_predicate(
+    storage: &Storage,
+    bundle_uri: &str,
+    trust: &TrustStore,
+) -> Result<(BundlePredicate, BTreeMap<String, Bytes>)> {
+    let dir = bundle_dir(bundle_uri)?;
+    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
+    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
+    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let mut copies = BTreeMap::new();
+    for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
+        let Some(member) = &e.copy else { continue };
+        let Some(copy) = get_copy(storage, &location::join(&dir, member), e.layer).await? else {
+            return Err(Error::NotFound {
+                uri: location::join(&dir, member),
+            });
+        };
+        let bytes = copy.bytes;
+        if blake3::hash(&bytes).to_hex().as_str() == e.blake3 {
+            copies.insert(e.path.clone(), bytes);
+        }
+    }
+    Ok((pred, copies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(layer: Layer, path: &str, uri: &str) -> InventoryEntry {
+        InventoryEntry {
+            path: path.into(),
+            uri: uri.into(),
+            layer,
+            size: 1,
+            blake3: "ab".into(),
+            e_tag: None,
+            version: None,
+            record_count: None,
+            copy: None,
+        }
+    }
+
+    fn predicate(inventory: Vec<InventoryEntry>) -> BundlePredicate {
+        BundlePredicate {
+            bundle_id: "1-x".into(),
+            table_uuid: "u".into(),
+            table_location: "wh/t".into(),
+            snapshot_id: 1,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: String::new(),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: inventory.len(),
+            bytes: 0,
+            inventory,
+            backup: None,
+        }
+    }
+
+    #[test]
+    fn inventory_uris_are_bound_to_their_paths() {
+        let pred = predicate(vec![
+            entry(
+                Layer::Metadata,
+                "file:///copy/t/metadata/v2.metadata.json",
+                "file:///copy/t/metadata/v2.metadata.json",
+            ),
+            entry(
+                Layer::ManifestList,
+                "wh/t/metadata/snap-1.avro",
+                "file:///copy/t/metadata/snap-1.avro",
+            ),
+            entry(Layer::Data, "wh/t/data/a.parquet", "file:///copy/t/data/a.parquet"),
+            entry(Layer::Data, "wh/t/data/b.parquet", "file:///elsewhere/b.parquet"),
+            entry(Layer::Data, "wh/t/data/c.parquet", "file:///copy/t/data/other.parquet"),
+        ]);
+        let b = UriBinding::new(&pred).unwrap();
+        assert_eq!(b.root(), "file:///copy/t");
+        let bound: Vec<bool> = pred.inventory.iter().map(|e| b.check(e).is_ok()).collect();
+        assert_eq!(bound, [true, true, true, false, false]);
+        let f = b.check(&pred.inventory[3]).unwrap_err();
+        assert_eq!(f.kind, FindingKind::UriNotDerived);
+        assert_eq!(f.path, "wh/t/data/b.parquet");
+        assert!(f.expected.unwrap().contains("file:///copy/t/data/b.parquet"));
+    }
+
+    #[test]
+    fn a_manifest_list_uri_that_does_not_end_with_its_path_binds_nothing() {
+        let pred = predicate(vec![entry(
+            Layer::ManifestList,
+            "wh/t/metadata/snap-1.avro",
+            "file:///copy/t/metadata/snap-2.avro",
+        )]);
+        assert!(UriBinding::new(&pred).unwrap_err().contains("snap-2.avro"));
+        assert!(UriBinding::new(&predicate(vec![])).is_err());
+    }
+
+    #[test]
+    fn cold_backup_objects_are_bound_to_their_digest() {
+        let mut pred = predicate(vec![entry(
+            Layer::Data,
+            "wh/t/data/a.parquet",
+            "s3://bk/vault/objects/ab",
+        )]);
+        pred.backup = Some(BackupInfo {
+            checkpoint_id: "c".into(),
+            declared_snapshot_id: 1,
+            declared_at: String::new(),
+            backup_root: "s3://bk/vault".into(),
+        });
+        let b = UriBinding::new(&pred).unwrap();
+        assert!(b.check(&pred.inventory[0]).is_ok());
+        pred.inventory[0].uri = "s3://bk/other/objects/ab".into();
+        assert!(b.check(&pred.inventory[0]).is_err());
+    }
+}

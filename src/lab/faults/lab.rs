@@ -1,0 +1,355 @@
+//! The machinery of the fault matrix: one scratch lakehouse per scenario ([`Lab`]) with a fault store in
+//! front of its storage, the observations a scenario records ([`Obs`]), and the account of objects lost.
+//!
+//! The scenarios (`faults/scenarios.rs`) drive it; the face (`faults.rs`) runs them and signs the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::govern::closure;
+use crate::io::fault_store::{FaultState, FaultStore};
+use crate::io::store::Storage;
+use crate::model::location;
+use crate::ops::context::Context;
+use crate::ops::quarantine::QuarantineMode;
+use crate::registry::State;
+use crate::report::output::{Outcome, Verdict};
+use crate::table::TableSource;
+
+/// Expectation bookkeeping of one scenario.
+#[derive(Default)]
+pub(super) struct Obs {
+    pub(super) lines: Vec<String>,
+    pub(super) holds: bool,
+    pub(super) readers: Vec<Value>,
+}
+
+impl Obs {
+    pub(super) fn new() -> Self {
+        Self {
+            holds: true,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn expect(&mut self, ok: bool, what: impl Into<String>) {
+        let what = what.into();
+        self.lines.push(if ok {
+            format!("ok: {what}")
+        } else {
+            format!("NOT OBSERVED: {what}")
+        });
+        self.holds &= ok;
+    }
+
+    pub(super) fn saw(&mut self, what: impl Into<String>) {
+        self.lines.push(format!("seen: {}", what.into()));
+    }
+}
+
+/// One scratch lakehouse with its fault layer.
+pub(super) struct Lab {
+    pub(super) dir: PathBuf,
+    /// Where the table, bundles, reports and receipts live: `file://DIR` or `s3://bucket/prefix/SCENARIO`.
+    pub(super) base: String,
+    pub(super) ctx: Context,
+    pub(super) truth: Context,
+    pub(super) state: Arc<FaultState>,
+    pub(super) source: TableSource,
+    pub(super) policy: PathBuf,
+    pub(super) keys: PathBuf,
+    pub(super) key: PathBuf,
+    pub(super) digest: String,
+}
+
+pub(super) const LAB_KEY: &str = "fault-matrix-scratch";
+
+impl Lab {
+    pub(super) async fn new(env: &LabEnv<'_>, name: &str, policy_extra: &str) -> Result<Lab> {
+        let (root, digest) = (env.root, env.digest);
+        let dir = root.join(name);
+        let base = match env.store {
+            Some(s) => location::join(s, name),
+            None => format!("file://{}", dir.display()),
+        };
+        let builder = Context::new(Config::default());
+        let warehouse = env.store.map(|_| location::join(&base, "warehouse"));
+        crate::lab::demo::build_lakehouse_in(&builder, &dir, warehouse.as_deref(), true).await?;
+        let config = Config::load(&dir.join("lakedrill.toml"), true)?;
+        let state = FaultState::new();
+        let layer_state = Arc::clone(&state);
+        let storage = Storage::with_layer(
+            config.storage_options(),
+            Arc::new(move |inner| Arc::new(FaultStore::new(inner, Arc::clone(&layer_state)))),
+        );
+        let ctx = Context::with_storage(config.clone(), storage);
+        let truth = Context::new(config);
+        // The trust folder holds the public key only (the private key stays in keys/).
+        let keys = dir.join("keys").join("trust");
+        let key = crate::evidence::keys::generate_in(LAB_KEY, &dir.join("keys"), &keys)?;
+        let policy = dir.join("policy.yaml");
+        let text = format!(
+            "# Written by `lakedrill drill faults` for a scratch lakehouse.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nlegalHoldGeneration: 0\nregulatedData: false\nreclamationImplementationDigest: {digest}\n{policy_extra}"
+        );
+        let text = if policy_extra.contains("maxWriterDuration") {
+            text
+        } else {
+            format!("{text}maxWriterDuration: 6h\norphanSafetyInterval: 12h\n")
+        };
+        std::fs::write(&policy, text).map_err(|e| Error::io("write", &policy, e))?;
+        let source = TableSource::Catalog {
+            catalog: "demo".into(),
+            table: "sales.orders".into(),
+            table_root: None,
+        };
+        let lab = Lab {
+            dir,
+            base,
+            ctx,
+            truth,
+            state,
+            source,
+            policy,
+            keys,
+            key: key.private_path,
+            digest: digest.to_owned(),
+        };
+        let stage = crate::ops::rollout::set(
+            &lab.ctx,
+            &lab.source,
+            "test",
+            "drill faults: scratch lakehouse with synthetic data",
+            "lakedrill drill faults",
+            Some(&lab.policy),
+        )
+        .await?;
+        if stage.verdict != Verdict::Ok {
+            return Err(Error::Internal(format!(
+                "scratch rollout stage refused: {}",
+                stage.human
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
+        Ok(lab)
+    }
+
+    pub(super) fn uri(&self, sub: &str) -> String {
+        location::join(&self.base, sub)
+    }
+
+    pub(super) async fn plan(&self) -> Result<Value> {
+        Ok(crate::ops::plan::plan(&self.ctx, &self.source, &self.policy)
+            .await?
+            .json)
+    }
+
+    pub(super) async fn table_root(&self) -> Result<String> {
+        Ok(self.truth.table(&self.source).await?.location().root_uri().to_owned())
+    }
+
+    pub(super) async fn quarantine(&self, id: &str, mode: QuarantineMode) -> Result<Outcome> {
+        crate::ops::quarantine::quarantine(
+            &self.ctx,
+            &self.source,
+            id,
+            &self.policy,
+            &self.key,
+            &self.uri("bundles"),
+            mode,
+        )
+        .await
+    }
+
+    pub(super) async fn drill(&self) -> Result<crate::ops::drill::DrillOutcome> {
+        let plan = self.dir.join("weekly.toml");
+        let text = format!(
+            "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
+            self.uri("bundles"),
+            self.keys.display(),
+            self.key.display(),
+            self.uri("reports")
+        );
+        std::fs::write(&plan, text).map_err(|e| Error::io("write", &plan, e))?;
+        crate::ops::drill::run(&self.ctx.storage, &plan, self.ctx.clock.as_ref(), &self.digest).await
+    }
+
+    pub(super) async fn purge(&self, id: &str, evidence: &str) -> Result<Outcome> {
+        crate::ops::deleter::purge(
+            &self.ctx,
+            &self.source,
+            &crate::ops::deleter::PurgeOptions {
+                candidate_id: id.to_owned(),
+                evidence: Some(evidence.to_owned()),
+                trust: self.keys.clone(),
+                policy: self.policy.clone(),
+                key: self.key.clone(),
+                receipts: self.uri("receipts"),
+                dry_run: false,
+            },
+        )
+        .await
+    }
+
+    pub(super) async fn reconcile(&self, id: &str) -> Result<Outcome> {
+        crate::ops::deleter::reconcile(
+            &self.ctx,
+            &self.source,
+            id,
+            &self.key,
+            &self.uri("receipts"),
+            &self.policy,
+        )
+        .await
+    }
+
+    /// A fresh plan's expired-snapshots candidate (id, snapshot ids); its absence is a failed expectation.
+    pub(super) async fn candidate(&self, obs: &mut Obs) -> Result<Option<(String, Vec<i64>)>> {
+        let found = expired(&self.plan().await?);
+        if found.is_none() {
+            obs.expect(false, "the plan proposes an expired-snapshots candidate");
+        }
+        Ok(found)
+    }
+
+    /// Plan → quarantine (tag mode) → drill: the candidate, its snapshots and the signed report.
+    pub(super) async fn to_evidence(&self, obs: &mut Obs) -> Result<Option<(String, Vec<i64>, String)>> {
+        let Some((id, ids)) = self.candidate(obs).await? else {
+            return Ok(None);
+        };
+        let q = self.quarantine(&id, QuarantineMode::Tag).await?;
+        if q.verdict != Verdict::Ok {
+            obs.expect(false, format!("quarantine of {id}: {}", q.human.trim()));
+            return Ok(None);
+        }
+        let d = self.drill().await?;
+        if d.predicate.summary.gate != "PASS" {
+            obs.expect(
+                false,
+                format!("the drill of {id} passes (gate {})", d.predicate.summary.gate),
+            );
+            return Ok(None);
+        }
+        Ok(Some((id, ids, d.report)))
+    }
+
+    pub(super) async fn state(&self, id: &str) -> Result<State> {
+        Ok(crate::ops::plan::registry(&self.ctx).await?.candidate(id).await?.state)
+    }
+
+    pub(super) async fn object_states(&self, id: &str) -> Result<BTreeMap<String, usize>> {
+        let mut by = BTreeMap::new();
+        for o in crate::ops::plan::registry(&self.ctx).await?.object_states(id).await? {
+            *by.entry(o.state.as_str().to_owned()).or_default() += 1;
+        }
+        Ok(by)
+    }
+
+    /// The paths of a candidate's inventory, from the registry.
+    pub(super) async fn inventory(&self, id: &str) -> Result<BTreeSet<String>> {
+        Ok(crate::ops::plan::registry(&self.ctx)
+            .await?
+            .object_states(id)
+            .await?
+            .into_iter()
+            .map(|o| o.path)
+            .collect())
+    }
+
+    /// Objects under the table location, as the real store lists them.
+    pub(super) async fn listing(&self) -> Result<BTreeSet<String>> {
+        let root = self.table_root().await?;
+        Ok(self
+            .truth
+            .storage
+            .list(&root)
+            .await?
+            .into_iter()
+            .filter_map(|o| o.uri.strip_prefix(&root).map(|r| r.trim_start_matches('/').to_owned()))
+            .collect())
+    }
+
+    /// What must survive: everything reachable from ref heads, the current snapshot and `protect`, plus `extra`.
+    pub(super) async fn account(&self, protect: &[i64], extra: &[String]) -> Result<Account> {
+        let table = self.truth.table(&self.source).await?;
+        let policy = crate::govern::policy::load(&self.policy)?;
+        let reg = crate::ops::plan::registry(&self.truth).await?;
+        let input = crate::ops::plan::gather(&self.truth, &table, &policy, &reg, self.truth.now(), None).await?;
+        // Quarantine tags hold a candidate's snapshots only until its purge: they protect nothing.
+        let mut ids: BTreeSet<i64> = input
+            .refs
+            .iter()
+            .filter(|r| !r.name.starts_with(crate::ops::plan::QUARANTINE_TAG_PREFIX))
+            .map(|r| r.snapshot_id)
+            .collect();
+        ids.extend(input.current_snapshot_id);
+        ids.extend(protect.iter().copied());
+        let mut must: BTreeSet<String> = closure::distinct_objects(
+            input
+                .snapshots
+                .iter()
+                .filter(|s| ids.contains(&s.snapshot_id))
+                .filter_map(|s| s.objects.as_ref()),
+        )
+        .into_iter()
+        .map(|o| o.path.clone())
+        .collect();
+        must.extend(extra.iter().cloned());
+        Ok(Account {
+            before: self.listing().await?,
+            must,
+        })
+    }
+
+    /// Objects lost since `acct`: protected ones gone, and any vanished object no accepted inventory holds.
+    pub(super) async fn lost(&self, acct: &Account) -> Result<Vec<String>> {
+        let now = self.listing().await?;
+        let reg = crate::ops::plan::registry(&self.truth).await?;
+        let table = self.truth.table(&self.source).await?;
+        let mut accepted = BTreeSet::new();
+        for c in reg.candidates(&table.metadata().uuid().to_string()).await? {
+            for o in reg.object_states(&c.candidate_id).await? {
+                if matches!(
+                    o.state,
+                    State::DeleteApproved | State::Deleted | State::Verified | State::DeleteUnknown
+                ) {
+                    accepted.insert(o.path);
+                }
+            }
+        }
+        let mut lost: BTreeSet<String> = acct.must.iter().filter(|p| !now.contains(*p)).cloned().collect();
+        lost.extend(
+            acct.before
+                .iter()
+                .filter(|p| !now.contains(*p) && !accepted.contains(*p))
+                .cloned(),
+        );
+        Ok(lost.into_iter().collect())
+    }
+}
+
+pub(super) struct Account {
+    pub(super) before: BTreeSet<String>,
+    pub(super) must: BTreeSet<String>,
+}
+
+/// The expired-snapshots candidate of a plan document: id and snapshot ids.
+pub(super) fn expired(plan: &Value) -> Option<(String, Vec<i64>)> {
+    let c = plan["candidates"]
+        .as_array()?
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")?;
+    let ids = c["snapshot_ids"].as_array()?.iter().filter_map(Value::as_i64).collect();
+    Some((c["candidate_id"].as_str()?.to_owned(), ids))
+}
+
+/// Where a matrix run builds its labs.
+pub(super) struct LabEnv<'a> {
+    pub(super) root: &'a Path,
+    pub(super) store: Option<&'a str>,
+    pub(super) digest: &'a str,
+}
