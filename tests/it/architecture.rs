@@ -1253,6 +1253,36 @@ fn a_two_file_circle_is_reported_edge_by_edge() {
 }
 
 #[test]
+fn a_face_and_its_child_using_each_other_make_a_circle() {
+    // `mod seal; pub use seal::Sealed;` in the face and `use super::Format;` in the child: two files, one circle.
+    let tree = with(
+        with(
+            clean_tree(),
+            "src/model.rs",
+            "//! model\npub mod object;\nmod seal;\npub use seal::Sealed;\npub struct Format;\n",
+        ),
+        "src/model/seal.rs",
+        "//! seal\nuse super::Format;\npub struct Sealed;\n",
+    );
+    let v = check(&tree);
+    assert!(
+        places(&v).contains(&("src/model.rs", 4, "circle")) && places(&v).contains(&("src/model/seal.rs", 2, "circle")),
+        "{v:#?}"
+    );
+    // A face that only re-exports its children is no circle.
+    let tree = with(
+        with(
+            clean_tree(),
+            "src/model.rs",
+            "//! model\npub mod object;\nmod seal;\npub use seal::Sealed;\n",
+        ),
+        "src/model/seal.rs",
+        "//! seal\nuse super::object::Layer;\npub struct Sealed(Layer);\n",
+    );
+    assert_eq!(check(&tree), Vec::new());
+}
+
+#[test]
 fn a_file_reaching_itself_through_super_is_a_circle() {
     let tree = with(
         clean_tree(),
