@@ -1,4 +1,8 @@
 //! Command-line arguments (clap). No logic lives here.
+//!
+//! The wing: the clap structs (this file), the one dispatch place ([`run`]: one arm per subcommand, one call
+//! into `ops` or the lab), `config check` and the applied configuration defaults ([`config_check`]), and the
+//! hand-built async runtime with its shutdown deadline ([`runtime`]). It may use every wing.
 
 pub mod config_check;
 pub mod run;

@@ -22,6 +22,11 @@
 //! for report chains), no key loading (see [`crate::evidence::keys`]), no check of what the predicate says (the drill
 //! report's fields, its chain link, its subjects against a bundle: that is the caller's job), no RFC 8785
 //! (JCS) canonicalization of arbitrary JSON, and no timestamps, transparency logs or certificates.
+//!
+//! The wing (pure and synchronous: no storage, registry or async): this file is DSSE and in-toto;
+//! `evidence/keys.rs` the Ed25519 keys and trust stores, `evidence/inventory.rs` a bundle's inventory and
+//! root, `evidence/predicate.rs` the drill report, `evidence/fault_matrix.rs` the fault-matrix report. It
+//! may use `model` and the ground files.
 
 pub mod inventory;
 

@@ -12,6 +12,10 @@
 //!
 //! This module reads metadata JSON, manifest lists and manifests; it does not read data files and
 //! never writes.
+//!
+//! The wing: `table/tree.rs` walks one snapshot down to its live data and delete files, `table/scan.rs` walks
+//! the whole history lean, `table/resolve.rs` answers selectors and time travel, `table/inspect.rs` the
+//! metadata tables. It may use `io`, `model` and the ground files.
 
 pub mod inspect;
 pub mod resolve;
