@@ -10,8 +10,21 @@
 //! - **DR checkpoints**: declared recovery points (snapshot id + time);
 //! - the **deleter switch**: an operator's global stop for every deleter;
 //! - **rollout stages**, **governance decisions**, **quarantine extensions** and **rollout observations**
-//!   (schema version 2, see the `rollout` submodule);
+//!   (schema version 2);
+//! - **candidates** and their objects' states, the deleter's **purge runs** and write-once **receipts**;
 //! - an append-only **event log** of every change above.
+//!
+//! # Layout
+//!
+//! One file per record family, each adding its own `impl Registry` block; every public item is re-exported
+//! here, so callers name `crate::registry::X` only. This face holds what every family shares: [`Registry`]
+//! (open, schema, migrations), [`RegistryError`], the change transaction and the event log, the time and row
+//! helpers. `registry/protections.rs` holds leases, holds, writers, DR checkpoints and the deleter switch;
+//! `registry/rollout.rs` rollout stages, governance decisions and observations; `registry/candidates.rs`
+//! candidates, their states, quarantine extensions and the acceptance point; `registry/purge_runs.rs` purge
+//! claims and batches, receipts and object transitions. A family file uses the face and the families before it
+//! in that order, never one after it. The registry wing may use `io` (the database connection), `model`,
+//! `govern` and the ground (`safety`, `error`); nothing in it reads the clock or the object store.
 //!
 //! # Guarantees
 //!
@@ -597,7 +610,7 @@ impl Registry {
             .map_err(query("generation"))
     }
 
-    // ----- events and stamps --------------------------------------------------------------------------------
+    // ----- events -------------------------------------------------------------------------------------------
 
     /// The table's events, in generation order.
     ///
@@ -645,6 +658,17 @@ impl Registry {
         }
         let rows = q.fetch_all(&self.pool).await.map_err(query(op))?;
         rows.iter().map(read).collect::<Result<_, _>>().map_err(query(op))
+    }
+
+    /// Runs `read` on a connection from the pool: the shape of every accessor that reads one record, counter
+    /// or switch with the reader that write transactions use too.
+    async fn read<T>(
+        &self,
+        op: &'static str,
+        read: impl AsyncFnOnce(&mut AnyConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, RegistryError> {
+        let mut conn = self.pool.acquire().await.map_err(query(op))?;
+        read(&mut conn).await.map_err(query(op))
     }
 
     /// [`Registry::rows`] for the rows of one table, `$1` being its UUID in canonical form.
@@ -982,12 +1006,30 @@ mod tests {
         assert!(matches!(err, RegistryError::Open { .. }), "{err}");
     }
 
-    async fn open_refuses_a_newer_schema(b: Backend) {
-        let (_dir, uri, r) = fresh_on(b).await;
-        sqlx::query("UPDATE registry_state SET schema_version = 99")
+    /// Makes the registry claim schema version `version`, as an older or newer lakedrill would have left it.
+    async fn set_schema_version(r: &Registry, version: i64) {
+        sqlx::query("UPDATE registry_state SET schema_version = $1")
+            .bind(version)
             .execute(&r.pool)
             .await
             .unwrap();
+    }
+
+    /// Closes `r` and opens `uri` again, which must migrate it to [`SCHEMA_VERSION`].
+    async fn reopen_migrated(r: Registry, uri: &str) -> Registry {
+        r.close().await;
+        let r = Registry::open(uri).await.unwrap();
+        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
+            .fetch_one(&r.pool)
+            .await
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        r
+    }
+
+    async fn open_refuses_a_newer_schema(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
+        set_schema_version(&r, 99).await;
         r.close().await;
         let err = Registry::open(&uri).await.unwrap_err();
         assert!(
@@ -1237,18 +1279,9 @@ mod tests {
 
     async fn a_version_1_registry_is_migrated_to_version_2_on_open(b: Backend) {
         let (_dir, uri, r) = fresh_on(b).await;
-        sqlx::query("UPDATE registry_state SET schema_version = 1")
-            .execute(&r.pool)
-            .await
-            .unwrap();
+        set_schema_version(&r, 1).await;
         sqlx::query("DROP TABLE rollout_stages").execute(&r.pool).await.unwrap();
-        r.close().await;
-        let r = Registry::open(&uri).await.unwrap();
-        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
-            .fetch_one(&r.pool)
-            .await
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        let r = reopen_migrated(r, &uri).await;
         assert_eq!(
             r.rollout_stage("7f31a2b4-09c1-4d5e-9f00-000000000005")
                 .await
@@ -1277,17 +1310,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        sqlx::query("UPDATE registry_state SET schema_version = 2")
-            .execute(&r.pool)
-            .await
-            .unwrap();
-        r.close().await;
-        let r = Registry::open(&uri).await.unwrap();
-        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
-            .fetch_one(&r.pool)
-            .await
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        set_schema_version(&r, 2).await;
+        let r = reopen_migrated(r, &uri).await;
         let after = r.writer_begin(T1, "p0/", t(0)).await.unwrap();
         before.push(after);
         assert_eq!(r.writers(T1).await.unwrap(), before);

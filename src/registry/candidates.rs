@@ -580,9 +580,10 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Query`].
     pub async fn quarantine_not_before(&self, candidate_id: &str) -> Result<Option<DateTime<Utc>>, RegistryError> {
-        const OP: &str = "quarantine_not_before";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_not_before(&mut conn, candidate_id).await.map_err(query(OP))
+        self.read("quarantine_not_before", async |conn| {
+            read_not_before(conn, candidate_id).await
+        })
+        .await
     }
 }
 

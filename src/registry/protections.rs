@@ -254,10 +254,11 @@ impl Registry {
     /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
     /// be read.
     pub async fn lease_watermark(&self, table_uuid: &str) -> Result<LeaseWatermark, RegistryError> {
-        const OP: &str = "lease_watermark";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_lease_watermark(&mut conn, &table_uuid).await.map_err(query(OP))
+        self.read("lease_watermark", async |conn| {
+            read_lease_watermark(conn, &table_uuid).await
+        })
+        .await
     }
 
     // ----- holds --------------------------------------------------------------------------------------------
@@ -342,10 +343,11 @@ impl Registry {
     /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
     /// be read.
     pub async fn hold_generation(&self, table_uuid: &str) -> Result<i64, RegistryError> {
-        const OP: &str = "hold_generation";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_hold_generation(&mut conn, &table_uuid).await.map_err(query(OP))
+        self.read("hold_generation", async |conn| {
+            read_hold_generation(conn, &table_uuid).await
+        })
+        .await
     }
 
     // ----- writers ------------------------------------------------------------------------------------------
@@ -514,9 +516,8 @@ impl Registry {
     ///
     /// [`RegistryError::Query`] when the database cannot be read.
     pub async fn deleter_switch(&self) -> Result<DeleterSwitch, RegistryError> {
-        const OP: &str = "deleter_switch";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_deleter_switch(&mut conn).await.map_err(query(OP))
+        self.read("deleter_switch", async |conn| read_deleter_switch(conn).await)
+            .await
     }
 
     /// Stops (`true`) or restarts (`false`) every deleter. Setting the state it already has is still recorded,
@@ -557,6 +558,8 @@ impl Registry {
         change.commit(now, kind, None, &switch).await?;
         Ok(switch)
     }
+
+    // ----- stamps -------------------------------------------------------------------------------------------
 
     /// The registry generation, the table's lease watermark and hold generation, and the deleter switch, read
     /// in one transaction so that they describe one moment.

@@ -338,9 +338,8 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Query`].
     pub async fn purge_run(&self, candidate_id: &str) -> Result<Option<PurgeRun>, RegistryError> {
-        const OP: &str = "purge_run";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_purge_run(&mut conn, candidate_id).await.map_err(query(OP))
+        self.read("purge_run", async |conn| read_purge_run(conn, candidate_id).await)
+            .await
     }
 
     /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
@@ -492,7 +491,7 @@ impl Registry {
     /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
     /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
     /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
-    /// [`BUSY_TIMEOUT`]). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
+    /// [`BUSY_TIMEOUT`](super::BUSY_TIMEOUT)). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
     pub async fn yield_to_writers(&self) {
         if self.dialect == Dialect::Sqlite {
             tokio::time::sleep(WRITER_GAP).await;
@@ -509,11 +508,10 @@ impl Registry {
         run_id: &str,
         now: DateTime<Utc>,
     ) -> Result<(), RegistryError> {
-        const OP: &str = "purge_heartbeat";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        write_heartbeat(&mut conn, candidate_id, run_id, now)
-            .await
-            .map_err(query(OP))
+        self.read("purge_heartbeat", async |conn| {
+            write_heartbeat(conn, candidate_id, run_id, now).await
+        })
+        .await
     }
 
     /// Lets a candidate go at the end of a run (a no-op when another run holds it).

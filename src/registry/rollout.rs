@@ -255,10 +255,9 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
     pub async fn rollout_stage(&self, table_uuid: &str) -> Result<RolloutRecord, RegistryError> {
-        const OP: &str = "rollout_stage";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_stage(&mut conn, &table_uuid).await.map_err(query(OP))
+        self.read("rollout_stage", async |conn| read_stage(conn, &table_uuid).await)
+            .await
     }
 
     /// Sets the table's rollout stage and records the change (from, to, reason, who, when, policy digest).
