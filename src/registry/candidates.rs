@@ -13,9 +13,8 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::AnyConnection;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
 
 use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
 use super::rollout::{self, RolloutStage};
