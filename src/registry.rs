@@ -10,8 +10,21 @@
 //! - **DR checkpoints**: declared recovery points (snapshot id + time);
 //! - the **deleter switch**: an operator's global stop for every deleter;
 //! - **rollout stages**, **governance decisions**, **quarantine extensions** and **rollout observations**
-//!   (schema version 2, see the `rollout` submodule);
+//!   (schema version 2);
+//! - **candidates** and their objects' states, the deleter's **purge runs** and write-once **receipts**;
 //! - an append-only **event log** of every change above.
+//!
+//! # Layout
+//!
+//! One file per record family, each adding its own `impl Registry` block; every public item is re-exported
+//! here, so callers name `crate::registry::X` only. This face holds what every family shares: [`Registry`]
+//! (open, schema, migrations), [`RegistryError`], the change transaction and the event log, the time and row
+//! helpers. `registry/protections.rs` holds leases, holds, writers, DR checkpoints and the deleter switch;
+//! `registry/rollout.rs` rollout stages, governance decisions and observations; `registry/candidates.rs`
+//! candidates, their states, quarantine extensions and the acceptance point; `registry/purge_runs.rs` purge
+//! claims and batches, receipts and object transitions. A family file uses the face and the families before it
+//! in that order, never one after it. The registry wing may use `io` (the database connection), `model`,
+//! `govern` and the ground (`safety`, `error`); nothing in it reads the clock or the object store.
 //!
 //! # Guarantees
 //!
@@ -46,17 +59,26 @@ use std::fmt;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, AnyPool, Row};
 
 use crate::io::db::{self, DbUri, Dialect, PoolSettings};
 
+mod candidates;
+mod protections;
+mod purge_runs;
 mod rollout;
+
+pub use candidates::{Acceptance, CandidateRecord, QuarantineExtension, State, WorldStamp};
+pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
+pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};
 pub use rollout::{
-    DecisionRecord, GovernanceHoldChange, NewDecision, ObservationRecord, QuarantineExtension, RolloutChange,
-    RolloutRecord, RolloutStage,
+    DecisionRecord, GovernanceHoldChange, NewDecision, ObservationRecord, RolloutChange, RolloutRecord, RolloutStage,
 };
+
+pub use crate::model::object::{HoldScope, HoldScopeError};
 
 /// The schema version this build writes and understands.
 /// Version 2 added rollout stages, governance decisions, quarantine extensions and rollout observations. A
@@ -326,57 +348,6 @@ impl From<RegistryError> for crate::Error {
     }
 }
 
-/// A request for a new reader lease; see [`Registry::lease_add`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NewLease {
-    /// The table's UUID.
-    pub table_uuid: String,
-    /// The snapshot the reader pins.
-    pub snapshot_id: i64,
-    /// Why the reader needs it (free text, required).
-    pub purpose: String,
-    /// Who holds the lease (free text, required).
-    pub owner: String,
-    /// When the lease lapses; must be after `now`.
-    pub expires_at: DateTime<Utc>,
-}
-
-/// A reader lease (`snapshotLease`) as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lease {
-    /// The lease id (UUID v4).
-    pub lease_id: String,
-    /// The table's UUID (canonical form).
-    pub table_uuid: String,
-    /// The pinned snapshot.
-    pub snapshot_id: i64,
-    /// Why the reader needs the snapshot.
-    pub purpose: String,
-    /// Who holds the lease.
-    pub owner: String,
-    /// When the lease lapses.
-    pub expires_at: DateTime<Utc>,
-    /// The registry generation of the change that added the lease.
-    pub reader_generation: i64,
-    /// When the lease was added.
-    pub created_at: DateTime<Utc>,
-    /// When the lease was released, if it was.
-    pub released_at: Option<DateTime<Utc>>,
-    /// Not released and `expires_at` after the `now` the lease was read with.
-    pub active: bool,
-}
-
-/// The lease state of one table that the deleter gate compares; see [`Registry::lease_watermark`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseWatermark {
-    /// Bumped by every lease change (add or release) of the table; 0 if there never was one.
-    pub counter: i64,
-    /// The latest `expires_at` among the table's leases that are not released (it may lie in the past).
-    pub latest_expires_at: Option<DateTime<Utc>>,
-}
-
-pub use crate::model::object::{HoldScope, HoldScopeError};
-
 impl From<HoldScopeError> for RegistryError {
     fn from(e: HoldScopeError) -> Self {
         RegistryError::Invalid {
@@ -384,70 +355,6 @@ impl From<HoldScopeError> for RegistryError {
             reason: e.0,
         }
     }
-}
-
-/// A legal hold as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hold {
-    /// The hold id (UUID v4).
-    pub hold_id: String,
-    /// The table's UUID (canonical form).
-    pub table_uuid: String,
-    /// What the hold protects.
-    pub scope: HoldScope,
-    /// Why (free text, required).
-    pub reason: String,
-    /// The table's hold generation right after this hold was set.
-    pub hold_generation: i64,
-    /// When the hold was set.
-    pub set_at: DateTime<Utc>,
-    /// When the hold was cleared, if it was.
-    pub cleared_at: Option<DateTime<Utc>>,
-    /// Not cleared. Holds do not expire.
-    pub active: bool,
-}
-
-/// An in-flight writer as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Writer {
-    /// The writer id (UUID v4).
-    pub writer_id: String,
-    /// The table's UUID (canonical form).
-    pub table_uuid: String,
-    /// The staging prefix, as the caller wrote it; nothing under it is ever a candidate while the writer is open.
-    pub prefix: String,
-    /// When the writer began.
-    pub started_at: DateTime<Utc>,
-    /// When the writer ended, if it did.
-    pub ended_at: Option<DateTime<Utc>>,
-    /// Not ended. `maxWriterDuration` is not applied here.
-    pub open: bool,
-}
-
-/// A declared disaster-recovery point.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// The checkpoint id (UUID v4).
-    pub checkpoint_id: String,
-    /// The table's UUID (canonical form).
-    pub table_uuid: String,
-    /// The snapshot that backups must be able to restore.
-    pub snapshot_id: i64,
-    /// The recovery point's time.
-    pub at: DateTime<Utc>,
-    /// When the checkpoint was declared.
-    pub created_at: DateTime<Utc>,
-}
-
-/// The global deleter switch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeleterSwitch {
-    /// When true, no deleter may accept a delete.
-    pub stopped: bool,
-    /// The reason given with the last change (empty if never changed).
-    pub reason: String,
-    /// When it was last changed, if ever.
-    pub changed_at: Option<DateTime<Utc>>,
 }
 
 /// What a change did; stored as snake case text in the event log.
@@ -555,19 +462,6 @@ pub struct Event {
     pub table_uuid: Option<String>,
     /// The record after the change (a [`Lease`], [`Hold`], … as JSON).
     pub detail: serde_json::Value,
-}
-
-/// The registry counters of one table, read in one transaction, for the deleter gate's compare-and-swap.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableStamp {
-    /// The registry generation.
-    pub generation: i64,
-    /// The table's lease watermark.
-    pub lease_watermark: LeaseWatermark,
-    /// The table's hold generation.
-    pub hold_generation: i64,
-    /// The global deleter switch.
-    pub deleter_stopped: bool,
 }
 
 /// A handle on the registry database. Cheap to clone; clones share one connection pool.
@@ -716,443 +610,7 @@ impl Registry {
             .map_err(query("generation"))
     }
 
-    // ----- leases -------------------------------------------------------------------------------------------
-
-    /// Adds a reader lease on `new.snapshot_id`. The lease id is a fresh UUID v4; `reader_generation` is the
-    /// registry generation of this change. Bumps the table's lease watermark counter.
-    ///
-    /// The caller has already checked that the snapshot exists and that the lease fits `maxReaderLease`.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, an empty purpose or owner, or an `expires_at` not
-    /// after `now`; [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn lease_add(&self, new: &NewLease, now: DateTime<Utc>) -> Result<Lease, RegistryError> {
-        const OP: &str = "lease_add";
-        let table_uuid = canonical_table_uuid(&new.table_uuid)?;
-        require_text("purpose", &new.purpose)?;
-        require_text("owner", &new.owner)?;
-        if new.expires_at <= now {
-            return Err(RegistryError::Invalid {
-                field: "expires_at",
-                reason: format!("{} is not after now ({})", fmt_time(new.expires_at), fmt_time(now)),
-            });
-        }
-        let mut change = self.change(OP).await?;
-        bump_table_counter(&mut change.tx, &table_uuid, Counter::Lease)
-            .await
-            .map_err(query(OP))?;
-        let lease = Lease {
-            lease_id: uuid::Uuid::new_v4().to_string(),
-            table_uuid,
-            snapshot_id: new.snapshot_id,
-            purpose: new.purpose.clone(),
-            owner: new.owner.clone(),
-            expires_at: new.expires_at,
-            reader_generation: change.generation,
-            created_at: now,
-            released_at: None,
-            active: true,
-        };
-        sqlx::query(
-            "INSERT INTO leases (lease_id, table_uuid, snapshot_id, purpose, owner, expires_at, reader_generation, \
-             created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&lease.lease_id)
-        .bind(&lease.table_uuid)
-        .bind(lease.snapshot_id)
-        .bind(&lease.purpose)
-        .bind(&lease.owner)
-        .bind(fmt_time(lease.expires_at))
-        .bind(lease.reader_generation)
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        change
-            .commit(now, EventKind::LeaseAdded, Some(&lease.table_uuid), &lease)
-            .await?;
-        Ok(lease)
-    }
-
-    /// Releases a lease (sets `released_at = now`) and bumps its table's lease watermark counter. An expired
-    /// lease can still be released.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::NotFound`] for an unknown id, [`RegistryError::AlreadyEnded`] when the lease was
-    /// already released, [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn lease_release(&self, lease_id: &str, now: DateTime<Utc>) -> Result<Lease, RegistryError> {
-        const OP: &str = "lease_release";
-        let mut change = self.change(OP).await?;
-        let row = end_record(&mut change, EndedRecord::LEASE, lease_id, now).await?;
-        let mut lease = lease_from_row(&row, now).map_err(query(OP))?;
-        bump_table_counter(&mut change.tx, &lease.table_uuid, Counter::Lease)
-            .await
-            .map_err(query(OP))?;
-        lease.released_at = Some(now);
-        lease.active = false;
-        change
-            .commit(now, EventKind::LeaseReleased, Some(&lease.table_uuid), &lease)
-            .await?;
-        Ok(lease)
-    }
-
-    /// Every lease of the table ever added, released and expired ones included, oldest first, with `active`
-    /// computed against `now`.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read or holds a malformed row.
-    pub async fn leases(&self, table_uuid: &str, now: DateTime<Utc>) -> Result<Vec<Lease>, RegistryError> {
-        const OP: &str = "leases";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM leases WHERE table_uuid = $1 ORDER BY reader_generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(|row| lease_from_row(row, now).map_err(query(OP)))
-            .collect()
-    }
-
-    /// The table's lease watermark: its lease change counter and the latest `expires_at` among its leases that
-    /// are not released.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read.
-    pub async fn lease_watermark(&self, table_uuid: &str) -> Result<LeaseWatermark, RegistryError> {
-        const OP: &str = "lease_watermark";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_lease_watermark(&mut conn, &table_uuid).await.map_err(query(OP))
-    }
-
-    // ----- holds --------------------------------------------------------------------------------------------
-
-    /// Sets a legal hold and bumps the table's hold generation.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, an empty reason or an empty prefix;
-    /// [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn hold_set(
-        &self,
-        table_uuid: &str,
-        scope: HoldScope,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Hold, RegistryError> {
-        const OP: &str = "hold_set";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        require_text("reason", reason)?;
-        if let HoldScope::Prefix(path) = &scope {
-            require_text("scope", path)?;
-        }
-        let mut change = self.change(OP).await?;
-        let hold_generation = bump_table_counter(&mut change.tx, &table_uuid, Counter::Hold)
-            .await
-            .map_err(query(OP))?;
-        let hold = Hold {
-            hold_id: uuid::Uuid::new_v4().to_string(),
-            table_uuid,
-            scope,
-            reason: reason.to_owned(),
-            hold_generation,
-            set_at: now,
-            cleared_at: None,
-            active: true,
-        };
-        sqlx::query(
-            "INSERT INTO holds (hold_id, table_uuid, scope, reason, hold_generation, set_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&hold.hold_id)
-        .bind(&hold.table_uuid)
-        .bind(hold.scope.to_string())
-        .bind(&hold.reason)
-        .bind(hold.hold_generation)
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        change
-            .commit(now, EventKind::HoldSet, Some(&hold.table_uuid), &hold)
-            .await?;
-        Ok(hold)
-    }
-
-    /// Clears a legal hold (sets `cleared_at = now`) and bumps its table's hold generation.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::NotFound`] for an unknown id, [`RegistryError::AlreadyEnded`] when the hold was already
-    /// cleared, [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn hold_clear(&self, hold_id: &str, now: DateTime<Utc>) -> Result<Hold, RegistryError> {
-        const OP: &str = "hold_clear";
-        let mut change = self.change(OP).await?;
-        let row = end_record(&mut change, EndedRecord::HOLD, hold_id, now).await?;
-        let mut hold = hold_from_row(&row).map_err(query(OP))?;
-        bump_table_counter(&mut change.tx, &hold.table_uuid, Counter::Hold)
-            .await
-            .map_err(query(OP))?;
-        hold.cleared_at = Some(now);
-        hold.active = false;
-        change
-            .commit(now, EventKind::HoldCleared, Some(&hold.table_uuid), &hold)
-            .await?;
-        Ok(hold)
-    }
-
-    /// Every hold of the table ever set, cleared ones included, oldest first.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read or holds a malformed row.
-    pub async fn holds(&self, table_uuid: &str) -> Result<Vec<Hold>, RegistryError> {
-        const OP: &str = "holds";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter().map(|row| hold_from_row(row).map_err(query(OP))).collect()
-    }
-
-    /// The table's hold generation: the number of hold changes (sets and clears) it ever had.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read.
-    pub async fn hold_generation(&self, table_uuid: &str) -> Result<i64, RegistryError> {
-        const OP: &str = "hold_generation";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_hold_generation(&mut conn, &table_uuid).await.map_err(query(OP))
-    }
-
-    // ----- writers ------------------------------------------------------------------------------------------
-
-    /// Registers an in-flight writer and its staging prefix.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID or an empty prefix, [`RegistryError::Query`] when
-    /// the change cannot be committed.
-    pub async fn writer_begin(
-        &self,
-        table_uuid: &str,
-        prefix: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Writer, RegistryError> {
-        const OP: &str = "writer_begin";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        require_text("prefix", prefix)?;
-        let mut change = self.change(OP).await?;
-        let writer = Writer {
-            writer_id: uuid::Uuid::new_v4().to_string(),
-            table_uuid,
-            prefix: prefix.to_owned(),
-            started_at: now,
-            ended_at: None,
-            open: true,
-        };
-        sqlx::query(
-            "INSERT INTO writers (writer_id, table_uuid, prefix, started_at, generation) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&writer.writer_id)
-        .bind(&writer.table_uuid)
-        .bind(&writer.prefix)
-        .bind(fmt_time(now))
-        .bind(change.generation)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        change
-            .commit(now, EventKind::WriterBegun, Some(&writer.table_uuid), &writer)
-            .await?;
-        Ok(writer)
-    }
-
-    /// Ends an in-flight writer (sets `ended_at = now`).
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::NotFound`] for an unknown id, [`RegistryError::AlreadyEnded`] when the writer already
-    /// ended, [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn writer_end(&self, writer_id: &str, now: DateTime<Utc>) -> Result<Writer, RegistryError> {
-        const OP: &str = "writer_end";
-        let mut change = self.change(OP).await?;
-        let row = end_record(&mut change, EndedRecord::WRITER, writer_id, now).await?;
-        let mut writer = writer_from_row(&row).map_err(query(OP))?;
-        writer.ended_at = Some(now);
-        writer.open = false;
-        change
-            .commit(now, EventKind::WriterEnded, Some(&writer.table_uuid), &writer)
-            .await?;
-        Ok(writer)
-    }
-
-    /// Every writer of the table ever registered, ended ones included, oldest first.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read or holds a malformed row.
-    pub async fn writers(&self, table_uuid: &str) -> Result<Vec<Writer>, RegistryError> {
-        const OP: &str = "writers";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM writers WHERE table_uuid = $1 ORDER BY started_at, generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter().map(|row| writer_from_row(row).map_err(query(OP))).collect()
-    }
-
-    // ----- DR checkpoints -----------------------------------------------------------------------------------
-
-    /// Declares a disaster-recovery point: `snapshot_id` as of `at`.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID or an `at` after `now` (a recovery point cannot lie
-    /// in the future); [`RegistryError::Query`] when the change cannot be committed.
-    pub async fn checkpoint_add(
-        &self,
-        table_uuid: &str,
-        snapshot_id: i64,
-        at: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Result<Checkpoint, RegistryError> {
-        const OP: &str = "checkpoint_add";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        if at > now {
-            return Err(RegistryError::Invalid {
-                field: "at",
-                reason: format!("the recovery point {} is after now ({})", fmt_time(at), fmt_time(now)),
-            });
-        }
-        let mut change = self.change(OP).await?;
-        let checkpoint = Checkpoint {
-            checkpoint_id: uuid::Uuid::new_v4().to_string(),
-            table_uuid,
-            snapshot_id,
-            at,
-            created_at: now,
-        };
-        sqlx::query(
-            "INSERT INTO checkpoints (checkpoint_id, table_uuid, snapshot_id, at, created_at, generation) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&checkpoint.checkpoint_id)
-        .bind(&checkpoint.table_uuid)
-        .bind(checkpoint.snapshot_id)
-        .bind(fmt_time(at))
-        .bind(fmt_time(now))
-        .bind(change.generation)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        change
-            .commit(
-                now,
-                EventKind::CheckpointAdded,
-                Some(&checkpoint.table_uuid),
-                &checkpoint,
-            )
-            .await?;
-        Ok(checkpoint)
-    }
-
-    /// Every DR checkpoint of the table, ordered by `at`.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read or holds a malformed row.
-    pub async fn checkpoints(&self, table_uuid: &str) -> Result<Vec<Checkpoint>, RegistryError> {
-        const OP: &str = "checkpoints";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM checkpoints WHERE table_uuid = $1 ORDER BY at, generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(|row| checkpoint_from_row(row).map_err(query(OP)))
-            .collect()
-    }
-
-    // ----- deleter switch -----------------------------------------------------------------------------------
-
-    /// Whether the operator has stopped every deleter.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Query`] when the database cannot be read.
-    pub async fn deleter_stopped(&self) -> Result<bool, RegistryError> {
-        Ok(self.deleter_switch().await?.stopped)
-    }
-
-    /// The deleter switch with its reason and time of last change.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Query`] when the database cannot be read.
-    pub async fn deleter_switch(&self) -> Result<DeleterSwitch, RegistryError> {
-        const OP: &str = "deleter_switch";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_deleter_switch(&mut conn).await.map_err(query(OP))
-    }
-
-    /// Stops (`true`) or restarts (`false`) every deleter. Setting the state it already has is still recorded,
-    /// as an operator's act with its reason.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for an empty reason, [`RegistryError::Query`] when the change cannot be
-    /// committed.
-    pub async fn set_deleter_stopped(
-        &self,
-        stopped: bool,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> Result<DeleterSwitch, RegistryError> {
-        const OP: &str = "set_deleter_stopped";
-        require_text("reason", reason)?;
-        let mut change = self.change(OP).await?;
-        sqlx::query(
-            "UPDATE registry_state SET deleter_stopped = $1, deleter_reason = $2, deleter_changed_at = $3 WHERE id = 1",
-        )
-        .bind(i64::from(stopped))
-        .bind(reason)
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        let switch = DeleterSwitch {
-            stopped,
-            reason: reason.to_owned(),
-            changed_at: Some(now),
-        };
-        let kind = if stopped {
-            EventKind::DeleterStopped
-        } else {
-            EventKind::DeleterStarted
-        };
-        change.commit(now, kind, None, &switch).await?;
-        Ok(switch)
-    }
-
-    // ----- events and stamps --------------------------------------------------------------------------------
+    // ----- events -------------------------------------------------------------------------------------------
 
     /// The table's events, in generation order.
     ///
@@ -1161,14 +619,13 @@ impl Registry {
     /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
     /// be read or holds a malformed row.
     pub async fn events(&self, table_uuid: &str) -> Result<Vec<Event>, RegistryError> {
-        const OP: &str = "events";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM events WHERE table_uuid = $1 ORDER BY generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter().map(|row| event_from_row(row).map_err(query(OP))).collect()
+        self.table_rows(
+            "events",
+            "SELECT * FROM events WHERE table_uuid = $1 ORDER BY generation",
+            table_uuid,
+            event_from_row,
+        )
+        .await
     }
 
     /// Every event of the registry, registry-wide ones (the deleter switch) included, in generation order.
@@ -1177,43 +634,53 @@ impl Registry {
     ///
     /// [`RegistryError::Query`] when the database cannot be read or holds a malformed row.
     pub async fn all_events(&self) -> Result<Vec<Event>, RegistryError> {
-        const OP: &str = "all_events";
-        let rows = sqlx::query("SELECT * FROM events ORDER BY generation")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter().map(|row| event_from_row(row).map_err(query(OP))).collect()
+        self.rows(
+            "all_events",
+            "SELECT * FROM events ORDER BY generation",
+            &[],
+            event_from_row,
+        )
+        .await
     }
 
-    /// The registry generation, the table's lease watermark and hold generation, and the deleter switch, read
-    /// in one transaction so that they describe one moment.
-    ///
-    /// # Errors
-    ///
-    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
-    /// be read.
-    pub async fn table_stamp(&self, table_uuid: &str) -> Result<TableStamp, RegistryError> {
-        const OP: &str = "table_stamp";
+    /// Every row `sql` selects with `binds` bound to `$1`, `$2`, …, each read by `read`: the shape of every
+    /// list accessor. A malformed row fails the whole read.
+    async fn rows<T>(
+        &self,
+        op: &'static str,
+        sql: &'static str,
+        binds: &[&str],
+        read: impl Fn(&AnyRow) -> Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>, RegistryError> {
+        let mut q = sqlx::query(sql);
+        for value in binds {
+            q = q.bind(*value);
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(query(op))?;
+        rows.iter().map(read).collect::<Result<_, _>>().map_err(query(op))
+    }
+
+    /// Runs `read` on a connection from the pool: the shape of every accessor that reads one record, counter
+    /// or switch with the reader that write transactions use too.
+    async fn read<T>(
+        &self,
+        op: &'static str,
+        read: impl AsyncFnOnce(&mut AnyConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, RegistryError> {
+        let mut conn = self.pool.acquire().await.map_err(query(op))?;
+        read(&mut conn).await.map_err(query(op))
+    }
+
+    /// [`Registry::rows`] for the rows of one table, `$1` being its UUID in canonical form.
+    async fn table_rows<T>(
+        &self,
+        op: &'static str,
+        sql: &'static str,
+        table_uuid: &str,
+        read: impl Fn(&AnyRow) -> Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>, RegistryError> {
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut tx = self
-            .pool
-            .begin_with(self.dialect.begin_snapshot())
-            .await
-            .map_err(query(OP))?;
-        let generation: i64 = sqlx::query_scalar("SELECT generation FROM registry_state WHERE id = 1")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(query(OP))?;
-        let lease_watermark = read_lease_watermark(&mut tx, &table_uuid).await.map_err(query(OP))?;
-        let hold_generation = read_hold_generation(&mut tx, &table_uuid).await.map_err(query(OP))?;
-        let deleter_stopped = read_deleter_switch(&mut tx).await.map_err(query(OP))?.stopped;
-        tx.commit().await.map_err(query(OP))?;
-        Ok(TableStamp {
-            generation,
-            lease_watermark,
-            hold_generation,
-            deleter_stopped,
-        })
+        self.rows(op, sql, &[&table_uuid], read).await
     }
 
     /// Starts a write transaction that holds the database-wide write lock from its start (SQLite's
@@ -1267,98 +734,11 @@ impl Change {
     }
 }
 
-/// A kind of record that ends (a lease is released, a hold cleared, a writer ended). The names are
-/// fixed identifiers of the schema, never user input.
-struct EndedRecord {
-    what: &'static str,
-    select: &'static str,
-    update: &'static str,
-    ended_column: &'static str,
-}
-
-impl EndedRecord {
-    const LEASE: EndedRecord = EndedRecord {
-        what: "lease",
-        select: "SELECT * FROM leases WHERE lease_id = $1",
-        update: "UPDATE leases SET released_at = $1 WHERE lease_id = $2",
-        ended_column: "released_at",
-    };
-    const HOLD: EndedRecord = EndedRecord {
-        what: "hold",
-        select: "SELECT * FROM holds WHERE hold_id = $1",
-        update: "UPDATE holds SET cleared_at = $1 WHERE hold_id = $2",
-        ended_column: "cleared_at",
-    };
-    const WRITER: EndedRecord = EndedRecord {
-        what: "writer",
-        select: "SELECT * FROM writers WHERE writer_id = $1",
-        update: "UPDATE writers SET ended_at = $1 WHERE writer_id = $2",
-        ended_column: "ended_at",
-    };
-}
-
-/// Ends one record inside `change`: refuses an unknown id or one already ended, then stamps its end
-/// time with `now`. Returns the row as it was before the change.
-async fn end_record(
-    change: &mut Change,
-    kind: EndedRecord,
-    id: &str,
-    now: DateTime<Utc>,
-) -> Result<AnyRow, RegistryError> {
-    let op = change.op;
-    let row = sqlx::query(kind.select)
-        .bind(id)
-        .fetch_optional(&mut *change.tx)
-        .await
-        .map_err(query(op))?
-        .ok_or_else(|| RegistryError::NotFound {
-            what: kind.what,
-            id: id.to_owned(),
-        })?;
-    let ended: Option<String> = row.try_get(kind.ended_column).map_err(query(op))?;
-    if ended.is_some() {
-        return Err(RegistryError::AlreadyEnded {
-            what: kind.what,
-            id: id.to_owned(),
-        });
-    }
-    sqlx::query(kind.update)
-        .bind(fmt_time(now))
-        .bind(id)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(op))?;
-    Ok(row)
-}
-
-/// Which per-table counter to bump.
-#[derive(Clone, Copy)]
-enum Counter {
-    Lease,
-    Hold,
-}
-
 /// Bumps the registry generation and returns its new value. Must run inside a write transaction.
 async fn bump_generation(conn: &mut AnyConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("UPDATE registry_state SET generation = generation + 1 WHERE id = 1 RETURNING generation")
         .fetch_one(conn)
         .await
-}
-
-/// Bumps a per-table counter (creating the table's row at 0 first) and returns its new value.
-async fn bump_table_counter(conn: &mut AnyConnection, table_uuid: &str, counter: Counter) -> Result<i64, sqlx::Error> {
-    let sql = match counter {
-        Counter::Lease => {
-            "INSERT INTO table_counters (table_uuid, lease_counter) VALUES ($1, 1) \
-             ON CONFLICT (table_uuid) DO UPDATE SET lease_counter = table_counters.lease_counter + 1 RETURNING lease_counter"
-        }
-        Counter::Hold => {
-            "INSERT INTO table_counters (table_uuid, hold_generation) VALUES ($1, 1) \
-             ON CONFLICT (table_uuid) DO UPDATE SET hold_generation = table_counters.hold_generation + 1 \
-             RETURNING hold_generation"
-        }
-    };
-    sqlx::query_scalar(sql).bind(table_uuid).fetch_one(conn).await
 }
 
 /// Appends the event of a change. Must run in the change's transaction.
@@ -1382,122 +762,18 @@ async fn record_event<T: Serialize + Sync>(
     Ok(())
 }
 
-async fn read_lease_watermark(conn: &mut AnyConnection, table_uuid: &str) -> Result<LeaseWatermark, sqlx::Error> {
-    let row = sqlx::query(
-        "SELECT \
-           (SELECT lease_counter FROM table_counters WHERE table_uuid = $1) AS counter, \
-           (SELECT MAX(expires_at) FROM leases WHERE table_uuid = $1 AND released_at IS NULL) AS latest",
-    )
-    .bind(table_uuid)
-    .fetch_one(conn)
-    .await?;
-    let counter: Option<i64> = row.try_get("counter")?;
-    let latest: Option<String> = row.try_get("latest")?;
-    Ok(LeaseWatermark {
-        counter: counter.unwrap_or(0),
-        latest_expires_at: latest.as_deref().map(|s| parse_time("expires_at", s)).transpose()?,
-    })
-}
-
-async fn read_hold_generation(conn: &mut AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
-    let found: Option<i64> = sqlx::query_scalar("SELECT hold_generation FROM table_counters WHERE table_uuid = $1")
-        .bind(table_uuid)
-        .fetch_optional(conn)
-        .await?;
-    Ok(found.unwrap_or(0))
-}
-
-async fn read_deleter_switch(conn: &mut AnyConnection) -> Result<DeleterSwitch, sqlx::Error> {
-    let row =
-        sqlx::query("SELECT deleter_stopped, deleter_reason, deleter_changed_at FROM registry_state WHERE id = 1")
-            .fetch_one(conn)
-            .await?;
-    let stopped: i64 = row.try_get("deleter_stopped")?;
-    Ok(DeleterSwitch {
-        stopped: stopped != 0,
-        reason: row.try_get("deleter_reason")?,
-        changed_at: opt_time(&row, "deleter_changed_at")?,
-    })
-}
-
-fn lease_from_row(row: &AnyRow, now: DateTime<Utc>) -> Result<Lease, sqlx::Error> {
-    let expires_at = time(row, "expires_at")?;
-    let released_at = opt_time(row, "released_at")?;
-    Ok(Lease {
-        lease_id: row.try_get("lease_id")?,
-        table_uuid: row.try_get("table_uuid")?,
-        snapshot_id: row.try_get("snapshot_id")?,
-        purpose: row.try_get("purpose")?,
-        owner: row.try_get("owner")?,
-        expires_at,
-        reader_generation: row.try_get("reader_generation")?,
-        created_at: time(row, "created_at")?,
-        released_at,
-        active: released_at.is_none() && expires_at > now,
-    })
-}
-
-fn hold_from_row(row: &AnyRow) -> Result<Hold, sqlx::Error> {
-    let scope: String = row.try_get("scope")?;
-    let scope = scope.parse::<HoldScope>().map_err(|e| sqlx::Error::ColumnDecode {
-        index: "scope".to_owned(),
-        source: Box::new(e),
-    })?;
-    let cleared_at = opt_time(row, "cleared_at")?;
-    Ok(Hold {
-        hold_id: row.try_get("hold_id")?,
-        table_uuid: row.try_get("table_uuid")?,
-        scope,
-        reason: row.try_get("reason")?,
-        hold_generation: row.try_get("hold_generation")?,
-        set_at: time(row, "set_at")?,
-        cleared_at,
-        active: cleared_at.is_none(),
-    })
-}
-
-fn writer_from_row(row: &AnyRow) -> Result<Writer, sqlx::Error> {
-    let ended_at = opt_time(row, "ended_at")?;
-    Ok(Writer {
-        writer_id: row.try_get("writer_id")?,
-        table_uuid: row.try_get("table_uuid")?,
-        prefix: row.try_get("prefix")?,
-        started_at: time(row, "started_at")?,
-        ended_at,
-        open: ended_at.is_none(),
-    })
-}
-
-fn checkpoint_from_row(row: &AnyRow) -> Result<Checkpoint, sqlx::Error> {
-    Ok(Checkpoint {
-        checkpoint_id: row.try_get("checkpoint_id")?,
-        table_uuid: row.try_get("table_uuid")?,
-        snapshot_id: row.try_get("snapshot_id")?,
-        at: time(row, "at")?,
-        created_at: time(row, "created_at")?,
-    })
-}
-
 fn event_from_row(row: &AnyRow) -> Result<Event, sqlx::Error> {
     let kind: String = row.try_get("kind")?;
     let kind = EventKind::ALL
         .into_iter()
         .find(|k| k.as_str() == kind)
-        .ok_or_else(|| sqlx::Error::ColumnDecode {
-            index: "kind".to_owned(),
-            source: format!("unknown event kind {kind:?}").into(),
-        })?;
-    let detail: String = row.try_get("detail_json")?;
-    let detail = serde_json::from_str(&detail).map_err(|e| sqlx::Error::ColumnDecode {
-        index: "detail_json".to_owned(),
-        source: Box::new(e),
-    })?;
+        .ok_or_else(|| decode("kind", format!("unknown event kind {kind:?}")))?;
     Ok(Event {
         generation: row.try_get("generation")?,
         at: time(row, "at")?,
         kind,
         table_uuid: row.try_get("table_uuid")?,
-        detail,
+        detail: json(row, "detail_json")?,
     })
 }
 
@@ -1514,10 +790,32 @@ fn opt_time(row: &AnyRow, column: &'static str) -> Result<Option<DateTime<Utc>>,
 fn parse_time(column: &'static str, text: &str) -> Result<DateTime<Utc>, sqlx::Error> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| sqlx::Error::ColumnDecode {
-            index: column.to_owned(),
-            source: Box::new(e),
-        })
+        .map_err(|e| decode(column, e))
+}
+
+/// The one row `sql` selects with `key` bound to `$1`, read by `read`, or `None`.
+async fn optional_row<T>(
+    conn: &mut AnyConnection,
+    sql: &'static str,
+    key: &str,
+    read: fn(&AnyRow) -> Result<T, sqlx::Error>,
+) -> Result<Option<T>, sqlx::Error> {
+    let row = sqlx::query(sql).bind(key).fetch_optional(conn).await?;
+    row.as_ref().map(read).transpose()
+}
+
+/// A JSON text column, parsed.
+fn json<T: DeserializeOwned>(row: &AnyRow, column: &'static str) -> Result<T, sqlx::Error> {
+    let text: String = row.try_get(column)?;
+    serde_json::from_str(&text).map_err(|e| decode(column, e))
+}
+
+/// A stored value that the column's type cannot hold (a malformed row).
+fn decode(column: &str, source: impl Into<sqlx::error::BoxDynError>) -> sqlx::Error {
+    sqlx::Error::ColumnDecode {
+        index: column.to_owned(),
+        source: source.into(),
+    }
 }
 
 /// RFC 3339 in UTC with nine fraction digits: exact, and fixed width so that SQL text order is time order.
@@ -1572,1033 +870,24 @@ fn parse_uri(uri: &str) -> Result<DbUri<'_>, RegistryError> {
     Ok(target)
 }
 
-// ----- candidate and object states ----------------------------------------------------------------------------
-
-/// The states of DESIGN §1. Candidates and their objects move only along legal transitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum State {
-    /// Seen in a listing or a plan, not yet judged.
-    Discovered,
-    /// Reachable only from expirable snapshots (or an old orphan): may be quarantined.
-    UnreferencedEligible,
-    /// Sealed in bundles (and tagged or removed from the metadata).
-    Quarantined,
-    /// Signed drill evidence covers every bundle root.
-    RestoreVerified,
-    /// The deleter's acceptance point passed; deletes may start.
-    DeleteApproved,
-    /// The store acknowledged the delete.
-    Deleted,
-    /// A re-check confirmed the delete.
-    Verified,
-    /// A lease, hold, writer, checkpoint or ref covers it: out of the candidate set.
-    Protected,
-    /// The outcome of a delete is not known for certain: must be reconciled.
-    DeleteUnknown,
-}
-
-impl State {
-    /// The stored name (`QUARANTINED` …).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Discovered => "DISCOVERED",
-            State::UnreferencedEligible => "UNREFERENCED_ELIGIBLE",
-            State::Quarantined => "QUARANTINED",
-            State::RestoreVerified => "RESTORE_VERIFIED",
-            State::DeleteApproved => "DELETE_APPROVED",
-            State::Deleted => "DELETED",
-            State::Verified => "VERIFIED",
-            State::Protected => "PROTECTED",
-            State::DeleteUnknown => "DELETE_UNKNOWN",
-        }
-    }
-
-    fn parse(s: &str) -> Option<State> {
-        [
-            State::Discovered,
-            State::UnreferencedEligible,
-            State::Quarantined,
-            State::RestoreVerified,
-            State::DeleteApproved,
-            State::Deleted,
-            State::Verified,
-            State::Protected,
-            State::DeleteUnknown,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
-    }
-
-    /// Whether `self → to` is a legal transition.
-    #[must_use]
-    pub fn can_move_to(self, to: State) -> bool {
-        use State::{
-            DeleteApproved, DeleteUnknown, Deleted, Discovered, Protected, Quarantined, RestoreVerified,
-            UnreferencedEligible, Verified,
-        };
-        matches!(
-            (self, to),
-            (Discovered, UnreferencedEligible | Protected)
-                | (UnreferencedEligible, Quarantined | Protected)
-                | (Quarantined, RestoreVerified | DeleteApproved | Protected)
-                | (RestoreVerified, DeleteApproved | Protected)
-                // A mismatch found after approval, before any delete, sends it back for re-planning.
-                | (DeleteApproved, Deleted | DeleteUnknown | Quarantined | Protected)
-                | (Deleted, Verified | DeleteUnknown)
-                // `undelete` brought the objects back from their delete markers.
-                | (Verified, Protected)
-                | (DeleteUnknown, Deleted | Verified)
-        )
-    }
-}
-
-impl std::fmt::Display for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What the deleter compares at its acceptance point (DESIGN §2): recorded at plan and quarantine time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorldStamp {
-    /// The table's metadata location.
-    pub metadata_location: String,
-    /// BLAKE3 of that metadata file.
-    pub metadata_blake3: String,
-    /// BLAKE3 over the table's refs (the candidate's own quarantine tags excluded) and the policy's protected refs.
-    pub protected_ref_root: String,
-    /// The table's lease watermark counter.
-    pub lease_watermark: i64,
-    /// The table's hold generation.
-    pub hold_generation: i64,
-}
-
-/// A candidate as the registry keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CandidateRecord {
-    /// Candidate id.
-    pub candidate_id: String,
-    /// Table UUID.
-    pub table_uuid: String,
-    /// State.
-    pub state: State,
-    /// The planned candidate (snapshot ids, exact inventory, root).
-    pub candidate: serde_json::Value,
-    /// The world at plan time, or after the quarantine commit.
-    pub stamp: WorldStamp,
-    /// Quarantine details (mode, bundles, tags).
-    pub quarantine: Option<serde_json::Value>,
-    /// Why the last transition happened.
-    pub reason: String,
-    /// Created.
-    pub created_at: DateTime<Utc>,
-    /// Last transition.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// One object's state within a candidate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectState {
-    /// Path relative to the table location.
-    pub path: String,
-    /// State.
-    pub state: State,
-    /// Last change.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// A recorded receipt (write-once).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReceiptRow {
-    /// Candidate.
-    pub candidate_id: String,
-    /// Object path.
-    pub path: String,
-    /// Attempt number, from 1.
-    pub attempt: i64,
-    /// The receipt as the deleter wrote it.
-    pub receipt: serde_json::Value,
-    /// When it was recorded.
-    pub created_at: DateTime<Utc>,
-}
-
-/// The acceptance point's verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Acceptance {
-    /// Moved to `DELETE_APPROVED`.
-    Approved,
-    /// Refused, with every reason.
-    Refused(Vec<String>),
-}
-
-fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
-    let json = |col: &'static str, text: String| {
-        serde_json::from_str::<serde_json::Value>(&text).map_err(|e| sqlx::Error::ColumnDecode {
-            index: col.to_owned(),
-            source: Box::new(e),
-        })
-    };
-    let state: String = row.try_get("state")?;
-    let stamp: String = row.try_get("stamp_json")?;
-    let quarantine: Option<String> = row.try_get("quarantine_json")?;
-    Ok(CandidateRecord {
-        candidate_id: row.try_get("candidate_id")?,
-        table_uuid: row.try_get("table_uuid")?,
-        state: State::parse(&state).ok_or_else(|| sqlx::Error::ColumnDecode {
-            index: "state".into(),
-            source: format!("unknown state {state}").into(),
-        })?,
-        candidate: json("candidate_json", row.try_get("candidate_json")?)?,
-        stamp: serde_json::from_str(&stamp).map_err(|e| sqlx::Error::ColumnDecode {
-            index: "stamp_json".into(),
-            source: Box::new(e),
-        })?,
-        quarantine: quarantine.map(|q| json("quarantine_json", q)).transpose()?,
-        reason: row.try_get("reason")?,
-        created_at: parse_time("created_at", &row.try_get::<String, _>("created_at")?)?,
-        updated_at: parse_time("updated_at", &row.try_get::<String, _>("updated_at")?)?,
-    })
-}
-
-async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
-    let row = sqlx::query("SELECT * FROM candidates WHERE candidate_id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?;
-    row.as_ref().map(candidate_from_row).transpose()
-}
-
-impl Registry {
-    /// Records a planned candidate in `UNREFERENCED_ELIGIBLE` with the world stamp of its plan. A candidate
-    /// id already known is returned as it is (ids bind the table generation, so the same id is the same plan).
-    ///
-    /// # Errors
-    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
-    pub async fn candidate_record(
-        &self,
-        table_uuid: &str,
-        candidate_id: &str,
-        candidate: &serde_json::Value,
-        stamp: &WorldStamp,
-        objects: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<CandidateRecord, RegistryError> {
-        const OP: &str = "candidate_record";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        {
-            let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-            if let Some(existing) = read_candidate(&mut conn, candidate_id).await.map_err(query(OP))? {
-                return Ok(existing);
-            }
-        }
-        let mut change = self.change(OP).await?;
-        let stamp_json = serde_json::to_string(stamp).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
-        sqlx::query(
-            "INSERT INTO candidates (candidate_id, table_uuid, state, candidate_json, stamp_json, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-        )
-        .bind(candidate_id)
-        .bind(&table_uuid)
-        .bind(State::UnreferencedEligible.as_str())
-        .bind(candidate.to_string())
-        .bind(stamp_json)
-        .bind(fmt_time(now))
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        for path in objects {
-            sqlx::query(
-                "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(candidate_id)
-            .bind(path)
-            .bind(State::UnreferencedEligible.as_str())
-            .bind(fmt_time(now))
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        }
-        let detail = serde_json::json!({"candidate_id": candidate_id, "to": State::UnreferencedEligible});
-        change
-            .commit(now, EventKind::CandidateState, Some(&table_uuid), &detail)
-            .await?;
-        self.candidate(candidate_id).await
-    }
-
-    /// A candidate by id.
-    ///
-    /// # Errors
-    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
-    pub async fn candidate(&self, candidate_id: &str) -> Result<CandidateRecord, RegistryError> {
-        const OP: &str = "candidate";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_candidate(&mut conn, candidate_id)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            })
-    }
-
-    /// Every candidate of a table, oldest first.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn candidates(&self, table_uuid: &str) -> Result<Vec<CandidateRecord>, RegistryError> {
-        const OP: &str = "candidates";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id")
-            .bind(table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(candidate_from_row)
-            .collect::<Result<_, _>>()
-            .map_err(query(OP))
-    }
-
-    /// Moves a candidate (and its objects not yet past it) to `to`, if the move is legal from its current
-    /// state; optionally stores new quarantine details and a new world stamp.
-    ///
-    /// # Errors
-    /// [`RegistryError::Invalid`] for an illegal transition (naming both states); [`RegistryError::NotFound`].
-    pub async fn candidate_transition(
-        &self,
-        candidate_id: &str,
-        to: State,
-        reason: &str,
-        quarantine: Option<&serde_json::Value>,
-        stamp: Option<&WorldStamp>,
-        now: DateTime<Utc>,
-    ) -> Result<CandidateRecord, RegistryError> {
-        const OP: &str = "candidate_transition";
-        let mut change = self.change(OP).await?;
-        let current = read_candidate(&mut change.tx, candidate_id)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            })?;
-        if !current.state.can_move_to(to) {
-            return Err(RegistryError::Invalid {
-                field: "state",
-                reason: format!("candidate {candidate_id} cannot move from {} to {to}", current.state),
-            });
-        }
-        sqlx::query(
-            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, \
-             quarantine_json = COALESCE($4, quarantine_json), stamp_json = COALESCE($5, stamp_json) WHERE candidate_id = $6",
-        )
-        .bind(to.as_str())
-        .bind(reason)
-        .bind(fmt_time(now))
-        .bind(quarantine.map(ToString::to_string))
-        .bind(stamp.map(|s| serde_json::to_string(s).unwrap_or_default()))
-        .bind(candidate_id)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        // Objects follow the candidate through the pre-deletion states.
-        if matches!(
-            to,
-            State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
-        ) {
-            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
-                .bind(to.as_str())
-                .bind(fmt_time(now))
-                .bind(candidate_id)
-                .bind(current.state.as_str())
-                .execute(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-        }
-        let detail =
-            serde_json::json!({"candidate_id": candidate_id, "from": current.state, "to": to, "reason": reason});
-        let table = current.table_uuid.clone();
-        change
-            .commit(now, EventKind::CandidateState, Some(&table), &detail)
-            .await?;
-        self.candidate(candidate_id).await
-    }
-
-    /// The acceptance point: in one write transaction, checks the candidate's state, the deleter switch, the
-    /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
-    /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own
-    /// lease watermark and hold generation read inside the transaction. On success the candidate moves to
-    /// `DELETE_APPROVED`; on any mismatch the refusal and every reason are recorded and returned. With
-    /// `dry_run` the same checks run and nothing is written.
-    ///
-    /// # Errors
-    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
-    pub async fn candidate_accept(
-        &self,
-        candidate_id: &str,
-        current_table: &WorldStamp,
-        max_unknowns: u32,
-        extra_refusals: Vec<String>,
-        dry_run: bool,
-        now: DateTime<Utc>,
-    ) -> Result<Acceptance, RegistryError> {
-        const OP: &str = "candidate_accept";
-        let mut change = self.change(OP).await?;
-        let rec = read_candidate(&mut change.tx, candidate_id)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            })?;
-        let mut reasons = extra_refusals;
-        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
-            reasons.push(format!(
-                "candidate is {}, not QUARANTINED or RESTORE_VERIFIED",
-                rec.state
-            ));
-        }
-        let switch = read_deleter_switch(&mut change.tx).await.map_err(query(OP))?;
-        if switch.stopped {
-            reasons.push(format!("the deleter is stopped ({})", switch.reason));
-        }
-        // Read in the acceptance transaction, so that a stage change or an extension racing the purge wins.
-        let stage = rollout::read_stage(&mut change.tx, &rec.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        if stage.stage == RolloutStage::ReportOnly {
-            reasons.push(format!(
-                "the table is in rollout stage report-only ({}); `lakedrill rollout set` moves it to a stage that deletes",
-                if stage.changed_at.is_some() { stage.reason.as_str() } else { "the default for every table" }
-            ));
-        }
-        if let Some(not_before) = rollout::read_not_before(&mut change.tx, candidate_id)
-            .await
-            .map_err(query(OP))?
-            && now < not_before
-        {
-            reasons.push(format!(
-                "the quarantine was extended: no purge before {}",
-                not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
-            ));
-        }
-        let watermark = read_lease_watermark(&mut change.tx, &rec.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        let holds = read_hold_generation(&mut change.tx, &rec.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        let unknowns: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
-             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
-        )
-        .bind(&rec.table_uuid)
-        .fetch_one(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        let s = &rec.stamp;
-        if (s.metadata_location != current_table.metadata_location
-            || s.metadata_blake3 != current_table.metadata_blake3)
-            && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
-        {
-            reasons.push(format!(
-                "the table changed: generation {} (blake3 {}) is now {} (blake3 {})",
-                s.metadata_location, s.metadata_blake3, current_table.metadata_location, current_table.metadata_blake3
-            ));
-        }
-        if s.protected_ref_root != current_table.protected_ref_root {
-            reasons.push(format!(
-                "the refs changed: protected-ref root {} is now {}",
-                s.protected_ref_root, current_table.protected_ref_root
-            ));
-        }
-        if s.lease_watermark != watermark.counter && !crate::safety::weakened(crate::safety::Check::LeaseWatermarkCas) {
-            reasons.push(format!(
-                "leases changed: lease watermark {} is now {}",
-                s.lease_watermark, watermark.counter
-            ));
-        }
-        if s.hold_generation != holds && !crate::safety::weakened(crate::safety::Check::HoldGenerationCas) {
-            reasons.push(format!(
-                "holds changed: hold generation {} is now {holds}",
-                s.hold_generation
-            ));
-        }
-        if unknowns > i64::from(max_unknowns) {
-            reasons.push(format!(
-                "{unknowns} DELETE_UNKNOWN objects await reconciliation (limit {max_unknowns})"
-            ));
-        }
-        let table = rec.table_uuid.clone();
-        if dry_run {
-            // Dropping the transaction rolls it back: a dry run changes nothing.
-            return Ok(if reasons.is_empty() {
-                Acceptance::Approved
-            } else {
-                Acceptance::Refused(reasons)
-            });
-        }
-        if reasons.is_empty() {
-            sqlx::query("UPDATE candidates SET state = $1, reason = $2, updated_at = $3 WHERE candidate_id = $4")
-                .bind(State::DeleteApproved.as_str())
-                .bind("acceptance point passed")
-                .bind(fmt_time(now))
-                .bind(candidate_id)
-                .execute(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')")
-                .bind(State::DeleteApproved.as_str())
-                .bind(fmt_time(now))
-                .bind(candidate_id)
-                .execute(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-            let detail =
-                serde_json::json!({"candidate_id": candidate_id, "from": rec.state, "to": State::DeleteApproved});
-            change
-                .commit(now, EventKind::CandidateState, Some(&table), &detail)
-                .await?;
-            Ok(Acceptance::Approved)
-        } else {
-            let detail = serde_json::json!({"candidate_id": candidate_id, "reasons": reasons});
-            change
-                .commit(now, EventKind::PurgeRefused, Some(&table), &detail)
-                .await?;
-            Ok(Acceptance::Refused(reasons))
-        }
-    }
-
-    /// The objects of a candidate and their states, by path.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn object_states(&self, candidate_id: &str) -> Result<Vec<ObjectState>, RegistryError> {
-        const OP: &str = "object_states";
-        let rows =
-            sqlx::query("SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path")
-                .bind(candidate_id)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(query(OP))?;
-        rows.iter()
-            .map(|r| {
-                let state: String = r.try_get("state")?;
-                Ok(ObjectState {
-                    path: r.try_get("path")?,
-                    state: State::parse(&state).ok_or_else(|| sqlx::Error::ColumnDecode {
-                        index: "state".into(),
-                        source: format!("unknown state {state}").into(),
-                    })?,
-                    updated_at: parse_time("updated_at", &r.try_get::<String, _>("updated_at")?)?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(query(OP))
-    }
-
-    /// Moves one object to `to` (legal transitions only), recording the change before the caller acts on it.
-    ///
-    /// # Errors
-    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
-    pub async fn object_transition(
-        &self,
-        candidate_id: &str,
-        path: &str,
-        to: State,
-        now: DateTime<Utc>,
-    ) -> Result<(), RegistryError> {
-        const OP: &str = "object_transition";
-        let mut tx = self.begin_write(OP).await?;
-        set_object_state(&mut tx, candidate_id, path, to, now, OP).await?;
-        tx.commit().await.map_err(query(OP))
-    }
-
-    /// Records a receipt, write-once: a second receipt for the same attempt is refused by the primary key.
-    /// Returns the attempt number.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn receipt_add(
-        &self,
-        candidate_id: &str,
-        path: &str,
-        receipt: &serde_json::Value,
-        now: DateTime<Utc>,
-    ) -> Result<i64, RegistryError> {
-        const OP: &str = "receipt_add";
-        let mut tx = self.begin_write(OP).await?;
-        let attempt = insert_receipt(&mut tx, candidate_id, path, receipt, now)
-            .await
-            .map_err(query(OP))?;
-        tx.commit().await.map_err(query(OP))?;
-        Ok(attempt)
-    }
-
-    /// Every receipt of a candidate, by path then attempt.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn receipts(&self, candidate_id: &str) -> Result<Vec<ReceiptRow>, RegistryError> {
-        const OP: &str = "receipts";
-        let rows = sqlx::query("SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt")
-            .bind(candidate_id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(|r| {
-                let j: String = r.try_get("receipt_json")?;
-                Ok(ReceiptRow {
-                    candidate_id: r.try_get("candidate_id")?,
-                    path: r.try_get("path")?,
-                    attempt: r.try_get("attempt")?,
-                    receipt: serde_json::from_str(&j).map_err(|e| sqlx::Error::ColumnDecode {
-                        index: "receipt_json".into(),
-                        source: Box::new(e),
-                    })?,
-                    created_at: parse_time("created_at", &r.try_get::<String, _>("created_at")?)?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(query(OP))
-    }
-}
-
-/// Moves one object to `to` inside `tx` (legal transitions only; a no-op when it is already there).
-async fn set_object_state(
-    tx: &mut AnyConnection,
-    candidate_id: &str,
-    path: &str,
-    to: State,
-    now: DateTime<Utc>,
-    op: &'static str,
-) -> Result<(), RegistryError> {
-    let cur: Option<String> =
-        sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
-            .bind(candidate_id)
-            .bind(path)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(query(op))?;
-    let Some(cur) = cur.as_deref().and_then(State::parse) else {
-        return Err(RegistryError::NotFound {
-            what: "object",
-            id: format!("{candidate_id}:{path}"),
-        });
-    };
-    if cur == to {
-        return Ok(());
-    }
-    if !cur.can_move_to(to) {
-        return Err(RegistryError::Invalid {
-            field: "state",
-            reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
-        });
-    }
-    sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
-        .bind(to.as_str())
-        .bind(fmt_time(now))
-        .bind(candidate_id)
-        .bind(path)
-        .execute(&mut *tx)
-        .await
-        .map_err(query(op))?;
-    Ok(())
-}
-
-/// Inserts a receipt (write-once: the next attempt number of its object) with its own registry generation and
-/// `receipt_recorded` event, inside `tx`. Returns the attempt number.
-async fn insert_receipt(
-    tx: &mut AnyConnection,
-    candidate_id: &str,
-    path: &str,
-    receipt: &serde_json::Value,
-    now: DateTime<Utc>,
-) -> Result<i64, sqlx::Error> {
-    let generation = bump_generation(&mut *tx).await?;
-    let attempt: i64 = sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = $1 AND path = $2")
-        .bind(candidate_id)
-        .bind(path)
-        .fetch_one(&mut *tx)
-        .await?;
-    sqlx::query(
-        "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(candidate_id)
-    .bind(path)
-    .bind(attempt)
-    .bind(receipt.to_string())
-    .bind(fmt_time(now))
-    .execute(&mut *tx)
-    .await?;
-    let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
-        .bind(candidate_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    let detail = serde_json::json!({"candidate_id": candidate_id, "path": path, "attempt": attempt});
-    record_event(
-        &mut *tx,
-        generation,
-        now,
-        EventKind::ReceiptRecorded,
-        table.as_deref(),
-        &detail,
-    )
-    .await?;
-    Ok(attempt)
-}
-
-/// What a purge run started from: the values a batch of its deletes must still find in the registry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PurgeBaseline {
-    /// The table.
-    pub table_uuid: String,
-    /// The run holding the candidate's claim.
-    pub run_id: String,
-    /// The table's hold generation when the run began deleting.
-    pub hold_generation: i64,
-    /// The table's lease counter when the run began deleting.
-    pub lease_watermark: i64,
-}
-
-/// One batch of a purge run's deletes, holding the registry's write lock from [`Registry::purge_batch`] to
-/// [`PurgeBatch::commit`].
-///
-/// While a batch is open no other change can commit — no hold, lease, stop switch, rollout stage or claim —
-/// so every delete request sent inside it was sent while the checks made at its start still held: a hold that
-/// is set meanwhile waits for the batch and is seen by the next one. Dropping the batch rolls back what it
-/// recorded. **Never call another [`Registry`] method that writes while a batch is open**: it would wait for
-/// this lock (on PostgreSQL, forever).
-pub struct PurgeBatch {
-    tx: sqlx::Transaction<'static, sqlx::Any>,
-    /// The hold generation read inside the lock (equal to the baseline's).
-    pub hold_generation: i64,
-}
-
-impl PurgeBatch {
-    /// Records a receipt inside the batch; see [`Registry::receipt_add`].
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn receipt(
-        &mut self,
-        candidate_id: &str,
-        path: &str,
-        receipt: &serde_json::Value,
-        now: DateTime<Utc>,
-    ) -> Result<i64, RegistryError> {
-        insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
-            .await
-            .map_err(query("purge_batch_receipt"))
-    }
-
-    /// Moves one object inside the batch; see [`Registry::object_transition`].
-    ///
-    /// # Errors
-    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
-    pub async fn object_transition(
-        &mut self,
-        candidate_id: &str,
-        path: &str,
-        to: State,
-        now: DateTime<Utc>,
-    ) -> Result<(), RegistryError> {
-        set_object_state(&mut self.tx, candidate_id, path, to, now, "purge_batch_transition").await
-    }
-
-    /// Commits everything the batch recorded and lets the lock go.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn commit(self) -> Result<(), RegistryError> {
-        self.tx.commit().await.map_err(query("purge_batch_commit"))
-    }
-}
-
-/// The process running the purge of a candidate (at most one at a time).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PurgeRun {
-    /// Unique per run.
-    pub run_id: String,
-    /// Host name of the process.
-    pub host: String,
-    /// Process id on that host.
-    pub pid: i64,
-    /// When the run claimed the candidate.
-    pub started_at: DateTime<Utc>,
-    /// Last sign of life (every batch of deletes).
-    pub heartbeat_at: DateTime<Utc>,
-}
-
-fn read_purge_run(r: &AnyRow) -> Result<PurgeRun, sqlx::Error> {
-    Ok(PurgeRun {
-        run_id: r.try_get("run_id")?,
-        host: r.try_get("host")?,
-        pid: r.try_get("pid")?,
-        started_at: parse_time("started_at", &r.try_get::<String, _>("started_at")?)?,
-        heartbeat_at: parse_time("heartbeat_at", &r.try_get::<String, _>("heartbeat_at")?)?,
-    })
-}
-
-impl Registry {
-    /// The run holding a candidate's purge, if any.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn purge_run(&self, candidate_id: &str) -> Result<Option<PurgeRun>, RegistryError> {
-        const OP: &str = "purge_run";
-        let row = sqlx::query("SELECT * FROM purge_runs WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        row.as_ref().map(read_purge_run).transpose().map_err(query(OP))
-    }
-
-    /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
-    /// `me` already does, or when the holder is exactly `take_over` (a run the caller found dead or silent).
-    /// Otherwise the holder is returned and nothing changes: two purges of one candidate never run at once.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn purge_claim(
-        &self,
-        candidate_id: &str,
-        me: &PurgeRun,
-        take_over: Option<&str>,
-    ) -> Result<Result<(), PurgeRun>, RegistryError> {
-        const OP: &str = "purge_claim";
-        let mut change = self.change(OP).await?;
-        let held = sqlx::query("SELECT * FROM purge_runs WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?
-            .as_ref()
-            .map(read_purge_run)
-            .transpose()
-            .map_err(query(OP))?;
-        if let Some(h) = &held
-            && h.run_id != me.run_id
-            && take_over != Some(h.run_id.as_str())
-        {
-            return Ok(Err(h.clone()));
-        }
-        sqlx::query(
-            "INSERT INTO purge_runs (candidate_id, run_id, host, pid, started_at, heartbeat_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (candidate_id) DO UPDATE SET run_id = $2, host = $3, \
-             pid = $4, started_at = $5, heartbeat_at = $6",
-        )
-        .bind(candidate_id)
-        .bind(&me.run_id)
-        .bind(&me.host)
-        .bind(me.pid)
-        .bind(fmt_time(me.started_at))
-        .bind(fmt_time(me.heartbeat_at))
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        let took_over = held.filter(|h| h.run_id != me.run_id);
-        let detail = serde_json::json!({"candidate_id": candidate_id, "run": me, "took_over": took_over});
-        change
-            .commit(me.started_at, EventKind::PurgeRunClaimed, table.as_deref(), &detail)
-            .await?;
-        Ok(Ok(()))
-    }
-
-    /// Opens a batch of deletes for the run `base.run_id` of `candidate_id`: takes the registry's write lock
-    /// and, inside it, checks that the run still holds the candidate's claim, the deleter is not stopped, the
-    /// table's rollout stage deletes, its hold generation and lease counter are the baseline's, and the
-    /// candidate is not `PROTECTED`; it records the run's heartbeat. Returns the open batch, or every reason
-    /// to halt (nothing written then).
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn purge_batch(
-        &self,
-        candidate_id: &str,
-        base: &PurgeBaseline,
-        now: DateTime<Utc>,
-    ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
-        const OP: &str = "purge_batch";
-        let mut tx = self.begin_write(OP).await?;
-        let mut halt = Vec::new();
-        let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(query(OP))?;
-        if run.as_deref() != Some(base.run_id.as_str()) {
-            halt.push("another purge run took this candidate over: no further deletes here".to_owned());
-        }
-        let switch = read_deleter_switch(&mut tx).await.map_err(query(OP))?;
-        if switch.stopped {
-            halt.push(format!(
-                "the deleter was stopped ({}); `lakedrill deleter start` to resume",
-                switch.reason
-            ));
-        }
-        let stage = rollout::read_stage(&mut tx, &base.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        if !stage.stage.allows_deletes() {
-            halt.push(
-                "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
-            );
-        }
-        let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        if hold_generation != base.hold_generation && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch)
-        {
-            let rows = sqlx::query("SELECT * FROM holds WHERE table_uuid = $1 ORDER BY hold_generation")
-                .bind(&base.table_uuid)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query(OP))?;
-            let mut named = Vec::new();
-            for row in &rows {
-                let h = hold_from_row(row).map_err(query(OP))?;
-                if h.hold_generation > base.hold_generation {
-                    named.push(format!(
-                        "hold {} (scope {}, reason {:?}) set at {}",
-                        h.hold_id,
-                        h.scope,
-                        h.reason,
-                        h.set_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-                    ));
-                }
-            }
-            halt.push(format!(
-                "a legal hold changed during the purge (hold generation {} is now {hold_generation}: {}): no further \
-                 deletes",
-                base.hold_generation,
-                if named.is_empty() {
-                    "a hold was cleared".to_owned()
-                } else {
-                    named.join("; ")
-                }
-            ));
-        }
-        let leases = read_lease_watermark(&mut tx, &base.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        if leases.counter != base.lease_watermark {
-            halt.push(format!(
-                "leases changed during the purge (lease watermark {} is now {}): no further deletes",
-                base.lease_watermark, leases.counter
-            ));
-        }
-        let state: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(query(OP))?;
-        if state.as_deref() == Some(State::Protected.as_str()) {
-            halt.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
-        }
-        if !halt.is_empty() {
-            return Ok(Err(halt));
-        }
-        sqlx::query("UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2 AND run_id = $3")
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .bind(&base.run_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(query(OP))?;
-        Ok(Ok(PurgeBatch { tx, hold_generation }))
-    }
-
-    /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
-    /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
-    /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
-    /// [`BUSY_TIMEOUT`]). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
-    pub async fn yield_to_writers(&self) {
-        if self.dialect == Dialect::Sqlite {
-            tokio::time::sleep(WRITER_GAP).await;
-        }
-    }
-
-    /// Records a sign of life of the run holding a candidate (no event; a no-op for another run).
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn purge_heartbeat(
-        &self,
-        candidate_id: &str,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<(), RegistryError> {
-        const OP: &str = "purge_heartbeat";
-        sqlx::query("UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2 AND run_id = $3")
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        Ok(())
-    }
-
-    /// Lets a candidate go at the end of a run (a no-op when another run holds it).
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn purge_release(
-        &self,
-        candidate_id: &str,
-        run_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<(), RegistryError> {
-        const OP: &str = "purge_release";
-        let mut change = self.change(OP).await?;
-        let n = sqlx::query("DELETE FROM purge_runs WHERE candidate_id = $1 AND run_id = $2")
-            .bind(candidate_id)
-            .bind(run_id)
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?
-            .rows_affected();
-        if n == 0 {
-            return Ok(());
-        }
-        let table: Option<String> = sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        let detail = serde_json::json!({"candidate_id": candidate_id, "run_id": run_id});
-        change
-            .commit(now, EventKind::PurgeRunReleased, table.as_deref(), &detail)
-            .await
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    //! The registry-wide tests (open, schema and migrations, the event log and generation, concurrency across
+    //! registries and processes) and the fixtures every family's tests share: each `tests` module of a family
+    //! file uses them through `crate::registry::tests`.
+
     use super::*;
     use chrono::TimeZone;
 
-    const T1: &str = "7f31c0de-0000-4000-8000-000000000001";
-    const T2: &str = "7f31c0de-0000-4000-8000-000000000002";
+    pub(super) const T1: &str = "7f31c0de-0000-4000-8000-000000000001";
+    pub(super) const T2: &str = "7f31c0de-0000-4000-8000-000000000002";
 
-    fn t(minutes: i64) -> DateTime<Utc> {
+    pub(super) fn t(minutes: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2025, 6, 1, 0, 0, 0).unwrap() + chrono::Duration::minutes(minutes)
     }
 
-    fn new_lease(table: &str, snapshot_id: i64, expires_at: DateTime<Utc>) -> NewLease {
+    pub(super) fn new_lease(table: &str, snapshot_id: i64, expires_at: DateTime<Utc>) -> NewLease {
         NewLease {
             table_uuid: table.to_owned(),
             snapshot_id,
@@ -2608,7 +897,17 @@ mod tests {
         }
     }
 
-    async fn fresh() -> (tempfile::TempDir, String, Registry) {
+    pub(super) fn stamp() -> WorldStamp {
+        WorldStamp {
+            metadata_location: "m1".into(),
+            metadata_blake3: "b1".into(),
+            protected_ref_root: "r1".into(),
+            lease_watermark: 0,
+            hold_generation: 0,
+        }
+    }
+
+    pub(super) async fn fresh() -> (tempfile::TempDir, String, Registry) {
         let dir = tempfile::tempdir().unwrap();
         let uri = format!("sqlite:{}", dir.path().join("registry.db").display());
         let registry = Registry::open(&uri).await.unwrap();
@@ -2617,14 +916,14 @@ mod tests {
 
     /// Where a test's registry lives.
     #[derive(Clone, Copy)]
-    enum Backend {
+    pub(super) enum Backend {
         Sqlite,
         Postgres,
     }
 
     /// A fresh registry: a new SQLite file, or a new PostgreSQL database ([`crate::io::db::fresh_postgres_database`],
     /// which fails loudly without `LAKEDRILL_TEST_PG_URI`).
-    async fn fresh_on(backend: Backend) -> (Option<tempfile::TempDir>, String, Registry) {
+    pub(super) async fn fresh_on(backend: Backend) -> (Option<tempfile::TempDir>, String, Registry) {
         match backend {
             Backend::Sqlite => {
                 let (dir, uri, registry) = fresh().await;
@@ -2638,7 +937,8 @@ mod tests {
         }
     }
 
-    /// Runs each named `async fn NAME(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`.
+    /// Runs each named `async fn NAME(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`. The caller
+    /// has `Backend` in scope.
     macro_rules! on_both_backends {
         ($($name:ident),* $(,)?) => {$(
             mod $name {
@@ -2653,28 +953,15 @@ mod tests {
             }
         )*};
     }
+    pub(super) use on_both_backends;
 
     on_both_backends!(
         open_refuses_a_newer_schema,
-        lease_round_trip_active_and_release,
-        lease_add_refuses_invalid_input,
-        table_uuid_spellings_are_one_table,
-        lease_watermark_bumps_on_add_and_release,
-        hold_round_trip_and_generation_per_table,
-        writer_round_trip,
-        checkpoint_round_trip,
-        deleter_switch_round_trip,
         generation_increases_and_every_change_is_an_event,
         records_serialize_snake_case_rfc3339,
         times_round_trip_exactly,
-        the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
-        report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change,
-        decisions_are_monotonic_kept_and_turn_holds_on_and_off,
-        a_quarantine_extension_refuses_acceptance_until_it_passes,
         a_version_1_registry_is_migrated_to_version_2_on_open,
         concurrent_registries_lose_no_update,
-        writers_and_checkpoints_with_equal_times_keep_insertion_order,
-        observations_get_increasing_ids_and_filter_by_time,
     );
 
     #[tokio::test]
@@ -2719,12 +1006,30 @@ mod tests {
         assert!(matches!(err, RegistryError::Open { .. }), "{err}");
     }
 
-    async fn open_refuses_a_newer_schema(b: Backend) {
-        let (_dir, uri, r) = fresh_on(b).await;
-        sqlx::query("UPDATE registry_state SET schema_version = 99")
+    /// Makes the registry claim schema version `version`, as an older or newer lakedrill would have left it.
+    async fn set_schema_version(r: &Registry, version: i64) {
+        sqlx::query("UPDATE registry_state SET schema_version = $1")
+            .bind(version)
             .execute(&r.pool)
             .await
             .unwrap();
+    }
+
+    /// Closes `r` and opens `uri` again, which must migrate it to [`SCHEMA_VERSION`].
+    async fn reopen_migrated(r: Registry, uri: &str) -> Registry {
+        r.close().await;
+        let r = Registry::open(uri).await.unwrap();
+        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
+            .fetch_one(&r.pool)
+            .await
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        r
+    }
+
+    async fn open_refuses_a_newer_schema(b: Backend) {
+        let (_dir, uri, r) = fresh_on(b).await;
+        set_schema_version(&r, 99).await;
         r.close().await;
         let err = Registry::open(&uri).await.unwrap_err();
         assert!(
@@ -2737,248 +1042,6 @@ mod tests {
             ),
             "{err}"
         );
-    }
-
-    async fn lease_round_trip_active_and_release(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let lease = r.lease_add(&new_lease(T1, 42, t(60)), t(0)).await.unwrap();
-        assert_eq!(lease.reader_generation, 1);
-        assert!(lease.active);
-        uuid::Uuid::parse_str(&lease.lease_id).unwrap();
-
-        let listed = r.leases(T1, t(30)).await.unwrap();
-        assert_eq!(listed, vec![lease.clone()]);
-        // Expired at exactly expires_at, and later.
-        assert!(!r.leases(T1, t(60)).await.unwrap()[0].active);
-        assert!(!r.leases(T1, t(61)).await.unwrap()[0].active);
-        assert!(r.leases(T2, t(0)).await.unwrap().is_empty());
-
-        let released = r.lease_release(&lease.lease_id, t(10)).await.unwrap();
-        assert_eq!(released.released_at, Some(t(10)));
-        assert!(!released.active);
-        let listed = r.leases(T1, t(20)).await.unwrap();
-        assert_eq!(listed, vec![released]);
-
-        let err = r.lease_release(&lease.lease_id, t(11)).await.unwrap_err();
-        assert!(matches!(&err, RegistryError::AlreadyEnded { what: "lease", id } if *id == lease.lease_id));
-        assert!(err.to_string().contains(&lease.lease_id));
-        let err = r.lease_release("no-such-lease", t(11)).await.unwrap_err();
-        assert!(matches!(&err, RegistryError::NotFound { what: "lease", id } if id == "no-such-lease"));
-        assert!(err.to_string().contains("no-such-lease"));
-        // Failed changes do not bump anything.
-        assert_eq!(r.generation().await.unwrap(), 2);
-    }
-
-    async fn lease_add_refuses_invalid_input(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let err = r.lease_add(&new_lease(T1, 1, t(0)), t(0)).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RegistryError::Invalid {
-                    field: "expires_at",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        let err = r.lease_add(&new_lease("orders", 1, t(5)), t(0)).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RegistryError::Invalid {
-                    field: "table_uuid",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        let mut bad = new_lease(T1, 1, t(5));
-        bad.owner = "  ".to_owned();
-        let err = r.lease_add(&bad, t(0)).await.unwrap_err();
-        assert!(matches!(err, RegistryError::Invalid { field: "owner", .. }), "{err}");
-        assert_eq!(r.generation().await.unwrap(), 0);
-    }
-
-    async fn table_uuid_spellings_are_one_table(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        r.hold_set(&T1.to_uppercase(), HoldScope::Table, "legal", t(0))
-            .await
-            .unwrap();
-        let holds = r.holds(&T1.replace('-', "")).await.unwrap();
-        assert_eq!(holds.len(), 1);
-        assert_eq!(holds[0].table_uuid, T1);
-        assert_eq!(r.hold_generation(T1).await.unwrap(), 1);
-    }
-
-    async fn lease_watermark_bumps_on_add_and_release(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        assert_eq!(
-            r.lease_watermark(T1).await.unwrap(),
-            LeaseWatermark {
-                counter: 0,
-                latest_expires_at: None
-            }
-        );
-        let a = r.lease_add(&new_lease(T1, 1, t(60)), t(0)).await.unwrap();
-        let w1 = r.lease_watermark(T1).await.unwrap();
-        assert_eq!(
-            w1,
-            LeaseWatermark {
-                counter: 1,
-                latest_expires_at: Some(t(60))
-            }
-        );
-        r.lease_add(&new_lease(T1, 2, t(30)), t(0)).await.unwrap();
-        assert_eq!(
-            r.lease_watermark(T1).await.unwrap(),
-            LeaseWatermark {
-                counter: 2,
-                latest_expires_at: Some(t(60))
-            }
-        );
-        r.lease_release(&a.lease_id, t(1)).await.unwrap();
-        assert_eq!(
-            r.lease_watermark(T1).await.unwrap(),
-            LeaseWatermark {
-                counter: 3,
-                latest_expires_at: Some(t(30))
-            }
-        );
-        // Other tables and other kinds of change leave it alone.
-        r.lease_add(&new_lease(T2, 9, t(90)), t(0)).await.unwrap();
-        r.hold_set(T1, HoldScope::Snapshot(1), "legal", t(2)).await.unwrap();
-        assert_eq!(r.lease_watermark(T1).await.unwrap().counter, 3);
-        assert_eq!(r.lease_watermark(T2).await.unwrap().counter, 1);
-    }
-
-    async fn hold_round_trip_and_generation_per_table(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        assert_eq!(r.hold_generation(T1).await.unwrap(), 0);
-        let h1 = r.hold_set(T1, HoldScope::Snapshot(7), "case 123", t(0)).await.unwrap();
-        assert_eq!(h1.hold_generation, 1);
-        let h2 = r
-            .hold_set(T1, "prefix:s3://b/t/data/2024/".parse().unwrap(), "case 124", t(1))
-            .await
-            .unwrap();
-        assert_eq!(h2.hold_generation, 2);
-        assert_eq!(r.hold_generation(T2).await.unwrap(), 0);
-        // Leases, writers and checkpoints do not move the hold generation.
-        r.lease_add(&new_lease(T1, 7, t(60)), t(2)).await.unwrap();
-        r.writer_begin(T1, "s3://b/t/_staging/w1/", t(2)).await.unwrap();
-        r.checkpoint_add(T1, 7, t(0), t(2)).await.unwrap();
-        assert_eq!(r.hold_generation(T1).await.unwrap(), 2);
-
-        let cleared = r.hold_clear(&h1.hold_id, t(3)).await.unwrap();
-        assert!(!cleared.active);
-        assert_eq!(cleared.cleared_at, Some(t(3)));
-        assert_eq!(r.hold_generation(T1).await.unwrap(), 3);
-        assert_eq!(r.hold_generation(T2).await.unwrap(), 0);
-
-        let holds = r.holds(T1).await.unwrap();
-        assert_eq!(holds, vec![cleared, h2]);
-        let err = r.hold_clear(&h1.hold_id, t(4)).await.unwrap_err();
-        assert!(matches!(err, RegistryError::AlreadyEnded { what: "hold", .. }), "{err}");
-        let err = r.hold_clear("nope", t(4)).await.unwrap_err();
-        assert!(matches!(err, RegistryError::NotFound { what: "hold", .. }), "{err}");
-        assert_eq!(r.hold_generation(T1).await.unwrap(), 3);
-    }
-
-    #[test]
-    fn hold_scope_parses_and_displays() {
-        for (text, scope) in [
-            ("table", HoldScope::Table),
-            ("snapshot:123", HoldScope::Snapshot(123)),
-            ("snapshot:-5", HoldScope::Snapshot(-5)),
-            ("prefix:s3://b/t/data/", HoldScope::Prefix("s3://b/t/data/".to_owned())),
-            ("prefix:a:b", HoldScope::Prefix("a:b".to_owned())),
-        ] {
-            assert_eq!(text.parse::<HoldScope>().unwrap(), scope);
-            assert_eq!(scope.to_string(), text);
-            assert_eq!(serde_json::to_string(&scope).unwrap(), format!("\"{text}\""));
-        }
-        for bad in [
-            "",
-            "Table",
-            "snapshot:",
-            "snapshot:x1",
-            "prefix:",
-            "prefix:  ",
-            "path:/x",
-        ] {
-            let err = bad.parse::<HoldScope>().unwrap_err();
-            assert!(
-                matches!(
-                    RegistryError::from(err.clone()),
-                    RegistryError::Invalid { field: "scope", .. }
-                ),
-                "{bad}: {err}"
-            );
-        }
-        assert!(
-            "snapshot:x"
-                .parse::<HoldScope>()
-                .unwrap_err()
-                .to_string()
-                .contains("not an integer")
-        );
-        assert!(serde_json::from_str::<HoldScope>("\"bogus\"").is_err());
-    }
-
-    async fn writer_round_trip(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let w = r.writer_begin(T1, "s3://b/t/_staging/w1/", t(0)).await.unwrap();
-        assert!(w.open);
-        assert_eq!(r.writers(T1).await.unwrap(), vec![w.clone()]);
-        let ended = r.writer_end(&w.writer_id, t(5)).await.unwrap();
-        assert!(!ended.open);
-        assert_eq!(ended.ended_at, Some(t(5)));
-        assert_eq!(r.writers(T1).await.unwrap(), vec![ended]);
-        assert!(matches!(
-            r.writer_end(&w.writer_id, t(6)).await,
-            Err(RegistryError::AlreadyEnded { .. })
-        ));
-        assert!(matches!(
-            r.writer_end("nope", t(6)).await,
-            Err(RegistryError::NotFound { what: "writer", .. })
-        ));
-        assert!(matches!(
-            r.writer_begin(T1, "", t(0)).await,
-            Err(RegistryError::Invalid { field: "prefix", .. })
-        ));
-    }
-
-    async fn checkpoint_round_trip(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let late = r.checkpoint_add(T1, 2, t(10), t(20)).await.unwrap();
-        let early = r.checkpoint_add(T1, 1, t(5), t(20)).await.unwrap();
-        assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
-        assert!(r.checkpoints(T2).await.unwrap().is_empty());
-        let err = r.checkpoint_add(T1, 3, t(30), t(20)).await.unwrap_err();
-        assert!(matches!(err, RegistryError::Invalid { field: "at", .. }), "{err}");
-    }
-
-    async fn deleter_switch_round_trip(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        assert!(!r.deleter_stopped().await.unwrap());
-        r.set_deleter_stopped(true, "incident 77", t(0)).await.unwrap();
-        assert!(r.deleter_stopped().await.unwrap());
-        let switch = r.deleter_switch().await.unwrap();
-        assert_eq!(
-            switch,
-            DeleterSwitch {
-                stopped: true,
-                reason: "incident 77".to_owned(),
-                changed_at: Some(t(0))
-            }
-        );
-        r.set_deleter_stopped(false, "resolved", t(1)).await.unwrap();
-        assert!(!r.deleter_stopped().await.unwrap());
-        let events = r.all_events().await.unwrap();
-        let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, vec![EventKind::DeleterStopped, EventKind::DeleterStarted]);
-        assert_eq!(events[0].table_uuid, None);
-        assert!(r.events(T1).await.unwrap().is_empty());
     }
 
     async fn generation_increases_and_every_change_is_an_event(b: Backend) {
@@ -3214,289 +1277,11 @@ mod tests {
         assert_eq!(r.lease_watermark(T2).await.unwrap().counter, n);
     }
 
-    fn stamp() -> WorldStamp {
-        WorldStamp {
-            metadata_location: "m1".into(),
-            metadata_blake3: "b1".into(),
-            protected_ref_root: "r1".into(),
-            lease_watermark: 0,
-            hold_generation: 0,
-        }
-    }
-
-    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world(b: Backend) {
-        let (_d, _u, reg) = fresh_on(b).await;
-        let now = Utc::now();
-        let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
-        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
-            .await
-            .unwrap();
-        let a = reg
-            .candidate_record(
-                table,
-                "c-a",
-                &serde_json::json!({}),
-                &stamp(),
-                &["x".into(), "y".into()],
-                now,
-            )
-            .await
-            .unwrap();
-        assert_eq!(a.state, State::UnreferencedEligible);
-        // Not quarantined yet: no jump to DELETE_APPROVED, and acceptance refuses.
-        assert!(
-            reg.candidate_transition("c-a", State::DeleteApproved, "", None, None, now)
-                .await
-                .is_err()
-        );
-        let refused = reg
-            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
-            .await
-            .unwrap();
-        assert!(
-            matches!(refused, Acceptance::Refused(ref r) if r[0].contains("not QUARANTINED")),
-            "{refused:?}"
-        );
-        reg.candidate_transition("c-a", State::Quarantined, "sealed", None, None, now)
-            .await
-            .unwrap();
-        // A changed world is refused, reason by reason; a dry run writes nothing.
-        let mut moved = stamp();
-        moved.metadata_blake3 = "b2".into();
-        moved.protected_ref_root = "r2".into();
-        let r = reg
-            .candidate_accept("c-a", &moved, 0, vec![], false, now)
-            .await
-            .unwrap();
-        assert!(matches!(r, Acceptance::Refused(ref v) if v.len() == 2), "{r:?}");
-        reg.hold_set(table, HoldScope::Prefix("data/x".into()), "late", now)
-            .await
-            .unwrap();
-        let r = reg
-            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
-            .await
-            .unwrap();
-        assert!(
-            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("holds changed"))),
-            "{r:?}"
-        );
-        let mut held = stamp();
-        held.hold_generation = 1;
-        reg.candidate_transition("c-a", State::Quarantined, "re-stamped", None, Some(&held), now)
-            .await
-            .unwrap_err();
-        // Unreconciled unknowns on another candidate of the table block new work beyond the limit.
-        reg.candidate_record(table, "c-b", &serde_json::json!({}), &held, &["z".into()], now)
-            .await
-            .unwrap();
-        reg.candidate_transition("c-b", State::Quarantined, "", None, None, now)
-            .await
-            .unwrap();
-        assert_eq!(
-            reg.candidate_accept("c-b", &held, 0, vec![], true, now).await.unwrap(),
-            Acceptance::Approved
-        );
-        assert_eq!(
-            reg.candidate("c-b").await.unwrap().state,
-            State::Quarantined,
-            "a dry run changes nothing"
-        );
-        assert_eq!(
-            reg.candidate_accept("c-b", &held, 0, vec![], false, now).await.unwrap(),
-            Acceptance::Approved
-        );
-        reg.object_transition("c-b", "z", State::DeleteUnknown, now)
-            .await
-            .unwrap();
-        reg.candidate_record(table, "c-c", &serde_json::json!({}), &held, &["w".into()], now)
-            .await
-            .unwrap();
-        reg.candidate_transition("c-c", State::Quarantined, "", None, None, now)
-            .await
-            .unwrap();
-        let r = reg.candidate_accept("c-c", &held, 0, vec![], false, now).await.unwrap();
-        assert!(
-            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("DELETE_UNKNOWN"))),
-            "{r:?}"
-        );
-        assert_eq!(
-            reg.candidate_accept("c-c", &held, 1, vec![], false, now).await.unwrap(),
-            Acceptance::Approved
-        );
-        // Receipts are write-once rows, numbered per object.
-        assert_eq!(
-            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "requested"}), now)
-                .await
-                .unwrap(),
-            1
-        );
-        assert_eq!(
-            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "confirmed"}), now)
-                .await
-                .unwrap(),
-            2
-        );
-        assert_eq!(reg.receipts("c-b").await.unwrap().len(), 2);
-        // Refusals are recorded as events.
-        assert!(
-            reg.events(table)
-                .await
-                .unwrap()
-                .iter()
-                .any(|e| e.kind == EventKind::PurgeRefused)
-        );
-    }
-
-    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change(b: Backend) {
-        let (_d, _u, reg) = fresh_on(b).await;
-        let now = Utc::now();
-        let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
-        assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::ReportOnly);
-        reg.candidate_record(table, "c-r", &serde_json::json!({}), &stamp(), &["x".into()], now)
-            .await
-            .unwrap();
-        reg.candidate_transition("c-r", State::Quarantined, "sealed", None, None, now)
-            .await
-            .unwrap();
-        let r = reg
-            .candidate_accept("c-r", &stamp(), 0, vec![], false, now)
-            .await
-            .unwrap();
-        assert!(
-            matches!(r, Acceptance::Refused(ref v) if v.len() == 1 && v[0].contains("report-only")),
-            "{r:?}"
-        );
-        let c = reg
-            .rollout_set(
-                table,
-                "orders",
-                &"cohort:emea-1".parse().unwrap(),
-                "wave 1",
-                "alice",
-                Some("d1"),
-                now,
-            )
-            .await
-            .unwrap();
-        assert_eq!(
-            (c.from.clone(), c.to.clone()),
-            (RolloutStage::ReportOnly, RolloutStage::Cohort("emea-1".into()))
-        );
-        assert_eq!(
-            reg.candidate_accept("c-r", &stamp(), 0, vec![], false, now)
-                .await
-                .unwrap(),
-            Acceptance::Approved
-        );
-        reg.rollout_set(table, "orders", &RolloutStage::ReportOnly, "incident", "bob", None, now)
-            .await
-            .unwrap();
-        let h = reg.rollout_history(table).await.unwrap();
-        assert_eq!(h.len(), 2);
-        assert_eq!((h[1].reason.as_str(), h[1].changed_by.as_str()), ("incident", "bob"));
-        let kinds: Vec<EventKind> = reg.events(table).await.unwrap().into_iter().map(|e| e.kind).collect();
-        assert_eq!(kinds.iter().filter(|k| **k == EventKind::RolloutStageSet).count(), 2);
-        for bad in ["cohort:", "cohort:a b", "prod", "REPORT-ONLY"] {
-            assert!(bad.parse::<RolloutStage>().is_err(), "{bad}");
-        }
-    }
-
-    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off(b: Backend) {
-        let (_d, _u, reg) = fresh_on(b).await;
-        let now = Utc::now();
-        let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
-        let doc = serde_json::json!({"any": "document"});
-        let d = |version: i64, on: bool| NewDecision {
-            version,
-            table_uuid: table,
-            issuer: "gov",
-            keyid: "k",
-            envelope_sha256: "e",
-            decision: &doc,
-            holds: vec![(
-                "case".into(),
-                on.then(|| (HoldScope::Snapshot(7), "litigation".to_owned())),
-            )],
-        };
-        let (_, ch) = reg.decision_apply(&d(3, true), now).await.unwrap();
-        assert_eq!(ch[0].action, "set");
-        assert_eq!(reg.hold_generation(table).await.unwrap(), 1);
-        let (_, ch) = reg.decision_apply(&d(4, true), now).await.unwrap();
-        assert_eq!(ch[0].action, "unchanged");
-        for v in [4, 2] {
-            let e = reg.decision_apply(&d(v, false), now).await.unwrap_err();
-            assert!(matches!(e, RegistryError::VersionNotNewer { latest: 4, .. }), "{e}");
-        }
-        assert!(
-            reg.holds(table).await.unwrap()[0].active,
-            "a refused decision changes nothing"
-        );
-        let (_, ch) = reg.decision_apply(&d(5, false), now).await.unwrap();
-        assert_eq!(ch[0].action, "cleared");
-        assert!(!reg.holds(table).await.unwrap()[0].active);
-        assert_eq!(reg.hold_generation(table).await.unwrap(), 2);
-        let versions: Vec<i64> = reg.decisions(table).await.unwrap().iter().map(|d| d.version).collect();
-        assert_eq!(versions, vec![3, 4, 5]);
-        assert_eq!(reg.decision_latest_version().await.unwrap(), Some(5));
-    }
-
-    async fn a_quarantine_extension_refuses_acceptance_until_it_passes(b: Backend) {
-        let (_d, _u, reg) = fresh_on(b).await;
-        let now = t(0);
-        let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
-        reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
-            .await
-            .unwrap();
-        reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["x".into()], now)
-            .await
-            .unwrap();
-        assert!(
-            reg.quarantine_extend("c-e", chrono::Duration::hours(1), "early", now)
-                .await
-                .is_err()
-        );
-        reg.candidate_transition("c-e", State::Quarantined, "sealed", None, None, now)
-            .await
-            .unwrap();
-        let e1 = reg
-            .quarantine_extend("c-e", chrono::Duration::hours(1), "look", now)
-            .await
-            .unwrap();
-        let e2 = reg
-            .quarantine_extend("c-e", chrono::Duration::hours(2), "look more", now)
-            .await
-            .unwrap();
-        assert_eq!(e2.not_before, e1.not_before + chrono::Duration::hours(2));
-        let r = reg
-            .candidate_accept("c-e", &stamp(), 0, vec![], true, now + chrono::Duration::hours(2))
-            .await
-            .unwrap();
-        assert!(
-            matches!(r, Acceptance::Refused(ref v) if v[0].contains("extended")),
-            "{r:?}"
-        );
-        assert_eq!(
-            reg.candidate_accept("c-e", &stamp(), 0, vec![], true, e2.not_before)
-                .await
-                .unwrap(),
-            Acceptance::Approved
-        );
-    }
-
     async fn a_version_1_registry_is_migrated_to_version_2_on_open(b: Backend) {
         let (_dir, uri, r) = fresh_on(b).await;
-        sqlx::query("UPDATE registry_state SET schema_version = 1")
-            .execute(&r.pool)
-            .await
-            .unwrap();
+        set_schema_version(&r, 1).await;
         sqlx::query("DROP TABLE rollout_stages").execute(&r.pool).await.unwrap();
-        r.close().await;
-        let r = Registry::open(&uri).await.unwrap();
-        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
-            .fetch_one(&r.pool)
-            .await
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        let r = reopen_migrated(r, &uri).await;
         assert_eq!(
             r.rollout_stage("7f31a2b4-09c1-4d5e-9f00-000000000005")
                 .await
@@ -3504,18 +1289,6 @@ mod tests {
                 .stage,
             RolloutStage::ReportOnly
         );
-    }
-
-    async fn writers_and_checkpoints_with_equal_times_keep_insertion_order(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let mut writers = Vec::new();
-        let mut checkpoints = Vec::new();
-        for i in 0..5 {
-            writers.push(r.writer_begin(T1, &format!("p{}/", 9 - i), t(0)).await.unwrap());
-            checkpoints.push(r.checkpoint_add(T1, 10 - i, t(0), t(1)).await.unwrap());
-        }
-        assert_eq!(r.writers(T1).await.unwrap(), writers);
-        assert_eq!(r.checkpoints(T1).await.unwrap(), checkpoints);
     }
 
     /// A version-2 file (writers and checkpoints without `generation`) keeps its order after the migration,
@@ -3537,42 +1310,13 @@ mod tests {
                 .await
                 .unwrap();
         }
-        sqlx::query("UPDATE registry_state SET schema_version = 2")
-            .execute(&r.pool)
-            .await
-            .unwrap();
-        r.close().await;
-        let r = Registry::open(&uri).await.unwrap();
-        let v: i64 = sqlx::query_scalar("SELECT schema_version FROM registry_state")
-            .fetch_one(&r.pool)
-            .await
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        set_schema_version(&r, 2).await;
+        let r = reopen_migrated(r, &uri).await;
         let after = r.writer_begin(T1, "p0/", t(0)).await.unwrap();
         before.push(after);
         assert_eq!(r.writers(T1).await.unwrap(), before);
         let late = r.checkpoint_add(T1, 0, t(0), t(1)).await.unwrap();
         assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
-    }
-
-    async fn observations_get_increasing_ids_and_filter_by_time(b: Backend) {
-        let (_dir, _uri, r) = fresh_on(b).await;
-        let first = r.observation_add(T1, &serde_json::json!({"n": 1}), t(0)).await.unwrap();
-        let second = r
-            .observation_add(T1, &serde_json::json!({"n": 2}), t(10))
-            .await
-            .unwrap();
-        r.observation_add(T2, &serde_json::json!({"n": 3}), t(10))
-            .await
-            .unwrap();
-        assert!(second > first, "{first} then {second}");
-        let seen = r.observations(T1, t(5)).await.unwrap();
-        assert_eq!(seen.len(), 1);
-        assert_eq!(seen[0].observation_id, second);
-        assert_eq!(seen[0].report, serde_json::json!({"n": 2}));
-        assert_eq!(r.observations(T1, t(0)).await.unwrap().len(), 2);
-        // Observations are not changes: the generation does not move.
-        assert_eq!(r.generation().await.unwrap(), 0);
     }
 
     /// A server that refuses connections is reported at once with its cause, not after the pool's timeout.

@@ -1,4 +1,4 @@
-//! Rollout stages, governance decisions, quarantine extensions and rollout observations (schema version 2).
+//! Rollout stages, governance decisions and rollout observations (schema version 2).
 //!
 //! - **Rollout stage** per table: `report-only` (the default for every table, also one the registry has never
 //!   seen), `test`, `cohort:NAME`, `enabled`. Every change is a registry change with its reason, who made it,
@@ -8,13 +8,13 @@
 //!   processes applying decisions at once cannot both win. Legal holds a decision turns on or off are ordinary
 //!   registry holds (they bump the hold generation the deleter's compare-and-set checks), mapped to the
 //!   decision's hold key in `governance_holds`.
-//! - **Quarantine extensions**: the earliest time a candidate may be purged, checked inside
-//!   [`Registry::candidate_accept`].
 //! - **Rollout observations**: what `rollout report` saw at each run (not changes: they do not bump the
 //!   registry generation).
 //!
 //! It does not decide what a decision means for a plan, and it does not read a policy: callers check that a
-//! `test` stage has an unregulated policy before calling [`Registry::rollout_set`].
+//! `test` stage has an unregulated policy before calling [`Registry::rollout_set`]. Quarantine extensions,
+//! also added in schema version 2, are a candidate's record and live in `candidates`. It uses the face
+//! (`super`) and `protections` (a decision's holds are ordinary holds).
 
 use std::fmt;
 use std::str::FromStr;
@@ -23,9 +23,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 
+use super::protections::{Counter, Hold, bump_table_counter, insert_hold};
 use super::{
-    Counter, EventKind, HoldScope, Registry, RegistryError, bump_table_counter, canonical_table_uuid, fmt_time,
-    opt_time, parse_time, query, require_text, time,
+    EventKind, HoldScope, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, opt_time, query,
+    require_text, time,
 };
 
 /// A table's rollout stage.
@@ -180,21 +181,6 @@ pub struct GovernanceHoldChange {
     pub scope: Option<HoldScope>,
 }
 
-/// One quarantine extension.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuarantineExtension {
-    /// The registry generation of the change.
-    pub generation: i64,
-    /// The candidate.
-    pub candidate_id: String,
-    /// No purge before this time.
-    pub not_before: DateTime<Utc>,
-    /// Why.
-    pub reason: String,
-    /// When it was extended.
-    pub extended_at: DateTime<Utc>,
-}
-
 /// What one `rollout report` run saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObservationRecord {
@@ -254,24 +240,9 @@ pub(super) async fn read_stage(conn: &mut AnyConnection, table_uuid: &str) -> Re
     })
 }
 
-pub(super) async fn read_not_before(
-    conn: &mut AnyConnection,
-    candidate_id: &str,
-) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
-    let t: Option<String> =
-        sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_one(conn)
-            .await?;
-    t.as_deref().map(|s| parse_time("not_before", s)).transpose()
-}
-
 fn stage(row: &sqlx::any::AnyRow, column: &'static str) -> Result<RolloutStage, sqlx::Error> {
     let s: String = row.try_get(column)?;
-    s.parse().map_err(|e: RegistryError| sqlx::Error::ColumnDecode {
-        index: column.to_owned(),
-        source: Box::new(e),
-    })
+    s.parse().map_err(|e: RegistryError| decode(column, e))
 }
 
 fn encode(e: serde_json::Error) -> sqlx::Error {
@@ -284,10 +255,9 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
     pub async fn rollout_stage(&self, table_uuid: &str) -> Result<RolloutRecord, RegistryError> {
-        const OP: &str = "rollout_stage";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_stage(&mut conn, &table_uuid).await.map_err(query(OP))
+        self.read("rollout_stage", async |conn| read_stage(conn, &table_uuid).await)
+            .await
     }
 
     /// Sets the table's rollout stage and records the change (from, to, reason, who, when, policy digest).
@@ -367,15 +337,11 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
     pub async fn rollout_history(&self, table_uuid: &str) -> Result<Vec<RolloutChange>, RegistryError> {
-        const OP: &str = "rollout_history";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM rollout_changes WHERE table_uuid = $1 ORDER BY generation")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(|row| {
+        self.table_rows(
+            "rollout_history",
+            "SELECT * FROM rollout_changes WHERE table_uuid = $1 ORDER BY generation",
+            table_uuid,
+            |row| {
                 Ok(RolloutChange {
                     generation: row.try_get("generation")?,
                     table_uuid: row.try_get("table_uuid")?,
@@ -387,9 +353,9 @@ impl Registry {
                     changed_at: time(row, "changed_at")?,
                     policy_digest: row.try_get("policy_digest")?,
                 })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(query(OP))
+            },
+        )
+        .await
     }
 
     /// The latest applied decision version, registry-wide (`None` before the first).
@@ -473,18 +439,17 @@ impl Registry {
                         .map_err(query(OP))?;
                     let hold_id = uuid::Uuid::new_v4().to_string();
                     require_text("reason", reason)?;
-                    sqlx::query(
-                        "INSERT INTO holds (hold_id, table_uuid, scope, reason, hold_generation, set_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                    )
-                    .bind(&hold_id)
-                    .bind(&table_uuid)
-                    .bind(scope.to_string())
-                    .bind(format!("governance decision v{} ({key}): {reason}", d.version))
-                    .bind(generation)
-                    .bind(fmt_time(now))
-                    .execute(&mut *change.tx)
-                    .await
-                    .map_err(query(OP))?;
+                    let hold = Hold {
+                        hold_id: hold_id.clone(),
+                        table_uuid: table_uuid.clone(),
+                        scope: scope.clone(),
+                        reason: format!("governance decision v{} ({key}): {reason}", d.version),
+                        hold_generation: generation,
+                        set_at: now,
+                        cleared_at: None,
+                        active: true,
+                    };
+                    insert_hold(&mut change.tx, &hold).await.map_err(query(OP))?;
                     sqlx::query(
                         "INSERT INTO governance_holds (table_uuid, hold_key, hold_id) VALUES ($1, $2, $3) \
                          ON CONFLICT (table_uuid, hold_key) DO UPDATE SET hold_id = excluded.hold_id",
@@ -573,107 +538,24 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
     pub async fn decisions(&self, table_uuid: &str) -> Result<Vec<DecisionRecord>, RegistryError> {
-        const OP: &str = "decisions";
-        let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query("SELECT * FROM decisions WHERE table_uuid = $1 ORDER BY version")
-            .bind(&table_uuid)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query(OP))?;
-        rows.iter()
-            .map(|row| {
-                let json: String = row.try_get("decision_json")?;
+        self.table_rows(
+            "decisions",
+            "SELECT * FROM decisions WHERE table_uuid = $1 ORDER BY version",
+            table_uuid,
+            |row| {
                 Ok(DecisionRecord {
                     version: row.try_get("version")?,
                     table_uuid: row.try_get("table_uuid")?,
                     issuer: row.try_get("issuer")?,
                     keyid: row.try_get("keyid")?,
                     envelope_sha256: row.try_get("envelope_sha256")?,
-                    decision: serde_json::from_str(&json).map_err(|e| sqlx::Error::ColumnDecode {
-                        index: "decision_json".into(),
-                        source: Box::new(e),
-                    })?,
+                    decision: json(row, "decision_json")?,
                     applied_at: time(row, "applied_at")?,
                     generation: row.try_get("generation")?,
                 })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(query(OP))
-    }
-
-    /// Extends a candidate's quarantine: no purge before `max(now, the current extension) + by`. Only a
-    /// candidate not yet approved for deletion (`QUARANTINED` or `RESTORE_VERIFIED`) can be extended.
-    ///
-    /// # Errors
-    /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for a candidate in another state, a duration not
-    /// above zero or an empty reason; [`RegistryError::Query`].
-    pub async fn quarantine_extend(
-        &self,
-        candidate_id: &str,
-        by: chrono::Duration,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> Result<QuarantineExtension, RegistryError> {
-        const OP: &str = "quarantine_extend";
-        require_text("reason", reason)?;
-        if by <= chrono::Duration::zero() {
-            return Err(RegistryError::Invalid {
-                field: "by",
-                reason: "must be greater than zero".into(),
-            });
-        }
-        let mut change = self.change(OP).await?;
-        let rec = super::read_candidate(&mut change.tx, candidate_id)
-            .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            })?;
-        if !matches!(rec.state, super::State::Quarantined | super::State::RestoreVerified) {
-            return Err(RegistryError::Invalid {
-                field: "candidate",
-                reason: format!(
-                    "{candidate_id} is {}; only a QUARANTINED or RESTORE_VERIFIED candidate can be extended",
-                    rec.state
-                ),
-            });
-        }
-        let current = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?;
-        let not_before = current.map_or(now, |c| c.max(now)) + by;
-        sqlx::query(
-            "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES ($1, $2, $3, $4, $5)",
+            },
         )
-        .bind(change.generation)
-        .bind(candidate_id)
-        .bind(fmt_time(not_before))
-        .bind(reason)
-        .bind(fmt_time(now))
-        .execute(&mut *change.tx)
         .await
-        .map_err(query(OP))?;
-        let ext = QuarantineExtension {
-            generation: change.generation,
-            candidate_id: candidate_id.to_owned(),
-            not_before,
-            reason: reason.to_owned(),
-            extended_at: now,
-        };
-        let table = rec.table_uuid.clone();
-        change
-            .commit(now, EventKind::QuarantineExtended, Some(&table), &ext)
-            .await?;
-        Ok(ext)
-    }
-
-    /// The latest "no purge before" of a candidate's extensions, if it was ever extended.
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn quarantine_not_before(&self, candidate_id: &str) -> Result<Option<DateTime<Utc>>, RegistryError> {
-        const OP: &str = "quarantine_not_before";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        read_not_before(&mut conn, candidate_id).await.map_err(query(OP))
     }
 
     /// Records what one `rollout report` run saw.
@@ -708,30 +590,148 @@ impl Registry {
         table_uuid: &str,
         since: DateTime<Utc>,
     ) -> Result<Vec<ObservationRecord>, RegistryError> {
-        const OP: &str = "observations";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let rows = sqlx::query(
+        let since = fmt_time(since);
+        self.rows(
+            "observations",
             "SELECT * FROM rollout_observations WHERE table_uuid = $1 AND observed_at >= $2 ORDER BY observed_at, observation_id",
-        )
-        .bind(&table_uuid)
-        .bind(fmt_time(since))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(query(OP))?;
-        rows.iter()
-            .map(|row| {
-                let json: String = row.try_get("report_json")?;
+            &[&table_uuid, &since],
+            |row| {
                 Ok(ObservationRecord {
                     observation_id: row.try_get("observation_id")?,
                     table_uuid: row.try_get("table_uuid")?,
                     observed_at: time(row, "observed_at")?,
-                    report: serde_json::from_str(&json).map_err(|e| sqlx::Error::ColumnDecode {
-                        index: "report_json".into(),
-                        source: Box::new(e),
-                    })?,
+                    report: json(row, "report_json")?,
                 })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(query(OP))
+            },
+        )
+        .await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::registry::tests::{Backend, T1, T2, fresh_on, on_both_backends, stamp, t};
+    use crate::registry::{Acceptance, State};
+
+    on_both_backends!(
+        report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change,
+        decisions_are_monotonic_kept_and_turn_holds_on_and_off,
+        observations_get_increasing_ids_and_filter_by_time,
+    );
+
+    async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
+        assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::ReportOnly);
+        reg.candidate_record(table, "c-r", &serde_json::json!({}), &stamp(), &["x".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-r", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        let r = reg
+            .candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.len() == 1 && v[0].contains("report-only")),
+            "{r:?}"
+        );
+        let c = reg
+            .rollout_set(
+                table,
+                "orders",
+                &"cohort:emea-1".parse().unwrap(),
+                "wave 1",
+                "alice",
+                Some("d1"),
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (c.from.clone(), c.to.clone()),
+            (RolloutStage::ReportOnly, RolloutStage::Cohort("emea-1".into()))
+        );
+        assert_eq!(
+            reg.candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+        reg.rollout_set(table, "orders", &RolloutStage::ReportOnly, "incident", "bob", None, now)
+            .await
+            .unwrap();
+        let h = reg.rollout_history(table).await.unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!((h[1].reason.as_str(), h[1].changed_by.as_str()), ("incident", "bob"));
+        let kinds: Vec<EventKind> = reg.events(table).await.unwrap().into_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == EventKind::RolloutStageSet).count(), 2);
+        for bad in ["cohort:", "cohort:a b", "prod", "REPORT-ONLY"] {
+            assert!(bad.parse::<RolloutStage>().is_err(), "{bad}");
+        }
+    }
+
+    async fn decisions_are_monotonic_kept_and_turn_holds_on_and_off(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
+        let doc = serde_json::json!({"any": "document"});
+        let d = |version: i64, on: bool| NewDecision {
+            version,
+            table_uuid: table,
+            issuer: "gov",
+            keyid: "k",
+            envelope_sha256: "e",
+            decision: &doc,
+            holds: vec![(
+                "case".into(),
+                on.then(|| (HoldScope::Snapshot(7), "litigation".to_owned())),
+            )],
+        };
+        let (_, ch) = reg.decision_apply(&d(3, true), now).await.unwrap();
+        assert_eq!(ch[0].action, "set");
+        assert_eq!(reg.hold_generation(table).await.unwrap(), 1);
+        let (_, ch) = reg.decision_apply(&d(4, true), now).await.unwrap();
+        assert_eq!(ch[0].action, "unchanged");
+        for v in [4, 2] {
+            let e = reg.decision_apply(&d(v, false), now).await.unwrap_err();
+            assert!(matches!(e, RegistryError::VersionNotNewer { latest: 4, .. }), "{e}");
+        }
+        assert!(
+            reg.holds(table).await.unwrap()[0].active,
+            "a refused decision changes nothing"
+        );
+        let (_, ch) = reg.decision_apply(&d(5, false), now).await.unwrap();
+        assert_eq!(ch[0].action, "cleared");
+        assert!(!reg.holds(table).await.unwrap()[0].active);
+        assert_eq!(reg.hold_generation(table).await.unwrap(), 2);
+        let versions: Vec<i64> = reg.decisions(table).await.unwrap().iter().map(|d| d.version).collect();
+        assert_eq!(versions, vec![3, 4, 5]);
+        assert_eq!(reg.decision_latest_version().await.unwrap(), Some(5));
+    }
+
+    async fn observations_get_increasing_ids_and_filter_by_time(b: Backend) {
+        let (_dir, _uri, r) = fresh_on(b).await;
+        let first = r.observation_add(T1, &serde_json::json!({"n": 1}), t(0)).await.unwrap();
+        let second = r
+            .observation_add(T1, &serde_json::json!({"n": 2}), t(10))
+            .await
+            .unwrap();
+        r.observation_add(T2, &serde_json::json!({"n": 3}), t(10))
+            .await
+            .unwrap();
+        assert!(second > first, "{first} then {second}");
+        let seen = r.observations(T1, t(5)).await.unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].observation_id, second);
+        assert_eq!(seen[0].report, serde_json::json!({"n": 2}));
+        assert_eq!(r.observations(T1, t(0)).await.unwrap().len(), 2);
+        // Observations are not changes: the generation does not move.
+        assert_eq!(r.generation().await.unwrap(), 0);
     }
 }

@@ -1,0 +1,766 @@
+//! Candidates: the state machine of DESIGN §1 ([`State`]), candidate records with their [`WorldStamp`],
+//! quarantine extensions, and the acceptance point's compare-and-swap ([`Registry::candidate_accept`]).
+//!
+//! A candidate moves only along legal transitions; its objects follow it through the pre-deletion states
+//! (the deleter moves them one by one afterwards, in `purge_runs`). A quarantine extension is kept per
+//! candidate: the earliest time it may be purged, checked at the acceptance point. The acceptance point reads
+//! the deleter switch, the lease watermark and the hold generation (`protections`) and the rollout stage
+//! (`rollout`) inside its own write transaction, so that any change racing it either commits first and is
+//! seen, or waits.
+//!
+//! It does not compute a world stamp (the planner does, from the catalog) and does not delete anything. It
+//! uses the face (`super`), `protections` and `rollout`.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
+use super::rollout::{self, RolloutStage};
+use super::{
+    EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, optional_row, parse_time, query,
+    require_text, time,
+};
+
+/// The states of DESIGN §1. Candidates and their objects move only along legal transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum State {
+    /// Seen in a listing or a plan, not yet judged.
+    Discovered,
+    /// Reachable only from expirable snapshots (or an old orphan): may be quarantined.
+    UnreferencedEligible,
+    /// Sealed in bundles (and tagged or removed from the metadata).
+    Quarantined,
+    /// Signed drill evidence covers every bundle root.
+    RestoreVerified,
+    /// The deleter's acceptance point passed; deletes may start.
+    DeleteApproved,
+    /// The store acknowledged the delete.
+    Deleted,
+    /// A re-check confirmed the delete.
+    Verified,
+    /// A lease, hold, writer, checkpoint or ref covers it: out of the candidate set.
+    Protected,
+    /// The outcome of a delete is not known for certain: must be reconciled.
+    DeleteUnknown,
+}
+
+impl State {
+    /// The stored name (`QUARANTINED` …).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Discovered => "DISCOVERED",
+            State::UnreferencedEligible => "UNREFERENCED_ELIGIBLE",
+            State::Quarantined => "QUARANTINED",
+            State::RestoreVerified => "RESTORE_VERIFIED",
+            State::DeleteApproved => "DELETE_APPROVED",
+            State::Deleted => "DELETED",
+            State::Verified => "VERIFIED",
+            State::Protected => "PROTECTED",
+            State::DeleteUnknown => "DELETE_UNKNOWN",
+        }
+    }
+
+    pub(super) fn parse(s: &str) -> Option<State> {
+        [
+            State::Discovered,
+            State::UnreferencedEligible,
+            State::Quarantined,
+            State::RestoreVerified,
+            State::DeleteApproved,
+            State::Deleted,
+            State::Verified,
+            State::Protected,
+            State::DeleteUnknown,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+
+    /// Whether `self → to` is a legal transition.
+    #[must_use]
+    pub fn can_move_to(self, to: State) -> bool {
+        use State::{
+            DeleteApproved, DeleteUnknown, Deleted, Discovered, Protected, Quarantined, RestoreVerified,
+            UnreferencedEligible, Verified,
+        };
+        matches!(
+            (self, to),
+            (Discovered, UnreferencedEligible | Protected)
+                | (UnreferencedEligible, Quarantined | Protected)
+                | (Quarantined, RestoreVerified | DeleteApproved | Protected)
+                | (RestoreVerified, DeleteApproved | Protected)
+                // A mismatch found after approval, before any delete, sends it back for re-planning.
+                | (DeleteApproved, Deleted | DeleteUnknown | Quarantined | Protected)
+                | (Deleted, Verified | DeleteUnknown)
+                // `undelete` brought the objects back from their delete markers.
+                | (Verified, Protected)
+                | (DeleteUnknown, Deleted | Verified)
+        )
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the deleter compares at its acceptance point (DESIGN §2): recorded at plan and quarantine time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorldStamp {
+    /// The table's metadata location.
+    pub metadata_location: String,
+    /// BLAKE3 of that metadata file.
+    pub metadata_blake3: String,
+    /// BLAKE3 over the table's refs (the candidate's own quarantine tags excluded) and the policy's protected refs.
+    pub protected_ref_root: String,
+    /// The table's lease watermark counter.
+    pub lease_watermark: i64,
+    /// The table's hold generation.
+    pub hold_generation: i64,
+}
+
+/// A candidate as the registry keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    /// Candidate id.
+    pub candidate_id: String,
+    /// Table UUID.
+    pub table_uuid: String,
+    /// State.
+    pub state: State,
+    /// The planned candidate (snapshot ids, exact inventory, root).
+    pub candidate: serde_json::Value,
+    /// The world at plan time, or after the quarantine commit.
+    pub stamp: WorldStamp,
+    /// Quarantine details (mode, bundles, tags).
+    pub quarantine: Option<serde_json::Value>,
+    /// Why the last transition happened.
+    pub reason: String,
+    /// Created.
+    pub created_at: DateTime<Utc>,
+    /// Last transition.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The acceptance point's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Acceptance {
+    /// Moved to `DELETE_APPROVED`.
+    Approved,
+    /// Refused, with every reason.
+    Refused(Vec<String>),
+}
+
+/// A state column (a candidate's or an object's).
+pub(super) fn state(row: &AnyRow, column: &'static str) -> Result<State, sqlx::Error> {
+    let state: String = row.try_get(column)?;
+    State::parse(&state).ok_or_else(|| decode(column, format!("unknown state {state}")))
+}
+
+fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
+    let quarantine: Option<String> = row.try_get("quarantine_json")?;
+    Ok(CandidateRecord {
+        candidate_id: row.try_get("candidate_id")?,
+        table_uuid: row.try_get("table_uuid")?,
+        state: state(row, "state")?,
+        candidate: json(row, "candidate_json")?,
+        stamp: json(row, "stamp_json")?,
+        quarantine: quarantine
+            .map(|q| serde_json::from_str(&q).map_err(|e| decode("quarantine_json", e)))
+            .transpose()?,
+        reason: row.try_get("reason")?,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+    })
+}
+
+async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
+    optional_row(
+        conn,
+        "SELECT * FROM candidates WHERE candidate_id = $1",
+        id,
+        candidate_from_row,
+    )
+    .await
+}
+
+/// The candidate `id`, or [`RegistryError::NotFound`].
+async fn require_candidate(
+    conn: &mut AnyConnection,
+    id: &str,
+    op: &'static str,
+) -> Result<CandidateRecord, RegistryError> {
+    read_candidate(conn, id)
+        .await
+        .map_err(query(op))?
+        .ok_or_else(|| RegistryError::NotFound {
+            what: "candidate",
+            id: id.to_owned(),
+        })
+}
+
+/// The table of a candidate, if the registry knows the candidate.
+pub(super) async fn read_candidate_table(conn: &mut AnyConnection, id: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT table_uuid FROM candidates WHERE candidate_id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// One quarantine extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuarantineExtension {
+    /// The registry generation of the change.
+    pub generation: i64,
+    /// The candidate.
+    pub candidate_id: String,
+    /// No purge before this time.
+    pub not_before: DateTime<Utc>,
+    /// Why.
+    pub reason: String,
+    /// When it was extended.
+    pub extended_at: DateTime<Utc>,
+}
+
+async fn read_not_before(conn: &mut AnyConnection, candidate_id: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    let t: Option<String> =
+        sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_one(conn)
+            .await?;
+    t.as_deref().map(|s| parse_time("not_before", s)).transpose()
+}
+
+impl Registry {
+    /// Records a planned candidate in `UNREFERENCED_ELIGIBLE` with the world stamp of its plan. A candidate
+    /// id already known is returned as it is (ids bind the table generation, so the same id is the same plan).
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
+    pub async fn candidate_record(
+        &self,
+        table_uuid: &str,
+        candidate_id: &str,
+        candidate: &serde_json::Value,
+        stamp: &WorldStamp,
+        objects: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<CandidateRecord, RegistryError> {
+        const OP: &str = "candidate_record";
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        {
+            let mut conn = self.pool.acquire().await.map_err(query(OP))?;
+            if let Some(existing) = read_candidate(&mut conn, candidate_id).await.map_err(query(OP))? {
+                return Ok(existing);
+            }
+        }
+        let mut change = self.change(OP).await?;
+        let stamp_json = serde_json::to_string(stamp).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
+        sqlx::query(
+            "INSERT INTO candidates (candidate_id, table_uuid, state, candidate_json, stamp_json, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+        )
+        .bind(candidate_id)
+        .bind(&table_uuid)
+        .bind(State::UnreferencedEligible.as_str())
+        .bind(candidate.to_string())
+        .bind(stamp_json)
+        .bind(fmt_time(now))
+        .bind(fmt_time(now))
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        for path in objects {
+            sqlx::query(
+                "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(candidate_id)
+            .bind(path)
+            .bind(State::UnreferencedEligible.as_str())
+            .bind(fmt_time(now))
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        }
+        let detail = serde_json::json!({"candidate_id": candidate_id, "to": State::UnreferencedEligible});
+        change
+            .commit(now, EventKind::CandidateState, Some(&table_uuid), &detail)
+            .await?;
+        self.candidate(candidate_id).await
+    }
+
+    /// A candidate by id.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate(&self, candidate_id: &str) -> Result<CandidateRecord, RegistryError> {
+        const OP: &str = "candidate";
+        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
+        require_candidate(&mut conn, candidate_id, OP).await
+    }
+
+    /// Every candidate of a table, oldest first.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn candidates(&self, table_uuid: &str) -> Result<Vec<CandidateRecord>, RegistryError> {
+        self.table_rows(
+            "candidates",
+            "SELECT * FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
+            table_uuid,
+            candidate_from_row,
+        )
+        .await
+    }
+
+    /// Moves a candidate (and its objects not yet past it) to `to`, if the move is legal from its current
+    /// state; optionally stores new quarantine details and a new world stamp.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for an illegal transition (naming both states); [`RegistryError::NotFound`].
+    pub async fn candidate_transition(
+        &self,
+        candidate_id: &str,
+        to: State,
+        reason: &str,
+        quarantine: Option<&serde_json::Value>,
+        stamp: Option<&WorldStamp>,
+        now: DateTime<Utc>,
+    ) -> Result<CandidateRecord, RegistryError> {
+        const OP: &str = "candidate_transition";
+        let mut change = self.change(OP).await?;
+        let current = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        if !current.state.can_move_to(to) {
+            return Err(RegistryError::Invalid {
+                field: "state",
+                reason: format!("candidate {candidate_id} cannot move from {} to {to}", current.state),
+            });
+        }
+        sqlx::query(
+            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, \
+             quarantine_json = COALESCE($4, quarantine_json), stamp_json = COALESCE($5, stamp_json) WHERE candidate_id = $6",
+        )
+        .bind(to.as_str())
+        .bind(reason)
+        .bind(fmt_time(now))
+        .bind(quarantine.map(ToString::to_string))
+        .bind(stamp.map(|s| serde_json::to_string(s).unwrap_or_default()))
+        .bind(candidate_id)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        // Objects follow the candidate through the pre-deletion states.
+        if matches!(
+            to,
+            State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
+        ) {
+            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
+                .bind(to.as_str())
+                .bind(fmt_time(now))
+                .bind(candidate_id)
+                .bind(current.state.as_str())
+                .execute(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+        }
+        let detail =
+            serde_json::json!({"candidate_id": candidate_id, "from": current.state, "to": to, "reason": reason});
+        let table = current.table_uuid.clone();
+        change
+            .commit(now, EventKind::CandidateState, Some(&table), &detail)
+            .await?;
+        self.candidate(candidate_id).await
+    }
+
+    /// The acceptance point: in one write transaction, checks the candidate's state, the deleter switch, the
+    /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
+    /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own
+    /// lease watermark and hold generation read inside the transaction. On success the candidate moves to
+    /// `DELETE_APPROVED`; on any mismatch the refusal and every reason are recorded and returned. With
+    /// `dry_run` the same checks run and nothing is written.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate_accept(
+        &self,
+        candidate_id: &str,
+        current_table: &WorldStamp,
+        max_unknowns: u32,
+        extra_refusals: Vec<String>,
+        dry_run: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Acceptance, RegistryError> {
+        const OP: &str = "candidate_accept";
+        let mut change = self.change(OP).await?;
+        let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        let mut reasons = extra_refusals;
+        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            reasons.push(format!(
+                "candidate is {}, not QUARANTINED or RESTORE_VERIFIED",
+                rec.state
+            ));
+        }
+        let switch = read_deleter_switch(&mut change.tx).await.map_err(query(OP))?;
+        if switch.stopped {
+            reasons.push(format!("the deleter is stopped ({})", switch.reason));
+        }
+        // Read in the acceptance transaction, so that a stage change or an extension racing the purge wins.
+        let stage = rollout::read_stage(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if stage.stage == RolloutStage::ReportOnly {
+            reasons.push(format!(
+                "the table is in rollout stage report-only ({}); `lakedrill rollout set` moves it to a stage that deletes",
+                if stage.changed_at.is_some() { stage.reason.as_str() } else { "the default for every table" }
+            ));
+        }
+        if let Some(not_before) = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?
+            && now < not_before
+        {
+            reasons.push(format!(
+                "the quarantine was extended: no purge before {}",
+                not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
+            ));
+        }
+        let watermark = read_lease_watermark(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        let holds = read_hold_generation(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        let unknowns: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
+             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
+        )
+        .bind(&rec.table_uuid)
+        .fetch_one(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        let s = &rec.stamp;
+        if (s.metadata_location != current_table.metadata_location
+            || s.metadata_blake3 != current_table.metadata_blake3)
+            && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
+        {
+            reasons.push(format!(
+                "the table changed: generation {} (blake3 {}) is now {} (blake3 {})",
+                s.metadata_location, s.metadata_blake3, current_table.metadata_location, current_table.metadata_blake3
+            ));
+        }
+        if s.protected_ref_root != current_table.protected_ref_root {
+            reasons.push(format!(
+                "the refs changed: protected-ref root {} is now {}",
+                s.protected_ref_root, current_table.protected_ref_root
+            ));
+        }
+        if s.lease_watermark != watermark.counter && !crate::safety::weakened(crate::safety::Check::LeaseWatermarkCas) {
+            reasons.push(format!(
+                "leases changed: lease watermark {} is now {}",
+                s.lease_watermark, watermark.counter
+            ));
+        }
+        if s.hold_generation != holds && !crate::safety::weakened(crate::safety::Check::HoldGenerationCas) {
+            reasons.push(format!(
+                "holds changed: hold generation {} is now {holds}",
+                s.hold_generation
+            ));
+        }
+        if unknowns > i64::from(max_unknowns) {
+            reasons.push(format!(
+                "{unknowns} DELETE_UNKNOWN objects await reconciliation (limit {max_unknowns})"
+            ));
+        }
+        let table = rec.table_uuid.clone();
+        if dry_run {
+            // Dropping the transaction rolls it back: a dry run changes nothing.
+            return Ok(if reasons.is_empty() {
+                Acceptance::Approved
+            } else {
+                Acceptance::Refused(reasons)
+            });
+        }
+        if reasons.is_empty() {
+            sqlx::query("UPDATE candidates SET state = $1, reason = $2, updated_at = $3 WHERE candidate_id = $4")
+                .bind(State::DeleteApproved.as_str())
+                .bind("acceptance point passed")
+                .bind(fmt_time(now))
+                .bind(candidate_id)
+                .execute(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')")
+                .bind(State::DeleteApproved.as_str())
+                .bind(fmt_time(now))
+                .bind(candidate_id)
+                .execute(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+            let detail =
+                serde_json::json!({"candidate_id": candidate_id, "from": rec.state, "to": State::DeleteApproved});
+            change
+                .commit(now, EventKind::CandidateState, Some(&table), &detail)
+                .await?;
+            Ok(Acceptance::Approved)
+        } else {
+            let detail = serde_json::json!({"candidate_id": candidate_id, "reasons": reasons});
+            change
+                .commit(now, EventKind::PurgeRefused, Some(&table), &detail)
+                .await?;
+            Ok(Acceptance::Refused(reasons))
+        }
+    }
+
+    /// Extends a candidate's quarantine: no purge before `max(now, the current extension) + by`. Only a
+    /// candidate not yet approved for deletion (`QUARANTINED` or `RESTORE_VERIFIED`) can be extended.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for a candidate in another state, a duration not
+    /// above zero or an empty reason; [`RegistryError::Query`].
+    pub async fn quarantine_extend(
+        &self,
+        candidate_id: &str,
+        by: chrono::Duration,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<QuarantineExtension, RegistryError> {
+        const OP: &str = "quarantine_extend";
+        require_text("reason", reason)?;
+        if by <= chrono::Duration::zero() {
+            return Err(RegistryError::Invalid {
+                field: "by",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        let mut change = self.change(OP).await?;
+        let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            return Err(RegistryError::Invalid {
+                field: "candidate",
+                reason: format!(
+                    "{candidate_id} is {}; only a QUARANTINED or RESTORE_VERIFIED candidate can be extended",
+                    rec.state
+                ),
+            });
+        }
+        let current = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?;
+        let not_before = current.map_or(now, |c| c.max(now)) + by;
+        sqlx::query(
+            "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(change.generation)
+        .bind(candidate_id)
+        .bind(fmt_time(not_before))
+        .bind(reason)
+        .bind(fmt_time(now))
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        let ext = QuarantineExtension {
+            generation: change.generation,
+            candidate_id: candidate_id.to_owned(),
+            not_before,
+            reason: reason.to_owned(),
+            extended_at: now,
+        };
+        let table = rec.table_uuid.clone();
+        change
+            .commit(now, EventKind::QuarantineExtended, Some(&table), &ext)
+            .await?;
+        Ok(ext)
+    }
+
+    /// The latest "no purge before" of a candidate's extensions, if it was ever extended.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn quarantine_not_before(&self, candidate_id: &str) -> Result<Option<DateTime<Utc>>, RegistryError> {
+        self.read("quarantine_not_before", async |conn| {
+            read_not_before(conn, candidate_id).await
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::registry::HoldScope;
+    use crate::registry::tests::{Backend, fresh_on, on_both_backends, stamp, t};
+
+    on_both_backends!(
+        the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
+        a_quarantine_extension_refuses_acceptance_until_it_passes,
+    );
+
+    async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
+        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
+            .await
+            .unwrap();
+        let a = reg
+            .candidate_record(
+                table,
+                "c-a",
+                &serde_json::json!({}),
+                &stamp(),
+                &["x".into(), "y".into()],
+                now,
+            )
+            .await
+            .unwrap();
+        assert_eq!(a.state, State::UnreferencedEligible);
+        // Not quarantined yet: no jump to DELETE_APPROVED, and acceptance refuses.
+        assert!(
+            reg.candidate_transition("c-a", State::DeleteApproved, "", None, None, now)
+                .await
+                .is_err()
+        );
+        let refused = reg
+            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Acceptance::Refused(ref r) if r[0].contains("not QUARANTINED")),
+            "{refused:?}"
+        );
+        reg.candidate_transition("c-a", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        // A changed world is refused, reason by reason; a dry run writes nothing.
+        let mut moved = stamp();
+        moved.metadata_blake3 = "b2".into();
+        moved.protected_ref_root = "r2".into();
+        let r = reg
+            .candidate_accept("c-a", &moved, 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Acceptance::Refused(ref v) if v.len() == 2), "{r:?}");
+        reg.hold_set(table, HoldScope::Prefix("data/x".into()), "late", now)
+            .await
+            .unwrap();
+        let r = reg
+            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("holds changed"))),
+            "{r:?}"
+        );
+        let mut held = stamp();
+        held.hold_generation = 1;
+        reg.candidate_transition("c-a", State::Quarantined, "re-stamped", None, Some(&held), now)
+            .await
+            .unwrap_err();
+        // Unreconciled unknowns on another candidate of the table block new work beyond the limit.
+        reg.candidate_record(table, "c-b", &serde_json::json!({}), &held, &["z".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-b", State::Quarantined, "", None, None, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            reg.candidate_accept("c-b", &held, 0, vec![], true, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        assert_eq!(
+            reg.candidate("c-b").await.unwrap().state,
+            State::Quarantined,
+            "a dry run changes nothing"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-b", &held, 0, vec![], false, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        reg.object_transition("c-b", "z", State::DeleteUnknown, now)
+            .await
+            .unwrap();
+        reg.candidate_record(table, "c-c", &serde_json::json!({}), &held, &["w".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-c", State::Quarantined, "", None, None, now)
+            .await
+            .unwrap();
+        let r = reg.candidate_accept("c-c", &held, 0, vec![], false, now).await.unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("DELETE_UNKNOWN"))),
+            "{r:?}"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-c", &held, 1, vec![], false, now).await.unwrap(),
+            Acceptance::Approved
+        );
+        // Receipts are write-once rows, numbered per object.
+        assert_eq!(
+            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "requested"}), now)
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            reg.receipt_add("c-b", "z", &serde_json::json!({"phase": "confirmed"}), now)
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(reg.receipts("c-b").await.unwrap().len(), 2);
+        // Refusals are recorded as events.
+        assert!(
+            reg.events(table)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == EventKind::PurgeRefused)
+        );
+    }
+
+    async fn a_quarantine_extension_refuses_acceptance_until_it_passes(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
+        reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
+            .await
+            .unwrap();
+        reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["x".into()], now)
+            .await
+            .unwrap();
+        assert!(
+            reg.quarantine_extend("c-e", chrono::Duration::hours(1), "early", now)
+                .await
+                .is_err()
+        );
+        reg.candidate_transition("c-e", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        let e1 = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(1), "look", now)
+            .await
+            .unwrap();
+        let e2 = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(2), "look more", now)
+            .await
+            .unwrap();
+        assert_eq!(e2.not_before, e1.not_before + chrono::Duration::hours(2));
+        let r = reg
+            .candidate_accept("c-e", &stamp(), 0, vec![], true, now + chrono::Duration::hours(2))
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Refused(ref v) if v[0].contains("extended")),
+            "{r:?}"
+        );
+        assert_eq!(
+            reg.candidate_accept("c-e", &stamp(), 0, vec![], true, e2.not_before)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+    }
+}

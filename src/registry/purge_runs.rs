@@ -1,0 +1,547 @@
+//! Purge runs: the claim of the one process purging a candidate ([`PurgeRun`]), the batches of its deletes
+//! ([`PurgeBatch`], checked against a [`PurgeBaseline`] under the registry's write lock), the write-once
+//! deletion receipts, and the per-object state transitions the deleter records before it acts.
+//!
+//! A batch holds the registry's write lock from [`Registry::purge_batch`] to [`PurgeBatch::commit`], so a
+//! hold, a lease, the stop switch or a stage change either lands before a batch (and halts it) or waits for
+//! it. A receipt is never overwritten: each attempt is a new row with its own generation and event.
+//!
+//! It does not decide whether a candidate may be purged (the acceptance point in `candidates` does) and does
+//! not talk to storage. It uses the face (`super`), `protections`, `rollout` and `candidates`.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use sqlx::{AnyConnection, Row};
+
+use super::candidates::{State, read_candidate_table, state};
+use super::protections::{
+    HOLDS_OF_TABLE, hold_from_row, read_deleter_switch, read_hold_generation, read_lease_watermark,
+};
+use super::rollout;
+use super::{
+    Dialect, EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, fmt_time, json, optional_row, query,
+    record_event, time,
+};
+
+/// One object's state within a candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectState {
+    /// Path relative to the table location.
+    pub path: String,
+    /// State.
+    pub state: State,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A recorded receipt (write-once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptRow {
+    /// Candidate.
+    pub candidate_id: String,
+    /// Object path.
+    pub path: String,
+    /// Attempt number, from 1.
+    pub attempt: i64,
+    /// The receipt as the deleter wrote it.
+    pub receipt: serde_json::Value,
+    /// When it was recorded.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Registry {
+    /// The objects of a candidate and their states, by path.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn object_states(&self, candidate_id: &str) -> Result<Vec<ObjectState>, RegistryError> {
+        self.rows(
+            "object_states",
+            "SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path",
+            &[candidate_id],
+            |r| {
+                Ok(ObjectState {
+                    path: r.try_get("path")?,
+                    state: state(r, "state")?,
+                    updated_at: time(r, "updated_at")?,
+                })
+            },
+        )
+        .await
+    }
+
+    /// Moves one object to `to` (legal transitions only), recording the change before the caller acts on it.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
+    pub async fn object_transition(
+        &self,
+        candidate_id: &str,
+        path: &str,
+        to: State,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        const OP: &str = "object_transition";
+        let mut tx = self.begin_write(OP).await?;
+        set_object_state(&mut tx, candidate_id, path, to, now, OP).await?;
+        tx.commit().await.map_err(query(OP))
+    }
+
+    /// Records a receipt, write-once: a second receipt for the same attempt is refused by the primary key.
+    /// Returns the attempt number.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn receipt_add(
+        &self,
+        candidate_id: &str,
+        path: &str,
+        receipt: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<i64, RegistryError> {
+        const OP: &str = "receipt_add";
+        let mut tx = self.begin_write(OP).await?;
+        let attempt = insert_receipt(&mut tx, candidate_id, path, receipt, now)
+            .await
+            .map_err(query(OP))?;
+        tx.commit().await.map_err(query(OP))?;
+        Ok(attempt)
+    }
+
+    /// Every receipt of a candidate, by path then attempt.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn receipts(&self, candidate_id: &str) -> Result<Vec<ReceiptRow>, RegistryError> {
+        self.rows(
+            "receipts",
+            "SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt",
+            &[candidate_id],
+            |r| {
+                Ok(ReceiptRow {
+                    candidate_id: r.try_get("candidate_id")?,
+                    path: r.try_get("path")?,
+                    attempt: r.try_get("attempt")?,
+                    receipt: json(r, "receipt_json")?,
+                    created_at: time(r, "created_at")?,
+                })
+            },
+        )
+        .await
+    }
+}
+
+/// Moves one object to `to` inside `tx` (legal transitions only; a no-op when it is already there).
+async fn set_object_state(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    path: &str,
+    to: State,
+    now: DateTime<Utc>,
+    op: &'static str,
+) -> Result<(), RegistryError> {
+    let cur: Option<String> =
+        sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
+            .bind(candidate_id)
+            .bind(path)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(op))?;
+    let Some(cur) = cur.as_deref().and_then(State::parse) else {
+        return Err(RegistryError::NotFound {
+            what: "object",
+            id: format!("{candidate_id}:{path}"),
+        });
+    };
+    if cur == to {
+        return Ok(());
+    }
+    if !cur.can_move_to(to) {
+        return Err(RegistryError::Invalid {
+            field: "state",
+            reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
+        });
+    }
+    sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
+        .bind(to.as_str())
+        .bind(fmt_time(now))
+        .bind(candidate_id)
+        .bind(path)
+        .execute(&mut *tx)
+        .await
+        .map_err(query(op))?;
+    Ok(())
+}
+
+/// Inserts a receipt (write-once: the next attempt number of its object) with its own registry generation and
+/// `receipt_recorded` event, inside `tx`. Returns the attempt number.
+async fn insert_receipt(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    path: &str,
+    receipt: &serde_json::Value,
+    now: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    let generation = bump_generation(&mut *tx).await?;
+    let attempt: i64 = sqlx::query_scalar("SELECT COUNT(*) + 1 FROM receipts WHERE candidate_id = $1 AND path = $2")
+        .bind(candidate_id)
+        .bind(path)
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(candidate_id)
+    .bind(path)
+    .bind(attempt)
+    .bind(receipt.to_string())
+    .bind(fmt_time(now))
+    .execute(&mut *tx)
+    .await?;
+    let table = read_candidate_table(&mut *tx, candidate_id).await?;
+    let detail = serde_json::json!({"candidate_id": candidate_id, "path": path, "attempt": attempt});
+    record_event(
+        &mut *tx,
+        generation,
+        now,
+        EventKind::ReceiptRecorded,
+        table.as_deref(),
+        &detail,
+    )
+    .await?;
+    Ok(attempt)
+}
+
+/// What a purge run started from: the values a batch of its deletes must still find in the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeBaseline {
+    /// The table.
+    pub table_uuid: String,
+    /// The run holding the candidate's claim.
+    pub run_id: String,
+    /// The table's hold generation when the run began deleting.
+    pub hold_generation: i64,
+    /// The table's lease counter when the run began deleting.
+    pub lease_watermark: i64,
+}
+
+/// One batch of a purge run's deletes, holding the registry's write lock from [`Registry::purge_batch`] to
+/// [`PurgeBatch::commit`].
+///
+/// While a batch is open no other change can commit — no hold, lease, stop switch, rollout stage or claim —
+/// so every delete request sent inside it was sent while the checks made at its start still held: a hold that
+/// is set meanwhile waits for the batch and is seen by the next one. Dropping the batch rolls back what it
+/// recorded. **Never call another [`Registry`] method that writes while a batch is open**: it would wait for
+/// this lock (on PostgreSQL, forever).
+pub struct PurgeBatch {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+    /// The hold generation read inside the lock (equal to the baseline's).
+    pub hold_generation: i64,
+}
+
+impl PurgeBatch {
+    /// Records a receipt inside the batch; see [`Registry::receipt_add`].
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn receipt(
+        &mut self,
+        candidate_id: &str,
+        path: &str,
+        receipt: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<i64, RegistryError> {
+        insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
+            .await
+            .map_err(query("purge_batch_receipt"))
+    }
+
+    /// Moves one object inside the batch; see [`Registry::object_transition`].
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
+    pub async fn object_transition(
+        &mut self,
+        candidate_id: &str,
+        path: &str,
+        to: State,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        set_object_state(&mut self.tx, candidate_id, path, to, now, "purge_batch_transition").await
+    }
+
+    /// Commits everything the batch recorded and lets the lock go.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn commit(self) -> Result<(), RegistryError> {
+        self.tx.commit().await.map_err(query("purge_batch_commit"))
+    }
+}
+
+/// The process running the purge of a candidate (at most one at a time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeRun {
+    /// Unique per run.
+    pub run_id: String,
+    /// Host name of the process.
+    pub host: String,
+    /// Process id on that host.
+    pub pid: i64,
+    /// When the run claimed the candidate.
+    pub started_at: DateTime<Utc>,
+    /// Last sign of life (every batch of deletes).
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+fn purge_run_from_row(r: &AnyRow) -> Result<PurgeRun, sqlx::Error> {
+    Ok(PurgeRun {
+        run_id: r.try_get("run_id")?,
+        host: r.try_get("host")?,
+        pid: r.try_get("pid")?,
+        started_at: time(r, "started_at")?,
+        heartbeat_at: time(r, "heartbeat_at")?,
+    })
+}
+
+/// The run holding a candidate's purge, if any.
+async fn read_purge_run(conn: &mut AnyConnection, candidate_id: &str) -> Result<Option<PurgeRun>, sqlx::Error> {
+    optional_row(
+        conn,
+        "SELECT * FROM purge_runs WHERE candidate_id = $1",
+        candidate_id,
+        purge_run_from_row,
+    )
+    .await
+}
+
+/// Records a sign of life of `run_id` (a no-op when another run holds the candidate).
+async fn write_heartbeat(
+    conn: &mut AnyConnection,
+    candidate_id: &str,
+    run_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2 AND run_id = $3")
+        .bind(fmt_time(now))
+        .bind(candidate_id)
+        .bind(run_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+impl Registry {
+    /// The run holding a candidate's purge, if any.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_run(&self, candidate_id: &str) -> Result<Option<PurgeRun>, RegistryError> {
+        self.read("purge_run", async |conn| read_purge_run(conn, candidate_id).await)
+            .await
+    }
+
+    /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
+    /// `me` already does, or when the holder is exactly `take_over` (a run the caller found dead or silent).
+    /// Otherwise the holder is returned and nothing changes: two purges of one candidate never run at once.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_claim(
+        &self,
+        candidate_id: &str,
+        me: &PurgeRun,
+        take_over: Option<&str>,
+    ) -> Result<Result<(), PurgeRun>, RegistryError> {
+        const OP: &str = "purge_claim";
+        let mut change = self.change(OP).await?;
+        let held = read_purge_run(&mut change.tx, candidate_id).await.map_err(query(OP))?;
+        if let Some(h) = &held
+            && h.run_id != me.run_id
+            && take_over != Some(h.run_id.as_str())
+        {
+            return Ok(Err(h.clone()));
+        }
+        sqlx::query(
+            "INSERT INTO purge_runs (candidate_id, run_id, host, pid, started_at, heartbeat_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (candidate_id) DO UPDATE SET run_id = $2, host = $3, \
+             pid = $4, started_at = $5, heartbeat_at = $6",
+        )
+        .bind(candidate_id)
+        .bind(&me.run_id)
+        .bind(&me.host)
+        .bind(me.pid)
+        .bind(fmt_time(me.started_at))
+        .bind(fmt_time(me.heartbeat_at))
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        let table = read_candidate_table(&mut change.tx, candidate_id)
+            .await
+            .map_err(query(OP))?;
+        let took_over = held.filter(|h| h.run_id != me.run_id);
+        let detail = serde_json::json!({"candidate_id": candidate_id, "run": me, "took_over": took_over});
+        change
+            .commit(me.started_at, EventKind::PurgeRunClaimed, table.as_deref(), &detail)
+            .await?;
+        Ok(Ok(()))
+    }
+
+    /// Opens a batch of deletes for the run `base.run_id` of `candidate_id`: takes the registry's write lock
+    /// and, inside it, checks that the run still holds the candidate's claim, the deleter is not stopped, the
+    /// table's rollout stage deletes, its hold generation and lease counter are the baseline's, and the
+    /// candidate is not `PROTECTED`; it records the run's heartbeat. Returns the open batch, or every reason
+    /// to halt (nothing written then).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_batch(
+        &self,
+        candidate_id: &str,
+        base: &PurgeBaseline,
+        now: DateTime<Utc>,
+    ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
+        const OP: &str = "purge_batch";
+        let mut tx = self.begin_write(OP).await?;
+        let mut halt = Vec::new();
+        let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if run.as_deref() != Some(base.run_id.as_str()) {
+            halt.push("another purge run took this candidate over: no further deletes here".to_owned());
+        }
+        let switch = read_deleter_switch(&mut tx).await.map_err(query(OP))?;
+        if switch.stopped {
+            halt.push(format!(
+                "the deleter was stopped ({}); `lakedrill deleter start` to resume",
+                switch.reason
+            ));
+        }
+        let stage = rollout::read_stage(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if !stage.stage.allows_deletes() {
+            halt.push(
+                "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
+            );
+        }
+        let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if hold_generation != base.hold_generation && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch)
+        {
+            let rows = sqlx::query(HOLDS_OF_TABLE)
+                .bind(&base.table_uuid)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+            let mut named = Vec::new();
+            for row in &rows {
+                let h = hold_from_row(row).map_err(query(OP))?;
+                if h.hold_generation > base.hold_generation {
+                    named.push(format!(
+                        "hold {} (scope {}, reason {:?}) set at {}",
+                        h.hold_id,
+                        h.scope,
+                        h.reason,
+                        h.set_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    ));
+                }
+            }
+            halt.push(format!(
+                "a legal hold changed during the purge (hold generation {} is now {hold_generation}: {}): no further \
+                 deletes",
+                base.hold_generation,
+                if named.is_empty() {
+                    "a hold was cleared".to_owned()
+                } else {
+                    named.join("; ")
+                }
+            ));
+        }
+        let leases = read_lease_watermark(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        if leases.counter != base.lease_watermark {
+            halt.push(format!(
+                "leases changed during the purge (lease watermark {} is now {}): no further deletes",
+                base.lease_watermark, leases.counter
+            ));
+        }
+        let state: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if state.as_deref() == Some(State::Protected.as_str()) {
+            halt.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
+        }
+        if !halt.is_empty() {
+            return Ok(Err(halt));
+        }
+        write_heartbeat(&mut tx, candidate_id, &base.run_id, now)
+            .await
+            .map_err(query(OP))?;
+        Ok(Ok(PurgeBatch { tx, hold_generation }))
+    }
+
+    /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
+    /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
+    /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
+    /// [`BUSY_TIMEOUT`](super::BUSY_TIMEOUT)). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
+    pub async fn yield_to_writers(&self) {
+        if self.dialect == Dialect::Sqlite {
+            tokio::time::sleep(WRITER_GAP).await;
+        }
+    }
+
+    /// Records a sign of life of the run holding a candidate (no event; a no-op for another run).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_heartbeat(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        self.read("purge_heartbeat", async |conn| {
+            write_heartbeat(conn, candidate_id, run_id, now).await
+        })
+        .await
+    }
+
+    /// Lets a candidate go at the end of a run (a no-op when another run holds it).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_release(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
+        const OP: &str = "purge_release";
+        let mut change = self.change(OP).await?;
+        let n = sqlx::query("DELETE FROM purge_runs WHERE candidate_id = $1 AND run_id = $2")
+            .bind(candidate_id)
+            .bind(run_id)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?
+            .rows_affected();
+        if n == 0 {
+            return Ok(());
+        }
+        let table = read_candidate_table(&mut change.tx, candidate_id)
+            .await
+            .map_err(query(OP))?;
+        let detail = serde_json::json!({"candidate_id": candidate_id, "run_id": run_id});
+        change
+            .commit(now, EventKind::PurgeRunReleased, table.as_deref(), &detail)
+            .await
+    }
+}
