@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
-use super::rollout::{self, RolloutStage};
-use super::{
+use super::base::{
     EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, optional_row, parse_time, query,
     require_text, time,
 };
+use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
+use super::rollout::{self, RolloutStage};
 
 /// The states of DESIGN §1. Candidates and their objects move only along legal transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

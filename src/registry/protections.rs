@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::{
-    Change, EventKind, HoldScope, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, opt_time,
-    parse_time, query, require_text, time,
+use super::base::{
+    Change, EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, opt_time, parse_time, query,
+    require_text, time,
 };
+use crate::model::object::HoldScope;
 
 /// A request for a new reader lease; see [`Registry::lease_add`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,15 +14,16 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
+use super::base::{
+    EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, fmt_time, json, optional_row, query, record_event,
+    time,
+};
 use super::candidates::{State, read_candidate_table, state};
 use super::protections::{
     HOLDS_OF_TABLE, hold_from_row, read_deleter_switch, read_hold_generation, read_lease_watermark,
 };
 use super::rollout;
-use super::{
-    Dialect, EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, fmt_time, json, optional_row, query,
-    record_event, time,
-};
+use crate::io::db::Dialect;
 
 /// One object's state within a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -491,7 +492,7 @@ impl Registry {
     /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
     /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
     /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
-    /// [`BUSY_TIMEOUT`](super::BUSY_TIMEOUT)). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
+    /// [`BUSY_TIMEOUT`](super::base::BUSY_TIMEOUT)). On SQLite this pauses [`WRITER_GAP`] without holding the lock.
     pub async fn yield_to_writers(&self) {
         if self.dialect == Dialect::Sqlite {
             tokio::time::sleep(WRITER_GAP).await;

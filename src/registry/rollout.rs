@@ -23,11 +23,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{AnyConnection, Row};
 
-use super::protections::{Counter, Hold, bump_table_counter, insert_hold};
-use super::{
-    EventKind, HoldScope, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, opt_time, query,
-    require_text, time,
+use super::base::{
+    EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, opt_time, query, require_text,
+    time,
 };
+use super::protections::{Counter, Hold, bump_table_counter, insert_hold};
+use crate::model::object::HoldScope;
 
 /// A table's rollout stage.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -515,7 +516,7 @@ impl Registry {
 
     async fn clear_in(
         &self,
-        change: &mut super::Change,
+        change: &mut super::base::Change,
         hold_id: &str,
         table_uuid: &str,
         now: DateTime<Utc>,
