@@ -331,6 +331,81 @@ fn deletion_right_scopes<'a>(input: &'a PlanInput, by_id: &BTreeMap<i64, &Snapsh
         .collect()
 }
 
+/// Where a quarantined candidate stands at a later table generation ([`rebase`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Rebase {
+    /// The candidate's snapshots that are still expirable.
+    pub snapshot_ids: Vec<i64>,
+    /// The candidate's snapshots the table now keeps, with the planner's reasons.
+    pub released_snapshots: Vec<(i64, String)>,
+    /// The candidate's objects that are still eligible: reachable from no snapshot the table keeps and under
+    /// no open writer's prefix or held prefix.
+    pub objects: Vec<ObjectRef>,
+    /// The candidate's objects that became protected, with the reason.
+    pub released_objects: Vec<(String, String)>,
+    /// Snapshots outside the still-expirable set whose layers could not be read: nothing can be shown
+    /// unreachable while one is listed (the caller cannot decide).
+    pub unreadable: Vec<i64>,
+}
+
+impl Rebase {
+    /// Whether nothing changed for the candidate.
+    #[must_use]
+    pub fn unchanged(&self) -> bool {
+        self.released_snapshots.is_empty() && self.released_objects.is_empty()
+    }
+}
+
+/// Re-judges a quarantined candidate (its `snapshot_ids` and exact `objects`) against the table as it is
+/// now (`input`, gathered with the candidate's own quarantine tags left out, and the `plan` of it): a
+/// snapshot stays in only while the planner still finds it expirable (a table-wide hold keeps every one);
+/// an object stays in only while no snapshot outside the remaining set reaches it, and no open writer's
+/// prefix or prefix hold covers it. Everything else is released with its reason. Pure.
+#[must_use]
+pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[ObjectRef]) -> Rebase {
+    let retained: BTreeMap<i64, &Vec<String>> = plan.protected.iter().map(|p| (p.snapshot_id, &p.reasons)).collect();
+    let table_hold = input
+        .protections
+        .holds
+        .iter()
+        .find(|(_, s)| matches!(s, HoldScope::Table))
+        .map(|(h, _)| h.clone());
+    let mut out = Rebase::default();
+    for id in snapshot_ids {
+        if let Some(h) = &table_hold {
+            out.released_snapshots.push((*id, format!("hold:{h} (table)")));
+        } else if let Some(reasons) = retained.get(id) {
+            out.released_snapshots.push((*id, reasons.join(", ")));
+        } else {
+            out.snapshot_ids.push(*id);
+        }
+    }
+    let keep: HashSet<i64> = out.snapshot_ids.iter().copied().collect();
+    let outside: Vec<&SnapshotInfo> = input.snapshots.iter().filter(|s| !keep.contains(&s.snapshot_id)).collect();
+    out.unreadable = outside.iter().filter(|s| s.objects.is_none()).map(|s| s.snapshot_id).collect();
+    let referenced: HashSet<&str> = distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .collect();
+    for o in objects {
+        let why = if referenced.contains(o.path.as_str()) {
+            Some("referenced by a snapshot the table keeps".to_owned())
+        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
+            Some(format!("writer:{w} (prefix {p})"))
+        } else {
+            input.protections.holds.iter().find_map(|(h, s)| match s {
+                HoldScope::Prefix(p) if under(&o.path, p) => Some(format!("hold:{h} (prefix {p})")),
+                _ => None,
+            })
+        };
+        match why {
+            Some(w) => out.released_objects.push((o.path.clone(), w)),
+            None => out.objects.push(o.clone()),
+        }
+    }
+    out
+}
+
 /// The independent closure check (defense in depth against a planner bug): every reason why the given
 /// snapshots and objects may **not** be deleted, computed from the non-deletable set alone — every ref head
 /// (the policy's `protectedRefs` included), the current snapshot, valid leases, disaster-recovery checkpoints

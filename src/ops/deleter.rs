@@ -436,10 +436,23 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             ));
         }
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
+        // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
+        // and from engines, never from itself.
+        let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+        let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
+        // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
+        if stamp_changed(&rec.stamp, &current) && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            match rebase(ctx, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
+                Rebased::Onto => {}
+                Rebased::Refused(status, reasons) => return refused(&status, reasons),
+                Rebased::DryRun(outcome) => return Ok(outcome),
+            }
+        }
+        let rec = reg.candidate(&opts.candidate_id).await?;
         // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
         // quarantine tags aside), by code that shares nothing with the planner.
         if !crate::safety::weakened(crate::safety::Check::ClosureGate) {
-            let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
             // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
             let ids = snapshot_ids_of(&rec);
             let unreadable: Vec<String> = input
@@ -473,7 +486,6 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
             }
         }
-        let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
         // `drill faults` injects its races here (a hold landing just before the compare-and-set).
         ctx.hooks.before_accept().await?;
         match reg
@@ -579,6 +591,126 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     Ok(out)
 }
 
+/// How often the purge's catalog commit is tried when writers keep winning the race.
+const COMMIT_ATTEMPTS: usize = 5;
+
+/// What [`rebase`] did.
+enum Rebased {
+    /// The candidate now stands on the current generation (the record is in its quarantine's `rebases`).
+    Onto,
+    /// It cannot go on (`REFUSED`, also when it became `PROTECTED`), with the reasons.
+    Refused(String, Vec<String>),
+    /// A dry run: what a rebase would release and what a purge would then delete.
+    DryRun(Outcome),
+}
+
+/// Whether the world moved since the candidate's stamp was recorded.
+fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::registry::WorldStamp) -> bool {
+    recorded != current
+}
+
+/// Re-judges a quarantined candidate at the table's current generation (`input`, gathered with its own
+/// quarantine tags left out): what is still eligible stays, what became protected leaves as `PROTECTED` with
+/// its reason, and the candidate's stamp becomes `current`, all in one registry transaction
+/// ([`Registry::candidate_rebase`]). A candidate left with nothing to delete becomes `PROTECTED` itself.
+async fn rebase(
+    ctx: &Context,
+    reg: &Registry,
+    table: &crate::table::Table,
+    rec: &CandidateRecord,
+    input: &crate::govern::closure::PlanInput,
+    current: &crate::registry::WorldStamp,
+    dry_run: bool,
+) -> Result<Rebased> {
+    let now = ctx.now();
+    let ids = snapshot_ids_of(rec);
+    let objects = objects_of(rec);
+    let plan = crate::govern::closure::plan(input);
+    let r = crate::govern::closure::rebase(input, &plan, &ids, &objects);
+    if !r.unreadable.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!(
+                "cannot decide: the layers of snapshot(s) {:?} could not be read, so nothing of candidate {} can be \
+                 shown unreachable at the current generation",
+                r.unreadable, rec.candidate_id
+            ),
+        ));
+    }
+    let record = serde_json::json!({
+        "at": now.to_rfc3339(),
+        "from": rec.stamp,
+        "to": current,
+        "released_snapshots": r.released_snapshots.iter()
+            .map(|(id, why)| serde_json::json!({"snapshot_id": id, "reason": why})).collect::<Vec<_>>(),
+        "released_objects": r.released_objects.iter()
+            .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
+        "snapshot_ids": r.snapshot_ids,
+        "objects": r.objects.len(),
+    });
+    if r.objects.is_empty() || r.snapshot_ids.is_empty() {
+        let why: Vec<String> = r
+            .released_snapshots
+            .iter()
+            .map(|(id, why)| format!("snapshot {id}: {why}"))
+            .collect();
+        let text = format!("every snapshot of the candidate is kept by the table now: {}", why.join("; "));
+        if !dry_run && rec.state.can_move_to(State::Protected) {
+            reg.candidate_transition(&rec.candidate_id, State::Protected, &text, None, None, now)
+                .await?;
+        }
+        return Ok(Rebased::Refused(
+            "REFUSED".into(),
+            vec![format!("the candidate is now PROTECTED: {text}")],
+        ));
+    }
+    if dry_run {
+        let mut human = format!(
+            "DRY RUN: the table changed since quarantine; a purge would rebase the candidate onto {} and delete \
+             these {} objects:\n",
+            current.metadata_location,
+            r.objects.len()
+        );
+        for o in &r.objects {
+            human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
+        }
+        for (p, why) in &r.released_objects {
+            human.push_str(&format!("  kept: {p} ({why})\n"));
+        }
+        let by = BTreeMap::from([
+            ("would_delete".to_owned(), r.objects.iter().map(|o| o.path.clone()).collect()),
+            ("would_protect".to_owned(), r.released_objects.iter().map(|(p, _)| p.clone()).collect()),
+        ]);
+        return Ok(Rebased::DryRun(Outcome::new(
+            Verdict::Ok,
+            &PurgeReport {
+                status: "DRY_RUN".into(),
+                candidate_id: rec.candidate_id.clone(),
+                reasons: vec![],
+                objects: by,
+                summary: None,
+            },
+            human,
+        )?));
+    }
+    let mut candidate = rec.candidate.clone();
+    candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
+    candidate["objects"] = serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
+    candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
+    candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
+    let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
+    if !reg
+        .candidate_rebase(&rec.candidate_id, &rec.stamp, current, &candidate, &released, &record, now)
+        .await?
+    {
+        return Ok(Rebased::Refused(
+            "REFUSED".into(),
+            vec!["another purge rebased this candidate meanwhile; run purge again".into()],
+        ));
+    }
+    Ok(Rebased::Onto)
+}
+
 /// Executes an approved purge (or resumes one).
 #[allow(clippy::too_many_lines)]
 #[allow(clippy::too_many_arguments)]
@@ -619,22 +751,49 @@ async fn execute(
             )
             .await?;
     }
-    // 2. Drop the quarantine tags and the candidate's snapshots from the table (one CAS commit).
-    let (table, cat, ident) = ctx.catalog_table(source).await?;
+    // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
+    // against the generation read. A commit that loses the race to a writer is retried on the new generation,
+    // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
     let ids = snapshot_ids_of(&rec);
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
-    let tags: Vec<String> = table
-        .refs()
-        .keys()
-        .filter(|n| n.starts_with(&tag_prefix))
-        .cloned()
-        .collect();
-    let present: Vec<i64> = ids
-        .iter()
-        .copied()
-        .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
-        .collect();
-    if !tags.is_empty() || !present.is_empty() {
+    let mut attempt = 0;
+    let table = loop {
+        attempt += 1;
+        let (table, cat, ident) = ctx.catalog_table(source).await?;
+        // The generation the acceptance compared is the one committed against; any other is checked again.
+        if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
+            && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
+        {
+            let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
+            let plan = crate::govern::closure::plan(&input);
+            let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
+            if !r.unchanged() || !r.unreadable.is_empty() {
+                return Err(Error::corrupt(
+                    table.metadata_uri(),
+                    format!(
+                        "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
+                         catalog commit, and the new generation keeps part of it ({} snapshot(s), {} object(s)) or \
+                         cannot be read; nothing was deleted",
+                        r.released_snapshots.len(),
+                        r.released_objects.len()
+                    ),
+                ));
+            }
+        }
+        let tags: Vec<String> = table
+            .refs()
+            .keys()
+            .filter(|n| n.starts_with(&tag_prefix))
+            .cloned()
+            .collect();
+        let present: Vec<i64> = ids
+            .iter()
+            .copied()
+            .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
+            .collect();
+        if tags.is_empty() && present.is_empty() {
+            break table;
+        }
         let mut b = table
             .metadata()
             .clone()
@@ -644,9 +803,15 @@ async fn execute(
         }
         b = b.remove_snapshots(&present);
         let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
-        cat.commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
-            .await?;
-    }
+        match cat
+            .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+            .await
+        {
+            Ok(_) => break table,
+            Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
+            Err(e) => return Err(e),
+        }
+    };
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
     // On the local filesystem a delete goes through symlinked folders: an object whose path, symlinks
@@ -909,6 +1074,13 @@ async fn finish(
                 "at": now.to_rfc3339(),
             }),
         };
+        let mut st = st;
+        // Each rebase onto a later generation (from/to stamp, what was released to PROTECTED and why).
+        if let Some(r) = rec.quarantine.as_ref().and_then(|q| q.get("rebases"))
+            && let Some(p) = st.predicate.as_object_mut()
+        {
+            p.insert("rebases".into(), r.clone());
+        }
         let n = reg.receipts(candidate_id).await?.len();
         let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
         // The summary is named by the receipt count: when it exists, no receipt was added since it was

@@ -1,7 +1,8 @@
 //! The registry commands: leases, holds, DR checkpoints, writers, their listing and ending.
 //!
-//! Registry changes that start covering a candidate (a lease, a hold, a checkpoint) send it to `PROTECTED`,
-//! also while it is quarantined (`protect_covered`). Part of the floor of `ops`: it uses only
+//! Registry changes that start covering a candidate (a lease, a hold, a checkpoint) send it to `PROTECTED` when
+//! they cover it whole or its deletes may be in flight; a quarantined candidate covered in part is rebased by
+//! its purge, which releases exactly the covered snapshots and objects (`protect_covered`). Part of the floor of `ops`: it uses only
 //! [`crate::ops::plan`].
 
 use std::path::Path;
@@ -39,7 +40,12 @@ pub(crate) async fn protect_covered(
             .as_array()
             .map(|a| a.iter().filter_map(|o| o["path"].as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
-        if covers(&ids, &paths) {
+        // A quarantined candidate that the change covers only in part stays quarantined: its purge rebases it
+        // and releases exactly what is covered (DESIGN "Rebase"). One it covers whole, a plan candidate, and a
+        // candidate whose deletes may be in flight go to PROTECTED at once.
+        let whole = ids.is_empty() || ids.iter().all(|id| covers(&[*id], &[]));
+        let partial_is_enough = matches!(c.state, State::Quarantined | State::RestoreVerified) && !whole;
+        if covers(&ids, &paths) && !partial_is_enough {
             reg.candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)
                 .await?;
             moved.push(c.candidate_id);

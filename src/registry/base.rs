@@ -329,6 +329,8 @@ pub enum EventKind {
     DecisionApplied,
     /// A candidate's quarantine was extended.
     QuarantineExtended,
+    /// A quarantined candidate was re-judged at a later table generation ([`Registry::candidate_rebase`]).
+    CandidateRebased,
     /// A purge run claimed a candidate ([`Registry::purge_claim`]).
     PurgeRunClaimed,
     /// A purge run let a candidate go ([`Registry::purge_release`]).
@@ -336,7 +338,8 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    const ALL: [EventKind; 17] = [
+    const ALL: [EventKind; 18] = [
+        EventKind::CandidateRebased,
         EventKind::PurgeRunClaimed,
         EventKind::PurgeRunReleased,
         EventKind::RolloutStageSet,
@@ -375,6 +378,7 @@ impl EventKind {
             EventKind::RolloutStageSet => "rollout_stage_set",
             EventKind::DecisionApplied => "decision_applied",
             EventKind::QuarantineExtended => "quarantine_extended",
+            EventKind::CandidateRebased => "candidate_rebased",
             EventKind::PurgeRunClaimed => "purge_run_claimed",
             EventKind::PurgeRunReleased => "purge_run_released",
         }

@@ -378,6 +378,79 @@ impl Registry {
         self.candidate(candidate_id).await
     }
 
+    /// Rebases a quarantined candidate onto a later table generation, in one write transaction: only while it is
+    /// `QUARANTINED` or `RESTORE_VERIFIED` and its stamp is still `from` (another purge may have rebased it
+    /// first: then nothing is written and `false` comes back). The candidate's snapshots and inventory become
+    /// `candidate`, its stamp `to`; each object in `released` leaves it as `PROTECTED`; `record` (from/to
+    /// generation, what was released and why) is appended to the quarantine's `rebases` and to the event log.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for a candidate in another state;
+    /// [`RegistryError::Query`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn candidate_rebase(
+        &self,
+        candidate_id: &str,
+        from: &WorldStamp,
+        to: &WorldStamp,
+        candidate: &serde_json::Value,
+        released: &[String],
+        record: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<bool, RegistryError> {
+        const OP: &str = "candidate_rebase";
+        let mut change = self.change(OP).await?;
+        let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            return Err(RegistryError::Invalid {
+                field: "state",
+                reason: format!("candidate {candidate_id} is {}: only a quarantined candidate is rebased", rec.state),
+            });
+        }
+        if rec.stamp != *from {
+            return Ok(false);
+        }
+        let mut quarantine = rec.quarantine.clone().unwrap_or_else(|| serde_json::json!({}));
+        if let Some(q) = quarantine.as_object_mut() {
+            let list = q.entry("rebases").or_insert_with(|| serde_json::json!([]));
+            if let Some(a) = list.as_array_mut() {
+                a.push(record.clone());
+            }
+        }
+        sqlx::query(
+            "UPDATE candidates SET candidate_json = $1, stamp_json = $2, quarantine_json = $3, reason = $4, \
+             updated_at = $5 WHERE candidate_id = $6",
+        )
+        .bind(candidate.to_string())
+        .bind(serde_json::to_string(to).unwrap_or_default())
+        .bind(quarantine.to_string())
+        .bind("rebased onto a later table generation")
+        .bind(fmt_time(now))
+        .bind(candidate_id)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        for path in released {
+            sqlx::query(
+                "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 \
+                 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')",
+            )
+            .bind(State::Protected.as_str())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(path)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        }
+        let detail = serde_json::json!({"candidate_id": candidate_id, "rebase": record});
+        let table = rec.table_uuid.clone();
+        change
+            .commit(now, EventKind::CandidateRebased, Some(&table), &detail)
+            .await?;
+        Ok(true)
+    }
+
     /// The acceptance point: in one write transaction, checks the candidate's state, the deleter switch, the
     /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
     /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own

@@ -851,9 +851,28 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0);
 }
 
+/// The signed purge summary's predicate (read without verifying: the tests of the summary's signature are
+/// elsewhere).
+fn summary_of(g: &Gov, purge: &Value) -> Value {
+    let uri = purge["summary"].as_str().expect("a summary");
+    let path = uri.strip_prefix("file://").map_or_else(|| g.dir.join(uri), PathBuf::from);
+    let bytes = std::fs::read(&path).unwrap();
+    lakedrill::evidence::peek_unverified(&bytes).unwrap()["predicate"].clone()
+}
+
+/// Every snapshot the table still has and every ref, read by PyIceberg down to the data.
+fn pyiceberg_reads_everything(g: &Gov) {
+    let out = g.py(
+        "n = 0\nfor s in t.metadata.snapshots:\n    t.scan(snapshot_id=s.snapshot_id).to_arrow()\n    n += 1\n\
+         for name, r in t.metadata.refs.items():\n    t.scan(snapshot_id=r.snapshot_id).to_arrow()\nprint('read', n)",
+    );
+    assert!(out.contains("read "), "{out}");
+}
+
 #[test]
-fn purge_refuses_when_the_world_changed() {
-    // A hold set after planning (anywhere on the table) bumps the hold generation.
+fn purge_rebases_when_the_world_changed() {
+    // A hold set after quarantine on an unrelated prefix bumps the hold generation: the purge re-judges the
+    // candidate at the current generation, records the rebase in its signed summary and deletes the inventory.
     let g = Gov::new("");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
@@ -866,9 +885,42 @@ fn purge_refuses_when_the_world_changed() {
         "late hold",
     ])
     .expect_code(0);
-    refused_with(&g.purge(id, Some(&ev), &[]), "holds changed");
+    let p = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let s = summary_of(&g, &p);
+    assert_eq!(s["rebases"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(s["equals_inventory"], true, "{s}");
+    let root = g.table_root();
+    assert!(
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| !root.join(o["path"].as_str().unwrap()).exists()),
+        "every object of the inventory is deleted"
+    );
+    pyiceberg_reads_everything(&g);
 
-    // A new lease on a candidate snapshot sends the candidate to PROTECTED.
+    // A new commit to the table (a PyIceberg append), and separately a new tag on the current snapshot.
+    for change in [
+        "import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}))",
+        "t.manage_snapshots().create_tag(t.metadata.current_snapshot_id, 'late-tag').commit()",
+    ] {
+        let g = Gov::new("");
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        g.py(change);
+        let dry = g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0).json();
+        assert_eq!(dry["status"], "DRY_RUN", "{dry}");
+        let p = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+        assert_eq!(p["status"], "VERIFIED", "{p}");
+        let s = summary_of(&g, &p);
+        let rebase = &s["rebases"][0];
+        assert_ne!(rebase["from"]["metadata_location"], rebase["to"]["metadata_location"], "{s}");
+        pyiceberg_reads_everything(&g);
+    }
+
+    // A lease on one of the candidate's own snapshots: nothing that snapshot reaches is deleted.
     let g = Gov::new("");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
@@ -888,29 +940,44 @@ fn purge_refuses_when_the_world_changed() {
         "1d",
     ])
     .expect_code(0);
-    refused_with(&g.purge(id, Some(&ev), &[]), "PROTECTED");
+    let r = g.purge(id, Some(&ev), &[]);
+    let v = r.json();
+    if c["snapshot_ids"].as_array().unwrap().len() == 1 {
+        refused_with(&r, "now PROTECTED");
+    } else {
+        assert_eq!(v["status"], "VERIFIED", "{v}");
+    }
+    let out = g.py(&format!("print(len(t.scan(snapshot_id={sid}).to_arrow()))"));
+    assert!(!out.trim().is_empty(), "the leased snapshot {sid} still reads: {out}");
 
-    // A new commit to the table, and a changed ref.
-    let g = Gov::new("");
-    let (c, ev) = g.quarantined();
-    let id = c["candidate_id"].as_str().unwrap();
-    g.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}))");
-    refused_with(&g.purge(id, Some(&ev), &[]), "the table changed");
-    let g = Gov::new("");
-    let (c, ev) = g.quarantined();
-    let id = c["candidate_id"].as_str().unwrap();
-    g.py("t.manage_snapshots().create_tag(t.metadata.current_snapshot_id, 'late-tag').commit()");
-    refused_with(&g.purge(id, Some(&ev), &[]), "refs changed");
-
-    // A new ref on one of the candidate's snapshots protects the candidate for good.
+    // A new ref on one of the candidate's snapshots: the purge rebases, that snapshot's objects leave the
+    // candidate as PROTECTED, the rest is deleted, and PyIceberg still reads the tagged snapshot.
     let g = Gov::new("");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
     let sid = c["snapshot_ids"][0].to_string();
     g.py(&format!("t.manage_snapshots().create_tag({sid}, 'keep-this').commit()"));
-    refused_with(&g.purge(id, Some(&ev), &[]), "now PROTECTED");
-    let st = g.run(&["--json", "status", id]).expect_code(0).json();
-    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED");
+    let r = g.purge(id, Some(&ev), &[]);
+    if c["snapshot_ids"].as_array().unwrap().len() == 1 {
+        refused_with(&r, "now PROTECTED");
+        let st = g.run(&["--json", "status", id]).expect_code(0).json();
+        assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED");
+    } else {
+        let v = r.expect_code(0).json();
+        assert_eq!(v["status"], "VERIFIED", "{v}");
+        let kept = v["objects"]["PROTECTED"].as_array().unwrap();
+        assert!(
+            kept.iter().any(|p| p.as_str().unwrap().contains(&format!("snap-{sid}-"))),
+            "the tagged snapshot's manifest list is kept: {v}"
+        );
+        let s = summary_of(&g, &v);
+        assert!(s["rebases"][0]["released_snapshots"].to_string().contains(&sid), "{s}");
+        for p in kept {
+            assert!(g.table_root().join(p.as_str().unwrap()).exists(), "{p} is still there");
+        }
+    }
+    let out = g.py(&format!("print(len(t.scan(snapshot_id={sid}).to_arrow()))"));
+    assert!(!out.trim().is_empty(), "the tagged snapshot {sid} still reads: {out}");
 
     // A stopped deleter.
     let g = Gov::new("");

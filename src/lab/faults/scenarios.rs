@@ -52,12 +52,12 @@ pub(super) async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<Str
 pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
     match id {
         "reader-registration-delay" => (
-            "control-plane delay after reader registration: the reader's lease becomes visible only after plan, quarantine and drill",
-            "purge REFUSED by the lease-watermark compare-and-set and by the closure check; the leased snapshot keeps every object",
+            "control-plane delay after reader registration: the reader's lease becomes visible only after plan, quarantine and drill, landing right before the purge's compare-and-set",
+            "purge REFUSED by the lease-watermark compare-and-set; the next purge rebases and keeps the leased snapshot whole (PROTECTED); the leased snapshot keeps every object",
         ),
         "ref-case-collision" => (
             "branch names that differ only by case: `Main` beside `main` before the plan, `MAIN` created after the quarantine; and a commit racing the quarantine (412 on the metadata write)",
-            "the plan keeps `Main`'s head and warns of the collision; the raced quarantine is REFUSED and a retry reuses its bundles; purge REFUSED by the table-generation compare-and-set and by the closure check",
+            "the plan keeps `Main`'s head and warns of the collision; the raced quarantine is REFUSED and a retry reuses its bundles; `MAIN` created right before the purge's compare-and-set: purge REFUSED by the table-generation compare-and-set; the next purge rebases and keeps `MAIN`'s head whole",
         ),
         "uncommitted-writer" => (
             "a writer uploaded files without committing: one registered writer, one unregistered",
@@ -111,15 +111,26 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
 async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
     let id = "reader-registration-delay";
     let mut obs = Obs::new();
-    let lab = Lab::new(env, id, "").await?;
+    let mut lab = Lab::new(env, id, "").await?;
     let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
     let s = ids[0];
     let acct = lab.account(&[s], &[]).await?;
-    // The reader registered before the plan; the control plane made the lease visible only now.
-    crate::ops::protect::lease_add(&lab.ctx, &lab.source, &lab.policy, s, "training run", "ml-team", "7d").await?;
+    // The reader registered before the plan; the control plane makes the lease visible only now, right before
+    // the purge's compare-and-set (after its rebase and closure check have read the registry).
+    let (config, source, policy) = (lab.ctx.config.clone(), lab.source.clone(), lab.policy.clone());
+    lab.ctx.hooks.before_accept = Some(Arc::new(move || {
+        let (config, source, policy) = (config.clone(), source.clone(), policy.clone());
+        Box::pin(async move {
+            let c = Context::new(config);
+            crate::ops::protect::lease_add(&c, &source, &policy, s, "training run", "ml-team", "7d").await?;
+            c.close().await;
+            Ok(())
+        })
+    }));
     let p = lab.purge(&cid, &report).await?;
+    lab.ctx.hooks.before_accept = None;
     let why = reasons_of(&p);
     obs.saw(format!("purge {}: {why}", status_of(&p)));
     obs.expect(status_of(&p) == "REFUSED", "purge REFUSED");
@@ -127,9 +138,13 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
         why.contains("leases changed"),
         "refused by the lease-watermark compare-and-set",
     );
+    let again = lab.purge(&cid, &report).await?;
+    let why = reasons_of(&again);
+    obs.saw(format!("purge again {}: {why}", status_of(&again)));
     obs.expect(
-        why.contains("independent closure check") && why.contains(&format!("snapshot {s}")),
-        format!("refused by the closure check naming snapshot {s}"),
+        (status_of(&again) == "REFUSED" && why.contains("PROTECTED") && why.contains(&format!("snapshot {s}")))
+            || status_of(&again) == "VERIFIED",
+        format!("the next purge rebases: snapshot {s} is kept (PROTECTED), the rest may go"),
     );
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
@@ -138,7 +153,7 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
 async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
     let id = "ref-case-collision";
     let mut obs = Obs::new();
-    let lab = Lab::new(env, id, "").await?;
+    let mut lab = Lab::new(env, id, "").await?;
     let Some((_, ids)) = lab.candidate(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
@@ -179,8 +194,19 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         q.verdict == Verdict::Ok && d.predicate.summary.gate == "PASS",
         "quarantine and drill of the remaining candidate pass",
     );
-    commit_ref(&lab.ctx, &lab.source, "MAIN", b, true).await?;
+    // `MAIN` is created right before the purge's compare-and-set (after its rebase read the table).
+    let (config, source) = (lab.ctx.config.clone(), lab.source.clone());
+    lab.ctx.hooks.before_accept = Some(Arc::new(move || {
+        let (config, source) = (config.clone(), source.clone());
+        Box::pin(async move {
+            let c = Context::new(config);
+            commit_ref(&c, &source, "MAIN", b, true).await?;
+            c.close().await;
+            Ok(())
+        })
+    }));
     let p = lab.purge(&cid, &d.report).await?;
+    lab.ctx.hooks.before_accept = None;
     let why = reasons_of(&p);
     obs.saw(format!("purge {}: {why}", status_of(&p)));
     obs.expect(status_of(&p) == "REFUSED", "purge REFUSED after `MAIN` was created");
@@ -188,7 +214,13 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
         why.contains("the table changed"),
         "refused by the table-generation compare-and-set",
     );
-    obs.expect(why.contains("ref MAIN"), "refused by the closure check naming ref MAIN");
+    let again = lab.purge(&cid, &d.report).await?;
+    let why = reasons_of(&again);
+    obs.saw(format!("purge again {}: {why}", status_of(&again)));
+    obs.expect(
+        (status_of(&again) == "REFUSED" && why.contains("PROTECTED")) || status_of(&again) == "VERIFIED",
+        format!("the next purge rebases: snapshot {b} (head of `MAIN`) is kept"),
+    );
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
