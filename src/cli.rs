@@ -329,7 +329,7 @@ pub enum Command {
         policy: Option<PathBuf>,
     },
     /// Seal a candidate's snapshots and pin (tag mode) or remove (bundle mode) them in one catalog commit;
-    /// `quarantine extend` postpones a quarantined candidate's purge.
+    /// `quarantine extend` postpones a quarantined candidate's purge, `quarantine release` gives it up.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Quarantine {
         #[command(subcommand)]
@@ -698,6 +698,7 @@ pub enum DeleterCommand {
 }
 
 /// `quarantine` subcommands.
+#[allow(missing_docs)]
 #[derive(Debug, Subcommand)]
 pub enum QuarantineCommand {
     /// Postpone a quarantined candidate's purge: no purge before max(now, the current extension) + DUR.
@@ -709,6 +710,17 @@ pub enum QuarantineCommand {
         by: String,
         /// Why.
         #[arg(long, default_value = "extended by an operator")]
+        reason: String,
+    },
+    /// Give a quarantined (or protected) candidate up before any delete: remove its `quarantine/<candidate>…`
+    /// tags in one catalog commit and record the release; the next `plan` proposes its snapshots again.
+    Release {
+        /// The candidate id.
+        candidate: String,
+        #[command(flatten)]
+        table: TableArgs,
+        /// Why (kept in the registry with the time).
+        #[arg(long, required = true)]
         reason: String,
     },
 }

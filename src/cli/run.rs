@@ -158,6 +158,15 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             ..
         } => crate::ops::rollout::extend(ctx, candidate, by, reason).await,
         Command::Quarantine {
+            action:
+                Some(QuarantineCommand::Release {
+                    candidate,
+                    table,
+                    reason,
+                }),
+            ..
+        } => quarantine::release(ctx, &table.source()?, candidate, reason).await,
+        Command::Quarantine {
             action: None,
             candidate,
             table,

@@ -1,8 +1,10 @@
 //! `quarantine`: seal a bundle for every snapshot of a candidate, then make exactly one catalog commit.
 //!
 //! It refuses when the table, the refs, the leases or the holds changed since the plan, and when the
-//! independent closure check finds a non-deletable object in the candidate. This module deletes nothing;
-//! deletion belongs to [`crate::ops::deleter`].
+//! independent closure check finds a non-deletable object in the candidate. [`release`] is the way back
+//! before the deleter's acceptance point: it removes a candidate's quarantine tags in one catalog commit and
+//! records the operator's reason, so that the next plan proposes its snapshots again. This module deletes
+//! nothing; deletion belongs to [`crate::ops::deleter`].
 
 use std::path::Path;
 
@@ -278,6 +280,241 @@ async fn seal_and_commit(
     Outcome::new(
         Verdict::Ok,
         &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": sealed}),
+        human,
+    )
+}
+
+/// Catalog commits `release` tries before giving up when other writers keep winning the compare-and-set.
+const RELEASE_COMMIT_ATTEMPTS: usize = 3;
+
+/// What [`release`] reports (and keeps, as `release`, in the candidate's quarantine details).
+#[derive(Debug, Clone, serde::Serialize)]
+struct ReleaseRecord {
+    /// The state the candidate was released from.
+    from: State,
+    /// The operator's reason.
+    reason: String,
+    /// When.
+    released_at: DateTime<Utc>,
+    /// `tag`, `bundle`, or `none` (protected before it was ever quarantined).
+    mode: String,
+    /// The `quarantine/<candidate>…` refs removed, with the snapshot each pointed at.
+    tags_removed: Vec<serde_json::Value>,
+    /// The catalog commit that removed them (none when there was nothing to remove).
+    committed_metadata_location: Option<String>,
+    /// The candidate's bundles: still the way back to its snapshots in bundle mode.
+    bundles: Vec<String>,
+}
+
+/// The candidate's own quarantine refs: `quarantine/<candidate>` or `quarantine/<candidate>/<snapshot>`.
+fn own_tags(table: &Table, candidate_id: &str) -> Vec<(String, i64)> {
+    let prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
+    let mut tags: Vec<(String, i64)> = table
+        .refs()
+        .iter()
+        .filter(|(name, _)| {
+            name.strip_prefix(&prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+        .map(|(name, r)| (name.clone(), r.snapshot_id))
+        .collect();
+    tags.sort();
+    tags
+}
+
+/// `lakedrill quarantine release CANDIDATE --reason TEXT`: the way out for a candidate that should not be
+/// purged (or cannot be any more), before the deleter's acceptance point.
+///
+/// In tag mode it removes the candidate's `quarantine/<candidate>…` tags in one catalog commit (a
+/// compare-and-set against the metadata location read, retried from a fresh read when another commit wins),
+/// then moves the candidate and its objects to `RELEASED` with the operator's reason and time (an event in the
+/// registry). The next plan proposes the snapshots again, as a new candidate of the new generation. In bundle
+/// mode there are no tags: the snapshots left the metadata at quarantine, so only the state changes, and the
+/// candidate's bundles stay the way back (`set-current --from-bundle`). Nothing is deleted.
+///
+/// Only a `QUARANTINED`, `RESTORE_VERIFIED` or `PROTECTED` candidate none of whose objects went through the
+/// deleter can be released; any other is refused (exit 1) naming its state. It takes the candidate's run
+/// claim, so it never races a quarantine or a purge of the same candidate.
+///
+/// # Errors
+/// An unknown candidate, an empty reason, a candidate of another table (exit 2); load, catalog and registry
+/// errors.
+pub async fn release(ctx: &Context, source: &TableSource, candidate_id: &str, reason: &str) -> Result<Outcome> {
+    if reason.trim().is_empty() {
+        return Err(Error::invalid("--reason", "say why the candidate is released"));
+    }
+    let reg = registry(ctx).await?;
+    let rec = reg.candidate(candidate_id).await?;
+    let (table, cat, ident) = ctx.catalog_table(source).await?;
+    let uuid = table.metadata().uuid().to_string();
+    if rec.table_uuid != uuid {
+        return Err(Error::invalid(
+            candidate_id,
+            format!(
+                "the candidate belongs to table {}, not to {} ({uuid})",
+                rec.table_uuid,
+                table.name()
+            ),
+        ));
+    }
+    if let Some(why) = rec.state.release_refusal(candidate_id) {
+        return refuse_release(candidate_id, why);
+    }
+    let run = match crate::ops::binding::claim_run(&reg, candidate_id, ctx.now(), "release").await? {
+        Ok(run) => run,
+        Err(why) => return refuse_release(candidate_id, why),
+    };
+    let out = release_claimed(ctx, source, &reg, candidate_id, reason, (table, cat, ident)).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+fn refuse_release(candidate_id: &str, reason: String) -> Result<Outcome> {
+    Outcome::new(
+        Verdict::Findings,
+        &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+        format!("REFUSED: {reason}\n"),
+    )
+}
+
+/// The part of [`release`] run while the candidate is claimed.
+async fn release_claimed(
+    ctx: &Context,
+    source: &TableSource,
+    reg: &Registry,
+    candidate_id: &str,
+    reason: &str,
+    (mut table, mut cat, mut ident): (Table, crate::io::catalog::SqlCatalog, crate::io::catalog::TableIdent),
+) -> Result<Outcome> {
+    // Claimed now: read the state again (a purge may have been accepted between our check and our claim).
+    let rec = reg.candidate(candidate_id).await?;
+    if let Some(why) = rec.state.release_refusal(candidate_id) {
+        return refuse_release(candidate_id, why);
+    }
+    let objects = reg.object_states(candidate_id).await?;
+    let past = objects
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.state,
+                State::DeleteApproved | State::Deleted | State::Verified | State::DeleteUnknown
+            )
+        })
+        .count();
+    if past > 0 {
+        return refuse_release(
+            candidate_id,
+            format!(
+                "{candidate_id} is {} but {past} of its objects went through the deleter: it cannot be released",
+                rec.state
+            ),
+        );
+    }
+    let q = rec.quarantine.clone().unwrap_or_default();
+    let mode = q["mode"].as_str().unwrap_or("none").to_owned();
+    let bundles: Vec<String> = q["bundles"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|b| b["uri"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    // One commit removing every own tag; a lost compare-and-set is retried from a fresh read (removing our
+    // own tags does not depend on what the winning commit changed).
+    let mut removed = Vec::new();
+    let mut committed = None;
+    for attempt in 1..=RELEASE_COMMIT_ATTEMPTS {
+        let tags = own_tags(&table, candidate_id);
+        if tags.is_empty() {
+            break;
+        }
+        let mut builder = table
+            .metadata()
+            .clone()
+            .into_builder(Some(table.generation().metadata_location.clone()));
+        for (name, _) in &tags {
+            builder = builder.remove_ref(name);
+        }
+        let new = builder
+            .build()
+            .map_err(|e| Error::iceberg("build metadata", e))?
+            .metadata;
+        match cat
+            .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+            .await
+        {
+            Ok(loc) => {
+                removed = tags;
+                committed = Some(loc);
+                break;
+            }
+            Err(Error::Catalog { .. }) if attempt < RELEASE_COMMIT_ATTEMPTS => {
+                (table, cat, ident) = ctx.catalog_table(source).await?;
+            }
+            Err(Error::Catalog { reason, .. }) => {
+                return refuse_release(
+                    candidate_id,
+                    format!(
+                        "the catalog commit removing the quarantine tags lost {RELEASE_COMMIT_ATTEMPTS} times ({reason}); nothing was released: try again"
+                    ),
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let record = ReleaseRecord {
+        from: rec.state,
+        reason: reason.to_owned(),
+        released_at: ctx.now(),
+        mode,
+        tags_removed: removed
+            .iter()
+            .map(|(n, id)| serde_json::json!({"name": n, "snapshot_id": id}))
+            .collect(),
+        committed_metadata_location: committed.clone(),
+        bundles,
+    };
+    let value = serde_json::to_value(&record).map_err(|e| Error::Internal(e.to_string()))?;
+    let rec = match reg
+        .candidate_release(candidate_id, reason, &value, record.released_at)
+        .await?
+    {
+        Ok(rec) => rec,
+        Err(why) => return refuse_release(candidate_id, why),
+    };
+    let mut human = format!("{candidate_id} RELEASED (was {}): {reason}\n", record.from);
+    match &committed {
+        Some(loc) => {
+            human.push_str(&format!("  committed {loc}\n"));
+            for (n, id) in &removed {
+                human.push_str(&format!("  removed tag {n} → {id}\n"));
+            }
+            human.push_str("  the next `plan` proposes these snapshots again (a new candidate id)\n");
+        }
+        None if record.mode == "bundle" => {
+            human.push_str(
+                "  bundle mode: the snapshots left the metadata at quarantine, so no tag was removed; each \
+                 comes back (as the current snapshot) with `lakedrill set-current --from-bundle BUNDLE --trust DIR`:\n",
+            );
+            for b in &record.bundles {
+                human.push_str(&format!("    {b}\n"));
+            }
+        }
+        None => human.push_str("  the table holds no quarantine tag of this candidate: only the state changed\n"),
+    }
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({
+            "status": "RELEASED",
+            "candidate_id": candidate_id,
+            "from": record.from,
+            "reason": record.reason,
+            "released_at": record.released_at,
+            "mode": record.mode,
+            "tags_removed": record.tags_removed,
+            "committed_metadata_location": record.committed_metadata_location,
+            "bundles": record.bundles,
+            "candidate": rec,
+        }),
         human,
     )
 }

@@ -1,5 +1,6 @@
 //! Candidates: the state machine of DESIGN §1 ([`State`]), candidate records with their [`WorldStamp`],
-//! quarantine extensions, and the acceptance point's compare-and-swap ([`Registry::candidate_accept`]).
+//! quarantine extensions, the acceptance point's compare-and-swap ([`Registry::candidate_accept`]) and the
+//! operator's way out before it ([`Registry::candidate_release`]).
 //!
 //! A candidate moves only along legal transitions; its objects follow it through the pre-deletion states
 //! (the deleter moves them one by one afterwards, in `purge_runs`). A quarantine extension is kept per
@@ -45,6 +46,9 @@ pub enum State {
     Protected,
     /// The outcome of a delete is not known for certain: must be reconciled.
     DeleteUnknown,
+    /// An operator released it (`quarantine release`): its quarantine tags are gone and its objects are back
+    /// in the plan, under a new candidate id. Terminal: it blocks nothing and is never purged.
+    Released,
 }
 
 impl State {
@@ -61,6 +65,7 @@ impl State {
             State::Verified => "VERIFIED",
             State::Protected => "PROTECTED",
             State::DeleteUnknown => "DELETE_UNKNOWN",
+            State::Released => "RELEASED",
         }
     }
 
@@ -75,6 +80,7 @@ impl State {
             State::Verified,
             State::Protected,
             State::DeleteUnknown,
+            State::Released,
         ]
         .into_iter()
         .find(|x| x.as_str() == s)
@@ -84,15 +90,17 @@ impl State {
     #[must_use]
     pub fn can_move_to(self, to: State) -> bool {
         use State::{
-            DeleteApproved, DeleteUnknown, Deleted, Discovered, Protected, Quarantined, RestoreVerified,
+            DeleteApproved, DeleteUnknown, Deleted, Discovered, Protected, Quarantined, Released, RestoreVerified,
             UnreferencedEligible, Verified,
         };
         matches!(
             (self, to),
             (Discovered, UnreferencedEligible | Protected)
                 | (UnreferencedEligible, Quarantined | Protected)
-                | (Quarantined, RestoreVerified | DeleteApproved | Protected)
-                | (RestoreVerified, DeleteApproved | Protected)
+                // `quarantine release`: only before the acceptance point, never with deletes in flight.
+                | (Quarantined, RestoreVerified | DeleteApproved | Protected | Released)
+                | (RestoreVerified, DeleteApproved | Protected | Released)
+                | (Protected, Released)
                 // A mismatch found after approval, before any delete, sends it back for re-planning.
                 | (DeleteApproved, Deleted | DeleteUnknown | Quarantined | Protected)
                 | (Deleted, Verified | DeleteUnknown)
@@ -100,6 +108,25 @@ impl State {
                 | (Verified, Protected)
                 | (DeleteUnknown, Deleted | Verified)
         )
+    }
+
+    /// Why a candidate in this state cannot be released (`quarantine release`), naming the state; `None` when
+    /// it can (`QUARANTINED`, `RESTORE_VERIFIED`, `PROTECTED`).
+    #[must_use]
+    pub fn release_refusal(self, candidate_id: &str) -> Option<String> {
+        if self.can_move_to(State::Released) {
+            return None;
+        }
+        let why = match self {
+            State::DeleteApproved | State::Deleted | State::Verified | State::DeleteUnknown => {
+                "the deleter accepted it (deletes are in flight or done)"
+            }
+            State::Released => "it was released already",
+            _ => "it is not quarantined (nothing to release)",
+        };
+        Some(format!(
+            "{candidate_id} is {self}: only a QUARANTINED, RESTORE_VERIFIED or PROTECTED candidate can be released; {why}"
+        ))
     }
 }
 
@@ -647,6 +674,83 @@ impl Registry {
         Ok(ext)
     }
 
+    /// Releases a candidate (`quarantine release`): in one write transaction, checks that it may move to
+    /// `RELEASED` (from `QUARANTINED`, `RESTORE_VERIFIED` or `PROTECTED`) and that none of its objects is
+    /// approved for deletion, deleted or uncertain, then moves it and all its objects to `RELEASED`, keeps
+    /// `release` (the operator's reason, the time, the tags the caller removed) under the candidate's
+    /// quarantine details and records the change as an event. `Ok(Err(why))` is a refusal naming the state.
+    ///
+    /// It does not touch the catalog: the caller removes the tags first.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for an empty reason; [`RegistryError::Query`].
+    pub async fn candidate_release(
+        &self,
+        candidate_id: &str,
+        reason: &str,
+        release: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<Result<CandidateRecord, String>, RegistryError> {
+        const OP: &str = "candidate_release";
+        require_text("reason", reason)?;
+        let mut change = self.change(OP).await?;
+        let current = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        if let Some(why) = current.state.release_refusal(candidate_id) {
+            return Ok(Err(why));
+        }
+        let past: Vec<(String, i64)> = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM object_states WHERE candidate_id = $1 \
+             AND state IN ('DELETE_APPROVED', 'DELETED', 'VERIFIED', 'DELETE_UNKNOWN') GROUP BY state ORDER BY state",
+        )
+        .bind(candidate_id)
+        .fetch_all(&mut *change.tx)
+        .await
+        .map_err(query(OP))?
+        .iter()
+        .map(|r| Ok((r.try_get::<String, _>("state")?, r.try_get::<i64, _>("n")?)))
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(query(OP))?;
+        if !past.is_empty() {
+            let counts: Vec<String> = past.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            return Ok(Err(format!(
+                "{candidate_id} is {} but {} of its objects went through the deleter: it cannot be released",
+                current.state,
+                counts.join(", ")
+            )));
+        }
+        let mut quarantine = current.quarantine.clone().unwrap_or_else(|| serde_json::json!({}));
+        if let Some(q) = quarantine.as_object_mut() {
+            q.insert("release".into(), release.clone());
+        }
+        sqlx::query(
+            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, quarantine_json = $4 WHERE candidate_id = $5",
+        )
+        .bind(State::Released.as_str())
+        .bind(reason)
+        .bind(fmt_time(now))
+        .bind(quarantine.to_string())
+        .bind(candidate_id)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3")
+            .bind(State::Released.as_str())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        let detail = serde_json::json!({
+            "candidate_id": candidate_id, "from": current.state, "to": State::Released, "reason": reason,
+            "release": release,
+        });
+        let table = current.table_uuid.clone();
+        change
+            .commit(now, EventKind::CandidateState, Some(&table), &detail)
+            .await?;
+        self.candidate(candidate_id).await.map(Ok)
+    }
+
     /// The latest "no purge before" of a candidate's extensions, if it was ever extended.
     ///
     /// # Errors
@@ -669,7 +773,42 @@ mod tests {
     on_both_backends!(
         the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
         a_quarantine_extension_refuses_acceptance_until_it_passes,
+        a_release_frees_the_candidate_and_its_objects_only_before_acceptance,
     );
+
+    #[test]
+    fn released_is_reachable_only_before_the_acceptance_point_and_is_terminal() {
+        for from in [State::Quarantined, State::RestoreVerified, State::Protected] {
+            assert!(from.can_move_to(State::Released), "{from}");
+            assert!(from.release_refusal("c-x").is_none(), "{from}");
+        }
+        for from in [
+            State::Discovered,
+            State::UnreferencedEligible,
+            State::DeleteApproved,
+            State::Deleted,
+            State::Verified,
+            State::DeleteUnknown,
+            State::Released,
+        ] {
+            assert!(!from.can_move_to(State::Released), "{from}");
+            let why = from.release_refusal("c-x").unwrap();
+            assert!(why.contains(from.as_str()), "{why}");
+        }
+        assert_eq!(State::parse("RELEASED"), Some(State::Released));
+        assert_eq!(
+            serde_json::to_value(State::Released).unwrap(),
+            serde_json::json!("RELEASED")
+        );
+        for to in [
+            State::Quarantined,
+            State::Protected,
+            State::DeleteApproved,
+            State::UnreferencedEligible,
+        ] {
+            assert!(!State::Released.can_move_to(to), "RELEASED → {to}");
+        }
+    }
 
     async fn the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world(b: Backend) {
         let (_d, _u, reg) = fresh_on(b).await;
@@ -835,5 +974,103 @@ mod tests {
                 .unwrap(),
             Acceptance::Approved
         );
+    }
+
+    async fn a_release_frees_the_candidate_and_its_objects_only_before_acceptance(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000005";
+        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
+            .await
+            .unwrap();
+        reg.candidate_record(
+            table,
+            "c-r",
+            &serde_json::json!({}),
+            &stamp(),
+            &["x".into(), "y".into()],
+            now,
+        )
+        .await
+        .unwrap();
+        // Not quarantined: nothing to release.
+        let r = reg
+            .candidate_release("c-r", "why", &serde_json::json!({}), now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Err(ref w) if w.contains("UNREFERENCED_ELIGIBLE")), "{r:?}");
+        assert!(
+            reg.candidate_release("c-r", " ", &serde_json::json!({}), now)
+                .await
+                .is_err()
+        );
+        let q = serde_json::json!({"mode": "tag"});
+        reg.candidate_transition("c-r", State::Quarantined, "sealed", Some(&q), None, now)
+            .await
+            .unwrap();
+        let detail = serde_json::json!({"reason": "keep it", "tags_removed": ["quarantine/c-r"]});
+        let rec = reg
+            .candidate_release("c-r", "keep it", &detail, t(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.state, State::Released);
+        assert_eq!(rec.reason, "keep it");
+        let kept = rec.quarantine.unwrap();
+        assert_eq!(kept["mode"], "tag");
+        assert_eq!(kept["release"], detail);
+        assert!(
+            reg.object_states("c-r")
+                .await
+                .unwrap()
+                .iter()
+                .all(|o| o.state == State::Released)
+        );
+        let ev = reg.events(table).await.unwrap();
+        let last = ev.iter().rev().find(|e| e.kind == EventKind::CandidateState).unwrap();
+        assert_eq!(last.detail["to"], "RELEASED");
+        assert_eq!(last.detail["reason"], "keep it");
+        // Released is terminal: no second release, no acceptance.
+        let again = reg
+            .candidate_release("c-r", "again", &serde_json::json!({}), now)
+            .await
+            .unwrap();
+        assert!(matches!(again, Err(ref w) if w.contains("RELEASED")), "{again:?}");
+        assert!(matches!(
+            reg.candidate_accept("c-r", &stamp(), 0, vec![], true, now)
+                .await
+                .unwrap(),
+            Acceptance::Refused(_)
+        ));
+        // After acceptance, or with an object through the deleter, a release is refused.
+        reg.candidate_record(table, "c-s", &serde_json::json!({}), &stamp(), &["z".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-s", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            reg.candidate_accept("c-s", &stamp(), 0, vec![], false, now)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+        let r = reg
+            .candidate_release("c-s", "late", &serde_json::json!({}), now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Err(ref w) if w.contains("DELETE_APPROVED")), "{r:?}");
+        reg.object_transition("c-s", "z", State::DeleteUnknown, now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-s", State::Protected, "hold", None, None, now)
+            .await
+            .unwrap();
+        let r = reg
+            .candidate_release("c-s", "late", &serde_json::json!({}), now)
+            .await
+            .unwrap();
+        assert!(matches!(r, Err(ref w) if w.contains("1 DELETE_UNKNOWN")), "{r:?}");
+        assert_eq!(reg.candidate("c-s").await.unwrap().state, State::Protected);
     }
 }
