@@ -316,6 +316,12 @@ fn every_command_prints_exactly_one_json_document() {
         false,
         &[0, 1, 2],
     );
+    j.run(
+        "quarantine release",
+        &[&candidate, "--reason", "json"],
+        true,
+        &[0, 1, 2],
+    );
     j.run("deleter stop", &["--reason", "json"], false, &[0]);
     j.run("deleter start", &["--reason", "json"], false, &[0]);
 
