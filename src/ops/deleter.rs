@@ -443,7 +443,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
         // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
         if stamp_changed(&rec.stamp, &current) && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
-            match rebase(ctx, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
+            match rebase(ctx, source, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
                 Rebased::Onto => {}
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
                 Rebased::DryRun(outcome) => return Ok(outcome),
@@ -613,8 +613,10 @@ fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::regist
 /// quarantine tags left out): what is still eligible stays, what became protected leaves as `PROTECTED` with
 /// its reason, and the candidate's stamp becomes `current`, all in one registry transaction
 /// ([`Registry::candidate_rebase`]). A candidate left with nothing to delete becomes `PROTECTED` itself.
+#[allow(clippy::too_many_arguments)]
 async fn rebase(
     ctx: &Context,
+    source: &TableSource,
     reg: &Registry,
     table: &crate::table::Table,
     rec: &CandidateRecord,
@@ -655,14 +657,23 @@ async fn rebase(
             .map(|(id, why)| format!("snapshot {id}: {why}"))
             .collect();
         let text = format!("every snapshot of the candidate is kept by the table now: {}", why.join("; "));
-        if !dry_run && rec.state.can_move_to(State::Protected) {
-            reg.candidate_transition(&rec.candidate_id, State::Protected, &text, None, None, now)
-                .await?;
+        let mut reasons = vec![format!("the candidate is now PROTECTED: {text}")];
+        if !dry_run {
+            if rec.state.can_move_to(State::Protected) {
+                reg.candidate_transition(&rec.candidate_id, State::Protected, &text, None, None, now)
+                    .await?;
+            }
+            // No candidate stays stuck: its quarantine tags go, and the next plan judges its snapshots afresh.
+            match crate::ops::quarantine::release(ctx, source, &rec.candidate_id, &format!("purge: {text}")).await {
+                Ok(o) if o.verdict == Verdict::Ok => reasons.push(
+                    "purge RELEASED it: its quarantine tags are removed and the next plan judges its snapshots afresh"
+                        .into(),
+                ),
+                Ok(o) => reasons.push(format!("purge could not release it: {}", o.human.trim())),
+                Err(e) => reasons.push(format!("purge could not release it: {e}")),
+            }
         }
-        return Ok(Rebased::Refused(
-            "REFUSED".into(),
-            vec![format!("the candidate is now PROTECTED: {text}")],
-        ));
+        return Ok(Rebased::Refused("REFUSED".into(), reasons));
     }
     if dry_run {
         let mut human = format!(
