@@ -765,32 +765,71 @@ async fn execute(
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
     // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
-    let ids = snapshot_ids_of(&rec);
+    let mut rec = rec;
+    let mut objects = objects;
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let mut attempt = 0;
     let table = loop {
         attempt += 1;
+        let ids = snapshot_ids_of(&rec);
         let (table, cat, ident) = ctx.catalog_table(source).await?;
-        // The generation the acceptance compared is the one committed against; any other is checked again.
+        // The generation the acceptance compared is the one committed against; on any other the candidate is
+        // re-judged first: what the new generation keeps leaves it as PROTECTED (before any delete).
         if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
             && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
         {
             let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
+            let current = crate::ops::plan::world_stamp(&table, policy, reg, Some(&tag_prefix)).await?;
             let plan = crate::govern::closure::plan(&input);
             let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
-            if !r.unchanged() || !r.unreadable.is_empty() {
+            let nothing_done = reg
+                .object_states(candidate_id)
+                .await?
+                .iter()
+                .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
+            if !r.unreadable.is_empty() || (!r.unchanged() && (!nothing_done || r.objects.is_empty())) {
                 return Err(Error::corrupt(
                     table.metadata_uri(),
                     format!(
                         "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
-                         catalog commit, and the new generation keeps part of it ({} snapshot(s), {} object(s)) or \
-                         cannot be read; nothing was deleted",
-                        r.released_snapshots.len(),
-                        r.released_objects.len()
+                         catalog commit, and the new generation keeps part of it (snapshots {:?}, objects {:?}) or \
+                         cannot be read (snapshots {:?}); nothing more was deleted",
+                        r.released_snapshots,
+                        r.released_objects,
+                        r.unreadable
                     ),
                 ));
             }
+            if !r.unchanged() {
+                let record = serde_json::json!({
+                    "at": ctx.now().to_rfc3339(),
+                    "from": rec.stamp,
+                    "to": current,
+                    "released_snapshots": r.released_snapshots.iter()
+                        .map(|(id, why)| serde_json::json!({"snapshot_id": id, "reason": why})).collect::<Vec<_>>(),
+                    "released_objects": r.released_objects.iter()
+                        .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
+                    "snapshot_ids": r.snapshot_ids,
+                    "objects": r.objects.len(),
+                    "after_acceptance": true,
+                });
+                let mut candidate = rec.candidate.clone();
+                candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
+                candidate["objects"] =
+                    serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
+                candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
+                candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
+                let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
+                reg.candidate_rebase(candidate_id, &rec.stamp, &current, &candidate, &released, &record, ctx.now())
+                    .await?;
+                rec = reg.candidate(candidate_id).await?;
+                objects = objects_of(&rec);
+                if attempt < COMMIT_ATTEMPTS {
+                    continue;
+                }
+            }
         }
+        let ids = snapshot_ids_of(&rec);
         let tags: Vec<String> = table
             .refs()
             .keys()

@@ -406,7 +406,8 @@ impl Registry {
     }
 
     /// Rebases a quarantined candidate onto a later table generation, in one write transaction: only while it is
-    /// `QUARANTINED` or `RESTORE_VERIFIED` and its stamp is still `from` (another purge may have rebased it
+    /// `QUARANTINED` or `RESTORE_VERIFIED` (or `DELETE_APPROVED` with no object deleted yet: the purge's catalog
+    /// commit lost a race) and its stamp is still `from` (another purge may have rebased it
     /// first: then nothing is written and `false` comes back). The candidate's snapshots and inventory become
     /// `candidate`, its stamp `to`; each object in `released` leaves it as `PROTECTED`; `record` (from/to
     /// generation, what was released and why) is appended to the quarantine's `rebases` and to the event log.
@@ -428,10 +429,23 @@ impl Registry {
         const OP: &str = "candidate_rebase";
         let mut change = self.change(OP).await?;
         let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
-        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+        // An approved candidate is rebased only before its first delete (its catalog commit lost a race).
+        let untouched: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM object_states WHERE candidate_id = $1 AND state IN ('DELETED', 'VERIFIED', 'DELETE_UNKNOWN')",
+        )
+        .bind(candidate_id)
+        .fetch_one(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+        let approved_untouched = rec.state == State::DeleteApproved && untouched == 0;
+        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) && !approved_untouched {
             return Err(RegistryError::Invalid {
                 field: "state",
-                reason: format!("candidate {candidate_id} is {}: only a quarantined candidate is rebased", rec.state),
+                reason: format!(
+                    "candidate {candidate_id} is {}: only a quarantined candidate, or an approved one before its first \
+                     delete, is rebased",
+                    rec.state
+                ),
             });
         }
         if rec.stamp != *from {
@@ -460,7 +474,7 @@ impl Registry {
         for path in released {
             sqlx::query(
                 "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 \
-                 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED')",
+                 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED', 'DELETE_APPROVED')",
             )
             .bind(State::Protected.as_str())
             .bind(fmt_time(now))
