@@ -125,7 +125,7 @@ fn release_removes_the_tags_and_the_next_plan_proposes_the_snapshots_again() {
 
 #[test]
 fn a_protected_candidate_is_released_and_its_leased_snapshot_stays_protected() {
-    // A lease on one of the candidate's snapshots sends it to PROTECTED at the purge: release is its way out.
+    // A candidate the table keeps whole is PROTECTED: release is its way out.
     let g = Gov::new("");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
@@ -145,6 +145,10 @@ fn a_protected_candidate_is_released_and_its_leased_snapshot_stays_protected() {
         "1d",
     ])
     .expect_code(0);
+    // A lease on one snapshot alone is rebased away by the purge; a table-wide hold covers the candidate whole
+    // and sends it to PROTECTED at once.
+    g.on_table(&["hold", "set", "--scope", "table", "--reason", "legal review"])
+        .expect_code(0);
     g.purge(id, Some(&ev), &[]).expect_code(1);
     assert_eq!(state(&g, id)["candidate"]["state"], "PROTECTED");
 
