@@ -381,8 +381,16 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         }
     }
     let keep: HashSet<i64> = out.snapshot_ids.iter().copied().collect();
-    let outside: Vec<&SnapshotInfo> = input.snapshots.iter().filter(|s| !keep.contains(&s.snapshot_id)).collect();
-    out.unreadable = outside.iter().filter(|s| s.objects.is_none()).map(|s| s.snapshot_id).collect();
+    let outside: Vec<&SnapshotInfo> = input
+        .snapshots
+        .iter()
+        .filter(|s| !keep.contains(&s.snapshot_id))
+        .collect();
+    out.unreadable = outside
+        .iter()
+        .filter(|s| s.objects.is_none())
+        .map(|s| s.snapshot_id)
+        .collect();
     let referenced: HashSet<&str> = distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref()))
         .into_iter()
         .map(|o| o.path.as_str())

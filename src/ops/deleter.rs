@@ -656,7 +656,10 @@ async fn rebase(
             .iter()
             .map(|(id, why)| format!("snapshot {id}: {why}"))
             .collect();
-        let text = format!("every snapshot of the candidate is kept by the table now: {}", why.join("; "));
+        let text = format!(
+            "every snapshot of the candidate is kept by the table now: {}",
+            why.join("; ")
+        );
         let mut reasons = vec![format!("the candidate is now PROTECTED: {text}")];
         if !dry_run {
             if rec.state.can_move_to(State::Protected) {
@@ -689,8 +692,14 @@ async fn rebase(
             human.push_str(&format!("  kept: {p} ({why})\n"));
         }
         let by = BTreeMap::from([
-            ("would_delete".to_owned(), r.objects.iter().map(|o| o.path.clone()).collect()),
-            ("would_protect".to_owned(), r.released_objects.iter().map(|(p, _)| p.clone()).collect()),
+            (
+                "would_delete".to_owned(),
+                r.objects.iter().map(|o| o.path.clone()).collect(),
+            ),
+            (
+                "would_protect".to_owned(),
+                r.released_objects.iter().map(|(p, _)| p.clone()).collect(),
+            ),
         ]);
         return Ok(Rebased::DryRun(Outcome::new(
             Verdict::Ok,
@@ -711,7 +720,15 @@ async fn rebase(
     candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
     let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
     if !reg
-        .candidate_rebase(&rec.candidate_id, &rec.stamp, current, &candidate, &released, &record, now)
+        .candidate_rebase(
+            &rec.candidate_id,
+            &rec.stamp,
+            current,
+            &candidate,
+            &released,
+            &record,
+            now,
+        )
         .await?
     {
         return Ok(Rebased::Refused(
@@ -794,9 +811,7 @@ async fn execute(
                         "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
                          catalog commit, and the new generation keeps part of it (snapshots {:?}, objects {:?}) or \
                          cannot be read (snapshots {:?}); nothing more was deleted",
-                        r.released_snapshots,
-                        r.released_objects,
-                        r.unreadable
+                        r.released_snapshots, r.released_objects, r.unreadable
                     ),
                 ));
             }
@@ -820,8 +835,16 @@ async fn execute(
                 candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
                 candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
                 let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
-                reg.candidate_rebase(candidate_id, &rec.stamp, &current, &candidate, &released, &record, ctx.now())
-                    .await?;
+                reg.candidate_rebase(
+                    candidate_id,
+                    &rec.stamp,
+                    &current,
+                    &candidate,
+                    &released,
+                    &record,
+                    ctx.now(),
+                )
+                .await?;
                 rec = reg.candidate(candidate_id).await?;
                 objects = objects_of(&rec);
                 if attempt < COMMIT_ATTEMPTS {

@@ -855,7 +855,9 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
 /// elsewhere).
 fn summary_of(g: &Gov, purge: &Value) -> Value {
     let uri = purge["summary"].as_str().expect("a summary");
-    let path = uri.strip_prefix("file://").map_or_else(|| g.dir.join(uri), PathBuf::from);
+    let path = uri
+        .strip_prefix("file://")
+        .map_or_else(|| g.dir.join(uri), PathBuf::from);
     let bytes = std::fs::read(&path).unwrap();
     lakedrill::evidence::peek_unverified(&bytes).unwrap()["predicate"].clone()
 }
@@ -916,7 +918,10 @@ fn purge_rebases_when_the_world_changed() {
         assert_eq!(p["status"], "VERIFIED", "{p}");
         let s = summary_of(&g, &p);
         let rebase = &s["rebases"][0];
-        assert_ne!(rebase["from"]["metadata_location"], rebase["to"]["metadata_location"], "{s}");
+        assert_ne!(
+            rebase["from"]["metadata_location"], rebase["to"]["metadata_location"],
+            "{s}"
+        );
         pyiceberg_reads_everything(&g);
     }
 
@@ -967,7 +972,8 @@ fn purge_rebases_when_the_world_changed() {
         assert_eq!(v["status"], "VERIFIED", "{v}");
         let kept = v["objects"]["PROTECTED"].as_array().unwrap();
         assert!(
-            kept.iter().any(|p| p.as_str().unwrap().contains(&format!("snap-{sid}-"))),
+            kept.iter()
+                .any(|p| p.as_str().unwrap().contains(&format!("snap-{sid}-"))),
             "the tagged snapshot's manifest list is kept: {v}"
         );
         let s = summary_of(&g, &v);
