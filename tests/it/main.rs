@@ -21,6 +21,7 @@ mod interop;
 mod keys;
 mod malformed;
 mod operator;
+mod retire;
 mod rollout;
 mod s3;
 mod scan;
