@@ -25,7 +25,8 @@
 //!
 //! The wing (pure and synchronous: no storage, registry or async): this file is DSSE and in-toto;
 //! `evidence/keys.rs` the Ed25519 keys and trust stores, `evidence/inventory.rs` a bundle's inventory and
-//! root, `evidence/predicate.rs` the drill report, `evidence/fault_matrix.rs` the fault-matrix report. It
+//! root, `evidence/predicate.rs` the drill report, `evidence/fault_matrix.rs` the fault-matrix report,
+//! `evidence/retirement.rs` the retirement record a purge writes beside each bundle it retired. It
 //! may use `model` and the ground files.
 
 pub mod inventory;
@@ -35,6 +36,8 @@ pub mod predicate;
 pub mod fault_matrix;
 
 pub mod keys;
+
+pub mod retirement;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -22,5 +22,6 @@ pub mod protect;
 pub mod quarantine;
 pub mod recover;
 pub mod report_merge;
+pub mod retire;
 pub mod rollout;
 pub mod runbook;

@@ -49,6 +49,15 @@ pub struct SampleInfo {
     pub size: usize,
     /// Bundle ids, in sampling order.
     pub selected: Vec<String>,
+    /// Quarantine drills: bundles left out of the population because a valid retirement record says their
+    /// candidate was purged (`crate::evidence::retirement`). Absent when none, so older reports keep their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retired: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One sampled item's result.

@@ -45,6 +45,7 @@ use crate::govern::policy::{ObjectVersioning, Policy};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::plan::QUARANTINE_TAG_PREFIX;
+use crate::ops::retire::retire_bundles;
 use crate::registry::{Acceptance, CandidateRecord, PurgeBaseline, Registry, State};
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
@@ -1165,6 +1166,7 @@ async fn finish(
         }
         summary_uri = Some(uri);
     }
+    retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref()).await?;
     let status = if !halted.is_empty() {
         "HALTED"
     } else if all_verified {

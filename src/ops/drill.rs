@@ -9,6 +9,13 @@
 //!
 //! The gate is `PASS` only when every sampled item is `RESTORE_VERIFIED`. A drill never writes to
 //! the tables or bundles it checks.
+//!
+//! Bundles after purge: a quarantine drill leaves out of its population every bundle beside which a finished
+//! purge wrote a retirement record ([`crate::evidence::retirement`]) that verifies under the plan's trust store
+//! and names that bundle (its id, root and envelope digest), and counts them in the report (`sample.retired`):
+//! a drill never fails because the deleter did its job. A record that does not verify, or names another
+//! bundle, is a finding on the bundle it lies beside; that bundle stays in the population and is drilled
+//! whatever the sample (after the seeded selection), so the drill fails naming the record.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,6 +33,7 @@ use crate::evidence::keys::{self, TrustStore};
 pub use crate::evidence::predicate::{
     DrillInfo, DrillPredicate, DrillResult, PREDICATE_TYPE, SampleInfo, Shard, Summary,
 };
+use crate::evidence::retirement::{self, BundleIdentity, RECORD_FILE};
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
 use crate::model::findings::Finding;
@@ -250,6 +258,19 @@ pub async fn run_with(
         }
         population = keep;
     }
+    let (population, retired, mut unretired) = if cold {
+        (population, 0, BTreeMap::new())
+    } else {
+        partition_retired(storage, &source, population, &trust).await?
+    };
+    if population.is_empty() && retired > 0 {
+        return Err(Error::invalid(
+            &source,
+            format!(
+                "holds no bundle to drill: all {retired} of its bundles are retired (their candidates were purged)"
+            ),
+        ));
+    }
     if population.is_empty() {
         return Err(Error::invalid(
             &source,
@@ -257,7 +278,13 @@ pub async fn run_with(
         ));
     }
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
-    let picks = sample_indices(seed, population.len(), plan.sample);
+    let mut picks = sample_indices(seed, population.len(), plan.sample);
+    // A bundle whose retirement record is a finding is drilled whatever the sample.
+    for (i, dir) in population.iter().enumerate() {
+        if unretired.contains_key(dir) && !picks.contains(&i) {
+            picks.push(i);
+        }
+    }
     let selected: Vec<String> = picks
         .iter()
         .map(|i| location::file_name(&population[*i]).to_owned())
@@ -302,7 +329,7 @@ pub async fn run_with(
             continue;
         }
         let t0 = clock.now();
-        let r = bundle::verify(
+        let mut r = bundle::verify(
             storage,
             dir,
             &trust,
@@ -313,6 +340,10 @@ pub async fn run_with(
         )
         .await?;
         let t1 = clock.now();
+        if let Some(f) = unretired.remove(dir) {
+            r.findings.push(f);
+            r.status = RestoreStatus::Failed;
+        }
         #[allow(clippy::cast_precision_loss)]
         let rto = (t1 - t0).num_milliseconds() as f64 / 1000.0;
         let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
@@ -391,6 +422,7 @@ pub async fn run_with(
             population: population.len(),
             size: selected.len(),
             selected,
+            retired,
         },
         results,
         summary: Summary::of(passed, failed),
@@ -422,6 +454,64 @@ pub async fn run_with(
         human_report,
         predicate,
     })
+}
+
+/// Splits a quarantine drill's population: bundles with no retirement record stay; those whose record
+/// verifies under `trust` and names them (id, root and envelope digest, against the bundle's own verified
+/// envelope) are counted and leave; those whose record does not stay, each with its finding (naming the record).
+async fn partition_retired(
+    storage: &Storage,
+    source: &str,
+    population: Vec<String>,
+    trust: &TrustStore,
+) -> Result<(Vec<String>, usize, BTreeMap<String, Finding>)> {
+    let suffix = format!("/{RECORD_FILE}");
+    let records: std::collections::BTreeSet<String> = storage
+        .list(&location::canonical_uri(source)?)
+        .await?
+        .into_iter()
+        .map(|o| o.uri)
+        .filter(|u| u.ends_with(&suffix))
+        .collect();
+    let mut keep = Vec::with_capacity(population.len());
+    let mut retired = 0;
+    let mut unretired = BTreeMap::new();
+    for dir in population {
+        let record_uri = location::join(&dir, RECORD_FILE);
+        if !records.contains(&record_uri) {
+            keep.push(dir);
+            continue;
+        }
+        let record = storage.get(&record_uri).await?.bytes;
+        let envelope = storage.get(&location::join(&dir, bundle::ENVELOPE_FILE)).await?.bytes;
+        let checked = match evidence::verify(&envelope, trust) {
+            Err(f) => Err(Finding::new(
+                crate::model::findings::FindingKind::BundleSignature,
+                &record_uri,
+                Some("a bundle that verifies, to check its retirement record against".into()),
+                Some(format!(
+                    "the bundle envelope does not verify ({f}); the bundle is not retired"
+                )),
+            )),
+            Ok(v) => {
+                let sha = evidence::sha256_hex(&envelope);
+                let bundle = BundleIdentity {
+                    bundle_id: location::file_name(&dir),
+                    bundle_root: v.predicate()["bundle_root"].as_str().unwrap_or_default(),
+                    envelope_sha256: &sha,
+                };
+                retirement::check(&record, trust, &bundle).map_err(|p| p.finding(&record_uri))
+            }
+        };
+        match checked {
+            Ok(_) => retired += 1,
+            Err(f) => {
+                unretired.insert(dir.clone(), f);
+                keep.push(dir);
+            }
+        }
+    }
+    Ok((keep, retired, unretired))
 }
 
 /// One item of a cold-backup drill: a full recovery into `<scratch>/<bundle id>`, its RTO against
@@ -605,6 +695,13 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
         "sample: seed {}  population {}  size {}",
         p.sample.seed, p.sample.population, p.sample.size
     );
+    if p.sample.retired > 0 {
+        let _ = writeln!(
+            s,
+            "retired: {} bundles left out (a valid retirement record: their candidates were purged)",
+            p.sample.retired
+        );
+    }
     let _ = writeln!(s, "implementation sha256 {}", p.drill.implementation_digest);
     let _ = writeln!(
         s,

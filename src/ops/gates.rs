@@ -8,6 +8,9 @@
 //!    inventory objects of a finished candidate (`DELETED`/`VERIFIED`) that are not deleted. Must be 0.
 //! 3. `weekly_restores`: the newest signed `quarantine` drill report within the window (default 7 days)
 //!    verifies, sampled 30 bundles (or every bundle when fewer exist) and all passed root verification.
+//!    Bundles a finished purge retired are outside the drill's population (the drill counts them in
+//!    `sample.retired`, shown here as `retired`), so a purge never turns this gate FAIL. The gates read
+//!    reports and the registry only, never a bundle.
 //! 4. `quarterly_recovery`: the newest signed `cold-backup` drill report within the window (default 92
 //!    days) verifies, its gate is `PASS` (every table recovered under its RTO limit) and every recovered
 //!    snapshot is the declared checkpoint.
@@ -375,7 +378,8 @@ async fn report_gates(storage: &Storage, src: &ReportSource<'_>, now: DateTime<U
                 "weekly_restores",
                 pass,
                 serde_json::json!({"report": uri, "finished_at": p.finished_at, "sampled": p.sample.size,
-                    "population": p.sample.population, "passed": p.summary.passed, "failed": p.summary.failed}),
+                    "population": p.sample.population, "retired": p.sample.retired,
+                    "passed": p.summary.passed, "failed": p.summary.failed}),
                 format!(
                     "{} of {} sampled bundles passed (population {}, wanted {want}) in {uri}",
                     p.summary.passed, p.sample.size, p.sample.population

@@ -432,6 +432,7 @@ mod tests {
                 population: 2,
                 size: 1,
                 selected: vec!["b".into()],
+                retired: 0,
             },
             results: vec![DrillResult {
                 bundle_id: "b\"><img src=x>".into(),

@@ -22,6 +22,7 @@ mod keys;
 mod malformed;
 mod operator;
 mod release;
+mod retire;
 mod rollout;
 mod s3;
 mod scan;

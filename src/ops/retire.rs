@@ -1,0 +1,101 @@
+//! Retiring the bundles of a finished purge: beside each bundle of the candidate, a signed retirement record
+//! (`<bundle folder>/retired.dsse.json`, format in [`crate::evidence::retirement`]) that names the bundle's
+//! root and the purge summary, so that drills leave the bundle out of their population instead of finding its
+//! purged data missing.
+//!
+//! It writes only once a purge has finished: the candidate is `VERIFIED` (every object of its inventory shown
+//! gone) and its signed summary exists. Records are write-once ([`crate::io::store::Storage::put_new`]); a
+//! bundle that already has one keeps it, so a resumed purge or a `reconcile` of a finished candidate writes
+//! exactly the records that are missing. It deletes nothing and never touches the table. It may use what
+//! the `ops` wing may use; it reads the candidate's bundles from the quarantine record in the registry.
+
+use bytes::Bytes;
+
+use crate::bundle::ENVELOPE_FILE;
+use crate::error::{Error, Result};
+use crate::evidence::keys::SigningKey;
+use crate::evidence::retirement::{self, RECORD_FILE, RetirementPredicate};
+use crate::evidence::{self};
+use crate::model::location;
+use crate::ops::context::Context;
+use crate::registry::{Registry, State};
+
+/// Writes the retirement record of every bundle of `candidate_id` once its purge finished (the candidate is
+/// `VERIFIED` and `summary_uri` names its signed summary); does nothing otherwise. Returns the records'
+/// URIs, those written now and those already there.
+///
+/// # Errors
+/// Registry and storage errors, naming the bundle and saying that the purge itself is complete and how to
+/// write the missing records (`lakedrill reconcile CANDIDATE`).
+pub async fn retire_bundles(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    key: &SigningKey,
+    summary_uri: Option<&str>,
+) -> Result<Vec<String>> {
+    let Some(summary_uri) = summary_uri else {
+        return Ok(Vec::new());
+    };
+    let rec = reg.candidate(candidate_id).await?;
+    if rec.state != State::Verified {
+        return Ok(Vec::new());
+    }
+    let unfinished = |what: &str, e: &Error| {
+        Error::invalid(
+            what,
+            format!(
+                "the purge of {candidate_id} is VERIFIED, but its retirement record could not be written ({e}); \
+                 `lakedrill reconcile {candidate_id}` writes the missing records"
+            ),
+        )
+    };
+    let summary = ctx
+        .storage
+        .get(summary_uri)
+        .await
+        .map_err(|e| unfinished(summary_uri, &e))?;
+    let summary_sha256 = evidence::sha256_hex(&summary.bytes);
+    let bundles = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default();
+    let now = ctx.now().to_rfc3339();
+    let mut out = Vec::with_capacity(bundles.len());
+    for b in &bundles {
+        let (Some(dir), Some(root)) = (b["uri"].as_str(), b["bundle_root"].as_str()) else {
+            return Err(Error::Internal(format!(
+                "candidate {candidate_id}: a recorded bundle without uri or bundle_root: {b}"
+            )));
+        };
+        let bundle_id = b["bundle_id"]
+            .as_str()
+            .map_or_else(|| location::file_name(dir).to_owned(), str::to_owned);
+        let uri = location::join(dir, RECORD_FILE);
+        let written = async {
+            if ctx.storage.head(&uri).await?.is_some() {
+                return Ok(());
+            }
+            let envelope = ctx.storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+            let p = RetirementPredicate {
+                bundle_id: bundle_id.clone(),
+                bundle_root: root.to_owned(),
+                candidate_id: candidate_id.to_owned(),
+                purge_summary: summary_uri.to_owned(),
+                purge_summary_sha256: summary_sha256.clone(),
+                retired_at: now.clone(),
+            };
+            let st = retirement::statement(&p, &evidence::sha256_hex(&envelope));
+            let bytes = Bytes::from(evidence::sign_statement(&st, key).to_json_bytes());
+            match ctx.storage.put_new(&uri, bytes).await {
+                // Another run of this candidate wrote it meanwhile: write-once, theirs stays.
+                Ok(_) | Err(Error::AlreadyExists { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        written.await.map_err(|e: Error| unfinished(&uri, &e))?;
+        out.push(uri);
+    }
+    Ok(out)
+}

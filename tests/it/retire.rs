@@ -1,0 +1,224 @@
+//! Bundles after purge (issue 18, point 3), through the CLI on a fresh PyIceberg table whose candidate holds
+//! real Parquet data files: the purge writes a signed retirement record beside each bundle, the next drill over
+//! the same bundles folder passes with them counted as retired, the gates pass, and a tampered or copied record
+//! is a finding naming it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::deleter_safety::add_bulk_files;
+use crate::gates::{gate, gates};
+use crate::governance::Gov;
+
+fn local(uri: &str) -> PathBuf {
+    PathBuf::from(uri.trim_start_matches("file://"))
+}
+
+/// `drill run` of the plan `g.drill("bundles")` wrote, with its exit code checked.
+fn drill_again(g: &Gov, code: i32) -> Value {
+    let plan = g.dir.join("drill-bundles.toml");
+    g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(code)
+        .json()
+}
+
+/// The findings of a drill output, as `(bundle id, kind, path)`.
+fn findings(d: &Value) -> Vec<(String, String, String)> {
+    d["predicate"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["findings"].as_array().unwrap().iter().map(move |f| {
+                (
+                    r["bundle_id"].as_str().unwrap().to_owned(),
+                    f["kind"].as_str().unwrap().to_owned(),
+                    f["path"].as_str().unwrap().to_owned(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Changes one character of the envelope's base64 payload (to another base64 character).
+fn change_a_payload_byte(path: &Path) {
+    let mut b = std::fs::read(path).unwrap();
+    let at = b.windows(12).position(|w| w == b"\"payload\": \"").unwrap() + 12 + 40;
+    b[at] = if b[at] == b'A' { b'B' } else { b'A' };
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn a_purge_that_deleted_data_files_retires_its_bundles_and_the_next_drill_passes() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 3);
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let data: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "data")
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        data.iter().filter(|p| p.contains("data/bulk/")).count() == 3,
+        "the candidate owns the bulk data files: {c}"
+    );
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundles: Vec<Value> = q["bundles"].as_array().unwrap().clone();
+    assert!(!bundles.is_empty(), "{q}");
+    // A bundle of the current snapshot in the same folder: it stays in the drill population after the purge.
+    let current = g.py("print(t.current_snapshot().snapshot_id)");
+    let sealed = g
+        .on_table(&[
+            "--json",
+            "seal",
+            "--snapshot-id",
+            &current,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--out",
+            "bundles",
+        ])
+        .expect_code(0)
+        .json();
+    let live = local(sealed["uri"].as_str().unwrap());
+    let ev = g.drill("bundles");
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    for path in &data {
+        assert!(!g.table_root().join(path).exists(), "{path} was deleted");
+    }
+
+    // One signed retirement record beside each bundle of the candidate, naming its root and the summary.
+    let summary_uri = p["summary"].as_str().unwrap();
+    let summary_sha = lakedrill::evidence::sha256_hex(&std::fs::read(local(summary_uri)).unwrap());
+    let trust = lakedrill::evidence::keys::TrustStore::load_dir(&g.dir.join("keys/trust")).unwrap();
+    for b in &bundles {
+        let dir = local(b["uri"].as_str().unwrap());
+        let bytes = std::fs::read(dir.join("retired.dsse.json")).unwrap();
+        let v = lakedrill::evidence::verify(&bytes, &trust).unwrap();
+        assert_eq!(v.predicate_type(), lakedrill::evidence::retirement::PREDICATE_TYPE);
+        let pr = v.predicate();
+        assert_eq!(pr["bundle_root"], b["bundle_root"], "{pr}");
+        assert_eq!(pr["bundle_id"], b["bundle_id"], "{pr}");
+        assert_eq!(pr["candidate_id"], id.as_str(), "{pr}");
+        assert_eq!(pr["purge_summary"], summary_uri, "{pr}");
+        assert_eq!(pr["purge_summary_sha256"], summary_sha.as_str(), "{pr}");
+        assert_eq!(v.subjects()[0].digest["blake3"], b["bundle_root"].as_str().unwrap());
+    }
+    assert!(
+        !live.join("retired.dsse.json").exists(),
+        "the live bundle is not retired"
+    );
+
+    // The next weekly drill over the same folder passes: the purged bundles are counted as retired.
+    let d = drill_again(&g, 0);
+    let sample = &d["predicate"]["sample"];
+    assert_eq!(d["predicate"]["summary"]["gate"], "PASS", "{d}");
+    assert_eq!(sample["retired"], bundles.len(), "{sample}");
+    assert_eq!(sample["population"], 1, "{sample}");
+    assert_eq!(sample["selected"], serde_json::json!([sealed["bundle_id"]]), "{sample}");
+    let text = std::fs::read_to_string(local(d["human_report"].as_str().unwrap())).unwrap();
+    assert!(text.contains(&format!("retired: {} bundles", bundles.len())), "{text}");
+    // `audit verify` accepts the report with its new field.
+    g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        d["report"].as_str().unwrap(),
+        "--trust",
+        "keys",
+    ])
+    .expect_code(0);
+
+    // gates --trust passes (a quarterly recovery drill too, as the gate wants one).
+    g.on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
+        .expect_code(0);
+    let quarterly = g.dir.join("quarterly.toml");
+    std::fs::write(
+        &quarterly,
+        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
+         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    g.run(&["--json", "drill", "run", quarterly.to_str().unwrap()])
+        .expect_code(0);
+    let v = gates(&g).expect_code(0).json();
+    assert_eq!(v["gate"], "PASS", "{v}");
+    let weekly = gate(&v, "weekly_restores");
+    assert_eq!(weekly["status"], "PASS", "{weekly}");
+    assert_eq!(weekly["figures"]["retired"], bundles.len(), "{weekly}");
+
+    // A changed byte in a record: the bundle stays in the population, and the drill fails naming the record.
+    let first = local(bundles[0]["uri"].as_str().unwrap());
+    let record = first.join("retired.dsse.json");
+    let good = std::fs::read(&record).unwrap();
+    change_a_payload_byte(&record);
+    let d = drill_again(&g, 1);
+    assert_eq!(d["predicate"]["summary"]["gate"], "FAIL", "{d}");
+    // (`retired` is absent from the report when it is 0.)
+    let retired = d["predicate"]["sample"]["retired"].as_u64().unwrap_or(0);
+    assert_eq!(retired, bundles.len() as u64 - 1, "{d}");
+    let f = findings(&d);
+    let bundle_id = bundles[0]["bundle_id"].as_str().unwrap();
+    assert!(
+        f.iter().any(|(b, kind, path)| b == bundle_id
+            && kind == "BUNDLE_SIGNATURE"
+            && path.ends_with(&format!("{bundle_id}/retired.dsse.json"))),
+        "a finding on the bundle names its record: {f:?}"
+    );
+    std::fs::write(&record, &good).unwrap();
+    drill_again(&g, 0);
+
+    // A record copied from a retired bundle beside the live one names another bundle: a finding on it.
+    std::fs::copy(&record, live.join("retired.dsse.json")).unwrap();
+    let d = drill_again(&g, 1);
+    let live_id = sealed["bundle_id"].as_str().unwrap();
+    let f = findings(&d);
+    assert!(
+        f.iter().any(|(b, kind, path)| b == live_id
+            && kind == "SUBJECT_MISMATCH"
+            && path.ends_with(&format!("{live_id}/retired.dsse.json"))),
+        "the copied record is a finding on the live bundle: {f:?}"
+    );
+    std::fs::remove_file(live.join("retired.dsse.json")).unwrap();
+
+    // A missing record (a purge that died after its last delete) is written by `reconcile`.
+    std::fs::remove_file(&record).unwrap();
+    g.on_table(&[
+        "--json",
+        "reconcile",
+        &id,
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--receipts",
+        "receipts",
+    ])
+    .expect_code(0);
+    assert!(record.exists(), "reconcile wrote the missing record");
+    let d = drill_again(&g, 0);
+    assert_eq!(d["predicate"]["sample"]["retired"], bundles.len(), "{d}");
+}
+
+#[test]
+fn a_folder_of_retired_bundles_only_is_named_as_such() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 1);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.purge(id, Some(&ev), &[]).expect_code(0);
+    let plan = g.dir.join("drill-bundles.toml");
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("are retired") || r.stdout.contains("are retired"),
+        "{} {}",
+        r.stdout,
+        r.stderr
+    );
+}
