@@ -610,6 +610,44 @@ fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::regist
     recorded != current
 }
 
+/// The record of one rebase: from/to stamp, what was released and why, what stays.
+fn rebase_record(
+    rec: &CandidateRecord,
+    current: &crate::registry::WorldStamp,
+    r: &crate::govern::closure::Rebase,
+    now: chrono::DateTime<Utc>,
+    after_acceptance: bool,
+) -> serde_json::Value {
+    let mut record = serde_json::json!({
+        "at": now.to_rfc3339(),
+        "from": rec.stamp,
+        "to": current,
+        "released_snapshots": r.released_snapshots.iter()
+            .map(|(id, why)| serde_json::json!({"snapshot_id": id, "reason": why})).collect::<Vec<_>>(),
+        "released_objects": r.released_objects.iter()
+            .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
+        "snapshot_ids": r.snapshot_ids,
+        "objects": r.objects.len(),
+    });
+    if after_acceptance {
+        record["after_acceptance"] = serde_json::json!(true);
+    }
+    record
+}
+
+/// The candidate as a rebase leaves it (its snapshots, inventory, bytes and root), and the paths it releases.
+fn rebased_candidate(
+    rec: &CandidateRecord,
+    r: &crate::govern::closure::Rebase,
+) -> Result<(serde_json::Value, Vec<String>)> {
+    let mut candidate = rec.candidate.clone();
+    candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
+    candidate["objects"] = serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
+    candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
+    candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
+    Ok((candidate, r.released_objects.iter().map(|(p, _)| p.clone()).collect()))
+}
+
 /// Re-judges a quarantined candidate at the table's current generation (`input`, gathered with its own
 /// quarantine tags left out): what is still eligible stays, what became protected leaves as `PROTECTED` with
 /// its reason, and the candidate's stamp becomes `current`, all in one registry transaction
@@ -640,17 +678,7 @@ async fn rebase(
             ),
         ));
     }
-    let record = serde_json::json!({
-        "at": now.to_rfc3339(),
-        "from": rec.stamp,
-        "to": current,
-        "released_snapshots": r.released_snapshots.iter()
-            .map(|(id, why)| serde_json::json!({"snapshot_id": id, "reason": why})).collect::<Vec<_>>(),
-        "released_objects": r.released_objects.iter()
-            .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
-        "snapshot_ids": r.snapshot_ids,
-        "objects": r.objects.len(),
-    });
+    let record = rebase_record(rec, current, &r, now, false);
     if r.objects.is_empty() || r.snapshot_ids.is_empty() {
         let why: Vec<String> = r
             .released_snapshots
@@ -714,12 +742,7 @@ async fn rebase(
             human,
         )?));
     }
-    let mut candidate = rec.candidate.clone();
-    candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
-    candidate["objects"] = serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
-    candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
-    candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
-    let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
+    let (candidate, released) = rebased_candidate(rec, &r)?;
     if !reg
         .candidate_rebase(
             &rec.candidate_id,
@@ -817,25 +840,8 @@ async fn execute(
                 ));
             }
             if !r.unchanged() {
-                let record = serde_json::json!({
-                    "at": ctx.now().to_rfc3339(),
-                    "from": rec.stamp,
-                    "to": current,
-                    "released_snapshots": r.released_snapshots.iter()
-                        .map(|(id, why)| serde_json::json!({"snapshot_id": id, "reason": why})).collect::<Vec<_>>(),
-                    "released_objects": r.released_objects.iter()
-                        .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
-                    "snapshot_ids": r.snapshot_ids,
-                    "objects": r.objects.len(),
-                    "after_acceptance": true,
-                });
-                let mut candidate = rec.candidate.clone();
-                candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
-                candidate["objects"] =
-                    serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
-                candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
-                candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
-                let released: Vec<String> = r.released_objects.iter().map(|(p, _)| p.clone()).collect();
+                let record = rebase_record(&rec, &current, &r, ctx.now(), true);
+                let (candidate, released) = rebased_candidate(&rec, &r)?;
                 reg.candidate_rebase(
                     candidate_id,
                     &rec.stamp,
