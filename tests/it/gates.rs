@@ -28,6 +28,21 @@ pub(crate) fn gate<'a>(v: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no gate {name}: {v}"))
 }
 
+/// A quarterly exercise: back up the table and recover it in a cold-backup drill (the quarterly gate wants one).
+pub(crate) fn quarterly_recovery(g: &Gov) {
+    g.on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
+        .expect_code(0);
+    let plan = g.dir.join("quarterly.toml");
+    std::fs::write(
+        &plan,
+        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
+         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0);
+}
+
 #[test]
 fn gates_report_all_six_with_their_figures() {
     let g = Gov::new("");
@@ -81,18 +96,7 @@ fn gates_report_all_six_with_their_figures() {
         "receipts",
     ])
     .expect_code(0);
-    // A quarterly exercise: back up the table and recover it in a cold-backup drill.
-    g.on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
-        .expect_code(0);
-    let plan = g.dir.join("quarterly.toml");
-    std::fs::write(
-        &plan,
-        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
-         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
-    )
-    .unwrap();
-    g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(0);
+    quarterly_recovery(&g);
 
     let v = gates(&g).expect_code(0).json();
     assert_eq!(v["gate"], "PASS", "{v}");

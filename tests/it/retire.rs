@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::deleter_safety::add_bulk_files;
-use crate::gates::{gate, gates};
+use crate::gates::{gate, gates, quarterly_recovery};
 use crate::governance::Gov;
 
 fn local(uri: &str) -> PathBuf {
@@ -135,17 +135,7 @@ fn a_purge_that_deleted_data_files_retires_its_bundles_and_the_next_drill_passes
     .expect_code(0);
 
     // gates --trust passes (a quarterly recovery drill too, as the gate wants one).
-    g.on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
-        .expect_code(0);
-    let quarterly = g.dir.join("quarterly.toml");
-    std::fs::write(
-        &quarterly,
-        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
-         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
-    )
-    .unwrap();
-    g.run(&["--json", "drill", "run", quarterly.to_str().unwrap()])
-        .expect_code(0);
+    quarterly_recovery(&g);
     let v = gates(&g).expect_code(0).json();
     assert_eq!(v["gate"], "PASS", "{v}");
     let weekly = gate(&v, "weekly_restores");
