@@ -423,6 +423,14 @@ pub async fn gates(
         "safety_gates": safety_gates,
         "gate": gate,
     });
+    let mut doc = doc;
+    if verdict == Verdict::Undecided {
+        // The exit-2 contract of `--json`: `error` and `exit_code` beside the rest of the report.
+        doc["error"] = serde_json::Value::String(
+            "cannot decide: the safety gates were not evaluated (give --trust DIR and --reports DIR)".into(),
+        );
+        doc["exit_code"] = serde_json::json!(2);
+    }
     Outcome::new(verdict, &doc, human)
 }
 
