@@ -3,6 +3,10 @@
 //! root and the purge summary, so that drills leave the bundle out of their population instead of finding its
 //! purged data missing.
 //!
+//! The bundles retired are the candidate's own and those a candidate given up earlier (`RELEASED`, or
+//! `PROTECTED`) sealed of one of the snapshots this purge deleted: a released candidate's snapshots return to
+//! the plan, a later candidate purges them, and the old bundles must not fail every drill after.
+//!
 //! It writes only once a purge has finished: the candidate is `VERIFIED` (every object of its inventory shown
 //! gone) and its signed summary exists. Records are write-once ([`crate::io::store::Storage::put_new`]); a
 //! bundle that already has one keeps it, so a resumed purge or a `reconcile` of a finished candidate writes
@@ -21,8 +25,9 @@ use crate::ops::context::Context;
 use crate::registry::{Registry, State};
 
 /// Writes the retirement record of every bundle of `candidate_id` once its purge finished (the candidate is
-/// `VERIFIED` and `summary_uri` names its signed summary); does nothing otherwise. Returns the records'
-/// URIs, those written now and those already there.
+/// `VERIFIED` and `summary_uri` names its signed summary); does nothing otherwise. Also retires the bundles
+/// that released or protected candidates of the same table sealed of a snapshot this purge deleted (their
+/// records name this purge). Returns the records' URIs, those written now and those already there.
 ///
 /// # Errors
 /// Registry and storage errors, naming the bundle and saying that the purge itself is complete and how to
@@ -56,11 +61,29 @@ pub async fn retire_bundles(
         .await
         .map_err(|e| unfinished(summary_uri, &e))?;
     let summary_sha256 = evidence::sha256_hex(&summary.bytes);
-    let bundles = rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
+    let recorded = |c: &crate::registry::CandidateRecord| {
+        c.quarantine
+            .as_ref()
+            .and_then(|q| q["bundles"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let mut bundles = recorded(&rec);
+    // A candidate given up before its purge (RELEASED, or PROTECTED and not yet released) leaves its bundles
+    // behind; once this purge deleted one of their snapshots, they are as stale as this candidate's own.
+    let purged: std::collections::BTreeSet<i64> = rec.candidate["snapshot_ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
         .unwrap_or_default();
+    for other in reg.candidates(&rec.table_uuid).await? {
+        if other.candidate_id == rec.candidate_id || !matches!(other.state, State::Released | State::Protected) {
+            continue;
+        }
+        bundles.extend(
+            recorded(&other)
+                .into_iter()
+                .filter(|b| b["snapshot_id"].as_i64().is_some_and(|s| purged.contains(&s))),
+        );
+    }
     let now = ctx.now().to_rfc3339();
     let mut out = Vec::with_capacity(bundles.len());
     for b in &bundles {

@@ -212,3 +212,70 @@ fn a_folder_of_retired_bundles_only_is_named_as_such() {
         r.stderr
     );
 }
+
+#[test]
+fn bundles_of_a_released_candidate_retire_with_the_purge_of_their_snapshots() {
+    // A candidate is quarantined and released; the next plan proposes the same snapshots, and that candidate is
+    // quarantined into the same folder and purged (its data files with it). The released candidate's bundles
+    // are of purged snapshots too: the purge retires them, and the next drill passes.
+    let g = Gov::new("");
+    add_bulk_files(&g, 2);
+    let first = g.candidate();
+    let first_id = first["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&first_id, "tag").expect_code(0).json();
+    let released: Vec<PathBuf> = q["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| local(b["uri"].as_str().unwrap()))
+        .collect();
+    g.on_table(&[
+        "--json",
+        "quarantine",
+        "release",
+        &first_id,
+        "--reason",
+        "re-plan after a schema fix",
+    ])
+    .expect_code(0);
+    let again = g.candidate();
+    let id = again["candidate_id"].as_str().unwrap().to_owned();
+    assert_ne!(id, first_id);
+    assert_eq!(again["snapshot_ids"], first["snapshot_ids"], "{again}");
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let own = q["bundles"].as_array().unwrap().len();
+    // A bundle of the current snapshot in the same folder keeps the population from being only retired bundles.
+    let current = g.py("print(t.current_snapshot().snapshot_id)");
+    g.on_table(&[
+        "--json",
+        "seal",
+        "--snapshot-id",
+        &current,
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--out",
+        "bundles",
+    ])
+    .expect_code(0);
+    let ev = g.drill("bundles");
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert!(
+        again["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["layer"] == "data" && !g.table_root().join(o["path"].as_str().unwrap()).exists()),
+        "the purge deleted data files: {again}"
+    );
+    for dir in &released {
+        assert!(dir.join("retired.dsse.json").exists(), "{} is retired", dir.display());
+    }
+    let d = drill_again(&g, 0);
+    assert_eq!(d["predicate"]["summary"]["failed"], 0, "{d}");
+    assert_eq!(
+        d["predicate"]["sample"]["retired"].as_u64(),
+        Some((own + released.len()) as u64),
+        "{d}"
+    );
+}
