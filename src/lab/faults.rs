@@ -107,6 +107,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
             objects_lost: 0,
             lost: Vec::new(),
             unprotected_readers: Vec::new(),
+            content_files: None,
             error: None,
             pass: false,
         };
@@ -121,6 +122,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
                 r.injected = state.injected().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 r.observed = obs.lines;
                 r.unprotected_readers = obs.readers;
+                r.content_files = obs.content;
                 r.objects_lost = lost.len();
                 r.lost = lost.into_iter().take(20).collect();
                 r.pass = obs.holds && r.objects_lost == 0;
@@ -246,7 +248,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::evidence::fault_matrix::check_predicate;
+    use crate::evidence::fault_matrix::{ContentFileFigures, check_predicate};
     use crate::safety::{Check, weakened, with_weakened};
 
     /// Which scenario catches each weakened check (DESIGN: "fault matrix and weakened builds").
@@ -318,6 +320,12 @@ mod tests {
             objects_lost: 1,
             lost: vec!["data/x.parquet".into()],
             unprotected_readers: vec![],
+            content_files: Some(ContentFileFigures {
+                candidate_data_files: 1,
+                candidate_delete_files: 0,
+                data_files_deleted: 2,
+                delete_files_deleted: 0,
+            }),
             error: None,
             pass: true,
         };
@@ -344,6 +352,10 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("objects lost")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("passes although")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("gate PASS")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("more content files than its candidate holds")),
+            "{problems:?}"
+        );
         assert!(check_predicate(&p, Some("other")).iter().any(|p| p.contains("subject")));
     }
 }
