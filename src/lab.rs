@@ -47,13 +47,14 @@ impl ContentFiles {
         out
     }
 
-    /// How many of them are among `paths`: (data files, delete files).
-    pub(crate) fn among<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> (usize, usize) {
+    /// Those of them that are among `paths`.
+    pub(crate) fn among<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> ContentFiles {
         let paths: BTreeSet<&str> = paths.into_iter().collect();
-        (
-            self.data.iter().filter(|p| paths.contains(p.as_str())).count(),
-            self.deletes.iter().filter(|p| paths.contains(p.as_str())).count(),
-        )
+        let keep = |set: &BTreeSet<String>| set.iter().filter(|p| paths.contains(p.as_str())).cloned().collect();
+        ContentFiles {
+            data: keep(&self.data),
+            deletes: keep(&self.deletes),
+        }
     }
 }
 
@@ -78,7 +79,14 @@ mod tests {
             ["data/a.parquet", "data/b.parquet"]
         );
         assert_eq!(c.deletes.len(), 2);
-        assert_eq!(c.among(["data/b.parquet", "data/d-eq.parquet", "metadata/m0.avro"]), (1, 1));
-        assert_eq!(c.among([]), (0, 0));
+        let some = c.among(["data/b.parquet", "data/d-eq.parquet", "metadata/m0.avro"]);
+        assert_eq!(
+            (
+                some.data.into_iter().collect::<Vec<_>>(),
+                some.deletes.into_iter().collect::<Vec<_>>()
+            ),
+            (vec!["data/b.parquet".to_owned()], vec!["data/d-eq.parquet".to_owned()])
+        );
+        assert_eq!(c.among([]), ContentFiles::default());
     }
 }

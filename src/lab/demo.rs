@@ -774,7 +774,8 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         .as_array()
         .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>())
         .unwrap_or_default();
-    let (data_deleted, deletes_deleted) = content.among(deleted);
+    let gone = content.among(deleted);
+    let (data_deleted, deletes_deleted) = (gone.data.len(), gone.deletes.len());
     human.push_str(&format!(
         "content files: {data_deleted} of {} data files and {deletes_deleted} of {} delete files in the candidate deleted and verified\n",
         content.data.len(),

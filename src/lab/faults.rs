@@ -7,7 +7,11 @@
 //! and compares what happened with what is written down as the expected outcome. Every scenario also
 //! counts **objects lost**: objects reachable from a snapshot that was non-deletable when the scenario
 //! started or that the scenario protects (a lease, a hold, a ref, a writer's files), plus any object that
-//! vanished without being part of an accepted inventory. That count must be 0.
+//! vanished without being part of an accepted inventory. That count must be 0, and it speaks about data:
+//! the scratch lakehouse's expiring snapshots reach Parquet data files, every scenario expects its
+//! candidate to hold at least one, and every scenario whose purge completes expects at least one data
+//! file deleted (the report's per-scenario `content_files`). The tables have no delete files (all
+//! rewrites are copy-on-write); delete files are counted the same way where a table has them.
 //!
 //! The matrix passes only if every scenario shows its expected outcome and loses nothing. The report is
 //! an in-toto statement (predicate type [`PREDICATE_TYPE`]) whose subject is the running binary
@@ -214,6 +218,12 @@ pub async fn command(
             s.fault,
             s.expected
         ));
+        if let Some(c) = &s.content_files {
+            human.push_str(&format!(
+                "  content:  {} of {} data files and {} of {} delete files of the candidate deleted\n",
+                c.data_files_deleted, c.candidate_data_files, c.delete_files_deleted, c.candidate_delete_files
+            ));
+        }
         for l in &s.observed {
             human.push_str(&format!("  {l}\n"));
         }
@@ -353,7 +363,9 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("passes although")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("gate PASS")), "{problems:?}");
         assert!(
-            problems.iter().any(|p| p.contains("more content files than its candidate holds")),
+            problems
+                .iter()
+                .any(|p| p.contains("more content files than its candidate holds")),
             "{problems:?}"
         );
         assert!(check_predicate(&p, Some("other")).iter().any(|p| p.contains("subject")));

@@ -13,9 +13,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::evidence::fault_matrix::ContentFileFigures;
 use crate::govern::closure;
-use crate::lab::ContentFiles;
 use crate::io::fault_store::{FaultState, FaultStore};
 use crate::io::store::Storage;
+use crate::lab::ContentFiles;
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::quarantine::QuarantineMode;
@@ -281,8 +281,27 @@ impl Lab {
     /// planned; records their counts in `obs` and expects at least one data file (issue 18 point 5: every
     /// scenario deletes, or refuses to delete, data, not only metadata).
     pub(super) async fn expect_data_in_candidate(&self, obs: &mut Obs, id: &str) -> Result<ContentFiles> {
-        let rec = crate::ops::plan::registry(&self.truth).await?.candidate(id).await?;
-        let content = ContentFiles::of(&rec.candidate["objects"]);
+        // A quarantined candidate's inventory is in the registry; a candidate only planned so far is in a plan
+        // (a plan is report-only: the same world proposes the same candidate id again).
+        let reg = crate::ops::plan::registry(&self.truth).await?;
+        let uuid = self.truth.table(&self.source).await?.metadata().uuid().to_string();
+        let recorded = reg
+            .candidates(&uuid)
+            .await?
+            .into_iter()
+            .find(|c| c.candidate_id == id)
+            .map(|c| c.candidate);
+        let planned = match recorded {
+            Some(c) => Some(c),
+            None => self.plan().await?["candidates"]
+                .as_array()
+                .and_then(|a| a.iter().find(|c| c["candidate_id"] == id).cloned()),
+        };
+        let Some(candidate) = planned else {
+            obs.expect(false, format!("candidate {id} is recorded or planned"));
+            return Ok(ContentFiles::default());
+        };
+        let content = ContentFiles::of(&candidate["objects"]);
         obs.content = Some(ContentFileFigures {
             candidate_data_files: content.data.len(),
             candidate_delete_files: content.deletes.len(),
@@ -301,14 +320,14 @@ impl Lab {
 
     /// Counts the candidate's content files that are deleted: `VERIFIED` in the registry and absent from the
     /// real store's listing; records the counts in `obs` and, when `expect` (a purge that completed), expects
-    /// at least one data file among them.
+    /// at least one data file among them. Returns the deleted ones.
     pub(super) async fn expect_data_deleted(
         &self,
         obs: &mut Obs,
         id: &str,
         content: &ContentFiles,
         expect: bool,
-    ) -> Result<()> {
+    ) -> Result<ContentFiles> {
         let listing = self.listing().await?;
         let states = crate::ops::plan::registry(&self.truth).await?.object_states(id).await?;
         let gone: Vec<&str> = states
@@ -316,7 +335,8 @@ impl Lab {
             .filter(|o| o.state == State::Verified && !listing.contains(&o.path))
             .map(|o| o.path.as_str())
             .collect();
-        let (data, deletes) = content.among(gone);
+        let deleted = content.among(gone);
+        let (data, deletes) = (deleted.data.len(), deleted.deletes.len());
         let figures = obs.content.get_or_insert_with(|| ContentFileFigures {
             candidate_data_files: content.data.len(),
             candidate_delete_files: content.deletes.len(),
@@ -340,7 +360,7 @@ impl Lab {
                 content.deletes.len()
             ));
         }
-        Ok(())
+        Ok(deleted)
     }
 
     /// What must survive: everything reachable from ref heads, the current snapshot, the snapshots valid leases,
@@ -387,7 +407,12 @@ impl Lab {
         must.extend(
             before
                 .iter()
-                .filter(|path| table_held || held_prefixes.iter().any(|h| path.starts_with(h.trim_start_matches('/'))))
+                .filter(|path| {
+                    table_held
+                        || held_prefixes
+                            .iter()
+                            .any(|h| path.starts_with(h.trim_start_matches('/')))
+                })
                 .cloned(),
         );
         must.extend(extra.iter().cloned());

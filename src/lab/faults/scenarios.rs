@@ -92,8 +92,8 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
             "purge ends DELETE_UNKNOWN for exactly the uncertain objects; reconcile settles them; the deleted set equals the inventory",
         ),
         "delete-marker-recovery" => (
-            "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem)",
-            "after the purge every bundle of the candidate still restores (RESTORE_VERIFIED) and the snapshot is brought back as a readable table",
+            "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem, where a purge of data files is final)",
+            "on a versioned bucket every bundle of the candidate still restores after the purge (RESTORE_VERIFIED) and undelete brings every purged object back; on a filesystem every bundle whose data survives restores, the others name exactly their purged data files OBJECT_MISSING; a snapshot is brought back as a readable table",
         ),
         "stale-pass-after-fail" => (
             "an older PASS presented after a newer FAIL: the bundle's manifest-list copy is damaged after the first drill, a second drill of the same chain fails it, and the purge is given the first report",
@@ -115,6 +115,7 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
     let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let s = ids[0];
     let acct = lab.account(&[s], &[]).await?;
     // The reader registered before the plan; the control plane makes the lease visible only now, right before
@@ -145,6 +146,8 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
         (status_of(&again) == "REFUSED" && why.contains("PROTECTED")) || status_of(&again) == "VERIFIED",
         format!("the next purge rebases: snapshot {s} is kept (PROTECTED), the rest may go"),
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, status_of(&again) == "VERIFIED")
+        .await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -161,6 +164,7 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     let plan = lab.plan().await?;
     let warned = plan["warnings"].to_string();
     let (cid, cids) = expired(&plan).unwrap_or_default();
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         !cids.contains(&a),
         format!("snapshot {a} (head of `Main`) is not a candidate"),
@@ -216,6 +220,7 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
              (head of `MAIN`) leaves the candidate as PROTECTED, the rest is deleted"
         ),
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -241,6 +246,12 @@ async fn uncommitted_writer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     let extra: Vec<String> = staged.iter().chain([&unregistered]).map(|s| (*s).to_owned()).collect();
     let acct = lab.account(&[], &extra).await?;
     let plan = lab.plan().await?;
+    match expired(&plan) {
+        Some((cid, _)) => {
+            lab.expect_data_in_candidate(&mut obs, &cid).await?;
+        }
+        None => obs.expect(false, "the plan proposes an expired-snapshots candidate"),
+    }
     let cands = plan["candidates"].as_array().cloned().unwrap_or_default();
     let in_any = |p: &str| cands.iter().any(|c| c["objects"].to_string().contains(p));
     for p in staged {
@@ -294,10 +305,12 @@ async fn lagging_listing(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let inventory = lab.inventory(&cid).await?;
     let p = lab.purge(&cid, &report).await?;
     obs.saw(format!("purge {}", status_of(&p)));
     obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED under the lagging listing");
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let gone: BTreeSet<String> = acct.before.difference(&lab.listing().await?).cloned().collect();
     obs.expect(
         gone == inventory,
@@ -314,6 +327,7 @@ async fn hold_races_cas(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fault
     let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&ids, &[]).await?;
     let config = lab.ctx.config.clone();
     let source = lab.source.clone();
@@ -333,6 +347,7 @@ async fn hold_races_cas(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fault
         why.contains("holds changed"),
         "refused by the hold-generation compare-and-set",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -348,6 +363,7 @@ async fn planner_bug(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultSta
     let Some((cid, ids)) = lab.candidate(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         victim.is_some_and(|v| ids.contains(&v)),
         "the injected bug put audit-q2's head into the candidate",
@@ -367,6 +383,7 @@ async fn planner_bug(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultSta
         let p = lab.purge(&cid, &d.report).await?;
         obs.saw(format!("purge {}: {}", status_of(&p), reasons_of(&p)));
     }
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -378,6 +395,7 @@ async fn bundle_missing_layer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _)) = lab.candidate(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     let q = lab.quarantine(&cid, QuarantineMode::Bundle).await?;
     obs.expect(
@@ -411,6 +429,7 @@ async fn bundle_missing_layer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         status_of(&p) == "REFUSED" && why.contains("RESTORE_VERIFIED"),
         "purge REFUSED: the evidence does not show every bundle RESTORE_VERIFIED",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -443,6 +462,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
     let Some((cid, cids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, lab.lost(&acct).await?, lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         !cids.contains(&leased),
         format!("the re-plan keeps leased snapshot {leased}"),
@@ -457,6 +477,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         status_of(&p) == "VERIFIED",
         "the unleased snapshot's candidate is purged (policy allows it)",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let table = lab.truth.table(&lab.source).await?;
     let after = match crate::table::tree::read_tree(&table, &lab.truth.storage, unleased, 4).await {
         Ok(_) => "still readable".to_owned(),
@@ -500,6 +521,7 @@ async fn lagging_replica(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     lab.state.lagging_replica(true);
     let p = lab.purge(&cid, &report).await?;
@@ -518,6 +540,7 @@ async fn lagging_replica(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
         st.keys().all(|k| k == "VERIFIED") && lab.state(&cid).await? == State::Verified,
         "reconcile settles every object VERIFIED",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -529,6 +552,7 @@ async fn lost_delete_receipts(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     lab.state.lose_delete_responses(2);
     lab.state.fail_deletes(3);
@@ -557,6 +581,7 @@ async fn lost_delete_receipts(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         st.keys().all(|k| k == "VERIFIED") && gone == inventory,
         "reconcile settles them; the deleted set equals the inventory",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -568,9 +593,12 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     let p = lab.purge(&cid, &report).await?;
     obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED");
+    // Counted before the undelete below brings the objects back.
+    let purged = lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
     let bundles: Vec<String> = rec
         .quarantine
@@ -580,12 +608,50 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
         .iter()
         .filter_map(|b| b["uri"].as_str().map(str::to_owned))
         .collect();
-    let mut all = !bundles.is_empty();
+    // Each bundle restored deeply. On a versioned bucket the purged objects stay behind delete markers and
+    // every bundle restores whole (by version id). On a filesystem a purge is final: a bundle restores whole
+    // unless its snapshot reached a purged data file, and then its only findings name those files missing.
+    let (mut whole, mut unexplained) = (Vec::new(), Vec::new());
     for b in &bundles {
         let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
-        all &= r.verdict == Verdict::Ok;
+        if r.verdict == Verdict::Ok {
+            whole.push(b.clone());
+            continue;
+        }
+        let findings = r.json["findings"].as_array().cloned().unwrap_or_default();
+        let purged_file = |f: &Value| {
+            let path = f["path"].as_str().unwrap_or_default();
+            purged
+                .data
+                .iter()
+                .chain(&purged.deletes)
+                .any(|p| path == p || path.ends_with(&format!("/{p}")))
+        };
+        for f in findings {
+            if env.store.is_some() || f["kind"] != "OBJECT_MISSING" || !purged_file(&f) {
+                unexplained.push(format!("{b}: {f}"));
+            }
+        }
+        if r.json["findings"].as_array().is_none_or(Vec::is_empty) {
+            unexplained.push(format!("{b}: FAILED without findings"));
+        }
     }
-    obs.expect(all, format!("all {} bundles restore after the purge", bundles.len()));
+    if env.store.is_some() {
+        obs.expect(
+            whole.len() == bundles.len() && !bundles.is_empty(),
+            format!("all {} bundles restore after the purge", bundles.len()),
+        );
+    } else {
+        obs.expect(
+            !whole.is_empty() && unexplained.is_empty(),
+            format!(
+                "after the purge {} of {} bundles restore whole; the others' only findings are their purged data \
+                 files, OBJECT_MISSING (unexplained: {unexplained:?})",
+                whole.len(),
+                bundles.len()
+            ),
+        );
+    }
     if env.store.is_some() {
         // A versioned bucket: the purge left delete markers; undelete removes them and verifies.
         let inventory = lab.inventory(&cid).await?;
@@ -612,10 +678,14 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
             "undelete brings every purged object back from behind its delete marker, verified",
         );
     }
+    let Some(bundle) = whole.first() else {
+        obs.expect(false, "a bundle restores whole, to bring its snapshot back");
+        return Ok((obs, lab.lost(&acct).await?, lab.state));
+    };
     let into = lab.dir.join("recovered");
     let r = crate::ops::materialize::restore_into(
         &lab.truth,
-        &bundles[0],
+        bundle,
         &lab.keys,
         &format!("file://{}", into.display()),
         "demo",
@@ -638,6 +708,7 @@ async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Ar
     let Some((cid, ids, first)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&ids, &[]).await?;
     let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
     let bundle = rec
@@ -683,6 +754,7 @@ async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Ar
         why.contains("is missing or differs"),
         "the refusal names the damaged copy (the bundle re-verified at acceptance)",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -694,6 +766,7 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let inventory = lab.inventory(&cid).await?;
     obs.expect(
         inventory.len() >= 3,
@@ -794,6 +867,7 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
             wrong.is_empty() && states.iter().any(|o| o.state == State::Verified),
             format!("each object keeps its true state: deleted ones VERIFIED, the rest not deleted and present (wrong: {wrong:?})"),
         );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
