@@ -1126,7 +1126,12 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
         g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
         rows
     );
-    // Every deleted key is behind a delete marker, its old version kept (marker-only deletes).
+    // Every deleted key is behind a delete marker, its old version kept (marker-only deletes): the data
+    // files among them too (the fixture's candidate holds one).
+    assert!(
+        c["objects"].as_array().unwrap().iter().any(|o| o["layer"] == "data"),
+        "{c}"
+    );
     let keys: Vec<String> = c["objects"]
         .as_array()
         .unwrap()
@@ -1135,7 +1140,7 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
         .collect();
     let listing = g.py(&format!(
         "import boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n\
-         v = s3.list_object_versions(Bucket='{bucket}', Prefix='{prefix}/db/retention/metadata/')\n\
+         v = s3.list_object_versions(Bucket='{bucket}', Prefix='{prefix}/db/retention/')\n\
          print(sorted(m['Key'] for m in v.get('DeleteMarkers', []) if m['IsLatest']))\n\
          print(sorted(x['Key'] for x in v.get('Versions', [])))"
     ));

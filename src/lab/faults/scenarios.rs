@@ -16,6 +16,7 @@ use super::lab::{Lab, LabEnv, Obs, expired};
 use crate::error::{Error, Result};
 use crate::evidence::fault_matrix::SCENARIOS;
 use crate::io::fault_store::FaultState;
+use crate::lab::ContentFiles;
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::quarantine::QuarantineMode;
@@ -81,7 +82,7 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
         ),
         "late-model-reader" => (
             "a model still referencing an expired snapshot: one takes a lease late (after the plan), one never takes one",
-            "the late lease makes quarantine refuse the stale plan and the re-plan keeps the leased snapshot; the unleased snapshot is purged, its reader is listed as unprotected, and its bundle still restores it",
+            "the late lease makes quarantine refuse the stale plan and the re-plan keeps the leased snapshot; the unleased snapshot is purged, its reader is listed as unprotected, and its bundle still restores it, naming only its purged data files missing",
         ),
         "lagging-replica" => (
             "lagging cross-region replicas: reads keep returning objects after they were deleted",
@@ -93,7 +94,7 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
         ),
         "delete-marker-recovery" => (
             "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem, where a purge of data files is final)",
-            "on a versioned bucket every bundle of the candidate still restores after the purge (RESTORE_VERIFIED) and undelete brings every purged object back; on a filesystem every bundle whose data survives restores, the others name exactly their purged data files OBJECT_MISSING; a snapshot is brought back as a readable table",
+            "after the purge every bundle whose data survives restores (RESTORE_VERIFIED), the others name exactly their purged data files OBJECT_MISSING; on a versioned bucket every purged object is behind a delete marker, undelete brings each back and then every bundle restores whole; a snapshot is brought back as a readable table",
         ),
         "stale-pass-after-fail" => (
             "an older PASS presented after a newer FAIL: the bundle's manifest-list copy is damaged after the first drill, a second drill of the same chain fails it, and the purge is given the first report",
@@ -477,7 +478,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         status_of(&p) == "VERIFIED",
         "the unleased snapshot's candidate is purged (policy allows it)",
     );
-    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
+    let purged = lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let table = lab.truth.table(&lab.source).await?;
     let after = match crate::table::tree::read_tree(&table, &lab.truth.storage, unleased, 4).await {
         Ok(_) => "still readable".to_owned(),
@@ -493,7 +494,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         .find(|b| b["snapshot_id"].as_i64() == Some(unleased))
         .and_then(|b| b["uri"].as_str().map(str::to_owned))
         .unwrap_or_default();
-    let restored = crate::ops::commands::restore(&lab.truth, &bundle, &lab.keys, false, None).await?;
+    let restored = restore_after_purge(&lab, &bundle, &purged, false).await?;
     obs.expect(
         cids.contains(&unleased) && before,
         format!("the reader read snapshot {unleased} before the purge"),
@@ -504,11 +505,23 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         "read_before_purge": before,
         "read_after_purge": after,
         "bundle": bundle,
-        "bundle_restores": restored.verdict == Verdict::Ok,
+        "bundle_restores": restored.whole,
+        "purged_data_missing": restored.purged_missing,
     }));
     obs.expect(
-        restored.verdict == Verdict::Ok,
-        "the unprotected reader is listed, and its snapshot's bundle still restores",
+        !bundle.is_empty() && restored.unexplained.is_empty(),
+        format!(
+            "the unprotected reader is listed, and its snapshot's bundle still restores it{} (unexplained findings: {:?})",
+            if restored.whole {
+                String::new()
+            } else {
+                format!(
+                    " but for its {} purged data files, which it names OBJECT_MISSING",
+                    restored.purged_missing.len()
+                )
+            },
+            restored.unexplained
+        ),
     );
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
@@ -608,50 +621,27 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
         .iter()
         .filter_map(|b| b["uri"].as_str().map(str::to_owned))
         .collect();
-    // Each bundle restored deeply. On a versioned bucket the purged objects stay behind delete markers and
-    // every bundle restores whole (by version id). On a filesystem a purge is final: a bundle restores whole
-    // unless its snapshot reached a purged data file, and then its only findings name those files missing.
+    // Each bundle restored deeply. Its metadata copies bring back every layer the purge removed; the purged
+    // data files are gone from the listing (on a filesystem for good, on a versioned bucket behind delete
+    // markers until `undelete`), so a bundle restores whole unless its snapshot reached one of them, and then
+    // its only findings name those files missing.
     let (mut whole, mut unexplained) = (Vec::new(), Vec::new());
     for b in &bundles {
-        let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
-        if r.verdict == Verdict::Ok {
+        let r = restore_after_purge(&lab, b, &purged, true).await?;
+        if r.whole {
             whole.push(b.clone());
-            continue;
         }
-        let findings = r.json["findings"].as_array().cloned().unwrap_or_default();
-        let purged_file = |f: &Value| {
-            let path = f["path"].as_str().unwrap_or_default();
-            purged
-                .data
-                .iter()
-                .chain(&purged.deletes)
-                .any(|p| path == p || path.ends_with(&format!("/{p}")))
-        };
-        for f in findings {
-            if env.store.is_some() || f["kind"] != "OBJECT_MISSING" || !purged_file(&f) {
-                unexplained.push(format!("{b}: {f}"));
-            }
-        }
-        if r.json["findings"].as_array().is_none_or(Vec::is_empty) {
-            unexplained.push(format!("{b}: FAILED without findings"));
-        }
+        unexplained.extend(r.unexplained.into_iter().map(|u| format!("{b}: {u}")));
     }
-    if env.store.is_some() {
-        obs.expect(
-            whole.len() == bundles.len() && !bundles.is_empty(),
-            format!("all {} bundles restore after the purge", bundles.len()),
-        );
-    } else {
-        obs.expect(
-            !whole.is_empty() && unexplained.is_empty(),
-            format!(
-                "after the purge {} of {} bundles restore whole; the others' only findings are their purged data \
-                 files, OBJECT_MISSING (unexplained: {unexplained:?})",
-                whole.len(),
-                bundles.len()
-            ),
-        );
-    }
+    obs.expect(
+        !whole.is_empty() && unexplained.is_empty(),
+        format!(
+            "after the purge {} of {} bundles restore whole; the others' only findings are their purged data \
+             files, OBJECT_MISSING (unexplained: {unexplained:?})",
+            whole.len(),
+            bundles.len()
+        ),
+    );
     if env.store.is_some() {
         // A versioned bucket: the purge left delete markers; undelete removes them and verifies.
         let inventory = lab.inventory(&cid).await?;
@@ -677,6 +667,19 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
             status_of(&u) == "UNDELETED" && inventory.iter().all(|p| listed.contains(p)),
             "undelete brings every purged object back from behind its delete marker, verified",
         );
+        let mut restored = 0;
+        for b in &bundles {
+            let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
+            restored += usize::from(r.verdict == Verdict::Ok);
+        }
+        obs.expect(
+            restored == bundles.len(),
+            format!(
+                "after the undelete all {} bundles restore whole ({restored} RESTORE_VERIFIED), data included",
+                bundles.len()
+            ),
+        );
+        whole.clone_from(&bundles);
     }
     let Some(bundle) = whole.first() else {
         obs.expect(false, "a bundle restores whole, to bring its snapshot back");
@@ -869,6 +872,47 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         );
     lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
+}
+
+/// A bundle's restore after its candidate's purge: whether it verified whole, the purged content files it
+/// named missing, and every finding that is not one of those (which must be none).
+struct AfterPurge {
+    whole: bool,
+    purged_missing: Vec<String>,
+    unexplained: Vec<String>,
+}
+
+/// Restores `bundle` (deeply when `deep`) after a purge that deleted `purged`: a bundle whose snapshot reached
+/// a purged data or delete file cannot bring that file back, and must say so with `OBJECT_MISSING` for it and
+/// nothing else.
+async fn restore_after_purge(lab: &Lab, bundle: &str, purged: &ContentFiles, deep: bool) -> Result<AfterPurge> {
+    let r = crate::ops::commands::restore(&lab.truth, bundle, &lab.keys, deep, None).await?;
+    let mut out = AfterPurge {
+        whole: r.verdict == Verdict::Ok,
+        purged_missing: Vec::new(),
+        unexplained: Vec::new(),
+    };
+    if out.whole {
+        return Ok(out);
+    }
+    let findings = r.json["findings"].as_array().cloned().unwrap_or_default();
+    if findings.is_empty() {
+        out.unexplained.push(format!("{}: FAILED without findings", status_of(&r)));
+    }
+    for f in findings {
+        let path = f["path"].as_str().unwrap_or_default();
+        let purged_file = purged
+            .data
+            .iter()
+            .chain(&purged.deletes)
+            .any(|p| path == p || path.ends_with(&format!("/{p}")));
+        if f["kind"] == "OBJECT_MISSING" && purged_file {
+            out.purged_missing.push(path.to_owned());
+        } else {
+            out.unexplained.push(f.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// The reasons an outcome gives, joined with ` | ` (or its single `reason`).
