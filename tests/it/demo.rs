@@ -62,8 +62,16 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     assert_eq!(doc["purge"]["candidate_delete_files"], 0, "{doc}");
     assert_eq!(doc["purge"]["delete_files_deleted"], 0, "{doc}");
     let verified = doc["purge"]["objects"]["VERIFIED"].to_string();
-    for o in candidate["objects"].as_array().unwrap().iter().filter(|o| o["layer"] == "data") {
-        assert!(verified.contains(o["path"].as_str().unwrap()), "{o} deleted and verified");
+    for o in candidate["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "data")
+    {
+        assert!(
+            verified.contains(o["path"].as_str().unwrap()),
+            "{o} deleted and verified"
+        );
     }
     assert_eq!(doc["drill"]["gate"], "PASS", "{doc}");
     // The quarterly exercise and the six safety gates over what the demo recorded.

@@ -75,7 +75,10 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
         readers[0]["bundle_restores"] == true || !missing.is_empty(),
         "{readers:#?}"
     );
-    assert!(missing.iter().all(|p| p.as_str().unwrap().ends_with(".parquet")), "{readers:#?}");
+    assert!(
+        missing.iter().all(|p| p.as_str().unwrap().ends_with(".parquet")),
+        "{readers:#?}"
+    );
     // The scratch lakehouses are gone without --keep.
     assert!(!dir.join("scratch").exists());
 
@@ -115,13 +118,26 @@ fn assert_data_files_in_every_path(scenarios: &[Value]) {
         let c = &s["content_files"];
         let id = s["id"].as_str().unwrap();
         let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{id}: no {k}: {s:#}"));
-        assert!(n("candidate_data_files") >= 1, "{id}: the candidate holds a data file: {s:#}");
+        assert!(
+            n("candidate_data_files") >= 1,
+            "{id}: the candidate holds a data file: {s:#}"
+        );
         assert!(n("data_files_deleted") <= n("candidate_data_files"), "{s:#}");
         assert!(n("delete_files_deleted") <= n("candidate_delete_files"), "{s:#}");
         if PURGE_COMPLETES.contains(&id) {
-            assert!(n("data_files_deleted") >= 1, "{id}: the purge deleted a data file: {s:#}");
+            assert!(
+                n("data_files_deleted") >= 1,
+                "{id}: the purge deleted a data file: {s:#}"
+            );
         }
-        if ["hold-races-cas", "bundle-missing-layer", "stale-pass-after-fail", "planner-bug"].contains(&id) {
+        if [
+            "hold-races-cas",
+            "bundle-missing-layer",
+            "stale-pass-after-fail",
+            "planner-bug",
+        ]
+        .contains(&id)
+        {
             assert_eq!(n("data_files_deleted"), 0, "{id}: refused, nothing deleted: {s:#}");
         }
     }

@@ -753,7 +753,11 @@ fn plan_quarantine_drill_purge_on(backend: Backend) {
         g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
         rows
     );
-    assert_eq!(g.py(READ_EVERY_REF), ref_rows, "every retained ref reads the rows it read before");
+    assert_eq!(
+        g.py(READ_EVERY_REF),
+        ref_rows,
+        "every retained ref reads the rows it read before"
+    );
     pyiceberg_reads_everything(&g);
     // One confirmed receipt per deleted object, and a signed summary that says it equals the inventory.
     let st = g.run(&["--json", "status", id]).expect_code(0).json();

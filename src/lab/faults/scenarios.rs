@@ -897,7 +897,8 @@ async fn restore_after_purge(lab: &Lab, bundle: &str, purged: &ContentFiles, dee
     }
     let findings = r.json["findings"].as_array().cloned().unwrap_or_default();
     if findings.is_empty() {
-        out.unexplained.push(format!("{}: FAILED without findings", status_of(&r)));
+        out.unexplained
+            .push(format!("{}: FAILED without findings", status_of(&r)));
     }
     for f in findings {
         let path = f["path"].as_str().unwrap_or_default();
