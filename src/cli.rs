@@ -389,9 +389,14 @@ pub enum Command {
         candidate: String,
         #[command(flatten)]
         table: TableArgs,
-        /// The signed drill report covering the candidate's bundles.
+        /// The signed drill report covering the candidate's bundles. Without it, the newest weekly report
+        /// under --reports whose population covers the table's quarantined bundles.
         #[arg(long)]
         evidence: Option<String>,
+        /// The reports folder the gates read (each plan's reports in `<reports>/<plan>/`). Default: two
+        /// levels above --evidence.
+        #[arg(long)]
+        reports: Option<String>,
         /// Trust store for the evidence.
         #[arg(long)]
         trust: PathBuf,

@@ -187,6 +187,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             candidate,
             table,
             evidence,
+            reports,
             trust,
             policy,
             key,
@@ -197,6 +198,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             let opts = crate::ops::deleter::PurgeOptions {
                 candidate_id: candidate.clone(),
                 evidence: evidence.clone(),
+                reports: reports.clone(),
                 trust: trust.clone(),
                 policy: policy.clone(),
                 key: key.clone(),

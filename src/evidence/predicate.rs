@@ -53,6 +53,14 @@ pub struct SampleInfo {
     /// candidate was purged (`crate::evidence::retirement`). Absent when none, so older reports keep their bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retired: usize,
+    /// The bundles (or backups) folder the population was listed from, as a canonical URI. Absent in reports
+    /// written before lakedrill recorded it; such a report covers no table for the deleter's weekly gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The id of every bundle in the population, sorted: what the deleter's weekly gate compares with a
+    /// table's quarantined bundles ("a plan whose population covers the table"). Empty in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub population_ids: Vec<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference

@@ -23,7 +23,8 @@
 //!   `legalHoldGeneration` is an integer ≥ 0; `formatVersion` is 1, 2 or 3; `objectVersioning` is
 //!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits; `regulatedData` is
 //!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
-//!   positive duration;
+//!   positive duration; `critical` is a YAML boolean (default false); `recoveryRtoLimit` is a duration of at
+//!   most 4h (the default);
 //!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
 //!   [`TableBinding`].
 //!
@@ -394,9 +395,28 @@ pub struct Policy {
     max_unreconciled_unknowns: u32,
     regulated_data: Option<bool>,
     min_quarantine_period: Option<chrono::Duration>,
+    critical: bool,
+    recovery_rto_limit: chrono::Duration,
 }
 
+/// The quarterly recovery gate's RTO limit when the policy sets none (`recoveryRtoLimit`): DESIGN §7's 4 hours.
+pub const DEFAULT_RECOVERY_RTO_LIMIT: &str = "4h";
+
 impl Policy {
+    /// `critical`: whether the deleter also needs the quarterly recovery gate for this table (a cold-backup
+    /// drill of it within 92 days, under [`Policy::recovery_rto_limit`]). Default `false`.
+    #[must_use]
+    pub fn critical(&self) -> bool {
+        self.critical
+    }
+
+    /// `recoveryRtoLimit`: the longest a recovery of this table may take for the quarterly gate to pass;
+    /// at most (and by default) 4 hours.
+    #[must_use]
+    pub fn recovery_rto_limit(&self) -> chrono::Duration {
+        self.recovery_rto_limit
+    }
+
     /// `regulatedData` as declared: `Some(false)` only when the policy explicitly says the table holds no
     /// regulated data (required for the `test` rollout stage); `None` when the policy does not say.
     #[must_use]
@@ -793,6 +813,10 @@ struct RawPolicy {
     regulated_data: Scalar,
     #[serde(default)]
     min_quarantine_period: Scalar,
+    #[serde(default)]
+    critical: Scalar,
+    #[serde(default)]
+    recovery_rto_limit: Scalar,
 }
 
 /// One `disasterRecoveryPoints` entry as written.
@@ -909,9 +933,36 @@ impl RawPolicy {
             Scalar::Absent => None,
             v => Some(duration("minQuarantinePeriod", v, None)?.value),
         };
+        let critical = match &self.critical {
+            Scalar::Absent => false,
+            Scalar::Bool(b) => *b,
+            Scalar::Null => return Err(null_not_allowed("critical")),
+            other => {
+                return Err(FieldError::new(
+                    "critical",
+                    format!("must be true or false (unquoted), got {}", other.describe()),
+                ));
+            }
+        };
+        let recovery_rto_limit = duration(
+            "recoveryRtoLimit",
+            &self.recovery_rto_limit,
+            Some(DEFAULT_RECOVERY_RTO_LIMIT),
+        )?;
+        if recovery_rto_limit.value > chrono::Duration::hours(4) {
+            return Err(FieldError::new(
+                "recoveryRtoLimit",
+                format!(
+                    "may only be stricter than the gate's 4h, got {}",
+                    recovery_rto_limit.text
+                ),
+            ));
+        }
         Ok(Policy {
             regulated_data,
             min_quarantine_period,
+            critical,
+            recovery_rto_limit: recovery_rto_limit.value,
             source_name: String::new(),
             digest,
             table,
@@ -1629,6 +1680,30 @@ maxUnreconciledUnknowns: 3
         ] {
             let (f, _) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, field, "{extra}");
+        }
+    }
+
+    #[test]
+    fn critical_and_recovery_rto_limit() {
+        let p = parse_str(&example_with(&[])).unwrap();
+        assert!(!p.critical());
+        assert_eq!(p.recovery_rto_limit(), chrono::Duration::hours(4));
+        let p = parse_str(&format!("{}critical: true\nrecoveryRtoLimit: 90m\n", example_with(&[]))).unwrap();
+        assert!(p.critical());
+        assert_eq!(p.recovery_rto_limit(), chrono::Duration::minutes(90));
+        for (extra, field, why) in [
+            ("critical: \"true\"\n", "critical", "true or false"),
+            ("critical: ~\n", "critical", "null"),
+            (
+                "recoveryRtoLimit: 5h\n",
+                "recoveryRtoLimit",
+                "stricter than the gate's 4h",
+            ),
+            ("recoveryRtoLimit: 0s\n", "recoveryRtoLimit", "greater than zero"),
+        ] {
+            let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, field, "{extra}");
+            assert!(reason.contains(why), "{extra}: {reason}");
         }
     }
 }

@@ -733,6 +733,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let mut purge_opts = crate::ops::deleter::PurgeOptions {
         candidate_id: candidate.clone(),
         evidence: Some(report_path.clone()),
+        reports: None,
         trust: trust_dir.clone(),
         policy: policy.clone(),
         key: key.private_path.clone(),

@@ -158,6 +158,28 @@ pub fn check_report(
             ),
         );
     }
+    // A report that lists its population must list exactly `population` distinct ids holding the selection.
+    if !p.sample.population_ids.is_empty() {
+        let listed: std::collections::BTreeSet<&str> = p.sample.population_ids.iter().map(String::as_str).collect();
+        let outside: Vec<&str> = p
+            .sample
+            .selected
+            .iter()
+            .map(String::as_str)
+            .filter(|b| !listed.contains(b))
+            .collect();
+        if listed.len() != p.sample.population || listed.len() != p.sample.population_ids.len() || !outside.is_empty() {
+            fail(
+                "SAMPLE_INCONSISTENT",
+                format!(
+                    "population {} but {} ids listed ({} distinct); selected outside the population: {outside:?}",
+                    p.sample.population,
+                    p.sample.population_ids.len(),
+                    listed.len()
+                ),
+            );
+        }
+    }
     for r in &p.results {
         let want = format!("lakedrill-bundle:{}", r.bundle_id);
         let ok = v.subjects().iter().any(|s| {

@@ -62,8 +62,11 @@ pub const BATCH: usize = 64;
 pub struct PurgeOptions {
     /// The candidate.
     pub candidate_id: String,
-    /// The signed drill report.
+    /// The signed drill report. Without it, the covering weekly report the weekly gate found under `reports`.
     pub evidence: Option<String>,
+    /// The reports folder the gates read (`<reports>/<plan>/…`). Without it, the folder two levels above
+    /// `evidence` (the evidence's plan folder's parent).
+    pub reports: Option<String>,
     /// Trust store for the evidence.
     pub trust: std::path::PathBuf,
     /// The retention policy.
@@ -156,6 +159,24 @@ pub fn check_evidence(
         }
     }
     reasons
+}
+
+/// The reports folder a drill report lies in: `<reports>` when the report is `<reports>/<plan>/<file>` for
+/// the plan it names (read without verifying: only to locate the folder). `None` for a report that does not
+/// exist, cannot be read as one, or lies elsewhere.
+async fn reports_folder_of(storage: &crate::io::store::Storage, evidence_uri: &str) -> Result<Option<String>> {
+    let Some(f) = storage.get_opt(evidence_uri).await? else {
+        return Ok(None);
+    };
+    let Some(st) = crate::evidence::peek_unverified(&f.bytes) else {
+        return Ok(None);
+    };
+    let Some(plan) = st["predicate"]["drill"]["plan"].as_str() else {
+        return Ok(None);
+    };
+    Ok(location::parent(evidence_uri)
+        .filter(|folder| location::file_name(folder) == plan)
+        .and_then(|folder| location::parent(&folder)))
 }
 
 /// The candidate's recorded bundles: (bundle URI, bundle root, snapshot id).
@@ -312,6 +333,9 @@ pub struct PurgeReport {
     pub objects: BTreeMap<String, Vec<String>>,
     /// The signed summary, when written.
     pub summary: Option<String>,
+    /// The gates evaluated before acceptance (DESIGN §7), each with its figures; empty when none were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<crate::ops::gates::Gate>,
 }
 
 /// `lakedrill purge CANDIDATE --evidence REPORT`.
@@ -325,7 +349,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
     let rec = reg.candidate(&opts.candidate_id).await?;
-    let refused = |status: &str, reasons: Vec<String>| {
+    let refused_with = |status: &str, reasons: Vec<String>, gates: Vec<crate::ops::gates::Gate>| {
         let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
         for r in &reasons {
             human.push_str(&format!("  - {r}\n"));
@@ -338,10 +362,12 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 reasons,
                 objects: BTreeMap::new(),
                 summary: None,
+                gates,
             },
             human,
         )
     };
+    let refused = |status: &str, reasons: Vec<String>| refused_with(status, reasons, vec![]);
     let resuming = matches!(rec.state, State::DeleteApproved | State::Deleted | State::DeleteUnknown);
     if rec.state == State::Verified {
         return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
@@ -378,8 +404,62 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 ));
             }
         }
-        match &opts.evidence {
-            None => reasons.push("no evidence given (--evidence REPORT)".into()),
+        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
+        if table.metadata().uuid().to_string() != rec.table_uuid {
+            return Err(Error::invalid(
+                &opts.candidate_id,
+                "the candidate belongs to another table",
+            ));
+        }
+        let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
+        // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
+        // and from engines, never from itself.
+        let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+        let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        // The gates hold the deleter (DESIGN §7): evaluated for this table before acceptance; a failing gate
+        // refuses, naming itself and its figure.
+        let reports_uri = match (&opts.reports, &opts.evidence) {
+            (Some(r), _) => Some(location::canonical_uri(r)?),
+            (None, Some(ev)) => reports_folder_of(&ctx.storage, &location::canonical_uri(ev)?).await?,
+            (None, None) => None,
+        };
+        let gates = match &reports_uri {
+            Some(r) => {
+                crate::ops::gates::deleter_gates(
+                    &ctx.storage,
+                    &reg,
+                    &input,
+                    &policy,
+                    &crate::ops::gates::ReportSource {
+                        reports_uri: r.clone(),
+                        trust: &trust,
+                        since: None,
+                    },
+                    now,
+                )
+                .await?
+            }
+            None => {
+                reasons.push(
+                    "the gates cannot be evaluated: no reports folder (--reports DIR), and no evidence lying in its \
+                     plan's folder (<reports>/<plan>/) to find it from"
+                        .into(),
+                );
+                Vec::new()
+            }
+        };
+        for g in gates.iter().filter(|g| !g.passed()) {
+            reasons.push(format!("gate {} {}: {}", g.name, g.status, g.detail));
+        }
+        // The evidence: as given, or the covering weekly report the gate found.
+        let evidence = opts.evidence.clone().or_else(|| {
+            gates
+                .iter()
+                .find(|g| g.name == "weekly_restores")
+                .and_then(|g| g.figures["covering_report"].as_str().map(str::to_owned))
+        });
+        match &evidence {
+            None => reasons.push("no evidence given (--evidence REPORT), and no covering weekly report found".into()),
             Some(ev) => {
                 let uri = location::canonical_uri(ev)?;
                 match ctx.storage.get_opt(&uri).await? {
@@ -429,18 +509,6 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 }
             }
         }
-        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
-        if table.metadata().uuid().to_string() != rec.table_uuid {
-            return Err(Error::invalid(
-                &opts.candidate_id,
-                "the candidate belongs to another table",
-            ));
-        }
-        let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
-        // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
-        // and from engines, never from itself.
-        let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
-        let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
         // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
         // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
         if stamp_changed(&rec.stamp, &current) && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
@@ -501,6 +569,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             .await?
         {
             Acceptance::Refused(mut reasons) => {
+                let gates = gates.clone();
                 // A ref that now points at one of the candidate's snapshots protects it for good.
                 let ids = snapshot_ids_of(&rec);
                 let covering: Vec<String> = table
@@ -521,7 +590,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                     .await?;
                     reasons.push(format!("the candidate is now PROTECTED: {}", covering.join("; ")));
                 }
-                return refused("REFUSED", reasons);
+                return refused_with("REFUSED", reasons, gates);
             }
             Acceptance::Approved if opts.dry_run => {
                 let objects = objects_of(&rec);
@@ -531,6 +600,9 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 );
                 for o in &objects {
                     human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
+                }
+                for g in &gates {
+                    human.push_str(&format!("gate {:<24} {}  {}\n", g.name, g.status, g.detail));
                 }
                 let mut by = BTreeMap::new();
                 by.insert(
@@ -545,6 +617,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                         reasons: vec![],
                         objects: by,
                         summary: None,
+                        gates: gates.clone(),
                     },
                     human,
                 );
@@ -738,6 +811,7 @@ async fn rebase(
                 reasons: vec![],
                 objects: by,
                 summary: None,
+                gates: vec![],
             },
             human,
         )?));
@@ -1209,6 +1283,7 @@ async fn finish(
             reasons: halted,
             objects: by,
             summary: summary_uri,
+            gates: vec![],
         },
         human,
     )
@@ -1247,6 +1322,7 @@ pub async fn reconcile(
                     reasons: vec![why.clone()],
                     objects: BTreeMap::new(),
                     summary: None,
+                    gates: vec![],
                 },
                 format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
             );

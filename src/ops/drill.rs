@@ -277,6 +277,8 @@ pub async fn run_with(
             "holds no bundle to drill (no */bundle.dsse.json)",
         ));
     }
+    let mut population_ids: Vec<String> = population.iter().map(|d| location::file_name(d).to_owned()).collect();
+    population_ids.sort();
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
     let mut picks = sample_indices(seed, population.len(), plan.sample);
     // A bundle whose retirement record is a finding is drilled whatever the sample.
@@ -423,6 +425,8 @@ pub async fn run_with(
             size: selected.len(),
             selected,
             retired,
+            source: Some(location::canonical_uri(&source)?),
+            population_ids,
         },
         results,
         summary: Summary::of(passed, failed),

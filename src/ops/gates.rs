@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::evidence::keys::TrustStore;
 use crate::govern::closure::{HoldScope, Plan, PlanInput};
+use crate::govern::policy::Policy;
 use crate::io::store::Storage;
 use crate::model::location;
 use crate::ops::drill::DrillPredicate;
@@ -36,6 +37,13 @@ use crate::registry::{EventKind, Registry, State};
 
 /// The weekly drill sample the gate wants.
 pub const WEEKLY_SAMPLE: usize = 30;
+
+/// The status of a gate that does not apply to the table (the quarterly recovery of a table the policy does
+/// not mark critical). It counts as passed.
+pub const NOT_REQUIRED: &str = "NOT_REQUIRED";
+
+/// How far back the quarterly recovery gate looks by default.
+pub const QUARTERLY_WINDOW_DAYS: i64 = 92;
 
 /// One gate and the figures behind it.
 #[derive(Debug, Clone, Serialize)]
@@ -60,10 +68,10 @@ impl Gate {
         }
     }
 
-    /// Whether it passed.
+    /// Whether it passed (a gate that does not apply to the table passes).
     #[must_use]
     pub fn passed(&self) -> bool {
-        self.status == "PASS"
+        self.status == "PASS" || self.status == NOT_REQUIRED
     }
 }
 
@@ -93,6 +101,7 @@ pub async fn safety_gates(
     reg: &Registry,
     input: &PlanInput,
     plan: &Plan,
+    policy: &Policy,
     reports: &ReportSource<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Gate>> {
@@ -177,11 +186,55 @@ pub async fn safety_gates(
         ),
     );
 
-    // 3 and 4. Signed drill reports.
-    let (weekly, quarterly) = report_gates(storage, reports, now).await?;
+    // 3 and 4. Signed drill reports, for this table.
+    let (weekly, quarterly) = report_gates(storage, reports, &candidates, &input.table_uuid, policy, now).await?;
 
-    // 5. Acceptances after a hold took effect.
-    let events = reg.events(uuid).await?;
+    // 5. Acceptances and deletes after a hold took effect.
+    let g5 = hold_gate(reg, input, &candidates).await?;
+
+    // 6. DELETE_UNKNOWN reconciled.
+    let unknown: Vec<String> = states
+        .iter()
+        .flat_map(|(c, objs)| {
+            objs.iter()
+                .filter(|o| o.state == State::DeleteUnknown)
+                .map(move |o| format!("{c}: {}", o.path))
+        })
+        .collect();
+    let g6 = Gate::new(
+        "unknowns_reconciled",
+        unknown.is_empty(),
+        serde_json::json!({"unreconciled": unknown.len(), "objects": unknown}),
+        format!("{} objects still DELETE_UNKNOWN", unknown.len()),
+    );
+    Ok(vec![g1, g2, weekly, quarterly, g5, g6])
+}
+
+/// The gates the deleter evaluates before it accepts a delete of a candidate of this table (DESIGN §7): the
+/// weekly restores (a covering report within the policy's evidence age), the quarterly recovery (for critical
+/// tables) and no acceptance or delete after a hold. (The unknowns limit is checked inside the acceptance
+/// transaction, [`Registry::candidate_accept`].)
+///
+/// # Errors
+/// Registry and storage errors.
+pub async fn deleter_gates(
+    storage: &Storage,
+    reg: &Registry,
+    input: &PlanInput,
+    policy: &Policy,
+    reports: &ReportSource<'_>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Gate>> {
+    let candidates = reg.candidates(&input.table_uuid).await?;
+    let (weekly, quarterly) = report_gates(storage, reports, &candidates, &input.table_uuid, policy, now).await?;
+    let holds = hold_gate(reg, input, &candidates).await?;
+    Ok(vec![weekly, quarterly, holds])
+}
+
+/// Gate 5: delete acceptances recorded after a hold of the table took effect, and delete requests confirmed
+/// after a covering hold the candidate was not accepted against.
+async fn hold_gate(reg: &Registry, input: &PlanInput, candidates: &[crate::registry::CandidateRecord]) -> Result<Gate> {
+    let events = reg.events(&input.table_uuid).await?;
     let mut late = Vec::new();
     for e in events
         .iter()
@@ -210,8 +263,8 @@ pub async fn safety_gates(
     // not accepted against, and which the hold covers. The deleter sends every request inside a registry batch
     // that holds the write lock, so a request sent before a hold committed is confirmed before the hold's
     // event; a confirmation after it means the request may have gone out under the hold.
-    let (deletes_after_hold, deletes_total) = deletes_after_holds(reg, input, &candidates, &events).await?;
-    let g5 = Gate::new(
+    let (deletes_after_hold, deletes_total) = deletes_after_holds(reg, input, candidates, &events).await?;
+    Ok(Gate::new(
         "acceptances_after_hold",
         late.is_empty() && deletes_after_hold.is_empty(),
         serde_json::json!({"acceptances": acceptances, "after_a_hold": late,
@@ -222,24 +275,38 @@ pub async fn safety_gates(
             late.len(),
             deletes_after_hold.len()
         ),
-    );
+    ))
+}
 
-    // 6. DELETE_UNKNOWN reconciled.
-    let unknown: Vec<String> = states
-        .iter()
-        .flat_map(|(c, objs)| {
-            objs.iter()
-                .filter(|o| o.state == State::DeleteUnknown)
-                .map(move |o| format!("{c}: {}", o.path))
-        })
-        .collect();
-    let g6 = Gate::new(
-        "unknowns_reconciled",
-        unknown.is_empty(),
-        serde_json::json!({"unreconciled": unknown.len(), "objects": unknown}),
-        format!("{} objects still DELETE_UNKNOWN", unknown.len()),
+/// Gates 3 and 4 for one table, from the verified reports under the reports folder.
+async fn report_gates(
+    storage: &Storage,
+    src: &ReportSource<'_>,
+    candidates: &[crate::registry::CandidateRecord],
+    table_uuid: &str,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Result<(Gate, Gate)> {
+    let folder = location::canonical_uri(&src.reports_uri)?;
+    let (reports, unverified) = verified_reports(storage, src).await?;
+    let bundles = awaiting_bundles(candidates);
+    let weekly = weekly_gate(
+        &reports,
+        &unverified,
+        &folder,
+        &bundles,
+        src.since.unwrap_or_else(|| policy.evidence_max_age()),
+        now,
     );
-    Ok(vec![g1, g2, weekly, quarterly, g5, g6])
+    let quarterly = quarterly_gate(
+        &reports,
+        table_uuid,
+        policy.critical(),
+        policy.recovery_rto_limit(),
+        src.since.unwrap_or_else(|| Duration::days(QUARTERLY_WINDOW_DAYS)),
+        now,
+    );
+    Ok((weekly, quarterly))
 }
 
 /// Whether the hold of a `hold_set` event (its detail) covers `path` of a candidate with `snapshot_ids`.
@@ -339,9 +406,17 @@ async fn report_files(storage: &Storage, folder: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-async fn report_gates(storage: &Storage, src: &ReportSource<'_>, now: DateTime<Utc>) -> Result<(Gate, Gate)> {
+/// A drill report that verified under the trust store, with its finish time.
+struct VerifiedReport {
+    uri: String,
+    finished: DateTime<Utc>,
+    predicate: DrillPredicate,
+}
+
+/// Every report under the folder that verifies (newest first), and the URIs of those that do not.
+async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(Vec<VerifiedReport>, Vec<String>)> {
     let folder = location::canonical_uri(&src.reports_uri)?;
-    let mut newest: BTreeMap<&'static str, (DateTime<Utc>, String, DrillPredicate)> = BTreeMap::new();
+    let mut good = Vec::new();
     let mut unverified = Vec::new();
     for uri in report_files(storage, &folder).await? {
         let bytes = storage.get(&uri).await?.bytes;
@@ -358,75 +433,242 @@ async fn report_gates(storage: &Storage, src: &ReportSource<'_>, now: DateTime<U
             unverified.push(uri);
             continue;
         };
-        let finished = finished.with_timezone(&Utc);
-        let kind: &'static str = match p.drill.kind.as_str() {
-            "quarantine" => "quarantine",
-            "cold-backup" => "cold-backup",
-            _ => continue,
-        };
-        if newest.get(kind).is_none_or(|(t, _, _)| *t < finished) {
-            newest.insert(kind, (finished, uri, p));
-        }
+        good.push(VerifiedReport {
+            uri,
+            finished: finished.with_timezone(&Utc),
+            predicate: p,
+        });
     }
-    let weekly_window = src.since.unwrap_or_else(|| Duration::days(7));
-    let quarterly_window = src.since.unwrap_or_else(|| Duration::days(92));
-    let weekly = match newest.get("quarantine") {
-        Some((t, uri, p)) if now - *t <= weekly_window => {
-            let want = WEEKLY_SAMPLE.min(p.sample.population);
-            let pass = p.sample.size >= want && p.summary.failed == 0 && p.summary.passed == p.sample.size && want > 0;
-            Gate::new(
-                "weekly_restores",
-                pass,
-                serde_json::json!({"report": uri, "finished_at": p.finished_at, "sampled": p.sample.size,
-                    "population": p.sample.population, "retired": p.sample.retired,
-                    "passed": p.summary.passed, "failed": p.summary.failed}),
+    good.sort_by(|a, b| b.finished.cmp(&a.finished).then_with(|| b.uri.cmp(&a.uri)));
+    Ok((good, unverified))
+}
+
+/// The bundles of a table that a weekly drill must cover: those of its candidates still awaiting a purge
+/// (`QUARANTINED`, `RESTORE_VERIFIED`), as their quarantine recorded them (bundle URIs, sorted).
+#[must_use]
+pub fn awaiting_bundles(candidates: &[crate::registry::CandidateRecord]) -> Vec<String> {
+    let mut out: Vec<String> = candidates
+        .iter()
+        .filter(|c| matches!(c.state, State::Quarantined | State::RestoreVerified))
+        .filter_map(|c| c.quarantine.as_ref()?["bundles"].as_array().cloned())
+        .flatten()
+        .filter_map(|b| b["uri"].as_str().map(str::to_owned))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The bundles of `bundles` a report's population does not hold: its listed folder and ids must name them.
+fn uncovered<'b>(p: &DrillPredicate, bundles: &'b [String]) -> Vec<&'b str> {
+    let source = p.sample.source.as_deref().map(|s| s.trim_end_matches('/'));
+    bundles
+        .iter()
+        .map(String::as_str)
+        .filter(|b| {
+            let parent = location::parent(b.trim_end_matches('/'));
+            let id = location::file_name(b.trim_end_matches('/'));
+            !(parent.as_deref().map(|x| x.trim_end_matches('/')) == source
+                && source.is_some()
+                && p.sample.population_ids.binary_search_by(|x| x.as_str().cmp(id)).is_ok())
+        })
+        .collect()
+}
+
+/// The weekly gate for one table: the newest verified weekly (`quarantine`) drill report whose population
+/// covers `bundles` (the table's bundles awaiting a purge) finished within `max_age`, sampled
+/// `min(30, population)` bundles, and every sampled bundle passed.
+fn weekly_gate(
+    reports: &[VerifiedReport],
+    unverified: &[String],
+    folder: &str,
+    bundles: &[String],
+    max_age: Duration,
+    now: DateTime<Utc>,
+) -> Gate {
+    const NAME: &str = "weekly_restores";
+    let weekly: Vec<&VerifiedReport> = reports
+        .iter()
+        .filter(|r| r.predicate.drill.kind == "quarantine")
+        .collect();
+    let Some(r) = weekly.iter().find(|r| uncovered(&r.predicate, bundles).is_empty()) else {
+        let detail = match weekly.first() {
+            Some(n) => {
+                let missing = uncovered(&n.predicate, bundles);
                 format!(
-                    "{} of {} sampled bundles passed (population {}, wanted {want}) in {uri}",
-                    p.summary.passed, p.sample.size, p.sample.population
-                ),
-            )
-        }
-        other => Gate::new(
-            "weekly_restores",
+                    "no weekly drill report covers the table's {} quarantined bundle(s): the newest, {} (plan {}, \
+                     population {}{}), lacks {} of them (first: {}){}",
+                    bundles.len(),
+                    n.uri,
+                    n.predicate.drill.plan,
+                    n.predicate.sample.population,
+                    n.predicate
+                        .sample
+                        .source
+                        .as_deref()
+                        .map_or_else(|| ", population not recorded".to_owned(), |s| format!(" from {s}")),
+                    missing.len(),
+                    missing.first().copied().unwrap_or_default(),
+                    if n.predicate.sample.population_ids.is_empty() {
+                        "; it does not record its population (an older lakedrill wrote it)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            None => format!("no verified weekly (quarantine) drill report under {folder}"),
+        };
+        return Gate::new(
+            NAME,
             false,
-            serde_json::json!({"report": other.map(|(_, u, _)| u), "unverified_reports": unverified}),
-            format!(
-                "no verified quarantine drill report within {} days",
-                weekly_window.num_days()
-            ),
-        ),
+            serde_json::json!({"report": weekly.first().map(|r| &r.uri), "covering_report": null,
+                "quarantined_bundles": bundles.len(), "unverified_reports": unverified}),
+            detail,
+        );
     };
-    let quarterly = match newest.get("cold-backup") {
-        Some((t, uri, p)) if now - *t <= quarterly_window => {
-            let max_rto = p.results.iter().map(|r| r.rto_seconds).fold(0.0, f64::max);
-            let max_rpo = p.results.iter().filter_map(|r| r.rpo_seconds).fold(0.0, f64::max);
-            let declared = p
+    let p = &r.predicate;
+    let age = now - r.finished;
+    let want = WEEKLY_SAMPLE.min(p.sample.population);
+    let mut problems = Vec::new();
+    if age > max_age {
+        problems.push(format!(
+            "finished {} ({} h ago), older than the evidence age of {} h",
+            p.finished_at,
+            age.num_hours(),
+            max_age.num_hours()
+        ));
+    }
+    if p.sample.size < want || want == 0 {
+        problems.push(format!(
+            "sampled {} of a population of {}, wanted min({WEEKLY_SAMPLE}, {}) = {want}",
+            p.sample.size, p.sample.population, p.sample.population
+        ));
+    }
+    if p.summary.failed > 0 || p.summary.passed != p.sample.size {
+        problems.push(format!(
+            "{} of {} sampled bundles failed",
+            p.sample.size - p.summary.passed.min(p.sample.size),
+            p.sample.size
+        ));
+    }
+    let detail = if problems.is_empty() {
+        format!(
+            "{} of {} sampled bundles passed (population {}, wanted {want}, retired {}) in {}, covering the table's {} \
+             quarantined bundle(s)",
+            p.summary.passed,
+            p.sample.size,
+            p.sample.population,
+            p.sample.retired,
+            r.uri,
+            bundles.len()
+        )
+    } else {
+        format!("{}: {}", r.uri, problems.join("; "))
+    };
+    Gate::new(
+        NAME,
+        problems.is_empty(),
+        serde_json::json!({"report": r.uri, "covering_report": r.uri, "plan": p.drill.plan,
+            "finished_at": p.finished_at, "age_seconds": age.num_seconds(), "max_age_seconds": max_age.num_seconds(),
+            "sampled": p.sample.size, "wanted": want, "population": p.sample.population, "retired": p.sample.retired,
+            "passed": p.summary.passed, "failed": p.summary.failed, "quarantined_bundles": bundles.len()}),
+        detail,
+    )
+}
+
+/// The quarterly gate for one table: for a table whose policy says `critical: true`, the newest verified
+/// cold-backup drill report that recovered this table finished within `window`, recovered it with every
+/// check passing, under `rto_limit`, at the declared checkpoint. `NOT_REQUIRED` for other tables.
+fn quarterly_gate(
+    reports: &[VerifiedReport],
+    table_uuid: &str,
+    critical: bool,
+    rto_limit: Duration,
+    window: Duration,
+    now: DateTime<Utc>,
+) -> Gate {
+    const NAME: &str = "quarterly_recovery";
+    if !critical {
+        return Gate {
+            name: NAME,
+            status: NOT_REQUIRED,
+            figures: serde_json::json!({"critical": false}),
+            detail: "not required: the policy does not mark the table critical (critical: true)".into(),
+        };
+    }
+    let mine = |r: &&VerifiedReport| {
+        r.predicate.drill.kind == "cold-backup"
+            && r.predicate
                 .results
                 .iter()
-                .all(|r| r.declared_snapshot_id.is_some() && r.declared_snapshot_id == r.snapshot_id);
-            let pass = p.summary.gate == "PASS" && declared && !p.results.is_empty();
-            Gate::new(
-                "quarterly_recovery",
-                pass,
-                serde_json::json!({"report": uri, "finished_at": p.finished_at, "tables": p.results.len(),
-                    "passed": p.summary.passed, "max_rto_seconds": max_rto, "max_rpo_seconds": max_rpo,
-                    "recovered_equals_declared": declared}),
-                format!(
-                    "{} of {} backups recovered, max RTO {max_rto:.1}s, max RPO {max_rpo:.1}s, recovered = declared: {declared}",
-                    p.summary.passed,
-                    p.results.len()
-                ),
-            )
-        }
-        other => Gate::new(
-            "quarterly_recovery",
-            false,
-            serde_json::json!({"report": other.map(|(_, u, _)| u)}),
-            format!(
-                "no verified cold-backup drill report within {} days",
-                quarterly_window.num_days()
-            ),
-        ),
+                .any(|x| x.table_uuid.as_deref() == Some(table_uuid))
     };
-    Ok((weekly, quarterly))
+    let Some(r) = reports.iter().find(mine) else {
+        return Gate::new(
+            NAME,
+            false,
+            serde_json::json!({"critical": true, "report": null}),
+            format!("no verified cold-backup drill report recovered table {table_uuid}"),
+        );
+    };
+    let p = &r.predicate;
+    #[allow(clippy::cast_precision_loss)]
+    let limit = rto_limit.num_milliseconds() as f64 / 1000.0;
+    let results: Vec<&crate::evidence::predicate::DrillResult> = p
+        .results
+        .iter()
+        .filter(|x| x.table_uuid.as_deref() == Some(table_uuid))
+        .collect();
+    let rto = results.iter().map(|x| x.rto_seconds).fold(0.0, f64::max);
+    let rpo = results.iter().filter_map(|x| x.rpo_seconds).fold(0.0, f64::max);
+    let age = now - r.finished;
+    let mut problems = Vec::new();
+    if age > window {
+        problems.push(format!(
+            "finished {} ({} days ago), older than {} days",
+            p.finished_at,
+            age.num_days(),
+            window.num_days()
+        ));
+    }
+    for x in &results {
+        if x.status != crate::evidence::predicate::RestoreStatus::RestoreVerified {
+            problems.push(format!(
+                "backup {} FAILED ({} finding(s))",
+                x.bundle_id,
+                x.findings.len()
+            ));
+        }
+        if x.rto_seconds > limit {
+            problems.push(format!(
+                "backup {} took RTO {:.1}s, over the limit of {limit:.0}s",
+                x.bundle_id, x.rto_seconds
+            ));
+        }
+        if x.declared_snapshot_id.is_none() || x.declared_snapshot_id != x.snapshot_id {
+            problems.push(format!(
+                "backup {} recovered snapshot {:?}, not the declared checkpoint {:?}",
+                x.bundle_id, x.snapshot_id, x.declared_snapshot_id
+            ));
+        }
+    }
+    let detail = if problems.is_empty() {
+        format!(
+            "{} recovered the table from {} backup(s): max RTO {rto:.1}s (limit {limit:.0}s), max RPO {rpo:.1}s, \
+             recovered = declared checkpoint",
+            r.uri,
+            results.len()
+        )
+    } else {
+        format!("{}: {}", r.uri, problems.join("; "))
+    };
+    Gate::new(
+        NAME,
+        problems.is_empty(),
+        serde_json::json!({"critical": true, "report": r.uri, "finished_at": p.finished_at,
+            "age_seconds": age.num_seconds(), "window_seconds": window.num_seconds(), "backups": results.len(),
+            "max_rto_seconds": rto, "rto_limit_seconds": limit, "max_rpo_seconds": rpo,
+            "recovered_equals_declared": results.iter().all(|x| x.declared_snapshot_id.is_some() && x.declared_snapshot_id == x.snapshot_id)}),
+        detail,
+    )
 }

@@ -138,6 +138,16 @@ pub async fn merge(
             first.sample.population.to_string(),
         );
         same(
+            "population ids",
+            p.sample.population_ids.join(","),
+            first.sample.population_ids.join(","),
+        );
+        same(
+            "source",
+            format!("{:?}", p.sample.source),
+            format!("{:?}", first.sample.source),
+        );
+        same(
             "selection",
             p.sample.selected.join(","),
             first.sample.selected.join(","),

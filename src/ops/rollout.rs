@@ -304,8 +304,9 @@ pub struct SafetyOptions {
 
 /// `lakedrill gates --policy P` (table addressed): the table's rollout stage, the deleter switch, the
 /// implementation-digest binding, and every deletion-right request with where it stands; with `--trust`,
-/// also the six safety gates of DESIGN §7 ([`crate::ops::gates`]). Exit 1 when a deletion-right request is past
-/// its deadline and not fulfilled, or a safety gate fails.
+/// also the six safety gates of DESIGN §7 ([`crate::ops::gates`]) for this table. Exit 1 when a deletion-right
+/// request is past its deadline and not fulfilled, or a safety gate fails; exit 2 (cannot decide) when nothing
+/// failed but the gates were not evaluated (no `--trust`).
 ///
 /// # Errors
 /// Load, policy, registry and storage errors; an unreadable trust store or a bad `--since`.
@@ -361,7 +362,9 @@ pub async fn gates(
     }
     let safety_gates = match safety {
         None => {
-            human.push_str("  safety gates   not evaluated (give --trust DIR and --reports DIR)\n");
+            human.push_str(
+                "  safety gates   cannot decide: not evaluated without --trust DIR (and --reports DIR); exit 2\n",
+            );
             None
         }
         Some(o) => {
@@ -376,6 +379,7 @@ pub async fn gates(
                 &reg,
                 &input,
                 &plan,
+                &policy,
                 &crate::ops::gates::ReportSource {
                     reports_uri: o.reports.clone(),
                     trust: &trust,
@@ -393,10 +397,18 @@ pub async fn gates(
     let safety_ok = safety_gates
         .as_ref()
         .is_none_or(|g| g.iter().all(crate::ops::gates::Gate::passed));
-    let verdict = if overdue.is_empty() && safety_ok {
-        Verdict::Ok
-    } else {
+    // Without --trust the drill-report gates cannot be evaluated: the command cannot say the table passes.
+    let verdict = if !overdue.is_empty() || !safety_ok {
         Verdict::Findings
+    } else if safety_gates.is_none() {
+        Verdict::Undecided
+    } else {
+        Verdict::Ok
+    };
+    let gate = match verdict {
+        Verdict::Ok => "PASS",
+        Verdict::Findings => "FAIL",
+        Verdict::Undecided => "UNDECIDED",
     };
     let doc = serde_json::json!({
         "table": table.name(),
@@ -409,8 +421,16 @@ pub async fn gates(
         "overdue": overdue,
         "conflicts": conflicts,
         "safety_gates": safety_gates,
-        "gate": if overdue.is_empty() && safety_ok { "PASS" } else { "FAIL" },
+        "gate": gate,
     });
+    let mut doc = doc;
+    if verdict == Verdict::Undecided {
+        // The exit-2 contract of `--json`: `error` and `exit_code` beside the rest of the report.
+        doc["error"] = serde_json::Value::String(
+            "cannot decide: the safety gates were not evaluated (give --trust DIR and --reports DIR)".into(),
+        );
+        doc["exit_code"] = serde_json::json!(2);
+    }
     Outcome::new(verdict, &doc, human)
 }
 

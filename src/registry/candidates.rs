@@ -586,7 +586,8 @@ impl Registry {
         }
         if unknowns > i64::from(max_unknowns) {
             reasons.push(format!(
-                "{unknowns} DELETE_UNKNOWN objects await reconciliation (limit {max_unknowns})"
+                "gate unknowns_reconciled FAIL: {unknowns} DELETE_UNKNOWN objects of this table await reconciliation \
+                 (the policy's maxUnreconciledUnknowns is {max_unknowns})"
             ));
         }
         let table = rec.table_uuid.clone();

@@ -433,6 +433,8 @@ mod tests {
                 size: 1,
                 selected: vec!["b".into()],
                 retired: 0,
+                source: None,
+                population_ids: vec![],
             },
             results: vec![DrillResult {
                 bundle_id: "b\"><img src=x>".into(),

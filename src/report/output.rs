@@ -11,15 +11,19 @@ pub enum Verdict {
     Ok,
     /// Findings, refused (exit 1).
     Findings,
+    /// Could not decide, with a document saying why and what was known (exit 2). Most "could not decide"
+    /// paths are an `Err`; this one keeps the rest of a report (`gates` without `--trust`).
+    Undecided,
 }
 
 impl Verdict {
-    /// The process exit code: 0 or 1. (2, "could not decide", is every `Err`.)
+    /// The process exit code: 0, 1 or 2 (2, "could not decide", is also every `Err`).
     #[must_use]
     pub fn exit_code(self) -> u8 {
         match self {
             Verdict::Ok => 0,
             Verdict::Findings => 1,
+            Verdict::Undecided => 2,
         }
     }
 }

@@ -45,19 +45,35 @@ pub(crate) fn quarterly_recovery(g: &Gov) {
 
 #[test]
 fn gates_report_all_six_with_their_figures() {
-    let g = Gov::new("");
+    // A critical table: the quarterly recovery gate applies to it.
+    let g = Gov::new("critical: true\n");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
     let n = c["objects"].as_array().unwrap().len() as u64;
 
-    // Without --trust the safety gates are not evaluated (and say so).
+    // Without --trust the safety gates are not evaluated: the command cannot decide (exit 2) and says so.
     let plain = g
         .on_table(&["--json", "gates", "--policy", g.policy.to_str().unwrap()])
-        .expect_code(0)
+        .expect_code(2)
         .json();
     assert_eq!(plain["safety_gates"], Value::Null);
+    assert_eq!(plain["gate"], "UNDECIDED", "{plain}");
 
-    // A purge whose every second delete response is lost: DELETE_UNKNOWN, and no cold-backup drill yet.
+    // No cold-backup drill yet: the quarterly gate fails, and holds the deleter.
+    let v = gates(&g).expect_code(1).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "FAIL", "no cold-backup report yet: {v}");
+    assert!(
+        q["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no verified cold-backup drill report recovered table"),
+        "{q}"
+    );
+    crate::governance::refused_with(&g.purge(id, Some(&ev), &[]), "gate quarterly_recovery FAIL");
+    quarterly_recovery(&g);
+
+    // A purge whose every second delete response is lost: DELETE_UNKNOWN.
     assert_eq!(
         with_failpoints(&g, "lose-every=2", &g.purge_args(id, Some(&ev))),
         Some(1)
@@ -72,11 +88,7 @@ fn gates_report_all_six_with_their_figures() {
     assert_eq!(weekly["status"], "PASS", "{v}");
     assert_eq!(weekly["figures"]["failed"], 0);
     assert_eq!(weekly["figures"]["sampled"], weekly["figures"]["population"]);
-    assert_eq!(
-        gate(&v, "quarterly_recovery")["status"],
-        "FAIL",
-        "no cold-backup report yet: {v}"
-    );
+    assert_eq!(gate(&v, "quarterly_recovery")["status"], "PASS", "{v}");
     assert_eq!(gate(&v, "acceptances_after_hold")["status"], "PASS", "{v}");
     assert_eq!(gate(&v, "acceptances_after_hold")["figures"]["acceptances"], 1);
     let unknowns = gate(&v, "unknowns_reconciled");
@@ -96,7 +108,6 @@ fn gates_report_all_six_with_their_figures() {
         "receipts",
     ])
     .expect_code(0);
-    quarterly_recovery(&g);
 
     let v = gates(&g).expect_code(0).json();
     assert_eq!(v["gate"], "PASS", "{v}");
@@ -109,8 +120,152 @@ fn gates_report_all_six_with_their_figures() {
     );
     assert_eq!(gate(&v, "inventory_difference")["figures"]["finished_candidates"], 1);
     let q = gate(&v, "quarterly_recovery");
-    assert_eq!(q["figures"]["tables"], 1);
+    assert_eq!(q["figures"]["backups"], 1);
     assert_eq!(q["figures"]["recovered_equals_declared"], true);
+    assert_eq!(q["figures"]["rto_limit_seconds"].as_f64(), Some(4.0 * 3600.0));
     assert!(q["figures"]["max_rto_seconds"].as_f64().unwrap() >= 0.0);
     assert_eq!(gate(&v, "unknowns_reconciled")["figures"]["unreconciled"], 0);
+}
+
+/// A copy of the signed report at `from`, changed by `edit` and re-signed with the fixture's (trusted) key,
+/// written as `<dir>/<plan>/<name>` under the fixture folder so that it lies in its plan's folder.
+fn resigned(
+    g: &Gov,
+    from: &std::path::Path,
+    dir: &str,
+    name: &str,
+    edit: impl FnOnce(&mut Value),
+) -> std::path::PathBuf {
+    let mut st = lakedrill::evidence::peek_unverified(&std::fs::read(from).unwrap()).unwrap();
+    edit(&mut st);
+    let plan = st["predicate"]["drill"]["plan"].as_str().unwrap().to_owned();
+    let key = lakedrill::evidence::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
+    let folder = g.dir.join(dir).join(plan);
+    std::fs::create_dir_all(&folder).unwrap();
+    let out = folder.join(name);
+    std::fs::write(
+        &out,
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &key).to_json_bytes(),
+    )
+    .unwrap();
+    out
+}
+
+/// The purge of `id` with `ev` as evidence and `reports` as the folder the gates read.
+fn purge_reading(g: &Gov, id: &str, ev: &std::path::Path, reports: &str) -> crate::util::Run {
+    let mut a = g.purge_args(id, Some(ev));
+    a.extend(["--reports", reports]);
+    g.on_table(&a)
+}
+
+#[test]
+fn the_weekly_gate_holds_the_deleter_naming_its_figure() {
+    let g = Gov::new("evidenceMaxAge: 1d\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let refused = |reports: &str, needle: &str| {
+        let v = purge_reading(&g, id, &ev, reports).expect_code(1).json();
+        assert_eq!(v["status"], "REFUSED", "{v}");
+        let reasons = v["reasons"].to_string();
+        assert!(reasons.contains("gate weekly_restores FAIL"), "{reasons}");
+        assert!(reasons.contains(needle), "want {needle:?}: {reasons}");
+        let w = v["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == "weekly_restores")
+            .unwrap()
+            .clone();
+        assert_eq!(w["status"], "FAIL", "{v}");
+        w
+    };
+
+    // Missing: a reports folder without any weekly report.
+    std::fs::create_dir_all(g.dir.join("no-reports")).unwrap();
+    refused("no-reports", "no verified weekly (quarantine) drill report under");
+
+    // Older than the evidence age.
+    resigned(&g, &ev, "old-reports", "old.dsse.json", |st| {
+        st["predicate"]["finished_at"] = Value::String("2020-01-01T00:00:00.000Z".into());
+    });
+    let w = refused("old-reports", "older than the evidence age of 24 h");
+    assert_eq!(w["figures"]["max_age_seconds"], 86_400, "{w}");
+
+    // From a plan whose population does not hold the table's bundles (another bundles folder).
+    resigned(&g, &ev, "other-reports", "other.dsse.json", |st| {
+        st["predicate"]["sample"]["source"] = Value::String("file:///elsewhere/bundles".into());
+    });
+    refused("other-reports", "no weekly drill report covers the table's");
+
+    // Smaller than min(30, population): a population of 40 of which fewer than 30 were sampled.
+    resigned(&g, &ev, "small-reports", "small.dsse.json", |st| {
+        let sample = &mut st["predicate"]["sample"];
+        let mut ids: Vec<String> = sample["population_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_owned())
+            .collect();
+        for i in 0..40 - ids.len() {
+            ids.push(format!("zz-unsampled-{i:02}"));
+        }
+        ids.sort();
+        sample["population"] = Value::from(ids.len());
+        sample["population_ids"] = serde_json::to_value(&ids).unwrap();
+    });
+    let w = refused("small-reports", "wanted min(30, 40) = 30");
+    assert_eq!(w["figures"]["wanted"], 30, "{w}");
+
+    // A failure among the sampled bundles.
+    resigned(&g, &ev, "failed-reports", "failed.dsse.json", |st| {
+        let p = &mut st["predicate"];
+        p["results"][0]["status"] = Value::String("FAILED".into());
+        p["results"][0]["findings"] =
+            serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
+        let passed = p["summary"]["passed"].as_u64().unwrap();
+        p["summary"]["passed"] = Value::from(passed - 1);
+        p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
+        p["summary"]["gate"] = Value::String("FAIL".into());
+    });
+    refused("failed-reports", "sampled bundles failed");
+
+    // Nothing was deleted by any refused purge.
+    let root = g.table_root();
+    for o in c["objects"].as_array().unwrap() {
+        assert!(root.join(o["path"].as_str().unwrap()).exists(), "{o}");
+    }
+
+    // With the real reports folder and no --evidence, purge takes the covering weekly report as its evidence.
+    let mut a = g.purge_args(id, None);
+    a.extend(["--reports", "reports"]);
+    let v = g.on_table(&a).expect_code(0).json();
+    assert_eq!(v["status"], "VERIFIED", "{v}");
+}
+
+#[test]
+fn the_quarterly_gate_holds_the_deleter_of_a_critical_table_over_its_rto() {
+    let g = Gov::new("critical: true\nrecoveryRtoLimit: 2h\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    quarterly_recovery(&g);
+    // The newest cold-backup report, re-signed with a 3-hour recovery, is the only one the gates see.
+    let cold = std::fs::read_dir(g.dir.join("reports/quarterly"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".dsse.json"))
+        .unwrap();
+    resigned(&g, &cold, "slow-reports", "slow.dsse.json", |st| {
+        for r in st["predicate"]["results"].as_array_mut().unwrap() {
+            r["rto_seconds"] = Value::from(3.0 * 3600.0);
+        }
+    });
+    let weekly = resigned(&g, &ev, "slow-reports", "weekly.dsse.json", |_| {});
+    let v = purge_reading(&g, id, &weekly, "slow-reports").expect_code(1).json();
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains("gate quarterly_recovery FAIL"), "{v}");
+    assert!(reasons.contains("over the limit of 7200s"), "{v}");
+    assert!(!reasons.contains("gate weekly_restores"), "{v}");
+    // The real recovery is within the limit: the purge goes through.
+    let v = purge_reading(&g, id, &ev, "reports").expect_code(0).json();
+    assert_eq!(v["status"], "VERIFIED", "{v}");
 }

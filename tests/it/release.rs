@@ -259,3 +259,52 @@ fn release_needs_a_reason_and_a_known_candidate() {
     r.expect_code(2);
     assert!(r.stderr.contains("c-00000000deadbeef"), "{}", r.stderr);
 }
+
+#[test]
+fn purge_releases_a_candidate_whose_snapshots_an_engine_tagged_since_quarantine() {
+    // An engine tags every snapshot of the quarantined candidate (a ref is no lease or hold: nothing protects the
+    // candidate at once). The purge's rebase finds nothing left to delete, makes it PROTECTED and releases it.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let sids = ids(&c["snapshot_ids"]);
+    for s in &sids {
+        g.py(&format!(
+            "t.manage_snapshots().create_tag({s}, 'keep-{s}').commit()\nprint('ok')"
+        ));
+    }
+    let v = g.purge(id, Some(&ev), &[]).expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    let reasons = v["reasons"].to_string();
+    assert!(
+        reasons.contains("every snapshot of the candidate is kept by the table now"),
+        "{v}"
+    );
+    assert!(reasons.contains("purge RELEASED it"), "{v}");
+    let st = state(&g, id);
+    assert_eq!(st["candidate"]["state"], "RELEASED", "{st}");
+    // Its quarantine tags are gone; the engine's tags stay; nothing of the candidate was deleted.
+    let r = refs(&g);
+    assert!(!r.contains("quarantine/"), "{r}");
+    for s in &sids {
+        assert!(r.contains(&format!("'keep-{s}'")), "{r}");
+    }
+    let root = g.table_root();
+    for o in c["objects"].as_array().unwrap() {
+        assert!(root.join(o["path"].as_str().unwrap()).exists(), "{o}");
+    }
+    // The snapshots are the engine tags' now; once those go, the next plan proposes them again.
+    let plan = g.plan();
+    for cand in plan["candidates"].as_array().unwrap() {
+        for s in &sids {
+            assert!(!ids(&cand["snapshot_ids"]).contains(s), "{cand}");
+        }
+    }
+    for s in &sids {
+        g.py(&format!(
+            "t.manage_snapshots().remove_tag('keep-{s}').commit()\nprint('ok')"
+        ));
+    }
+    let again = g.candidate();
+    assert_eq!(ids(&again["snapshot_ids"]), sids, "{again}");
+}

@@ -189,6 +189,7 @@ impl Lab {
             &crate::ops::deleter::PurgeOptions {
                 candidate_id: id.to_owned(),
                 evidence: Some(evidence.to_owned()),
+                reports: None,
                 trust: self.keys.clone(),
                 policy: self.policy.clone(),
                 key: self.key.clone(),
