@@ -33,11 +33,31 @@ pub struct ScenarioResult {
     /// Readers that used a snapshot without a lease (visible, never silently broken).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprotected_readers: Vec<Value>,
+    /// The data and delete files of the scenario's candidate and how many of them its purge deleted
+    /// (absent in reports written before these figures existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_files: Option<ContentFileFigures>,
     /// Why the scenario could not run, when it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Expected outcome observed, nothing lost, no error.
     pub pass: bool,
+}
+
+/// A scenario's content files: the data and delete files (position and equality deletes) in its candidate's
+/// inventory, and how many of them were deleted and verified gone. Every scenario's candidate holds at least
+/// one data file, so that "objects lost = 0" speaks about data, not only about metadata.
+/// See: issue 18 point 5.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContentFileFigures {
+    /// Data files in the candidate's inventory.
+    pub candidate_data_files: usize,
+    /// Delete files in the candidate's inventory.
+    pub candidate_delete_files: usize,
+    /// Data files of the inventory deleted and verified gone (0 where the scenario's purge is refused).
+    pub data_files_deleted: usize,
+    /// Delete files of the inventory deleted and verified gone.
+    pub delete_files_deleted: usize,
 }
 
 /// The matrix run itself.
@@ -137,6 +157,14 @@ pub fn check_predicate(p: &FaultPredicate, subject_sha256: Option<&str>) -> Vec<
     }
     for s in &p.scenarios {
         let holds = !s.observed.is_empty() && s.observed.iter().all(|l| !l.starts_with("NOT OBSERVED"));
+        if let Some(c) = &s.content_files
+            && (c.data_files_deleted > c.candidate_data_files || c.delete_files_deleted > c.candidate_delete_files)
+        {
+            out.push(format!(
+                "scenario {} deleted more content files than its candidate holds ({} of {} data, {} of {} delete files)",
+                s.id, c.data_files_deleted, c.candidate_data_files, c.delete_files_deleted, c.candidate_delete_files
+            ));
+        }
         if s.pass && (s.objects_lost > 0 || s.error.is_some() || !holds) {
             out.push(format!(
                 "scenario {} passes although it lost objects, failed or missed an expectation",

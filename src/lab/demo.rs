@@ -2,9 +2,16 @@
 //!
 //! The lakehouse is an Iceberg SQL catalog on SQLite (`DIR/catalog.db`, catalog name `demo`)
 //! with one partitioned table `sales.orders` under `DIR/warehouse`, whose history has appends
-//! (Parquet files written with `parquet`'s `ArrowWriter`), an overwrite, a delete, a tag and a
+//! (Parquet files written with `parquet`'s `ArrowWriter`), overwrites, a delete, a replace, a tag and a
 //! branch. Everything the demo writes stays under `DIR`. A `DIR` that exists and was not made by a
 //! previous demo is refused: the demo never removes files it did not create.
+//!
+//! The history is made so that the expiring snapshots reach data, not only metadata: a late batch
+//! withdrawn by the next overwrite, and the last append's file corrected by an overwrite and compacted
+//! by a replace, leave three Parquet data files that only expiring snapshots (each in a different one)
+//! reach. The demo's purge must delete at least one data file, or the demo fails; it reports how many
+//! data and delete files it deleted (`purge.data_files_deleted`, `purge.delete_files_deleted`). The
+//! table has no delete files (every rewrite is copy-on-write), so the second figure is 0.
 //!
 //! The iceberg crate's transactions can only fast-append; overwrite, delete, tag and branch
 //! commits are made here the way any engine makes them: new manifests and manifest list, new
@@ -479,9 +486,23 @@ pub async fn build_lakehouse_in(ctx: &Context, dir: &Path, warehouse: Option<&st
     .await?;
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
 
-    // Overwrite: replace the `emea` files with one corrected file.
+    // A late `amer` batch, appended after the tag and withdrawn by the next overwrite: its data file is
+    // reachable only from this append snapshot, which expires. See: issue 18 point 5 (data files in every path).
+    let late = write_data_file(ctx, &location, "amer", 50_000, 300).await?;
+    let late_path = late.file_path().to_owned();
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .fast_append()
+        .add_data_files(vec![late])
+        .apply(tx)
+        .map_err(ice("append"))?;
+    table = tx.commit(&catalog).await.map_err(ice("commit append"))?;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+
+    // Overwrite: replace the `emea` files with one corrected file, and withdraw the late batch.
     let live = live_paths(&table).await?;
-    let emea: HashSet<String> = live.iter().filter(|p| p.contains("region=emea")).cloned().collect();
+    let mut emea: HashSet<String> = live.iter().filter(|p| p.contains("region=emea")).cloned().collect();
+    emea.insert(late_path);
     let fixed = write_data_file(ctx, &location, "emea", 100_000, 1500).await?;
     commit_rewrite(ctx, &db, &table, Operation::Overwrite, &emea, vec![fixed]).await?;
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
@@ -510,18 +531,30 @@ pub async fn build_lakehouse_in(ctx: &Context, dir: &Path, warehouse: Option<&st
     table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
 
-    // One more append after the delete.
+    // One more append after the delete, corrected by an overwrite and then compacted by another: the first
+    // two versions of that file are reachable only from snapshots that expire, so the candidate holds data
+    // files of three different snapshots (a lease or a ref on any two of them still leaves one to delete).
     let f = write_data_file(ctx, &location, "amer", 200_000, 700).await?;
+    let mut previous = f.file_path().to_owned();
     let tx = Transaction::new(&table);
     let tx = tx
         .fast_append()
         .add_data_files(vec![f])
         .apply(tx)
         .map_err(ice("append"))?;
-    tx.commit(&catalog).await.map_err(ice("commit append"))?;
+    table = tx.commit(&catalog).await.map_err(ice("commit append"))?;
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    for operation in [Operation::Overwrite, Operation::Replace] {
+        let f = write_data_file(ctx, &location, "amer", 200_000, 700).await?;
+        let next = f.file_path().to_owned();
+        commit_rewrite(ctx, &db, &table, operation, &HashSet::from([previous]), vec![f]).await?;
+        table = catalog.load_table(&ident).await.map_err(ice("reload"))?;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        previous = next;
+    }
     say(
         quiet,
-        "overwrite, delete, tag audit-q2, branch what-if and a last append committed",
+        "late batch withdrawn, overwrite, delete, tag audit-q2, branch what-if, a last append, its correction and compaction committed",
     );
 
     let config = format!(
@@ -610,12 +643,23 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
     let plan = crate::ops::plan::plan(demo_ctx, &source, &policy).await?;
-    let candidate = plan.json["candidates"]
+    let proposed = plan.json["candidates"]
         .as_array()
         .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
-        .and_then(|c| c["candidate_id"].as_str())
+        .ok_or_else(|| Error::Internal(format!("demo: the plan proposed no candidate: {}", plan.human)))?;
+    let candidate = proposed["candidate_id"]
+        .as_str()
         .map(str::to_owned)
         .ok_or_else(|| Error::Internal(format!("demo: the plan proposed no candidate: {}", plan.human)))?;
+    // The candidate must reach data, not only metadata (issue 18 point 5): the late batch and the first two
+    // versions of the last append are data files only expiring snapshots reach.
+    let content = crate::lab::ContentFiles::of(&proposed["objects"]);
+    if content.data.is_empty() {
+        return Err(Error::Internal(format!(
+            "demo: the candidate {candidate} holds no data file: {}",
+            plan.human
+        )));
+    }
     human.push_str(&format!("== plan (policy {})\n{}\n", policy.display(), plan.human));
     json.insert("plan".into(), plan.json.clone());
     let bundles = dir.join("bundles").display().to_string();
@@ -727,6 +771,21 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         &format!("purge {}", purge.json["status"].as_str().unwrap_or("?")),
     );
     human.push_str(&format!("\n== purge\n{}", purge.human));
+    let deleted = purge.json["objects"]["VERIFIED"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let gone = content.among(deleted);
+    let (data_deleted, deletes_deleted) = (gone.data.len(), gone.deletes.len());
+    human.push_str(&format!(
+        "content files: {data_deleted} of {} data files and {deletes_deleted} of {} delete files in the candidate deleted and verified\n",
+        content.data.len(),
+        content.deletes.len()
+    ));
+    say(
+        quiet,
+        &format!("purge deleted {data_deleted} data files and {deletes_deleted} delete files"),
+    );
     let after = commands::inspect_table(
         demo_ctx,
         &demo_ctx.table(&source).await?,
@@ -735,7 +794,20 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     )
     .await?;
     human.push_str(&format!("\n== refs after the purge\n{}", after.human));
-    json.insert("purge".into(), purge.json.clone());
+    let mut purge_json = purge.json.clone();
+    if let Some(o) = purge_json.as_object_mut() {
+        o.insert("candidate_data_files".into(), content.data.len().into());
+        o.insert("candidate_delete_files".into(), content.deletes.len().into());
+        o.insert("data_files_deleted".into(), data_deleted.into());
+        o.insert("delete_files_deleted".into(), deletes_deleted.into());
+    }
+    json.insert("purge".into(), purge_json);
+    if purge.verdict == Verdict::Ok && data_deleted == 0 {
+        return Err(Error::Internal(format!(
+            "demo: the purge of {candidate} deleted no data file: {}",
+            purge.human
+        )));
+    }
 
     // The quarterly exercise: a cold backup of `main` (declaring it a DR checkpoint), recovered in full by a
     // cold-backup drill; then the six safety gates over everything the demo recorded.

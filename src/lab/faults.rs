@@ -7,7 +7,11 @@
 //! and compares what happened with what is written down as the expected outcome. Every scenario also
 //! counts **objects lost**: objects reachable from a snapshot that was non-deletable when the scenario
 //! started or that the scenario protects (a lease, a hold, a ref, a writer's files), plus any object that
-//! vanished without being part of an accepted inventory. That count must be 0.
+//! vanished without being part of an accepted inventory. That count must be 0, and it speaks about data:
+//! the scratch lakehouse's expiring snapshots reach Parquet data files, every scenario expects its
+//! candidate to hold at least one, and every scenario whose purge completes expects at least one data
+//! file deleted (the report's per-scenario `content_files`). The tables have no delete files (all
+//! rewrites are copy-on-write); delete files are counted the same way where a table has them.
 //!
 //! The matrix passes only if every scenario shows its expected outcome and loses nothing. The report is
 //! an in-toto statement (predicate type [`PREDICATE_TYPE`]) whose subject is the running binary
@@ -107,6 +111,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
             objects_lost: 0,
             lost: Vec::new(),
             unprotected_readers: Vec::new(),
+            content_files: None,
             error: None,
             pass: false,
         };
@@ -121,6 +126,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
                 r.injected = state.injected().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
                 r.observed = obs.lines;
                 r.unprotected_readers = obs.readers;
+                r.content_files = obs.content;
                 r.objects_lost = lost.len();
                 r.lost = lost.into_iter().take(20).collect();
                 r.pass = obs.holds && r.objects_lost == 0;
@@ -212,6 +218,12 @@ pub async fn command(
             s.fault,
             s.expected
         ));
+        if let Some(c) = &s.content_files {
+            human.push_str(&format!(
+                "  content:  {} of {} data files and {} of {} delete files of the candidate deleted\n",
+                c.data_files_deleted, c.candidate_data_files, c.delete_files_deleted, c.candidate_delete_files
+            ));
+        }
         for l in &s.observed {
             human.push_str(&format!("  {l}\n"));
         }
@@ -246,7 +258,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::evidence::fault_matrix::check_predicate;
+    use crate::evidence::fault_matrix::{ContentFileFigures, check_predicate};
     use crate::safety::{Check, weakened, with_weakened};
 
     /// Which scenario catches each weakened check (DESIGN: "fault matrix and weakened builds").
@@ -318,6 +330,12 @@ mod tests {
             objects_lost: 1,
             lost: vec!["data/x.parquet".into()],
             unprotected_readers: vec![],
+            content_files: Some(ContentFileFigures {
+                candidate_data_files: 1,
+                candidate_delete_files: 0,
+                data_files_deleted: 2,
+                delete_files_deleted: 0,
+            }),
             error: None,
             pass: true,
         };
@@ -344,6 +362,12 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("objects lost")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("passes although")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("gate PASS")), "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("more content files than its candidate holds")),
+            "{problems:?}"
+        );
         assert!(check_predicate(&p, Some("other")).iter().any(|p| p.contains("subject")));
     }
 }

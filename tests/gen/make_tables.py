@@ -137,7 +137,10 @@ def make_empty(cat):
 
 def make_retention(cat):
     """A table whose own retention expires history after 1 ms, so that lakedrill's plan has candidates:
-    appends, an overwrite, a delete, a tag on an old snapshot and a branch on another."""
+    appends, an overwrite, a delete, a tag on an old snapshot and a branch on another. The last append's
+    file is rewritten by a second overwrite (same rows, corrected values), so the first version of that
+    Parquet file is reachable only from the expiring append snapshot: the candidate holds a data file, and
+    a purge deletes data, not only metadata (issue 18 point 5)."""
     t = cat.create_table(
         "db.retention",
         schema=SCHEMA,
@@ -157,6 +160,9 @@ def make_retention(cat):
     t.delete(delete_filter=EqualTo("category", "b"))
     pause()
     t.append(rows([200, 201], "e"))
+    pause()
+    # every row of the file matches the filter: PyIceberg drops the whole file and appends its replacement
+    t.overwrite(rows([200, 201], "e", 2.0), overwrite_filter=EqualTo("category", "e"))
     pause()
     t.manage_snapshots().create_tag(ids[1], "audit-q2").commit()
     pause()

@@ -10,6 +10,7 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     let dir = tmp.path().join("lake");
     let run = lakedrill_in(tmp.path(), &["--json", "demo", "--dir", dir.to_str().unwrap()]);
     let doc = run.expect_code(0).json();
+    assert!(run.stderr.contains("purge deleted "), "{}", run.stderr);
     let snaps = doc["snapshots"]["snapshots"].as_array().unwrap();
     assert!(snaps.len() >= 6, "{doc}");
     let ops: Vec<&str> = snaps.iter().map(|s| s["operation"].as_str().unwrap()).collect();
@@ -47,6 +48,30 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     for o in candidate["objects"].as_array().unwrap() {
         let p = dir.join("warehouse/sales/orders").join(o["path"].as_str().unwrap());
         assert!(!p.exists(), "{} was in the inventory and must be gone", p.display());
+    }
+    // See: issue 18 point 5 — the purge deleted data files, not only metadata, and says how many.
+    let data = candidate["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "data")
+        .count() as u64;
+    assert!(data >= 1, "the candidate holds a data file: {candidate}");
+    assert_eq!(doc["purge"]["candidate_data_files"], data, "{doc}");
+    assert_eq!(doc["purge"]["data_files_deleted"], data, "{doc}");
+    assert_eq!(doc["purge"]["candidate_delete_files"], 0, "{doc}");
+    assert_eq!(doc["purge"]["delete_files_deleted"], 0, "{doc}");
+    let verified = doc["purge"]["objects"]["VERIFIED"].to_string();
+    for o in candidate["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "data")
+    {
+        assert!(
+            verified.contains(o["path"].as_str().unwrap()),
+            "{o} deleted and verified"
+        );
     }
     assert_eq!(doc["drill"]["gate"], "PASS", "{doc}");
     // The quarterly exercise and the six safety gates over what the demo recorded.

@@ -48,6 +48,7 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
         );
     }
     let by = |id: &str| scenarios.iter().find(|s| s["id"] == id).unwrap();
+    assert_data_files_in_every_path(scenarios);
     // The fault layer really injected what the scenarios claim.
     assert!(
         by("lagging-listing")["injected"]["hidden_from_listing"]
@@ -67,7 +68,17 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
     let readers = by("late-model-reader")["unprotected_readers"].as_array().unwrap();
     assert_eq!(readers.len(), 1);
     assert_eq!(readers[0]["lease"], Value::Null);
-    assert_eq!(readers[0]["bundle_restores"], true);
+    // Its bundle restores the snapshot, or names exactly the purged data files it reached as missing (a purge
+    // of data files on a filesystem is final); the scenario's own expectation checks there is nothing else.
+    let missing = readers[0]["purged_data_missing"].as_array().unwrap();
+    assert!(
+        readers[0]["bundle_restores"] == true || !missing.is_empty(),
+        "{readers:#?}"
+    );
+    assert!(
+        missing.iter().all(|p| p.as_str().unwrap().ends_with(".parquet")),
+        "{readers:#?}"
+    );
     // The scratch lakehouses are gone without --keep.
     assert!(!dir.join("scratch").exists());
 
@@ -88,6 +99,48 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
     std::fs::write(&edited, text.replacen("\"payload\": \"", "\"payload\": \"e", 1)).unwrap();
     let bad = lakedrill_in(dir, &["audit", "verify", edited.to_str().unwrap(), "--trust", "keys"]);
     assert_ne!(bad.code, 0, "{}", bad.stdout);
+}
+
+/// Scenarios whose purge runs to the end (after reconcile where it ends `DELETE_UNKNOWN`).
+const PURGE_COMPLETES: [&str; 6] = [
+    "ref-case-collision",
+    "lagging-listing",
+    "late-model-reader",
+    "lagging-replica",
+    "lost-delete-receipts",
+    "delete-marker-recovery",
+];
+
+/// See: issue 18 point 5 — every scenario's candidate holds data files, every completed purge deleted at
+/// least one, a refused one none, and no count exceeds the candidate's.
+fn assert_data_files_in_every_path(scenarios: &[Value]) {
+    for s in scenarios {
+        let c = &s["content_files"];
+        let id = s["id"].as_str().unwrap();
+        let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{id}: no {k}: {s:#}"));
+        assert!(
+            n("candidate_data_files") >= 1,
+            "{id}: the candidate holds a data file: {s:#}"
+        );
+        assert!(n("data_files_deleted") <= n("candidate_data_files"), "{s:#}");
+        assert!(n("delete_files_deleted") <= n("candidate_delete_files"), "{s:#}");
+        if PURGE_COMPLETES.contains(&id) {
+            assert!(
+                n("data_files_deleted") >= 1,
+                "{id}: the purge deleted a data file: {s:#}"
+            );
+        }
+        if [
+            "hold-races-cas",
+            "bundle-missing-layer",
+            "stale-pass-after-fail",
+            "planner-bug",
+        ]
+        .contains(&id)
+        {
+            assert_eq!(n("data_files_deleted"), 0, "{id}: refused, nothing deleted: {s:#}");
+        }
+    }
 }
 
 /// A partial matrix never passes the gate, and an unknown scenario is named.
@@ -140,6 +193,8 @@ fn the_fault_matrix_passes_on_the_s3_server() {
     .expect_code(0)
     .json();
     assert_eq!(v["summary"]["gate"], "PASS", "{v:#}");
+    assert_eq!(v["summary"]["objects_lost"], 0);
+    assert_data_files_in_every_path(v["scenarios"].as_array().unwrap());
     assert!(v["matrix"]["store"].as_str().unwrap().starts_with(&prefix), "{v:#}");
     let recovery = v["scenarios"]
         .as_array()

@@ -686,12 +686,21 @@ fn plan_quarantine_drill_purge_deletes_exactly_the_inventory_on_postgres() {
     plan_quarantine_drill_purge_on(Backend::Postgres);
 }
 
+/// Python printing, for every ref but the quarantine tags, its name and the rows a PyIceberg scan of it reads.
+const READ_EVERY_REF: &str = "for name, r in sorted(t.metadata.refs.items()):\n    \
+     if not name.startswith('quarantine/'):\n        \
+     print(name, t.scan(snapshot_id=r.snapshot_id).to_arrow().num_rows)";
+
 fn plan_quarantine_drill_purge_on(backend: Backend) {
     let g = Gov::new_on("", backend);
     let start = sql_text(&g.catalog_uri, CURRENT_LOCATION).unwrap();
     let v = g.run(&["--json", "config", "check"]).expect_code(0).json();
     assert_eq!(v["status"], "VALID", "{v}");
     let rows = g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))");
+    let ref_rows = g.py(READ_EVERY_REF);
+    for r in ["main", "audit-q2", "what-if"] {
+        assert!(ref_rows.contains(&format!("{r} ")), "{ref_rows}");
+    }
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
     // Dry run: every check, nothing changes.
@@ -723,12 +732,33 @@ fn plan_quarantine_drill_purge_on(backend: Backend) {
         deleted_sorted, expected,
         "zero difference between the inventory and the deleted set"
     );
-    // The table, its tag and its branch still read in PyIceberg (the quarantine tags are gone).
+    // See: issue 18 point 5 — the purge deletes data, not only metadata: the fixture's second overwrite
+    // leaves the first version of the last append's Parquet file reachable only from an expiring snapshot.
+    let data: Vec<&str> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "data")
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    assert!(!data.is_empty(), "the candidate holds a data file: {c}");
+    for p in &data {
+        assert!(p.ends_with(".parquet"), "{p}");
+        assert!(deleted.iter().any(|d| d.as_str() == *p), "data file {p} was deleted");
+        assert!(!root.join(p).exists(), "{p} is gone");
+    }
+    // The table, its tag and its branch still read in PyIceberg (the quarantine tags are gone), down to the
+    // data: every retained ref scans, with the rows it had before the purge.
     assert_eq!(
         g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
         rows
     );
-    g.py("for r in ['audit-q2', 'what-if']: t.scan(snapshot_id=t.metadata.refs[r].snapshot_id).to_arrow()");
+    assert_eq!(
+        g.py(READ_EVERY_REF),
+        ref_rows,
+        "every retained ref reads the rows it read before"
+    );
+    pyiceberg_reads_everything(&g);
     // One confirmed receipt per deleted object, and a signed summary that says it equals the inventory.
     let st = g.run(&["--json", "status", id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "VERIFIED");
@@ -1100,7 +1130,12 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
         g.py("print(t.scan().to_arrow().num_rows, sorted(t.metadata.refs))"),
         rows
     );
-    // Every deleted key is behind a delete marker, its old version kept (marker-only deletes).
+    // Every deleted key is behind a delete marker, its old version kept (marker-only deletes): the data
+    // files among them too (the fixture's candidate holds one).
+    assert!(
+        c["objects"].as_array().unwrap().iter().any(|o| o["layer"] == "data"),
+        "{c}"
+    );
     let keys: Vec<String> = c["objects"]
         .as_array()
         .unwrap()
@@ -1109,7 +1144,7 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
         .collect();
     let listing = g.py(&format!(
         "import boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n\
-         v = s3.list_object_versions(Bucket='{bucket}', Prefix='{prefix}/db/retention/metadata/')\n\
+         v = s3.list_object_versions(Bucket='{bucket}', Prefix='{prefix}/db/retention/')\n\
          print(sorted(m['Key'] for m in v.get('DeleteMarkers', []) if m['IsLatest']))\n\
          print(sorted(x['Key'] for x in v.get('Versions', [])))"
     ));

@@ -11,9 +11,11 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::evidence::fault_matrix::ContentFileFigures;
 use crate::govern::closure;
 use crate::io::fault_store::{FaultState, FaultStore};
 use crate::io::store::Storage;
+use crate::lab::ContentFiles;
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::quarantine::QuarantineMode;
@@ -27,6 +29,8 @@ pub(super) struct Obs {
     pub(super) lines: Vec<String>,
     pub(super) holds: bool,
     pub(super) readers: Vec<Value>,
+    /// The candidate's data and delete files, and how many were deleted (see [`Lab::expect_data_in_candidate`]).
+    pub(super) content: Option<ContentFileFigures>,
 }
 
 impl Obs {
@@ -274,7 +278,95 @@ impl Lab {
             .collect())
     }
 
-    /// What must survive: everything reachable from ref heads, the current snapshot and `protect`, plus `extra`.
+    /// The data and delete files of candidate `id`'s inventory, as the registry recorded it when it was
+    /// planned; records their counts in `obs` and expects at least one data file (issue 18 point 5: every
+    /// scenario deletes, or refuses to delete, data, not only metadata).
+    pub(super) async fn expect_data_in_candidate(&self, obs: &mut Obs, id: &str) -> Result<ContentFiles> {
+        // A quarantined candidate's inventory is in the registry; a candidate only planned so far is in a plan
+        // (a plan is report-only: the same world proposes the same candidate id again).
+        let reg = crate::ops::plan::registry(&self.truth).await?;
+        let uuid = self.truth.table(&self.source).await?.metadata().uuid().to_string();
+        let recorded = reg
+            .candidates(&uuid)
+            .await?
+            .into_iter()
+            .find(|c| c.candidate_id == id)
+            .map(|c| c.candidate);
+        let planned = match recorded {
+            Some(c) => Some(c),
+            None => self.plan().await?["candidates"]
+                .as_array()
+                .and_then(|a| a.iter().find(|c| c["candidate_id"] == id).cloned()),
+        };
+        let Some(candidate) = planned else {
+            obs.expect(false, format!("candidate {id} is recorded or planned"));
+            return Ok(ContentFiles::default());
+        };
+        let content = ContentFiles::of(&candidate["objects"]);
+        obs.content = Some(ContentFileFigures {
+            candidate_data_files: content.data.len(),
+            candidate_delete_files: content.deletes.len(),
+            ..ContentFileFigures::default()
+        });
+        obs.expect(
+            !content.data.is_empty(),
+            format!(
+                "candidate {id} holds {} data files and {} delete files",
+                content.data.len(),
+                content.deletes.len()
+            ),
+        );
+        Ok(content)
+    }
+
+    /// Counts the candidate's content files that are deleted: `VERIFIED` in the registry and absent from the
+    /// real store's listing; records the counts in `obs` and, when `expect` (a purge that completed), expects
+    /// at least one data file among them. Returns the deleted ones.
+    pub(super) async fn expect_data_deleted(
+        &self,
+        obs: &mut Obs,
+        id: &str,
+        content: &ContentFiles,
+        expect: bool,
+    ) -> Result<ContentFiles> {
+        let listing = self.listing().await?;
+        let states = crate::ops::plan::registry(&self.truth).await?.object_states(id).await?;
+        let gone: Vec<&str> = states
+            .iter()
+            .filter(|o| o.state == State::Verified && !listing.contains(&o.path))
+            .map(|o| o.path.as_str())
+            .collect();
+        let deleted = content.among(gone);
+        let (data, deletes) = (deleted.data.len(), deleted.deletes.len());
+        let figures = obs.content.get_or_insert_with(|| ContentFileFigures {
+            candidate_data_files: content.data.len(),
+            candidate_delete_files: content.deletes.len(),
+            ..ContentFileFigures::default()
+        });
+        figures.data_files_deleted = data;
+        figures.delete_files_deleted = deletes;
+        if expect {
+            obs.expect(
+                data >= 1,
+                format!(
+                    "the purge deleted {data} of {} data files and {deletes} of {} delete files (verified gone)",
+                    content.data.len(),
+                    content.deletes.len()
+                ),
+            );
+        } else {
+            obs.saw(format!(
+                "{data} of {} data files and {deletes} of {} delete files deleted",
+                content.data.len(),
+                content.deletes.len()
+            ));
+        }
+        Ok(deleted)
+    }
+
+    /// What must survive: everything reachable from ref heads, the current snapshot, the snapshots valid leases,
+    /// checkpoints and snapshot holds name in the registry (all of them under a table-wide hold) and `protect`,
+    /// every object under a held prefix, plus `extra`. Data and delete files are counted like every other layer.
     pub(super) async fn account(&self, protect: &[i64], extra: &[String]) -> Result<Account> {
         let table = self.truth.table(&self.source).await?;
         let policy = crate::govern::policy::load(&self.policy)?;
@@ -289,6 +381,19 @@ impl Lab {
             .collect();
         ids.extend(input.current_snapshot_id);
         ids.extend(protect.iter().copied());
+        let p = &input.protections;
+        ids.extend(p.leases.iter().map(|(id, _)| *id));
+        ids.extend(p.checkpoints.iter().map(|(id, _)| *id));
+        let (mut held_prefixes, mut table_held) = (Vec::new(), false);
+        for (_, scope) in &p.holds {
+            match scope {
+                crate::registry::HoldScope::Table => table_held = true,
+                crate::registry::HoldScope::Snapshot(id) => {
+                    ids.insert(*id);
+                }
+                crate::registry::HoldScope::Prefix(prefix) => held_prefixes.push(prefix.clone()),
+            }
+        }
         let mut must: BTreeSet<String> = closure::distinct_objects(
             input
                 .snapshots
@@ -299,11 +404,20 @@ impl Lab {
         .into_iter()
         .map(|o| o.path.clone())
         .collect();
+        let before = self.listing().await?;
+        must.extend(
+            before
+                .iter()
+                .filter(|path| {
+                    table_held
+                        || held_prefixes
+                            .iter()
+                            .any(|h| path.starts_with(h.trim_start_matches('/')))
+                })
+                .cloned(),
+        );
         must.extend(extra.iter().cloned());
-        Ok(Account {
-            before: self.listing().await?,
-            must,
-        })
+        Ok(Account { before, must })
     }
 
     /// Objects lost since `acct`: protected ones gone, and any vanished object no accepted inventory holds.

@@ -16,6 +16,7 @@ use super::lab::{Lab, LabEnv, Obs, expired};
 use crate::error::{Error, Result};
 use crate::evidence::fault_matrix::SCENARIOS;
 use crate::io::fault_store::FaultState;
+use crate::lab::ContentFiles;
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::quarantine::QuarantineMode;
@@ -81,7 +82,7 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
         ),
         "late-model-reader" => (
             "a model still referencing an expired snapshot: one takes a lease late (after the plan), one never takes one",
-            "the late lease makes quarantine refuse the stale plan and the re-plan keeps the leased snapshot; the unleased snapshot is purged, its reader is listed as unprotected, and its bundle still restores it",
+            "the late lease makes quarantine refuse the stale plan and the re-plan keeps the leased snapshot; the unleased snapshot is purged, its reader is listed as unprotected, and its bundle still restores it, naming only its purged data files missing",
         ),
         "lagging-replica" => (
             "lagging cross-region replicas: reads keep returning objects after they were deleted",
@@ -92,8 +93,8 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
             "purge ends DELETE_UNKNOWN for exactly the uncertain objects; reconcile settles them; the deleted set equals the inventory",
         ),
         "delete-marker-recovery" => (
-            "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem)",
-            "after the purge every bundle of the candidate still restores (RESTORE_VERIFIED) and the snapshot is brought back as a readable table",
+            "recovery of purged objects (behind version delete markers on a versioned bucket; from the bundle's metadata copies on a filesystem, where a purge of data files is final)",
+            "after the purge every bundle whose data survives restores (RESTORE_VERIFIED), the others name exactly their purged data files OBJECT_MISSING; on a versioned bucket every purged object is behind a delete marker, undelete brings each back and then every bundle restores whole; a snapshot is brought back as a readable table",
         ),
         "stale-pass-after-fail" => (
             "an older PASS presented after a newer FAIL: the bundle's manifest-list copy is damaged after the first drill, a second drill of the same chain fails it, and the purge is given the first report",
@@ -115,6 +116,7 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
     let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let s = ids[0];
     let acct = lab.account(&[s], &[]).await?;
     // The reader registered before the plan; the control plane makes the lease visible only now, right before
@@ -145,6 +147,8 @@ async fn reader_registration_delay(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>
         (status_of(&again) == "REFUSED" && why.contains("PROTECTED")) || status_of(&again) == "VERIFIED",
         format!("the next purge rebases: snapshot {s} is kept (PROTECTED), the rest may go"),
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, status_of(&again) == "VERIFIED")
+        .await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -161,6 +165,7 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     let plan = lab.plan().await?;
     let warned = plan["warnings"].to_string();
     let (cid, cids) = expired(&plan).unwrap_or_default();
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         !cids.contains(&a),
         format!("snapshot {a} (head of `Main`) is not a candidate"),
@@ -216,6 +221,7 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
              (head of `MAIN`) leaves the candidate as PROTECTED, the rest is deleted"
         ),
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -241,6 +247,12 @@ async fn uncommitted_writer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     let extra: Vec<String> = staged.iter().chain([&unregistered]).map(|s| (*s).to_owned()).collect();
     let acct = lab.account(&[], &extra).await?;
     let plan = lab.plan().await?;
+    match expired(&plan) {
+        Some((cid, _)) => {
+            lab.expect_data_in_candidate(&mut obs, &cid).await?;
+        }
+        None => obs.expect(false, "the plan proposes an expired-snapshots candidate"),
+    }
     let cands = plan["candidates"].as_array().cloned().unwrap_or_default();
     let in_any = |p: &str| cands.iter().any(|c| c["objects"].to_string().contains(p));
     for p in staged {
@@ -294,10 +306,12 @@ async fn lagging_listing(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let inventory = lab.inventory(&cid).await?;
     let p = lab.purge(&cid, &report).await?;
     obs.saw(format!("purge {}", status_of(&p)));
     obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED under the lagging listing");
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let gone: BTreeSet<String> = acct.before.difference(&lab.listing().await?).cloned().collect();
     obs.expect(
         gone == inventory,
@@ -314,6 +328,7 @@ async fn hold_races_cas(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fault
     let Some((cid, ids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&ids, &[]).await?;
     let config = lab.ctx.config.clone();
     let source = lab.source.clone();
@@ -333,6 +348,7 @@ async fn hold_races_cas(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fault
         why.contains("holds changed"),
         "refused by the hold-generation compare-and-set",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -348,6 +364,7 @@ async fn planner_bug(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultSta
     let Some((cid, ids)) = lab.candidate(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         victim.is_some_and(|v| ids.contains(&v)),
         "the injected bug put audit-q2's head into the candidate",
@@ -367,6 +384,7 @@ async fn planner_bug(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultSta
         let p = lab.purge(&cid, &d.report).await?;
         obs.saw(format!("purge {}: {}", status_of(&p), reasons_of(&p)));
     }
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -378,6 +396,7 @@ async fn bundle_missing_layer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _)) = lab.candidate(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     let q = lab.quarantine(&cid, QuarantineMode::Bundle).await?;
     obs.expect(
@@ -411,6 +430,7 @@ async fn bundle_missing_layer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         status_of(&p) == "REFUSED" && why.contains("RESTORE_VERIFIED"),
         "purge REFUSED: the evidence does not show every bundle RESTORE_VERIFIED",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -443,6 +463,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
     let Some((cid, cids, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, lab.lost(&acct).await?, lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     obs.expect(
         !cids.contains(&leased),
         format!("the re-plan keeps leased snapshot {leased}"),
@@ -457,6 +478,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         status_of(&p) == "VERIFIED",
         "the unleased snapshot's candidate is purged (policy allows it)",
     );
+    let purged = lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let table = lab.truth.table(&lab.source).await?;
     let after = match crate::table::tree::read_tree(&table, &lab.truth.storage, unleased, 4).await {
         Ok(_) => "still readable".to_owned(),
@@ -472,7 +494,7 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         .find(|b| b["snapshot_id"].as_i64() == Some(unleased))
         .and_then(|b| b["uri"].as_str().map(str::to_owned))
         .unwrap_or_default();
-    let restored = crate::ops::commands::restore(&lab.truth, &bundle, &lab.keys, false, None).await?;
+    let restored = restore_after_purge(&lab, &bundle, &purged, false).await?;
     obs.expect(
         cids.contains(&unleased) && before,
         format!("the reader read snapshot {unleased} before the purge"),
@@ -483,11 +505,23 @@ async fn late_model_reader(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Fa
         "read_before_purge": before,
         "read_after_purge": after,
         "bundle": bundle,
-        "bundle_restores": restored.verdict == Verdict::Ok,
+        "bundle_restores": restored.whole,
+        "purged_data_missing": restored.purged_missing,
     }));
     obs.expect(
-        restored.verdict == Verdict::Ok,
-        "the unprotected reader is listed, and its snapshot's bundle still restores",
+        !bundle.is_empty() && restored.unexplained.is_empty(),
+        format!(
+            "the unprotected reader is listed, and its snapshot's bundle still restores it{} (unexplained findings: {:?})",
+            if restored.whole {
+                String::new()
+            } else {
+                format!(
+                    " but for its {} purged data files, which it names OBJECT_MISSING",
+                    restored.purged_missing.len()
+                )
+            },
+            restored.unexplained
+        ),
     );
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
@@ -500,6 +534,7 @@ async fn lagging_replica(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     lab.state.lagging_replica(true);
     let p = lab.purge(&cid, &report).await?;
@@ -518,6 +553,7 @@ async fn lagging_replica(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<Faul
         st.keys().all(|k| k == "VERIFIED") && lab.state(&cid).await? == State::Verified,
         "reconcile settles every object VERIFIED",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -529,6 +565,7 @@ async fn lost_delete_receipts(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     lab.state.lose_delete_responses(2);
     lab.state.fail_deletes(3);
@@ -557,6 +594,7 @@ async fn lost_delete_receipts(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
         st.keys().all(|k| k == "VERIFIED") && gone == inventory,
         "reconcile settles them; the deleted set equals the inventory",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -568,9 +606,12 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&[], &[]).await?;
     let p = lab.purge(&cid, &report).await?;
     obs.expect(status_of(&p) == "VERIFIED", "purge VERIFIED");
+    // Counted before the undelete below brings the objects back.
+    let purged = lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
     let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
     let bundles: Vec<String> = rec
         .quarantine
@@ -580,12 +621,27 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
         .iter()
         .filter_map(|b| b["uri"].as_str().map(str::to_owned))
         .collect();
-    let mut all = !bundles.is_empty();
+    // Each bundle restored deeply. Its metadata copies bring back every layer the purge removed; the purged
+    // data files are gone from the listing (on a filesystem for good, on a versioned bucket behind delete
+    // markers until `undelete`), so a bundle restores whole unless its snapshot reached one of them, and then
+    // its only findings name those files missing.
+    let (mut whole, mut unexplained) = (Vec::new(), Vec::new());
     for b in &bundles {
-        let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
-        all &= r.verdict == Verdict::Ok;
+        let r = restore_after_purge(&lab, b, &purged, true).await?;
+        if r.whole {
+            whole.push(b.clone());
+        }
+        unexplained.extend(r.unexplained.into_iter().map(|u| format!("{b}: {u}")));
     }
-    obs.expect(all, format!("all {} bundles restore after the purge", bundles.len()));
+    obs.expect(
+        !whole.is_empty() && unexplained.is_empty(),
+        format!(
+            "after the purge {} of {} bundles restore whole; the others' only findings are their purged data \
+             files, OBJECT_MISSING (unexplained: {unexplained:?})",
+            whole.len(),
+            bundles.len()
+        ),
+    );
     if env.store.is_some() {
         // A versioned bucket: the purge left delete markers; undelete removes them and verifies.
         let inventory = lab.inventory(&cid).await?;
@@ -611,11 +667,28 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
             status_of(&u) == "UNDELETED" && inventory.iter().all(|p| listed.contains(p)),
             "undelete brings every purged object back from behind its delete marker, verified",
         );
+        let mut restored = 0;
+        for b in &bundles {
+            let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
+            restored += usize::from(r.verdict == Verdict::Ok);
+        }
+        obs.expect(
+            restored == bundles.len(),
+            format!(
+                "after the undelete all {} bundles restore whole ({restored} RESTORE_VERIFIED), data included",
+                bundles.len()
+            ),
+        );
+        whole.clone_from(&bundles);
     }
+    let Some(bundle) = whole.first() else {
+        obs.expect(false, "a bundle restores whole, to bring its snapshot back");
+        return Ok((obs, lab.lost(&acct).await?, lab.state));
+    };
     let into = lab.dir.join("recovered");
     let r = crate::ops::materialize::restore_into(
         &lab.truth,
-        &bundles[0],
+        bundle,
         &lab.keys,
         &format!("file://{}", into.display()),
         "demo",
@@ -638,6 +711,7 @@ async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Ar
     let Some((cid, ids, first)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let acct = lab.account(&ids, &[]).await?;
     let rec = crate::ops::plan::registry(&lab.ctx).await?.candidate(&cid).await?;
     let bundle = rec
@@ -683,6 +757,7 @@ async fn stale_pass_after_fail(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Ar
         why.contains("is missing or differs"),
         "the refusal names the damaged copy (the bundle re-verified at acceptance)",
     );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
@@ -694,6 +769,7 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     let Some((cid, _, report)) = lab.to_evidence(&mut obs).await? else {
         return Ok((obs, Vec::new(), lab.state));
     };
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
     let inventory = lab.inventory(&cid).await?;
     obs.expect(
         inventory.len() >= 3,
@@ -794,7 +870,50 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
             wrong.is_empty() && states.iter().any(|o| o.state == State::Verified),
             format!("each object keeps its true state: deleted ones VERIFIED, the rest not deleted and present (wrong: {wrong:?})"),
         );
+    lab.expect_data_deleted(&mut obs, &cid, &content, false).await?;
     Ok((obs, lab.lost(&acct).await?, lab.state))
+}
+
+/// A bundle's restore after its candidate's purge: whether it verified whole, the purged content files it
+/// named missing, and every finding that is not one of those (which must be none).
+struct AfterPurge {
+    whole: bool,
+    purged_missing: Vec<String>,
+    unexplained: Vec<String>,
+}
+
+/// Restores `bundle` (deeply when `deep`) after a purge that deleted `purged`: a bundle whose snapshot reached
+/// a purged data or delete file cannot bring that file back, and must say so with `OBJECT_MISSING` for it and
+/// nothing else.
+async fn restore_after_purge(lab: &Lab, bundle: &str, purged: &ContentFiles, deep: bool) -> Result<AfterPurge> {
+    let r = crate::ops::commands::restore(&lab.truth, bundle, &lab.keys, deep, None).await?;
+    let mut out = AfterPurge {
+        whole: r.verdict == Verdict::Ok,
+        purged_missing: Vec::new(),
+        unexplained: Vec::new(),
+    };
+    if out.whole {
+        return Ok(out);
+    }
+    let findings = r.json["findings"].as_array().cloned().unwrap_or_default();
+    if findings.is_empty() {
+        out.unexplained
+            .push(format!("{}: FAILED without findings", status_of(&r)));
+    }
+    for f in findings {
+        let path = f["path"].as_str().unwrap_or_default();
+        let purged_file = purged
+            .data
+            .iter()
+            .chain(&purged.deletes)
+            .any(|p| path == p || path.ends_with(&format!("/{p}")));
+        if f["kind"] == "OBJECT_MISSING" && purged_file {
+            out.purged_missing.push(path.to_owned());
+        } else {
+            out.unexplained.push(f.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// The reasons an outcome gives, joined with ` | ` (or its single `reason`).
