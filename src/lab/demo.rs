@@ -638,7 +638,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let digest = crate::ops::context::implementation_digest()?;
     std::fs::write(
         &policy,
-        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\nreclamationImplementationDigest: {digest}\n"),
+        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\ncritical: true\nreclamationImplementationDigest: {digest}\n"),
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
@@ -728,6 +728,55 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         "audit".into(),
         serde_json::to_value(&audit).map_err(|e| Error::Internal(e.to_string()))?,
     );
+    // The quarterly exercise: a cold backup of `main` (declaring it a DR checkpoint), recovered in full by a
+    // cold-backup drill. The demo table is critical (its policy says so), so the deleter wants this recovery
+    // before it accepts a purge.
+    let backups = dir.join("backups").display().to_string();
+    let backup = crate::ops::backup::backup(
+        demo_ctx,
+        &source,
+        &crate::ops::backup::BackupPoint::Select(Selector::Ref("main".into())),
+        None,
+        &key.private_path,
+        &backups,
+    )
+    .await?;
+    say(
+        quiet,
+        &format!("backup {}", backup.json["status"].as_str().unwrap_or("?")),
+    );
+    human.push_str(&format!("\n== backup --ref main --to {backups}\n{}", backup.human));
+    let cold_plan = drills.join("quarterly-cold-backup.toml");
+    std::fs::write(
+        &cold_plan,
+        format!(
+            "# Written by `lakedrill demo`.\nname = \"quarterly-cold-backup\"\nkind = \"cold-backup\"\nbackups = \"{backups}\"\nsample = 5\ntarget = \"{}\"\nrto_limit = \"4h\"\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
+            dir.join("scratch").display(),
+            trust_dir.display(),
+            key.private_path.display(),
+            dir.join("reports").display()
+        ),
+    )
+    .map_err(|e| Error::io("write", &cold_plan, e))?;
+    let cold = crate::ops::drill::run_with(
+        &demo_ctx.storage,
+        &demo_ctx.config,
+        &cold_plan,
+        demo_ctx.clock.as_ref(),
+        &digest,
+        crate::ops::drill::RunOptions::default(),
+    )
+    .await?;
+    say(
+        quiet,
+        &format!("cold-backup drill gate {}", cold.predicate.summary.gate),
+    );
+    human.push_str(&format!(
+        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\n",
+        cold.predicate.summary.gate,
+        cold.predicate.summary.passed,
+        cold.report.trim_start_matches("file://")
+    ));
     // The deleter: only with that evidence, only if nothing changed since the quarantine, and only for a table
     // whose rollout stage deletes. Every table starts in report-only: a dry run shows the refusal.
     let mut purge_opts = crate::ops::deleter::PurgeOptions {
@@ -809,54 +858,6 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         )));
     }
 
-    // The quarterly exercise: a cold backup of `main` (declaring it a DR checkpoint), recovered in full by a
-    // cold-backup drill; then the six safety gates over everything the demo recorded.
-    let backups = dir.join("backups").display().to_string();
-    let backup = crate::ops::backup::backup(
-        demo_ctx,
-        &source,
-        &crate::ops::backup::BackupPoint::Select(Selector::Ref("main".into())),
-        None,
-        &key.private_path,
-        &backups,
-    )
-    .await?;
-    say(
-        quiet,
-        &format!("backup {}", backup.json["status"].as_str().unwrap_or("?")),
-    );
-    human.push_str(&format!("\n== backup --ref main --to {backups}\n{}", backup.human));
-    let cold_plan = drills.join("quarterly-cold-backup.toml");
-    std::fs::write(
-        &cold_plan,
-        format!(
-            "# Written by `lakedrill demo`.\nname = \"quarterly-cold-backup\"\nkind = \"cold-backup\"\nbackups = \"{backups}\"\nsample = 5\ntarget = \"{}\"\nrto_limit = \"4h\"\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
-            dir.join("scratch").display(),
-            trust_dir.display(),
-            key.private_path.display(),
-            dir.join("reports").display()
-        ),
-    )
-    .map_err(|e| Error::io("write", &cold_plan, e))?;
-    let cold = crate::ops::drill::run_with(
-        &demo_ctx.storage,
-        &demo_ctx.config,
-        &cold_plan,
-        demo_ctx.clock.as_ref(),
-        &digest,
-        crate::ops::drill::RunOptions::default(),
-    )
-    .await?;
-    say(
-        quiet,
-        &format!("cold-backup drill gate {}", cold.predicate.summary.gate),
-    );
-    human.push_str(&format!(
-        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\n",
-        cold.predicate.summary.gate,
-        cold.predicate.summary.passed,
-        cold.report.trim_start_matches("file://")
-    ));
     let gates = crate::ops::rollout::gates(
         demo_ctx,
         &source,
