@@ -12,7 +12,7 @@ Between two commits it sleeps a random gap (--gap-min..--gap-max seconds), then 
   delete        one row of main by id (PyIceberg 0.12 is copy-on-write: it rewrites or drops a data file);
   overwrite     the rows of one category of main replaced by new ones (a delete and an append snapshot);
   compact       every row of main rewritten into one data file (an overwrite with no filter), whenever main
-                has more than 12 data files: the history it leaves behind is what lakedrill can reclaim;
+                has more than 8 data files: the history it leaves behind is what lakedrill can reclaim;
   tag-move      the tag `audit-q2` moved to a random snapshot of the table, or a `soak-N` tag created (at most
                 two are kept, the older one removed);
   branch-move   the branch `what-if` moved to a random snapshot this writer made (whose rows it knows).
@@ -49,7 +49,7 @@ from pyiceberg.expressions import AlwaysTrue, EqualTo
 BRANCH = "what-if"
 TAG = "audit-q2"
 CATEGORIES = "abcde"
-MAX_MAIN_FILES = 12
+MAX_MAIN_FILES = 8
 # The first commits are one of each kind, so that even a short soak has them all.
 FIRST = ["append", "delete", "overwrite", "tag-move", "branch-move", "branch-append"]
 
@@ -180,7 +180,7 @@ class Writer:
         else:
             op = self.rng.choices(
                 ["append", "branch-append", "delete", "overwrite", "tag-move", "branch-move"],
-                weights=[35, 10, 15, 10, 18, 12],
+                weights=[25, 5, 25, 20, 15, 10],
             )[0]
         refs_moved = None
         if op == "append":
