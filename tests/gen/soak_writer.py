@@ -4,9 +4,10 @@ plans, quarantines, drills and purges it.
 
 Usage: python tests/gen/soak_writer.py --catalog-db PATH --warehouse URI --table NS.NAME --expected FILE
                                        --log FILE --stop FILE [--max-seconds N] [--seed N]
-                                       [--gap-min S] [--gap-max S]
+                                       [--gap-min S] [--gap-max S] [--burst-max N] [--pause-min S] [--pause-max S]
 
-Between two commits it sleeps a random gap (--gap-min..--gap-max seconds), then does one of:
+It commits in bursts of 1..--burst-max commits, --gap-min..--gap-max seconds apart, with a pause of
+--pause-min..--pause-max seconds between bursts (a micro-batch job). Each commit is one of:
   append        a few rows on main;
   branch-append a few rows on the branch `what-if`;
   delete        one row of main by id (PyIceberg 0.12 is copy-on-write: it rewrites or drops a data file);
@@ -250,8 +251,14 @@ class Writer:
     def run(self):
         self.initial()
         deadline = time.time() + self.args.max_seconds
+        burst_left = 0
         while not os.path.exists(self.args.stop) and time.time() < deadline:
-            time.sleep(self.rng.uniform(self.args.gap_min, self.args.gap_max))
+            if burst_left == 0:
+                burst_left = self.rng.randint(1, self.args.burst_max)
+                time.sleep(self.rng.uniform(self.args.pause_min, self.args.pause_max))
+            else:
+                time.sleep(self.rng.uniform(self.args.gap_min, self.args.gap_max))
+            burst_left -= 1
             if os.path.exists(self.args.stop):
                 break
             try:
@@ -286,6 +293,9 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gap-min", type=float, default=0.5)
     p.add_argument("--gap-max", type=float, default=3.0)
+    p.add_argument("--burst-max", type=int, default=1)
+    p.add_argument("--pause-min", type=float, default=0.5)
+    p.add_argument("--pause-max", type=float, default=3.0)
     w = Writer(p.parse_args())
     try:
         w.run()
