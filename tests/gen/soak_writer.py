@@ -181,7 +181,7 @@ class Writer:
         else:
             op = self.rng.choices(
                 ["append", "branch-append", "delete", "overwrite", "tag-move", "branch-move"],
-                weights=[25, 5, 25, 20, 15, 10],
+                weights=[25, 5, 30, 20, 12, 8],
             )[0]
         refs_moved = None
         if op == "append":

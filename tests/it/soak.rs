@@ -410,9 +410,36 @@ fn run_cycle(
     g: &Gov,
     n: usize,
     log_path: &Path,
+    mark: &mut usize,
     purges: &mut Vec<(Instant, Instant)>,
 ) -> (Cycle, Vec<(Instant, Instant)>) {
     let mut c = Cycle::default();
+    // The operator reclaims on a schedule the churn fills: a cycle starts once the writer has committed three
+    // times since the previous one, one of them rewriting data (a delete, an overwrite or a compaction).
+    let since = *mark;
+    let waited = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log_path).unwrap_or_default();
+        let new: Vec<Value> = text
+            .lines()
+            .skip(since)
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let commits = new.iter().filter(|e| e["ok"] == true).count();
+        let rewrites = new
+            .iter()
+            .filter(|e| e["ok"] == true && matches!(e["op"].as_str(), Some("delete" | "overwrite" | "compact")))
+            .count();
+        if commits >= 3 && rewrites >= 1 {
+            *mark = text.lines().count();
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(120),
+            "cycle {n}: the writer made {commits} commits and {rewrites} rewrites in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // plan → quarantine, until a quarantine lands between two commits (or lease changes).
     let started = Instant::now();
     let (id, candidate) = loop {
@@ -707,13 +734,14 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
     let deadline = began + Duration::from_secs(max_seconds);
     let mut done: Vec<Cycle> = Vec::new();
     let mut purges: Vec<(Instant, Instant)> = Vec::new();
+    let mut mark = 0usize;
     let mut guarded_total = 0usize;
     while done.len() < cycles || began.elapsed() < Duration::from_secs(seconds) {
         assert!(Instant::now() < deadline, "the soak ran past {max_seconds} s");
         writer_alive(&mut churn);
         let n = done.len() + 1;
         let t0 = Instant::now();
-        let (mut c, intervals) = run_cycle(&g, n, &log_path, &mut purges);
+        let (mut c, intervals) = run_cycle(&g, n, &log_path, &mut mark, &mut purges);
         // Every snapshot a lease or hold protected for the whole of a purge of this cycle is still whole.
         let guarded: BTreeSet<i64> = {
             let l = churn_log.lock().unwrap();
