@@ -237,10 +237,19 @@ fn read_writer_log(path: &Path) -> WriterLog {
     log
 }
 
-/// Reads `ids` (and, with `refs`, every ref head) with PyIceberg through the catalog: per snapshot its row
-/// count, or why it could not be read. Returns (snapshots, refs {name: snapshot id}, every snapshot id of the
-/// metadata).
-fn read_back(g: &Gov, ids: &[i64], all: bool) -> (BTreeMap<i64, Result<u64, String>>, BTreeMap<String, i64>, Vec<i64>) {
+/// What PyIceberg read of the table.
+struct ReadBack {
+    /// Per snapshot read, its row count or why it could not be read.
+    rows: BTreeMap<i64, Result<u64, String>>,
+    /// The table's refs {name: snapshot id}.
+    refs: BTreeMap<String, i64>,
+    /// Every snapshot id of the metadata.
+    snapshots: Vec<i64>,
+}
+
+/// Reads `ids` (and, with `all`, every snapshot and every ref head of the table) with PyIceberg through the
+/// catalog.
+fn read_back(g: &Gov, ids: &[i64], all: bool) -> ReadBack {
     let out = g.py(&format!(
         "import json\n\
          ids = {ids:?}\n\
@@ -279,7 +288,7 @@ fn read_back(g: &Gov, ids: &[i64], all: bool) -> (BTreeMap<i64, Result<u64, Stri
         .iter()
         .map(|s| s.as_i64().unwrap())
         .collect();
-    (rows, refs, snapshots)
+    ReadBack { rows, refs, snapshots }
 }
 
 /// Checks each snapshot's PyIceberg row count against the writer's log; returns the problems.
@@ -415,7 +424,8 @@ fn run_cycle(
 ) -> (Cycle, Vec<(Instant, Instant)>) {
     let mut c = Cycle::default();
     // The operator reclaims on a schedule the churn fills: a cycle starts once the writer has committed three
-    // times since the previous one, one of them rewriting data (a delete, an overwrite or a compaction).
+    // times since the previous purge, one of them rewriting data (a delete, an overwrite or a compaction), so
+    // that the snapshot before the rewrite is expirable by now.
     let since = *mark;
     let waited = Instant::now();
     loop {
@@ -431,7 +441,6 @@ fn run_cycle(
             .filter(|e| e["ok"] == true && matches!(e["op"].as_str(), Some("delete" | "overwrite" | "compact")))
             .count();
         if commits >= 3 && rewrites >= 1 {
-            *mark = text.lines().count();
             break;
         }
         assert!(
@@ -605,6 +614,7 @@ fn run_cycle(
         );
     }
 
+    *mark = log_lines(log_path);
     // After the purge: the drill over the same folder passes, and so do the six gates.
     let after = drill(g, &format!("cycle {n}, after the purge"));
     c.drill_after_population = after["predicate"]["sample"]["population"].as_u64().unwrap();
@@ -755,7 +765,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         guarded_total += guarded.len();
         if !guarded.is_empty() {
             let ids: Vec<i64> = guarded.iter().copied().collect();
-            let (read, _, _) = read_back(&g, &ids, false);
+            let read = read_back(&g, &ids, false).rows;
             let problems = row_problems(&read, &read_writer_log(&log_path), "leased or held snapshot");
             assert!(problems.is_empty(), "cycle {n}: {problems:#?}");
         }
@@ -812,7 +822,11 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
     let churned = std::mem::take(&mut *churn_log.lock().unwrap());
 
     // Every snapshot and every ref the table has is read by PyIceberg with the rows it was committed with.
-    let (read, refs, snapshots) = read_back(&g, &[], true);
+    let ReadBack {
+        rows: read,
+        refs,
+        snapshots,
+    } = read_back(&g, &[], true);
     let problems = row_problems(&read, &log, "snapshot");
     assert!(problems.is_empty(), "{problems:#?}");
     for (name, sid) in &refs {
@@ -872,7 +886,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
             .json();
         assert_eq!(r["status"], "RELEASED", "{r}");
     }
-    let (_, refs_after, _) = read_back(&g, &[], false);
+    let refs_after = read_back(&g, &[], false).refs;
     assert!(
         !refs_after.keys().any(|k| k.starts_with("quarantine/")),
         "{refs_after:?}"
