@@ -10,8 +10,10 @@ It commits in bursts of 1..--burst-max commits, --gap-min..--gap-max seconds apa
 --pause-min..--pause-max seconds between bursts (a micro-batch job). Each commit is one of:
   append        a few rows on main;
   branch-append a few rows on the branch `what-if`;
-  delete        one row of main by id (PyIceberg 0.12 is copy-on-write: it rewrites or drops a data file);
-  overwrite     the rows of one category of main replaced by new ones (a delete and an append snapshot);
+  delete        one row of main by id, mostly one the writer appended (PyIceberg 0.12 is copy-on-write: it
+                rewrites or drops a data file);
+  overwrite     the rows of one category of main (mostly the category of a row the writer appended) replaced
+                by new ones (a delete and an append snapshot);
   compact       every row of main rewritten into one data file (an overwrite with no filter), whenever main
                 has more than 8 data files: the history it leaves behind is what lakedrill can reclaim;
   tag-move      the tag `audit-q2` moved to a random snapshot of the table, or a `soak-N` tag created (at most
@@ -51,6 +53,7 @@ BRANCH = "what-if"
 TAG = "audit-q2"
 CATEGORIES = "abcde"
 MAX_MAIN_FILES = 8
+FIRST_ID = 1_000_000  # the ids of the rows this writer appends start here
 # The first commits are one of each kind, so that even a short soak has them all.
 FIRST = ["append", "delete", "overwrite", "tag-move", "branch-move", "branch-append"]
 
@@ -88,7 +91,7 @@ class Writer:
         self.table = self.catalog.load_table(args.table)
         self.log = open(args.log, "a", buffering=1)
         self.seq = 0
-        self.next_id = 1_000_000
+        self.next_id = FIRST_ID
         self.soak_tags = []
         self.tag_counter = 0
         self.failed = {}
@@ -194,11 +197,15 @@ class Writer:
         elif op == "delete":
             if len(main) < 3:
                 return self.step_append_instead(main)
-            victim = self.rng.choice(sorted(main))
+            # Mostly one of the writer's own rows: the tables' first rows sit in data files the DR checkpoint
+            # keeps for good, so deleting them reclaims nothing.
+            own = sorted(k for k in main if k >= FIRST_ID)
+            victim = self.rng.choice(own if own and self.rng.random() < 0.8 else sorted(main))
             after = {k: v for k, v in main.items() if k != victim}
             snaps = self.commit_data(op, "main", lambda: t.delete(EqualTo("id", victim)), after)
         elif op == "overwrite":
-            category = self.rng.choice(sorted(set(main.values())) or list(CATEGORIES))
+            own = sorted(v for k, v in main.items() if k >= FIRST_ID)
+            category = self.rng.choice(own or sorted(set(main.values())) or list(CATEGORIES))
             rows = self.new_rows(self.rng.randint(1, 3), category)
             after = {**{k: v for k, v in main.items() if v != category}, **rows}
             snaps = self.commit_data(
