@@ -27,8 +27,8 @@
 //!
 //! Two operator steps work around open lakedrill issues, and are counted in the figures: the bundles a refused
 //! quarantine sealed (no registry record names them) and the bundles of a released candidate (a purge that
-//! found the table keeping it whole, or the operator's `quarantine release` of a `PROTECTED` one) are removed
-//! from the bundles folder. Left there, they swell the drill population past the sample of 30 and fail every
+//! found the table keeping it whole, or the operator's `quarantine release` of a `PROTECTED` one) whose
+//! snapshots are still in the table are removed from the bundles folder. Left there, they swell the drill population past the sample of 30 and fail every
 //! drill with `OBJECT_MISSING` once their snapshots are purged under a later candidate.
 //!
 //! `LAKEDRILL_SOAK_CYCLES` (default 5) sets the number of cycles, `LAKEDRILL_SOAK_SECONDS` (default 0) a
@@ -364,6 +364,7 @@ struct Cycle {
     stray_bundles: usize,
     released_by_operator: bool,
     released_bundles: usize,
+    kept_bundles: usize,
     snapshots: usize,
     objects: usize,
     purge_status: String,
@@ -579,9 +580,21 @@ fn run_cycle(
     if st["candidate"]["state"] == "RELEASED" {
         // The bundles of a released candidate stay in the folder without a retirement record. Once its snapshots
         // are purged under a later candidate (with new bundles, as the metadata file differs), they fail every
-        // drill with OBJECT_MISSING (see the report of issue 18 point 6). In tag mode the snapshots stay in
-        // the table, so the bundles are no way back: the operator removes them.
+        // drill with OBJECT_MISSING (see the report of issue 18 point 6). Where a snapshot is still in the
+        // table (tag mode), its bundle is no way back: the operator removes it. A purge HALTED after its catalog
+        // commit has already taken the snapshots out of the metadata: then the bundle is the way back
+        // (`set-current --from-bundle`) and stays, and so do its files, so that it still verifies.
+        let live: BTreeSet<i64> = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["snapshot_id"].as_i64().unwrap())
+            .collect();
         for b in st["candidate"]["quarantine"]["bundles"].as_array().unwrap() {
+            if !live.contains(&b["snapshot_id"].as_i64().unwrap()) {
+                c.kept_bundles += 1;
+                continue;
+            }
             let dir = PathBuf::from(b["uri"].as_str().unwrap().trim_start_matches("file://"));
             std::fs::remove_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             c.released_bundles += 1;
@@ -792,15 +805,16 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
             c.purge_status,
             c.purge_attempts,
             c.rebases,
-            if c.released_bundles > 0 {
+            if c.released_bundles + c.kept_bundles > 0 {
                 format!(
-                    "; candidate released{}, its {} bundles removed",
+                    "; candidate released{}, {} of its bundles removed, {} kept (their snapshots left the table)",
                     if c.released_by_operator {
                         " by the operator"
                     } else {
                         " by the purge"
                     },
-                    c.released_bundles
+                    c.released_bundles,
+                    c.kept_bundles
                 )
             } else {
                 String::new()
@@ -942,7 +956,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         done.iter().map(|c| c.deleted_bytes).sum::<u64>(),
         done.iter().map(|c| c.quarantine_refusals).sum::<usize>(),
         done.iter().map(|c| c.stray_bundles).sum::<usize>(),
-        done.iter().filter(|c| c.released_bundles > 0).count(),
+        done.iter().filter(|c| c.released_bundles + c.kept_bundles > 0).count(),
         done.iter().map(|c| c.released_bundles).sum::<usize>(),
         done.iter().map(|c| c.purge_attempts + 1).sum::<usize>(),
         done.len(),
