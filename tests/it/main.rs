@@ -26,5 +26,6 @@ mod retire;
 mod rollout;
 mod s3;
 mod scan;
+mod soak;
 mod stress;
 mod util;
