@@ -24,6 +24,7 @@ use super::protections::{
 };
 use super::rollout;
 use crate::io::db::Dialect;
+use crate::model::object::HoldScope;
 
 /// One object's state within a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,45 +433,99 @@ impl Registry {
         let hold_generation = read_hold_generation(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        if hold_generation != base.hold_generation && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch)
-        {
-            let rows = sqlx::query(HOLDS_OF_TABLE)
-                .bind(&base.table_uuid)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query(OP))?;
-            let mut named = Vec::new();
-            for row in &rows {
-                let h = hold_from_row(row).map_err(query(OP))?;
-                if h.hold_generation > base.hold_generation {
-                    named.push(format!(
-                        "hold {} (scope {}, reason {:?}) set at {}",
-                        h.hold_id,
-                        h.scope,
-                        h.reason,
-                        h.set_at.to_rfc3339_opts(SecondsFormat::Secs, true)
-                    ));
-                }
-            }
-            halt.push(format!(
-                "a legal hold changed during the purge (hold generation {} is now {hold_generation}: {}): no further \
-                 deletes",
-                base.hold_generation,
-                if named.is_empty() {
-                    "a hold was cleared".to_owned()
-                } else {
-                    named.join("; ")
-                }
-            ));
-        }
         let leases = read_lease_watermark(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        if leases.counter != base.lease_watermark {
-            halt.push(format!(
-                "leases changed during the purge (lease watermark {} is now {}): no further deletes",
-                base.lease_watermark, leases.counter
-            ));
+        // A change of the table's holds or leases halts the purge when it may protect what is left of this
+        // candidate: a hold on the table, on one of its snapshots or over a prefix of one of its objects (a
+        // prefix written as a URI cannot be related to the paths here and counts as covering), or any active
+        // lease on one of its snapshots. A hold or lease elsewhere on the table cannot reach its objects (none of
+        // them is reachable from a snapshot the table keeps), and a cleared hold protects nothing new.
+        let holds_moved = hold_generation != base.hold_generation
+            && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch);
+        if holds_moved || leases.counter != base.lease_watermark {
+            let inventory: Option<String> =
+                sqlx::query_scalar("SELECT candidate_json FROM candidates WHERE candidate_id = $1")
+                    .bind(candidate_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(query(OP))?;
+            let inventory: serde_json::Value = inventory
+                .as_deref()
+                .and_then(|j| serde_json::from_str(j).ok())
+                .unwrap_or(serde_json::Value::Null);
+            let Some(ids) = inventory["snapshot_ids"]
+                .as_array()
+                .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect::<Vec<i64>>())
+            else {
+                // What the candidate holds cannot be read: nothing can be shown uncovered.
+                halt.push(format!(
+                    "holds or leases changed during the purge and candidate {candidate_id}'s inventory cannot be read \
+                     to relate them: no further deletes"
+                ));
+                return Ok(Err(halt));
+            };
+            let paths: Vec<&str> = inventory["objects"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|o| o["path"].as_str()).collect())
+                .unwrap_or_default();
+            if holds_moved {
+                let rows = sqlx::query(HOLDS_OF_TABLE)
+                    .bind(&base.table_uuid)
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(query(OP))?;
+                let mut named = Vec::new();
+                for row in &rows {
+                    let h = hold_from_row(row).map_err(query(OP))?;
+                    if h.hold_generation <= base.hold_generation || !h.active {
+                        continue;
+                    }
+                    let covers = match &h.scope {
+                        HoldScope::Table => true,
+                        HoldScope::Snapshot(id) => ids.contains(id),
+                        HoldScope::Prefix(written) => {
+                            let p = written.trim_matches('/');
+                            written.contains("://")
+                                || written.starts_with('/')
+                                || paths.iter().any(|o| *o == p || o.starts_with(&format!("{p}/")))
+                        }
+                    };
+                    if covers {
+                        named.push(format!(
+                            "hold {} (scope {}, reason {:?}) set at {}",
+                            h.hold_id,
+                            h.scope,
+                            h.reason,
+                            h.set_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                        ));
+                    }
+                }
+                if !named.is_empty() {
+                    halt.push(format!(
+                        "a legal hold that covers the candidate was set during the purge (hold generation {} is now \
+                         {hold_generation}: {}): no further deletes",
+                        base.hold_generation,
+                        named.join("; ")
+                    ));
+                }
+            }
+            if leases.counter != base.lease_watermark {
+                let leased: Vec<i64> =
+                    sqlx::query_scalar("SELECT snapshot_id FROM leases WHERE table_uuid = $1 AND released_at IS NULL")
+                        .bind(&base.table_uuid)
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(query(OP))?;
+                let covering: Vec<i64> = leased.into_iter().filter(|s| ids.contains(s)).collect();
+                if !covering.is_empty() {
+                    halt.push(format!(
+                        "leases changed during the purge (lease watermark {} is now {}) and a lease covers snapshot(s) \
+                         {covering:?} of the candidate: no further deletes",
+                        base.lease_watermark, leases.counter
+                    ));
+                }
+            }
         }
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
             .bind(candidate_id)

@@ -228,3 +228,82 @@ fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
     assert_eq!(g5["figures"]["deletes_after_a_hold"], 0, "{g5}");
     assert!(g5["figures"]["delete_requests"].as_u64().unwrap() >= 100, "{g5}");
 }
+
+// Found by the churn soak (issue 18): a lease or hold on an unrelated snapshot halted a purge for good after its
+// catalog commit, leaving the candidate PROTECTED with its snapshots already out of the table.
+#[test]
+fn a_hold_or_lease_elsewhere_on_the_table_mid_purge_does_not_halt_it() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 120);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let mut args = g.purge_args(&id, Some(&ev));
+    args.extend(T);
+    let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&args)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", "delay-ms=40")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let confirmed = format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%\"phase\":\"confirmed\"%'"
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let done: usize = sql_text(&registry, &confirmed).unwrap_or_default().parse().unwrap_or(0);
+        if done >= 20 {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 120, "the purge did not reach 20 deletes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Both on the current snapshot, which the table keeps: neither can reach the candidate's objects.
+    let scope = format!("snapshot:{current}");
+    g.on_table(&[
+        "--json",
+        "hold",
+        "set",
+        "--scope",
+        &scope,
+        "--reason",
+        "audit of the head",
+    ])
+    .expect_code(0);
+    g.on_table(&[
+        "--json",
+        "lease",
+        "add",
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--snapshot-id",
+        &current,
+        "--purpose",
+        "a nightly reader",
+        "--owner",
+        "o",
+        "--expires-in",
+        "1d",
+    ])
+    .expect_code(0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the purge goes on:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let root = g.table_root();
+    for o in c["objects"].as_array().unwrap() {
+        assert!(!root.join(o["path"].as_str().unwrap()).exists(), "{o} was deleted");
+    }
+    // The held and leased head still reads down to its data.
+    let rows = g.py(&format!("print(t.scan(snapshot_id={current}).to_arrow().num_rows)"));
+    assert!(rows.trim().parse::<u64>().unwrap() > 0, "{rows}");
+}
