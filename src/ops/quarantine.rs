@@ -126,6 +126,18 @@ pub async fn quarantine(
     Ok(out)
 }
 
+/// Removes the bundles this quarantine sealed before it was refused: no registry record names them, and left in
+/// the bundles folder they would swell every drill's population with bundles of nothing quarantined. They are
+/// lakedrill's own output of this run, never table data.
+async fn discard_bundles(ctx: &Context, sealed: &[crate::bundle::SealReport]) -> Result<()> {
+    for b in sealed {
+        for o in ctx.storage.list(&b.uri).await? {
+            ctx.storage.delete(&o.uri).await?;
+        }
+    }
+    Ok(())
+}
+
 /// The second half of [`quarantine`], run while the candidate is claimed: seal every snapshot, re-check the
 /// registry, commit the tags (or the removal) and record the quarantine.
 #[allow(clippy::too_many_arguments, clippy::too_many_lines)]
@@ -165,6 +177,7 @@ async fn seal_and_commit(
         match crate::bundle::seal(table, &ctx.storage, *id, key, &out, now).await? {
             Ok(r) => sealed.push(r),
             Err(findings) => {
+                discard_bundles(ctx, &sealed).await?;
                 reg.candidate_transition(
                     candidate_id,
                     State::Protected,
@@ -185,7 +198,10 @@ async fn seal_and_commit(
     // Nothing may have changed in the registry since the plan.
     let again = world_stamp(table, policy, reg, None).await?;
     if &again != stamp {
-        return refuse("leases or holds changed while sealing: re-plan".into());
+        discard_bundles(ctx, &sealed).await?;
+        return refuse(
+            "leases or holds changed while sealing: re-plan (the bundles sealed for it were removed)".into(),
+        );
     }
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let several = candidate.snapshot_ids.len() > 1;
@@ -229,14 +245,24 @@ async fn seal_and_commit(
         .await
     {
         Ok(loc) => loc,
-        Err(Error::Catalog { reason, .. }) => return refuse(format!("the catalog commit failed: {reason}; re-plan")),
+        Err(Error::Catalog { reason, .. }) => {
+            discard_bundles(ctx, &sealed).await?;
+            return refuse(format!(
+                "the catalog commit failed: {reason}; re-plan (the bundles sealed for it were removed)"
+            ));
+        }
         Err(e) => return Err(e),
     };
-    // The world after the commit is what the deleter will compare against.
+    // The world after the commit is what the deleter will compare against. Our commit stands (the tags are in
+    // the table), so the quarantine is recorded even when another commit already followed it: the stamp is
+    // then that later generation's, and the purge re-judges the candidate on the table as it is then (its
+    // independent closure check and, after any later change, its rebase) — a refusal here would leave tags
+    // no candidate owns.
     let after = ctx.table(source).await?;
     if after.generation().metadata_location != committed {
-        return refuse(format!(
-            "another commit followed ours ({}); re-plan",
+        crate::report::output::warn(format!(
+            "{candidate_id}: another commit followed the quarantine commit ({} after {committed}); the quarantine \
+             is recorded against the later generation",
             after.generation().metadata_location
         ));
     }

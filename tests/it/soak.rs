@@ -361,7 +361,6 @@ impl Drop for Churn {
 struct Cycle {
     quarantine_refusals: usize,
     refusal_reasons: BTreeMap<String, usize>,
-    stray_bundles: usize,
     released_by_operator: bool,
     released_bundles: usize,
     kept_bundles: usize,
@@ -495,14 +494,27 @@ fn run_cycle(
                 }
                 let why = q.json()["reason"].as_str().unwrap_or("?").to_owned();
                 *c.refusal_reasons.entry(refusal_kind(&why)).or_default() += 1;
-                // A quarantine refused after sealing leaves its bundles behind (no registry record names them);
-                // they would swell the drill population past the sample of 30 and, once their snapshots are
-                // purged under a later candidate, fail every drill. The operator removes them (see the report of
-                // issue 18 point 6).
-                for stray in bundle_dirs(g).difference(&before) {
-                    std::fs::remove_dir_all(g.dir.join("bundles").join(stray)).unwrap();
-                    c.stray_bundles += 1;
-                }
+                // A quarantine refused after sealing removes the bundles it sealed: none is left behind for the
+                // drills (no registry record would name it).
+                // (On a filesystem an emptied folder may stay: it holds no bundle and no drill lists it.)
+                let holds_files = |d: &std::path::Path| {
+                    fn any_file(d: &std::path::Path) -> bool {
+                        std::fs::read_dir(d).into_iter().flatten().flatten().any(|e| {
+                            let p = e.path();
+                            if p.is_dir() { any_file(&p) } else { true }
+                        })
+                    }
+                    any_file(d)
+                };
+                let stray: Vec<String> = bundle_dirs(g)
+                    .difference(&before)
+                    .filter(|d| holds_files(&g.dir.join("bundles").join(d)))
+                    .cloned()
+                    .collect();
+                assert!(
+                    stray.is_empty(),
+                    "cycle {n}: the refused quarantine left bundles {stray:?}: {why}"
+                );
             }
             _ => panic!("cycle {n}: quarantine could not decide:\n{}\n{}", q.stdout, q.stderr),
         }
@@ -578,10 +590,10 @@ fn run_cycle(
         st = status(g, &id);
     }
     if st["candidate"]["state"] == "RELEASED" {
-        // The bundles of a released candidate stay in the folder without a retirement record. Once its snapshots
-        // are purged under a later candidate (with new bundles, as the metadata file differs), they fail every
-        // drill with OBJECT_MISSING (see the report of issue 18 point 6). Where a snapshot is still in the
-        // table (tag mode), its bundle is no way back: the operator removes it. A purge HALTED after its catalog
+        // The bundles of a released candidate stay in the folder (a later purge of their snapshots retires
+        // them). Where a snapshot is still in the table (tag mode), its bundle is no way back, and it would grow
+        // the drill population past the sample of 30 that the next candidate's evidence must cover: the
+        // operator removes it. A purge HALTED after its catalog
         // commit has already taken the snapshots out of the metadata: then the bundle is the way back
         // (`set-current --from-bundle`) and stays, and so do its files, so that it still verifies.
         let live: BTreeSet<i64> = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
@@ -791,13 +803,12 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
             assert!(problems.is_empty(), "cycle {n}: {problems:#?}");
         }
         println!(
-            "soak cycle {n}: {:.1}s; quarantine after {} refusals {:?} ({} stray bundles removed; {} snapshots, {} objects); drill PASS {}/{}; \
+            "soak cycle {n}: {:.1}s; quarantine after {} refusals {:?} ({} snapshots, {} objects); drill PASS {}/{}; \
              purge {} (attempts {}, rebases {}{}): deleted {} objects ({} data files, {} bytes), {} kept PROTECTED; \
              drill after PASS (population {}, retired {}); gates PASS; {} leased/held snapshots intact",
             t0.elapsed().as_secs_f64(),
             c.quarantine_refusals,
             c.refusal_reasons,
-            c.stray_bundles,
             c.snapshots,
             c.objects,
             c.drill_sampled,
@@ -941,7 +952,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
     });
     println!(
         "soak: {} cycles in {:.0}s (seed {seed}); purges {outcomes:?}, {} rebases in {} cycles; data files reclaimed in \
-         {reclaimed} of {} cycles; deleted {} objects ({} data files, {} bytes); quarantine refused {} times ({} stray bundles removed); \
+         {reclaimed} of {} cycles; deleted {} objects ({} data files, {} bytes); quarantine refused {} times (no bundle left behind); \
          {} candidates released after their purge ({} bundles removed); \
          {} drills and {} gates passed; writer: {summary}; churner: {} leases ({} released early), {} holds ({} cleared), \
          {} refused on a purged snapshot; {guarded_total} leased/held snapshots checked after purges; \
@@ -955,7 +966,6 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         done.iter().map(|c| c.deleted_data).sum::<usize>(),
         done.iter().map(|c| c.deleted_bytes).sum::<u64>(),
         done.iter().map(|c| c.quarantine_refusals).sum::<usize>(),
-        done.iter().map(|c| c.stray_bundles).sum::<usize>(),
         done.iter().filter(|c| c.released_bundles + c.kept_bundles > 0).count(),
         done.iter().map(|c| c.released_bundles).sum::<usize>(),
         done.iter().map(|c| c.purge_attempts + 1).sum::<usize>(),
