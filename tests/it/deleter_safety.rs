@@ -117,19 +117,10 @@ pub fn add_bulk_files(g: &Gov, n: usize) {
     std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
 }
 
-// See: issue 16, point 2 — a hold set after ~100 deletes still let 2–13 delete requests out, and the registry
-// said PROTECTED for objects that were gone.
-#[test]
-fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
-    let g = Gov::new("");
-    add_bulk_files(&g, 300);
-    let (c, ev) = g.quarantined();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let n = c["objects"].as_array().unwrap().len();
-    assert!(n > 300, "the candidate holds the bulk data files: {n}");
-
-    // The purge runs in its own process on a slow store (40 ms a delete); the hold comes from another one.
-    let mut args = g.purge_args(&id, Some(&ev));
+/// Starts `purge` of `id` in its own process on a slow store (40 ms a delete) and returns it once `n` of its
+/// deletes are confirmed in the registry.
+fn slow_purge_until(g: &Gov, id: &str, ev: &Path, n: usize) -> std::process::Child {
+    let mut args = g.purge_args(id, Some(ev));
     args.extend(T);
     let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
         .args(&args)
@@ -146,12 +137,28 @@ fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
     let started = std::time::Instant::now();
     loop {
         let done: usize = sql_text(&registry, &confirmed).unwrap_or_default().parse().unwrap_or(0);
-        if done >= 100 {
-            break;
+        if done >= n {
+            return child;
         }
-        assert!(started.elapsed().as_secs() < 120, "the purge did not reach 100 deletes");
+        assert!(started.elapsed().as_secs() < 120, "the purge did not reach {n} deletes");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+// See: issue 16, point 2 — a hold set after ~100 deletes still let 2–13 delete requests out, and the registry
+// said PROTECTED for objects that were gone.
+#[test]
+fn r016_a_hold_set_mid_purge_lets_no_delete_request_out_after_it() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 300);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n > 300, "the candidate holds the bulk data files: {n}");
+
+    // The purge runs in its own process on a slow store (40 ms a delete); the hold comes from another one.
+    let child = slow_purge_until(&g, &id, &ev, 100);
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
     let hold = g
         .on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 7"])
         .expect_code(0)
@@ -238,29 +245,7 @@ fn a_hold_or_lease_elsewhere_on_the_table_mid_purge_does_not_halt_it() {
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     let current = g.py("print(t.metadata.current_snapshot_id)");
-    let mut args = g.purge_args(&id, Some(&ev));
-    args.extend(T);
-    let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
-        .args(&args)
-        .current_dir(&g.dir)
-        .env("LAKEDRILL_FAILPOINTS", "delay-ms=40")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
-    let confirmed = format!(
-        "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%\"phase\":\"confirmed\"%'"
-    );
-    let started = std::time::Instant::now();
-    loop {
-        let done: usize = sql_text(&registry, &confirmed).unwrap_or_default().parse().unwrap_or(0);
-        if done >= 20 {
-            break;
-        }
-        assert!(started.elapsed().as_secs() < 120, "the purge did not reach 20 deletes");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = slow_purge_until(&g, &id, &ev, 20);
     // Both on the current snapshot, which the table keeps: neither can reach the candidate's objects.
     let scope = format!("snapshot:{current}");
     g.on_table(&[
