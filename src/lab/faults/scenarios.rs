@@ -849,7 +849,9 @@ async fn hold_lands_mid_purge(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc
     ));
     obs.expect(at_commit == Some(sent), "no delete request after the hold committed");
     obs.expect(
-        status_of(&p) == "HALTED" && why.contains("legal hold changed") && why.contains("litigation"),
+        status_of(&p) == "HALTED"
+            && why.contains("a legal hold that covers the candidate")
+            && why.contains("litigation"),
         "purge HALTED naming the hold",
     );
     let listing = lab.listing().await?;
