@@ -119,10 +119,11 @@ pub fn add_bulk_files(g: &Gov, n: usize) {
 
 /// Starts `purge` of `id` in its own process on a slow store (40 ms a delete) and returns it once `n` of its
 /// deletes are confirmed in the registry.
+#[allow(clippy::zombie_processes)] // the child is returned: every caller waits for it (`wait_with_output`)
 fn slow_purge_until(g: &Gov, id: &str, ev: &Path, n: usize) -> std::process::Child {
     let mut args = g.purge_args(id, Some(ev));
     args.extend(T);
-    let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
         .args(&args)
         .current_dir(&g.dir)
         .env("LAKEDRILL_FAILPOINTS", "delay-ms=40")
@@ -140,7 +141,14 @@ fn slow_purge_until(g: &Gov, id: &str, ev: &Path, n: usize) -> std::process::Chi
         if done >= n {
             return child;
         }
-        assert!(started.elapsed().as_secs() < 120, "the purge did not reach {n} deletes");
+        if started.elapsed().as_secs() >= 120 {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the purge did not reach {n} deletes:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
