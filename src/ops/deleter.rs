@@ -8,7 +8,10 @@
 //! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
 //! the protected-ref root, the lease watermark and the hold generation still matches what was
 //! recorded at quarantine. The comparison and the move to `DELETE_APPROVED` happen in one registry
-//! transaction ([`crate::registry::Registry::candidate_accept`]).
+//! transaction ([`crate::registry::Registry::candidate_accept`]). Before it, the gates of DESIGN §7 are
+//! evaluated for the candidate's table ([`crate::ops::gates::deleter_gates`]: the weekly restores from a report
+//! covering the table, the quarterly recovery for critical tables, no acceptance or delete after a hold); a
+//! failing gate refuses, naming itself and its figure.
 //!
 //! After acceptance the deleter
 //! 1. archives the exact inventory, signed, next to the receipts (write-once);
