@@ -94,8 +94,8 @@ struct ChurnLog {
 }
 
 /// The churner: until `stop`, every 2–6 s one of lease add, lease release, hold set, hold clear on a
-/// random snapshot of the table, each through the lakedrill binary (a process of its own). The first four
-/// actions are one of each.
+/// random snapshot of the table, each through the lakedrill binary (a process of its own). It starts with one
+/// of each kind (redoing an add whose lease or hold went before it could be released or cleared).
 fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<ChurnLog>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let table = ["--catalog", "rt", "--table", "db.retention"];
@@ -105,10 +105,8 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
         lakedrill_in(dir, &a)
     };
     let refused_as_gone = |r: &Run| r.code == 2 && r.stdout.contains("does not exist");
-    let mut step = 0usize;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(2000..6000)));
-        step += 1;
         let snapshots: Vec<i64> = run(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
             .as_array()
             .unwrap()
@@ -124,16 +122,26 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
                 .cloned()
                 .partition(|p| p.kind == "lease")
         };
-        let action = match step {
-            1 => 0,
-            2 => 2,
-            3 => 1,
-            4 => 3,
-            _ => rng.gen_range(0..4),
+        // Until each kind of change has happened once, the next missing one (a lease that is to be released
+        // early lasts long enough to still be there); then at random.
+        let (added, released, set, cleared) = {
+            let l = log.lock().unwrap();
+            (l.leases_added, l.leases_released, l.holds_set, l.holds_cleared)
+        };
+        let action = if added == 0 || (released == 0 && active_leases.is_empty()) {
+            0
+        } else if set == 0 || (cleared == 0 && active_holds.is_empty()) {
+            2
+        } else if released == 0 {
+            1
+        } else if cleared == 0 {
+            3
+        } else {
+            rng.gen_range(0..4)
         };
         match action {
             0 if active_leases.len() < 4 => {
-                let secs = rng.gen_range(5..=40u64);
+                let secs = if released == 0 { 90 } else { rng.gen_range(5..=40u64) };
                 let start = Instant::now();
                 let r = run(&[
                     "--json",
