@@ -41,6 +41,23 @@ fn findings(d: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// `seal` of the table's current snapshot into the fixture's `bundles` folder (its JSON output).
+fn seal_current(g: &Gov) -> Value {
+    let current = g.py("print(t.current_snapshot().snapshot_id)");
+    g.on_table(&[
+        "--json",
+        "seal",
+        "--snapshot-id",
+        &current,
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--out",
+        "bundles",
+    ])
+    .expect_code(0)
+    .json()
+}
+
 /// Changes one character of the envelope's base64 payload (to another base64 character).
 fn change_a_payload_byte(path: &Path) {
     let mut b = std::fs::read(path).unwrap();
@@ -70,20 +87,7 @@ fn a_purge_that_deleted_data_files_retires_its_bundles_and_the_next_drill_passes
     let bundles: Vec<Value> = q["bundles"].as_array().unwrap().clone();
     assert!(!bundles.is_empty(), "{q}");
     // A bundle of the current snapshot in the same folder: it stays in the drill population after the purge.
-    let current = g.py("print(t.current_snapshot().snapshot_id)");
-    let sealed = g
-        .on_table(&[
-            "--json",
-            "seal",
-            "--snapshot-id",
-            &current,
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--out",
-            "bundles",
-        ])
-        .expect_code(0)
-        .json();
+    let sealed = seal_current(&g);
     let live = local(sealed["uri"].as_str().unwrap());
     let ev = g.drill("bundles");
     let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
@@ -245,18 +249,7 @@ fn bundles_of_a_released_candidate_retire_with_the_purge_of_their_snapshots() {
     let q = g.quarantine(&id, "tag").expect_code(0).json();
     let own = q["bundles"].as_array().unwrap().len();
     // A bundle of the current snapshot in the same folder keeps the population from being only retired bundles.
-    let current = g.py("print(t.current_snapshot().snapshot_id)");
-    g.on_table(&[
-        "--json",
-        "seal",
-        "--snapshot-id",
-        &current,
-        "--key",
-        "keys/gov-TEST-ONLY.key",
-        "--out",
-        "bundles",
-    ])
-    .expect_code(0);
+    seal_current(&g);
     let ev = g.drill("bundles");
     let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
     assert_eq!(p["status"], "VERIFIED", "{p}");
