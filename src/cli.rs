@@ -62,6 +62,36 @@ pub struct TableArgs {
     pub table_root: Option<String>,
 }
 
+/// The plain maintenance job lakedrill is compared with (`plan`, `rollout report`): Iceberg's own
+/// `expire_snapshots` and `remove_orphan_files` with these parameters. Unset options come from the
+/// configuration's `[baseline."<table>"]`, then from the policy.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BaselineArgs {
+    /// `expire_snapshots(older_than)`: a duration before now (`7d`) or an RFC 3339 time (default: the policy's
+    /// minSnapshotAge).
+    #[arg(long, value_name = "DUR|TIME")]
+    pub baseline_older_than: Option<String>,
+    /// `expire_snapshots(retain_last)` (default: the table's history.expire.min-snapshots-to-keep).
+    #[arg(long, value_name = "N")]
+    pub baseline_retain_last: Option<i64>,
+    /// `remove_orphan_files(older_than)`: a duration before now or an RFC 3339 time (default: the policy's
+    /// orphanSafetyInterval).
+    #[arg(long, value_name = "DUR|TIME", alias = "orphan-older-than")]
+    pub baseline_orphans_older_than: Option<String>,
+}
+
+impl BaselineArgs {
+    /// As the operation's options.
+    #[must_use]
+    pub fn options(&self) -> crate::ops::plan::BaselineOptions {
+        crate::ops::plan::BaselineOptions {
+            older_than: self.baseline_older_than.clone(),
+            retain_last: self.baseline_retain_last,
+            orphans_older_than: self.baseline_orphans_older_than.clone(),
+        }
+    }
+}
+
 impl TableArgs {
     /// The table source, or an error message.
     ///
@@ -310,13 +340,16 @@ pub enum Command {
         #[command(subcommand)]
         command: CheckpointCommand,
     },
-    /// Report-only: protected snapshots, candidates, and what plain expire_snapshots would remove.
+    /// Report-only: protected snapshots, candidates, and what plain expire_snapshots and remove_orphan_files
+    /// would remove.
     Plan {
         #[command(flatten)]
         table: TableArgs,
         /// The retention policy.
         #[arg(long)]
         policy: PathBuf,
+        #[command(flatten)]
+        baseline: BaselineArgs,
     },
     /// Candidate and object states, the table's rollout stage and the deleter switch.
     Status {
@@ -796,9 +829,8 @@ pub enum RolloutCommand {
         /// The period (observations recorded by earlier reports within it are aggregated).
         #[arg(long, default_value = "14d")]
         since: String,
-        /// The `older_than` of the plain remove_orphan_files job being compared (Iceberg's default: 3d).
-        #[arg(long, default_value = crate::ops::rollout::DEFAULT_PLAIN_ORPHAN_OLDER_THAN)]
-        orphan_older_than: String,
+        #[command(flatten)]
+        baseline: BaselineArgs,
     },
 }
 

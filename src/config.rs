@@ -53,6 +53,10 @@ pub struct Config {
     /// Signing key and trust store used when a command's `--key` / `--trust` is not given.
     #[serde(default)]
     pub keys: KeysConfig,
+    /// The plain maintenance job each table is compared with: `[baseline."<table>"]` (the table's name as
+    /// `plan` prints it, or its UUID), below the command-line options.
+    #[serde(default)]
+    pub baseline: BTreeMap<String, BaselineConfig>,
     /// Defaults per command: `[defaults."drill run"] metrics_file = "…"` (see [`crate::cli::config_check`]).
     #[serde(default)]
     pub defaults: BTreeMap<String, BTreeMap<String, toml::Value>>,
@@ -92,6 +96,19 @@ pub struct KeysConfig {
     pub signing_key: Option<std::path::PathBuf>,
     /// The trust store (folder of `.pub` files): the default of every `--trust`.
     pub trust: Option<std::path::PathBuf>,
+}
+
+/// `[baseline."<table>"]`: Iceberg's `expire_snapshots(older_than, retain_last)` and
+/// `remove_orphan_files(older_than)` as the operator's job runs them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// A duration before now (`7d`) or an RFC 3339 time.
+    pub older_than: Option<String>,
+    /// At least 1.
+    pub retain_last: Option<i64>,
+    /// A duration before now or an RFC 3339 time.
+    pub orphans_older_than: Option<String>,
 }
 
 /// `[catalog.NAME]`.

@@ -4,6 +4,7 @@
 //! Synchronous and I/O-free: no storage, no registry, no async, no tokio. May use `evidence`,
 //! `model` and the ground.
 
+pub mod baseline;
 pub mod closure;
 pub mod compare;
 pub mod decision;

@@ -144,7 +144,11 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             }
             CheckpointCommand::List { table } => protect::list(ctx, &table.source()?, "checkpoints").await,
         },
-        Command::Plan { table, policy } => plan::plan(ctx, &table.source()?, policy).await,
+        Command::Plan {
+            table,
+            policy,
+            baseline,
+        } => plan::plan(ctx, &table.source()?, policy, &baseline.options()).await,
         Command::Status {
             candidate,
             table,
@@ -249,8 +253,8 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 table,
                 policy,
                 since,
-                orphan_older_than,
-            } => crate::ops::rollout::report(ctx, &table.source(), policy, since, orphan_older_than).await,
+                baseline,
+            } => crate::ops::rollout::report(ctx, &table.source(), policy, since, &baseline.options()).await,
         },
         Command::Decision { command } => match command {
             DecisionCommand::Apply { file, table, trust } => {

@@ -21,9 +21,11 @@
 //! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::govern::baseline::{Baseline, PlainOrphans};
 pub use crate::model::object::{
     HoldScope, Layer, ListedObject, ManifestObjects, ObjectRef, SnapshotObjects, distinct_objects,
 };
@@ -168,6 +170,11 @@ pub struct PlanInput {
     pub orphan_safety_interval_ms: i64,
     /// Now, epoch ms.
     pub now_ms: i64,
+    /// The operator's plain maintenance job that the plan is compared with.
+    pub baseline: Baseline,
+    /// Statistics and partition-statistics files the metadata names, by snapshot (relative paths): never
+    /// orphans while named; Iceberg's expiry removes those of the snapshots it expires.
+    pub statistics_files: BTreeMap<i64, Vec<String>>,
 }
 
 /// A retained snapshot and every reason it is retained.
@@ -222,8 +229,11 @@ pub struct Plan {
     pub protected: Vec<Protected>,
     /// Candidates.
     pub candidates: Vec<Candidate>,
-    /// Plain `expire_snapshots` with the same age.
+    /// Plain `expire_snapshots` with the baseline's parameters ([`crate::govern::baseline`]).
     pub plain_expire: PlainExpire,
+    /// Plain `DeleteOrphanFiles` with the baseline's `older_than`.
+    #[serde(default)]
+    pub plain_orphans: PlainOrphans,
     /// What the registry and policy saved from plain expiry.
     pub differences: Vec<Difference>,
     /// Things the operator should know (unreadable snapshots, protected refs that do not exist …).
@@ -518,6 +528,140 @@ pub fn unreadable_retained(input: &PlanInput, plan: &Plan) -> Vec<String> {
         .collect()
 }
 
+/// Adds a [`Difference`] for every object plain maintenance would remove that no candidate holds, with every
+/// reason lakedrill keeps it: each reason of each retained snapshot that reaches it (`lease:L (snapshot N)`, the
+/// first such snapshot per reason), a writer prefix or a hold, an orphan still within `orphanSafetyInterval`,
+/// a statistics file (lakedrill leaves those to the orphan pass once the metadata no longer names them), or
+/// layers lakedrill could not read. Objects already named (blocked by a writer or a hold) get the other reasons
+/// added. Linear in the retained snapshots' distinct manifests.
+fn kept_objects(
+    input: &PlanInput,
+    reasons: &BTreeMap<i64, BTreeSet<String>>,
+    candidates: &[Candidate],
+    plain_expire: &PlainExpire,
+    plain_orphans: &PlainOrphans,
+    differences: &mut Vec<Difference>,
+) {
+    let in_candidates: HashSet<&str> = candidates
+        .iter()
+        .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+        .collect();
+    let mut kept: BTreeMap<&str, Vec<String>> = plain_expire
+        .objects
+        .iter()
+        .chain(&plain_orphans.objects)
+        .map(String::as_str)
+        .filter(|p| !in_candidates.contains(p))
+        .map(|p| (p, Vec::new()))
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    let push = |v: &mut Vec<String>, r: String| {
+        if !v.contains(&r) {
+            v.push(r);
+        }
+    };
+    // Retained snapshots that reach a kept object: each shared manifest is searched once.
+    let mut per_manifest: std::collections::HashMap<*const ManifestObjects, Vec<&str>> =
+        std::collections::HashMap::new();
+    let mut seen_reason: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for s in &input.snapshots {
+        let (Some(why), Some(objs)) = (reasons.get(&s.snapshot_id), s.objects.as_ref()) else {
+            continue;
+        };
+        let mut hits: Vec<&str> = objs
+            .own
+            .iter()
+            .map(|o| o.path.as_str())
+            .filter(|p| kept.contains_key(p))
+            .collect();
+        for m in &objs.manifests {
+            let found = per_manifest.entry(Arc::as_ptr(m)).or_insert_with(|| {
+                m.objects
+                    .iter()
+                    .map(|o| o.path.as_str())
+                    .filter(|p| kept.contains_key(p))
+                    .collect()
+            });
+            hits.extend(found.iter().copied());
+        }
+        for p in hits {
+            let done = seen_reason.entry(p).or_default();
+            for r in why {
+                if done.insert(r.as_str())
+                    && let Some(v) = kept.get_mut(p)
+                {
+                    push(v, format!("{r} (snapshot {})", s.snapshot_id));
+                }
+            }
+        }
+    }
+    let stats: HashSet<&str> = input
+        .statistics_files
+        .values()
+        .flat_map(|v| v.iter().map(String::as_str))
+        .collect();
+    let ages: std::collections::HashMap<&str, i64> = input
+        .listing
+        .iter()
+        .flatten()
+        .map(|l| (l.path.as_str(), input.now_ms - l.last_modified_ms))
+        .collect();
+    for (path, v) in &mut kept {
+        for (w, p) in &input.protections.writers {
+            if under(path, p) {
+                push(v, format!("writer:{w} ({p})"));
+            }
+        }
+        for (h, scope) in &input.protections.holds {
+            match scope {
+                HoldScope::Prefix(p) if under(path, p) => push(v, format!("hold:{h} ({p})")),
+                HoldScope::Table => push(v, format!("hold:{h} (table)")),
+                _ => {}
+            }
+        }
+        if stats.contains(path) {
+            push(
+                v,
+                "statistics-file: not sealed with its snapshot; an orphan once the metadata no longer names it".into(),
+            );
+        }
+        if plain_orphans.objects.binary_search_by(|o| o.as_str().cmp(path)).is_ok()
+            && let Some(age) = ages.get(path)
+            && *age <= input.orphan_safety_interval_ms
+        {
+            push(
+                v,
+                format!(
+                    "safety-interval: {} s old, orphanSafetyInterval is {} s",
+                    age / 1000,
+                    input.orphan_safety_interval_ms / 1000
+                ),
+            );
+        }
+        if v.is_empty() {
+            push(
+                v,
+                "unreadable: lakedrill could not establish that nothing references it".into(),
+            );
+        }
+    }
+    for d in differences.iter_mut() {
+        if let Some(v) = kept.remove(d.subject.as_str()) {
+            for r in v {
+                if !d.reasons.contains(&r) {
+                    d.reasons.push(r);
+                }
+            }
+        }
+    }
+    differences.extend(kept.into_iter().map(|(p, reasons)| Difference {
+        subject: p.to_owned(),
+        reasons,
+    }));
+}
+
 /// Computes the plan (pure).
 #[must_use]
 #[allow(clippy::too_many_lines)]
@@ -691,9 +835,16 @@ pub fn plan(input: &PlanInput) -> Plan {
     // Orphans: listed, referenced by nothing, old enough, outside writers and holds.
     match (&input.listing, any_unknown, &table_hold) {
         (Some(listing), false, None) => {
+            // Statistics files are named by the metadata, not by a snapshot's layers: never orphans.
             let referenced: HashSet<&str> = distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
                 .into_iter()
                 .map(|o| o.path.as_str())
+                .chain(
+                    input
+                        .statistics_files
+                        .values()
+                        .flat_map(|v| v.iter().map(String::as_str)),
+                )
                 .collect();
             let mut objects = Vec::new();
             for l in listing {
@@ -756,50 +907,10 @@ pub fn plan(input: &PlanInput) -> Plan {
         )),
         _ => {}
     }
-    // Plain expire_snapshots(olderThan = now - minSnapshotAge) with the table's own retention.
-    let older_than = input.now_ms - input.min_snapshot_age_ms;
-    let mut plain_keep: BTreeSet<i64> = BTreeSet::new();
-    for r in &input.refs {
-        let max_ref_age = r.max_ref_age_ms.or(input.defaults.max_ref_age_ms);
-        let head_age = by_id.get(&r.snapshot_id).map_or(0, |s| input.now_ms - s.timestamp_ms);
-        if r.name != "main" && max_ref_age.is_some_and(|a| head_age > a) {
-            continue; // plain expiry drops the expired ref
-        }
-        plain_keep.insert(r.snapshot_id);
-        if r.is_branch {
-            let min_keep = r
-                .min_snapshots_to_keep
-                .unwrap_or(input.defaults.min_snapshots_to_keep)
-                .max(1);
-            let max_age = r.max_snapshot_age_ms.unwrap_or(input.defaults.max_snapshot_age_ms);
-            plain_keep.extend(branch_keeps(&by_id, r.snapshot_id, min_keep, max_age, input.now_ms));
-        }
-    }
-    if let Some(c) = input.current_snapshot_id {
-        plain_keep.insert(c);
-    }
-    let plain_ids: Vec<i64> = by_id
-        .values()
-        .filter(|s| !plain_keep.contains(&s.snapshot_id) && s.timestamp_ms < older_than)
-        .map(|s| s.snapshot_id)
-        .collect();
-    let plain_set: HashSet<i64> = plain_ids.iter().copied().collect();
-    let plain_closure: HashSet<&str> = distinct_objects(
-        by_id
-            .values()
-            .filter(|s| !plain_set.contains(&s.snapshot_id))
-            .filter_map(|s| s.objects.as_ref()),
-    )
-    .into_iter()
-    .map(|o| o.path.as_str())
-    .collect();
-    let mut plain_objects: BTreeSet<String> = BTreeSet::new();
-    for o in distinct_objects(plain_ids.iter().filter_map(|id| by_id[id].objects.as_ref())) {
-        if !plain_closure.contains(o.path.as_str()) {
-            plain_objects.insert(o.path.clone());
-        }
-    }
-    for id in &plain_ids {
+    // Plain maintenance with the baseline's parameters, and every reason lakedrill keeps what it would remove.
+    let plain_expire = crate::govern::baseline::plain_expire(input);
+    let plain_orphans = crate::govern::baseline::plain_orphans(input);
+    for id in &plain_expire.snapshot_ids {
         if let Some(r) = reasons.get(id) {
             differences.push(Difference {
                 subject: format!("snapshot {id}"),
@@ -807,6 +918,14 @@ pub fn plan(input: &PlanInput) -> Plan {
             });
         }
     }
+    kept_objects(
+        input,
+        &reasons,
+        &candidates,
+        &plain_expire,
+        &plain_orphans,
+        &mut differences,
+    );
     differences.sort_by(|a, b| a.subject.cmp(&b.subject));
     let in_candidate: BTreeSet<i64> = candidates.iter().flat_map(|c| c.snapshot_ids.iter().copied()).collect();
     let deletion_rights = rights
@@ -869,10 +988,8 @@ pub fn plan(input: &PlanInput) -> Plan {
             })
             .collect(),
         candidates,
-        plain_expire: PlainExpire {
-            snapshot_ids: plain_ids,
-            objects: plain_objects.into_iter().collect(),
-        },
+        plain_expire,
+        plain_orphans,
         differences,
         warnings,
     }
@@ -1015,6 +1132,7 @@ mod tests {
                 })
                 .collect(),
         );
+        let min_age = rng.gen_range(0..30) * DAY;
         PlanInput {
             table_uuid: "t".into(),
             generation_blake3: "g".into(),
@@ -1026,9 +1144,11 @@ mod tests {
             unreadable: BTreeMap::new(),
             listing,
             protections,
-            min_snapshot_age_ms: rng.gen_range(0..30) * DAY,
+            min_snapshot_age_ms: min_age,
             orphan_safety_interval_ms: DAY,
             now_ms: now,
+            baseline: Baseline::relative(now, min_age, DAY),
+            statistics_files: BTreeMap::new(),
         }
     }
 
@@ -1157,6 +1277,8 @@ mod tests {
             min_snapshot_age_ms: 30 * DAY,
             orphan_safety_interval_ms: DAY,
             now_ms: now,
+            baseline: Baseline::relative(now, 30 * DAY, DAY),
+            statistics_files: BTreeMap::new(),
         };
         let p = plan(&input);
         assert_eq!(p.candidates[0].snapshot_ids, vec![1]);
@@ -1172,8 +1294,11 @@ mod tests {
         input.protections.leases.push((1, "L".into()));
         let p = plan(&input);
         assert!(p.candidates.is_empty());
-        assert_eq!(p.differences[0].subject, "snapshot 1");
-        assert_eq!(p.differences[0].reasons, vec!["lease:L".to_owned()]);
+        let why = |s: &str| p.differences.iter().find(|d| d.subject == s).map(|d| d.reasons.clone());
+        assert_eq!(why("snapshot 1"), Some(vec!["lease:L".to_owned()]));
+        // The object only plain expiry would remove names the snapshot and the reason that kept it.
+        assert_eq!(why("a"), Some(vec!["lease:L (snapshot 1)".to_owned()]));
+        assert_eq!(p.differences.len(), 2);
     }
 
     #[test]
@@ -1210,6 +1335,8 @@ mod tests {
             min_snapshot_age_ms: 30 * DAY,
             orphan_safety_interval_ms: DAY,
             now_ms: now,
+            baseline: Baseline::relative(now, 30 * DAY, DAY),
+            statistics_files: BTreeMap::new(),
         };
         // Everything is younger than minSnapshotAge: no candidate.
         assert!(plan(&input).candidates.is_empty());

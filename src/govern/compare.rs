@@ -1,19 +1,16 @@
-//! The comparison with plain Iceberg maintenance (pure): what lakedrill's plan and what plain
-//! `expire_snapshots` (same `minSnapshotAge`, the table's own retention) and plain `remove_orphan_files`
-//! (older than a threshold, Iceberg's default 3 days) would delete at one table generation, object by
-//! object, with every reason lakedrill kept what only Iceberg would delete.
+//! The comparison with plain Iceberg maintenance (pure): what lakedrill's plan and what Iceberg's own
+//! `expire_snapshots` and `remove_orphan_files` with the plan's baseline ([`crate::govern::baseline`]) would
+//! delete at one table generation, object by object, with every reason lakedrill kept what only Iceberg would
+//! delete (the plan's differences).
 //!
-//! It deletes nothing and reads nothing: it models plain maintenance from the planner's input (metadata and
-//! one listing); `rollout report` records it as an observation. May use `model` and the ground.
+//! It deletes nothing and reads nothing; `rollout report` records it as an observation. May use `model` and
+//! the ground.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::govern::closure::{self, Plan, PlanInput};
-
-/// Iceberg's default `older_than` for `remove_orphan_files` (3 days).
-pub const DEFAULT_PLAIN_ORPHAN_OLDER_THAN: &str = "3d";
 
 /// One object of the comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,129 +62,62 @@ fn kind_of(reason: &str) -> &'static str {
     }
 }
 
-/// Compares the plan with plain `expire_snapshots` and plain `remove_orphan_files` older than
-/// `plain_orphan_older_than_ms` (pure).
+/// Compares the plan with plain `expire_snapshots` and plain `remove_orphan_files` at the plan's baseline
+/// ([`Plan::plain_expire`], [`Plan::plain_orphans`]); the reasons are the plan's differences (pure).
 #[must_use]
-pub fn compare(input: &PlanInput, plan: &Plan, plain_orphan_older_than_ms: i64) -> Comparison {
+pub fn compare(input: &PlanInput, plan: &Plan) -> Comparison {
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut referenced: BTreeSet<&str> = BTreeSet::new();
     for o in closure::distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())) {
         sizes.insert(o.path.as_str(), o.size);
-        referenced.insert(o.path.as_str());
     }
-    let listing = input.listing.as_deref().unwrap_or_default();
-    for l in listing {
+    for l in input.listing.iter().flatten() {
         sizes.entry(l.path.as_str()).or_insert(l.size);
     }
-    let all_known = input.snapshots.iter().all(|s| s.objects.is_some());
-    // Plain remove_orphan_files: unreferenced, not live metadata, older than its threshold; nothing else.
-    let mut iceberg: BTreeMap<String, &'static str> = plan
-        .plain_expire
-        .objects
-        .iter()
-        .map(|p| (p.clone(), "expire_snapshots"))
-        .collect();
-    let mut orphan_age: BTreeMap<&str, i64> = BTreeMap::new();
-    if all_known {
-        for l in listing {
-            let name = l.path.rsplit('/').next().unwrap_or(&l.path);
-            let auxiliary = l.path == "metadata/version-hint.text" || (name.starts_with('.') && name.ends_with(".crc"));
-            if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) || auxiliary {
-                continue;
-            }
-            orphan_age.insert(l.path.as_str(), input.now_ms - l.last_modified_ms);
-            if input.now_ms - l.last_modified_ms > plain_orphan_older_than_ms {
-                iceberg.entry(l.path.clone()).or_insert("remove_orphan_files");
-            }
-        }
+    let mut iceberg: BTreeMap<&str, &'static str> = BTreeMap::new();
+    for p in &plan.plain_orphans.objects {
+        iceberg.insert(p.as_str(), "remove_orphan_files");
     }
+    for p in &plan.plain_expire.objects {
+        iceberg.insert(p.as_str(), "expire_snapshots");
+    }
+    let why: BTreeMap<&str, &Vec<String>> = plan
+        .differences
+        .iter()
+        .map(|d| (d.subject.as_str(), &d.reasons))
+        .collect();
     let lakedrill: BTreeSet<&str> = plan
         .candidates
         .iter()
         .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
         .collect();
-    let size = |p: &str| sizes.get(p).copied().unwrap_or(0);
+    let object = |path: &str, via: Option<&str>, reasons: Vec<String>| {
+        let kinds: BTreeSet<&str> = reasons.iter().map(|r| kind_of(r)).collect();
+        ComparedObject {
+            path: path.to_owned(),
+            bytes: sizes.get(path).copied().unwrap_or(0),
+            via: via.map(str::to_owned),
+            kinds: kinds.into_iter().map(str::to_owned).collect(),
+            reasons,
+        }
+    };
     let mut out = Comparison::default();
     for (path, via) in &iceberg {
-        if lakedrill.contains(path.as_str()) {
-            out.both.push(ComparedObject {
-                path: path.clone(),
-                bytes: size(path),
-                via: None,
-                reasons: Vec::new(),
-                kinds: Vec::new(),
-            });
+        if lakedrill.contains(path) {
+            out.both.push(object(path, None, Vec::new()));
             continue;
         }
         let mut reasons = Vec::new();
-        for (w, p) in &input.protections.writers {
-            if closure::under(path, p) {
-                push_unique(&mut reasons, format!("writer:{w} ({p})"));
-            }
-        }
-        for (h, scope) in &input.protections.holds {
-            match scope {
-                closure::HoldScope::Prefix(p) if closure::under(path, p) => {
-                    push_unique(&mut reasons, format!("hold:{h} ({p})"))
-                }
-                closure::HoldScope::Table => push_unique(&mut reasons, format!("hold:{h} (table)")),
-                _ => {}
-            }
-        }
-        for d in &plan.differences {
-            if &d.subject == path {
-                for r in &d.reasons {
-                    push_unique(&mut reasons, r.clone());
-                }
-            }
-        }
-        for p in &plan.protected {
-            let refs = input
-                .snapshots
-                .iter()
-                .find(|s| s.snapshot_id == p.snapshot_id)
-                .and_then(|s| s.objects.as_ref())
-                .is_some_and(|o| o.iter().any(|o| &o.path == path));
-            if refs {
-                p.reasons
-                    .iter()
-                    .map(|r| format!("{r} (snapshot {})", p.snapshot_id))
-                    .for_each(|r| push_unique(&mut reasons, r));
-            }
-        }
-        if let Some(age) = orphan_age.get(path.as_str())
-            && *age <= input.orphan_safety_interval_ms
-        {
-            push_unique(
-                &mut reasons,
-                format!(
-                    "safety-interval: {} s old, orphanSafetyInterval is {} s",
-                    age / 1000,
-                    input.orphan_safety_interval_ms / 1000
-                ),
-            );
+        for r in why.get(path).into_iter().flat_map(|v| v.iter()) {
+            push_unique(&mut reasons, r.clone());
         }
         if reasons.is_empty() {
             reasons.push("unreadable: lakedrill could not establish that nothing references it".into());
         }
-        let kinds: BTreeSet<&str> = reasons.iter().map(|r| kind_of(r)).collect();
-        out.only_iceberg.push(ComparedObject {
-            path: path.clone(),
-            bytes: size(path),
-            via: Some((*via).to_owned()),
-            reasons,
-            kinds: kinds.into_iter().map(str::to_owned).collect(),
-        });
+        out.only_iceberg.push(object(path, Some(via), reasons));
     }
     for path in lakedrill {
         if !iceberg.contains_key(path) {
-            out.only_lakedrill.push(ComparedObject {
-                path: path.to_owned(),
-                bytes: size(path),
-                via: None,
-                reasons: Vec::new(),
-                kinds: Vec::new(),
-            });
+            out.only_lakedrill.push(object(path, None, Vec::new()));
         }
     }
     out
@@ -251,7 +181,7 @@ mod tests {
             live_metadata_files: BTreeSet::new(),
             unreadable: BTreeMap::new(),
             listing: Some(vec![
-                listed("data/_staging/w/part-0", 5 * DAY),
+                listed("data/staging/w/part-0", 5 * DAY),
                 listed("data/fresh", DAY / 24),
                 listed("data/old-orphan", 4 * DAY),
             ]),
@@ -259,25 +189,29 @@ mod tests {
             min_snapshot_age_ms: DAY,
             orphan_safety_interval_ms: DAY,
             now_ms: now,
+            baseline: crate::govern::baseline::Baseline::relative(now, DAY, 3 * DAY),
+            statistics_files: BTreeMap::new(),
         };
         input.protections.leases.push((1, "L".into()));
-        input.protections.writers.push(("W".into(), "data/_staging/w".into()));
+        input.protections.writers.push(("W".into(), "data/staging/w".into()));
         let plan = crate::govern::closure::plan(&input);
-        let c = compare(&input, &plan, 3 * DAY);
+        let c = compare(&input, &plan);
         let paths = |v: &[ComparedObject]| v.iter().map(|o| o.path.clone()).collect::<Vec<_>>();
         // Snapshot 2 is expired by both; the old orphan is deleted by both.
         assert_eq!(paths(&c.both), vec!["data/old-orphan", "ml-2"]);
         // The leased snapshot's exclusive files, the writer's staged file; the fresh file is younger than plain's 3 days.
-        assert_eq!(paths(&c.only_iceberg), vec!["data/_staging/w/part-0", "data/a", "ml-1"]);
+        assert_eq!(paths(&c.only_iceberg), vec!["data/a", "data/staging/w/part-0", "ml-1"]);
         let by = |p: &str| c.only_iceberg.iter().find(|o| o.path == p).unwrap();
         assert_eq!(by("ml-1").kinds, vec!["lease"]);
         assert_eq!(by("ml-1").reasons, vec!["lease:L (snapshot 1)"]);
         assert_eq!(by("ml-1").via.as_deref(), Some("expire_snapshots"));
-        assert_eq!(by("data/_staging/w/part-0").kinds, vec!["writer"]);
-        assert_eq!(by("data/_staging/w/part-0").via.as_deref(), Some("remove_orphan_files"));
+        assert_eq!(by("data/staging/w/part-0").kinds, vec!["writer"]);
+        assert_eq!(by("data/staging/w/part-0").via.as_deref(), Some("remove_orphan_files"));
         assert!(c.only_lakedrill.is_empty());
         // A plain job with a shorter threshold also deletes the fresh file lakedrill keeps for the safety interval.
-        let c = compare(&input, &plan, 1000);
+        input.baseline.orphans_older_than_ms = now - 1000;
+        let plan = crate::govern::closure::plan(&input);
+        let c = compare(&input, &plan);
         let fresh = c.only_iceberg.iter().find(|o| o.path == "data/fresh").unwrap();
         assert_eq!(fresh.kinds, vec!["safety-interval"]);
         assert_eq!(fresh.bytes, 5);

@@ -642,7 +642,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
-    let plan = crate::ops::plan::plan(demo_ctx, &source, &policy).await?;
+    let plan = crate::ops::plan::plan(demo_ctx, &source, &policy, &Default::default()).await?;
     let proposed = plan.json["candidates"]
         .as_array()
         .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::govern::closure::{
-    self, HoldScope as PlanHold, ListedObject, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
+    self, Baseline, HoldScope as PlanHold, ListedObject, PlanInput, Protections, RefInfo, SnapshotInfo, TableDefaults,
 };
 use crate::govern::closure::{DeletionRight, DeletionScope};
 use crate::govern::decision::{DecisionDoc, RightScope, deadline_ms, parse_scope};
@@ -251,6 +251,18 @@ pub async fn gather(
             .push((w.writer_id, relative_prefix(table, &w.prefix)));
     }
     protections.deletion_rights = deletion_rights(table, reg).await?;
+    let mut statistics_files: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let md = table.metadata();
+    let stats = md.statistics_iter().map(|f| (f.snapshot_id, &f.statistics_path)).chain(
+        md.partition_statistics_iter()
+            .map(|f| (f.snapshot_id, &f.statistics_path)),
+    );
+    for (id, path) in stats {
+        let rel = table.location().relative(path).unwrap_or_else(|_| path.clone());
+        statistics_files.entry(id).or_default().push(rel);
+    }
+    let min_snapshot_age_ms = policy.min_snapshot_age().num_milliseconds();
+    let orphan_safety_interval_ms = policy.orphan_safety_interval().num_milliseconds();
     Ok(PlanInput {
         table_uuid: uuid,
         generation_blake3: table.generation().metadata_blake3.clone(),
@@ -262,9 +274,11 @@ pub async fn gather(
         unreadable,
         listing: Some(listing),
         protections,
-        min_snapshot_age_ms: policy.min_snapshot_age().num_milliseconds(),
-        orphan_safety_interval_ms: policy.orphan_safety_interval().num_milliseconds(),
+        min_snapshot_age_ms,
+        orphan_safety_interval_ms,
         now_ms: now.timestamp_millis(),
+        baseline: Baseline::relative(now.timestamp_millis(), min_snapshot_age_ms, orphan_safety_interval_ms),
+        statistics_files,
     })
 }
 
@@ -308,6 +322,82 @@ pub async fn world_stamp(
     })
 }
 
+/// The plain maintenance job of `plan` and `rollout report`, as given on the command line; unset fields come
+/// from `[baseline."<table>"]` in the configuration, then from the policy.
+#[derive(Debug, Clone, Default)]
+pub struct BaselineOptions {
+    /// `expire_snapshots(older_than)`: a duration before now or an RFC 3339 time.
+    pub older_than: Option<String>,
+    /// `expire_snapshots(retain_last)`.
+    pub retain_last: Option<i64>,
+    /// `remove_orphan_files(older_than)`: a duration before now or an RFC 3339 time.
+    pub orphans_older_than: Option<String>,
+}
+
+/// A point in time given as a duration before `now` (`7d`) or as an RFC 3339 time, in epoch ms.
+fn before_now(field: &str, v: &str, now: DateTime<Utc>) -> Result<i64> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(t.timestamp_millis());
+    }
+    let d = crate::govern::policy::parse_duration(field, v)
+        .map_err(|e| Error::invalid(field.to_owned(), format!("{e} (or an RFC 3339 time)")))?;
+    Ok((now - d).timestamp_millis())
+}
+
+/// The baseline of `table`: the options, else the configuration's `[baseline."<name>"]` (or its UUID), else
+/// the policy (`older_than = now - minSnapshotAge`, the table's `retainLast`, `orphans_older_than = now -
+/// orphanSafetyInterval`).
+///
+/// # Errors
+/// A malformed time or duration, or `retain_last` below 1, naming the option or setting.
+pub fn baseline(ctx: &Context, table: &Table, input: &PlanInput, opts: &BaselineOptions) -> Result<Baseline> {
+    let now = DateTime::from_timestamp_millis(input.now_ms).unwrap_or_default();
+    let uuid = table.metadata().uuid().to_string();
+    let (cfg, key) = match ctx.config.baseline.get(table.name()) {
+        Some(c) => (c.clone(), table.name().to_owned()),
+        None => (ctx.config.baseline.get(&uuid).cloned().unwrap_or_default(), uuid),
+    };
+    let pick = |flag: &str, cli: &Option<String>, setting: &str, file: &Option<String>| {
+        cli.as_ref().map(|v| (flag.to_owned(), v.clone())).or_else(|| {
+            file.as_ref()
+                .map(|v| (format!("baseline.\"{key}\".{setting}"), v.clone()))
+        })
+    };
+    let mut b = input.baseline;
+    if let Some((field, v)) = pick("--baseline-older-than", &opts.older_than, "older_than", &cfg.older_than) {
+        b.older_than_ms = before_now(&field, &v, now)?;
+    }
+    if let Some((field, v)) = pick(
+        "--baseline-orphans-older-than",
+        &opts.orphans_older_than,
+        "orphans_older_than",
+        &cfg.orphans_older_than,
+    ) {
+        b.orphans_older_than_ms = before_now(&field, &v, now)?;
+    }
+    let retain = opts
+        .retain_last
+        .map(|n| ("--baseline-retain-last".to_owned(), n))
+        .or_else(|| cfg.retain_last.map(|n| (format!("baseline.\"{key}\".retain_last"), n)));
+    if let Some((field, n)) = retain {
+        let n = i32::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+            Error::invalid(
+                field,
+                format!("must be a whole number of snapshots, at least 1, got {n}"),
+            )
+        })?;
+        b.retain_last = Some(n);
+    }
+    Ok(b)
+}
+
+/// When a baseline time is given as an RFC 3339 string (for the documents).
+fn rfc3339(ms: i64) -> String {
+    DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 #[derive(Serialize)]
 struct PlanDoc {
     table: String,
@@ -317,20 +407,43 @@ struct PlanDoc {
     lease_watermark: i64,
     hold_generation: i64,
     policy_digest: String,
+    baseline: BaselineDoc,
     #[serde(flatten)]
     plan: closure::Plan,
+}
+
+/// The baseline as a document records it.
+#[derive(Serialize)]
+pub struct BaselineDoc {
+    /// `expire_snapshots(older_than)`, RFC 3339.
+    pub older_than: String,
+    /// `expire_snapshots(retain_last)`; `None`: the table's own.
+    pub retain_last: Option<i32>,
+    /// `remove_orphan_files(older_than)`, RFC 3339.
+    pub orphans_older_than: String,
+}
+
+impl From<&Baseline> for BaselineDoc {
+    fn from(b: &Baseline) -> Self {
+        Self {
+            older_than: rfc3339(b.older_than_ms),
+            retain_last: b.retain_last,
+            orphans_older_than: rfc3339(b.orphans_older_than_ms),
+        }
+    }
 }
 
 /// `lakedrill plan --policy FILE`: report-only.
 ///
 /// # Errors
 /// Load, policy, registry and storage errors.
-pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Result<Outcome> {
+pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts: &BaselineOptions) -> Result<Outcome> {
     let policy = crate::govern::policy::load(policy_path)?;
     let table = bound_table(ctx, source, &policy).await?;
     let reg = registry(ctx).await?;
     let now = ctx.now();
-    let input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    let mut input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    input.baseline = baseline(ctx, &table, &input, opts)?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
@@ -361,10 +474,15 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
             c.inventory_root
         ));
     }
+    let b = BaselineDoc::from(&input.baseline);
     human.push_str(&format!(
-        "\nplain expire_snapshots (older than minSnapshotAge) would remove snapshots {:?} and {} objects\n",
+        "\nplain expire_snapshots(older_than {}, retain_last {}) would remove snapshots {:?} and {} objects\nplain remove_orphan_files(older_than {}) would remove {} objects\n",
+        b.older_than,
+        b.retain_last.map_or_else(|| "from the table".to_owned(), |n| n.to_string()),
         p.plain_expire.snapshot_ids,
-        p.plain_expire.objects.len()
+        p.plain_expire.objects.len(),
+        b.orphans_older_than,
+        p.plain_orphans.objects.len()
     ));
     for d in &p.differences {
         human.push_str(&format!(
@@ -384,6 +502,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path) -> Re
         lease_watermark: stamp.lease_watermark,
         hold_generation: stamp.hold_generation,
         policy_digest: policy.digest().to_owned(),
+        baseline: b,
         plan: p,
     };
     Outcome::new(Verdict::Ok, &doc, human)

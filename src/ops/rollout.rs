@@ -5,9 +5,9 @@
 //!   `enabled`, recording who, why, when and the policy digest. `test` requires a policy that declares
 //!   `regulatedData: false`; every stage that deletes requires a policy bound to the table. The deleter refuses
 //!   tables in `report-only` inside its acceptance transaction.
-//! - [`report`] compares lakedrill's candidates with what plain `expire_snapshots` (same `minSnapshotAge`,
-//!   the table's own retention) and plain `remove_orphan_files` (`--orphan-older-than`, Iceberg's default 3 days)
-//!   would delete, records the comparison as an observation, and aggregates the observations of the period:
+//! - [`report`] compares lakedrill's candidates with what Iceberg's own `expire_snapshots` and
+//!   `remove_orphan_files` would delete with the operator's parameters (the baseline: `--baseline-older-than`,
+//!   `--baseline-retain-last`, `--baseline-orphans-older-than`, as for `plan`; [`crate::govern::baseline`]), records the comparison as an observation, and aggregates the observations of the period:
 //!   objects both would delete, only Iceberg would delete (with each reason lakedrill kept it), only lakedrill
 //!   would delete.
 //! - [`crate::ops::binding::digest_binding`] compares the running binary's SHA-256 with the policy's
@@ -15,7 +15,8 @@
 //!   any build and is reported as a warning.
 //!
 //! What it does not do: [`compare`] is pure and deletes nothing; `report` never changes a table. The
-//! comparison models plain Iceberg maintenance from the table's metadata and one listing; it does not run Spark.
+//! comparison computes Iceberg's rule from the table's metadata and one listing; it does not run Spark (the
+//! oracle test checks the rule against Iceberg Java).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,7 +26,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::govern::closure::{self};
-pub use crate::govern::compare::{ComparedObject, Comparison, DEFAULT_PLAIN_ORPHAN_OLDER_THAN, compare};
+pub use crate::govern::compare::{ComparedObject, Comparison, compare};
 use crate::govern::policy::Policy;
 use crate::ops::context::Context;
 use crate::registry::{ObservationRecord, RolloutStage};
@@ -214,7 +215,7 @@ fn bucket(items: Vec<ComparedObject>) -> Bucket {
     }
 }
 
-/// `lakedrill rollout report --policy P [--since DUR] [--orphan-older-than DUR]` (table addressed).
+/// `lakedrill rollout report --policy P [--since DUR] [--baseline-* …]` (table addressed).
 ///
 /// Records what it sees now as an observation, then aggregates every observation of the table since `now -
 /// since`: each object counted once, in the category of its latest observation, with that observation's reasons.
@@ -226,25 +227,24 @@ pub async fn report(
     source: &TableSource,
     policy_path: &Path,
     since: &str,
-    plain_orphan_older_than: &str,
+    baseline: &crate::ops::plan::BaselineOptions,
 ) -> Result<Outcome> {
-    let dur = |field: &str, v: &str| {
-        crate::govern::policy::parse_duration(field, v).map_err(|e| Error::invalid(field.to_owned(), e.to_string()))
-    };
-    let since_d = dur("--since", since)?;
-    let orphan_d = dur("--orphan-older-than", plain_orphan_older_than)?;
+    let since_d = crate::govern::policy::parse_duration("--since", since)
+        .map_err(|e| Error::invalid("--since".to_owned(), e.to_string()))?;
     let policy = crate::govern::policy::load(policy_path)?;
     let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
-    let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
+    let mut input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, None).await?;
+    input.baseline = crate::ops::plan::baseline(ctx, &table, &input, baseline)?;
+    let baseline_doc = crate::ops::plan::BaselineDoc::from(&input.baseline);
     let plan = closure::plan(&input);
-    let cmp = compare(&input, &plan, orphan_d.num_milliseconds());
+    let cmp = compare(&input, &plan);
     let uuid = table.metadata().uuid().to_string();
     let observation = serde_json::json!({
         "metadata_location": table.generation().metadata_location,
         "policy_digest": policy.digest(),
-        "plain_orphan_older_than": plain_orphan_older_than,
+        "baseline": baseline_doc,
         "comparison": cmp,
     });
     reg.observation_add(&uuid, &observation, now).await?;
@@ -256,11 +256,16 @@ pub async fn report(
     let only_iceberg = bucket(cats.remove("only_iceberg").unwrap_or_default());
     let only_lakedrill = bucket(cats.remove("only_lakedrill").unwrap_or_default());
     let mut human = format!(
-        "{} ({uuid}), rollout stage {}: {} observation(s) since {}\nplain maintenance modelled as expire_snapshots(older than minSnapshotAge) + remove_orphan_files(older than {plain_orphan_older_than})\n",
+        "{} ({uuid}), rollout stage {}: {} observation(s) since {}\nplain maintenance: Iceberg's expire_snapshots(older_than {}, retain_last {}) + remove_orphan_files(older_than {})\n",
         table.name(),
         stage.stage,
         observations.len(),
-        from.to_rfc3339()
+        from.to_rfc3339(),
+        baseline_doc.older_than,
+        baseline_doc
+            .retain_last
+            .map_or_else(|| "from the table".to_owned(), |n| n.to_string()),
+        baseline_doc.orphans_older_than,
     );
     human.push_str(&format!(
         "  both would delete:        {} objects, {} bytes\n  only Iceberg would delete: {} objects, {} bytes {:?}\n  only lakedrill would delete: {} objects, {} bytes\n",
@@ -282,7 +287,7 @@ pub async fn report(
             "table_uuid": uuid,
             "rollout_stage": stage.stage,
             "observations": observations.len(),
-            "plain_orphan_older_than": plain_orphan_older_than,
+            "baseline": baseline_doc,
             "both": both,
             "only_iceberg": only_iceberg,
             "only_lakedrill": only_lakedrill,

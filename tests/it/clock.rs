@@ -19,7 +19,7 @@ fn expired_candidates(ctx: &Context, policy: &std::path::Path) -> usize {
         table: "sales.orders".into(),
         table_root: None,
     };
-    let out = block_on(lakedrill::ops::plan::plan(ctx, &source, policy)).unwrap();
+    let out = block_on(lakedrill::ops::plan::plan(ctx, &source, policy, &Default::default())).unwrap();
     out.json["candidates"]
         .as_array()
         .unwrap()

@@ -226,7 +226,7 @@ fn rollout_report_shows_every_object_lakedrill_kept_from_plain_maintenance_with_
             &policy,
             "--since",
             "1h",
-            "--orphan-older-than",
+            "--baseline-orphans-older-than",
             "1s",
         ])
         .expect_code(0)
@@ -299,13 +299,13 @@ fn rollout_report_shows_every_object_lakedrill_kept_from_plain_maintenance_with_
         .unwrap()
         .to_owned();
     let writer = g
-        .on_table(&["--json", "writer", "begin", "--prefix", "data/_staging/job-81"])
+        .on_table(&["--json", "writer", "begin", "--prefix", "data/staging/job-81"])
         .expect_code(0)
         .json()["writer_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let staging = g.table_root().join("data/_staging/job-81");
+    let staging = g.table_root().join("data/staging/job-81");
     std::fs::create_dir_all(&staging).unwrap();
     std::fs::write(staging.join("part-0.parquet"), b"staged, not committed").unwrap();
     std::fs::write(g.table_root().join("data/stray.parquet"), b"written by a crashed job").unwrap();
@@ -331,7 +331,7 @@ fn rollout_report_shows_every_object_lakedrill_kept_from_plain_maintenance_with_
     kept(&lists[1], &format!("hold:{hold}"), "hold");
     kept(&lists[2], &format!("checkpoint:{checkpoint}"), "checkpoint");
     let w = kept(
-        "data/_staging/job-81/part-0.parquet",
+        "data/staging/job-81/part-0.parquet",
         &format!("writer:{writer}"),
         "writer",
     );

@@ -147,9 +147,11 @@ impl Lab {
     }
 
     pub(super) async fn plan(&self) -> Result<Value> {
-        Ok(crate::ops::plan::plan(&self.ctx, &self.source, &self.policy)
-            .await?
-            .json)
+        Ok(
+            crate::ops::plan::plan(&self.ctx, &self.source, &self.policy, &Default::default())
+                .await?
+                .json,
+        )
     }
 
     pub(super) async fn table_root(&self) -> Result<String> {
