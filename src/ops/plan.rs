@@ -344,7 +344,8 @@ fn before_now(field: &str, v: &str, now: DateTime<Utc>) -> Result<i64> {
     Ok((now - d).timestamp_millis())
 }
 
-/// The baseline of `table`: the options, else the configuration's `[baseline."<name>"]` (or its UUID), else
+/// The baseline of `table`: the options, else the configuration's `[baseline."<name>"]` (the catalog
+/// identifier, the folder name of a table addressed by `--metadata`, or the UUID), else
 /// the policy (`older_than = now - minSnapshotAge`, the table's `retainLast`, `orphans_older_than = now -
 /// orphanSafetyInterval`).
 ///
@@ -353,10 +354,10 @@ fn before_now(field: &str, v: &str, now: DateTime<Utc>) -> Result<i64> {
 pub fn baseline(ctx: &Context, table: &Table, input: &PlanInput, opts: &BaselineOptions) -> Result<Baseline> {
     let now = DateTime::from_timestamp_millis(input.now_ms).unwrap_or_default();
     let uuid = table.metadata().uuid().to_string();
-    let (cfg, key) = match ctx.config.baseline.get(table.name()) {
-        Some(c) => (c.clone(), table.name().to_owned()),
-        None => (ctx.config.baseline.get(&uuid).cloned().unwrap_or_default(), uuid),
-    };
+    let (cfg, key) = [table.name().to_owned(), policy_name(table), uuid]
+        .into_iter()
+        .find_map(|k| ctx.config.baseline.get(&k).map(|c| (c.clone(), k)))
+        .unwrap_or_default();
     let pick = |flag: &str, cli: &Option<String>, setting: &str, file: &Option<String>| {
         cli.as_ref().map(|v| (flag.to_owned(), v.clone())).or_else(|| {
             file.as_ref()

@@ -21,6 +21,7 @@ mod interop;
 mod keys;
 mod malformed;
 mod operator;
+mod oracle;
 mod release;
 mod retire;
 mod rollout;
