@@ -339,8 +339,12 @@ fn before_now(field: &str, v: &str, now: DateTime<Utc>) -> Result<i64> {
     if let Ok(t) = DateTime::parse_from_rfc3339(v) {
         return Ok(t.timestamp_millis());
     }
-    let d = crate::govern::policy::parse_duration(field, v)
-        .map_err(|e| Error::invalid(field.to_owned(), format!("{e} (or an RFC 3339 time)")))?;
+    let d = crate::clock::parse_duration(v).map_err(|why| {
+        Error::invalid(
+            field.to_owned(),
+            format!("neither a duration before now nor an RFC 3339 time: {why}"),
+        )
+    })?;
     Ok((now - d).timestamp_millis())
 }
 

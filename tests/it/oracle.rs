@@ -70,7 +70,7 @@ fn plan(table: &Value, older_than_ms: i64, retain_last: Option<i64>, orphans_old
     std::fs::write(
         &policy,
         format!(
-            "schema: lakehouseRetentionPolicy.v1\ntable: {leaf}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 1s\n"
+            "schema: lakehouseRetentionPolicy.v1\ntable: {leaf}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
         ),
     )
     .unwrap();
@@ -175,7 +175,7 @@ fn a_bad_baseline_option_is_refused_naming_it() {
     let policy = dir.path().join("policy.yaml");
     std::fs::write(
         &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: v2_mor\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 1s\n",
+        "schema: lakehouseRetentionPolicy.v1\ntable: v2_mor\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
     )
     .unwrap();
     let md = t["metadata_location"].as_str().unwrap();
