@@ -13,6 +13,7 @@ mod deleter_safety;
 mod demo;
 mod deploy;
 mod drill;
+mod engines;
 mod faults;
 mod gates;
 mod generated;

@@ -236,3 +236,42 @@ pub fn sql_text(uri: &str, sql: &str) -> Option<String> {
             .flatten()
     })
 }
+
+/// Row counts of a table as Iceberg Java (Spark) and DuckDB read it from `metadata_location`: per snapshot for
+/// both engines, per ref for Spark. Asks the reader service `tests/gen/engine_reader.py` that scripts/test.sh
+/// starts (`LAKEDRILL_TEST_ENGINE_READER=127.0.0.1:PORT`); panics naming the engine's error when a read fails
+/// or the service cannot be reached.
+pub fn engine_counts(metadata_location: &str, snapshot_ids: &[i64], refs: &[&str]) -> Value {
+    use std::io::{Read, Write};
+    let addr = std::env::var("LAKEDRILL_TEST_ENGINE_READER")
+        .expect("LAKEDRILL_TEST_ENGINE_READER is unset: run scripts/test.sh, which starts the Spark/DuckDB reader");
+    let body = serde_json::json!({
+        "metadata_location": metadata_location,
+        "snapshot_ids": snapshot_ids,
+        "refs": refs,
+        "engines": ["spark", "duckdb"],
+    })
+    .to_string();
+    let mut s = std::net::TcpStream::connect(&addr)
+        .unwrap_or_else(|e| panic!("cannot reach the engine reader at {addr}: {e}"));
+    s.set_read_timeout(Some(std::time::Duration::from_secs(600))).unwrap();
+    write!(
+        s,
+        "POST /counts HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)
+        .unwrap_or_else(|e| panic!("engine reader at {addr}: {e}"));
+    let (head, json) = resp
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("engine reader: malformed answer {resp:?}"));
+    let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("engine reader: {e}: {json}"));
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "engine reader failed on {metadata_location}: {}",
+        v["error"]
+    );
+    v
+}
