@@ -14,8 +14,9 @@ Debian's sqlite-jdbc jar) writes:
   OUT/hadoop/db/expired    v2: history already expired once with expire_snapshots
   OUT/jdbc/db/jdbc_v2      v2, JDBC catalog "jc" on SQLite OUT/jdbc_catalog.db, with a MoR delete
   OUT/oracle.json          the facts (see below)
-With --pyiceberg-*, the PyIceberg tables of tests/gen/make_tables.py (SqlCatalog "pyfix") are opened through
-a JDBC catalog named "pyfix" on the same SQLite file and get the same oracle (catalog "pyiceberg-sql").
+With --pyiceberg-*, the PyIceberg tables db.events and db.legacy of tests/gen/make_tables.py (SqlCatalog "pyfix")
+get the same oracle (catalog "pyiceberg-sql"): their current metadata files (read from PyIceberg's SQLite file,
+which is never written) are registered in a JDBC catalog also named "pyfix" on OUT/pyfix_catalog.db.
 
 oracle.json: {"generated_at_ms", "iceberg_java", "tables": [{name, catalog, identifier, table_root,
 metadata_location, format_version, snapshot_row_counts {id: n}, ref_row_counts {ref: n},
@@ -24,7 +25,9 @@ orphan_cases [{older_than_ms, orphan_files}]}]}. Paths in the cases are relative
 
 Each expire case: byte-exact backup of the table folder (and the SQLite catalog file), CALL expire_snapshots,
 diff snapshot ids and files (Hadoop .crc sidecars ignored), restore, check the current metadata is back.
-Orphan cases: CALL remove_orphan_files(..., dry_run => true). Iceberg Java opens the absolute paths written
+Orphan cases: CALL remove_orphan_files(..., dry_run => true) for cut-offs at least 2 days back (the procedure
+refuses cut-offs within 24 hours), and for "now" Iceberg's DeleteOrphanFiles action (it deletes: run between a
+backup and a restore of the table folder, like the expiries). Iceberg Java opens the absolute paths written
 in the metadata, so everything runs on the tables where they were written, never on copies.
 """
 import datetime
