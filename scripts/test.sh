@@ -2,10 +2,15 @@
 # The project's single test command: scripts/test.sh [extra cargo test args...]
 #
 # 0. installs Debian's chromium and systemd (apt-get) when missing, for the headless HTML report test and
-#    systemd-analyze verify of the deployment examples;
-# 1. makes/reuses a Python venv at target/test-venv with pinned PyIceberg, moto, boto3, cryptography
+#    systemd-analyze verify of the deployment examples, and openjdk-17-jre-headless (java) and
+#    libxerial-sqlite-jdbc-java (/usr/share/java/sqlite-jdbc.jar) for Spark + Iceberg Java;
+# 1. makes/reuses a Python venv at target/test-venv with pinned PyIceberg, moto, boto3, cryptography, pyspark,
+#    snowpark-connect-deps-iceberg (Iceberg 1.9.2 Spark runtime jar), duckdb and its iceberg/avro extensions
 #    (not a hidden path: pyarrow treats path components starting with "." as hidden);
-# 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py);
+# 2. regenerates the PyIceberg tables in target/test-fixtures (tests/gen/make_tables.py), then the Spark-written
+#    tables and oracle.json (what Iceberg Java's expire_snapshots / remove_orphan_files remove, also for the
+#    PyIceberg tables) in target/test-fixtures/spark (tests/gen/make_spark_tables.py); exports
+#    LAKEDRILL_TEST_SPARK_FIXTURES and LAKEDRILL_TEST_SPARK_JARS (Iceberg runtime jar,sqlite-jdbc jar);
 # 3. starts moto_server (S3) on a free local port with a versioned bucket "lakedrill-test";
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
 #    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
@@ -37,6 +42,11 @@ REQUIREMENTS=(
   "moto[server]==5.2.5"
   "boto3==1.44.8"
   "cryptography==50.0.2"
+  "pyspark==3.5.8"
+  "snowpark-connect-deps-iceberg==1.0.1"
+  "duckdb==1.5.5"
+  "duckdb-extension-iceberg==1.5.5"
+  "duckdb-extension-avro==1.5.5"
 )
 
 # --- 0. system packages --------------------------------------------------------------------------
@@ -60,6 +70,28 @@ if ! command -v systemd-analyze >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null || die "apt-get install systemd failed"
 fi
 
+# Java 17 and Debian's sqlite-jdbc jar run Spark + Iceberg Java for the Spark-written fixtures
+# (tests/gen/make_spark_tables.py; the Iceberg runtime jar comes from the pip package snowpark-connect-deps-iceberg).
+SQLITE_JDBC_JAR=/usr/share/java/sqlite-jdbc.jar
+APT_UPDATED=0
+apt_install() {  # apt_install PACKAGE WHY
+  [[ $(id -u) == 0 ]] || die "$1 is missing and apt-get needs root: install Debian's $1 package ($2)"
+  echo "== installing Debian $1 ($2)"
+  if [[ $APT_UPDATED == 0 ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null || die "apt-get install $1 failed"
+}
+if ! command -v java >/dev/null; then
+  apt_install openjdk-17-jre-headless "Java for Spark and Iceberg Java"
+  command -v java >/dev/null || die "openjdk-17-jre-headless installed but java is not on PATH"
+fi
+if [[ ! -f $SQLITE_JDBC_JAR ]]; then
+  apt_install libxerial-sqlite-jdbc-java "the SQLite JDBC driver for Iceberg's JDBC catalog"
+  [[ -f $SQLITE_JDBC_JAR ]] || die "libxerial-sqlite-jdbc-java installed but $SQLITE_JDBC_JAR is missing"
+fi
+
 # --- 1. venv -------------------------------------------------------------------------------------
 command -v python3 >/dev/null || die "python3 not found"
 STAMP=$VENV/lakedrill-requirements.sha256
@@ -77,6 +109,15 @@ fi
 echo "== generating $FIXTURES"
 rm -rf "$FIXTURES"
 "$PY" tests/gen/make_tables.py "$FIXTURES" || die "fixture generation failed"
+echo "== generating $FIXTURES/spark (Spark + Iceberg Java; oracle.json)"
+SPARK_T0=$SECONDS
+"$PY" tests/gen/make_spark_tables.py "$FIXTURES/spark" \
+  --pyiceberg-catalog "$FIXTURES/catalog.db" --pyiceberg-warehouse "$FIXTURES/warehouse" \
+  || die "Spark fixture generation failed (tests/gen/make_spark_tables.py)"
+echo "== Spark fixtures took $((SECONDS - SPARK_T0)) s"
+ICEBERG_JAR=$("$PY" -c 'import pathlib, snowpark_connect_deps_iceberg as p; print(pathlib.Path(p.__file__).parent / "jars" / "iceberg-spark-runtime-3.5_2.12-1.9.2.jar")') \
+  || die "cannot locate the Iceberg Spark runtime jar"
+[[ -f $ICEBERG_JAR ]] || die "missing $ICEBERG_JAR"
 
 # --- 3. moto S3 server ---------------------------------------------------------------------------
 PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
@@ -115,6 +156,8 @@ done
 [[ $ready == 1 ]] || { tail -20 "$MOTO_LOG" >&2; die "moto_server did not answer on $ENDPOINT within 30 s"; }
 
 export LAKEDRILL_TEST_FIXTURES=$FIXTURES
+export LAKEDRILL_TEST_SPARK_FIXTURES=$FIXTURES/spark
+export LAKEDRILL_TEST_SPARK_JARS=$ICEBERG_JAR,$SQLITE_JDBC_JAR
 export LAKEDRILL_TEST_PYTHON=$PY
 export LAKEDRILL_TEST_S3_ENDPOINT=$ENDPOINT
 export LAKEDRILL_TEST_S3_BUCKET=lakedrill-test
