@@ -18,11 +18,13 @@
 #    refuses root, with its data in a fresh /tmp/lakedrill-test-pg.* folder (removed on exit) that this user can
 #    reach wherever the checkout lies. Exports LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:PORT/lakedrill_test, which the
 #    PostgreSQL tests use to create one fresh database each;
-# 5. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
+# 5. starts the second and third readers, Spark (Iceberg Java) and DuckDB, as one local HTTP service
+#    (tests/gen/engine_reader.py, one JVM for the whole run) and exports LAKEDRILL_TEST_ENGINE_READER=127.0.0.1:PORT;
+# 6. runs `cargo test "$@"` with LAKEDRILL_TEST_* and AWS_* set, and exits with its code.
 # Anything that cannot be installed or started makes it fail (non-zero); nothing is skipped.
 #
-# Debugging only: LAKEDRILL_TEST_NO_CARGO=1 does steps 1-4, prints the environment and stops
-# (exit 0) before `cargo test`; the moto server and the PostgreSQL cluster are stopped on exit either way.
+# Debugging only: LAKEDRILL_TEST_NO_CARGO=1 does steps 1-5, prints the environment and stops
+# (exit 0) before `cargo test`; the servers are stopped on exit either way.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -124,13 +126,16 @@ PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); pri
 ENDPOINT=http://127.0.0.1:$PORT
 MOTO_LOG=$ROOT/target/moto-server.log
 MOTO_PID=
+READER_PID=
 PG_STOP=()
 PG_RM=
 cleanup() {
-  if [[ -n $MOTO_PID ]] && kill -0 "$MOTO_PID" 2>/dev/null; then
-    kill "$MOTO_PID" 2>/dev/null || true
-    wait "$MOTO_PID" 2>/dev/null || true
-  fi
+  for pid in $MOTO_PID $READER_PID; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   if [[ ${#PG_STOP[@]} -gt 0 ]]; then
     "${PG_STOP[@]}" >/dev/null 2>&1 || true
   fi
@@ -141,6 +146,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# The engine reader starts now (its JVM warms up while moto, PostgreSQL and cargo start) and is awaited in step 5.
+READER_LOG=$ROOT/target/engine-reader.log
+READER_PORT_FILE=$ROOT/target/engine-reader.port
+rm -f "$READER_PORT_FILE"
+echo "== starting the Spark/DuckDB reader (log: $READER_LOG)"
+"$PY" tests/gen/engine_reader.py "$READER_PORT_FILE" </dev/null >"$READER_LOG" 2>&1 &
+READER_PID=$!
 
 echo "== starting moto_server on $ENDPOINT (log: $MOTO_LOG)"
 "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >"$MOTO_LOG" 2>&1 &
@@ -222,7 +235,18 @@ PG_STOP=("${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" stop -m fast -w)
   || die "cannot create the database lakedrill_test"
 export LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:$PG_PORT/lakedrill_test
 
-# --- 5. cargo test -------------------------------------------------------------------------------
+# --- 5. Spark/DuckDB reader --------------------------------------------------------------------------
+ready=0
+for _ in $(seq 1 240); do  # up to ~120 s: one JVM start on a loaded 2-core machine
+  kill -0 "$READER_PID" 2>/dev/null || { tail -20 "$READER_LOG" >&2; die "the engine reader exited during start-up"; }
+  if [[ -s $READER_PORT_FILE ]]; then ready=1; break; fi
+  sleep 0.5
+done
+[[ $ready == 1 ]] || { tail -20 "$READER_LOG" >&2; die "the engine reader was not ready within 120 s"; }
+export LAKEDRILL_TEST_ENGINE_READER=127.0.0.1:$(cat "$READER_PORT_FILE")
+echo "== Spark/DuckDB reader on $LAKEDRILL_TEST_ENGINE_READER"
+
+# --- 6. cargo test -------------------------------------------------------------------------------
 if [[ ${LAKEDRILL_TEST_NO_CARGO:-} == 1 ]]; then
   echo "== LAKEDRILL_TEST_NO_CARGO=1: stopping before cargo test"
   env | grep -E '^(LAKEDRILL_TEST_|AWS_)' | sort
