@@ -13,6 +13,8 @@ Debian's sqlite-jdbc jar) writes:
                            one delete touching two data files; stray files
   OUT/hadoop/db/expired    v2: history already expired once with expire_snapshots
   OUT/jdbc/db/jdbc_v2      v2, JDBC catalog "jc" on SQLite OUT/jdbc_catalog.db, with a MoR delete
+  OUT/jdbc/db/purge_v2, purge_v3   v2 and v3 merge-on-read in "jc" (a tag, a branch, an overwrite), listed under
+                           "purge_tables" with their row counts only: tests/it/engines.rs purges them
   OUT/oracle.json          the facts (see below)
 With --pyiceberg-*, the PyIceberg tables db.events and db.legacy of tests/gen/make_tables.py (SqlCatalog "pyfix")
 get the same oracle (catalog "pyiceberg-sql"): their current metadata files (read from PyIceberg's SQLite file,
@@ -360,6 +362,34 @@ def main():
     tables.append(Tbl("jdbc_v2", "jdbc", "jc", "db.jdbc_v2", sqlite_file=jdbc_file, catalog_name="jc"))
     log("jdbc_v2 written")
 
+    # ---------------------------------------------------------------- purge_v2, purge_v3 (for lakedrill's purge)
+    # Two tables only the purge test touches (it deletes their expired history through lakedrill, then Spark reads
+    # every ref and retained snapshot): in the JDBC catalog, which lakedrill commits to. history.expire
+    # .max-snapshot-age-ms = 1 s so that lakedrill's branch retention leaves history to expire.
+    purge_tbls = []
+    for name, fv in (("purge_v2", 2), ("purge_v3", 3)):
+        t = f"jc.db.{name}"
+        sql(
+            f"CREATE TABLE {t} (id bigint, cat string, v double) USING iceberg TBLPROPERTIES ("
+            f"'format-version'='{fv}', 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read',"
+            "'write.delete.distribution-mode'='none', 'history.expire.max-snapshot-age-ms'='1000')"
+        )
+        spark.createDataFrame([(i, "a", i + 0.5) for i in range(1, 21)], "id bigint, cat string, v double").coalesce(
+            1
+        ).writeTo(t).append()  # s1: file A
+        sql(f"ALTER TABLE {t} CREATE TAG `kept-by-tag`")  # keeps s1 (file A)
+        sql(f"ALTER TABLE {t} CREATE BRANCH dev")
+        sql(f"INSERT INTO {t}.branch_dev VALUES {vals(range(100, 104), 'd')}")  # s2 on dev
+        spark.createDataFrame([(i, "b", i + 0.5) for i in range(21, 31)], "id bigint, cat string, v double").coalesce(
+            1
+        ).writeTo(t).append()  # s3: file B, only main's history reaches it
+        sql(f"DELETE FROM {t} WHERE id IN (2, 22)")  # s4: position deletes (v2) or deletion vectors (v3)
+        sql(f"DELETE FROM {t} WHERE id IN (4, 23)")  # s5: more deletes (v3: the DVs are replaced)
+        sql(f"INSERT OVERWRITE {t} SELECT * FROM {t} WHERE id <> 25")  # s6: rewrites every data file of main
+        sql(f"INSERT INTO {t} VALUES {vals(range(31, 36), 'c')}")  # s7
+        purge_tbls.append(Tbl(name, "jdbc", "jc", f"db.{name}", sqlite_file=jdbc_file, catalog_name="jc"))
+    log("purge_v2, purge_v3 written")
+
     # ---------------------------------------------------------------- PyIceberg tables
     if py_cat:
         c = sqlite3.connect(f"file:{py_cat}?mode=ro", uri=True)
@@ -398,7 +428,7 @@ def main():
 
     # ---------------------------------------------------------------- row counts (before any oracle procedure)
     records = []
-    for tb in tables:
+    for tb in tables + purge_tbls:
         loc, md = tb.metadata()
         ids = [s["snapshot-id"] for s in md.get("snapshots", [])]
         counts = {}
@@ -522,7 +552,18 @@ def main():
         loc, _ = tb.metadata()
         assert loc == rec["metadata_location"], tb.name
 
-    oracle = {"generated_at_ms": int(T0 * 1000), "iceberg_java": ICEBERG_JAVA, "tables": records}
+    purge_records = records[len(tables):]
+    records = records[: len(tables)]
+    for tb, rec in zip(purge_tbls, purge_records):
+        rec["catalog_db"] = tb.sqlite_file
+        rec["catalog_name"] = tb.catalog_name
+    oracle = {
+        "generated_at_ms": int(T0 * 1000),
+        "iceberg_java": ICEBERG_JAVA,
+        "tables": records,
+        # Not oracle tables (no cases): written for tests/it/engines.rs, which purges them through lakedrill.
+        "purge_tables": purge_records,
+    }
     with open(os.path.join(out, "oracle.json"), "w") as f:
         json.dump(oracle, f, indent=1)
         f.write("\n")

@@ -25,9 +25,19 @@ impl Site {
         )
         .unwrap();
         let keys = dir.join("keys");
-        let r = lakedrill_in(dir, &["--json", "keygen", "--name", "engines-TEST-ONLY", "--dir", keys.to_str().unwrap()])
-            .expect_code(0)
-            .json();
+        let r = lakedrill_in(
+            dir,
+            &[
+                "--json",
+                "keygen",
+                "--name",
+                "engines-TEST-ONLY",
+                "--dir",
+                keys.to_str().unwrap(),
+            ],
+        )
+        .expect_code(0)
+        .json();
         // A trust folder of public keys only.
         let trust = dir.join("trust");
         std::fs::create_dir_all(&trust).unwrap();
@@ -102,7 +112,9 @@ fn recovered_tables_read_in_both_engines(tables: &[&str]) {
             for engine in ["spark", "duckdb"] {
                 let n = &got[engine]["snapshots"][sid];
                 if n != want {
-                    failures.push(format!("{name} snapshot {sid} recovered to {rec_md}: {engine} reads {n}, Spark wrote {want}"));
+                    failures.push(format!(
+                        "{name} snapshot {sid} recovered to {rec_md}: {engine} reads {n}, Spark wrote {want}"
+                    ));
                 }
             }
         }
@@ -113,4 +125,198 @@ fn recovered_tables_read_in_both_engines(tables: &[&str]) {
 #[test]
 fn recovered_v2_merge_on_read_tables_read_in_spark_and_duckdb_with_the_recorded_counts() {
     recovered_tables_read_in_both_engines(&["v2_mor", "jdbc_v2"]);
+}
+
+/// A Spark-written table of the JDBC catalog taken through lakedrill's whole chain — plan, quarantine, weekly
+/// drill, purge — after which Spark and DuckDB read every ref and every retained snapshot with the counts Spark
+/// recorded when it wrote them, and the purged data and delete files are gone.
+fn purge_then_read(name: &str) {
+    let t = crate::oracle::oracle()["purge_tables"]
+        .as_array()
+        .expect("oracle.json lists purge_tables")
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no purge table {name} in oracle.json"))
+        .clone();
+    let site = Site::new();
+    let dir = site.tmp.path();
+    let db = t["catalog_db"].as_str().unwrap();
+    let catalog = t["catalog_name"].as_str().unwrap();
+    std::fs::write(
+        dir.join("lakedrill.toml"),
+        format!(
+            "[catalog.jc]\ntype = \"sql\"\nuri = \"sqlite:{db}\"\nname = \"{catalog}\"\n[registry]\nuri = \"sqlite:{}/registry.db\"\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: {name}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\n"
+        ),
+    )
+    .unwrap();
+    let ident = t["identifier"].as_str().unwrap();
+    let p = policy.to_str().unwrap();
+    let key = site.key.to_str().unwrap().to_owned();
+    let trust = site.trust.to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--catalog", "jc", "--table", ident]);
+        lakedrill_in(dir, &a)
+    };
+    lakedrill_in(
+        dir,
+        &[
+            "rollout",
+            "set",
+            ident,
+            "test",
+            "--catalog",
+            "jc",
+            "--reason",
+            "Spark-written test table",
+            "--policy",
+            p,
+        ],
+    )
+    .expect_code(0);
+    let plan = run(&["--json", "plan", "--policy", p]).expect_code(0).json();
+    let c = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")
+        .unwrap_or_else(|| panic!("{name}: no expired-snapshots candidate: {plan}"))
+        .clone();
+    let id = c["candidate_id"].as_str().unwrap();
+    let root = PathBuf::from(t["table_root"].as_str().unwrap());
+    let content: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| ["data", "position_deletes", "equality_deletes"].contains(&o["layer"].as_str().unwrap()))
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        content.iter().any(|p| p.ends_with(".parquet")) && content.len() >= 2,
+        "{name}: the candidate should hold data and delete files: {c}"
+    );
+    run(&[
+        "--json",
+        "quarantine",
+        id,
+        "--policy",
+        p,
+        "--key",
+        &key,
+        "--bundles",
+        "bundles",
+    ])
+    .expect_code(0);
+    let drill = dir.join("weekly.toml");
+    std::fs::write(
+        &drill,
+        format!("name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"{trust}\"\nkey = \"{key}\"\nreports = \"reports\"\n"),
+    )
+    .unwrap();
+    let report = lakedrill_in(dir, &["--json", "drill", "run", drill.to_str().unwrap()])
+        .expect_code(0)
+        .json()["report"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = run(&[
+        "--json",
+        "purge",
+        id,
+        "--policy",
+        p,
+        "--trust",
+        &trust,
+        "--key",
+        &key,
+        "--receipts",
+        "receipts",
+        "--evidence",
+        &report,
+    ])
+    .expect_code(0)
+    .json();
+    assert_eq!(r["status"], "VERIFIED", "{name}: {r}");
+    for f in &content {
+        assert!(
+            !root.join(f).exists(),
+            "{name}: {f} was in the purged inventory but is still there"
+        );
+    }
+    // What the catalog names now, read by Spark and DuckDB.
+    let ns_table = ident.rsplit_once('.').unwrap();
+    let md = crate::util::sql_text(
+        &format!("sqlite:{db}?mode=ro"),
+        &format!(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = '{catalog}' AND table_namespace = '{}' AND table_name = '{}'",
+            ns_table.0, ns_table.1
+        ),
+    )
+    .unwrap();
+    let md = md.trim_start_matches("file://").to_owned();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&md).unwrap()).unwrap();
+    let kept: Vec<i64> = doc["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["snapshot-id"].as_i64().unwrap())
+        .collect();
+    let purged: Vec<i64> = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(
+        purged.iter().all(|id| !kept.contains(id)),
+        "{name}: purged snapshots still listed: {kept:?}"
+    );
+    let refs: Vec<String> = doc["refs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|r| !r.starts_with("lakedrill"))
+        .cloned()
+        .collect();
+    let ref_names: Vec<&str> = refs.iter().map(String::as_str).collect();
+    assert!(
+        ref_names.contains(&"kept-by-tag") && ref_names.contains(&"dev"),
+        "{name}: {refs:?}"
+    );
+    let got = engine_counts(&md, &kept, &ref_names);
+    let mut failures = Vec::new();
+    for id in &kept {
+        let want = &t["snapshot_row_counts"][id.to_string()];
+        for engine in ["spark", "duckdb"] {
+            let n = &got[engine]["snapshots"][id.to_string()];
+            if n != want {
+                failures.push(format!(
+                    "{name} snapshot {id} after purge: {engine} reads {n}, Spark wrote {want}"
+                ));
+            }
+        }
+    }
+    for r in &ref_names {
+        let (want, n) = (&t["ref_row_counts"][*r], &got["spark"]["refs"][*r]);
+        if n != want {
+            failures.push(format!(
+                "{name} ref {r} after purge: Spark reads {n}, Spark wrote {want}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn after_purging_a_spark_written_v2_table_spark_and_duckdb_read_every_ref_and_retained_snapshot() {
+    purge_then_read("purge_v2");
 }

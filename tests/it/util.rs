@@ -252,8 +252,8 @@ pub fn engine_counts(metadata_location: &str, snapshot_ids: &[i64], refs: &[&str
         "engines": ["spark", "duckdb"],
     })
     .to_string();
-    let mut s = std::net::TcpStream::connect(&addr)
-        .unwrap_or_else(|e| panic!("cannot reach the engine reader at {addr}: {e}"));
+    let mut s =
+        std::net::TcpStream::connect(&addr).unwrap_or_else(|e| panic!("cannot reach the engine reader at {addr}: {e}"));
     s.set_read_timeout(Some(std::time::Duration::from_secs(600))).unwrap();
     write!(
         s,
