@@ -41,6 +41,9 @@ pub enum FindingKind {
     RowCountMismatch,
     /// A data file is not readable Parquet.
     DataUnreadable,
+    /// A deletion vector (v3) fails a check of the Puffin spec or disagrees with its manifest entry: the
+    /// finding names the Puffin file, the blob (offset) and the check (`crc`, `cardinality`, ...).
+    DeletionVectorInvalid,
     /// An object could not be read for a reason other than absence.
     ReadFailed,
     /// A recovered table's metadata differs from the original by more than its paths.
