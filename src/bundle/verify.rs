@@ -217,6 +217,12 @@ pub async fn verify(
             }
         }
     }
+    // An encrypted table cannot be verified (its layers cannot be read): could not decide, not a finding.
+    if let Some(md) = pred.inventory.iter().find(|e| e.layer == Layer::Metadata)
+        && let Some(bytes) = copies.get(&md.path)
+    {
+        table::refuse_encrypted(&md.path, bytes, storage.options().max_metadata_bytes)?;
+    }
     let deletion_vectors = check_layers(
         &pred,
         &copies,
