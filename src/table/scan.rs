@@ -382,7 +382,7 @@ pub fn live_files(
 }
 
 /// A manifest's objects (pure): `manifest` itself first, then its live data and delete files with paths
-/// relative to `location`.
+/// relative to `location`, a Puffin file of deletion vectors once however many entries name it.
 ///
 /// # Errors
 /// The reference parser's error naming `uri` when neither decoder can read the bytes;
@@ -395,11 +395,16 @@ pub fn manifest_objects(
     decoder: Decoder,
 ) -> Result<Vec<ObjectRef>> {
     let objects = std::cell::RefCell::new(vec![manifest]);
+    // A Puffin file holds the deletion vectors of many data files, each its own entry: it is one object.
+    let puffins = std::cell::RefCell::new(std::collections::HashSet::new());
     live_files(
         uri,
         bytes,
         decoder,
         |f| {
+            if f.is_deletion_vector() && !puffins.borrow_mut().insert(f.file_path.clone()) {
+                return Ok(());
+            }
             objects.borrow_mut().push(ObjectRef {
                 path: location.relative(&f.file_path)?,
                 layer: f.layer,
@@ -407,7 +412,10 @@ pub fn manifest_objects(
             });
             Ok(())
         },
-        || objects.borrow_mut().truncate(1),
+        || {
+            objects.borrow_mut().truncate(1);
+            puffins.borrow_mut().clear();
+        },
     )?;
     let mut objects = objects.into_inner();
     objects.shrink_to_fit();
@@ -771,6 +779,55 @@ mod tests {
             || {},
         )?;
         Ok(out)
+    }
+
+    /// A Spark-written v3 manifest naming one Puffin file from several deletion vector entries gives that
+    /// file once among the manifest's objects, on both decoders; every entry keeps its vector fields.
+    #[test]
+    fn v3_puffin_is_one_object_per_manifest_and_both_decoders_read_its_vectors() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
+        let location = TableLocation::new(
+            "/tmp/v3wh/db/t",
+            format!("file://{}", dir.display()),
+            "file:///tmp/v3wh/db/t/metadata/v6.metadata.json",
+        )
+        .unwrap();
+        let mut shared = 0;
+        for p in fixture_avro_files().iter().filter(|p| p.starts_with(&dir)) {
+            if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                continue;
+            }
+            let bytes = std::fs::read(p).unwrap();
+            let entries = files(&bytes, Decoder::FastOnly).unwrap();
+            assert_eq!(entries, files(&bytes, Decoder::Reference).unwrap(), "{}", p.display());
+            let manifest = ObjectRef {
+                path: "m.avro".into(),
+                layer: Layer::Manifest,
+                size: 0,
+            };
+            for decoder in [Decoder::FastOnly, Decoder::Reference] {
+                let objects = manifest_objects("m", &bytes, &location, manifest.clone(), decoder).unwrap();
+                let mut paths: Vec<&str> = objects.iter().map(|o| o.path.as_str()).collect();
+                let n = paths.len();
+                paths.sort_unstable();
+                paths.dedup();
+                assert_eq!(paths.len(), n, "{}: an object twice", p.display());
+            }
+            let dvs: Vec<&LiveFile> = entries.iter().filter(|f| f.is_deletion_vector()).collect();
+            for dv in &dvs {
+                assert_eq!(dv.layer, Layer::PositionDeletes);
+                assert!(
+                    dv.referenced_data_file.is_some()
+                        && dv.content_offset.is_some()
+                        && dv.content_size_in_bytes.is_some()
+                );
+            }
+            if dvs.len() > 1 && dvs.iter().all(|d| d.file_path == dvs[0].file_path) {
+                shared += 1;
+            }
+        }
+        assert!(shared > 0, "no manifest with several vectors of one Puffin file");
     }
 
     /// Differential decoding of the Spark/Java fixtures' manifests and manifest lists, whole and mutated
