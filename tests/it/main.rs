@@ -29,3 +29,4 @@ mod scan;
 mod soak;
 mod stress;
 mod util;
+mod v3;
