@@ -352,3 +352,126 @@ fn v3_spark_table_of_this_run_seals_and_deep_restores_every_snapshot() {
     let tmp = tmpdir();
     seal_and_restore_all(&a, tmp.path());
 }
+
+fn field<'a>(record: &'a mut apache_avro::types::Value, name: &str) -> &'a mut apache_avro::types::Value {
+    let apache_avro::types::Value::Record(fields) = record else {
+        panic!("not a record: {record:?}")
+    };
+    &mut fields.iter_mut().find(|(n, _)| n == name).unwrap().1
+}
+
+/// A union's value (`["null", T]`), or the value itself.
+fn unboxed(v: &apache_avro::types::Value) -> &apache_avro::types::Value {
+    match v {
+        apache_avro::types::Value::Union(_, inner) => inner,
+        other => other,
+    }
+}
+
+/// Rewrites an Avro container file record by record with `edit` (same schema and user metadata, no codec);
+/// returns the new length, or `None` when `edit` changed nothing (the file is left as it was).
+fn rewrite_avro(path: &Path, mut edit: impl FnMut(&mut apache_avro::types::Value) -> bool) -> Option<u64> {
+    let bytes = std::fs::read(path).unwrap();
+    let reader = apache_avro::Reader::new(&bytes[..]).unwrap();
+    let schema = reader.writer_schema().clone();
+    let metadata = reader.user_metadata().clone();
+    let mut records: Vec<apache_avro::types::Value> = reader.map(Result::unwrap).collect();
+    let mut changed = false;
+    for r in &mut records {
+        changed |= edit(r);
+    }
+    if !changed {
+        return None;
+    }
+    let mut w = apache_avro::Writer::with_codec(&schema, Vec::new(), apache_avro::Codec::Null);
+    for (k, v) in metadata {
+        w.add_user_metadata(k, v).unwrap();
+    }
+    for r in records {
+        w.append(r).unwrap();
+    }
+    let out = w.into_inner().unwrap();
+    std::fs::write(path, &out).unwrap();
+    Some(out.len() as u64)
+}
+
+#[test]
+fn v3_edited_deletion_vector_record_count_is_a_finding() {
+    let tmp = tmpdir();
+    let root = tmp.path().join("t");
+    copy_tree(&fixture(), &root);
+    let a = addr(&root, "v6.metadata.json");
+    let local = |written: &str| root.join(written.strip_prefix("/tmp/v3wh/db/t/").unwrap());
+    let md: Value = serde_json::from_slice(&std::fs::read(root.join("metadata/v6.metadata.json")).unwrap()).unwrap();
+    let snapshot = md["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["snapshot-id"] == CURRENT)
+        .unwrap();
+    let list = local(snapshot["manifest-list"].as_str().unwrap());
+    // The vector at offset 4 of the shared Puffin file: 2 positions; the manifest is made to say 3.
+    let mut lengths = BTreeMap::new();
+    let entries: Vec<String> = {
+        let bytes = std::fs::read(&list).unwrap();
+        apache_avro::Reader::new(&bytes[..])
+            .unwrap()
+            .map(|r| {
+                let mut r = r.unwrap();
+                let apache_avro::types::Value::String(p) = field(&mut r, "manifest_path").clone() else {
+                    panic!()
+                };
+                p
+            })
+            .collect()
+    };
+    for m in &entries {
+        let edited = rewrite_avro(&local(m), |e| {
+            let df = field(e, "data_file");
+            let is_target = matches!(unboxed(field(df, "file_path")), apache_avro::types::Value::String(p) if p.ends_with(SHARED_PUFFIN))
+                && matches!(unboxed(field(df, "content_offset")), apache_avro::types::Value::Long(4));
+            if is_target && let apache_avro::types::Value::Long(n) = field(df, "record_count") {
+                assert_eq!(*n, 2);
+                *n = 3;
+                return true;
+            }
+            false
+        });
+        if let Some(len) = edited {
+            lengths.insert(m.clone(), len);
+        }
+    }
+    assert_eq!(lengths.len(), 1, "one manifest holds the vector");
+    rewrite_avro(&list, |m| {
+        let apache_avro::types::Value::String(p) = field(m, "manifest_path").clone() else {
+            panic!()
+        };
+        match (lengths.get(&p), field(m, "manifest_length")) {
+            (Some(len), apache_avro::types::Value::Long(l)) => {
+                *l = i64::try_from(*len).unwrap();
+                true
+            }
+            _ => false,
+        }
+    })
+    .unwrap();
+    let live = files(&a, CURRENT);
+    assert!(
+        live.iter().any(|f| f["content_offset"] == 4
+            && f["record_count"] == 3
+            && f["file_path"].as_str().unwrap().ends_with(SHARED_PUFFIN)),
+        "the edit took: {live:#?}"
+    );
+    let (key, _) = keygen(tmp.path(), "v3-TEST-ONLY");
+    let refused = seal(&strs(&a), CURRENT, &key, &tmp.path().join("b"))
+        .expect_code(1)
+        .json();
+    let f = dv_findings(&refused);
+    assert_eq!(f.len(), 1, "{refused}");
+    assert!(f[0]["path"].as_str().unwrap().ends_with(SHARED_PUFFIN), "{refused}");
+    assert_eq!(
+        f[0]["expected"], "blob at offset 4, check cardinality: 3 (the manifest's record_count)",
+        "{refused}"
+    );
+    assert_eq!(f[0]["actual"], "2");
+}
