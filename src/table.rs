@@ -18,6 +18,7 @@
 //! metadata tables. It may use `io`, `model` and the ground files.
 
 pub mod inspect;
+pub mod lineage;
 pub mod puffin;
 pub mod resolve;
 pub mod scan;

@@ -27,6 +27,7 @@ use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
 use crate::table;
+use crate::table::lineage;
 use crate::table::puffin::DeletionVectorEntry;
 use crate::table::tree::Content;
 
@@ -225,6 +226,7 @@ pub async fn verify(
     }
     let deletion_vectors = check_layers(
         &pred,
+        opts.deep,
         &copies,
         written_loc.as_ref(),
         storage.options().max_metadata_bytes,
@@ -410,17 +412,27 @@ async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::re
 /// The live deletion vector entries of the bundled manifests, by Puffin file path as written.
 type DeletionVectors = BTreeMap<String, Vec<DeletionVectorEntry>>;
 
-/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory, and returns
-/// the live deletion vector entries those manifests hold (deep mode checks each against its blob).
+/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory (deep: and
+/// that v3 row-id ranges neither overlap nor reach `next-row-id`), and returns the live deletion vector
+/// entries those manifests hold (deep mode checks each against its blob).
 fn check_layers(
     pred: &BundlePredicate,
+    deep: bool,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
     max_metadata_bytes: u64,
     findings: &mut Vec<Finding>,
 ) -> DeletionVectors {
     let mut deletion_vectors = DeletionVectors::new();
-    check_layers_into(pred, copies, loc, max_metadata_bytes, findings, &mut deletion_vectors);
+    check_layers_into(
+        pred,
+        deep,
+        copies,
+        loc,
+        max_metadata_bytes,
+        findings,
+        &mut deletion_vectors,
+    );
     for entries in deletion_vectors.values_mut() {
         entries.sort_unstable();
         entries.dedup();
@@ -430,6 +442,7 @@ fn check_layers(
 
 fn check_layers_into(
     pred: &BundlePredicate,
+    deep: bool,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
     max_metadata_bytes: u64,
@@ -526,6 +539,22 @@ fn check_layers_into(
             Some("a manifest the manifest list does not name".into()),
         ));
     }
+    // Deep mode: v3 row lineage (see `table::lineage`).
+    let v3 = deep && md.format_version() == iceberg::spec::FormatVersion::V3;
+    if v3 {
+        let snapshots = md
+            .snapshots()
+            .filter_map(|s| {
+                s.row_range().map(|(first, count)| lineage::RowRange {
+                    owner: format!("snapshot {}", s.snapshot_id()),
+                    first,
+                    count,
+                })
+            })
+            .collect();
+        findings.extend(lineage::check_ranges(snapshots, md.next_row_id(), &md_entry.path));
+    }
+    let mut data_ranges = Vec::new();
     let mut live: BTreeMap<String, (Layer, u64)> = BTreeMap::new();
     for mf in list.entries() {
         let Some(bytes) = copies.get(&mf.manifest_path) else {
@@ -543,6 +572,21 @@ fn check_layers_into(
                 continue;
             }
         };
+        if v3 {
+            data_ranges.extend(lineage::data_file_ranges(
+                mf.first_row_id,
+                manifest.entries().iter().map(|e| {
+                    let df = e.data_file();
+                    (
+                        df.file_path(),
+                        df.content_type() == iceberg::spec::DataContentType::Data,
+                        df.first_row_id(),
+                        df.record_count(),
+                        e.is_alive(),
+                    )
+                }),
+            ));
+        }
         for e in manifest.entries().iter().filter(|e| e.is_alive()) {
             let df = e.data_file();
             if let Some(l) = loc
@@ -566,6 +610,9 @@ fn check_layers_into(
                 (Content::from(df.content_type()).into(), df.file_size_in_bytes()),
             );
         }
+    }
+    if v3 {
+        findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
     }
     let inv: BTreeMap<&str, &InventoryEntry> = pred
         .inventory

@@ -475,3 +475,43 @@ fn v3_edited_deletion_vector_record_count_is_a_finding() {
     );
     assert_eq!(f[0]["actual"], "2");
 }
+
+#[test]
+fn v3_row_ids_past_next_row_id_are_a_deep_restore_finding() {
+    let tmp = tmpdir();
+    // The appends took ids [0, 30); a metadata file that says the next id is 25 would hand out 25..29 again.
+    let a = edited_metadata(tmp.path(), |md| {
+        assert_eq!(md["next-row-id"], 30);
+        md["next-row-id"] = 25.into();
+    });
+    let (key, keys) = keygen(tmp.path(), "v3-TEST-ONLY");
+    let trust = public_keys(&keys);
+    let s = seal(&strs(&a), CURRENT, &key, &tmp.path().join("b"))
+        .expect_code(0)
+        .json();
+    let r = restore(s["uri"].as_str().unwrap(), &trust, &["--deep", "--table-root", &a[3]])
+        .expect_code(1)
+        .json();
+    let lineage: Vec<&Value> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "ROW_LINEAGE_INVALID")
+        .collect();
+    assert!(!lineage.is_empty(), "{r}");
+    // The third append's snapshot range [20, 30) is named, with the metadata file as its path.
+    assert!(
+        lineage.iter().any(|f| f["expected"]
+            .as_str()
+            .unwrap()
+            .contains("snapshot 4859039390790457476 below next-row-id 25")
+            && f["actual"] == "[20, 30)"),
+        "{r}"
+    );
+    assert!(lineage.iter().all(|f| f["kind"] == "ROW_LINEAGE_INVALID"));
+    // Without --deep the lineage is not checked.
+    let r = restore(s["uri"].as_str().unwrap(), &trust, &["--table-root", &a[3]])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+}
