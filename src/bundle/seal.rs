@@ -220,6 +220,9 @@ pub async fn seal(
                         Some(h.bytes_read.to_string()),
                     ));
                 }
+                let record_count = deletion_vectors
+                    .get(&f.file_path)
+                    .map_or(f.record_count, |d| d.iter().map(|v| v.record_count).sum());
                 inventory.push(InventoryEntry {
                     path: f.file_path,
                     uri,
@@ -228,7 +231,8 @@ pub async fn seal(
                     blake3: h.blake3,
                     e_tag: h.info.e_tag,
                     version: h.info.version,
-                    record_count: Some(f.record_count),
+                    // A Puffin file of deletion vectors: the positions all its live vectors delete.
+                    record_count: Some(record_count),
                     copy: None,
                 });
             }
