@@ -515,3 +515,60 @@ fn v3_row_ids_past_next_row_id_are_a_deep_restore_finding() {
         .json();
     assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
 }
+
+#[test]
+fn v3_plan_counts_a_puffin_file_of_several_vectors_once() {
+    let tmp = tmpdir();
+    // main rolled back to the last append: both deletes become expirable, with both Puffin files (one of them
+    // named by six vector entries of one manifest).
+    let a = edited_metadata(tmp.path(), |md| {
+        md["current-snapshot-id"] = 4_859_039_390_790_457_476_i64.into();
+        md["refs"] = serde_json::json!({"main": {"snapshot-id": 4_859_039_390_790_457_476_i64, "type": "branch"}});
+    });
+    let policy = tmp.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+    )
+    .unwrap();
+    let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let c = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")
+        .unwrap_or_else(|| panic!("{plan}"));
+    let objects = c["objects"].as_array().unwrap();
+    let mut paths: Vec<&str> = objects.iter().map(|o| o["path"].as_str().unwrap()).collect();
+    let n = paths.len();
+    paths.sort_unstable();
+    paths.dedup();
+    assert_eq!(paths.len(), n, "an object twice: {c}");
+    let puffins: Vec<&&str> = paths.iter().filter(|p| p.ends_with(".puffin")).collect();
+    assert_eq!(puffins.len(), 2, "{c}");
+    assert!(puffins.iter().any(|p| p.ends_with(SHARED_PUFFIN)));
+    let bytes: u64 = objects.iter().map(|o| o["size"].as_u64().unwrap()).sum();
+    assert_eq!(c["bytes"].as_u64().unwrap(), bytes, "{c}");
+    let shared = objects
+        .iter()
+        .find(|o| o["path"].as_str().unwrap().ends_with(SHARED_PUFFIN))
+        .unwrap();
+    assert_eq!(
+        shared["size"].as_u64().unwrap(),
+        std::fs::metadata(fixture().join("data").join(SHARED_PUFFIN))
+            .unwrap()
+            .len()
+    );
+    let plain = plan["plain_expire"]["objects"].as_array().unwrap();
+    assert_eq!(
+        plain
+            .iter()
+            .filter(|o| o.as_str().unwrap().ends_with(".puffin"))
+            .count(),
+        2,
+        "{plan}"
+    );
+}
