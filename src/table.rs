@@ -18,6 +18,8 @@
 //! metadata tables. It may use `io`, `model` and the ground files.
 
 pub mod inspect;
+pub mod lineage;
+pub mod puffin;
 pub mod resolve;
 pub mod scan;
 pub mod tree;
@@ -103,12 +105,79 @@ fn maybe_gunzip(uri: &str, bytes: &[u8], max: u64) -> Result<Vec<u8>> {
     }
 }
 
+/// Why table metadata (as JSON) describes an encrypted table, or `None`: `encryption-keys` with entries,
+/// or a snapshot with a `key-id` (its manifest list is encrypted). See: the table spec, "Encryption keys".
+fn encryption(value: &serde_json::Value) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some(keys) = value.get("encryption-keys").filter(|k| !k.is_null()) {
+        let n = keys.as_array().map_or(1, Vec::len);
+        if n > 0 {
+            why.push(format!("`encryption-keys` holds {n} key(s)"));
+        }
+    }
+    let keyed: Vec<String> = value
+        .get("snapshots")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|s| s.get("key-id").is_some_and(|k| !k.is_null()))
+        .map(|s| s.get("snapshot-id").map_or_else(|| "?".to_owned(), ToString::to_string))
+        .collect();
+    if !keyed.is_empty() {
+        why.push(format!("snapshot(s) {} carry a `key-id`", keyed.join(", ")));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// The refusal of an encrypted table: lakedrill cannot read encrypted manifest lists and manifests,
+/// so it cannot know what the table reaches, and fails closed (exit 2) rather than guess.
+fn encrypted(uri: &str, value: &serde_json::Value, reason: &str) -> Error {
+    let field = |k: &str| {
+        value
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    Error::invalid(
+        uri,
+        format!(
+            "encryption: table {} at {} is encrypted ({reason}); lakedrill cannot read encrypted metadata \
+             layers and refuses to plan, seal or restore it",
+            field("table-uuid"),
+            field("location"),
+        ),
+    )
+}
+
+/// Refuses table metadata bytes that describe an encrypted table (see [`parse_metadata`]); bytes that
+/// are not metadata JSON pass (the parser names them).
+///
+/// # Errors
+/// [`Error::Invalid`] naming `encryption`, the table and the reason.
+pub fn refuse_encrypted(uri: &str, bytes: &[u8], max_bytes: u64) -> Result<()> {
+    let Ok(json) = maybe_gunzip(uri, bytes, max_bytes) else {
+        return Ok(());
+    };
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&json) else {
+        return Ok(());
+    };
+    match encryption(&value) {
+        Some(reason) => Err(encrypted(uri, &value, &reason)),
+        None => Ok(()),
+    }
+}
+
 /// Parses table metadata bytes (pure). Returns the metadata and its refs (including the implied
 /// `main` of tables written without `refs`). Metadata over `max_bytes`, raw or decompressed, is refused
 /// (see [`crate::io::store::StorageOptions::max_metadata_bytes`]).
 ///
+/// An encrypted table (`encryption-keys`, a snapshot `key-id`) is refused: lakedrill cannot read what it
+/// reaches.
+///
 /// # Errors
-/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it).
+/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it);
+/// [`Error::Invalid`] naming `encryption` for an encrypted table.
 pub fn parse_metadata(
     uri: &str,
     bytes: &[u8],
@@ -135,6 +204,9 @@ pub fn parse_metadata(
             uri,
             format!("unsupported format-version {v}; lakedrill reads 1, 2 and 3"),
         ));
+    }
+    if let Some(reason) = encryption(&value) {
+        return Err(encrypted(uri, &value, &reason));
     }
     let md: TableMetadata = serde_json::from_value(value).map_err(|e| Error::Parse {
         uri: uri.to_owned(),

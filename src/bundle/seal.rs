@@ -2,7 +2,7 @@
 //!
 //! [`seal()`] reads and hashes every object the snapshot reaches once, in parallel and bounded,
 //! refuses with findings a snapshot whose objects are missing, disagree with their manifests or
-//! leave the table root, and only then signs and writes the bundle ([`write_bundle`]: the byte
+//! leave the table root, or whose deletion vectors (v3) fail their checks ([`crate::table::puffin`]), and only then signs and writes the bundle ([`write_bundle`]: the byte
 //! copies first, the envelope last). It never modifies the table and never overwrites a bundle.
 //! It may use what the `bundle` wing may use: `table` to read the snapshot, `io` to read and write
 //! objects, `evidence` to sign, `report` for progress.
@@ -177,6 +177,7 @@ pub async fn seal(
         files,
         manifests,
         manifest_list,
+        deletion_vectors,
         ..
     } = tree;
     drop((manifests, manifest_list));
@@ -219,6 +220,9 @@ pub async fn seal(
                         Some(h.bytes_read.to_string()),
                     ));
                 }
+                let record_count = deletion_vectors
+                    .get(&f.file_path)
+                    .map_or(f.record_count, |d| d.iter().map(|v| v.record_count).sum());
                 inventory.push(InventoryEntry {
                     path: f.file_path,
                     uri,
@@ -227,7 +231,8 @@ pub async fn seal(
                     blake3: h.blake3,
                     e_tag: h.info.e_tag,
                     version: h.info.version,
-                    record_count: Some(f.record_count),
+                    // A Puffin file of deletion vectors: the positions all its live vectors delete.
+                    record_count: Some(record_count),
                     copy: None,
                 });
             }
@@ -241,6 +246,21 @@ pub async fn seal(
         }
     }
     drop(hashed);
+    // v3 deletion vectors: a Puffin file whose size is right is also read (footer and blobs) and each
+    // vector checked against its manifest entries; a broken vector is a refusal naming file, blob and check.
+    let puffins: Vec<(&InventoryEntry, &[crate::table::puffin::DeletionVectorEntry])> = inventory
+        .iter()
+        .filter_map(|e| deletion_vectors.get(&e.path).map(|d| (e, d.as_slice())))
+        .filter(|(e, _)| !findings.iter().any(|f| f.path == e.path))
+        .collect();
+    let checked: Vec<Result<Vec<Finding>>> = futures::stream::iter(puffins)
+        .map(|(e, d)| crate::table::puffin::verify_file(storage, &e.uri, &e.path, e.size, d))
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    for c in checked {
+        findings.extend(c?);
+    }
     if !findings.is_empty() {
         findings.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(Err(findings));

@@ -3,7 +3,9 @@
 //! [`verify()`] checks the envelope's signature, the bundle root and the subject, binds every
 //! inventory URI to its path, checks the byte copies and the metadata layers against each other
 //! from the bundle alone (never from the live table's metadata, which may be expired), then hashes
-//! every data and delete object in storage (and, deep, reads their Parquet footers). Every problem
+//! every data and delete object in storage (and, deep, reads their Parquet footers, or for a v3 Puffin
+//! file of deletion vectors its footer and each vector the bundled manifests name, see
+//! [`crate::table::puffin`]). Every problem
 //! is a finding in the [`RestoreReport`]; an `Err` means it could not decide. It reads, never
 //! writes. It may use what the `bundle` wing may use: `table` to parse the copies, `io` to read
 //! objects, `evidence` to check the signature, `report` for progress.
@@ -25,12 +27,15 @@ use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
 use crate::table;
+use crate::table::lineage;
+use crate::table::puffin::DeletionVectorEntry;
 use crate::table::tree::Content;
 
 /// How to verify a bundle.
 #[derive(Debug, Clone, Default)]
 pub struct VerifyOptions {
-    /// Also read Parquet footers and compare row counts with the manifests.
+    /// Also read Parquet footers and compare row counts with the manifests, and check every deletion
+    /// vector (v3) against its Puffin footer and manifest entry.
     pub deep: bool,
     /// Read data from a relocated copy of the table rooted here.
     pub table_root: Option<String>,
@@ -213,8 +218,15 @@ pub async fn verify(
             }
         }
     }
-    check_layers(
+    // An encrypted table cannot be verified (its layers cannot be read): could not decide, not a finding.
+    if let Some(md) = pred.inventory.iter().find(|e| e.layer == Layer::Metadata)
+        && let Some(bytes) = copies.get(&md.path)
+    {
+        table::refuse_encrypted(&md.path, bytes, storage.options().max_metadata_bytes)?;
+    }
+    let deletion_vectors = check_layers(
         &pred,
+        opts.deep,
         &copies,
         written_loc.as_ref(),
         storage.options().max_metadata_bytes,
@@ -266,6 +278,7 @@ pub async fn verify(
         to_check.push((e, uri));
     }
     let deep = opts.deep;
+    let deletion_vectors = &deletion_vectors;
     let progress = crate::report::output::Progress::new("verify", to_check.len(), storage.options().progress);
     let progress = &progress;
     let confined = &confined;
@@ -279,10 +292,16 @@ pub async fn verify(
                     return Ok(Err(target));
                 }
                 let h = storage.hash(&uri).await?;
-                let rows = if deep && h.bytes_read == e.size && h.blake3 == e.blake3 {
-                    Some(parquet_rows(storage, &uri, h.bytes_read).await?)
-                } else {
-                    None
+                // A deletion vector is checked even when its digest differs: the finding then names the
+                // blob that changed. Its offsets only mean something at the sealed size.
+                let rows = match deletion_vectors.get(&e.path) {
+                    Some(d) if deep && h.bytes_read == e.size => Some(Deep::DeletionVectors(
+                        crate::table::puffin::verify_file(storage, &uri, &e.path, e.size, d).await?,
+                    )),
+                    None if deep && h.bytes_read == e.size && h.blake3 == e.blake3 => {
+                        Some(Deep::Parquet(parquet_rows(storage, &uri, h.bytes_read).await?))
+                    }
+                    _ => None,
                 };
                 Ok(Ok((h, rows)))
             }
@@ -332,13 +351,14 @@ pub async fn verify(
                     report.bytes_verified += e.size;
                 }
                 match rows {
-                    Some(Ok(n)) if Some(n) != e.record_count => report.findings.push(Finding::new(
+                    Some(Deep::DeletionVectors(f)) => report.findings.extend(f),
+                    Some(Deep::Parquet(Ok(n))) if Some(n) != e.record_count => report.findings.push(Finding::new(
                         FindingKind::RowCountMismatch,
                         &e.path,
                         e.record_count.map(|r| r.to_string()),
                         Some(n.to_string()),
                     )),
-                    Some(Err(reason)) => report.findings.push(Finding::new(
+                    Some(Deep::Parquet(Err(reason))) => report.findings.push(Finding::new(
                         FindingKind::DataUnreadable,
                         &e.path,
                         Some("a Parquet footer".into()),
@@ -355,8 +375,16 @@ pub async fn verify(
     Ok(finish(report))
 }
 
-/// A data object hashed, and (deep mode) its Parquet row count or why it could not be read.
-type Checked = (crate::io::store::Hashed, Option<std::result::Result<u64, String>>);
+/// A data object hashed, and what deep mode found in it.
+type Checked = (crate::io::store::Hashed, Option<Deep>);
+
+/// What deep mode reads in a data or delete object.
+enum Deep {
+    /// A Parquet file's row count, or why its footer could not be read.
+    Parquet(std::result::Result<u64, String>),
+    /// A Puffin file of deletion vectors: the findings of its vectors (none when all are sound).
+    DeletionVectors(Vec<Finding>),
+}
 
 /// Reads a Parquet footer and returns the file's row count.
 async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::result::Result<u64, String>> {
@@ -381,13 +409,45 @@ async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::re
     }
 }
 
-/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory.
+/// The live deletion vector entries of the bundled manifests, by Puffin file path as written.
+type DeletionVectors = BTreeMap<String, Vec<DeletionVectorEntry>>;
+
+/// Checks that the bundled metadata, manifest list and manifests name exactly the inventory (deep: and
+/// that v3 row-id ranges neither overlap nor reach `next-row-id`), and returns the live deletion vector
+/// entries those manifests hold (deep mode checks each against its blob).
 fn check_layers(
     pred: &BundlePredicate,
+    deep: bool,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
     max_metadata_bytes: u64,
     findings: &mut Vec<Finding>,
+) -> DeletionVectors {
+    let mut deletion_vectors = DeletionVectors::new();
+    check_layers_into(
+        pred,
+        deep,
+        copies,
+        loc,
+        max_metadata_bytes,
+        findings,
+        &mut deletion_vectors,
+    );
+    for entries in deletion_vectors.values_mut() {
+        entries.sort_unstable();
+        entries.dedup();
+    }
+    deletion_vectors
+}
+
+fn check_layers_into(
+    pred: &BundlePredicate,
+    deep: bool,
+    copies: &BTreeMap<String, Bytes>,
+    loc: Option<&TableLocation>,
+    max_metadata_bytes: u64,
+    findings: &mut Vec<Finding>,
+    deletion_vectors: &mut DeletionVectors,
 ) {
     let by_layer = |l: Layer| -> BTreeSet<&str> {
         pred.inventory
@@ -479,6 +539,22 @@ fn check_layers(
             Some("a manifest the manifest list does not name".into()),
         ));
     }
+    // Deep mode: v3 row lineage (see `table::lineage`).
+    let v3 = deep && md.format_version() == iceberg::spec::FormatVersion::V3;
+    if v3 {
+        let snapshots = md
+            .snapshots()
+            .filter_map(|s| {
+                s.row_range().map(|(first, count)| lineage::RowRange {
+                    owner: format!("snapshot {}", s.snapshot_id()),
+                    first,
+                    count,
+                })
+            })
+            .collect();
+        findings.extend(lineage::check_ranges(snapshots, md.next_row_id(), &md_entry.path));
+    }
+    let mut data_ranges = Vec::new();
     let mut live: BTreeMap<String, (Layer, u64)> = BTreeMap::new();
     for mf in list.entries() {
         let Some(bytes) = copies.get(&mf.manifest_path) else {
@@ -496,6 +572,21 @@ fn check_layers(
                 continue;
             }
         };
+        if v3 {
+            data_ranges.extend(lineage::data_file_ranges(
+                mf.first_row_id,
+                manifest.entries().iter().map(|e| {
+                    let df = e.data_file();
+                    (
+                        df.file_path(),
+                        df.content_type() == iceberg::spec::DataContentType::Data,
+                        df.first_row_id(),
+                        df.record_count(),
+                        e.is_alive(),
+                    )
+                }),
+            ));
+        }
         for e in manifest.entries().iter().filter(|e| e.is_alive()) {
             let df = e.data_file();
             if let Some(l) = loc
@@ -503,11 +594,25 @@ fn check_layers(
             {
                 continue; // reported as PATH_OUTSIDE_TABLE with the inventory check
             }
+            if df.file_format() == iceberg::spec::DataFileFormat::Puffin {
+                deletion_vectors
+                    .entry(df.file_path().to_owned())
+                    .or_default()
+                    .push(DeletionVectorEntry {
+                        referenced_data_file: df.referenced_data_file(),
+                        content_offset: df.content_offset(),
+                        content_size_in_bytes: df.content_size_in_bytes(),
+                        record_count: df.record_count(),
+                    });
+            }
             live.insert(
                 df.file_path().to_owned(),
                 (Content::from(df.content_type()).into(), df.file_size_in_bytes()),
             );
         }
+    }
+    if v3 {
+        findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
     }
     let inv: BTreeMap<&str, &InventoryEntry> = pred
         .inventory

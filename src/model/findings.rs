@@ -41,6 +41,11 @@ pub enum FindingKind {
     RowCountMismatch,
     /// A data file is not readable Parquet.
     DataUnreadable,
+    /// A deletion vector (v3) fails a check of the Puffin spec or disagrees with its manifest entry: the
+    /// finding names the Puffin file, the blob (offset) and the check (`crc`, `cardinality`, ...).
+    DeletionVectorInvalid,
+    /// v3 row lineage: row-id ranges of snapshots or data files overlap or reach the table's `next-row-id`.
+    RowLineageInvalid,
     /// An object could not be read for a reason other than absence.
     ReadFailed,
     /// A recovered table's metadata differs from the original by more than its paths.

@@ -273,6 +273,14 @@ pub async fn backup(
     }
 
     // 2. Data and delete files: read once, hash, copy, read back; bounded fan-out.
+    // A Puffin file of deletion vectors (v3) is one object; its record count is the positions all its live
+    // vectors delete (recovery compares a scan with data rows minus deleted positions).
+    let mut dv_positions: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for f in t.live_files().into_iter().filter(|f| f.file_format == "PUFFIN") {
+        *dv_positions.entry(f.file_path.as_str()).or_default() += f.record_count;
+    }
+    let dv_positions: std::collections::BTreeMap<String, u64> =
+        dv_positions.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     let files: Vec<tree::FileEntry> = t
         .live_files()
         .into_iter()
@@ -341,7 +349,7 @@ pub async fn backup(
                     blake3: c.blake3,
                     e_tag: c.info.e_tag,
                     version: c.info.version,
-                    record_count: Some(f.record_count),
+                    record_count: Some(dv_positions.get(&f.file_path).copied().unwrap_or(f.record_count)),
                     copy: None,
                 });
             }

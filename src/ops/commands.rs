@@ -181,18 +181,43 @@ pub async fn inspect_table(ctx: &Context, table: &Table, what: InspectWhat, sele
         InspectWhat::Files => {
             let snapshot_id = selected_id(table, selector)?;
             let files = inspect::files(table, &ctx.storage, selector).await?;
+            // v3 columns only where a file has them: v1/v2 output stays as it was.
+            let v3 = files
+                .iter()
+                .any(|f| f.referenced_data_file.is_some() || f.first_row_id.is_some());
+            let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+            let mut header = vec!["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"];
+            if v3 {
+                header.extend([
+                    "file_format",
+                    "referenced_data_file",
+                    "content_offset",
+                    "content_size_in_bytes",
+                    "first_row_id",
+                ]);
+            }
             let human = output::table(
-                &["content", "file_path", "file_size_in_bytes", "record_count", "spec_id"],
+                &header,
                 &files
                     .iter()
                     .map(|f| {
-                        vec![
+                        let mut row = vec![
                             f.content.as_str().to_owned(),
                             f.file_path.clone(),
                             f.file_size_in_bytes.to_string(),
                             f.record_count.to_string(),
                             f.spec_id.to_string(),
-                        ]
+                        ];
+                        if v3 {
+                            row.extend([
+                                f.file_format.to_owned(),
+                                f.referenced_data_file.clone().unwrap_or_default(),
+                                opt(f.content_offset),
+                                opt(f.content_size_in_bytes),
+                                opt(f.first_row_id),
+                            ]);
+                        }
+                        row
                     })
                     .collect::<Vec<_>>(),
             );

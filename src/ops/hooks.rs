@@ -108,7 +108,7 @@ fn inject_protected(input: &PlanInput, mut plan: Plan) -> Plan {
         return plan;
     }
     c.snapshot_ids.push(victim);
-    let have: BTreeSet<String> = c.objects.iter().map(|o| o.path.clone()).collect();
+    let mut have: BTreeSet<String> = c.objects.iter().map(|o| o.path.clone()).collect();
     if let Some(objs) = input
         .snapshots
         .iter()
@@ -116,7 +116,8 @@ fn inject_protected(input: &PlanInput, mut plan: Plan) -> Plan {
         .and_then(|s| s.objects.as_ref())
     {
         for o in closure::distinct_objects([objs]) {
-            if !have.contains(&o.path) {
+            // A file named twice (two manifests, or a Puffin file of several deletion vectors) once.
+            if have.insert(o.path.clone()) {
                 c.objects.push(o.clone());
             }
         }

@@ -69,6 +69,16 @@ pub struct FileEntry {
     pub spec_id: i32,
     /// Partition values by partition field name.
     pub partition: serde_json::Value,
+    /// `file_format`: `PARQUET`, `AVRO`, `ORC`, or `PUFFIN` for a deletion vector (v3).
+    pub file_format: &'static str,
+    /// v3 deletion vector: the data file whose rows it deletes.
+    pub referenced_data_file: Option<String>,
+    /// v3 deletion vector: offset of its blob in the Puffin file.
+    pub content_offset: Option<i64>,
+    /// v3 deletion vector: length of its blob.
+    pub content_size_in_bytes: Option<i64>,
+    /// v3 row lineage: the first row id of a data file.
+    pub first_row_id: Option<i64>,
     /// Data sequence number, after inheritance.
     #[serde(skip)]
     pub sequence_number: Option<i64>,
@@ -158,6 +168,11 @@ pub fn live_entries(table: &Table, entry: &ManifestFile, manifest: &Manifest) ->
             record_count: df.record_count(),
             spec_id: entry.partition_spec_id,
             partition: serde_json::Value::Object(partition),
+            file_format: crate::table::scan::reference_format_name(df.file_format()),
+            referenced_data_file: df.referenced_data_file(),
+            content_offset: df.content_offset(),
+            content_size_in_bytes: df.content_size_in_bytes(),
+            first_row_id: df.first_row_id(),
             sequence_number: seq,
         });
     }

@@ -31,3 +31,4 @@ mod scan;
 mod soak;
 mod stress;
 mod util;
+mod v3;
