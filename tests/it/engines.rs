@@ -320,3 +320,8 @@ fn purge_then_read(name: &str) {
 fn after_purging_a_spark_written_v2_table_spark_and_duckdb_read_every_ref_and_retained_snapshot() {
     purge_then_read("purge_v2");
 }
+
+#[test]
+fn after_purging_a_spark_written_v3_table_spark_and_duckdb_read_every_ref_and_retained_snapshot() {
+    purge_then_read("purge_v3");
+}
