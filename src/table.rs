@@ -105,6 +105,68 @@ fn maybe_gunzip(uri: &str, bytes: &[u8], max: u64) -> Result<Vec<u8>> {
     }
 }
 
+/// Whether a schema type name is one the `iceberg` crate's model does not have (format v3's `variant`,
+/// `geometry(…)`, `geography(…)`, `unknown`).
+fn beyond_the_model(t: &str) -> bool {
+    matches!(t, "variant" | "unknown") || t.starts_with("geometry") || t.starts_with("geography")
+}
+
+/// Replaces, in a schema's JSON (or a type's), every type the `iceberg` crate cannot model by `binary`, and
+/// returns `field name: type` for each. Reachability needs no column type, so lakedrill plans, seals, verifies and
+/// purges such tables on this view while keeping the original bytes; what would write the model back (a recovery,
+/// `restore --into`) refuses them ([`types_beyond_the_model`]).
+fn substitute_types(v: &mut serde_json::Value, name: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(t) if beyond_the_model(t) => {
+            out.push(format!("{name}: {t}"));
+            *t = "binary".to_owned();
+        }
+        serde_json::Value::Object(o) => {
+            let here = o.get("name").and_then(serde_json::Value::as_str).unwrap_or(name).to_owned();
+            for key in ["type", "element", "key", "value"] {
+                if let Some(t) = o.get_mut(key) {
+                    substitute_types(t, &here, out);
+                }
+            }
+            if let Some(serde_json::Value::Array(fields)) = o.get_mut("fields") {
+                for f in fields {
+                    substitute_types(f, &here, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The columns of table metadata (JSON bytes, maybe gzip) whose types the `iceberg` crate cannot model
+/// (`payload: variant`, …): empty for every table it models whole. Unparseable input gives an empty list (the
+/// metadata parser reports it).
+#[must_use]
+pub fn types_beyond_the_model(uri: &str, bytes: &[u8], max_bytes: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(json) = maybe_gunzip(uri, bytes, max_bytes) else {
+        return out;
+    };
+    if let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&json) {
+        lenient_schemas(&mut value, &mut out);
+    }
+    out
+}
+
+/// [`substitute_types`] over every schema of table metadata (`schemas[]` and the v1 `schema`).
+fn lenient_schemas(value: &mut serde_json::Value, out: &mut Vec<String>) {
+    if let Some(serde_json::Value::Array(schemas)) = value.get_mut("schemas") {
+        for s in schemas {
+            substitute_types(s, "", out);
+        }
+    }
+    if let Some(s) = value.get_mut("schema") {
+        substitute_types(s, "", out);
+    }
+    out.sort();
+    out.dedup();
+}
+
 /// Why table metadata (as JSON) describes an encrypted table, or `None`: `encryption-keys` with entries,
 /// or a snapshot with a `key-id` (its manifest list is encrypted). See: the table spec, "Encryption keys".
 fn encryption(value: &serde_json::Value) -> Option<String> {
@@ -208,6 +270,8 @@ pub fn parse_metadata(
     if let Some(reason) = encryption(&value) {
         return Err(encrypted(uri, &value, &reason));
     }
+    let mut value = value;
+    lenient_schemas(&mut value, &mut Vec::new());
     let md: TableMetadata = serde_json::from_value(value).map_err(|e| Error::Parse {
         uri: uri.to_owned(),
         what: "table metadata",

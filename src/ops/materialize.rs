@@ -254,10 +254,17 @@ pub async fn rebuild(
         .get(&md_entry.path)
         .ok_or_else(|| Error::corrupt(&md_entry.path, "the metadata copy is missing from the bundle"))?;
     let (md, _) = table::parse_metadata(&md_entry.path, md_bytes, storage.options().max_metadata_bytes)?;
-    if md.format_version() == FormatVersion::V3 {
+    // Such a table plans, seals and verifies on a reachability view; writing its metadata back would need the
+    // model the iceberg crate lacks, so it is refused rather than written with the wrong types.
+    let beyond = table::types_beyond_the_model(&md_entry.path, md_bytes, storage.options().max_metadata_bytes);
+    if !beyond.is_empty() {
         return Err(Error::invalid(
             &pred.bundle_id,
-            "format v3 tables (row lineage) cannot be materialized yet",
+            format!(
+                "its schema has column types the iceberg crate cannot write ({}): lakedrill verifies such tables but \
+                 cannot materialize them yet",
+                beyond.join(", ")
+            ),
         ));
     }
 
@@ -291,11 +298,18 @@ pub async fn rebuild(
                 ));
             }
             let dst = rebase(old_ref, into, &e.path)?;
+            // Position deletes name data files by path: a Parquet delete file in its rows, a deletion vector
+            // (Puffin, format v3) in its footer's `referenced-data-file` properties.
             let rewritten = e.layer == Layer::PositionDeletes;
             let bytes = if rewritten {
                 let (path, old, into) = (e.path.clone(), old_ref.clone(), into.to_owned());
                 tokio::task::spawn_blocking(move || {
-                    rewrite_position_deletes(&path, bytes, &|p: &str| rebase(&old, &into, p))
+                    let map = |p: &str| rebase(&old, &into, p);
+                    if table::puffin::is_puffin(&bytes) {
+                        table::puffin::rebase_referenced_files(&path, &bytes, &map).map(|(b, _)| Bytes::from(b))
+                    } else {
+                        rewrite_position_deletes(&path, bytes, &map)
+                    }
                 })
                 .await
                 .map_err(|x| Error::Internal(format!("rewrite task: {x}")))??
@@ -360,8 +374,10 @@ pub async fn rebuild(
         );
         let mut writer = match (md.format_version(), meta.content()) {
             (FormatVersion::V1, _) => builder.build_v1(),
-            (_, ManifestContentType::Data) => builder.build_v2_data(),
-            (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+            (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+            (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
         };
         let fv = md.format_version();
         for e in manifest.entries() {
@@ -391,6 +407,9 @@ pub async fn rebuild(
         let mut written = writer.write_manifest_file().await.map_err(ice("write manifest"))?;
         written.sequence_number = mf.sequence_number;
         written.min_sequence_number = mf.min_sequence_number;
+        // Row lineage (v3): the manifest keeps its first row id, so every row keeps its id (entries without
+        // their own inherit it plus the rows before them, in the same order as the original).
+        written.first_row_id = mf.first_row_id;
         manifests.push(written);
     }
     let list_path = rebase(&old, into, snapshot.manifest_list())?;
@@ -402,7 +421,14 @@ pub async fn rebuild(
         .map_err(ice("create manifest list"))?;
     let mut lw = match md.format_version() {
         FormatVersion::V1 => ManifestListWriter::v1(out, id, snapshot.parent_snapshot_id()),
-        _ => ManifestListWriter::v2(out, id, snapshot.parent_snapshot_id(), snapshot.sequence_number()),
+        FormatVersion::V2 => ManifestListWriter::v2(out, id, snapshot.parent_snapshot_id(), snapshot.sequence_number()),
+        FormatVersion::V3 => ManifestListWriter::v3(
+            out,
+            id,
+            snapshot.parent_snapshot_id(),
+            snapshot.sequence_number(),
+            snapshot.first_row_id(),
+        ),
     };
     lw.add_manifests(manifests.into_iter())
         .map_err(ice("write manifest list"))?;

@@ -80,6 +80,12 @@ pub struct RecoverReport {
     pub rows_promised: Option<u64>,
     /// Rows a scan of the recovered table returned, deletes applied.
     pub rows_scanned: Option<u64>,
+    /// Deletion vectors (format v3) checked in the recovered table against its manifests.
+    #[serde(default)]
+    pub deletion_vectors_checked: usize,
+    /// Why `rows_scanned` is absent, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<String>,
     /// Start to verified and registered.
     pub rto_seconds: f64,
     /// Declared recovery point minus the recovered snapshot's commit time.
@@ -124,6 +130,8 @@ pub async fn recover(
         position_deletes_rewritten: 0,
         rows_promised: None,
         rows_scanned: None,
+        deletion_vectors_checked: 0,
+        scan: None,
         rto_seconds: 0.0,
         rpo_seconds: None,
         findings: Vec::new(),
@@ -317,6 +325,7 @@ fn list_view(mf: &iceberg::spec::ManifestFile, loc: &TableLocation) -> Result<se
         "added_snapshot_id": mf.added_snapshot_id,
         "files": [mf.added_files_count, mf.existing_files_count, mf.deleted_files_count],
         "rows": [mf.added_rows_count, mf.existing_rows_count, mf.deleted_rows_count],
+        "first_row_id": mf.first_row_id,
     }))
 }
 
@@ -561,7 +570,41 @@ async fn check_recovered(
             ));
             continue;
         };
-        if e.layer == Layer::PositionDeletes {
+        if e.layer == Layer::PositionDeletes && f.file_format == "PUFFIN" {
+            // A deletion vector file: the original's bytes with only the footer's referenced data files
+            // rebased, and every vector sound against the recovered manifests (offsets, CRC, cardinality, the
+            // new referenced_data_file).
+            let new_bytes = storage.get(&f.uri).await?.bytes;
+            let orig_uri = bundle::UriBinding::new(pred)
+                .and_then(|b| b.check(e).map_err(|f| f.to_string()))
+                .map_err(|reason| Error::corrupt(&e.path, reason))?;
+            let orig_bytes = storage.get(&orig_uri).await?.bytes;
+            let map = |x: &str| materialize::rebase(&old_loc, &report.into, x);
+            let (want, _) = table::puffin::rebase_referenced_files(&e.path, &orig_bytes, &map)?;
+            if want != new_bytes[..] {
+                report.findings.push(mismatch(
+                    "deletion vector file",
+                    &f.file_path,
+                    "the original's blobs with rebased referenced-data-file properties".into(),
+                    "different bytes".into(),
+                ));
+            }
+            let entries: Vec<table::puffin::DeletionVectorEntry> = tree
+                .live_files()
+                .into_iter()
+                .filter(|g| g.file_path == f.file_path)
+                .map(|g| table::puffin::DeletionVectorEntry {
+                    referenced_data_file: g.referenced_data_file.clone(),
+                    content_offset: g.content_offset,
+                    content_size_in_bytes: g.content_size_in_bytes,
+                    record_count: g.record_count,
+                })
+                .collect();
+            report.deletion_vectors_checked += entries.len();
+            report.findings.extend(
+                table::puffin::verify_file(storage, &f.uri, &f.file_path, new_bytes.len() as u64, &entries).await?,
+            );
+        } else if e.layer == Layer::PositionDeletes {
             let new_bytes = storage.get(&f.uri).await?.bytes;
             let orig_uri = bundle::UriBinding::new(pred)
                 .and_then(|b| b.check(e).map_err(|f| f.to_string()))
@@ -617,6 +660,15 @@ async fn check_recovered(
         .sum();
     let has_eq = pred.inventory.iter().any(|e| e.layer == Layer::EqualityDeletes);
     report.rows_promised = (!has_eq).then(|| data_rows.saturating_sub(pos_rows));
+    if report.deletion_vectors_checked > 0 {
+        // The iceberg crate's reader does not apply deletion vectors yet: its scan would count deleted rows.
+        // The promise stands on the vectors checked above (each bitmap's cardinality equals its entry's
+        // record_count); Spark and DuckDB read such recoveries in the tests (tests/it/engines.rs).
+        report.scan = Some(
+            "not scanned: the iceberg crate cannot apply deletion vectors; each vector was verified instead".into(),
+        );
+        return Ok(());
+    }
     match scan_rows(md_location, pred.snapshot_id).await {
         Ok(n) => {
             report.rows_scanned = Some(n);

@@ -345,6 +345,68 @@ pub fn check_entry(footer: &FooterPayload, entry: &DeletionVectorEntry, blob: &[
     problems
 }
 
+/// Whether the bytes are a Puffin file (they start with its magic): a deletion vector file, not Parquet.
+#[must_use]
+pub fn is_puffin(bytes: &[u8]) -> bool {
+    bytes.starts_with(&PUFFIN_MAGIC)
+}
+
+/// A Puffin file (`path` as written) with the `referenced-data-file` property of every blob passed through
+/// `map`, for a table moved to a new location (pure). The blobs stay byte for byte at their offsets, so the
+/// manifests' `content_offset` / `content_size_in_bytes` stay true; only the footer (written uncompressed, its
+/// other fields and properties kept) and so the file's size change. Returns the new bytes and how many blob
+/// properties were rebased.
+///
+/// # Errors
+/// [`crate::Error::Corrupt`] naming the file when it is not a readable Puffin file (bad magic, a compressed or
+/// unparseable footer); `map`'s errors.
+pub fn rebase_referenced_files(
+    path: &str,
+    bytes: &[u8],
+    map: &dyn Fn(&str) -> Result<String>,
+) -> Result<(Vec<u8>, usize)> {
+    let bad = |p: DvProblem| crate::Error::corrupt(path, format!("check {}: {} expected, {}", p.check, p.expected, p.actual));
+    let size = bytes.len() as u64;
+    if size < PUFFIN_MAGIC.len() as u64 * 2 + FOOTER_TAIL {
+        return Err(bad(DvProblem::new(None, "footer", "a Puffin file", format!("{size} bytes"))));
+    }
+    let tail = &bytes[bytes.len() - FOOTER_TAIL as usize..];
+    let start = usize::try_from(footer_start(tail, size).map_err(bad)?)
+        .map_err(|_| crate::Error::corrupt(path, "footer offset beyond memory"))?;
+    let footer = &bytes[start..];
+    // Checked like a reader would, then rewritten from the generic JSON so that nothing unknown is lost.
+    parse_footer(&bytes[..PUFFIN_MAGIC.len()], footer).map_err(bad)?;
+    let payload = &footer[PUFFIN_MAGIC.len()..footer.len() - FOOTER_TAIL as usize];
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|e| crate::Error::corrupt(path, format!("footer payload: {e}")))?;
+    let mut rebased = 0;
+    for blob in doc
+        .get_mut("blobs")
+        .and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let Some(props) = blob.get_mut("properties").and_then(serde_json::Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(r) = props.get("referenced-data-file").and_then(serde_json::Value::as_str) {
+            let r = map(r)?;
+            props.insert("referenced-data-file".to_owned(), serde_json::Value::String(r));
+            rebased += 1;
+        }
+    }
+    let payload = serde_json::to_vec(&doc).map_err(|e| crate::Error::Internal(format!("footer of {path}: {e}")))?;
+    let len = u32::try_from(payload.len()).map_err(|_| crate::Error::corrupt(path, "footer payload over 4 GiB"))?;
+    let mut out = Vec::with_capacity(start + payload.len() + 16);
+    out.extend_from_slice(&bytes[..start]);
+    out.extend_from_slice(&PUFFIN_MAGIC);
+    out.extend_from_slice(&payload);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&tail[4..8]); // the flags (not compressed: footer_start refused that)
+    out.extend_from_slice(&PUFFIN_MAGIC);
+    Ok((out, rebased))
+}
+
 /// Reads the footer of the Puffin file at `uri` (`size` bytes, `path` as written) and checks each of
 /// `entries` against it and its blob: the findings, one per failed check. Only the footer and the blobs'
 /// byte ranges are read.
@@ -452,6 +514,33 @@ mod tests {
 
     fn checks(problems: &[DvProblem]) -> Vec<&'static str> {
         problems.iter().map(|p| p.check).collect()
+    }
+
+    #[test]
+    fn a_rebased_footer_keeps_every_blob_in_place_and_names_the_new_data_file() {
+        let (file, entry) = puffin(&[1, 5, 9]);
+        let moved = "file:///rec/t/data/a.parquet";
+        let (out, n) = rebase_referenced_files("x.puffin", &file, &|p: &str| {
+            assert_eq!(p, DATA);
+            Ok(moved.to_owned())
+        })
+        .unwrap();
+        assert_eq!(n, 1);
+        let start = usize::try_from(footer_start(&out[out.len() - 12..], out.len() as u64).unwrap()).unwrap();
+        let footer = parse_footer(&out[..4], &out[start..]).unwrap();
+        let moved_entry = DeletionVectorEntry {
+            referenced_data_file: Some(moved.to_owned()),
+            ..entry.clone()
+        };
+        let (o, l) = (
+            usize::try_from(entry.content_offset.unwrap()).unwrap(),
+            usize::try_from(entry.content_size_in_bytes.unwrap()).unwrap(),
+        );
+        assert_eq!(out[o..o + l], file[o..o + l], "the blob stays where the manifest says");
+        assert!(check_entry(&footer, &moved_entry, &out[o..o + l]).is_empty());
+        // The old name no longer matches: the footer really changed.
+        assert!(!check_entry(&footer, &entry, &out[o..o + l]).is_empty());
+        assert!(rebase_referenced_files("x.parquet", b"PAR1 not puffin PAR1", &|p: &str| Ok(p.to_owned())).is_err());
     }
 
     #[test]

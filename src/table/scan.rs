@@ -243,7 +243,7 @@ fn format_name(written: &str) -> Option<&'static str> {
         .find(|f| f.eq_ignore_ascii_case(written))
 }
 
-/// [`format_name`] of the iceberg crate's format.
+/// `format_name` of the iceberg crate's format.
 #[must_use]
 pub fn reference_format_name(f: iceberg::spec::DataFileFormat) -> &'static str {
     match f {

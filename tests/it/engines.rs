@@ -127,6 +127,13 @@ fn recovered_v2_merge_on_read_tables_read_in_spark_and_duckdb_with_the_recorded_
     recovered_tables_read_in_both_engines(&["v2_mor", "jdbc_v2"]);
 }
 
+/// Format v3: the Puffin footers name the recovered data files, row lineage is kept, and both engines apply the
+/// deletion vectors with the recorded counts.
+#[test]
+fn recovered_v3_tables_with_deletion_vectors_read_in_spark_and_duckdb_with_the_recorded_counts() {
+    recovered_tables_read_in_both_engines(&["v3_dv"]);
+}
+
 /// A Spark-written table of the JDBC catalog taken through lakedrill's whole chain — plan, quarantine, weekly
 /// drill, purge — after which Spark and DuckDB read every ref and every retained snapshot with the counts Spark
 /// recorded when it wrote them, and the purged data and delete files are gone.

@@ -572,3 +572,49 @@ fn v3_plan_counts_a_puffin_file_of_several_vectors_once() {
         "{plan}"
     );
 }
+
+/// Format v3 types the iceberg crate cannot model (`variant`, `geometry`, …) need no reading for reachability:
+/// such a table plans, seals and deep-restores; writing it back (`restore --into`, `recover`) is refused naming
+/// the column rather than written with a wrong type.
+#[test]
+fn v3_a_variant_column_plans_and_seals_and_materializing_it_is_refused_naming_the_column() {
+    let tmp = tmpdir();
+    let a = edited_metadata(tmp.path(), |md| {
+        for s in md["schemas"].as_array_mut().unwrap() {
+            s["fields"].as_array_mut().unwrap().push(serde_json::json!(
+                {"id": 99, "name": "payload", "required": false, "type": "variant"}
+            ));
+            s["fields"].as_array_mut().unwrap().push(serde_json::json!(
+                {"id": 98, "name": "shape", "required": false, "type": "geometry(srid:4326)"}
+            ));
+        }
+    });
+    let (key, keys) = keygen(tmp.path(), "v3-TEST-ONLY");
+    let policy = tmp.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+    )
+    .unwrap();
+    let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()]).expect_code(0).json();
+    assert!(!plan["protected"].as_array().unwrap().is_empty(), "{plan}");
+    let s = seal(&strs(&a), CURRENT, &key, &tmp.path().join("b")).expect_code(0).json();
+    let bundle = s["uri"].as_str().unwrap().to_owned();
+    let trust = public_keys(&keys);
+    let r = restore(&bundle, &trust, &["--deep", "--table-root", &a[3]]).expect_code(0).json();
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    let into = tmp.path().join("rec");
+    let r = lakedrill(&[
+        "recover",
+        "--from",
+        &bundle,
+        "--trust",
+        trust.to_str().unwrap(),
+        "--into",
+        into.to_str().unwrap(),
+    ]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("payload: variant") && r.stderr.contains("shape: geometry"), "{}", r.stderr);
+    assert!(!into.exists() || std::fs::read_dir(&into).unwrap().next().is_none(), "nothing was written");
+}
