@@ -122,7 +122,11 @@ fn substitute_types(v: &mut serde_json::Value, name: &str, out: &mut Vec<String>
             *t = "binary".to_owned();
         }
         serde_json::Value::Object(o) => {
-            let here = o.get("name").and_then(serde_json::Value::as_str).unwrap_or(name).to_owned();
+            let here = o
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or(name)
+                .to_owned();
             for key in ["type", "element", "key", "value"] {
                 if let Some(t) = o.get_mut(key) {
                     substitute_types(t, &here, out);

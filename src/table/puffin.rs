@@ -365,10 +365,20 @@ pub fn rebase_referenced_files(
     bytes: &[u8],
     map: &dyn Fn(&str) -> Result<String>,
 ) -> Result<(Vec<u8>, usize)> {
-    let bad = |p: DvProblem| crate::Error::corrupt(path, format!("check {}: {} expected, {}", p.check, p.expected, p.actual));
+    let bad = |p: DvProblem| {
+        crate::Error::corrupt(
+            path,
+            format!("check {}: {} expected, {}", p.check, p.expected, p.actual),
+        )
+    };
     let size = bytes.len() as u64;
     if size < PUFFIN_MAGIC.len() as u64 * 2 + FOOTER_TAIL {
-        return Err(bad(DvProblem::new(None, "footer", "a Puffin file", format!("{size} bytes"))));
+        return Err(bad(DvProblem::new(
+            None,
+            "footer",
+            "a Puffin file",
+            format!("{size} bytes"),
+        )));
     }
     let tail = &bytes[bytes.len() - FOOTER_TAIL as usize..];
     let start = usize::try_from(footer_start(tail, size).map_err(bad)?)

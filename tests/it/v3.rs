@@ -597,12 +597,18 @@ fn v3_a_variant_column_plans_and_seals_and_materializing_it_is_refused_naming_th
          maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
     )
     .unwrap();
-    let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()]).expect_code(0).json();
+    let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()])
+        .expect_code(0)
+        .json();
     assert!(!plan["protected"].as_array().unwrap().is_empty(), "{plan}");
-    let s = seal(&strs(&a), CURRENT, &key, &tmp.path().join("b")).expect_code(0).json();
+    let s = seal(&strs(&a), CURRENT, &key, &tmp.path().join("b"))
+        .expect_code(0)
+        .json();
     let bundle = s["uri"].as_str().unwrap().to_owned();
     let trust = public_keys(&keys);
-    let r = restore(&bundle, &trust, &["--deep", "--table-root", &a[3]]).expect_code(0).json();
+    let r = restore(&bundle, &trust, &["--deep", "--table-root", &a[3]])
+        .expect_code(0)
+        .json();
     assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
     let into = tmp.path().join("rec");
     let r = lakedrill(&[
@@ -615,6 +621,13 @@ fn v3_a_variant_column_plans_and_seals_and_materializing_it_is_refused_naming_th
         into.to_str().unwrap(),
     ]);
     r.expect_code(2);
-    assert!(r.stderr.contains("payload: variant") && r.stderr.contains("shape: geometry"), "{}", r.stderr);
-    assert!(!into.exists() || std::fs::read_dir(&into).unwrap().next().is_none(), "nothing was written");
+    assert!(
+        r.stderr.contains("payload: variant") && r.stderr.contains("shape: geometry"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !into.exists() || std::fs::read_dir(&into).unwrap().next().is_none(),
+        "nothing was written"
+    );
 }
