@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{copy_tree, expected, generated, interop, lakedrill_in, tmpdir};
+use crate::util::{assert_engines_read, copy_tree, expected, generated, interop, lakedrill_in, tmpdir};
 
 fn python() -> String {
     std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh")
@@ -157,6 +157,8 @@ fn every_snapshot_of_the_generated_tables_backs_up_and_recovers_with_its_rows() 
             .expect_code(0)
             .json();
         assert_eq!(r["rows_scanned"], legacy["row_counts"][id.to_string()], "{r}");
+        let rows = legacy["row_counts"][id.to_string()].as_u64().unwrap();
+        assert_engines_read(r["metadata_location"].as_str().unwrap(), id, rows);
         names.push(name);
         want.push(legacy["row_counts"][id.to_string()].as_u64().unwrap());
     }
@@ -191,6 +193,7 @@ fn every_snapshot_of_the_generated_tables_backs_up_and_recovers_with_its_rows() 
         let rows = &exp["row_counts"][id.to_string()];
         assert_eq!(&r["rows_scanned"], rows, "{r}");
         assert_eq!(&r["rows_promised"], rows, "{r}");
+        assert_engines_read(r["metadata_location"].as_str().unwrap(), id, rows.as_u64().unwrap());
         names.push(name);
         want.push(rows.as_u64().unwrap());
     }
@@ -274,6 +277,11 @@ fn position_and_equality_delete_tables_recover_to_the_upstream_row_counts() {
             .unwrap();
         assert_eq!(r["rows_scanned"].as_u64(), Some(rows), "{r}");
         assert_eq!(r["position_deletes_rewritten"], rewritten, "{r}");
+        assert_engines_read(
+            r["metadata_location"].as_str().unwrap(),
+            r["snapshot_id"].as_i64().unwrap(),
+            rows,
+        );
         if rewritten > 0 {
             assert_eq!(r["rows_promised"].as_u64(), Some(rows));
         } else {

@@ -639,6 +639,8 @@ fn restore_into_materializes_a_registered_table_pyiceberg_can_query() {
     .expect_code(0)
     .json();
     assert_eq!(r["status"], "RESTORED");
+    let rows = exp["row_counts"][id.to_string()].as_u64().unwrap();
+    crate::util::assert_engines_read(r["metadata_location"].as_str().unwrap(), id, rows);
     // Every path of the restored table is under the new location.
     let files = lakedrill_in(
         tmp.path(),
@@ -767,5 +769,10 @@ fn restore_into_rewrites_position_deletes_and_pyiceberg_reads_the_upstream_count
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("{} True", exp["current_row_count_independent"])
+    );
+    crate::util::assert_engines_read(
+        r["metadata_location"].as_str().unwrap(),
+        r["snapshot_id"].as_i64().unwrap(),
+        exp["current_row_count_independent"].as_u64().unwrap(),
     );
 }

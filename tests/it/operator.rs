@@ -212,6 +212,12 @@ fn every_command_prints_exactly_one_json_document() {
         &[0],
     );
     assert_eq!(recovered["status"], "RESTORE_VERIFIED", "{recovered}");
+    // Spark and DuckDB read the recovered table with the rows lakedrill's own scan found.
+    crate::util::assert_engines_read(
+        recovered["metadata_location"].as_str().unwrap(),
+        current.parse().unwrap(),
+        recovered["rows_scanned"].as_u64().unwrap(),
+    );
 
     // A sharded drill and its merge; the merged report is the evidence the purge accepts.
     let p = drill_plan(&g, "json-drill", "seed = 11\n");

@@ -275,3 +275,18 @@ pub fn engine_counts(metadata_location: &str, snapshot_ids: &[i64], refs: &[&str
     );
     v
 }
+
+/// Asserts that Spark (Iceberg Java) and DuckDB read snapshot `snapshot_id` of the table at `metadata_location`
+/// (a table lakedrill recovered or restored) with `rows` rows.
+#[track_caller]
+pub fn assert_engines_read(metadata_location: &str, snapshot_id: i64, rows: u64) {
+    let md = metadata_location.trim_start_matches("file://");
+    let got = engine_counts(md, &[snapshot_id], &[]);
+    for engine in ["spark", "duckdb"] {
+        assert_eq!(
+            got[engine]["snapshots"][snapshot_id.to_string()].as_u64(),
+            Some(rows),
+            "{engine} reads snapshot {snapshot_id} of {md}: {got}"
+        );
+    }
+}
