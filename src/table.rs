@@ -597,7 +597,14 @@ pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> R
 /// [`Error::Parse`] naming the URI.
 pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
     bound_avro_allocations();
-    let res = std::panic::catch_unwind(|| Manifest::parse_avro(bytes));
+    let mut res = std::panic::catch_unwind(|| Manifest::parse_avro(bytes));
+    // A manifest carries its table schema as JSON in the Avro header: columns of types the iceberg crate
+    // cannot model (`variant`, …) are read as `binary` there too, as in the metadata (reachability needs none).
+    if matches!(res, Ok(Err(_)))
+        && let Some(lenient) = lenient_manifest_header(bytes)
+    {
+        res = std::panic::catch_unwind(|| Manifest::parse_avro(&lenient));
+    }
     match res {
         Ok(Ok(m)) => Ok(m),
         Ok(Err(e)) => Err(Error::Parse {
@@ -607,6 +614,77 @@ pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
         }),
         Err(_) => Err(Error::corrupt(uri, "manifest is malformed (the Avro decoder gave up)")),
     }
+}
+
+/// The manifest's bytes with the table schema in its Avro header (`schema`) read leniently (columns of types
+/// beyond the iceberg crate's model as `binary`), the data blocks untouched; `None` when the header is not an
+/// Avro container header or nothing needs changing.
+fn lenient_manifest_header(bytes: &[u8]) -> Option<Vec<u8>> {
+    edit_manifest_schema(bytes, &mut |v| {
+        let mut found = Vec::new();
+        substitute_types(v, "", &mut found);
+        !found.is_empty()
+    })
+}
+
+/// The manifest's bytes with the table schema JSON of its Avro header (`schema`) passed through `edit` (which
+/// says whether it changed anything), the sync marker and data blocks untouched; `None` when the header is not
+/// an Avro container header or `edit` changed nothing.
+fn edit_manifest_schema(bytes: &[u8], edit: &mut dyn FnMut(&mut serde_json::Value) -> bool) -> Option<Vec<u8>> {
+    use integer_encoding::VarInt;
+    let mut at = 4;
+    if bytes.get(..4)? != b"Obj\x01" {
+        return None;
+    }
+    let long = |at: &mut usize| -> Option<i64> {
+        let (v, n) = i64::decode_var(bytes.get(*at..)?)?;
+        *at += n;
+        Some(v)
+    };
+    let mut entries: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    let mut changed = false;
+    loop {
+        let mut count = long(&mut at)?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = count.checked_neg()?;
+            long(&mut at)?; // the block's size in bytes
+        }
+        for _ in 0..count {
+            let kl = usize::try_from(long(&mut at)?).ok()?;
+            let key = bytes.get(at..at.checked_add(kl)?)?;
+            at += kl;
+            let vl = usize::try_from(long(&mut at)?).ok()?;
+            let value = bytes.get(at..at.checked_add(vl)?)?;
+            at += vl;
+            let mut value = value.to_vec();
+            if key == b"schema"
+                && let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&value)
+                && edit(&mut v)
+            {
+                value = serde_json::to_vec(&v).ok()?;
+                changed = true;
+            }
+            entries.push((key, value));
+        }
+    }
+    if !changed {
+        return None;
+    }
+    let mut out = b"Obj\x01".to_vec();
+    let n = i64::try_from(entries.len()).ok()?;
+    out.extend(n.encode_var_vec());
+    for (k, v) in entries {
+        out.extend(i64::try_from(k.len()).ok()?.encode_var_vec());
+        out.extend(k);
+        out.extend(i64::try_from(v.len()).ok()?.encode_var_vec());
+        out.extend(v);
+    }
+    out.extend(0i64.encode_var_vec());
+    out.extend(bytes.get(at..)?); // the sync marker and the data blocks
+    Some(out)
 }
 
 /// Finds the current metadata file of a Hadoop table from its `version-hint.text` content.
@@ -661,5 +739,40 @@ mod tests {
             assert!(e.to_string().contains("s3://b/t/metadata/snap-1.avro"), "{e}");
         }
         assert_eq!(apache_avro::util::max_allocation_bytes(1), AVRO_MAX_ALLOCATION);
+    }
+
+    /// A manifest whose embedded table schema has a `variant` and a `geography` column (as a v3 writer with
+    /// such columns writes it) parses, with the same entries as the original.
+    #[test]
+    fn a_manifest_with_columns_beyond_the_model_parses_with_its_entries() {
+        let orig = include_bytes!(
+            "../tests/fixtures/interop/lakedrill-spark/v3_dv/metadata/2ebc42d6-e34c-4551-b9ce-1ee19c9cf033-m0.avro"
+        );
+        let edited = edit_manifest_schema(orig, &mut |v| {
+            let fields = v["fields"].as_array_mut().unwrap();
+            fields.push(serde_json::json!({"id": 99, "name": "payload", "required": false, "type": "variant"}));
+            fields.push(serde_json::json!({"id": 98, "name": "area", "required": false,
+                "type": {"type": "struct", "fields": [{"id": 97, "name": "g", "required": false, "type": "geography"}]}}));
+            true
+        })
+        .unwrap();
+        assert!(
+            Manifest::parse_avro(&edited).is_err(),
+            "the iceberg crate alone refuses it"
+        );
+        let a = parse_manifest("m0.avro", orig).unwrap();
+        let b = parse_manifest("m0.avro", &edited).unwrap();
+        let paths = |m: &Manifest| -> Vec<String> {
+            m.entries()
+                .iter()
+                .map(|e| e.data_file().file_path().to_owned())
+                .collect()
+        };
+        assert_eq!(paths(&a), paths(&b));
+        assert!(!paths(&a).is_empty());
+        assert!(
+            lenient_manifest_header(orig).is_none(),
+            "nothing to change in a modelled manifest"
+        );
     }
 }
