@@ -191,6 +191,21 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
     }
 }
 
+/// Every path some snapshot's layers or the metadata's statistics files name: what is never an orphan.
+#[must_use]
+pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
+    distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
+        .into_iter()
+        .map(|o| o.path.as_str())
+        .chain(
+            input
+                .statistics_files
+                .values()
+                .flat_map(|v| v.iter().map(String::as_str)),
+        )
+        .collect()
+}
+
 /// Iceberg's `DeleteOrphanFiles` with this baseline; empty when some snapshot's layers could not be read
 /// (Iceberg would fail; lakedrill cannot know what they reference) or when there is no listing.
 #[must_use]
@@ -201,16 +216,7 @@ pub fn plain_orphans(input: &PlanInput) -> PlainOrphans {
     if input.snapshots.iter().any(|s| s.objects.is_none()) {
         return PlainOrphans::default();
     }
-    let referenced: HashSet<&str> = distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
-        .into_iter()
-        .map(|o| o.path.as_str())
-        .chain(
-            input
-                .statistics_files
-                .values()
-                .flat_map(|v| v.iter().map(String::as_str)),
-        )
-        .collect();
+    let referenced = referenced_paths(input);
     let mut objects: Vec<String> = listing
         .iter()
         .filter(|l| l.last_modified_ms < input.baseline.orphans_older_than_ms)
@@ -228,27 +234,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    use crate::govern::closure::{ListedObject, ObjectRef, Protections, RefInfo, TableDefaults};
-    use crate::model::object::Layer;
+    use crate::govern::closure::{ListedObject, Protections, RefInfo, TableDefaults};
 
     const DAY: i64 = 24 * 3600 * 1000;
 
     fn snap(id: i64, parent: Option<i64>, ts: i64, files: &[&str]) -> SnapshotInfo {
-        SnapshotInfo {
-            snapshot_id: id,
-            parent_id: parent,
-            timestamp_ms: ts,
-            objects: Some(
-                files
-                    .iter()
-                    .map(|f| ObjectRef {
-                        path: (*f).into(),
-                        layer: Layer::Data,
-                        size: 1,
-                    })
-                    .collect(),
-            ),
-        }
+        crate::govern::closure::test_snapshot(id, parent, ts, files, 1)
     }
 
     fn branch(name: &str, head: i64, age: Option<i64>, keep: Option<i32>) -> RefInfo {

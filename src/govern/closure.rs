@@ -836,16 +836,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     match (&input.listing, any_unknown, &table_hold) {
         (Some(listing), false, None) => {
             // Statistics files are named by the metadata, not by a snapshot's layers: never orphans.
-            let referenced: HashSet<&str> = distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
-                .into_iter()
-                .map(|o| o.path.as_str())
-                .chain(
-                    input
-                        .statistics_files
-                        .values()
-                        .flat_map(|v| v.iter().map(String::as_str)),
-                )
-                .collect();
+            let referenced = crate::govern::baseline::referenced_paths(input);
             let mut objects = Vec::new();
             for l in listing {
                 let name = l.path.rsplit('/').next().unwrap_or(&l.path);
@@ -992,6 +983,26 @@ pub fn plan(input: &PlanInput) -> Plan {
         plain_orphans,
         differences,
         warnings,
+    }
+}
+
+/// A snapshot of data files of `size` bytes each, for the planner's unit tests.
+#[cfg(test)]
+pub(crate) fn test_snapshot(id: i64, parent: Option<i64>, ts: i64, files: &[&str], size: u64) -> SnapshotInfo {
+    SnapshotInfo {
+        snapshot_id: id,
+        parent_id: parent,
+        timestamp_ms: ts,
+        objects: Some(
+            files
+                .iter()
+                .map(|f| ObjectRef {
+                    path: (*f).into(),
+                    layer: Layer::Data,
+                    size,
+                })
+                .collect(),
+        ),
     }
 }
 

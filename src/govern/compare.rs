@@ -129,27 +129,12 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::bundle::Layer;
-    use crate::govern::closure::{ListedObject, ObjectRef, Protections, RefInfo, SnapshotInfo, TableDefaults};
+    use crate::govern::closure::{ListedObject, Protections, RefInfo, SnapshotInfo, TableDefaults};
 
     const DAY: i64 = 24 * 3600 * 1000;
 
     fn snap(id: i64, parent: Option<i64>, ts: i64, files: &[&str]) -> SnapshotInfo {
-        SnapshotInfo {
-            snapshot_id: id,
-            parent_id: parent,
-            timestamp_ms: ts,
-            objects: Some(
-                files
-                    .iter()
-                    .map(|f| ObjectRef {
-                        path: (*f).into(),
-                        layer: Layer::Data,
-                        size: 7,
-                    })
-                    .collect(),
-            ),
-        }
+        crate::govern::closure::test_snapshot(id, parent, ts, files, 7)
     }
 
     #[test]
