@@ -54,6 +54,18 @@ async fn move_main(
         .build()
         .map_err(|e| Error::iceberg("build metadata", e))?
         .metadata;
+    // Row lineage (v3): row ids already handed out are never handed out again, so moving main back must not
+    // lower `next-row-id` (the builder keeps it; this is the guard should that ever change).
+    if new.next_row_id() < table.metadata().next_row_id() {
+        return Err(Error::invalid(
+            table.name(),
+            format!(
+                "moving main to {to} would lower next-row-id from {} to {}: row ids would be reused",
+                table.metadata().next_row_id(),
+                new.next_row_id()
+            ),
+        ));
+    }
     let loc = cat
         .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
         .await?;

@@ -13,8 +13,9 @@ Debian's sqlite-jdbc jar) writes:
                            one delete touching two data files; stray files
   OUT/hadoop/db/expired    v2: history already expired once with expire_snapshots
   OUT/jdbc/db/jdbc_v2      v2, JDBC catalog "jc" on SQLite OUT/jdbc_catalog.db, with a MoR delete
-  OUT/jdbc/db/purge_v2, purge_v3   v2 and v3 merge-on-read in "jc" (a tag, a branch, an overwrite), listed under
-                           "purge_tables" with their row counts only: tests/it/engines.rs purges them
+  OUT/jdbc/db/purge_v2, purge_v3, rollback_v3   v2 and v3 merge-on-read in "jc" (a tag, a branch, an
+                           overwrite), listed under "purge_tables" with their row counts only: tests/it/engines.rs
+                           purges the first two and rolls the third back
   OUT/oracle.json          the facts (see below)
 With --pyiceberg-*, the PyIceberg tables db.events and db.legacy of tests/gen/make_tables.py (SqlCatalog "pyfix")
 get the same oracle (catalog "pyiceberg-sql"): their current metadata files (read from PyIceberg's SQLite file,
@@ -367,7 +368,7 @@ def main():
     # every ref and retained snapshot): in the JDBC catalog, which lakedrill commits to. history.expire
     # .max-snapshot-age-ms = 1 s so that lakedrill's branch retention leaves history to expire.
     purge_tbls = []
-    for name, fv in (("purge_v2", 2), ("purge_v3", 3)):
+    for name, fv in (("purge_v2", 2), ("purge_v3", 3), ("rollback_v3", 3)):
         t = f"jc.db.{name}"
         sql(
             f"CREATE TABLE {t} (id bigint, cat string, v double) USING iceberg TBLPROPERTIES ("
@@ -388,7 +389,7 @@ def main():
         sql(f"INSERT OVERWRITE {t} SELECT * FROM {t} WHERE id <> 25")  # s6: rewrites every data file of main
         sql(f"INSERT INTO {t} VALUES {vals(range(31, 36), 'c')}")  # s7
         purge_tbls.append(Tbl(name, "jdbc", "jc", f"db.{name}", sqlite_file=jdbc_file, catalog_name="jc"))
-    log("purge_v2, purge_v3 written")
+    log("purge_v2, purge_v3, rollback_v3 written")
 
     # ---------------------------------------------------------------- PyIceberg tables
     if py_cat:

@@ -50,6 +50,20 @@ impl Site {
         }
     }
 
+    /// Configures the table's JDBC catalog as `jc` (and this site's registry).
+    fn jdbc_catalog(&self, t: &Value) {
+        let db = t["catalog_db"].as_str().unwrap().to_owned();
+        let catalog = t["catalog_name"].as_str().unwrap().to_owned();
+        std::fs::write(
+            self.tmp.path().join("lakedrill.toml"),
+            format!(
+                "[catalog.jc]\ntype = \"sql\"\nuri = \"sqlite:{db}\"\nname = \"{catalog}\"\n[registry]\nuri = \"sqlite:{}/registry.db\"\n",
+                self.tmp.path().display()
+            ),
+        )
+        .unwrap();
+    }
+
     fn path(&self, rel: &str) -> String {
         self.tmp.path().join(rel).to_str().unwrap().to_owned()
     }
@@ -134,29 +148,40 @@ fn recovered_v3_tables_with_deletion_vectors_read_in_spark_and_duckdb_with_the_r
     recovered_tables_read_in_both_engines(&["v3_dv"]);
 }
 
-/// A Spark-written table of the JDBC catalog taken through lakedrill's whole chain — plan, quarantine, weekly
-/// drill, purge — after which Spark and DuckDB read every ref and every retained snapshot with the counts Spark
-/// recorded when it wrote them, and the purged data and delete files are gone.
-fn purge_then_read(name: &str) {
-    let t = crate::oracle::oracle()["purge_tables"]
+/// A table of `oracle.json`'s `purge_tables` (Spark-written, in the JDBC catalog, for tests that change it).
+fn purge_table(name: &str) -> Value {
+    crate::oracle::oracle()["purge_tables"]
         .as_array()
         .expect("oracle.json lists purge_tables")
         .iter()
         .find(|t| t["name"] == name)
         .unwrap_or_else(|| panic!("no purge table {name} in oracle.json"))
-        .clone();
-    let site = Site::new();
-    let dir = site.tmp.path();
-    let db = t["catalog_db"].as_str().unwrap();
-    let catalog = t["catalog_name"].as_str().unwrap();
-    std::fs::write(
-        dir.join("lakedrill.toml"),
-        format!(
-            "[catalog.jc]\ntype = \"sql\"\nuri = \"sqlite:{db}\"\nname = \"{catalog}\"\n[registry]\nuri = \"sqlite:{}/registry.db\"\n",
-            dir.display()
+        .clone()
+}
+
+/// The metadata file the JDBC catalog names now for the table, as a path.
+fn current_metadata(t: &Value) -> String {
+    let (db, catalog) = (t["catalog_db"].as_str().unwrap(), t["catalog_name"].as_str().unwrap());
+    let (ns, table) = t["identifier"].as_str().unwrap().rsplit_once('.').unwrap();
+    crate::util::sql_text(
+        &format!("sqlite:{db}?mode=ro"),
+        &format!(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = '{catalog}' AND table_namespace = '{ns}' AND table_name = '{table}'"
         ),
     )
-    .unwrap();
+    .unwrap()
+    .trim_start_matches("file://")
+    .to_owned()
+}
+
+/// A Spark-written table of the JDBC catalog taken through lakedrill's whole chain — plan, quarantine, weekly
+/// drill, purge — after which Spark and DuckDB read every ref and every retained snapshot with the counts Spark
+/// recorded when it wrote them, and the purged data and delete files are gone.
+fn purge_then_read(name: &str) {
+    let t = purge_table(name);
+    let site = Site::new();
+    let dir = site.tmp.path();
+    site.jdbc_catalog(&t);
     let policy = dir.join("policy.yaml");
     std::fs::write(
         &policy,
@@ -260,16 +285,7 @@ fn purge_then_read(name: &str) {
         );
     }
     // What the catalog names now, read by Spark and DuckDB.
-    let ns_table = ident.rsplit_once('.').unwrap();
-    let md = crate::util::sql_text(
-        &format!("sqlite:{db}?mode=ro"),
-        &format!(
-            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = '{catalog}' AND table_namespace = '{}' AND table_name = '{}'",
-            ns_table.0, ns_table.1
-        ),
-    )
-    .unwrap();
-    let md = md.trim_start_matches("file://").to_owned();
+    let md = current_metadata(&t);
     let doc: Value = serde_json::from_slice(&std::fs::read(&md).unwrap()).unwrap();
     let kept: Vec<i64> = doc["snapshots"]
         .as_array()
@@ -396,6 +412,52 @@ fn a_v3_snapshot_restored_into_a_new_table_reads_in_spark_and_duckdb_with_the_re
             want,
             "{engine} reads the restored table: {got}"
         );
+    }
+    assert_eq!(&got["spark"]["refs"]["main"], want, "{got}");
+}
+
+/// Format v3 row lineage through `rollback`: moving main back to an ancestor keeps `next-row-id` (row ids are
+/// never handed out twice), and Spark and DuckDB read the rolled-back main with that snapshot's recorded count.
+#[test]
+fn rolling_a_v3_table_back_keeps_next_row_id_and_spark_and_duckdb_read_the_ancestor() {
+    let t = purge_table("rollback_v3");
+    let site = Site::new();
+    site.jdbc_catalog(&t);
+    let before: Value = serde_json::from_slice(&std::fs::read(current_metadata(&t)).unwrap()).unwrap();
+    let next_row_id = before["next-row-id"].as_i64().expect("a v3 table has next-row-id");
+    let head = before["current-snapshot-id"].as_i64().unwrap();
+    let parent = before["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["snapshot-id"].as_i64() == Some(head))
+        .and_then(|s| s["parent-snapshot-id"].as_i64())
+        .unwrap();
+    let ident = t["identifier"].as_str().unwrap();
+    let r = lakedrill_in(
+        site.tmp.path(),
+        &[
+            "--json",
+            "rollback",
+            "--to",
+            &parent.to_string(),
+            "--catalog",
+            "jc",
+            "--table",
+            ident,
+        ],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(r["to_snapshot_id"].as_i64(), Some(parent), "{r}");
+    let md = current_metadata(&t);
+    let after: Value = serde_json::from_slice(&std::fs::read(&md).unwrap()).unwrap();
+    assert_eq!(after["current-snapshot-id"].as_i64(), Some(parent));
+    assert_eq!(after["next-row-id"].as_i64(), Some(next_row_id), "next-row-id is kept");
+    let got = engine_counts(&md, &[parent], &["main"]);
+    let want = &t["snapshot_row_counts"][parent.to_string()];
+    for engine in ["spark", "duckdb"] {
+        assert_eq!(&got[engine]["snapshots"][parent.to_string()], want, "{engine}: {got}");
     }
     assert_eq!(&got["spark"]["refs"]["main"], want, "{got}");
 }
