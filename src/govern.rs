@@ -8,4 +8,5 @@ pub mod baseline;
 pub mod closure;
 pub mod compare;
 pub mod decision;
+pub mod input;
 pub mod policy;

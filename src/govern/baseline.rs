@@ -24,30 +24,16 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::govern::closure::{PlainExpire, PlanInput, SnapshotInfo, distinct_objects};
+use crate::govern::input::{PlanInput, SnapshotInfo};
+use crate::model::object::distinct_objects;
 
-/// The operator's maintenance job, as its parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Baseline {
-    /// `expireOlderThan`: snapshots older than this (epoch ms) may expire.
-    pub older_than_ms: i64,
-    /// `retainLast`: `None` uses the table's `history.expire.min-snapshots-to-keep`.
-    pub retain_last: Option<i32>,
-    /// `DeleteOrphanFiles.olderThan`: files modified before this (epoch ms) may be orphans.
-    pub orphans_older_than_ms: i64,
-}
-
-impl Baseline {
-    /// The default baseline at `now_ms`: `older_than = now - minSnapshotAge`, the table's `retainLast`,
-    /// `orphans_older_than = now - orphanSafetyInterval`.
-    #[must_use]
-    pub fn relative(now_ms: i64, min_snapshot_age_ms: i64, orphan_safety_interval_ms: i64) -> Self {
-        Self {
-            older_than_ms: now_ms - min_snapshot_age_ms,
-            retain_last: None,
-            orphans_older_than_ms: now_ms - orphan_safety_interval_ms,
-        }
-    }
+/// What plain `expire_snapshots` would remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PlainExpire {
+    /// Snapshots it would expire.
+    pub snapshot_ids: Vec<i64>,
+    /// Objects it would then remove.
+    pub objects: Vec<String>,
 }
 
 /// What plain `DeleteOrphanFiles` would remove.
@@ -234,12 +220,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    use crate::govern::closure::{ListedObject, Protections, RefInfo, TableDefaults};
+    use crate::govern::input::{Baseline, Protections, RefInfo, TableDefaults};
+    use crate::model::object::ListedObject;
 
     const DAY: i64 = 24 * 3600 * 1000;
 
     fn snap(id: i64, parent: Option<i64>, ts: i64, files: &[&str]) -> SnapshotInfo {
-        crate::govern::closure::test_snapshot(id, parent, ts, files, 1)
+        crate::govern::input::test_snapshot(id, parent, ts, files, 1)
     }
 
     fn branch(name: &str, head: i64, age: Option<i64>, keep: Option<i32>) -> RefInfo {

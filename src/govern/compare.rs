@@ -134,7 +134,7 @@ mod tests {
     const DAY: i64 = 24 * 3600 * 1000;
 
     fn snap(id: i64, parent: Option<i64>, ts: i64, files: &[&str]) -> SnapshotInfo {
-        crate::govern::closure::test_snapshot(id, parent, ts, files, 7)
+        crate::govern::input::test_snapshot(id, parent, ts, files, 7)
     }
 
     #[test]
@@ -174,7 +174,7 @@ mod tests {
             min_snapshot_age_ms: DAY,
             orphan_safety_interval_ms: DAY,
             now_ms: now,
-            baseline: crate::govern::baseline::Baseline::relative(now, DAY, 3 * DAY),
+            baseline: crate::govern::input::Baseline::relative(now, DAY, 3 * DAY),
             statistics_files: BTreeMap::new(),
         };
         input.protections.leases.push((1, "L".into()));

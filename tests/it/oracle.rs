@@ -169,7 +169,7 @@ fn plain_expire_and_plain_orphans_equal_iceberg_javas_sets_on_every_oracle_table
 }
 
 #[test]
-fn a_bad_baseline_option_is_refused_naming_it() {
+fn baseline_options_and_per_table_configuration_apply_and_bad_ones_are_refused_naming_them() {
     let t = oracle_table("v2_mor");
     let dir = tmpdir();
     let policy = dir.path().join("policy.yaml");
@@ -216,5 +216,42 @@ fn a_bad_baseline_option_is_refused_naming_it() {
     .unwrap();
     let r = lakedrill_in(dir.path(), &["plan", "--metadata", md, "--policy", p]);
     r.expect_code(2);
-    assert!(r.stderr.contains("retain_last"), "{}", r.stderr);
+    assert!(r.stderr.contains("baseline.\"v2_mor\".retain_last"), "{}", r.stderr);
+    // A well-formed one gives what the same options give, and the options still win over it.
+    let case = &t["expire_cases"][1];
+    let older = rfc3339(case["older_than_ms"].as_i64().unwrap());
+    let retain = case["retain_last"].as_i64().unwrap();
+    std::fs::write(
+        dir.path().join("lakedrill.toml"),
+        format!("[baseline.v2_mor]\nolder_than = \"{older}\"\nretain_last = {retain}\norphans_older_than = \"7d\"\n"),
+    )
+    .unwrap();
+    let from_config = lakedrill_in(dir.path(), &["--json", "plan", "--metadata", md, "--policy", p])
+        .expect_code(0)
+        .json();
+    assert_eq!(
+        ids(&from_config["plain_expire"]["snapshot_ids"]),
+        ids(&case["expired_snapshot_ids"])
+    );
+    assert_eq!(from_config["baseline"]["retain_last"], retain);
+    let overridden = lakedrill_in(
+        dir.path(),
+        &[
+            "--json",
+            "plan",
+            "--metadata",
+            md,
+            "--policy",
+            p,
+            "--baseline-retain-last",
+            "5",
+        ],
+    )
+    .expect_code(0)
+    .json();
+    assert_eq!(overridden["baseline"]["retain_last"], 5);
+    assert_eq!(
+        overridden["baseline"]["older_than"],
+        from_config["baseline"]["older_than"]
+    );
 }
