@@ -252,6 +252,18 @@ fn v3_flipped_blob_byte_refuses_seal_and_fails_deep_restore_of_a_healthy_bundle(
     );
 }
 
+/// A policy for the copied table `t` in `dir`.
+fn write_policy(dir: &Path) -> PathBuf {
+    let policy = dir.join("p.yaml");
+    std::fs::write(
+        &policy,
+        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+    )
+    .unwrap();
+    policy
+}
+
 /// Edits the current metadata as `edit` says, in a copy, and returns the copy's address.
 fn edited_metadata(tmp: &Path, edit: impl FnOnce(&mut Value)) -> Vec<String> {
     let root = tmp.join("t");
@@ -280,13 +292,7 @@ fn v3_encrypted_metadata_exits_2_naming_encryption() {
         let tmp = tmpdir();
         let a = edited_metadata(tmp.path(), edit);
         let (key, _) = keygen(tmp.path(), "v3-TEST-ONLY");
-        let policy = tmp.path().join("p.yaml");
-        std::fs::write(
-            &policy,
-            "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
-             maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
-        )
-        .unwrap();
+        let policy = write_policy(tmp.path());
         let runs = [
             ("seal", seal(&strs(&a), CURRENT, &key, &tmp.path().join("b"))),
             ("plan", run(&a, &["plan", "--policy", policy.to_str().unwrap()])),
@@ -525,13 +531,7 @@ fn v3_plan_counts_a_puffin_file_of_several_vectors_once() {
         md["current-snapshot-id"] = 4_859_039_390_790_457_476_i64.into();
         md["refs"] = serde_json::json!({"main": {"snapshot-id": 4_859_039_390_790_457_476_i64, "type": "branch"}});
     });
-    let policy = tmp.path().join("p.yaml");
-    std::fs::write(
-        &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
-         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
-    )
-    .unwrap();
+    let policy = write_policy(tmp.path());
     let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()])
         .expect_code(0)
         .json();
@@ -590,13 +590,7 @@ fn v3_a_variant_column_plans_and_seals_and_materializing_it_is_refused_naming_th
         }
     });
     let (key, keys) = keygen(tmp.path(), "v3-TEST-ONLY");
-    let policy = tmp.path().join("p.yaml");
-    std::fs::write(
-        &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
-         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
-    )
-    .unwrap();
+    let policy = write_policy(tmp.path());
     let plan = run(&a, &["plan", "--policy", policy.to_str().unwrap()])
         .expect_code(0)
         .json();
