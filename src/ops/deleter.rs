@@ -1067,6 +1067,29 @@ async fn execute(
             }
         };
         for (o, before) in send {
+            // An object that is no longer the one sealed (another size now: overwritten since quarantine) is
+            // not deleted: lakedrill deletes only bytes it verified. It stays DELETE_UNKNOWN for a human.
+            if let Some(now) = before.as_ref().filter(|b| b.size != o.size) {
+                let why = format!(
+                    "not deleted: changed since quarantine ({} bytes now, {} in the inventory)",
+                    now.size, o.size
+                );
+                let mut r = receipt(
+                    "confirmed",
+                    o,
+                    before.as_ref(),
+                    &why,
+                    Some(format!("present ({} bytes)", now.size)),
+                );
+                r["confirmed_at"] = serde_json::json!(ctx.now().to_rfc3339());
+                r["hold_generation"] = serde_json::json!(batch.hold_generation);
+                batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
+                batch
+                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now())
+                    .await?;
+                progress.tick(o.size);
+                continue;
+            }
             // `drill faults` lands its races here (a hold set from another connection, which waits).
             if let Err(e) = ctx.hooks.before_delete(sent).await {
                 halted.push(format!("fault hook: {e}"));
@@ -1373,6 +1396,10 @@ async fn reconcile_claimed(
             Some(_) if escape.is_some() => format!(
                 "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
                 escape.as_deref().unwrap_or_default()
+            ),
+            Some(i) if i.size != o.size => format!(
+                "present at re-check with {} bytes, {} in the inventory: changed since quarantine, not deleted",
+                i.size, o.size
             ),
             Some(_) if withheld.is_some() => {
                 format!(

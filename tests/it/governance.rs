@@ -1492,3 +1492,55 @@ fn two_quarantines_or_two_purges_of_one_candidate_at_once_one_wins() {
         );
     });
 }
+
+#[test]
+fn an_object_overwritten_since_quarantine_is_not_deleted_and_ends_delete_unknown() {
+    // The deleter deletes only bytes it sealed: a data file of the candidate rewritten with other bytes after
+    // quarantine (a different size) is left in place, DELETE_UNKNOWN, and `reconcile` does not delete it either.
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["layer"] == "data")
+        .expect("the candidate holds a data file");
+    let path = g.table_root().join(data["path"].as_str().unwrap());
+    std::fs::write(&path, b"overwritten after quarantine").unwrap();
+    let p = g.purge(id, Some(&ev), &[]).json();
+    assert_eq!(p["status"], "DELETE_UNKNOWN", "{p}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"overwritten after quarantine",
+        "the new bytes are kept"
+    );
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert!(
+        st.to_string().contains("DELETE_UNKNOWN"),
+        "the object is DELETE_UNKNOWN: {st}"
+    );
+    g.run(&[
+        "--json",
+        "reconcile",
+        id,
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+    ]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"overwritten after quarantine",
+        "reconcile does not delete it"
+    );
+    // Every other object of the inventory is deleted.
+    let others = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["path"] != data["path"]);
+    for o in others {
+        assert!(!g.table_root().join(o["path"].as_str().unwrap()).exists(), "{o}");
+    }
+}
