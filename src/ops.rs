@@ -14,6 +14,7 @@ pub mod context;
 pub mod decision;
 pub mod deleter;
 pub mod drill;
+pub mod evidence_lock;
 pub mod gates;
 pub mod hooks;
 pub mod materialize;

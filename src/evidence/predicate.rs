@@ -36,6 +36,19 @@ pub struct DrillInfo {
     pub policy_digest: Option<String>,
     /// SHA-256 of the running lakedrill binary.
     pub implementation_digest: String,
+    /// The Object Lock retention this report was written under (the plan's `evidence_retention`): `audit verify`
+    /// holds the file to it. Absent when the plan sets none, so older reports keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_retention: Option<RetentionClaim>,
+}
+
+/// A signed file's claim about its own Object Lock retention.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RetentionClaim {
+    /// `governance` or `compliance`.
+    pub mode: String,
+    /// How long after writing the file stays locked, in seconds.
+    pub period_seconds: i64,
 }
 
 /// `sample` block of the report predicate.

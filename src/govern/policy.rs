@@ -24,7 +24,8 @@
 //!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits; `regulatedData` is
 //!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
 //!   positive duration; `critical` is a YAML boolean (default false); `recoveryRtoLimit` is a duration of at
-//!   most 4h (the default);
+//!   most 4h (the default); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
+//!   `period` (a positive duration);
 //!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
 //!   [`TableBinding`].
 //!
@@ -350,6 +351,53 @@ impl fmt::Display for ObjectVersioning {
     }
 }
 
+/// How long signed evidence stays write-protected where it is stored (`evidenceRetention`): on an S3 bucket with
+/// Object Lock, every signed report, retirement record, inventory archive and purge summary lakedrill writes
+/// there carries this retention (DESIGN, "Evidence under Object Lock").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct EvidenceRetention {
+    /// Object Lock mode.
+    pub mode: LockMode,
+    /// How long after writing each file stays locked.
+    #[serde(serialize_with = "serialize_duration_secs")]
+    pub period: chrono::Duration,
+}
+
+fn serialize_duration_secs<S: serde::Serializer>(d: &chrono::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_i64(d.num_seconds())
+}
+
+/// An S3 Object Lock retention mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockMode {
+    /// `GOVERNANCE`: users with `s3:BypassGovernanceRetention` may still delete or shorten it.
+    Governance,
+    /// `COMPLIANCE`: nobody, the root account included, can delete the version or shorten its retention.
+    Compliance,
+}
+
+impl LockMode {
+    /// `governance` or `compliance` as written in a policy or plan.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "governance" => Some(Self::Governance),
+            "compliance" => Some(Self::Compliance),
+            _ => None,
+        }
+    }
+
+    /// The S3 header value: `GOVERNANCE` or `COMPLIANCE`.
+    #[must_use]
+    pub fn s3_value(self) -> &'static str {
+        match self {
+            Self::Governance => "GOVERNANCE",
+            Self::Compliance => "COMPLIANCE",
+        }
+    }
+}
+
 /// A declared disaster-recovery point (`disasterRecoveryPoints[]`): a snapshot that backups must be able to
 /// restore, and optionally the time it stands for.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -397,12 +445,19 @@ pub struct Policy {
     min_quarantine_period: Option<chrono::Duration>,
     critical: bool,
     recovery_rto_limit: chrono::Duration,
+    evidence_retention: Option<EvidenceRetention>,
 }
 
 /// The quarterly recovery gate's RTO limit when the policy sets none (`recoveryRtoLimit`): DESIGN §7's 4 hours.
 pub const DEFAULT_RECOVERY_RTO_LIMIT: &str = "4h";
 
 impl Policy {
+    /// `evidenceRetention`, if set: the Object Lock retention of the evidence lakedrill writes for this table.
+    #[must_use]
+    pub fn evidence_retention(&self) -> Option<EvidenceRetention> {
+        self.evidence_retention
+    }
+
     /// `critical`: whether the deleter also needs the quarterly recovery gate for this table (a cold-backup
     /// drill of it within 92 days, under [`Policy::recovery_rto_limit`]). Default `false`.
     #[must_use]
@@ -817,6 +872,18 @@ struct RawPolicy {
     critical: Scalar,
     #[serde(default)]
     recovery_rto_limit: Scalar,
+    #[serde(default)]
+    evidence_retention: Given<RawEvidenceRetention>,
+}
+
+/// `evidenceRetention` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEvidenceRetention {
+    #[serde(default)]
+    mode: Given<String>,
+    #[serde(default)]
+    period: Scalar,
 }
 
 /// One `disasterRecoveryPoints` entry as written.
@@ -958,7 +1025,22 @@ impl RawPolicy {
                 ),
             ));
         }
+        let evidence_retention = match self.evidence_retention.optional("evidenceRetention")? {
+            None => None,
+            Some(r) => {
+                let written = r.mode.required("evidenceRetention.mode")?;
+                let mode = LockMode::parse(&written).ok_or_else(|| {
+                    FieldError::new(
+                        "evidenceRetention.mode",
+                        format!("must be governance or compliance, got {written:?}"),
+                    )
+                })?;
+                let period = duration("evidenceRetention.period", &r.period, None)?.value;
+                Some(EvidenceRetention { mode, period })
+            }
+        };
         Ok(Policy {
+            evidence_retention,
             regulated_data,
             min_quarantine_period,
             critical,
@@ -1677,6 +1759,34 @@ maxUnreconciledUnknowns: 3
             ("regulatedData: ~\n", "regulatedData"),
             ("minQuarantinePeriod: 0s\n", "minQuarantinePeriod"),
             ("minQuarantinePeriod: 3\n", "minQuarantinePeriod"),
+        ] {
+            let (f, _) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, field, "{extra}");
+        }
+    }
+
+    #[test]
+    fn evidence_retention_is_a_mode_and_a_period() {
+        assert_eq!(parse_str(&example_with(&[])).unwrap().evidence_retention(), None);
+        let doc = format!(
+            "{}evidenceRetention:\n  mode: compliance\n  period: 400d\n",
+            example_with(&[])
+        );
+        let r = parse_str(&doc).unwrap().evidence_retention().unwrap();
+        assert_eq!((r.mode, r.period), (LockMode::Compliance, chrono::Duration::days(400)));
+        assert_eq!(r.mode.s3_value(), "COMPLIANCE");
+        for (extra, field) in [
+            (
+                "evidenceRetention:\n  mode: legal\n  period: 1d\n",
+                "evidenceRetention.mode",
+            ),
+            ("evidenceRetention:\n  period: 1d\n", "evidenceRetention.mode"),
+            ("evidenceRetention:\n  mode: governance\n", "evidenceRetention.period"),
+            (
+                "evidenceRetention:\n  mode: governance\n  period: 0d\n",
+                "evidenceRetention.period",
+            ),
+            ("evidenceRetention: ~\n", "evidenceRetention"),
         ] {
             let (f, _) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, field, "{extra}");

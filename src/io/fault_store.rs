@@ -116,6 +116,52 @@ impl FaultState {
     }
 }
 
+/// What the fault layer does to one key of a delete request sent around object_store (the deleter's S3
+/// `DeleteObjects` batches and `If-Match` deletes are presigned requests the layer cannot wrap; the storage asks
+/// the state instead, see [`crate::io::store::Storage::with_fault_layer`]). One count with the layer's own deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFault {
+    /// Sent and answered as the provider answers.
+    None,
+    /// Not sent: answered with an injected 503 (nothing deleted).
+    Refuse,
+    /// Sent and deleted, but its answer is lost.
+    LoseAnswer,
+}
+
+impl FaultState {
+    /// The fault for the next key deleted around the layer.
+    pub fn next_delete(&self) -> KeyFault {
+        let n = self.deletes.fetch_add(1, Ordering::SeqCst) + 1;
+        let fail = self.fail_delete_every.load(Ordering::SeqCst);
+        if fail > 0 && n.is_multiple_of(fail) {
+            self.count("delete_503");
+            return KeyFault::Refuse;
+        }
+        let lose = self.lose_delete_every.load(Ordering::SeqCst);
+        if lose > 0 && n.is_multiple_of(lose) {
+            self.count("lost_delete_response");
+            return KeyFault::LoseAnswer;
+        }
+        KeyFault::None
+    }
+
+    /// Whether deleted objects stay readable (a lagging replica): then the storage hands each deleted object's
+    /// last content to [`FaultState::remember_deleted`].
+    #[must_use]
+    pub fn lagging(&self) -> bool {
+        self.lagging_replica.load(Ordering::SeqCst)
+    }
+
+    /// Keeps serving `p` as `meta`/`bytes` until [`FaultState::catch_up`].
+    pub fn remember_deleted(&self, p: Path, meta: ObjectMeta, bytes: Option<Bytes>) {
+        if let Ok(mut s) = self.stale.lock() {
+            s.insert(p, (meta, bytes));
+            self.count("stale_replica_entry");
+        }
+    }
+}
+
 fn injected(source: &str) -> object_store::Error {
     object_store::Error::Generic {
         store: "fault-layer",

@@ -24,6 +24,25 @@ use crate::error::{Error, Result};
 
 pub use crate::config::{DEFAULT_MAX_METADATA_BYTES, StorageOptions};
 
+mod s3;
+pub use s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS, ObjectLock};
+
+/// Delete requests sent by one [`Storage`], by kind (the purge report states them; tests count them).
+#[derive(Debug, Default)]
+struct RequestCounters {
+    delete_objects: std::sync::atomic::AtomicU64,
+    single_deletes: std::sync::atomic::AtomicU64,
+}
+
+/// The delete requests a [`Storage`] has sent so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RequestCounts {
+    /// S3 `DeleteObjects` requests (each up to [`MAX_DELETE_OBJECTS_KEYS`] keys).
+    pub delete_objects: u64,
+    /// Single-object delete requests (S3 `DeleteObject`, or object_store deletes elsewhere).
+    pub single_deletes: u64,
+}
+
 /// What the store says about one object.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectInfo {
@@ -50,30 +69,6 @@ pub struct ObjectVersion {
     pub is_delete_marker: bool,
     /// Size (0 for markers).
     pub size: u64,
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ListVersionsResult {
-    #[serde(default)]
-    is_truncated: bool,
-    next_key_marker: Option<String>,
-    next_version_id_marker: Option<String>,
-    #[serde(rename = "Version", default)]
-    versions: Vec<XmlVersion>,
-    #[serde(rename = "DeleteMarker", default)]
-    delete_markers: Vec<XmlVersion>,
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct XmlVersion {
-    key: String,
-    version_id: String,
-    #[serde(default)]
-    is_latest: bool,
-    #[serde(default)]
-    size: u64,
 }
 
 /// An object's bytes as read.
@@ -103,8 +98,10 @@ pub struct Storage {
     s3: Mutex<HashMap<String, Arc<object_store::aws::AmazonS3>>>,
     limit: Arc<Semaphore>,
     deletes: std::sync::atomic::AtomicU64,
+    requests: RequestCounters,
     failpoints: Failpoints,
     layer: Option<Layer>,
+    faults: Option<Arc<crate::io::fault_store::FaultState>>,
 }
 
 /// Wraps every client a [`Storage`] builds (the fault layer of `drill faults`).
@@ -197,8 +194,10 @@ impl Storage {
             s3: Mutex::new(HashMap::new()),
             limit: Arc::new(Semaphore::new(permits)),
             deletes: std::sync::atomic::AtomicU64::new(0),
+            requests: RequestCounters::default(),
             failpoints: Failpoints::from_env(),
             layer: None,
+            faults: None,
         }
     }
 
@@ -209,6 +208,20 @@ impl Storage {
     pub fn with_layer(options: StorageOptions, layer: Layer) -> Self {
         let mut s = Self::new(options);
         s.layer = Some(layer);
+        s
+    }
+
+    /// A storage whose every client is wrapped by a [`crate::io::fault_store::FaultStore`] on `state`, and whose
+    /// S3 delete requests (which go around object_store clients) take their faults from the same `state`
+    /// (`drill faults`).
+    #[must_use]
+    pub fn with_fault_layer(options: StorageOptions, state: Arc<crate::io::fault_store::FaultState>) -> Self {
+        let layer_state = Arc::clone(&state);
+        let mut s = Self::with_layer(
+            options,
+            Arc::new(move |inner| Arc::new(crate::io::fault_store::FaultStore::new(inner, Arc::clone(&layer_state)))),
+        );
+        s.faults = Some(state);
         s
     }
 
@@ -515,182 +528,21 @@ impl Storage {
     pub async fn delete(&self, uri: &str) -> Result<()> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
-        let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        let fp = &self.failpoints;
-        if let Some(ms) = fp.delay_ms {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-        }
-        if fp.error_every.is_some_and(|k| n.is_multiple_of(k)) {
-            return Err(Error::Storage {
-                op: "delete",
-                uri: uri.to_owned(),
-                source: Box::new(object_store::Error::Generic {
-                    store: "failpoint",
-                    source: "injected 503 Service Unavailable (nothing was deleted)".into(),
-                }),
-            });
-        }
+        let n = self.delete_failpoint_before(uri).await?;
+        self.requests
+            .single_deletes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         store.delete(&path).await.map_err(|e| map_err("delete", uri, e))?;
-        if fp.lose_every.is_some_and(|k| n.is_multiple_of(k)) {
-            return Err(Error::Storage {
-                op: "delete",
-                uri: uri.to_owned(),
-                source: Box::new(object_store::Error::Generic {
-                    store: "failpoint",
-                    source: "injected lost response (the delete took effect)".into(),
-                }),
-            });
-        }
-        if fp.abort_after.is_some_and(|k| n >= k) {
-            eprintln!("lakedrill: failpoint abort-after={n}: aborting the process");
-            std::process::abort();
-        }
-        Ok(())
+        self.delete_failpoint_after(uri, n)
     }
 
-    /// The concrete S3 client and key of an `s3://` URI (for the versioned operations object_store lacks).
-    fn s3_client(&self, uri: &str) -> Result<(Arc<object_store::aws::AmazonS3>, Path)> {
-        let (_, path) = self.resolve(uri)?;
-        let bucket = uri
-            .strip_prefix("s3://")
-            .and_then(|r| r.split('/').next())
-            .ok_or_else(|| Error::invalid(uri, "versioned operations need an s3:// object on a versioned bucket"))?;
-        let m = self
-            .s3
-            .lock()
-            .map_err(|_| Error::Internal("S3 client cache poisoned".into()))?;
-        let c = m
-            .get(&format!("s3://{bucket}"))
-            .cloned()
-            .ok_or_else(|| Error::Internal(format!("no S3 client for {uri}")))?;
-        Ok((c, path))
-    }
-
-    /// Sends one presigned request (object_store signs it with the store's own credentials).
-    async fn s3_request(
-        &self,
-        uri: &str,
-        method: http::Method,
-        path: &Path,
-        query: Vec<(String, String)>,
-    ) -> Result<(u16, Bytes)> {
-        use object_store::signer::Signer;
-        let (client, _) = self.s3_client(uri)?;
-        let _permit = self.permit().await?;
-        let opts = object_store::signer::SignedUrlOptions::new().with_query(query);
-        let url = client
-            .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
-            .await
-            .map_err(|e| map_err("sign", uri, e))?;
-        let storage_err = |reason: String| Error::Storage {
-            op: "versioned request",
-            uri: uri.to_owned(),
-            source: Box::new(object_store::Error::Generic {
-                store: "S3",
-                source: reason.into(),
-            }),
-        };
-        let resp = reqwest::Client::new()
-            .request(method, url)
-            .send()
-            .await
-            .map_err(|e| storage_err(e.to_string()))?;
-        let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| storage_err(e.to_string()))?;
-        Ok((status, body))
-    }
-
-    /// Every version and delete marker of one S3 object, newest first as S3 lists them.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a non-S3 URI; [`Error::Storage`] when S3 refuses or answers garbage.
-    pub async fn s3_versions(&self, uri: &str) -> Result<Vec<ObjectVersion>> {
-        let (_, key) = self.s3_client(uri)?;
-        let mut out = Vec::new();
-        let mut markers: Option<(String, String)> = None;
-        loop {
-            let mut q = vec![
-                ("versions".to_owned(), String::new()),
-                ("prefix".to_owned(), key.to_string()),
-            ];
-            if let Some((k, v)) = &markers {
-                q.push(("key-marker".into(), k.clone()));
-                q.push(("version-id-marker".into(), v.clone()));
-            }
-            let (status, body) = self.s3_request(uri, http::Method::GET, &Path::from(""), q).await?;
-            if status != 200 {
-                return Err(Error::Storage {
-                    op: "list versions",
-                    uri: uri.to_owned(),
-                    source: Box::new(object_store::Error::Generic {
-                        store: "S3",
-                        source: format!("HTTP {status}: {}", String::from_utf8_lossy(&body)).into(),
-                    }),
-                });
-            }
-            let page: ListVersionsResult = quick_xml::de::from_reader(body.as_ref()).map_err(|e| Error::Storage {
-                op: "list versions",
-                uri: uri.to_owned(),
-                source: Box::new(object_store::Error::Generic {
-                    store: "S3",
-                    source: Box::new(e),
-                }),
-            })?;
-            let k = key.to_string();
-            out.extend(page.versions.into_iter().filter(|v| v.key == k).map(|v| ObjectVersion {
-                version_id: v.version_id,
-                is_latest: v.is_latest,
-                is_delete_marker: false,
-                size: v.size,
-            }));
-            out.extend(
-                page.delete_markers
-                    .into_iter()
-                    .filter(|v| v.key == k)
-                    .map(|v| ObjectVersion {
-                        version_id: v.version_id,
-                        is_latest: v.is_latest,
-                        is_delete_marker: true,
-                        size: 0,
-                    }),
-            );
-            match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
-                (true, Some(k), Some(v)) => markers = Some((k, v)),
-                _ => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Deletes one version (or delete marker) of an S3 object for good.
-    ///
-    /// # Errors
-    /// [`Error::Storage`] when S3 does not confirm with 204/200.
-    pub async fn s3_delete_version(&self, uri: &str, version_id: &str) -> Result<()> {
-        let (_, key) = self.s3_client(uri)?;
-        let (status, body) = self
-            .s3_request(
-                uri,
-                http::Method::DELETE,
-                &key,
-                vec![("versionId".to_owned(), version_id.to_owned())],
-            )
-            .await?;
-        if status == 204 || status == 200 {
-            Ok(())
-        } else {
-            Err(Error::Storage {
-                op: "delete version",
-                uri: uri.to_owned(),
-                source: Box::new(object_store::Error::Generic {
-                    store: "S3",
-                    source: format!(
-                        "HTTP {status} deleting version {version_id}: {}",
-                        String::from_utf8_lossy(&body)
-                    )
-                    .into(),
-                }),
-            })
+    /// The delete requests sent so far through this storage, by kind.
+    #[must_use]
+    pub fn request_counts(&self) -> RequestCounts {
+        use std::sync::atomic::Ordering::SeqCst;
+        RequestCounts {
+            delete_objects: self.requests.delete_objects.load(SeqCst),
+            single_deletes: self.requests.single_deletes.load(SeqCst),
         }
     }
 

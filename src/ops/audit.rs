@@ -40,6 +40,37 @@ pub struct AuditReport {
     pub gate: Option<String>,
     /// Failed checks.
     pub findings: Vec<AuditFinding>,
+    /// The Object Lock state of every file checked on S3 (mode and retain-until date as the provider reports
+    /// them); empty off S3.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub locks: Vec<crate::ops::evidence_lock::FileLock>,
+}
+
+/// Reads `uri`'s Object Lock (on S3) into `locks` and adds an `EVIDENCE_NOT_LOCKED` finding when the file
+/// should be locked and is not (see [`crate::ops::evidence_lock::shortfall`]).
+async fn check_lock(
+    storage: &Storage,
+    uri: &str,
+    claim: Option<&crate::evidence::predicate::RetentionClaim>,
+    written_at: Option<&str>,
+    locks: &mut Vec<crate::ops::evidence_lock::FileLock>,
+    findings: &mut Vec<AuditFinding>,
+) -> Result<()> {
+    let Some(lock) = crate::ops::evidence_lock::status(storage, uri).await? else {
+        return Ok(());
+    };
+    let written = written_at
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc));
+    if let Some(why) = crate::ops::evidence_lock::shortfall(&lock, claim, written) {
+        findings.push(AuditFinding {
+            check: "EVIDENCE_NOT_LOCKED".into(),
+            report: location::file_name(uri).to_owned(),
+            detail: why,
+        });
+    }
+    locks.push(lock);
+    Ok(())
 }
 
 /// The predicate type a report claims, read before any check (it only chooses which checks run).
@@ -287,10 +318,23 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         vec![report_uri.clone()]
     };
     let mut gate = None;
+    let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
     for uri in &targets {
         let bytes = storage.get(uri).await?.bytes;
         let name = location::file_name(uri).to_owned();
+        // A purge's signed inventory archive or receipts summary: its signature and its lock.
+        if !chain && claimed_predicate_type(&bytes).as_deref() == Some(crate::ops::deleter::RECEIPTS_PREDICATE_TYPE) {
+            if let Some(v) = verified_envelope(&name, &bytes, trust, &mut findings) {
+                keyids.push(v.keyid().to_owned());
+                let p = v.predicate();
+                let claim: Option<crate::evidence::predicate::RetentionClaim> =
+                    serde_json::from_value(p["evidence_retention"].clone()).ok();
+                let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
+                check_lock(storage, uri, claim.as_ref(), at, &mut locks, &mut findings).await?;
+            }
+            continue;
+        }
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
         if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {
             let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) else {
@@ -322,6 +366,17 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         }
         let checked = check_report(&name, &bytes, trust, &mut findings);
         let sha = evidence::sha256_hex(&bytes);
+        if let Some((_, p)) = &checked {
+            check_lock(
+                storage,
+                uri,
+                p.drill.evidence_retention.as_ref(),
+                Some(&p.finished_at),
+                &mut locks,
+                &mut findings,
+            )
+            .await?;
+        }
         if let Some((keyid, p)) = checked {
             if !keyids.contains(&keyid) {
                 keyids.push(keyid);
@@ -368,5 +423,6 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         keyids,
         gate,
         findings,
+        locks,
     })
 }

@@ -704,6 +704,17 @@ pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, 
         a.keyids,
         a.gate.as_deref().unwrap_or("-")
     );
+    for l in &a.locks {
+        human.push_str(&format!(
+            "  lock {}: {}{}\n",
+            l.file,
+            l.mode.as_deref().unwrap_or("NOT LOCKED"),
+            l.retain_until
+                .as_deref()
+                .map(|u| format!(" until {u}"))
+                .unwrap_or_default()
+        ));
+    }
     for f in &a.findings {
         human.push_str(&format!("  {} {}: {}\n", f.check, f.report, f.detail));
     }

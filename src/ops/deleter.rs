@@ -37,6 +37,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use chrono::Utc;
+use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 
 use crate::bundle::Layer;
@@ -45,6 +46,7 @@ use crate::evidence::keys::{SigningKey, TrustStore};
 use crate::evidence::{self, Statement, Subject};
 use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
+use crate::io::store::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::plan::QUARANTINE_TAG_PREFIX;
@@ -314,12 +316,24 @@ struct Receipt<'a> {
     key: String,
     layer: Layer,
     expected_size: u64,
+    /// The version sealed (or seen before the delete); in permanent mode the one deleted.
     version_id: Option<String>,
+    /// The ETag the delete was conditional on.
     e_tag: Option<String>,
+    /// `bundle`, `head` or `none`: where `e_tag` comes from.
+    expected_from: &'a str,
+    permanent: bool,
     requested_at: Option<String>,
     confirmed_at: Option<String>,
+    /// How the delete was sent (`s3-delete-objects`, `s3-delete-object-if-match`, …).
+    method: Option<DeleteMethod>,
     provider_result: String,
+    /// The provider's `DeleteMarker` for this key, as it returned it.
     delete_marker: Option<bool>,
+    /// The provider's `DeleteMarkerVersionId`.
+    delete_marker_version_id: Option<String>,
+    /// The provider's whole answer for this key.
+    provider: Option<DeleteAnswer>,
     recheck: Option<String>,
 }
 
@@ -339,6 +353,9 @@ pub struct PurgeReport {
     /// The gates evaluated before acceptance (DESIGN §7), each with its figures; empty when none were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<crate::ops::gates::Gate>,
+    /// The delete requests this run sent, by kind (on S3: `DeleteObjects` batches and single deletes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<crate::io::store::RequestCounts>,
 }
 
 /// `lakedrill purge CANDIDATE --evidence REPORT`.
@@ -349,6 +366,18 @@ pub struct PurgeReport {
 pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> Result<Outcome> {
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
+    // Evidence that must be locked goes only where it can be (the receipts location and, for the retirement
+    // records, every bundle's folder): checked before anything is accepted or deleted.
+    if let Some(r) = policy.evidence_retention() {
+        crate::ops::evidence_lock::preflight(&ctx.storage, &location::canonical_uri(&opts.receipts)?, Some(r)).await?;
+        let rec = crate::ops::plan::registry(ctx)
+            .await?
+            .candidate(&opts.candidate_id)
+            .await?;
+        for (uri, _, _) in bundles_of(&rec) {
+            crate::ops::evidence_lock::preflight(&ctx.storage, &uri, Some(r)).await?;
+        }
+    }
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
     let rec = reg.candidate(&opts.candidate_id).await?;
@@ -366,6 +395,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 objects: BTreeMap::new(),
                 summary: None,
                 gates,
+                requests: None,
             },
             human,
         )
@@ -621,6 +651,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                         objects: by,
                         summary: None,
                         gates: gates.clone(),
+                        requests: None,
                     },
                     human,
                 );
@@ -658,6 +689,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         &policy,
         &opts.candidate_id,
         &key,
+        &trust,
         &opts.receipts,
         &run.run_id,
     )
@@ -815,6 +847,7 @@ async fn rebase(
                 objects: by,
                 summary: None,
                 gates: vec![],
+                requests: None,
             },
             human,
         )?));
@@ -850,11 +883,15 @@ async fn execute(
     policy: &Policy,
     candidate_id: &str,
     key: &SigningKey,
+    trust: &TrustStore,
     receipts: &str,
     run_id: &str,
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
+    // What every object was when sealed, from the verified bundles: read before anything changes (a bundle
+    // that no longer verifies stops the purge here, before the catalog commit).
+    let sealed = sealed_inventories(ctx, &rec, trust).await?;
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
     // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume).
     let archive_uri = location::join(&dir, "inventory.dsse.json");
@@ -871,14 +908,16 @@ async fn execute(
                 ]),
             }],
             predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
-            predicate: serde_json::json!({"kind": "inventory", "candidate": rec.candidate, "quarantine": rec.quarantine, "stamp": rec.stamp}),
+            predicate: serde_json::json!({"kind": "inventory", "candidate": rec.candidate, "quarantine": rec.quarantine, "stamp": rec.stamp, "evidence_retention": policy.evidence_retention().map(crate::ops::evidence_lock::claim)}),
         };
-        ctx.storage
-            .put_new(
-                &archive_uri,
-                Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
-            )
-            .await?;
+        crate::ops::evidence_lock::put(
+            &ctx.storage,
+            &archive_uri,
+            Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
+            policy.evidence_retention(),
+            ctx.now(),
+        )
+        .await?;
     }
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
@@ -975,6 +1014,10 @@ async fn execute(
     // resolved, leaves the table root is never deleted (README "Symlinks").
     let confined = ctx.storage.confine(&root).await?;
     let uuid = rec.table_uuid.clone();
+    // What each object was when it was sealed (ETag, version id): a delete is conditional on it.
+    let sealed = sealed_by_path(&sealed, &root)?;
+    let on_s3 = root.starts_with("s3://");
+    let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
     // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
     // inside a registry batch that holds the write lock and checked these values first, so no request
@@ -998,13 +1041,18 @@ async fn execute(
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
     let progress = crate::report::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
-    let batch_size = ctx.hooks.purge_batch_size.unwrap_or(BATCH).max(1);
+    // On S3 one batch is one DeleteObjects request (up to 1,000 keys); elsewhere a batch of single deletes.
+    let batch_size = ctx
+        .hooks
+        .purge_batch_size
+        .unwrap_or(if on_s3 { MAX_DELETE_OBJECTS_KEYS } else { BATCH })
+        .clamp(1, MAX_DELETE_OBJECTS_KEYS);
+    let concurrency = ctx.storage.options().io_concurrency.get();
     let mut sent = 0_usize;
     'batches: for chunk in todo.chunks(batch_size) {
         ctx.hooks.before_batch(sent).await?;
-        // What each object is now, read before any lock is taken; nothing is deleted through a symlink that
-        // leaves the table (on a local filesystem; README "Symlinks").
-        let mut before = Vec::with_capacity(chunk.len());
+        // What each object must still be. Nothing is deleted through a symlink that leaves the table (on a
+        // local filesystem; README "Symlinks").
         for o in chunk {
             let uri = location::join(&root, &o.path);
             if let Some(target) = confined.escape(&uri).await? {
@@ -1014,8 +1062,16 @@ async fn execute(
                 ));
                 break 'batches;
             }
-            before.push(ctx.storage.head(&uri).await?);
         }
+        let expected: Vec<Expected> = futures::stream::iter(chunk.iter().map(|o| {
+            let requested_before = prior
+                .iter()
+                .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
+            expect(ctx, &root, o, sealed.get(&o.path), on_s3, permanent, requested_before)
+        }))
+        .buffered(concurrency)
+        .try_collect()
+        .await?;
         // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
         let mut batch = match reg.purge_batch(candidate_id, &base, ctx.now()).await? {
             Ok(b) => b,
@@ -1025,15 +1081,13 @@ async fn execute(
             }
         };
         let mut send = Vec::new();
-        for (o, before) in chunk.iter().zip(before) {
-            let requested_before = prior
-                .iter()
-                .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
-            if requested_before && before.is_none() {
+        for (o, ex) in chunk.iter().zip(expected) {
+            if ex.requested_before && ex.head_done && ex.head.is_none() {
                 // A previous run sent this delete and died before confirming it: the re-check settles it.
                 let r = receipt(
                     "confirmed",
                     o,
+                    &ex,
                     None,
                     "absent at re-check after an interrupted request",
                     Some("absent".into()),
@@ -1048,11 +1102,11 @@ async fn execute(
                 progress.tick(o.size);
                 continue;
             }
-            let mut req = receipt("requested", o, before.as_ref(), "", None);
+            let mut req = receipt("requested", o, &ex, None, "", None);
             req["requested_at"] = serde_json::json!(ctx.now().to_rfc3339());
             req["hold_generation"] = serde_json::json!(batch.hold_generation);
             batch.receipt(candidate_id, &o.path, &req, ctx.now()).await?;
-            send.push((*o, before));
+            send.push((*o, ex));
         }
         batch.commit().await?;
         if send.is_empty() {
@@ -1066,21 +1120,14 @@ async fn execute(
                 break;
             }
         };
-        for (o, before) in send {
-            // An object that is no longer the one sealed (another size now: overwritten since quarantine) is
-            // not deleted: lakedrill deletes only bytes it verified. It stays DELETE_UNKNOWN for a human.
-            if let Some(now) = before.as_ref().filter(|b| b.size != o.size) {
-                let why = format!(
-                    "not deleted: changed since quarantine ({} bytes now, {} in the inventory)",
-                    now.size, o.size
-                );
-                let mut r = receipt(
-                    "confirmed",
-                    o,
-                    before.as_ref(),
-                    &why,
-                    Some(format!("present ({} bytes)", now.size)),
-                );
+        let mut going = Vec::with_capacity(send.len());
+        let mut stop = false;
+        for (o, ex) in send {
+            // An object that is no longer the one sealed (another size or ETag now: overwritten since
+            // quarantine) is not deleted: lakedrill deletes only bytes it verified. It stays DELETE_UNKNOWN.
+            if let Some(why) = ex.changed(o) {
+                let now = ex.head.as_ref().map(|h| format!("present ({} bytes)", h.size));
+                let mut r = receipt("confirmed", o, &ex, None, &format!("not deleted: {why}"), now);
                 r["confirmed_at"] = serde_json::json!(ctx.now().to_rfc3339());
                 r["hold_generation"] = serde_json::json!(batch.hold_generation);
                 batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
@@ -1093,41 +1140,53 @@ async fn execute(
             // `drill faults` lands its races here (a hold set from another connection, which waits).
             if let Err(e) = ctx.hooks.before_delete(sent).await {
                 halted.push(format!("fault hook: {e}"));
-                batch.commit().await?;
-                break 'batches;
+                stop = true;
+                break;
             }
             sent += 1;
-            let uri = location::join(&root, &o.path);
-            // Permanent mode deletes the exact version the inventory saw; marker-only mode (the
-            // default) leaves a delete marker and keeps the version until lifecycle removes it.
-            let permanent_version = match (
-                policy.object_versioning(),
-                before.as_ref().and_then(|b| b.version.clone()),
-            ) {
-                (ObjectVersioning::Permanent, Some(v)) => Some(v),
-                _ => None,
-            };
-            let outcome = match &permanent_version {
-                Some(v) => ctx.storage.s3_delete_version(&uri, v).await,
-                None => ctx.storage.delete(&uri).await,
-            };
-            let confirmed_at = ctx.now().to_rfc3339();
-            let (result, certain) = match &outcome {
-                Ok(()) => ("deleted".to_owned(), true),
-                Err(Error::NotFound { .. }) => ("already absent".to_owned(), true),
-                Err(e) => (format!("error: {:#}", anyhow_chain(e)), false),
-            };
-            let after = ctx.storage.head(&uri).await;
+            going.push((o, ex));
+        }
+        let requested_at = ctx.now().to_rfc3339();
+        let answers = send_deletes(ctx, &root, on_s3, &going).await;
+        let confirmed_at = ctx.now().to_rfc3339();
+        // Every object is re-checked after its request: only a re-check that shows it gone counts.
+        let after: Vec<Result<Option<crate::io::store::ObjectInfo>>> =
+            futures::stream::iter(going.iter().map(|(o, _)| {
+                let uri = location::join(&root, &o.path);
+                async move { ctx.storage.head(&uri).await }
+            }))
+            .buffered(concurrency)
+            .collect()
+            .await;
+        for (((o, ex), answer), after) in going.iter().zip(answers).zip(after) {
             let recheck = match &after {
                 Ok(None) => "absent".to_owned(),
                 Ok(Some(i)) => format!("present ({} bytes)", i.size),
                 Err(e) => format!("re-check failed: {e}"),
             };
-            let mut r = receipt("confirmed", o, before.as_ref(), &result, Some(recheck.clone()));
-            if permanent_version.is_some() {
-                r["delete_marker"] = serde_json::json!(false);
-                r["version_deleted"] = serde_json::json!(true);
-            }
+            let (result, certain) = match &answer {
+                Ok(a) if a.deleted => ("deleted".to_owned(), true),
+                Ok(a) if a.precondition_failed() => (
+                    format!(
+                        "not deleted: the provider refused the condition (ETag {} no longer matches: the object \
+                         changed since quarantine)",
+                        ex.e_tag.as_deref().unwrap_or("?")
+                    ),
+                    false,
+                ),
+                Ok(a) if a.code.as_deref() == Some("NoSuchKey") => ("already absent".to_owned(), true),
+                Ok(a) => (
+                    format!(
+                        "error: {}{}",
+                        a.code.as_deref().unwrap_or("no code"),
+                        a.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                    ),
+                    false,
+                ),
+                Err(e) => (format!("error: {e}"), false),
+            };
+            let mut r = receipt("confirmed", o, ex, answer.as_ref().ok(), &result, Some(recheck.clone()));
+            r["requested_at"] = serde_json::json!(requested_at);
             r["confirmed_at"] = serde_json::json!(confirmed_at);
             r["hold_generation"] = serde_json::json!(batch.hold_generation);
             batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
@@ -1148,10 +1207,13 @@ async fn execute(
             progress.tick(o.size);
         }
         batch.commit().await?;
+        if stop {
+            break 'batches;
+        }
         // A hold (or a stop) waiting for the lock gets it now; the next batch sees it.
         reg.yield_to_writers().await;
     }
-    finish(ctx, reg, candidate_id, key, &dir, halted).await
+    finish(ctx, reg, candidate_id, key, &dir, halted, policy.evidence_retention()).await
 }
 
 fn anyhow_chain(e: &Error) -> String {
@@ -1165,10 +1227,204 @@ fn anyhow_chain(e: &Error) -> String {
     s
 }
 
+/// What one object of the inventory must still be when its delete goes out.
+#[derive(Debug, Clone)]
+struct Expected {
+    /// The ETag the delete is conditional on (`If-Match`, or the key's `<ETag>` in `DeleteObjects`).
+    e_tag: Option<String>,
+    /// Where that ETag comes from: `bundle` (sealed at quarantine), `head` (read before the delete; the bundle
+    /// recorded none) or `none`.
+    from: &'static str,
+    /// The ETag sealed in the bundle.
+    sealed_e_tag: Option<String>,
+    /// The version id sealed (or, without one, seen before the delete); permanent mode deletes exactly it.
+    version_id: Option<String>,
+    /// Whether the delete removes `version_id` for good (policy `objectVersioning: permanent`).
+    permanent: bool,
+    /// Whether a HEAD was sent before the delete, and what it said.
+    head_done: bool,
+    head: Option<crate::io::store::ObjectInfo>,
+    /// A previous run recorded the intent for this object (a resume).
+    requested_before: bool,
+}
+
+impl Expected {
+    /// Why the object seen before the delete is not the one sealed (size or ETag), if it is not.
+    fn changed(&self, o: &ObjectRef) -> Option<String> {
+        let h = self.head.as_ref()?;
+        if h.size != o.size {
+            return Some(format!(
+                "changed since quarantine ({} bytes now, {} in the inventory)",
+                h.size, o.size
+            ));
+        }
+        match (nonempty(h.e_tag.as_deref()), self.sealed_e_tag.as_deref()) {
+            (Some(now), Some(sealed)) if now != sealed => Some(format!(
+                "changed since quarantine (ETag {now} now, {sealed} when sealed)"
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn nonempty(s: Option<&str>) -> Option<&str> {
+    s.filter(|v| !v.is_empty() && *v != "\"\"")
+}
+
+/// What to expect of `o`. On S3 an object whose bundle recorded its ETag (and, in permanent mode, its version)
+/// is deleted conditionally without a HEAD first: the provider checks the ETag. Everything else (local files,
+/// objects without a sealed ETag, resumed requests) is read first, and compared with the inventory's size and
+/// the sealed ETag before any request.
+async fn expect(
+    ctx: &Context,
+    root: &str,
+    o: &ObjectRef,
+    sealed: Option<&crate::bundle::InventoryEntry>,
+    on_s3: bool,
+    permanent: bool,
+    requested_before: bool,
+) -> Result<Expected> {
+    let sealed_e_tag = sealed.and_then(|s| nonempty(s.e_tag.as_deref())).map(ToOwned::to_owned);
+    let sealed_version = sealed.and_then(|s| s.version.clone());
+    let head_done = !on_s3 || requested_before || sealed_e_tag.is_none() || (permanent && sealed_version.is_none());
+    let head = if head_done {
+        ctx.storage.head(&location::join(root, &o.path)).await?
+    } else {
+        None
+    };
+    let seen_e_tag = head
+        .as_ref()
+        .and_then(|h| nonempty(h.e_tag.as_deref()))
+        .map(ToOwned::to_owned);
+    let (e_tag, from) = match (&sealed_e_tag, seen_e_tag) {
+        (Some(e), _) => (Some(e.clone()), "bundle"),
+        (None, Some(h)) => (Some(h), "head"),
+        (None, None) => (None, "none"),
+    };
+    Ok(Expected {
+        e_tag,
+        from,
+        sealed_e_tag,
+        version_id: sealed_version.or_else(|| head.as_ref().and_then(|h| h.version.clone())),
+        permanent,
+        head_done,
+        head,
+        requested_before,
+    })
+}
+
+/// Sends the deletes of one batch and returns each object's answer in order (`Err`: no answer, so the delete
+/// may or may not have taken effect). On S3: one `DeleteObjects` request with each key's expected ETag (and
+/// version in permanent mode); single conditional deletes when `[storage] s3_delete_objects = false` or the
+/// provider does not implement `DeleteObjects`. Elsewhere: one object_store delete each.
+async fn send_deletes(
+    ctx: &Context,
+    root: &str,
+    on_s3: bool,
+    going: &[(&ObjectRef, Expected)],
+) -> Vec<std::result::Result<DeleteAnswer, String>> {
+    if going.is_empty() {
+        return Vec::new();
+    }
+    let concurrency = ctx.storage.options().io_concurrency.get();
+    if on_s3 {
+        let keys: Vec<DeleteKey> = going
+            .iter()
+            .map(|(o, ex)| DeleteKey {
+                uri: location::join(root, &o.path),
+                e_tag: ex.e_tag.clone(),
+                version_id: ex.version_id.clone().filter(|_| ex.permanent),
+            })
+            .collect();
+        if ctx.storage.options().s3_delete_objects {
+            match ctx.storage.s3_delete_objects(&keys).await {
+                Ok(Some(answers)) => {
+                    return keys
+                        .iter()
+                        .map(|k| {
+                            answers.get(&k.uri).cloned().ok_or_else(|| {
+                                "the provider's DeleteObjects answer does not mention this key".to_owned()
+                            })
+                        })
+                        .collect();
+                }
+                // Not implemented by this provider: nothing was deleted; single conditional deletes follow.
+                Ok(None) => {}
+                Err(e) => {
+                    let why = format!(
+                        "the DeleteObjects request got no usable answer (it may or may not have taken effect): {}",
+                        anyhow_chain(&e)
+                    );
+                    return keys.iter().map(|_| Err(why.clone())).collect();
+                }
+            }
+        }
+        return futures::stream::iter(
+            keys.iter()
+                .map(|k| async move { ctx.storage.s3_delete_one(k).await.map_err(|e| anyhow_chain(&e)) }),
+        )
+        .buffered(concurrency)
+        .collect()
+        .await;
+    }
+    let mut out = Vec::with_capacity(going.len());
+    for (o, _) in going {
+        let answer = |deleted: bool, code: Option<&str>| DeleteAnswer {
+            method: DeleteMethod::Unconditional,
+            deleted,
+            http_status: None,
+            code: code.map(ToOwned::to_owned),
+            message: None,
+            delete_marker: None,
+            delete_marker_version_id: None,
+            version_id: None,
+            request_id: None,
+        };
+        out.push(match ctx.storage.delete(&location::join(root, &o.path)).await {
+            Ok(()) => Ok(answer(true, None)),
+            Err(Error::NotFound { .. }) => Ok(answer(false, Some("NoSuchKey"))),
+            Err(e) => Err(anyhow_chain(&e)),
+        });
+    }
+    out
+}
+
+/// The verified inventories of the candidate's bundles (each with the table location it was sealed under).
+async fn sealed_inventories(
+    ctx: &Context,
+    rec: &CandidateRecord,
+    trust: &TrustStore,
+) -> Result<Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>> {
+    let mut out = Vec::new();
+    for (uri, _, _) in bundles_of(rec) {
+        let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, &uri, trust).await?;
+        out.push((uri, pred.table_location, pred.inventory));
+    }
+    Ok(out)
+}
+
+/// Each object of the candidate's bundles by its path relative to the table root `root`.
+fn sealed_by_path(
+    inventories: &[(String, String, Vec<crate::bundle::InventoryEntry>)],
+    root: &str,
+) -> Result<BTreeMap<String, crate::bundle::InventoryEntry>> {
+    let mut out = BTreeMap::new();
+    for (uri, table_location, inventory) in inventories {
+        let loc = crate::model::location::TableLocation::new(table_location, root.to_owned(), uri)?;
+        for e in inventory {
+            if let Ok(rel) = loc.relative(&e.path) {
+                out.insert(rel, e.clone());
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn receipt(
     phase: &str,
     o: &ObjectRef,
-    before: Option<&crate::io::store::ObjectInfo>,
+    ex: &Expected,
+    answer: Option<&DeleteAnswer>,
     result: &str,
     recheck: Option<String>,
 ) -> serde_json::Value {
@@ -1177,13 +1433,18 @@ fn receipt(
         key: o.path.clone(),
         layer: o.layer,
         expected_size: o.size,
-        version_id: before.and_then(|b| b.version.clone()),
-        e_tag: before.and_then(|b| b.e_tag.clone()),
+        version_id: ex.version_id.clone(),
+        e_tag: ex.e_tag.clone(),
+        expected_from: ex.from,
+        permanent: ex.permanent,
         requested_at: None,
         confirmed_at: None,
+        method: answer.map(|a| a.method),
         provider_result: result.to_owned(),
-        // object_store does not report delete markers; on a versioned bucket a plain delete writes one.
-        delete_marker: before.and_then(|b| b.version.as_ref().map(|_| true)),
+        // Only what the provider said: absent when it said nothing (object_store deletes, local files).
+        delete_marker: answer.and_then(|a| a.delete_marker),
+        delete_marker_version_id: answer.and_then(|a| a.delete_marker_version_id.clone()),
+        provider: answer.cloned(),
         recheck,
     })
     .unwrap_or_default()
@@ -1197,6 +1458,7 @@ async fn finish(
     key: &SigningKey,
     dir: &str,
     halted: Vec<String>,
+    retention: Option<crate::govern::policy::EvidenceRetention>,
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
@@ -1252,6 +1514,7 @@ async fn finish(
                 "equals_inventory": all_verified,
                 "receipts": reg.receipts(candidate_id).await?.len(),
                 "at": now.to_rfc3339(),
+                "evidence_retention": retention.map(crate::ops::evidence_lock::claim),
             }),
         };
         let mut st = st;
@@ -1266,13 +1529,18 @@ async fn finish(
         // The summary is named by the receipt count: when it exists, no receipt was added since it was
         // signed (a reconcile with nothing to settle), so it already states this outcome.
         if ctx.storage.head(&uri).await?.is_none() {
-            ctx.storage
-                .put_new(&uri, Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()))
-                .await?;
+            crate::ops::evidence_lock::put(
+                &ctx.storage,
+                &uri,
+                Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
+                retention,
+                now,
+            )
+            .await?;
         }
         summary_uri = Some(uri);
     }
-    retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref()).await?;
+    retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref(), retention).await?;
     let status = if !halted.is_empty() {
         "HALTED"
     } else if all_verified {
@@ -1310,6 +1578,7 @@ async fn finish(
             objects: by,
             summary: summary_uri,
             gates: vec![],
+            requests: Some(ctx.storage.request_counts()),
         },
         human,
     )
@@ -1349,6 +1618,7 @@ pub async fn reconcile(
                     objects: BTreeMap::new(),
                     summary: None,
                     gates: vec![],
+                    requests: None,
                 },
                 format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
             );
@@ -1385,12 +1655,28 @@ async fn reconcile_claimed(
     } else {
         None
     };
+    let prior = reg.receipts(candidate_id).await?;
+    let on_s3 = root.starts_with("s3://");
+    let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
         let Some(o) = objects.iter().find(|o| o.path == s.path) else {
             continue;
         };
         let uri = location::join(&root, &o.path);
         let escape = confined.escape(&uri).await?;
+        // The ETag and version the purge's delete was conditional on (its intent receipt): a retry is
+        // conditional on the same, so an object changed since quarantine is never deleted here either.
+        let intent = prior
+            .iter()
+            .rev()
+            .find(|r| r.path == o.path && r.receipt["phase"] == "requested");
+        let want_e_tag = intent
+            .and_then(|r| r.receipt["e_tag"].as_str())
+            .filter(|e| !e.is_empty())
+            .map(ToOwned::to_owned);
+        let want_version = intent
+            .and_then(|r| r.receipt["version_id"].as_str())
+            .map(ToOwned::to_owned);
         let mut how = match ctx.storage.head(&uri).await? {
             None => "absent at re-check".to_owned(),
             Some(_) if escape.is_some() => format!(
@@ -1401,11 +1687,45 @@ async fn reconcile_claimed(
                 "present at re-check with {} bytes, {} in the inventory: changed since quarantine, not deleted",
                 i.size, o.size
             ),
+            Some(i)
+                if want_e_tag.is_some()
+                    && nonempty(i.e_tag.as_deref()).is_some_and(|e| Some(e) != want_e_tag.as_deref()) =>
+            {
+                format!(
+                    "present at re-check with ETag {}, {} when the purge was requested: changed since quarantine, not deleted",
+                    i.e_tag.as_deref().unwrap_or_default(),
+                    want_e_tag.as_deref().unwrap_or_default()
+                )
+            }
             Some(_) if withheld.is_some() => {
                 format!(
                     "present at re-check; retry withheld: {}",
                     withheld.as_deref().unwrap_or_default()
                 )
+            }
+            Some(_) if on_s3 => {
+                let k = DeleteKey {
+                    uri: uri.clone(),
+                    e_tag: want_e_tag.clone(),
+                    version_id: want_version.filter(|_| permanent),
+                };
+                match ctx.storage.s3_delete_one(&k).await {
+                    Ok(a) if a.deleted => format!(
+                        "present at re-check; delete retried ({:?}, delete marker {:?}, request {})",
+                        a.method,
+                        a.delete_marker,
+                        a.request_id.as_deref().unwrap_or("?")
+                    ),
+                    Ok(a) if a.precondition_failed() => {
+                        "present at re-check; the retry's ETag condition failed: changed since quarantine, not deleted"
+                            .to_owned()
+                    }
+                    Ok(a) => format!(
+                        "present at re-check; retry refused by the provider: {}",
+                        a.code.as_deref().unwrap_or("no code")
+                    ),
+                    Err(e) => format!("present at re-check; retry failed: {e}"),
+                }
             }
             Some(_) => match ctx.storage.delete(&uri).await {
                 Ok(()) | Err(Error::NotFound { .. }) => "present at re-check; delete retried".to_owned(),
@@ -1426,7 +1746,16 @@ async fn reconcile_claimed(
         }
     }
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    finish(ctx, reg, candidate_id, key, &dir, Vec::new()).await
+    finish(
+        ctx,
+        reg,
+        candidate_id,
+        key,
+        &dir,
+        Vec::new(),
+        policy.evidence_retention(),
+    )
+    .await
 }
 
 /// `lakedrill deleter stop|start`.
@@ -1467,26 +1796,18 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
         ));
     }
     // What each object must be, from the verified bundles of the quarantine.
-    let mut expected: BTreeMap<String, (String, u64)> = BTreeMap::new();
-    for b in rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
-        .unwrap_or_default()
-    {
-        let uri = b["uri"].as_str().unwrap_or_default();
-        let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, uri, &trust).await?;
-        let loc = crate::model::location::TableLocation::new(&pred.table_location, root.clone(), uri)?;
-        for e in &pred.inventory {
-            if let Ok(rel) = loc.relative(&e.path) {
-                expected.insert(rel, (e.blake3.clone(), e.size));
-            }
-        }
-    }
+    let expected: BTreeMap<String, (String, u64)> =
+        sealed_by_path(&sealed_inventories(ctx, &rec, &trust).await?, &root)?
+            .into_iter()
+            .map(|(p, e)| (p, (e.blake3, e.size)))
+            .collect();
     let mut results = Vec::new();
     let mut all_ok = true;
-    for o in objects_of(&rec) {
-        let uri = location::join(&root, &o.path);
+    // Each object independently (bounded by the storage's request limit); receipts in inventory order.
+    let objects = objects_of(&rec);
+    let (root, expected) = (&root, &expected);
+    let checked: Vec<Result<(String, bool, String)>> = futures::stream::iter(objects.iter().map(|o| async move {
+        let uri = location::join(root, &o.path);
         let versions = ctx.storage.s3_versions(&uri).await?;
         let latest = versions.iter().find(|v| v.is_latest);
         let action = match latest {
@@ -1515,6 +1836,13 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
                 format!("not in any bundle; size {} (plan said {})", i.size, o.size),
             ),
         };
+        Ok((action, ok, check))
+    }))
+    .buffered(ctx.storage.options().io_concurrency.get())
+    .collect()
+    .await;
+    for (o, c) in objects.iter().zip(checked) {
+        let (action, ok, check) = c?;
         all_ok &= ok;
         let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
         reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;

@@ -71,6 +71,40 @@ pub struct DrillPlan {
     pub reports: String,
     /// Bundles sealed longer ago than this are not sampled (`30d`, `12h` …).
     pub max_bundle_age: Option<String>,
+    /// `[evidence_retention] mode = "governance"|"compliance", period = "400d"`: the signed report (and its text
+    /// twin) are written under S3 Object Lock with this retention; the reports folder must be an S3 bucket with
+    /// Object Lock (checked before the drill starts).
+    pub evidence_retention: Option<PlanRetention>,
+}
+
+/// `[evidence_retention]` of a drill plan.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRetention {
+    /// `governance` or `compliance`.
+    pub mode: String,
+    /// How long each report stays locked (`400d`, …).
+    pub period: String,
+}
+
+impl PlanRetention {
+    /// The validated retention.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the key and the rule.
+    pub fn parse(&self) -> Result<crate::govern::policy::EvidenceRetention> {
+        let mode = crate::govern::policy::LockMode::parse(&self.mode).ok_or_else(|| {
+            Error::invalid(
+                "evidence_retention.mode",
+                format!("must be governance or compliance, got {:?}", self.mode),
+            )
+        })?;
+        let period = clock::parse_duration(&self.period).map_err(|r| Error::invalid("evidence_retention.period", r))?;
+        if period <= chrono::Duration::zero() {
+            return Err(Error::invalid("evidence_retention.period", "must be greater than zero"));
+        }
+        Ok(crate::govern::policy::EvidenceRetention { mode, period })
+    }
 }
 
 fn default_sample() -> usize {
@@ -169,6 +203,9 @@ pub fn load_plan(path: &Path) -> Result<(DrillPlan, Vec<u8>)> {
     if let Some(a) = &plan.max_bundle_age {
         clock::parse_duration(a).map_err(|r| bad(format!("max_bundle_age: {r}")))?;
     }
+    if let Some(r) = &plan.evidence_retention {
+        r.parse().map_err(|e| bad(e.to_string()))?;
+    }
     Ok((plan, bytes))
 }
 
@@ -228,6 +265,9 @@ pub async fn run_with(
     let (plan, plan_bytes) = load_plan(plan_path)?;
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
+    let retention = plan.evidence_retention.as_ref().map(PlanRetention::parse).transpose()?;
+    // Reports that must be locked go only where they can be: checked before any work.
+    crate::ops::evidence_lock::preflight(storage, &location::canonical_uri(&plan.reports)?, retention).await?;
     let started = clock.now();
     let cold = plan.kind == "cold-backup";
     let source = plan
@@ -416,6 +456,7 @@ pub async fn run_with(
             plan_digest: evidence::sha256_hex(&plan_bytes),
             policy_digest: None,
             implementation_digest: implementation_digest.to_owned(),
+            evidence_retention: retention.map(crate::ops::evidence_lock::claim),
         },
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         finished_at: finished.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -449,10 +490,16 @@ pub async fn run_with(
     }
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));
-    storage.put_new(&report, Bytes::from(envelope.to_json_bytes())).await?;
-    storage
-        .put_new(&human_report, Bytes::from(render_human(&predicate, &report)))
-        .await?;
+    let now = clock.now();
+    crate::ops::evidence_lock::put(storage, &report, Bytes::from(envelope.to_json_bytes()), retention, now).await?;
+    crate::ops::evidence_lock::put(
+        storage,
+        &human_report,
+        Bytes::from(render_human(&predicate, &report)),
+        retention,
+        now,
+    )
+    .await?;
     Ok(DrillOutcome {
         report,
         human_report,

@@ -38,6 +38,7 @@ pub async fn retire_bundles(
     candidate_id: &str,
     key: &SigningKey,
     summary_uri: Option<&str>,
+    retention: Option<crate::govern::policy::EvidenceRetention>,
 ) -> Result<Vec<String>> {
     let Some(summary_uri) = summary_uri else {
         return Ok(Vec::new());
@@ -111,7 +112,7 @@ pub async fn retire_bundles(
             };
             let st = retirement::statement(&p, &evidence::sha256_hex(&envelope));
             let bytes = Bytes::from(evidence::sign_statement(&st, key).to_json_bytes());
-            match ctx.storage.put_new(&uri, bytes).await {
+            match crate::ops::evidence_lock::put(&ctx.storage, &uri, bytes, retention, ctx.now()).await {
                 // Another run of this candidate wrote it meanwhile: write-once, theirs stays.
                 Ok(_) | Err(Error::AlreadyExists { .. }) => Ok(()),
                 Err(e) => Err(e),

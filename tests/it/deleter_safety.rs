@@ -101,16 +101,24 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 /// Adds `n` small data files to the fixture table in one snapshot and drops them again with the next commit:
 /// the snapshot expires and its files join the candidate (real Parquet data files, not only metadata).
 pub fn add_bulk_files(g: &Gov, n: usize) {
+    // On S3 (the fixture's warehouse on the test server) the files are written through pyarrow's S3 filesystem.
     g.py(&format!(
-        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+        "import pyarrow as pa, pyarrow.parquet as pq, pyarrow.fs as pafs\n\
+         from concurrent.futures import ThreadPoolExecutor\n\
          from pyiceberg.expressions import EqualTo\n\
-         d = t.location().removeprefix('file://') + '/data/bulk'\n\
-         os.makedirs(d, exist_ok=True)\n\
-         paths = []\n\
-         for i in range({n}):\n\
+         loc = t.location()\n\
+         if loc.startswith('s3://'):\n\
+         \x20   fs = pafs.S3FileSystem(endpoint_override=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], access_key='testing', secret_key='testing', region='us-east-1', scheme='http')\n\
+         \x20   scheme, d = 's3://', loc.removeprefix('s3://') + '/data/bulk'\n\
+         else:\n\
+         \x20   fs, scheme, d = pafs.LocalFileSystem(), 'file://', loc.removeprefix('file://') + '/data/bulk'\n\
+         \x20   os.makedirs(d, exist_ok=True)\n\
+         def write(i):\n\
          \x20   p = f'{{d}}/f{{i:05}}.parquet'\n\
-         \x20   pq.write_table(pa.table({{'id': pa.array([i], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}}), p)\n\
-         \x20   paths.append('file://' + p)\n\
+         \x20   pq.write_table(pa.table({{'id': pa.array([i], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}}), p, filesystem=fs)\n\
+         \x20   return scheme + p\n\
+         with ThreadPoolExecutor(8) as ex:\n\
+         \x20   paths = list(ex.map(write, range({n})))\n\
          t.add_files(paths)\n\
          t.delete(EqualTo('category', 'z'))\n"
     ));

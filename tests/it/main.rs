@@ -27,6 +27,7 @@ mod release;
 mod retire;
 mod rollout;
 mod s3;
+mod s3_deleter;
 mod scan;
 mod soak;
 mod stress;

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::evidence::fault_matrix::ContentFileFigures;
 use crate::govern::closure;
-use crate::io::fault_store::{FaultState, FaultStore};
+use crate::io::fault_store::FaultState;
 use crate::io::store::Storage;
 use crate::lab::ContentFiles;
 use crate::model::location;
@@ -86,11 +86,7 @@ impl Lab {
         crate::lab::demo::build_lakehouse_in(&builder, &dir, warehouse.as_deref(), true).await?;
         let config = Config::load(&dir.join("lakedrill.toml"), true)?;
         let state = FaultState::new();
-        let layer_state = Arc::clone(&state);
-        let storage = Storage::with_layer(
-            config.storage_options(),
-            Arc::new(move |inner| Arc::new(FaultStore::new(inner, Arc::clone(&layer_state)))),
-        );
+        let storage = Storage::with_fault_layer(config.storage_options(), Arc::clone(&state));
         let ctx = Context::with_storage(config.clone(), storage);
         let truth = Context::new(config);
         // The trust folder holds the public key only (the private key stays in keys/).

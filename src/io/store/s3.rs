@@ -1,0 +1,750 @@
+//! The S3 requests object_store does not offer, sent as requests object_store presigns with the store's own
+//! credentials (one client stack, CRATE-NOTES): version listings, version deletes, conditional single deletes
+//! (`If-Match`), batch deletes (`DeleteObjects` with each key's expected ETag), writes under Object Lock and
+//! reading an object's lock. Every answer the provider gives is returned as it said it (status, error code,
+//! delete-marker and version fields, request id), never inferred: receipts quote it.
+//!
+//! They go around a [`super::Layer`] (the fault layer of `drill faults` wraps object_store clients, not these
+//! requests); the test failpoints of [`super::Failpoints`] do apply to the deletes here.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use object_store::path::Path;
+
+use super::{ObjectInfo, ObjectVersion, Storage};
+use crate::error::{Error, Result};
+use crate::io::fault_store::KeyFault;
+
+/// Most keys S3 accepts in one `DeleteObjects` request.
+pub const MAX_DELETE_OBJECTS_KEYS: usize = 1000;
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListVersionsResult {
+    #[serde(default)]
+    is_truncated: bool,
+    next_key_marker: Option<String>,
+    next_version_id_marker: Option<String>,
+    #[serde(rename = "Version", default)]
+    versions: Vec<XmlVersion>,
+    #[serde(rename = "DeleteMarker", default)]
+    delete_markers: Vec<XmlVersion>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlVersion {
+    key: String,
+    version_id: String,
+    #[serde(default)]
+    is_latest: bool,
+    #[serde(default)]
+    size: u64,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DeleteResult {
+    #[serde(rename = "Deleted", default)]
+    deleted: Vec<XmlDeleted>,
+    #[serde(rename = "Error", default)]
+    errors: Vec<XmlDeleteError>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlDeleted {
+    key: String,
+    version_id: Option<String>,
+    delete_marker: Option<bool>,
+    delete_marker_version_id: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlDeleteError {
+    key: String,
+    version_id: Option<String>,
+    code: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlError {
+    code: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ObjectLockConfiguration {
+    object_lock_enabled: Option<String>,
+}
+
+/// How a delete was sent (receipts name it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeleteMethod {
+    /// S3 `DeleteObjects` (a batch, each key with its expected ETag and, in permanent mode, version id).
+    S3DeleteObjects,
+    /// S3 `DeleteObject` with `If-Match` (and `versionId` in permanent mode): one key.
+    S3DeleteObjectIfMatch,
+    /// S3 `DeleteObject` of one version (`versionId`), without an ETag condition (none was recorded).
+    S3DeleteVersion,
+    /// An unconditional object_store delete (local filesystem, memory, or an S3 object without any recorded
+    /// ETag): only after a HEAD showed the recorded size.
+    Unconditional,
+}
+
+/// One key of a delete request: the object and what it must still be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteKey {
+    /// The object's canonical `s3://` URI.
+    pub uri: String,
+    /// The ETag it must still have (`If-Match`); the provider refuses the key otherwise.
+    pub e_tag: Option<String>,
+    /// The exact version to remove for good (permanent mode); `None` writes a delete marker on a versioned bucket.
+    pub version_id: Option<String>,
+}
+
+/// What the provider answered for one key, in its own words.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeleteAnswer {
+    /// How the request was sent.
+    pub method: DeleteMethod,
+    /// The provider reported the key deleted.
+    pub deleted: bool,
+    /// The HTTP status of the request that carried the key (`None` off S3).
+    pub http_status: Option<u16>,
+    /// The provider's error code for the key (`PreconditionFailed`, `NoSuchKey`, `AccessDenied`, …).
+    pub code: Option<String>,
+    /// The provider's error message.
+    pub message: Option<String>,
+    /// `DeleteMarker` as the provider returned it (absent when it did not say).
+    pub delete_marker: Option<bool>,
+    /// `DeleteMarkerVersionId`: the version id of the marker it wrote.
+    pub delete_marker_version_id: Option<String>,
+    /// `VersionId`: the version the provider says it deleted (permanent mode, or the marker on a single delete).
+    pub version_id: Option<String>,
+    /// `x-amz-request-id` of the request.
+    pub request_id: Option<String>,
+}
+
+impl DeleteAnswer {
+    /// The provider refused the key because its ETag no longer matches: the object changed.
+    #[must_use]
+    pub fn precondition_failed(&self) -> bool {
+        self.http_status == Some(412) || self.code.as_deref() == Some("PreconditionFailed")
+    }
+}
+
+/// An object's Object Lock state, as the provider reports it on HEAD.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectLock {
+    /// `GOVERNANCE` or `COMPLIANCE`; `None` when the object carries no retention.
+    pub mode: Option<String>,
+    /// Retain-until date (RFC 3339 as the provider wrote it).
+    pub retain_until: Option<String>,
+    /// `ON` when a legal hold is set.
+    pub legal_hold: Option<String>,
+}
+
+/// The answer of one presigned request.
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(ToOwned::to_owned)
+    }
+
+    fn error(&self) -> XmlError {
+        quick_xml::de::from_reader(self.body.as_ref()).unwrap_or_default()
+    }
+
+    fn describe(&self) -> String {
+        format!("HTTP {}: {}", self.status, String::from_utf8_lossy(&self.body))
+    }
+}
+
+fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
+    Error::Storage {
+        op,
+        uri: uri.to_owned(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: reason.into(),
+        }),
+    }
+}
+
+fn header(name: &'static str, value: &str, uri: &str) -> Result<(HeaderName, HeaderValue)> {
+    let v = HeaderValue::from_str(value).map_err(|e| Error::invalid(uri, format!("header {name}: {e}")))?;
+    Ok((HeaderName::from_static(name), v))
+}
+
+fn content_md5(body: &[u8]) -> String {
+    use base64::Engine as _;
+    use md5::Digest as _;
+    base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body))
+}
+
+/// The answer for a key the fault layer refused before sending (`drill faults`).
+fn injected_refusal(method: DeleteMethod) -> DeleteAnswer {
+    DeleteAnswer {
+        method,
+        deleted: false,
+        http_status: Some(503),
+        code: Some("ServiceUnavailable".into()),
+        message: Some("injected 503 Service Unavailable by the fault layer (nothing was deleted)".into()),
+        delete_marker: None,
+        delete_marker_version_id: None,
+        version_id: None,
+        request_id: None,
+    }
+}
+
+impl Storage {
+    /// The fault for the next key deleted around object_store (always none outside `drill faults`).
+    fn key_fault(&self) -> KeyFault {
+        self.faults.as_ref().map_or(KeyFault::None, |f| f.next_delete())
+    }
+
+    /// With a lagging-replica fault, reads `uri` before its delete so the fault layer can keep serving it.
+    async fn stale_copy(&self, uri: &str) -> Option<(Path, object_store::ObjectMeta, Option<Bytes>)> {
+        self.faults.as_ref().filter(|f| f.lagging())?;
+        let (_, path) = self.resolve(uri).ok()?;
+        let got = self.get(uri).await.ok()?;
+        let meta = object_store::ObjectMeta {
+            location: path.clone(),
+            last_modified: got.info.last_modified,
+            size: got.info.size,
+            e_tag: got.info.e_tag,
+            version: got.info.version,
+        };
+        Some((path, meta, Some(got.bytes)))
+    }
+
+    fn remember_deleted(&self, copy: Option<(Path, object_store::ObjectMeta, Option<Bytes>)>) {
+        if let (Some(f), Some((p, meta, bytes))) = (&self.faults, copy) {
+            f.remember_deleted(p, meta, bytes);
+        }
+    }
+
+    /// The concrete S3 client and key of an `s3://` URI (for the requests object_store lacks).
+    fn s3_client(&self, uri: &str) -> Result<(Arc<object_store::aws::AmazonS3>, Path)> {
+        let (_, path) = self.resolve(uri)?;
+        let bucket = uri
+            .strip_prefix("s3://")
+            .and_then(|r| r.split('/').next())
+            .ok_or_else(|| Error::invalid(uri, "this S3 request needs an s3:// object"))?;
+        let m = self
+            .s3
+            .lock()
+            .map_err(|_| Error::Internal("S3 client cache poisoned".into()))?;
+        let c = m
+            .get(&format!("s3://{bucket}"))
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("no S3 client for {uri}")))?;
+        Ok((c, path))
+    }
+
+    /// Sends one presigned request: object_store signs the method, path, query and `signed` headers with the
+    /// store's own credentials; the body is sent as is (presigned requests carry `UNSIGNED-PAYLOAD`, which is
+    /// why bodies S3 checks carry a signed `Content-MD5`).
+    async fn s3_send(
+        &self,
+        uri: &str,
+        method: http::Method,
+        path: &Path,
+        query: Vec<(String, String)>,
+        signed: Vec<(HeaderName, HeaderValue)>,
+        body: Option<Bytes>,
+    ) -> Result<Answer> {
+        use object_store::signer::Signer;
+        let (client, _) = self.s3_client(uri)?;
+        let _permit = self.permit().await?;
+        let mut opts = object_store::signer::SignedUrlOptions::new().with_query(query);
+        for (k, v) in &signed {
+            opts = opts.with_signed_header(k.clone(), v.clone());
+        }
+        let url = client
+            .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
+            .await
+            .map_err(|e| super::map_err("sign", uri, e))?;
+        let mut req = reqwest::Client::new().request(method, url);
+        for (k, v) in signed {
+            req = req.header(k, v);
+        }
+        if let Some(b) = body {
+            req = req.body(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| s3_error("S3 request", uri, e.to_string()))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| s3_error("S3 request", uri, e.to_string()))?;
+        Ok(Answer { status, headers, body })
+    }
+
+    /// Every version and delete marker of one S3 object, newest first as S3 lists them.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a non-S3 URI; [`Error::Storage`] when S3 refuses or answers garbage.
+    pub async fn s3_versions(&self, uri: &str) -> Result<Vec<ObjectVersion>> {
+        let (_, key) = self.s3_client(uri)?;
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut q = vec![
+                ("versions".to_owned(), String::new()),
+                ("prefix".to_owned(), key.to_string()),
+            ];
+            if let Some((k, v)) = &markers {
+                q.push(("key-marker".into(), k.clone()));
+                q.push(("version-id-marker".into(), v.clone()));
+            }
+            let a = self
+                .s3_send(uri, http::Method::GET, &Path::from(""), q, vec![], None)
+                .await?;
+            if a.status != 200 {
+                return Err(s3_error("list versions", uri, a.describe()));
+            }
+            let page: ListVersionsResult = quick_xml::de::from_reader(a.body.as_ref())
+                .map_err(|e| s3_error("list versions", uri, format!("unreadable answer: {e}")))?;
+            let k = key.to_string();
+            out.extend(page.versions.into_iter().filter(|v| v.key == k).map(|v| ObjectVersion {
+                version_id: v.version_id,
+                is_latest: v.is_latest,
+                is_delete_marker: false,
+                size: v.size,
+            }));
+            out.extend(
+                page.delete_markers
+                    .into_iter()
+                    .filter(|v| v.key == k)
+                    .map(|v| ObjectVersion {
+                        version_id: v.version_id,
+                        is_latest: v.is_latest,
+                        is_delete_marker: true,
+                        size: 0,
+                    }),
+            );
+            match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
+                (true, Some(k), Some(v)) => markers = Some((k, v)),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes one version (or delete marker) of an S3 object for good (`undelete` removing a marker).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when S3 does not confirm with 204/200.
+    pub async fn s3_delete_version(&self, uri: &str, version_id: &str) -> Result<()> {
+        let (_, key) = self.s3_client(uri)?;
+        let q = vec![("versionId".to_owned(), version_id.to_owned())];
+        let a = self.s3_send(uri, http::Method::DELETE, &key, q, vec![], None).await?;
+        if a.status == 204 || a.status == 200 {
+            Ok(())
+        } else {
+            Err(s3_error(
+                "delete version",
+                uri,
+                format!("deleting version {version_id}: {}", a.describe()),
+            ))
+        }
+    }
+
+    /// The test failpoints before a delete request is sent: a delay, an injected failure (nothing sent).
+    pub(super) async fn delete_failpoint_before(&self, uri: &str) -> Result<u64> {
+        let n = self.deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let fp = &self.failpoints;
+        if let Some(ms) = fp.delay_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        if fp.error_every.is_some_and(|k| n.is_multiple_of(k)) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected 503 Service Unavailable (nothing was deleted)".into(),
+                }),
+            });
+        }
+        Ok(n)
+    }
+
+    /// The test failpoints after a delete request took effect: a lost response, an abort.
+    pub(super) fn delete_failpoint_after(&self, uri: &str, n: u64) -> Result<()> {
+        let fp = &self.failpoints;
+        if fp.lose_every.is_some_and(|k| n.is_multiple_of(k)) {
+            return Err(Error::Storage {
+                op: "delete",
+                uri: uri.to_owned(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "failpoint",
+                    source: "injected lost response (the delete took effect)".into(),
+                }),
+            });
+        }
+        if fp.abort_after.is_some_and(|k| n >= k) {
+            eprintln!("lakedrill: failpoint abort-after={n}: aborting the process");
+            std::process::abort();
+        }
+        Ok(())
+    }
+
+    /// Deletes one S3 object only if it still has `key.e_tag` (`If-Match`), and in permanent mode exactly
+    /// `key.version_id`. Returns the provider's answer whatever it is: a precondition failure (the object
+    /// changed) is an answer, not an error.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when no answer came back (the delete may or may not have taken effect).
+    pub async fn s3_delete_one(&self, key: &DeleteKey) -> Result<DeleteAnswer> {
+        let (_, path) = self.s3_client(&key.uri)?;
+        let mut q = Vec::new();
+        if let Some(v) = &key.version_id {
+            q.push(("versionId".to_owned(), v.clone()));
+        }
+        let mut signed = Vec::new();
+        if let Some(e) = &key.e_tag {
+            signed.push(header("if-match", e, &key.uri)?);
+        }
+        let method = match (&key.e_tag, &key.version_id) {
+            (Some(_), _) => DeleteMethod::S3DeleteObjectIfMatch,
+            (None, Some(_)) => DeleteMethod::S3DeleteVersion,
+            (None, None) => DeleteMethod::Unconditional,
+        };
+        let fault = self.key_fault();
+        if fault == KeyFault::Refuse {
+            return Ok(injected_refusal(method));
+        }
+        let copy = self.stale_copy(&key.uri).await;
+        let n = self.delete_failpoint_before(&key.uri).await?;
+        self.requests
+            .single_deletes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let a = self
+            .s3_send(&key.uri, http::Method::DELETE, &path, q, signed, None)
+            .await?;
+        self.delete_failpoint_after(&key.uri, n)?;
+        let deleted = a.status == 204 || a.status == 200;
+        if deleted {
+            self.remember_deleted(copy);
+        }
+        if fault == KeyFault::LoseAnswer {
+            return Err(s3_error(
+                "delete",
+                &key.uri,
+                "injected lost response by the fault layer (the delete took effect)".into(),
+            ));
+        }
+        let err = if deleted { XmlError::default() } else { a.error() };
+        Ok(DeleteAnswer {
+            method,
+            deleted,
+            http_status: Some(a.status),
+            code: err.code.or_else(|| (!deleted).then(|| format!("HTTP {}", a.status))),
+            message: err.message,
+            delete_marker: a.header("x-amz-delete-marker").map(|v| v == "true"),
+            delete_marker_version_id: None,
+            version_id: a.header("x-amz-version-id"),
+            request_id: a.header("x-amz-request-id"),
+        })
+    }
+
+    /// One `DeleteObjects` request over at most [`MAX_DELETE_OBJECTS_KEYS`] keys of one bucket, each with its
+    /// expected ETag and (permanent mode) version id, not quiet: the provider answers for every key. Returns
+    /// each key's answer by URI; a key the provider did not mention is absent from the map (the caller treats
+    /// it as uncertain). `Ok(None)`: the provider does not implement `DeleteObjects` (HTTP 501 or
+    /// `NotImplemented`); nothing was deleted and the caller falls back to single conditional deletes.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for keys of different buckets or too many keys; [`Error::Storage`] when the request
+    /// failed or the answer is unreadable (then any of its keys may or may not be deleted).
+    pub async fn s3_delete_objects(&self, keys: &[DeleteKey]) -> Result<Option<BTreeMap<String, DeleteAnswer>>> {
+        let Some(first) = keys.first() else {
+            return Ok(Some(BTreeMap::new()));
+        };
+        if keys.len() > MAX_DELETE_OBJECTS_KEYS {
+            return Err(Error::invalid(
+                &first.uri,
+                format!(
+                    "{} keys in one DeleteObjects request (at most {MAX_DELETE_OBJECTS_KEYS})",
+                    keys.len()
+                ),
+            ));
+        }
+        let bucket_of = |u: &str| {
+            u.strip_prefix("s3://")
+                .and_then(|r| r.split('/').next())
+                .map(str::to_owned)
+        };
+        let bucket = bucket_of(&first.uri);
+        // `drill faults`: keys refused before sending, answers lost after, copies kept by a lagging replica.
+        let mut out = BTreeMap::new();
+        let mut lost = std::collections::BTreeSet::new();
+        let mut copies = BTreeMap::new();
+        let mut sending = Vec::with_capacity(keys.len());
+        for k in keys {
+            match self.key_fault() {
+                KeyFault::Refuse => {
+                    out.insert(k.uri.clone(), injected_refusal(DeleteMethod::S3DeleteObjects));
+                    continue;
+                }
+                KeyFault::LoseAnswer => {
+                    lost.insert(k.uri.clone());
+                }
+                KeyFault::None => {}
+            }
+            if let Some(c) = self.stale_copy(&k.uri).await {
+                copies.insert(k.uri.clone(), c);
+            }
+            sending.push(k);
+        }
+        if sending.is_empty() {
+            return Ok(Some(out));
+        }
+        let keys = sending;
+        let first = keys[0];
+        let mut by_key: BTreeMap<String, &DeleteKey> = BTreeMap::new();
+        let mut xml = String::from(
+            r#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>false</Quiet>"#,
+        );
+        for k in keys {
+            if bucket_of(&k.uri) != bucket {
+                return Err(Error::invalid(
+                    &k.uri,
+                    "keys of one DeleteObjects request must share one bucket",
+                ));
+            }
+            let (_, path) = self.s3_client(&k.uri)?;
+            let key = path.to_string();
+            xml.push_str("<Object><Key>");
+            xml.push_str(&quick_xml::escape::escape(key.as_str()));
+            xml.push_str("</Key>");
+            if let Some(v) = &k.version_id {
+                xml.push_str("<VersionId>");
+                xml.push_str(&quick_xml::escape::escape(v.as_str()));
+                xml.push_str("</VersionId>");
+            }
+            if let Some(e) = &k.e_tag {
+                xml.push_str("<ETag>");
+                xml.push_str(&quick_xml::escape::escape(e.as_str()));
+                xml.push_str("</ETag>");
+            }
+            xml.push_str("</Object>");
+            by_key.insert(key, k);
+        }
+        xml.push_str("</Delete>");
+        let body = Bytes::from(xml);
+        let signed = vec![
+            header("content-md5", &content_md5(&body), &first.uri)?,
+            header("content-type", "application/xml", &first.uri)?,
+        ];
+        let bucket_uri = format!("s3://{}", bucket.unwrap_or_default());
+        let n = self.delete_failpoint_before(&bucket_uri).await?;
+        self.requests
+            .delete_objects
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let a = self
+            .s3_send(
+                &first.uri,
+                http::Method::POST,
+                &Path::from(""),
+                vec![("delete".to_owned(), String::new())],
+                signed,
+                Some(body),
+            )
+            .await?;
+        self.delete_failpoint_after(&bucket_uri, n)?;
+        if a.status == 501 || (a.status != 200 && a.error().code.as_deref() == Some("NotImplemented")) {
+            return Ok(None);
+        }
+        if a.status != 200 {
+            return Err(s3_error("DeleteObjects", &bucket_uri, a.describe()));
+        }
+        let result: DeleteResult = quick_xml::de::from_reader(a.body.as_ref())
+            .map_err(|e| s3_error("DeleteObjects", &bucket_uri, format!("unreadable answer: {e}")))?;
+        let request_id = a.header("x-amz-request-id");
+        for d in result.deleted {
+            if let Some(k) = by_key.get(&d.key) {
+                self.remember_deleted(copies.remove(&k.uri));
+                out.insert(
+                    k.uri.clone(),
+                    DeleteAnswer {
+                        method: DeleteMethod::S3DeleteObjects,
+                        deleted: true,
+                        http_status: Some(a.status),
+                        code: None,
+                        message: None,
+                        delete_marker: d.delete_marker,
+                        delete_marker_version_id: d.delete_marker_version_id,
+                        version_id: d.version_id,
+                        request_id: request_id.clone(),
+                    },
+                );
+            }
+        }
+        for e in result.errors {
+            if let Some(k) = by_key.get(&e.key) {
+                out.insert(
+                    k.uri.clone(),
+                    DeleteAnswer {
+                        method: DeleteMethod::S3DeleteObjects,
+                        deleted: false,
+                        http_status: Some(a.status),
+                        code: e.code,
+                        message: e.message,
+                        delete_marker: None,
+                        delete_marker_version_id: None,
+                        version_id: e.version_id,
+                        request_id: request_id.clone(),
+                    },
+                );
+            }
+        }
+        for l in &lost {
+            out.remove(l);
+        }
+        Ok(Some(out))
+    }
+
+    /// Whether the bucket of `uri` has Object Lock enabled (`GetObjectLockConfiguration`).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the provider answers neither a configuration nor "none configured".
+    pub async fn s3_bucket_lock_enabled(&self, uri: &str) -> Result<bool> {
+        let a = self
+            .s3_send(
+                uri,
+                http::Method::GET,
+                &Path::from(""),
+                vec![("object-lock".to_owned(), String::new())],
+                vec![],
+                None,
+            )
+            .await?;
+        if a.status == 200 {
+            let c: ObjectLockConfiguration = quick_xml::de::from_reader(a.body.as_ref()).unwrap_or_default();
+            return Ok(c.object_lock_enabled.as_deref() == Some("Enabled"));
+        }
+        let code = a.error().code.unwrap_or_default();
+        if a.status == 404 || code.contains("ObjectLockConfigurationNotFound") {
+            return Ok(false);
+        }
+        Err(s3_error("get object lock configuration", uri, a.describe()))
+    }
+
+    /// Writes an object once (`If-None-Match: *`) under Object Lock: `mode` (`GOVERNANCE` or `COMPLIANCE`)
+    /// until `retain_until`. The bucket must have Object Lock enabled.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when the object exists; [`Error::Storage`] when the provider refuses (a bucket
+    /// without Object Lock among the reasons), naming the object.
+    pub async fn s3_put_locked(
+        &self,
+        uri: &str,
+        bytes: Bytes,
+        mode: &str,
+        retain_until: DateTime<Utc>,
+    ) -> Result<ObjectInfo> {
+        let (_, path) = self.s3_client(uri)?;
+        let until = retain_until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let signed = vec![
+            header("content-md5", &content_md5(&bytes), uri)?,
+            header("if-none-match", "*", uri)?,
+            header("x-amz-object-lock-mode", mode, uri)?,
+            header("x-amz-object-lock-retain-until-date", &until, uri)?,
+        ];
+        let size = bytes.len() as u64;
+        let a = self
+            .s3_send(uri, http::Method::PUT, &path, vec![], signed, Some(bytes))
+            .await?;
+        if a.status == 412 {
+            return Err(Error::AlreadyExists { uri: uri.to_owned() });
+        }
+        if a.status != 200 {
+            return Err(s3_error(
+                "write under Object Lock",
+                uri,
+                format!("{mode} until {until}: {}", a.describe()),
+            ));
+        }
+        Ok(ObjectInfo {
+            uri: uri.to_owned(),
+            size,
+            e_tag: a.header("etag"),
+            version: a.header("x-amz-version-id"),
+            last_modified: crate::clock::Clock::now(&crate::clock::SystemClock),
+        })
+    }
+
+    /// An object's Object Lock state (HEAD: `x-amz-object-lock-*`); `None` when the object is absent.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the provider answers neither the object nor "not found".
+    pub async fn s3_object_lock(&self, uri: &str) -> Result<Option<ObjectLock>> {
+        let (_, path) = self.s3_client(uri)?;
+        let a = self
+            .s3_send(uri, http::Method::HEAD, &path, vec![], vec![], None)
+            .await?;
+        match a.status {
+            200 => Ok(Some(ObjectLock {
+                mode: a.header("x-amz-object-lock-mode"),
+                retain_until: a.header("x-amz-object-lock-retain-until-date"),
+                legal_hold: a.header("x-amz-object-lock-legal-hold"),
+            })),
+            404 => Ok(None),
+            _ => Err(s3_error("read object lock", uri, format!("HTTP {}", a.status))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_objects_answer_is_read_key_by_key() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Deleted><Key>a/x</Key><DeleteMarker>true</DeleteMarker><DeleteMarkerVersionId>m1</DeleteMarkerVersionId></Deleted><Deleted><Key>a/v</Key><VersionId>v9</VersionId></Deleted><Error><Key>a/y</Key><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error></DeleteResult>"#;
+        let r: DeleteResult = quick_xml::de::from_reader(xml.as_bytes()).unwrap();
+        assert_eq!(r.deleted.len(), 2);
+        assert_eq!(r.deleted[0].key, "a/x");
+        assert_eq!(r.deleted[0].delete_marker, Some(true));
+        assert_eq!(r.deleted[0].delete_marker_version_id.as_deref(), Some("m1"));
+        assert_eq!(r.deleted[1].version_id.as_deref(), Some("v9"));
+        assert_eq!(r.deleted[1].delete_marker, None);
+        assert_eq!(r.errors.len(), 1);
+        assert_eq!(r.errors[0].code.as_deref(), Some("PreconditionFailed"));
+        let empty: DeleteResult = quick_xml::de::from_reader(b"<DeleteResult/>".as_ref()).unwrap();
+        assert!(empty.deleted.is_empty() && empty.errors.is_empty());
+    }
+
+    #[test]
+    fn content_md5_is_the_base64_md5_of_the_body() {
+        // RFC 1321 test vector: MD5("abc") = 900150983cd24fb0d6963f7d28e17f72.
+        assert_eq!(content_md5(b"abc"), "kAFQmDzST7DWlj99KOF/cg==");
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""A counting HTTP proxy in front of the test S3 server: the deleter tests count the requests lakedrill sends
+with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own counters.
+
+Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE
+
+Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
+to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
+SigV4 signatures made for the proxy's address still verify upstream) and body. Appends one line per request to
+LOGFILE, flushed before the request is forwarded:
+
+    <unix time, 6 decimals> <METHOD> <path?query>
+
+Runs until killed.
+"""
+import http.client
+import os
+import http.server
+import sys
+import threading
+import time
+import urllib.parse
+
+UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
+PORTFILE, LOGFILE = sys.argv[2], sys.argv[3]
+LOCK = threading.Lock()
+HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
+
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def forward(self):
+        with LOCK, open(LOGFILE, "a") as log:
+            log.write(f"{time.time():.6f} {self.command} {self.path}\n")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=300)
+        try:
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            self.send_response_only(resp.status, resp.reason)
+            for k, v in resp.getheaders():
+                # A HEAD answer keeps the object's Content-Length (its size); others get the body's.
+                if k.lower() not in HOP and (k.lower() != "content-length" or self.command == "HEAD"):
+                    self.send_header(k, v)
+            if self.command != "HEAD":
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        finally:
+            conn.close()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
+
+
+def main():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    with open(PORTFILE + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(PORTFILE + ".tmp", PORTFILE)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,592 @@
+//! The deleter on a real S3 server: SeaweedFS (scripts/test.sh), which checks per-key ETags in `DeleteObjects`,
+//! writes delete markers and answers with its own `DeleteMarker`/`VersionId` fields. The requests lakedrill
+//! sends are counted by a proxy in front of the server (tests/gen/s3_count_proxy.py), not by lakedrill itself.
+//!
+//! moto stays in the suite for one test only: it deletes a key in `DeleteObjects` although the key's ETag does
+//! not match, which is why no deleter test here relies on it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::deleter_safety::add_bulk_files;
+use crate::governance::{Gov, T, python};
+use crate::util::{block_on, sql_text};
+
+fn bucket() -> String {
+    std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh")
+}
+
+fn seaweed() -> String {
+    std::env::var("LAKEDRILL_TEST_S3_ENDPOINT").expect("LAKEDRILL_TEST_S3_ENDPOINT: run scripts/test.sh")
+}
+
+/// The counting proxy, killed on drop.
+pub struct CountingProxy {
+    child: Child,
+    pub endpoint: String,
+    log: PathBuf,
+}
+
+impl CountingProxy {
+    /// Starts the proxy in front of `upstream`, logging to `dir/proxy.log`.
+    pub fn start(upstream: &str, dir: &Path) -> CountingProxy {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/s3_count_proxy.py");
+        let port_file = dir.join("proxy.port");
+        let log = dir.join("proxy.log");
+        let child = Command::new(python())
+            .arg(script)
+            .arg(upstream)
+            .arg(&port_file)
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file) {
+                break p;
+            }
+            assert!(started.elapsed().as_secs() < 30, "the counting proxy did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        CountingProxy {
+            child,
+            endpoint: format!("http://127.0.0.1:{}", port.trim()),
+            log,
+        }
+    }
+
+    /// Every request so far: (unix time, method, path and query).
+    pub fn requests(&self) -> Vec<(f64, String, String)> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.splitn(3, ' ');
+                Some((p.next()?.parse().ok()?, p.next()?.to_owned(), p.next()?.to_owned()))
+            })
+            .collect()
+    }
+
+    /// `DeleteObjects` requests (`POST /?delete`) and single `DELETE` requests so far.
+    pub fn deletes(&self) -> (Vec<f64>, usize) {
+        let r = self.requests();
+        let batch = r
+            .iter()
+            .filter(|(_, m, p)| m == "POST" && (p.contains("?delete") || p.contains("&delete")))
+            .map(|(t, _, _)| *t)
+            .collect();
+        let single = r.iter().filter(|(_, m, _)| m == "DELETE").count();
+        (batch, single)
+    }
+}
+
+impl Drop for CountingProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh fixture table on the SeaweedFS bucket whose lakedrill configuration talks to S3 through `proxy`
+/// (PyIceberg writes directly), with `storage` added to `[storage]`.
+fn on_seaweed(prefix: &str, storage: &str) -> (Gov, CountingProxy) {
+    let g = Gov::with_warehouse("", Some(format!("s3://{}/{prefix}", bucket())));
+    let proxy = CountingProxy::start(&seaweed(), &g.dir);
+    let cfg = g.dir.join("lakedrill.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "[storage]\n{storage}\n[storage.s3]\nendpoint = \"{}\"\n",
+        proxy.endpoint
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    (g, proxy)
+}
+
+/// The receipts of `phase` for candidate `id`, from the registry.
+fn receipts(g: &Gov, id: &str, phase: &str) -> Vec<Value> {
+    let db = g.dir.join("registry.db");
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(format!(
+            "import sqlite3, json\nc = sqlite3.connect('{}')\nprint(json.dumps([json.loads(r[0]) for r in c.execute(\"select receipt_json from receipts where candidate_id = '{id}'\")]))",
+            db.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    all.into_iter().filter(|r| r["phase"] == phase).collect()
+}
+
+/// boto3 against SeaweedFS: `code` runs with `s3` (a client) and `bucket` defined; returns its stdout.
+fn boto(g: &Gov, code: &str) -> String {
+    g.py(&format!(
+        "import boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\nbucket = '{}'\n{code}",
+        bucket()
+    ))
+}
+
+/// Acceptance of issue 20: a purge of 3,000 objects on a versioned bucket sends at most 3 `DeleteObjects`
+/// requests and no single delete (counted by the proxy); every receipt quotes the provider's own
+/// `DeleteMarker`/`DeleteMarkerVersionId`, and those are the markers the bucket lists; `undelete` brings every
+/// object back from behind its marker, verified against the bundles.
+#[test]
+fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_provider() {
+    let prefix = format!("batch-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "");
+    add_bulk_files(&g, 2990);
+    let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(
+        (3000..=3000 + 20).contains(&n),
+        "the candidate holds ~3,000 objects: {n}"
+    );
+    let (batches, singles) = proxy.deletes();
+    assert!(
+        !batches.is_empty() && batches.len() <= n.div_ceil(1000),
+        "{} DeleteObjects requests for {n} objects",
+        batches.len()
+    );
+    assert_eq!(singles, 0, "no single delete request");
+    // lakedrill's own count agrees with the proxy's.
+    assert_eq!(r["requests"]["delete_objects"], batches.len(), "{r}");
+    assert_eq!(r["requests"]["single_deletes"], 0, "{r}");
+    assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n, "{r}");
+
+    // Each confirmation quotes the provider: method, DeleteMarker, DeleteMarkerVersionId, request id.
+    let confirmed = receipts(&g, id, "confirmed");
+    assert_eq!(confirmed.len(), n);
+    let mut markers = std::collections::BTreeMap::new();
+    for rc in &confirmed {
+        assert_eq!(rc["method"], "s3-delete-objects", "{rc}");
+        assert_eq!(
+            rc["expected_from"], "bundle",
+            "the ETag condition is the sealed ETag: {rc}"
+        );
+        assert!(rc["e_tag"].as_str().is_some_and(|e| !e.is_empty()), "{rc}");
+        assert_eq!(rc["provider"]["deleted"], true, "{rc}");
+        assert_eq!(rc["delete_marker"], true, "{rc}");
+        assert_eq!(rc["provider"]["http_status"], 200, "{rc}");
+        assert!(rc["provider"]["request_id"].as_str().is_some(), "{rc}");
+        assert_eq!(rc["recheck"], "absent", "{rc}");
+        let marker = rc["delete_marker_version_id"].as_str().expect("DeleteMarkerVersionId");
+        markers.insert(
+            format!("{prefix}/db/retention/{}", rc["key"].as_str().unwrap()),
+            marker.to_owned(),
+        );
+    }
+    // The markers the receipts name are the ones the bucket lists as the latest version of each key.
+    let listed: std::collections::BTreeMap<String, String> = serde_json::from_str(&boto(
+        &g,
+        &format!(
+            "import json\nm = {{}}\nfor page in s3.get_paginator('list_object_versions').paginate(Bucket=bucket, Prefix='{prefix}/db/retention/'):\n\
+             \x20   for d in page.get('DeleteMarkers', []):\n\
+             \x20       if d['IsLatest']:\n\
+             \x20           m[d['Key']] = d['VersionId']\n\
+             print(json.dumps(m))"
+        ),
+    ))
+    .unwrap();
+    for (k, v) in &markers {
+        assert_eq!(listed.get(k), Some(v), "{k}: the receipt's marker is not the bucket's");
+    }
+
+    // Everything comes back from behind its marker and matches the bundles.
+    let u = g
+        .on_table(&["--json", "undelete", id, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(u["status"], "UNDELETED");
+    let objects = u["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), n);
+    assert!(objects.iter().all(|o| o["verified"] == true), "{u}");
+    g.py("t.scan().to_arrow()");
+}
+
+/// An object overwritten between quarantine and purge with bytes of the same size (so that only its ETag
+/// tells) is not deleted, neither by a `DeleteObjects` batch nor by single `If-Match` deletes
+/// (`[storage] s3_delete_objects = false`): the provider refuses the key (`PreconditionFailed`), the object
+/// keeps its new bytes and ends `DELETE_UNKNOWN`, every other object is deleted. `reconcile` keeps it too.
+#[test]
+fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_delete_unknown() {
+    for (storage, method) in [
+        ("", "s3-delete-objects"),
+        ("s3_delete_objects = false", "s3-delete-object-if-match"),
+    ] {
+        let prefix = format!("etag-{}", uuid::Uuid::new_v4());
+        let (g, proxy) = on_seaweed(&prefix, storage);
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let data = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["layer"] == "data")
+            .expect("the candidate holds a data file")["path"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let key = format!("{prefix}/db/retention/{data}");
+        // Same size, other bytes: the size check cannot see it, the ETag condition must.
+        let sizes = boto(
+            &g,
+            &format!(
+                "b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\n\
+                 s3.put_object(Bucket=bucket, Key='{key}', Body=bytes(255 - x for x in b))\n\
+                 print(len(b), s3.head_object(Bucket=bucket, Key='{key}')['ContentLength'])"
+            ),
+        );
+        let (before, after) = sizes.split_once(' ').unwrap();
+        assert_eq!(before, after, "the overwrite keeps the size");
+        let mut args = g.purge_args(id, Some(&ev));
+        args.extend(T);
+        let p = g.run(&args).expect_code(1).json();
+        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        assert_eq!(p["objects"]["DELETE_UNKNOWN"], serde_json::json!([data]), "{p}");
+        let n = c["objects"].as_array().unwrap().len();
+        assert_eq!(p["objects"]["VERIFIED"].as_array().unwrap().len(), n - 1, "{p}");
+        let rc = receipts(&g, id, "confirmed")
+            .into_iter()
+            .find(|r| r["key"] == data.as_str())
+            .unwrap();
+        assert_eq!(rc["method"], method, "{rc}");
+        assert_eq!(rc["provider"]["deleted"], false, "{rc}");
+        assert_eq!(rc["provider"]["code"], "PreconditionFailed", "{rc}");
+        assert!(
+            rc["provider_result"]
+                .as_str()
+                .unwrap()
+                .contains("changed since quarantine"),
+            "{rc}"
+        );
+        let (batches, singles) = proxy.deletes();
+        if method == "s3-delete-objects" {
+            assert_eq!((batches.len(), singles), (1, 0), "one DeleteObjects request");
+        } else {
+            assert_eq!((batches.len(), singles), (0, n), "one If-Match delete per object");
+        }
+        // reconcile re-checks and keeps the condition: the object stays, still DELETE_UNKNOWN.
+        let r = g
+            .on_table(&[
+                "--json",
+                "reconcile",
+                id,
+                "--key",
+                "keys/gov-TEST-ONLY.key",
+                "--receipts",
+                "receipts",
+                "--policy",
+                g.policy.to_str().unwrap(),
+            ])
+            .expect_code(1)
+            .json();
+        assert_eq!(r["status"], "DELETE_UNKNOWN", "{r}");
+        let still = boto(
+            &g,
+            &format!("b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\nprint(len(b), b[:4] != b'PAR1')"),
+        );
+        assert_eq!(still, format!("{before} True"), "the overwritten bytes are still there");
+    }
+}
+
+/// A legal hold set while a batched purge runs: no `DeleteObjects` request reaches the server after the hold
+/// committed (the proxy's clock against the moment `hold set` returned), and the purge halts naming it.
+#[test]
+fn a_hold_set_during_a_batched_s3_purge_lets_no_delete_objects_request_out_after_it() {
+    let prefix = format!("hold-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "");
+    add_bulk_files(&g, 2100);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n > 2000, "three batches: {n}");
+    let mut args = g.purge_args(&id, Some(&ev));
+    args.extend(T);
+    // Each delete request waits 1.5 s before it is sent (inside the batch's registry lock).
+    let child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&args)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", "delay-ms=1500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let confirmed = format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%\"phase\":\"confirmed\"%'"
+    );
+    let started = std::time::Instant::now();
+    while sql_text(&registry, &confirmed)
+        .unwrap_or_default()
+        .parse::<usize>()
+        .unwrap_or(0)
+        < 1000
+    {
+        assert!(started.elapsed().as_secs() < 300, "the first batch never completed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 20"])
+        .expect_code(0);
+    let held_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let out = child.wait_with_output().unwrap();
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(p["status"], "HALTED", "{p}");
+    let (batches, singles) = proxy.deletes();
+    assert_eq!(singles, 0);
+    assert!(
+        (1..=2).contains(&batches.len()),
+        "the purge halted before its last batch: {batches:?}"
+    );
+    assert!(
+        batches.iter().all(|t| *t < held_at),
+        "a DeleteObjects request reached the server after the hold: {batches:?} vs {held_at}"
+    );
+    // Objects of batches sent are VERIFIED, the rest PROTECTED (never sent).
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let count = |state: &str| {
+        st["candidates"][0]["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["state"] == state)
+            .count()
+    };
+    assert_eq!(count("VERIFIED") + count("PROTECTED"), n, "{st}");
+    assert!(count("VERIFIED") >= 1000 && count("PROTECTED") >= n - 2000, "{st}");
+}
+
+/// Why the deleter is tested on SeaweedFS and not on moto alone: moto 5.2.5 deletes a key in `DeleteObjects`
+/// although the key's ETag does not match; SeaweedFS refuses it with `PreconditionFailed` and keeps it.
+#[test]
+fn moto_ignores_a_wrong_per_key_etag_in_delete_objects_seaweedfs_refuses_it() {
+    let moto =
+        std::env::var("LAKEDRILL_TEST_MOTO_ENDPOINT").expect("LAKEDRILL_TEST_MOTO_ENDPOINT: run scripts/test.sh");
+    for (server, endpoint) in [("moto", moto), ("SeaweedFS", seaweed())] {
+        let mut options = lakedrill::config::StorageOptions::default();
+        options.s3.insert("endpoint".into(), endpoint);
+        let s = lakedrill::io::store::Storage::new(options);
+        let uri = format!("s3://{}/etag-case-{}/x.bin", bucket(), uuid::Uuid::new_v4());
+        block_on(async {
+            let put = s
+                .put(&uri, bytes::Bytes::from_static(b"the object as sealed"))
+                .await
+                .unwrap();
+            assert!(put.e_tag.is_some(), "{server}: an ETag");
+            let key = lakedrill::io::store::DeleteKey {
+                uri: uri.clone(),
+                e_tag: Some("\"00000000000000000000000000000000\"".into()),
+                version_id: None,
+            };
+            let answers = s.s3_delete_objects(std::slice::from_ref(&key)).await.unwrap().unwrap();
+            let a = &answers[&uri];
+            let present = s.head(&uri).await.unwrap().is_some();
+            if server == "moto" {
+                // The false pass: the key is reported deleted and is gone although its ETag differs.
+                assert!(a.deleted && !present, "moto changed: {a:?}, present {present}");
+            } else {
+                assert!(
+                    !a.deleted && a.precondition_failed() && present,
+                    "{a:?}, present {present}"
+                );
+                // With the right ETag the same request deletes it (a delete marker on the versioned bucket).
+                let right = lakedrill::io::store::DeleteKey {
+                    e_tag: put.e_tag.clone(),
+                    ..key
+                };
+                let answers = s.s3_delete_objects(&[right]).await.unwrap().unwrap();
+                let a = &answers[&uri];
+                assert!(a.deleted && a.delete_marker == Some(true), "{a:?}");
+                assert!(a.delete_marker_version_id.is_some(), "{a:?}");
+                assert!(s.head(&uri).await.unwrap().is_none());
+            }
+        });
+    }
+}
+
+/// Issue 20, point 2: with `evidenceRetention` in the policy and `[evidence_retention]` in the drill plan, the
+/// signed drill report, the inventory archive, the purge summary and the retirement records land on the
+/// Object Lock bucket locked (GOVERNANCE, one day); removing the locked version with the plain S3 API fails;
+/// `audit verify` prints each file's lock and flags a copy that carries none. A location that cannot hold
+/// locked files is refused before anything runs.
+#[test]
+fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
+    let lock_bucket =
+        std::env::var("LAKEDRILL_TEST_S3_LOCK_BUCKET").expect("LAKEDRILL_TEST_S3_LOCK_BUCKET: run scripts/test.sh");
+    let prefix = format!("lock-{}", uuid::Uuid::new_v4());
+    let g = Gov::with_warehouse(
+        "evidenceRetention:\n  mode: governance\n  period: 1d\n",
+        Some(format!("s3://{}/{prefix}", bucket())),
+    );
+    let vault = format!("s3://{lock_bucket}/{prefix}");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let key = "keys/gov-TEST-ONLY.key";
+    let bundles = format!("{vault}/bundles");
+    g.on_table(&[
+        "--json",
+        "quarantine",
+        &id,
+        "--policy",
+        &policy,
+        "--key",
+        key,
+        "--bundles",
+        &bundles,
+    ])
+    .expect_code(0);
+    let plan_text = |reports: &str| {
+        format!(
+            "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"keys\"\nkey = \"{key}\"\nreports = \"{reports}\"\n[evidence_retention]\nmode = \"governance\"\nperiod = \"1d\"\n"
+        )
+    };
+    // Reports that must be locked cannot go to a local folder: refused before the drill runs.
+    let local = g.dir.join("drill-local.toml");
+    std::fs::write(&local, plan_text("reports")).unwrap();
+    let r = g.run(&["--json", "drill", "run", local.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("Object Lock") && r.stderr.contains("reports"),
+        "{}",
+        r.stderr
+    );
+    // Nor to a bucket without Object Lock.
+    let unlocked = g.dir.join("drill-unlocked.toml");
+    std::fs::write(&unlocked, plan_text(&format!("s3://{}/{prefix}-reports", bucket()))).unwrap();
+    let r = g.run(&["--json", "drill", "run", unlocked.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("no Object Lock configuration"), "{}", r.stderr);
+
+    let plan = g.dir.join("drill-lock.toml");
+    std::fs::write(&plan, plan_text(&format!("{vault}/reports"))).unwrap();
+    let d = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let report = d["report"].as_str().unwrap().to_owned();
+    // A purge whose receipts could not be locked is refused (exit 2) before acceptance.
+    let mut args = vec![
+        "--json",
+        "purge",
+        &id,
+        "--policy",
+        &policy,
+        "--trust",
+        "keys",
+        "--key",
+        key,
+        "--receipts",
+        "receipts",
+        "--evidence",
+        &report,
+    ];
+    args.extend(T);
+    let r = g.run(&args);
+    r.expect_code(2);
+    assert!(r.stderr.contains("Object Lock"), "{}", r.stderr);
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED", "{st}");
+    let receipts = format!("{vault}/receipts");
+    let mut args = vec![
+        "--json",
+        "purge",
+        &id,
+        "--policy",
+        &policy,
+        "--trust",
+        "keys",
+        "--key",
+        key,
+        "--receipts",
+        &receipts,
+        "--evidence",
+        &report,
+    ];
+    args.extend(T);
+    let p = g.run(&args).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let summary = p["summary"].as_str().unwrap().to_owned();
+
+    // Every evidence file is locked, with a retain-until about a day ahead; its locked version cannot be deleted.
+    let key_of = |uri: &str| uri.strip_prefix(&format!("s3://{lock_bucket}/")).unwrap().to_owned();
+    let inventory = format!("{receipts}/{id}/inventory.dsse.json");
+    let retirements: Vec<String> = boto(
+        &g,
+        &format!(
+            "r = s3.list_objects_v2(Bucket='{lock_bucket}', Prefix='{prefix}/bundles/')\nprint(' '.join(o['Key'] for o in r.get('Contents', []) if o['Key'].endswith('retired.dsse.json')))"
+        ),
+    )
+    .split_whitespace()
+    .map(ToOwned::to_owned)
+    .collect();
+    assert!(!retirements.is_empty(), "retirement records were written");
+    let mut files = vec![key_of(&report), key_of(&summary), key_of(&inventory)];
+    files.extend(retirements);
+    for k in &files {
+        let out = boto(
+            &g,
+            &format!(
+                "import datetime\nh = s3.head_object(Bucket='{lock_bucket}', Key='{k}')\n\
+                 left = h['ObjectLockRetainUntilDate'] - datetime.datetime.now(datetime.timezone.utc)\n\
+                 print(h.get('ObjectLockMode'), 0.9 < left.total_seconds() / 86400 <= 1.0)\n\
+                 try:\n\
+                 \x20   s3.delete_object(Bucket='{lock_bucket}', Key='{k}', VersionId=h['VersionId'])\n\
+                 \x20   print('deleted')\n\
+                 except Exception as e:\n\
+                 \x20   print('refused', type(e).__name__)"
+            ),
+        );
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some("GOVERNANCE True"), "{k}: {out}");
+        assert!(lines.next().unwrap_or_default().starts_with("refused"), "{k}: {out}");
+    }
+
+    // audit verify prints the lock of the report and of the purge summary.
+    for file in [&report, &summary] {
+        let a = g
+            .run(&["--json", "audit", "verify", file, "--trust", "keys"])
+            .expect_code(0)
+            .json();
+        assert_eq!(a["status"], "VERIFIED", "{a}");
+        assert_eq!(a["locks"][0]["mode"], "GOVERNANCE", "{a}");
+        assert!(a["locks"][0]["retain_until"].as_str().is_some(), "{a}");
+        let human = g.run(&["audit", "verify", file, "--trust", "keys"]);
+        human.expect_code(0);
+        assert!(
+            human.stdout.contains("lock ") && human.stdout.contains("GOVERNANCE until"),
+            "{}",
+            human.stdout
+        );
+    }
+    // A copy of the report written without a lock (as anyone with write access could) is flagged.
+    let copy = format!("{prefix}/reports/weekly/copy.dsse.json");
+    boto(
+        &g,
+        &format!(
+            "b = s3.get_object(Bucket='{lock_bucket}', Key='{}')['Body'].read()\ns3.put_object(Bucket='{lock_bucket}', Key='{copy}', Body=b)",
+            key_of(&report)
+        ),
+    );
+    let a = g
+        .run(&[
+            "--json",
+            "audit",
+            "verify",
+            &format!("s3://{lock_bucket}/{copy}"),
+            "--trust",
+            "keys",
+        ])
+        .expect_code(1)
+        .json();
+    assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
+    assert!(a["locks"][0]["mode"].is_null(), "{a}");
+}
