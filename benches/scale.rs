@@ -295,6 +295,7 @@ async fn bench_latency(root: &Path) -> BenchResult<()> {
             uri: format!("sqlite:{}", db.display()),
             warehouse: None,
             name: Some("demo".into()),
+            ..Default::default()
         },
     );
     let local = Storage::new(options.clone());

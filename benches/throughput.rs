@@ -172,6 +172,7 @@ async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResul
             warehouse: Some(format!("file://{}", warehouse.display())),
             // create_table_with_data_files writes to the catalog named `demo`.
             name: Some("demo".into()),
+            ..Default::default()
         },
     );
     Ok((paths, config, (files * file_bytes) as u64))

@@ -15,7 +15,8 @@
 #    in DeleteObjects, Object Lock) on 127.0.0.1 with its default ports (S3 on 8333) and data in a fresh folder
 #    removed on exit, with a versioned bucket "lakedrill-test" and an Object Lock bucket "lakedrill-lock"; and
 #    moto_server on a free local port with a versioned bucket "lakedrill-test" (LAKEDRILL_TEST_MOTO_ENDPOINT),
-#    kept for the one test that shows why the deleter is not tested on moto alone;
+#    kept for the one test that shows why the deleter is not tested on moto alone; SeaweedFS's Iceberg REST
+#    catalog (8181) is LAKEDRILL_TEST_REST_URI, its OAuth2 client credentials LAKEDRILL_TEST_REST_SECRET;
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
 #    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
 #    as root it runs as the unprivileged system user "lakedrill-pg" (created when missing), because initdb
@@ -211,6 +212,8 @@ except urllib.error.HTTPError:
 }
 wait_http moto_server "$MOTO_PID" "$MOTO_ENDPOINT" "$MOTO_LOG" 30
 wait_http SeaweedFS "$WEED_PID" "$WEED_ENDPOINT" "$WEED_LOG" 90
+WEED_REST=http://127.0.0.1:8181
+wait_http "SeaweedFS's Iceberg REST catalog" "$WEED_PID" "$WEED_REST/v1/config" "$WEED_LOG" 60
 
 export LAKEDRILL_TEST_FIXTURES=$FIXTURES
 export LAKEDRILL_TEST_SPARK_FIXTURES=$FIXTURES/spark
@@ -220,6 +223,9 @@ export LAKEDRILL_TEST_S3_ENDPOINT=$WEED_ENDPOINT
 export LAKEDRILL_TEST_S3_BUCKET=lakedrill-test
 export LAKEDRILL_TEST_S3_LOCK_BUCKET=lakedrill-lock
 export LAKEDRILL_TEST_MOTO_ENDPOINT=$MOTO_ENDPOINT
+# The REST catalog takes OAuth2 client credentials: the S3 identity's key and secret (tests/it/rest.rs).
+export LAKEDRILL_TEST_REST_URI=$WEED_REST
+export LAKEDRILL_TEST_REST_SECRET=testing:testing
 export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
 export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 export AWS_ALLOW_HTTP=true AWS_ENDPOINT=$WEED_ENDPOINT AWS_ENDPOINT_URL=$WEED_ENDPOINT

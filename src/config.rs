@@ -117,18 +117,51 @@ pub struct BaselineConfig {
 }
 
 /// `[catalog.NAME]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogConfig {
-    /// Catalog type; only `sql` for now.
+    /// Catalog type: `sql` (the JDBC schema in SQLite or PostgreSQL) or `rest` (an Iceberg REST catalog).
     #[serde(rename = "type")]
     pub kind: String,
-    /// Database URL: `sqlite:PATH`, `sqlite:///PATH` or `postgres://USER@HOST:PORT/DATABASE`.
+    /// `sql`: database URL, `sqlite:PATH`, `sqlite:///PATH` or `postgres://USER@HOST:PORT/DATABASE`.
+    /// `rest`: the catalog's base URL (`https://catalog.example/api/catalog`; `/v1/...` is appended).
     pub uri: String,
-    /// Warehouse location (storage URI) for tables created or registered through this catalog.
+    /// `sql`: warehouse location (storage URI) for tables created or registered through this catalog.
+    /// `rest`: the `warehouse` sent to `GET /v1/config` (a warehouse name, or for S3 Tables a table bucket).
     pub warehouse: Option<String>,
-    /// The `catalog_name` stored in the database rows; default: the section name.
+    /// `sql`: the `catalog_name` stored in the database rows; default: the section name.
     pub name: Option<String>,
+    /// `rest`: how lakedrill authenticates: `oauth2` (OAuth2 client credentials `CLIENT_ID:CLIENT_SECRET`,
+    /// exchanged at `<uri>/v1/oauth/tokens` or `oauth2_server_uri` for a bearer token), `bearer` (a token sent as
+    /// is) or `none` (the default). The secret itself never lives in this file: it is read from the environment
+    /// variable `auth_env` names.
+    pub auth: Option<String>,
+    /// `rest`: the environment variable holding the secret of `auth` (default
+    /// `LAKEDRILL_CATALOG_<SECTION>_AUTH`, the section upper-cased with `-` as `_`).
+    pub auth_env: Option<String>,
+    /// `rest`: the OAuth2 scope asked for with `credential` (default `catalog`).
+    pub scope: Option<String>,
+    /// `rest`: where `credential` is exchanged, when not at `<uri>/v1/oauth/tokens`.
+    pub oauth2_server_uri: Option<String>,
+    /// `rest`: the path prefix (`/v1/<prefix>/namespaces/...`); default: what `GET /v1/config` says.
+    pub prefix: Option<String>,
+    /// `rest`: extra HTTP headers sent with every request (`X-Iceberg-Access-Delegation`, …).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+impl CatalogConfig {
+    /// The environment variable holding a REST catalog's secret (`auth_env`, or
+    /// `LAKEDRILL_CATALOG_<SECTION>_AUTH`).
+    #[must_use]
+    pub fn auth_env_name(&self, section: &str) -> String {
+        self.auth_env.clone().unwrap_or_else(|| {
+            format!(
+                "LAKEDRILL_CATALOG_{}_AUTH",
+                section.to_ascii_uppercase().replace(['-', '.'], "_")
+            )
+        })
+    }
 }
 
 impl Config {
@@ -161,14 +194,48 @@ impl Config {
             reason: e.to_string(),
         })?;
         for (name, c) in &cfg.catalog {
-            if c.kind != "sql" {
-                return Err(Error::Config {
-                    file: path.display().to_string(),
-                    reason: format!(
-                        "catalog.{name}.type = {:?}: only \"sql\" catalogs are supported",
-                        c.kind
-                    ),
-                });
+            let bad = |reason: String| Error::Config {
+                file: path.display().to_string(),
+                reason,
+            };
+            match c.kind.as_str() {
+                "sql" => {
+                    for (key, set) in [
+                        ("auth", c.auth.is_some()),
+                        ("auth_env", c.auth_env.is_some()),
+                        ("scope", c.scope.is_some()),
+                        ("oauth2_server_uri", c.oauth2_server_uri.is_some()),
+                        ("prefix", c.prefix.is_some()),
+                        ("headers", !c.headers.is_empty()),
+                    ] {
+                        if set {
+                            return Err(bad(format!(
+                                "catalog.{name}.{key}: only a \"rest\" catalog takes it (this one is \"sql\")"
+                            )));
+                        }
+                    }
+                }
+                "rest" => {
+                    if !(c.uri.starts_with("http://") || c.uri.starts_with("https://")) {
+                        return Err(bad(format!(
+                            "catalog.{name}.uri = {:?}: a REST catalog's uri is its http:// or https:// base URL",
+                            c.uri
+                        )));
+                    }
+                    if let Some(a) = c.auth.as_deref().filter(|a| !["oauth2", "bearer", "none"].contains(a)) {
+                        return Err(bad(format!(
+                            "catalog.{name}.auth = {a:?}: \"oauth2\", \"bearer\" or \"none\""
+                        )));
+                    }
+                    if c.name.is_some() {
+                        return Err(bad(format!(
+                            "catalog.{name}.name: only a \"sql\" catalog takes it (the REST catalog names its tables)"
+                        )));
+                    }
+                }
+                other => {
+                    return Err(bad(format!("catalog.{name}.type = {other:?}: \"sql\" or \"rest\"")));
+                }
             }
         }
         Ok(cfg)

@@ -9,4 +9,6 @@ pub mod catalog;
 pub(crate) mod db;
 pub mod fault_store;
 pub mod iceberg_io;
+pub mod ident;
+pub mod rest;
 pub mod store;

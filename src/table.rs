@@ -35,7 +35,7 @@ use iceberg::spec::{
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::io::catalog::{Catalog, TableIdent};
 use crate::io::store::{Fetched, Storage};
 use crate::model::location::{self, TableLocation};
 
@@ -348,7 +348,7 @@ impl Table {
                 table_root,
             } => {
                 let ident: TableIdent = table.parse()?;
-                let cat = SqlCatalog::open(catalog, config.catalog(catalog)?).await?;
+                let cat = Catalog::open(catalog, config.catalog(catalog)?).await?;
                 let location = cat.metadata_location(&ident).await;
                 // Boxed, like the other pool futures: every command awaits Table::load.
                 Box::pin(cat.close()).await;

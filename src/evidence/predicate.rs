@@ -11,6 +11,9 @@ use crate::model::findings::Finding;
 /// `predicateType` of a drill report.
 pub const PREDICATE_TYPE: &str = "https://lakedrill.dev/drill-report/v1";
 
+/// `predicateType` of a purge's signed inventory archive and receipts summary (written by the deleter).
+pub const RECEIPTS_PREDICATE_TYPE: &str = "https://lakedrill.dev/purge-receipts/v1";
+
 /// `RESTORE_VERIFIED` or `FAILED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -1,4 +1,5 @@
-//! Iceberg SQL catalogs (the JDBC catalog schema shared by Java, PyIceberg and iceberg-rust).
+//! Iceberg catalogs: SQL catalogs (the JDBC catalog schema shared by Java, PyIceberg and iceberg-rust), here, and
+//! REST catalogs ([`crate::io::rest`]), behind one [`Catalog`].
 //!
 //! lakedrill reads a catalog to learn one thing: the current metadata location of a table, which
 //! fixes the *table generation* every later step is computed from. It reads the `iceberg_tables`
@@ -11,7 +12,6 @@
 //! the same `Any` pool as the registry (`crate::io::db`). lakedrill never creates a catalog database here.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,36 +25,7 @@ use crate::config::CatalogConfig;
 use crate::error::{Error, Result};
 use crate::io::store::Storage;
 
-/// A namespace + table name, as `ns1.ns2.table`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableIdent {
-    /// Namespace levels joined by `.` as the JDBC catalog stores them.
-    pub namespace: String,
-    /// The table name.
-    pub name: String,
-}
-
-impl FromStr for TableIdent {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.rsplit_once('.') {
-            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(TableIdent {
-                namespace: ns.to_owned(),
-                name: name.to_owned(),
-            }),
-            _ => Err(Error::invalid(
-                format!("--table {s}"),
-                "expected NAMESPACE.TABLE (for example db.orders)",
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for TableIdent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.namespace, self.name)
-    }
-}
+pub use crate::io::ident::TableIdent;
 
 /// Opens the catalog of `cfg` with `iceberg-catalog-sql` (for writers that create or register tables: the demo,
 /// `restore --into`, `recover`), with the bind style of its database: `?` for SQLite, `$N` for PostgreSQL.
@@ -70,6 +41,14 @@ pub async fn open_iceberg(
     create: bool,
 ) -> Result<iceberg_catalog_sql::SqlCatalog> {
     let cat_err = catalog_error(section);
+    if cfg.kind == "rest" {
+        return Err(cat_err(
+            "registering a table through a REST catalog is not built yet (issue 21): recover or restore into a SQL \
+             catalog, or register the written metadata file with the REST catalog's own tools"
+                .to_owned(),
+            None,
+        ));
+    }
     let uri = cfg.uri.as_str();
     let target = db::parse_uri(uri).map_err(|reason| cat_err(format!("{uri}: {reason}"), None))?;
     let (url, style) = match target {
@@ -97,6 +76,88 @@ pub async fn open_iceberg(
 /// See: <https://github.com/launchbadge/sqlx/issues/3645>
 pub(crate) fn iceberg_pool_props() -> HashMap<String, String> {
     HashMap::from([("pool.idle-timeout".to_owned(), "3600".to_owned())])
+}
+
+/// An open catalog of either kind: what every command that reads or commits a table through `--catalog` uses.
+#[derive(Debug, Clone)]
+pub enum Catalog {
+    /// `type = "sql"`.
+    Sql(SqlCatalog),
+    /// `type = "rest"`.
+    Rest(crate::io::rest::RestCatalog),
+}
+
+impl Catalog {
+    /// Opens the catalog declared as `[catalog.<section>]`, of its `type`.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] naming the catalog when it cannot be opened (database, endpoint, credentials).
+    pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
+        match cfg.kind.as_str() {
+            "rest" => Ok(Self::Rest(
+                Box::pin(crate::io::rest::RestCatalog::open(section, cfg)).await?,
+            )),
+            _ => Ok(Self::Sql(SqlCatalog::open(section, cfg).await?)),
+        }
+    }
+
+    /// Closes what the catalog holds open (the SQL pool; nothing for REST).
+    pub async fn close(&self) {
+        if let Self::Sql(c) = self {
+            c.close().await;
+        }
+    }
+
+    /// The catalog's name in the configuration.
+    #[must_use]
+    pub fn section(&self) -> &str {
+        match self {
+            Self::Sql(c) => c.section(),
+            Self::Rest(c) => c.section(),
+        }
+    }
+
+    /// The current metadata location of a table.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] naming the catalog and the table.
+    pub async fn metadata_location(&self, ident: &TableIdent) -> Result<String> {
+        match self {
+            Self::Sql(c) => c.metadata_location(ident).await,
+            Self::Rest(c) => c.metadata_location(ident).await,
+        }
+    }
+
+    /// Every table of the catalog with its current metadata location.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the listing fails.
+    pub async fn tables(&self) -> Result<Vec<(TableIdent, String)>> {
+        match self {
+            Self::Sql(c) => c.tables().await,
+            Self::Rest(c) => c.tables().await,
+        }
+    }
+
+    /// Commits `new`, computed from the metadata at `expected`: on a SQL catalog a new metadata file and a
+    /// compare-and-set of the row ([`SqlCatalog::commit`]); on a REST catalog a commit with requirements
+    /// ([`crate::io::rest::RestCatalog::commit`]). Either way a concurrent writer makes it fail with
+    /// [`Error::Catalog`] ("lost the race") and nothing changes. Returns the new metadata location.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] for a lost race or a refused commit; storage errors writing the metadata file.
+    pub async fn commit(
+        &self,
+        storage: &Storage,
+        ident: &TableIdent,
+        expected: &str,
+        new: &iceberg::spec::TableMetadata,
+    ) -> Result<String> {
+        match self {
+            Self::Sql(c) => c.commit(storage, ident, expected, new).await,
+            Self::Rest(c) => c.commit(ident, expected, new).await,
+        }
+    }
 }
 
 /// An open SQL catalog.
@@ -334,6 +395,7 @@ mod tests {
             uri,
             warehouse: None,
             name: Some("lake".to_owned()),
+            ..Default::default()
         };
         let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
         drop(
@@ -397,6 +459,7 @@ mod tests {
                 uri: uri.to_owned(),
                 warehouse: None,
                 name: None,
+                ..Default::default()
             };
             let err = SqlCatalog::open("lake", &cfg).await.unwrap_err();
             assert!(err.to_string().contains(why), "{uri}: {err}");

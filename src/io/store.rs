@@ -24,8 +24,7 @@ use crate::error::{Error, Result};
 
 pub use crate::config::{DEFAULT_MAX_METADATA_BYTES, StorageOptions};
 
-mod s3;
-pub use s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS, ObjectLock};
+pub mod s3;
 
 /// Delete requests sent by one [`Storage`], by kind (the purge report states them; tests count them).
 #[derive(Debug, Default)]
@@ -37,7 +36,7 @@ struct RequestCounters {
 /// The delete requests a [`Storage`] has sent so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RequestCounts {
-    /// S3 `DeleteObjects` requests (each up to [`MAX_DELETE_OBJECTS_KEYS`] keys).
+    /// S3 `DeleteObjects` requests (each up to [`s3::MAX_DELETE_OBJECTS_KEYS`] keys).
     pub delete_objects: u64,
     /// Single-object delete requests (S3 `DeleteObject`, or object_store deletes elsewhere).
     pub single_deletes: u64,

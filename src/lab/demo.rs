@@ -169,6 +169,7 @@ async fn commit_metadata(
             uri: format!("sqlite:{}", db.display()),
             warehouse: None,
             name: None,
+            ..Default::default()
         },
     )
     .await?;

@@ -324,7 +324,9 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         let bytes = storage.get(uri).await?.bytes;
         let name = location::file_name(uri).to_owned();
         // A purge's signed inventory archive or receipts summary: its signature and its lock.
-        if !chain && claimed_predicate_type(&bytes).as_deref() == Some(crate::ops::deleter::RECEIPTS_PREDICATE_TYPE) {
+        if !chain
+            && claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::predicate::RECEIPTS_PREDICATE_TYPE)
+        {
             if let Some(v) = verified_envelope(&name, &bytes, trust, &mut findings) {
                 keyids.push(v.keyid().to_owned());
                 let p = v.predicate();

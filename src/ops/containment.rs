@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::govern::closure::ListedObject;
-use crate::io::catalog::SqlCatalog;
+use crate::io::catalog::Catalog;
 use crate::io::db::{self, DbUri};
 use crate::model::location;
 use crate::table::Table;
@@ -155,7 +155,7 @@ pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> 
     if !foreign.is_empty() {
         let mut named: BTreeSet<String> = BTreeSet::new();
         for (section, c) in &config.catalog {
-            let Ok(cat) = SqlCatalog::open(section, c).await else {
+            let Ok(cat) = Catalog::open(section, c).await else {
                 continue;
             };
             let Ok(tables) = cat.tables().await else { continue };

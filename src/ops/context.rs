@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::io::catalog::{Catalog, TableIdent};
 use crate::io::store::Storage;
 use crate::table::{Table, TableSource};
 
@@ -30,7 +30,7 @@ pub struct Context {
     /// The registries opened through this context, by URI (one pool each).
     registries: std::sync::Mutex<std::collections::HashMap<String, crate::registry::Registry>>,
     /// The SQL catalogs opened through this context, by configuration section (one pool each).
-    catalogs: std::sync::Mutex<std::collections::HashMap<String, crate::io::catalog::SqlCatalog>>,
+    catalogs: std::sync::Mutex<std::collections::HashMap<String, crate::io::catalog::Catalog>>,
     /// Where every operation reads the time (the system clock but in tests).
     pub clock: Arc<dyn Clock>,
     /// The implementation digest, computed on first use.
@@ -84,16 +84,16 @@ impl Context {
         Ok(self.digest.get_or_init(|| d).clone())
     }
 
-    /// The SQL catalog `[catalog.<section>]`, opened on first use and shared by later calls on this context
+    /// The catalog `[catalog.<section>]` (SQL or REST), opened on first use and shared by later calls on this context
     /// (one pool, closed by [`Context::close`]).
     ///
     /// # Errors
-    /// [`crate::Error::Config`] for an undeclared catalog; [`crate::io::catalog::SqlCatalog::open`] errors.
-    pub async fn catalog(&self, section: &str) -> Result<crate::io::catalog::SqlCatalog> {
+    /// [`crate::Error::Config`] for an undeclared catalog; [`crate::io::catalog::Catalog::open`] errors.
+    pub async fn catalog(&self, section: &str) -> Result<crate::io::catalog::Catalog> {
         if let Some(c) = lock(&self.catalogs).get(section) {
             return Ok(c.clone());
         }
-        let opened = Box::pin(crate::io::catalog::SqlCatalog::open(
+        let opened = Box::pin(crate::io::catalog::Catalog::open(
             section,
             self.config.catalog(section)?,
         ))
@@ -170,7 +170,7 @@ impl Context {
     ///
     /// # Errors
     /// [`Error::Invalid`] when the table is not addressed through a catalog; load errors.
-    pub async fn catalog_table(&self, source: &TableSource) -> Result<(Table, SqlCatalog, TableIdent)> {
+    pub async fn catalog_table(&self, source: &TableSource) -> Result<(Table, Catalog, TableIdent)> {
         let TableSource::Catalog { catalog, table, .. } = source else {
             return Err(Error::invalid(
                 "table",

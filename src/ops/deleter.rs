@@ -46,7 +46,7 @@ use crate::evidence::keys::{SigningKey, TrustStore};
 use crate::evidence::{self, Statement, Subject};
 use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
-use crate::io::store::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
+use crate::io::store::s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::plan::QUARANTINE_TAG_PREFIX;
@@ -56,7 +56,7 @@ use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
 
 /// `predicateType` of the signed inventory archive and the receipts summary.
-pub const RECEIPTS_PREDICATE_TYPE: &str = "https://lakedrill.dev/purge-receipts/v1";
+pub use crate::evidence::predicate::RECEIPTS_PREDICATE_TYPE;
 
 /// Objects deleted per batch. Every batch re-checks the stop switch, holds, leases, the rollout stage and
 /// the run's claim inside the registry's write lock, and holds that lock while its delete requests go out.

@@ -29,6 +29,25 @@ pub fn claim(r: EvidenceRetention) -> RetentionClaim {
     }
 }
 
+/// The retention a signed report claims (`report merge` writes the merged report under the shards' claim).
+///
+/// # Errors
+/// [`Error::Invalid`] for a claim lakedrill would not write (unknown mode, a period not above zero).
+pub fn from_claim(c: &RetentionClaim) -> Result<EvidenceRetention> {
+    let mode = LockMode::parse(&c.mode)
+        .ok_or_else(|| Error::invalid("evidence_retention.mode", format!("unknown mode {:?}", c.mode)))?;
+    if c.period_seconds <= 0 {
+        return Err(Error::invalid(
+            "evidence_retention.period_seconds",
+            "must be greater than zero",
+        ));
+    }
+    Ok(EvidenceRetention {
+        mode,
+        period: chrono::Duration::seconds(c.period_seconds),
+    })
+}
+
 /// Refuses a location that cannot hold evidence under `retention`: it must be an `s3://` URI on a bucket with
 /// Object Lock enabled. Without a retention anything goes.
 ///

@@ -147,7 +147,7 @@ async fn seal_and_commit(
     candidate_id: &str,
     bundles: &str,
     mode: QuarantineMode,
-    (table, cat, ident): (&Table, &crate::io::catalog::SqlCatalog, &crate::io::catalog::TableIdent),
+    (table, cat, ident): (&Table, &crate::io::catalog::Catalog, &crate::io::catalog::TableIdent),
     policy: &Policy,
     key: &crate::evidence::keys::SigningKey,
     reg: &Registry,
@@ -412,7 +412,7 @@ async fn release_claimed(
     reg: &Registry,
     candidate_id: &str,
     reason: &str,
-    (mut table, mut cat, mut ident): (Table, crate::io::catalog::SqlCatalog, crate::io::catalog::TableIdent),
+    (mut table, mut cat, mut ident): (Table, crate::io::catalog::Catalog, crate::io::catalog::TableIdent),
 ) -> Result<Outcome> {
     // Claimed now: read the state again (a purge may have been accepted between our check and our claim).
     let rec = reg.candidate(candidate_id).await?;

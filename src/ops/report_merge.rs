@@ -208,6 +208,14 @@ pub async fn merge(
     let failed = results.len() - passed;
     let plan_name = first.drill.plan.clone();
     let folder = location::join(&location::canonical_uri(reports)?, &plan_name);
+    // The shards' plan asked for Object Lock (the same plan digest for all, checked above): so does the merge.
+    let retention = first
+        .drill
+        .evidence_retention
+        .as_ref()
+        .map(crate::ops::evidence_lock::from_claim)
+        .transpose()?;
+    crate::ops::evidence_lock::preflight(&ctx.storage, &folder, retention).await?;
     let previous = drill::latest_report(&ctx.storage, &folder).await?;
     let started = shards
         .iter()
@@ -244,12 +252,23 @@ pub async fn merge(
     let stamp = clock_now.format("%Y%m%dT%H%M%S%.3fZ").to_string();
     let report = location::join(&folder, &format!("{stamp}.dsse.json"));
     let human_report = location::join(&folder, &format!("{stamp}.txt"));
-    ctx.storage
-        .put_new(&report, Bytes::from(envelope.to_json_bytes()))
-        .await?;
-    ctx.storage
-        .put_new(&human_report, Bytes::from(drill::render_human(&predicate, &report)))
-        .await?;
+    let now = clock_now;
+    crate::ops::evidence_lock::put(
+        &ctx.storage,
+        &report,
+        Bytes::from(envelope.to_json_bytes()),
+        retention,
+        now,
+    )
+    .await?;
+    crate::ops::evidence_lock::put(
+        &ctx.storage,
+        &human_report,
+        Bytes::from(drill::render_human(&predicate, &report)),
+        retention,
+        now,
+    )
+    .await?;
     Ok(MergeResult::Merged(Box::new(DrillOutcome {
         report,
         human_report,

@@ -15,7 +15,7 @@ use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::io::catalog::{SqlCatalog, TableIdent};
+use crate::io::catalog::{Catalog, TableIdent};
 use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::resolve::{self, Selector};
@@ -41,7 +41,7 @@ fn main_ref(table: &Table, id: i64) -> SnapshotReference {
 async fn move_main(
     ctx: &Context,
     table: &Table,
-    cat: &SqlCatalog,
+    cat: &Catalog,
     ident: &TableIdent,
     to: i64,
     md: iceberg::spec::TableMetadata,

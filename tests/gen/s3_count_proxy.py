@@ -2,7 +2,7 @@
 """A counting HTTP proxy in front of the test S3 server: the deleter tests count the requests lakedrill sends
 with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own counters.
 
-Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE
+Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -10,6 +10,9 @@ SigV4 signatures made for the proxy's address still verify upstream) and body. A
 LOGFILE, flushed before the request is forwarded:
 
     <unix time, 6 decimals> <METHOD> <path?query>
+
+With --no-delete-objects it plays a provider that does not implement DeleteObjects: every `POST ?delete` is
+answered `501 NotImplemented` (logged, never forwarded), as S3-compatible stores without batch deletes answer.
 
 Runs until killed.
 """
@@ -23,6 +26,7 @@ import urllib.parse
 
 UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
 PORTFILE, LOGFILE = sys.argv[2], sys.argv[3]
+NO_DELETE_OBJECTS = "--no-delete-objects" in sys.argv[4:]
 LOCK = threading.Lock()
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -38,6 +42,16 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log.write(f"{time.time():.6f} {self.command} {self.path}\n")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        query = urllib.parse.urlsplit(self.path).query
+        if NO_DELETE_OBJECTS and self.command == "POST" and "delete" in urllib.parse.parse_qs(query, keep_blank_values=True):
+            data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+                    b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")
+            self.send_response_only(501, "Not Implemented")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=300)
         try:

@@ -124,6 +124,7 @@ impl Gov {
                     uri: pg.clone(),
                     warehouse: Some(format!("file://{}", dir.join("fx/warehouse").display())),
                     name: Some("pyfix".to_owned()),
+                    ..Default::default()
                 };
                 let ident: lakedrill::io::catalog::TableIdent = "db.retention".parse().unwrap();
                 block_on(lakedrill::ops::materialize::register(&cfg, "rt", &ident, &md, "unused")).unwrap();

@@ -24,6 +24,7 @@ mod malformed;
 mod operator;
 mod oracle;
 mod release;
+mod rest;
 mod retire;
 mod rollout;
 mod s3;

@@ -30,8 +30,9 @@ pub struct CountingProxy {
 }
 
 impl CountingProxy {
-    /// Starts the proxy in front of `upstream`, logging to `dir/proxy.log`.
-    pub fn start(upstream: &str, dir: &Path) -> CountingProxy {
+    /// Starts the proxy in front of `upstream`, logging to `dir/proxy.log`, with `flags`
+    /// (`--no-delete-objects`).
+    pub fn start(upstream: &str, dir: &Path, flags: &[&str]) -> CountingProxy {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gen/s3_count_proxy.py");
         let port_file = dir.join("proxy.port");
         let log = dir.join("proxy.log");
@@ -40,6 +41,7 @@ impl CountingProxy {
             .arg(upstream)
             .arg(&port_file)
             .arg(&log)
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -94,9 +96,14 @@ impl Drop for CountingProxy {
 
 /// A fresh fixture table on the SeaweedFS bucket whose lakedrill configuration talks to S3 through `proxy`
 /// (PyIceberg writes directly), with `storage` added to `[storage]`.
-fn on_seaweed(prefix: &str, storage: &str) -> (Gov, CountingProxy) {
-    let g = Gov::with_warehouse("", Some(format!("s3://{}/{prefix}", bucket())));
-    let proxy = CountingProxy::start(&seaweed(), &g.dir);
+fn on_seaweed(prefix: &str, storage: &str, policy_extra: &str) -> (Gov, CountingProxy) {
+    on_seaweed_with(prefix, storage, policy_extra, &[])
+}
+
+/// [`on_seaweed`] with flags for the proxy.
+fn on_seaweed_with(prefix: &str, storage: &str, policy_extra: &str, flags: &[&str]) -> (Gov, CountingProxy) {
+    let g = Gov::with_warehouse(policy_extra, Some(format!("s3://{}/{prefix}", bucket())));
+    let proxy = CountingProxy::start(&seaweed(), &g.dir, flags);
     let cfg = g.dir.join("lakedrill.toml");
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str(&format!(
@@ -138,7 +145,7 @@ fn boto(g: &Gov, code: &str) -> String {
 #[test]
 fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_provider() {
     let prefix = format!("batch-{}", uuid::Uuid::new_v4());
-    let (g, proxy) = on_seaweed(&prefix, "");
+    let (g, proxy) = on_seaweed(&prefix, "", "");
     add_bulk_files(&g, 2990);
     let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
     let id = c["candidate_id"].as_str().unwrap();
@@ -215,12 +222,13 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
 /// keeps its new bytes and ends `DELETE_UNKNOWN`, every other object is deleted. `reconcile` keeps it too.
 #[test]
 fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_delete_unknown() {
-    for (storage, method) in [
-        ("", "s3-delete-objects"),
-        ("s3_delete_objects = false", "s3-delete-object-if-match"),
+    for (storage, method, policy) in [
+        ("", "s3-delete-objects", ""),
+        ("s3_delete_objects = false", "s3-delete-object-if-match", ""),
+        ("", "s3-delete-objects", "objectVersioning: permanent\n"),
     ] {
         let prefix = format!("etag-{}", uuid::Uuid::new_v4());
-        let (g, proxy) = on_seaweed(&prefix, storage);
+        let (g, proxy) = on_seaweed(&prefix, storage, policy);
         let (c, ev) = g.quarantined();
         let id = c["candidate_id"].as_str().unwrap();
         let data = c["objects"]
@@ -295,12 +303,36 @@ fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_de
     }
 }
 
+/// A provider that answers `DeleteObjects` with `NotImplemented` (the proxy plays one in front of SeaweedFS) gets
+/// single `If-Match` deletes: nothing is lost, every object is deleted and its receipt says how.
+#[test]
+fn a_provider_without_delete_objects_gets_single_conditional_deletes() {
+    let prefix = format!("nobatch-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed_with(&prefix, "", "", &["--no-delete-objects"]);
+    let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    let (batches, singles) = proxy.deletes();
+    assert_eq!(
+        (batches.len(), singles),
+        (1, n),
+        "one refused DeleteObjects, then one DELETE per object"
+    );
+    assert_eq!(r["requests"]["single_deletes"], n, "{r}");
+    for rc in receipts(&g, id, "confirmed") {
+        assert_eq!(rc["method"], "s3-delete-object-if-match", "{rc}");
+        assert_eq!(rc["provider"]["http_status"], 204, "{rc}");
+        assert_eq!(rc["delete_marker"], true, "{rc}");
+        assert_eq!(rc["recheck"], "absent", "{rc}");
+    }
+}
+
 /// A legal hold set while a batched purge runs: no `DeleteObjects` request reaches the server after the hold
 /// committed (the proxy's clock against the moment `hold set` returned), and the purge halts naming it.
 #[test]
 fn a_hold_set_during_a_batched_s3_purge_lets_no_delete_objects_request_out_after_it() {
     let prefix = format!("hold-{}", uuid::Uuid::new_v4());
-    let (g, proxy) = on_seaweed(&prefix, "");
+    let (g, proxy) = on_seaweed(&prefix, "", "");
     add_bulk_files(&g, 2100);
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
@@ -381,7 +413,7 @@ fn moto_ignores_a_wrong_per_key_etag_in_delete_objects_seaweedfs_refuses_it() {
                 .await
                 .unwrap();
             assert!(put.e_tag.is_some(), "{server}: an ETag");
-            let key = lakedrill::io::store::DeleteKey {
+            let key = lakedrill::io::store::s3::DeleteKey {
                 uri: uri.clone(),
                 e_tag: Some("\"00000000000000000000000000000000\"".into()),
                 version_id: None,
@@ -398,7 +430,7 @@ fn moto_ignores_a_wrong_per_key_etag_in_delete_objects_seaweedfs_refuses_it() {
                     "{a:?}, present {present}"
                 );
                 // With the right ETag the same request deletes it (a delete marker on the versioned bucket).
-                let right = lakedrill::io::store::DeleteKey {
+                let right = lakedrill::io::store::s3::DeleteKey {
                     e_tag: put.e_tag.clone(),
                     ..key
                 };
