@@ -14,8 +14,9 @@
 //!   holds the one snapshot of the bundle, as `main`.
 //!
 //! `restore --into` gives the copy a new table UUID (it is another table); `recover` keeps it (it
-//! is the same table, brought back). Targets are local: manifests are written with the `iceberg`
-//! crate's local file IO and the recovered table is scanned with it.
+//! is the same table, brought back). Targets are local folders or S3 prefixes: manifests are written with the
+//! `iceberg` crate's writers on lakedrill's own storage layer ([`crate::io::iceberg_io`]), every other object with
+//! write-once puts, and the recovered table is scanned the same way.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, LargeStringArray, RecordBatch, StringArray};
 use bytes::Bytes;
 use futures::StreamExt;
-use iceberg::io::{FileIOBuilder, LocalFsStorageFactory};
+use iceberg::io::FileIOBuilder;
 use iceberg::spec::{
     FormatVersion, ManifestContentType, ManifestListWriter, ManifestStatus, ManifestWriterBuilder,
     deserialize_data_file_from_json, serialize_data_file_to_json,
@@ -90,17 +91,27 @@ pub fn rebase(old: &TableLocation, into: &str, written: &str) -> Result<String> 
     Ok(location::join(into, &old.relative(written)?))
 }
 
-/// The local directory of a `file://` URI, or an error naming the option.
+/// Checks that a recovery target is a location lakedrill can write a table to: a local folder (`file://`, plain
+/// paths) or an S3 prefix (`s3://`).
 ///
 /// # Errors
-/// [`Error::Invalid`] for other schemes.
-pub fn local_target(option: &str, into: &str) -> Result<String> {
-    into.strip_prefix("file://").map(str::to_owned).ok_or_else(|| {
-        Error::invalid(
+/// [`Error::Invalid`] naming the option for other schemes.
+pub fn target(option: &str, into: &str) -> Result<()> {
+    if into.starts_with("file://") || into.starts_with("s3://") {
+        Ok(())
+    } else {
+        Err(Error::invalid(
             option,
-            format!("{into}: only local targets (file://, plain paths) are supported"),
-        )
-    })
+            format!("{into}: recovery targets are local folders (file://, plain paths) or S3 prefixes (s3://)"),
+        ))
+    }
+}
+
+/// The `iceberg` crate's file IO on a storage with `storage`'s options (local files and S3 alike).
+#[must_use]
+pub fn file_io(storage: &Storage) -> iceberg::io::FileIO {
+    let s = Arc::new(Storage::new(storage.options().clone()));
+    FileIOBuilder::new(Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(s))).build()
 }
 
 /// Rewrites the `file_path` column of a position delete file through `map`.
@@ -220,7 +231,7 @@ fn rebased_entry_json(
     Ok(v.to_string())
 }
 
-/// Copies and rewrites a verified bundle's snapshot into the empty local location `into`.
+/// Copies and rewrites a verified bundle's snapshot into the empty location `into` (local or S3).
 ///
 /// The caller has verified the bundle; every object is still checked against its BLAKE3 as it is
 /// copied.
@@ -237,7 +248,7 @@ pub async fn rebuild(
     into: &str,
     identity: Identity,
 ) -> Result<Rebuilt> {
-    local_target("--into", into)?;
+    target("--into", into)?;
     if !storage.list(into).await?.is_empty() {
         return Err(Error::invalid(
             "--into",
@@ -275,6 +286,9 @@ pub async fn rebuild(
     // Only objects whose uri is derived from their path are read (the verify before this checked it too).
     let binding = bundle::UriBinding::new(pred).map_err(|reason| Error::corrupt(&pred.bundle_id, reason))?;
     let binding = &binding;
+    // The copy is most of a recovery's RTO: progress on stderr (`-q` silences it).
+    let progress = crate::report::output::Progress::new("recover: copy", objects.len(), storage.options().progress);
+    let progress = &progress;
     let written: Vec<Result<(String, String, u64, bool)>> = futures::stream::iter(objects)
         .map(|e| async move {
             let uri = binding.check(e).map_err(|f| Error::corrupt(&e.path, f.to_string()))?;
@@ -318,6 +332,7 @@ pub async fn rebuild(
             };
             let size = bytes.len() as u64;
             storage.put_new(&dst, bytes).await?;
+            progress.tick(size);
             Ok((e.path.clone(), dst, size, rewritten))
         })
         .buffer_unordered(concurrency)
@@ -349,11 +364,17 @@ pub async fn rebuild(
         .get(snapshot.manifest_list())
         .ok_or_else(|| Error::corrupt(snapshot.manifest_list(), "the manifest list copy is missing"))?;
     let list = table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version())?;
-    let io = FileIOBuilder::new(Arc::new(LocalFsStorageFactory)).build();
+    let io = file_io(storage);
     let id = snapshot.snapshot_id();
     let rebase_any = |p: &str| rebase(&old, into, p);
     let mut manifests = Vec::new();
+    let rewrite = crate::report::output::Progress::new(
+        "recover: rewrite manifests",
+        list.entries().len(),
+        storage.options().progress,
+    );
     for mf in list.entries() {
+        rewrite.tick(mf.manifest_length.try_into().unwrap_or_default());
         let bytes = copies
             .get(&mf.manifest_path)
             .ok_or_else(|| Error::corrupt(&mf.manifest_path, "manifest copy missing from the bundle"))?;
@@ -508,19 +529,22 @@ fn rebased_metadata(
 /// # Errors
 /// Catalog errors (an existing table of that name included).
 pub async fn register(
+    storage: &Storage,
     cfg: &CatalogConfig,
     catalog: &str,
     ident: &crate::io::catalog::TableIdent,
     md_location: &str,
-    into_path: &str,
+    into: &str,
 ) -> Result<()> {
     // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
     // database must exist; iceberg-catalog-sql creates its tables in it).
     let cat = crate::io::catalog::open_iceberg(
         catalog,
         cfg,
-        cfg.warehouse.clone().unwrap_or_else(|| format!("file://{into_path}")),
-        Arc::new(LocalFsStorageFactory),
+        cfg.warehouse.clone().unwrap_or_else(|| into.to_owned()),
+        Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(Storage::new(
+            storage.options().clone(),
+        )))),
         true,
     )
     .await?;
@@ -563,7 +587,7 @@ pub async fn restore_into(
 ) -> Result<Outcome> {
     let trust = crate::evidence::keys::TrustStore::load_dir(trust_dir)?;
     let into = location::canonical_uri(into)?;
-    let into_path = local_target("--into", &into)?;
+    target("--into", &into)?;
     let ident: crate::io::catalog::TableIdent = table_name.parse()?;
     let cfg = ctx.config.catalog(catalog)?.clone();
     let report = bundle::verify(
@@ -585,7 +609,7 @@ pub async fn restore_into(
     }
     let (pred, copies) = bundle::verified_predicate(&ctx.storage, bundle_uri, &trust).await?;
     let r = rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await?;
-    register(&cfg, catalog, &ident, &r.metadata_location, &into_path).await?;
+    register(&ctx.storage, &cfg, catalog, &ident, &r.metadata_location, &into).await?;
     let human = format!(
         "RESTORED snapshot {} as {catalog}.{ident} at {into}\nmetadata {}\n{} objects ({} bytes) copied and checked, {} position delete files rewritten\n",
         r.snapshot_id, r.metadata_location, r.objects_copied, r.bytes_copied, r.position_deletes_rewritten

@@ -19,11 +19,9 @@
 //! declared point).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use iceberg::io::{FileIOBuilder, LocalFsStorageFactory};
 use iceberg::spec::{FormatVersion, ManifestStatus, serialize_data_file_to_json};
 use serde::{Deserialize, Serialize};
 
@@ -94,7 +92,7 @@ pub struct RecoverReport {
     pub findings: Vec<Finding>,
 }
 
-/// Recovers the snapshot of a bundle into the empty local location `into`.
+/// Recovers the snapshot of a bundle into the empty location `into` (a local folder or an S3 prefix).
 ///
 /// # Errors
 /// Only when lakedrill cannot decide (unreadable bundle folder, unreachable store, catalog
@@ -112,7 +110,7 @@ pub async fn recover(
 ) -> Result<RecoverReport> {
     let t0 = clock.now();
     let into = location::canonical_uri(into)?;
-    let into_path = materialize::local_target("--into", &into)?;
+    materialize::target("--into", &into)?;
     let ident: Option<crate::io::catalog::TableIdent> = registration.map(|r| r.table.parse()).transpose()?;
     let mut report = RecoverReport {
         status: RestoreStatus::Failed,
@@ -209,7 +207,7 @@ pub async fn recover(
         && let (Some(r), Some(ident)) = (registration, &ident)
     {
         let cfg = config.catalog(&r.catalog)?.clone();
-        materialize::register(&cfg, &r.catalog, ident, &rebuilt.metadata_location, &into_path).await?;
+        materialize::register(storage, &cfg, &r.catalog, ident, &rebuilt.metadata_location, &into).await?;
         report.registered_as = Some(format!("{}.{ident}", r.catalog));
     }
     report.rto_seconds = elapsed(clock);
@@ -669,7 +667,7 @@ async fn check_recovered(
         );
         return Ok(());
     }
-    match scan_rows(md_location, pred.snapshot_id).await {
+    match scan_rows(storage, md_location, pred.snapshot_id).await {
         Ok(n) => {
             report.rows_scanned = Some(n);
             if let Some(p) = report.rows_promised
@@ -694,8 +692,8 @@ async fn check_recovered(
 }
 
 /// Rows of a scan of one snapshot, deletes applied, with the `iceberg` crate's reader.
-async fn scan_rows(md_location: &str, snapshot_id: i64) -> Result<u64> {
-    let io = FileIOBuilder::new(Arc::new(LocalFsStorageFactory)).build();
+async fn scan_rows(storage: &Storage, md_location: &str, snapshot_id: i64) -> Result<u64> {
+    let io = materialize::file_io(storage);
     let ident = iceberg::TableIdent::from_strs(["lakedrill", "recovered"]).map_err(|e| Error::iceberg("ident", e))?;
     let t = iceberg::table::StaticTable::from_metadata_file(md_location, ident, io)
         .await

@@ -127,7 +127,16 @@ impl Gov {
                     ..Default::default()
                 };
                 let ident: lakedrill::io::catalog::TableIdent = "db.retention".parse().unwrap();
-                block_on(lakedrill::ops::materialize::register(&cfg, "rt", &ident, &md, "unused")).unwrap();
+                let storage = lakedrill::io::store::Storage::new(lakedrill::config::StorageOptions::default());
+                block_on(lakedrill::ops::materialize::register(
+                    &storage,
+                    &cfg,
+                    "rt",
+                    &ident,
+                    &md,
+                    "file:///unused",
+                ))
+                .unwrap();
                 assert_eq!(sql_text(&pg, CURRENT_LOCATION).as_deref(), Some(md.as_str()));
                 std::fs::remove_file(dir.join("fx/catalog.db")).unwrap();
                 (pg.clone(), pg)
