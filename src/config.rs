@@ -75,6 +75,12 @@ pub struct StorageConfig {
     /// S3 settings (object_store `AmazonS3ConfigKey` names).
     #[serde(default)]
     pub s3: BTreeMap<String, String>,
+    /// Google Cloud Storage settings for `gs://` (object_store `GoogleConfigKey` names).
+    #[serde(default)]
+    pub gcs: BTreeMap<String, String>,
+    /// Azure Blob Storage settings for `az://` (object_store `AzureConfigKey` names).
+    #[serde(default)]
+    pub azure: BTreeMap<String, String>,
     /// The most bytes a table metadata file may have, raw or decompressed; default 512 MiB
     /// ([`crate::io::store::DEFAULT_MAX_METADATA_BYTES`]).
     pub max_metadata_bytes: Option<NonZeroU64>,
@@ -246,6 +252,8 @@ impl Config {
     pub fn storage_options(&self) -> StorageOptions {
         let mut o = StorageOptions {
             s3: self.storage.s3.clone(),
+            gcs: self.storage.gcs.clone(),
+            azure: self.storage.azure.clone(),
             progress: self.progress,
             ..StorageOptions::default()
         };
@@ -290,6 +298,10 @@ pub struct StorageOptions {
     /// Extra settings for S3 (`endpoint`, `allow_http`, `region`, `access_key_id`, …),
     /// applied on top of the standard `AWS_*` environment variables.
     pub s3: BTreeMap<String, String>,
+    /// Extra settings for `gs://` (`[storage.gcs]`), on top of the `GOOGLE_*` environment variables.
+    pub gcs: BTreeMap<String, String>,
+    /// Extra settings for `az://` (`[storage.azure]`), on top of the `AZURE_*` environment variables.
+    pub azure: BTreeMap<String, String>,
     /// The most requests in flight at once, across all objects.
     pub io_concurrency: NonZeroUsize,
     /// Print progress lines on stderr during long runs (sealing, verifying).
@@ -309,6 +321,8 @@ impl Default for StorageOptions {
     fn default() -> Self {
         Self {
             s3: BTreeMap::new(),
+            gcs: BTreeMap::new(),
+            azure: BTreeMap::new(),
             io_concurrency: NonZeroUsize::new(16).unwrap_or(NonZeroUsize::MIN),
             progress: false,
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,

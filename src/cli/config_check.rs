@@ -228,6 +228,22 @@ pub fn check(path: &Path, explicit: bool, cli: &clap::Command) -> Result<Outcome
                 );
             }
         }
+        for k in cfg.storage.gcs.keys() {
+            if object_store::gcp::GoogleConfigKey::from_str(k).is_err() {
+                p(
+                    &format!("storage.gcs.{k}"),
+                    "not an object_store GoogleConfigKey name".into(),
+                );
+            }
+        }
+        for k in cfg.storage.azure.keys() {
+            if object_store::azure::AzureConfigKey::from_str(k).is_err() {
+                p(
+                    &format!("storage.azure.{k}"),
+                    "not an object_store AzureConfigKey name".into(),
+                );
+            }
+        }
         for (name, c) in &cfg.catalog {
             let field = format!("catalog.{name}");
             if c.kind == "rest" {

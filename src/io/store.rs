@@ -255,10 +255,18 @@ impl Storage {
         } else if let Some(rest) = uri.strip_prefix("s3://") {
             let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
             (format!("s3://{bucket}"), key)
+        } else if let Some(rest) = uri.strip_prefix("gs://") {
+            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+            (format!("gs://{bucket}"), key)
+        } else if let Some(rest) = uri.strip_prefix("az://") {
+            let (container, key) = rest.split_once('/').unwrap_or((rest, ""));
+            (format!("az://{container}"), key)
         } else if let Some(rest) = uri.strip_prefix("memory:///") {
             ("memory".to_owned(), rest)
         } else {
-            return Err(bad("not a canonical storage URI (file:///, s3://, memory:///)".into()));
+            return Err(bad(
+                "not a canonical storage URI (file:///, s3://, gs://, az://, memory:///)".into(),
+            ));
         };
         let path = Path::parse(path).map_err(|e| bad(e.to_string()))?;
         let mut stores = self
@@ -272,6 +280,38 @@ impl Storage {
             Arc::new(object_store::local::LocalFileSystem::new())
         } else if key == "memory" {
             Arc::new(object_store::memory::InMemory::new())
+        } else if let Some(bucket) = key.strip_prefix("gs://") {
+            // Credentials and endpoint from the standard GOOGLE_* variables (a service account file, ADC).
+            let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(object_store::RetryConfig {
+                    max_retries: 5,
+                    retry_timeout: Duration::from_secs(120),
+                    ..Default::default()
+                });
+            for (k, v) in &self.options.gcs {
+                let cfg: object_store::gcp::GoogleConfigKey = k
+                    .parse()
+                    .map_err(|e: object_store::Error| bad(format!("GCS setting {k}: {e}")))?;
+                builder = builder.with_config(cfg, v.clone());
+            }
+            Arc::new(builder.build().map_err(|e| bad(format!("GCS client: {e}")))?)
+        } else if let Some(container) = key.strip_prefix("az://") {
+            // Account, credentials and endpoint from the standard AZURE_* variables (also the emulator switch).
+            let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_container_name(container)
+                .with_retry(object_store::RetryConfig {
+                    max_retries: 5,
+                    retry_timeout: Duration::from_secs(120),
+                    ..Default::default()
+                });
+            for (k, v) in &self.options.azure {
+                let cfg: object_store::azure::AzureConfigKey = k
+                    .parse()
+                    .map_err(|e: object_store::Error| bad(format!("Azure setting {k}: {e}")))?;
+                builder = builder.with_config(cfg, v.clone());
+            }
+            Arc::new(builder.build().map_err(|e| bad(format!("Azure client: {e}")))?)
         } else {
             let bucket = key.trim_start_matches("s3://");
             let mut builder = object_store::aws::AmazonS3Builder::from_env()

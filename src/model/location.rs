@@ -66,6 +66,8 @@ fn normalize(written: &str) -> Option<NormPath> {
         }
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "s3a" | "s3n" => "s3".to_owned(),
+            "gcs" => "gs".to_owned(),
+            "azure" => "az".to_owned(),
             s => s.to_owned(),
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -85,7 +87,8 @@ fn normalize(written: &str) -> Option<NormPath> {
 /// Turns a user-supplied location into lakedrill's canonical storage URI.
 ///
 /// Plain paths are made absolute against the current directory. `s3a://` and `s3n://` become
-/// `s3://`. The result has no trailing slash and is not percent-encoded.
+/// `s3://`, `gcs://` becomes `gs://` (Google Cloud Storage) and `azure://` becomes `az://` (Azure Blob Storage,
+/// `az://<container>/<path>`, the account from the environment). The result has no trailing slash and is not percent-encoded.
 ///
 /// # Errors
 /// [`Error::BadUri`] for empty input, an unsupported scheme, a `file://` URI with a remote host,
@@ -111,7 +114,11 @@ pub fn canonical_uri(input: &str) -> Result<String> {
     let path = norm.segments.join("/");
     match norm.key.as_str() {
         "file" => Ok(format!("file:///{path}")),
-        k if k.starts_with("s3://") || k.starts_with("memory://") => {
+        k if k.starts_with("s3://")
+            || k.starts_with("gs://")
+            || k.starts_with("az://")
+            || k.starts_with("memory://") =>
+        {
             if path.is_empty() {
                 Ok(k.to_owned())
             } else {
@@ -119,7 +126,7 @@ pub fn canonical_uri(input: &str) -> Result<String> {
             }
         }
         k => Err(bad(&format!(
-            "unsupported scheme in {k}; lakedrill reads file://, s3:// and memory://"
+            "unsupported scheme in {k}; lakedrill reads file://, s3://, gs://, az:// and memory://"
         ))),
     }
 }
@@ -281,7 +288,9 @@ mod tests {
         assert_eq!(canonical_uri("file:///a/b").unwrap(), "file:///a/b");
         assert_eq!(canonical_uri("s3a://bkt/x//y/").unwrap(), "s3://bkt/x/y");
         assert_eq!(canonical_uri("s3://bkt").unwrap(), "s3://bkt");
-        assert!(canonical_uri("gs://b/x").is_err());
+        assert_eq!(canonical_uri("gcs://b/x/../y").unwrap(), "gs://b/y");
+        assert_eq!(canonical_uri("azure://c/x").unwrap(), "az://c/x");
+        assert!(canonical_uri("hdfs://b/x").is_err());
         assert!(canonical_uri("file://otherhost/x").is_err());
         assert!(canonical_uri("/a/../../x").is_err());
         assert!(canonical_uri("").is_err());

@@ -92,17 +92,22 @@ pub fn rebase(old: &TableLocation, into: &str, written: &str) -> Result<String> 
 }
 
 /// Checks that a recovery target is a location lakedrill can write a table to: a local folder (`file://`, plain
-/// paths) or an S3 prefix (`s3://`).
+/// paths) or an object storage prefix (`s3://`, `gs://`, `az://`).
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the option for other schemes.
 pub fn target(option: &str, into: &str) -> Result<()> {
-    if into.starts_with("file://") || into.starts_with("s3://") {
+    if ["file://", "s3://", "gs://", "az://"]
+        .iter()
+        .any(|p| into.starts_with(p))
+    {
         Ok(())
     } else {
         Err(Error::invalid(
             option,
-            format!("{into}: recovery targets are local folders (file://, plain paths) or S3 prefixes (s3://)"),
+            format!(
+                "{into}: recovery targets are local folders (file://, plain paths) or object storage prefixes (s3://, gs://, az://)"
+            ),
         ))
     }
 }

@@ -31,6 +31,7 @@ mod s3;
 mod s3_deleter;
 mod scan;
 mod soak;
+mod stores;
 mod stress;
 mod util;
 mod v3;
