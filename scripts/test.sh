@@ -145,11 +145,24 @@ READER_PID=
 PG_STOP=()
 PG_RM=
 cleanup() {
+  # TERM first; a server that has not exited 10 s later (Azurite closes its service but its node process may
+  # linger) gets KILL, so that the script never hangs on its way out.
+  local pids=()
   for pid in $MOTO_PID $WEED_PID $AZ_PID $GCS_PID $READER_PID; do
     if kill -0 "$pid" 2>/dev/null; then
       kill "$pid" 2>/dev/null || true
-      wait "$pid" 2>/dev/null || true
+      pids+=("$pid")
     fi
+  done
+  for _ in $(seq 1 100); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && break
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   done
   if [[ ${#PG_STOP[@]} -gt 0 ]]; then
     "${PG_STOP[@]}" >/dev/null 2>&1 || true

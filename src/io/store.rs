@@ -152,6 +152,15 @@ impl std::fmt::Debug for Storage {
     }
 }
 
+/// The retry policy of every cloud client (S3, GCS, Azure): five retries within two minutes.
+fn retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(120),
+        ..Default::default()
+    }
+}
+
 fn map_err(op: &'static str, uri: &str, e: object_store::Error) -> Error {
     match e {
         object_store::Error::NotFound { .. } => Error::NotFound { uri: uri.to_owned() },
@@ -284,11 +293,7 @@ impl Storage {
             // Credentials and endpoint from the standard GOOGLE_* variables (a service account file, ADC).
             let mut builder = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
-                .with_retry(object_store::RetryConfig {
-                    max_retries: 5,
-                    retry_timeout: Duration::from_secs(120),
-                    ..Default::default()
-                });
+                .with_retry(retry());
             for (k, v) in &self.options.gcs {
                 let cfg: object_store::gcp::GoogleConfigKey = k
                     .parse()
@@ -300,11 +305,7 @@ impl Storage {
             // Account, credentials and endpoint from the standard AZURE_* variables (also the emulator switch).
             let mut builder = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(container)
-                .with_retry(object_store::RetryConfig {
-                    max_retries: 5,
-                    retry_timeout: Duration::from_secs(120),
-                    ..Default::default()
-                });
+                .with_retry(retry());
             for (k, v) in &self.options.azure {
                 let cfg: object_store::azure::AzureConfigKey = k
                     .parse()
@@ -316,11 +317,7 @@ impl Storage {
             let bucket = key.trim_start_matches("s3://");
             let mut builder = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
-                .with_retry(object_store::RetryConfig {
-                    max_retries: 5,
-                    retry_timeout: Duration::from_secs(120),
-                    ..Default::default()
-                });
+                .with_retry(retry());
             for (k, v) in &self.options.s3 {
                 let cfg: object_store::aws::AmazonS3ConfigKey = k
                     .parse()

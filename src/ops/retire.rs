@@ -68,6 +68,8 @@ pub async fn retire_bundles(
             .and_then(|q| q["bundles"].as_array().cloned())
             .unwrap_or_default()
     };
+    // The candidate's own bundles: a record must be written beside each (one that cannot be is an error).
+    let own = recorded(&rec).len();
     let mut bundles = recorded(&rec);
     // A candidate given up before its purge (RELEASED, or PROTECTED and not yet released) leaves its bundles
     // behind; once this purge deleted one of their snapshots, they are as stale as this candidate's own.
@@ -87,7 +89,7 @@ pub async fn retire_bundles(
     }
     let now = ctx.now().to_rfc3339();
     let mut out = Vec::with_capacity(bundles.len());
-    for b in &bundles {
+    for (i, b) in bundles.iter().enumerate() {
         let (Some(dir), Some(root)) = (b["uri"].as_str(), b["bundle_root"].as_str()) else {
             return Err(Error::Internal(format!(
                 "candidate {candidate_id}: a recorded bundle without uri or bundle_root: {b}"
@@ -97,6 +99,11 @@ pub async fn retire_bundles(
             .as_str()
             .map_or_else(|| location::file_name(dir).to_owned(), str::to_owned);
         let uri = location::join(dir, RECORD_FILE);
+        // A given-up candidate's bundle that an operator has since removed (its envelope is gone) is in no drill's
+        // population any more: there is nothing to retire, and no record is written into an empty folder.
+        if i >= own && ctx.storage.head(&location::join(dir, ENVELOPE_FILE)).await?.is_none() {
+            continue;
+        }
         let written = async {
             if ctx.storage.head(&uri).await?.is_some() {
                 return Ok(());

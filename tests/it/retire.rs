@@ -272,3 +272,44 @@ fn bundles_of_a_released_candidate_retire_with_the_purge_of_their_snapshots() {
         "{d}"
     );
 }
+
+// Found by the churn soak: a released candidate's bundle that the operator had removed made the next purge of its
+// snapshots exit 2 after its deletes ("retirement record could not be written: bundle.dsse.json does not exist").
+// A removed bundle is in no drill's population: there is nothing to retire, and no record is written for it.
+#[test]
+fn a_released_candidates_removed_bundle_is_not_retired_and_the_purge_finishes() {
+    let g = Gov::new("");
+    let first = g.candidate();
+    let first_id = first["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&first_id, "tag").expect_code(0).json();
+    let released: Vec<PathBuf> = q["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| local(b["uri"].as_str().unwrap()))
+        .collect();
+    g.on_table(&[
+        "--json",
+        "quarantine",
+        "release",
+        &first_id,
+        "--reason",
+        "operator cleanup",
+    ])
+    .expect_code(0);
+    std::fs::remove_dir_all(&released[0]).unwrap();
+    let again = g.candidate();
+    let id = again["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    seal_current(&g);
+    let ev = g.drill("bundles");
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert!(
+        !released[0].exists(),
+        "no record written into the removed bundle's folder"
+    );
+    for dir in &released[1..] {
+        assert!(dir.join("retired.dsse.json").exists(), "{} is retired", dir.display());
+    }
+}
