@@ -272,7 +272,7 @@ pub enum Command {
         #[arg(long)]
         to: String,
     },
-    /// Full recovery of a bundle's snapshot into a new (empty, local) location: copy, rewrite
+    /// Full recovery of a bundle's snapshot into a new (empty) folder or object-store prefix: copy, rewrite
     /// every path, verify against the bundle, scan, register.
     Recover {
         /// The bundle (a backup bundle, or any sealed bundle).

@@ -154,6 +154,11 @@ pub struct CatalogConfig {
     /// `rest`: extra HTTP headers sent with every request (`X-Iceberg-Access-Delegation`, …).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// `rest`: how `recover --into` / `restore --into` register a recovered table: `rest` (the default: the
+    /// protocol's `POST /v1/{prefix}/namespaces/{ns}/register`) or `s3tables` (the S3 Tables API's
+    /// `CreateTable` with the full metadata, at the `[storage.s3]` endpoint; for SeaweedFS, whose `register`
+    /// serves a table without its snapshots). Either way the table is loaded back and must match.
+    pub register: Option<String>,
 }
 
 impl CatalogConfig {
@@ -213,6 +218,7 @@ impl Config {
                         ("oauth2_server_uri", c.oauth2_server_uri.is_some()),
                         ("prefix", c.prefix.is_some()),
                         ("headers", !c.headers.is_empty()),
+                        ("register", c.register.is_some()),
                     ] {
                         if set {
                             return Err(bad(format!(
@@ -236,6 +242,12 @@ impl Config {
                     if c.name.is_some() {
                         return Err(bad(format!(
                             "catalog.{name}.name: only a \"sql\" catalog takes it (the REST catalog names its tables)"
+                        )));
+                    }
+                    if let Some(r) = c.register.as_deref().filter(|r| !["rest", "s3tables"].contains(r)) {
+                        return Err(bad(format!(
+                            "catalog.{name}.register = {r:?}: \"rest\" (the REST protocol's register) or \"s3tables\" \
+                             (the S3 Tables API's CreateTable)"
                         )));
                     }
                 }

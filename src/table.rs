@@ -366,7 +366,11 @@ impl Table {
         }
     }
 
-    async fn from_metadata_uri(
+    /// Reads the metadata file at `metadata_uri` (written `metadata_location` in the catalog) as table `name`.
+    ///
+    /// # Errors
+    /// Any [`Error`] naming the metadata file that could not be read or trusted.
+    pub async fn from_metadata_uri(
         storage: &Storage,
         name: String,
         metadata_location: &str,

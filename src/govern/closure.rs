@@ -89,6 +89,32 @@ pub struct Plan {
     /// Deletion-right requests and where each stands.
     #[serde(default)]
     pub deletion_rights: Vec<DeletionRightStatus>,
+    /// Unreferenced objects under the location that are never orphan candidates, whatever their age, with
+    /// the reason: hidden files (a path segment starting with `.` or `_`: `.crc` sidecars, `_SUCCESS`, a
+    /// writer's `_temporary` staging), the `version-hint.text` pointer, and files without a modification time.
+    #[serde(default)]
+    pub kept_unreferenced: Vec<Difference>,
+}
+
+/// Lakekeeper's floor for orphan removal: `plan` warns below it.
+pub const ORPHAN_SAFETY_WARNING_MS: i64 = 24 * 3_600_000;
+
+/// Why an unreferenced listed object is never an orphan candidate, if it is one of those (pure).
+#[must_use]
+pub fn never_orphan(l: &ListedObject) -> Option<String> {
+    if l.path == "metadata/version-hint.text" || l.path.ends_with("/version-hint.text") {
+        Some("pointer: a table's version hint, reported and never removed".into())
+    } else if crate::govern::baseline::hidden(&l.path) {
+        Some(
+            "hidden: a path segment starts with `.` or `_` (a checksum sidecar, a job marker or a writer's staging \
+             file, hidden as in Iceberg's DeleteOrphanFiles): reported, never removed"
+                .into(),
+        )
+    } else if l.last_modified_ms <= 0 {
+        Some("no-modification-time: the store gives it no modification time, so its age is unknown".into())
+    } else {
+        None
+    }
 }
 
 /// The candidate root: BLAKE3 over the candidate's objects (layer, path, size), sorted. Not a bundle root
@@ -456,6 +482,13 @@ fn kept_objects(
         .flatten()
         .map(|l| (l.path.as_str(), input.now_ms - l.last_modified_ms))
         .collect();
+    let unknown_age: HashSet<&str> = input
+        .listing
+        .iter()
+        .flatten()
+        .filter(|l| l.last_modified_ms <= 0)
+        .map(|l| l.path.as_str())
+        .collect();
     for (path, v) in &mut kept {
         for (w, p) in &input.protections.writers {
             if under(path, p) {
@@ -475,7 +508,12 @@ fn kept_objects(
                 "statistics-file: not sealed with its snapshot; an orphan once the metadata no longer names it".into(),
             );
         }
-        if plain_orphans.objects.binary_search_by(|o| o.as_str().cmp(path)).is_ok()
+        if unknown_age.contains(path) {
+            push(
+                v,
+                "no-modification-time: the store gives it no modification time, so its age is unknown".into(),
+            );
+        } else if plain_orphans.objects.binary_search_by(|o| o.as_str().cmp(path)).is_ok()
             && let Some(age) = ages.get(path)
             && *age <= input.orphan_safety_interval_ms
         {
@@ -681,16 +719,28 @@ pub fn plan(input: &PlanInput) -> Plan {
         });
     }
     // Orphans: listed, referenced by nothing, old enough, outside writers and holds.
+    let mut kept_unreferenced = Vec::new();
+    if input.listing.is_some() && input.orphan_safety_interval_ms < ORPHAN_SAFETY_WARNING_MS {
+        warnings.push(format!(
+            "orphanSafetyInterval is {} s, below 24 hours (Lakekeeper's floor for orphan removal): a writer whose \
+             commit takes longer than that would find its files quarantined as orphans",
+            input.orphan_safety_interval_ms / 1000
+        ));
+    }
     match (&input.listing, any_unknown, &table_hold) {
         (Some(listing), false, None) => {
             // Statistics files are named by the metadata, not by a snapshot's layers: never orphans.
             let referenced = crate::govern::baseline::referenced_paths(input);
             let mut objects = Vec::new();
             for l in listing {
-                let name = l.path.rsplit('/').next().unwrap_or(&l.path);
-                let auxiliary =
-                    l.path == "metadata/version-hint.text" || (name.starts_with('.') && name.ends_with(".crc"));
-                if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) || auxiliary {
+                if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
+                    continue;
+                }
+                if let Some(why) = never_orphan(l) {
+                    kept_unreferenced.push(Difference {
+                        subject: l.path.clone(),
+                        reasons: vec![why],
+                    });
                     continue;
                 }
                 if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
@@ -766,6 +816,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         &mut differences,
     );
     differences.sort_by(|a, b| a.subject.cmp(&b.subject));
+    kept_unreferenced.sort_by(|a, b| a.subject.cmp(&b.subject));
     let in_candidate: BTreeSet<i64> = candidates.iter().flat_map(|c| c.snapshot_ids.iter().copied()).collect();
     let deletion_rights = rights
         .into_iter()
@@ -831,6 +882,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         plain_orphans,
         differences,
         warnings,
+        kept_unreferenced,
     }
 }
 
@@ -1138,6 +1190,90 @@ mod tests {
         // The object only plain expiry would remove names the snapshot and the reason that kept it.
         assert_eq!(why("a"), Some(vec!["lease:L (snapshot 1)".to_owned()]));
         assert_eq!(p.differences.len(), 2);
+    }
+
+    #[test]
+    fn hidden_files_the_version_hint_and_files_without_mtime_are_reported_never_orphans() {
+        let now = 100 * DAY;
+        let listed = |p: &str, mtime: i64| ListedObject {
+            path: p.into(),
+            size: 1,
+            last_modified_ms: mtime,
+        };
+        let old = now - 10 * DAY;
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 1,
+                parent_id: None,
+                timestamp_ms: old,
+                objects: Some([obj("data/live.parquet", Layer::Data)].into_iter().collect()),
+            }],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 1,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(1),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: Some(vec![
+                listed("data/live.parquet", old),
+                listed("data/stray.parquet", old),
+                listed("data/_SUCCESS", old),
+                listed("data/.stray.parquet.crc", old),
+                listed("data/_temporary/0/x.parquet", old),
+                listed("metadata/version-hint.text", old),
+                listed("data/epoch.parquet", 0),
+                listed("data/young.parquet", now - 1000),
+            ]),
+            protections: Protections::default(),
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: 2 * DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, DAY, 2 * DAY),
+            statistics_files: BTreeMap::new(),
+        };
+        let p = plan(&input);
+        let orphans: Vec<&str> = p
+            .candidates
+            .iter()
+            .filter(|c| c.kind == "orphans")
+            .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+            .collect();
+        assert_eq!(orphans, ["data/stray.parquet"]);
+        let kept: Vec<(&str, &str)> = p
+            .kept_unreferenced
+            .iter()
+            .map(|d| (d.subject.as_str(), d.reasons[0].split(':').next().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("data/.stray.parquet.crc", "hidden"),
+                ("data/_SUCCESS", "hidden"),
+                ("data/_temporary/0/x.parquet", "hidden"),
+                ("data/epoch.parquet", "no-modification-time"),
+                ("metadata/version-hint.text", "pointer"),
+            ]
+        );
+        assert!(
+            p.warnings.is_empty(),
+            "2 days is above the 24-hour floor: {:?}",
+            p.warnings
+        );
+        input.orphan_safety_interval_ms = 12 * 3_600_000;
+        let p = plan(&input);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("below 24 hours")),
+            "{:?}",
+            p.warnings
+        );
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub enum Catalog {
     /// `type = "sql"`.
     Sql(SqlCatalog),
     /// `type = "rest"`.
-    Rest(crate::io::rest::RestCatalog),
+    Rest(Box<crate::io::rest::RestCatalog>),
 }
 
 impl Catalog {
@@ -94,9 +94,9 @@ impl Catalog {
     /// [`Error::Catalog`] naming the catalog when it cannot be opened (database, endpoint, credentials).
     pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
         match cfg.kind.as_str() {
-            "rest" => Ok(Self::Rest(
+            "rest" => Ok(Self::Rest(Box::new(
                 Box::pin(crate::io::rest::RestCatalog::open(section, cfg)).await?,
-            )),
+            ))),
             _ => Ok(Self::Sql(SqlCatalog::open(section, cfg).await?)),
         }
     }
@@ -145,7 +145,9 @@ impl Catalog {
     /// [`Error::Catalog`] ("lost the race") and nothing changes. Returns the new metadata location.
     ///
     /// # Errors
-    /// [`Error::Catalog`] for a lost race or a refused commit; storage errors writing the metadata file.
+    /// [`Error::Catalog`] for a lost race or a refused commit; storage errors writing the metadata file;
+    /// [`Error::Corrupt`] when a REST server applied the commit on top of a concurrent one and so dropped refs
+    /// that one created (see [`crate::io::rest::RestCatalog::commit`]).
     pub async fn commit(
         &self,
         storage: &Storage,
@@ -155,7 +157,7 @@ impl Catalog {
     ) -> Result<String> {
         match self {
             Self::Sql(c) => c.commit(storage, ident, expected, new).await,
-            Self::Rest(c) => c.commit(ident, expected, new).await,
+            Self::Rest(c) => c.commit(storage, ident, expected, new).await,
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct RestCatalog {
     scope: String,
     token_uri: String,
     auth_var: String,
+    warehouse: Option<String>,
+    register: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -176,6 +178,8 @@ impl RestCatalog {
             credential,
             scope: cfg.scope.clone().unwrap_or_else(|| "catalog".to_owned()),
             auth_var: var.clone(),
+            warehouse: cfg.warehouse.clone(),
+            register: cfg.register.clone(),
         };
         if cat.credential.is_some() {
             cat.fetch_token().await?;
@@ -420,7 +424,20 @@ impl RestCatalog {
     /// [`Error::Catalog`] when the table moved since `expected` or the server refuses a requirement (409: the
     /// commit lost the race, nothing changed), or when `new` differs from the current metadata in more than refs
     /// and removed snapshots.
-    pub async fn commit(&self, ident: &TableIdent, expected: &str, new: &TableMetadata) -> Result<String> {
+    ///
+    /// A REST server applies the updates to the table as it is when the commit arrives, and requirements can
+    /// only pin refs lakedrill knows of: a ref another writer created between lakedrill's read and its commit
+    /// on a snapshot the commit removes is silently dropped by the server (Iceberg's metadata builder removes
+    /// refs to removed snapshots). So the answer is checked: when the new metadata's log shows another commit
+    /// in between, that generation is read, and refs it had on a removed snapshot that are gone now are an
+    /// [`Error::Corrupt`] naming them (the caller must not delete anything).
+    pub async fn commit(
+        &self,
+        storage: &crate::io::store::Storage,
+        ident: &TableIdent,
+        expected: &str,
+        new: &TableMetadata,
+    ) -> Result<String> {
         let current = self.load(ident).await?;
         if current.metadata_location != expected {
             return Err(self.err(format!(
@@ -446,8 +463,24 @@ impl RestCatalog {
             200 => {
                 let r: LoadTableResponse = serde_json::from_slice(&body)
                     .map_err(|e| self.err(format!("commit to {ident}: unreadable answer ({e})")))?;
-                r.metadata_location
-                    .ok_or_else(|| self.err(format!("commit to {ident}: the answer names no metadata location")))
+                let loc = r
+                    .metadata_location
+                    .ok_or_else(|| self.err(format!("commit to {ident}: the answer names no metadata location")))?;
+                let removed: std::collections::BTreeSet<i64> = current
+                    .metadata
+                    .snapshots()
+                    .map(|s| s.snapshot_id())
+                    .filter(|id| new.snapshot_by_id(*id).is_none())
+                    .collect();
+                if !removed.is_empty() {
+                    let known: std::collections::BTreeSet<String> = refs_of(&current.metadata)
+                        .map_err(|why| self.err(why))?
+                        .into_keys()
+                        .collect();
+                    self.check_nothing_dropped(storage, ident, (expected, &known), &loc, &r.metadata, &removed)
+                        .await?;
+                }
+                Ok(loc)
             }
             409 => Err(self.err(format!(
                 "commit to {ident} refused (HTTP 409): a requirement failed, another writer committed first: the \
@@ -456,6 +489,266 @@ impl RestCatalog {
             _ => Err(self.refusal(&format!("commit to {ident}"), status, &body)),
         }
     }
+}
+
+impl RestCatalog {
+    /// After a commit that removed `removed` from the generation at `expected` (whose refs were `known`): when
+    /// the new metadata's log names another generation as its parent, the commits in between are read and any
+    /// ref of theirs lakedrill did not know, on a removed snapshot, that the result no longer has is refused
+    /// ([`RestCatalog::commit`]).
+    async fn check_nothing_dropped(
+        &self,
+        storage: &crate::io::store::Storage,
+        ident: &TableIdent,
+        (expected, known): (&str, &std::collections::BTreeSet<String>),
+        committed: &str,
+        result: &TableMetadata,
+        removed: &std::collections::BTreeSet<i64>,
+    ) -> Result<()> {
+        let same = |a: &str| {
+            a == expected
+                || crate::model::location::canonical_uri(a).ok() == crate::model::location::canonical_uri(expected).ok()
+        };
+        let log: Vec<&str> = result.metadata_log().iter().map(|m| m.metadata_file.as_str()).collect();
+        let Some(parent) = log.last() else {
+            return Err(Error::corrupt(
+                committed,
+                format!(
+                    "catalog {}: the commit to {ident} removed snapshots {removed:?}, but its metadata has no \
+                     metadata-log, so whether a concurrent commit referenced them cannot be decided; nothing was \
+                     deleted",
+                    self.section
+                ),
+            ));
+        };
+        if same(parent) {
+            return Ok(());
+        }
+        // Every generation after the one lakedrill read (all of them, when the log does not reach back to it).
+        let start = log.iter().rposition(|m| same(m)).map_or(0, |i| i + 1);
+        let result_refs = refs_of(result).map_err(|why| self.err(why))?;
+        let mut dropped = Vec::new();
+        for m in &log[start..] {
+            let uri = crate::model::location::canonical_uri(m)?;
+            let bytes = storage
+                .get_bounded(&uri, storage.options().max_metadata_bytes, "table metadata")
+                .await?
+                .bytes;
+            let between: TableMetadata =
+                serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&uri, format!("not table metadata: {e}")))?;
+            for (name, r) in refs_of(&between).map_err(|why| self.err(why))? {
+                // Refs lakedrill read were pinned by requirements or removed on purpose; only new ones count.
+                if removed.contains(&r.snapshot_id) && !result_refs.contains_key(&name) && !known.contains(&name) {
+                    dropped.push(format!("{name} -> {} (in {m})", r.snapshot_id));
+                }
+            }
+        }
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        dropped.sort();
+        dropped.dedup();
+        Err(Error::corrupt(
+            committed,
+            format!(
+                "catalog {}: another writer committed to {ident} between lakedrill's read ({expected}) and its \
+                 commit, creating ref(s) on snapshots the commit removed; the server applied the removal on top \
+                 and dropped them: {}. Nothing was deleted: the snapshots' files and quarantine bundles are \
+                 intact (restore a bundle with `lakedrill restore`, then re-create the refs)",
+                self.section,
+                dropped.join(", ")
+            ),
+        ))
+    }
+
+    fn namespace_url(&self, namespace: &str) -> String {
+        let ns: Vec<String> = namespace.split('.').map(segment).collect();
+        format!("{}/namespaces/{}", self.v1(), ns.join("%1F"))
+    }
+
+    /// Creates the namespace when the catalog does not have it.
+    async fn ensure_namespace(&self, namespace: &str) -> Result<()> {
+        let (status, body) = self
+            .send(reqwest::Method::GET, &self.namespace_url(namespace), None)
+            .await?;
+        match status {
+            200 => return Ok(()),
+            404 => {}
+            _ => return Err(self.refusal(&format!("load namespace {namespace}"), status, &body)),
+        }
+        let req = serde_json::json!({"namespace": namespace.split('.').collect::<Vec<_>>(), "properties": {}});
+        let (status, body) = self
+            .send(
+                reqwest::Method::POST,
+                &format!("{}/namespaces", self.v1()),
+                Some(req.to_string().into_bytes()),
+            )
+            .await?;
+        match status {
+            200 | 409 => Ok(()),
+            _ => Err(self.refusal(&format!("create namespace {namespace}"), status, &body)),
+        }
+    }
+
+    /// Registers the table whose current metadata file is `md_location` as `ident` (the namespace is created
+    /// when missing), by the route `register` names, then loads it back: the catalog must serve that metadata
+    /// (table UUID, current snapshot, snapshots, refs). A registration served otherwise is dropped again.
+    ///
+    /// Routes: `rest` (default), the protocol's `POST /v1/{prefix}/namespaces/{ns}/register`; `s3tables`, the S3
+    /// Tables API's `CreateTable` with the whole metadata JSON (`metadata.fullMetadata`) for the table bucket
+    /// named by `warehouse` (SeaweedFS 4.48 serves a table registered the first way without its snapshots).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] naming the catalog: the table exists, the server refuses, or it serves something
+    /// other than what was registered.
+    pub async fn register(
+        &self,
+        storage: &crate::io::store::Storage,
+        ident: &TableIdent,
+        md_location: &str,
+        md: &TableMetadata,
+    ) -> Result<()> {
+        self.ensure_namespace(&ident.namespace).await?;
+        match self.register.as_deref().unwrap_or("rest") {
+            "s3tables" => self.register_s3tables(storage, ident, md_location).await?,
+            _ => {
+                let req = serde_json::json!({"name": ident.name, "metadata-location": md_location});
+                let (status, body) = self
+                    .send(
+                        reqwest::Method::POST,
+                        &format!("{}/register", self.namespace_url(&ident.namespace)),
+                        Some(req.to_string().into_bytes()),
+                    )
+                    .await?;
+                match status {
+                    200 => {}
+                    409 => return Err(self.err(format!("register {ident}: the table already exists"))),
+                    _ => return Err(self.refusal(&format!("register {ident}"), status, &body)),
+                }
+            }
+        }
+        let served = self.load(ident).await?;
+        if let Err(why) = same_table(md, &served.metadata) {
+            // Leave no table behind that serves other data than the recovered metadata.
+            let dropped = self
+                .send(reqwest::Method::DELETE, &self.table_url(ident), None)
+                .await
+                .map(|(s, _)| s == 200 || s == 204)
+                .unwrap_or(false);
+            return Err(self.err(format!(
+                "registered {ident} from {md_location}, but the catalog serves it otherwise ({why}); the \
+                 registration was {}. A REST catalog must serve a registered table's metadata file as written{}",
+                if dropped {
+                    "dropped again"
+                } else {
+                    "NOT dropped: drop it by hand"
+                },
+                if self.register.as_deref() == Some("s3tables") {
+                    ""
+                } else {
+                    " (SeaweedFS's register does not: set register = \"s3tables\" for it)"
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// `CreateTable` of the S3 Tables API with the full metadata (SeaweedFS keeps and serves it).
+    async fn register_s3tables(
+        &self,
+        storage: &crate::io::store::Storage,
+        ident: &TableIdent,
+        md_location: &str,
+    ) -> Result<()> {
+        let bucket = self.warehouse.clone().ok_or_else(|| {
+            self.err(format!(
+                "catalog.{}.register = \"s3tables\" needs catalog.{}.warehouse = the table bucket's name",
+                self.section, self.section
+            ))
+        })?;
+        let uri = crate::model::location::canonical_uri(md_location)?;
+        let full: serde_json::Value = serde_json::from_slice(
+            &storage
+                .get_bounded(&uri, storage.options().max_metadata_bytes, "table metadata")
+                .await?
+                .bytes,
+        )
+        .map_err(|e| Error::corrupt(&uri, format!("not a metadata JSON file: {e}")))?;
+        let s3t = |op: &'static str, body: serde_json::Value| async move {
+            let (status, answer) = storage.s3tables(op, &body).await?;
+            if status == 200 {
+                Ok(answer)
+            } else {
+                Err(self.err(format!(
+                    "S3 Tables {op} for {ident}: HTTP {status}: {}",
+                    String::from_utf8_lossy(&answer).chars().take(300).collect::<String>()
+                )))
+            }
+        };
+        let listed: serde_json::Value = serde_json::from_slice(&s3t("ListTableBuckets", serde_json::json!({})).await?)
+            .map_err(|e| self.err(format!("S3 Tables ListTableBuckets: unreadable answer ({e})")))?;
+        let arn = listed["tableBuckets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|b| b["name"] == bucket.as_str())
+            .and_then(|b| b["arn"].as_str())
+            .ok_or_else(|| self.err(format!("S3 Tables has no table bucket {bucket:?}")))?
+            .to_owned();
+        let file = crate::model::location::file_name(md_location);
+        let version: Option<u64> = file
+            .trim_start_matches('v')
+            .split(['-', '.'])
+            .next()
+            .and_then(|n| n.parse().ok());
+        let mut body = serde_json::json!({
+            "tableBucketARN": arn,
+            "namespace": ident.namespace.split('.').collect::<Vec<_>>(),
+            "name": ident.name,
+            "format": "ICEBERG",
+            "metadata": {"iceberg": {"tableUUID": full["table-uuid"]}, "fullMetadata": full},
+            "metadataLocation": md_location,
+        });
+        if let Some(v) = version {
+            body["metadataVersion"] = v.into();
+        }
+        s3t("CreateTable", body).await?;
+        Ok(())
+    }
+}
+
+/// Whether the catalog serves `served` for the registered `md`: table UUID, current snapshot, the snapshot ids
+/// and the refs (name, snapshot) agree; otherwise what differs.
+fn same_table(md: &TableMetadata, served: &TableMetadata) -> std::result::Result<(), String> {
+    if md.uuid() != served.uuid() {
+        return Err(format!("table-uuid {} instead of {}", served.uuid(), md.uuid()));
+    }
+    if md.current_snapshot_id() != served.current_snapshot_id() {
+        return Err(format!(
+            "current snapshot {:?} instead of {:?}",
+            served.current_snapshot_id(),
+            md.current_snapshot_id()
+        ));
+    }
+    let ids = |m: &TableMetadata| {
+        m.snapshots()
+            .map(|s| s.snapshot_id())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    if ids(md) != ids(served) {
+        return Err(format!(
+            "{} snapshot(s) instead of the {} registered",
+            ids(served).len(),
+            ids(md).len()
+        ));
+    }
+    let refs = |m: &TableMetadata| -> std::result::Result<BTreeMap<String, i64>, String> {
+        Ok(refs_of(m)?.into_iter().map(|(n, r)| (n, r.snapshot_id)).collect())
+    };
+    if refs(md)? != refs(served)? {
+        return Err(format!("refs {:?} instead of {:?}", refs(served)?, refs(md)?));
+    }
+    Ok(())
 }
 
 /// The reqwest error's text without the URL it embeds (a URL could carry a token in its query).

@@ -101,14 +101,113 @@ fn folder(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
-/// Refuses a table whose location holds lakedrill's own state or another table.
-///
-/// `listing` is the listing of the table root, by path relative to it. Catalogs that cannot be opened are
-/// skipped when naming other tables: their metadata files are refused by path all the same.
+/// How another table's root relates to this table's root, if they overlap (segment-wise).
+fn overlap(root: &str, other: &str) -> Option<&'static str> {
+    let (a, b) = (root.trim_end_matches('/'), other.trim_end_matches('/'));
+    if a == b {
+        Some("shares this location")
+    } else if b.strip_prefix(a).is_some_and(|r| r.starts_with('/')) {
+        Some("lies inside this location")
+    } else if a.strip_prefix(b).is_some_and(|r| r.starts_with('/')) {
+        Some("lies around this location")
+    } else {
+        None
+    }
+}
+
+/// How many other tables' metadata files are read at once.
+const METADATA_READS: usize = 16;
+
+/// Every table of catalog `section` other than `table` itself (the same current metadata file), with its
+/// canonical metadata URI and its root (or why its metadata could not be read). A SQLite catalog whose file
+/// does not exist holds no table.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the table location and what it holds.
-pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> Result<()> {
+/// [`Error::Invalid`] naming the catalog when it cannot be opened or listed: whether another table shares
+/// this location cannot be decided then.
+async fn other_tables(
+    section: &str,
+    c: &crate::config::CatalogConfig,
+    storage: &crate::io::store::Storage,
+    table: &Table,
+) -> Result<Vec<(String, String, std::result::Result<String, String>)>> {
+    use futures::StreamExt as _;
+    if sqlite_path(&c.uri).is_some_and(|p| !std::path::Path::new(&p).exists()) {
+        return Ok(Vec::new());
+    }
+    let cannot = |e: Error| {
+        Error::invalid(
+            format!("catalog {section}"),
+            format!(
+                "cannot list its tables to check that none shares the location of {} ({e}); lakedrill plans only \
+                 when every configured catalog can be listed",
+                table.name()
+            ),
+        )
+    };
+    let cat = Catalog::open(section, c).await.map_err(cannot)?;
+    let tables = cat.tables().await;
+    Box::pin(cat.close()).await;
+    let tables = tables.map_err(cannot)?;
+    let this = table.metadata_uri().to_owned();
+    let found: Vec<_> = futures::stream::iter(tables)
+        .filter_map(|(ident, md)| {
+            let this = this.clone();
+            async move {
+                let uri = location::canonical_uri(&md).ok()?;
+                // The table itself: its own catalog entry (which may have moved on since it was read).
+                (uri != this && format!("{section}.{ident}") != table.name()).then_some((ident, md, uri))
+            }
+        })
+        .map(|(ident, md, uri)| async move {
+            let other = Table::from_metadata_uri(storage, format!("{section}.{ident}"), &md, &uri, None).await;
+            (ident.to_string(), uri, other)
+        })
+        .buffer_unordered(METADATA_READS)
+        .collect()
+        .await;
+    Ok(found
+        .into_iter()
+        .filter(|(_, _, other)| !other.as_ref().is_ok_and(|o| same_lineage(table, o)))
+        .map(|(ident, uri, other)| {
+            let other = other
+                .map(|t| t.location().root_uri().trim_end_matches('/').to_owned())
+                .map_err(|e| e.to_string());
+            (ident, uri, other)
+        })
+        .collect())
+}
+
+/// Whether `other` is an earlier or later generation of `table` itself (the same UUID, and one's metadata
+/// log names the other's metadata file): the same table read through another route, not a second table.
+fn same_lineage(table: &Table, other: &Table) -> bool {
+    let logged = |t: &Table, uri: &str| {
+        t.metadata()
+            .metadata_log()
+            .iter()
+            .any(|m| location::canonical_uri(&m.metadata_file).is_ok_and(|u| u == uri))
+    };
+    table.metadata().uuid() == other.metadata().uuid()
+        && (logged(other, table.metadata_uri()) || logged(table, other.metadata_uri()))
+}
+
+/// Refuses a table whose location holds lakedrill's own state or another table, or lies inside another
+/// table's location.
+///
+/// `listing` is the listing of the table root, by path relative to it. Every table of every configured catalog
+/// is compared (its metadata read): one whose location equals this one, lies inside it or around it is named
+/// (Iceberg #17213: a table registered over another's location loses its files to the other's orphan removal,
+/// and expiring snapshots of one deletes files the other references). A SQLite catalog whose file does not
+/// exist holds no table; a catalog that cannot be listed makes the check fail.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the table location and what it holds, or naming a catalog that cannot be listed.
+pub async fn check(
+    config: &Config,
+    storage: &crate::io::store::Storage,
+    table: &Table,
+    listing: &[ListedObject],
+) -> Result<()> {
     let root = table.location().root_uri().trim_end_matches('/').to_owned();
     let relative = |uri: &str| -> Option<String> {
         if uri == root {
@@ -148,31 +247,31 @@ pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> 
             own.insert(folder(&r).to_owned());
         }
     }
+    // Every other table of every configured catalog whose location is this one, lies inside it or around it.
+    let mut named: BTreeSet<String> = BTreeSet::new();
+    for (section, c) in &config.catalog {
+        for (ident, md_uri, other) in other_tables(section, c, storage, table).await? {
+            let how = match &other {
+                Ok(other_root) => overlap(&root, other_root),
+                // An unreadable table is named when its metadata file lies in or around this location.
+                Err(_) => overlap(&root, folder(&md_uri)),
+            };
+            let Some(how) = how else { continue };
+            if let Some(r) = relative(&md_uri) {
+                named.insert(folder(&r).to_owned());
+            }
+            let text = match other {
+                Ok(other_root) => format!("table {ident} of catalog {section} (location {other_root}) {how}"),
+                Err(e) => format!("table {ident} of catalog {section} (metadata {md_uri}, unreadable: {e}) {how}"),
+            };
+            push(text, &format!("table:{section}.{ident}"), &mut found);
+        }
+    }
     let foreign: Vec<&ListedObject> = listing
         .iter()
         .filter(|l| is_metadata_file(&l.path) && !own.contains(folder(&l.path)))
         .collect();
-    if !foreign.is_empty() {
-        let mut named: BTreeSet<String> = BTreeSet::new();
-        for (section, c) in &config.catalog {
-            let Ok(cat) = Catalog::open(section, c).await else {
-                continue;
-            };
-            let Ok(tables) = cat.tables().await else { continue };
-            for (ident, md) in tables {
-                let Some(r) = location::canonical_uri(&md).ok().and_then(|u| relative(&u)) else {
-                    continue;
-                };
-                let dir = folder(&r).to_owned();
-                if !own.contains(&dir) && named.insert(dir.clone()) {
-                    push(
-                        format!("table {ident} of catalog {section} (metadata {root}/{r})"),
-                        &format!("table:{dir}"),
-                        &mut found,
-                    );
-                }
-            }
-        }
+    {
         for l in foreign {
             if !named.contains(folder(&l.path)) && named.insert(folder(&l.path).to_owned()) {
                 push(
@@ -193,11 +292,11 @@ pub async fn check(config: &Config, table: &Table, listing: &[ListedObject]) -> 
         list.push_str(&format!("; and {more} more"));
     }
     Err(Error::invalid(
-        format!("table location {root}"),
+        format!("table {} (location {root})", table.name()),
         format!(
-            "it holds lakedrill's own state or another table, which a plan would propose as orphans: {list}; \
-             lakedrill refuses to plan over it (check the metadata's `location`, or give the table's own folder \
-             with --table-root)"
+            "it holds lakedrill's own state or shares storage with another table, whose files a plan would \
+             propose as orphans or delete with expired snapshots: {list}; lakedrill refuses to plan over it (check \
+             the metadata's `location`, or give the table's own folder with --table-root)"
         ),
     ))
 }

@@ -1005,6 +1005,20 @@ async fn execute(
         {
             Ok(_) => break table,
             Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
+            Err(e @ Error::Corrupt { .. }) => {
+                // The catalog may already have lost refs to the candidate's snapshots (a REST server applying
+                // the removal over a concurrent commit): the candidate is protected for good, nothing deleted.
+                reg.candidate_transition(
+                    candidate_id,
+                    State::Protected,
+                    &format!("the purge's catalog commit could not be trusted: {e}"),
+                    None,
+                    None,
+                    ctx.now(),
+                )
+                .await?;
+                return Err(e);
+            }
             Err(e) => return Err(e),
         }
     };

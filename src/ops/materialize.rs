@@ -541,6 +541,13 @@ pub async fn register(
     md_location: &str,
     into: &str,
 ) -> Result<()> {
+    if cfg.kind == "rest" {
+        // Through the REST catalog's own registration route, then loaded back and compared.
+        let uri = location::canonical_uri(md_location)?;
+        let md = crate::table::Table::from_metadata_uri(storage, ident.to_string(), md_location, &uri, None).await?;
+        let cat = crate::io::rest::RestCatalog::open(catalog, cfg).await?;
+        return cat.register(storage, ident, md_location, md.metadata()).await;
+    }
     // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
     // database must exist; iceberg-catalog-sql creates its tables in it).
     let cat = crate::io::catalog::open_iceberg(

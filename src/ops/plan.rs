@@ -221,7 +221,7 @@ pub async fn gather(
         })
         .collect::<Vec<_>>();
     // A widened `location` would list lakedrill's own state and other tables as orphans.
-    crate::ops::containment::check(&ctx.config, table, &listing).await?;
+    crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing).await?;
     let mut protections = Protections {
         protected_refs: policy.protected_refs().to_vec(),
         ..Protections::default()
@@ -492,6 +492,13 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     for d in &p.differences {
         human.push_str(&format!(
             "  kept by lakedrill: {} — {}\n",
+            d.subject,
+            d.reasons.join(", ")
+        ));
+    }
+    for d in &p.kept_unreferenced {
+        human.push_str(&format!(
+            "  unreferenced, never an orphan: {} — {}\n",
             d.subject,
             d.reasons.join(", ")
         ));

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""A counting HTTP proxy in front of the test S3 server: the deleter tests count the requests lakedrill sends
-with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own counters.
+"""A counting HTTP proxy in front of a test server (S3 or the Iceberg REST catalog): the deleter tests count the
+requests lakedrill sends with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own
+counters, and the REST tests use it to land another writer's commit at the worst moment.
 
-Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects]
+Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--race-post REGEX SCRIPT]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -14,11 +15,18 @@ LOGFILE, flushed before the request is forwarded:
 With --no-delete-objects it plays a provider that does not implement DeleteObjects: every `POST ?delete` is
 answered `501 NotImplemented` (logged, never forwarded), as S3-compatible stores without batch deletes answer.
 
+With --race-post, the first POST whose path matches REGEX (say, a REST table commit) waits while
+`python SCRIPT` runs to completion (another writer committing through the catalog directly, after lakedrill read
+the table and before its commit arrives), then is forwarded. The script's exit status is logged as
+`<time> RACE <status>`; it runs once.
+
 Runs until killed.
 """
 import http.client
 import os
 import http.server
+import re
+import subprocess
 import sys
 import threading
 import time
@@ -27,6 +35,11 @@ import urllib.parse
 UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
 PORTFILE, LOGFILE = sys.argv[2], sys.argv[3]
 NO_DELETE_OBJECTS = "--no-delete-objects" in sys.argv[4:]
+RACE = None
+if "--race-post" in sys.argv[4:]:
+    i = sys.argv.index("--race-post")
+    RACE = (re.compile(sys.argv[i + 1]), sys.argv[i + 2])
+RACE_FIRED = threading.Event()
 LOCK = threading.Lock()
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -43,6 +56,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         query = urllib.parse.urlsplit(self.path).query
+        if RACE and self.command == "POST" and RACE[0].search(urllib.parse.urlsplit(self.path).path):
+            with LOCK:
+                fire = not RACE_FIRED.is_set()
+                RACE_FIRED.set()
+            if fire:
+                status = subprocess.run([sys.executable, RACE[1]]).returncode
+                with LOCK, open(LOGFILE, "a") as log:
+                    log.write(f"{time.time():.6f} RACE {status}\n")
         if NO_DELETE_OBJECTS and self.command == "POST" and "delete" in urllib.parse.parse_qs(query, keep_blank_values=True):
             data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
                     b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")

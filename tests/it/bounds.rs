@@ -97,7 +97,7 @@ fn r016_raw_metadata_over_the_limit_exits_2_naming_the_file_and_the_limit() {
 }
 
 /// The current metadata file of the Gov fixture's table, as a local path.
-fn current_metadata(g: &Gov) -> PathBuf {
+pub fn current_metadata(g: &Gov) -> PathBuf {
     let db = format!("sqlite://{}?mode=ro", g.dir.join("fx/catalog.db").display());
     let loc = sql_text(
         &db,
@@ -209,7 +209,7 @@ fn r016_plan_names_the_unreadable_layer_of_an_expirable_snapshot() {
 }
 
 /// Sets the `location` of the table's current metadata file.
-fn set_location(md_path: &Path, location: &str) {
+pub fn set_location(md_path: &Path, location: &str) {
     let mut md: Value = serde_json::from_slice(&std::fs::read(md_path).unwrap()).unwrap();
     md["location"] = Value::String(location.to_owned());
     std::fs::write(md_path, serde_json::to_vec(&md).unwrap()).unwrap();

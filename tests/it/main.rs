@@ -23,6 +23,7 @@ mod keys;
 mod malformed;
 mod operator;
 mod oracle;
+mod orphans;
 mod release;
 mod rest;
 mod retire;

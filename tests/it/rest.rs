@@ -8,6 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::governance::python;
+use crate::s3_deleter::CountingProxy;
 use crate::util::{Run, block_on, lakedrill_in, tmpdir};
 
 fn rest_uri() -> String {
@@ -49,7 +50,7 @@ impl RestFx {
         std::fs::write(
             dir.join("lakedrill.toml"),
             format!(
-                "[catalog.rest]\ntype = \"rest\"\nuri = \"{}\"\nwarehouse = \"{bucket}\"\nauth = \"oauth2\"\nauth_env = \"LAKEDRILL_TEST_REST_SECRET\"\n[registry]\nuri = \"sqlite:{}\"\n",
+                "[catalog.rest]\ntype = \"rest\"\nuri = \"{}\"\nwarehouse = \"{bucket}\"\nauth = \"oauth2\"\nauth_env = \"LAKEDRILL_TEST_REST_SECRET\"\nregister = \"s3tables\"\n[registry]\nuri = \"sqlite:{}\"\n",
                 rest_uri(),
                 dir.join("registry.db").display()
             ),
@@ -84,9 +85,9 @@ impl RestFx {
         self.run(&a)
     }
 
-    /// Runs `code` with `t` = the table loaded through the REST catalog by PyIceberg; returns its stdout.
-    fn py(&self, code: &str) -> String {
-        let script = format!(
+    /// A Python script running `code` with `t` = the table loaded through the REST catalog by PyIceberg.
+    fn py_script(&self, code: &str) -> String {
+        format!(
             "import os\nfrom pyiceberg.catalog.rest import RestCatalog\n\
              k, s = os.environ['AWS_ACCESS_KEY_ID'], os.environ['AWS_SECRET_ACCESS_KEY']\n\
              cat = RestCatalog('rest', **{{'uri': '{}', 'credential': f'{{k}}:{{s}}', 'warehouse': '{}', 's3.endpoint': '{}', 's3.access-key-id': k, 's3.secret-access-key': s, 's3.region': 'us-east-1'}})\n\
@@ -94,7 +95,12 @@ impl RestFx {
             rest_uri(),
             self.fx["warehouse"].as_str().unwrap(),
             s3_endpoint()
-        );
+        )
+    }
+
+    /// Runs `code` with `t` = the table loaded through the REST catalog by PyIceberg; returns its stdout.
+    fn py(&self, code: &str) -> String {
+        let script = self.py_script(code);
         let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
         assert!(out.status.success(), "python: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -351,4 +357,335 @@ fn rest_catalog_errors_name_the_catalog_and_never_print_the_secret() {
     assert_eq!(v["catalogs"]["rest"]["auth"], "oauth2", "{v}");
     assert_eq!(v["catalogs"]["rest"]["auth_env_set"], true, "{v}");
     assert!(!v.to_string().contains("testing:testing"), "{v}");
+}
+
+impl RestFx {
+    /// A configuration like `lakedrill.toml` whose REST catalog is reached through `proxy` (a race proxy).
+    fn through(&self, proxy: &CountingProxy, name: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join("lakedrill.toml")).unwrap();
+        std::fs::write(self.dir.join(name), text.replace(&rest_uri(), &proxy.endpoint)).unwrap();
+        name.to_owned()
+    }
+
+    /// A proxy in front of the REST catalog that runs `code` (PyIceberg, another writer) once, when lakedrill's
+    /// first commit to `db.events` arrives: after lakedrill read the table, before its commit reaches the server.
+    fn race(&self, name: &str, code: &str) -> CountingProxy {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("writer.py");
+        std::fs::write(&script, self.py_script(code)).unwrap();
+        CountingProxy::start(
+            &rest_uri(),
+            &dir,
+            &["--race-post", "/namespaces/db/tables/events$", script.to_str().unwrap()],
+        )
+    }
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Whether the race proxy ran its writer, successfully.
+fn raced(proxy: &CountingProxy) -> bool {
+    proxy.requests().iter().any(|(_, m, p)| m == "RACE" && p == "0")
+}
+
+/// Another writer's commit lands inside lakedrill's own commits, through the CLI: after lakedrill read the table
+/// and before its commit arrives (a proxy runs PyIceberg at that moment). The quarantine's commit fails cleanly
+/// (exit 1, "lost the race", its bundles removed, no tag in the table); a fresh plan quarantines the same
+/// snapshot. The purge's commit, raced by a writer tagging the candidate's snapshot, deletes nothing: the
+/// snapshot, its tag and its files stay, and PyIceberg reads the tagged snapshot's rows.
+#[test]
+fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and_nothing_protected_is_deleted() {
+    let f = RestFx::new();
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    f.run(&[
+        "rollout",
+        "set",
+        "db.events",
+        "test",
+        "--catalog",
+        "rest",
+        "--reason",
+        "REST test table",
+        "--policy",
+        f.policy.to_str().unwrap(),
+    ])
+    .expect_code(0);
+
+    // 1. An append lands inside the quarantine commit.
+    let append = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([900], pa.int64()), 'category': pa.array(['racer']), 'value': pa.array([9.0])}))";
+    let proxy = f.race("q-race", append);
+    let cfg = f.through(&proxy, "raced-q.toml");
+    let mut args = vec!["--config", cfg.as_str(), "--json", "quarantine", id.as_str()];
+    args.extend([
+        "--policy",
+        f.policy.to_str().unwrap(),
+        "--key",
+        "keys/rest.key",
+        "--bundles",
+        "bundles",
+    ]);
+    args.extend(T);
+    let q = f.run(&args);
+    assert!(
+        raced(&proxy),
+        "the writer ran inside the commit: {:?}",
+        proxy.requests()
+    );
+    q.expect_code(1);
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert!(text.contains("lost the race") && text.contains("re-plan"), "{text}");
+    assert_eq!(
+        f.py("print(sorted(n for n in t.metadata.refs if n.startswith('quarantine/')), t.scan().to_arrow().num_rows)"),
+        format!("[] {}", f.fx["rows"].as_u64().unwrap() + 1),
+        "no quarantine tag, the writer's append stands"
+    );
+    let left = files_under(&f.dir.join("bundles"));
+    assert!(left.is_empty(), "the lost quarantine's bundles were removed: {left:?}");
+    drop(proxy);
+
+    // A fresh plan proposes the same snapshot and quarantines it.
+    let c = f.candidate();
+    assert_eq!(c["snapshot_ids"], serde_json::json!([orphaned]), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    f.quarantine(&id);
+    std::fs::write(
+        f.dir.join("drill.toml"),
+        "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"trust\"\nkey = \"keys/rest.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let d = f.run(&["--json", "drill", "run", "drill.toml"]).expect_code(0).json();
+    let report = d["report"].as_str().unwrap().to_owned();
+
+    // 2. A writer tags the candidate's snapshot inside the purge's commit.
+    let proxy = f.race(
+        "p-race",
+        &format!("t.manage_snapshots().create_tag({orphaned}, 'keep-me').commit()"),
+    );
+    let cfg = f.through(&proxy, "raced-p.toml");
+    let mut args = vec!["--config", cfg.as_str(), "--json", "purge", id.as_str()];
+    args.extend([
+        "--policy",
+        f.policy.to_str().unwrap(),
+        "--trust",
+        "trust",
+        "--key",
+        "keys/rest.key",
+    ]);
+    args.extend(["--receipts", "receipts", "--evidence", report.as_str()]);
+    args.extend(T);
+    let p = f.run(&args);
+    assert!(
+        raced(&proxy),
+        "the writer ran inside the commit: {:?}",
+        proxy.requests()
+    );
+    // SeaweedFS applies the removal over the tag commit and drops the new tag (requirements can only pin refs
+    // lakedrill knew); lakedrill sees the commit in between in the metadata log, deletes nothing, protects the
+    // candidate and says what the server dropped.
+    let text = format!("{}{}", p.stdout, p.stderr);
+    p.expect_code(2);
+    assert!(
+        text.contains("keep-me") && text.contains("Nothing was deleted"),
+        "{text}"
+    );
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    let counts = &status["candidates"][0]["object_counts"];
+    assert!(
+        counts.as_object().is_some_and(|m| !m.is_empty()
+            && m.keys()
+                .all(|k| !matches!(k.as_str(), "DELETED" | "VERIFIED" | "DELETE_UNKNOWN"))),
+        "no object went to the deleter: {status}"
+    );
+    assert_eq!(status["candidates"][0]["candidate"]["state"], "PROTECTED", "{status}");
+    // A later purge refuses: the candidate is protected for good.
+    let again = f.run(&args);
+    assert_eq!(again.code, 1, "{}{}", again.stdout, again.stderr);
+    // Every one of the snapshot's files stays, and its quarantine bundle restores it as a table PyIceberg reads.
+    let keys: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    let seen = f.py(&format!(
+        "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\nloc = t.location().removeprefix('s3://')\nb, p = loc.split('/', 1)\n\
+         n = 0\nfor k in {keys:?}:\n    s3.head_object(Bucket=b, Key=p + '/' + k)\n    n += 1\nprint(n)",
+        s3_endpoint()
+    ));
+    assert_eq!(seen, keys.len().to_string(), "{status}");
+    let bundle = files_under(&f.dir.join("bundles"))
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "bundle.dsse.json"))
+        .expect("the quarantine bundle");
+    let restored_at = format!("s3://{}/db/kept", f.fx["warehouse"].as_str().unwrap());
+    let r = f
+        .run(&[
+            "--json",
+            "restore",
+            bundle.parent().unwrap().to_str().unwrap(),
+            "--trust",
+            "trust",
+            "--into",
+            &restored_at,
+            "--table",
+            "db.kept",
+            "--catalog",
+            "rest",
+        ])
+        .expect_code(0)
+        .json();
+    assert!(
+        r["metadata_location"].as_str().unwrap().starts_with(&restored_at),
+        "{r}"
+    );
+}
+
+/// A REST table whose metadata names a data file outside the table location (PyIceberg's `add_files` of a
+/// Parquet file written elsewhere): `plan` exits 2 naming the file and the location, and deletes nothing.
+#[test]
+fn a_rest_table_whose_metadata_points_outside_its_location_exits_2_naming_the_object() {
+    let f = RestFx::new();
+    let elsewhere = format!(
+        "s3://{}/elsewhere-{}/stray.parquet",
+        std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh"),
+        uuid::Uuid::new_v4()
+    );
+    f.py(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq\nfrom pyarrow import fs\n\
+         s3 = fs.S3FileSystem(endpoint_override='{}', access_key=k, secret_key=s, region='us-east-1')\n\
+         pq.write_table(pa.table({{'id': pa.array([1], pa.int64()), 'category': pa.array(['x']), 'value': pa.array([1.0])}}), '{}', filesystem=s3)\n\
+         t.add_files(['{elsewhere}'])",
+        s3_endpoint(),
+        elsewhere.trim_start_matches("s3://")
+    ));
+    let r = f.on_table(&["plan", "--policy", f.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains(&elsewhere) && r.stderr.contains(f.fx["location"].as_str().unwrap()),
+        "names the object and the location: {}",
+        r.stderr
+    );
+}
+
+/// `recover --into s3://…` and `restore --into s3://…` register the recovered table in the REST catalog (the S3
+/// Tables `CreateTable` route, `register = "s3tables"`, which SeaweedFS serves faithfully); PyIceberg reads both
+/// through the REST catalog with the original row counts. The protocol's own `register`, which SeaweedFS 4.48
+/// serves without snapshots, is refused after the load-back check (exit 2 naming the catalog) and leaves no
+/// table behind.
+#[test]
+fn recovered_tables_register_in_the_rest_catalog_and_pyiceberg_reads_them_there() {
+    let f = RestFx::new();
+    let bucket = f.fx["warehouse"].as_str().unwrap().to_owned();
+    // A second section for the same catalog with the protocol's own register route (the default).
+    let text = std::fs::read_to_string(f.dir.join("lakedrill.toml")).unwrap();
+    let plain = text
+        .replace("[catalog.rest]", "[catalog.rest_plain]")
+        .replace("register = \"s3tables\"\n", "")
+        .replace("[registry]", "[x]");
+    std::fs::write(
+        f.dir.join("lakedrill.toml"),
+        format!("{text}{}", plain.split("[x]").next().unwrap()),
+    )
+    .unwrap();
+    let rows_now = f.fx["rows"].as_u64().unwrap();
+    let b = f
+        .on_table(&["--json", "backup", "--key", "keys/rest.key", "--to", "backups"])
+        .expect_code(0)
+        .json();
+    let into = format!("s3://{bucket}/db/recovered");
+    let r = f
+        .run(&[
+            "--json",
+            "recover",
+            "--from",
+            b["bundle_uri"].as_str().unwrap(),
+            "--trust",
+            "trust",
+            "--into",
+            &into,
+            "--catalog",
+            "rest",
+            "--table",
+            "db.recovered",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    assert_eq!(r["registered_as"], "rest.db.recovered", "{r}");
+
+    // A quarantine bundle of the snapshot PyIceberg orphaned, restored as a new table.
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    let orphaned_rows = f.py(&format!("print(t.scan(snapshot_id={orphaned}).to_arrow().num_rows)"));
+    let q = f.quarantine(&id);
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let restored_at = format!("s3://{bucket}/db/restored");
+    f.run(&[
+        "--json",
+        "restore",
+        &bundle,
+        "--trust",
+        "trust",
+        "--into",
+        &restored_at,
+        "--catalog",
+        "rest",
+        "--table",
+        "db.restored",
+    ])
+    .expect_code(0);
+    let read = |name: &str| {
+        f.py(&format!(
+            "t = cat.load_table('{name}')\nprint(t.metadata.location, t.scan().to_arrow().num_rows)"
+        ))
+    };
+    assert_eq!(read("db.recovered"), format!("{into} {rows_now}"));
+    assert_eq!(read("db.restored"), format!("{restored_at} {orphaned_rows}"));
+
+    // The protocol's register on SeaweedFS: the table comes back without its snapshots, so it is refused and
+    // dropped again.
+    let plain_at = format!("s3://{bucket}/db/plain");
+    let r = f.run(&[
+        "--json",
+        "recover",
+        "--from",
+        b["bundle_uri"].as_str().unwrap(),
+        "--trust",
+        "trust",
+        "--into",
+        &plain_at,
+        "--catalog",
+        "rest_plain",
+        "--table",
+        "db.plain",
+    ]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("catalog rest_plain")
+            && r.stderr.contains("serves it otherwise")
+            && r.stderr.contains("dropped again"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        f.py("print(('db', 'plain') in [tuple(i) for i in cat.list_tables('db')])"),
+        "False",
+        "no table left behind"
+    );
 }

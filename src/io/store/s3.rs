@@ -721,6 +721,68 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// One call of the S3 Tables API (`POST /` with `X-Amz-Target: S3Tables.<op>`, a JSON 1.1 body, SigV4 for the
+    /// service `s3tables`) at the S3 endpoint of the settings (`[storage.s3]`, `AWS_ENDPOINT_URL`), or
+    /// `https://s3tables.<region>.amazonaws.com`, with the S3 credentials. Returns the status and the body.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for unusable S3 settings or credentials; [`Error::Storage`] when the endpoint cannot
+    /// be reached.
+    pub async fn s3tables(&self, op: &str, body: &serde_json::Value) -> Result<(u16, Bytes)> {
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsAuthorizer};
+        let what = format!("S3 Tables {op}");
+        let bad = |reason: String| Error::invalid(&what, reason);
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name("s3tables");
+        for (k, v) in &self.options().s3 {
+            let cfg: AmazonS3ConfigKey = k
+                .parse()
+                .map_err(|e: object_store::Error| bad(format!("S3 setting {k}: {e}")))?;
+            builder = builder.with_config(cfg, v.clone());
+        }
+        let region = builder
+            .get_config_value(&AmazonS3ConfigKey::Region)
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let endpoint = builder
+            .get_config_value(&AmazonS3ConfigKey::Endpoint)
+            .unwrap_or_else(|| format!("https://s3tables.{region}.amazonaws.com"));
+        let client = builder.build().map_err(|e| bad(format!("S3 client: {e}")))?;
+        let credential = client
+            .credentials()
+            .get_credential()
+            .await
+            .map_err(|e| bad(format!("S3 credentials: {e}")))?;
+        let bytes = Bytes::from(serde_json::to_vec(body).map_err(|e| Error::Internal(format!("{what}: {e}")))?);
+        let url = format!("{}/", endpoint.trim_end_matches('/'));
+        let mut req: object_store::client::HttpRequest = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(&url)
+            .header("x-amz-target", format!("S3Tables.{op}"))
+            .header("content-type", "application/x-amz-json-1.1")
+            .body(bytes.clone().into())
+            .map_err(|e| bad(format!("request to {url}: {e}")))?;
+        AwsAuthorizer::new(&credential, "s3tables", &region)
+            .try_authorize(&mut req, None)
+            .map_err(|e| bad(format!("sign the request to {url}: {e}")))?;
+        let mut send = reqwest::Client::new().post(&url);
+        for (k, v) in req.headers() {
+            send = send.header(k, v);
+        }
+        let _permit = self.permit().await?;
+        let resp = send
+            .body(bytes)
+            .send()
+            .await
+            .map_err(|e| s3_error("S3 Tables request", &url, e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| s3_error("S3 Tables request", &url, e.to_string()))?;
+        Ok((status, body))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
