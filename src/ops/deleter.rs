@@ -310,6 +310,49 @@ pub async fn bundles_intact(
     Ok(reasons)
 }
 
+/// What the registry row says may be deleted, checked against what was signed (#23 point 4): the candidate's
+/// inventory must hash to its recorded root, and every object must lie, with its size, in the inventory of one
+/// of the candidate's verified bundles. A registry row edited to add a retained file (with a matching root or
+/// not) is refused here, before acceptance. Returns every reason to refuse.
+///
+/// # Errors
+/// Storage errors reading the bundles.
+async fn inventory_covered(ctx: &Context, rec: &CandidateRecord, trust: &TrustStore) -> Result<Vec<String>> {
+    let objects = objects_of(rec);
+    let mut reasons = Vec::new();
+    let recorded = rec.candidate["inventory_root"].as_str().unwrap_or_default();
+    let recomputed = crate::govern::closure::candidate_root(&objects);
+    if recomputed != recorded {
+        reasons.push(format!(
+            "the candidate's inventory ({} objects) hashes to {recomputed}, not to its recorded root {recorded}: the \
+             registry row was changed after planning",
+            objects.len()
+        ));
+    }
+    let inventories = sealed_inventories(ctx, rec, trust).await?;
+    let mut sealed: BTreeMap<String, u64> = BTreeMap::new();
+    for (uri, table_location, inventory) in &inventories {
+        let root = location::canonical_uri(table_location)?;
+        for (path, e) in sealed_by_path(&[(uri.clone(), table_location.clone(), inventory.clone())], &root)? {
+            sealed.insert(path, e.size);
+        }
+    }
+    let outside: Vec<String> = objects
+        .iter()
+        .filter(|o| sealed.get(&o.path) != Some(&o.size))
+        .map(|o| format!("{} ({} bytes)", o.path, o.size))
+        .collect();
+    if !outside.is_empty() {
+        let shown: Vec<&String> = outside.iter().take(10).collect();
+        reasons.push(format!(
+            "{} object(s) of the candidate lie in no verified bundle inventory of it with that size: {shown:?}{}",
+            outside.len(),
+            if outside.len() > shown.len() { " …" } else { "" }
+        ));
+    }
+    Ok(reasons)
+}
+
 #[derive(Debug, Clone, Serialize)]
 struct Receipt<'a> {
     phase: &'a str,
@@ -511,6 +554,9 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                                 problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
                             }
                             problems.extend(bundles_intact(&ctx.storage, &bundles, &trust).await?);
+                            if problems.is_empty() {
+                                problems.extend(inventory_covered(ctx, &rec, &trust).await?);
+                            }
                         }
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
                             let moved = reg

@@ -308,3 +308,75 @@ fn a_hold_or_lease_elsewhere_on_the_table_mid_purge_does_not_halt_it() {
     let rows = g.py(&format!("print(t.scan(snapshot_id={current}).to_arrow().num_rows)"));
     assert!(rows.trim().parse::<u64>().unwrap() > 0, "{rows}");
 }
+
+/// An attacker with write access to the registry edits the candidate row after the drill: adds the table's
+/// current metadata file (which no bundle sealed), once with the recorded inventory root left as it was and once
+/// with a root recomputed to match. `purge` refuses both before acceptance (exit 1, naming the root or the object outside
+/// every verified bundle inventory) and the file stays.
+#[test]
+fn an_edited_candidate_row_adding_a_retained_file_is_refused_before_acceptance() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let root = g.table_root();
+    let rel = crate::bounds::current_metadata(&g)
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let row: Value = serde_json::from_str(
+        &sql_text(
+            &db,
+            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for recompute in [false, true] {
+        let mut edited = row.clone();
+        let mut objects: Vec<lakedrill::model::object::ObjectRef> =
+            serde_json::from_value(edited["objects"].clone()).unwrap();
+        objects.push(lakedrill::model::object::ObjectRef {
+            path: rel.clone(),
+            layer: lakedrill::model::object::Layer::Metadata,
+            size,
+        });
+        edited["objects"] = serde_json::to_value(&objects).unwrap();
+        if recompute {
+            edited["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
+        }
+        let script = format!(
+            "import sqlite3, sys\nc = sqlite3.connect('{}')\nc.execute('UPDATE candidates SET candidate_json = ? WHERE candidate_id = ?', (sys.stdin.read(), '{id}'))\nc.commit()\n",
+            g.dir.join("registry.db").display()
+        );
+        let mut child = Command::new(crate::governance::python())
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(edited.to_string().as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        let r = g.purge(id, Some(&ev), &[]);
+        assert_eq!(r.code, 1, "recompute {recompute}: {}{}", r.stdout, r.stderr);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        if recompute {
+            assert!(
+                out.contains("lie in no verified bundle inventory") && out.contains(&rel),
+                "{out}"
+            );
+        } else {
+            assert!(out.contains("registry row was changed"), "{out}");
+        }
+        assert!(root.join(&rel).exists(), "{rel} was deleted");
+    }
+}

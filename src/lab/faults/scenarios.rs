@@ -231,9 +231,9 @@ async fn uncommitted_writer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     let mut obs = Obs::new();
     let lab = Lab::new(env, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n").await?;
     let root_uri = lab.table_root().await?;
-    crate::ops::protect::writer_begin(&lab.ctx, &lab.source, "data/_staging/w1").await?;
-    let staged = ["data/_staging/w1/part-0.parquet", "data/_staging/w1/part-1.parquet"];
-    let unregistered = "data/_staging/w2/part-0.parquet";
+    crate::ops::protect::writer_begin(&lab.ctx, &lab.source, "data/staging/w1").await?;
+    let staged = ["data/staging/w1/part-0.parquet", "data/staging/w1/part-1.parquet"];
+    let unregistered = "data/staging/w2/part-0.parquet";
     for p in staged.iter().chain([&unregistered]) {
         lab.ctx
             .storage
