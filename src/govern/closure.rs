@@ -721,10 +721,15 @@ pub fn plan(input: &PlanInput) -> Plan {
     // Orphans: listed, referenced by nothing, old enough, outside writers and holds.
     let mut kept_unreferenced = Vec::new();
     if input.listing.is_some() && input.orphan_safety_interval_ms < ORPHAN_SAFETY_WARNING_MS {
+        let ms = input.orphan_safety_interval_ms;
+        let shown = match ms {
+            m if m % 3_600_000 == 0 => format!("{}h", m / 3_600_000),
+            m if m % 60_000 == 0 => format!("{}m", m / 60_000),
+            m => format!("{}s", m / 1000),
+        };
         warnings.push(format!(
-            "orphanSafetyInterval is {} s, below 24 hours (Lakekeeper's floor for orphan removal): a writer whose \
-             commit takes longer than that would find its files quarantined as orphans",
-            input.orphan_safety_interval_ms / 1000
+            "orphanSafetyInterval is {shown}, below 24 hours (Lakekeeper's floor for orphan removal): a writer whose \
+             commit takes longer than that would find its files quarantined as orphans"
         ));
     }
     match (&input.listing, any_unknown, &table_hold) {
