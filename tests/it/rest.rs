@@ -106,6 +106,53 @@ impl RestFx {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
+    /// `rollout set db.events test`: the deleter may run on the table.
+    fn enable(&self) {
+        self.run(&[
+            "rollout",
+            "set",
+            "db.events",
+            "test",
+            "--catalog",
+            "rest",
+            "--reason",
+            "REST test table",
+            "--policy",
+            self.policy.to_str().unwrap(),
+        ])
+        .expect_code(0);
+    }
+
+    /// A weekly quarantine drill over `bundles`; returns its report.
+    fn drill(&self) -> String {
+        std::fs::write(
+            self.dir.join("drill.toml"),
+            "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"trust\"\nkey = \"keys/rest.key\"\nreports = \"reports\"\n",
+        )
+        .unwrap();
+        let d = self
+            .run(&["--json", "drill", "run", "drill.toml"])
+            .expect_code(0)
+            .json();
+        d["report"].as_str().unwrap().to_owned()
+    }
+
+    /// How many of candidate `c`'s objects are in the table bucket, and their paths.
+    fn present(&self, c: &Value) -> (usize, Vec<String>) {
+        let keys: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["path"].as_str().unwrap().to_owned())
+            .collect();
+        let n = self.py(&format!(
+            "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\nloc = t.location().removeprefix('s3://')\nb, p = loc.split('/', 1)\n\
+             n = 0\nfor k in {keys:?}:\n    try:\n        s3.head_object(Bucket=b, Key=p + '/' + k)\n        n += 1\n    except Exception:\n        pass\nprint(n)",
+            s3_endpoint()
+        ));
+        (n.parse().unwrap(), keys)
+    }
+
     fn candidate(&self) -> Value {
         let plan = self
             .on_table(&["--json", "plan", "--policy", self.policy.to_str().unwrap()])
@@ -174,32 +221,14 @@ fn a_rest_table_goes_through_plan_quarantine_drill_purge_rollback_and_pyiceberg_
         serde_json::json!([f.fx["orphaned_snapshot_id"]]),
         "{c}"
     );
-    let r = f.run(&[
-        "rollout",
-        "set",
-        "db.events",
-        "test",
-        "--catalog",
-        "rest",
-        "--reason",
-        "REST test table",
-        "--policy",
-        f.policy.to_str().unwrap(),
-    ]);
-    r.expect_code(0);
+    f.enable();
     f.quarantine(&id);
     assert_eq!(
         f.py(&format!("print(t.metadata.refs['quarantine/{id}'].snapshot_id)")),
         f.fx["orphaned_snapshot_id"].to_string(),
         "PyIceberg sees the quarantine tag"
     );
-    std::fs::write(
-        f.dir.join("drill.toml"),
-        "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"trust\"\nkey = \"keys/rest.key\"\nreports = \"reports\"\n",
-    )
-    .unwrap();
-    let d = f.run(&["--json", "drill", "run", "drill.toml"]).expect_code(0).json();
-    let report = d["report"].as_str().unwrap().to_owned();
+    let report = f.drill();
     // A writer commits between quarantine and purge.
     f.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([500], pa.int64()), 'category': pa.array(['late']), 'value': pa.array([5.0])}))");
     let p = f
@@ -231,18 +260,8 @@ fn a_rest_table_goes_through_plan_quarantine_drill_purge_rollback_and_pyiceberg_
         "the purge's REST commit removed the snapshot and its tag, the late append is kept"
     );
     // The purged objects are gone from the table bucket.
-    let keys: Vec<String> = c["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["path"].as_str().unwrap().to_owned())
-        .collect();
-    let present = f.py(&format!(
-        "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\nloc = t.location().removeprefix('s3://')\nb, p = loc.split('/', 1)\n\
-         n = 0\nfor k in {keys:?}:\n    try:\n        s3.head_object(Bucket=b, Key=p + '/' + k)\n        n += 1\n    except Exception:\n        pass\nprint(n)",
-        s3_endpoint()
-    ));
-    assert_eq!(present, "0", "purged objects still present: {keys:?}");
+    let (present, keys) = f.present(&c);
+    assert_eq!(present, 0, "purged objects still present: {keys:?}");
 
     // rollback and set-current are REST commits too.
     let audit = f.fx["refs"]["audit"].to_string();
@@ -412,19 +431,7 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
     let c = f.candidate();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
-    f.run(&[
-        "rollout",
-        "set",
-        "db.events",
-        "test",
-        "--catalog",
-        "rest",
-        "--reason",
-        "REST test table",
-        "--policy",
-        f.policy.to_str().unwrap(),
-    ])
-    .expect_code(0);
+    f.enable();
 
     // 1. An append lands inside the quarantine commit.
     let append = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([900], pa.int64()), 'category': pa.array(['racer']), 'value': pa.array([9.0])}))";
@@ -463,13 +470,7 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
     assert_eq!(c["snapshot_ids"], serde_json::json!([orphaned]), "{c}");
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     f.quarantine(&id);
-    std::fs::write(
-        f.dir.join("drill.toml"),
-        "name = \"weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"trust\"\nkey = \"keys/rest.key\"\nreports = \"reports\"\n",
-    )
-    .unwrap();
-    let d = f.run(&["--json", "drill", "run", "drill.toml"]).expect_code(0).json();
-    let report = d["report"].as_str().unwrap().to_owned();
+    let report = f.drill();
 
     // 2. A writer tags the candidate's snapshot inside the purge's commit.
     let proxy = f.race(
@@ -516,18 +517,8 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
     let again = f.run(&args);
     assert_eq!(again.code, 1, "{}{}", again.stdout, again.stderr);
     // Every one of the snapshot's files stays, and its quarantine bundle restores it as a table PyIceberg reads.
-    let keys: Vec<String> = c["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["path"].as_str().unwrap().to_owned())
-        .collect();
-    let seen = f.py(&format!(
-        "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\nloc = t.location().removeprefix('s3://')\nb, p = loc.split('/', 1)\n\
-         n = 0\nfor k in {keys:?}:\n    s3.head_object(Bucket=b, Key=p + '/' + k)\n    n += 1\nprint(n)",
-        s3_endpoint()
-    ));
-    assert_eq!(seen, keys.len().to_string(), "{status}");
+    let (present, keys) = f.present(&c);
+    assert_eq!(present, keys.len(), "{status}");
     let bundle = files_under(&f.dir.join("bundles"))
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == "bundle.dsse.json"))
