@@ -167,20 +167,57 @@ impl RestFx {
             .unwrap_or_else(|| panic!("an expired-snapshots candidate: {plan}"))
     }
 
-    fn quarantine(&self, id: &str) -> Value {
-        self.on_table(&[
+    /// `quarantine ID` with this fixture's policy, key and bundles (the table arguments are added by the runner).
+    fn quarantine_args(&self, id: &str) -> Vec<String> {
+        let policy = self.policy.to_str().unwrap();
+        [
             "--json",
             "quarantine",
             id,
             "--policy",
-            self.policy.to_str().unwrap(),
+            policy,
             "--key",
             "keys/rest.key",
             "--bundles",
             "bundles",
-        ])
-        .expect_code(0)
-        .json()
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// `purge ID` with this fixture's policy, trust, key and receipts and `report` as evidence.
+    fn purge_args(&self, id: &str, report: &str) -> Vec<String> {
+        let policy = self.policy.to_str().unwrap();
+        [
+            "--json",
+            "purge",
+            id,
+            "--policy",
+            policy,
+            "--trust",
+            "trust",
+            "--key",
+            "keys/rest.key",
+            "--receipts",
+            "receipts",
+            "--evidence",
+            report,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// `args` on the table, with the configuration file `config` when given.
+    fn on_table_with(&self, config: Option<&str>, args: &[String]) -> Run {
+        let mut a: Vec<&str> = config.map_or_else(Vec::new, |c| vec!["--config", c]);
+        a.extend(args.iter().map(String::as_str));
+        self.on_table(&a)
+    }
+
+    fn quarantine(&self, id: &str) -> Value {
+        self.on_table_with(None, &self.quarantine_args(id))
+            .expect_code(0)
+            .json()
     }
 }
 
@@ -231,24 +268,7 @@ fn a_rest_table_goes_through_plan_quarantine_drill_purge_rollback_and_pyiceberg_
     let report = f.drill();
     // A writer commits between quarantine and purge.
     f.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([500], pa.int64()), 'category': pa.array(['late']), 'value': pa.array([5.0])}))");
-    let p = f
-        .on_table(&[
-            "--json",
-            "purge",
-            &id,
-            "--policy",
-            f.policy.to_str().unwrap(),
-            "--trust",
-            "trust",
-            "--key",
-            "keys/rest.key",
-            "--receipts",
-            "receipts",
-            "--evidence",
-            &report,
-        ])
-        .expect_code(0)
-        .json();
+    let p = f.on_table_with(None, &f.purge_args(&id, &report)).expect_code(0).json();
     assert_eq!(p["status"], "VERIFIED", "{p}");
     let rows = f.fx["rows"].as_u64().unwrap() + 1;
     assert_eq!(
@@ -437,17 +457,7 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
     let append = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([900], pa.int64()), 'category': pa.array(['racer']), 'value': pa.array([9.0])}))";
     let proxy = f.race("q-race", append);
     let cfg = f.through(&proxy, "raced-q.toml");
-    let mut args = vec!["--config", cfg.as_str(), "--json", "quarantine", id.as_str()];
-    args.extend([
-        "--policy",
-        f.policy.to_str().unwrap(),
-        "--key",
-        "keys/rest.key",
-        "--bundles",
-        "bundles",
-    ]);
-    args.extend(T);
-    let q = f.run(&args);
+    let q = f.on_table_with(Some(&cfg), &f.quarantine_args(&id));
     assert!(
         raced(&proxy),
         "the writer ran inside the commit: {:?}",
@@ -478,18 +488,8 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
         &format!("t.manage_snapshots().create_tag({orphaned}, 'keep-me').commit()"),
     );
     let cfg = f.through(&proxy, "raced-p.toml");
-    let mut args = vec!["--config", cfg.as_str(), "--json", "purge", id.as_str()];
-    args.extend([
-        "--policy",
-        f.policy.to_str().unwrap(),
-        "--trust",
-        "trust",
-        "--key",
-        "keys/rest.key",
-    ]);
-    args.extend(["--receipts", "receipts", "--evidence", report.as_str()]);
-    args.extend(T);
-    let p = f.run(&args);
+    let purge = f.purge_args(&id, &report);
+    let p = f.on_table_with(Some(&cfg), &purge);
     assert!(
         raced(&proxy),
         "the writer ran inside the commit: {:?}",
@@ -514,7 +514,7 @@ fn a_pyiceberg_commit_inside_lakedrills_rest_commits_makes_them_fail_cleanly_and
     );
     assert_eq!(status["candidates"][0]["candidate"]["state"], "PROTECTED", "{status}");
     // A later purge refuses: the candidate is protected for good.
-    let again = f.run(&args);
+    let again = f.on_table_with(Some(&cfg), &purge);
     assert_eq!(again.code, 1, "{}{}", again.stdout, again.stderr);
     // Every one of the snapshot's files stays, and its quarantine bundle restores it as a table PyIceberg reads.
     let (present, keys) = f.present(&c);
