@@ -261,9 +261,13 @@ pub async fn newer_failures(
     Ok(reasons)
 }
 
+/// A verified bundle's inventory: (bundle URI, the table location it was sealed under, its entries).
+pub type SealedInventory = (String, String, Vec<crate::bundle::InventoryEntry>);
+
 /// Re-verifies each of the candidate's bundles from the bundle alone at acceptance: the envelope under `trust`,
 /// the recorded root, the root recomputed from the inventory, and every metadata copy (metadata JSON, manifest
-/// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object.
+/// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object,
+/// and the inventories of the bundles whose envelope verified.
 ///
 /// # Errors
 /// Never for a broken bundle (that is a reason); storage errors other than a missing member are reasons too.
@@ -271,8 +275,9 @@ pub async fn bundles_intact(
     storage: &crate::io::store::Storage,
     bundles: &[(String, String, i64)],
     trust: &TrustStore,
-) -> Result<Vec<String>> {
+) -> Result<(Vec<String>, Vec<SealedInventory>)> {
     let mut reasons = Vec::new();
+    let mut verified = Vec::new();
     for (uri, root, sid) in bundles {
         let (pred, copies) = match crate::bundle::verified_predicate(storage, uri, trust).await {
             Ok(v) => v,
@@ -306,8 +311,9 @@ pub async fn bundles_intact(
                 ));
             }
         }
+        verified.push((uri.clone(), pred.table_location, pred.inventory));
     }
-    Ok(reasons)
+    Ok((reasons, verified))
 }
 
 /// What the registry row says may be deleted, checked against what was signed (#23 point 4): the candidate's
@@ -316,8 +322,8 @@ pub async fn bundles_intact(
 /// not) is refused here, before acceptance. Returns every reason to refuse.
 ///
 /// # Errors
-/// Storage errors reading the bundles.
-async fn inventory_covered(ctx: &Context, rec: &CandidateRecord, trust: &TrustStore) -> Result<Vec<String>> {
+/// A bundle's table location that is not a storage URI.
+fn inventory_covered(rec: &CandidateRecord, verified: &[SealedInventory]) -> Result<Vec<String>> {
     let objects = objects_of(rec);
     let mut reasons = Vec::new();
     let recorded = rec.candidate["inventory_root"].as_str().unwrap_or_default();
@@ -329,12 +335,14 @@ async fn inventory_covered(ctx: &Context, rec: &CandidateRecord, trust: &TrustSt
             objects.len()
         ));
     }
-    let inventories = sealed_inventories(ctx, rec, trust).await?;
     let mut sealed: BTreeMap<String, u64> = BTreeMap::new();
-    for (uri, table_location, inventory) in &inventories {
-        let root = location::canonical_uri(table_location)?;
-        for (path, e) in sealed_by_path(&[(uri.clone(), table_location.clone(), inventory.clone())], &root)? {
-            sealed.insert(path, e.size);
+    for (uri, table_location, inventory) in verified {
+        let loc =
+            crate::model::location::TableLocation::new(table_location, location::canonical_uri(table_location)?, uri)?;
+        for e in inventory {
+            if let Ok(rel) = loc.relative(&e.path) {
+                sealed.insert(rel, e.size);
+            }
         }
     }
     let outside: Vec<String> = objects
@@ -553,9 +561,10 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                             {
                                 problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
                             }
-                            problems.extend(bundles_intact(&ctx.storage, &bundles, &trust).await?);
+                            let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &trust).await?;
+                            problems.extend(broken);
                             if problems.is_empty() {
-                                problems.extend(inventory_covered(ctx, &rec, &trust).await?);
+                                problems.extend(inventory_covered(&rec, &verified)?);
                             }
                         }
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
