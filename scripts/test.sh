@@ -178,14 +178,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# The engine reader starts now (its JVM warms up while moto, PostgreSQL and cargo start) and is awaited in step 5.
-READER_LOG=$ROOT/target/engine-reader.log
-READER_PORT_FILE=$ROOT/target/engine-reader.port
-rm -f "$READER_PORT_FILE"
-echo "== starting the Spark/DuckDB reader (log: $READER_LOG)"
-"$PY" tests/gen/engine_reader.py "$READER_PORT_FILE" </dev/null >"$READER_LOG" 2>&1 &
-READER_PID=$!
-
 echo "== starting moto_server on $MOTO_ENDPOINT (log: $MOTO_LOG)"
 "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >"$MOTO_LOG" 2>&1 &
 MOTO_PID=$!
@@ -386,6 +378,14 @@ PG_STOP=("${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$PGDIR/data" stop -m fast -w)
 export LAKEDRILL_TEST_PG_URI=postgres://lakedrill@127.0.0.1:$PG_PORT/lakedrill_test
 
 # --- 5. Spark/DuckDB reader --------------------------------------------------------------------------
+# Started only once every server above listens on the free port picked for it: a JVM starting meanwhile binds
+# ephemeral ports of its own and once took moto's between the pick and the bind ("Address already in use").
+READER_LOG=$ROOT/target/engine-reader.log
+READER_PORT_FILE=$ROOT/target/engine-reader.port
+rm -f "$READER_PORT_FILE"
+echo "== starting the Spark/DuckDB reader (log: $READER_LOG)"
+"$PY" tests/gen/engine_reader.py "$READER_PORT_FILE" </dev/null >"$READER_LOG" 2>&1 &
+READER_PID=$!
 ready=0
 for _ in $(seq 1 240); do  # up to ~120 s: one JVM start on a loaded 2-core machine
   kill -0 "$READER_PID" 2>/dev/null || { tail -20 "$READER_LOG" >&2; die "the engine reader exited during start-up"; }

@@ -24,9 +24,11 @@
 //! anything above.
 
 mod format;
+mod orphans;
 mod seal;
 mod verify;
 
 pub use format::*;
+pub use orphans::{HeldFile, check_held, held};
 pub use seal::{SealReport, seal, snapshot_predicate, write_bundle};
 pub use verify::{VerifyOptions, verify};

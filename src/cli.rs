@@ -246,6 +246,10 @@ pub enum Command {
         /// With --into: NS.TABLE to register it as.
         #[arg(long)]
         table: Option<String>,
+        /// An orphan bundle: put every held file back where it was (remove its delete marker, or copy it back;
+        /// never over another file), verify it, and take its candidate out of reclamation (`RELEASED`).
+        #[arg(long, conflicts_with_all = ["into", "deep", "table_root"])]
+        put_back: bool,
     },
     /// Cold backup: copy every object of a checkpoint snapshot to another store or prefix, sign a
     /// bundle describing it, and declare the DR checkpoint in the registry.
@@ -558,7 +562,7 @@ pub enum DrillCommand {
         #[arg(long)]
         keep: bool,
     },
-    /// Run the fault matrix (DESIGN §6): thirteen races and half-truths against scratch lakehouses; exit 0
+    /// Run the fault matrix (DESIGN §6): fourteen races and half-truths against scratch lakehouses; exit 0
     /// only if every one ends in delayed reclamation or an explicit DELETE_UNKNOWN, with 0 objects lost.
     Faults {
         /// Sign the report with this key (PKCS#8 PEM) and write it under `<reports>/fault-matrix/`.

@@ -18,6 +18,7 @@ pub mod evidence_lock;
 pub mod gates;
 pub mod hooks;
 pub mod materialize;
+pub mod orphans;
 pub mod plan;
 pub mod protect;
 pub mod quarantine;

@@ -303,6 +303,7 @@ mod tests {
             bytes: 0,
             inventory,
             backup: None,
+            orphans: None,
         }
     }
 

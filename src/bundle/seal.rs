@@ -75,6 +75,7 @@ pub fn snapshot_predicate(
         bytes: inventory.iter().map(|e| e.size).sum(),
         inventory,
         backup,
+        orphans: None,
     }
 }
 

@@ -134,6 +134,11 @@ pub async fn verify(
             Some(format!("{:?}", verified.subjects())),
         ));
     }
+    // An orphan bundle holds unreferenced files, no snapshot: each must still be where it is held.
+    if let Some(info) = &pred.orphans {
+        super::orphans::verify_held(storage, &pred, info, &mut report).await?;
+        return Ok(finish(report));
+    }
     // Every entry's uri must be derived from its path (see `UriBinding`); an unbound entry is never opened.
     let binding = match UriBinding::new(&pred) {
         Ok(b) => Some(b),

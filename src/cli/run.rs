@@ -77,7 +77,9 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             into,
             catalog,
             table,
+            put_back,
         } => match (into, catalog, table) {
+            _ if *put_back => commands::restore_put_back(ctx, bundle, trust).await,
             (Some(into), Some(catalog), Some(table)) => {
                 crate::ops::materialize::restore_into(ctx, bundle, trust, into, catalog, table).await
             }

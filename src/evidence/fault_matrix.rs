@@ -84,7 +84,7 @@ pub struct MatrixSummary {
     pub failed: usize,
     /// Objects lost over all scenarios.
     pub objects_lost: usize,
-    /// `PASS` only when all thirteen scenarios passed.
+    /// `PASS` only when all fourteen scenarios passed.
     pub gate: String,
 }
 
@@ -106,7 +106,7 @@ pub struct FaultPredicate {
 }
 
 /// Every scenario id, in order.
-pub const SCENARIOS: [&str; 13] = [
+pub const SCENARIOS: [&str; 14] = [
     "reader-registration-delay",
     "ref-case-collision",
     "uncommitted-writer",
@@ -120,6 +120,7 @@ pub const SCENARIOS: [&str; 13] = [
     "delete-marker-recovery",
     "stale-pass-after-fail",
     "hold-lands-mid-purge",
+    "orphan-referenced-after-quarantine",
 ];
 
 /// The statement of a fault-matrix report: its subject is the running binary.

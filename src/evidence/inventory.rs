@@ -71,6 +71,63 @@ pub struct BundlePredicate {
     /// of such a bundle point into the backup store, not at the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupInfo>,
+    /// Present on orphan bundles (kind `orphans`, [`crate::ops::orphans`]): the unreferenced files of one
+    /// orphan candidate, where each one's bytes are held until the purge, and why they were eligible. The
+    /// inventory then holds every file (path as the table names it, its URI at the table location, size,
+    /// BLAKE3, ETag, version id) and `snapshot_id` is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphans: Option<OrphanInfo>,
+}
+
+/// How an orphan bundle holds its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrphanHold {
+    /// A versioned bucket: the file got a delete marker; its version (the inventory's `version`) stays.
+    DeleteMarker,
+    /// A store without versions: a write-once copy at `<quarantine_root>/<BLAKE3>` verified before the file
+    /// left the table location.
+    QuarantineCopy,
+}
+
+/// Why an orphan bundle's files were eligible, and where they are held (signed with the bundle).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrphanInfo {
+    /// The orphan candidate (`o-…`).
+    pub candidate_id: String,
+    /// The table root the files were listed under (canonical storage URI): every entry's `uri` is its path
+    /// under `table_location` rebased onto it.
+    pub table_root: String,
+    /// How the files are held.
+    pub hold: OrphanHold,
+    /// With [`OrphanHold::QuarantineCopy`]: the copies' folder (the policy's `orphanQuarantine`, then the
+    /// table UUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_root: Option<String>,
+    /// The table generation the candidate was planned at (metadata location).
+    pub planned_metadata_location: String,
+    /// When the table location was listed for the plan (RFC 3339).
+    pub listed_at: String,
+    /// The age rule: every file was last modified more than this many milliseconds before `listed_at`
+    /// (`orphanSafetyInterval`).
+    pub orphan_safety_interval_ms: i64,
+    /// The open writers' staging prefixes checked (none of the files lies under one).
+    pub writer_prefixes: Vec<String>,
+    /// The legal-hold generation checked (no hold covers a file).
+    pub hold_generation: u64,
+    /// The holds checked, by id.
+    pub holds: Vec<String>,
+}
+
+impl OrphanInfo {
+    /// Where a file of the inventory is held: its URI and, for a delete marker, the version behind it.
+    #[must_use]
+    pub fn held_at(&self, e: &InventoryEntry) -> (String, Option<String>) {
+        match (self.hold, &self.quarantine_root) {
+            (OrphanHold::QuarantineCopy, Some(root)) => (format!("{}/{}", root.trim_end_matches('/'), e.blake3), None),
+            _ => (e.uri.clone(), e.version.clone()),
+        }
+    }
 }
 
 /// The declared disaster-recovery point a cold-backup bundle was made for.

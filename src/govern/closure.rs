@@ -369,6 +369,49 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
     out
 }
 
+/// Where a quarantined orphan candidate stands at a later generation (pure): an object that the table now
+/// references (a late commit of a slow writer, an `add_files`), or that lies under an open writer's prefix or a
+/// legal hold, leaves it with the reason; the rest stays. When some snapshot's layers cannot be read, nothing
+/// can be shown unreferenced: those snapshots are listed in `unreadable` and the caller cannot decide.
+#[must_use]
+pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
+    let mut out = Rebase {
+        unreadable: input
+            .snapshots
+            .iter()
+            .filter(|s| s.objects.is_none())
+            .map(|s| s.snapshot_id)
+            .collect(),
+        ..Rebase::default()
+    };
+    let referenced = crate::govern::baseline::referenced_paths(input);
+    let table_hold = input
+        .protections
+        .holds
+        .iter()
+        .find(|(_, s)| matches!(s, HoldScope::Table))
+        .map(|(h, _)| h.clone());
+    for o in objects {
+        let why = if referenced.contains(o.path.as_str()) || input.live_metadata_files.contains(&o.path) {
+            Some("referenced by the table's current generation (a commit after its quarantine)".to_owned())
+        } else if let Some(h) = &table_hold {
+            Some(format!("hold:{h} covers the whole table"))
+        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
+            Some(format!("writer:{w} (prefix {p})"))
+        } else {
+            input.protections.holds.iter().find_map(|(h, s)| match s {
+                HoldScope::Prefix(p) if under(&o.path, p) => Some(format!("hold:{h} (prefix {p})")),
+                _ => None,
+            })
+        };
+        match why {
+            Some(w) => out.released_objects.push((o.path.clone(), w)),
+            None => out.objects.push(o.clone()),
+        }
+    }
+    out
+}
+
 /// Why a snapshot's layers could not be read, as [`PlanInput::unreadable`] records it.
 fn unreadable_reason(input: &PlanInput, snapshot_id: i64) -> &str {
     input
@@ -776,9 +819,14 @@ pub fn plan(input: &PlanInput) -> Plan {
             if !objects.is_empty() {
                 objects.sort();
                 let root = candidate_root(&objects);
-                let id =
-                    blake3::hash(format!("{}|{}|orphans|{root}", input.table_uuid, input.generation_blake3).as_bytes())
-                        .to_hex();
+                let epoch = match input.protections.orphan_epoch {
+                    0 => String::new(),
+                    n => format!("|epoch {n}"),
+                };
+                let id = blake3::hash(
+                    format!("{}|{}|orphans{epoch}|{root}", input.table_uuid, input.generation_blake3).as_bytes(),
+                )
+                .to_hex();
                 candidates.push(Candidate {
                     candidate_id: format!("o-{}", &id[..16]),
                     kind: "orphans".into(),
@@ -823,6 +871,11 @@ pub fn plan(input: &PlanInput) -> Plan {
     differences.sort_by(|a, b| a.subject.cmp(&b.subject));
     kept_unreferenced.sort_by(|a, b| a.subject.cmp(&b.subject));
     let in_candidate: BTreeSet<i64> = candidates.iter().flat_map(|c| c.snapshot_ids.iter().copied()).collect();
+    let in_orphans: HashSet<&str> = candidates
+        .iter()
+        .filter(|c| c.kind == "orphans")
+        .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+        .collect();
     let deletion_rights = rights
         .into_iter()
         .map(|r| {
@@ -835,19 +888,38 @@ pub fn plan(input: &PlanInput) -> Plan {
                         .map(|why| format!("snapshot {id}: {}", why.iter().cloned().collect::<Vec<_>>().join(", ")))
                 })
                 .collect();
-            let leftover = match &r.right.scope {
-                DeletionScope::Snapshot(_) => false,
+            let listed: Vec<&str> = match &r.right.scope {
+                DeletionScope::Snapshot(_) => Vec::new(),
                 DeletionScope::Path(p) => input
                     .listing
-                    .as_ref()
-                    .is_some_and(|l| l.iter().any(|o| under(&o.path, p))),
+                    .iter()
+                    .flatten()
+                    .filter(|o| under(&o.path, p))
+                    .map(|o| o.path.as_str())
+                    .collect(),
             };
+            let held: Vec<&String> = match &r.right.scope {
+                DeletionScope::Snapshot(_) => Vec::new(),
+                DeletionScope::Path(p) => input.protections.held_orphans.iter().filter(|h| under(h, p)).collect(),
+            };
+            let leftover = !listed.is_empty() || !held.is_empty();
             let (status, why) = if !r.conflicts.is_empty() {
                 ("conflict", r.conflicts)
             } else if !retained.is_empty() {
                 ("blocked", retained)
             } else if r.snapshot_ids.iter().any(|id| in_candidate.contains(id)) {
                 ("candidate", Vec::new())
+            } else if r.snapshot_ids.is_empty() && !listed.is_empty() && listed.iter().all(|p| in_orphans.contains(p)) {
+                ("candidate", Vec::new())
+            } else if r.snapshot_ids.is_empty() && listed.is_empty() && !held.is_empty() {
+                (
+                    "quarantined",
+                    vec![format!(
+                        "{} file(s) held in an orphan quarantine until their purge: {}",
+                        held.len(),
+                        held.iter().take(5).map(|h| h.as_str()).collect::<Vec<_>>().join(", ")
+                    )],
+                )
             } else if r.snapshot_ids.is_empty() && !leftover {
                 ("fulfilled", Vec::new())
             } else {
@@ -1279,6 +1351,123 @@ mod tests {
             "{:?}",
             p.warnings
         );
+    }
+
+    #[test]
+    fn held_orphans_a_later_commit_references_or_a_writer_or_hold_covers_leave_the_candidate_and_rights_follow() {
+        let now = 100 * DAY;
+        let old = now - 10 * DAY;
+        let held = [
+            "data/a.parquet",
+            "data/w/b.parquet",
+            "data/h/c.parquet",
+            "data/d.parquet",
+        ];
+        let objects: Vec<ObjectRef> = held.iter().map(|p| obj(p, Layer::Data)).collect();
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 1,
+                parent_id: None,
+                timestamp_ms: old,
+                // A late commit now references data/a.parquet.
+                objects: Some(
+                    [
+                        obj("data/live.parquet", Layer::Data),
+                        obj("data/a.parquet", Layer::Data),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+            }],
+            refs: vec![],
+            current_snapshot_id: Some(1),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: Some(vec![ListedObject {
+                path: "data/x.parquet".into(),
+                size: 1,
+                last_modified_ms: old,
+            }]),
+            protections: Protections {
+                writers: vec![("w1".into(), "data/w".into())],
+                holds: vec![("h1".into(), HoldScope::Prefix("data/h".into()))],
+                held_orphans: vec!["data/d.parquet".into()],
+                deletion_rights: vec![
+                    DeletionRight {
+                        id: "held".into(),
+                        scope: DeletionScope::Path("data/d.parquet".into()),
+                        deadline_ms: now + DAY,
+                    },
+                    DeletionRight {
+                        id: "listed".into(),
+                        scope: DeletionScope::Path("data/x.parquet".into()),
+                        deadline_ms: now + DAY,
+                    },
+                ],
+                ..Protections::default()
+            },
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: 2 * DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, DAY, 2 * DAY),
+            statistics_files: BTreeMap::new(),
+        };
+        let r = orphan_rebase(&input, &objects);
+        assert!(r.unreadable.is_empty());
+        assert_eq!(
+            r.objects.iter().map(|o| o.path.as_str()).collect::<Vec<_>>(),
+            ["data/d.parquet"]
+        );
+        let why: BTreeMap<&str, &str> = r
+            .released_objects
+            .iter()
+            .map(|(p, w)| (p.as_str(), w.as_str()))
+            .collect();
+        assert!(why["data/a.parquet"].starts_with("referenced by the table"), "{why:?}");
+        assert!(why["data/w/b.parquet"].starts_with("writer:w1"), "{why:?}");
+        assert!(why["data/h/c.parquet"].starts_with("hold:h1"), "{why:?}");
+        // A right over a held file is not fulfilled before the purge; one over a listed orphan is a candidate.
+        let p = plan(&input);
+        let status: BTreeMap<&str, &str> = p
+            .deletion_rights
+            .iter()
+            .map(|d| (d.id.as_str(), d.status.as_str()))
+            .collect();
+        assert_eq!(status["held"], "quarantined", "{:?}", p.deletion_rights);
+        assert_eq!(status["listed"], "candidate", "{:?}", p.deletion_rights);
+        // Files put back are proposed again under another id once an orphan candidate ended without a purge.
+        let first = p
+            .candidates
+            .iter()
+            .find(|c| c.kind == "orphans")
+            .unwrap()
+            .candidate_id
+            .clone();
+        input.protections.orphan_epoch = 1;
+        let again = plan(&input);
+        let second = &again
+            .candidates
+            .iter()
+            .find(|c| c.kind == "orphans")
+            .unwrap()
+            .candidate_id;
+        assert_ne!(&first, second);
+        input.protections.held_orphans.clear();
+        assert_eq!(
+            plan(&input)
+                .deletion_rights
+                .iter()
+                .find(|d| d.id == "held")
+                .unwrap()
+                .status,
+            "fulfilled"
+        );
+        // A snapshot whose layers cannot be read: nothing can be shown unreferenced.
+        input.snapshots[0].objects = None;
+        assert_eq!(orphan_rebase(&input, &objects).unreadable, vec![1]);
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub struct Protections {
     pub writers: Vec<(String, String)>,
     /// Deletion-right requests of the latest governance decision.
     pub deletion_rights: Vec<DeletionRight>,
+    /// Files of quarantined orphan candidates not yet purged (relative to the table location): out of the
+    /// listing, but their bytes are still held, so a deletion right over them is not fulfilled yet.
+    pub held_orphans: Vec<String>,
+    /// How many orphan candidates of the table ended without a purge (`PROTECTED`, `RELEASED`: put back):
+    /// bound into the next orphan candidate's id, so that files put back can be planned again under a new id.
+    pub orphan_epoch: u64,
 }
 
 /// A deletion-right request: a scope that must be deleted by a deadline.
@@ -89,8 +95,9 @@ pub struct DeletionRightStatus {
     pub deadline_ms: i64,
     /// `conflict` (a legal hold covers the scope: it stays protected until a decision releases it),
     /// `blocked` (a ref, the current snapshot, a lease or a checkpoint still retains it), `candidate` (its
-    /// snapshots are in the candidate regardless of `minSnapshotAge`), or `fulfilled` (nothing in the scope is
-    /// left in the table or the listing).
+    /// snapshots are in the candidate regardless of `minSnapshotAge`, or its unreferenced files are in an orphan
+    /// candidate), `quarantined` (its files are held in quarantine until their purge), or `fulfilled` (nothing
+    /// in the scope is left in the table, the listing or an orphan quarantine).
     pub status: String,
     /// The snapshots the scope reaches.
     pub snapshot_ids: Vec<i64>,

@@ -446,6 +446,7 @@ pub struct Policy {
     critical: bool,
     recovery_rto_limit: chrono::Duration,
     evidence_retention: Option<EvidenceRetention>,
+    orphan_quarantine: Option<String>,
 }
 
 /// The quarterly recovery gate's RTO limit when the policy sets none (`recoveryRtoLimit`): DESIGN §7's 4 hours.
@@ -561,6 +562,14 @@ impl Policy {
     #[must_use]
     pub fn dr_points(&self) -> &[DrPoint] {
         &self.dr_points
+    }
+
+    /// Where orphans of a table on a store without versions are copied write-once at quarantine
+    /// (`orphanQuarantine`, canonical URI; the copies go to `<it>/<table uuid>/<BLAKE3>`). Without it, orphans
+    /// can be quarantined only on a versioned bucket.
+    #[must_use]
+    pub fn orphan_quarantine(&self) -> Option<&str> {
+        self.orphan_quarantine.as_deref()
     }
 
     /// How deletes treat versioned buckets (`objectVersioning`, default [`ObjectVersioning::MarkerOnly`]).
@@ -874,6 +883,8 @@ struct RawPolicy {
     recovery_rto_limit: Scalar,
     #[serde(default)]
     evidence_retention: Given<RawEvidenceRetention>,
+    #[serde(default)]
+    orphan_quarantine: Given<String>,
 }
 
 /// `evidenceRetention` as written.
@@ -965,6 +976,15 @@ impl RawPolicy {
                 ));
             }
         };
+        let orphan_quarantine = match self.orphan_quarantine.optional("orphanQuarantine")? {
+            None => None,
+            Some(u) => Some(crate::model::location::canonical_uri(&u).map_err(|e| {
+                FieldError::new(
+                    "orphanQuarantine",
+                    format!("must be a storage URI or an absolute path for the orphans' write-once copies: {e}"),
+                )
+            })?),
+        };
         let reclamation_implementation_digest = match self
             .reclamation_implementation_digest
             .optional("reclamationImplementationDigest")?
@@ -1040,6 +1060,7 @@ impl RawPolicy {
             }
         };
         Ok(Policy {
+            orphan_quarantine,
             evidence_retention,
             regulated_data,
             min_quarantine_period,
@@ -1354,6 +1375,17 @@ maxUnreconciledUnknowns: 3
 
         let marker = parse_str(&example_with(&[("objectVersioning", Some("marker-only"))])).unwrap();
         assert_eq!(marker.object_versioning(), ObjectVersioning::MarkerOnly);
+    }
+
+    #[test]
+    fn orphan_quarantine_is_a_storage_uri_or_absent() {
+        assert_eq!(parse_str(DESIGN_EXAMPLE).unwrap().orphan_quarantine(), None);
+        let p = parse_str(&example_with(&[("orphanQuarantine", Some("/vault/orphans/"))])).unwrap();
+        assert_eq!(p.orphan_quarantine(), Some("file:///vault/orphans"));
+        let p = parse_str(&example_with(&[("orphanQuarantine", Some("s3://vault/orphans"))])).unwrap();
+        assert_eq!(p.orphan_quarantine(), Some("s3://vault/orphans"));
+        let err = parse_str(&example_with(&[("orphanQuarantine", Some("relative/path"))])).unwrap_err();
+        assert_eq!(err.field(), Some("orphanQuarantine"), "{err}");
     }
 
     #[test]

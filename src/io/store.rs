@@ -439,9 +439,51 @@ impl Storage {
     /// # Errors
     /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
     pub async fn hash(&self, uri: &str) -> Result<Hashed> {
+        self.hash_version(uri, None).await
+    }
+
+    /// What the store says about one version of an object (`None`: the current one), `None` when that version
+    /// does not exist (deleted for good, or never written).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI and the version.
+    pub async fn head_version(&self, uri: &str, version: Option<&str>) -> Result<Option<ObjectInfo>> {
+        let Some(v) = version else {
+            return self.head(uri).await;
+        };
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
-        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let opts = object_store::GetOptions {
+            head: true,
+            version: Some(v.to_owned()),
+            ..Default::default()
+        };
+        match store.get_opts(&path, opts).await {
+            Ok(res) => Ok(Some(Self::info(uri, &res.meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(map_err("stat version", &format!("{uri} (version {v})"), e)),
+        }
+    }
+
+    /// Streams one version of an object (`None`: the current one) through BLAKE3, as [`Storage::hash`] does.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI (and the version).
+    pub async fn hash_version(&self, uri: &str, version: Option<&str>) -> Result<Hashed> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let named = match version {
+            Some(v) => format!("{uri} (version {v})"),
+            None => uri.to_owned(),
+        };
+        let opts = object_store::GetOptions {
+            version: version.map(ToOwned::to_owned),
+            ..Default::default()
+        };
+        let res = store
+            .get_opts(&path, opts)
+            .await
+            .map_err(|e| map_err("read", &named, e))?;
         let info = Self::info(uri, &res.meta);
         let mut stream = match res.payload {
             // A local file is hashed in one blocking task, memory-mapped (blake3 `update_mmap`; it

@@ -332,6 +332,66 @@ async fn open_catalog_at(
         .map_err(ice("open the demo catalog"))
 }
 
+/// The demo catalog of a lakehouse built by [`build_lakehouse_in`] in `dir` (warehouse as given there).
+async fn reopen_catalog(ctx: &Context, dir: &Path, warehouse: Option<&str>) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    let db = dir.join("catalog.db");
+    match warehouse {
+        None => open_catalog(&db, &dir.join("warehouse")).await,
+        Some(w) => {
+            let io = crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(crate::io::store::Storage::new(
+                ctx.storage.options().clone(),
+            )));
+            open_catalog_at(&db, &location::canonical_uri(w)?, Arc::new(io)).await
+        }
+    }
+}
+
+/// A slow writer of `sales.orders` in the lakehouse at `dir`: writes `n` data files of region `late` and
+/// commits nothing; [`late_commit`] commits them (the fault matrix's "orphan referenced after quarantine").
+///
+/// # Errors
+/// Catalog and storage errors.
+pub(crate) async fn slow_writer_files(
+    ctx: &Context,
+    dir: &Path,
+    warehouse: Option<&str>,
+    n: usize,
+) -> Result<Vec<DataFile>> {
+    let catalog = reopen_catalog(ctx, dir, warehouse).await?;
+    let ident = TableIdent::from_strs(["sales", "orders"]).map_err(ice("table ident"))?;
+    let table = catalog.load_table(&ident).await.map_err(ice("load sales.orders"))?;
+    let location = table.metadata().location().to_owned();
+    let mut files = Vec::new();
+    for k in 0..n {
+        let first = 900_000 + 1000 * i64::try_from(k).unwrap_or(0);
+        files.push(write_data_file(ctx, &location, "late", first, 50).await?);
+    }
+    Ok(files)
+}
+
+/// Commits `files` to `sales.orders` in one append: a writer's commit that lands late.
+///
+/// # Errors
+/// Catalog errors.
+pub(crate) async fn late_commit(
+    ctx: &Context,
+    dir: &Path,
+    warehouse: Option<&str>,
+    files: Vec<DataFile>,
+) -> Result<()> {
+    let catalog = reopen_catalog(ctx, dir, warehouse).await?;
+    let ident = TableIdent::from_strs(["sales", "orders"]).map_err(ice("table ident"))?;
+    let table = catalog.load_table(&ident).await.map_err(ice("load sales.orders"))?;
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .fast_append()
+        .add_data_files(files)
+        .apply(tx)
+        .map_err(ice("late append"))?;
+    tx.commit(&catalog).await.map_err(ice("commit the late append"))?;
+    Ok(())
+}
+
 /// The schema of `sales.orders` (field ids 1–3, matching [`arrow_schema`]).
 fn orders_schema() -> Result<Schema> {
     Schema::builder()

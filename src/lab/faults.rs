@@ -1,6 +1,6 @@
 //! `lakedrill drill faults`: the fault matrix of DESIGN §6 as a signed drill.
 //!
-//! Each of the thirteen scenarios builds its own scratch lakehouse (the demo's `sales.orders`: appends, an
+//! Each of the fourteen scenarios builds its own scratch lakehouse (the demo's `sales.orders`: appends, an
 //! overwrite, a delete, a tag, a branch; a SQL catalog on SQLite and a registry beside it), puts the
 //! fault layer ([`crate::io::fault_store::FaultStore`]) in front of its storage, drives the real pipeline —
 //! plan, quarantine, drill, purge, reconcile, undelete — through the library while injecting its fault,
@@ -23,7 +23,7 @@
 //! `false` in every other build.
 //!
 //! This face holds the lab machinery every scenario shares (the scratch lakehouse `Lab`, where a run builds
-//! its labs, `LabEnv`, and the expectation bookkeeping `Obs`), the matrix run and the command; the thirteen
+//! its labs, `LabEnv`, and the expectation bookkeeping `Obs`), the matrix run and the command; the fourteen
 //! scenarios, one function each, and the dispatcher that runs one by id are in `faults/scenarios.rs`. Times
 //! come from the contexts' clocks, never from the system directly.
 //!
@@ -56,7 +56,7 @@ pub struct MatrixOptions {
     pub scratch: Option<PathBuf>,
     /// Keep the scratch lakehouses.
     pub keep: bool,
-    /// Run only these scenarios (default: all thirteen; a partial run never passes the gate).
+    /// Run only these scenarios (default: all fourteen; a partial run never passes the gate).
     pub only: Vec<String>,
     /// Build the tables, bundles, reports and receipts on this `s3://bucket/prefix` (a versioned bucket)
     /// instead of the scratch directory; catalogs, registries and keys stay in the scratch directory.
@@ -291,7 +291,7 @@ mod tests {
 
     /// Every safety check, switched off alone, makes the matrix fail: the scenario that targets it shows a
     /// different outcome than written down (or loses objects), while the full build passes the same scenario.
-    /// `LAKEDRILL_WEAKENED_FULL=1` runs all thirteen scenarios against every weakened build instead.
+    /// `LAKEDRILL_WEAKENED_FULL=1` runs all fourteen scenarios against every weakened build instead.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_weakened_check_fails_the_matrix() {
         let full = std::env::var_os("LAKEDRILL_WEAKENED_FULL").is_some();

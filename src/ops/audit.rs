@@ -283,6 +283,132 @@ pub fn check_fault_report(
     Some((v.keyid().to_owned(), p))
 }
 
+/// A bundle's envelope (`bundle.dsse.json`): verified as `restore` verifies it (signature, root, subject, every
+/// layer, every object where it lies or is held), each finding an audit finding. Returns the signing key id.
+async fn check_bundle(
+    storage: &Storage,
+    uri: &str,
+    name: &str,
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Result<Option<String>> {
+    let bytes = storage.get(uri).await?.bytes;
+    let v = verified_envelope(name, &bytes, trust, findings);
+    // A bundle retired by a valid record (its candidate was purged) no longer restores by design: its envelope,
+    // root and predicate are checked, not the objects the purge removed.
+    let dir = location::parent(uri).unwrap_or_default();
+    if let Some(record) = storage.get_opt(&location::join(&dir, "retired.dsse.json")).await? {
+        let sha = evidence::sha256_hex(&bytes);
+        let root = evidence::peek_unverified(&bytes)
+            .and_then(|st| st["predicate"]["bundle_root"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let bundle = crate::evidence::retirement::BundleIdentity {
+            bundle_id: location::file_name(&dir),
+            bundle_root: &root,
+            envelope_sha256: &sha,
+        };
+        if crate::evidence::retirement::check(&record.bytes, trust, &bundle).is_ok() {
+            if let Err(e) = crate::bundle::verified_predicate(storage, uri, trust).await {
+                findings.push(AuditFinding {
+                    check: "BUNDLE_SIGNATURE".into(),
+                    report: name.to_owned(),
+                    detail: e.to_string(),
+                });
+            }
+            return Ok(v.map(|v| v.keyid().to_owned()));
+        }
+    }
+    let r = crate::bundle::verify(storage, uri, trust, &crate::bundle::VerifyOptions::default()).await?;
+    for f in &r.findings {
+        findings.push(AuditFinding {
+            check: format!(
+                "BUNDLE_{}",
+                serde_json::to_value(f.kind)
+                    .ok()
+                    .and_then(|k| k.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+            report: name.to_owned(),
+            detail: f.to_string(),
+        });
+    }
+    Ok(v.map(|v| v.keyid().to_owned()))
+}
+
+/// A retirement record (`retired.dsse.json`): checked against the bundle it lies beside, by the rules drills
+/// apply before they leave a bundle out. Returns the signing key id.
+async fn check_retirement(
+    storage: &Storage,
+    uri: &str,
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Result<Option<String>> {
+    let v = verified_envelope(name, bytes, trust, findings);
+    let dir = location::parent(uri).unwrap_or_default();
+    let Some(envelope) = storage
+        .get_opt(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
+        .await?
+    else {
+        findings.push(AuditFinding {
+            check: "RETIREMENT_WITHOUT_BUNDLE".into(),
+            report: name.to_owned(),
+            detail: format!("no bundle envelope beside it in {dir}"),
+        });
+        return Ok(v.map(|v| v.keyid().to_owned()));
+    };
+    let sha = evidence::sha256_hex(&envelope.bytes);
+    let root = evidence::peek_unverified(&envelope.bytes)
+        .and_then(|st| st["predicate"]["bundle_root"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let bundle = crate::evidence::retirement::BundleIdentity {
+        bundle_id: location::file_name(&dir),
+        bundle_root: &root,
+        envelope_sha256: &sha,
+    };
+    if let Err(p) = crate::evidence::retirement::check(bytes, trust, &bundle) {
+        findings.push(AuditFinding {
+            check: "RETIREMENT_INVALID".into(),
+            report: name.to_owned(),
+            detail: p.to_string(),
+        });
+    }
+    Ok(v.map(|v| v.keyid().to_owned()))
+}
+
+/// A signed governance decision: its signature, the subject binding its predicate digest, and every field's rule
+/// (as `decision apply` checks them). Returns the signing key id.
+fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut Vec<AuditFinding>) -> Option<String> {
+    let v = verified_envelope(name, bytes, trust, findings)?;
+    let mut fail = |check: &str, detail: String| {
+        findings.push(AuditFinding {
+            check: check.to_owned(),
+            report: name.to_owned(),
+            detail,
+        });
+    };
+    match serde_json::from_value::<crate::govern::decision::DecisionDoc>(v.predicate().clone()) {
+        Ok(doc) => {
+            if let Err(e) = doc.validate() {
+                fail("DECISION_INVALID", format!("{e:#}"));
+            }
+        }
+        Err(e) => fail(
+            "DECISION_INVALID",
+            format!("the predicate is not a decision document: {e}"),
+        ),
+    }
+    let digest = evidence::sha256_hex(v.predicate().to_string().as_bytes());
+    if !v.subjects().iter().any(|s| s.digest.get("sha256") == Some(&digest)) {
+        fail(
+            "SUBJECT_MISMATCH",
+            "no subject binds the decision's predicate digest".into(),
+        );
+    }
+    Some(v.keyid().to_owned())
+}
+
 /// `audit verify REPORT [--chain]`.
 ///
 /// # Errors
@@ -336,6 +462,23 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 check_lock(storage, uri, claim.as_ref(), at, &mut locks, &mut findings).await?;
             }
             continue;
+        }
+        // A bundle, a bundle's retirement record or a governance decision: each checked by its kind.
+        if !chain && let Some(kind) = claimed_predicate_type(&bytes) {
+            let other = match kind.as_str() {
+                crate::bundle::PREDICATE_TYPE => Some(check_bundle(storage, uri, &name, trust, &mut findings).await?),
+                crate::evidence::retirement::PREDICATE_TYPE => {
+                    Some(check_retirement(storage, uri, &name, &bytes, trust, &mut findings).await?)
+                }
+                crate::govern::decision::DECISION_PREDICATE_TYPE => {
+                    Some(check_decision(&name, &bytes, trust, &mut findings))
+                }
+                _ => None,
+            };
+            if let Some(keyid) = other {
+                keyids.extend(keyid);
+                continue;
+            }
         }
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
         if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::context::Context;
 use crate::report::output::{self, Outcome, Verdict};
 use crate::table::inspect;
@@ -405,6 +405,109 @@ pub async fn restore(
         human.push_str(&format!("  {f}\n"));
     }
     Outcome::new(verdict, &r, human)
+}
+
+/// `lakedrill restore ORPHAN_BUNDLE --trust DIR --put-back`: every file of a verified orphan bundle goes back
+/// where it was ([`crate::ops::orphans::put_back`]) and is verified there; its candidate leaves reclamation as
+/// `PROTECTED` (re-plan to reclaim what is still unreferenced). Refused (exit 1) while a purge of the candidate is
+/// accepted or running. Exit 0 when every file is back and verified, 1 otherwise.
+///
+/// # Errors
+/// A bundle that does not verify or holds a snapshot, registry and storage errors.
+pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Path) -> Result<Outcome> {
+    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, bundle, &trust).await?;
+    let dir = crate::bundle::bundle_dir(bundle)?;
+    let Some(info) = pred.orphans.clone() else {
+        return Err(Error::invalid(
+            &dir,
+            "holds a snapshot, not orphans: --put-back puts orphans back; a snapshot comes back with `set-current \
+             --from-bundle` or `restore --into`",
+        ));
+    };
+    let files = crate::bundle::held(&pred, &info)
+        .map_err(|f| Error::invalid(&dir, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+    let reg = crate::ops::plan::registry(ctx).await?;
+    let rec = reg.candidate(&info.candidate_id).await?;
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "bundle": dir, "candidate_id": info.candidate_id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    if matches!(rec.state, crate::registry::State::DeleteApproved) {
+        return refuse(format!(
+            "candidate {} is DELETE_APPROVED: a purge of it is accepted; stop the deleter or let it finish first",
+            info.candidate_id
+        ));
+    }
+    let run = match crate::ops::binding::claim_run(&reg, &info.candidate_id, ctx.now(), "put-back").await? {
+        Ok(run) => run,
+        Err(why) => return refuse(why),
+    };
+    let back = crate::ops::orphans::put_back(&ctx.storage, &files).await;
+    let released = reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await;
+    let back = back?;
+    released?;
+    let all = back.iter().all(|b| b.verified);
+    // Out of reclamation while it was held: RELEASED once every file is back (the next plan proposes what is still
+    // unreferenced under a new id), PROTECTED otherwise (the next plan or purge tries again); a candidate already
+    // purged or given up keeps its state.
+    let rec = reg.candidate(&info.candidate_id).await?;
+    if matches!(
+        rec.state,
+        crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
+    ) {
+        if all {
+            let record = serde_json::json!({
+                "from": rec.state, "reason": "restore --put-back", "released_at": ctx.now(), "mode": "orphans",
+                "put_back": back,
+            });
+            if let Err(why) = reg
+                .candidate_release(
+                    &info.candidate_id,
+                    "its orphans were put back by restore --put-back",
+                    &record,
+                    ctx.now(),
+                )
+                .await?
+            {
+                return refuse(why);
+            }
+        } else {
+            reg.candidate_transition(
+                &info.candidate_id,
+                crate::registry::State::Protected,
+                "restore --put-back could not put every orphan back",
+                None,
+                None,
+                ctx.now(),
+            )
+            .await?;
+        }
+    }
+    let mut human = format!(
+        "{}: {} of {} files of orphan bundle {} put back and verified (candidate {})\n",
+        if all { "PUT_BACK" } else { "INCOMPLETE" },
+        back.iter().filter(|b| b.verified).count(),
+        back.len(),
+        pred.bundle_id,
+        info.candidate_id
+    );
+    for b in &back {
+        human.push_str(&format!(
+            "  {}  {}  {}\n",
+            b.path,
+            b.action,
+            if b.verified { "verified" } else { "NOT verified" }
+        ));
+    }
+    Outcome::new(
+        if all { Verdict::Ok } else { Verdict::Findings },
+        &serde_json::json!({"status": if all { "PUT_BACK" } else { "INCOMPLETE" }, "bundle": dir, "candidate_id": info.candidate_id, "files": back}),
+        human,
+    )
 }
 
 /// What `drill run` and `report merge` print: the drill outcome and where the human reports went.

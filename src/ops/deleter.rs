@@ -599,7 +599,16 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         }
         // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
         // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
-        if stamp_changed(&rec.stamp, &current) && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+        let orphans = is_orphans(&rec);
+        if orphans && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            match orphan_rebase(ctx, &reg, &rec, &input, &current, opts.dry_run).await? {
+                Rebased::Onto => {}
+                Rebased::Refused(status, reasons) => return refused(&status, reasons),
+                Rebased::DryRun(outcome) => return Ok(outcome),
+            }
+        } else if stamp_changed(&rec.stamp, &current)
+            && matches!(rec.state, State::Quarantined | State::RestoreVerified)
+        {
             match rebase(ctx, source, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
                 Rebased::Onto => {}
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
@@ -771,6 +780,247 @@ enum Rebased {
 /// Whether the world moved since the candidate's stamp was recorded.
 fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::registry::WorldStamp) -> bool {
     recorded != current
+}
+
+/// Whether the candidate holds orphans (unreferenced files) rather than expired snapshots.
+fn is_orphans(rec: &CandidateRecord) -> bool {
+    rec.candidate["kind"].as_str() == Some("orphans")
+}
+
+/// The orphan candidate re-judged at the table's current generation before acceptance: every quarantined
+/// orphan of the table that the table references again, or that an open writer's prefix or a hold now covers,
+/// is put back where it was and leaves its candidate as `PROTECTED` ([`crate::ops::orphans::put_back_protected`]);
+/// the rest of this candidate moves onto the current stamp. A dry run changes nothing and says what would happen.
+async fn orphan_rebase(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &CandidateRecord,
+    input: &crate::govern::closure::PlanInput,
+    current: &crate::registry::WorldStamp,
+    dry_run: bool,
+) -> Result<Rebased> {
+    let r = crate::govern::closure::orphan_rebase(input, &objects_of(rec));
+    if !r.unreadable.is_empty() {
+        return Err(Error::corrupt(
+            &current.metadata_location,
+            format!(
+                "cannot decide: the layers of snapshot(s) {:?} could not be read, so no file of orphan candidate {} \
+                 can be shown unreferenced",
+                r.unreadable, rec.candidate_id
+            ),
+        ));
+    }
+    if dry_run {
+        if r.unchanged() && !stamp_changed(&rec.stamp, current) {
+            return Ok(Rebased::Onto);
+        }
+        let mut human = format!(
+            "DRY RUN: a purge would put back {} orphan(s) and delete these {} held files:\n",
+            r.released_objects.len(),
+            r.objects.len()
+        );
+        for o in &r.objects {
+            human.push_str(&format!("  {} ({} bytes)\n", o.path, o.size));
+        }
+        for (p, why) in &r.released_objects {
+            human.push_str(&format!("  put back: {p} ({why})\n"));
+        }
+        let by = BTreeMap::from([
+            (
+                "would_delete".to_owned(),
+                r.objects.iter().map(|o| o.path.clone()).collect(),
+            ),
+            (
+                "would_put_back".to_owned(),
+                r.released_objects.iter().map(|(p, _)| p.clone()).collect(),
+            ),
+        ]);
+        return Ok(Rebased::DryRun(Outcome::new(
+            Verdict::Ok,
+            &PurgeReport {
+                status: "DRY_RUN".into(),
+                candidate_id: rec.candidate_id.clone(),
+                reasons: vec![],
+                objects: by,
+                summary: None,
+                gates: vec![],
+                requests: None,
+            },
+            human,
+        )?));
+    }
+    let now = ctx.now();
+    let found = crate::ops::orphans::put_back_protected(&ctx.storage, reg, input, current, now).await?;
+    let after = reg.candidate(&rec.candidate_id).await?;
+    if after.state == State::Protected {
+        let mut reasons = vec![format!("the candidate is now PROTECTED: {}", after.reason)];
+        reasons.extend(found);
+        return Ok(Rebased::Refused("REFUSED".into(), reasons));
+    }
+    for f in &found {
+        crate::report::output::warn(f);
+    }
+    if stamp_changed(&after.stamp, current) {
+        let record = serde_json::json!({
+            "at": now.to_rfc3339(), "from": after.stamp, "to": current, "released_snapshots": [],
+            "released_objects": [], "snapshot_ids": [], "objects": objects_of(&after).len(),
+        });
+        if !reg
+            .candidate_rebase(
+                &after.candidate_id,
+                &after.stamp,
+                current,
+                &after.candidate,
+                &[],
+                &record,
+                now,
+            )
+            .await?
+        {
+            return Ok(Rebased::Refused(
+                "REFUSED".into(),
+                vec!["another purge rebased this candidate meanwhile; run purge again".into()],
+            ));
+        }
+    }
+    Ok(Rebased::Onto)
+}
+
+/// The orphan candidate's final check after acceptance, at the generation of `table`: every held file that the
+/// table references now, or that an open writer's prefix or a legal hold covers, is put back where it was
+/// (verified) and leaves the candidate as `PROTECTED` while no object was deleted yet (the rest goes on, `rec`
+/// follows); after a delete (a resumed purge) the run stops instead, naming them. `Some(reason)` stops the run.
+async fn orphan_recheck(
+    ctx: &Context,
+    reg: &Registry,
+    policy: &Policy,
+    table: &crate::table::Table,
+    rec: &mut CandidateRecord,
+    tag_prefix: &str,
+) -> Result<Option<String>> {
+    let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), Some(tag_prefix)).await?;
+    let current = crate::ops::plan::world_stamp(table, policy, reg, Some(tag_prefix)).await?;
+    let r = crate::govern::closure::orphan_rebase(&input, &objects_of(rec));
+    if !r.unreadable.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!(
+                "cannot decide: the layers of snapshot(s) {:?} could not be read, so no file of orphan candidate {} \
+                 can be shown unreferenced; nothing more was deleted",
+                r.unreadable, rec.candidate_id
+            ),
+        ));
+    }
+    if r.released_objects.is_empty() {
+        return Ok(None);
+    }
+    let held = held_by_path(ctx, rec, None).await?.map(|(_, h)| h).unwrap_or_default();
+    let files: Vec<crate::bundle::HeldFile> = r
+        .released_objects
+        .iter()
+        .filter_map(|(p, _)| held.get(p).cloned())
+        .collect();
+    let back = crate::ops::orphans::put_back(&ctx.storage, &files).await?;
+    let said: Vec<String> = r
+        .released_objects
+        .iter()
+        .zip(&back)
+        .map(|((p, why), b)| {
+            format!(
+                "ORPHAN_PUT_BACK: {p} ({why}): {}{}",
+                b.action,
+                if b.verified {
+                    ", verified in place"
+                } else {
+                    ", NOT verified in place"
+                }
+            )
+        })
+        .collect();
+    let nothing_done = reg
+        .object_states(&rec.candidate_id)
+        .await?
+        .iter()
+        .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
+    if !nothing_done || r.objects.is_empty() {
+        if r.objects.is_empty() && rec.state.can_move_to(State::Protected) {
+            reg.candidate_transition(
+                &rec.candidate_id,
+                State::Protected,
+                &said.join("; "),
+                None,
+                None,
+                ctx.now(),
+            )
+            .await?;
+        }
+        return Ok(Some(format!(
+            "the table changed during the purge and covers held orphans now; they were put back and nothing more was \
+             deleted: {}",
+            said.join("; ")
+        )));
+    }
+    let record = rebase_record(rec, &current, &r, ctx.now(), true);
+    let (candidate, released) = rebased_candidate(rec, &r)?;
+    reg.candidate_rebase(
+        &rec.candidate_id,
+        &rec.stamp,
+        &current,
+        &candidate,
+        &released,
+        &record,
+        ctx.now(),
+    )
+    .await?;
+    for line in &said {
+        crate::report::output::warn(line);
+    }
+    *rec = reg.candidate(&rec.candidate_id).await?;
+    Ok(None)
+}
+
+/// Where each file of an orphan candidate is held (from its bundles), by its path relative to the table
+/// location, and the folder of its copies (copy hold). `None` for a snapshot candidate. With `trust` the
+/// bundles are verified; without (reconcile, which only re-checks and retries what a purge already sent)
+/// they are read as written.
+async fn held_by_path(
+    ctx: &Context,
+    rec: &CandidateRecord,
+    trust: Option<&TrustStore>,
+) -> Result<Option<(Option<String>, BTreeMap<String, crate::bundle::HeldFile>)>> {
+    if !is_orphans(rec) {
+        return Ok(None);
+    }
+    let mut out = BTreeMap::new();
+    let mut quarantine_root = None;
+    for (uri, _, _) in bundles_of(rec) {
+        let (pred, files) = match trust {
+            Some(t) => {
+                let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, &uri, t).await?;
+                let info = pred
+                    .orphans
+                    .clone()
+                    .ok_or_else(|| Error::invalid(&uri, "the orphan candidate's bundle holds no orphans"))?;
+                let files = crate::bundle::held(&pred, &info).map_err(|f| {
+                    Error::invalid(&uri, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+                })?;
+                (pred, files)
+            }
+            None => crate::ops::orphans::held_files(&ctx.storage, &uri).await?,
+        };
+        let info = pred
+            .orphans
+            .clone()
+            .ok_or_else(|| Error::invalid(&uri, "the orphan candidate's bundle holds no orphans"))?;
+        quarantine_root = info.quarantine_root.clone();
+        let loc = crate::model::location::TableLocation::new(&pred.table_location, info.table_root.clone(), &uri)?;
+        for f in files {
+            if let Ok(rel) = loc.relative(&f.entry.path) {
+                out.insert(rel, f);
+            }
+        }
+    }
+    Ok(Some((quarantine_root, out)))
 }
 
 /// The record of one rebase: from/to stamp, what was released and why, what stays.
@@ -981,112 +1231,146 @@ async fn execute(
     let mut objects = objects;
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let mut attempt = 0;
-    let table = loop {
-        attempt += 1;
-        let ids = snapshot_ids_of(&rec);
-        let (table, cat, ident) = ctx.catalog_table(source).await?;
-        // The generation the acceptance compared is the one committed against; on any other the candidate is
-        // re-judged first: what the new generation keeps leaves it as PROTECTED (before any delete).
-        if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
-            && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
-        {
-            let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
-            let current = crate::ops::plan::world_stamp(&table, policy, reg, Some(&tag_prefix)).await?;
-            let plan = crate::govern::closure::plan(&input);
-            let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
-            let nothing_done = reg
-                .object_states(candidate_id)
-                .await?
-                .iter()
-                .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
-            if !r.unreadable.is_empty() || (!r.unchanged() && (!nothing_done || r.objects.is_empty())) {
-                return Err(Error::corrupt(
-                    table.metadata_uri(),
-                    format!(
-                        "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
+    // Orphans: no catalog commit (nothing in the metadata names them); where each file is held instead, and a
+    // final check that the table references none of them now and no writer or hold covers one.
+    let held = held_by_path(ctx, &rec, Some(trust)).await?;
+    let table = if held.is_some() {
+        let (table, _, _) = ctx.catalog_table(source).await?;
+        if let Some(why) = orphan_recheck(ctx, reg, policy, &table, &mut rec, &tag_prefix).await? {
+            return finish(
+                ctx,
+                reg,
+                candidate_id,
+                key,
+                &dir,
+                vec![why],
+                policy.evidence_retention(),
+            )
+            .await;
+        }
+        objects = objects_of(&rec);
+        table
+    } else {
+        loop {
+            attempt += 1;
+            let ids = snapshot_ids_of(&rec);
+            let (table, cat, ident) = ctx.catalog_table(source).await?;
+            // The generation the acceptance compared is the one committed against; on any other the candidate is
+            // re-judged first: what the new generation keeps leaves it as PROTECTED (before any delete).
+            if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
+                && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
+            {
+                let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
+                let current = crate::ops::plan::world_stamp(&table, policy, reg, Some(&tag_prefix)).await?;
+                let plan = crate::govern::closure::plan(&input);
+                let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
+                let nothing_done = reg
+                    .object_states(candidate_id)
+                    .await?
+                    .iter()
+                    .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
+                if !r.unreadable.is_empty() || (!r.unchanged() && (!nothing_done || r.objects.is_empty())) {
+                    return Err(Error::corrupt(
+                        table.metadata_uri(),
+                        format!(
+                            "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
                          catalog commit, and the new generation keeps part of it (snapshots {:?}, objects {:?}) or \
                          cannot be read (snapshots {:?}); nothing more was deleted",
-                        r.released_snapshots, r.released_objects, r.unreadable
-                    ),
-                ));
-            }
-            if !r.unchanged() {
-                let record = rebase_record(&rec, &current, &r, ctx.now(), true);
-                let (candidate, released) = rebased_candidate(&rec, &r)?;
-                reg.candidate_rebase(
-                    candidate_id,
-                    &rec.stamp,
-                    &current,
-                    &candidate,
-                    &released,
-                    &record,
-                    ctx.now(),
-                )
-                .await?;
-                rec = reg.candidate(candidate_id).await?;
-                objects = objects_of(&rec);
-                if attempt < COMMIT_ATTEMPTS {
-                    continue;
+                            r.released_snapshots, r.released_objects, r.unreadable
+                        ),
+                    ));
+                }
+                if !r.unchanged() {
+                    let record = rebase_record(&rec, &current, &r, ctx.now(), true);
+                    let (candidate, released) = rebased_candidate(&rec, &r)?;
+                    reg.candidate_rebase(
+                        candidate_id,
+                        &rec.stamp,
+                        &current,
+                        &candidate,
+                        &released,
+                        &record,
+                        ctx.now(),
+                    )
+                    .await?;
+                    rec = reg.candidate(candidate_id).await?;
+                    objects = objects_of(&rec);
+                    if attempt < COMMIT_ATTEMPTS {
+                        continue;
+                    }
                 }
             }
-        }
-        let ids = snapshot_ids_of(&rec);
-        let tags: Vec<String> = table
-            .refs()
-            .keys()
-            .filter(|n| n.starts_with(&tag_prefix))
-            .cloned()
-            .collect();
-        let present: Vec<i64> = ids
-            .iter()
-            .copied()
-            .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
-            .collect();
-        if tags.is_empty() && present.is_empty() {
-            break table;
-        }
-        let mut b = table
-            .metadata()
-            .clone()
-            .into_builder(Some(table.generation().metadata_location.clone()));
-        for t in &tags {
-            b = b.remove_ref(t);
-        }
-        b = b.remove_snapshots(&present);
-        let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
-        match cat
-            .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
-            .await
-        {
-            Ok(_) => break table,
-            Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
-            Err(e @ Error::Corrupt { .. }) => {
-                // The catalog may already have lost refs to the candidate's snapshots (a REST server applying
-                // the removal over a concurrent commit): the candidate is protected for good, nothing deleted.
-                reg.candidate_transition(
-                    candidate_id,
-                    State::Protected,
-                    &format!("the purge's catalog commit could not be trusted: {e}"),
-                    None,
-                    None,
-                    ctx.now(),
-                )
-                .await?;
-                return Err(e);
+            let ids = snapshot_ids_of(&rec);
+            let tags: Vec<String> = table
+                .refs()
+                .keys()
+                .filter(|n| n.starts_with(&tag_prefix))
+                .cloned()
+                .collect();
+            let present: Vec<i64> = ids
+                .iter()
+                .copied()
+                .filter(|id| table.metadata().snapshot_by_id(*id).is_some())
+                .collect();
+            if tags.is_empty() && present.is_empty() {
+                break table;
             }
-            Err(e) => return Err(e),
+            let mut b = table
+                .metadata()
+                .clone()
+                .into_builder(Some(table.generation().metadata_location.clone()));
+            for t in &tags {
+                b = b.remove_ref(t);
+            }
+            b = b.remove_snapshots(&present);
+            let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
+            match cat
+                .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
+                .await
+            {
+                Ok(_) => break table,
+                Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
+                Err(e @ Error::Corrupt { .. }) => {
+                    // The catalog may already have lost refs to the candidate's snapshots (a REST server applying
+                    // the removal over a concurrent commit): the candidate is protected for good, nothing deleted.
+                    reg.candidate_transition(
+                        candidate_id,
+                        State::Protected,
+                        &format!("the purge's catalog commit could not be trusted: {e}"),
+                        None,
+                        None,
+                        ctx.now(),
+                    )
+                    .await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
         }
     };
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
+    // Orphans: what is deleted is where each file is held (the version behind its marker, or its copy).
+    let (target_root, held) = match held {
+        Some((Some(q), h)) => (q, Some(h)),
+        Some((None, h)) => (root.clone(), Some(h)),
+        None => (root.clone(), None),
+    };
     // On the local filesystem a delete goes through symlinked folders: an object whose path, symlinks
-    // resolved, leaves the table root is never deleted (README "Symlinks").
-    let confined = ctx.storage.confine(&root).await?;
+    // resolved, leaves the table root (the quarantine folder for orphan copies) is never deleted (README
+    // "Symlinks").
+    let confined = ctx.storage.confine(&target_root).await?;
     let uuid = rec.table_uuid.clone();
     // What each object was when it was sealed (ETag, version id): a delete is conditional on it.
     let sealed = sealed_by_path(&sealed, &root)?;
-    let on_s3 = root.starts_with("s3://");
+    let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
+    let target = |o: &ObjectRef| -> (String, Option<crate::bundle::HeldFile>) {
+        match held.as_ref().and_then(|h| h.get(&o.path)) {
+            Some(f) => (f.uri.clone(), Some(f.clone())),
+            None => (location::join(&root, &o.path), None),
+        }
+    };
     // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
     // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
     // inside a registry batch that holds the write lock and checked these values first, so no request
@@ -1120,10 +1404,21 @@ async fn execute(
     let mut sent = 0_usize;
     'batches: for chunk in todo.chunks(batch_size) {
         ctx.hooks.before_batch(sent).await?;
+        // Orphans: a commit since the last check may reference a held file again: it is put back, and the run
+        // stops (the next purge re-judges the rest).
+        if held.is_some() && sent > 0 {
+            let (now_table, _, _) = ctx.catalog_table(source).await?;
+            if now_table.generation().metadata_location != rec.stamp.metadata_location
+                && let Some(why) = orphan_recheck(ctx, reg, policy, &now_table, &mut rec, &tag_prefix).await?
+            {
+                halted.push(why);
+                break 'batches;
+            }
+        }
         // What each object must still be. Nothing is deleted through a symlink that leaves the table (on a
         // local filesystem; README "Symlinks").
         for o in chunk {
-            let uri = location::join(&root, &o.path);
+            let (uri, _) = target(o);
             if let Some(target) = confined.escape(&uri).await? {
                 halted.push(format!(
                     "{} resolves to {target}, outside the table root {root} (a symlink): not deleted, no further deletes",
@@ -1136,7 +1431,8 @@ async fn execute(
             let requested_before = prior
                 .iter()
                 .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
-            expect(ctx, &root, o, sealed.get(&o.path), on_s3, permanent, requested_before)
+            let (uri, held) = target(o);
+            expect(ctx, uri, held, sealed.get(&o.path), on_s3, permanent, requested_before)
         }))
         .buffered(concurrency)
         .try_collect()
@@ -1216,13 +1512,14 @@ async fn execute(
             going.push((o, ex));
         }
         let requested_at = ctx.now().to_rfc3339();
-        let answers = send_deletes(ctx, &root, on_s3, &going).await;
+        let answers = send_deletes(ctx, on_s3, &going).await;
         let confirmed_at = ctx.now().to_rfc3339();
-        // Every object is re-checked after its request: only a re-check that shows it gone counts.
+        // Every object is re-checked after its request: only a re-check that shows it gone counts (for a held
+        // orphan: its version, or its copy).
         let after: Vec<Result<Option<crate::io::store::ObjectInfo>>> =
-            futures::stream::iter(going.iter().map(|(o, _)| {
-                let uri = location::join(&root, &o.path);
-                async move { ctx.storage.head(&uri).await }
+            futures::stream::iter(going.iter().map(|(_, ex)| {
+                let version = ex.version_id.clone().filter(|_| ex.permanent && ex.orphan);
+                async move { ctx.storage.head_version(&ex.uri, version.as_deref()).await }
             }))
             .buffered(concurrency)
             .collect()
@@ -1299,6 +1596,14 @@ fn anyhow_chain(e: &Error) -> String {
 /// What one object of the inventory must still be when its delete goes out.
 #[derive(Debug, Clone)]
 struct Expected {
+    /// What the delete removes: the object at the table location, or where an orphan is held (its URI at the
+    /// table location with the version behind its marker, or its quarantine copy).
+    uri: String,
+    /// Whether it is a held orphan.
+    orphan: bool,
+    /// A held orphan whose recorded version is the current one again (its delete marker was removed): never
+    /// deleted, it is live.
+    live_again: bool,
     /// The ETag the delete is conditional on (`If-Match`, or the key's `<ETag>` in `DeleteObjects`).
     e_tag: Option<String>,
     /// Where that ETag comes from: `bundle` (sealed at quarantine), `head` (read before the delete; the bundle
@@ -1320,6 +1625,12 @@ struct Expected {
 impl Expected {
     /// Why the object seen before the delete is not the one sealed (size or ETag), if it is not.
     fn changed(&self, o: &ObjectRef) -> Option<String> {
+        if self.live_again {
+            return Some(format!(
+                "its version {} is current again at the table location (its delete marker was removed): it is live",
+                self.version_id.as_deref().unwrap_or("?")
+            ));
+        }
         let h = self.head.as_ref()?;
         if h.size != o.size {
             return Some(format!(
@@ -1344,22 +1655,42 @@ fn nonempty(s: Option<&str>) -> Option<&str> {
 /// is deleted conditionally without a HEAD first: the provider checks the ETag. Everything else (local files,
 /// objects without a sealed ETag, resumed requests) is read first, and compared with the inventory's size and
 /// the sealed ETag before any request.
+///
+/// A held orphan (`held`) is always read first where it is held: the version behind its marker (which must not
+/// be the current one again) or its copy, whose own ETag is the condition (the sealed one is the table file's).
+#[allow(clippy::too_many_arguments)]
 async fn expect(
     ctx: &Context,
-    root: &str,
-    o: &ObjectRef,
+    uri: String,
+    held: Option<crate::bundle::HeldFile>,
     sealed: Option<&crate::bundle::InventoryEntry>,
     on_s3: bool,
     permanent: bool,
     requested_before: bool,
 ) -> Result<Expected> {
+    let orphan = held.is_some();
+    let (sealed, permanent) = match &held {
+        Some(f) if f.version.is_some() => (sealed, true),
+        Some(_) => (None, false),
+        None => (sealed, permanent),
+    };
     let sealed_e_tag = sealed.and_then(|s| nonempty(s.e_tag.as_deref())).map(ToOwned::to_owned);
     let sealed_version = sealed.and_then(|s| s.version.clone());
-    let head_done = !on_s3 || requested_before || sealed_e_tag.is_none() || (permanent && sealed_version.is_none());
+    let head_done =
+        orphan || !on_s3 || requested_before || sealed_e_tag.is_none() || (permanent && sealed_version.is_none());
+    let held_version = held.as_ref().and_then(|f| f.version.clone());
     let head = if head_done {
-        ctx.storage.head(&location::join(root, &o.path)).await?
+        ctx.storage.head_version(&uri, held_version.as_deref()).await?
     } else {
         None
+    };
+    let live_again = match &held_version {
+        Some(v) => ctx
+            .storage
+            .head(&uri)
+            .await?
+            .is_some_and(|now| now.version.as_deref() == Some(v.as_str())),
+        None => false,
     };
     let seen_e_tag = head
         .as_ref()
@@ -1371,6 +1702,9 @@ async fn expect(
         (None, None) => (None, "none"),
     };
     Ok(Expected {
+        uri,
+        orphan,
+        live_again,
         e_tag,
         from,
         sealed_e_tag,
@@ -1388,7 +1722,6 @@ async fn expect(
 /// provider does not implement `DeleteObjects`. Elsewhere: one object_store delete each.
 async fn send_deletes(
     ctx: &Context,
-    root: &str,
     on_s3: bool,
     going: &[(&ObjectRef, Expected)],
 ) -> Vec<std::result::Result<DeleteAnswer, String>> {
@@ -1399,8 +1732,8 @@ async fn send_deletes(
     if on_s3 {
         let keys: Vec<DeleteKey> = going
             .iter()
-            .map(|(o, ex)| DeleteKey {
-                uri: location::join(root, &o.path),
+            .map(|(_, ex)| DeleteKey {
+                uri: ex.uri.clone(),
                 e_tag: ex.e_tag.clone(),
                 version_id: ex.version_id.clone().filter(|_| ex.permanent),
             })
@@ -1437,7 +1770,7 @@ async fn send_deletes(
         .await;
     }
     let mut out = Vec::with_capacity(going.len());
-    for (o, _) in going {
+    for (_, ex) in going {
         let answer = |deleted: bool, code: Option<&str>| DeleteAnswer {
             method: DeleteMethod::Unconditional,
             deleted,
@@ -1449,7 +1782,7 @@ async fn send_deletes(
             version_id: None,
             request_id: None,
         };
-        out.push(match ctx.storage.delete(&location::join(root, &o.path)).await {
+        out.push(match ctx.storage.delete(&ex.uri).await {
             Ok(()) => Ok(answer(true, None)),
             Err(Error::NotFound { .. }) => Ok(answer(false, Some("NoSuchKey"))),
             Err(e) => Err(anyhow_chain(&e)),
@@ -1712,7 +2045,13 @@ async fn reconcile_claimed(
 ) -> Result<Outcome> {
     let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
-    let confined = ctx.storage.confine(&root).await?;
+    // Orphans are re-checked (and retried) where they are held: the version behind the marker, or the copy.
+    let held = held_by_path(ctx, rec, None).await?;
+    let target_root = match &held {
+        Some((Some(q), _)) => q.clone(),
+        _ => root.clone(),
+    };
+    let confined = ctx.storage.confine(&target_root).await?;
     let objects = objects_of(rec);
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
@@ -1725,13 +2064,26 @@ async fn reconcile_claimed(
         None
     };
     let prior = reg.receipts(candidate_id).await?;
-    let on_s3 = root.starts_with("s3://");
+    let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
         let Some(o) = objects.iter().find(|o| o.path == s.path) else {
             continue;
         };
-        let uri = location::join(&root, &o.path);
+        let held_file = held.as_ref().and_then(|(_, h)| h.get(&o.path));
+        let (uri, held_version) = match held_file {
+            Some(f) => (f.uri.clone(), f.version.clone()),
+            None => (location::join(&root, &o.path), None),
+        };
+        // A held orphan whose version is current again was put back: it is live, never deleted here.
+        let live_again = match &held_version {
+            Some(v) => ctx
+                .storage
+                .head(&uri)
+                .await?
+                .is_some_and(|now| now.version.as_deref() == Some(v.as_str())),
+            None => false,
+        };
         let escape = confined.escape(&uri).await?;
         // The ETag and version the purge's delete was conditional on (its intent receipt): a retry is
         // conditional on the same, so an object changed since quarantine is never deleted here either.
@@ -1746,8 +2098,11 @@ async fn reconcile_claimed(
         let want_version = intent
             .and_then(|r| r.receipt["version_id"].as_str())
             .map(ToOwned::to_owned);
-        let mut how = match ctx.storage.head(&uri).await? {
+        let mut how = match ctx.storage.head_version(&uri, held_version.as_deref()).await? {
             None => "absent at re-check".to_owned(),
+            Some(_) if live_again => "present at re-check and current again at the table location (put back): \
+                                      live, not deleted"
+                .to_owned(),
             Some(_) if escape.is_some() => format!(
                 "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
                 escape.as_deref().unwrap_or_default()
@@ -1776,7 +2131,7 @@ async fn reconcile_claimed(
                 let k = DeleteKey {
                     uri: uri.clone(),
                     e_tag: want_e_tag.clone(),
-                    version_id: want_version.filter(|_| permanent),
+                    version_id: held_version.clone().or(want_version.filter(|_| permanent)),
                 };
                 match ctx.storage.s3_delete_one(&k).await {
                     Ok(a) if a.deleted => format!(
@@ -1801,7 +2156,7 @@ async fn reconcile_claimed(
                 Err(e) => format!("present at re-check; retry failed: {e}"),
             },
         };
-        let gone = ctx.storage.head(&uri).await?.is_none();
+        let gone = ctx.storage.head_version(&uri, held_version.as_deref()).await?.is_none();
         if !gone {
             how.push_str("; still present: needs a human");
         }
@@ -1856,6 +2211,13 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
     let trust = TrustStore::load_dir(trust)?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
+    if is_orphans(&rec) {
+        return Err(Error::invalid(
+            candidate_id,
+            "an orphan candidate's files come back with `lakedrill restore BUNDLE --trust DIR --put-back` while \
+             they are held (before their purge); a purge removed them for good",
+        ));
+    }
     let table = ctx.table(source).await?;
     let root = table.location().root_uri().to_owned();
     if !root.starts_with("s3://") {

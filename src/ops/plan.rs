@@ -226,6 +226,7 @@ pub async fn gather(
         protected_refs: policy.protected_refs().to_vec(),
         ..Protections::default()
     };
+    (protections.held_orphans, protections.orphan_epoch) = crate::ops::orphans::held_paths(reg, &uuid).await?;
     for l in reg.leases(&uuid, now).await?.into_iter().filter(|l| l.active) {
         protections.leases.push((l.snapshot_id, l.lease_id));
     }
@@ -405,6 +406,10 @@ fn rfc3339(ms: i64) -> String {
 
 #[derive(Serialize)]
 struct PlanDoc {
+    /// Findings: quarantined orphans put back because the table references them again (or a writer or a hold
+    /// covers them now).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    orphans_put_back: Vec<String>,
     table: String,
     table_uuid: String,
     table_generation: crate::table::TableGeneration,
@@ -452,6 +457,8 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
+    // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
+    let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
     let mut human = format!(
         "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
         table.name(),
@@ -506,7 +513,11 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     for w in &p.warnings {
         human.push_str(&format!("warning: {w}\n"));
     }
+    for f in &put_back {
+        human.push_str(&format!("finding: {f}\n"));
+    }
     let doc = PlanDoc {
+        orphans_put_back: put_back.clone(),
         table: table.name().to_owned(),
         table_uuid: table.metadata().uuid().to_string(),
         table_generation: table.generation().clone(),
@@ -517,7 +528,15 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
         baseline: b,
         plan: p,
     };
-    Outcome::new(Verdict::Ok, &doc, human)
+    Outcome::new(
+        if put_back.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        &doc,
+        human,
+    )
 }
 
 /// `lakedrill status [CANDIDATE] [--policy FILE]`: candidate and object states, and for the table (addressed, or

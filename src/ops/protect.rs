@@ -43,7 +43,12 @@ pub(crate) async fn protect_covered(
         // A quarantined candidate that the change covers only in part stays quarantined: its purge rebases it
         // and releases exactly what is covered (DESIGN "Rebase"). One it covers whole, a plan candidate, and a
         // candidate whose deletes may be in flight go to PROTECTED at once.
-        let whole = ids.is_empty() || ids.iter().all(|id| covers(&[*id], &[]));
+        // An orphan candidate (no snapshots) is covered whole only when every one of its files is.
+        let whole = if c.candidate["kind"].as_str() == Some("orphans") {
+            paths.iter().all(|p| covers(&[], std::slice::from_ref(p)))
+        } else {
+            ids.is_empty() || ids.iter().all(|id| covers(&[*id], &[]))
+        };
         let partial_is_enough = matches!(c.state, State::Quarantined | State::RestoreVerified) && !whole;
         if covers(&ids, &paths) && !partial_is_enough {
             reg.candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)

@@ -71,17 +71,23 @@ pub async fn quarantine(
             "{candidate_id} is not a candidate of the table's current generation (the table, a lease, a hold or a ref changed since the plan): re-plan"
         ));
     };
-    if candidate.snapshot_ids.is_empty() {
-        return refuse(format!(
-            "{candidate_id} holds orphans only; quarantining orphans is not implemented yet"
-        ));
-    }
+    let orphans = candidate.kind == "orphans";
     // Defense in depth: the candidate is checked against the non-deletable set by code that does not share
-    // the planner's logic; a conflict means a planner bug, and the candidate is PROTECTED for good.
+    // the planner's logic; a conflict means a planner bug, and the candidate is PROTECTED for good. Orphans
+    // are also checked to be referenced by nothing, under no writer prefix and no hold.
     let conflicts = if crate::safety::weakened(crate::safety::Check::ClosureGate) {
         Vec::new()
     } else {
-        closure::nondeletable_conflicts(&input, &candidate.snapshot_ids, &candidate.objects)
+        let mut c = closure::nondeletable_conflicts(&input, &candidate.snapshot_ids, &candidate.objects);
+        if orphans {
+            c.extend(
+                closure::orphan_rebase(&input, &candidate.objects)
+                    .released_objects
+                    .into_iter()
+                    .map(|(p, why)| format!("{p}: {why}")),
+            );
+        }
+        c
     };
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let objects: Vec<String> = candidate.objects.iter().map(|o| o.path.clone()).collect();
@@ -104,22 +110,39 @@ pub async fn quarantine(
         Ok(run) => run,
         Err(why) => return refuse(why),
     };
-    let out = seal_and_commit(
-        ctx,
-        source,
-        candidate_id,
-        bundles,
-        mode,
-        (&table, &cat, &ident),
-        &policy,
-        &key,
-        &reg,
-        now,
-        &candidate,
-        &stamp,
-        &digest,
-    )
-    .await;
+    let out = if orphans {
+        let request = crate::ops::orphans::HoldRequest {
+            table: &table,
+            input: &input,
+            policy: &policy,
+            reg: &reg,
+            candidate: &candidate,
+            stamp: &stamp,
+            key: &key,
+            bundles,
+            digest: serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
+            policy_digest: policy.digest().to_owned(),
+            now,
+        };
+        crate::ops::orphans::seal_and_hold(ctx, &request).await
+    } else {
+        seal_and_commit(
+            ctx,
+            source,
+            candidate_id,
+            bundles,
+            mode,
+            (&table, &cat, &ident),
+            &policy,
+            &key,
+            &reg,
+            now,
+            &candidate,
+            &stamp,
+            &digest,
+        )
+        .await
+    };
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -330,6 +353,9 @@ struct ReleaseRecord {
     committed_metadata_location: Option<String>,
     /// The candidate's bundles: still the way back to its snapshots in bundle mode.
     bundles: Vec<String>,
+    /// Orphans: each held file put back where it was, verified against the bundle.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    put_back: Vec<crate::ops::orphans::PutBack>,
 }
 
 /// The candidate's own quarantine refs: `quarantine/<candidate>` or `quarantine/<candidate>/<snapshot>`.
@@ -444,6 +470,14 @@ async fn release_claimed(
         .as_array()
         .map(|a| a.iter().filter_map(|b| b["uri"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
+    // Orphans held in quarantine go back where they were (they have no tags).
+    let mut put_back = Vec::new();
+    if mode == "orphans" {
+        for b in &bundles {
+            let (_, files) = crate::ops::orphans::held_files(&ctx.storage, b).await?;
+            put_back.extend(crate::ops::orphans::put_back(&ctx.storage, &files).await?);
+        }
+    }
     // One commit removing every own tag; a lost compare-and-set is retried from a fresh read (removing our
     // own tags does not depend on what the winning commit changed).
     let mut removed = Vec::new();
@@ -498,6 +532,7 @@ async fn release_claimed(
             .collect(),
         committed_metadata_location: committed.clone(),
         bundles,
+        put_back,
     };
     let value = serde_json::to_value(&record).map_err(|e| Error::Internal(e.to_string()))?;
     let rec = match reg
@@ -515,6 +550,20 @@ async fn release_claimed(
                 human.push_str(&format!("  removed tag {n} → {id}\n"));
             }
             human.push_str("  the next `plan` proposes these snapshots again (a new candidate id)\n");
+        }
+        None if record.mode == "orphans" => {
+            for p in &record.put_back {
+                human.push_str(&format!(
+                    "  {}: {}{}\n",
+                    p.path,
+                    p.action,
+                    if p.verified {
+                        ", verified in place"
+                    } else {
+                        ", NOT verified in place"
+                    }
+                ));
+            }
         }
         None if record.mode == "bundle" => {
             human.push_str(
@@ -539,6 +588,7 @@ async fn release_claimed(
             "tags_removed": record.tags_removed,
             "committed_metadata_location": record.committed_metadata_location,
             "bundles": record.bundles,
+            "put_back": record.put_back,
             "candidate": rec,
         }),
         human,

@@ -1,4 +1,4 @@
-//! `drill faults`: the thirteen scenarios of DESIGN §6 as a signed drill, verified like any report.
+//! `drill faults`: the fourteen scenarios of DESIGN §6 as a signed drill, verified like any report.
 
 use std::path::PathBuf;
 
@@ -102,7 +102,8 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
 }
 
 /// Scenarios whose purge runs to the end (after reconcile where it ends `DELETE_UNKNOWN`).
-const PURGE_COMPLETES: [&str; 6] = [
+const PURGE_COMPLETES: [&str; 7] = [
+    "orphan-referenced-after-quarantine",
     "ref-case-collision",
     "lagging-listing",
     "late-model-reader",

@@ -208,3 +208,335 @@ fn a_table_sharing_its_location_with_another_table_is_refused_naming_both() {
     }
     g.plan();
 }
+
+/// The orphan candidate of a plan.
+fn orphan_candidate(plan: &Value) -> Value {
+    plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "orphans")
+        .cloned()
+        .unwrap_or_else(|| panic!("an orphan candidate in {plan}"))
+}
+
+/// The sorted paths of a candidate's objects.
+fn object_paths(c: &Value) -> Vec<String> {
+    let mut p: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    p.sort();
+    p
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    let mut s: Vec<String> = v
+        .as_array()
+        .unwrap_or_else(|| panic!("an array: {v}"))
+        .iter()
+        .map(|x| x.as_str().unwrap().to_owned())
+        .collect();
+    s.sort();
+    s
+}
+
+/// A fixture whose policy names a quarantine location for orphan copies (the local filesystem keeps no versions).
+fn with_orphan_vault() -> (Gov, std::path::PathBuf) {
+    let g = Gov::new("");
+    let vault = g.dir.join("orphan-vault");
+    let mut text = std::fs::read_to_string(&g.policy).unwrap();
+    text.push_str(&format!("orphanQuarantine: {}\n", vault.display()));
+    std::fs::write(&g.policy, text).unwrap();
+    (g, vault)
+}
+
+/// The files under a folder, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Real orphans on the local filesystem (an uncommitted writer's file, a manifest left by a merge, a metadata JSON
+/// dropped from the log): `plan` proposes exactly plain `remove_orphan_files`' set less the file without a
+/// modification time; `quarantine o-…` copies them write-once (named by BLAKE3) to the policy's `orphanQuarantine`
+/// and takes them out of the table; the orphan bundle restores and drills RESTORE_VERIFIED; the purge goes through
+/// the acceptance point with that evidence and deletes exactly the copies, with receipts; the `.crc` sidecar and the
+/// file without mtime are never touched; a deletion right on one orphan goes candidate → quarantined → fulfilled.
+#[test]
+fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptance_point() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(
+        &root.join("data/uncommitted-writer.parquet"),
+        b"PAR1 a writer that never committed PAR1",
+        old,
+    );
+    let manifest = files_under(&root.join("metadata"))
+        .into_iter()
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "avro") && !p.file_name().unwrap().to_str().unwrap().starts_with("snap-")
+        })
+        .expect("a manifest");
+    put(
+        &root.join("metadata/merge-leftover-m0.avro"),
+        &std::fs::read(&manifest).unwrap(),
+        old,
+    );
+    put(
+        &root.join("metadata/00000-dropped-from-log.metadata.json"),
+        &std::fs::read(current_metadata(&g)).unwrap(),
+        old,
+    );
+    put(&root.join("data/.uncommitted-writer.parquet.crc"), b"crc", old);
+    put(
+        &root.join("data/no-mtime.parquet"),
+        b"PAR1 age unknown",
+        SystemTime::UNIX_EPOCH,
+    );
+    let expected = vec![
+        "data/uncommitted-writer.parquet".to_owned(),
+        "metadata/00000-dropped-from-log.metadata.json".to_owned(),
+        "metadata/merge-leftover-m0.avro".to_owned(),
+    ];
+    let originals: Vec<Vec<u8>> = expected.iter().map(|p| std::fs::read(root.join(p)).unwrap()).collect();
+    let rows = g.py("print(t.scan().to_arrow().num_rows)");
+
+    let p = g.plan();
+    let c = orphan_candidate(&p);
+    assert_eq!(object_paths(&c), expected, "{p}");
+    // Plain remove_orphan_files (whose set the oracle test proves equal to Iceberg Java's DeleteOrphanFiles) takes
+    // these and the file without a modification time, which lakedrill never takes.
+    let plain: Vec<String> = strings(&p["plain_orphans"]["objects"])
+        .into_iter()
+        .filter(|o| o != "data/no-mtime.parquet")
+        .collect();
+    assert_eq!(plain, expected, "{p}");
+
+    // A deletion right on one of them: a candidate now.
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+    let rights = serde_json::json!([{"id": "dsr-orphan", "scope": "object:data/uncommitted-writer.parquet", "deadline": "2020-01-01T00:00:00Z", "reason": "erasure request"}]);
+    let v1 = crate::rollout::decision(&g, 1, serde_json::json!([]), rights, "v1");
+    crate::rollout::apply(&g, &v1).expect_code(0);
+    assert_eq!(g.plan()["deletion_rights"][0]["status"], "candidate");
+
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert!(q["stayed_in_place"].as_array().unwrap().is_empty(), "{q}");
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let uuid = g.py("print(t.metadata.table_uuid)");
+    let mut copies = files_under(&vault.join(&uuid));
+    copies.sort();
+    let mut want: Vec<std::path::PathBuf> = originals
+        .iter()
+        .map(|b| vault.join(&uuid).join(blake3::hash(b).to_hex().as_str()))
+        .collect();
+    want.sort();
+    assert_eq!(copies, want, "{q}");
+    for (p, b) in expected.iter().zip(&originals) {
+        assert!(!root.join(p).exists(), "{p} still in the table");
+        assert_eq!(
+            &std::fs::read(vault.join(&uuid).join(blake3::hash(b).to_hex().as_str())).unwrap(),
+            b
+        );
+    }
+    assert!(root.join("data/.uncommitted-writer.parquet.crc").exists());
+    assert!(root.join("data/no-mtime.parquet").exists());
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), rows);
+    // Held: no orphan candidate any more, and the deletion right is not fulfilled while the bytes are held.
+    let p = g.plan();
+    assert!(!p["candidates"].to_string().contains("\"orphans\""), "{p}");
+    assert_eq!(p["deletion_rights"][0]["status"], "quarantined", "{p}");
+
+    // The orphan bundle verifies where its files are held.
+    let r = g
+        .run(&["--json", "restore", &bundle, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    assert_eq!(r["objects_verified"], 3, "{r}");
+    let a = g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        &format!("{bundle}/bundle.dsse.json"),
+        "--trust",
+        "keys",
+    ]);
+    a.expect_code(0);
+    assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    let ev = g.drill("bundles");
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(strings(&r["objects"]["VERIFIED"]), expected, "{r}");
+    assert!(files_under(&vault.join(&uuid)).is_empty(), "the copies are gone");
+    for p in &expected {
+        assert!(!root.join(p).exists(), "{p} came back");
+    }
+    assert!(root.join("data/.uncommitted-writer.parquet.crc").exists());
+    assert!(root.join("data/no-mtime.parquet").exists());
+    assert!(
+        r["summary"].as_str().is_some_and(|s| s.contains("summary-")),
+        "a signed summary: {r}"
+    );
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), rows);
+    let gt = crate::rollout::gates(&g).json();
+    assert_eq!(gt["deletion_rights"][0]["status"], "fulfilled", "{gt}");
+    assert!(gt["overdue"].as_array().unwrap().is_empty(), "{gt}");
+    // Every kind lakedrill signed here verifies by its kind under `audit verify`: the purge summary, the retired
+    // orphan bundle and its retirement record, the governance decision.
+    let summary = r["summary"].as_str().unwrap().to_owned();
+    let bundle_dir = bundle.trim_start_matches("file://").to_owned();
+    for (doc, trust) in [
+        (summary.as_str(), "keys"),
+        (&format!("{bundle_dir}/bundle.dsse.json"), "keys"),
+        (&format!("{bundle_dir}/retired.dsse.json"), "keys"),
+        (v1.as_str(), "gov-keys"),
+    ] {
+        let a = g.run(&["--json", "audit", "verify", doc, "--trust", trust]);
+        a.expect_code(0);
+        assert_eq!(a.json()["status"], "VERIFIED", "{doc}: {}", a.stdout);
+    }
+}
+
+/// Puts `src`'s bytes at `dst`, folders made.
+fn copy_to(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    std::fs::copy(src, dst).unwrap();
+}
+
+/// After quarantine: a missing quarantine copy fails the drill naming the file; a slow writer's late commit of a
+/// held file (PyIceberg `add_files`) and a writer prefix opened over another are put back by the next `plan`, with
+/// a finding, and PyIceberg reads the committed rows; a hold on a prefix set later makes the purge put that file
+/// back too; the purge deletes only the file nothing covers. `restore --put-back` of an orphan bundle puts every
+/// held file back byte for byte and releases its candidate; a new plan proposes it again under a new id.
+#[test]
+fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let late = root.join("data/late-writer.parquet");
+    // A slow writer's Parquet file of the table's schema (three rows), written long ago, not committed yet.
+    g.py(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+         rows = t.scan().to_arrow().slice(0, 3)\n\
+         rows = rows.cast(pa.schema([pa.field(f.name, f.type, f.nullable) for f in rows.schema]))\n\
+         pq.write_table(rows, '{l}')\n\
+         os.utime('{l}', ({o}, {o}))",
+        l = late.display(),
+        o = old.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
+    ));
+    put(
+        &root.join("data/w/staged.parquet"),
+        b"PAR1 staged by writer w PAR1",
+        old,
+    );
+    put(&root.join("data/h/held.parquet"), b"PAR1 under a hold later PAR1", old);
+    put(&root.join("data/free.parquet"), b"PAR1 nothing covers me PAR1", old);
+    let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
+    let names = [
+        "data/free.parquet",
+        "data/h/held.parquet",
+        "data/late-writer.parquet",
+        "data/w/staged.parquet",
+    ];
+    let bytes: Vec<Vec<u8>> = names.iter().map(|n| std::fs::read(root.join(n)).unwrap()).collect();
+    let copy_of = |i: usize| {
+        let uuid = g.py("print(t.metadata.table_uuid)");
+        vault.join(uuid).join(blake3::hash(&bytes[i]).to_hex().as_str())
+    };
+
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), names.to_vec(), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    g.drill("bundles");
+    // A quarantine copy goes missing: the drill FAILS naming the file, and PASSes once it is back.
+    let free = copy_of(0);
+    std::fs::rename(&free, free.with_extension("gone")).unwrap();
+    let plan = g.dir.join("drill-bundles.toml");
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    r.expect_code(1);
+    assert!(
+        r.stdout.contains("data/free.parquet") && r.stdout.contains("OBJECT_MISSING"),
+        "{}",
+        r.stdout
+    );
+    std::fs::rename(free.with_extension("gone"), &free).unwrap();
+    let ev = g.drill("bundles");
+
+    // The slow writer commits its file late (PyIceberg add_files reads its footer: the writer still has it, so it
+    // is in place just for the commit), and a writer opens a prefix over another held file.
+    copy_to(&copy_of(2), &late);
+    g.py(&format!("t.add_files(['file://{}'])", late.display()));
+    std::fs::remove_file(&late).unwrap();
+    g.on_table(&["writer", "begin", "--prefix", "data/w"]).expect_code(0);
+    let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(1);
+    let found = r.json()["orphans_put_back"].to_string();
+    assert!(
+        found.contains("ORPHAN_PUT_BACK")
+            && found.contains("data/late-writer.parquet")
+            && found.contains("data/w/staged.parquet"),
+        "{found}"
+    );
+    assert_eq!(std::fs::read(&late).unwrap(), bytes[2]);
+    assert_eq!(std::fs::read(root.join("data/w/staged.parquet")).unwrap(), bytes[3]);
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
+
+    // A hold on a prefix set now: the purge puts that file back and deletes only the one nothing covers.
+    g.on_table(&["hold", "set", "--scope", "prefix:data/h", "--reason", "litigation"])
+        .expect_code(0);
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(
+        strings(&r["objects"]["VERIFIED"]),
+        vec!["data/free.parquet".to_owned()],
+        "{r}"
+    );
+    assert_eq!(std::fs::read(root.join("data/h/held.parquet")).unwrap(), bytes[1]);
+    assert!(!root.join("data/free.parquet").exists());
+    assert!(!copy_of(0).exists());
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
+
+    // Another orphan, quarantined and put back by an operator: byte for byte, its candidate RELEASED; the next
+    // plan proposes it again under a new candidate id.
+    put(&root.join("data/second.parquet"), b"PAR1 the second stray PAR1", old);
+    let c2 = orphan_candidate(&g.plan());
+    let id2 = c2["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id2, "tag").expect_code(0).json();
+    let b2 = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    assert!(!root.join("data/second.parquet").exists());
+    let r = g
+        .run(&["--json", "restore", &b2, "--trust", "keys", "--put-back"])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "PUT_BACK", "{r}");
+    assert_eq!(
+        std::fs::read(root.join("data/second.parquet")).unwrap(),
+        b"PAR1 the second stray PAR1"
+    );
+    let st = g.run(&["--json", "status", &id2]).expect_code(0).json();
+    assert!(st.to_string().contains("RELEASED"), "{st}");
+    // Copied back, the file is new to the filesystem: its age starts again (here: made old again).
+    put(&root.join("data/second.parquet"), b"PAR1 the second stray PAR1", old);
+    let again = orphan_candidate(&g.plan());
+    assert_ne!(again["candidate_id"], c2["candidate_id"], "{again}");
+    assert_eq!(object_paths(&again), vec!["data/second.parquet".to_owned()], "{again}");
+}

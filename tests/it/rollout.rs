@@ -451,7 +451,7 @@ fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_dr
 }
 
 /// Writes and signs decision `version` with the governance key; returns the envelope path.
-fn decision(g: &Gov, version: i64, holds: Value, rights: Value, name: &str) -> String {
+pub(crate) fn decision(g: &Gov, version: i64, holds: Value, rights: Value, name: &str) -> String {
     let table_uuid = g.py("print(t.metadata.table_uuid)");
     let doc = serde_json::json!({
         "schema": "lakedrillGovernanceDecision.v1",
@@ -478,11 +478,11 @@ fn decision(g: &Gov, version: i64, holds: Value, rights: Value, name: &str) -> S
     out.to_str().unwrap().to_owned()
 }
 
-fn apply(g: &Gov, file: &str) -> Run {
+pub(crate) fn apply(g: &Gov, file: &str) -> Run {
     g.on_table(&["--json", "decision", "apply", file, "--trust", "gov-keys"])
 }
 
-fn gates(g: &Gov) -> Run {
+pub(crate) fn gates(g: &Gov) -> Run {
     g.on_table(&["--json", "gates", "--policy", g.policy.to_str().unwrap()])
 }
 

@@ -654,3 +654,162 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
     assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
     assert!(a["locks"][0]["mode"].is_null(), "{a}");
 }
+
+/// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
+fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
+    let list = keys.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
+    let out = boto(
+        g,
+        &format!(
+            "import json\nout = {{}}\nfor k in [{list}]:\n    r = s3.list_object_versions(Bucket=bucket, Prefix='{prefix}/' + k)\n    \
+             out[k] = [len([v for v in r.get('Versions', []) if v['Key'] == '{prefix}/' + k]), len([m for m in r.get('DeleteMarkers', []) if m['Key'] == '{prefix}/' + k])]\nprint(json.dumps(out))"
+        ),
+    );
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Orphans on a versioned bucket (SeaweedFS): `quarantine o-…` hides them behind delete markers (the version
+/// stays, checked); the orphan bundle verifies against those versions; `restore --put-back` removes the markers
+/// and the files are back byte for byte; quarantined again under a new id, drilled and purged through the
+/// acceptance point, their versions are gone for good with receipts quoting the provider, and the hidden `.crc`
+/// sidecar is never touched. Deleting the version behind a marker makes a drill FAIL naming the file.
+#[test]
+fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_byte_and_purge_their_versions() {
+    let (g, _proxy) = on_seaweed("orphans-markers", "", "");
+    // S3 cannot backdate an object: short ages instead.
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
+        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
+    std::fs::write(&g.policy, text).unwrap();
+    let loc = g.py("print(t.location())");
+    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    boto(
+        &g,
+        &format!(
+            "for k, b in [('data/stray-a.parquet', b'PAR1 stray a PAR1'), ('data/stray-b.parquet', b'PAR1 stray b PAR1'), ('data/.stray-a.parquet.crc', b'crc')]:\n    \
+             s3.put_object(Bucket=bucket, Key='{prefix}/' + k, Body=b)"
+        ),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let strays = ["data/stray-a.parquet", "data/stray-b.parquet"];
+    let orphans = |plan: &Value| -> Value {
+        plan["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "orphans")
+            .cloned()
+            .unwrap_or_else(|| panic!("orphans in {plan}"))
+    };
+    let paths = |c: &Value| -> Vec<String> {
+        let mut p: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["path"].as_str().unwrap().to_owned())
+            .collect();
+        p.sort();
+        p
+    };
+    let bodies = || {
+        boto(
+            &g,
+            &format!(
+                "print([s3.get_object(Bucket=bucket, Key='{prefix}/' + k)['Body'].read().decode() for k in ['data/stray-a.parquet', 'data/stray-b.parquet']])"
+            ),
+        )
+    };
+    let plan = g.plan();
+    let c = orphans(&plan);
+    assert_eq!(paths(&c), strays, "{c}");
+    // Plain remove_orphan_files at the same age (Iceberg Java's set, by the oracle test) takes exactly these.
+    let mut plain: Vec<String> = plan["plain_orphans"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    plain.sort();
+    assert_eq!(plain, strays, "{plan}");
+    let q = g
+        .quarantine(c["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["quarantine"]["hold"], "delete-marker", "{q}");
+    assert_eq!(
+        versions_of(&g, &prefix, &strays),
+        serde_json::json!({"data/stray-a.parquet": [1, 1], "data/stray-b.parquet": [1, 1]})
+    );
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let r = g
+        .run(&["--json", "restore", &bundle, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    // Put back by an operator: the markers go, the same versions are current, byte for byte.
+    let r = g
+        .run(&["--json", "restore", &bundle, "--trust", "keys", "--put-back"])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "PUT_BACK", "{r}");
+    assert_eq!(bodies(), "['PAR1 stray a PAR1', 'PAR1 stray b PAR1']");
+    assert_eq!(
+        versions_of(&g, &prefix, &strays),
+        serde_json::json!({"data/stray-a.parquet": [1, 0], "data/stray-b.parquet": [1, 0]})
+    );
+
+    // Again, under a new candidate id: quarantined, drilled, purged for good.
+    let c = orphans(&g.plan());
+    assert_eq!(paths(&c), strays, "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let mut deleted: Vec<String> = r["objects"]["VERIFIED"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    deleted.sort();
+    assert_eq!(deleted, strays, "{r}");
+    let v = versions_of(&g, &prefix, &strays);
+    assert_eq!(v["data/stray-a.parquet"][0], 0, "{v}");
+    assert_eq!(v["data/stray-b.parquet"][0], 0, "{v}");
+    for rc in receipts(&g, &id, "confirmed") {
+        assert_eq!(rc["provider_result"], "deleted", "{rc}");
+        assert_eq!(rc["permanent"], true, "{rc}");
+        assert!(rc["version_id"].as_str().is_some_and(|v| !v.is_empty()), "{rc}");
+    }
+    assert_eq!(
+        versions_of(&g, &prefix, &["data/.stray-a.parquet.crc"])["data/.stray-a.parquet.crc"][0],
+        1
+    );
+
+    // One more: its version deleted behind the marker, the drill FAILS naming it.
+    boto(
+        &g,
+        &format!("s3.put_object(Bucket=bucket, Key='{prefix}/data/stray-c.parquet', Body=b'PAR1 stray c PAR1')"),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let c = orphans(&g.plan());
+    assert_eq!(paths(&c), vec!["data/stray-c.parquet".to_owned()], "{c}");
+    g.quarantine(c["candidate_id"].as_str().unwrap(), "tag").expect_code(0);
+    boto(
+        &g,
+        &format!(
+            "k = '{prefix}/data/stray-c.parquet'\nfor v in s3.list_object_versions(Bucket=bucket, Prefix=k).get('Versions', []):\n    \
+             s3.delete_object(Bucket=bucket, Key=k, VersionId=v['VersionId'])"
+        ),
+    );
+    let plan = g.dir.join("drill-bundles.toml");
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    r.expect_code(1);
+    assert!(
+        r.stdout.contains("data/stray-c.parquet") && r.stdout.contains("OBJECT_MISSING"),
+        "{}",
+        r.stdout
+    );
+}

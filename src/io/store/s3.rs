@@ -83,6 +83,12 @@ struct XmlError {
 
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
+struct VersioningConfiguration {
+    status: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
 struct ObjectLockConfiguration {
     object_lock_enabled: Option<String>,
 }
@@ -628,6 +634,30 @@ impl Storage {
             out.remove(l);
         }
         Ok(Some(out))
+    }
+
+    /// Whether the bucket of `uri` keeps every version (`GetBucketVersioning` says `Enabled`; a suspended or
+    /// never-enabled bucket does not: a plain delete there removes the object for good).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the provider does not answer the request.
+    pub async fn s3_versioning_enabled(&self, uri: &str) -> Result<bool> {
+        let a = self
+            .s3_send(
+                uri,
+                http::Method::GET,
+                &Path::from(""),
+                vec![("versioning".to_owned(), String::new())],
+                vec![],
+                None,
+            )
+            .await?;
+        if a.status != 200 {
+            return Err(s3_error("get bucket versioning", uri, a.describe()));
+        }
+        let c: VersioningConfiguration = quick_xml::de::from_reader(a.body.as_ref())
+            .map_err(|e| s3_error("get bucket versioning", uri, format!("unreadable answer: {e}")))?;
+        Ok(c.status.as_deref() == Some("Enabled"))
     }
 
     /// Whether the bucket of `uri` has Object Lock enabled (`GetObjectLockConfiguration`).

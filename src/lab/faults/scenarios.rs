@@ -1,4 +1,4 @@
-//! The thirteen scenarios of the fault matrix, one async function each, and [`scenario`], which runs
+//! The fourteen scenarios of the fault matrix, one async function each, and [`scenario`], which runs
 //! one of them by id; [`fault_text`] says, per id, the fault injected and the outcome written down.
 //!
 //! Each function builds its own scratch lakehouse ([`Lab`]), injects its fault through the lab's fault
@@ -42,6 +42,7 @@ pub(super) async fn scenario(id: &str, env: &LabEnv<'_>) -> Result<(Obs, Vec<Str
         "delete-marker-recovery" => Box::pin(delete_marker_recovery(env)).await,
         "stale-pass-after-fail" => Box::pin(stale_pass_after_fail(env)).await,
         "hold-lands-mid-purge" => Box::pin(hold_lands_mid_purge(env)).await,
+        "orphan-referenced-after-quarantine" => Box::pin(orphan_referenced_after_quarantine(env)).await,
         other => Err(Error::invalid(
             "--scenario",
             format!("unknown scenario {other:?}; known: {}", SCENARIOS.join(", ")),
@@ -62,7 +63,7 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
         ),
         "uncommitted-writer" => (
             "a writer uploaded files without committing: one registered writer, one unregistered",
-            "the registered writer's files are in no candidate (a difference saying why); the unregistered writer's old file is only an orphan candidate, which quarantine refuses",
+            "the registered writer's files are in no candidate (a difference saying why); the unregistered writer's old file is only an orphan candidate: quarantine refuses it where it cannot be held reversibly (a filesystem without orphanQuarantine) and holds it behind a delete marker on a versioned bucket, and releasing the candidate puts it back in place",
         ),
         "lagging-listing" => (
             "eventually consistent listings: LIST under the table location hides every object written in the last hour",
@@ -103,6 +104,10 @@ pub(super) fn fault_text(id: &str) -> (&'static str, &'static str) {
         "hold-lands-mid-purge" => (
             "a legal hold on the whole table lands while the purge deletes (after its first delete request, from another registry connection)",
             "no delete request after the hold committed; purge HALTED naming the hold; every object deleted before it VERIFIED, every other one still there and not counted deleted",
+        ),
+        "orphan-referenced-after-quarantine" => (
+            "a slow writer commits two of its three files after lakedrill quarantined them as orphans (write-once copies under orphanQuarantine): the table references files that are held",
+            "the purge puts both back where they were (verified against the orphan bundle, with a finding) and deletes only the file nothing references; the table's files are all in place",
         ),
         _ => ("unknown scenario", "none"),
     }
@@ -225,6 +230,84 @@ async fn ref_case_collision(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }
 
+/// Scenario `orphan-referenced-after-quarantine` (see [`fault_text`]).
+async fn orphan_referenced_after_quarantine(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
+    let id = "orphan-referenced-after-quarantine";
+    let mut obs = Obs::new();
+    let lab = Lab::new(env, id, "maxWriterDuration: 1s\norphanSafetyInterval: 2s\n").await?;
+    let mut text = std::fs::read_to_string(&lab.policy).map_err(|e| Error::io("read", &lab.policy, e))?;
+    text.push_str(&format!("orphanQuarantine: {}\n", lab.uri("orphan-vault")));
+    std::fs::write(&lab.policy, text).map_err(|e| Error::io("write", &lab.policy, e))?;
+    let warehouse = env.store.map(|_| location::join(&lab.base, "warehouse"));
+    let mut files = crate::lab::demo::slow_writer_files(&lab.truth, &lab.dir, warehouse.as_deref(), 3).await?;
+    let root = lab.table_root().await?;
+    let table = lab.truth.table(&lab.source).await?;
+    let rel = |p: &str| table.location().relative(p).unwrap_or_else(|_| p.to_owned());
+    let paths: Vec<String> = files.iter().map(|f| rel(f.file_path())).collect();
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await; // past orphanSafetyInterval
+    // The two files the writer commits must never be lost; the third may go through the deleter.
+    let acct = lab.account(&[], &paths[..2]).await?;
+    let plan = lab.plan().await?;
+    let orphan = plan["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["kind"] == "orphans" && paths.iter().all(|p| c["objects"].to_string().contains(p.as_str())));
+    obs.expect(
+        orphan.is_some(),
+        "the writer's three uncommitted files are an orphan candidate",
+    );
+    let Some(cid) = orphan
+        .as_ref()
+        .and_then(|o| o["candidate_id"].as_str())
+        .map(str::to_owned)
+    else {
+        return Ok((obs, lab.lost(&acct).await?, lab.state));
+    };
+    let q = lab.quarantine(&cid, QuarantineMode::Tag).await?;
+    obs.expect(
+        q.verdict == Verdict::Ok,
+        "quarantine holds them reversibly (write-once copies; delete markers on a versioned bucket)",
+    );
+    let content = lab.expect_data_in_candidate(&mut obs, &cid).await?;
+    let listed = lab.listing().await?;
+    obs.expect(
+        paths.iter().all(|p| !listed.contains(p)),
+        "the held files are out of the table location",
+    );
+    // The slow writer commits two of them now.
+    files.truncate(2);
+    crate::lab::demo::late_commit(&lab.truth, &lab.dir, warehouse.as_deref(), files).await?;
+    let drill = lab.drill().await?;
+    obs.expect(
+        drill.predicate.summary.gate == "PASS",
+        "the drill over the orphan bundle PASSes",
+    );
+    let out = lab.purge(&cid, &drill.report).await?;
+    obs.saw(format!("purge {cid}: {}", out.human.trim()));
+    obs.expect(status_of(&out) == "VERIFIED", "the purge finishes VERIFIED");
+    let deleted: Vec<String> = out.json["objects"]["VERIFIED"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    obs.expect(
+        deleted == vec![paths[2].clone()],
+        format!("the purge deletes only the file nothing references ({})", paths[2]),
+    );
+    lab.expect_data_deleted(&mut obs, &cid, &content, true).await?;
+    let listed = lab.listing().await?;
+    obs.expect(
+        paths[..2].iter().all(|p| listed.contains(p)),
+        "both committed files are back in place",
+    );
+    for p in &paths[..2] {
+        let h = lab.truth.storage.hash(&location::join(&root, p)).await?;
+        obs.saw(format!("{p}: {} bytes back in place", h.bytes_read));
+    }
+    Ok((obs, lab.lost(&acct).await?, lab.state))
+}
+
 /// Scenario `uncommitted-writer` (see [`fault_text`]).
 async fn uncommitted_writer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<FaultState>)> {
     let id = "uncommitted-writer";
@@ -272,10 +355,25 @@ async fn uncommitted_writer(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, Arc<F
     if let Some(o) = orphan.and_then(|o| o["candidate_id"].as_str()) {
         let q = lab.quarantine(o, QuarantineMode::Tag).await?;
         obs.saw(format!("quarantine {o}: {}", q.human.trim()));
-        obs.expect(
-            q.verdict != Verdict::Ok,
-            "quarantine of the orphan candidate is refused",
-        );
+        if root_uri.starts_with("s3://") {
+            obs.expect(
+                q.verdict == Verdict::Ok,
+                "quarantine holds the orphan behind a delete marker (versioned bucket)",
+            );
+            let r =
+                crate::ops::quarantine::release(&lab.ctx, &lab.source, o, "drill faults: the writer registers late")
+                    .await?;
+            obs.saw(format!("release {o}: {}", r.human.trim()));
+            obs.expect(
+                r.verdict == Verdict::Ok && lab.listing().await?.contains(unregistered),
+                "releasing the candidate puts the orphan back in place",
+            );
+        } else {
+            obs.expect(
+                q.verdict != Verdict::Ok,
+                "quarantine of the orphan candidate is refused (no versions and no orphanQuarantine)",
+            );
+        }
     }
     Ok((obs, lab.lost(&acct).await?, lab.state))
 }

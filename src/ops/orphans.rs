@@ -1,0 +1,731 @@
+//! Orphan reclamation, the reversible half: `quarantine o-…` holds a candidate's unreferenced files in an
+//! orphan bundle, and [`put_back`] brings them back where they were.
+//!
+//! [`seal_and_hold`] reads and hashes every file of the candidate at the table location, decides how the files
+//! are held and writes the signed orphan bundle (kind `orphans`, [`OrphanInfo`]) before any file leaves:
+//! * on an S3 bucket whose versioning is `Enabled`, by a plain conditional delete (`If-Match` the ETag read):
+//!   a delete marker hides the file, its version stays and is checked to be there;
+//! * anywhere else, by a write-once copy to `<orphanQuarantine>/<table uuid>/<BLAKE3>` (the policy's
+//!   location), read back and verified, and only then the file is removed from the table location (after its
+//!   bytes were hashed once more).
+//!
+//! Nothing is final: the bytes stay until the deleter ([`crate::ops::deleter`]) removes the version or the copy
+//! through its acceptance point. [`put_back`] removes the delete markers above the recorded version, or copies
+//! the quarantined bytes back (never over another file), and verifies each file against the bundle; `restore
+//! --put-back`, `quarantine release` and every run that finds a quarantined orphan referenced again use it.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use crate::bundle::{HeldFile, InventoryEntry};
+use crate::error::{Error, Result};
+use crate::evidence::inventory::{BundlePredicate, OrphanHold, OrphanInfo, inventory_root};
+use crate::evidence::keys::SigningKey;
+use crate::govern::closure::{Candidate, PlanInput};
+use crate::govern::policy::Policy;
+use crate::io::store::Storage;
+use crate::io::store::s3::DeleteKey;
+use crate::model::location;
+use crate::ops::context::Context;
+use crate::registry::{Registry, State, WorldStamp};
+use crate::report::output::{Outcome, Verdict};
+use crate::table::Table;
+
+/// What a quarantine of orphans needs besides the context.
+pub struct HoldRequest<'a> {
+    /// The table as planned.
+    pub table: &'a Table,
+    /// The plan input the candidate came from (listing time, writers, holds).
+    pub input: &'a PlanInput,
+    /// The retention policy (`orphanQuarantine`).
+    pub policy: &'a Policy,
+    /// The registry.
+    pub reg: &'a Registry,
+    /// The orphan candidate.
+    pub candidate: &'a Candidate,
+    /// The world the plan saw.
+    pub stamp: &'a WorldStamp,
+    /// Signing key for the bundle.
+    pub key: &'a SigningKey,
+    /// Where bundles go.
+    pub bundles: &'a str,
+    /// The build's digest binding, recorded with the quarantine.
+    pub digest: serde_json::Value,
+    /// The policy's digest.
+    pub policy_digest: String,
+    /// When.
+    pub now: DateTime<Utc>,
+}
+
+/// How the files of a table at `root` can be held: a delete marker on a versioned bucket, else a copy under the
+/// policy's `orphanQuarantine` (which must lie outside the table). `Err` is the refusal's reason.
+async fn hold_for(
+    storage: &Storage,
+    table: &Table,
+    policy: &Policy,
+) -> Result<std::result::Result<(OrphanHold, Option<String>), String>> {
+    let root = table.location().root_uri();
+    if root.starts_with("s3://") && storage.s3_versioning_enabled(root).await? {
+        return Ok(Ok((OrphanHold::DeleteMarker, None)));
+    }
+    let Some(q) = policy.orphan_quarantine() else {
+        return Ok(Err(format!(
+            "the table location {root} keeps no versions (not an S3 bucket with versioning Enabled) and the policy {} \
+             names no orphanQuarantine location for write-once copies: orphans cannot be held reversibly",
+            policy.source_name()
+        )));
+    };
+    if location::is_under(q, root) || location::is_under(root, q) {
+        return Ok(Err(format!(
+            "the policy's orphanQuarantine {q} overlaps the table location {root}: the copies would be listed as \
+             the table's files"
+        )));
+    }
+    let uuid = table.metadata().uuid().to_string();
+    Ok(Ok((OrphanHold::QuarantineCopy, Some(location::join(q, &uuid)))))
+}
+
+/// One file read for the bundle: its entry and, for a copy hold, its bytes.
+struct Read {
+    entry: InventoryEntry,
+    bytes: Option<bytes::Bytes>,
+}
+
+/// Reads one orphan at the table location: `Err(reason)` when it is gone or no longer the planned size.
+async fn read_one(
+    storage: &Storage,
+    table: &Table,
+    o: &crate::model::object::ObjectRef,
+    hold: OrphanHold,
+) -> Result<std::result::Result<Read, String>> {
+    let uri = location::join(table.location().root_uri(), &o.path);
+    let path = format!("{}/{}", table.location().written().trim_end_matches('/'), o.path);
+    let (info, size, digest, bytes) = match hold {
+        OrphanHold::DeleteMarker => match storage.hash(&uri).await {
+            Ok(h) => (h.info, h.bytes_read, h.blake3, None),
+            Err(Error::NotFound { .. }) => return Ok(Err(format!("{} is gone since the plan", o.path))),
+            Err(e) => return Err(e),
+        },
+        OrphanHold::QuarantineCopy => match storage.get_opt(&uri).await? {
+            Some(f) => {
+                let digest = blake3::hash(&f.bytes).to_hex().to_string();
+                (f.info, f.bytes.len() as u64, digest, Some(f.bytes))
+            }
+            None => return Ok(Err(format!("{} is gone since the plan", o.path))),
+        },
+    };
+    if size != o.size {
+        return Ok(Err(format!(
+            "{} is {size} bytes now, {} when planned: it changed since the plan",
+            o.path, o.size
+        )));
+    }
+    if hold == OrphanHold::DeleteMarker && info.version.is_none() {
+        return Ok(Err(format!("{} has no version id on a versioned bucket", o.path)));
+    }
+    Ok(Ok(Read {
+        entry: InventoryEntry {
+            path,
+            uri,
+            layer: o.layer,
+            size,
+            blake3: digest,
+            e_tag: info.e_tag.clone(),
+            version: info.version.clone(),
+            record_count: None,
+            copy: None,
+        },
+        bytes,
+    }))
+}
+
+/// Takes one held file out of the table location, reversibly. Returns what happened, or why it stayed.
+async fn take_out(storage: &Storage, f: &HeldFile) -> Result<std::result::Result<String, String>> {
+    let e = &f.entry;
+    match &f.version {
+        Some(version) => {
+            let answer = storage
+                .s3_delete_one(&DeleteKey {
+                    uri: e.uri.clone(),
+                    e_tag: e.e_tag.clone(),
+                    version_id: None,
+                })
+                .await?;
+            if !answer.deleted {
+                return Ok(Err(format!(
+                    "the provider did not hide it ({}): it stays in place",
+                    answer.code.as_deref().unwrap_or("no code")
+                )));
+            }
+            // The marker must hide it and its version must still be there, unchanged.
+            let hidden = storage.head(&e.uri).await?.is_none();
+            let kept = storage.head_version(&e.uri, Some(version)).await?;
+            match (hidden, kept) {
+                (true, Some(k)) if k.size == e.size => Ok(Ok(format!(
+                    "delete marker {} over version {version}",
+                    answer.delete_marker_version_id.as_deref().unwrap_or("?")
+                ))),
+                (false, _) => Ok(Err("still visible after its delete marker was written".into())),
+                (true, _) => Err(Error::corrupt(
+                    &e.uri,
+                    format!(
+                        "version {version} is gone or changed after a plain delete on a versioned bucket: the bucket \
+                         does not keep versions as it says"
+                    ),
+                )),
+            }
+        }
+        None => {
+            // Removed only while it is still exactly the bytes copied.
+            let now = match storage.hash(&e.uri).await {
+                Ok(h) => h,
+                Err(Error::NotFound { .. }) => return Ok(Err("gone before its removal".into())),
+                Err(err) => return Err(err),
+            };
+            if now.blake3 != e.blake3 || now.bytes_read != e.size {
+                return Ok(Err("changed after it was copied: it stays in place".into()));
+            }
+            storage.delete(&e.uri).await?;
+            if storage.head(&e.uri).await?.is_some() {
+                return Ok(Err("still present after its removal".into()));
+            }
+            Ok(Ok(format!("copied to {} and removed", f.uri)))
+        }
+    }
+}
+
+/// The second half of `quarantine o-…`, run while the candidate is claimed: read and hash every file, write the
+/// copies (copy hold) and the signed orphan bundle, take the files out of the table location, record the
+/// quarantine. Nothing is deleted for good.
+///
+/// # Errors
+/// Storage, signing and registry errors; a bucket that loses a version on a plain delete.
+#[allow(clippy::too_many_lines)]
+pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome> {
+    let id = &r.candidate.candidate_id;
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    let state = r.reg.candidate(id).await?.state;
+    if state != State::UnreferencedEligible {
+        return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
+    }
+    let (hold, quarantine_root) = match hold_for(&ctx.storage, r.table, r.policy).await? {
+        Ok(h) => h,
+        Err(why) => return refuse(why),
+    };
+    // 1. Every file read and hashed where it is (nothing changes yet).
+    let concurrency = ctx.storage.options().io_concurrency.get();
+    let read: Vec<Result<std::result::Result<Read, String>>> = futures::stream::iter(
+        r.candidate
+            .objects
+            .iter()
+            .map(|o| read_one(&ctx.storage, r.table, o, hold)),
+    )
+    .buffered(concurrency)
+    .collect()
+    .await;
+    let mut entries = Vec::new();
+    let mut copies = Vec::new();
+    let mut changed = Vec::new();
+    for x in read {
+        match x? {
+            Ok(Read { entry, bytes }) => {
+                if let Some(b) = bytes {
+                    copies.push((entry.blake3.clone(), b));
+                }
+                entries.push(entry);
+            }
+            Err(why) => changed.push(why),
+        }
+    }
+    if !changed.is_empty() {
+        return refuse(format!("{}; re-plan (nothing was changed)", changed.join("; ")));
+    }
+    let info = OrphanInfo {
+        candidate_id: id.clone(),
+        table_root: r.table.location().root_uri().to_owned(),
+        hold,
+        quarantine_root: quarantine_root.clone(),
+        planned_metadata_location: r.stamp.metadata_location.clone(),
+        listed_at: DateTime::<Utc>::from_timestamp_millis(r.input.now_ms)
+            .unwrap_or(r.now)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        orphan_safety_interval_ms: r.input.orphan_safety_interval_ms,
+        writer_prefixes: r.input.protections.writers.iter().map(|(_, p)| p.clone()).collect(),
+        hold_generation: u64::try_from(r.stamp.hold_generation).unwrap_or_default(),
+        holds: r.input.protections.holds.iter().map(|(h, _)| h.clone()).collect(),
+    };
+    // 2. The copies, write-once, each read back and verified before anything leaves the table.
+    if let Some(q) = &quarantine_root {
+        for (digest, bytes) in copies {
+            let uri = location::join(q, &digest);
+            match ctx.storage.put_new(&uri, bytes).await {
+                Ok(_) | Err(Error::AlreadyExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            let h = ctx.storage.hash(&uri).await?;
+            if h.blake3 != digest {
+                return Err(Error::corrupt(
+                    &uri,
+                    format!("the quarantine copy reads back with BLAKE3 {}, not {digest}", h.blake3),
+                ));
+            }
+        }
+    }
+    // 3. Nothing may have changed in the registry since the plan.
+    let again = WorldStamp {
+        lease_watermark: r.reg.lease_watermark(&r.input.table_uuid).await?.counter,
+        hold_generation: r.reg.hold_generation(&r.input.table_uuid).await?,
+        ..r.stamp.clone()
+    };
+    if &again != r.stamp {
+        return refuse("leases or holds changed while the orphans were read: re-plan (nothing left the table)".into());
+    }
+    // 4. The signed bundle, before any file leaves the table location.
+    let root = inventory_root(&entries);
+    let md = r.table.generation();
+    let pred = BundlePredicate {
+        bundle_id: format!("orphans-{}", &root[..16]),
+        table_uuid: r.input.table_uuid.clone(),
+        table_location: r.table.location().written().to_owned(),
+        snapshot_id: 0,
+        snapshot_timestamp_ms: r.input.now_ms,
+        sequence_number: 0,
+        format_version: match r.table.metadata().format_version() {
+            iceberg::spec::FormatVersion::V1 => 1,
+            iceberg::spec::FormatVersion::V2 => 2,
+            iceberg::spec::FormatVersion::V3 => 3,
+        },
+        sealed_at: r.now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        source_metadata_location: md.metadata_location.clone(),
+        source_metadata_blake3: md.metadata_blake3.clone(),
+        bundle_root: root.clone(),
+        objects: entries.len(),
+        bytes: entries.iter().map(|e| e.size).sum(),
+        inventory: entries,
+        backup: None,
+        orphans: Some(info.clone()),
+    };
+    let files = crate::bundle::held(&pred, &info).map_err(|f| {
+        Error::Internal(format!(
+            "orphan bundle of {id} does not bind its own entries: {}",
+            f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        ))
+    })?;
+    let out = location::canonical_uri(r.bundles)?;
+    let bundle_uri = crate::bundle::write_bundle(&ctx.storage, pred.clone(), Vec::new(), r.key, &out).await?;
+    // 5. Out of the table location, one file at a time, each checked.
+    let mut removed = Vec::new();
+    let mut stayed = Vec::new();
+    for f in &files {
+        match take_out(&ctx.storage, f).await? {
+            Ok(how) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),
+            Err(why) => stayed.push(serde_json::json!({"path": f.entry.path, "reason": why})),
+        }
+    }
+    let bundle = serde_json::json!({
+        "bundle_id": pred.bundle_id,
+        "bundle_root": root,
+        "snapshot_id": 0,
+        "objects": pred.objects,
+        "bytes": pred.bytes,
+        "uri": bundle_uri,
+    });
+    let q = serde_json::json!({
+        "mode": "orphans",
+        "hold": hold,
+        "quarantine_root": quarantine_root,
+        "bundles": [bundle],
+        "held": removed,
+        "stayed_in_place": stayed,
+        "plan_stamp": r.stamp,
+        "policy_digest": r.policy_digest,
+        "quarantined_at": ctx.now(),
+        "implementation_digest": r.digest,
+    });
+    let rec = r
+        .reg
+        .candidate_transition(
+            id,
+            State::Quarantined,
+            "orphans sealed and held",
+            Some(&q),
+            Some(r.stamp),
+            r.now,
+        )
+        .await?;
+    let mut human = format!(
+        "{id} QUARANTINED (orphans, {}): bundle {bundle_uri} root {root}\n",
+        match hold {
+            OrphanHold::DeleteMarker => "delete markers on a versioned bucket",
+            OrphanHold::QuarantineCopy => "write-once copies",
+        }
+    );
+    for f in &files {
+        human.push_str(&format!("  {} → held at {}\n", f.entry.path, f.describe()));
+    }
+    for s in &stayed {
+        human.push_str(&format!(
+            "  WARNING: {} stayed in the table location: {}\n",
+            s["path"].as_str().unwrap_or_default(),
+            s["reason"].as_str().unwrap_or_default()
+        ));
+    }
+    Outcome::new(
+        Verdict::Ok,
+        &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": [bundle], "held": removed, "stayed_in_place": stayed}),
+        human,
+    )
+}
+
+/// What [`put_back`] did for one file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PutBack {
+    /// The file's path as the table names it.
+    pub path: String,
+    /// What was done (`delete marker … removed`, `copied back`, `already in place`, or why nothing was).
+    pub action: String,
+    /// Whether the file is in place now with its recorded size and BLAKE3.
+    pub verified: bool,
+    /// Whether this call moved it (removed a marker or copied it back); false when it already was in place.
+    pub moved: bool,
+}
+
+/// Delete markers [`put_back`] removes above one file's recorded version at most.
+const PUT_BACK_MARKERS: usize = 16;
+
+/// Puts one held file back where it was and verifies it. Never overwrites another file at its place.
+async fn put_back_one(storage: &Storage, f: &HeldFile) -> Result<PutBack> {
+    let e = &f.entry;
+    let action = match &f.version {
+        Some(version) => {
+            // Remove the delete markers that are the current version, one at a time, until a real version is
+            // current: the recorded one (in place), or a newer one (left as it is). Nothing else is touched.
+            let mut action = Vec::new();
+            for _ in 0..PUT_BACK_MARKERS {
+                let versions = storage.s3_versions(&e.uri).await?;
+                match versions.iter().find(|v| v.is_latest) {
+                    Some(m) if m.is_delete_marker => {
+                        storage.s3_delete_version(&e.uri, &m.version_id).await?;
+                        action.push(format!("delete marker {} removed", m.version_id));
+                    }
+                    Some(v) if &v.version_id != version => {
+                        action.push(format!("a newer version {} is current: left as it is", v.version_id));
+                        break;
+                    }
+                    Some(_) => break,
+                    None => {
+                        action.push("no version is current".to_owned());
+                        break;
+                    }
+                }
+            }
+            if action.is_empty() {
+                "already in place".to_owned()
+            } else {
+                action.join("; ")
+            }
+        }
+        None => match storage.head(&e.uri).await? {
+            Some(_) => "a file is at its place: not overwritten".to_owned(),
+            None => {
+                let copy = storage.get(&f.uri).await?;
+                if blake3::hash(&copy.bytes).to_hex().as_str() != e.blake3 {
+                    return Ok(PutBack {
+                        path: e.path.clone(),
+                        action: format!("the quarantine copy {} differs from the bundle: not put back", f.uri),
+                        verified: false,
+                        moved: false,
+                    });
+                }
+                match storage.put_new(&e.uri, copy.bytes).await {
+                    Ok(_) => format!("copied back from {}", f.uri),
+                    Err(Error::AlreadyExists { .. }) => "a file appeared at its place: not overwritten".to_owned(),
+                    Err(err) => return Err(err),
+                }
+            }
+        },
+    };
+    let verified = match storage.hash(&e.uri).await {
+        Ok(h) => h.blake3 == e.blake3 && h.bytes_read == e.size,
+        Err(Error::NotFound { .. }) => false,
+        Err(err) => return Err(err),
+    };
+    let moved = action.contains("removed") || action.starts_with("copied back");
+    Ok(PutBack {
+        path: e.path.clone(),
+        action,
+        verified,
+        moved,
+    })
+}
+
+/// Puts the given files of an orphan bundle back where they were (bounded parallel) and verifies each.
+///
+/// # Errors
+/// Storage errors.
+pub async fn put_back(storage: &Storage, files: &[HeldFile]) -> Result<Vec<PutBack>> {
+    let concurrency = storage.options().io_concurrency.get();
+    futures::stream::iter(files.iter().map(|f| put_back_one(storage, f)))
+        .buffered(concurrency)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// The predicate of an orphan bundle and its held files, read without a trust store (for `quarantine release`
+/// and the runs that put referenced orphans back: they only ever restore bytes whose BLAKE3 the inventory
+/// names, to paths bound under the table root, never over another file).
+///
+/// # Errors
+/// A bundle that cannot be read or is not an orphan bundle.
+pub async fn held_files(storage: &Storage, bundle_uri: &str) -> Result<(BundlePredicate, Vec<HeldFile>)> {
+    let dir = crate::bundle::bundle_dir(bundle_uri)?;
+    let env = storage
+        .get(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
+        .await?
+        .bytes;
+    let st = crate::evidence::peek_unverified(&env).ok_or_else(|| Error::invalid(&dir, "not a bundle envelope"))?;
+    let pred: BundlePredicate = serde_json::from_value(st["predicate"].clone())
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let info = pred
+        .orphans
+        .clone()
+        .ok_or_else(|| Error::invalid(&dir, "not an orphan bundle (it holds a snapshot)"))?;
+    let files = crate::bundle::held(&pred, &info)
+        .map_err(|f| Error::invalid(&dir, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+    Ok((pred, files))
+}
+
+/// Every quarantined orphan candidate of the table re-judged at the generation `input` describes
+/// ([`crate::govern::closure::orphan_rebase`]): a held file that the table references again (a late commit of a
+/// slow writer, `add_files`), or that an open writer's prefix or a legal hold now covers, is put back where it
+/// was and leaves its candidate as `PROTECTED` (a candidate left with nothing becomes `PROTECTED` itself); the
+/// rest of that candidate is rebased onto `current`. Returns one finding line per file put back, for the run's
+/// output. A candidate whose generation cannot be read completely is left as it is (the caller decides).
+///
+/// # Errors
+/// Registry and storage errors.
+pub async fn put_back_protected(
+    storage: &Storage,
+    reg: &Registry,
+    input: &PlanInput,
+    current: &WorldStamp,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let mut findings = Vec::new();
+    for rec in reg.candidates(&input.table_uuid).await? {
+        if rec.candidate["kind"].as_str() != Some("orphans") {
+            continue;
+        }
+        // Sent to PROTECTED whole (a hold or writer over every file, a planner conflict): every file still held
+        // goes back, and the candidate ends RELEASED, so that this happens once.
+        if rec.state == State::Protected && rec.quarantine.is_some() {
+            findings.extend(put_back_protected_whole(storage, reg, &rec, now).await?);
+            continue;
+        }
+        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+            continue;
+        }
+        let objects: Vec<crate::model::object::ObjectRef> =
+            serde_json::from_value(rec.candidate["objects"].clone()).unwrap_or_default();
+        let judged = crate::govern::closure::orphan_rebase(input, &objects);
+        if !judged.unreadable.is_empty() || judged.released_objects.is_empty() {
+            continue;
+        }
+        let why: BTreeMap<&str, &str> = judged
+            .released_objects
+            .iter()
+            .map(|(p, w)| (p.as_str(), w.as_str()))
+            .collect();
+        let uris: Vec<String> = rec
+            .quarantine
+            .as_ref()
+            .and_then(|q| q["bundles"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|b| b["uri"].as_str().map(ToOwned::to_owned))
+            .collect();
+        let mut files = Vec::new();
+        for u in &uris {
+            let (pred, held) = held_files(storage, u).await?;
+            let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
+            let loc = location::TableLocation::new(&pred.table_location, root, u)?;
+            files.extend(held.into_iter().filter_map(|f| {
+                let rel = loc.relative(&f.entry.path).ok()?;
+                why.get(rel.as_str()).map(|w| ((*w).to_owned(), f))
+            }));
+        }
+        let held: Vec<HeldFile> = files.iter().map(|(_, f)| f.clone()).collect();
+        let results = put_back(storage, &held).await?;
+        for ((w, _), p) in files.iter().zip(&results) {
+            findings.push(format!(
+                "ORPHAN_PUT_BACK: {} of quarantined candidate {} ({w}): {}{}",
+                p.path,
+                rec.candidate_id,
+                p.action,
+                if p.verified {
+                    ", verified in place"
+                } else {
+                    ", NOT verified in place"
+                }
+            ));
+        }
+        let released: Vec<String> = judged.released_objects.iter().map(|(p, _)| p.clone()).collect();
+        let reasons: Vec<String> = judged
+            .released_objects
+            .iter()
+            .map(|(p, w)| format!("{p}: {w}"))
+            .collect();
+        if judged.objects.is_empty() {
+            reg.candidate_transition(
+                &rec.candidate_id,
+                State::Protected,
+                &format!("put back: {}", reasons.join("; ")),
+                None,
+                None,
+                now,
+            )
+            .await?;
+        } else {
+            let rest = &judged.objects;
+            let mut candidate = rec.candidate.clone();
+            candidate["objects"] = serde_json::to_value(rest).map_err(|e| Error::Internal(e.to_string()))?;
+            candidate["bytes"] = serde_json::json!(rest.iter().map(|o| o.size).sum::<u64>());
+            candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(rest));
+            let record = serde_json::json!({
+                "at": now.to_rfc3339(),
+                "from": rec.stamp,
+                "to": current,
+                "released_snapshots": [],
+                "released_objects": judged.released_objects.iter()
+                    .map(|(p, w)| serde_json::json!({"path": p, "reason": format!("{w}: put back")})).collect::<Vec<_>>(),
+                "snapshot_ids": [],
+                "objects": rest.len(),
+            });
+            reg.candidate_rebase(
+                &rec.candidate_id,
+                &rec.stamp,
+                current,
+                &candidate,
+                &released,
+                &record,
+                now,
+            )
+            .await?;
+        }
+    }
+    Ok(findings)
+}
+
+/// [`put_back_protected`] for an orphan candidate that is `PROTECTED` as a whole: puts back every file it still
+/// holds (none went through the deleter, or the state would say so) and releases the candidate.
+async fn put_back_protected_whole(
+    storage: &Storage,
+    reg: &Registry,
+    rec: &crate::registry::CandidateRecord,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let gone: Vec<String> = reg
+        .object_states(&rec.candidate_id)
+        .await?
+        .into_iter()
+        .filter(|o| matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
+        .map(|o| o.path)
+        .collect();
+    let mut findings = Vec::new();
+    let mut back = Vec::new();
+    for b in rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+    {
+        let Some(u) = b["uri"].as_str() else { continue };
+        let (pred, held) = held_files(storage, u).await?;
+        let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
+        let loc = location::TableLocation::new(&pred.table_location, root, u)?;
+        let files: Vec<HeldFile> = held
+            .into_iter()
+            .filter(|f| loc.relative(&f.entry.path).is_ok_and(|rel| !gone.contains(&rel)))
+            .collect();
+        back.extend(put_back(storage, &files).await?);
+    }
+    for p in back.iter().filter(|p| p.moved || !p.verified) {
+        findings.push(format!(
+            "ORPHAN_PUT_BACK: {} of candidate {} ({}): {}{}",
+            p.path,
+            rec.candidate_id,
+            rec.reason,
+            p.action,
+            if p.verified {
+                ", verified in place"
+            } else {
+                ", NOT verified in place"
+            }
+        ));
+    }
+    if back.iter().all(|p| p.verified) {
+        let record = serde_json::json!({
+            "from": State::Protected,
+            "reason": format!("its orphans were put back: {}", rec.reason),
+            "released_at": now,
+            "mode": "orphans",
+            "put_back": back,
+        });
+        // A concurrent run may have released it first: that is the same outcome.
+        let _ = reg
+            .candidate_release(&rec.candidate_id, "its held orphans were put back", &record, now)
+            .await?;
+    }
+    Ok(findings)
+}
+
+/// The paths (relative to the table location) of every file of the table's orphan candidates that is held in
+/// quarantine and not yet purged (a deletion right over them is not fulfilled before the purge), and how many of
+/// its orphan candidates ended without a purge (`PROTECTED` or `RELEASED`: the orphan epoch of
+/// [`crate::govern::input::Protections`]).
+///
+/// # Errors
+/// Registry errors.
+pub async fn held_paths(reg: &Registry, table_uuid: &str) -> Result<(Vec<String>, u64)> {
+    let mut out = Vec::new();
+    let mut epoch = 0;
+    for rec in reg.candidates(table_uuid).await? {
+        if rec.candidate["kind"].as_str() != Some("orphans") {
+            continue;
+        }
+        if matches!(rec.state, State::Protected | State::Released) {
+            epoch += 1;
+        }
+        if matches!(rec.state, State::UnreferencedEligible | State::Verified) {
+            continue;
+        }
+        let states: BTreeMap<String, State> = reg
+            .object_states(&rec.candidate_id)
+            .await?
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect();
+        out.extend(
+            states
+                .into_iter()
+                .filter(|(_, s)| {
+                    !matches!(
+                        s,
+                        State::Verified | State::Protected | State::Released | State::UnreferencedEligible
+                    )
+                })
+                .map(|(p, _)| p),
+        );
+    }
+    Ok((out, epoch))
+}
