@@ -26,7 +26,8 @@
 //! The wing (pure and synchronous: no storage, registry or async): this file is DSSE and in-toto;
 //! `evidence/keys.rs` the Ed25519 keys and trust stores, `evidence/inventory.rs` a bundle's inventory and
 //! root, `evidence/predicate.rs` the drill report, `evidence/fault_matrix.rs` the fault-matrix report,
-//! `evidence/retirement.rs` the retirement record a purge writes beside each bundle it retired. It
+//! `evidence/retirement.rs` the retirement record a purge writes beside each bundle it retired,
+//! `evidence/sample.rs` the drill sampler an auditor recomputes. It
 //! may use `model` and the ground files.
 
 pub mod inventory;
@@ -38,6 +39,8 @@ pub mod fault_matrix;
 pub mod keys;
 
 pub mod retirement;
+
+pub mod sample;
 
 use std::collections::BTreeMap;
 use std::fmt;

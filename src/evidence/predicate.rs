@@ -77,6 +77,21 @@ pub struct SampleInfo {
     /// table's quarantined bundles ("a plan whose population covers the table"). Empty in older reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub population_ids: Vec<String>,
+    /// The sampler by name and version ([`crate::evidence::sample::SAMPLER`]): `selected` recomputes from `seed`
+    /// and `population_ids` ([`crate::evidence::sample::check`]). Absent in reports written before lakedrill
+    /// recorded it, whose selection cannot be recomputed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<String>,
+    /// The plan's coverage rule (`coverage_weeks`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage_weeks: Option<u32>,
+    /// The bundles the coverage rule put first (not drilled within `coverage_weeks`, least recently drilled
+    /// first), at the head of `selected`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<String>,
+    /// Bundles drilled whatever the sample (their retirement record is a finding), at the end of `selected`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced: Vec<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference

@@ -978,6 +978,13 @@ impl RawPolicy {
         };
         let orphan_quarantine = match self.orphan_quarantine.optional("orphanQuarantine")? {
             None => None,
+            // A policy means the same wherever it is read: no path relative to the current directory.
+            Some(u) if !(u.contains("://") || u.starts_with("file:") || u.starts_with('/')) => {
+                return Err(FieldError::new(
+                    "orphanQuarantine",
+                    format!("must be a storage URI or an absolute path, got the relative path {u:?}"),
+                ));
+            }
             Some(u) => Some(crate::model::location::canonical_uri(&u).map_err(|e| {
                 FieldError::new(
                     "orphanQuarantine",

@@ -211,6 +211,30 @@ pub fn check_report(
             );
         }
     }
+    // The selection recomputes from the recorded population and seed (a re-signed report with another seed or
+    // another population is caught here, whoever signed it).
+    match p.sample.sampler.as_deref() {
+        Some(crate::evidence::sample::SAMPLER) => {
+            if let Err(why) = crate::evidence::sample::check(
+                p.sample.seed,
+                &p.sample.population_ids,
+                &p.sample.selected,
+                &p.sample.coverage,
+                &p.sample.forced,
+            ) {
+                fail("SAMPLE_MISMATCH", why);
+            }
+        }
+        Some(other) => fail(
+            "SAMPLE_MISMATCH",
+            format!("sampler {other:?} is not {}", crate::evidence::sample::SAMPLER),
+        ),
+        None => fail(
+            "SAMPLE_NOT_RECOMPUTABLE",
+            "the report names no sampler: its selection cannot be recomputed (a report written before lakedrill recorded its sampler)"
+                .into(),
+        ),
+    }
     for r in &p.results {
         let want = format!("lakedrill-bundle:{}", r.bundle_id);
         let ok = v.subjects().iter().any(|s| {

@@ -436,6 +436,15 @@ pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Pa
             format!("REFUSED: {reason}\n"),
         )
     };
+    if matches!(
+        rec.state,
+        crate::registry::State::Deleted | crate::registry::State::Verified
+    ) {
+        return refuse(format!(
+            "candidate {} is {}: its purge deleted the held files for good; nothing can be put back",
+            info.candidate_id, rec.state
+        ));
+    }
     if matches!(rec.state, crate::registry::State::DeleteApproved) {
         return refuse(format!(
             "candidate {} is DELETE_APPROVED: a purge of it is accepted; stop the deleter or let it finish first",

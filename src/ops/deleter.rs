@@ -691,10 +691,18 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             }
             Acceptance::Approved if opts.dry_run => {
                 let objects = objects_of(&rec);
-                let mut human = format!(
-                    "DRY RUN: every check passed; a purge would delete these {} objects:\n",
-                    objects.len()
-                );
+                let mut human = if is_orphans(&rec) {
+                    format!(
+                        "DRY RUN: every check passed; a purge would delete these {} held orphans for good (the version \
+                         behind each delete marker, or each quarantine copy):\n",
+                        objects.len()
+                    )
+                } else {
+                    format!(
+                        "DRY RUN: every check passed; a purge would delete these {} objects:\n",
+                        objects.len()
+                    )
+                };
                 for o in &objects {
                     human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
                 }

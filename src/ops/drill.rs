@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
@@ -34,6 +33,7 @@ pub use crate::evidence::predicate::{
     DrillInfo, DrillPredicate, DrillResult, PREDICATE_TYPE, SampleInfo, Shard, Summary,
 };
 use crate::evidence::retirement::{self, BundleIdentity, RECORD_FILE};
+use crate::evidence::sample;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
 use crate::model::findings::Finding;
@@ -71,6 +71,10 @@ pub struct DrillPlan {
     pub reports: String,
     /// Bundles sealed longer ago than this are not sampled (`30d`, `12h` …).
     pub max_bundle_age: Option<String>,
+    /// The coverage rule: every bundle of the population not drilled by this plan within this many weeks is
+    /// sampled first (least recently drilled first, never-drilled ones before all), then the sample fills up at
+    /// random. Without it the whole sample is random.
+    pub coverage_weeks: Option<u32>,
     /// `[evidence_retention] mode = "governance"|"compliance", period = "400d"`: the signed report (and its text
     /// twin) are written under S3 Object Lock with this retention; the reports folder must be an S3 bucket with
     /// Object Lock (checked before the drill starts).
@@ -188,6 +192,11 @@ pub fn load_plan(path: &Path) -> Result<(DrillPlan, Vec<u8>)> {
     if plan.sample == 0 {
         return Err(bad("sample must be at least 1".into()));
     }
+    if plan.coverage_weeks == Some(0) {
+        return Err(bad(
+            "coverage_weeks must be at least 1 (leave it out for a random sample only)".into(),
+        ));
+    }
     if plan.name.is_empty()
         || !plan
             .name
@@ -218,11 +227,36 @@ pub fn default_seed(plan: &str, now: chrono::DateTime<chrono::Utc>) -> u64 {
     u64::from_be_bytes(b)
 }
 
-/// Samples `k` of `population` items without replacement (pure, seeded).
-#[must_use]
-pub fn sample_indices(seed: u64, population: usize, k: usize) -> Vec<usize> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    rand::seq::index::sample(&mut rng, population, k.min(population)).into_vec()
+/// When this plan last drilled each bundle id (epoch ms of the report's `finished_at`), from the reports of its
+/// chain folder that verify under `trust` (shard reports included: each drilled its share).
+///
+/// # Errors
+/// Storage errors while listing or reading the reports.
+async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore) -> Result<BTreeMap<String, i64>> {
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for o in storage.list(chain_folder).await? {
+        if !o.uri.ends_with(".dsse.json") {
+            continue;
+        }
+        let bytes = storage.get(&o.uri).await?.bytes;
+        let Ok(v) = evidence::verify(&bytes, trust) else {
+            continue;
+        };
+        if v.predicate_type() != PREDICATE_TYPE {
+            continue;
+        }
+        let Ok(p) = serde_json::from_value::<DrillPredicate>(v.predicate().clone()) else {
+            continue;
+        };
+        let Ok(t) = chrono::DateTime::parse_from_rfc3339(&p.finished_at) else {
+            continue;
+        };
+        for r in &p.results {
+            let e = out.entry(r.bundle_id.clone()).or_insert(i64::MIN);
+            *e = (*e).max(t.timestamp_millis());
+        }
+    }
+    Ok(out)
 }
 
 /// Runs a quarantine drill plan (see [`run_with`]).
@@ -320,17 +354,35 @@ pub async fn run_with(
     let mut population_ids: Vec<String> = population.iter().map(|d| location::file_name(d).to_owned()).collect();
     population_ids.sort();
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
-    let mut picks = sample_indices(seed, population.len(), plan.sample);
+    let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
+    // The coverage rule reads when this plan last drilled each bundle, from its own signed reports.
+    let last_drilled = match plan.coverage_weeks {
+        Some(_) => last_drilled(storage, &chain_folder, &trust).await?,
+        None => BTreeMap::new(),
+    };
+    let coverage = plan.coverage_weeks.map(|weeks| sample::Coverage {
+        weeks,
+        last_drilled: &last_drilled,
+        now_ms: started.timestamp_millis(),
+    });
     // A bundle whose retirement record is a finding is drilled whatever the sample.
-    for (i, dir) in population.iter().enumerate() {
-        if unretired.contains_key(dir) && !picks.contains(&i) {
-            picks.push(i);
-        }
-    }
-    let selected: Vec<String> = picks
+    let forced: Vec<String> = population
         .iter()
-        .map(|i| location::file_name(&population[*i]).to_owned())
+        .filter(|d| unretired.contains_key(*d))
+        .map(|d| location::file_name(d).to_owned())
         .collect();
+    let selection = sample::select(seed, &population_ids, plan.sample, coverage.as_ref(), &forced);
+    let index: BTreeMap<&str, usize> = population
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (location::file_name(d), i))
+        .collect();
+    let picks: Vec<usize> = selection
+        .selected
+        .iter()
+        .filter_map(|id| index.get(id.as_str()).copied())
+        .collect();
+    let selected = selection.selected.clone();
     let mut results = Vec::new();
     let mut subjects = Vec::new();
     // A shard keeps its share of the overall sample (same seed, same selection, disjoint shares).
@@ -435,7 +487,6 @@ pub async fn run_with(
         .filter(|r| r.status == RestoreStatus::RestoreVerified)
         .count();
     let failed = results.len() - passed;
-    let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
     // Shard reports are not links of the plan's chain: the merged report is.
     let (folder, previous) = if let Some(s) = &opts.shard {
         let shards = location::join(&chain_folder, "shards");
@@ -468,6 +519,10 @@ pub async fn run_with(
             retired,
             source: Some(location::canonical_uri(&source)?),
             population_ids,
+            sampler: Some(sample::SAMPLER.to_owned()),
+            coverage_weeks: plan.coverage_weeks,
+            coverage: selection.coverage,
+            forced: selection.forced,
         },
         results,
         summary: Summary::of(passed, failed),
@@ -797,21 +852,4 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
         p.summary.passed, p.summary.failed, p.summary.gate
     );
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sampling_is_seeded_and_without_replacement() {
-        let a = sample_indices(42, 100, 30);
-        assert_eq!(a, sample_indices(42, 100, 30));
-        let mut d = a.clone();
-        d.sort_unstable();
-        d.dedup();
-        assert_eq!(d.len(), 30);
-        assert_ne!(a, sample_indices(43, 100, 30));
-        assert_eq!(sample_indices(1, 5, 30).len(), 5);
-    }
 }

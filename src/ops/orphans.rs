@@ -436,7 +436,14 @@ async fn put_back_one(storage: &Storage, f: &HeldFile) -> Result<PutBack> {
         None => match storage.head(&e.uri).await? {
             Some(_) => "a file is at its place: not overwritten".to_owned(),
             None => {
-                let copy = storage.get(&f.uri).await?;
+                let Some(copy) = storage.get_opt(&f.uri).await? else {
+                    return Ok(PutBack {
+                        path: e.path.clone(),
+                        action: format!("its quarantine copy {} is gone: it cannot be put back", f.uri),
+                        verified: false,
+                        moved: false,
+                    });
+                };
                 if blake3::hash(&copy.bytes).to_hex().as_str() != e.blake3 {
                     return Ok(PutBack {
                         path: e.path.clone(),

@@ -436,6 +436,10 @@ mod tests {
                 retired: 0,
                 source: None,
                 population_ids: vec![],
+                sampler: None,
+                coverage_weeks: None,
+                coverage: vec![],
+                forced: vec![],
             },
             results: vec![DrillResult {
                 bundle_id: "b\"><img src=x>".into(),

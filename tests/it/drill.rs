@@ -492,6 +492,66 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
         trust.to_str().unwrap(),
     ])
     .expect_code(0);
+    // The selection recomputes from the recorded population and seed with the named sampler: a report re-signed
+    // by another trusted key with another seed, or with a bundle dropped from its population, is a selection
+    // mismatch.
+    let st = lakedrill::evidence::peek_unverified(&std::fs::read(&report1).unwrap()).unwrap();
+    assert_eq!(
+        st["predicate"]["sample"]["sampler"],
+        lakedrill::evidence::sample::SAMPLER
+    );
+    let (other_key, other_trust) = keygen(&tmp.path().join("other"), "other-TEST-ONLY");
+    std::fs::copy(
+        other_trust.join("other-TEST-ONLY.pub"),
+        trust.join("other-TEST-ONLY.pub"),
+    )
+    .unwrap();
+    let signer = lakedrill::evidence::keys::load_signing_key(&other_key).unwrap();
+    let edits: [(&str, fn(&mut Value)); 2] = [
+        ("seed", |st| st["predicate"]["sample"]["seed"] = Value::from(7_u64)),
+        ("population", |st| {
+            let sample = &mut st["predicate"]["sample"];
+            let selected: Vec<String> = sample["selected"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect();
+            let ids = sample["population_ids"].as_array_mut().unwrap();
+            let dropped = ids
+                .iter()
+                .position(|v| !selected.contains(&v.as_str().unwrap().to_owned()))
+                .unwrap();
+            ids.remove(dropped);
+            sample["population"] = Value::from(sample["population_ids"].as_array().unwrap().len());
+        }),
+    ];
+    for (what, edit) in edits {
+        let mut edited = st.clone();
+        edit(&mut edited);
+        let out = tmp.path().join(format!("resigned-{what}.dsse.json"));
+        std::fs::write(
+            &out,
+            lakedrill::evidence::sign(
+                lakedrill::evidence::PAYLOAD_TYPE,
+                edited.to_string().as_bytes(),
+                &signer,
+            )
+            .to_json_bytes(),
+        )
+        .unwrap();
+        let a = lakedrill(&[
+            "--json",
+            "audit",
+            "verify",
+            out.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+        ]);
+        a.expect_code(1);
+        assert!(a.stdout.contains("SAMPLE_MISMATCH"), "{what}: {}", a.stdout);
+    }
+    std::fs::remove_file(trust.join("other-TEST-ONLY.pub")).unwrap();
 
     // A second run chains to the first.
     std::thread::sleep(std::time::Duration::from_millis(5));

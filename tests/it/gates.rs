@@ -212,6 +212,9 @@ fn the_weekly_gate_holds_the_deleter_naming_its_figure() {
         ids.sort();
         sample["population"] = Value::from(ids.len());
         sample["population_ids"] = serde_json::to_value(&ids).unwrap();
+        // A selection that still recomputes (every pick from a coverage rule): only the size is short.
+        sample["coverage_weeks"] = Value::from(2);
+        sample["coverage"] = sample["selected"].clone();
     });
     let w = refused("small-reports", "wanted min(30, 40) = 30");
     assert_eq!(w["figures"]["wanted"], 30, "{w}");
