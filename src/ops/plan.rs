@@ -75,6 +75,39 @@ pub fn policy_name(table: &Table) -> String {
     }
 }
 
+/// Open writers of the table that began longer than `maxWriterDuration` ago, as warnings: their prefixes stay
+/// protected (a writer never expires silently), and an operator should end them once the writer is gone.
+///
+/// # Errors
+/// Registry errors.
+pub async fn overlong_writers(
+    reg: &Registry,
+    table: &Table,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let uuid = table.metadata().uuid().to_string();
+    let max = policy.max_writer_duration();
+    Ok(reg
+        .writers(&uuid)
+        .await?
+        .into_iter()
+        .filter(|w| w.open && now - w.started_at > max)
+        .map(|w| {
+            format!(
+                "writer {} on prefix {} has been open since {} ({} h, longer than maxWriterDuration {} h): its prefix \
+                 stays protected; end it (`lakedrill writer end {}`) once the writer is gone",
+                w.writer_id,
+                w.prefix,
+                w.started_at.to_rfc3339(),
+                (now - w.started_at).num_hours(),
+                max.num_hours(),
+                w.writer_id
+            )
+        })
+        .collect())
+}
+
 /// Loads a table and checks it against the policy's binding.
 ///
 /// # Errors
@@ -82,7 +115,47 @@ pub fn policy_name(table: &Table) -> String {
 pub async fn bound_table(ctx: &Context, source: &TableSource, policy: &Policy) -> Result<Table> {
     let table = ctx.table(source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
+    check_bindings(&table, policy)?;
     Ok(table)
+}
+
+/// The policy's `formatVersion` and `catalog` against the table (#23 point 5): a policy written for a v2 table
+/// does not govern it once it is v3, and one bound to a catalog governs the table only as that catalog serves it.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the policy file, the field and both values.
+pub fn check_bindings(table: &Table, policy: &Policy) -> Result<()> {
+    let field = |f: &str| format!("{}: field {f}", policy.source_name());
+    if let Some(v) = policy.format_version() {
+        let actual = match table.metadata().format_version() {
+            iceberg::spec::FormatVersion::V1 => 1,
+            iceberg::spec::FormatVersion::V2 => 2,
+            iceberg::spec::FormatVersion::V3 => 3,
+        };
+        if actual != v {
+            return Err(Error::invalid(
+                field("formatVersion"),
+                format!(
+                    "the policy governs format {v}, but table {} is format {actual}",
+                    table.name()
+                ),
+            ));
+        }
+    }
+    if let Some(c) = policy.catalog() {
+        let served_by = (!table.name().contains("://")).then(|| table.name().split('.').next().unwrap_or_default());
+        if served_by != Some(c) {
+            return Err(Error::invalid(
+                field("catalog"),
+                format!(
+                    "the policy governs the table as catalog {c} serves it, but {} is addressed {}",
+                    table.name(),
+                    served_by.map_or_else(|| "by its metadata file".to_owned(), |s| format!("through catalog {s}"))
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// BLAKE3 over the canonical sorted list of (ref name, type, snapshot id, retention) of all refs, plus the
@@ -227,6 +300,20 @@ pub async fn gather(
         ..Protections::default()
     };
     (protections.held_orphans, protections.orphan_epoch) = crate::ops::orphans::held_paths(reg, &uuid).await?;
+    // `legalHoldGeneration` is a floor: a registry that has seen fewer hold changes than the policy records (a
+    // fresh, restored or wrong registry) cannot be trusted to know every hold.
+    let holds_seen = reg.hold_generation(&uuid).await?;
+    if u64::try_from(holds_seen).unwrap_or(0) < policy.legal_hold_generation() {
+        return Err(Error::invalid(
+            format!("{}: field legalHoldGeneration", policy.source_name()),
+            format!(
+                "the policy requires hold generation {} or later, but the registry's hold generation of table {} is \
+                 {holds_seen}: it may not know every legal hold (the wrong or a restored registry?)",
+                policy.legal_hold_generation(),
+                table.name()
+            ),
+        ));
+    }
     for l in reg.leases(&uuid, now).await?.into_iter().filter(|l| l.active) {
         protections.leases.push((l.snapshot_id, l.lease_id));
     }
@@ -454,8 +541,9 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     let now = ctx.now();
     let mut input = gather(ctx, &table, &policy, &reg, now, None).await?;
     input.baseline = baseline(ctx, &table, &input, opts)?;
-    let p = ctx.hooks.planned(&input, closure::plan(&input));
+    let mut p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
+    p.warnings.extend(overlong_writers(&reg, &table, &policy, now).await?);
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
     let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;

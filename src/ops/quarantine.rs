@@ -48,6 +48,7 @@ pub async fn quarantine(
     let key = crate::evidence::keys::load_signing_key(key)?;
     let (table, cat, ident) = ctx.catalog_table(source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
+    crate::ops::plan::check_bindings(&table, &policy)?;
     let refuse = |reason: String| {
         Outcome::new(
             Verdict::Findings,

@@ -350,6 +350,10 @@ pub async fn gates(
     if let Some(m) = digest.message() {
         human.push_str(&format!("  warning: {m}\n"));
     }
+    let writers = crate::ops::plan::overlong_writers(&reg, &table, &policy, now).await?;
+    for w in &writers {
+        human.push_str(&format!("  warning: {w}\n"));
+    }
     for r in &plan.deletion_rights {
         human.push_str(&format!(
             "  deletion right {} ({}) deadline {}: {}{}{}\n",
@@ -425,6 +429,7 @@ pub async fn gates(
         "decisions": decisions,
         "overdue": overdue,
         "conflicts": conflicts,
+        "writers_open_too_long": writers,
         "safety_gates": safety_gates,
         "gate": gate,
     });

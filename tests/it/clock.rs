@@ -47,6 +47,26 @@ fn the_planner_reads_time_from_the_context_clock() {
 
     let today = Context::new(config.clone()).with_clock(Arc::new(TestClock::new(now_ms, 0)));
     assert_eq!(expired_candidates(&today, &policy), 0, "nothing is 30 days old yet");
+    // A writer that begins now and is still open 31 days later is a warning then, never silently expired.
+    let source = TableSource::Catalog {
+        catalog: "demo".into(),
+        table: "sales.orders".into(),
+        table_root: None,
+    };
+    block_on(lakedrill::ops::protect::writer_begin(
+        &today,
+        &source,
+        "data/staging/slow",
+    ))
+    .unwrap();
+    let warned = |ctx: &Context| {
+        block_on(lakedrill::ops::plan::plan(ctx, &source, &policy, &Default::default()))
+            .unwrap()
+            .json["warnings"]
+            .to_string()
+            .contains("longer than maxWriterDuration")
+    };
+    assert!(!warned(&today), "a writer open for a moment is no warning");
     block_on(today.close());
 
     let later = Context::new(config).with_clock(Arc::new(TestClock::new(now_ms + 31 * 86_400_000, 0)));
@@ -55,5 +75,6 @@ fn the_planner_reads_time_from_the_context_clock() {
         1,
         "31 days later by the context's clock, the unprotected snapshots expire"
     );
+    assert!(warned(&later), "31 days later the open writer is reported");
     block_on(later.close());
 }

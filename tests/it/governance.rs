@@ -1554,3 +1554,32 @@ fn an_object_overwritten_since_quarantine_is_not_deleted_and_ends_delete_unknown
         assert!(!g.table_root().join(o["path"].as_str().unwrap()).exists(), "{o}");
     }
 }
+
+/// The policy's `formatVersion`, `catalog` and `legalHoldGeneration` bind (#23 point 5): a policy for another format
+/// version or another catalog, or one that requires more hold changes than the registry has seen, refuses `plan`
+/// (exit 2 naming the field); matching values plan.
+#[test]
+fn a_policy_for_another_format_catalog_or_hold_generation_refuses_plan_naming_the_field() {
+    let g = Gov::new("");
+    let base = std::fs::read_to_string(&g.policy).unwrap();
+    let version = g.py("print(t.metadata.format_version)");
+    let other = if version == "2" { "3" } else { "2" };
+    let cases = [
+        (format!("{base}formatVersion: {other}\n"), "formatVersion"),
+        (format!("{base}catalog: elsewhere\n"), "catalog"),
+        (
+            base.replace("legalHoldGeneration: 0", "legalHoldGeneration: 3"),
+            "legalHoldGeneration",
+        ),
+    ];
+    for (text, field) in cases {
+        let p = g.dir.join(format!("p-{field}.yaml"));
+        std::fs::write(&p, text).unwrap();
+        let r = g.on_table(&["plan", "--policy", p.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(r.stderr.contains(&format!("field {field}")), "{field}: {}", r.stderr);
+    }
+    let p = g.dir.join("p-ok.yaml");
+    std::fs::write(&p, format!("{base}formatVersion: {version}\ncatalog: rt\n")).unwrap();
+    g.on_table(&["plan", "--policy", p.to_str().unwrap()]).expect_code(0);
+}
