@@ -817,6 +817,11 @@ pub enum RolloutCommand {
         /// The table's policy (required for every stage that deletes).
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// Make the change although it breaks the rollout rules (a skipped step, too few report-only days,
+        /// another table in test, no clean test period); recorded as forced with what it overrode, and shown
+        /// by `gates`.
+        #[arg(long)]
+        force: bool,
     },
     /// The table's stage and every change with its reason.
     Show {

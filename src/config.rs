@@ -61,6 +61,9 @@ pub struct Config {
     /// Defaults per command: `[defaults."drill run"] metrics_file = "…"` (see [`crate::cli::config_check`]).
     #[serde(default)]
     pub defaults: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// `[rollout]`: the rollout rules' settings.
+    #[serde(default)]
+    pub rollout: RolloutConfig,
     /// Progress lines on stderr (set from `-q`, not from the file).
     #[serde(skip)]
     pub progress: bool,
@@ -88,6 +91,18 @@ pub struct StorageConfig {
     /// conditional `DeleteObject` (`If-Match`) per object, for providers that do not check per-key ETags in
     /// batches. Default `true`; a provider that answers `NotImplemented` gets single deletes either way.
     pub s3_delete_objects: Option<bool>,
+}
+
+/// The least days of report-only observations a table needs before rollout stage `test` (seed 001: two weeks of
+/// report-only comparison); `[rollout] min_report_only_days` may only raise it.
+pub const MIN_REPORT_ONLY_DAYS: u32 = 14;
+
+/// `[rollout]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutConfig {
+    /// Days of report-only observations a table needs before `test`: 14 (the default) or more, never fewer.
+    pub min_report_only_days: Option<u32>,
 }
 
 /// `[registry]`.
@@ -204,6 +219,16 @@ impl Config {
             file: path.display().to_string(),
             reason: e.to_string(),
         })?;
+        if let Some(d) = cfg.rollout.min_report_only_days
+            && i64::from(d) < i64::from(MIN_REPORT_ONLY_DAYS)
+        {
+            return Err(Error::Config {
+                file: path.display().to_string(),
+                reason: format!(
+                    "rollout.min_report_only_days = {d}: at least {MIN_REPORT_ONLY_DAYS} (the report-only period can only be made longer)"
+                ),
+            });
+        }
         for (name, c) in &cfg.catalog {
             let bad = |reason: String| Error::Config {
                 file: path.display().to_string(),

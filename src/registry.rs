@@ -67,7 +67,8 @@ pub use candidates::{Acceptance, CandidateRecord, QuarantineExtension, State, Wo
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
 pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};
 pub use rollout::{
-    DecisionRecord, GovernanceHoldChange, NewDecision, ObservationRecord, RolloutChange, RolloutRecord, RolloutStage,
+    DecisionRecord, GovernanceHoldChange, MIN_REPORT_ONLY, NewDecision, ObservationRecord, RolloutChange, RolloutFacts,
+    RolloutRecord, RolloutRules, RolloutStage, rollout_refusals,
 };
 
 pub use crate::model::object::{HoldScope, HoldScopeError};

@@ -242,13 +242,14 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 reason,
                 by,
                 policy,
+                force,
             } => {
                 let by = by
                     .clone()
                     .or_else(|| std::env::var("USER").ok())
                     .or_else(|| std::env::var("LOGNAME").ok())
                     .unwrap_or_else(|| "unknown".to_owned());
-                crate::ops::rollout::set(ctx, &table.source(), stage, reason, &by, policy.as_deref()).await
+                crate::ops::rollout::set(ctx, &table.source(), stage, reason, &by, policy.as_deref(), *force).await
             }
             RolloutCommand::Show { table } => crate::ops::rollout::show(ctx, &table.source()).await,
             RolloutCommand::Report {

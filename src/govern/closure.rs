@@ -907,9 +907,9 @@ pub fn plan(input: &PlanInput) -> Plan {
                 ("conflict", r.conflicts)
             } else if !retained.is_empty() {
                 ("blocked", retained)
-            } else if r.snapshot_ids.iter().any(|id| in_candidate.contains(id)) {
-                ("candidate", Vec::new())
-            } else if r.snapshot_ids.is_empty() && !listed.is_empty() && listed.iter().all(|p| in_orphans.contains(p)) {
+            } else if r.snapshot_ids.iter().any(|id| in_candidate.contains(id))
+                || (r.snapshot_ids.is_empty() && !listed.is_empty() && listed.iter().all(|p| in_orphans.contains(p)))
+            {
                 ("candidate", Vec::new())
             } else if r.snapshot_ids.is_empty() && listed.is_empty() && !held.is_empty() {
                 (

@@ -859,9 +859,11 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         demo_ctx,
         &source,
         "test",
-        "demo: synthetic data, policy declares regulatedData: false",
+        "demo: synthetic data, policy declares regulatedData: false; forced: a lakehouse built a minute ago has no two \
+         weeks of report-only observations",
         "lakedrill demo",
         Some(&policy),
+        true,
     )
     .await?;
     if stage.verdict != Verdict::Ok {

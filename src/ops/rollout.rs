@@ -65,6 +65,7 @@ pub async fn set(
     reason: &str,
     by: &str,
     policy_path: Option<&Path>,
+    force: bool,
 ) -> Result<Outcome> {
     let stage: RolloutStage = stage.parse()?;
     let refuse = |reason: String| {
@@ -98,7 +99,17 @@ pub async fn set(
     }
     let reg = crate::ops::plan::registry(ctx).await?;
     let uuid = table.metadata().uuid().to_string();
-    let c = reg
+    let rules = crate::registry::RolloutRules {
+        min_report_only: ctx
+            .config
+            .rollout
+            .min_report_only_days
+            .map_or(crate::registry::MIN_REPORT_ONLY, |d| {
+                chrono::Duration::days(i64::from(d))
+            }),
+        force,
+    };
+    let c = match reg
         .rollout_set(
             &uuid,
             &crate::ops::plan::policy_name(&table),
@@ -106,10 +117,20 @@ pub async fn set(
             reason,
             by,
             policy.as_ref().map(Policy::digest),
+            Some(&rules),
             ctx.now(),
         )
-        .await?;
-    let human = format!(
+        .await?
+    {
+        Ok(c) => c,
+        Err(refusals) => {
+            return refuse(format!(
+                "{}; `--force` makes the change anyway, recorded as forced and shown by `gates`",
+                refusals.join("; ")
+            ));
+        }
+    };
+    let mut human = format!(
         "{} ({uuid}): rollout stage {} → {} by {} at {} ({})\n",
         table.name(),
         c.from,
@@ -118,6 +139,16 @@ pub async fn set(
         c.changed_at.to_rfc3339(),
         c.reason
     );
+    if c.forced {
+        human.push_str(&format!(
+            "  FORCED over the rollout rules{}\n",
+            if c.overrode.is_empty() {
+                " (none was broken)".to_owned()
+            } else {
+                format!(": {}", c.overrode.join("; "))
+            }
+        ));
+    }
     Outcome::new(Verdict::Ok, &serde_json::json!({"status": "SET", "change": c}), human)
 }
 
@@ -354,6 +385,28 @@ pub async fn gates(
     for w in &writers {
         human.push_str(&format!("  warning: {w}\n"));
     }
+    // Every rollout change forced over the rules stays visible here.
+    let forced: Vec<crate::registry::RolloutChange> = reg
+        .rollout_history(&uuid)
+        .await?
+        .into_iter()
+        .filter(|c| c.forced)
+        .collect();
+    for c in &forced {
+        human.push_str(&format!(
+            "  rollout FORCED {} → {} by {} at {} ({}){}\n",
+            c.from,
+            c.to,
+            c.changed_by,
+            c.changed_at.to_rfc3339(),
+            c.reason,
+            if c.overrode.is_empty() {
+                String::new()
+            } else {
+                format!(" over: {}", c.overrode.join("; "))
+            }
+        ));
+    }
     for r in &plan.deletion_rights {
         human.push_str(&format!(
             "  deletion right {} ({}) deadline {}: {}{}{}\n",
@@ -430,6 +483,7 @@ pub async fn gates(
         "overdue": overdue,
         "conflicts": conflicts,
         "writers_open_too_long": writers,
+        "rollout_forced": forced,
         "safety_gates": safety_gates,
         "gate": gate,
     });

@@ -23,7 +23,8 @@ use crate::model::object::HoldScopeError;
 /// version-1 build must not open a version-2 file: it would ignore `report-only` stages and purge.
 /// Version 3 added `generation` to writers and checkpoints: the explicit insertion order that replaced
 /// SQLite's `rowid` when PostgreSQL was added. A version-2 build would leave it empty.
-pub const SCHEMA_VERSION: i64 = 3;
+/// Version 4 added `forced` and `overrode` to rollout changes (the enforced rollout rules and their override).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The key of the PostgreSQL advisory lock every registry change takes ([`Dialect::write_lock`]): the ASCII
 /// bytes of `lakedril`. Advisory locks are per database, so registries in several schemas of one database
@@ -166,7 +167,9 @@ CREATE TABLE IF NOT EXISTS rollout_changes (
     reason           TEXT    NOT NULL,
     changed_by       TEXT    NOT NULL,
     changed_at       TEXT    NOT NULL,
-    policy_digest    TEXT
+    policy_digest    TEXT,
+    forced           INTEGER,
+    overrode         TEXT
 );
 CREATE INDEX IF NOT EXISTS rollout_changes_by_table ON rollout_changes (table_uuid);
 CREATE TABLE IF NOT EXISTS decisions (
@@ -517,6 +520,23 @@ impl Registry {
                     .await
                     .map_err(query(OP))?;
                 }
+            }
+        }
+        // Migration 3 → 4 adds `forced` and `overrode` to rollout changes (a version-3 build would not record an
+        // override of the rollout rules).
+        for (column, ty) in [("forced", "INTEGER"), ("overrode", "TEXT")] {
+            let has: i64 = sqlx::query_scalar(self.dialect.count_columns())
+                .bind("rollout_changes")
+                .bind(column)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+            if has == 0 {
+                let add = format!("ALTER TABLE rollout_changes ADD COLUMN {column} {ty}");
+                sqlx::query(&self.dialect.ddl(&add))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query(OP))?;
             }
         }
         sqlx::query("UPDATE registry_state SET schema_version = $1 WHERE id = 1 AND schema_version < $2")

@@ -829,8 +829,9 @@ mod tests {
         let (_d, _u, reg) = fresh_on(b).await;
         let now = t(0);
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000001";
-        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
+        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, None, now)
             .await
+            .unwrap()
             .unwrap();
         let a = reg
             .candidate_record(
@@ -952,9 +953,19 @@ mod tests {
         let (_d, _u, reg) = fresh_on(b).await;
         let now = t(0);
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
-        reg.rollout_set(table, "t", &RolloutStage::Enabled, "unit test", "tests", None, now)
-            .await
-            .unwrap();
+        reg.rollout_set(
+            table,
+            "t",
+            &RolloutStage::Enabled,
+            "unit test",
+            "tests",
+            None,
+            None,
+            now,
+        )
+        .await
+        .unwrap()
+        .unwrap();
         reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["x".into()], now)
             .await
             .unwrap();
@@ -995,8 +1006,9 @@ mod tests {
         let (_d, _u, reg) = fresh_on(b).await;
         let now = t(0);
         let table = "7f31a2b4-09c1-4d5e-9f00-000000000005";
-        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, now)
+        reg.rollout_set(table, "t", &RolloutStage::Test, "unit test", "tests", None, None, now)
             .await
+            .unwrap()
             .unwrap();
         reg.candidate_record(
             table,

@@ -146,6 +146,107 @@ pub struct RolloutChange {
     pub changed_at: DateTime<Utc>,
     /// The digest of the policy the change was checked against.
     pub policy_digest: Option<String>,
+    /// Made with `--force` over the rollout rules ([`rollout_refusals`]); `overrode` says which.
+    #[serde(default)]
+    pub forced: bool,
+    /// The rules a forced change overrode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrode: Vec<String>,
+}
+
+/// The rollout rules `rollout set` enforces (#23 point 6).
+#[derive(Debug, Clone)]
+pub struct RolloutRules {
+    /// How long a table must have been observed in `report-only` (`rollout report`) before `test`: at least
+    /// [`MIN_REPORT_ONLY`].
+    pub min_report_only: chrono::Duration,
+    /// The operator's override: the change is made and recorded as forced, with the rules it overrode.
+    pub force: bool,
+}
+
+/// The least report-only observation period before `test` ([`crate::config::MIN_REPORT_ONLY_DAYS`]).
+pub const MIN_REPORT_ONLY: chrono::Duration = chrono::Duration::days(crate::config::MIN_REPORT_ONLY_DAYS as i64);
+
+/// What the rollout rules look at, read in the change's own transaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolloutFacts {
+    /// The table's first `rollout report` observation since it last entered `report-only`.
+    pub first_observation: Option<DateTime<Utc>>,
+    /// Other tables in `test` now.
+    pub others_in_test: Vec<String>,
+    /// Candidates of the table purged to `VERIFIED` since it last entered `test`.
+    pub verified_in_test: i64,
+    /// Candidates of the table in `DELETE_UNKNOWN`.
+    pub unknowns: i64,
+}
+
+fn rank(s: &RolloutStage) -> u8 {
+    match s {
+        RolloutStage::ReportOnly => 0,
+        RolloutStage::Test => 1,
+        RolloutStage::Cohort(_) => 2,
+        RolloutStage::Enabled => 3,
+    }
+}
+
+/// Why moving a table from `from` to `to` breaks the rollout rules (pure); empty when it does not. Moving back
+/// (towards `report-only`) is always allowed. Forward, one step at a time: `report-only` → `test` after
+/// `min_report_only` of observations and while no other table is in `test`; `test` → `cohort:NAME` after a clean
+/// test period (a purge `VERIFIED` since the table entered `test`, no `DELETE_UNKNOWN`); `cohort:NAME` →
+/// `enabled`.
+#[must_use]
+pub fn rollout_refusals(
+    from: &RolloutStage,
+    to: &RolloutStage,
+    facts: &RolloutFacts,
+    rules: &RolloutRules,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if rank(to) <= rank(from) {
+        return out;
+    }
+    if rank(to) > rank(from) + 1 {
+        out.push(format!(
+            "{from} → {to} skips a stage: one step at a time (report-only → test → cohort:NAME → enabled)"
+        ));
+        return out;
+    }
+    match to {
+        RolloutStage::Test => {
+            let days = rules.min_report_only.num_days();
+            match facts.first_observation {
+                None => out.push(format!(
+                    "test needs {days} days of report-only observations (`rollout report`); none is recorded since \
+                     the table entered report-only"
+                )),
+                Some(t) if now - t < rules.min_report_only => out.push(format!(
+                    "test needs {days} days of report-only observations (`rollout report`); the first is from {} \
+                     ({} days ago)",
+                    t.to_rfc3339(),
+                    (now - t).num_days()
+                )),
+                Some(_) => {}
+            }
+            if !facts.others_in_test.is_empty() {
+                out.push(format!(
+                    "at most one table is in test at a time: {} is",
+                    facts.others_in_test.join(", ")
+                ));
+            }
+        }
+        RolloutStage::Cohort(_) => {
+            if facts.verified_in_test == 0 || facts.unknowns > 0 {
+                out.push(format!(
+                    "a cohort needs a clean test period: at least one purge VERIFIED since the table entered test \
+                     ({} so far) and none DELETE_UNKNOWN ({} now)",
+                    facts.verified_in_test, facts.unknowns
+                ));
+            }
+        }
+        RolloutStage::ReportOnly | RolloutStage::Enabled => {}
+    }
+    out
 }
 
 /// An applied governance decision.
@@ -241,6 +342,60 @@ pub(super) async fn read_stage(conn: &mut AnyConnection, table_uuid: &str) -> Re
     })
 }
 
+/// The facts [`rollout_refusals`] judges, read inside a change's transaction.
+async fn rollout_facts(conn: &mut AnyConnection, table_uuid: &str) -> Result<RolloutFacts, sqlx::Error> {
+    let since_report_only: Option<String> = sqlx::query_scalar(
+        "SELECT MAX(changed_at) FROM rollout_changes WHERE table_uuid = $1 AND to_stage = 'report-only'",
+    )
+    .bind(table_uuid)
+    .fetch_one(&mut *conn)
+    .await?;
+    let first: Option<String> = sqlx::query_scalar(
+        "SELECT MIN(observed_at) FROM rollout_observations WHERE table_uuid = $1 AND observed_at >= $2",
+    )
+    .bind(table_uuid)
+    .bind(since_report_only.unwrap_or_default())
+    .fetch_one(&mut *conn)
+    .await?;
+    let others_in_test: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name FROM rollout_stages WHERE stage = 'test' AND table_uuid <> $1 ORDER BY table_name",
+    )
+    .bind(table_uuid)
+    .fetch_all(&mut *conn)
+    .await?;
+    let since_test: Option<String> =
+        sqlx::query_scalar("SELECT MAX(changed_at) FROM rollout_changes WHERE table_uuid = $1 AND to_stage = 'test'")
+            .bind(table_uuid)
+            .fetch_one(&mut *conn)
+            .await?;
+    let verified_in_test: i64 = match &since_test {
+        Some(t) => {
+            sqlx::query_scalar(
+                "SELECT COUNT(*) FROM candidates WHERE table_uuid = $1 AND state = 'VERIFIED' AND updated_at >= $2",
+            )
+            .bind(table_uuid)
+            .bind(t)
+            .fetch_one(&mut *conn)
+            .await?
+        }
+        None => 0,
+    };
+    let unknowns: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM candidates WHERE table_uuid = $1 AND state = 'DELETE_UNKNOWN'")
+            .bind(table_uuid)
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(RolloutFacts {
+        first_observation: first
+            .map(|t| super::base::parse_time("observed_at", &t))
+            .transpose()
+            .map_err(|e| decode("observed_at", e))?,
+        others_in_test,
+        verified_in_test,
+        unknowns,
+    })
+}
+
 fn stage(row: &sqlx::any::AnyRow, column: &'static str) -> Result<RolloutStage, sqlx::Error> {
     let s: String = row.try_get(column)?;
     s.parse().map_err(|e: RegistryError| decode(column, e))
@@ -275,14 +430,28 @@ impl Registry {
         reason: &str,
         changed_by: &str,
         policy_digest: Option<&str>,
+        rules: Option<&RolloutRules>,
         now: DateTime<Utc>,
-    ) -> Result<RolloutChange, RegistryError> {
+    ) -> Result<Result<RolloutChange, Vec<String>>, RegistryError> {
         const OP: &str = "rollout_set";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         require_text("reason", reason)?;
         require_text("by", changed_by)?;
         let mut change = self.change(OP).await?;
         let before = read_stage(&mut change.tx, &table_uuid).await.map_err(query(OP))?;
+        // The rules, checked against facts read in this transaction (two tables cannot both enter test).
+        let overrode = match rules {
+            Some(r) => {
+                let facts = rollout_facts(&mut change.tx, &table_uuid).await.map_err(query(OP))?;
+                let refusals = rollout_refusals(&before.stage, stage, &facts, r, now);
+                if !refusals.is_empty() && !r.force {
+                    return Ok(Err(refusals));
+                }
+                refusals
+            }
+            None => Vec::new(),
+        };
+        let forced = rules.is_some_and(|r| r.force);
         let c = RolloutChange {
             generation: change.generation,
             table_uuid: table_uuid.clone(),
@@ -293,6 +462,8 @@ impl Registry {
             changed_by: changed_by.to_owned(),
             changed_at: now,
             policy_digest: policy_digest.map(str::to_owned),
+            forced,
+            overrode,
         };
         sqlx::query(
             "INSERT INTO rollout_stages (table_uuid, table_name, stage, reason, changed_by, changed_at, policy_digest, generation) \
@@ -312,8 +483,8 @@ impl Registry {
         .await
         .map_err(query(OP))?;
         sqlx::query(
-            "INSERT INTO rollout_changes (generation, table_uuid, table_name, from_stage, to_stage, reason, changed_by, changed_at, policy_digest) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "INSERT INTO rollout_changes (generation, table_uuid, table_name, from_stage, to_stage, reason, changed_by, changed_at, policy_digest, forced, overrode) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(c.generation)
         .bind(&table_uuid)
@@ -324,13 +495,15 @@ impl Registry {
         .bind(changed_by)
         .bind(fmt_time(now))
         .bind(policy_digest)
+        .bind(i64::from(c.forced))
+        .bind(serde_json::to_string(&c.overrode).map_err(|e| query(OP)(encode(e)))?)
         .execute(&mut *change.tx)
         .await
         .map_err(query(OP))?;
         change
             .commit(now, EventKind::RolloutStageSet, Some(&table_uuid), &c)
             .await?;
-        Ok(c)
+        Ok(Ok(c))
     }
 
     /// Every stage change of the table, oldest first.
@@ -353,6 +526,11 @@ impl Registry {
                     changed_by: row.try_get("changed_by")?,
                     changed_at: time(row, "changed_at")?,
                     policy_digest: row.try_get("policy_digest")?,
+                    forced: row.try_get::<Option<i64>, _>("forced")?.unwrap_or(0) != 0,
+                    overrode: match row.try_get::<Option<String>, _>("overrode")? {
+                        Some(t) => serde_json::from_str(&t).map_err(|e| decode("overrode", e))?,
+                        None => Vec::new(),
+                    },
                 })
             },
         )
@@ -621,7 +799,88 @@ mod tests {
         report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change,
         decisions_are_monotonic_kept_and_turn_holds_on_and_off,
         observations_get_increasing_ids_and_filter_by_time,
+        the_rollout_rules_read_their_facts_in_the_change_and_force_records_what_it_overrode,
     );
+
+    #[test]
+    fn the_rollout_rules_step_by_step() {
+        let now = t(30 * 86_400_000);
+        let rules = RolloutRules {
+            min_report_only: MIN_REPORT_ONLY,
+            force: false,
+        };
+        let observed = |days: i64| RolloutFacts {
+            first_observation: Some(now - chrono::Duration::days(days)),
+            ..RolloutFacts::default()
+        };
+        let (ro, test, cohort) = (
+            RolloutStage::ReportOnly,
+            RolloutStage::Test,
+            RolloutStage::Cohort("w".into()),
+        );
+        assert!(rollout_refusals(&ro, &test, &observed(15), &rules, now).is_empty());
+        assert!(rollout_refusals(&ro, &test, &observed(13), &rules, now)[0].contains("13 days ago"));
+        assert!(rollout_refusals(&ro, &test, &RolloutFacts::default(), &rules, now)[0].contains("none is recorded"));
+        let busy = RolloutFacts {
+            others_in_test: vec!["rt.db.other".into()],
+            ..observed(20)
+        };
+        assert!(rollout_refusals(&ro, &test, &busy, &rules, now)[0].contains("rt.db.other"));
+        assert!(rollout_refusals(&ro, &RolloutStage::Enabled, &observed(99), &rules, now)[0].contains("skips"));
+        assert!(rollout_refusals(&test, &cohort, &RolloutFacts::default(), &rules, now)[0].contains("clean test"));
+        let clean = RolloutFacts {
+            verified_in_test: 1,
+            ..RolloutFacts::default()
+        };
+        assert!(rollout_refusals(&test, &cohort, &clean, &rules, now).is_empty());
+        let unknown = RolloutFacts { unknowns: 1, ..clean };
+        assert!(!rollout_refusals(&test, &cohort, &unknown, &rules, now).is_empty());
+        assert!(rollout_refusals(&cohort, &RolloutStage::Enabled, &RolloutFacts::default(), &rules, now).is_empty());
+        // Back is always allowed.
+        assert!(rollout_refusals(&RolloutStage::Enabled, &ro, &RolloutFacts::default(), &rules, now).is_empty());
+    }
+
+    async fn the_rollout_rules_read_their_facts_in_the_change_and_force_records_what_it_overrode(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let (one, two) = (
+            "7f31a2b4-09c1-4d5e-9f00-000000000011",
+            "7f31a2b4-09c1-4d5e-9f00-000000000012",
+        );
+        let rules = |force| RolloutRules {
+            min_report_only: MIN_REPORT_ONLY,
+            force,
+        };
+        let set = |table: &'static str, name: &'static str, force: bool| {
+            let reg = &reg;
+            async move {
+                reg.rollout_set(
+                    table,
+                    name,
+                    &RolloutStage::Test,
+                    "r",
+                    "tests",
+                    None,
+                    Some(&rules(force)),
+                    now,
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let refused = set(one, "one", false).await.unwrap_err();
+        assert!(refused[0].contains("none is recorded"), "{refused:?}");
+        let forced = set(one, "one", true).await.unwrap();
+        assert!(
+            forced.forced && forced.overrode[0].contains("none is recorded"),
+            "{forced:?}"
+        );
+        let refused = set(two, "two", false).await.unwrap_err();
+        assert!(refused.iter().any(|r| r.contains("one is")), "{refused:?}");
+        let h = reg.rollout_history(one).await.unwrap();
+        assert_eq!((h.len(), h[0].forced, h[0].overrode.len()), (1, true, 1), "{h:?}");
+        assert!(reg.rollout_history(two).await.unwrap().is_empty());
+    }
 
     async fn report_only_is_the_default_and_refuses_acceptance_until_a_recorded_stage_change(b: Backend) {
         let (_d, _u, reg) = fresh_on(b).await;
@@ -650,9 +909,11 @@ mod tests {
                 "wave 1",
                 "alice",
                 Some("d1"),
+                None,
                 now,
             )
             .await
+            .unwrap()
             .unwrap();
         assert_eq!(
             (c.from.clone(), c.to.clone()),
@@ -664,9 +925,19 @@ mod tests {
                 .unwrap(),
             Acceptance::Approved
         );
-        reg.rollout_set(table, "orders", &RolloutStage::ReportOnly, "incident", "bob", None, now)
-            .await
-            .unwrap();
+        reg.rollout_set(
+            table,
+            "orders",
+            &RolloutStage::ReportOnly,
+            "incident",
+            "bob",
+            None,
+            None,
+            now,
+        )
+        .await
+        .unwrap()
+        .unwrap();
         let h = reg.rollout_history(table).await.unwrap();
         assert_eq!(h.len(), 2);
         assert_eq!((h[1].reason.as_str(), h[1].changed_by.as_str()), ("incident", "bob"));

@@ -507,7 +507,8 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
     )
     .unwrap();
     let signer = lakedrill::evidence::keys::load_signing_key(&other_key).unwrap();
-    let edits: [(&str, fn(&mut Value)); 2] = [
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 2] = [
         ("seed", |st| st["predicate"]["sample"]["seed"] = Value::from(7_u64)),
         ("population", |st| {
             let sample = &mut st["predicate"]["sample"];

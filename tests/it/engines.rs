@@ -212,6 +212,7 @@ fn purge_then_read(name: &str) {
             "Spark-written test table",
             "--policy",
             p,
+            "--force",
         ],
     )
     .expect_code(0);

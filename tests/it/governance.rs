@@ -73,7 +73,8 @@ impl Gov {
         g
     }
 
-    /// `rollout set db.retention STAGE --reason R --policy <the fixture's policy>`.
+    /// `rollout set db.retention STAGE --reason R --policy <the fixture's policy> --force`: a fixture table is
+    /// minutes old, never two weeks in report-only (the rollout rules are tested in `rollout.rs`).
     pub fn set_stage(&self, stage: &str, reason: &str) -> Run {
         self.run(&[
             "--json",
@@ -89,6 +90,7 @@ impl Gov {
             "it-tests",
             "--policy",
             self.policy.to_str().unwrap(),
+            "--force",
         ])
     }
 

@@ -130,7 +130,7 @@ fn hidden_sidecars_and_files_without_a_modification_time_are_reported_and_never_
 
 /// Registers `db.<name>` in the fixture's catalog with a copy of the current metadata whose `location` is
 /// `location`, written at `metadata` (a path).
-fn register_twin(g: &Gov, name: &str, location: &Path, metadata: &Path) {
+pub(crate) fn register_twin(g: &Gov, name: &str, location: &Path, metadata: &Path) {
     std::fs::create_dir_all(metadata.parent().unwrap()).unwrap();
     std::fs::copy(current_metadata(g), metadata).unwrap();
     set_location(metadata, &format!("file://{}", location.display()));

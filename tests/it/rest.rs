@@ -119,6 +119,7 @@ impl RestFx {
             "REST test table",
             "--policy",
             self.policy.to_str().unwrap(),
+            "--force",
         ])
         .expect_code(0);
     }

@@ -124,15 +124,16 @@ fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
     .expect_code(2);
     assert!(rollout_show(&g)["history"].as_array().unwrap().is_empty());
 
-    // With an unregulated policy the table moves to `test`, and the purge goes through.
+    // With an unregulated policy the table may move to `test`, but only after two weeks of report-only
+    // observations, and never straight to a later stage; `--force` overrides, recorded as forced.
     let unregulated = write_policy(&g, "unregulated.yaml", &format!("{base}regulatedData: false\n"));
-    let set = g
-        .run(&[
+    let set_to = |stage: &str, force: bool| {
+        let mut a = vec![
             "--json",
             "rollout",
             "set",
             "db.retention",
-            "test",
+            stage,
             "--catalog",
             "rt",
             "--reason",
@@ -141,11 +142,36 @@ fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
             "alice",
             "--policy",
             &unregulated,
-        ])
-        .expect_code(0)
-        .json();
+        ];
+        if force {
+            a.push("--force");
+        }
+        g.run(&a)
+    };
+    let r = set_to("test", false);
+    assert!(
+        r.expect_code(1).json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("14 days of report-only observations"),
+        "{}",
+        r.stdout
+    );
+    let r = set_to("enabled", false);
+    assert!(
+        r.expect_code(1).json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("skips a stage"),
+        "{}",
+        r.stdout
+    );
+    assert!(rollout_show(&g)["history"].as_array().unwrap().is_empty());
+    let set = set_to("test", true).expect_code(0).json();
     assert_eq!(set["change"]["from"], "report-only", "{set}");
     assert_eq!(set["change"]["to"], "test", "{set}");
+    assert_eq!(set["change"]["forced"], true, "{set}");
+    assert!(set["change"]["overrode"].to_string().contains("14 days"), "{set}");
     // The stage is `test`, but this policy does not declare the table unregulated: refused.
     refused_with(&g.purge(id, Some(&ev), &[]), "does not declare it unregulated");
     let mut args = g.purge_args(id, Some(&ev));
@@ -681,4 +707,98 @@ fn reconcile_rechecks_but_retries_no_delete_on_a_table_moved_back_to_report_only
     g.set_stage("test", "anomaly understood").expect_code(0);
     assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
     assert_eq!(present(&g), 0);
+}
+
+/// The rollout rules (#23 point 6): one step at a time, at most one table in `test`, a cohort only after a clean
+/// test period (a purge `VERIFIED` since the table entered `test`); `--force` overrides and `gates` shows every
+/// forced change.
+#[test]
+fn rollout_set_enforces_one_step_one_test_table_and_a_clean_test_period_and_gates_show_forced_changes() {
+    let g = Gov::new("");
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let set = |table: &str, stage: &str, policy: &str| {
+        g.run(&[
+            "--json",
+            "rollout",
+            "set",
+            table,
+            stage,
+            "--catalog",
+            "rt",
+            "--reason",
+            "wave 1",
+            "--policy",
+            policy,
+        ])
+    };
+    let reason = |r: &crate::util::Run| r.json()["reason"].as_str().unwrap_or_default().to_owned();
+    // The fixture put db.retention in test (forced). A skipped step and a cohort before any purge are refused.
+    let r = set("db.retention", "enabled", &policy);
+    r.expect_code(1);
+    assert!(reason(&r).contains("skips a stage"), "{}", r.stdout);
+    let r = set("db.retention", "cohort:wave-1", &policy);
+    r.expect_code(1);
+    assert!(reason(&r).contains("clean test period"), "{}", r.stdout);
+    // A second table may not enter test while the first is there.
+    let twin_root = g.dir.join("twin-table");
+    crate::orphans::register_twin(
+        &g,
+        "twin",
+        &twin_root,
+        &twin_root.join("metadata/00000-twin.metadata.json"),
+    );
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("table: retention", "table: twin");
+    let twin_policy = write_policy(&g, "twin.yaml", &text);
+    let r = set("db.twin", "test", &twin_policy);
+    r.expect_code(1);
+    assert!(
+        reason(&r).contains("at most one table is in test at a time: rt.db.retention"),
+        "{}",
+        r.stdout
+    );
+    // After a verified purge in test the cohort step is clean, and the next step is enabled.
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(g.purge(id, Some(&ev), &[]).expect_code(0).json()["status"], "VERIFIED");
+    set("db.retention", "cohort:wave-1", &policy).expect_code(0);
+    let r = set("db.retention", "enabled", &policy).expect_code(0).json();
+    assert_eq!(r["change"]["forced"], false, "{r}");
+    // Out of test, the twin may enter it (still forced: it has no report-only observations).
+    let mut a = vec![
+        "--json",
+        "rollout",
+        "set",
+        "db.twin",
+        "test",
+        "--catalog",
+        "rt",
+        "--reason",
+        "next",
+    ];
+    a.extend(["--policy", twin_policy.as_str(), "--force"]);
+    g.run(&a).expect_code(0);
+    // `gates` shows the forced change of db.retention with what it overrode.
+    let gt = gates(&g).json();
+    let forced = gt["rollout_forced"].as_array().unwrap();
+    assert_eq!(forced.len(), 1, "{gt}");
+    assert_eq!(forced[0]["to"], "test", "{gt}");
+    assert!(forced[0]["overrode"].to_string().contains("14 days"), "{gt}");
+    let human = g.on_table(&["gates", "--policy", &policy]);
+    assert!(
+        human.stdout.contains("rollout FORCED report-only → test"),
+        "{}",
+        human.stdout
+    );
+    // The report-only period may only be made longer.
+    let cfg = g.dir.join("lakedrill.toml");
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{base}[rollout]\nmin_report_only_days = 7\n")).unwrap();
+    let r = g.run(&["rollout", "show", "db.retention", "--catalog", "rt"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("rollout.min_report_only_days = 7"), "{}", r.stderr);
+    std::fs::write(&cfg, format!("{base}[rollout]\nmin_report_only_days = 21\n")).unwrap();
+    g.run(&["rollout", "show", "db.retention", "--catalog", "rt"])
+        .expect_code(0);
 }

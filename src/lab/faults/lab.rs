@@ -123,9 +123,10 @@ impl Lab {
             &lab.ctx,
             &lab.source,
             "test",
-            "drill faults: scratch lakehouse with synthetic data",
+            "drill faults: scratch lakehouse with synthetic data (forced: it has no report-only history)",
             "lakedrill drill faults",
             Some(&lab.policy),
+            true,
         )
         .await?;
         if stage.verdict != Verdict::Ok {
