@@ -600,6 +600,10 @@ pub enum AuditCommand {
         /// Verify every report of the plan's folder as a hash chain.
         #[arg(long)]
         chain: bool,
+        /// With --chain: the SHA-256 the newest report must have (an anchor kept elsewhere); without it the
+        /// configured registry's anchor is used, if any.
+        #[arg(long)]
+        expect_head: Option<String>,
     },
 }
 

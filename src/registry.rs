@@ -56,12 +56,14 @@
 //! - It does not create a PostgreSQL database or role, and takes no password from its URI (`PGPASSWORD` or
 //!   `~/.pgpass` supply one).
 
+mod anchors;
 mod base;
 mod candidates;
 mod protections;
 mod purge_runs;
 mod rollout;
 
+pub use anchors::ChainHead;
 pub use base::*;
 pub use candidates::{Acceptance, CandidateRecord, QuarantineExtension, State, WorldStamp};
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};

@@ -318,8 +318,14 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             crate::lab::faults::command(ctx, &opts, key.as_deref(), Some(reports)).await
         }
         Command::Audit {
-            command: AuditCommand::Verify { report, trust, chain },
-        } => commands::audit_verify(ctx, report, trust, *chain).await,
+            command:
+                AuditCommand::Verify {
+                    report,
+                    trust,
+                    chain,
+                    expect_head,
+                },
+        } => commands::audit_verify(ctx, report, trust, *chain, expect_head.as_deref()).await,
     }
 }
 

@@ -44,6 +44,16 @@ pub struct AuditReport {
     /// them); empty off S3.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub locks: Vec<crate::ops::evidence_lock::FileLock>,
+    /// With `--chain`: the chain folder and the SHA-256 of its newest report (what an anchor is compared with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_folder: Option<String>,
+    /// With `--chain`: SHA-256 of the newest report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_head: Option<String>,
+    /// With `--chain`: where the head was compared from (`the registry`, `--expect-head`), or absent when no
+    /// anchor was available (the chain's end cannot be checked then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchored: Option<String>,
 }
 
 /// Reads `uri`'s Object Lock (on S3) into `locks` and adds an `EVIDENCE_NOT_LOCKED` finding when the file
@@ -467,6 +477,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
     } else {
         vec![report_uri.clone()]
     };
+    let chain_folder = chain.then(|| location::parent(&report_uri).unwrap_or_default());
     let mut gate = None;
     let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
@@ -593,5 +604,12 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         gate,
         findings,
         locks,
+        chain_head: if chain {
+            prev.as_ref().map(|(_, sha, _)| sha.clone())
+        } else {
+            None
+        },
+        chain_folder,
+        anchored: None,
     })
 }

@@ -530,6 +530,9 @@ struct DrillDoc<'a> {
     markdown_report: Option<String>,
     /// The metrics file written, if any.
     metrics_file: Option<String>,
+    /// The chain head anchored in the registry, if one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chain_head: Option<crate::registry::ChainHead>,
 }
 
 /// `lakedrill drill run`.
@@ -619,6 +622,20 @@ async fn drill_finish(
     } else {
         None
     };
+    // The chain's new head, anchored in the configured registry (#23 point 4): `audit verify --chain` then finds a
+    // removed or replaced newest report. Without a `[registry]` in the configuration nothing is anchored.
+    let anchor = match (&chain_folder, shard.is_none(), ctx.config.registry.uri.is_some()) {
+        (Some(folder), true, true) => {
+            let reports = crate::ops::drill::list_reports(&ctx.storage, folder).await?;
+            let head = crate::evidence::sha256_hex(&ctx.storage.get(&o.report).await?.bytes);
+            let reg = crate::ops::plan::registry(ctx).await?;
+            Some(
+                reg.chain_anchor(folder, &head, i64::try_from(reports.len()).unwrap_or(i64::MAX), now)
+                    .await?,
+            )
+        }
+        _ => None,
+    };
     if let Some(path) = metrics_file {
         let last = match &human_reports {
             Some(h) => last_pass(&h.trend),
@@ -649,7 +666,14 @@ async fn drill_finish(
             h.html_report, h.markdown_report
         ));
     }
+    if let Some(a) = &anchor {
+        human.push_str(&format!(
+            "chain head    {} ({} reports), anchored in the registry\n",
+            a.head_sha256, a.reports
+        ));
+    }
     let doc = DrillDoc {
+        chain_head: anchor.clone(),
         outcome: &o,
         html_report: human_reports.as_ref().map(|h| h.html_report.clone()),
         markdown_report: human_reports.as_ref().map(|h| h.markdown_report.clone()),
@@ -801,9 +825,57 @@ RTO {:.3}s  RPO {}
 ///
 /// # Errors
 /// Only when a report cannot be read at all.
-pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, chain: bool) -> Result<Outcome> {
+pub async fn audit_verify(
+    ctx: &Context,
+    report: &str,
+    trust: &std::path::Path,
+    chain: bool,
+    expect_head: Option<&str>,
+) -> Result<Outcome> {
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
-    let a = crate::ops::audit::verify(&ctx.storage, report, &trust, chain).await?;
+    let mut a = crate::ops::audit::verify(&ctx.storage, report, &trust, chain).await?;
+    // The chain's head against its anchor: `--expect-head`, else the configured registry's (#23 point 4).
+    if chain {
+        let expected = match expect_head {
+            Some(h) => Some((h.to_owned(), None, "--expect-head")),
+            None if ctx.config.registry.uri.is_some() => {
+                let folder = a.chain_folder.clone().unwrap_or_default();
+                crate::ops::plan::registry(ctx)
+                    .await?
+                    .chain_head(&folder)
+                    .await?
+                    .map(|h| (h.head_sha256, Some(h.reports), "the registry"))
+            }
+            None => None,
+        };
+        match expected {
+            Some((head, reports, from)) => {
+                let ok_head = a.chain_head.as_deref() == Some(head.as_str());
+                let ok_count = reports.is_none_or(|n| i64::try_from(a.reports_checked).unwrap_or(i64::MAX) >= n);
+                if !ok_head || !ok_count {
+                    a.findings.push(crate::ops::audit::AuditFinding {
+                        check: "CHAIN_HEAD_MISMATCH".into(),
+                        report: a.chain_folder.clone().unwrap_or_default(),
+                        detail: format!(
+                            "{from} anchors head {head}{}, but the chain's newest report is {} ({} reports): the newest \
+                             report was removed or replaced",
+                            reports.map(|n| format!(" after {n} reports")).unwrap_or_default(),
+                            a.chain_head.as_deref().unwrap_or("none"),
+                            a.reports_checked
+                        ),
+                    });
+                    a.status = "FAILED".into();
+                }
+                a.anchored = Some(from.to_owned());
+            }
+            None => a.anchored = None,
+        }
+    } else if expect_head.is_some() {
+        return Err(crate::Error::invalid(
+            "--expect-head",
+            "checks a chain's head: give --chain too",
+        ));
+    }
     let verdict = if a.status == "VERIFIED" {
         Verdict::Ok
     } else {
@@ -816,6 +888,18 @@ pub async fn audit_verify(ctx: &Context, report: &str, trust: &std::path::Path, 
         a.keyids,
         a.gate.as_deref().unwrap_or("-")
     );
+    if chain {
+        human.push_str(&format!(
+            "  chain head {}: {}\n",
+            a.chain_head.as_deref().unwrap_or("none"),
+            match &a.anchored {
+                Some(from) => format!("checked against {from}"),
+                None => "not anchored (no [registry] configured and no --expect-head): a removed newest report \
+                         would not be noticed"
+                    .to_owned(),
+            }
+        ));
+    }
     for l in &a.locks {
         human.push_str(&format!(
             "  lock {}: {}{}\n",

@@ -23,7 +23,8 @@ use crate::model::object::HoldScopeError;
 /// version-1 build must not open a version-2 file: it would ignore `report-only` stages and purge.
 /// Version 3 added `generation` to writers and checkpoints: the explicit insertion order that replaced
 /// SQLite's `rowid` when PostgreSQL was added. A version-2 build would leave it empty.
-/// Version 4 added `forced` and `overrode` to rollout changes (the enforced rollout rules and their override).
+/// Version 4 added `forced` and `overrode` to rollout changes (the enforced rollout rules and their override) and
+/// the `chain_heads` anchors.
 pub const SCHEMA_VERSION: i64 = 4;
 
 /// The key of the PostgreSQL advisory lock every registry change takes ([`Dialect::write_lock`]): the ASCII
@@ -203,6 +204,12 @@ CREATE TABLE IF NOT EXISTS rollout_observations (
     report_json      TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS rollout_observations_by_table ON rollout_observations (table_uuid, observed_at);
+CREATE TABLE IF NOT EXISTS chain_heads (
+    folder           TEXT    PRIMARY KEY,
+    head_sha256      TEXT    NOT NULL,
+    reports          INTEGER NOT NULL,
+    anchored_at      TEXT    NOT NULL
+);
 CREATE TABLE IF NOT EXISTS purge_runs (
     candidate_id     TEXT    PRIMARY KEY,
     run_id           TEXT    NOT NULL,
@@ -338,10 +345,13 @@ pub enum EventKind {
     PurgeRunClaimed,
     /// A purge run let a candidate go ([`Registry::purge_release`]).
     PurgeRunReleased,
+    /// A chain's head was anchored ([`Registry::chain_anchor`]).
+    ChainAnchored,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 18] = [
+    const ALL: [EventKind; 19] = [
+        EventKind::ChainAnchored,
         EventKind::CandidateRebased,
         EventKind::PurgeRunClaimed,
         EventKind::PurgeRunReleased,
@@ -384,6 +394,7 @@ impl EventKind {
             EventKind::CandidateRebased => "candidate_rebased",
             EventKind::PurgeRunClaimed => "purge_run_claimed",
             EventKind::PurgeRunReleased => "purge_run_released",
+            EventKind::ChainAnchored => "chain_anchored",
         }
     }
 }

@@ -1585,3 +1585,58 @@ fn a_policy_for_another_format_catalog_or_hold_generation_refuses_plan_naming_th
     std::fs::write(&p, format!("{base}formatVersion: {version}\ncatalog: rt\n")).unwrap();
     g.on_table(&["plan", "--policy", p.to_str().unwrap()]).expect_code(0);
 }
+
+/// Anchored chains (#23 point 4): every `drill run` anchors its chain's newest report in the registry, so
+/// `audit verify --chain` fails when the newest report is removed (every remaining report still links to the one
+/// before it); `--expect-head` checks against an anchor kept elsewhere.
+#[test]
+fn a_removed_newest_report_fails_the_anchored_chain_and_expect_head_checks_an_outside_anchor() {
+    let g = Gov::new("");
+    let (_, first) = g.quarantined();
+    let newest = g.drill("bundles");
+    let folder = newest.parent().unwrap().to_str().unwrap().to_owned();
+    let audit = |extra: &[&str]| {
+        let mut a = vec![
+            "--json",
+            "audit",
+            "verify",
+            folder.as_str(),
+            "--trust",
+            "keys/trust",
+            "--chain",
+        ];
+        a.extend(extra);
+        g.run(&a)
+    };
+    let v = audit(&[]).expect_code(0).json();
+    assert_eq!(
+        (v["reports_checked"].as_u64(), v["anchored"].as_str()),
+        (Some(2), Some("the registry")),
+        "{v}"
+    );
+    let sha = |p: &Path| lakedrill::evidence::sha256_hex(&std::fs::read(p).unwrap());
+    assert_eq!(v["chain_head"], sha(&newest), "{v}");
+    // The newest report removed: the rest of the chain still links, the anchor does not match.
+    let aside = g.dir.join("aside.dsse.json");
+    std::fs::rename(&newest, &aside).unwrap();
+    let r = audit(&[]);
+    r.expect_code(1);
+    assert!(r.stdout.contains("CHAIN_HEAD_MISMATCH"), "{}", r.stdout);
+    std::fs::rename(&aside, &newest).unwrap();
+    audit(&[]).expect_code(0);
+    // An anchor kept elsewhere: the older report's digest is not the head.
+    let r = audit(&["--expect-head", &sha(&first)]);
+    r.expect_code(1);
+    assert!(r.stdout.contains("CHAIN_HEAD_MISMATCH"), "{}", r.stdout);
+    audit(&["--expect-head", &sha(&newest)]).expect_code(0);
+    g.run(&[
+        "audit",
+        "verify",
+        newest.to_str().unwrap(),
+        "--trust",
+        "keys/trust",
+        "--expect-head",
+        "ab",
+    ])
+    .expect_code(2);
+}
