@@ -321,13 +321,29 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
     })?;
     let out = location::canonical_uri(r.bundles)?;
     let bundle_uri = crate::bundle::write_bundle(&ctx.storage, pred.clone(), Vec::new(), r.key, &out).await?;
-    // 5. Out of the table location, one file at a time, each checked.
+    // 5. Out of the table location, one file at a time, each checked. An error stops there; what left the table is
+    // still recorded below, so that every way back knows it.
     let mut removed = Vec::new();
     let mut stayed = Vec::new();
+    let mut stayed_paths = Vec::new();
+    let mut failure = None;
     for f in &files {
-        match take_out(&ctx.storage, f).await? {
-            Ok(how) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),
-            Err(why) => stayed.push(serde_json::json!({"path": f.entry.path, "reason": why})),
+        let outcome = if failure.is_some() {
+            Ok(Err("not taken out: an earlier file failed".to_owned()))
+        } else {
+            take_out(&ctx.storage, f).await
+        };
+        match outcome {
+            Ok(Ok(how)) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),
+            Ok(Err(why)) => {
+                stayed.push(serde_json::json!({"path": f.entry.path, "reason": why}));
+                stayed_paths.push(f.entry.path.clone());
+            }
+            Err(e) => {
+                stayed.push(serde_json::json!({"path": f.entry.path, "reason": e.to_string()}));
+                stayed_paths.push(f.entry.path.clone());
+                failure = Some(e);
+            }
         }
     }
     let bundle = serde_json::json!({
@@ -350,7 +366,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
         "quarantined_at": ctx.now(),
         "implementation_digest": r.digest,
     });
-    let rec = r
+    let mut rec = r
         .reg
         .candidate_transition(
             id,
@@ -361,6 +377,44 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             r.now,
         )
         .await?;
+    // A file that stayed in place is not held: it leaves the candidate (PROTECTED), so that no purge claims it.
+    if !stayed_paths.is_empty() {
+        let rel: Vec<String> = stayed_paths
+            .iter()
+            .map(|p| r.table.location().relative(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        let rest: Vec<crate::model::object::ObjectRef> = r
+            .candidate
+            .objects
+            .iter()
+            .filter(|o| !rel.contains(&o.path))
+            .cloned()
+            .collect();
+        let why = "it stayed in the table location at quarantine";
+        if rest.is_empty() {
+            rec = r
+                .reg
+                .candidate_transition(id, State::Protected, why, None, None, r.now)
+                .await?;
+        } else {
+            let mut candidate = rec.candidate.clone();
+            candidate["objects"] = serde_json::to_value(&rest).map_err(|e| Error::Internal(e.to_string()))?;
+            candidate["bytes"] = serde_json::json!(rest.iter().map(|o| o.size).sum::<u64>());
+            candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&rest));
+            let record = serde_json::json!({
+                "at": r.now.to_rfc3339(), "from": r.stamp, "to": r.stamp, "released_snapshots": [],
+                "released_objects": rel.iter().map(|p| serde_json::json!({"path": p, "reason": why})).collect::<Vec<_>>(),
+                "snapshot_ids": [], "objects": rest.len(),
+            });
+            r.reg
+                .candidate_rebase(id, r.stamp, r.stamp, &candidate, &rel, &record, r.now)
+                .await?;
+            rec = r.reg.candidate(id).await?;
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
     let mut human = format!(
         "{id} QUARANTINED (orphans, {}): bundle {bundle_uri} root {root}\n",
         match hold {
