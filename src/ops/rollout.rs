@@ -183,7 +183,11 @@ pub async fn show(ctx: &Context, source: &TableSource) -> Result<Outcome> {
                     c.changed_by.clone(),
                     c.from.to_string(),
                     c.to.to_string(),
-                    c.reason.clone(),
+                    if c.forced {
+                        format!("FORCED: {} (over: {})", c.reason, c.overrode.join("; "))
+                    } else {
+                        c.reason.clone()
+                    },
                 ]
             })
             .collect::<Vec<_>>(),

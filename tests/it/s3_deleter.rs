@@ -688,11 +688,28 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
         &g,
         &format!(
             "for k, b in [('data/stray-a.parquet', b'PAR1 stray a PAR1'), ('data/stray-b.parquet', b'PAR1 stray b PAR1'), ('data/.stray-a.parquet.crc', b'crc')]:\n    \
-             s3.put_object(Bucket=bucket, Key='{prefix}/' + k, Body=b)"
+             s3.put_object(Bucket=bucket, Key='{prefix}/' + k, Body=b)\n\
+             keys = [o['Key'] for o in s3.list_objects_v2(Bucket=bucket, Prefix='{prefix}/metadata/')['Contents']]\n\
+             m = [k for k in keys if k.endswith('.avro') and '/snap-' not in k][0]\n\
+             s3.copy_object(Bucket=bucket, Key='{prefix}/metadata/merge-leftover-m0.avro', CopySource={{'Bucket': bucket, 'Key': m}})\n\
+             j = sorted(k for k in keys if k.endswith('.metadata.json'))[-1]\n\
+             s3.copy_object(Bucket=bucket, Key='{prefix}/metadata/00000-dropped-from-log.metadata.json', CopySource={{'Bucket': bucket, 'Key': j}})"
         ),
     );
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let strays = ["data/stray-a.parquet", "data/stray-b.parquet"];
+    // An uncommitted writer's files, a manifest left by a merge, a metadata JSON dropped from the log.
+    let strays = [
+        "data/stray-a.parquet",
+        "data/stray-b.parquet",
+        "metadata/00000-dropped-from-log.metadata.json",
+        "metadata/merge-leftover-m0.avro",
+    ];
+    let each = |versions: u32, markers: u32| -> Value {
+        strays
+            .iter()
+            .map(|k| ((*k).to_owned(), serde_json::json!([versions, markers])))
+            .collect()
+    };
     let orphans = |plan: &Value| -> Value {
         plan["candidates"]
             .as_array()
@@ -737,10 +754,7 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
         .expect_code(0)
         .json();
     assert_eq!(q["candidate"]["quarantine"]["hold"], "delete-marker", "{q}");
-    assert_eq!(
-        versions_of(&g, &prefix, &strays),
-        serde_json::json!({"data/stray-a.parquet": [1, 1], "data/stray-b.parquet": [1, 1]})
-    );
+    assert_eq!(versions_of(&g, &prefix, &strays), each(1, 1));
     let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
     let r = g
         .run(&["--json", "restore", &bundle, "--trust", "keys"])
@@ -754,10 +768,7 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
         .json();
     assert_eq!(r["status"], "PUT_BACK", "{r}");
     assert_eq!(bodies(), "['PAR1 stray a PAR1', 'PAR1 stray b PAR1']");
-    assert_eq!(
-        versions_of(&g, &prefix, &strays),
-        serde_json::json!({"data/stray-a.parquet": [1, 0], "data/stray-b.parquet": [1, 0]})
-    );
+    assert_eq!(versions_of(&g, &prefix, &strays), each(1, 0));
 
     // Again, under a new candidate id: quarantined, drilled, purged for good.
     let c = orphans(&g.plan());
@@ -776,8 +787,9 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
     deleted.sort();
     assert_eq!(deleted, strays, "{r}");
     let v = versions_of(&g, &prefix, &strays);
-    assert_eq!(v["data/stray-a.parquet"][0], 0, "{v}");
-    assert_eq!(v["data/stray-b.parquet"][0], 0, "{v}");
+    for k in strays {
+        assert_eq!(v[k][0], 0, "{k}: {v}");
+    }
     for rc in receipts(&g, &id, "confirmed") {
         assert_eq!(rc["provider_result"], "deleted", "{rc}");
         assert_eq!(rc["permanent"], true, "{rc}");
