@@ -875,6 +875,33 @@ pub async fn audit_verify(
             "--expect-head",
             "checks a chain's head: give --chain too",
         ));
+    } else if ctx.config.registry.uri.is_some() && crate::model::location::file_name(report).starts_with("summary-") {
+        // A purge summary: the registry anchors the candidate's newest one, which must still be there unchanged.
+        let uri = crate::model::location::canonical_uri(report)?;
+        let folder = crate::model::location::parent(&uri).unwrap_or_default();
+        if let Some(h) = crate::ops::plan::registry(ctx).await?.chain_head(&folder).await? {
+            let mut found = false;
+            for o in ctx.storage.list(&folder).await? {
+                if crate::model::location::file_name(&o.uri).starts_with("summary-")
+                    && crate::evidence::sha256_hex(&ctx.storage.get(&o.uri).await?.bytes) == h.head_sha256
+                {
+                    found = true;
+                }
+            }
+            if !found {
+                a.findings.push(crate::ops::audit::AuditFinding {
+                    check: "CHAIN_HEAD_MISMATCH".into(),
+                    report: folder.clone(),
+                    detail: format!(
+                        "the registry anchors the candidate's newest purge summary {} ({} summaries), and no summary \
+                         in {folder} has that digest: it was removed or replaced",
+                        h.head_sha256, h.reports
+                    ),
+                });
+                a.status = "FAILED".into();
+            }
+            a.anchored = Some("the registry".into());
+        }
     }
     let verdict = if a.status == "VERIFIED" {
         Verdict::Ok

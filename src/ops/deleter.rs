@@ -1948,6 +1948,18 @@ async fn finish(
             )
             .await?;
         }
+        // The newest summary of the candidate, anchored in the registry (#23 point 4): `audit verify` of the
+        // receipts folder then finds a removed or replaced newest summary.
+        let summaries = ctx
+            .storage
+            .list(dir)
+            .await?
+            .into_iter()
+            .filter(|o| location::file_name(&o.uri).starts_with("summary-"))
+            .count();
+        let head = evidence::sha256_hex(&ctx.storage.get(&uri).await?.bytes);
+        reg.chain_anchor(dir, &head, i64::try_from(summaries).unwrap_or(i64::MAX), now)
+            .await?;
         summary_uri = Some(uri);
     }
     retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref(), retention).await?;

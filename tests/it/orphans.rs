@@ -413,6 +413,23 @@ fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptan
         a.expect_code(0);
         assert_eq!(a.json()["status"], "VERIFIED", "{doc}: {}", a.stdout);
     }
+    // The registry anchors the newest summary: with it removed, another signed summary-named file in its place is
+    // found out (#23 point 4).
+    let summary_path = std::path::PathBuf::from(summary.trim_start_matches("file://"));
+    let folder = summary_path.parent().unwrap().to_path_buf();
+    std::fs::rename(&summary_path, g.dir.join("aside.dsse.json")).unwrap();
+    let stand_in = folder.join("summary-0.dsse.json");
+    std::fs::copy(folder.join("inventory.dsse.json"), &stand_in).unwrap();
+    let a = g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        stand_in.to_str().unwrap(),
+        "--trust",
+        "keys",
+    ]);
+    a.expect_code(1);
+    assert!(a.stdout.contains("CHAIN_HEAD_MISMATCH"), "{}", a.stdout);
 }
 
 /// Puts `src`'s bytes at `dst`, folders made.
