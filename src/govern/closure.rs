@@ -282,13 +282,8 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
     for o in objects {
         let why = if referenced.contains(o.path.as_str()) {
             Some("referenced by a snapshot the table keeps".to_owned())
-        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
-            Some(format!("writer:{w} (prefix {p})"))
         } else {
-            input.protections.holds.iter().find_map(|(h, s)| match s {
-                HoldScope::Prefix(p) if under(&o.path, p) => Some(format!("hold:{h} (prefix {p})")),
-                _ => None,
-            })
+            writer_or_prefix_hold(input, &o.path)
         };
         match why {
             Some(w) => out.released_objects.push((o.path.clone(), w)),
@@ -369,6 +364,29 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
     out
 }
 
+/// The open writer's prefix or the legal hold's prefix that covers `path`, as a reason (`writer:…`, `hold:…`).
+fn writer_or_prefix_hold(input: &PlanInput, path: &str) -> Option<String> {
+    if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(path, p)) {
+        return Some(format!("writer:{w} (prefix {p})"));
+    }
+    input.protections.holds.iter().find_map(|(h, s)| match s {
+        HoldScope::Prefix(p) if under(path, p) => Some(format!("hold:{h} (prefix {p})")),
+        _ => None,
+    })
+}
+
+/// A candidate as the registry keeps it (`candidate`), with its snapshots and inventory replaced: the objects, their
+/// bytes and the inventory root follow (pure; what every rebase writes).
+#[must_use]
+pub fn with_inventory(candidate: &serde_json::Value, snapshot_ids: &[i64], objects: &[ObjectRef]) -> serde_json::Value {
+    let mut c = candidate.clone();
+    c["snapshot_ids"] = serde_json::json!(snapshot_ids);
+    c["objects"] = serde_json::json!(objects);
+    c["bytes"] = serde_json::json!(objects.iter().map(|o| o.size).sum::<u64>());
+    c["inventory_root"] = serde_json::json!(candidate_root(objects));
+    c
+}
+
 /// Where a quarantined orphan candidate stands at a later generation (pure): an object that the table now
 /// references (a late commit of a slow writer, an `add_files`), or that lies under an open writer's prefix or a
 /// legal hold, leaves it with the reason; the rest stays. When some snapshot's layers cannot be read, nothing
@@ -396,13 +414,8 @@ pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
             Some("referenced by the table's current generation (a commit after its quarantine)".to_owned())
         } else if let Some(h) = &table_hold {
             Some(format!("hold:{h} covers the whole table"))
-        } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
-            Some(format!("writer:{w} (prefix {p})"))
         } else {
-            input.protections.holds.iter().find_map(|(h, s)| match s {
-                HoldScope::Prefix(p) if under(&o.path, p) => Some(format!("hold:{h} (prefix {p})")),
-                _ => None,
-            })
+            writer_or_prefix_hold(input, &o.path)
         };
         match why {
             Some(w) => out.released_objects.push((o.path.clone(), w)),

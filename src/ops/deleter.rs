@@ -790,6 +790,46 @@ fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::regist
     recorded != current
 }
 
+/// A dry run's account of a rebase: after `human`'s first line, every object a purge would delete and every one it
+/// would keep (`kept_word` in the text, `kept_key` in the JSON), with the reason.
+fn dry_run_rebase(
+    rec: &CandidateRecord,
+    r: &crate::govern::closure::Rebase,
+    mut human: String,
+    kept_key: &str,
+    kept_word: &str,
+) -> Result<Rebased> {
+    for o in &r.objects {
+        human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
+    }
+    for (p, why) in &r.released_objects {
+        human.push_str(&format!("  {kept_word}: {p} ({why})\n"));
+    }
+    let by = BTreeMap::from([
+        (
+            "would_delete".to_owned(),
+            r.objects.iter().map(|o| o.path.clone()).collect(),
+        ),
+        (
+            kept_key.to_owned(),
+            r.released_objects.iter().map(|(p, _)| p.clone()).collect(),
+        ),
+    ]);
+    Ok(Rebased::DryRun(Outcome::new(
+        Verdict::Ok,
+        &PurgeReport {
+            status: "DRY_RUN".into(),
+            candidate_id: rec.candidate_id.clone(),
+            reasons: vec![],
+            objects: by,
+            summary: None,
+            gates: vec![],
+            requests: None,
+        },
+        human,
+    )?))
+}
+
 /// Whether the candidate holds orphans (unreferenced files) rather than expired snapshots.
 fn is_orphans(rec: &CandidateRecord) -> bool {
     rec.candidate["kind"].as_str() == Some("orphans")
@@ -822,40 +862,12 @@ async fn orphan_rebase(
         if r.unchanged() && !stamp_changed(&rec.stamp, current) {
             return Ok(Rebased::Onto);
         }
-        let mut human = format!(
+        let human = format!(
             "DRY RUN: a purge would put back {} orphan(s) and delete these {} held files:\n",
             r.released_objects.len(),
             r.objects.len()
         );
-        for o in &r.objects {
-            human.push_str(&format!("  {} ({} bytes)\n", o.path, o.size));
-        }
-        for (p, why) in &r.released_objects {
-            human.push_str(&format!("  put back: {p} ({why})\n"));
-        }
-        let by = BTreeMap::from([
-            (
-                "would_delete".to_owned(),
-                r.objects.iter().map(|o| o.path.clone()).collect(),
-            ),
-            (
-                "would_put_back".to_owned(),
-                r.released_objects.iter().map(|(p, _)| p.clone()).collect(),
-            ),
-        ]);
-        return Ok(Rebased::DryRun(Outcome::new(
-            Verdict::Ok,
-            &PurgeReport {
-                status: "DRY_RUN".into(),
-                candidate_id: rec.candidate_id.clone(),
-                reasons: vec![],
-                objects: by,
-                summary: None,
-                gates: vec![],
-                requests: None,
-            },
-            human,
-        )?));
+        return dry_run_rebase(rec, &r, human, "would_put_back", "put back");
     }
     let now = ctx.now();
     let found = crate::ops::orphans::put_back_protected(&ctx.storage, reg, input, current, now).await?;
@@ -1061,11 +1073,7 @@ fn rebased_candidate(
     rec: &CandidateRecord,
     r: &crate::govern::closure::Rebase,
 ) -> Result<(serde_json::Value, Vec<String>)> {
-    let mut candidate = rec.candidate.clone();
-    candidate["snapshot_ids"] = serde_json::json!(r.snapshot_ids);
-    candidate["objects"] = serde_json::to_value(&r.objects).map_err(|e| Error::Internal(format!("rebase: {e}")))?;
-    candidate["bytes"] = serde_json::json!(r.objects.iter().map(|o| o.size).sum::<u64>());
-    candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&r.objects));
+    let candidate = crate::govern::closure::with_inventory(&rec.candidate, &r.snapshot_ids, &r.objects);
     Ok((candidate, r.released_objects.iter().map(|(p, _)| p.clone()).collect()))
 }
 
@@ -1129,41 +1137,13 @@ async fn rebase(
         return Ok(Rebased::Refused("REFUSED".into(), reasons));
     }
     if dry_run {
-        let mut human = format!(
+        let human = format!(
             "DRY RUN: the table changed since quarantine; a purge would rebase the candidate onto {} and delete \
              these {} objects:\n",
             current.metadata_location,
             r.objects.len()
         );
-        for o in &r.objects {
-            human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
-        }
-        for (p, why) in &r.released_objects {
-            human.push_str(&format!("  kept: {p} ({why})\n"));
-        }
-        let by = BTreeMap::from([
-            (
-                "would_delete".to_owned(),
-                r.objects.iter().map(|o| o.path.clone()).collect(),
-            ),
-            (
-                "would_protect".to_owned(),
-                r.released_objects.iter().map(|(p, _)| p.clone()).collect(),
-            ),
-        ]);
-        return Ok(Rebased::DryRun(Outcome::new(
-            Verdict::Ok,
-            &PurgeReport {
-                status: "DRY_RUN".into(),
-                candidate_id: rec.candidate_id.clone(),
-                reasons: vec![],
-                objects: by,
-                summary: None,
-                gates: vec![],
-                requests: None,
-            },
-            human,
-        )?));
+        return dry_run_rebase(rec, &r, human, "would_protect", "kept");
     }
     let (candidate, released) = rebased_candidate(rec, &r)?;
     if !reg

@@ -397,10 +397,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
                 .candidate_transition(id, State::Protected, why, None, None, r.now)
                 .await?;
         } else {
-            let mut candidate = rec.candidate.clone();
-            candidate["objects"] = serde_json::to_value(&rest).map_err(|e| Error::Internal(e.to_string()))?;
-            candidate["bytes"] = serde_json::json!(rest.iter().map(|o| o.size).sum::<u64>());
-            candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(&rest));
+            let candidate = crate::govern::closure::with_inventory(&rec.candidate, &[], &rest);
             let record = serde_json::json!({
                 "at": r.now.to_rfc3339(), "from": r.stamp, "to": r.stamp, "released_snapshots": [],
                 "released_objects": rel.iter().map(|p| serde_json::json!({"path": p, "reason": why})).collect::<Vec<_>>(),
@@ -658,10 +655,7 @@ pub async fn put_back_protected(
             .await?;
         } else {
             let rest = &judged.objects;
-            let mut candidate = rec.candidate.clone();
-            candidate["objects"] = serde_json::to_value(rest).map_err(|e| Error::Internal(e.to_string()))?;
-            candidate["bytes"] = serde_json::json!(rest.iter().map(|o| o.size).sum::<u64>());
-            candidate["inventory_root"] = serde_json::json!(crate::govern::closure::candidate_root(rest));
+            let candidate = crate::govern::closure::with_inventory(&rec.candidate, &[], rest);
             let record = serde_json::json!({
                 "at": now.to_rfc3339(),
                 "from": rec.stamp,

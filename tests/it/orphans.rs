@@ -210,7 +210,7 @@ fn a_table_sharing_its_location_with_another_table_is_refused_naming_both() {
 }
 
 /// The orphan candidate of a plan.
-fn orphan_candidate(plan: &Value) -> Value {
+pub(crate) fn orphan_candidate(plan: &Value) -> Value {
     plan["candidates"]
         .as_array()
         .unwrap()
@@ -221,7 +221,7 @@ fn orphan_candidate(plan: &Value) -> Value {
 }
 
 /// The sorted paths of a candidate's objects.
-fn object_paths(c: &Value) -> Vec<String> {
+pub(crate) fn object_paths(c: &Value) -> Vec<String> {
     let mut p: Vec<String> = c["objects"]
         .as_array()
         .unwrap()

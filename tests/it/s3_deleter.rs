@@ -710,25 +710,7 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
             .map(|k| ((*k).to_owned(), serde_json::json!([versions, markers])))
             .collect()
     };
-    let orphans = |plan: &Value| -> Value {
-        plan["candidates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["kind"] == "orphans")
-            .cloned()
-            .unwrap_or_else(|| panic!("orphans in {plan}"))
-    };
-    let paths = |c: &Value| -> Vec<String> {
-        let mut p: Vec<String> = c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| o["path"].as_str().unwrap().to_owned())
-            .collect();
-        p.sort();
-        p
-    };
+    let (orphans, paths) = (crate::orphans::orphan_candidate, crate::orphans::object_paths);
     let bodies = || {
         boto(
             &g,
