@@ -331,17 +331,9 @@ async fn check_bundle(
     // A bundle retired by a valid record (its candidate was purged) no longer restores by design: its envelope,
     // root and predicate are checked, not the objects the purge removed.
     let dir = location::parent(uri).unwrap_or_default();
-    if let Some(record) = storage.get_opt(&location::join(&dir, "retired.dsse.json")).await? {
-        let sha = evidence::sha256_hex(&bytes);
-        let root = evidence::peek_unverified(&bytes)
-            .and_then(|st| st["predicate"]["bundle_root"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let bundle = crate::evidence::retirement::BundleIdentity {
-            bundle_id: location::file_name(&dir),
-            bundle_root: &root,
-            envelope_sha256: &sha,
-        };
-        if crate::evidence::retirement::check(&record.bytes, trust, &bundle).is_ok() {
+    let record_uri = location::join(&dir, crate::evidence::retirement::RECORD_FILE);
+    if let Some(record) = storage.get_opt(&record_uri).await? {
+        if retirement_check(&dir, &bytes, &record.bytes, trust).is_ok() {
             if let Err(e) = crate::bundle::verified_predicate(storage, uri, trust).await {
                 findings.push(AuditFinding {
                     check: "BUNDLE_SIGNATURE".into(),
@@ -369,6 +361,26 @@ async fn check_bundle(
     Ok(v.map(|v| v.keyid().to_owned()))
 }
 
+/// A retirement record's bytes against the bundle in `dir` whose envelope bytes are `envelope` (its id, its root,
+/// its envelope's SHA-256), by the rules drills apply.
+fn retirement_check(
+    dir: &str,
+    envelope: &[u8],
+    record: &[u8],
+    trust: &TrustStore,
+) -> std::result::Result<(), crate::evidence::retirement::RetirementProblem> {
+    let sha = evidence::sha256_hex(envelope);
+    let root = evidence::peek_unverified(envelope)
+        .and_then(|st| st["predicate"]["bundle_root"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let bundle = crate::evidence::retirement::BundleIdentity {
+        bundle_id: location::file_name(dir),
+        bundle_root: &root,
+        envelope_sha256: &sha,
+    };
+    crate::evidence::retirement::check(record, trust, &bundle).map(|_| ())
+}
+
 /// A retirement record (`retired.dsse.json`): checked against the bundle it lies beside, by the rules drills
 /// apply before they leave a bundle out. Returns the signing key id.
 async fn check_retirement(
@@ -392,16 +404,7 @@ async fn check_retirement(
         });
         return Ok(v.map(|v| v.keyid().to_owned()));
     };
-    let sha = evidence::sha256_hex(&envelope.bytes);
-    let root = evidence::peek_unverified(&envelope.bytes)
-        .and_then(|st| st["predicate"]["bundle_root"].as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let bundle = crate::evidence::retirement::BundleIdentity {
-        bundle_id: location::file_name(&dir),
-        bundle_root: &root,
-        envelope_sha256: &sha,
-    };
-    if let Err(p) = crate::evidence::retirement::check(bytes, trust, &bundle) {
+    if let Err(p) = retirement_check(&dir, &envelope.bytes, bytes, trust) {
         findings.push(AuditFinding {
             check: "RETIREMENT_INVALID".into(),
             report: name.to_owned(),

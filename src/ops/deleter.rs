@@ -785,6 +785,14 @@ enum Rebased {
     DryRun(Outcome),
 }
 
+/// The refusal when another purge rebased the candidate between this one's read and its rebase.
+fn rebased_meanwhile() -> Rebased {
+    Rebased::Refused(
+        "REFUSED".into(),
+        vec!["another purge rebased this candidate meanwhile; run purge again".into()],
+    )
+}
+
 /// Whether the world moved since the candidate's stamp was recorded.
 fn stamp_changed(recorded: &crate::registry::WorldStamp, current: &crate::registry::WorldStamp) -> bool {
     recorded != current
@@ -897,10 +905,7 @@ async fn orphan_rebase(
             )
             .await?
         {
-            return Ok(Rebased::Refused(
-                "REFUSED".into(),
-                vec!["another purge rebased this candidate meanwhile; run purge again".into()],
-            ));
+            return Ok(rebased_meanwhile());
         }
     }
     Ok(Rebased::Onto)
@@ -1158,10 +1163,7 @@ async fn rebase(
         )
         .await?
     {
-        return Ok(Rebased::Refused(
-            "REFUSED".into(),
-            vec!["another purge rebased this candidate meanwhile; run purge again".into()],
-        ));
+        return Ok(rebased_meanwhile());
     }
     Ok(Rebased::Onto)
 }
