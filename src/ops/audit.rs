@@ -332,17 +332,17 @@ async fn check_bundle(
     // root and predicate are checked, not the objects the purge removed.
     let dir = location::parent(uri).unwrap_or_default();
     let record_uri = location::join(&dir, crate::evidence::retirement::RECORD_FILE);
-    if let Some(record) = storage.get_opt(&record_uri).await? {
-        if retirement_check(&dir, &bytes, &record.bytes, trust).is_ok() {
-            if let Err(e) = crate::bundle::verified_predicate(storage, uri, trust).await {
-                findings.push(AuditFinding {
-                    check: "BUNDLE_SIGNATURE".into(),
-                    report: name.to_owned(),
-                    detail: e.to_string(),
-                });
-            }
-            return Ok(v.map(|v| v.keyid().to_owned()));
+    if let Some(record) = storage.get_opt(&record_uri).await?
+        && retirement_check(&dir, &bytes, &record.bytes, trust).is_ok()
+    {
+        if let Err(e) = crate::bundle::verified_predicate(storage, uri, trust).await {
+            findings.push(AuditFinding {
+                check: "BUNDLE_SIGNATURE".into(),
+                report: name.to_owned(),
+                detail: e.to_string(),
+            });
         }
+        return Ok(v.map(|v| v.keyid().to_owned()));
     }
     let r = crate::bundle::verify(storage, uri, trust, &crate::bundle::VerifyOptions::default()).await?;
     for f in &r.findings {
