@@ -265,8 +265,9 @@ pub enum Command {
         /// An existing checkpoint of the registry (its snapshot and recovery point).
         #[arg(long)]
         checkpoint: Option<String>,
-        /// The declared recovery point of a new checkpoint (RFC 3339 or epoch ms; default: the
-        /// snapshot's commit time).
+        /// The declared recovery point of a new checkpoint (RFC 3339 or epoch ms, not before the snapshot's
+        /// commit; default: the commit time of the table's current snapshot, so an older snapshot shows its gap
+        /// as RPO).
         #[arg(long, conflicts_with = "checkpoint")]
         at: Option<String>,
         /// Signing key (PKCS#8 PEM).
@@ -481,6 +482,14 @@ pub enum Command {
         /// Trust store for the candidate's bundles.
         #[arg(long)]
         trust: PathBuf,
+        /// Signing key (the purge's): the undelete's receipts are sealed as the next batch of the candidate's
+        /// signed receipts chain. Without it they are recorded in the registry only, and `audit verify` of the
+        /// purge summary reports them as unsealed.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// Where the purge wrote its receipts (`<receipts>/<candidate>/`).
+        #[arg(long, default_value = "receipts")]
+        receipts: String,
     },
     /// The deleter's stop switch (stored in the registry).
     Deleter {

@@ -22,6 +22,7 @@ pub mod orphans;
 pub mod plan;
 pub mod protect;
 pub mod quarantine;
+pub mod receipts;
 pub mod recover;
 pub mod report_merge;
 pub mod retire;

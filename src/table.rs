@@ -15,8 +15,10 @@
 //!
 //! The wing: `table/tree.rs` walks one snapshot down to its live data and delete files, `table/scan.rs` walks
 //! the whole history lean, `table/resolve.rs` answers selectors and time travel, `table/inspect.rs` the
-//! metadata tables. It may use `io`, `model` and the ground files.
+//! metadata tables, `table/head.rs` finds a live table's head from its metadata folder alone. It may use `io`,
+//! `model` and the ground files.
 
+pub mod head;
 pub mod inspect;
 pub mod lineage;
 pub mod puffin;

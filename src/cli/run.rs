@@ -229,7 +229,12 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             candidate,
             table,
             trust,
-        } => crate::ops::deleter::undelete(ctx, &table.source()?, candidate, trust).await,
+            key,
+            receipts,
+        } => {
+            let seal = key.as_deref().map(|k| (k, receipts.as_str()));
+            crate::ops::deleter::undelete(ctx, &table.source()?, candidate, trust, seal).await
+        }
         Command::Deleter { command } => match command {
             DeleterCommand::Stop { reason } => crate::ops::deleter::switch(ctx, true, reason).await,
             DeleterCommand::Start { reason } => crate::ops::deleter::switch(ctx, false, reason).await,

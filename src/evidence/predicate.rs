@@ -35,7 +35,9 @@ pub struct DrillInfo {
     pub plan: String,
     /// SHA-256 of the plan file's bytes.
     pub plan_digest: String,
-    /// SHA-256 of the retention policy in force, when the drill is bound to one.
+    /// SHA-256 of the retention policy in force, when the drill is bound to one: the digest every result that
+    /// names a policy names ([`common_policy_digest`]), null when none does or they name several (each result's
+    /// own `policy_digest` then says which policy governed its table).
     pub policy_digest: Option<String>,
     /// SHA-256 of the running lakedrill binary.
     pub implementation_digest: String,
@@ -118,7 +120,9 @@ pub struct DrillResult {
     pub bytes_verified: u64,
     /// Start of restore to verified and readable.
     pub rto_seconds: f64,
-    /// Declared recovery point minus restored commit time (0 for a quarantine restore); null when failed.
+    /// Cold backups: the declared checkpoint time minus the recovered snapshot's commit time (`declared_at` −
+    /// commit); null when failed. Null for quarantine restores, which declare no recovery point (reports
+    /// written before #23 point 2 carry a constant 0 there): see `history_age_seconds`.
     pub rpo_seconds: Option<f64>,
     /// Problems found.
     pub findings: Vec<Finding>,
@@ -134,6 +138,38 @@ pub struct DrillResult {
     /// Cold backups: rows a scan of the recovered table returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_scanned: Option<u64>,
+    /// Cold backups: the registry checkpoint the backup declares (its signed `backup.checkpoint_id`). The
+    /// quarterly gate matches the table's newest checkpoint against it. Absent in older reports, which keep
+    /// their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_id: Option<String>,
+    /// Cold backups: the checkpoint's declared recovery point (RFC 3339), the minuend of `rpo_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_at: Option<String>,
+    /// Quarantine drills: how much history the bundle preserves, in seconds — the commit time of the live
+    /// table's head at drill time minus the commit time of the bundle's snapshot (0 when the bundle holds the
+    /// head; negative when the table was rolled back behind it). Null when the head could not be read
+    /// (`history_age_basis` says why); never a reason to fail the item. Absent in cold-backup results and
+    /// older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_age_seconds: Option<f64>,
+    /// Quarantine drills: where the live head was read (`snapshot S committed T in METADATA_URI`), or why it was
+    /// not (`not measured: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_age_basis: Option<String>,
+    /// SHA-256 of the retention policy bound to this item's table (the plan's `policies`, matched by the
+    /// table UUID), when the plan names one for it. Absent otherwise, so older reports keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
+}
+
+/// The one policy digest that every result naming a policy names, if there is exactly one (the report-level
+/// `drill.policy_digest`).
+#[must_use]
+pub fn common_policy_digest(results: &[DrillResult]) -> Option<String> {
+    let mut digests = results.iter().filter_map(|r| r.policy_digest.as_deref());
+    let first = digests.next()?;
+    digests.all(|d| d == first).then(|| first.to_owned())
 }
 
 /// `summary` block.
@@ -183,6 +219,37 @@ pub struct DrillPredicate {
     /// Set on a merged report (`report merge`): the shard reports it was made from; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged_from: Option<Vec<ShardRef>>,
+}
+
+impl DrillPredicate {
+    /// A policy digest other than `current` that the report names for table `table_uuid` (in a result of
+    /// that table), if any: the drill ran under other rules than the ones in force, so for them it is no
+    /// evidence. `None` when every result of the table names `current` or names no policy.
+    #[must_use]
+    pub fn other_policy_digest(&self, table_uuid: &str, current: &str) -> Option<&str> {
+        self.results
+            .iter()
+            .filter(|r| {
+                r.table_uuid
+                    .as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(table_uuid))
+            })
+            .filter_map(|r| r.policy_digest.as_deref())
+            .find(|d| *d != current)
+    }
+
+    /// The policy digest the report names for table `table_uuid`, if a result of that table names one.
+    #[must_use]
+    pub fn policy_digest_of(&self, table_uuid: &str) -> Option<&str> {
+        self.results
+            .iter()
+            .filter(|r| {
+                r.table_uuid
+                    .as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(table_uuid))
+            })
+            .find_map(|r| r.policy_digest.as_deref())
+    }
 }
 
 /// One share of a sharded drill: the items at positions `p` of the overall sample with `p % count == index`.

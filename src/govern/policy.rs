@@ -21,13 +21,17 @@
 //!   longest writer visibility delay); `protectedRefs` is a non-empty list of non-empty names without
 //!   duplicates and without two names that differ only by case (DESIGN §6: such branches are ambiguous);
 //!   `legalHoldGeneration` is an integer ≥ 0; `formatVersion` is 1, 2 or 3; `objectVersioning` is
-//!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits; `regulatedData` is
+//!   `marker-only` or `permanent`; `reclamationImplementationDigest` is 64 lowercase hex digits or the word
+//!   `any` (absent means the deleter refuses to purge: [`Policy::reclamation_implementation`]); `regulatedData` is
 //!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
 //!   positive duration; `critical` is a YAML boolean (default false); `recoveryRtoLimit` is a duration of at
-//!   most 4h (the default); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
+//!   most 4h (the default); `rpoTarget` (optional) is a positive duration: the largest RPO a cold-backup
+//!   recovery of the table may show for the quarterly gate, which without it wants RPO 0 (DESIGN §7: "RPO equal
+//!   to the declared checkpoint"); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
 //!   `period` (a positive duration);
 //!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
-//!   [`TableBinding`].
+//!   [`TableBinding`], which always binds the table's UUID (at least [`MIN_UUID_PREFIX_HEX_DIGITS`] hex
+//!   digits of it): a bare name is refused.
 //!
 //! What it does NOT do: it does no I/O besides [`load`] reading one file, and it does not look at any
 //! table, catalog, registry or clock. It does not decide what may be deleted: it only hands validated
@@ -52,9 +56,13 @@ pub const SCHEMA_V1: &str = "lakehouseRetentionPolicy.v1";
 /// Default of `evidenceMaxAge`: drill evidence older than this does not approve a delete.
 pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
 
-/// Fewest hex digits a UUID prefix in `table` may have. Four hex digits (as in `orders/7f31...`) already
-/// leave a 1 in 65,536 chance that an unrelated table matches; fewer would bind almost nothing.
-pub const MIN_UUID_PREFIX_HEX_DIGITS: usize = 4;
+/// Fewest hex digits a UUID prefix in `table` may have (#23 point 5). Eight hex digits (the first group of the
+/// hyphenated form, as in `orders/7f31c2a9...`) leave a 1 in 4 billion chance that another table matches; four
+/// left 1 in 65,536, too close for a binding that decides what may be deleted.
+pub const MIN_UUID_PREFIX_HEX_DIGITS: usize = 8;
+
+/// The value of `reclamationImplementationDigest` that accepts every build, written out on purpose.
+pub const ANY_IMPLEMENTATION: &str = "any";
 
 /// Why a policy could not be read or is not valid. Every variant means "could not decide" (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -177,22 +185,25 @@ pub fn parse_duration(field: &str, s: &str) -> Result<chrono::Duration, FieldErr
     crate::clock::parse_duration(s).map_err(|reason| FieldError::new(field, reason))
 }
 
-/// Which table a policy governs, from `table`: a name, a UUID prefix, or both.
+/// Which table a policy governs, from `table`: the table's UUID (a prefix of it), optionally after its name.
 ///
 /// Written forms:
-/// - `NAME`: `orders` or `sales.orders`;
-/// - `NAME/UUIDPREFIX`: `orders/7f31...`, `orders/7f31a2b4-09c1`, or a whole UUID after the slash;
-/// - a UUID prefix alone: `/7f31...`, `7f31...` (the elision marker says it is a prefix), or a whole
-///   hyphenated UUID.
+/// - `NAME/UUIDPREFIX`: `orders/7f31c2a9...`, `orders/7f31a2b4-09c1`, or a whole UUID after the slash;
+/// - a UUID prefix alone: `/7f31c2a9...`, `7f31c2a9...` (the elision marker says it is a prefix), or a
+///   whole hyphenated UUID.
+///
+/// A bare name (`orders`, `sales.orders`) is refused (#23 point 5): a name is reused when a table is dropped
+/// and recreated, or exists in another catalog, and a policy must never govern a table it was not written
+/// for. The UUID is what Iceberg keeps for the life of a table (`table-uuid` in its metadata).
 ///
 /// A trailing `...` or `…` on the UUID prefix only marks the elision and is dropped. The prefix must be a
 /// prefix of the canonical hyphenated form (`7f31a2b4-09c1-…`: hex digits, dashes exactly where the
 /// canonical form has them), with at least [`MIN_UUID_PREFIX_HEX_DIGITS`] hex digits; it is compared
-/// case-insensitively. A bare word without a marker (`cafe`) is a name, never a prefix.
+/// case-insensitively. A bare word without a marker (`7f31c2a9`) is a name, never a prefix, and so refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableBinding {
     name: Option<String>,
-    uuid_prefix: Option<String>,
+    uuid_prefix: String,
 }
 
 impl TableBinding {
@@ -202,10 +213,28 @@ impl TableBinding {
         self.name.as_deref()
     }
 
-    /// The UUID prefix in lower case and without the elision marker, if the binding has one.
+    /// The UUID prefix in lower case and without the elision marker (every binding has one).
     #[must_use]
-    pub fn uuid_prefix(&self) -> Option<&str> {
-        self.uuid_prefix.as_deref()
+    pub fn uuid_prefix(&self) -> &str {
+        &self.uuid_prefix
+    }
+
+    /// Whether `table_uuid` is the table bound, by its UUID alone: its canonical hyphenated form starts with
+    /// the prefix, ignoring case. This is how a drill, which knows a bundle's table UUID but not the name a
+    /// catalog gives it, finds the policy of a table.
+    #[must_use]
+    pub fn matches_uuid(&self, table_uuid: &uuid::Uuid) -> bool {
+        let mut buf = uuid::Uuid::encode_buffer();
+        table_uuid
+            .hyphenated()
+            .encode_lower(&mut buf)
+            .starts_with(&self.uuid_prefix)
+    }
+
+    /// Whether a table bound by `self` could also be bound by `other`: one UUID prefix starts with the other.
+    #[must_use]
+    pub fn overlaps(&self, other: &TableBinding) -> bool {
+        self.uuid_prefix.starts_with(&other.uuid_prefix) || other.uuid_prefix.starts_with(&self.uuid_prefix)
     }
 
     /// Whether a table with this name and UUID is the one bound. The name matches if it equals
@@ -217,26 +246,19 @@ impl TableBinding {
         let name_ok = self.name.as_deref().is_none_or(|name| {
             table_name == name || table_name.strip_suffix(name).is_some_and(|rest| rest.ends_with('.'))
         });
-        let uuid_ok = self.uuid_prefix.as_deref().is_none_or(|prefix| {
-            let mut buf = uuid::Uuid::encode_buffer();
-            let canonical = table_uuid.hyphenated().encode_lower(&mut buf);
-            canonical.starts_with(prefix)
-        });
-        name_ok && uuid_ok
+        name_ok && self.matches_uuid(table_uuid)
     }
 }
 
 impl fmt::Display for TableBinding {
-    /// The binding in its written form, with `...` after a partial UUID: `orders/7f31...`.
+    /// The binding in its written form, with `...` after a partial UUID: `orders/7f31c2a9...`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(name) = &self.name {
             f.write_str(name)?;
         }
-        if let Some(prefix) = &self.uuid_prefix {
-            let elided = if prefix.len() < HYPHENATED_UUID_LEN { "..." } else { "" };
-            write!(f, "/{prefix}{elided}")?;
-        }
-        Ok(())
+        let prefix = &self.uuid_prefix;
+        let elided = if prefix.len() < HYPHENATED_UUID_LEN { "..." } else { "" };
+        write!(f, "/{prefix}{elided}")
     }
 }
 
@@ -247,15 +269,25 @@ impl FromStr for TableBinding {
     fn from_str(s: &str) -> Result<Self, FieldError> {
         let bad = |rule: String| FieldError::new("table", rule);
         if s.trim().is_empty() {
-            return Err(bad("must name a table, a UUID prefix, or both".to_owned()));
+            return Err(bad(format!(
+                "must bind the table's UUID, as NAME/UUIDPREFIX (e.g. `table: orders/7f31c2a9...`) or a UUID \
+                 prefix alone, with at least {MIN_UUID_PREFIX_HEX_DIGITS} hex digits of the UUID"
+            )));
         }
         if s.trim() != s {
             return Err(bad(format!("must not start or end with whitespace, got {s:?}")));
         }
         let (name, prefix) = match s.split_once('/') {
-            Some((name, prefix)) => (name, Some(prefix)),
-            None if strip_elision(s).is_some() || is_full_uuid(s) => ("", Some(s)),
-            None => (s, None),
+            Some((name, prefix)) => (name, prefix),
+            None if strip_elision(s).is_some() || is_full_uuid(s) => ("", s),
+            // See: #23 point 5. A name alone is reused by a recreated table or a table of another catalog.
+            None => {
+                return Err(bad(format!(
+                    "must bind the table's UUID, not only its name: write NAME/UUIDPREFIX with at least \
+                     {MIN_UUID_PREFIX_HEX_DIGITS} hex digits of the table's UUID (`table-uuid` in its metadata), \
+                     e.g. `table: {s}/7f31c2a9...`, got {s:?}"
+                )));
+            }
         };
         let name = if name.is_empty() {
             None
@@ -270,9 +302,8 @@ impl FromStr for TableBinding {
             }
             Some(name.to_owned())
         };
-        let uuid_prefix = prefix
-            .map(|p| parse_uuid_prefix(p).map_err(|rule| bad(format!("{rule}, got {s:?}"))))
-            .transpose()?;
+        let uuid_prefix = parse_uuid_prefix(prefix)
+            .map_err(|rule| bad(format!("{rule} (e.g. `table: orders/7f31c2a9...`), got {s:?}")))?;
         Ok(Self { name, uuid_prefix })
     }
 }
@@ -320,6 +351,26 @@ fn parse_uuid_prefix(written: &str) -> Result<String, String> {
         ));
     }
     Ok(prefix.to_ascii_lowercase())
+}
+
+/// Which builds may purge under a policy (`reclamationImplementationDigest`, #23 point 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReclamationImplementation {
+    /// `any`: the policy says explicitly that every build may purge.
+    Any,
+    /// 64 lowercase hex digits: only the build whose SHA-256 this is may purge.
+    Pinned(String),
+}
+
+impl ReclamationImplementation {
+    /// The value as written in the policy: `any` or the digest.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Any => ANY_IMPLEMENTATION,
+            Self::Pinned(d) => d,
+        }
+    }
 }
 
 /// How the deleter removes an object from a versioned bucket (`objectVersioning`).
@@ -438,13 +489,14 @@ pub struct Policy {
     catalog: Option<String>,
     dr_points: Vec<DrPoint>,
     object_versioning: ObjectVersioning,
-    reclamation_implementation_digest: Option<String>,
+    reclamation_implementation: Option<ReclamationImplementation>,
     evidence_max_age: chrono::Duration,
     max_unreconciled_unknowns: u32,
     regulated_data: Option<bool>,
     min_quarantine_period: Option<chrono::Duration>,
     critical: bool,
     recovery_rto_limit: chrono::Duration,
+    rpo_target: Option<chrono::Duration>,
     evidence_retention: Option<EvidenceRetention>,
     orphan_quarantine: Option<String>,
 }
@@ -471,6 +523,14 @@ impl Policy {
     #[must_use]
     pub fn recovery_rto_limit(&self) -> chrono::Duration {
         self.recovery_rto_limit
+    }
+
+    /// `rpoTarget`: the largest RPO (declared checkpoint time minus the recovered snapshot's commit time) a
+    /// cold-backup recovery of this table may show for the quarterly gate to pass. `None` when the policy sets
+    /// none: the gate then wants RPO 0, the recovered snapshot being the declared point (DESIGN §7).
+    #[must_use]
+    pub fn rpo_target(&self) -> Option<chrono::Duration> {
+        self.rpo_target
     }
 
     /// `regulatedData` as declared: `Some(false)` only when the policy explicitly says the table holds no
@@ -579,10 +639,21 @@ impl Policy {
     }
 
     /// Lowercase hex SHA-256 of the deleter binary the policy allows (`reclamationImplementationDigest`),
-    /// if the policy pins one.
+    /// if the policy pins one (`None` both when the field is absent and when it says `any`).
     #[must_use]
     pub fn reclamation_implementation_digest(&self) -> Option<&str> {
-        self.reclamation_implementation_digest.as_deref()
+        match &self.reclamation_implementation {
+            Some(ReclamationImplementation::Pinned(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// `reclamationImplementationDigest` as written: a pinned build, `any`, or `None` when the field is absent.
+    /// Absent means that no build may purge (the deleter refuses, naming the field and its own digest): a
+    /// policy allows every build only by saying `any`.
+    #[must_use]
+    pub fn reclamation_implementation(&self) -> Option<&ReclamationImplementation> {
+        self.reclamation_implementation.as_ref()
     }
 
     /// How fresh drill evidence must be to approve a delete (`evidenceMaxAge`, default 7 days).
@@ -684,7 +755,7 @@ pub fn load(path: &Path) -> Result<Policy, PolicyError> {
 ///
 /// ```
 /// let doc = b"schema: lakehouseRetentionPolicy.v1
-/// table: orders/7f31...
+/// table: orders/7f31c2a9...
 /// protectedRefs: [main, audit-q2]
 /// minSnapshotAge: 30d
 /// maxReaderLease: 14d
@@ -882,6 +953,8 @@ struct RawPolicy {
     #[serde(default)]
     recovery_rto_limit: Scalar,
     #[serde(default)]
+    rpo_target: Scalar,
+    #[serde(default)]
     evidence_retention: Given<RawEvidenceRetention>,
     #[serde(default)]
     orphan_quarantine: Given<String>,
@@ -992,17 +1065,22 @@ impl RawPolicy {
                 )
             })?),
         };
-        let reclamation_implementation_digest = match self
+        let reclamation_implementation = match self
             .reclamation_implementation_digest
             .optional("reclamationImplementationDigest")?
         {
-            Some(d) if !is_sha256_hex(&d) => {
+            None => None,
+            Some(d) if d == ANY_IMPLEMENTATION => Some(ReclamationImplementation::Any),
+            Some(d) if is_sha256_hex(&d) => Some(ReclamationImplementation::Pinned(d)),
+            Some(d) => {
                 return Err(FieldError::new(
                     "reclamationImplementationDigest",
-                    format!("must be a SHA-256 as 64 lowercase hex digits, got {d:?}"),
+                    format!(
+                        "must be a SHA-256 as 64 lowercase hex digits (`lakedrill version` prints this build's) or \
+                         the word {ANY_IMPLEMENTATION} to accept every build, got {d:?}"
+                    ),
                 ));
             }
-            d => d,
         };
         let evidence_max_age = duration("evidenceMaxAge", &self.evidence_max_age, Some(DEFAULT_EVIDENCE_MAX_AGE))?;
         let max_unreconciled_unknowns = integer("maxUnreconciledUnknowns", &self.max_unreconciled_unknowns, Some(0))?;
@@ -1052,6 +1130,10 @@ impl RawPolicy {
                 ),
             ));
         }
+        let rpo_target = match &self.rpo_target {
+            Scalar::Absent => None,
+            v => Some(duration("rpoTarget", v, None)?.value),
+        };
         let evidence_retention = match self.evidence_retention.optional("evidenceRetention")? {
             None => None,
             Some(r) => {
@@ -1073,6 +1155,7 @@ impl RawPolicy {
             min_quarantine_period,
             critical,
             recovery_rto_limit: recovery_rto_limit.value,
+            rpo_target,
             source_name: String::new(),
             digest,
             table,
@@ -1086,7 +1169,7 @@ impl RawPolicy {
             catalog,
             dr_points,
             object_versioning,
-            reclamation_implementation_digest,
+            reclamation_implementation,
             evidence_max_age: evidence_max_age.value,
             max_unreconciled_unknowns,
         })
@@ -1227,10 +1310,23 @@ fn is_sha256_hex(s: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The example of DESIGN §3, byte for byte (including the comment and the literal `...`).
+    /// The example of DESIGN §3, byte for byte (including the comment and the literal `...`). Its UUID prefix
+    /// has 4 hex digits, fewer than #23 point 5 requires: it is refused (`design_example_is_refused`).
     const DESIGN_EXAMPLE: &str = "\
 schema: lakehouseRetentionPolicy.v1
 table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)
+protectedRefs: [main, audit-q2]
+minSnapshotAge: 30d
+maxReaderLease: 14d
+maxWriterDuration: 6h
+legalHoldGeneration: 19
+orphanSafetyInterval: 12h
+";
+
+    /// The DESIGN example with the 8 hex digits of the UUID a binding needs.
+    const EXAMPLE: &str = "\
+schema: lakehouseRetentionPolicy.v1
+table: orders/7f31a2b4...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)
 protectedRefs: [main, audit-q2]
 minSnapshotAge: 30d
 maxReaderLease: 14d
@@ -1245,7 +1341,7 @@ orphanSafetyInterval: 12h
 
     /// The DESIGN example with `key: value` lines replaced (`None` removes the key) or appended.
     fn example_with(changes: &[(&str, Option<&str>)]) -> String {
-        let mut lines: Vec<String> = DESIGN_EXAMPLE.lines().map(str::to_owned).collect();
+        let mut lines: Vec<String> = EXAMPLE.lines().map(str::to_owned).collect();
         for (key, value) in changes {
             let prefix = format!("{key}:");
             let pos = lines.iter().position(|l| l.starts_with(&prefix));
@@ -1281,13 +1377,13 @@ orphanSafetyInterval: 12h
     }
 
     #[test]
-    fn design_example_parses_with_its_values() {
-        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+    fn example_parses_with_its_values() {
+        let p = parse_str(EXAMPLE).unwrap();
         assert_eq!(p.schema(), "lakehouseRetentionPolicy.v1");
         assert_eq!(p.source_name(), "policy.yaml");
         assert_eq!(p.table().name(), Some("orders"));
-        assert_eq!(p.table().uuid_prefix(), Some("7f31"));
-        assert_eq!(p.table().to_string(), "orders/7f31...");
+        assert_eq!(p.table().uuid_prefix(), "7f31a2b4");
+        assert_eq!(p.table().to_string(), "orders/7f31a2b4...");
         assert_eq!(p.protected_refs(), ["main", "audit-q2"]);
         assert_eq!(p.min_snapshot_age(), chrono::Duration::days(30));
         assert_eq!(p.max_reader_lease(), chrono::Duration::days(14));
@@ -1300,28 +1396,29 @@ orphanSafetyInterval: 12h
         assert!(p.dr_points().is_empty());
         assert_eq!(p.object_versioning(), ObjectVersioning::MarkerOnly);
         assert_eq!(p.reclamation_implementation_digest(), None);
+        assert_eq!(p.reclamation_implementation(), None);
         assert_eq!(p.evidence_max_age(), chrono::Duration::days(7));
         assert_eq!(p.max_unreconciled_unknowns(), 0);
     }
 
     #[test]
     fn unicode_ellipsis_and_bom_are_accepted() {
-        let doc = format!("\u{feff}{}", DESIGN_EXAMPLE.replace("7f31...", "7F31…"));
+        let doc = format!("\u{feff}{}", EXAMPLE.replace("7f31a2b4...", "7F31A2B4…"));
         let p = parse_str(&doc).unwrap();
-        assert_eq!(p.table().uuid_prefix(), Some("7f31"));
+        assert_eq!(p.table().uuid_prefix(), "7f31a2b4");
     }
 
     #[test]
     fn digest_is_sha256_of_the_exact_bytes() {
-        let p = parse_str(DESIGN_EXAMPLE).unwrap();
-        assert_eq!(p.digest(), hex::encode(Sha256::digest(DESIGN_EXAMPLE.as_bytes())));
+        let p = parse_str(EXAMPLE).unwrap();
+        assert_eq!(p.digest(), hex::encode(Sha256::digest(EXAMPLE.as_bytes())));
         // Known answer, so that a change of hash or encoding is caught too.
         assert_eq!(
             hex::encode(Sha256::digest(b"abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         // A change that does not change any value still changes the digest: it is over bytes, not values.
-        let reformatted = DESIGN_EXAMPLE.replace("[main, audit-q2]", "[ main, audit-q2 ]");
+        let reformatted = EXAMPLE.replace("[main, audit-q2]", "[ main, audit-q2 ]");
         let q = parse_str(&reformatted).unwrap();
         assert_eq!(q.protected_refs(), p.protected_refs());
         assert_ne!(q.digest(), p.digest());
@@ -1336,7 +1433,7 @@ orphanSafetyInterval: 12h
     #[test]
     fn all_optional_fields_round_trip() {
         let doc = format!(
-            "{DESIGN_EXAMPLE}\
+            "{EXAMPLE}\
 formatVersion: 2
 catalog: prod-sql
 disasterRecoveryPoints:
@@ -1386,7 +1483,7 @@ maxUnreconciledUnknowns: 3
 
     #[test]
     fn orphan_quarantine_is_a_storage_uri_or_absent() {
-        assert_eq!(parse_str(DESIGN_EXAMPLE).unwrap().orphan_quarantine(), None);
+        assert_eq!(parse_str(EXAMPLE).unwrap().orphan_quarantine(), None);
         let p = parse_str(&example_with(&[("orphanQuarantine", Some("/vault/orphans/"))])).unwrap();
         assert_eq!(p.orphan_quarantine(), Some("file:///vault/orphans"));
         let p = parse_str(&example_with(&[("orphanQuarantine", Some("s3://vault/orphans"))])).unwrap();
@@ -1417,7 +1514,11 @@ maxUnreconciledUnknowns: 3
             ("table", ABSENT, "table", "is required"),
             ("table", "''", "table", "must name"),
             ("table", "orders/xyz1...", "table", "hex"),
-            ("table", "orders/7f3...", "table", "at least 4"),
+            ("table", "orders/7f31a2b...", "table", "at least 8"),
+            ("table", "orders/7f31...", "table", "at least 8"),
+            ("table", "orders", "table", "must bind the table's UUID"),
+            ("table", "sales.orders", "table", "`table: sales.orders/7f31c2a9...`"),
+            ("table", "7f31a2b4", "table", "not only its name"),
             ("table", "orders/7f31a2b409c1", "table", "hyphenated"),
             ("table", "orders/a/7f31", "table", "at most one"),
             ("table", "orders/", "table", "empty"),
@@ -1608,16 +1709,12 @@ maxUnreconciledUnknowns: 3
         let cases = [
             (
                 "duplicate key",
-                format!("{DESIGN_EXAMPLE}minSnapshotAge: 31d\n"),
+                format!("{EXAMPLE}minSnapshotAge: 31d\n"),
                 "duplicate mapping key: minSnapshotAge at line 9",
             ),
-            (
-                "two documents",
-                format!("{DESIGN_EXAMPLE}---\n{DESIGN_EXAMPLE}"),
-                "document",
-            ),
+            ("two documents", format!("{EXAMPLE}---\n{EXAMPLE}"), "document"),
             ("not a mapping", "- 1\n".to_owned(), "line 1"),
-            ("unclosed flow", DESIGN_EXAMPLE.replace("audit-q2]", "audit-q2"), ""),
+            ("unclosed flow", EXAMPLE.replace("audit-q2]", "audit-q2"), ""),
             (
                 "list for string",
                 example_with(&[("table", Some("[orders]"))]),
@@ -1640,7 +1737,7 @@ maxUnreconciledUnknowns: 3
 
     #[test]
     fn check_table_matches_name_and_uuid_prefix() {
-        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        let p = parse_str(EXAMPLE).unwrap();
         let id = uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
         p.check_table("orders", &id).unwrap();
         p.check_table("db.orders", &id).unwrap();
@@ -1656,7 +1753,7 @@ maxUnreconciledUnknowns: 3
                 ..
             } => {
                 assert_eq!(*field, "table");
-                assert_eq!(expected, "orders/7f31...");
+                assert_eq!(expected, "orders/7f31a2b4...");
                 assert_eq!(actual, "db.orders/7f30a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
             }
             other => panic!("{other:?}"),
@@ -1675,21 +1772,17 @@ maxUnreconciledUnknowns: 3
         let id = uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
         let b = |s: &str| s.parse::<TableBinding>().unwrap();
 
-        let name_only = b("sales.orders");
-        assert_eq!(
-            (name_only.name(), name_only.uuid_prefix()),
-            (Some("sales.orders"), None)
-        );
-        assert!(name_only.matches("sales.orders", &id));
-        assert!(name_only.matches("db.sales.orders", &id));
-        assert!(!name_only.matches("orders", &id));
-
-        // A bare hex word is a name, not a prefix.
-        assert_eq!(b("cafe").name(), Some("cafe"));
+        let named = b("sales.orders/7f31a2b4");
+        assert_eq!((named.name(), named.uuid_prefix()), (Some("sales.orders"), "7f31a2b4"));
+        assert!(named.matches("sales.orders", &id));
+        assert!(named.matches("db.sales.orders", &id));
+        assert!(!named.matches("orders", &id));
+        assert!(named.matches_uuid(&id));
+        assert!(!named.matches_uuid(&uuid("7f31a2b5-09c1-4e5f-8a6b-0c1d2e3f4a5b")));
 
         for prefix_only in [
-            "7f31...",
-            "/7f31",
+            "7f31a2b4...",
+            "/7f31a2b4",
             "/7F31A2B4-09…",
             "7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b",
         ] {
@@ -1697,13 +1790,18 @@ maxUnreconciledUnknowns: 3
             assert_eq!(binding.name(), None, "{prefix_only}");
             assert!(binding.matches("any.table", &id), "{prefix_only}");
         }
-        assert_eq!(b("/7F31A2B4-09…").uuid_prefix(), Some("7f31a2b4-09"));
+        assert_eq!(b("/7F31A2B4-09…").uuid_prefix(), "7f31a2b4-09");
         assert_eq!(b("/7F31A2B4-09…").to_string(), "/7f31a2b4-09...");
 
         let full = b("orders/7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
         assert_eq!(full.to_string(), "orders/7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5b");
         assert!(full.matches("orders", &id));
         assert!(!full.matches("orders", &uuid("7f31a2b4-09c1-4e5f-8a6b-0c1d2e3f4a5c")));
+
+        // Overlapping prefixes: some table is bound by both.
+        assert!(b("/7f31a2b4").overlaps(&full));
+        assert!(full.overlaps(&b("x/7f31a2b4-09")));
+        assert!(!b("/7f31a2b4").overlaps(&b("/7f31a2b5")));
 
         // Hyphens are compared, not ignored.
         assert!("orders/7f31a2b409...".parse::<TableBinding>().is_err());
@@ -1714,9 +1812,72 @@ maxUnreconciledUnknowns: 3
         );
     }
 
+    /// #23 point 5: the UUID is required, with at least 8 hex digits; the message names the field and shows
+    /// the form.
+    #[test]
+    fn bare_name_and_short_prefix_are_refused() {
+        for bare in ["orders", "sales.orders", "cafe", "7f31a2b4", "db.7f31a2b4-09c1"] {
+            let err = bare.parse::<TableBinding>().unwrap_err();
+            assert_eq!(err.field, "table", "{bare}");
+            assert!(err.rule.contains("must bind the table's UUID"), "{bare}: {}", err.rule);
+            assert!(
+                err.rule.contains(&format!("`table: {bare}/7f31c2a9...`")),
+                "{bare}: {}",
+                err.rule
+            );
+        }
+        for short in ["orders/7f31", "orders/7f31a2b...", "/7f31a2b", "7f31..."] {
+            let err = short.parse::<TableBinding>().unwrap_err();
+            assert_eq!(err.field, "table", "{short}");
+            assert!(err.rule.contains("at least 8 hex digits"), "{short}: {}", err.rule);
+            assert!(err.rule.contains("orders/7f31c2a9..."), "{short}: {}", err.rule);
+        }
+        let err = parse_str(&example_with(&[("table", Some("orders"))])).unwrap_err();
+        assert_eq!(err.field(), Some("table"));
+        assert!(
+            err.to_string()
+                .starts_with("policy.yaml: field table: must bind the table's UUID"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn design_example_is_refused() {
+        // DESIGN §3's example binds 4 hex digits of the UUID, fewer than a binding needs now.
+        let (field, rule) = field_error(DESIGN_EXAMPLE);
+        assert_eq!(field, "table");
+        assert!(rule.contains("at least 8 hex digits"), "{rule}");
+        // With 8 digits it is the example these tests use.
+        parse_str(&DESIGN_EXAMPLE.replace("orders/7f31...", "orders/7f31a2b4...")).unwrap();
+    }
+
+    #[test]
+    fn reclamation_implementation_is_a_digest_or_any() {
+        let digest = "ab".repeat(32);
+        let p = parse_str(&example_with(&[("reclamationImplementationDigest", Some(&digest))])).unwrap();
+        assert_eq!(
+            p.reclamation_implementation(),
+            Some(&ReclamationImplementation::Pinned(digest.clone()))
+        );
+        assert_eq!(p.reclamation_implementation_digest(), Some(digest.as_str()));
+        let any = parse_str(&example_with(&[("reclamationImplementationDigest", Some("any"))])).unwrap();
+        assert_eq!(any.reclamation_implementation(), Some(&ReclamationImplementation::Any));
+        assert_eq!(
+            any.reclamation_implementation().map(ReclamationImplementation::as_str),
+            Some("any")
+        );
+        // `any` is not a pin.
+        assert_eq!(any.reclamation_implementation_digest(), None);
+        for bad in ["ANY", "Any", "'any '", "all", "*"] {
+            let (field, rule) = field_error(&example_with(&[("reclamationImplementationDigest", Some(bad))]));
+            assert_eq!(field, "reclamationImplementationDigest", "{bad}");
+            assert!(rule.contains("or the word any"), "{bad}: {rule}");
+        }
+    }
+
     #[test]
     fn check_format_version_and_catalog() {
-        let unbound = parse_str(DESIGN_EXAMPLE).unwrap();
+        let unbound = parse_str(EXAMPLE).unwrap();
         unbound.check_format_version(3).unwrap();
         unbound.check_catalog("anything").unwrap();
 
@@ -1738,7 +1899,7 @@ maxUnreconciledUnknowns: 3
 
     #[test]
     fn protected_refs_match_ignoring_case() {
-        let p = parse_str(DESIGN_EXAMPLE).unwrap();
+        let p = parse_str(EXAMPLE).unwrap();
         assert!(p.is_protected_ref("main"));
         assert!(p.is_protected_ref("MAIN"));
         assert!(p.is_protected_ref("Audit-Q2"));
@@ -1749,7 +1910,7 @@ maxUnreconciledUnknowns: 3
     fn string_fields_keep_their_text() {
         let p = parse_str(&example_with(&[
             ("catalog", Some("0012")),
-            ("table", Some("2024/7f31...")),
+            ("table", Some("2024/7f31a2b4...")),
         ]))
         .unwrap();
         assert_eq!(p.catalog(), Some("0012"));
@@ -1768,10 +1929,10 @@ maxUnreconciledUnknowns: 3
         let dir = std::env::temp_dir().join(format!("lakedrill-policy-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("policy.yaml");
-        std::fs::write(&path, DESIGN_EXAMPLE).unwrap();
+        std::fs::write(&path, EXAMPLE).unwrap();
         let p = load(&path).unwrap();
         assert_eq!(p.source_name(), path.display().to_string());
-        assert_eq!(p.digest(), hex::encode(Sha256::digest(DESIGN_EXAMPLE.as_bytes())));
+        assert_eq!(p.digest(), hex::encode(Sha256::digest(EXAMPLE.as_bytes())));
 
         let missing = dir.join("missing.yaml");
         match load(&missing).unwrap_err() {
@@ -1852,6 +2013,24 @@ maxUnreconciledUnknowns: 3
         ] {
             let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, field, "{extra}");
+            assert!(reason.contains(why), "{extra}: {reason}");
+        }
+    }
+
+    #[test]
+    fn rpo_target_is_an_optional_positive_duration() {
+        assert_eq!(parse_str(&example_with(&[])).unwrap().rpo_target(), None);
+        let p = parse_str(&format!("{}rpoTarget: 15m\n", example_with(&[]))).unwrap();
+        assert_eq!(p.rpo_target(), Some(chrono::Duration::minutes(15)));
+        for (extra, why) in [
+            ("rpoTarget: 0s\n", "greater than zero"),
+            ("rpoTarget: 900\n", "with a unit"),
+            ("rpoTarget: 1.5h\n", "whole number of units"),
+            ("rpoTarget: -1h\n", "-1h"),
+            ("rpoTarget: ~\n", "null"),
+        ] {
+            let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, "rpoTarget", "{extra}: {reason}");
             assert!(reason.contains(why), "{extra}: {reason}");
         }
     }

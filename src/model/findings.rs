@@ -54,7 +54,9 @@ pub enum FindingKind {
     ScanMismatch,
     /// A recovery took longer than the plan's RTO limit.
     RtoExceeded,
-    /// A backup does not bring back the snapshot its checkpoint declares.
+    /// A backup does not bring back the snapshot its checkpoint declares, declares a recovery point before
+    /// its snapshot was committed, or its signed checkpoint (snapshot, recovery point) differs from the
+    /// registry's record of that checkpoint.
     CheckpointMismatch,
     /// An inventory entry's `uri` is not its `path` rebased onto the bundle's table root (or, for a
     /// cold backup, its digest under the backup root); it was not opened.
@@ -62,6 +64,9 @@ pub enum FindingKind {
     /// On the local filesystem, an object's path with symlinks resolved leaves the table root with
     /// symlinks resolved; it was not read.
     SymlinkOutsideTable,
+    /// The checkpoint a backup declares is not in the configured registry (for the backup's table): nothing
+    /// vouches for the recovery point it signs.
+    CheckpointUnregistered,
 }
 
 /// One problem, with the object it concerns and what was expected and found.

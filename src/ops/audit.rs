@@ -498,6 +498,18 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                     serde_json::from_value(p["evidence_retention"].clone()).ok();
                 let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
                 check_lock(storage, uri, claim.as_ref(), at, &mut locks, &mut findings).await?;
+                // A summary: its signed receipts chain, from the files alone (#23 point 4).
+                if p["kind"] == "summary"
+                    && let Some(read) = crate::ops::receipts::check_summary(storage, uri, p, trust).await?
+                {
+                    for (file, detail) in read.problems {
+                        findings.push(AuditFinding {
+                            check: "RECEIPTS_CHAIN_BROKEN".into(),
+                            report: location::file_name(&file).to_owned(),
+                            detail,
+                        });
+                    }
+                }
             }
             continue;
         }

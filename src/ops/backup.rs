@@ -6,6 +6,14 @@
 //! copies. The bundle also names the declared disaster-recovery checkpoint it was made for
 //! ([`BackupInfo`]), recorded in the registry like `checkpoint add`.
 //!
+//! The declared recovery point (`declared_at`, signed into the bundle from the registry's record) is, in
+//! order: the `at` of the existing checkpoint `--checkpoint ID` names; `--at` (which may not precede the
+//! snapshot's commit); else the table's state when the backup is declared — the commit time of the table's
+//! current snapshot ([`default_recovery_point_ms`]). So a backup of the current snapshot declares RPO 0,
+//! and a backup of an older snapshot declares the history it misses (head commit − snapshot commit) instead
+//! of a 0 by construction. The wall-clock time of declaration is not used: it would charge a table that was
+//! not written to for the idle time, which is no lost data.
+//!
 //! Every object is read once from the table and hashed; the copy is read back and must hash the
 //! same. An object already in the backup under its digest is hashed again and kept when it
 //! matches, so a second backup of an unchanged table copies nothing and an interrupted backup
@@ -71,6 +79,9 @@ pub struct BackupReport {
     pub checkpoint_id: String,
     /// The declared recovery point (RFC 3339).
     pub declared_at: String,
+    /// The RPO a recovery of this backup will show: `declared_at` minus the snapshot's commit time, in
+    /// seconds (0 when the backed-up snapshot is the declared point).
+    pub rpo_seconds: f64,
     /// Objects the snapshot reaches.
     pub objects: usize,
     /// Their bytes.
@@ -146,6 +157,14 @@ async fn hash_bytes(bytes: Bytes) -> Result<(Bytes, String)> {
     .map_err(|e| Error::Internal(format!("hashing task: {e}")))
 }
 
+/// The recovery point a new checkpoint declares when neither `--checkpoint` nor `--at` names one: the table's
+/// state at declaration, i.e. the commit time of its current snapshot (`head_ms`), and never before the
+/// backed-up snapshot's own commit (a branch head newer than `main`, or a table without a current snapshot).
+#[must_use]
+pub fn default_recovery_point_ms(snapshot_ms: i64, head_ms: Option<i64>) -> i64 {
+    head_ms.map_or(snapshot_ms, |h| h.max(snapshot_ms))
+}
+
 /// `lakedrill backup`.
 ///
 /// # Errors
@@ -186,11 +205,35 @@ pub async fn backup(
         (BackupPoint::Checkpoint(_), None) => return Err(Error::Internal("checkpoint vanished".into())),
     };
     let snapshot = table.snapshot(snapshot_id)?.clone();
+    // The declared recovery point (README "backup"): the registry checkpoint's `at`, else `--at`, else the
+    // table's state when the backup is declared (the commit time of its current snapshot). Never the backed-up
+    // snapshot's own time by default: backing up an older snapshot then shows its gap as RPO.
     let declared_at: DateTime<Utc> = match (&existing_checkpoint, at) {
         (Some(c), _) => c.at,
-        (None, Some(t)) => DateTime::from_timestamp_millis(resolve::parse_instant_ms(t)?)
-            .ok_or_else(|| Error::invalid("--at", "out of range"))?,
-        (None, None) => DateTime::from_timestamp_millis(snapshot.timestamp_ms()).unwrap_or_default(),
+        (None, Some(t)) => {
+            let ms = resolve::parse_instant_ms(t)?;
+            if ms < snapshot.timestamp_ms() {
+                return Err(Error::invalid(
+                    "--at",
+                    format!(
+                        "{t} is before snapshot {snapshot_id}'s commit time ({} ms): a recovery point cannot precede \
+                         the snapshot that recovers it",
+                        snapshot.timestamp_ms()
+                    ),
+                ));
+            }
+            DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))?
+        }
+        (None, None) => {
+            let head_ms = table.metadata().current_snapshot().map(|s| s.timestamp_ms());
+            let ms = default_recovery_point_ms(snapshot.timestamp_ms(), head_ms);
+            DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+                Error::invalid(
+                    table.metadata_uri(),
+                    format!("commit time {ms} ms of the table's current snapshot is out of range"),
+                )
+            })?
+        }
     };
     let concurrency = ctx.storage.options().io_concurrency.get();
     let t = tree::read_tree(&table, &ctx.storage, snapshot_id, concurrency).await?;
@@ -417,6 +460,8 @@ pub async fn backup(
     if ctx.storage.head(&envelope_uri).await?.is_none() {
         bundle::write_bundle(&ctx.storage, predicate, copies, &key, &bundles).await?;
     }
+    #[allow(clippy::cast_precision_loss)]
+    let rpo_seconds = (checkpoint.at.timestamp_millis() - snapshot.timestamp_ms()) as f64 / 1000.0;
     let report = BackupReport {
         status: "BACKED_UP",
         bundle_uri: bundle_uri.clone(),
@@ -424,21 +469,40 @@ pub async fn backup(
         snapshot_id,
         checkpoint_id: checkpoint.checkpoint_id,
         declared_at: declared,
+        rpo_seconds,
         objects,
         bytes: bytes_total,
         objects_copied,
         bytes_copied,
     };
     let human = format!(
-        "backed up snapshot {snapshot_id} to {to}\nbundle      {}\nbundle_root {}\ncheckpoint  {} (recovery point {})\nobjects     {} ({} bytes); copied now {} ({} bytes), the rest already in the backup and verified\n",
+        "backed up snapshot {snapshot_id} to {to}\nbundle      {}\nbundle_root {}\ncheckpoint  {} (recovery point {}, RPO {:.3}s)\nobjects     {} ({} bytes); copied now {} ({} bytes), the rest already in the backup and verified\n",
         report.bundle_uri,
         report.bundle_root,
         report.checkpoint_id,
         report.declared_at,
+        report.rpo_seconds,
         report.objects,
         report.bytes,
         report.objects_copied,
         report.bytes_copied
     );
     Outcome::new(Verdict::Ok, &report, human)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_recovery_point_ms;
+
+    #[test]
+    fn the_default_recovery_point_is_the_heads_commit_never_the_snapshots_own_time() {
+        // A backup of the head declares the head's commit: RPO 0.
+        assert_eq!(default_recovery_point_ms(5_000, Some(5_000)), 5_000);
+        // A backup of an older snapshot declares the head's commit: its RPO is the history it misses.
+        assert_eq!(default_recovery_point_ms(2_000, Some(5_000)), 5_000);
+        // A branch head newer than the current snapshot is its own recovery point (no negative RPO).
+        assert_eq!(default_recovery_point_ms(7_000, Some(5_000)), 7_000);
+        // A table without a current snapshot: the snapshot's own commit.
+        assert_eq!(default_recovery_point_ms(2_000, None), 2_000);
+    }
 }

@@ -10,29 +10,45 @@ use chrono::Utc;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::govern::policy::Policy;
+use crate::govern::policy::{Policy, ReclamationImplementation};
 use crate::ops::context::Context;
 use crate::registry::{PurgeRun, Registry};
 
-/// The implementation digest of the running binary against the policy's pin.
+/// The implementation digest of the running binary against the policy's pin (#23 point 5).
+///
+/// `quarantine` (reversible) is refused only by a mismatching pin. `purge`, and a delete retried by
+/// `reconcile`, need the policy to say which builds may delete: its digest (`pinned-match`) or `any`
+/// written out (`any`); a policy without the field (`unpinned`) refuses them, naming the field and this
+/// build's digest, so that no build deletes by default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DigestBinding {
     /// SHA-256 of the running binary.
     pub running: String,
-    /// The policy's `reclamationImplementationDigest`, if pinned.
+    /// The policy's `reclamationImplementationDigest` as written (a digest or `any`), if set.
     pub policy: Option<String>,
-    /// `pinned-match`, `pinned-mismatch` or `unpinned`.
+    /// `pinned-match`, `pinned-mismatch`, `any` or `unpinned`.
     pub status: String,
+    /// Whether this build may purge under the policy (`pinned-match` or `any`).
+    pub allows_purge: bool,
 }
 
 impl DigestBinding {
-    /// Whether this build may quarantine and purge under the policy.
+    /// Whether this build may quarantine under the policy: every build but one a pin excludes. Quarantine is
+    /// reversible; an unpinned policy is a warning here and a refusal at purge.
     #[must_use]
     pub fn allows_reclamation(&self) -> bool {
         self.status != "pinned-mismatch"
     }
 
-    /// The refusal or warning text, if any.
+    /// Whether this build may delete (purge, or retry a delete in `reconcile`): the policy pins this build or
+    /// says `any`.
+    #[must_use]
+    pub fn allows_purge(&self) -> bool {
+        self.allows_purge
+    }
+
+    /// The refusal or warning text, if any: for a mismatching pin, for an unpinned policy (purge refuses),
+    /// and for `any` (every build may purge, said so).
     #[must_use]
     pub fn message(&self) -> Option<String> {
         match (self.status.as_str(), &self.policy) {
@@ -41,7 +57,13 @@ impl DigestBinding {
                 self.running
             )),
             ("unpinned", _) => Some(format!(
-                "the policy pins no reclamationImplementationDigest: any build may quarantine and purge (this build is {})",
+                "the policy pins no reclamationImplementationDigest: purge refuses (quarantine is allowed); pin this \
+                 build with `reclamationImplementationDigest: {}`, or accept every build with \
+                 `reclamationImplementationDigest: any`",
+                self.running
+            )),
+            ("any", _) => Some(format!(
+                "the policy accepts any build (reclamationImplementationDigest: any): this build {} may quarantine and purge",
                 self.running
             )),
             _ => None,
@@ -55,14 +77,17 @@ impl DigestBinding {
 /// [`crate::Error::Io`] when the running binary cannot be read.
 pub fn digest_binding(ctx: &Context, policy: &Policy) -> Result<DigestBinding> {
     let running = ctx.implementation_digest()?;
-    let status = match policy.reclamation_implementation_digest() {
+    let pin = policy.reclamation_implementation();
+    let status = match pin {
         None => "unpinned",
-        Some(p) if p == running => "pinned-match",
-        Some(_) => "pinned-mismatch",
+        Some(ReclamationImplementation::Any) => "any",
+        Some(ReclamationImplementation::Pinned(p)) if *p == running => "pinned-match",
+        Some(ReclamationImplementation::Pinned(_)) => "pinned-mismatch",
     };
     Ok(DigestBinding {
-        policy: policy.reclamation_implementation_digest().map(str::to_owned),
+        policy: pin.map(|p| p.as_str().to_owned()),
         running,
+        allows_purge: matches!(status, "pinned-match" | "any"),
         status: status.to_owned(),
     })
 }

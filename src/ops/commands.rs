@@ -875,6 +875,26 @@ pub async fn audit_verify(
             "--expect-head",
             "checks a chain's head: give --chain too",
         ));
+    } else if ctx.config.registry.uri.is_some()
+        && crate::model::location::file_name(report) == crate::evidence::retirement::RECORD_FILE
+    {
+        // A retirement record: the registry anchors the one the purge wrote, which must be this one unchanged.
+        let uri = crate::model::location::canonical_uri(report)?;
+        if let Some(h) = crate::ops::plan::registry(ctx).await?.chain_head(&uri).await? {
+            let sha = crate::evidence::sha256_hex(&ctx.storage.get(&uri).await?.bytes);
+            if sha != h.head_sha256 {
+                a.findings.push(crate::ops::audit::AuditFinding {
+                    check: "CHAIN_HEAD_MISMATCH".into(),
+                    report: uri.clone(),
+                    detail: format!(
+                        "the registry anchors the retirement record the purge wrote here as SHA-256 {}, but this one                          is {sha}: it was replaced",
+                        h.head_sha256
+                    ),
+                });
+                a.status = "FAILED".into();
+            }
+            a.anchored = Some("the registry".into());
+        }
     } else if ctx.config.registry.uri.is_some() && crate::model::location::file_name(report).starts_with("summary-") {
         // A purge summary: the registry anchors the candidate's newest one, which must still be there unchanged.
         let uri = crate::model::location::canonical_uri(report)?;
@@ -901,6 +921,30 @@ pub async fn audit_verify(
                 a.status = "FAILED".into();
             }
             a.anchored = Some("the registry".into());
+        }
+        // Every registry receipt of the candidate against its signed copy in the receipts chain.
+        let summary = crate::evidence::peek_unverified(&ctx.storage.get(&uri).await?.bytes)
+            .map(|s| s["predicate"].clone())
+            .unwrap_or_default();
+        if let (Some(candidate), Some(read)) = (
+            summary["candidate_id"].as_str(),
+            crate::ops::receipts::check_summary(&ctx.storage, &uri, &summary, &trust).await?,
+        ) {
+            let rows = crate::ops::plan::registry(ctx).await?.receipts(candidate).await?;
+            let differ = crate::ops::receipts::compare(&rows, &read.receipts);
+            let more = differ.len().saturating_sub(20);
+            let shown = differ
+                .into_iter()
+                .take(20)
+                .chain((more > 0).then(|| format!("… and {more} more receipt(s) that differ")));
+            for detail in shown {
+                a.findings.push(crate::ops::audit::AuditFinding {
+                    check: "RECEIPTS_MISMATCH".into(),
+                    report: crate::model::location::file_name(&uri).to_owned(),
+                    detail,
+                });
+                a.status = "FAILED".into();
+            }
         }
     }
     let verdict = if a.status == "VERIFIED" {

@@ -2,7 +2,8 @@
 //!
 //! A purge is refused outright for a table in rollout stage `report-only` (the default), in stage `test` under a
 //! policy that does not declare `regulatedData: false`, before `minQuarantinePeriod` or a quarantine extension has
-//! passed, and by a build whose SHA-256 differs from the policy's `reclamationImplementationDigest`.
+//! passed, by a build whose SHA-256 differs from the policy's `reclamationImplementationDigest`, and under a
+//! policy that pins no build at all (only `reclamationImplementationDigest: any` accepts every build).
 //!
 //! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
 //! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
@@ -456,10 +457,21 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     if rec.state == State::Verified {
         return refused("REFUSED", vec!["the candidate is already purged and VERIFIED".into()]);
     }
-    // Only the build the policy pins may purge, also when resuming a purge another build started.
+    // Only the build the policy pins (or any build, when it says `any` explicitly) may purge, also when
+    // resuming a purge another build started; a policy that pins nothing refuses (#23 point 5).
     let digest = crate::ops::binding::digest_binding(ctx, &policy)?;
-    if !digest.allows_reclamation() {
+    if !digest.allows_purge() {
         return refused("REFUSED", vec![digest.message().unwrap_or_default()]);
+    }
+    if resuming {
+        // A resumed purge is held to the policy's bindings too (table UUID, formatVersion, catalog).
+        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
+        if table.metadata().uuid().to_string() != rec.table_uuid {
+            return Err(Error::invalid(
+                &opts.candidate_id,
+                "the candidate belongs to another table",
+            ));
+        }
     }
     if !resuming {
         let mut reasons = Vec::new();
@@ -1378,6 +1390,11 @@ async fn execute(
         .map(|o| (o.path, o.state))
         .collect();
     let prior = reg.receipts(candidate_id).await?;
+    // The signed receipts chain (#23 point 4): what an earlier run recorded but did not seal is sealed first,
+    // then every registry batch below is sealed as it commits.
+    let retention = policy.evidence_retention();
+    let mut chain =
+        crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, &dir, key, retention, ctx.now()).await?;
     let mut halted = Vec::new();
     let todo: Vec<&ObjectRef> = objects
         .iter()
@@ -1463,7 +1480,8 @@ async fn execute(
             batch.receipt(candidate_id, &o.path, &req, ctx.now()).await?;
             send.push((*o, ex));
         }
-        batch.commit().await?;
+        let recorded = batch.commit().await?;
+        seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
         if send.is_empty() {
             continue;
         }
@@ -1562,7 +1580,8 @@ async fn execute(
             }
             progress.tick(o.size);
         }
-        batch.commit().await?;
+        let recorded = batch.commit().await?;
+        seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
         if stop {
             break 'batches;
         }
@@ -1570,6 +1589,18 @@ async fn execute(
         reg.yield_to_writers().await;
     }
     finish(ctx, reg, candidate_id, key, &dir, halted, policy.evidence_retention()).await
+}
+
+/// Seals the receipts one registry batch recorded as the next signed batch of the chain.
+async fn seal_batch(
+    ctx: &Context,
+    chain: &mut crate::ops::receipts::Chain,
+    key: &SigningKey,
+    recorded: &[crate::registry::ReceiptRow],
+    retention: Option<crate::govern::policy::EvidenceRetention>,
+) -> Result<()> {
+    let sealed = recorded.iter().map(crate::ops::receipts::SealedReceipt::from).collect();
+    chain.seal(&ctx.storage, key, sealed, retention, ctx.now()).await
 }
 
 fn anyhow_chain(e: &Error) -> String {
@@ -1884,6 +1915,8 @@ async fn finish(
             }
         }
     }
+    // Every receipt recorded so far (by this run, `reconcile` or an earlier run) sealed before the summary.
+    let chain = crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, retention, now).await?;
     let mut summary_uri = None;
     if halted.is_empty() {
         let root = crate::govern::closure::candidate_root(&verified);
@@ -1905,6 +1938,8 @@ async fn finish(
                 "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
                 "equals_inventory": all_verified,
                 "receipts": reg.receipts(candidate_id).await?.len(),
+                "receipts_head": chain.head(),
+                "receipt_batches": chain.batches(),
                 "at": now.to_rfc3339(),
                 "evidence_retention": retention.map(crate::ops::evidence_lock::claim),
             }),
@@ -2058,7 +2093,7 @@ async fn reconcile_claimed(
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
-    let withheld = if !digest.allows_reclamation() {
+    let withheld = if !digest.allows_purge() {
         digest.message()
     } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
         Some("the table is in rollout stage report-only".to_owned())
@@ -2209,8 +2244,21 @@ pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> 
 /// # Errors
 /// Non-S3 tables; registry and storage errors. Objects that cannot be brought back are findings (exit 1).
 #[allow(clippy::too_many_lines)]
-pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, trust: &Path) -> Result<Outcome> {
+pub async fn undelete(
+    ctx: &Context,
+    source: &TableSource,
+    candidate_id: &str,
+    trust: &Path,
+    seal: Option<(&Path, &str)>,
+) -> Result<Outcome> {
     let trust = TrustStore::load_dir(trust)?;
+    let seal = match seal {
+        Some((key, receipts)) => Some((
+            crate::evidence::keys::load_signing_key(key)?,
+            location::join(&location::canonical_uri(receipts)?, candidate_id),
+        )),
+        None => None,
+    };
     let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
     if is_orphans(&rec) {
@@ -2280,6 +2328,11 @@ pub async fn undelete(ctx: &Context, source: &TableSource, candidate_id: &str, t
         let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
         reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
         results.push(r);
+    }
+    // The undelete's receipts, sealed as the next batch of the candidate's signed receipts chain (unlocked:
+    // undelete reads no policy, and a batch carries its own retention claim).
+    if let Some((key, dir)) = &seal {
+        crate::ops::receipts::Chain::open(&ctx.storage, &reg, candidate_id, dir, key, None, ctx.now()).await?;
     }
     if all_ok && rec.state == State::Verified {
         reg.candidate_transition(

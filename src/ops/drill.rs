@@ -1,5 +1,10 @@
 //! Restore drills: sample sealed bundles, restore and verify each, measure RTO/RPO, sign the report.
 //!
+//! Recovery points (`drill/recovery_point.rs`): a cold backup's RPO is its signed checkpoint time minus the
+//! recovered snapshot's commit time, and the signed checkpoint is compared with the registry's record when
+//! the configuration has a `[registry]`; a quarantine bundle has no RPO but a history age, its snapshot's age
+//! behind the live table's head at drill time.
+//!
 //! A drill plan (`drills/*.toml`) names a folder of bundles, a sample size and a seed. The drill
 //! samples bundles at random without replacement (the seed is always recorded, so anyone can
 //! recompute the selection), verifies each deeply ([`crate::bundle::verify`]), measures the
@@ -16,6 +21,13 @@
 //! a drill never fails because the deleter did its job. A record that does not verify, or names another
 //! bundle, is a finding on the bundle it lies beside; that bundle stays in the population and is drilled
 //! whatever the sample (after the seeded selection), so the drill fails naming the record.
+//!
+//! Policies (#23 point 5): a plan's `policies` (a policy file or a folder of them) binds the drilled tables to
+//! their retention policies by UUID; each result records its table's policy digest (`results[].policy_digest`),
+//! and `drill.policy_digest` is set when they all name the same one. The deleter's weekly gate does not count a
+//! report that names another digest for a table than the policy in force (`crate::ops::gates`).
+
+mod recovery_point;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,6 +91,10 @@ pub struct DrillPlan {
     /// twin) are written under S3 Object Lock with this retention; the reports folder must be an S3 bucket with
     /// Object Lock (checked before the drill starts).
     pub evidence_retention: Option<PlanRetention>,
+    /// The retention policies of the drilled tables: a policy file, or a folder whose `*.yaml`/`*.yml` files are
+    /// each one policy. Each drilled item's table is matched by its UUID against the policies' `table` bindings
+    /// (no two may bind the same table) and the item records that policy's digest (`results[].policy_digest`).
+    pub policies: Option<String>,
 }
 
 /// `[evidence_retention]` of a drill plan.
@@ -313,6 +329,10 @@ pub async fn run_with(
         Some(l) => clock::parse_duration(l).map_err(|r| Error::invalid("rto_limit", r))?,
         None => chrono::Duration::hours(4),
     };
+    let policies = match &plan.policies {
+        Some(p) => load_policies(Path::new(p))?,
+        None => Vec::new(),
+    };
     #[allow(clippy::cast_precision_loss)]
     let rto_limit_seconds = rto_limit.num_milliseconds() as f64 / 1000.0;
     let drill_id = uuid::Uuid::new_v4().to_string();
@@ -407,11 +427,22 @@ pub async fn run_with(
         ));
     }
     let progress = crate::report::output::Progress::items("drill", mine.len(), storage.options().progress);
+    // Cold backups: each signed checkpoint is compared with the registry's record when the configuration has a
+    // `[registry]` (#23 point 2, `recovery_point`). Boxed like every registry open: the future is large.
+    let checkpoint_registry = match (cold, &config.registry.uri) {
+        (true, Some(uri)) => Some(Box::pin(crate::registry::Registry::open(uri)).await?),
+        _ => None,
+    };
+    // Quarantine items: the live heads their history age is measured against, read once per table.
+    let mut heads = recovery_point::Heads::default();
     for i in &mine {
         let dir = &population[*i];
         if let (true, Some(scratch)) = (cold, &scratch) {
-            let (result, subject) =
+            let (mut result, subject) =
                 cold_backup_item(storage, config, dir, &trust, scratch, rto_limit_seconds, clock).await?;
+            if let Some(reg) = &checkpoint_registry {
+                recovery_point::compare_with_registry(reg, &mut result).await?;
+            }
             let status = if result.status == RestoreStatus::RestoreVerified {
                 "RESTORE_VERIFIED"
             } else {
@@ -450,9 +481,11 @@ pub async fn run_with(
             name: format!("lakedrill-bundle:{bundle_id}"),
             digest,
         });
-        // For a quarantine restore the bundled snapshot is the declared point; the restored
-        // commit time is read from the verified metadata copy, so RPO is their difference.
-        let rpo = (r.status == RestoreStatus::RestoreVerified).then_some(0.0);
+        // A quarantine bundle declares no recovery point, so it has no RPO (before #23 point 2 a constant 0 stood
+        // here). What it has is a history age: how far behind the live table's head its snapshot is.
+        let (history_age, history_basis) = heads
+            .history_age(storage, &env.bytes, &trust, r.status == RestoreStatus::RestoreVerified)
+            .await;
         results.push(DrillResult {
             bundle_id,
             table_uuid: r.table_uuid,
@@ -462,12 +495,17 @@ pub async fn run_with(
             objects_verified: r.objects_verified,
             bytes_verified: r.bytes_verified,
             rto_seconds: rto,
-            rpo_seconds: rpo,
+            rpo_seconds: None,
             findings: r.findings,
             declared_snapshot_id: None,
             rto_limit_seconds: None,
             rows_promised: None,
             rows_scanned: None,
+            checkpoint_id: None,
+            declared_at: None,
+            history_age_seconds: history_age,
+            history_age_basis: Some(history_basis),
+            policy_digest: None,
         });
         if let Some(last) = results.last() {
             let status = if last.status == RestoreStatus::RestoreVerified {
@@ -478,8 +516,15 @@ pub async fn run_with(
             progress.item(&format!("{} {status}", last.bundle_id));
         }
     }
+    if let Some(reg) = &checkpoint_registry {
+        Box::pin(reg.close()).await;
+    }
     if let (Some(scratch), false) = (&scratch, opts.keep) {
         remove_scratch(storage, scratch).await?;
+    }
+    // Each item records the digest of the policy bound to its table (#23 point 5).
+    for r in &mut results {
+        r.policy_digest = policy_of(&policies, r.table_uuid.as_deref()).map(|p| p.digest().to_owned());
     }
     let finished = clock.now();
     let passed = results
@@ -505,7 +550,7 @@ pub async fn run_with(
             kind: plan.kind.clone(),
             plan: plan.name.clone(),
             plan_digest: evidence::sha256_hex(&plan_bytes),
-            policy_digest: None,
+            policy_digest: crate::evidence::predicate::common_policy_digest(&results),
             implementation_digest: implementation_digest.to_owned(),
             evidence_retention: retention.map(crate::ops::evidence_lock::claim),
         },
@@ -560,6 +605,63 @@ pub async fn run_with(
         human_report,
         predicate,
     })
+}
+
+/// The policies of a plan's `policies`: the file, or every `*.yaml`/`*.yml` file of the folder (sorted by
+/// name). Two whose `table` bindings can match one table (one UUID prefix starts with the other) are refused,
+/// naming both files: a drilled table must have at most one policy.
+///
+/// # Errors
+/// [`Error::Config`] naming the folder or the two files; a policy that does not load or validate
+/// ([`crate::govern::policy::PolicyError`], naming the file and the field).
+fn load_policies(path: &Path) -> Result<Vec<crate::govern::policy::Policy>> {
+    let files = if path.is_dir() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| Error::io("read policies folder", path, e))? {
+            let p = entry.map_err(|e| Error::io("read policies folder", path, e))?.path();
+            if p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                files.push(p);
+            }
+        }
+        files.sort();
+        if files.is_empty() {
+            return Err(Error::Config {
+                file: path.display().to_string(),
+                reason: "policies: the folder holds no policy (*.yaml or *.yml)".into(),
+            });
+        }
+        files
+    } else {
+        vec![path.to_owned()]
+    };
+    let mut policies: Vec<crate::govern::policy::Policy> = Vec::with_capacity(files.len());
+    for f in &files {
+        let p = crate::govern::policy::load(f)?;
+        if let Some(other) = policies.iter().find(|o| o.table().overlaps(p.table())) {
+            return Err(Error::Config {
+                file: path.display().to_string(),
+                reason: format!(
+                    "policies: {} (table: {}) and {} (table: {}) can bind the same table; a drilled table must have \
+                     at most one policy",
+                    other.source_name(),
+                    other.table(),
+                    p.source_name(),
+                    p.table()
+                ),
+            });
+        }
+        policies.push(p);
+    }
+    Ok(policies)
+}
+
+/// The policy bound to the table with this UUID, if one is.
+fn policy_of<'p>(
+    policies: &'p [crate::govern::policy::Policy],
+    table_uuid: Option<&str>,
+) -> Option<&'p crate::govern::policy::Policy> {
+    let id = uuid::Uuid::parse_str(table_uuid?).ok()?;
+    policies.iter().find(|p| p.table().matches_uuid(&id))
 }
 
 /// Splits a quarantine drill's population: bundles with no retirement record stay; those whose record
@@ -685,6 +787,11 @@ async fn cold_backup_item(
             rto_limit_seconds: Some(rto_limit_seconds),
             rows_promised: r.rows_promised,
             rows_scanned: r.rows_scanned,
+            checkpoint_id: r.checkpoint_id,
+            declared_at: r.declared_at,
+            history_age_seconds: None,
+            history_age_basis: None,
+            policy_digest: None,
         },
         subject,
     ))
@@ -809,6 +916,9 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
         );
     }
     let _ = writeln!(s, "implementation sha256 {}", p.drill.implementation_digest);
+    if let Some(d) = &p.drill.policy_digest {
+        let _ = writeln!(s, "policy sha256 {d}");
+    }
     let _ = writeln!(
         s,
         "previous report sha256 {}",
@@ -840,6 +950,27 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
                 r.rows_scanned.map_or_else(|| "-".into(), |v| v.to_string()),
                 r.rows_promised
                     .map_or_else(|| "- (equality deletes)".into(), |v| v.to_string()),
+            );
+            if let Some(c) = &r.checkpoint_id {
+                let _ = writeln!(
+                    s,
+                    "    checkpoint {c}  declared at {}  (rpo = declared − recovered commit time)",
+                    r.declared_at.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        if let Some(basis) = &r.history_age_basis {
+            let _ = writeln!(
+                s,
+                "    history age {}  ({basis})",
+                r.history_age_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
+            );
+        }
+        if let Some(d) = &r.policy_digest {
+            let _ = writeln!(
+                s,
+                "    table {}  policy sha256 {d}",
+                r.table_uuid.as_deref().unwrap_or("-")
             );
         }
         for f in &r.findings {

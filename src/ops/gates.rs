@@ -12,8 +12,11 @@
 //!    `sample.retired`, shown here as `retired`), so a purge never turns this gate FAIL. The gates read
 //!    reports and the registry only, never a bundle.
 //! 4. `quarterly_recovery`: the newest signed `cold-backup` drill report within the window (default 92
-//!    days) verifies, its gate is `PASS` (every table recovered under its RTO limit) and every recovered
-//!    snapshot is the declared checkpoint.
+//!    days) verifies, its gate is `PASS` (every table recovered under its RTO limit), every recovered
+//!    snapshot is the declared checkpoint, every RPO (declared checkpoint time − recovered commit time) is
+//!    within the policy's `rpoTarget` (0 without one), every recovered checkpoint is the registry's record,
+//!    and the table's newest DR checkpoint in the registry has a verified backup recovery (by checkpoint id;
+//!    reports written before results named their checkpoint never match, so a drill must run again).
 //! 5. `acceptances_after_hold`: delete acceptances recorded after a hold of the table took effect (a hold
 //!    event between the stamp the candidate was accepted against and the acceptance), and delete requests
 //!    confirmed after a covering hold the candidate was not accepted against. Must be 0 and 0.
@@ -33,7 +36,7 @@ use crate::govern::policy::Policy;
 use crate::io::store::Storage;
 use crate::model::location;
 use crate::ops::drill::DrillPredicate;
-use crate::registry::{EventKind, Registry, State};
+use crate::registry::{Checkpoint, EventKind, Registry, State};
 
 /// The weekly drill sample the gate wants.
 pub const WEEKLY_SAMPLE: usize = 30;
@@ -187,7 +190,7 @@ pub async fn safety_gates(
     );
 
     // 3 and 4. Signed drill reports, for this table.
-    let (weekly, quarterly) = report_gates(storage, reports, &candidates, &input.table_uuid, policy, now).await?;
+    let (weekly, quarterly) = report_gates(storage, reg, reports, &candidates, &input.table_uuid, policy, now).await?;
 
     // 5. Acceptances and deletes after a hold took effect.
     let g5 = hold_gate(reg, input, &candidates).await?;
@@ -226,7 +229,7 @@ pub async fn deleter_gates(
     now: DateTime<Utc>,
 ) -> Result<Vec<Gate>> {
     let candidates = reg.candidates(&input.table_uuid).await?;
-    let (weekly, quarterly) = report_gates(storage, reports, &candidates, &input.table_uuid, policy, now).await?;
+    let (weekly, quarterly) = report_gates(storage, reg, reports, &candidates, &input.table_uuid, policy, now).await?;
     let holds = hold_gate(reg, input, &candidates).await?;
     Ok(vec![weekly, quarterly, holds])
 }
@@ -281,6 +284,7 @@ async fn hold_gate(reg: &Registry, input: &PlanInput, candidates: &[crate::regis
 /// Gates 3 and 4 for one table, from the verified reports under the reports folder.
 async fn report_gates(
     storage: &Storage,
+    reg: &Registry,
     src: &ReportSource<'_>,
     candidates: &[crate::registry::CandidateRecord],
     table_uuid: &str,
@@ -295,14 +299,20 @@ async fn report_gates(
         &unverified,
         &folder,
         &bundles,
+        (table_uuid, policy.digest()),
         src.since.unwrap_or_else(|| policy.evidence_max_age()),
         now,
     );
+    let checkpoints = reg.checkpoints(table_uuid).await?;
     let quarterly = quarterly_gate(
         &reports,
         table_uuid,
-        policy.critical(),
-        policy.recovery_rto_limit(),
+        &QuarterlyRules {
+            critical: policy.critical(),
+            rto_limit: policy.recovery_rto_limit(),
+            rpo_target: policy.rpo_target(),
+            checkpoints: &checkpoints,
+        },
         src.since.unwrap_or_else(|| Duration::days(QUARTERLY_WINDOW_DAYS)),
         now,
     );
@@ -478,11 +488,16 @@ fn uncovered<'b>(p: &DrillPredicate, bundles: &'b [String]) -> Vec<&'b str> {
 /// The weekly gate for one table: the newest verified weekly (`quarantine`) drill report whose population
 /// covers `bundles` (the table's bundles awaiting a purge) finished within `max_age`, sampled
 /// `min(30, population)` bundles, and every sampled bundle passed.
+///
+/// `(table_uuid, policy_digest)` is the table and the digest of the policy in force: a report whose results
+/// name another policy digest for this table does not count (#23 point 5: the rules changed after that drill,
+/// so it proves nothing about them); one that names none (its plan has no `policies`) counts as before.
 fn weekly_gate(
     reports: &[VerifiedReport],
     unverified: &[String],
     folder: &str,
     bundles: &[String],
+    (table_uuid, policy_digest): (&str, &str),
     max_age: Duration,
     now: DateTime<Utc>,
 ) -> Gate {
@@ -491,9 +506,28 @@ fn weekly_gate(
         .iter()
         .filter(|r| r.predicate.drill.kind == "quarantine")
         .collect();
-    let Some(r) = weekly.iter().find(|r| uncovered(&r.predicate, bundles).is_empty()) else {
-        let detail = match weekly.first() {
-            Some(n) => {
+    let covering = |r: &&&VerifiedReport| uncovered(&r.predicate, bundles).is_empty();
+    let other_policy = |r: &VerifiedReport| {
+        r.predicate
+            .other_policy_digest(table_uuid, policy_digest)
+            .map(str::to_owned)
+    };
+    // Covering reports drilled under another policy of this table, newest first: shown, never counted.
+    let stale: Vec<(&str, String)> = weekly
+        .iter()
+        .filter(covering)
+        .filter_map(|r| Some((r.uri.as_str(), other_policy(r)?)))
+        .collect();
+    let Some(r) = weekly.iter().filter(covering).find(|r| other_policy(r).is_none()) else {
+        let detail = match (stale.first(), weekly.first()) {
+            (Some((uri, digest)), _) => format!(
+                "the newest weekly drill report covering the table's {} quarantined bundle(s), {uri}, drilled table \
+                 {table_uuid} under policy sha256 {digest}, but the policy in force has sha256 {policy_digest}: the \
+                 rules changed after the drill, so it is no evidence for them ({} such report(s)); drill again",
+                bundles.len(),
+                stale.len()
+            ),
+            (None, Some(n)) => {
                 let missing = uncovered(&n.predicate, bundles);
                 format!(
                     "no weekly drill report covers the table's {} quarantined bundle(s): the newest, {} (plan {}, \
@@ -516,16 +550,19 @@ fn weekly_gate(
                     }
                 )
             }
-            None => format!("no verified weekly (quarantine) drill report under {folder}"),
+            (None, None) => format!("no verified weekly (quarantine) drill report under {folder}"),
         };
         return Gate::new(
             NAME,
             false,
             serde_json::json!({"report": weekly.first().map(|r| &r.uri), "covering_report": null,
-                "quarantined_bundles": bundles.len(), "unverified_reports": unverified}),
+                "quarantined_bundles": bundles.len(), "unverified_reports": unverified,
+                "policy_digest": policy_digest,
+                "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>()}),
             detail,
         );
     };
+    let report_policy = r.predicate.policy_digest_of(table_uuid);
     let p = &r.predicate;
     let age = now - r.finished;
     let want = WEEKLY_SAMPLE.min(p.sample.population);
@@ -554,13 +591,17 @@ fn weekly_gate(
     let detail = if problems.is_empty() {
         format!(
             "{} of {} sampled bundles passed (population {}, wanted {want}, retired {}) in {}, covering the table's {} \
-             quarantined bundle(s)",
+             quarantined bundle(s); {}",
             p.summary.passed,
             p.sample.size,
             p.sample.population,
             p.sample.retired,
             r.uri,
-            bundles.len()
+            bundles.len(),
+            match report_policy {
+                Some(_) => format!("drilled under the policy in force (sha256 {policy_digest})"),
+                None => "the report names no policy for the table".to_owned(),
+            }
         )
     } else {
         format!("{}: {}", r.uri, problems.join("; "))
@@ -571,24 +612,54 @@ fn weekly_gate(
         serde_json::json!({"report": r.uri, "covering_report": r.uri, "plan": p.drill.plan,
             "finished_at": p.finished_at, "age_seconds": age.num_seconds(), "max_age_seconds": max_age.num_seconds(),
             "sampled": p.sample.size, "wanted": want, "population": p.sample.population, "retired": p.sample.retired,
-            "passed": p.summary.passed, "failed": p.summary.failed, "quarantined_bundles": bundles.len()}),
+            "passed": p.summary.passed, "failed": p.summary.failed, "quarantined_bundles": bundles.len(),
+            "policy_digest": policy_digest, "report_policy_digest": report_policy,
+            "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>()}),
         detail,
     )
 }
 
+/// What the quarterly gate holds a table's recoveries to: its policy's `critical`, `recoveryRtoLimit` and
+/// `rpoTarget`, and the table's DR checkpoints in the registry.
+#[derive(Debug, Clone, Copy)]
+struct QuarterlyRules<'a> {
+    /// Whether the gate applies at all.
+    critical: bool,
+    /// The longest a recovery may take.
+    rto_limit: Duration,
+    /// The largest RPO a recovery may show; `None`: RPO 0 (DESIGN §7, "RPO equal to the declared checkpoint").
+    rpo_target: Option<Duration>,
+    /// The table's checkpoints, ordered by `at` then declaration (the registry's order): the last is the newest.
+    checkpoints: &'a [Checkpoint],
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn seconds(d: Duration) -> f64 {
+    d.num_milliseconds() as f64 / 1000.0
+}
+
+/// Whether two RFC 3339 instants are the same instant (at millisecond precision).
+fn same_instant(a: &str, b: DateTime<Utc>) -> bool {
+    DateTime::parse_from_rfc3339(a).is_ok_and(|t| t.timestamp_millis() == b.timestamp_millis())
+}
+
 /// The quarterly gate for one table: for a table whose policy says `critical: true`, the newest verified
 /// cold-backup drill report that recovered this table finished within `window`, recovered it with every
-/// check passing, under `rto_limit`, at the declared checkpoint. `NOT_REQUIRED` for other tables.
+/// check passing, under `rto_limit`, at the declared checkpoint (recovered snapshot = declared snapshot) with
+/// an RPO within the policy's `rpoTarget` (0 without one), every checkpoint it recovered is in the registry
+/// as the report declares it, and the table's newest DR checkpoint has a verified recovery of a backup in
+/// a verified cold-backup report within `window` (matched by checkpoint id; the newest such result decides).
+/// `NOT_REQUIRED` for other tables.
+#[allow(clippy::too_many_lines)]
 fn quarterly_gate(
     reports: &[VerifiedReport],
     table_uuid: &str,
-    critical: bool,
-    rto_limit: Duration,
+    rules: &QuarterlyRules<'_>,
     window: Duration,
     now: DateTime<Utc>,
 ) -> Gate {
     const NAME: &str = "quarterly_recovery";
-    if !critical {
+    if !rules.critical {
         return Gate {
             name: NAME,
             status: NOT_REQUIRED,
@@ -596,29 +667,43 @@ fn quarterly_gate(
             detail: "not required: the policy does not mark the table critical (critical: true)".into(),
         };
     }
-    let mine = |r: &&VerifiedReport| {
-        r.predicate.drill.kind == "cold-backup"
-            && r.predicate
-                .results
-                .iter()
-                .any(|x| x.table_uuid.as_deref() == Some(table_uuid))
+    let of_table = |x: &&crate::evidence::predicate::DrillResult| x.table_uuid.as_deref() == Some(table_uuid);
+    let cold = |r: &&VerifiedReport| r.predicate.drill.kind == "cold-backup";
+    let newest_checkpoint = rules.checkpoints.last();
+    let checkpoint_json = newest_checkpoint.map(|c| {
+        serde_json::json!({"checkpoint_id": c.checkpoint_id, "snapshot_id": c.snapshot_id,
+            "at": c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)})
+    });
+    let target = rules.rpo_target.map_or(0.0, seconds);
+    let target_text = match rules.rpo_target {
+        Some(_) => format!("the rpoTarget of {target:.3}s"),
+        None => "the target of 0s (no rpoTarget: recovery must be at the declared checkpoint)".to_owned(),
     };
-    let Some(r) = reports.iter().find(mine) else {
+    let Some(r) = reports
+        .iter()
+        .filter(cold)
+        .find(|r| r.predicate.results.iter().any(|x| of_table(&x)))
+    else {
+        let mut detail = format!("no verified cold-backup drill report recovered table {table_uuid}");
+        if let Some(c) = newest_checkpoint {
+            detail.push_str(&format!(
+                "; its newest DR checkpoint {} (snapshot {}, at {}) has no verified backup recovery",
+                c.checkpoint_id,
+                c.snapshot_id,
+                c.at.to_rfc3339()
+            ));
+        }
         return Gate::new(
             NAME,
             false,
-            serde_json::json!({"critical": true, "report": null}),
-            format!("no verified cold-backup drill report recovered table {table_uuid}"),
+            serde_json::json!({"critical": true, "report": null, "newest_checkpoint": checkpoint_json,
+                "newest_checkpoint_recovered_in": null, "rpo_target_seconds": rules.rpo_target.map(seconds)}),
+            detail,
         );
     };
     let p = &r.predicate;
-    #[allow(clippy::cast_precision_loss)]
-    let limit = rto_limit.num_milliseconds() as f64 / 1000.0;
-    let results: Vec<&crate::evidence::predicate::DrillResult> = p
-        .results
-        .iter()
-        .filter(|x| x.table_uuid.as_deref() == Some(table_uuid))
-        .collect();
+    let limit = seconds(rules.rto_limit);
+    let results: Vec<&crate::evidence::predicate::DrillResult> = p.results.iter().filter(of_table).collect();
     let rto = results.iter().map(|x| x.rto_seconds).fold(0.0, f64::max);
     let rpo = results.iter().filter_map(|x| x.rpo_seconds).fold(0.0, f64::max);
     let age = now - r.finished;
@@ -651,13 +736,85 @@ fn quarterly_gate(
                 x.bundle_id, x.snapshot_id, x.declared_snapshot_id
             ));
         }
+        if let Some(v) = x.rpo_seconds
+            && v > target
+        {
+            problems.push(format!(
+                "backup {} recovered snapshot {:?} with RPO {v:.3}s (checkpoint {} declared at {}), over {target_text}",
+                x.bundle_id,
+                x.snapshot_id,
+                x.checkpoint_id.as_deref().unwrap_or("-"),
+                x.declared_at.as_deref().unwrap_or("-")
+            ));
+        }
+        // The registry is the record of what was declared: a recovered checkpoint it does not hold, or holds
+        // otherwise, proves nothing about the table's recovery points.
+        if let Some(id) = &x.checkpoint_id {
+            match rules.checkpoints.iter().find(|c| &c.checkpoint_id == id) {
+                None => problems.push(format!(
+                    "backup {} declares checkpoint {id}, which the registry does not hold for the table",
+                    x.bundle_id
+                )),
+                Some(c)
+                    if x.declared_snapshot_id != Some(c.snapshot_id)
+                        || !x.declared_at.as_deref().is_some_and(|a| same_instant(a, c.at)) =>
+                {
+                    problems.push(format!(
+                        "backup {} declares checkpoint {id} as snapshot {:?} at {}, the registry as snapshot {} at {}",
+                        x.bundle_id,
+                        x.declared_snapshot_id,
+                        x.declared_at.as_deref().unwrap_or("-"),
+                        c.snapshot_id,
+                        c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    // The newest checkpoint: its newest recovery in a report within the window must have verified.
+    let mut newest_recovered_in = None;
+    if let Some(c) = newest_checkpoint {
+        let newest_result = reports
+            .iter()
+            .filter(cold)
+            .filter(|rep| now - rep.finished <= window)
+            .find_map(|rep| {
+                rep.predicate
+                    .results
+                    .iter()
+                    .find(|x| of_table(x) && x.checkpoint_id.as_deref() == Some(c.checkpoint_id.as_str()))
+                    .map(|x| (rep, x))
+            });
+        match newest_result {
+            Some((rep, x)) if x.status == crate::evidence::predicate::RestoreStatus::RestoreVerified => {
+                newest_recovered_in = Some(rep.uri.clone());
+            }
+            Some((rep, x)) => problems.push(format!(
+                "the newest DR checkpoint {} (snapshot {}) has no verified backup recovery: its newest, backup {} in \
+                 {}, FAILED",
+                c.checkpoint_id, c.snapshot_id, x.bundle_id, rep.uri
+            )),
+            None => problems.push(format!(
+                "the newest DR checkpoint {} (snapshot {}, at {}) has no verified backup recovery: no cold-backup \
+                 drill report within {} days recovered a backup of it",
+                c.checkpoint_id,
+                c.snapshot_id,
+                c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                window.num_days()
+            )),
+        }
     }
     let detail = if problems.is_empty() {
         format!(
-            "{} recovered the table from {} backup(s): max RTO {rto:.1}s (limit {limit:.0}s), max RPO {rpo:.1}s, \
-             recovered = declared checkpoint",
+            "{} recovered the table from {} backup(s): max RTO {rto:.1}s (limit {limit:.0}s), max RPO {rpo:.3}s \
+             (within {target_text}), recovered = declared checkpoint{}",
             r.uri,
-            results.len()
+            results.len(),
+            newest_checkpoint.map_or_else(String::new, |c| format!(
+                "; newest DR checkpoint {} recovered",
+                c.checkpoint_id
+            ))
         )
     } else {
         format!("{}: {}", r.uri, problems.join("; "))
@@ -668,7 +825,255 @@ fn quarterly_gate(
         serde_json::json!({"critical": true, "report": r.uri, "finished_at": p.finished_at,
             "age_seconds": age.num_seconds(), "window_seconds": window.num_seconds(), "backups": results.len(),
             "max_rto_seconds": rto, "rto_limit_seconds": limit, "max_rpo_seconds": rpo,
-            "recovered_equals_declared": results.iter().all(|x| x.declared_snapshot_id.is_some() && x.declared_snapshot_id == x.snapshot_id)}),
+            "rpo_target_seconds": rules.rpo_target.map(seconds),
+            "recovered_equals_declared": results.iter().all(|x| x.declared_snapshot_id.is_some() && x.declared_snapshot_id == x.snapshot_id),
+            "newest_checkpoint": checkpoint_json, "newest_checkpoint_recovered_in": newest_recovered_in}),
         detail,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::predicate::{DrillInfo, DrillResult, RestoreStatus, SampleInfo, Summary};
+
+    const TABLE: &str = "6f1c2a9e-0000-4000-8000-000000000001";
+
+    fn t(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s)
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default()
+    }
+
+    fn checkpoint(id: &str, snapshot: i64, at: &str) -> Checkpoint {
+        Checkpoint {
+            checkpoint_id: id.into(),
+            table_uuid: TABLE.into(),
+            snapshot_id: snapshot,
+            at: t(at),
+            created_at: t(at),
+        }
+    }
+
+    /// A verified recovery of `snapshot` from a backup declaring checkpoint `id` at `declared_at`, RPO `rpo`.
+    fn recovered(id: &str, snapshot: i64, declared_at: &str, rpo: f64) -> DrillResult {
+        DrillResult {
+            bundle_id: format!("{snapshot}-root-{id}"),
+            table_uuid: Some(TABLE.into()),
+            snapshot_id: Some(snapshot),
+            bundle_root: None,
+            status: RestoreStatus::RestoreVerified,
+            objects_verified: 3,
+            bytes_verified: 30,
+            rto_seconds: 2.0,
+            rpo_seconds: Some(rpo),
+            findings: Vec::new(),
+            declared_snapshot_id: Some(snapshot),
+            rto_limit_seconds: Some(14_400.0),
+            rows_promised: Some(1),
+            rows_scanned: Some(1),
+            checkpoint_id: Some(id.into()),
+            declared_at: Some(declared_at.into()),
+            history_age_seconds: None,
+            history_age_basis: None,
+            policy_digest: None,
+        }
+    }
+
+    fn report(uri: &str, finished: &str, results: Vec<DrillResult>) -> VerifiedReport {
+        let passed = results
+            .iter()
+            .filter(|r| r.status == RestoreStatus::RestoreVerified)
+            .count();
+        let failed = results.len() - passed;
+        VerifiedReport {
+            uri: uri.into(),
+            finished: t(finished),
+            predicate: DrillPredicate {
+                drill: DrillInfo {
+                    id: "d".into(),
+                    kind: "cold-backup".into(),
+                    plan: "quarterly".into(),
+                    plan_digest: "p".into(),
+                    policy_digest: None,
+                    implementation_digest: "i".into(),
+                    evidence_retention: None,
+                },
+                started_at: finished.into(),
+                finished_at: finished.into(),
+                sample: SampleInfo {
+                    seed: 1,
+                    population: results.len(),
+                    size: results.len(),
+                    selected: results.iter().map(|r| r.bundle_id.clone()).collect(),
+                    retired: 0,
+                    source: None,
+                    population_ids: Vec::new(),
+                    sampler: None,
+                    coverage_weeks: None,
+                    coverage: Vec::new(),
+                    forced: Vec::new(),
+                },
+                results,
+                summary: Summary::of(passed, failed),
+                previous_report: None,
+                shard: None,
+                merged_from: None,
+            },
+        }
+    }
+
+    fn gate(reports: &[VerifiedReport], rpo_target: Option<Duration>, checkpoints: &[Checkpoint]) -> Gate {
+        quarterly_gate(
+            reports,
+            TABLE,
+            &QuarterlyRules {
+                critical: true,
+                rto_limit: Duration::hours(4),
+                rpo_target,
+                checkpoints,
+            },
+            Duration::days(QUARTERLY_WINDOW_DAYS),
+            t("2026-03-01T00:00:00Z"),
+        )
+    }
+
+    const AT: &str = "2026-02-01T00:00:00.000Z";
+
+    #[test]
+    fn a_recovery_at_the_declared_checkpoint_passes_with_rpo_0() {
+        let cps = [checkpoint("c-1", 7, AT)];
+        let reports = [report("r1", "2026-02-02T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)])];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+        assert_eq!(g.figures["max_rpo_seconds"], 0.0);
+        assert_eq!(g.figures["recovered_equals_declared"], true);
+        assert_eq!(g.figures["newest_checkpoint_recovered_in"], "r1");
+        assert!(g.detail.contains("max RPO 0.000s"), "{}", g.detail);
+        assert!(g.detail.contains("newest DR checkpoint c-1 recovered"), "{}", g.detail);
+    }
+
+    #[test]
+    fn an_rpo_over_the_target_fails_naming_the_figure_and_the_target() {
+        // The backed-up snapshot is an hour older than the checkpoint it declares.
+        let cps = [checkpoint("c-1", 7, AT)];
+        let reports = [report(
+            "r1",
+            "2026-02-02T00:00:00Z",
+            vec![recovered("c-1", 7, AT, 3600.0)],
+        )];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(g.detail.contains("RPO 3600.000s"), "{}", g.detail);
+        assert!(g.detail.contains("over the target of 0s (no rpoTarget"), "{}", g.detail);
+        let g = gate(&reports, Some(Duration::minutes(30)), &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(g.detail.contains("over the rpoTarget of 1800.000s"), "{}", g.detail);
+        assert_eq!(g.figures["rpo_target_seconds"], 1800.0);
+        // Within a target of two hours it passes, and says so.
+        let g = gate(&reports, Some(Duration::hours(2)), &cps);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+        assert!(
+            g.detail
+                .contains("max RPO 3600.000s (within the rpoTarget of 7200.000s)"),
+            "{}",
+            g.detail
+        );
+    }
+
+    #[test]
+    fn another_recovered_snapshot_than_declared_fails() {
+        let cps = [checkpoint("c-1", 7, AT)];
+        let mut r = recovered("c-1", 7, AT, 0.0);
+        r.snapshot_id = Some(6);
+        let g = gate(&[report("r1", "2026-02-02T00:00:00Z", vec![r])], None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(
+            g.detail
+                .contains("recovered snapshot Some(6), not the declared checkpoint Some(7)"),
+            "{}",
+            g.detail
+        );
+        assert_eq!(g.figures["recovered_equals_declared"], false);
+    }
+
+    #[test]
+    fn the_newest_checkpoint_without_a_verified_recovery_fails_naming_it() {
+        let later = "2026-02-10T00:00:00.000Z";
+        let cps = [checkpoint("c-1", 7, AT), checkpoint("c-2", 9, later)];
+        let reports = [report("r1", "2026-02-02T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)])];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(
+            g.detail.contains(
+                "the newest DR checkpoint c-2 (snapshot 9, at 2026-02-10T00:00:00.000Z) has no verified backup recovery"
+            ),
+            "{}",
+            g.detail
+        );
+        assert_eq!(g.figures["newest_checkpoint"]["checkpoint_id"], "c-2");
+        // Recovered in an older report within the window: it counts.
+        let older = report("r0", "2026-02-11T00:00:00Z", vec![recovered("c-2", 9, later, 0.0)]);
+        let newest = report("r1", "2026-02-12T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)]);
+        let g = gate(&[newest, older], None, &cps);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+        assert_eq!(g.figures["newest_checkpoint_recovered_in"], "r0");
+        // Its newest recovery failed: it does not.
+        let mut bad = recovered("c-2", 9, later, 0.0);
+        bad.status = RestoreStatus::Failed;
+        let newest = report("r2", "2026-02-13T00:00:00Z", vec![bad]);
+        let older = report("r0", "2026-02-11T00:00:00Z", vec![recovered("c-2", 9, later, 0.0)]);
+        let g = gate(&[newest, older], None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(
+            g.detail.contains("its newest, backup 9-root-c-2 in r2, FAILED"),
+            "{}",
+            g.detail
+        );
+        // No report at all names the checkpoint too.
+        let g = gate(&[], None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(g.detail.contains("newest DR checkpoint c-2"), "{}", g.detail);
+    }
+
+    #[test]
+    fn a_recovered_checkpoint_the_registry_does_not_hold_as_declared_fails() {
+        let cps = [checkpoint("c-1", 7, AT)];
+        let reports = [report("r1", "2026-02-02T00:00:00Z", vec![recovered("c-9", 7, AT, 0.0)])];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(
+            g.detail
+                .contains("declares checkpoint c-9, which the registry does not hold"),
+            "{}",
+            g.detail
+        );
+        // Held with another recovery point than the report declares.
+        let cps = [checkpoint("c-9", 7, "2026-02-01T01:00:00Z")];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "FAIL");
+        assert!(
+            g.detail.contains("declares checkpoint c-9 as snapshot Some(7) at 2026-02-01T00:00:00.000Z, the registry as snapshot 7 at 2026-02-01T01:00:00.000Z"),
+            "{}",
+            g.detail
+        );
+    }
+
+    #[test]
+    fn a_table_not_marked_critical_needs_no_recovery() {
+        let g = quarterly_gate(
+            &[],
+            TABLE,
+            &QuarterlyRules {
+                critical: false,
+                rto_limit: Duration::hours(4),
+                rpo_target: None,
+                checkpoints: &[checkpoint("c-1", 7, AT)],
+            },
+            Duration::days(92),
+            t("2026-03-01T00:00:00Z"),
+        );
+        assert_eq!(g.status, NOT_REQUIRED);
+        assert!(g.passed());
+    }
 }

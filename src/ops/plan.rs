@@ -629,7 +629,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
 
 /// `lakedrill status [CANDIDATE] [--policy FILE]`: candidate and object states, and for the table (addressed, or
 /// the candidate's) its rollout stage and the deleter switch; with a policy also the implementation-digest
-/// binding (an unpinned policy is a warning) and the deletion-right requests.
+/// binding (an unpinned policy refuses purge; `any` is noted) and the deletion-right requests.
 ///
 /// # Errors
 /// Registry errors; load, policy and storage errors when a table and a policy are given.
@@ -700,10 +700,12 @@ pub async fn status(
         if let Some(m) = digest.message() {
             human.push_str(&format!(
                 "{}: {m}\n",
-                if digest.allows_reclamation() {
-                    "warning"
-                } else {
+                if !digest.allows_reclamation() {
                     "REFUSED"
+                } else if !digest.allows_purge() {
+                    "purge REFUSED"
+                } else {
+                    "note"
                 }
             ));
         }

@@ -61,6 +61,10 @@ pub async fn quarantine(
     if !digest.allows_reclamation() {
         return refuse(digest.message().unwrap_or_default());
     }
+    // Quarantine is reversible and goes on; the purge of what it holds will refuse until the policy pins a build.
+    if !digest.allows_purge() {
+        crate::error::warn(digest.message().unwrap_or_default());
+    }
     let reg = registry(ctx).await?;
     let now = ctx.now();
     // The candidate must come out of a fresh plan of this very generation.

@@ -15,8 +15,11 @@
 //! 4. Only a recovery that verified is registered in the catalog.
 //!
 //! RTO is the wall time from the start to verified and registered; RPO is the declared checkpoint
-//! time minus the recovered snapshot's commit time (0 for a quarantine bundle, whose snapshot is the
-//! declared point).
+//! time (the signed `backup.declared_at`, which `backup` took from the registry's checkpoint record) minus
+//! the recovered snapshot's commit time (0 for a quarantine bundle recovered by hand, whose snapshot is its
+//! own recovery point). A declared point before the commit is a `CHECKPOINT_MISMATCH`. Comparing the signed
+//! checkpoint with the registry's record is the cold-backup drill's part (`ops::drill`): a recovery reads
+//! only the bundle.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,6 +65,9 @@ pub struct RecoverReport {
     pub declared_snapshot_id: Option<i64>,
     /// The declared recovery point (RFC 3339).
     pub declared_at: Option<String>,
+    /// Cold backups: the registry checkpoint the bundle declares (its signed `backup.checkpoint_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_id: Option<String>,
     /// The new location.
     pub into: String,
     /// The recovered table's metadata file.
@@ -120,6 +126,7 @@ pub async fn recover(
         snapshot_id: None,
         declared_snapshot_id: None,
         declared_at: None,
+        checkpoint_id: None,
         into: into.clone(),
         metadata_location: None,
         registered_as: None,
@@ -165,6 +172,7 @@ pub async fn recover(
             let at = chrono::DateTime::parse_from_rfc3339(&b.declared_at)
                 .map_err(|e| Error::invalid(&pred.bundle_id, format!("declared_at {:?}: {e}", b.declared_at)))?;
             report.declared_at = Some(b.declared_at.clone());
+            report.checkpoint_id = Some(b.checkpoint_id.clone());
             (b.declared_snapshot_id, at.timestamp_millis())
         }
         None => (pred.snapshot_id, pred.snapshot_timestamp_ms),
@@ -176,6 +184,20 @@ pub async fn recover(
             bundle::ENVELOPE_FILE,
             Some(format!("snapshot {declared_snapshot}")),
             Some(format!("snapshot {}", pred.snapshot_id)),
+        ));
+    }
+    // A recovery point before the snapshot was committed: the table at that point was not this snapshot, and
+    // the RPO would be negative. `backup` refuses such an `--at`; a checkpoint added by hand may still say it.
+    if declared_at_ms < pred.snapshot_timestamp_ms {
+        report.findings.push(Finding::new(
+            FindingKind::CheckpointMismatch,
+            bundle::ENVELOPE_FILE,
+            Some(format!(
+                "a recovery point at or after snapshot {}'s commit time {}",
+                pred.snapshot_id,
+                rfc3339_ms(pred.snapshot_timestamp_ms)
+            )),
+            Some(format!("declared at {}", rfc3339_ms(declared_at_ms))),
         ));
     }
 
@@ -222,6 +244,14 @@ pub async fn recover(
         report.status = RestoreStatus::RestoreVerified;
     }
     Ok(report)
+}
+
+/// Epoch milliseconds as RFC 3339 (UTC, milliseconds), or the number itself when out of range.
+fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || format!("{ms} ms"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    )
 }
 
 /// A manifest entry reduced to what a recovery must keep: everything but its path (made

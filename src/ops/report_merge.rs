@@ -232,6 +232,8 @@ pub async fn merge(
     let predicate = DrillPredicate {
         drill: DrillInfo {
             id: uuid::Uuid::new_v4().to_string(),
+            // Each shard knows only its own items' policies: the merged report's is recomputed over all of them.
+            policy_digest: crate::evidence::predicate::common_policy_digest(&results),
             ..first.drill.clone()
         },
         started_at: started,

@@ -126,6 +126,11 @@ pub async fn retire_bundles(
             }
         };
         written.await.map_err(|e: Error| unfinished(&uri, &e))?;
+        // The record, anchored in the registry by its URI (#23 point 4): `audit verify` of it with the registry
+        // then finds it replaced (a removed record puts its bundle back into every drill's population, where
+        // its purged objects fail the drill).
+        let head = evidence::sha256_hex(&ctx.storage.get(&uri).await.map_err(|e| unfinished(&uri, &e))?.bytes);
+        reg.chain_anchor(&uri, &head, 1, ctx.now()).await?;
         out.push(uri);
     }
     Ok(out)

@@ -11,8 +11,8 @@
 //!   objects both would delete, only Iceberg would delete (with each reason lakedrill kept it), only lakedrill
 //!   would delete.
 //! - [`crate::ops::binding::digest_binding`] compares the running binary's SHA-256 with the policy's
-//!   `reclamationImplementationDigest`: `quarantine` and `purge` refuse on a mismatch; an unpinned policy allows
-//!   any build and is reported as a warning.
+//!   `reclamationImplementationDigest`: `quarantine` and `purge` refuse on a mismatch; a policy without the field
+//!   refuses `purge` (quarantine is allowed, with the same message); `any` allows every build, and says so.
 //!
 //! What it does not do: [`compare`] is pure and deletes nothing; `report` never changes a table. The
 //! comparison computes Iceberg's rule from the table's metadata and one listing; it does not run Spark (the
@@ -383,7 +383,16 @@ pub async fn gates(
         digest.status
     );
     if let Some(m) = digest.message() {
-        human.push_str(&format!("  warning: {m}\n"));
+        // The same words as `purge`: a mismatching pin refuses quarantine and purge, an unpinned policy refuses
+        // purge, `any` is said out loud.
+        let what = if !digest.allows_reclamation() {
+            "REFUSED"
+        } else if !digest.allows_purge() {
+            "purge REFUSED"
+        } else {
+            "note"
+        };
+        human.push_str(&format!("  {what}: {m}\n"));
     }
     let writers = crate::ops::plan::overlong_writers(&reg, &table, &policy, now).await?;
     for w in &writers {

@@ -240,6 +240,8 @@ pub struct PurgeBatch {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     /// The hold generation read inside the lock (equal to the baseline's).
     pub hold_generation: i64,
+    /// The receipts recorded in this batch, in order (handed back by [`PurgeBatch::commit`]).
+    recorded: Vec<ReceiptRow>,
 }
 
 impl PurgeBatch {
@@ -254,9 +256,17 @@ impl PurgeBatch {
         receipt: &serde_json::Value,
         now: DateTime<Utc>,
     ) -> Result<i64, RegistryError> {
-        insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
+        let attempt = insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
             .await
-            .map_err(query("purge_batch_receipt"))
+            .map_err(query("purge_batch_receipt"))?;
+        self.recorded.push(ReceiptRow {
+            candidate_id: candidate_id.to_owned(),
+            path: path.to_owned(),
+            attempt,
+            receipt: receipt.clone(),
+            created_at: now,
+        });
+        Ok(attempt)
     }
 
     /// Moves one object inside the batch; see [`Registry::object_transition`].
@@ -273,12 +283,14 @@ impl PurgeBatch {
         set_object_state(&mut self.tx, candidate_id, path, to, now, "purge_batch_transition").await
     }
 
-    /// Commits everything the batch recorded and lets the lock go.
+    /// Commits everything the batch recorded and lets the lock go. Returns the receipts it recorded, for the
+    /// deleter to seal into its signed receipts chain.
     ///
     /// # Errors
     /// [`RegistryError::Query`].
-    pub async fn commit(self) -> Result<(), RegistryError> {
-        self.tx.commit().await.map_err(query("purge_batch_commit"))
+    pub async fn commit(self) -> Result<Vec<ReceiptRow>, RegistryError> {
+        self.tx.commit().await.map_err(query("purge_batch_commit"))?;
+        Ok(self.recorded)
     }
 }
 
@@ -541,7 +553,11 @@ impl Registry {
         write_heartbeat(&mut tx, candidate_id, &base.run_id, now)
             .await
             .map_err(query(OP))?;
-        Ok(Ok(PurgeBatch { tx, hold_generation }))
+        Ok(Ok(PurgeBatch {
+            tx,
+            hold_generation,
+            recorded: Vec::new(),
+        }))
     }
 
     /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing

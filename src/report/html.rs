@@ -1,11 +1,12 @@
 //! Human drill reports: a self-contained HTML page and a Markdown summary, written beside each signed report.
 //!
 //! The HTML page puts the verdict first, then a per-item table (table, snapshot, objects, bytes, RTO, RPO,
-//! findings) and two inline SVG charts of the largest RTO and RPO of every report in the plan's report
-//! chain (the `*.dsse.json` files of the plan's reports folder, oldest first). It is one file: styles are
+//! history age, findings) and two inline SVG charts of the largest RTO and RPO of every report in the plan's
+//! report chain (a third of the largest history age when quarantine reports measured one) (the `*.dsse.json` files of the plan's reports folder, oldest first). It is one file: styles are
 //! inline, there is no script and nothing is fetched, so it opens from a ticket attachment, an air-gapped
 //! share or a mail client. Every string that comes from a report (paths, ids, finding texts) is escaped.
-//! The Markdown summary is the verdict, the totals and the failed items, for pasting into a ticket.
+//! The Markdown summary is the verdict, the totals and the failed items, for pasting into a ticket. Both name
+//! the policy digest of every drilled table that a plan's `policies` bound (`results[].policy_digest`).
 //!
 //! What it does not do: verify anything. These pages are renderings for people; the signed envelope is
 //! the evidence, and `lakedrill audit verify --chain` is what checks the chain the charts are drawn from
@@ -30,6 +31,9 @@ pub struct TrendPoint {
     pub rto_max: f64,
     /// Largest RPO of the report's items, seconds (none when no item verified).
     pub rpo_max: Option<f64>,
+    /// Quarantine drills: the largest history age of the report's items, seconds (none when none was measured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_age_max: Option<f64>,
 }
 
 impl TrendPoint {
@@ -42,6 +46,7 @@ impl TrendPoint {
             gate: p.summary.gate.clone(),
             rto_max: p.results.iter().map(|r| r.rto_seconds).fold(0.0, f64::max),
             rpo_max: p.results.iter().filter_map(|r| r.rpo_seconds).reduce(f64::max),
+            history_age_max: p.results.iter().filter_map(|r| r.history_age_seconds).reduce(f64::max),
         }
     }
 }
@@ -187,13 +192,13 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
         let _ = writeln!(s, "<dt>{}</dt><dd><code>{}</code></dd>", escape(k), escape(&v));
     }
     s.push_str("</dl>\n<h2>Items</h2>\n<table id=\"items\">\n<thead><tr><th>status</th><th>table</th><th>snapshot</th><th>bundle</th>\
-                <th>objects</th><th>bytes</th><th>RTO (s)</th><th>RPO (s)</th><th>findings</th></tr></thead>\n<tbody>\n");
+                <th>objects</th><th>bytes</th><th>RTO (s)</th><th>RPO (s)</th><th>history age (s)</th><th>findings</th></tr></thead>\n<tbody>\n");
     for r in &p.results {
         let ok = verified(r);
         let _ = write!(
             s,
             "<tr class=\"{cls}\"><td class=\"status\">{status}</td><td><code>{table}</code></td><td><code>{snap}</code></td><td><code>{bundle}</code></td>\
-             <td class=\"num\">{objects}</td><td class=\"num\">{bytes}</td><td class=\"num\">{rto:.3}</td><td class=\"num\">{rpo}</td><td class=\"findings\">",
+             <td class=\"num\">{objects}</td><td class=\"num\">{bytes}</td><td class=\"num\">{rto:.3}</td><td class=\"num\">{rpo}</td><td class=\"num\" title=\"{age_basis}\">{age}</td><td class=\"findings\">",
             cls = if ok { "verified" } else { "failed" },
             status = if ok { "RESTORE_VERIFIED" } else { "FAILED" },
             table = escape(r.table_uuid.as_deref().unwrap_or("-")),
@@ -203,6 +208,8 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
             bytes = r.bytes_verified,
             rto = r.rto_seconds,
             rpo = r.rpo_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}")),
+            age = r.history_age_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}")),
+            age_basis = escape(r.history_age_basis.as_deref().unwrap_or_default()),
         );
         if r.findings.is_empty() {
             s.push_str("none");
@@ -216,9 +223,22 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
         s.push_str("</td></tr>\n");
     }
     if p.results.is_empty() {
-        s.push_str("<tr><td colspan=\"9\">no items</td></tr>\n");
+        s.push_str("<tr><td colspan=\"10\">no items</td></tr>\n");
     }
     s.push_str("</tbody>\n</table>\n");
+    let policies = table_policies(p);
+    if !policies.is_empty() {
+        s.push_str("<h2>Policies</h2>\n<table id=\"policies\">\n<thead><tr><th>table</th><th>policy sha256</th></tr></thead>\n<tbody>\n");
+        for (table, digest) in &policies {
+            let _ = writeln!(
+                s,
+                "<tr><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                escape(table),
+                escape(digest)
+            );
+        }
+        s.push_str("</tbody>\n</table>\n");
+    }
     let _ = writeln!(
         s,
         "<h2>Trend across the report chain ({} report{})</h2>\n<div class=\"charts\">",
@@ -235,6 +255,18 @@ pub fn render_html(p: &DrillPredicate, report: &str, trend: &[TrendPoint]) -> St
         .collect();
     s.push_str(&svg_chart("rto-chart", "Largest RTO per drill (seconds)", &rto));
     s.push_str(&svg_chart("rpo-chart", "Largest RPO per drill (seconds)", &rpo));
+    // Quarantine drills have no RPO; how much history their bundles preserve is charted instead.
+    if trend.iter().any(|t| t.history_age_max.is_some()) {
+        let age: Vec<(String, Option<f64>, bool)> = trend
+            .iter()
+            .map(|t| (t.finished_at.clone(), t.history_age_max, t.gate == "PASS"))
+            .collect();
+        s.push_str(&svg_chart(
+            "history-age-chart",
+            "Largest history age per drill (seconds behind the live head)",
+            &age,
+        ));
+    }
     s.push_str("</div>\n<p>Charts are drawn from the reports in the plan's reports folder, oldest on the left; \
                 <code>lakedrill audit verify REPORT --trust KEYS --chain</code> verifies them. A run whose gate failed is a red point.</p>\n</body>\n</html>\n");
     s
@@ -380,6 +412,14 @@ pub fn render_markdown(p: &DrillPredicate, report: &str, html: &str) -> String {
         ),
         ("max RTO", format!("{rto:.3} s")),
         ("max RPO", rpo.map_or_else(|| "-".into(), |v| format!("{v:.3} s"))),
+        (
+            "max history age",
+            p.results
+                .iter()
+                .filter_map(|r| r.history_age_seconds)
+                .reduce(f64::max)
+                .map_or_else(|| "-".into(), |v| format!("{v:.3} s behind the live head")),
+        ),
         ("bytes verified", bytes.to_string()),
         ("signed report", report.to_owned()),
         ("HTML report", html.to_owned()),
@@ -401,12 +441,35 @@ pub fn render_markdown(p: &DrillPredicate, report: &str, html: &str) -> String {
             );
         }
     }
+    let policies = table_policies(p);
+    if !policies.is_empty() {
+        let _ = writeln!(s, "\n### Policies\n");
+        let _ = writeln!(s, "| table | policy sha256 |\n| --- | --- |");
+        for (table, digest) in &policies {
+            let _ = writeln!(s, "| {} | {} |", md_escape(table), md_escape(digest));
+        }
+    }
     let _ = writeln!(
         s,
         "\nVerify: `lakedrill audit verify {} --trust KEYS --chain`",
         report.replace('`', "'")
     );
     s
+}
+
+/// The policy digest of each drilled table that names one (`results[].policy_digest`), by table UUID.
+fn table_policies(p: &DrillPredicate) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = p
+        .results
+        .iter()
+        .filter_map(|r| {
+            let digest = r.policy_digest.clone()?;
+            Some((r.table_uuid.clone().unwrap_or_else(|| "-".into()), digest))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 #[cfg(test)]
@@ -461,6 +524,11 @@ mod tests {
                 rto_limit_seconds: None,
                 rows_promised: None,
                 rows_scanned: None,
+                policy_digest: None,
+                checkpoint_id: None,
+                declared_at: None,
+                history_age_seconds: None,
+                history_age_basis: Some("not measured: the item did not verify".into()),
             }],
             summary: Summary {
                 passed: 0,
@@ -496,6 +564,36 @@ mod tests {
         assert_eq!(nice_axis(3.2), (5.0, 2));
         assert_eq!(nice_axis(40.0), (50.0, 1));
         assert_eq!(nice_axis(100.0), (100.0, 0));
+    }
+
+    #[test]
+    fn both_renderings_name_each_tables_policy_digest() {
+        let mut p = predicate("FAIL");
+        assert!(!render_html(&p, "r", &[]).contains("id=\"policies\""));
+        assert!(!render_markdown(&p, "r", "h").contains("### Policies"));
+        let mut second = p.results[0].clone();
+        second.table_uuid = Some("v".into());
+        second.policy_digest = Some("e".repeat(64));
+        p.results[0].policy_digest = Some("d".repeat(64));
+        p.results.push(second);
+        let h = render_html(&p, "r", &[]);
+        assert!(
+            h.contains(&format!(
+                "<tr><td><code>u</code></td><td><code>{}</code></td></tr>",
+                "d".repeat(64)
+            )),
+            "{h}"
+        );
+        assert!(
+            h.contains(&format!(
+                "<tr><td><code>v</code></td><td><code>{}</code></td></tr>",
+                "e".repeat(64)
+            )),
+            "{h}"
+        );
+        let m = render_markdown(&p, "r", "h");
+        assert!(m.contains(&format!("| u | {} |", "d".repeat(64))), "{m}");
+        assert!(m.contains(&format!("| v | {} |", "e".repeat(64))), "{m}");
     }
 
     #[test]

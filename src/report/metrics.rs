@@ -223,10 +223,22 @@ pub fn drill(
         );
         m.gauge(
             "lakedrill_drill_rpo_seconds_max",
-            "Largest per-item recovery point gap in the last run (failed items have none).",
+            "Largest per-item recovery point gap in the last run: declared checkpoint time minus recovered commit \
+             time (cold backups; failed items and quarantine items have none).",
             &l,
             p.results.iter().filter_map(|r| r.rpo_seconds).fold(0.0, f64::max),
         );
+        // Quarantine drills: how much history the bundles preserve. Absent when no item's was measured (0 would
+        // claim every bundle holds the live head).
+        if let Some(age) = p.results.iter().filter_map(|r| r.history_age_seconds).reduce(f64::max) {
+            m.gauge(
+                "lakedrill_drill_history_age_seconds_max",
+                "Largest per-item history age in the last run: the live table head's commit time minus the \
+                 bundle snapshot's (quarantine drills).",
+                &l,
+                age,
+            );
+        }
         m.gauge(
             "lakedrill_drill_bytes_verified",
             "Bytes hashed and verified in the last run.",

@@ -116,6 +116,20 @@ fn pos_table(dir: &Path) -> PathBuf {
     t
 }
 
+/// Each snapshot's commit time (epoch ms) and the current snapshot, as `inspect snapshots` gives them.
+fn commit_times(site: &Site, table: &[&str]) -> (std::collections::BTreeMap<i64, i64>, i64) {
+    let mut args = vec!["--json", "inspect", "snapshots"];
+    args.extend(table);
+    let v = site.run(&args).expect_code(0).json();
+    let commits = v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
+        .collect();
+    (commits, v["current_snapshot_id"].as_i64().unwrap())
+}
+
 fn interop_expected(case: &str) -> Value {
     serde_json::from_slice(&std::fs::read(interop().join(format!("expected/{case}.json"))).unwrap()).unwrap()
 }
@@ -164,6 +178,7 @@ fn every_snapshot_of_the_generated_tables_backs_up_and_recovers_with_its_rows() 
     }
     let exp = expected("db.events");
     let table = ["--catalog", "pyfix", "--table", "db.events"];
+    let (commits, head) = commit_times(&site, &table);
     for (i, s) in exp["snapshots"].as_array().unwrap().iter().enumerate() {
         let id = s["snapshot_id"].as_i64().unwrap();
         let b = site
@@ -185,10 +200,20 @@ fn every_snapshot_of_the_generated_tables_backs_up_and_recovers_with_its_rows() 
         );
         assert_eq!(r["snapshot_id"].as_i64(), Some(id));
         assert_eq!(r["declared_snapshot_id"].as_i64(), Some(id));
+        // Declared, by default, at the table's state when backed up (the head's commit time): a backup of an
+        // older snapshot shows the history it misses as RPO, the head's is 0.
+        let rpo = (commits[&head] - commits[&id]).max(0) as f64 / 1000.0;
+        assert_eq!(r["rpo_seconds"].as_f64(), Some(rpo), "{r}");
+        assert_eq!(b["rpo_seconds"].as_f64(), Some(rpo), "{b}");
+        assert_eq!(r["declared_at"], b["declared_at"], "{r}");
         assert_eq!(
-            r["rpo_seconds"], 0.0,
-            "declared at the snapshot's commit time by default"
+            chrono::DateTime::parse_from_rfc3339(b["declared_at"].as_str().unwrap())
+                .unwrap()
+                .timestamp_millis(),
+            commits[&head].max(commits[&id]),
+            "{b}"
         );
+        assert_eq!(r["checkpoint_id"], b["checkpoint_id"], "{r}");
         assert_eq!(r["registered_as"], format!("dr.{name}"));
         let rows = &exp["row_counts"][id.to_string()];
         assert_eq!(&r["rows_scanned"], rows, "{r}");
@@ -333,6 +358,65 @@ fn write_cold_plan(site: &Site, name: &str, rto_limit: &str) -> PathBuf {
     )
     .unwrap();
     plan
+}
+
+/// The drill compares each backup's signed checkpoint with the registry's record (#23 point 2): a
+/// checkpoint the configured registry does not hold fails the item, and its RPO is withdrawn. A recovery
+/// point before the snapshot's commit is refused at backup time.
+#[test]
+fn a_cold_backup_drill_fails_a_checkpoint_the_registry_does_not_hold() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let addr = ["--metadata", pos.to_str().unwrap()];
+    let (commits, head) = commit_times(&site, &addr);
+    // `--at` before the snapshot existed: refused, nothing declared.
+    let early = (commits[&head] - 1).to_string();
+    let r = site.backup(&addr, &["--at", &early], &site.path("backups"));
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--at") && r.stderr.contains("before snapshot"),
+        "{}",
+        r.stderr
+    );
+    let b = site.backup(&addr, &[], &site.path("backups")).expect_code(0).json();
+    assert_eq!(b["rpo_seconds"].as_f64(), Some(0.0), "{b}");
+    let plan = write_cold_plan(&site, "registry-check", "4h");
+    // With the registry that declared it: verified, RPO 0, the checkpoint named in the result.
+    let ok = site
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let r = &ok["predicate"]["results"][0];
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    assert_eq!(r["checkpoint_id"], b["checkpoint_id"], "{r}");
+    assert_eq!(r["declared_at"], b["declared_at"], "{r}");
+    assert_eq!(r["rpo_seconds"].as_f64(), Some(0.0), "{r}");
+    // Another registry, which never heard of the checkpoint.
+    let cfg = site.dir().join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        text.replace(
+            &format!("sqlite:{}/registry.db", site.dir().display()),
+            &format!("sqlite:{}/other-registry.db", site.dir().display()),
+        ),
+    )
+    .unwrap();
+    let bad = site
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    let r = &bad["predicate"]["results"][0];
+    assert_eq!(r["status"], "FAILED", "{r}");
+    assert_eq!(r["rpo_seconds"], Value::Null, "{r}");
+    assert_eq!(kinds(r), ["CHECKPOINT_UNREGISTERED"], "{r}");
+    assert!(
+        r["findings"][0]["expected"]
+            .as_str()
+            .unwrap()
+            .contains(b["checkpoint_id"].as_str().unwrap()),
+        "{r}"
+    );
 }
 
 #[test]

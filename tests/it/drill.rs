@@ -470,11 +470,34 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
     assert_eq!(distinct.len(), 30, "sampled without replacement");
     assert_eq!(p["previous_report"], Value::Null);
     assert_eq!(p["drill"]["implementation_digest"].as_str().unwrap().len(), 64);
+    // A quarantine bundle declares no recovery point: no RPO, but its history age behind the live head (the
+    // current snapshot of db.many's newest metadata file).
+    let mut args = vec!["--json", "inspect", "snapshots"];
+    args.extend(addr);
+    let snaps = lakedrill(&args).expect_code(0).json();
+    let commits: std::collections::BTreeMap<i64, i64> = snaps["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
+        .collect();
+    let head = snaps["current_snapshot_id"].as_i64().unwrap();
+    let mut oldest = 0.0_f64;
     for r in p["results"].as_array().unwrap() {
         assert_eq!(r["status"], "RESTORE_VERIFIED");
         assert!(r["rto_seconds"].as_f64().unwrap() >= 0.0);
-        assert_eq!(r["rpo_seconds"], 0.0);
+        assert_eq!(r["rpo_seconds"], Value::Null, "{r}");
+        let snap = r["snapshot_id"].as_i64().unwrap();
+        let want = (commits[&head] - commits[&snap]) as f64 / 1000.0;
+        assert_eq!(r["history_age_seconds"].as_f64(), Some(want), "{r}");
+        let basis = r["history_age_basis"].as_str().unwrap();
+        assert!(
+            basis.starts_with(&format!("live head snapshot {head} committed ")),
+            "{basis}"
+        );
+        oldest = oldest.max(want);
     }
+    assert!(oldest > 0.0, "30 bundles of 32+ commits: some are behind the head");
     let report1 = PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
     assert!(
         report1.with_extension("").with_extension("txt").exists() || report1.to_str().unwrap().ends_with(".dsse.json")
@@ -836,4 +859,64 @@ fn restore_into_rewrites_position_deletes_and_pyiceberg_reads_the_upstream_count
         r["snapshot_id"].as_i64().unwrap(),
         exp["current_row_count_independent"].as_u64().unwrap(),
     );
+}
+
+/// #23 point 2: a quarantine drill records no RPO (a bundle declares no recovery point) but the history its
+/// bundle preserves: the live head's commit time minus the bundle snapshot's, in the signed report and the
+/// human one. A later commit to the table makes every bundle older by exactly the new head's lead.
+#[test]
+fn a_quarantine_drill_reports_how_much_history_each_bundle_preserves() {
+    let g = crate::governance::Gov::new("");
+    let (_, ev) = g.quarantined();
+    let results = |report: &Path| -> Vec<Value> {
+        let st = lakedrill::evidence::peek_unverified(&std::fs::read(report).unwrap()).unwrap();
+        st["predicate"]["results"].as_array().unwrap().clone()
+    };
+    let (commits, head) = crate::gates::commit_times(&g);
+    let first = results(&ev);
+    assert!(!first.is_empty());
+    let txt = std::fs::read_to_string(ev.to_str().unwrap().replace(".dsse.json", ".txt")).unwrap();
+    for r in &first {
+        assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+        assert_eq!(r["rpo_seconds"], Value::Null, "{r}");
+        let snap = r["snapshot_id"].as_i64().unwrap();
+        let age = (commits[&head] - commits[&snap]) as f64 / 1000.0;
+        // The candidate's snapshots expired: they are behind the head.
+        assert!(age > 0.0, "{r}");
+        assert_eq!(r["history_age_seconds"].as_f64(), Some(age), "{r}");
+        let basis = r["history_age_basis"].as_str().unwrap();
+        assert!(
+            basis.starts_with(&format!("live head snapshot {head} committed ")),
+            "{basis}"
+        );
+        assert!(
+            basis.contains("/metadata/") && basis.ends_with(".metadata.json"),
+            "{basis}"
+        );
+        assert!(
+            txt.contains(&format!("history age {age:.3}s  (live head snapshot {head}")),
+            "{txt}"
+        );
+    }
+
+    // A commit after the quarantine: the next drill measures against the new head.
+    g.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), 'category': pa.array(['z']), 'value': pa.array([1.0])}))");
+    let (commits, new_head) = crate::gates::commit_times(&g);
+    assert_ne!(new_head, head);
+    let lead = (commits[&new_head] - commits[&head]) as f64 / 1000.0;
+    assert!(lead > 0.0);
+    let second = results(&g.drill("bundles"));
+    for r in &second {
+        let before = first.iter().find(|x| x["bundle_id"] == r["bundle_id"]).unwrap();
+        let was = before["history_age_seconds"].as_f64().unwrap();
+        let now = r["history_age_seconds"].as_f64().unwrap();
+        assert!((now - (was + lead)).abs() < 1e-6, "{was} + {lead} != {now}: {r}");
+        assert!(
+            r["history_age_basis"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("live head snapshot {new_head} ")),
+            "{r}"
+        );
+    }
 }

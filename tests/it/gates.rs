@@ -272,3 +272,181 @@ fn the_quarterly_gate_holds_the_deleter_of_a_critical_table_over_its_rto() {
     let v = purge_reading(&g, id, &ev, "reports").expect_code(0).json();
     assert_eq!(v["status"], "VERIFIED", "{v}");
 }
+
+/// A commit of one row to the fixture's table (a new head).
+const APPEND: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), \
+                      'category': pa.array(['z']), 'value': pa.array([1.0])}))";
+
+/// Each snapshot's commit time (epoch ms) and the current snapshot of the fixture's table.
+pub(crate) fn commit_times(g: &Gov) -> (std::collections::BTreeMap<i64, i64>, i64) {
+    let v = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json();
+    let commits = v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
+        .collect();
+    (commits, v["current_snapshot_id"].as_i64().unwrap())
+}
+
+fn backup(g: &Gov, extra: &[&str]) -> Value {
+    let mut a = vec!["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"];
+    a.extend(extra);
+    g.on_table(&a).expect_code(0).json()
+}
+
+/// Runs the quarterly cold-backup drill over every backup under `backups` (exit 0: every recovery verified).
+fn cold_drill(g: &Gov) -> Value {
+    let plan = g.dir.join("quarterly.toml");
+    std::fs::write(
+        &plan,
+        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
+         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(0)
+        .json()
+}
+
+/// #23 point 2: RPO that can fail. A backup of a snapshot older than the checkpoint it declares (the table
+/// moved on before the backup was declared) recovers and verifies, but its RPO — declared checkpoint time
+/// minus the recovered snapshot's commit time — fails the quarterly gate and holds the deleter, naming the
+/// figure and the target; an `rpoTarget` that allows the lag lets the same report pass.
+#[test]
+fn a_backup_older_than_its_checkpoint_fails_the_quarterly_gate_with_its_rpo() {
+    let g = Gov::new("critical: true\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let (_, old) = commit_times(&g);
+    g.py(APPEND);
+    let (commits, head) = commit_times(&g);
+    assert_ne!(head, old);
+    let rpo = (commits[&head] - commits[&old]) as f64 / 1000.0;
+    assert!(rpo > 0.0, "{commits:?}");
+    // Declared now: the table's state at declaration is the new head, the backup holds the old snapshot.
+    let b = backup(&g, &["--snapshot-id", &old.to_string()]);
+    assert_eq!(b["snapshot_id"].as_i64(), Some(old), "{b}");
+    assert_eq!(b["rpo_seconds"].as_f64(), Some(rpo), "{b}");
+    let d = cold_drill(&g);
+    let r = &d["predicate"]["results"][0];
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    assert_eq!(r["snapshot_id"].as_i64(), Some(old), "{r}");
+    assert_eq!(r["declared_snapshot_id"].as_i64(), Some(old), "{r}");
+    assert_eq!(r["checkpoint_id"], b["checkpoint_id"], "{r}");
+    assert_eq!(r["rpo_seconds"].as_f64(), Some(rpo), "{r}");
+
+    let v = gates(&g).expect_code(1).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "FAIL", "{q}");
+    let detail = q["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("RPO {rpo:.3}s")), "{detail}");
+    assert!(detail.contains("over the target of 0s (no rpoTarget"), "{detail}");
+    assert!(detail.contains(b["checkpoint_id"].as_str().unwrap()), "{detail}");
+    assert_eq!(q["figures"]["max_rpo_seconds"].as_f64(), Some(rpo), "{q}");
+    assert_eq!(q["figures"]["rpo_target_seconds"], Value::Null, "{q}");
+    assert_eq!(q["figures"]["recovered_equals_declared"], true, "{q}");
+    // The deleter evaluates the same gate before it accepts a delete of a critical table.
+    let refused = g.purge(id, Some(&ev), &[]);
+    crate::governance::refused_with(&refused, "gate quarterly_recovery FAIL");
+    crate::governance::refused_with(&refused, &format!("RPO {rpo:.3}s"));
+
+    // A policy that accepts a day of lag: the same report passes, saying what it was measured against.
+    let relaxed = g.dir.join("policy-rpo.yaml");
+    std::fs::write(
+        &relaxed,
+        format!("{}rpoTarget: 1d\n", std::fs::read_to_string(&g.policy).unwrap()),
+    )
+    .unwrap();
+    let run = g.on_table(&[
+        "--json",
+        "gates",
+        "--policy",
+        relaxed.to_str().unwrap(),
+        "--trust",
+        "keys",
+        "--reports",
+        "reports",
+    ]);
+    assert!(run.code == 0 || run.code == 1, "{run:?}");
+    let v = run.json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "PASS", "{q}");
+    assert_eq!(q["figures"]["rpo_target_seconds"].as_f64(), Some(86_400.0), "{q}");
+    assert!(
+        q["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("max RPO {rpo:.3}s (within the rpoTarget of 86400.000s)")),
+        "{q}"
+    );
+}
+
+/// #23 point 2: a backup of the table as it is passes the quarterly gate with RPO 0, the recovered snapshot
+/// being the declared one; a newer DR checkpoint that no backup recovered fails it, naming the checkpoint,
+/// until a backup of it is drilled.
+#[test]
+fn a_normal_backup_passes_with_rpo_0_and_a_checkpoint_without_a_backup_fails_naming_it() {
+    let g = Gov::new("critical: true\n");
+    let (_, current) = commit_times(&g);
+    let b = backup(&g, &[]);
+    assert_eq!(b["snapshot_id"].as_i64(), Some(current), "{b}");
+    assert_eq!(b["rpo_seconds"].as_f64(), Some(0.0), "{b}");
+    let d = cold_drill(&g);
+    let r = &d["predicate"]["results"][0];
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
+    assert_eq!(r["snapshot_id"].as_i64(), Some(current), "{r}");
+    assert_eq!(r["declared_snapshot_id"].as_i64(), Some(current), "{r}");
+    assert_eq!(r["rpo_seconds"].as_f64(), Some(0.0), "{r}");
+    let first_checkpoint = b["checkpoint_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["checkpoint_id"], first_checkpoint.as_str(), "{r}");
+
+    let v = gates(&g).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "PASS", "{q}");
+    assert_eq!(q["figures"]["max_rpo_seconds"].as_f64(), Some(0.0), "{q}");
+    assert_eq!(q["figures"]["recovered_equals_declared"], true, "{q}");
+    assert_eq!(
+        q["figures"]["newest_checkpoint"]["checkpoint_id"],
+        first_checkpoint.as_str(),
+        "{q}"
+    );
+    let report = d["report"].as_str().unwrap();
+    assert_eq!(q["figures"]["newest_checkpoint_recovered_in"], report, "{q}");
+    assert!(q["detail"].as_str().unwrap().contains("max RPO 0.000s"), "{q}");
+
+    // The table moves on and a checkpoint is declared on its new head; no backup recovers it yet.
+    g.py(APPEND);
+    let (_, head) = commit_times(&g);
+    let cp = g
+        .on_table(&["--json", "checkpoint", "add", "--snapshot-id", &head.to_string()])
+        .expect_code(0)
+        .json();
+    let cp_id = cp["checkpoint_id"].as_str().unwrap();
+    let v = gates(&g).expect_code(1).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "FAIL", "{q}");
+    let detail = q["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("the newest DR checkpoint {cp_id} (snapshot {head}, at "))
+            && detail.contains("has no verified backup recovery"),
+        "{detail}"
+    );
+    assert_eq!(q["figures"]["newest_checkpoint"]["checkpoint_id"], cp_id, "{q}");
+    assert_eq!(q["figures"]["newest_checkpoint_recovered_in"], Value::Null, "{q}");
+
+    // A backup of that checkpoint, drilled: the gate passes again.
+    let b2 = backup(&g, &["--checkpoint", cp_id]);
+    assert_eq!(b2["checkpoint_id"], cp_id, "{b2}");
+    assert_eq!(b2["rpo_seconds"].as_f64(), Some(0.0), "{b2}");
+    let d2 = cold_drill(&g);
+    assert_eq!(d2["predicate"]["summary"]["passed"], 2, "{d2}");
+    let v = gates(&g).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "PASS", "{q}");
+    assert_eq!(
+        q["figures"]["newest_checkpoint_recovered_in"],
+        d2["report"].as_str().unwrap(),
+        "{q}"
+    );
+}

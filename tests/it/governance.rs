@@ -7,9 +7,10 @@ use serde_json::Value;
 
 use crate::util::{Run, block_on, fresh_postgres_database, lakedrill_in, sql_text, tmpdir};
 
-/// The example of DESIGN §3, exactly as written.
-const DESIGN_EXAMPLE: &str = "schema: lakehouseRetentionPolicy.v1
-table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)
+/// The example of DESIGN §3 with the 8 hex digits of the UUID a `table` binding needs (#23 point 5; DESIGN's own
+/// `orders/7f31...` has 4 and is refused).
+const EXAMPLE: &str = "schema: lakehouseRetentionPolicy.v1
+table: orders/7f31c2a9...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)
 protectedRefs: [main, audit-q2]
 minSnapshotAge: 30d
 maxReaderLease: 14d
@@ -111,6 +112,15 @@ impl Gov {
         }
         let out = cmd.arg(dir.join("fx")).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        // The policy binds the table by name and UUID (#23 point 5), read from the metadata PyIceberg wrote.
+        let binding = crate::util::table_binding(
+            "retention",
+            &sql_text(
+                &format!("sqlite://{}?mode=ro", dir.join("fx/catalog.db").display()),
+                CURRENT_LOCATION,
+            )
+            .expect("PyIceberg registered db.retention"),
+        );
         let (catalog_uri, registry_uri) = match backend {
             Backend::Sqlite => (
                 format!("sqlite:{}", dir.join("fx/catalog.db").display()),
@@ -152,10 +162,17 @@ impl Gov {
         )
         .unwrap();
         let policy = dir.join("policy.yaml");
+        // Before #23 point 5 an unpinned policy let any build purge; the fixture says so explicitly now, unless the
+        // test pins a build itself.
+        let any_build = if policy_extra.contains("reclamationImplementationDigest") {
+            ""
+        } else {
+            "reclamationImplementationDigest: any\n"
+        };
         std::fs::write(
             &policy,
             format!(
-                "schema: lakehouseRetentionPolicy.v1\ntable: retention\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n{policy_extra}"
+                "schema: lakehouseRetentionPolicy.v1\ntable: {binding}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n{any_build}{policy_extra}"
             ),
         )
         .unwrap();
@@ -360,34 +377,43 @@ impl Gov {
 }
 
 #[test]
-fn policy_check_accepts_the_design_example_and_names_bad_fields() {
+fn policy_check_accepts_a_uuid_bound_example_and_names_bad_fields() {
     let tmp = tmpdir();
     let p = tmp.path().join("p.yaml");
-    std::fs::write(&p, DESIGN_EXAMPLE).unwrap();
+    std::fs::write(&p, EXAMPLE).unwrap();
     let r = lakedrill_in(tmp.path(), &["--json", "policy", "check", p.to_str().unwrap()])
         .expect_code(0)
         .json();
     assert_eq!(
         r["digest"].as_str().unwrap(),
-        lakedrill::evidence::sha256_hex(DESIGN_EXAMPLE.as_bytes())
+        lakedrill::evidence::sha256_hex(EXAMPLE.as_bytes())
     );
     for (bad, field) in [
         (
-            DESIGN_EXAMPLE.replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 5h"),
+            EXAMPLE.replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 5h"),
             "orphanSafetyInterval",
         ),
         (
-            DESIGN_EXAMPLE.replace("minSnapshotAge: 30d", "minSnapshotAge: 30"),
+            EXAMPLE.replace("minSnapshotAge: 30d", "minSnapshotAge: 30"),
             "minSnapshotAge",
         ),
         (
-            DESIGN_EXAMPLE.replace("maxReaderLease: 14d", "maxReaderLease: 2w"),
+            EXAMPLE.replace("maxReaderLease: 14d", "maxReaderLease: 2w"),
             "maxReaderLease",
         ),
-        (format!("{DESIGN_EXAMPLE}surprise: 1\n"), "surprise"),
+        (format!("{EXAMPLE}surprise: 1\n"), "surprise"),
         (
-            DESIGN_EXAMPLE.replace("lakehouseRetentionPolicy.v1", "lakehouseRetentionPolicy.v2"),
+            EXAMPLE.replace("lakehouseRetentionPolicy.v1", "lakehouseRetentionPolicy.v2"),
             "schema",
+        ),
+        // #23 point 5: a bare name, and DESIGN's 4-digit prefix, do not bind a table.
+        (
+            EXAMPLE.replace("orders/7f31c2a9...", "orders"),
+            "field table: must bind the table's UUID",
+        ),
+        (
+            EXAMPLE.replace("orders/7f31c2a9...", "orders/7f31..."),
+            "field table: the UUID prefix must have at least 8",
         ),
     ] {
         std::fs::write(&p, &bad).unwrap();
@@ -1117,6 +1143,18 @@ fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
         assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n);
         let receipts = std::fs::read_dir(g.dir.join("receipts").join(id)).unwrap().count();
         assert!(receipts >= 2, "archive and summary are written");
+        // What the killed run recorded but never sealed was sealed by the resume: the receipts chain and the
+        // registry agree (#23 point 4).
+        let a = g.run(&[
+            "--json",
+            "audit",
+            "verify",
+            r["summary"].as_str().unwrap(),
+            "--trust",
+            "keys",
+        ]);
+        a.expect_code(0);
+        assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
         let root = g.table_root();
         assert!(
             c["objects"]
@@ -1126,6 +1164,95 @@ fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
                 .all(|o| !root.join(o["path"].as_str().unwrap()).exists())
         );
     }
+}
+
+/// The purge's receipts are sealed per registry batch into a signed chain whose head the summary carries (#23
+/// point 4): the untouched summary verifies; one receipt row edited in the registry, a row added, or a batch file
+/// removed each make `audit verify` of the summary exit 1 naming it.
+#[test]
+fn purge_receipts_are_chained_and_signed_and_an_edited_registry_row_fails_the_audit() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let summary = summary_of(&g, &r);
+    let folder = g.dir.join("receipts").join(id);
+    let mut batches: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("batch-"))
+        .collect();
+    batches.sort();
+    // An intent batch and a confirmation batch at least, linked, their count and head in the summary.
+    assert!(batches.len() >= 2, "{batches:?}");
+    assert_eq!(summary["receipt_batches"], batches.len() as u64, "{summary}");
+    let last = std::fs::read(batches.last().unwrap()).unwrap();
+    assert_eq!(
+        summary["receipts_head"].as_str().unwrap(),
+        lakedrill::evidence::sha256_hex(&last)
+    );
+    let mut sealed = 0;
+    let mut previous: Option<String> = None;
+    for b in &batches {
+        let bytes = std::fs::read(b).unwrap();
+        let p = lakedrill::evidence::peek_unverified(&bytes).unwrap()["predicate"].clone();
+        assert_eq!(p["previous"].as_str().map(str::to_owned), previous, "{}", b.display());
+        sealed += p["receipts"].as_array().unwrap().len() as u64;
+        previous = Some(lakedrill::evidence::sha256_hex(&bytes));
+    }
+    assert_eq!(summary["receipts"].as_u64(), Some(sealed), "{summary}");
+    let summary_file = r["summary"].as_str().unwrap().to_owned();
+    let audit = |g: &Gov| g.run(&["--json", "audit", "verify", &summary_file, "--trust", "keys"]);
+    let a = audit(&g);
+    a.expect_code(0);
+    assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    // One receipt row edited in the registry: the signed copy differs.
+    let db = g.dir.join("registry.db");
+    let sql = |stmt: &str| {
+        g.py(&format!(
+            "import sqlite3\nc = sqlite3.connect('{}')\nn = c.execute(\"{stmt}\").rowcount\nc.commit()\nprint(n)",
+            db.display()
+        ))
+    };
+    assert_eq!(
+        sql(
+            "UPDATE receipts SET receipt_json = replace(receipt_json, 'deleted', 'kept') WHERE rowid = (SELECT MAX(rowid) FROM receipts WHERE receipt_json LIKE '%confirmed%')"
+        ),
+        "1"
+    );
+    let a = audit(&g);
+    a.expect_code(1);
+    let v = a.json();
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["check"] == "RECEIPTS_MISMATCH"
+                && f["detail"].as_str().unwrap().contains("differs from its signed copy")),
+        "{v}"
+    );
+    sql("UPDATE receipts SET receipt_json = replace(receipt_json, 'kept', 'deleted')");
+    audit(&g).expect_code(0);
+    // A row added that no batch seals.
+    sql(&format!(
+        "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES ('{id}', 'data/forged.parquet', 1, '{{}}', '2026-01-01T00:00:00Z')"
+    ));
+    let a = audit(&g);
+    a.expect_code(1);
+    assert!(
+        a.stdout.contains("data/forged.parquet attempt 1 is in no signed batch"),
+        "{}",
+        a.stdout
+    );
+    sql("DELETE FROM receipts WHERE path = 'data/forged.parquet'");
+    audit(&g).expect_code(0);
+    // A batch file removed: the chain no longer reaches the summary's head.
+    std::fs::rename(&batches[0], g.dir.join("aside.dsse.json")).unwrap();
+    let a = audit(&g);
+    a.expect_code(1);
+    assert!(a.stdout.contains("RECEIPTS_CHAIN_BROKEN"), "{}", a.stdout);
 }
 
 /// The whole chain on the local S3 server with a versioned bucket: the deletes leave delete markers
@@ -1584,6 +1711,62 @@ fn a_policy_for_another_format_catalog_or_hold_generation_refuses_plan_naming_th
     let p = g.dir.join("p-ok.yaml");
     std::fs::write(&p, format!("{base}formatVersion: {version}\ncatalog: rt\n")).unwrap();
     g.on_table(&["plan", "--policy", p.to_str().unwrap()]).expect_code(0);
+}
+
+/// The `table` binding requires the table's UUID (#23 point 5): a bare name, a prefix of fewer than 8 hex digits,
+/// or another table's UUID under the right name refuse `plan` (exit 2 naming the field `table`). `purge` holds a
+/// candidate to the same bindings: a policy for another format version, or without the UUID, exits 2 naming the
+/// field, and nothing is deleted.
+#[test]
+fn a_policy_without_the_tables_uuid_refuses_plan_and_purge_naming_the_field() {
+    let g = Gov::new("");
+    let base = std::fs::read_to_string(&g.policy).unwrap();
+    let line = base.lines().find(|l| l.starts_with("table: ")).unwrap().to_owned();
+    let uuid = line.trim_start_matches("table: retention/").to_owned();
+    assert_eq!(uuid.len(), 36, "the fixture binds the whole UUID: {line}");
+    let other = if uuid.starts_with('0') { "1" } else { "0" };
+    let cases = [
+        ("table: retention".to_owned(), "must bind the table's UUID"),
+        (format!("table: retention/{}...", &uuid[..7]), "at least 8 hex digits"),
+        (
+            format!("table: retention/{other}{}", &uuid[1..]),
+            "the policy is bound to",
+        ),
+    ];
+    for (binding, why) in &cases {
+        let p = g.dir.join("p-table.yaml");
+        std::fs::write(&p, base.replace(&line, binding)).unwrap();
+        let r = g.on_table(&["plan", "--policy", p.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(r.stderr.contains("field table: "), "{binding}: {}", r.stderr);
+        assert!(r.stderr.contains(why), "{binding}: {}", r.stderr);
+    }
+    // The UUID alone (no name) binds too.
+    let p = g.dir.join("p-uuid.yaml");
+    std::fs::write(&p, base.replace(&line, &format!("table: {}...", &uuid[..8]))).unwrap();
+    g.on_table(&["plan", "--policy", p.to_str().unwrap()]).expect_code(0);
+
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let version = g.py("print(t.metadata.format_version)");
+    let wrong_format = g.dir.join("p-format.yaml");
+    let v = if version == "2" { "3" } else { "2" };
+    std::fs::write(&wrong_format, format!("{base}formatVersion: {v}\n")).unwrap();
+    let bare = g.dir.join("p-bare.yaml");
+    std::fs::write(&bare, base.replace(&line, "table: retention")).unwrap();
+    for (policy, field) in [(&wrong_format, "formatVersion"), (&bare, "table")] {
+        let mut args = g.purge_args(id, Some(&ev));
+        let i = args.iter().position(|a| *a == "--policy").unwrap();
+        args[i + 1] = policy.to_str().unwrap();
+        let r = g.on_table(&args);
+        r.expect_code(2);
+        assert!(r.stderr.contains(&format!("field {field}")), "{field}: {}", r.stderr);
+    }
+    for o in c["objects"].as_array().unwrap() {
+        assert!(g.table_root().join(o["path"].as_str().unwrap()).exists(), "{o}");
+    }
+    // The fixture's own policy purges.
+    assert_eq!(g.purge(id, Some(&ev), &[]).expect_code(0).json()["status"], "VERIFIED");
 }
 
 /// Anchored chains (#23 point 4): every `drill run` anchors its chain's newest report in the registry, so

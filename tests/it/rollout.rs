@@ -456,7 +456,8 @@ fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_dr
         .expect_code(0)
         .json();
     assert_eq!(status["implementation_digest"]["status"], "pinned-mismatch", "{status}");
-    // An unpinned policy allows any build and is reported as a warning.
+    // An unpinned policy refuses purge (#23 point 5), naming the field and this build's digest; status and gates
+    // say the same.
     let unpinned = write_policy(
         &g,
         "unpinned.yaml",
@@ -466,14 +467,51 @@ fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_dr
     st.expect_code(0);
     assert!(
         st.stdout
-            .contains("warning: the policy pins no reclamationImplementationDigest"),
+            .contains("purge REFUSED: the policy pins no reclamationImplementationDigest"),
         "{}",
         st.stdout
     );
+    let gates = g.on_table(&["--json", "gates", "--policy", &unpinned]);
+    let gates = gates.expect_code(2).json();
+    assert_eq!(gates["implementation_digest"]["status"], "unpinned", "{gates}");
+    assert_eq!(gates["implementation_digest"]["allows_purge"], false, "{gates}");
+    let with_policy = |policy: &str| {
+        let mut args = g.purge_args(id, Some(&ev));
+        let i = args.iter().position(|a| *a == "--policy").unwrap();
+        args[i + 1] = policy;
+        g.on_table(&args)
+    };
+    let r = with_policy(&unpinned);
+    refused_with(&r, "pins no reclamationImplementationDigest");
+    refused_with(&r, &format!("reclamationImplementationDigest: {running}"));
+    // `any`, written out, accepts every build, and gates say so.
+    let any = write_policy(
+        &g,
+        "any.yaml",
+        &base.replace(
+            &format!("reclamationImplementationDigest: {other}"),
+            "reclamationImplementationDigest: any",
+        ),
+    );
+    let gates = g.on_table(&["--json", "gates", "--policy", &any]).expect_code(2).json();
+    assert_eq!(gates["implementation_digest"]["status"], "any", "{gates}");
+    assert_eq!(gates["implementation_digest"]["policy"], "any", "{gates}");
+    assert_eq!(gates["implementation_digest"]["allows_purge"], true, "{gates}");
+    let human = g.on_table(&["gates", "--policy", &any]);
+    assert!(
+        human
+            .stdout
+            .contains("note: the policy accepts any build (reclamationImplementationDigest: any)"),
+        "{}",
+        human.stdout
+    );
+    // Under `any` this build is accepted: a dry run passes every check (the purge itself runs under the pin).
     let mut args = g.purge_args(id, Some(&ev));
+    args.push("--dry-run");
     let i = args.iter().position(|a| *a == "--policy").unwrap();
-    args[i + 1] = &pinned;
-    assert_eq!(g.on_table(&args).expect_code(0).json()["status"], "VERIFIED");
+    args[i + 1] = &any;
+    assert_eq!(g.on_table(&args).expect_code(0).json()["status"], "DRY_RUN");
+    assert_eq!(with_policy(&pinned).expect_code(0).json()["status"], "VERIFIED");
 }
 
 /// Writes and signs decision `version` with the governance key; returns the envelope path.

@@ -290,3 +290,23 @@ pub fn assert_engines_read(metadata_location: &str, snapshot_id: i64, rows: u64)
         );
     }
 }
+
+/// The `table-uuid` of the table whose metadata file is `metadata` (a local path or a `file://`/`s3://` URI;
+/// S3 through the `AWS_*` settings scripts/test.sh exports): what a policy's `table` binding must name.
+pub fn table_uuid(metadata: &str) -> String {
+    let uri = lakedrill::model::location::canonical_uri(metadata).unwrap();
+    let storage = lakedrill::io::store::Storage::new(lakedrill::config::StorageOptions::default());
+    let bytes = block_on(storage.get(&uri))
+        .unwrap_or_else(|e| panic!("read {uri}: {e:#}"))
+        .bytes;
+    let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{uri} is not metadata JSON: {e}"));
+    v["table-uuid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{uri} has no table-uuid"))
+        .to_owned()
+}
+
+/// A policy's `table` binding for the table whose metadata file is `metadata`: `NAME/UUID` (#23 point 5).
+pub fn table_binding(name: &str, metadata: &str) -> String {
+    format!("{name}/{}", table_uuid(metadata))
+}

@@ -758,7 +758,7 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
                 inventory.len()
             ),
         );
-        let u = crate::ops::deleter::undelete(&lab.ctx, &lab.source, &cid, &lab.keys).await?;
+        let u = crate::ops::deleter::undelete(&lab.ctx, &lab.source, &cid, &lab.keys, None).await?;
         obs.saw(format!("undelete {}", status_of(&u)));
         let listed = lab.listing().await?;
         obs.expect(
