@@ -886,6 +886,53 @@ pub fn peek_unverified(envelope: &[u8]) -> Option<serde_json::Value> {
     serde_json::from_slice(&payload).ok()
 }
 
+/// The subjects a signed envelope names, read without building its predicate (the bulk of a large bundle's
+/// payload) as JSON values: lakedrill writes the statement's keys in sorted order, so `subject` is its last
+/// member and is parsed alone; a payload in another layout is parsed whole. **Not verified**: a drill records
+/// these as what each bundle of its population claims, and verifies the sampled ones in full.
+///
+/// # Errors
+/// A message when the envelope, its base64 payload or its subjects do not parse.
+pub fn peek_subjects(envelope: &[u8]) -> Result<Vec<Subject>, String> {
+    #[derive(Deserialize)]
+    struct Outer<'a> {
+        #[serde(borrow)]
+        payload: std::borrow::Cow<'a, str>,
+    }
+    const KEY: &[u8] = b",\"subject\":[";
+    let env: Outer<'_> = serde_json::from_slice(envelope).map_err(|e| format!("not a DSSE envelope: {e}"))?;
+    let payload = STANDARD
+        .decode(env.payload.as_bytes())
+        .map_err(|e| format!("the payload is not base64: {e}"))?;
+    drop(env);
+    // Inside a JSON string a quote is escaped, so the last `,"subject":[` of a key-sorted statement is its own.
+    let tail = payload.strip_suffix(b"}").and_then(|p| {
+        let at = p.windows(KEY.len()).rposition(|w| w == KEY)?;
+        serde_json::from_slice::<Vec<Value>>(&p[at + KEY.len() - 1..]).ok()
+    });
+    let items = match tail {
+        Some(items) => items,
+        None => {
+            let statement: Value =
+                serde_json::from_slice(&payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
+            match statement.get("subject") {
+                Some(Value::Array(items)) => items.clone(),
+                other => {
+                    return Err(format!(
+                        "subject is {}, expected an array",
+                        other.map_or("absent", json_kind)
+                    ));
+                }
+            }
+        }
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| check_subject(i, item))
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -933,6 +980,34 @@ mod tests {
         assert_eq!(pae("", b""), b"DSSEv1 0  0 ");
         // Lengths are bytes, not chars.
         assert_eq!(pae("é", "ü".as_bytes()), "DSSEv1 2 é 2 ü".as_bytes());
+    }
+
+    #[test]
+    fn peek_subjects_reads_the_subjects_of_any_layout_and_names_a_bad_envelope() {
+        let k = key(1);
+        let mut st = statement();
+        // A predicate that itself holds a `subject` key, and a subject name with a quote in it.
+        st.predicate = json!({"inner": {"subject": [{"name": "decoy"}]}, "n": 1});
+        st.subject[0].name = "a \"quoted\" ,\"subject\":[ name".into();
+        let canonical = sign_statement(&st, &k).to_json_bytes();
+        assert_eq!(peek_subjects(&canonical).unwrap(), st.subject);
+        // Another key order (subject first): parsed whole.
+        let other = format!(
+            r#"{{"subject":{},"_type":"{STATEMENT_TYPE}","predicateType":"{}","predicate":{}}}"#,
+            serde_json::to_string(&st.subject).unwrap(),
+            st.predicate_type,
+            st.predicate
+        );
+        let other = sign(PAYLOAD_TYPE, other.as_bytes(), &k).to_json_bytes();
+        assert_eq!(peek_subjects(&other).unwrap(), st.subject);
+        assert!(peek_subjects(b"{}").unwrap_err().contains("not a DSSE envelope"));
+        assert!(
+            peek_subjects(br#"{"payload": "!!"}"#)
+                .unwrap_err()
+                .contains("not base64")
+        );
+        let no_subject = signed_json(&json!({"_type": STATEMENT_TYPE}), &k);
+        assert!(peek_subjects(&no_subject).unwrap_err().contains("subject is absent"));
     }
 
     #[test]

@@ -79,6 +79,12 @@ pub struct SampleInfo {
     /// table's quarantined bundles ("a plan whose population covers the table"). Empty in older reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub population_ids: Vec<String>,
+    /// The root (`blake3` subject digest) each bundle of the population claims, in the order of
+    /// `population_ids`; `None` where its envelope names none. Read unverified from every envelope (the sampled
+    /// ones are verified in full, and their results' `bundle_root` must equal the root listed here). Empty in
+    /// reports written before lakedrill recorded it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub population_roots: Vec<Option<String>>,
     /// The sampler by name and version ([`crate::evidence::sample::SAMPLER`]): `selected` recomputes from `seed`
     /// and `population_ids` ([`crate::evidence::sample::check`]). Absent in reports written before lakedrill
     /// recorded it, whose selection cannot be recomputed.
@@ -227,28 +233,25 @@ impl DrillPredicate {
     /// evidence. `None` when every result of the table names `current` or names no policy.
     #[must_use]
     pub fn other_policy_digest(&self, table_uuid: &str, current: &str) -> Option<&str> {
-        self.results
-            .iter()
-            .filter(|r| {
-                r.table_uuid
-                    .as_deref()
-                    .is_some_and(|u| u.eq_ignore_ascii_case(table_uuid))
-            })
-            .filter_map(|r| r.policy_digest.as_deref())
-            .find(|d| *d != current)
+        self.policy_digests(table_uuid).find(|d| *d != current)
     }
 
     /// The policy digest the report names for table `table_uuid`, if a result of that table names one.
     #[must_use]
     pub fn policy_digest_of(&self, table_uuid: &str) -> Option<&str> {
+        self.policy_digests(table_uuid).next()
+    }
+
+    /// The policy digests the results of table `table_uuid` name, in result order.
+    fn policy_digests<'a, 'u>(&'a self, table_uuid: &'u str) -> impl Iterator<Item = &'a str> + use<'a, 'u> {
         self.results
             .iter()
-            .filter(|r| {
+            .filter(move |r| {
                 r.table_uuid
                     .as_deref()
                     .is_some_and(|u| u.eq_ignore_ascii_case(table_uuid))
             })
-            .find_map(|r| r.policy_digest.as_deref())
+            .filter_map(|r| r.policy_digest.as_deref())
     }
 }
 

@@ -61,6 +61,19 @@ pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
 /// left 1 in 65,536, too close for a binding that decides what may be deleted.
 pub const MIN_UUID_PREFIX_HEX_DIGITS: usize = 8;
 
+/// A policy with every required field and nothing else: the example of DESIGN §3 with the 8 hex digits of the
+/// UUID a `table` binding needs (DESIGN's own `orders/7f31...` has 4 and is refused). It parses.
+pub const EXAMPLE: &str = "\
+schema: lakehouseRetentionPolicy.v1
+table: orders/7f31a2b4...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)
+protectedRefs: [main, audit-q2]
+minSnapshotAge: 30d
+maxReaderLease: 14d
+maxWriterDuration: 6h
+legalHoldGeneration: 19
+orphanSafetyInterval: 12h
+";
+
 /// The value of `reclamationImplementationDigest` that accepts every build, written out on purpose.
 pub const ANY_IMPLEMENTATION: &str = "any";
 
@@ -754,19 +767,11 @@ pub fn load(path: &Path) -> Result<Policy, PolicyError> {
 /// # Examples
 ///
 /// ```
-/// let doc = b"schema: lakehouseRetentionPolicy.v1
-/// table: orders/7f31c2a9...
-/// protectedRefs: [main, audit-q2]
-/// minSnapshotAge: 30d
-/// maxReaderLease: 14d
-/// maxWriterDuration: 6h
-/// legalHoldGeneration: 19
-/// orphanSafetyInterval: 12h
-/// ";
+/// let doc = lakedrill::govern::policy::EXAMPLE.as_bytes();
 /// let policy = lakedrill::govern::policy::parse(doc, "policy.yaml")?;
 /// assert_eq!(policy.max_writer_duration(), chrono::Duration::hours(6));
 ///
-/// let err = lakedrill::govern::policy::parse(&[doc.as_slice(), b"colour: red\n"].concat(), "policy.yaml").unwrap_err();
+/// let err = lakedrill::govern::policy::parse(&[doc, b"colour: red\n".as_slice()].concat(), "policy.yaml").unwrap_err();
 /// assert!(err.to_string().contains("colour"));
 /// # Ok::<(), lakedrill::govern::policy::PolicyError>(())
 /// ```
@@ -1310,31 +1315,6 @@ fn is_sha256_hex(s: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The example of DESIGN §3, byte for byte (including the comment and the literal `...`). Its UUID prefix
-    /// has 4 hex digits, fewer than #23 point 5 requires: it is refused (`design_example_is_refused`).
-    const DESIGN_EXAMPLE: &str = "\
-schema: lakehouseRetentionPolicy.v1
-table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)
-protectedRefs: [main, audit-q2]
-minSnapshotAge: 30d
-maxReaderLease: 14d
-maxWriterDuration: 6h
-legalHoldGeneration: 19
-orphanSafetyInterval: 12h
-";
-
-    /// The DESIGN example with the 8 hex digits of the UUID a binding needs.
-    const EXAMPLE: &str = "\
-schema: lakehouseRetentionPolicy.v1
-table: orders/7f31a2b4...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)
-protectedRefs: [main, audit-q2]
-minSnapshotAge: 30d
-maxReaderLease: 14d
-maxWriterDuration: 6h
-legalHoldGeneration: 19
-orphanSafetyInterval: 12h
-";
-
     fn parse_str(doc: &str) -> Result<Policy, PolicyError> {
         parse(doc.as_bytes(), "policy.yaml")
     }
@@ -1512,7 +1492,7 @@ maxUnreconciledUnknowns: 3
             ("schema", "lakehouseRetentionPolicy.v2", "schema", "must be"),
             ("schema", ABSENT, "schema", "is required"),
             ("table", ABSENT, "table", "is required"),
-            ("table", "''", "table", "must name"),
+            ("table", "''", "table", "must bind the table's UUID"),
             ("table", "orders/xyz1...", "table", "hex"),
             ("table", "orders/7f31a2b...", "table", "at least 8"),
             ("table", "orders/7f31...", "table", "at least 8"),
@@ -1843,12 +1823,17 @@ maxUnreconciledUnknowns: 3
 
     #[test]
     fn design_example_is_refused() {
-        // DESIGN §3's example binds 4 hex digits of the UUID, fewer than a binding needs now.
-        let (field, rule) = field_error(DESIGN_EXAMPLE);
+        // DESIGN §3's example is `EXAMPLE` with its table line (including the comment and the literal `...`):
+        // it binds 4 hex digits of the UUID, fewer than a binding needs now.
+        let design = EXAMPLE.replace(
+            "table: orders/7f31a2b4...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)",
+            "table: orders/7f31...          # table name / UUID (a prefix of the UUID may be given)",
+        );
+        assert_ne!(design, EXAMPLE);
+        let (field, rule) = field_error(&design);
         assert_eq!(field, "table");
         assert!(rule.contains("at least 8 hex digits"), "{rule}");
-        // With 8 digits it is the example these tests use.
-        parse_str(&DESIGN_EXAMPLE.replace("orders/7f31...", "orders/7f31a2b4...")).unwrap();
+        parse_str(EXAMPLE).unwrap();
     }
 
     #[test]
@@ -1868,7 +1853,7 @@ maxUnreconciledUnknowns: 3
         );
         // `any` is not a pin.
         assert_eq!(any.reclamation_implementation_digest(), None);
-        for bad in ["ANY", "Any", "'any '", "all", "*"] {
+        for bad in ["ANY", "Any", "'any '", "all", "'*'"] {
             let (field, rule) = field_error(&example_with(&[("reclamationImplementationDigest", Some(bad))]));
             assert_eq!(field, "reclamationImplementationDigest", "{bad}");
             assert!(rule.contains("or the word any"), "{bad}: {rule}");

@@ -697,9 +697,11 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
     // the policy pins this very build as the only one allowed to quarantine and purge.
     let digest = crate::ops::context::implementation_digest()?;
+    // The binding names the table's UUID, so a policy can never govern another table of the same name.
+    let uuid = table.metadata().uuid();
     std::fs::write(
         &policy,
-        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\ncritical: true\nreclamationImplementationDigest: {digest}\n"),
+        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders/{uuid}\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\ncritical: true\nreclamationImplementationDigest: {digest}\n"),
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
@@ -744,8 +746,9 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     std::fs::create_dir_all(&drills).map_err(|e| Error::io("create directory", &drills, e))?;
     let plan = drills.join("weekly-quarantine.toml");
     let plan_text = format!(
-        "# Written by `lakedrill demo`.\nname = \"weekly-quarantine\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
+        "# Written by `lakedrill demo`.\nname = \"weekly-quarantine\"\nkind = \"quarantine\"\nbundles = \"{}\"\nsample = 30\npolicies = \"{}\"\ntrust = \"{}\"\nkey = \"{}\"\nreports = \"{}\"\n",
         dir.join("bundles").display(),
+        policy.display(),
         trust_dir.display(),
         key.private_path.display(),
         dir.join("reports").display()

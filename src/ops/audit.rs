@@ -221,6 +221,42 @@ pub fn check_report(
             );
         }
     }
+    // The roots the population claims (#23 point 1): one per id, and each drilled bundle's root is the one listed.
+    if !p.sample.population_roots.is_empty() {
+        if p.sample.population_roots.len() == p.sample.population_ids.len() {
+            let listed: std::collections::BTreeMap<&str, Option<&str>> = p
+                .sample
+                .population_ids
+                .iter()
+                .map(String::as_str)
+                .zip(p.sample.population_roots.iter().map(Option::as_deref))
+                .collect();
+            for r in &p.results {
+                let (Some(root), Some(claimed)) = (r.bundle_root.as_deref(), listed.get(r.bundle_id.as_str())) else {
+                    continue;
+                };
+                if *claimed != Some(root) {
+                    fail(
+                        "SAMPLE_INCONSISTENT",
+                        format!(
+                            "bundle {} was drilled with root {root}, but the population lists its root as {}",
+                            r.bundle_id,
+                            claimed.unwrap_or("null")
+                        ),
+                    );
+                }
+            }
+        } else {
+            fail(
+                "SAMPLE_INCONSISTENT",
+                format!(
+                    "{} population roots for {} population ids",
+                    p.sample.population_roots.len(),
+                    p.sample.population_ids.len()
+                ),
+            );
+        }
+    }
     // The selection recomputes from the recorded population and seed (a re-signed report with another seed or
     // another population is caught here, whoever signed it).
     match p.sample.sampler.as_deref() {

@@ -373,6 +373,7 @@ pub async fn run_with(
     }
     let mut population_ids: Vec<String> = population.iter().map(|d| location::file_name(d).to_owned()).collect();
     population_ids.sort();
+    let population_roots = population_roots(storage, &population, &population_ids).await?;
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
     let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
     // The coverage rule reads when this plan last drilled each bundle, from its own signed reports.
@@ -564,6 +565,7 @@ pub async fn run_with(
             retired,
             source: Some(location::canonical_uri(&source)?),
             population_ids,
+            population_roots,
             sampler: Some(sample::SAMPLER.to_owned()),
             coverage_weeks: plan.coverage_weeks,
             coverage: selection.coverage,
@@ -662,6 +664,33 @@ fn policy_of<'p>(
 ) -> Option<&'p crate::govern::policy::Policy> {
     let id = uuid::Uuid::parse_str(table_uuid?).ok()?;
     policies.iter().find(|p| p.table().matches_uuid(&id))
+}
+
+/// The root each bundle of the population claims (its envelope's `blake3` subject digest), in the order of
+/// `ids` (#23 point 1: the report records the population with its roots). Read unverified, a few envelopes at
+/// a time, each dropped once read; `None` for an envelope gone since the listing or naming no root for its id.
+async fn population_roots(storage: &Storage, population: &[String], ids: &[String]) -> Result<Vec<Option<String>>> {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    let by_id: BTreeMap<&str, &String> = population.iter().map(|d| (location::file_name(d), d)).collect();
+    futures::stream::iter(ids.iter().map(|id| {
+        let dir = by_id.get(id.as_str()).copied();
+        async move {
+            let Some(dir) = dir else { return Ok(None) };
+            let bytes = match storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await {
+                Ok(o) => o.bytes,
+                Err(Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let want = format!("lakedrill-bundle:{id}");
+            Ok(evidence::peek_subjects(&bytes)
+                .ok()
+                .and_then(|subjects| subjects.into_iter().find(|s| s.name == want))
+                .and_then(|s| s.digest.get("blake3").cloned()))
+        }
+    }))
+    .buffered(4)
+    .try_collect()
+    .await
 }
 
 /// Splits a quarantine drill's population: bundles with no retirement record stay; those whose record

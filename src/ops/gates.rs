@@ -909,6 +909,7 @@ mod tests {
                     retired: 0,
                     source: None,
                     population_ids: Vec::new(),
+                    population_roots: Vec::new(),
                     sampler: None,
                     coverage_weeks: None,
                     coverage: Vec::new(),
@@ -940,6 +941,12 @@ mod tests {
 
     const AT: &str = "2026-02-01T00:00:00.000Z";
 
+    /// Asserts that the gate failed and that its detail says `needle`.
+    fn fails_naming(g: &Gate, needle: &str) {
+        assert_eq!(g.status, "FAIL", "{}", g.detail);
+        assert!(g.detail.contains(needle), "want {needle:?} in {}", g.detail);
+    }
+
     #[test]
     fn a_recovery_at_the_declared_checkpoint_passes_with_rpo_0() {
         let cps = [checkpoint("c-1", 7, AT)];
@@ -963,12 +970,10 @@ mod tests {
             vec![recovered("c-1", 7, AT, 3600.0)],
         )];
         let g = gate(&reports, None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(g.detail.contains("RPO 3600.000s"), "{}", g.detail);
-        assert!(g.detail.contains("over the target of 0s (no rpoTarget"), "{}", g.detail);
+        fails_naming(&g, "RPO 3600.000s");
+        fails_naming(&g, "over the target of 0s (no rpoTarget");
         let g = gate(&reports, Some(Duration::minutes(30)), &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(g.detail.contains("over the rpoTarget of 1800.000s"), "{}", g.detail);
+        fails_naming(&g, "over the rpoTarget of 1800.000s");
         assert_eq!(g.figures["rpo_target_seconds"], 1800.0);
         // Within a target of two hours it passes, and says so.
         let g = gate(&reports, Some(Duration::hours(2)), &cps);
@@ -987,13 +992,7 @@ mod tests {
         let mut r = recovered("c-1", 7, AT, 0.0);
         r.snapshot_id = Some(6);
         let g = gate(&[report("r1", "2026-02-02T00:00:00Z", vec![r])], None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(
-            g.detail
-                .contains("recovered snapshot Some(6), not the declared checkpoint Some(7)"),
-            "{}",
-            g.detail
-        );
+        fails_naming(&g, "recovered snapshot Some(6), not the declared checkpoint Some(7)");
         assert_eq!(g.figures["recovered_equals_declared"], false);
     }
 
@@ -1003,13 +1002,9 @@ mod tests {
         let cps = [checkpoint("c-1", 7, AT), checkpoint("c-2", 9, later)];
         let reports = [report("r1", "2026-02-02T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)])];
         let g = gate(&reports, None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(
-            g.detail.contains(
-                "the newest DR checkpoint c-2 (snapshot 9, at 2026-02-10T00:00:00.000Z) has no verified backup recovery"
-            ),
-            "{}",
-            g.detail
+        fails_naming(
+            &g,
+            "the newest DR checkpoint c-2 (snapshot 9, at 2026-02-10T00:00:00.000Z) has no verified backup recovery",
         );
         assert_eq!(g.figures["newest_checkpoint"]["checkpoint_id"], "c-2");
         // Recovered in an older report within the window: it counts.
@@ -1024,16 +1019,10 @@ mod tests {
         let newest = report("r2", "2026-02-13T00:00:00Z", vec![bad]);
         let older = report("r0", "2026-02-11T00:00:00Z", vec![recovered("c-2", 9, later, 0.0)]);
         let g = gate(&[newest, older], None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(
-            g.detail.contains("its newest, backup 9-root-c-2 in r2, FAILED"),
-            "{}",
-            g.detail
-        );
+        fails_naming(&g, "its newest, backup 9-root-c-2 in r2, FAILED");
         // No report at all names the checkpoint too.
         let g = gate(&[], None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(g.detail.contains("newest DR checkpoint c-2"), "{}", g.detail);
+        fails_naming(&g, "newest DR checkpoint c-2");
     }
 
     #[test]
@@ -1041,21 +1030,13 @@ mod tests {
         let cps = [checkpoint("c-1", 7, AT)];
         let reports = [report("r1", "2026-02-02T00:00:00Z", vec![recovered("c-9", 7, AT, 0.0)])];
         let g = gate(&reports, None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(
-            g.detail
-                .contains("declares checkpoint c-9, which the registry does not hold"),
-            "{}",
-            g.detail
-        );
+        fails_naming(&g, "declares checkpoint c-9, which the registry does not hold");
         // Held with another recovery point than the report declares.
         let cps = [checkpoint("c-9", 7, "2026-02-01T01:00:00Z")];
         let g = gate(&reports, None, &cps);
-        assert_eq!(g.status, "FAIL");
-        assert!(
-            g.detail.contains("declares checkpoint c-9 as snapshot Some(7) at 2026-02-01T00:00:00.000Z, the registry as snapshot 7 at 2026-02-01T01:00:00.000Z"),
-            "{}",
-            g.detail
+        fails_naming(
+            &g,
+            "declares checkpoint c-9 as snapshot Some(7) at 2026-02-01T00:00:00.000Z, the registry as snapshot 7 at 2026-02-01T01:00:00.000Z",
         );
     }
 

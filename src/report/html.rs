@@ -499,6 +499,7 @@ mod tests {
                 retired: 0,
                 source: None,
                 population_ids: vec![],
+                population_roots: Vec::new(),
                 sampler: None,
                 coverage_weeks: None,
                 coverage: vec![],

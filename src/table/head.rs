@@ -154,23 +154,15 @@ mod tests {
     async fn the_head_is_the_current_snapshot_of_the_highest_numbered_file_of_the_table() {
         let storage = Storage::new(crate::io::store::StorageOptions::default());
         let dir = "memory:///t/metadata";
-        storage
-            .put(&format!("{dir}/v5.metadata.json"), fixture("v5.metadata.json"))
-            .await
-            .unwrap();
-        storage
-            .put(&format!("{dir}/v7.metadata.json"), fixture("v7.metadata.json"))
-            .await
-            .unwrap();
-        storage
-            .put(&format!("{dir}/version-hint.text"), Bytes::from_static(b"7"))
-            .await
-            .unwrap();
         // A file in a subfolder is not one of this folder's metadata files.
-        storage
-            .put(&format!("{dir}/old/v9.metadata.json"), fixture("v9.metadata.json"))
-            .await
-            .unwrap();
+        for (name, bytes) in [
+            ("v5.metadata.json", fixture("v5.metadata.json")),
+            ("v7.metadata.json", fixture("v7.metadata.json")),
+            ("version-hint.text", Bytes::from_static(b"7")),
+            ("old/v9.metadata.json", fixture("v9.metadata.json")),
+        ] {
+            storage.put(&format!("{dir}/{name}"), bytes).await.unwrap();
+        }
         let h = live_head(&storage, dir, UUID).await.unwrap();
         assert_eq!(h.metadata_uri, format!("{dir}/v7.metadata.json"));
         assert_eq!(h.snapshot_id, 3_119_545_726_281_138_740);

@@ -120,14 +120,7 @@ fn pos_table(dir: &Path) -> PathBuf {
 fn commit_times(site: &Site, table: &[&str]) -> (std::collections::BTreeMap<i64, i64>, i64) {
     let mut args = vec!["--json", "inspect", "snapshots"];
     args.extend(table);
-    let v = site.run(&args).expect_code(0).json();
-    let commits = v["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
-        .collect();
-    (commits, v["current_snapshot_id"].as_i64().unwrap())
+    crate::util::commit_times_of(&site.run(&args).expect_code(0).json())
 }
 
 fn interop_expected(case: &str) -> Value {
@@ -381,12 +374,15 @@ fn a_cold_backup_drill_fails_a_checkpoint_the_registry_does_not_hold() {
     let b = site.backup(&addr, &[], &site.path("backups")).expect_code(0).json();
     assert_eq!(b["rpo_seconds"].as_f64(), Some(0.0), "{b}");
     let plan = write_cold_plan(&site, "registry-check", "4h");
+    // The one result of the drill, which exits `code`.
+    let drilled = |code: i32| {
+        site.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(code)
+            .json()["predicate"]["results"][0]
+            .clone()
+    };
     // With the registry that declared it: verified, RPO 0, the checkpoint named in the result.
-    let ok = site
-        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(0)
-        .json();
-    let r = &ok["predicate"]["results"][0];
+    let r = &drilled(0);
     assert_eq!(r["status"], "RESTORE_VERIFIED", "{r}");
     assert_eq!(r["checkpoint_id"], b["checkpoint_id"], "{r}");
     assert_eq!(r["declared_at"], b["declared_at"], "{r}");
@@ -402,11 +398,7 @@ fn a_cold_backup_drill_fails_a_checkpoint_the_registry_does_not_hold() {
         ),
     )
     .unwrap();
-    let bad = site
-        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(1)
-        .json();
-    let r = &bad["predicate"]["results"][0];
+    let r = &drilled(1);
     assert_eq!(r["status"], "FAILED", "{r}");
     assert_eq!(r["rpo_seconds"], Value::Null, "{r}");
     assert_eq!(kinds(r), ["CHECKPOINT_UNREGISTERED"], "{r}");

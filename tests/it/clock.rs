@@ -35,14 +35,24 @@ fn the_planner_reads_time_from_the_context_clock() {
     let builder = Context::new(Config::default());
     block_on(lakedrill::lab::demo::build_lakehouse(&builder, &lake, true)).unwrap();
     block_on(builder.close());
+    let config = Config::load(&lake.join("lakedrill.toml"), true).unwrap();
+    let orders = TableSource::Catalog {
+        catalog: "demo".into(),
+        table: "sales.orders".into(),
+        table_root: None,
+    };
+    let reader = Context::new(config.clone());
+    let uuid = block_on(reader.table(&orders)).unwrap().metadata().uuid();
+    block_on(reader.close());
     let policy = dir.path().join("policy.yaml");
     std::fs::write(
         &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main]\nminSnapshotAge: 30d\n\
-         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: orders/{uuid}\nprotectedRefs: [main]\nminSnapshotAge: 30d\n\
+             maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+        ),
     )
     .unwrap();
-    let config = Config::load(&lake.join("lakedrill.toml"), true).unwrap();
     let now_ms = chrono::Utc::now().timestamp_millis();
 
     let today = Context::new(config.clone()).with_clock(Arc::new(TestClock::new(now_ms, 0)));

@@ -27,10 +27,14 @@ fn many_processes_lose_nothing(registry: Option<String>) {
         &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
         &table,
     );
+    let current = table.join("metadata/v1.metadata.json").display().to_string();
     std::fs::write(
         dir.join("policy.yaml"),
-        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\n\
-         maxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: {}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\n\
+             maxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+            crate::util::table_binding("t", &current)
+        ),
     )
     .unwrap();
     let t = table.to_str().unwrap();

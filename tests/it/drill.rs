@@ -530,27 +530,68 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
     )
     .unwrap();
     let signer = lakedrill::evidence::keys::load_signing_key(&other_key).unwrap();
-    type Edit = fn(&mut Value);
-    let edits: [(&str, Edit); 2] = [
-        ("seed", |st| st["predicate"]["sample"]["seed"] = Value::from(7_u64)),
-        ("population", |st| {
-            let sample = &mut st["predicate"]["sample"];
-            let selected: Vec<String> = sample["selected"]
-                .as_array()
+    // The population lists each bundle's root, and each drilled bundle's root is the one it lists.
+    let sample = &st["predicate"]["sample"];
+    let ids = sample["population_ids"].as_array().unwrap();
+    let roots = sample["population_roots"].as_array().unwrap();
+    assert_eq!(ids.len(), roots.len(), "{sample}");
+    for r in st["predicate"]["results"].as_array().unwrap() {
+        let at = ids.iter().position(|id| *id == r["bundle_id"]).unwrap();
+        assert_eq!(roots[at], r["bundle_root"], "{r}");
+        assert!(
+            r["bundle_id"]
+                .as_str()
                 .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_owned())
-                .collect();
-            let ids = sample["population_ids"].as_array_mut().unwrap();
-            let dropped = ids
-                .iter()
-                .position(|v| !selected.contains(&v.as_str().unwrap().to_owned()))
-                .unwrap();
-            ids.remove(dropped);
-            sample["population"] = Value::from(sample["population_ids"].as_array().unwrap().len());
-        }),
+                .ends_with(&roots[at].as_str().unwrap()[..16]),
+            "{r}"
+        );
+    }
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit, &str); 3] = [
+        (
+            "seed",
+            |st| st["predicate"]["sample"]["seed"] = Value::from(7_u64),
+            "SAMPLE_MISMATCH",
+        ),
+        (
+            "root",
+            |st| {
+                // The root listed for the first drilled bundle is another one.
+                let first = st["predicate"]["results"][0]["bundle_id"].clone();
+                let sample = &mut st["predicate"]["sample"];
+                let at = sample["population_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .position(|id| *id == first)
+                    .unwrap();
+                sample["population_roots"][at] = Value::String("0".repeat(64));
+            },
+            "population lists its root as 0000",
+        ),
+        (
+            "population",
+            |st| {
+                let sample = &mut st["predicate"]["sample"];
+                let selected: Vec<String> = sample["selected"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect();
+                let ids = sample["population_ids"].as_array_mut().unwrap();
+                let dropped = ids
+                    .iter()
+                    .position(|v| !selected.contains(&v.as_str().unwrap().to_owned()))
+                    .unwrap();
+                ids.remove(dropped);
+                sample["population_roots"].as_array_mut().unwrap().remove(dropped);
+                sample["population"] = Value::from(sample["population_ids"].as_array().unwrap().len());
+            },
+            "SAMPLE_MISMATCH",
+        ),
     ];
-    for (what, edit) in edits {
+    for (what, edit, kind) in edits {
         let mut edited = st.clone();
         edit(&mut edited);
         let out = tmp.path().join(format!("resigned-{what}.dsse.json"));
@@ -573,7 +614,7 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
             trust.to_str().unwrap(),
         ]);
         a.expect_code(1);
-        assert!(a.stdout.contains("SAMPLE_MISMATCH"), "{what}: {}", a.stdout);
+        assert!(a.stdout.contains(kind), "{what}: want {kind}: {}", a.stdout);
     }
     std::fs::remove_file(trust.join("other-TEST-ONLY.pub")).unwrap();
 

@@ -186,7 +186,8 @@ fn purge_then_read(name: &str) {
     std::fs::write(
         &policy,
         format!(
-            "schema: lakehouseRetentionPolicy.v1\ntable: {name}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\n"
+            "schema: lakehouseRetentionPolicy.v1\ntable: {}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\nreclamationImplementationDigest: any\n",
+            crate::util::table_binding(name, t["metadata_location"].as_str().unwrap())
         ),
     )
     .unwrap();

@@ -30,17 +30,8 @@ pub(crate) fn gate<'a>(v: &'a Value, name: &str) -> &'a Value {
 
 /// A quarterly exercise: back up the table and recover it in a cold-backup drill (the quarterly gate wants one).
 pub(crate) fn quarterly_recovery(g: &Gov) {
-    g.on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
-        .expect_code(0);
-    let plan = g.dir.join("quarterly.toml");
-    std::fs::write(
-        &plan,
-        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
-         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
-    )
-    .unwrap();
-    g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(0);
+    backup(g, &[]);
+    cold_drill(g);
 }
 
 #[test]
@@ -200,18 +191,21 @@ fn the_weekly_gate_holds_the_deleter_naming_its_figure() {
     // Smaller than min(30, population): a population of 40 of which fewer than 30 were sampled.
     resigned(&g, &ev, "small-reports", "small.dsse.json", |st| {
         let sample = &mut st["predicate"]["sample"];
-        let mut ids: Vec<String> = sample["population_ids"]
+        // Each id with the root it claims (none for the made-up ones), kept in id order.
+        let mut ids: Vec<(String, Value)> = sample["population_ids"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|x| x.as_str().unwrap().to_owned())
+            .zip(sample["population_roots"].as_array().unwrap())
+            .map(|(x, root)| (x.as_str().unwrap().to_owned(), root.clone()))
             .collect();
         for i in 0..40 - ids.len() {
-            ids.push(format!("zz-unsampled-{i:02}"));
+            ids.push((format!("zz-unsampled-{i:02}"), Value::Null));
         }
-        ids.sort();
+        ids.sort_by(|a, b| a.0.cmp(&b.0));
         sample["population"] = Value::from(ids.len());
-        sample["population_ids"] = serde_json::to_value(&ids).unwrap();
+        sample["population_ids"] = ids.iter().map(|(id, _)| Value::from(id.as_str())).collect();
+        sample["population_roots"] = ids.into_iter().map(|(_, root)| root).collect();
         // A selection that still recomputes (every pick from a coverage rule): only the size is short.
         sample["coverage_weeks"] = Value::from(2);
         sample["coverage"] = sample["selected"].clone();
@@ -233,10 +227,7 @@ fn the_weekly_gate_holds_the_deleter_naming_its_figure() {
     refused("failed-reports", "sampled bundles failed");
 
     // Nothing was deleted by any refused purge.
-    let root = g.table_root();
-    for o in c["objects"].as_array().unwrap() {
-        assert!(root.join(o["path"].as_str().unwrap()).exists(), "{o}");
-    }
+    g.assert_all_present(&c);
 
     // With the real reports folder and no --evidence, purge takes the covering weekly report as its evidence.
     let mut a = g.purge_args(id, None);
@@ -279,14 +270,7 @@ const APPEND: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([9
 
 /// Each snapshot's commit time (epoch ms) and the current snapshot of the fixture's table.
 pub(crate) fn commit_times(g: &Gov) -> (std::collections::BTreeMap<i64, i64>, i64) {
-    let v = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json();
-    let commits = v["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
-        .collect();
-    (commits, v["current_snapshot_id"].as_i64().unwrap())
+    crate::util::commit_times_of(&g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json())
 }
 
 fn backup(g: &Gov, extra: &[&str]) -> Value {
@@ -449,4 +433,81 @@ fn a_normal_backup_passes_with_rpo_0_and_a_checkpoint_without_a_backup_fails_nam
         d2["report"].as_str().unwrap(),
         "{q}"
     );
+}
+
+/// A weekly drill whose plan names the tables' policies records each table's policy digest; once the policy
+/// changes, that report is no evidence for the new rules: `gates` and the deleter refuse it, naming both digests,
+/// until a drill under the policy in force (#23 point 5).
+#[test]
+fn a_drill_names_each_tables_policy_digest_and_a_changed_policy_voids_it_for_the_weekly_gate() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let plan = g.dir.join("weekly-policies.toml");
+    std::fs::write(
+        &plan,
+        "name = \"weekly-policies\"\nkind = \"quarantine\"\nbundles = \"bundles\"\npolicies = \"policy.yaml\"\n\
+         trust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let drill = || {
+        let r = g
+            .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(0)
+            .json();
+        let path = std::path::PathBuf::from(r["report"].as_str().unwrap().trim_start_matches("file://"));
+        let st = lakedrill::evidence::peek_unverified(&std::fs::read(&path).unwrap()).unwrap();
+        (path, st["predicate"].clone())
+    };
+    let digest = || {
+        g.run(&["--json", "policy", "check", g.policy.to_str().unwrap()])
+            .expect_code(0)
+            .json()["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let before = digest();
+    let (ev, p) = drill();
+    // The fixture's policy binds `retention/<the table's UUID>`.
+    let text = std::fs::read_to_string(&g.policy).unwrap();
+    let uuid = text
+        .lines()
+        .find_map(|l| l.strip_prefix("table: retention/"))
+        .unwrap()
+        .to_owned();
+    let results = p["results"].as_array().unwrap();
+    assert!(!results.is_empty(), "{p}");
+    for r in results {
+        assert_eq!(r["table_uuid"], uuid.as_str(), "{r}");
+        assert_eq!(r["policy_digest"], before.as_str(), "{r}");
+    }
+    assert_eq!(p["drill"]["policy_digest"], before.as_str(), "{p}");
+    let w = gate(&gates(&g).json(), "weekly_restores").clone();
+    assert_eq!(w["status"], "PASS", "{w}");
+    assert_eq!(w["figures"]["report_policy_digest"], before.as_str(), "{w}");
+
+    // The rules change: the report drilled under the old policy no longer counts, for gates and the deleter.
+    std::fs::write(&g.policy, format!("{text}maxUnreconciledUnknowns: 0\n")).unwrap();
+    let after = digest();
+    assert_ne!(before, after);
+    let w = gate(&gates(&g).expect_code(1).json(), "weekly_restores").clone();
+    assert_eq!(w["status"], "FAIL", "{w}");
+    let detail = w["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("under policy sha256 {before}"))
+            && detail.contains(&format!("the policy in force has sha256 {after}")),
+        "{detail}"
+    );
+    let v = purge_reading(&g, id, &ev, "reports").expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    assert!(v["reasons"].to_string().contains("gate weekly_restores FAIL"), "{v}");
+    g.assert_all_present(&c);
+
+    // A drill under the policy in force is evidence again.
+    let (ev, p) = drill();
+    assert_eq!(p["drill"]["policy_digest"], after.as_str(), "{p}");
+    let v = purge_reading(&g, id, &ev, "reports").expect_code(0).json();
+    assert_eq!(v["status"], "VERIFIED", "{v}");
 }

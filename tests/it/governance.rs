@@ -7,17 +7,8 @@ use serde_json::Value;
 
 use crate::util::{Run, block_on, fresh_postgres_database, lakedrill_in, sql_text, tmpdir};
 
-/// The example of DESIGN §3 with the 8 hex digits of the UUID a `table` binding needs (#23 point 5; DESIGN's own
-/// `orders/7f31...` has 4 and is refused).
-const EXAMPLE: &str = "schema: lakehouseRetentionPolicy.v1
-table: orders/7f31c2a9...          # table name / UUID (a prefix of at least 8 hex digits of the UUID)
-protectedRefs: [main, audit-q2]
-minSnapshotAge: 30d
-maxReaderLease: 14d
-maxWriterDuration: 6h
-legalHoldGeneration: 19
-orphanSafetyInterval: 12h
-";
+/// The example of DESIGN §3 with the 8 hex digits of the UUID a `table` binding needs (#23 point 5).
+const EXAMPLE: &str = lakedrill::govern::policy::EXAMPLE;
 
 /// A fresh `db.retention` table in its own catalog and registry, a key, a policy.
 pub struct Gov {
@@ -311,6 +302,14 @@ impl Gov {
         self.dir.join("fx/warehouse/db/retention")
     }
 
+    /// Asserts that every object of candidate `c` is still in the table (nothing was deleted).
+    pub fn assert_all_present(&self, c: &Value) {
+        let root = self.table_root();
+        for o in c["objects"].as_array().unwrap() {
+            assert!(root.join(o["path"].as_str().unwrap()).exists(), "{o} was deleted");
+        }
+    }
+
     /// plan → quarantine (tag mode) → drill → purge, with bundles, reports and receipts under `vault`
     /// (any storage URI). Returns (candidate, quarantine output, purge output).
     pub fn chain(&self, vault: &str) -> (Value, Value, Value) {
@@ -408,11 +407,11 @@ fn policy_check_accepts_a_uuid_bound_example_and_names_bad_fields() {
         ),
         // #23 point 5: a bare name, and DESIGN's 4-digit prefix, do not bind a table.
         (
-            EXAMPLE.replace("orders/7f31c2a9...", "orders"),
+            EXAMPLE.replace("orders/7f31a2b4...", "orders"),
             "field table: must bind the table's UUID",
         ),
         (
-            EXAMPLE.replace("orders/7f31c2a9...", "orders/7f31..."),
+            EXAMPLE.replace("orders/7f31a2b4...", "orders/7f31..."),
             "field table: the UUID prefix must have at least 8",
         ),
     ] {
@@ -908,14 +907,7 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     .unwrap();
     refused_with(&g.purge(id, Some(&wrong), &[]), "RESTORE_VERIFIED");
     // Every refusal is recorded; the candidate is still quarantined and nothing was deleted.
-    let root = g.table_root();
-    assert!(
-        c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|o| root.join(o["path"].as_str().unwrap()).exists())
-    );
+    g.assert_all_present(&c);
     g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0);
 }
 
@@ -1406,16 +1398,19 @@ fn plan_on_a_table_with_rollback_and_expired_snapshots_keeps_every_retained_obje
     ));
     std::fs::write(&cfg, text).unwrap();
     let policy = tmp.path().join("p.yaml");
+    let exp = crate::util::expected("db.events");
     std::fs::write(
         &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: events\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: events/{}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+            exp["table_uuid"].as_str().unwrap()
+        ),
     )
     .unwrap();
     let t = ["--catalog", "pyfix", "--table", "db.events"];
     let mut args = vec!["--json", "plan", "--policy", policy.to_str().unwrap()];
     args.extend(t);
     let plan = lakedrill_in(tmp.path(), &args).expect_code(0).json();
-    let exp = crate::util::expected("db.events");
     let retained: Vec<String> = plan["protected"]
         .as_array()
         .unwrap()
@@ -1740,6 +1735,15 @@ fn a_policy_without_the_tables_uuid_refuses_plan_and_purge_naming_the_field() {
         r.expect_code(2);
         assert!(r.stderr.contains("field table: "), "{binding}: {}", r.stderr);
         assert!(r.stderr.contains(why), "{binding}: {}", r.stderr);
+        // A binding that does not parse: plan has the table, and says which UUID to bind.
+        if !why.starts_with("the policy is bound") {
+            assert!(
+                r.stderr
+                    .contains(&format!("has UUID {uuid}: bind it as `table: NAME/{}...`", &uuid[..8])),
+                "{binding}: {}",
+                r.stderr
+            );
+        }
     }
     // The UUID alone (no name) binds too.
     let p = g.dir.join("p-uuid.yaml");

@@ -67,10 +67,11 @@ fn plan(table: &Value, older_than_ms: i64, retain_last: Option<i64>, orphans_old
     let root = table["table_root"].as_str().unwrap();
     let leaf = root.trim_end_matches('/').rsplit('/').next().unwrap();
     let policy = dir.path().join("policy.yaml");
+    let binding = crate::util::table_binding(leaf, table["metadata_location"].as_str().unwrap());
     std::fs::write(
         &policy,
         format!(
-            "schema: lakehouseRetentionPolicy.v1\ntable: {leaf}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+            "schema: lakehouseRetentionPolicy.v1\ntable: {binding}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
         ),
     )
     .unwrap();
@@ -173,12 +174,15 @@ fn baseline_options_and_per_table_configuration_apply_and_bad_ones_are_refused_n
     let t = oracle_table("v2_mor");
     let dir = tmpdir();
     let policy = dir.path().join("policy.yaml");
+    let md = t["metadata_location"].as_str().unwrap();
     std::fs::write(
         &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: v2_mor\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: {}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+            crate::util::table_binding("v2_mor", md)
+        ),
     )
     .unwrap();
-    let md = t["metadata_location"].as_str().unwrap();
     let p = policy.to_str().unwrap();
     let r = lakedrill_in(
         dir.path(),

@@ -183,7 +183,8 @@ fn a_table_sharing_its_location_with_another_table_is_refused_naming_both() {
         );
         let policy = g.dir.join(format!("p-{name}.yaml"));
         let text = std::fs::read_to_string(&g.policy).unwrap();
-        std::fs::write(&policy, text.replace("table: retention", &format!("table: {name}"))).unwrap();
+        let binding = crate::util::table_binding(name, &metadata.display().to_string());
+        std::fs::write(&policy, crate::util::rebind_policy(&text, &binding)).unwrap();
         // The nested copy names manifest lists outside its own location: planning it fails on that first.
         if name != "nested" {
             let other = g.run(&[

@@ -289,10 +289,7 @@ fn purge_releases_a_candidate_whose_snapshots_an_engine_tagged_since_quarantine(
     for s in &sids {
         assert!(r.contains(&format!("'keep-{s}'")), "{r}");
     }
-    let root = g.table_root();
-    for o in c["objects"].as_array().unwrap() {
-        assert!(root.join(o["path"].as_str().unwrap()).exists(), "{o}");
-    }
+    g.assert_all_present(&c);
     // The snapshots are the engine tags' now; once those go, the next plan proposes them again.
     let plan = g.plan();
     for cand in plan["candidates"].as_array().unwrap() {

@@ -57,9 +57,12 @@ impl RestFx {
         )
         .unwrap();
         let policy = dir.join("p.yaml");
+        let binding = crate::util::table_binding("events", fx["metadata_location"].as_str().unwrap());
         std::fs::write(
             &policy,
-            "schema: lakehouseRetentionPolicy.v1\ntable: events\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\n",
+            format!(
+                "schema: lakehouseRetentionPolicy.v1\ntable: {binding}\nprotectedRefs: [main]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\nreclamationImplementationDigest: any\n"
+            ),
         )
         .unwrap();
         let r = lakedrill_in(&dir, &["keygen", "--name", "rest", "--dir", "keys"]);

@@ -785,9 +785,11 @@ fn rollout_set_enforces_one_step_one_test_table_and_a_clean_test_period_and_gate
         &twin_root,
         &twin_root.join("metadata/00000-twin.metadata.json"),
     );
-    let text = std::fs::read_to_string(&g.policy)
-        .unwrap()
-        .replace("table: retention", "table: twin");
+    let twin_md = twin_root.join("metadata/00000-twin.metadata.json");
+    let text = crate::util::rebind_policy(
+        &std::fs::read_to_string(&g.policy).unwrap(),
+        &crate::util::table_binding("twin", &twin_md.display().to_string()),
+    );
     let twin_policy = write_policy(&g, "twin.yaml", &text);
     let r = set("db.twin", "test", &twin_policy);
     r.expect_code(1);

@@ -310,3 +310,29 @@ pub fn table_uuid(metadata: &str) -> String {
 pub fn table_binding(name: &str, metadata: &str) -> String {
     format!("{name}/{}", table_uuid(metadata))
 }
+
+/// `policy` with its `table:` line replaced by `table: BINDING` (a policy for another table).
+pub fn rebind_policy(policy: &str, binding: &str) -> String {
+    policy
+        .lines()
+        .map(|l| {
+            if l.starts_with("table: ") {
+                format!("table: {binding}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+/// Each snapshot's commit time (epoch ms) and the current snapshot, from `inspect snapshots --json`.
+pub fn commit_times_of(v: &Value) -> (std::collections::BTreeMap<i64, i64>, i64) {
+    let commits = v["snapshots"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no snapshots: {v}"))
+        .iter()
+        .map(|s| (s["snapshot_id"].as_i64().unwrap(), s["timestamp_ms"].as_i64().unwrap()))
+        .collect();
+    (commits, v["current_snapshot_id"].as_i64().unwrap())
+}

@@ -255,10 +255,13 @@ fn v3_flipped_blob_byte_refuses_seal_and_fails_deep_restore_of_a_healthy_bundle(
 /// A policy for the copied table `t` in `dir`.
 fn write_policy(dir: &Path) -> PathBuf {
     let policy = dir.join("p.yaml");
+    let binding = crate::util::table_binding("t", &fixture().join("metadata/v6.metadata.json").display().to_string());
     std::fs::write(
         &policy,
-        "schema: lakehouseRetentionPolicy.v1\ntable: t\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
-         maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n",
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: {binding}\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+             maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+        ),
     )
     .unwrap();
     policy

@@ -93,8 +93,14 @@ impl Lab {
         let keys = dir.join("keys").join("trust");
         let key = crate::evidence::keys::generate_in(LAB_KEY, &dir.join("keys"), &keys)?;
         let policy = dir.join("policy.yaml");
+        let source = TableSource::Catalog {
+            catalog: "demo".into(),
+            table: "sales.orders".into(),
+            table_root: None,
+        };
+        let uuid = truth.table(&source).await?.metadata().uuid();
         let text = format!(
-            "# Written by `lakedrill drill faults` for a scratch lakehouse.\nschema: lakehouseRetentionPolicy.v1\ntable: orders\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nlegalHoldGeneration: 0\nregulatedData: false\nreclamationImplementationDigest: {digest}\n{policy_extra}"
+            "# Written by `lakedrill drill faults` for a scratch lakehouse.\nschema: lakehouseRetentionPolicy.v1\ntable: orders/{uuid}\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nlegalHoldGeneration: 0\nregulatedData: false\nreclamationImplementationDigest: {digest}\n{policy_extra}"
         );
         let text = if policy_extra.contains("maxWriterDuration") {
             text
@@ -102,11 +108,6 @@ impl Lab {
             format!("{text}maxWriterDuration: 6h\norphanSafetyInterval: 12h\n")
         };
         std::fs::write(&policy, text).map_err(|e| Error::io("write", &policy, e))?;
-        let source = TableSource::Catalog {
-            catalog: "demo".into(),
-            table: "sales.orders".into(),
-            table_root: None,
-        };
         let lab = Lab {
             dir,
             base,
