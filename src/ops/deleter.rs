@@ -1390,6 +1390,12 @@ async fn execute(
         .map(|o| (o.path, o.state))
         .collect();
     let prior = reg.receipts(candidate_id).await?;
+    // The objects an earlier run asked the store to delete (looked up per object: a set, not a scan, #24).
+    let requested_before: std::collections::BTreeSet<&str> = prior
+        .iter()
+        .filter(|r| r.receipt["phase"] == "requested")
+        .map(|r| r.path.as_str())
+        .collect();
     // The signed receipts chain (#23 point 4): what an earlier run recorded but did not seal is sealed first,
     // then every registry batch below is sealed as it commits.
     let retention = policy.evidence_retention();
@@ -1435,9 +1441,7 @@ async fn execute(
             }
         }
         let expected: Vec<Expected> = futures::stream::iter(chunk.iter().map(|o| {
-            let requested_before = prior
-                .iter()
-                .any(|r| r.path == o.path && r.receipt["phase"] == "requested");
+            let requested_before = requested_before.contains(o.path.as_str());
             let (uri, held) = target(o);
             expect(ctx, uri, held, sealed.get(&o.path), on_s3, permanent, requested_before)
         }))
@@ -1890,9 +1894,15 @@ async fn finish(
     for o in &states {
         by.entry(o.state.to_string()).or_default().push(o.path.clone());
     }
+    // One pass over the states (a scan per object made `finish` quadratic in the candidate's size, #24).
+    let verified_paths: std::collections::BTreeSet<&str> = states
+        .iter()
+        .filter(|s| s.state == State::Verified)
+        .map(|s| s.path.as_str())
+        .collect();
     let verified: Vec<ObjectRef> = objects
         .iter()
-        .filter(|o| states.iter().any(|s| s.path == o.path && s.state == State::Verified))
+        .filter(|o| verified_paths.contains(o.path.as_str()))
         .cloned()
         .collect();
     let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
@@ -2103,8 +2113,15 @@ async fn reconcile_claimed(
     let prior = reg.receipts(candidate_id).await?;
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
+    let by_path: BTreeMap<&str, &ObjectRef> = objects.iter().map(|o| (o.path.as_str(), o)).collect();
+    // Each object's newest intent receipt (receipts come in order: a later one replaces an earlier one).
+    let intents: BTreeMap<&str, &crate::registry::ReceiptRow> = prior
+        .iter()
+        .filter(|r| r.receipt["phase"] == "requested")
+        .map(|r| (r.path.as_str(), r))
+        .collect();
     for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
-        let Some(o) = objects.iter().find(|o| o.path == s.path) else {
+        let Some(&o) = by_path.get(s.path.as_str()) else {
             continue;
         };
         let held_file = held.as_ref().and_then(|(_, h)| h.get(&o.path));
@@ -2124,10 +2141,7 @@ async fn reconcile_claimed(
         let escape = confined.escape(&uri).await?;
         // The ETag and version the purge's delete was conditional on (its intent receipt): a retry is
         // conditional on the same, so an object changed since quarantine is never deleted here either.
-        let intent = prior
-            .iter()
-            .rev()
-            .find(|r| r.path == o.path && r.receipt["phase"] == "requested");
+        let intent = intents.get(o.path.as_str()).copied();
         let want_e_tag = intent
             .and_then(|r| r.receipt["e_tag"].as_str())
             .filter(|e| !e.is_empty())
