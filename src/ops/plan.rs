@@ -539,20 +539,26 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
         Ok(p) => p,
         // A policy whose `table` binding does not parse (a bare name, most often): `plan` has the table, so it
         // says which UUID to bind.
-        Err(e) if e.field() == Some("table") => {
-            let Ok(table) = ctx.table(source).await else {
-                return Err(e.into());
-            };
-            let uuid = table.metadata().uuid().to_string();
-            return Err(Error::invalid(
-                policy_path.display().to_string(),
-                format!(
-                    "{e}; the table this plan is for has UUID {uuid}: bind it as `table: NAME/{}...`",
-                    &uuid[..8]
-                ),
-            ));
+        Err(e) => {
+            if let crate::govern::policy::PolicyError::Field {
+                source_name,
+                field,
+                rule,
+            } = &e
+                && field == "table"
+                && let Ok(table) = ctx.table(source).await
+            {
+                let uuid = table.metadata().uuid().to_string();
+                return Err(Error::invalid(
+                    source_name.clone(),
+                    format!(
+                        "field table: {rule}; the table this plan is for has UUID {uuid}: bind it as `table: NAME/{}...`",
+                        &uuid[..8]
+                    ),
+                ));
+            }
+            return Err(e.into());
         }
-        Err(e) => return Err(e.into()),
     };
     let table = bound_table(ctx, source, &policy).await?;
     let reg = registry(ctx).await?;
