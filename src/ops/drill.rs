@@ -668,7 +668,8 @@ fn policy_of<'p>(
 
 /// The root each bundle of the population claims (its envelope's `blake3` subject digest), in the order of
 /// `ids` (#23 point 1: the report records the population with its roots). Read unverified, a few envelopes at
-/// a time, each dropped once read; `None` for an envelope gone since the listing or naming no root for its id.
+/// a time, each decoded on the rayon pool and dropped once read; `None` for an envelope gone since the listing
+/// or naming no root for its id.
 async fn population_roots(storage: &Storage, population: &[String], ids: &[String]) -> Result<Vec<Option<String>>> {
     use futures::{StreamExt as _, TryStreamExt as _};
     let by_id: BTreeMap<&str, &String> = population.iter().map(|d| (location::file_name(d), d)).collect();
@@ -682,10 +683,17 @@ async fn population_roots(storage: &Storage, population: &[String], ids: &[Strin
                 Err(e) => return Err(e),
             };
             let want = format!("lakedrill-bundle:{id}");
-            Ok(evidence::peek_subjects(&bytes)
-                .ok()
-                .and_then(|subjects| subjects.into_iter().find(|s| s.name == want))
-                .and_then(|s| s.digest.get("blake3").cloned()))
+            // Decoding a large bundle's payload is CPU work: on the rayon pool, off the async workers.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            rayon::spawn(move || {
+                let root = evidence::peek_subjects(&bytes)
+                    .ok()
+                    .and_then(|subjects| subjects.into_iter().find(|s| s.name == want))
+                    .and_then(|s| s.digest.get("blake3").cloned());
+                let _ = tx.send(root);
+            });
+            rx.await
+                .map_err(|_| Error::Internal(format!("reading the root of bundle {id} ended without a result")))
         }
     }))
     .buffered(4)
