@@ -14,9 +14,9 @@
 //!   20 ms per GET, and the bundle is verified with its data read from there. The bound is
 //!   `io_concurrency ÷ 20 ms` objects per second. Target: ≥ 80 % of the bound.
 //! * **e. plan and seal at 100k, 300k and 1M data files** (`LAKEDRILL_BENCH_SCALES`, comma-separated)
-//!   in one snapshot each: wall time and peak RSS of `lakedrill plan` and `lakedrill seal` (subprocesses).
-//!   Seal needs the files: they are created (16 bytes each). Target: ≤ 1 GiB peak RSS at 1M files and
-//!   time near-linear in the number of files.
+//!   in one snapshot each: wall time and peak RSS of `lakedrill plan`, `lakedrill seal` and `lakedrill
+//!   restore` of the sealed bundle (subprocesses). Seal needs the files: they are created (8 bytes each).
+//!   Target: ≤ 512 MiB peak RSS at 1M files for each and time near-linear in the number of files.
 //!
 //! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
 //!
@@ -57,6 +57,8 @@ struct Measured {
     wall: Duration,
     rss_kib: u64,
     stdout: String,
+    /// 0 or 1 (anything else is an error of `measure`).
+    code: i32,
 }
 
 fn measure(program: &str, args: &[String], cwd: &Path) -> BenchResult<Measured> {
@@ -76,14 +78,15 @@ fn measure(program: &str, args: &[String], cwd: &Path) -> BenchResult<Measured> 
     let wall: f64 = it.next().ok_or("time: no wall")?.parse()?;
     let rss_kib: u64 = it.next().ok_or("time: no rss")?.parse()?;
     // plan and seal exit 0 or 1 (a refusal is still a measured run); anything else is a failure.
-    match out.status.code() {
-        Some(0 | 1) => {}
+    let code = match out.status.code() {
+        Some(c @ (0 | 1)) => c,
         _ => return Err(format!("{program} {args:?} failed ({}): {stderr}", out.status).into()),
-    }
+    };
     Ok(Measured {
         wall: Duration::from_secs_f64(wall),
         rss_kib,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        code,
     })
 }
 
@@ -350,6 +353,7 @@ async fn bench_latency(root: &Path) -> BenchResult<()> {
         &VerifyOptions {
             deep: false,
             table_root: Some("memory:///small".into()),
+            shard: None,
         },
     )
     .await?;
@@ -429,44 +433,72 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
             .map(str::to_owned),
             root,
         )?;
+        // Restore (verify) of that bundle: the signed envelope, the inventory and every object.
+        eprintln!("bench: e. {n} files: restore");
+        let bundle = std::fs::read_dir(root.join(format!("bundles-{name}")))?
+            .next()
+            .ok_or("seal wrote no bundle folder")??
+            .path();
+        std::fs::create_dir_all(root.join("trust"))?;
+        std::fs::copy(root.join("keys/bench.pub"), root.join("trust/bench.pub"))?;
+        let restore = measure(
+            LAKEDRILL,
+            &[
+                "-q".to_owned(),
+                "restore".to_owned(),
+                bundle.display().to_string(),
+                "--trust".to_owned(),
+                "trust".to_owned(),
+            ],
+            root,
+        )?;
+        if restore.code != 0 {
+            return Err(format!("restore of {} did not verify: {}", bundle.display(), restore.stdout).into());
+        }
         // The files are no longer needed (unless the data are kept for profiling).
         if std::env::var_os("LAKEDRILL_BENCH_KEEP").is_none() {
             std::fs::remove_dir_all(&data)?;
         }
-        rows.push((n, plan, seal));
+        rows.push((n, plan, seal, restore));
     }
     println!();
-    println!("e. plan and seal of one snapshot, time and peak RSS by number of data files");
+    println!("e. plan, seal and restore (verify) of one snapshot, time and peak RSS by number of data files");
     println!(
-        "{:>10} {:>10} {:>12} {:>12} {:>10} {:>12} {:>12}",
-        "files", "plan (s)", "us/file", "RSS MiB", "seal (s)", "us/file", "RSS MiB"
+        "{:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "files", "plan (s)", "us/file", "RSS MiB", "seal (s)", "us/file", "RSS MiB", "restore", "us/file", "RSS MiB"
     );
-    for (n, p, s) in &rows {
+    for (n, p, s, r) in &rows {
+        let per = |m: &Measured| m.wall.as_secs_f64() * 1e6 / *n as f64;
         println!(
-            "{n:>10} {:>10.2} {:>12.2} {:>12.1} {:>10.2} {:>12.2} {:>12.1}",
+            "{n:>10} {:>10.2} {:>10.2} {:>10.1} {:>10.2} {:>10.2} {:>10.1} {:>10.2} {:>10.2} {:>10.1}",
             p.wall.as_secs_f64(),
-            p.wall.as_secs_f64() * 1e6 / *n as f64,
+            per(p),
             mib(p.rss_kib),
             s.wall.as_secs_f64(),
-            s.wall.as_secs_f64() * 1e6 / *n as f64,
-            mib(s.rss_kib)
+            per(s),
+            mib(s.rss_kib),
+            r.wall.as_secs_f64(),
+            per(r),
+            mib(r.rss_kib)
         );
     }
-    if let Some((n, p, s)) = rows.iter().max_by_key(|r| r.0) {
-        let peak = p.rss_kib.max(s.rss_kib);
-        println!(
-            "   peak RSS at {n} files: {:.1} MiB: {} (target <= 1024 MiB at 1M files)",
-            mib(peak),
-            pass(peak <= 1024 * 1024)
-        );
+    if let Some((n, p, s, r)) = rows.iter().max_by_key(|r| r.0) {
+        for (what, m) in [("plan", p), ("seal", s), ("restore", r)] {
+            println!(
+                "   peak RSS of {what} at {n} files: {:.1} MiB: {} (target <= 512 MiB at 1M files)",
+                mib(m.rss_kib),
+                pass(m.rss_kib <= 512 * 1024)
+            );
+        }
     }
     if let (Some(first), Some(last)) = (rows.first(), rows.last())
         && last.0 > first.0
     {
-        let per = |r: &(usize, Measured, Measured)| (r.1.wall + r.2.wall).as_secs_f64() / r.0 as f64;
+        let per =
+            |r: &(usize, Measured, Measured, Measured)| (r.1.wall + r.2.wall + r.3.wall).as_secs_f64() / r.0 as f64;
         let growth = per(last) / per(first);
         println!(
-            "   time per file at {} vs {} files: {growth:.2}x: {} (near-linear: <= 1.5x)",
+            "   time per file (plan + seal + restore) at {} vs {} files: {growth:.2}x: {} (near-linear: <= 1.5x)",
             last.0,
             first.0,
             pass(growth <= 1.5)

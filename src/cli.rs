@@ -250,6 +250,11 @@ pub enum Command {
         /// never over another file), verify it, and take its candidate out of reclamation (`RELEASED`).
         #[arg(long, conflicts_with_all = ["into", "deep", "table_root"])]
         put_back: bool,
+        /// Verify only share I of N of the snapshot's objects (0-based, e.g. 0/4): data and delete objects by
+        /// the hash of their path, the metadata layers in share 0. The result names the share, its object
+        /// count and its root; `drill run --shard I/N --split objects` signs such shares for `report merge`.
+        #[arg(long, value_name = "I/N", conflicts_with_all = ["into", "put_back"])]
+        shard: Option<String>,
     },
     /// Cold backup: copy every object of a checkpoint snapshot to another store or prefix, sign a
     /// bundle describing it, and declare the DR checkpoint in the registry.
@@ -564,6 +569,11 @@ pub enum DrillCommand {
         /// `<reports>/<plan>/shards/<run id>/` and `report merge` takes that folder.
         #[arg(long, requires = "shard")]
         run_id: Option<String>,
+        /// With --shard, what is split: `items` (each shard drills its share of the sampled bundles) or
+        /// `objects` (each shard drills every sampled bundle, verifying its share of the objects: one snapshot
+        /// too large for one machine's window, verified by N machines; quarantine drills only).
+        #[arg(long, requires = "shard", default_value = "items", value_parser = parse_split)]
+        split: crate::evidence::predicate::ShardSplit,
         /// Write Prometheus metrics here (node_exporter textfile collector; written atomically).
         #[arg(long)]
         metrics_file: Option<PathBuf>,
@@ -899,6 +909,11 @@ impl From<QuarantineModeArg> for crate::ops::quarantine::QuarantineMode {
             QuarantineModeArg::Bundle => Self::Bundle,
         }
     }
+}
+
+/// `--split items|objects`, checked by clap.
+fn parse_split(s: &str) -> Result<crate::evidence::predicate::ShardSplit, String> {
+    crate::evidence::predicate::ShardSplit::parse(s).map_err(|e| e.to_string())
 }
 
 /// `--shard I/N`, checked by clap (0-based, `I < N`).

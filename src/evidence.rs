@@ -422,7 +422,7 @@ impl Statement {
     ///
     /// The [`EvidenceFailure::StatementMalformed`] that [`verify`] would report for these bytes.
     pub fn validate(&self) -> Result<(), EvidenceFailure> {
-        check_statement(&self.to_bytes()).map(|_| ())
+        check_statement(&self.to_bytes(), false).map(|_| ())
     }
 }
 
@@ -628,16 +628,146 @@ impl VerifiedStatement {
 /// The first rule broken, as an [`EvidenceFailure`]. This is a finding about the evidence, not a failure to
 /// decide.
 pub fn verify(envelope_bytes: &[u8], trust: &TrustStore) -> Result<VerifiedStatement, EvidenceFailure> {
-    let envelope: Envelope = serde_json::from_slice(envelope_bytes)
+    let (key, payload) = check_signatures(envelope_bytes, trust)?;
+    let checked = check_statement(&payload, false)?;
+    Ok(VerifiedStatement {
+        keyid: key.keyid().to_owned(),
+        key_name: key.name().to_owned(),
+        payload_bytes: payload,
+        statement: checked.statement,
+        subjects: checked.subjects,
+        predicate_type: checked.predicate_type,
+    })
+}
+
+/// [`verify`] for large statements (a bundle's payload holds its whole inventory): the same checks, in the
+/// same order, with the same failures, but the predicate is not built as a JSON value tree. It is walked once
+/// for its shape (an object, with no repeated key anywhere inside) and kept as the exact payload bytes, which
+/// [`VerifiedPayload::predicate`] parses straight into a typed predicate. The envelope is taken by value and
+/// dropped once its payload is decoded, so the envelope and the payload never exist beside the parse.
+///
+/// # Errors
+///
+/// The first rule broken, as an [`EvidenceFailure`], exactly as [`verify`].
+pub fn verify_payload(
+    envelope_bytes: impl AsRef<[u8]>,
+    trust: &TrustStore,
+) -> Result<VerifiedPayload, EvidenceFailure> {
+    let (key, payload) = check_signatures(envelope_bytes.as_ref(), trust)?;
+    drop(envelope_bytes);
+    let checked = check_statement(&payload, true)?;
+    Ok(VerifiedPayload {
+        keyid: key.keyid().to_owned(),
+        key_name: key.name().to_owned(),
+        payload_bytes: payload,
+        subjects: checked.subjects,
+        predicate_type: checked.predicate_type,
+    })
+}
+
+/// A statement whose envelope verified under a trusted key, kept as its exact payload bytes; its subjects and
+/// predicate type are checked. Only [`verify_payload`] makes one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedPayload {
+    keyid: String,
+    key_name: String,
+    payload_bytes: Vec<u8>,
+    subjects: Vec<Subject>,
+    predicate_type: String,
+}
+
+impl VerifiedPayload {
+    /// The key id of the first valid signature.
+    #[must_use]
+    pub fn keyid(&self) -> &str {
+        &self.keyid
+    }
+
+    /// The trust store's name for that key (its `.pub` file stem).
+    #[must_use]
+    pub fn key_name(&self) -> &str {
+        &self.key_name
+    }
+
+    /// The exact payload bytes that were signed.
+    #[must_use]
+    pub fn payload_bytes(&self) -> &[u8] {
+        &self.payload_bytes
+    }
+
+    /// The statement's `predicateType`.
+    #[must_use]
+    pub fn predicate_type(&self) -> &str {
+        &self.predicate_type
+    }
+
+    /// The statement's subjects (non-empty, each with a `sha256` digest).
+    #[must_use]
+    pub fn subjects(&self) -> &[Subject] {
+        &self.subjects
+    }
+
+    /// The statement's `predicate`, parsed from the signed bytes straight into `T` (no value tree). The
+    /// predicate is known to be an object without repeated keys.
+    ///
+    /// # Errors
+    ///
+    /// What `serde_json` reports when the predicate is not a `T`.
+    pub fn predicate<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Only<T> {
+            predicate: T,
+        }
+        serde_json::from_slice::<Only<T>>(&self.payload_bytes).map(|o| o.predicate)
+    }
+}
+
+/// The envelope as read for verifying: the payload is borrowed from the file bytes (a large bundle's base64
+/// payload is hundreds of MB and is not copied).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeRef<'a> {
+    #[serde(rename = "payloadType")]
+    payload_type: String,
+    #[serde(borrow)]
+    payload: std::borrow::Cow<'a, str>,
+    signatures: Vec<EnvelopeSignature>,
+}
+
+/// The envelope checks of [`verify`] up to the payload type: returns the key that accepted the signature and
+/// the decoded payload. The payload is decoded once, behind the PAE header it is signed with, and the header
+/// is then removed in place: the payload is never held twice.
+fn check_signatures<'t>(
+    envelope_bytes: &[u8],
+    trust: &'t TrustStore,
+) -> Result<(&'t crate::evidence::keys::PublicKey, Vec<u8>), EvidenceFailure> {
+    let envelope: EnvelopeRef<'_> = serde_json::from_slice(envelope_bytes)
         .map_err(|e| EvidenceFailure::EnvelopeMalformed { reason: e.to_string() })?;
-    let payload = STANDARD
-        .decode(&envelope.payload)
-        .map_err(|e| EvidenceFailure::PayloadNotBase64 { reason: e.to_string() })?;
+    let encoded = envelope.payload.as_bytes();
+    let not_base64 = |reason: String| EvidenceFailure::PayloadNotBase64 { reason };
+    // The exact decoded length (padded standard base64), which the PAE header names before the body.
+    let padding = encoded.iter().rev().take(2).take_while(|b| **b == b'=').count();
+    let exact = (encoded.len() / 4 * 3).saturating_sub(padding);
+    let header = format!(
+        "DSSEv1 {} {} {exact} ",
+        envelope.payload_type.len(),
+        envelope.payload_type
+    );
+    let mut message = Vec::with_capacity(header.len() + exact + 3);
+    message.extend_from_slice(header.as_bytes());
+    message.resize(header.len() + exact + 3, 0);
+    let n = STANDARD
+        .decode_slice(encoded, &mut message[header.len()..])
+        .map_err(|e| not_base64(e.to_string()))?;
+    if n != exact {
+        return Err(not_base64(format!(
+            "decodes to {n} bytes, expected {exact} from its length and padding"
+        )));
+    }
+    message.truncate(header.len() + n);
     if envelope.signatures.is_empty() {
         return Err(EvidenceFailure::NoSignature);
     }
-
-    let message = pae(&envelope.payload_type, &payload);
     let mut accepted = None;
     for signature in &envelope.signatures {
         let Some(key) = trust.get(&signature.keyid) else {
@@ -670,15 +800,9 @@ pub fn verify(envelope_bytes: &[u8], trust: &TrustStore) -> Result<VerifiedState
             actual: envelope.payload_type,
         });
     }
-    let checked = check_statement(&payload)?;
-    Ok(VerifiedStatement {
-        keyid: key.keyid().to_owned(),
-        key_name: key.name().to_owned(),
-        payload_bytes: payload,
-        statement: checked.statement,
-        subjects: checked.subjects,
-        predicate_type: checked.predicate_type,
-    })
+    // The payload alone: the header is moved out of the way in place (no second buffer).
+    message.drain(..header.len());
+    Ok((key, message))
 }
 
 struct CheckedStatement {
@@ -687,9 +811,16 @@ struct CheckedStatement {
     predicate_type: String,
 }
 
-fn check_statement(payload: &[u8]) -> Result<CheckedStatement, EvidenceFailure> {
+/// Checks the statement's shape. `lean`: the top-level `predicate` is walked for its shape only (no repeated
+/// key anywhere inside) and stands in the returned statement as an empty value of its JSON kind.
+fn check_statement(payload: &[u8], lean: bool) -> Result<CheckedStatement, EvidenceFailure> {
     let malformed = |reason: String| EvidenceFailure::StatementMalformed { reason };
-    let StrictValue(statement) = serde_json::from_slice(payload).map_err(|e| malformed(format!("not JSON: {e}")))?;
+    let statement = if lean {
+        serde_json::from_slice::<LeanStatement>(payload).map(|s| s.0)
+    } else {
+        serde_json::from_slice::<StrictValue>(payload).map(|s| s.0)
+    }
+    .map_err(|e| malformed(format!("not JSON: {e}")))?;
     let Value::Object(object) = &statement else {
         return Err(malformed(format!(
             "expected a JSON object, found {}",
@@ -812,11 +943,28 @@ struct StrictValue(Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+        deserializer
+            .deserialize_any(StrictVisitor { lean: false })
+            .map(StrictValue)
     }
 }
 
-struct StrictVisitor;
+/// A statement parsed like [`StrictValue`] except its top-level `predicate`, which is only walked for its
+/// shape ([`Shape`]): a million-entry inventory is checked without becoming a tree of values.
+struct LeanStatement(Value);
+
+impl<'de> Deserialize<'de> for LeanStatement {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(StrictVisitor { lean: true })
+            .map(LeanStatement)
+    }
+}
+
+/// `lean`: this is the statement itself, whose `predicate` member is walked by [`Shape`].
+struct StrictVisitor {
+    lean: bool,
+}
 
 impl<'de> Visitor<'de> for StrictVisitor {
     type Value = Value;
@@ -867,10 +1015,75 @@ impl<'de> Visitor<'de> for StrictVisitor {
             if map.contains_key(&key) {
                 return Err(de::Error::custom(format!("duplicate key {key:?}")));
             }
-            let StrictValue(value) = access.next_value()?;
+            let value = if self.lean && key == "predicate" {
+                access.next_value::<Shape>()?.0
+            } else {
+                access.next_value::<StrictValue>()?.0
+            };
             map.insert(key, value);
         }
         Ok(Value::Object(map))
+    }
+}
+
+/// A JSON value walked for its shape only: an object with a repeated key anywhere inside is an error (as for
+/// [`StrictValue`]), and what is kept is an empty value of the same JSON kind.
+struct Shape(Value);
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapeVisitor).map(Shape)
+    }
+}
+
+struct ShapeVisitor;
+
+impl<'de> Visitor<'de> for ShapeVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Value, E> {
+        Ok(Value::from(0))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Value, E> {
+        Ok(Value::from(0))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Value, E> {
+        Ok(Value::from(0))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Value, E> {
+        Ok(Value::String(String::new()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        while seq.next_element::<Shape>()?.is_some() {}
+        Ok(Value::Array(Vec::new()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if keys.contains(&key) {
+                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            access.next_value::<Shape>()?;
+            keys.insert(key);
+        }
+        Ok(Value::Object(Map::new()))
     }
 }
 
@@ -966,8 +1179,11 @@ mod tests {
         sign(PAYLOAD_TYPE, payload.to_string().as_bytes(), k).to_json_bytes()
     }
 
+    /// The failure of `bytes`, which [`verify_payload`] must report exactly as [`verify`] does.
     fn kind_of(bytes: &[u8], trust: &TrustStore) -> &'static str {
-        verify(bytes, trust).unwrap_err().kind()
+        let err = verify(bytes, trust).unwrap_err();
+        assert_eq!(verify_payload(bytes, trust).unwrap_err(), err);
+        err.kind()
     }
 
     #[test]
@@ -1143,6 +1359,11 @@ mod tests {
                     continue;
                 }
                 tampered[pos] = replacement;
+                assert_eq!(
+                    verify_payload(&tampered, &store).map(|v| v.payload_bytes().to_vec()),
+                    verify(&tampered, &store).map(|v| v.payload_bytes().to_vec()),
+                    "byte {pos} -> {replacement:#04x}: the lean and the full verification disagree"
+                );
                 if let Ok(v) = verify(&tampered, &store) {
                     // Only JSON whitespace may change into other JSON whitespace.
                     assert!(
@@ -1294,6 +1515,7 @@ mod tests {
             mutate(&mut v);
             let err = verify(&signed_json(&v, &k), &store).unwrap_err();
             assert_eq!(err.kind(), expected_kind, "{v}: {err}");
+            assert_eq!(verify_payload(signed_json(&v, &k), &store).unwrap_err(), err, "{v}");
             err
         };
         let err = check(
@@ -1352,6 +1574,60 @@ mod tests {
         let err = verify(&bytes, &store).unwrap_err();
         assert_eq!(err.kind(), "STATEMENT_MALFORMED");
         assert!(err.to_string().contains("duplicate key"), "{err}");
+        assert_eq!(verify_payload(&bytes, &store).unwrap_err(), err);
+    }
+
+    #[test]
+    fn the_lean_verification_reads_the_same_statement_and_refuses_a_repeated_key_deep_in_the_predicate() {
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Entry {
+            path: String,
+            size: u64,
+        }
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Pred {
+            inventory: Vec<Entry>,
+            root: String,
+        }
+        let k = key(14);
+        let store = trust(&[("k", &k)]);
+        let sha = "b".repeat(64);
+        let good = json!({
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": "n", "digest": {"sha256": sha, "blake3": "c"}}],
+            "predicateType": "t",
+            "predicate": {"root": "r", "inventory": [{"path": "a", "size": 1, "extra": [1, {"x": null}]}, {"path": "b", "size": 2}]},
+        });
+        let bytes = signed_json(&good, &k);
+        let full = verify(&bytes, &store).unwrap();
+        let lean = verify_payload(bytes.clone(), &store).unwrap();
+        assert_eq!(lean.payload_bytes(), full.payload_bytes());
+        assert_eq!(lean.subjects(), full.subjects());
+        assert_eq!(lean.predicate_type(), full.predicate_type());
+        assert_eq!((lean.keyid(), lean.key_name()), (full.keyid(), full.key_name()));
+        let typed: Pred = lean.predicate().unwrap();
+        assert_eq!(typed, serde_json::from_value::<Pred>(full.predicate().clone()).unwrap());
+        assert_eq!(
+            typed.inventory[1],
+            Entry {
+                path: "b".into(),
+                size: 2
+            }
+        );
+        // A predicate that is not the type asked for is a parse error, not a panic.
+        assert!(lean.predicate::<Vec<u8>>().is_err());
+
+        // A key repeated inside an inventory entry (or deeper) would be read two ways by two parsers: refused.
+        for needle in ["\"size\":2", "\"x\":null"] {
+            let text = good.to_string();
+            let doubled = text.replacen(needle, &format!("{needle},{needle}"), 1);
+            assert_ne!(doubled, text);
+            let bytes = sign(PAYLOAD_TYPE, doubled.as_bytes(), &k).to_json_bytes();
+            let err = verify_payload(&bytes, &store).unwrap_err();
+            assert_eq!(err.kind(), "STATEMENT_MALFORMED");
+            assert!(err.to_string().contains("duplicate key"), "{err}");
+            assert_eq!(verify(&bytes, &store).unwrap_err(), err);
+        }
     }
 
     #[test]

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::evidence;
 pub use crate::evidence::inventory::{
-    BackupInfo, BundlePredicate, InventoryEntry, canonical_digests, canonical_inventory, inventory_root,
+    BackupInfo, BundlePredicate, InventoryEntry, ObjectShard, ShardPart, canonical_digests, canonical_inventory,
+    inventory_root,
 };
 use crate::evidence::keys::TrustStore;
 pub use crate::evidence::predicate::RestoreStatus;
@@ -146,6 +147,10 @@ pub struct RestoreReport {
     pub bytes_verified: u64,
     /// Every problem found.
     pub findings: Vec<Finding>,
+    /// Set when only one share of the bundle's objects was verified ([`ObjectShard`]): which share, and what
+    /// it holds. Absent for a whole verification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardPart>,
 }
 
 /// The canonical URI of a bundle folder given its folder or its envelope file.
@@ -207,10 +212,7 @@ pub async fn list_bundles(storage: &Storage, prefix_uri: &str) -> Result<Vec<Str
 /// [`Error::Invalid`] when the bundle does not verify or lacks its metadata copy.
 pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: &TrustStore) -> Result<(i64, Bytes)> {
     let dir = bundle_dir(bundle_uri)?;
-    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
-    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
-    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
-        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let pred = verified_bundle_predicate(storage, &dir, trust).await?;
     let md = pred
         .inventory
         .iter()
@@ -237,6 +239,19 @@ pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: 
     Ok((pred.snapshot_id, bytes))
 }
 
+/// The predicate of the bundle in folder `dir` whose signature verifies, parsed from the signed bytes straight
+/// into its typed form ([`evidence::verify_payload`]: no JSON value tree of its inventory).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the folder when the bundle does not verify or is not a bundle predicate.
+pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &TrustStore) -> Result<BundlePredicate> {
+    let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+    let v =
+        evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(dir, format!("bundle signature: {f}")))?;
+    v.predicate()
+        .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))
+}
+
 /// The predicate of a bundle whose signature verifies, with every metadata copy that matches its
 /// inventory digest, by path as written.
 ///
@@ -248,10 +263,7 @@ pub async fn verified_predicate(
     trust: &TrustStore,
 ) -> Result<(BundlePredicate, BTreeMap<String, Bytes>)> {
     let dir = bundle_dir(bundle_uri)?;
-    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
-    let v = evidence::verify(&envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
-    let pred: BundlePredicate = serde_json::from_value(v.predicate().clone())
-        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    let pred = verified_bundle_predicate(storage, &dir, trust).await?;
     let mut copies = BTreeMap::new();
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };

@@ -371,10 +371,16 @@ pub async fn write_bundle(
                 "sealing-key.pub",
                 key.verifying_key(),
             )])?;
-            let same = evidence::verify(&existing, &trust).ok().is_some_and(|v| {
-                v.predicate()["snapshot_id"] == serde_json::json!(predicate.snapshot_id)
-                    && v.predicate()["bundle_root"] == serde_json::json!(root)
-            });
+            // Only the two fields compared are parsed (no value tree of the existing inventory).
+            #[derive(serde::Deserialize)]
+            struct Sealed {
+                snapshot_id: i64,
+                bundle_root: String,
+            }
+            let same = evidence::verify_payload(existing, &trust)
+                .ok()
+                .and_then(|v| v.predicate::<Sealed>().ok())
+                .is_some_and(|s| s.snapshot_id == predicate.snapshot_id && s.bundle_root == root);
             if same {
                 Ok(dir)
             } else {

@@ -78,12 +78,20 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             catalog,
             table,
             put_back,
+            shard,
         } => match (into, catalog, table) {
             _ if *put_back => commands::restore_put_back(ctx, bundle, trust).await,
             (Some(into), Some(catalog), Some(table)) => {
                 crate::ops::materialize::restore_into(ctx, bundle, trust, into, catalog, table).await
             }
-            _ => commands::restore(ctx, bundle, trust, *deep, table_root.clone()).await,
+            _ => {
+                let opts = crate::bundle::VerifyOptions {
+                    deep: *deep,
+                    table_root: table_root.clone(),
+                    shard: shard.as_deref().map(crate::bundle::ObjectShard::parse).transpose()?,
+                };
+                commands::restore(ctx, bundle, trust, &opts).await
+            }
         },
         Command::Backup {
             table,
@@ -290,12 +298,13 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                     plan,
                     shard,
                     run_id,
+                    split,
                     metrics_file,
                     keep,
                 },
         } => {
             let opts = crate::ops::drill::RunOptions {
-                shard: shard.clone(),
+                shard: shard.clone().map(|s| crate::ops::drill::Shard { split: *split, ..s }),
                 run_id: run_id.clone(),
                 metrics_file: metrics_file.clone(),
                 quiet: cli.quiet,

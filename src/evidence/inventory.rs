@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Result;
 use crate::model::object::Layer;
 
 /// One object of the inventory.
@@ -143,6 +144,78 @@ pub struct BackupInfo {
     pub backup_root: String,
 }
 
+/// One share of a bundle's objects, so that one snapshot is verified across N machines
+/// (`restore --shard I/N`, `drill run --shard I/N --split objects`).
+///
+/// A data or delete object belongs to shard `u64::from_le_bytes(BLAKE3(path)[0..8]) mod count`, its path as
+/// written in the inventory; the metadata layers (table metadata, manifest list, manifests) belong to shard 0.
+/// Every shard still checks the signature, the root and the metadata layers (it needs them to check its own
+/// objects), but only shard 0 reports their findings and counts, so that the shards' findings and counts add
+/// up to exactly those of one whole verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectShard {
+    /// This share, `0..count`.
+    pub index: usize,
+    /// How many shares.
+    pub count: usize,
+}
+
+impl ObjectShard {
+    /// Parses `I/N` (0-based `I < N`), as `--shard` takes it.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--shard` and the rule.
+    pub fn parse(s: &str) -> Result<Self> {
+        let shard = crate::evidence::predicate::Shard::parse(s)?;
+        Ok(Self {
+            index: shard.index,
+            count: shard.count,
+        })
+    }
+
+    /// Whether inventory entry `e` belongs to this share.
+    #[must_use]
+    pub fn owns(&self, e: &InventoryEntry) -> bool {
+        if e.layer.is_metadata() {
+            return self.index == 0;
+        }
+        let h = blake3::hash(e.path.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h.as_bytes()[..8]);
+        let count = u64::try_from(self.count).unwrap_or(u64::MAX).max(1);
+        usize::try_from(u64::from_le_bytes(first) % count).ok() == Some(self.index)
+    }
+
+    /// What this share holds of `inventory`: the number of its objects and their root (BLAKE3 of their
+    /// canonical inventory lines, in canonical order, as the bundle root is over all of them).
+    #[must_use]
+    pub fn part(&self, inventory: &[InventoryEntry]) -> ShardPart {
+        let mine: Vec<&InventoryEntry> = inventory.iter().filter(|e| self.owns(e)).collect();
+        ShardPart {
+            index: self.index,
+            count: self.count,
+            objects: mine.len(),
+            inventory_objects: inventory.len(),
+            root: root_of(mine),
+        }
+    }
+}
+
+/// What one share of a bundle's objects holds ([`ObjectShard::part`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardPart {
+    /// The share, `0..count`.
+    pub index: usize,
+    /// How many shares.
+    pub count: usize,
+    /// Objects of the inventory in this share.
+    pub objects: usize,
+    /// Objects in the whole inventory.
+    pub inventory_objects: usize,
+    /// BLAKE3 of the canonical inventory lines of this share's objects (the share's root).
+    pub root: String,
+}
+
 /// Canonical bytes of an inventory: one JSON array per object, sorted by layer then path.
 #[must_use]
 pub fn canonical_inventory(entries: &[InventoryEntry]) -> Vec<u8> {
@@ -153,8 +226,11 @@ pub fn canonical_inventory(entries: &[InventoryEntry]) -> Vec<u8> {
 
 /// Hands each line of [`canonical_inventory`] (with its newline) to `each`, in order, without building the
 /// whole text (a few hundred MB for a million objects).
-fn for_each_canonical_line(entries: &[InventoryEntry], mut each: impl FnMut(&[u8])) {
-    let mut sorted: Vec<&InventoryEntry> = entries.iter().collect();
+fn for_each_canonical_line(entries: &[InventoryEntry], each: impl FnMut(&[u8])) {
+    for_each_canonical_line_of(entries.iter().collect(), each);
+}
+
+fn for_each_canonical_line_of(mut sorted: Vec<&InventoryEntry>, mut each: impl FnMut(&[u8])) {
     sorted.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     let mut line = Vec::with_capacity(256);
     for e in sorted {
@@ -177,6 +253,17 @@ pub fn canonical_digests(entries: &[InventoryEntry]) -> (String, String) {
         sha.update(line);
     });
     (b3.finalize().to_hex().to_string(), hex::encode(sha.finalize()))
+}
+
+/// BLAKE3 of the canonical lines of some of an inventory's entries (in canonical order, whatever the order
+/// given): the root of one share of a bundle's objects.
+#[must_use]
+pub fn root_of(entries: Vec<&InventoryEntry>) -> String {
+    let mut b3 = blake3::Hasher::new();
+    for_each_canonical_line_of(entries, |line| {
+        b3.update(line);
+    });
+    b3.finalize().to_hex().to_string()
 }
 
 /// The bundle root: BLAKE3 of the canonical inventory.

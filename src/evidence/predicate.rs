@@ -167,6 +167,10 @@ pub struct DrillResult {
     /// table UUID), when the plan names one for it. Absent otherwise, so older reports keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_digest: Option<String>,
+    /// A shard of a `--split objects` drill: the share of this bundle's objects it verified (counts and
+    /// findings above are that share's). Absent otherwise, and in a merged report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_shard: Option<crate::evidence::inventory::ShardPart>,
 }
 
 /// The one policy digest that every result naming a policy names, if there is exactly one (the report-level
@@ -269,9 +273,56 @@ pub struct Shard {
     /// reports go to `<reports>/<plan>/shards/<run id>/`, where `report merge` can be pointed at the folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// What is split: the sample's items (the default, absent from the report) or every item's objects
+    /// (`--split objects`: each shard drills every sampled bundle, verifying its share of the objects).
+    #[serde(default, skip_serializing_if = "ShardSplit::is_items")]
+    pub split: ShardSplit,
+}
+
+/// What a sharded drill splits among its shards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShardSplit {
+    /// The sampled items: the item at position `p` of the sample is drilled by shard `p % count`.
+    #[default]
+    Items,
+    /// The objects of every sampled bundle ([`crate::evidence::inventory::ObjectShard`]): one snapshot too
+    /// large for one machine's window is verified by all shards together.
+    Objects,
+}
+
+impl ShardSplit {
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+    fn is_items(&self) -> bool {
+        *self == Self::Items
+    }
+
+    /// Parses `items` or `objects` (`--split`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming `--split`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "items" => Ok(Self::Items),
+            "objects" => Ok(Self::Objects),
+            other => Err(Error::invalid(
+                "--split",
+                format!("{other:?}: expected items (the sampled bundles) or objects (each bundle's objects)"),
+            )),
+        }
+    }
 }
 
 impl Shard {
+    /// With `--split objects`: the share of every bundle's objects this shard verifies.
+    #[must_use]
+    pub fn objects(&self) -> Option<crate::evidence::inventory::ObjectShard> {
+        (self.split == ShardSplit::Objects).then_some(crate::evidence::inventory::ObjectShard {
+            index: self.index,
+            count: self.count,
+        })
+    }
+
     /// Parses `I/N` (0-based `I < N`).
     ///
     /// # Errors
@@ -288,6 +339,7 @@ impl Shard {
             index,
             count,
             run_id: None,
+            split: ShardSplit::Items,
         })
     }
 
@@ -311,10 +363,11 @@ impl Shard {
         Ok(self)
     }
 
-    /// Whether the item at `position` of the overall sample belongs to this shard.
+    /// Whether the item at `position` of the overall sample belongs to this shard (with `--split objects`,
+    /// every item does).
     #[must_use]
     pub fn holds(&self, position: usize) -> bool {
-        position % self.count == self.index
+        self.split == ShardSplit::Objects || position % self.count == self.index
     }
 }
 

@@ -373,17 +373,10 @@ pub async fn restore(
     ctx: &Context,
     bundle: &str,
     trust: &std::path::Path,
-    deep: bool,
-    table_root: Option<String>,
+    opts: &crate::bundle::VerifyOptions,
 ) -> Result<Outcome> {
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
-    let r = crate::bundle::verify(
-        &ctx.storage,
-        bundle,
-        &trust,
-        &crate::bundle::VerifyOptions { deep, table_root },
-    )
-    .await?;
+    let r = crate::bundle::verify(&ctx.storage, bundle, &trust, opts).await?;
     let verdict = if r.status == crate::bundle::RestoreStatus::RestoreVerified {
         Verdict::Ok
     } else {
@@ -401,6 +394,12 @@ pub async fn restore(
         r.objects_verified,
         r.bytes_verified
     );
+    if let Some(p) = &r.shard {
+        human.push_str(&format!(
+            "  share {}/{}: {} of {} objects, share root {}\n",
+            p.index, p.count, p.objects, p.inventory_objects, p.root
+        ));
+    }
     for f in &r.findings {
         human.push_str(&format!("  {f}\n"));
     }

@@ -320,6 +320,13 @@ pub async fn run_with(
     crate::ops::evidence_lock::preflight(storage, &location::canonical_uri(&plan.reports)?, retention).await?;
     let started = clock.now();
     let cold = plan.kind == "cold-backup";
+    if cold && opts.shard.as_ref().is_some_and(|s| s.objects().is_some()) {
+        return Err(Error::invalid(
+            "--split",
+            "objects splits the objects of quarantine bundles; a cold-backup drill recovers whole tables (split \
+             its items instead)",
+        ));
+    }
     let source = plan
         .bundles
         .clone()
@@ -462,6 +469,7 @@ pub async fn run_with(
             &VerifyOptions {
                 deep: true,
                 table_root: None,
+                shard: opts.shard.as_ref().and_then(Shard::objects),
             },
         )
         .await?;
@@ -507,6 +515,7 @@ pub async fn run_with(
             history_age_seconds: history_age,
             history_age_basis: Some(history_basis),
             policy_digest: None,
+            object_shard: r.shard,
         });
         if let Some(last) = results.last() {
             let status = if last.status == RestoreStatus::RestoreVerified {
@@ -829,6 +838,7 @@ async fn cold_backup_item(
             history_age_seconds: None,
             history_age_basis: None,
             policy_digest: None,
+            object_shard: None,
         },
         subject,
     ))

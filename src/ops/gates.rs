@@ -877,6 +877,7 @@ mod tests {
             history_age_seconds: None,
             history_age_basis: None,
             policy_digest: None,
+            object_shard: None,
         }
     }
 

@@ -609,6 +609,7 @@ pub async fn restore_into(
         &VerifyOptions {
             deep: true,
             table_root: None,
+            shard: None,
         },
     )
     .await?;

@@ -154,6 +154,7 @@ pub async fn recover(
         &VerifyOptions {
             deep: true,
             table_root: None,
+            shard: None,
         },
     )
     .await?;

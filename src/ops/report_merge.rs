@@ -12,6 +12,10 @@
 //! * the shards are exactly `0..N` of one `N`, each once, so their results are disjoint and together are
 //!   the whole sample;
 //!
+//! * with `--split objects` (one snapshot verified by N machines), every shard drilled every sampled bundle,
+//!   and for each bundle the shares are `0..N` of one bundle root whose objects add up to its whole inventory
+//!   (each merged result adds the shares' counts, joins their findings and takes the longest share's RTO);
+//!
 //! and signs one report into the plan's chain (`previous_report` = the chain's newest report) whose results
 //! are the shards' results in sampling order, whose subjects are the shards' subjects, and whose
 //! `merged_from` lists each shard report's SHA-256. `audit verify` checks it like any other report. If
@@ -27,12 +31,14 @@ use bytes::Bytes;
 
 use crate::bundle::RestoreStatus;
 use crate::error::{Error, Result};
+use crate::evidence::inventory::ShardPart;
 use crate::evidence::keys::{self, TrustStore};
 pub use crate::evidence::predicate::ShardRef;
+use crate::evidence::predicate::ShardSplit;
 use crate::evidence::{self, Statement, Subject};
 use crate::model::location;
 use crate::ops::context::Context;
-use crate::ops::drill::{self, DrillInfo, DrillOutcome, DrillPredicate, Summary};
+use crate::ops::drill::{self, DrillInfo, DrillOutcome, DrillPredicate, DrillResult, Summary};
 
 /// The result of a merge: a merged report, or the reasons it was refused.
 #[derive(Debug, Clone)]
@@ -154,6 +160,11 @@ pub async fn merge(
         );
         same("shard count", s.count.to_string(), n.to_string());
         same(
+            "split",
+            format!("{:?}", p.shard.as_ref().map(|x| x.split)),
+            format!("{:?}", first.shard.as_ref().map(|x| x.split)),
+        );
+        same(
             "run id",
             format!("{:?}", p.shard.as_ref().and_then(|x| x.run_id.clone())),
             format!("{:?}", first.shard.as_ref().and_then(|x| x.run_id.clone())),
@@ -172,27 +183,14 @@ pub async fn merge(
     if !reasons.is_empty() {
         return Ok(MergeResult::Refused(reasons));
     }
-    // Results in sampling order: position p of the selection is in shard p % N.
-    let mut by_shard: BTreeMap<usize, std::collections::VecDeque<drill::DrillResult>> = shards
-        .iter()
-        .map(|(s, p, _)| (s.index, p.results.iter().cloned().collect()))
-        .collect();
-    let mut results = Vec::new();
-    for (pos, id) in first.sample.selected.iter().enumerate() {
-        let r = by_shard
-            .get_mut(&(pos % n))
-            .and_then(std::collections::VecDeque::pop_front);
-        match r {
-            Some(r) if &r.bundle_id == id => results.push(r),
-            other => {
-                return Ok(MergeResult::Refused(vec![format!(
-                    "sample position {pos} ({id}) is not the next result of shard {}: found {:?}",
-                    pos % n,
-                    other.map(|r| r.bundle_id)
-                )]));
-            }
-        }
-    }
+    let merged = match first.shard.as_ref().map(|s| s.split).unwrap_or_default() {
+        ShardSplit::Items => merge_items(&first.sample.selected, &shards, n),
+        ShardSplit::Objects => merge_object_shares(&first.sample.selected, &shards, n),
+    };
+    let results = match merged {
+        Ok(r) => r,
+        Err(reasons) => return Ok(MergeResult::Refused(reasons)),
+    };
     let mut subjects: Vec<Subject> = Vec::new();
     for (_, _, subs) in &shards {
         for s in subs {
@@ -276,6 +274,124 @@ pub async fn merge(
         human_report,
         predicate,
     })))
+}
+
+/// A sharded run of the sample's items: position p of the selection is the next result of shard p % N.
+fn merge_items(
+    selected: &[String],
+    shards: &[(ShardRef, DrillPredicate, Vec<Subject>)],
+    n: usize,
+) -> std::result::Result<Vec<DrillResult>, Vec<String>> {
+    let mut by_shard: BTreeMap<usize, std::collections::VecDeque<DrillResult>> = shards
+        .iter()
+        .map(|(s, p, _)| (s.index, p.results.iter().cloned().collect()))
+        .collect();
+    let mut results = Vec::new();
+    for (pos, id) in selected.iter().enumerate() {
+        let r = by_shard
+            .get_mut(&(pos % n))
+            .and_then(std::collections::VecDeque::pop_front);
+        match r {
+            Some(r) if &r.bundle_id == id => results.push(r),
+            other => {
+                return Err(vec![format!(
+                    "sample position {pos} ({id}) is not the next result of shard {}: found {:?}",
+                    pos % n,
+                    other.map(|r| r.bundle_id)
+                )]);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// A sharded run of every item's objects (`--split objects`): each shard has a result for every sampled
+/// bundle, covering its share of the objects. For each bundle the shares must be `0..N` of the same bundle
+/// root and together hold every object of its inventory; the merged result is `RESTORE_VERIFIED` only when
+/// every share is, with the shares' counts added up, their findings together and the longest share's RTO (the
+/// shares run side by side). Every reason to refuse is returned.
+fn merge_object_shares(
+    selected: &[String],
+    shards: &[(ShardRef, DrillPredicate, Vec<Subject>)],
+    n: usize,
+) -> std::result::Result<Vec<DrillResult>, Vec<String>> {
+    let mut ordered: Vec<&(ShardRef, DrillPredicate, Vec<Subject>)> = shards.iter().collect();
+    ordered.sort_by_key(|s| s.0.index);
+    let mut reasons = Vec::new();
+    let mut results = Vec::new();
+    for (pos, id) in selected.iter().enumerate() {
+        let mut parts: Vec<(&ShardRef, &DrillResult)> = Vec::new();
+        for (s, p, _) in &ordered {
+            match p.results.get(pos) {
+                Some(r) if &r.bundle_id == id => parts.push((s, r)),
+                other => reasons.push(format!(
+                    "{}: sample position {pos} ({id}) is not its result {pos}: found {:?}",
+                    s.report,
+                    other.map(|r| &r.bundle_id)
+                )),
+            }
+        }
+        let [(first_ref, first), ..] = parts.as_slice() else {
+            continue;
+        };
+        if parts.len() != n {
+            continue;
+        }
+        for (s, r) in &parts {
+            if r.bundle_root != first.bundle_root {
+                reasons.push(format!(
+                    "{}: bundle {id} was verified with root {:?}, but {} verified root {:?}",
+                    s.report, r.bundle_root, first_ref.report, first.bundle_root
+                ));
+            }
+        }
+        // Every share names itself and the same inventory, and together they hold all of it. A bundle that did
+        // not verify far enough to be split (its signature, say) has no share: it can only fail.
+        let shares: Vec<Option<&ShardPart>> = parts.iter().map(|(_, r)| r.object_shard.as_ref()).collect();
+        if shares.iter().all(Option::is_some) {
+            let shares: Vec<&ShardPart> = shares.into_iter().flatten().collect();
+            for ((s, _), share) in parts.iter().zip(&shares) {
+                if share.index != s.index || share.count != n {
+                    reasons.push(format!(
+                        "{}: shard {}/{n} holds share {}/{} of bundle {id}",
+                        s.report, s.index, share.index, share.count
+                    ));
+                }
+            }
+            let inventory = shares[0].inventory_objects;
+            let held: usize = shares.iter().map(|p| p.objects).sum();
+            if shares.iter().any(|p| p.inventory_objects != inventory) || held != inventory {
+                reasons.push(format!(
+                    "bundle {id}: the shares hold {held} objects of inventories of {:?}: not one whole inventory",
+                    shares.iter().map(|p| p.inventory_objects).collect::<Vec<_>>()
+                ));
+            }
+        } else if let Some((s, _)) = parts
+            .iter()
+            .find(|(_, r)| r.object_shard.is_none() && r.status == RestoreStatus::RestoreVerified)
+        {
+            reasons.push(format!(
+                "{}: bundle {id} is RESTORE_VERIFIED without naming its share of the objects",
+                s.report
+            ));
+        }
+        let mut merged = (*first).clone();
+        merged.status = if parts.iter().all(|(_, r)| r.status == RestoreStatus::RestoreVerified) {
+            RestoreStatus::RestoreVerified
+        } else {
+            RestoreStatus::Failed
+        };
+        merged.objects_verified = parts.iter().map(|(_, r)| r.objects_verified).sum();
+        merged.bytes_verified = parts.iter().map(|(_, r)| r.bytes_verified).sum();
+        merged.rto_seconds = parts.iter().map(|(_, r)| r.rto_seconds).fold(0.0, f64::max);
+        let mut findings: Vec<_> = parts.iter().flat_map(|(_, r)| r.findings.iter().cloned()).collect();
+        findings.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+        findings.dedup();
+        merged.findings = findings;
+        merged.object_shard = None;
+        results.push(merged);
+    }
+    if reasons.is_empty() { Ok(results) } else { Err(reasons) }
 }
 
 fn shards_first_name(shards: &[(ShardRef, DrillPredicate, Vec<Subject>)]) -> String {

@@ -148,6 +148,7 @@ pub async fn set_current_from_bundle(
         &crate::bundle::VerifyOptions {
             deep: true,
             table_root: None,
+            shard: None,
         },
     )
     .await?;

@@ -526,6 +526,7 @@ mod tests {
                 rows_promised: None,
                 rows_scanned: None,
                 policy_digest: None,
+                object_shard: None,
                 checkpoint_id: None,
                 declared_at: None,
                 history_age_seconds: None,

@@ -155,6 +155,7 @@ fn kubernetes_manifests_parse_and_their_lakedrill_commands_are_valid() {
 
     let mut jobs = yaml_docs(&dir.join("cronjob.yaml"));
     jobs.extend(yaml_docs(&dir.join("sharded-drill.yaml")));
+    jobs.extend(yaml_docs(&dir.join("sharded-snapshot.yaml")));
     let mut checked = 0;
     for d in jobs.iter().filter(|d| d["kind"] == "CronJob" || d["kind"] == "Job") {
         let name = d["metadata"]["name"].as_str().unwrap();
@@ -207,6 +208,9 @@ fn kubernetes_manifests_parse_and_their_lakedrill_commands_are_valid() {
                     "{name}: the shard count is the completions"
                 );
                 assert!(argv.contains(&"--run-id".to_owned()), "{name}");
+                // The snapshot Job splits every bundle's objects; the other its sample's items.
+                let split = argv.iter().position(|a| a == "--split").map(|i| argv[i + 1].as_str());
+                assert_eq!(split, name.contains("snapshot").then_some("objects"), "{name}: --split");
             }
             for m in c["volumeMounts"].as_array().unwrap() {
                 let v = m["name"].as_str().unwrap();
@@ -218,5 +222,8 @@ fn kubernetes_manifests_parse_and_their_lakedrill_commands_are_valid() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 3, "the CronJob, the shards Job and the merge Job");
+    assert_eq!(
+        checked, 5,
+        "the CronJob, the shards Job and its merge Job, the snapshot shards Job and its merge Job"
+    );
 }

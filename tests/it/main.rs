@@ -7,6 +7,7 @@ mod architecture;
 mod backup;
 mod bounds;
 mod clock;
+mod compat;
 mod concurrency;
 mod confine;
 mod deleter_safety;

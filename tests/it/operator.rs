@@ -1115,3 +1115,238 @@ fn progress_goes_to_stderr_as_lines_or_bars_and_is_silent_with_q() {
     assert!(tty.contains("gate PASS"), "{tty}");
     assert!(tty.contains('\u{1b}'), "drawn with terminal control sequences: {tty}");
 }
+
+/// One snapshot verified by four machines (#24 point 4): `drill run --shard I/4 --split objects` has every
+/// shard drill every sampled bundle, each hashing its share of the objects; `report merge` signs one report
+/// equal to the unsharded run, which the deleter takes as evidence. `restore --shard` shows the same shares.
+#[test]
+fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it() {
+    use lakedrill::bundle::{BundlePredicate, InventoryEntry, ObjectShard};
+
+    let g = Gov::new("");
+    let (c, _) = g.quarantined();
+    let key = "keys/gov-TEST-ONLY.key";
+    let whole = drill_plan(&g, "whole-objects", "seed = 77\n");
+    let w = g
+        .run(&["--json", "drill", "run", whole.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let sharded = drill_plan(&g, "split-objects", "seed = 77\n");
+    let run_shard = |i: usize, run: &str, code: i32| -> Value {
+        g.run(&[
+            "--json",
+            "drill",
+            "run",
+            sharded.to_str().unwrap(),
+            "--shard",
+            &format!("{i}/4"),
+            "--split",
+            "objects",
+            "--run-id",
+            run,
+        ])
+        .expect_code(code)
+        .json()
+    };
+    let shards: Vec<Value> = (0..4).map(|i| run_shard(i, "objects-1", 0)).collect();
+    let selected = w["predicate"]["sample"]["selected"].as_array().unwrap().clone();
+    assert!(!selected.is_empty(), "{w}");
+    for (i, s) in shards.iter().enumerate() {
+        assert_eq!(s["predicate"]["shard"]["split"], "objects", "{s}");
+        // Every shard drilled every sampled bundle, each its own share of the objects.
+        let results = s["predicate"]["results"].as_array().unwrap();
+        assert_eq!(results.len(), selected.len(), "{s}");
+        for r in results {
+            assert_eq!(r["object_shard"]["index"], i, "{r}");
+            assert_eq!(r["object_shard"]["count"], 4, "{r}");
+        }
+    }
+    // Per bundle, the shares together hold the inventory once, and their counts add up to the whole run's.
+    for (pos, whole_result) in w["predicate"]["results"].as_array().unwrap().iter().enumerate() {
+        let parts: Vec<&Value> = shards.iter().map(|s| &s["predicate"]["results"][pos]).collect();
+        let held: u64 = parts
+            .iter()
+            .map(|p| p["object_shard"]["objects"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(held), parts[0]["object_shard"]["inventory_objects"].as_u64());
+        let verified: u64 = parts.iter().map(|p| p["objects_verified"].as_u64().unwrap()).sum();
+        assert_eq!(
+            Some(verified),
+            whole_result["objects_verified"].as_u64(),
+            "{whole_result}"
+        );
+        assert!(
+            parts
+                .iter()
+                .filter(|p| p["object_shard"]["objects"].as_u64() > Some(0))
+                .count()
+                >= 2,
+            "the objects spread over more than one share: {parts:?}"
+        );
+    }
+    let project = |v: &Value| -> Vec<String> {
+        v["predicate"]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {} {} {} {}",
+                    r["bundle_id"],
+                    r["snapshot_id"],
+                    r["bundle_root"],
+                    r["status"],
+                    r["objects_verified"],
+                    r["bytes_verified"],
+                    r["findings"]
+                )
+            })
+            .collect()
+    };
+    let report = |s: &Value| s["report"].as_str().unwrap().to_owned();
+    let merge = |reports: &[String], code: i32| -> Value {
+        let mut args = vec!["--json", "report", "merge"];
+        args.extend(reports.iter().map(String::as_str));
+        args.extend(["--key", key, "--trust", "keys"]);
+        g.run(&args).expect_code(code).json()
+    };
+    let all: Vec<String> = shards.iter().map(report).collect();
+    // A missing share, or one share twice: refused, naming why.
+    let missing = merge(&all[..3], 1);
+    assert!(missing["reasons"].to_string().contains("missing"), "{missing}");
+    let twice = merge(&[all[0].clone(), all[1].clone(), all[2].clone(), all[2].clone()], 1);
+    assert!(twice["reasons"].to_string().contains("twice"), "{twice}");
+    // A share of another bundle root (re-signed by the trusted key, so only the merge can tell): refused.
+    let other = g.dir.join("other-root-shard-3.dsse.json");
+    {
+        let bytes = std::fs::read(all[3].trim_start_matches("file://")).unwrap();
+        let mut st = lakedrill::evidence::peek_unverified(&bytes).unwrap();
+        let fake = "f".repeat(64);
+        let bundle = st["predicate"]["results"][0]["bundle_id"].clone();
+        let real = st["predicate"]["results"][0]["bundle_root"].clone();
+        st["predicate"]["results"][0]["bundle_root"] = Value::from(fake.clone());
+        // Consistent in itself (subject and population roots too): only the merge's own check can tell.
+        let at = st["predicate"]["sample"]["population_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|x| *x == bundle)
+            .unwrap();
+        st["predicate"]["sample"]["population_roots"][at] = Value::from(fake.clone());
+        for s in st["subject"].as_array_mut().unwrap() {
+            if s["digest"]["blake3"] == real {
+                s["digest"]["blake3"] = Value::from(fake.clone());
+            }
+        }
+        let statement = lakedrill::evidence::Statement {
+            subject: serde_json::from_value(st["subject"].clone()).unwrap(),
+            predicate_type: st["predicateType"].as_str().unwrap().to_owned(),
+            predicate: st["predicate"].clone(),
+        };
+        let k = lakedrill::evidence::keys::load_signing_key(&g.dir.join(key)).unwrap();
+        std::fs::write(
+            &other,
+            lakedrill::evidence::sign_statement(&statement, &k).to_json_bytes(),
+        )
+        .unwrap();
+    }
+    let foreign = merge(
+        &[
+            all[0].clone(),
+            all[1].clone(),
+            all[2].clone(),
+            other.display().to_string(),
+        ],
+        1,
+    );
+    assert!(
+        foreign["reasons"].to_string().contains("was verified with root"),
+        "{foreign}"
+    );
+    assert!(
+        !std::fs::read_dir(g.dir.join("reports/split-objects"))
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".dsse.json")),
+        "a refused merge writes nothing"
+    );
+
+    // The complete set: the same verdict, counts, roots and findings as the unsharded run.
+    let m = merge(&["reports/split-objects/shards/objects-1".to_owned()], 0);
+    assert_eq!(project(&m), project(&w), "merged vs unsharded results");
+    assert_eq!(m["predicate"]["summary"], w["predicate"]["summary"]);
+    assert_eq!(m["predicate"]["merged_from"].as_array().unwrap().len(), 4);
+    assert!(m["predicate"]["results"][0]["object_shard"].is_null(), "{m}");
+    let merged = m["report"].as_str().unwrap().trim_start_matches("file://").to_owned();
+    let a = g
+        .run(&["--json", "audit", "verify", &merged, "--trust", "keys", "--chain"])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
+
+    // `restore --shard I/4` of the candidate's bundle: the same shares, adding up to the whole restore.
+    let bundle_id = selected[0].as_str().unwrap();
+    let bundle = g.dir.join("bundles").join(bundle_id);
+    let b = bundle.to_str().unwrap();
+    let whole_restore = g
+        .run(&["--json", "restore", b, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    let mut verified = 0;
+    for (i, shard) in shards.iter().enumerate() {
+        let r = g
+            .run(&["--json", "restore", b, "--trust", "keys", "--shard", &format!("{i}/4")])
+            .expect_code(0)
+            .json();
+        assert_eq!(r["bundle_root"], whole_restore["bundle_root"]);
+        assert_eq!(r["shard"], shard["predicate"]["results"][0]["object_shard"], "{r}");
+        verified += r["objects_verified"].as_u64().unwrap();
+    }
+    assert_eq!(Some(verified), whole_restore["objects_verified"].as_u64());
+    let bad = g.run(&["--json", "restore", b, "--trust", "keys", "--shard", "4/4"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("--shard"), "{}", bad.stderr);
+
+    // A tampered object fails the share that owns it, and the merged result.
+    let envelope = std::fs::read(bundle.join("bundle.dsse.json")).unwrap();
+    let st = lakedrill::evidence::peek_unverified(&envelope).unwrap();
+    let pred: BundlePredicate = serde_json::from_value(st["predicate"].clone()).unwrap();
+    let victim: &InventoryEntry = pred.inventory.iter().find(|e| !e.layer.is_metadata()).unwrap();
+    let owner = (0..4)
+        .find(|i| ObjectShard { index: *i, count: 4 }.owns(victim))
+        .unwrap();
+    let file = PathBuf::from(victim.uri.trim_start_matches("file://"));
+    let original = std::fs::read(&file).unwrap();
+    let mut flipped = original.clone();
+    flipped[0] ^= 0x01;
+    std::fs::write(&file, &flipped).unwrap();
+    let tampered: Vec<Value> = (0..4)
+        .map(|i| run_shard(i, "objects-2", if i == owner { 1 } else { 0 }))
+        .collect();
+    let failed = merge(&["reports/split-objects/shards/objects-2".to_owned()], 1);
+    std::fs::write(&file, &original).unwrap();
+    let r0 = &failed["predicate"]["results"][0];
+    assert_eq!(r0["status"], "FAILED", "{failed}");
+    assert!(
+        r0["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "DIGEST_MISMATCH" && f["path"] == victim.path.as_str()),
+        "{r0}"
+    );
+    assert_eq!(
+        tampered[owner]["predicate"]["results"][0]["status"], "FAILED",
+        "the owning share found it"
+    );
+
+    // The deleter takes the complete merge as evidence (after the failed merge, the newer failure of that
+    // chain is a reason to refuse: a fresh complete run is merged first).
+    for i in 0..4 {
+        run_shard(i, "objects-3", 0);
+    }
+    let m3 = merge(&["reports/split-objects/shards/objects-3".to_owned()], 0);
+    let evidence = PathBuf::from(m3["report"].as_str().unwrap().trim_start_matches("file://"));
+    let id = c["candidate_id"].as_str().unwrap();
+    let p = g.purge(id, Some(&evidence), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+}

@@ -767,7 +767,16 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
         );
         let mut restored = 0;
         for b in &bundles {
-            let r = crate::ops::commands::restore(&lab.truth, b, &lab.keys, true, None).await?;
+            let r = crate::ops::commands::restore(
+                &lab.truth,
+                b,
+                &lab.keys,
+                &crate::bundle::VerifyOptions {
+                    deep: true,
+                    ..Default::default()
+                },
+            )
+            .await?;
             restored += usize::from(r.verdict == Verdict::Ok);
         }
         obs.expect(
@@ -986,7 +995,16 @@ struct AfterPurge {
 /// a purged data or delete file cannot bring that file back, and must say so with `OBJECT_MISSING` for it and
 /// nothing else.
 async fn restore_after_purge(lab: &Lab, bundle: &str, purged: &ContentFiles, deep: bool) -> Result<AfterPurge> {
-    let r = crate::ops::commands::restore(&lab.truth, bundle, &lab.keys, deep, None).await?;
+    let r = crate::ops::commands::restore(
+        &lab.truth,
+        bundle,
+        &lab.keys,
+        &crate::bundle::VerifyOptions {
+            deep,
+            ..Default::default()
+        },
+    )
+    .await?;
     let mut out = AfterPurge {
         whole: r.verdict == Verdict::Ok,
         purged_missing: Vec::new(),

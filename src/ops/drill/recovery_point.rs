@@ -139,10 +139,10 @@ impl Heads {
         if !verified {
             return not("the item did not verify, so its snapshot's commit time is not established");
         }
-        let Ok(v) = crate::evidence::verify(envelope, trust) else {
+        let Ok(v) = crate::evidence::verify_payload(envelope, trust) else {
             return not("the bundle envelope read after verification does not verify");
         };
-        let Ok(pred) = serde_json::from_value::<BundlePredicate>(v.predicate().clone()) else {
+        let Ok(pred) = v.predicate::<BundlePredicate>() else {
             return not("the bundle envelope holds no bundle predicate");
         };
         if pred.orphans.is_some() {
@@ -200,6 +200,7 @@ mod tests {
             history_age_seconds: None,
             history_age_basis: None,
             policy_digest: None,
+            object_shard: None,
         }
     }
 
