@@ -10,7 +10,7 @@
 //! writes. It may use what the `bundle` wing may use: `table` to parse the copies, `io` to read
 //! objects, `evidence` to check the signature, `report` for progress.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -29,6 +29,7 @@ use crate::model::location::{self, TableLocation};
 use crate::table;
 use crate::table::lineage;
 use crate::table::puffin::DeletionVectorEntry;
+use crate::table::scan::{Decoder, LiveFile};
 use crate::table::tree::Content;
 
 /// How to verify a bundle.
@@ -578,14 +579,28 @@ fn check_layers_into(
             .collect();
         findings.extend(lineage::check_ranges(snapshots, md.next_row_id(), &md_entry.path));
     }
+    // The inventory's data and delete objects by path (borrowed: no second copy of a million paths). Each live
+    // manifest entry is looked up as it is decoded; what no entry names is extra, what the inventory lacks is
+    // missing (a path many entries name, a Puffin file of several deletion vectors, is judged once).
+    let inv: HashMap<&str, &InventoryEntry> = pred
+        .inventory
+        .iter()
+        .filter(|e| !e.layer.is_metadata())
+        .map(|e| (e.path.as_str(), e))
+        .collect();
+    let mut named: HashSet<&str> = HashSet::with_capacity(inv.len());
+    let mut missing: BTreeMap<String, Layer> = BTreeMap::new();
     let mut data_ranges = Vec::new();
-    let mut live: BTreeMap<String, (Layer, u64)> = BTreeMap::new();
     for mf in list.entries() {
         let Some(bytes) = copies.get(&mf.manifest_path) else {
             continue;
         };
-        let manifest = match table::parse_manifest(&mf.manifest_path, bytes) {
-            Ok(m) => m,
+        let files = match manifest_live_files(
+            &mf.manifest_path,
+            bytes,
+            v3.then_some((mf.first_row_id, &mut data_ranges)),
+        ) {
+            Ok(f) => f,
             Err(e) => {
                 findings.push(Finding::new(
                     FindingKind::CopyUnreadable,
@@ -596,79 +611,110 @@ fn check_layers_into(
                 continue;
             }
         };
-        if v3 {
-            data_ranges.extend(lineage::data_file_ranges(
-                mf.first_row_id,
-                manifest.entries().iter().map(|e| {
-                    let df = e.data_file();
-                    (
-                        df.file_path(),
-                        df.content_type() == iceberg::spec::DataContentType::Data,
-                        df.first_row_id(),
-                        df.record_count(),
-                        e.is_alive(),
-                    )
-                }),
-            ));
-        }
-        for e in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let df = e.data_file();
+        for f in files {
             if let Some(l) = loc
-                && l.relative(df.file_path()).is_err()
+                && l.relative(&f.file_path).is_err()
             {
                 continue; // reported as PATH_OUTSIDE_TABLE with the inventory check
             }
-            if df.file_format() == iceberg::spec::DataFileFormat::Puffin {
+            if f.is_deletion_vector() {
                 deletion_vectors
-                    .entry(df.file_path().to_owned())
+                    .entry(f.file_path.clone())
                     .or_default()
-                    .push(DeletionVectorEntry {
-                        referenced_data_file: df.referenced_data_file(),
-                        content_offset: df.content_offset(),
-                        content_size_in_bytes: df.content_size_in_bytes(),
-                        record_count: df.record_count(),
-                    });
+                    .push(DeletionVectorEntry::from(&f));
             }
-            live.insert(
-                df.file_path().to_owned(),
-                (Content::from(df.content_type()).into(), df.file_size_in_bytes()),
-            );
+            match inv.get_key_value(f.file_path.as_str()) {
+                Some((path, e)) => {
+                    if named.insert(path) && e.size != f.size {
+                        findings.push(Finding::new(
+                            FindingKind::SizeMismatch,
+                            *path,
+                            Some(f.size.to_string()),
+                            Some(e.size.to_string()),
+                        ));
+                    }
+                }
+                None => {
+                    missing.insert(f.file_path, f.layer);
+                }
+            }
         }
     }
     if v3 {
         findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
     }
-    let inv: BTreeMap<&str, &InventoryEntry> = pred
-        .inventory
+    for (path, layer) in &missing {
+        findings.push(Finding::new(
+            FindingKind::LayerMissing,
+            path,
+            Some(format!("{layer:?} file named by a manifest")),
+            Some("absent from the inventory".into()),
+        ));
+    }
+    for path in inv.keys().filter(|p| !named.contains(*p)) {
+        findings.push(Finding::new(
+            FindingKind::ExtraObject,
+            *path,
+            None,
+            Some("an object no live manifest entry names".into()),
+        ));
+    }
+}
+
+/// The live data and delete files of a bundled manifest, decoded lean ([`table::scan::live_files`]: a
+/// manifest of a million entries is a million small records, not the iceberg crate's full entries). With
+/// `lineage` (deep verification of a v3 table) the manifest is parsed by the iceberg crate instead, since row
+/// lineage needs every entry, deleted ones too, whose row ranges go into the given list.
+fn manifest_live_files(
+    path: &str,
+    bytes: &[u8],
+    lineage: Option<(Option<u64>, &mut Vec<lineage::RowRange>)>,
+) -> Result<Vec<LiveFile>> {
+    let Some((first_row_id, ranges)) = lineage else {
+        let files = std::cell::RefCell::new(Vec::new());
+        table::scan::live_files(
+            path,
+            bytes,
+            Decoder::Fast,
+            |f| {
+                files.borrow_mut().push(f);
+                Ok(())
+            },
+            || files.borrow_mut().clear(),
+        )?;
+        return Ok(files.into_inner());
+    };
+    let manifest = table::parse_manifest(path, bytes)?;
+    ranges.extend(lineage::data_file_ranges(
+        first_row_id,
+        manifest.entries().iter().map(|e| {
+            let df = e.data_file();
+            (
+                df.file_path(),
+                df.content_type() == iceberg::spec::DataContentType::Data,
+                df.first_row_id(),
+                df.record_count(),
+                e.is_alive(),
+            )
+        }),
+    ));
+    Ok(manifest
+        .entries()
         .iter()
-        .filter(|e| !e.layer.is_metadata())
-        .map(|e| (e.path.as_str(), e))
-        .collect();
-    for (path, (layer, size)) in &live {
-        match inv.get(path.as_str()) {
-            None => findings.push(Finding::new(
-                FindingKind::LayerMissing,
-                path,
-                Some(format!("{layer:?} file named by a manifest")),
-                Some("absent from the inventory".into()),
-            )),
-            Some(e) if e.size != *size => findings.push(Finding::new(
-                FindingKind::SizeMismatch,
-                path,
-                Some(size.to_string()),
-                Some(e.size.to_string()),
-            )),
-            Some(_) => {}
-        }
-    }
-    for path in inv.keys() {
-        if !live.contains_key(*path) {
-            findings.push(Finding::new(
-                FindingKind::ExtraObject,
-                *path,
-                None,
-                Some("an object no live manifest entry names".into()),
-            ));
-        }
-    }
+        .filter(|e| e.is_alive())
+        .map(|e| {
+            let df = e.data_file();
+            LiveFile {
+                file_path: df.file_path().to_owned(),
+                layer: Content::from(df.content_type()).into(),
+                size: df.file_size_in_bytes(),
+                record_count: df.record_count(),
+                file_format: table::scan::reference_format_name(df.file_format()),
+                first_row_id: df.first_row_id(),
+                referenced_data_file: df.referenced_data_file(),
+                content_offset: df.content_offset(),
+                content_size_in_bytes: df.content_size_in_bytes(),
+            }
+        })
+        .collect())
 }

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::object::Layer;
 
 /// One object of the inventory.
@@ -166,11 +166,14 @@ impl ObjectShard {
     /// # Errors
     /// [`Error::Invalid`] naming `--shard` and the rule.
     pub fn parse(s: &str) -> Result<Self> {
-        let shard = crate::evidence::predicate::Shard::parse(s)?;
-        Ok(Self {
-            index: shard.index,
-            count: shard.count,
-        })
+        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
     }
 
     /// Whether inventory entry `e` belongs to this share.

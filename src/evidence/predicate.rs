@@ -328,13 +328,8 @@ impl Shard {
     /// # Errors
     /// [`Error::Invalid`] naming `--shard` and the rule.
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = || Error::invalid("--shard", format!("{s:?}: expected I/N with 0 <= I < N, e.g. 0/4"));
-        let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let index: usize = i.trim().parse().map_err(|_| bad())?;
-        let count: usize = n.trim().parse().map_err(|_| bad())?;
-        if count == 0 || index >= count {
-            return Err(bad());
-        }
+        let crate::evidence::inventory::ObjectShard { index, count } =
+            crate::evidence::inventory::ObjectShard::parse(s)?;
         Ok(Self {
             index,
             count,
