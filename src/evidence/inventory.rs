@@ -294,6 +294,45 @@ mod tests {
     }
 
     #[test]
+    fn every_object_is_in_exactly_one_share_and_the_shares_spread_and_add_up() {
+        let mut entries = vec![
+            entry(Layer::Metadata, "t/metadata/v1.metadata.json"),
+            entry(Layer::ManifestList, "t/metadata/snap-1.avro"),
+            entry(Layer::Manifest, "t/metadata/m0.avro"),
+        ];
+        entries.extend((0..4000).map(|i| entry(Layer::Data, &format!("t/data/{i:05}.parquet"))));
+        let shares: Vec<ObjectShard> = (0..4).map(|index| ObjectShard { index, count: 4 }).collect();
+        for e in &entries {
+            let owners = shares.iter().filter(|s| s.owns(e)).count();
+            assert_eq!(owners, 1, "{}", e.path);
+            if e.layer.is_metadata() {
+                assert!(shares[0].owns(e), "{} belongs to share 0", e.path);
+            }
+        }
+        let parts: Vec<ShardPart> = shares.iter().map(|s| s.part(&entries)).collect();
+        assert_eq!(parts.iter().map(|p| p.objects).sum::<usize>(), entries.len());
+        for p in &parts {
+            assert_eq!(p.inventory_objects, entries.len());
+            // 1,000 data objects expected per share: the path hash spreads them.
+            let data = p.objects - if p.index == 0 { 3 } else { 0 };
+            assert!((850..=1150).contains(&data), "{p:?}");
+        }
+        // A share's root is the root over its own entries, in canonical order whatever the order given.
+        let mine: Vec<InventoryEntry> = entries.iter().filter(|e| shares[2].owns(e)).cloned().rev().collect();
+        assert_eq!(parts[2].root, inventory_root(&mine));
+        // One share of one holds everything: its root is the bundle root.
+        assert_eq!(
+            ObjectShard { index: 0, count: 1 }.part(&entries).root,
+            inventory_root(&entries)
+        );
+        for bad in ["4/4", "1/0", "x/2", "2", "-1/3"] {
+            let e = ObjectShard::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("--shard") && e.contains("I/N"), "{bad}: {e}");
+        }
+        assert_eq!(ObjectShard::parse("3/8").unwrap(), ObjectShard { index: 3, count: 8 });
+    }
+
+    #[test]
     fn the_root_is_the_blake3_of_the_canonical_lines_sorted_by_layer_then_path() {
         use sha2::Digest as _;
         let entries = [
