@@ -1794,26 +1794,30 @@ async fn send_deletes(
         .collect()
         .await;
     }
-    let mut out = Vec::with_capacity(going.len());
-    for (_, ex) in going {
-        let answer = |deleted: bool, code: Option<&str>| DeleteAnswer {
-            method: DeleteMethod::Unconditional,
-            deleted,
-            http_status: None,
-            code: code.map(ToOwned::to_owned),
-            message: None,
-            delete_marker: None,
-            delete_marker_version_id: None,
-            version_id: None,
-            request_id: None,
-        };
-        out.push(match ctx.storage.delete(&ex.uri).await {
+    // Elsewhere (a local filesystem, Azure, GCS): single deletes through a bounded pool, the answers in the
+    // batch's order. The batch's intents were recorded before this call, so an interruption part-way leaves
+    // each object with an intent and no answer, as one request at a time would (see `reconcile`).
+    let answer = |deleted: bool, code: Option<&str>| DeleteAnswer {
+        method: DeleteMethod::Unconditional,
+        deleted,
+        http_status: None,
+        code: code.map(ToOwned::to_owned),
+        message: None,
+        delete_marker: None,
+        delete_marker_version_id: None,
+        version_id: None,
+        request_id: None,
+    };
+    futures::stream::iter(going.iter().map(|(_, ex)| async move {
+        match ctx.storage.delete(&ex.uri).await {
             Ok(()) => Ok(answer(true, None)),
             Err(Error::NotFound { .. }) => Ok(answer(false, Some("NoSuchKey"))),
             Err(e) => Err(anyhow_chain(&e)),
-        });
-    }
-    out
+        }
+    }))
+    .buffered(concurrency)
+    .collect()
+    .await
 }
 
 /// The verified inventories of the candidate's bundles (each with the table location it was sealed under).
