@@ -558,37 +558,24 @@ impl EvidenceFailure {
     }
 }
 
-/// A Statement whose envelope verified under a trusted key. Only [`verify`] makes one.
+/// A Statement whose envelope verified under a trusted key, parsed whole. Only [`verify`] makes one. It
+/// dereferences to the [`VerifiedPayload`] (key, exact payload bytes, subjects, predicate type).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifiedStatement {
-    keyid: String,
-    key_name: String,
-    payload_bytes: Vec<u8>,
+    verified: VerifiedPayload,
     statement: Value,
-    subjects: Vec<Subject>,
-    predicate_type: String,
+}
+
+impl std::ops::Deref for VerifiedStatement {
+    type Target = VerifiedPayload;
+
+    fn deref(&self) -> &VerifiedPayload {
+        &self.verified
+    }
 }
 
 impl VerifiedStatement {
-    /// The key id of the first valid signature.
-    #[must_use]
-    pub fn keyid(&self) -> &str {
-        &self.keyid
-    }
-
-    /// The trust store's name for that key (its `.pub` file stem).
-    #[must_use]
-    pub fn key_name(&self) -> &str {
-        &self.key_name
-    }
-
-    /// The exact payload bytes that were signed.
-    #[must_use]
-    pub fn payload_bytes(&self) -> &[u8] {
-        &self.payload_bytes
-    }
-
-    /// The whole Statement as parsed from [`VerifiedStatement::payload_bytes`].
+    /// The whole Statement as parsed from [`VerifiedPayload::payload_bytes`].
     #[must_use]
     pub fn statement(&self) -> &Value {
         &self.statement
@@ -598,19 +585,6 @@ impl VerifiedStatement {
     #[must_use]
     pub fn predicate(&self) -> &Value {
         &self.statement["predicate"]
-    }
-
-    /// The statement's `predicateType`.
-    #[must_use]
-    pub fn predicate_type(&self) -> &str {
-        &self.predicate_type
-    }
-
-    /// The statement's subjects (non-empty, each with a `sha256` digest); fields other than `name` and
-    /// `digest` are not kept here but are in [`VerifiedStatement::statement`].
-    #[must_use]
-    pub fn subjects(&self) -> &[Subject] {
-        &self.subjects
     }
 }
 
@@ -631,19 +605,21 @@ pub fn verify(envelope_bytes: &[u8], trust: &TrustStore) -> Result<VerifiedState
     let (key, payload) = check_signatures(envelope_bytes, trust)?;
     let checked = check_statement(&payload, false)?;
     Ok(VerifiedStatement {
-        keyid: key.keyid().to_owned(),
-        key_name: key.name().to_owned(),
-        payload_bytes: payload,
+        verified: VerifiedPayload {
+            keyid: key.keyid().to_owned(),
+            key_name: key.name().to_owned(),
+            payload_bytes: payload,
+            subjects: checked.subjects,
+            predicate_type: checked.predicate_type,
+        },
         statement: checked.statement,
-        subjects: checked.subjects,
-        predicate_type: checked.predicate_type,
     })
 }
 
 /// [`verify`] for large statements (a bundle's payload holds its whole inventory): the same checks, in the
 /// same order, with the same failures, but the predicate is not built as a JSON value tree. It is walked once
 /// for its shape (an object, with no repeated key anywhere inside) and kept as the exact payload bytes, which
-/// [`VerifiedPayload::predicate`] parses straight into a typed predicate. The envelope is taken by value and
+/// [`VerifiedPayload::parse_predicate`] parses straight into a typed predicate. The envelope is taken by value and
 /// dropped once its payload is decoded, so the envelope and the payload never exist beside the parse.
 ///
 /// # Errors
@@ -666,7 +642,7 @@ pub fn verify_payload(
 }
 
 /// A statement whose envelope verified under a trusted key, kept as its exact payload bytes; its subjects and
-/// predicate type are checked. Only [`verify_payload`] makes one.
+/// predicate type are checked. Only [`verify_payload`] and [`verify`] (inside a [`VerifiedStatement`]) make one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerifiedPayload {
     keyid: String,
@@ -713,7 +689,7 @@ impl VerifiedPayload {
     /// # Errors
     ///
     /// What `serde_json` reports when the predicate is not a `T`.
-    pub fn predicate<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+    pub fn parse_predicate<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         #[derive(Deserialize)]
         struct Only<T> {
             predicate: T,
@@ -1605,7 +1581,7 @@ mod tests {
         assert_eq!(lean.subjects(), full.subjects());
         assert_eq!(lean.predicate_type(), full.predicate_type());
         assert_eq!((lean.keyid(), lean.key_name()), (full.keyid(), full.key_name()));
-        let typed: Pred = lean.predicate().unwrap();
+        let typed: Pred = lean.parse_predicate().unwrap();
         assert_eq!(typed, serde_json::from_value::<Pred>(full.predicate().clone()).unwrap());
         assert_eq!(
             typed.inventory[1],
@@ -1615,7 +1591,9 @@ mod tests {
             }
         );
         // A predicate that is not the type asked for is a parse error, not a panic.
-        assert!(lean.predicate::<Vec<u8>>().is_err());
+        assert!(lean.parse_predicate::<Vec<u8>>().is_err());
+        // The full verification dereferences to the same verified payload.
+        assert_eq!(*full, lean);
 
         // A key repeated inside an inventory entry (or deeper) would be read two ways by two parsers: refused.
         for needle in ["\"size\":2", "\"x\":null"] {

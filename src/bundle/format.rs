@@ -248,7 +248,7 @@ pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &Tru
     let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
     let v =
         evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(dir, format!("bundle signature: {f}")))?;
-    v.predicate()
+    v.parse_predicate()
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))
 }
 

@@ -379,7 +379,7 @@ pub async fn write_bundle(
             }
             let same = evidence::verify_payload(existing, &trust)
                 .ok()
-                .and_then(|v| v.predicate::<Sealed>().ok())
+                .and_then(|v| v.parse_predicate::<Sealed>().ok())
                 .is_some_and(|s| s.snapshot_id == predicate.snapshot_id && s.bundle_root == root);
             if same {
                 Ok(dir)

@@ -103,7 +103,7 @@ pub async fn verify(
         ));
         return Ok(finish(report));
     }
-    let pred: BundlePredicate = match verified.predicate() {
+    let pred: BundlePredicate = match verified.parse_predicate() {
         Ok(p) => p,
         Err(e) => {
             report.findings.push(Finding::new(
@@ -671,18 +671,7 @@ fn manifest_live_files(
     lineage: Option<(Option<u64>, &mut Vec<lineage::RowRange>)>,
 ) -> Result<Vec<LiveFile>> {
     let Some((first_row_id, ranges)) = lineage else {
-        let files = std::cell::RefCell::new(Vec::new());
-        table::scan::live_files(
-            path,
-            bytes,
-            Decoder::Fast,
-            |f| {
-                files.borrow_mut().push(f);
-                Ok(())
-            },
-            || files.borrow_mut().clear(),
-        )?;
-        return Ok(files.into_inner());
+        return table::scan::collect_live_files(path, bytes, Decoder::Fast);
     };
     let manifest = table::parse_manifest(path, bytes)?;
     ranges.extend(lineage::data_file_ranges(

@@ -381,6 +381,26 @@ pub fn live_files(
     Ok(())
 }
 
+/// Every live file of a manifest, collected in manifest order ([`live_files`]; what the fast decoder collected
+/// before it gave up is dropped before the reference parser starts over).
+///
+/// # Errors
+/// As [`live_files`].
+pub fn collect_live_files(uri: &str, bytes: &[u8], decoder: Decoder) -> Result<Vec<LiveFile>> {
+    let files = std::cell::RefCell::new(Vec::new());
+    live_files(
+        uri,
+        bytes,
+        decoder,
+        |f| {
+            files.borrow_mut().push(f);
+            Ok(())
+        },
+        || files.borrow_mut().clear(),
+    )?;
+    Ok(files.into_inner())
+}
+
 /// A manifest's objects (pure): `manifest` itself first, then its live data and delete files with paths
 /// relative to `location`, a Puffin file of deletion vectors once however many entries name it.
 ///
@@ -677,21 +697,7 @@ pub async fn snapshot_files(
             let uri = table.location().resolve(&e.manifest_path)?;
             let fetched = fetch_manifest(storage, &uri, &e).await?;
             let (u, b) = (uri.clone(), fetched.bytes.clone());
-            let files = on_rayon(&uri, move || {
-                let files = std::cell::RefCell::new(Vec::new());
-                live_files(
-                    &u,
-                    &b,
-                    Decoder::Fast,
-                    |f| {
-                        files.borrow_mut().push(f);
-                        Ok(())
-                    },
-                    || files.borrow_mut().clear(),
-                )?;
-                Ok(files.into_inner())
-            })
-            .await?;
+            let files = on_rayon(&uri, move || collect_live_files(&u, &b, Decoder::Fast)).await?;
             Ok((
                 SnapshotManifest {
                     path: e.manifest_path,

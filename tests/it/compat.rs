@@ -86,7 +86,7 @@ fn the_typed_predicate_of_the_kept_bundle_is_the_predicate_of_the_full_json_veri
     let lean = lakedrill::evidence::verify_payload(&envelope, &trust).unwrap();
     assert_eq!(lean.payload_bytes(), full.payload_bytes());
     assert_eq!(lean.subjects(), full.subjects());
-    let typed: BundlePredicate = lean.predicate().unwrap();
+    let typed: BundlePredicate = lean.parse_predicate().unwrap();
     let from_value: BundlePredicate = serde_json::from_value(full.predicate().clone()).unwrap();
     assert_eq!(
         serde_json::to_value(&typed).unwrap(),

@@ -142,7 +142,7 @@ impl Heads {
         let Ok(v) = crate::evidence::verify_payload(envelope, trust) else {
             return not("the bundle envelope read after verification does not verify");
         };
-        let Ok(pred) = v.predicate::<BundlePredicate>() else {
+        let Ok(pred) = v.parse_predicate::<BundlePredicate>() else {
             return not("the bundle envelope holds no bundle predicate");
         };
         if pred.orphans.is_some() {
