@@ -8,7 +8,7 @@
 //! What it guarantees:
 //! - The signature covers the exact payload bytes that travel base64-encoded in the envelope. [`verify`] never
 //!   re-serializes: it checks the signature over the decoded bytes first, and only then parses them, so
-//!   [`VerifiedStatement::payload_bytes`] are byte for byte what was signed.
+//!   [`VerifiedPayload::payload_bytes`] are byte for byte what was signed.
 //! - A signature counts only if its `keyid` is in the trust store and `verify_strict` accepts it. With several
 //!   signatures, at least one must be valid and none from a trusted key may be invalid.
 //! - Parsing is strict: unknown or duplicate envelope fields, non-canonical base64, duplicate keys in the
