@@ -313,6 +313,13 @@ pub async fn run_with(
     opts: RunOptions,
 ) -> Result<DrillOutcome> {
     let (plan, plan_bytes) = load_plan(plan_path)?;
+    if plan.kind == "cold-backup" && opts.shard.as_ref().is_some_and(|s| s.objects().is_some()) {
+        return Err(Error::invalid(
+            "--split",
+            "objects splits the objects of quarantine bundles; a cold-backup drill recovers whole tables (split \
+             its items instead)",
+        ));
+    }
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
     let retention = plan.evidence_retention.as_ref().map(PlanRetention::parse).transpose()?;
@@ -320,13 +327,6 @@ pub async fn run_with(
     crate::ops::evidence_lock::preflight(storage, &location::canonical_uri(&plan.reports)?, retention).await?;
     let started = clock.now();
     let cold = plan.kind == "cold-backup";
-    if cold && opts.shard.as_ref().is_some_and(|s| s.objects().is_some()) {
-        return Err(Error::invalid(
-            "--split",
-            "objects splits the objects of quarantine bundles; a cold-backup drill recovers whole tables (split \
-             its items instead)",
-        ));
-    }
     let source = plan
         .bundles
         .clone()

@@ -1302,6 +1302,22 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     let bad = g.run(&["--json", "restore", b, "--trust", "keys", "--shard", "4/4"]);
     bad.expect_code(2);
     assert!(bad.stderr.contains("--shard"), "{}", bad.stderr);
+    // A cold-backup drill recovers whole tables: its objects are not split, before anything is read.
+    let cold = g.dir.join("cold-split.toml");
+    std::fs::write(
+        &cold,
+        "name = \"cold-split\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\n\
+         trust = \"keys/trust\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let c = cold.to_str().unwrap();
+    let refused = g.run(&["--json", "drill", "run", c, "--shard", "0/2", "--split", "objects"]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("--split") && refused.stderr.contains("cold-backup"),
+        "{}",
+        refused.stderr
+    );
 
     // A tampered object fails the share that owns it, and the merged result.
     let envelope = std::fs::read(bundle.join("bundle.dsse.json")).unwrap();
