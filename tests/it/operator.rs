@@ -1310,8 +1310,10 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
          trust = \"keys/trust\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
     )
     .unwrap();
-    let c = cold.to_str().unwrap();
-    let refused = g.run(&["--json", "drill", "run", c, "--shard", "0/2", "--split", "objects"]);
+    let cold_plan = cold.to_str().unwrap();
+    let refused = g.run(&[
+        "--json", "drill", "run", cold_plan, "--shard", "0/2", "--split", "objects",
+    ]);
     refused.expect_code(2);
     assert!(
         refused.stderr.contains("--split") && refused.stderr.contains("cold-backup"),
