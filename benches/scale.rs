@@ -18,6 +18,17 @@
 //!   restore` of the sealed bundle (subprocesses). Seal needs the files: they are created (8 bytes each).
 //!   Target: ≤ 512 MiB peak RSS at 1M files for each and time near-linear in the number of files.
 //!
+//! * **f. purge on the local filesystem** at `LAKEDRILL_BENCH_PURGE_SCALES` objects (default 5,000 and
+//!   100,000): a table of N one-row Parquet files (iceberg crate), withdrawn by a PyIceberg `delete()`
+//!   after the table's own retention was set to expire history at once; `plan` proposes the expired
+//!   snapshot (N data files, its manifest and manifest list), `quarantine` seals it, a quarantine drill
+//!   signs the evidence, and `lakedrill purge` (measured) deletes it. Printed: time and RSS per object,
+//!   registry transactions (the purge reports them), and a kill-and-resume run at
+//!   `LAKEDRILL_BENCH_PURGE_KILL_SCALE` objects (default: the largest scale) killed between batches,
+//!   after a batch's intents and inside a batch, whose summary must equal the inventory and pass `audit
+//!   verify`. Targets: time per object at 100k within 1.2x of 5k, 100k in <= 60 s, <= 1 registry
+//!   transaction per 1,000 objects per state change, <= 512 MiB at 1M.
+//!
 //! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
 //!
 //! Nothing here is asserted: the verdicts are printed. Exit 0 after measuring, 2 when something
@@ -408,14 +419,7 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
         eprintln!("bench: e. {n} files: plan");
         let plan = measure(LAKEDRILL, &plan_args(&name), root)?;
         eprintln!("bench: e. {n} files: seal");
-        let key = root.join("keys/bench.key");
-        if !key.exists() {
-            measure(
-                LAKEDRILL,
-                &["-q", "keygen", "--name", "bench", "--dir", "keys"].map(str::to_owned),
-                root,
-            )?;
-        }
+        ensure_key(root)?;
         let seal = measure(
             LAKEDRILL,
             &[
@@ -439,8 +443,6 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
             .next()
             .ok_or("seal wrote no bundle folder")??
             .path();
-        std::fs::create_dir_all(root.join("trust"))?;
-        std::fs::copy(root.join("keys/bench.pub"), root.join("trust/bench.pub"))?;
         let restore = measure(
             LAKEDRILL,
             &[
@@ -507,6 +509,348 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
     Ok(())
 }
 
+/// `keys/bench.key` (made once) and its public half alone in `trust/`.
+fn ensure_key(root: &Path) -> BenchResult<()> {
+    if !root.join("keys/bench.key").exists() {
+        measure(
+            LAKEDRILL,
+            &["-q", "keygen", "--name", "bench", "--dir", "keys"].map(str::to_owned),
+            root,
+        )?;
+    }
+    std::fs::create_dir_all(root.join("trust"))?;
+    std::fs::copy(root.join("keys/bench.pub"), root.join("trust/bench.pub"))?;
+    Ok(())
+}
+
+/// A Parquet file of one row of the bench schema (`id`, field id 1).
+fn parquet_row() -> BenchResult<Vec<u8>> {
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+    let schema = Arc::new(ArrowSchema::new(vec![
+        Field::new("id", DataType::Int64, false).with_metadata(std::collections::HashMap::from([(
+            "PARQUET:field_id".to_owned(),
+            "1".to_owned(),
+        )])),
+    ]));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(Int64Array::from(vec![1_i64]))])?;
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, None)?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+/// Runs `lakedrill ARGS` in `root` (not measured) and returns its stdout as JSON; exit 0 or 1 only.
+fn lakedrill_json(root: &Path, args: &[&str]) -> BenchResult<serde_json::Value> {
+    let out = Command::new(LAKEDRILL)
+        .args(args)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .output()?;
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        return Err(format!(
+            "lakedrill {args:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// One purge measurement: the candidate's object count, the purge, and the registry transactions it committed.
+struct PurgeRun {
+    objects: usize,
+    purge: Measured,
+    transactions: u64,
+    /// Receipts the signed summary counts.
+    receipts: u64,
+}
+
+/// f: a candidate of `n` data files (one append withdrawn by a PyIceberg delete), quarantined, drilled and
+/// purged on the local filesystem; `kills` purges are killed first (LAKEDRILL_FAILPOINTS) and resumed.
+async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> BenchResult<PurgeRun> {
+    let name = format!("p{n}");
+    eprintln!("bench: f. {n} files: creating them, one append and a delete of them all");
+    let data = root.join("warehouse/bench").join(&name).join("data");
+    std::fs::create_dir_all(&data)?;
+    // Drills read every data file's Parquet footer: each file is the same one-row Parquet file.
+    let body = parquet_row()?;
+    make_table(root, &name, 1, |_, loc| {
+        (0..n)
+            .map(|j| {
+                let p = data.join(format!("f{j:07}.parquet"));
+                std::fs::write(&p, &body)?;
+                data_file(format!("{loc}/data/f{j:07}.parquet"), body.len() as u64)
+            })
+            .collect()
+    })
+    .await?;
+    let policy = format!("policy-{name}.yaml");
+    let mut text = std::fs::read_to_string(root.join(&policy))?;
+    text.push_str("regulatedData: false\nreclamationImplementationDigest: any\n");
+    std::fs::write(root.join(&policy), text)?;
+    // The withdrawal: a delete of every row, which drops the files from `main` (metadata only), after the table's
+    // own retention was set to expire history at once.
+    let script = format!(
+        "from pyiceberg.catalog.sql import SqlCatalog\n\
+         c = SqlCatalog('bench', uri='sqlite:///{0}/catalog.db', warehouse='file://{0}/warehouse')\n\
+         t = c.load_table('bench.{name}')\n\
+         t.transaction().set_properties({{'history.expire.max-snapshot-age-ms': '1'}}).commit_transaction()\n\
+         t.delete()\n",
+        root.display()
+    );
+    let out = Command::new(python).args(["-c", &script]).output()?;
+    if !out.status.success() {
+        return Err(format!("PyIceberg delete: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await; // past minSnapshotAge
+    let table = format!("bench.{name}");
+    let t = ["--catalog", "bench", "--table", table.as_str()];
+    lakedrill_json(
+        root,
+        &[
+            "--json",
+            "rollout",
+            "set",
+            &table,
+            "test",
+            "--catalog",
+            "bench",
+            "--reason",
+            "benchmark",
+            "--policy",
+            &policy,
+            "--force",
+        ],
+    )?;
+    let mut args = vec!["--json", "-q", "plan", "--policy", &policy];
+    args.extend(t);
+    let plan = lakedrill_json(root, &args)?;
+    let candidate = plan["candidates"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["kind"] == "expired-snapshots"))
+        .ok_or_else(|| {
+            format!(
+                "f: the plan proposed no expired-snapshots candidate (first differences: {})",
+                plan["differences"]
+                    .as_array()
+                    .and_then(|d| d.first())
+                    .unwrap_or(&serde_json::Value::Null)
+            )
+        })?;
+    let id = candidate["candidate_id"].as_str().ok_or("candidate id")?.to_owned();
+    let objects = candidate["objects"].as_array().map_or(0, Vec::len);
+    eprintln!("bench: f. {n} files: quarantine of {objects} objects");
+    let bundles = format!("bundles-{name}");
+    let mut args = vec![
+        "--json",
+        "-q",
+        "quarantine",
+        &id,
+        "--policy",
+        &policy,
+        "--key",
+        "keys/bench.key",
+        "--bundles",
+        &bundles,
+    ];
+    args.extend(t);
+    let q = lakedrill_json(root, &args)?;
+    if q["verdict"] == "findings" || q.get("bundles").is_none() {
+        return Err(format!("f: quarantine refused: {q}").into());
+    }
+    let drill = root.join(format!("drill-{name}.toml"));
+    std::fs::write(
+        &drill,
+        format!(
+            "name = \"bench-{name}\"\nkind = \"quarantine\"\nbundles = \"{bundles}\"\ntrust = \"trust\"\n\
+             key = \"keys/bench.key\"\nreports = \"reports-{name}\"\n"
+        ),
+    )?;
+    eprintln!("bench: f. {n} files: drill");
+    let d = lakedrill_json(root, &["--json", "-q", "drill", "run", &drill.display().to_string()])?;
+    let evidence = d["report"]
+        .as_str()
+        .ok_or_else(|| format!("f: drill wrote no report: {d}"))?
+        .to_owned();
+    let receipts = format!("receipts-{name}");
+    let mut purge: Vec<String> = [
+        "--json",
+        "-q",
+        "purge",
+        &id,
+        "--policy",
+        &policy,
+        "--trust",
+        "trust",
+        "--key",
+        "keys/bench.key",
+        "--receipts",
+        &receipts,
+        "--evidence",
+        &evidence,
+    ]
+    .map(str::to_owned)
+    .into();
+    purge.extend(t.map(str::to_owned));
+    for spec in kills {
+        eprintln!("bench: f. {n} files: purge killed by {spec}");
+        let out = Command::new(LAKEDRILL)
+            .args(&purge)
+            .current_dir(root)
+            .env("LAKEDRILL_FAILPOINTS", spec)
+            .stdin(Stdio::null())
+            .output()?;
+        if out.status.code().is_some() {
+            return Err(format!(
+                "f: the purge with {spec} was not killed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout)
+            )
+            .into());
+        }
+    }
+    eprintln!("bench: f. {n} files: purge");
+    let m = measure(LAKEDRILL, &purge, root)?;
+    let r: serde_json::Value = serde_json::from_str(&m.stdout)?;
+    let verified = r["objects"]["VERIFIED"].as_array().map_or(0, Vec::len);
+    if r["status"] != "VERIFIED" || verified != objects {
+        return Err(format!(
+            "f: the purge of {objects} objects ended {} with {verified} verified: {}",
+            r["status"], r["reasons"]
+        )
+        .into());
+    }
+    let transactions = r["registry_transactions"].as_u64().unwrap_or(0);
+    // The signed summary: equal to the inventory, and its receipts chain equal to the registry.
+    let summary = r["summary"].as_str().ok_or("f: the purge wrote no summary")?.to_owned();
+    let audit = lakedrill_json(root, &["--json", "audit", "verify", &summary, "--trust", "trust"])?;
+    if audit["status"] != "VERIFIED" {
+        return Err(format!("f: audit verify of {summary}: {}", audit["status"]).into());
+    }
+    let statement = lakedrill::evidence::peek_unverified(&std::fs::read(summary.trim_start_matches("file://"))?)
+        .ok_or("f: the summary is not a signed statement")?;
+    let p = &statement["predicate"];
+    if p["equals_inventory"] != true || p["deleted"].as_array().map_or(0, Vec::len) != objects {
+        return Err(format!("f: the summary of {summary} does not equal the inventory of {objects} objects").into());
+    }
+    let receipts = p["receipts"].as_u64().unwrap_or(0);
+    if receipts < 2 * objects as u64 {
+        return Err(format!("f: {receipts} receipts for {objects} objects (an intent and a confirmation each)").into());
+    }
+    Ok(PurgeRun {
+        objects,
+        purge: m,
+        transactions,
+        receipts,
+    })
+}
+
+async fn bench_purge(root: &Path) -> BenchResult<()> {
+    let python = std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target/test-venv/bin/python")
+            .display()
+            .to_string()
+    });
+    let scales: Vec<usize> = std::env::var("LAKEDRILL_BENCH_PURGE_SCALES")
+        .unwrap_or_else(|_| "5000,100000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("LAKEDRILL_BENCH_PURGE_SCALES: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    ensure_key(root)?;
+    let mut rows = Vec::new();
+    for &n in &scales {
+        rows.push((n, purge_at(root, &python, n, &[]).await?));
+    }
+    // The same purge killed three times first (between two batches, after a batch's intents, inside a batch
+    // after part of its deletes), at LAKEDRILL_BENCH_PURGE_KILL_SCALE objects (default: the largest scale).
+    let kill_scale = match std::env::var("LAKEDRILL_BENCH_PURGE_KILL_SCALE") {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|e| format!("LAKEDRILL_BENCH_PURGE_KILL_SCALE: {e}"))?,
+        Err(_) => scales.iter().copied().max().unwrap_or(0),
+    };
+    let kills = ["abort-at-batch=3", "abort-after-intent=1", "abort-after=300"].map(str::to_owned);
+    let killed = if kill_scale > 0 {
+        Some(purge_at(root, &python, kill_scale, &kills).await?)
+    } else {
+        None
+    };
+    println!();
+    println!("f. purge on the local filesystem (one candidate of N data files + its metadata), time and peak RSS");
+    println!(
+        "{:>10} {:>10} {:>10} {:>10} {:>10} {:>14}",
+        "objects", "purge (s)", "us/object", "objects/s", "RSS MiB", "registry txns"
+    );
+    for (_, r) in &rows {
+        let s = r.purge.wall.as_secs_f64();
+        println!(
+            "{:>10} {:>10.2} {:>10.1} {:>10.0} {:>10.1} {:>14}",
+            r.objects,
+            s,
+            s * 1e6 / r.objects as f64,
+            r.objects as f64 / s,
+            mib(r.purge.rss_kib),
+            r.transactions
+        );
+    }
+    if let (Some((_, small)), Some((_, big))) = (rows.first(), rows.last())
+        && big.objects > small.objects
+    {
+        let per = |r: &PurgeRun| r.purge.wall.as_secs_f64() / r.objects as f64;
+        let growth = per(big) / per(small);
+        println!(
+            "   time per object at {} vs {} objects: {growth:.2}x: {} (target <= 1.2x)",
+            big.objects,
+            small.objects,
+            pass(growth <= 1.2)
+        );
+        if big.objects >= 100_000 {
+            let per100k = per(big) * 100_000.0;
+            println!(
+                "   100k objects take {per100k:.1} s at this rate: {} (target <= 60 s)",
+                pass(per100k <= 60.0)
+            );
+        }
+        // Two state changes per object (the intent, then the outcome), each written for a whole batch of up to
+        // 1,000 objects in one transaction; the rest is per run (claim, acceptance checks, heartbeat, release).
+        let batches = big.objects.div_ceil(1000) as u64;
+        let per_run = big.transactions.saturating_sub(2 * batches);
+        println!(
+            "   registry transactions: {} for {} objects = {:.2} per 1,000 objects per state change (2 state changes, \
+             {per_run} per run besides): {} (target <= 1 per 1,000 objects per state change)",
+            big.transactions,
+            big.objects,
+            (big.transactions - per_run) as f64 * 1000.0 / big.objects as f64 / 2.0,
+            pass(big.transactions <= 2 * batches + 16)
+        );
+        println!(
+            "   peak RSS at {} objects: {:.1} MiB: {} (target <= 512 MiB at 1M)",
+            big.objects,
+            mib(big.purge.rss_kib),
+            pass(big.purge.rss_kib <= 512 * 1024)
+        );
+    }
+    if let Some(k) = killed {
+        println!(
+            "   killed by {} in turn, the purge of {} objects resumed and ended VERIFIED: every object deleted and \
+             verified, the signed summary equal to the inventory ({} receipts), `audit verify` of it VERIFIED",
+            kills.join(", "),
+            k.objects,
+            k.receipts
+        );
+    }
+    Ok(())
+}
+
 async fn bench(root: &Path) -> BenchResult<()> {
     write_config(root)?;
     println!(
@@ -522,6 +866,9 @@ async fn bench(root: &Path) -> BenchResult<()> {
     }
     if only.is_empty() || only.contains('e') {
         bench_sizes(root).await?;
+    }
+    if only.is_empty() || only.contains('f') {
+        bench_purge(root).await?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! io_concurrency = 16
 //! max_metadata_bytes = 536870912   # a bigger metadata file (raw or decompressed) is refused; default 512 MiB
 //! s3_delete_objects = true          # purge on S3 with DeleteObjects (per-key ETag); false: one If-Match delete each
+//! purge_batch_objects = 1000        # objects per purge batch (1..=10000): checks, two registry transactions each
 //! [storage.s3]            # any object_store AmazonS3ConfigKey, on top of AWS_* variables
 //! endpoint = "http://127.0.0.1:9000"
 //! allow_http = "true"
@@ -91,6 +92,12 @@ pub struct StorageConfig {
     /// conditional `DeleteObject` (`If-Match`) per object, for providers that do not check per-key ETags in
     /// batches. Default `true`; a provider that answers `NotImplemented` gets single deletes either way.
     pub s3_delete_objects: Option<bool>,
+    /// Objects per purge batch, 1 to 10,000 (default 1,000: one `DeleteObjects` request on S3; a larger batch
+    /// is sent as several requests of 1,000 keys, `io_concurrency` at once). Every batch re-checks holds,
+    /// leases, the stop switch, the rollout stage and the run's claim inside the registry's write lock and
+    /// holds that lock while its requests go out: a smaller batch lets a hold in sooner, a larger one pays those
+    /// checks and its two registry transactions less often.
+    pub purge_batch_objects: Option<NonZeroUsize>,
 }
 
 /// The least days of report-only observations a table needs before rollout stage `test` (seed 001: two weeks of
@@ -219,6 +226,17 @@ impl Config {
             file: path.display().to_string(),
             reason: e.to_string(),
         })?;
+        if let Some(n) = cfg.storage.purge_batch_objects
+            && n.get() > MAX_PURGE_BATCH_OBJECTS
+        {
+            return Err(Error::Config {
+                file: path.display().to_string(),
+                reason: format!(
+                    "storage.purge_batch_objects = {n}: at most {MAX_PURGE_BATCH_OBJECTS} (a batch holds the \
+                     registry's write lock while its requests go out)"
+                ),
+            });
+        }
         if let Some(d) = cfg.rollout.min_report_only_days
             && i64::from(d) < i64::from(MIN_REPORT_ONLY_DAYS)
         {
@@ -303,6 +321,9 @@ impl Config {
         if let Some(b) = self.storage.s3_delete_objects {
             o.s3_delete_objects = b;
         }
+        if let Some(n) = self.storage.purge_batch_objects {
+            o.purge_batch_objects = n.get().min(MAX_PURGE_BATCH_OBJECTS);
+        }
         o
     }
 
@@ -348,7 +369,16 @@ pub struct StorageOptions {
     pub max_metadata_bytes: u64,
     /// Purge S3 objects with `DeleteObjects` batches (`[storage] s3_delete_objects`, default `true`).
     pub s3_delete_objects: bool,
+    /// Objects per purge batch (`[storage] purge_batch_objects`, default [`DEFAULT_PURGE_BATCH_OBJECTS`], at
+    /// most [`MAX_PURGE_BATCH_OBJECTS`]).
+    pub purge_batch_objects: usize,
 }
+
+/// The most objects in one purge batch (on S3: ten `DeleteObjects` requests of 1,000 keys, sent concurrently).
+pub const MAX_PURGE_BATCH_OBJECTS: usize = 10_000;
+
+/// The default objects per purge batch: one S3 `DeleteObjects` request.
+pub const DEFAULT_PURGE_BATCH_OBJECTS: usize = 1000;
 
 /// The default of [`StorageOptions::max_metadata_bytes`]: 512 MiB, far above any real metadata file (a table
 /// of 10,000 snapshots writes a few tens of MiB) and far below what would exhaust a host.
@@ -364,6 +394,7 @@ impl Default for StorageOptions {
             progress: false,
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             s3_delete_objects: true,
+            purge_batch_objects: DEFAULT_PURGE_BATCH_OBJECTS,
         }
     }
 }
@@ -421,5 +452,35 @@ fn walk_secrets(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Internal(e.to_string()))?;
+        let path = dir.path().join("lakedrill.toml");
+        std::fs::write(&path, text).map_err(|e| Error::io("write", &path, e))?;
+        Config::load(&path, true)
+    }
+
+    #[test]
+    fn purge_batch_objects_defaults_to_one_delete_objects_request_and_refuses_more_than_ten() {
+        let default = load("").map(|c| c.storage_options().purge_batch_objects);
+        assert_eq!(default.ok(), Some(DEFAULT_PURGE_BATCH_OBJECTS));
+        let set = load("[storage]\npurge_batch_objects = 64\n").map(|c| c.storage_options().purge_batch_objects);
+        assert_eq!(set.ok(), Some(64));
+        match load("[storage]\npurge_batch_objects = 10001\n") {
+            Err(Error::Config { reason, .. }) => {
+                assert!(reason.contains("storage.purge_batch_objects = 10001"), "{reason}");
+            }
+            other => panic!("10,001 objects per batch was accepted: {other:?}"),
+        }
+        assert!(
+            load("[storage]\npurge_batch_objects = 0\n").is_err(),
+            "0 objects per batch"
+        );
     }
 }

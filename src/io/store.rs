@@ -107,8 +107,8 @@ pub struct Storage {
 pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
 
 /// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
-/// (`error-every=K,lose-every=K,abort-after=N,delay-ms=MS`). Used by the crash, DELETE_UNKNOWN and
-/// hold-during-purge tests.
+/// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS`). Used by
+/// the crash, DELETE_UNKNOWN and hold-during-purge tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
     /// Every K-th delete fails with an injected 503 before it is sent.
@@ -119,6 +119,12 @@ pub struct Failpoints {
     pub abort_after: Option<u64>,
     /// Every delete waits this many milliseconds before it is sent (a slow store).
     pub delay_ms: Option<u64>,
+    /// The process aborts when purge batch K is about to begin: batches 1..K-1 are committed and sealed, and
+    /// nothing of batch K is recorded (a kill between batches).
+    pub abort_at_batch: Option<u64>,
+    /// The process aborts right after purge batch K recorded its intents (committed and sealed), before any of
+    /// its delete requests is sent.
+    pub abort_after_intent: Option<u64>,
 }
 
 impl Failpoints {
@@ -137,6 +143,8 @@ impl Failpoints {
                 "lose-every" => f.lose_every = v,
                 "abort-after" => f.abort_after = v,
                 "delay-ms" => f.delay_ms = v,
+                "abort-at-batch" => f.abort_at_batch = v,
+                "abort-after-intent" => f.abort_after_intent = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }
@@ -244,8 +252,22 @@ impl Storage {
         s
     }
 
+    /// The purge-batch failpoints of `LAKEDRILL_FAILPOINTS` (test-only): aborts the process at the start of
+    /// batch `batch` (`abort-at-batch`) or, with `intent_recorded`, once its intents are committed
+    /// (`abort-after-intent`). Batches count from 1 within one run.
+    pub fn failpoint_purge_batch(&self, batch: u64, intent_recorded: bool) {
+        let (point, at) = if intent_recorded {
+            ("abort-after-intent", self.failpoints.abort_after_intent)
+        } else {
+            ("abort-at-batch", self.failpoints.abort_at_batch)
+        };
+        if at == Some(batch) {
+            eprintln!("lakedrill: failpoint {point}={batch}: aborting the process");
+            std::process::abort();
+        }
+    }
+
     /// The options this storage was built with.
-    #[must_use]
     pub fn options(&self) -> &StorageOptions {
         &self.options
     }

@@ -195,6 +195,9 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// [`crate::Error::Io`] when the binary cannot be read.
 pub fn implementation_digest() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
-    let bytes = std::fs::read(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
-    Ok(crate::evidence::sha256_hex(&bytes))
+    // Streamed: the binary is tens of MB, and reading it whole was the purge's largest allocation (#24).
+    let mut file = std::fs::File::open(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    Ok(hex::encode(sha2::Digest::finalize(hasher)))
 }

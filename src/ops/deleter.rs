@@ -59,10 +59,6 @@ use crate::table::TableSource;
 /// `predicateType` of the signed inventory archive and the receipts summary.
 pub use crate::evidence::predicate::RECEIPTS_PREDICATE_TYPE;
 
-/// Objects deleted per batch. Every batch re-checks the stop switch, holds, leases, the rollout stage and
-/// the run's claim inside the registry's write lock, and holds that lock while its delete requests go out.
-pub const BATCH: usize = 64;
-
 /// What `purge` needs.
 #[derive(Debug, Clone)]
 pub struct PurgeOptions {
@@ -86,7 +82,8 @@ pub struct PurgeOptions {
 }
 
 fn objects_of(rec: &CandidateRecord) -> Vec<ObjectRef> {
-    serde_json::from_value(rec.candidate["objects"].clone()).unwrap_or_default()
+    // Read from the record in place (no copy of a million-entry JSON array, #24).
+    <Vec<ObjectRef> as serde::Deserialize>::deserialize(&rec.candidate["objects"]).unwrap_or_default()
 }
 
 fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
@@ -408,6 +405,10 @@ pub struct PurgeReport {
     /// The delete requests this run sent, by kind (on S3: `DeleteObjects` batches and single deletes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<crate::io::store::RequestCounts>,
+    /// The registry write transactions this process committed or began (the purge writes its receipts and state
+    /// changes batch by batch: two per batch, #24).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_transactions: Option<u64>,
 }
 
 /// `lakedrill purge CANDIDATE --evidence REPORT`.
@@ -448,6 +449,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 summary: None,
                 gates,
                 requests: None,
+                registry_transactions: None,
             },
             human,
         )
@@ -736,6 +738,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                         summary: None,
                         gates: gates.clone(),
                         requests: None,
+                        registry_transactions: None,
                     },
                     human,
                 );
@@ -751,6 +754,9 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             )],
         );
     }
+    // The record read for the checks above is not needed by the run, which reads its own (#24: a
+    // million-object record is several hundred MB).
+    drop(rec);
     let key = crate::evidence::keys::load_signing_key(&opts.key)?;
     // One run at a time per candidate: a second purge (or a resume while the first still runs) is refused.
     let run = match crate::ops::binding::claim_run(&reg, &opts.candidate_id, ctx.now(), "purge").await? {
@@ -845,6 +851,7 @@ fn dry_run_rebase(
             summary: None,
             gates: vec![],
             requests: None,
+            registry_transactions: None,
         },
         human,
     )?))
@@ -1247,6 +1254,7 @@ async fn execute(
                 &dir,
                 vec![why],
                 policy.evidence_retention(),
+                None,
             )
             .await;
         }
@@ -1364,7 +1372,9 @@ async fn execute(
     let confined = ctx.storage.confine(&target_root).await?;
     let uuid = rec.table_uuid.clone();
     // What each object was when it was sealed (ETag, version id): a delete is conditional on it.
-    let sealed = sealed_by_path(&sealed, &root)?;
+    let wanted: std::collections::HashSet<&str> = objects.iter().map(|o| o.path.as_str()).collect();
+    let sealed = sealed_by_path(sealed, &root, Some(&wanted))?;
+    drop(wanted);
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     let target = |o: &ObjectRef| -> (String, Option<crate::bundle::HeldFile>) {
@@ -1389,13 +1399,15 @@ async fn execute(
         .into_iter()
         .map(|o| (o.path, o.state))
         .collect();
-    let prior = reg.receipts(candidate_id).await?;
-    // The objects an earlier run asked the store to delete (looked up per object: a set, not a scan, #24).
-    let requested_before: std::collections::BTreeSet<&str> = prior
-        .iter()
-        .filter(|r| r.receipt["phase"] == "requested")
-        .map(|r| r.path.as_str())
-        .collect();
+    // The objects an earlier run asked the store to delete (looked up per object: a set, not a scan; the
+    // receipts streamed, not held, #24).
+    let mut requested_before: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    reg.for_each_receipt(candidate_id, |r| {
+        if r.receipt["phase"] == "requested" && states.get(&r.path) == Some(&State::DeleteApproved) {
+            requested_before.insert(r.path);
+        }
+    })
+    .await?;
     // The signed receipts chain (#23 point 4): what an earlier run recorded but did not seal is sealed first,
     // then every registry batch below is sealed as it commits.
     let retention = policy.evidence_retention();
@@ -1407,15 +1419,21 @@ async fn execute(
         .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
         .collect();
     let progress = crate::report::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
-    // On S3 one batch is one DeleteObjects request (up to 1,000 keys); elsewhere a batch of single deletes.
+    // Every batch re-checks the stop switch, holds, leases, the rollout stage and the run's claim inside the
+    // registry's write lock, and holds that lock while its delete requests go out. On S3 a batch is one
+    // DeleteObjects request per 1,000 keys, `io_concurrency` of them in flight; elsewhere single deletes
+    // through a pool of `io_concurrency`. Its size is `[storage] purge_batch_objects` (default 1,000, at most
+    // 10,000): a batch's fixed cost — two registry transactions, two sealed receipt batches, the writer gap —
+    // is paid per batch, not per 64 objects as before #24.
     let batch_size = ctx
         .hooks
         .purge_batch_size
-        .unwrap_or(if on_s3 { MAX_DELETE_OBJECTS_KEYS } else { BATCH })
-        .clamp(1, MAX_DELETE_OBJECTS_KEYS);
+        .unwrap_or(ctx.storage.options().purge_batch_objects)
+        .clamp(1, crate::config::MAX_PURGE_BATCH_OBJECTS);
     let concurrency = ctx.storage.options().io_concurrency.get();
     let mut sent = 0_usize;
-    'batches: for chunk in todo.chunks(batch_size) {
+    'batches: for (number, chunk) in (1_u64..).zip(todo.chunks(batch_size)) {
+        ctx.storage.failpoint_purge_batch(number, false);
         ctx.hooks.before_batch(sent).await?;
         // Orphans: a commit since the last check may reference a held file again: it is put back, and the run
         // stops (the next purge re-judges the rest).
@@ -1468,24 +1486,20 @@ async fn execute(
                     "absent at re-check after an interrupted request",
                     Some("absent".into()),
                 );
-                batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
-                batch
-                    .object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
-                    .await?;
-                batch
-                    .object_transition(candidate_id, &o.path, State::Verified, ctx.now())
-                    .await?;
+                batch.receipt(candidate_id, &o.path, &r, ctx.now());
+                batch.object_transitions(candidate_id, &o.path, &[State::Deleted, State::Verified], ctx.now());
                 progress.tick(o.size);
                 continue;
             }
             let mut req = receipt("requested", o, &ex, None, "", None);
             req["requested_at"] = serde_json::json!(ctx.now().to_rfc3339());
             req["hold_generation"] = serde_json::json!(batch.hold_generation);
-            batch.receipt(candidate_id, &o.path, &req, ctx.now()).await?;
+            batch.receipt(candidate_id, &o.path, &req, ctx.now());
             send.push((*o, ex));
         }
         let recorded = batch.commit().await?;
         seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
+        ctx.storage.failpoint_purge_batch(number, true);
         if send.is_empty() {
             continue;
         }
@@ -1507,10 +1521,8 @@ async fn execute(
                 let mut r = receipt("confirmed", o, &ex, None, &format!("not deleted: {why}"), now);
                 r["confirmed_at"] = serde_json::json!(ctx.now().to_rfc3339());
                 r["hold_generation"] = serde_json::json!(batch.hold_generation);
-                batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
-                batch
-                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now())
-                    .await?;
+                batch.receipt(candidate_id, &o.path, &r, ctx.now());
+                batch.object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now());
                 progress.tick(o.size);
                 continue;
             }
@@ -1567,20 +1579,13 @@ async fn execute(
             r["requested_at"] = serde_json::json!(requested_at);
             r["confirmed_at"] = serde_json::json!(confirmed_at);
             r["hold_generation"] = serde_json::json!(batch.hold_generation);
-            batch.receipt(candidate_id, &o.path, &r, ctx.now()).await?;
+            batch.receipt(candidate_id, &o.path, &r, ctx.now());
             let certain = certain || crate::safety::weakened(crate::safety::Check::UncertainDeleteIsUnknown);
             let gone = matches!(after, Ok(None)) || crate::safety::weakened(crate::safety::Check::RecheckAfterDelete);
             if certain && gone {
-                batch
-                    .object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
-                    .await?;
-                batch
-                    .object_transition(candidate_id, &o.path, State::Verified, ctx.now())
-                    .await?;
+                batch.object_transitions(candidate_id, &o.path, &[State::Deleted, State::Verified], ctx.now());
             } else {
-                batch
-                    .object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now())
-                    .await?;
+                batch.object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now());
             }
             progress.tick(o.size);
         }
@@ -1592,7 +1597,24 @@ async fn execute(
         // A hold (or a stop) waiting for the lock gets it now; the next batch sees it.
         reg.yield_to_writers().await;
     }
-    finish(ctx, reg, candidate_id, key, &dir, halted, policy.evidence_retention()).await
+    // `finish` reads the record and the states as they are now: what this run held of them goes first (#24).
+    drop(todo);
+    drop(requested_before);
+    drop(states);
+    drop(sealed);
+    drop(objects);
+    drop(rec);
+    finish(
+        ctx,
+        reg,
+        candidate_id,
+        key,
+        &dir,
+        halted,
+        policy.evidence_retention(),
+        Some(chain),
+    )
+    .await
 }
 
 /// Seals the receipts one registry batch recorded as the next signed batch of the chain.
@@ -1764,27 +1786,60 @@ async fn send_deletes(
             })
             .collect();
         if ctx.storage.options().s3_delete_objects {
-            match ctx.storage.s3_delete_objects(&keys).await {
-                Ok(Some(answers)) => {
-                    return keys
-                        .iter()
-                        .map(|k| {
-                            answers.get(&k.uri).cloned().ok_or_else(|| {
+            // One DeleteObjects request per 1,000 keys, `io_concurrency` of them in flight: a batch larger than
+            // one request is bounded concurrency over requests, all sent inside the batch's registry lock (#24).
+            let answered: Vec<Result<Option<BTreeMap<String, DeleteAnswer>>>> = futures::stream::iter(
+                keys.chunks(MAX_DELETE_OBJECTS_KEYS)
+                    .map(|chunk| ctx.storage.s3_delete_objects(chunk)),
+            )
+            .buffered(concurrency)
+            .collect()
+            .await;
+            let mut answers: BTreeMap<String, std::result::Result<DeleteAnswer, String>> = BTreeMap::new();
+            let mut not_implemented = Vec::new();
+            for (chunk, answer) in keys.chunks(MAX_DELETE_OBJECTS_KEYS).zip(answered) {
+                match answer {
+                    Ok(Some(a)) => {
+                        for k in chunk {
+                            let got = a.get(&k.uri).cloned().ok_or_else(|| {
                                 "the provider's DeleteObjects answer does not mention this key".to_owned()
-                            })
-                        })
-                        .collect();
-                }
-                // Not implemented by this provider: nothing was deleted; single conditional deletes follow.
-                Ok(None) => {}
-                Err(e) => {
-                    let why = format!(
-                        "the DeleteObjects request got no usable answer (it may or may not have taken effect): {}",
-                        anyhow_chain(&e)
-                    );
-                    return keys.iter().map(|_| Err(why.clone())).collect();
+                            });
+                            answers.insert(k.uri.clone(), got);
+                        }
+                    }
+                    // Not implemented by this provider: nothing of this request was deleted; single conditional
+                    // deletes follow for its keys.
+                    Ok(None) => not_implemented.extend(chunk.iter()),
+                    Err(e) => {
+                        let why = format!(
+                            "the DeleteObjects request got no usable answer (it may or may not have taken effect): {}",
+                            anyhow_chain(&e)
+                        );
+                        for k in chunk {
+                            answers.insert(k.uri.clone(), Err(why.clone()));
+                        }
+                    }
                 }
             }
+            let singles: Vec<(String, std::result::Result<DeleteAnswer, String>)> =
+                futures::stream::iter(not_implemented.into_iter().map(|k| async move {
+                    (
+                        k.uri.clone(),
+                        ctx.storage.s3_delete_one(k).await.map_err(|e| anyhow_chain(&e)),
+                    )
+                }))
+                .buffered(concurrency)
+                .collect()
+                .await;
+            answers.extend(singles);
+            return keys
+                .iter()
+                .map(|k| {
+                    answers
+                        .remove(&k.uri)
+                        .unwrap_or_else(|| Err("no answer was recorded for this key".to_owned()))
+                })
+                .collect();
         }
         return futures::stream::iter(
             keys.iter()
@@ -1835,16 +1890,21 @@ async fn sealed_inventories(
 }
 
 /// Each object of the candidate's bundles by its path relative to the table root `root`.
+/// With `wanted`, only those paths are kept: a bundle's inventory is its whole snapshot, a candidate usually a
+/// small part of it (#24: a million-file snapshot's entries are not held for a thousand-object purge).
 fn sealed_by_path(
-    inventories: &[(String, String, Vec<crate::bundle::InventoryEntry>)],
+    inventories: Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>,
     root: &str,
+    wanted: Option<&std::collections::HashSet<&str>>,
 ) -> Result<BTreeMap<String, crate::bundle::InventoryEntry>> {
     let mut out = BTreeMap::new();
     for (uri, table_location, inventory) in inventories {
-        let loc = crate::model::location::TableLocation::new(table_location, root.to_owned(), uri)?;
+        let loc = crate::model::location::TableLocation::new(&table_location, root.to_owned(), &uri)?;
         for e in inventory {
-            if let Ok(rel) = loc.relative(&e.path) {
-                out.insert(rel, e.clone());
+            if let Ok(rel) = loc.relative(&e.path)
+                && wanted.is_none_or(|w| w.contains(rel.as_str()))
+            {
+                out.insert(rel, e);
             }
         }
     }
@@ -1882,6 +1942,7 @@ fn receipt(
 }
 
 /// Settles the candidate's state from its objects and writes the signed summary.
+#[allow(clippy::too_many_arguments)]
 async fn finish(
     ctx: &Context,
     reg: &Registry,
@@ -1890,6 +1951,7 @@ async fn finish(
     dir: &str,
     halted: Vec<String>,
     retention: Option<crate::govern::policy::EvidenceRetention>,
+    chain: Option<crate::ops::receipts::Chain>,
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
@@ -1929,8 +1991,14 @@ async fn finish(
             }
         }
     }
-    // Every receipt recorded so far (by this run, `reconcile` or an earlier run) sealed before the summary.
-    let chain = crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, retention, now).await?;
+    // Every receipt recorded so far (by this run, `reconcile` or an earlier run) sealed before the summary: the
+    // purge hands over the chain it sealed every batch into (opened, and so completed, when it began, and it
+    // holds the candidate's claim); anyone else opens it, which seals what is outstanding.
+    let chain = match chain {
+        Some(c) => c,
+        None => crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, retention, now).await?,
+    };
+    let receipts = reg.receipt_count(candidate_id).await?;
     let mut summary_uri = None;
     if halted.is_empty() {
         let root = crate::govern::closure::candidate_root(&verified);
@@ -1951,7 +2019,7 @@ async fn finish(
                 "deleted": verified.iter().map(|o| &o.path).collect::<Vec<_>>(),
                 "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
                 "equals_inventory": all_verified,
-                "receipts": reg.receipts(candidate_id).await?.len(),
+                "receipts": receipts,
                 "receipts_head": chain.head(),
                 "receipt_batches": chain.batches(),
                 "at": now.to_rfc3339(),
@@ -1965,8 +2033,7 @@ async fn finish(
         {
             p.insert("rebases".into(), r.clone());
         }
-        let n = reg.receipts(candidate_id).await?.len();
-        let uri = location::join(dir, &format!("summary-{n}.dsse.json"));
+        let uri = location::join(dir, &format!("summary-{receipts}.dsse.json"));
         // The summary is named by the receipt count: when it exists, no receipt was added since it was
         // signed (a reconcile with nothing to settle), so it already states this outcome.
         if ctx.storage.head(&uri).await?.is_none() {
@@ -2032,6 +2099,7 @@ async fn finish(
             summary: summary_uri,
             gates: vec![],
             requests: Some(ctx.storage.request_counts()),
+            registry_transactions: Some(reg.write_transactions()),
         },
         human,
     )
@@ -2072,6 +2140,7 @@ pub async fn reconcile(
                     summary: None,
                     gates: vec![],
                     requests: None,
+                    registry_transactions: None,
                 },
                 format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
             );
@@ -2233,6 +2302,7 @@ async fn reconcile_claimed(
         &dir,
         Vec::new(),
         policy.evidence_retention(),
+        None,
     )
     .await
 }
@@ -2296,7 +2366,7 @@ pub async fn undelete(
     }
     // What each object must be, from the verified bundles of the quarantine.
     let expected: BTreeMap<String, (String, u64)> =
-        sealed_by_path(&sealed_inventories(ctx, &rec, &trust).await?, &root)?
+        sealed_by_path(sealed_inventories(ctx, &rec, &trust).await?, &root, None)?
             .into_iter()
             .map(|(p, e)| (p, (e.blake3, e.size)))
             .collect();

@@ -29,7 +29,7 @@ pub struct Hooks {
     pub before_delete: Option<CountHookFn>,
     /// Runs in `purge` before each batch, while no registry lock is held, with the requests sent so far.
     pub before_batch: Option<CountHookFn>,
-    /// Objects per purge batch instead of [`crate::ops::deleter::BATCH`] (small labs need several batches).
+    /// Objects per purge batch instead of `[storage] purge_batch_objects` (small labs need several batches).
     pub purge_batch_size: Option<usize>,
 }
 

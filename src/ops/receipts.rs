@@ -88,7 +88,9 @@ impl Chain {
         retention: Option<EvidenceRetention>,
         now: DateTime<Utc>,
     ) -> Result<Self> {
-        let read = read(storage, dir, None).await?;
+        // Only which receipts are sealed is needed here, not what they say (a million-object purge seals two
+        // million receipts, #24).
+        let read = read_with(storage, dir, None, false).await?;
         if let Some(p) = read.problems.first() {
             return Err(Error::invalid(&p.0, &p.1));
         }
@@ -99,14 +101,19 @@ impl Chain {
             head: read.batches.last().map(|b| b.sha256.clone()),
             receipts: read.receipts.len() as u64,
         };
-        let sealed: BTreeSet<(&str, i64)> = read.receipts.keys().map(|(p, a)| (p.as_str(), *a)).collect();
-        let outstanding: Vec<SealedReceipt> = reg
-            .receipts(candidate_id)
-            .await?
-            .iter()
-            .filter(|r| !sealed.contains(&(r.path.as_str(), r.attempt)))
-            .map(SealedReceipt::from)
-            .collect();
+        // Receipts are write-once and every sealed one is in the registry (else `audit verify` names it), so
+        // equal counts mean nothing is outstanding; otherwise the registry's receipts are streamed past the
+        // sealed ones (after an interrupted run: the batch it recorded but did not seal).
+        let mut outstanding: Vec<SealedReceipt> = Vec::new();
+        if reg.receipt_count(candidate_id).await? != read.receipts.len() as u64 {
+            let sealed: BTreeSet<(&str, i64)> = read.receipts.keys().map(|(p, a)| (p.as_str(), *a)).collect();
+            reg.for_each_receipt(candidate_id, |r| {
+                if !sealed.contains(&(r.path.as_str(), r.attempt)) {
+                    outstanding.push(SealedReceipt::from(&r));
+                }
+            })
+            .await?;
+        }
         chain.seal(storage, key, outstanding, retention, now).await?;
         Ok(chain)
     }
@@ -205,6 +212,12 @@ pub struct ChainRead {
 /// # Errors
 /// Storage errors listing or reading the folder.
 pub async fn read(storage: &Storage, dir: &str, trust: Option<&TrustStore>) -> Result<ChainRead> {
+    read_with(storage, dir, trust, true).await
+}
+
+/// [`read`]; without `keep`, each sealed receipt's body is dropped once its batch is checked (its key stays,
+/// with `null`).
+async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, keep: bool) -> Result<ChainRead> {
     let mut files: Vec<(u64, String)> = Vec::new();
     let mut out = ChainRead::default();
     for o in storage.list(dir).await? {
@@ -275,8 +288,8 @@ pub async fn read(storage: &Storage, dir: &str, trust: Option<&TrustStore>) -> R
                     problem(format!("says count {} but holds {} receipts", p["count"], rs.len()));
                 }
                 for r in rs {
-                    let k = (r.path.clone(), r.attempt);
-                    if out.receipts.insert(k, r.receipt).is_some() {
+                    let body = if keep { r.receipt } else { serde_json::Value::Null };
+                    if out.receipts.insert((r.path.clone(), r.attempt), body).is_some() {
                         problem(format!("seals receipt {} attempt {} a second time", r.path, r.attempt));
                     }
                 }

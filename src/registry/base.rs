@@ -425,6 +425,8 @@ pub struct Event {
 pub struct Registry {
     pub(super) pool: AnyPool,
     pub(super) dialect: Dialect,
+    /// Write transactions begun through this handle and its clones (the purge reports it, #24).
+    writes: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Registry {
@@ -453,7 +455,11 @@ impl Registry {
             DbUri::Postgres(url) => url.to_owned(),
         };
         let pool = db::connect(&url, dialect, &POOL).await.map_err(open_err)?;
-        let registry = Registry { pool, dialect };
+        let registry = Registry {
+            pool,
+            dialect,
+            writes: std::sync::Arc::default(),
+        };
         registry.init_schema().await.map_err(|e| match e {
             RegistryError::Query { source, .. } => open_err(source),
             other => other,
@@ -663,6 +669,7 @@ impl Registry {
         &self,
         op: &'static str,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, RegistryError> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut tx = self
             .pool
             .begin_with(self.dialect.begin_write())
@@ -677,6 +684,13 @@ impl Registry {
         }
         Ok(tx)
     }
+    /// How many write transactions this handle and its clones have begun (each a registry transaction: the
+    /// purge's "registry transactions" figure).
+    #[must_use]
+    pub fn write_transactions(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Starts a change: a write transaction ([`Registry::begin_write`]) with the registry generation already
     /// bumped.
     pub(super) async fn change(&self, op: &'static str) -> Result<Change, RegistryError> {

@@ -104,11 +104,47 @@ impl Registry {
     ) -> Result<i64, RegistryError> {
         const OP: &str = "receipt_add";
         let mut tx = self.begin_write(OP).await?;
-        let attempt = insert_receipt(&mut tx, candidate_id, path, receipt, now)
+        let table = read_candidate_table(&mut tx, candidate_id).await.map_err(query(OP))?;
+        let attempt = insert_receipt(&mut tx, candidate_id, table.as_deref(), path, receipt, now)
             .await
             .map_err(query(OP))?;
         tx.commit().await.map_err(query(OP))?;
         Ok(attempt)
+    }
+
+    /// How many receipts a candidate has.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn receipt_count(&self, candidate_id: &str) -> Result<u64, RegistryError> {
+        const OP: &str = "receipt_count";
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM receipts WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(query(OP))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Streams every receipt of a candidate (by path then attempt) through `visit`, one row at a time: what a
+    /// million-object candidate's receipts would take whole is never held (#24).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`], also for a row whose receipt does not parse.
+    pub async fn for_each_receipt(
+        &self,
+        candidate_id: &str,
+        mut visit: impl FnMut(ReceiptRow),
+    ) -> Result<(), RegistryError> {
+        use futures::TryStreamExt;
+        const OP: &str = "receipts";
+        let mut rows = sqlx::query("SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt")
+            .bind(candidate_id)
+            .fetch(&self.pool);
+        while let Some(r) = rows.try_next().await.map_err(query(OP))? {
+            visit(receipt_from_row(&r).map_err(query(OP))?);
+        }
+        Ok(())
     }
 
     /// Every receipt of a candidate, by path then attempt.
@@ -120,18 +156,20 @@ impl Registry {
             "receipts",
             "SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt",
             &[candidate_id],
-            |r| {
-                Ok(ReceiptRow {
-                    candidate_id: r.try_get("candidate_id")?,
-                    path: r.try_get("path")?,
-                    attempt: r.try_get("attempt")?,
-                    receipt: json(r, "receipt_json")?,
-                    created_at: time(r, "created_at")?,
-                })
-            },
+            receipt_from_row,
         )
         .await
     }
+}
+
+fn receipt_from_row(r: &AnyRow) -> Result<ReceiptRow, sqlx::Error> {
+    Ok(ReceiptRow {
+        candidate_id: r.try_get("candidate_id")?,
+        path: r.try_get("path")?,
+        attempt: r.try_get("attempt")?,
+        receipt: json(r, "receipt_json")?,
+        created_at: time(r, "created_at")?,
+    })
 }
 
 /// Moves one object to `to` inside `tx` (legal transitions only; a no-op when it is already there).
@@ -140,6 +178,19 @@ async fn set_object_state(
     candidate_id: &str,
     path: &str,
     to: State,
+    now: DateTime<Utc>,
+    op: &'static str,
+) -> Result<(), RegistryError> {
+    set_object_states(tx, candidate_id, path, &[to], now, op).await
+}
+
+/// Moves one object through `steps` in order inside `tx`: each step must be a legal transition from the one
+/// before (a step it is already in is skipped); one read and one write whatever the number of steps.
+async fn set_object_states(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    path: &str,
+    steps: &[State],
     now: DateTime<Utc>,
     op: &'static str,
 ) -> Result<(), RegistryError> {
@@ -156,14 +207,21 @@ async fn set_object_state(
             id: format!("{candidate_id}:{path}"),
         });
     };
-    if cur == to {
-        return Ok(());
+    let mut to = cur;
+    for &step in steps {
+        if step == to {
+            continue;
+        }
+        if !to.can_move_to(step) {
+            return Err(RegistryError::Invalid {
+                field: "state",
+                reason: format!("object {path} of {candidate_id} cannot move from {to} to {step}"),
+            });
+        }
+        to = step;
     }
-    if !cur.can_move_to(to) {
-        return Err(RegistryError::Invalid {
-            field: "state",
-            reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
-        });
+    if to == cur {
+        return Ok(());
     }
     sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
         .bind(to.as_str())
@@ -181,6 +239,7 @@ async fn set_object_state(
 async fn insert_receipt(
     tx: &mut AnyConnection,
     candidate_id: &str,
+    table: Option<&str>,
     path: &str,
     receipt: &serde_json::Value,
     now: DateTime<Utc>,
@@ -201,17 +260,8 @@ async fn insert_receipt(
     .bind(fmt_time(now))
     .execute(&mut *tx)
     .await?;
-    let table = read_candidate_table(&mut *tx, candidate_id).await?;
     let detail = serde_json::json!({"candidate_id": candidate_id, "path": path, "attempt": attempt});
-    record_event(
-        &mut *tx,
-        generation,
-        now,
-        EventKind::ReceiptRecorded,
-        table.as_deref(),
-        &detail,
-    )
-    .await?;
+    record_event(&mut *tx, generation, now, EventKind::ReceiptRecorded, table, &detail).await?;
     Ok(attempt)
 }
 
@@ -240,58 +290,290 @@ pub struct PurgeBatch {
     tx: sqlx::Transaction<'static, sqlx::Any>,
     /// The hold generation read inside the lock (equal to the baseline's).
     pub hold_generation: i64,
-    /// The receipts recorded in this batch, in order (handed back by [`PurgeBatch::commit`]).
-    recorded: Vec<ReceiptRow>,
+    /// The receipts recorded in this batch, in order (written, and handed back, by [`PurgeBatch::commit`]).
+    receipts: Vec<PendingReceipt>,
+    /// The state changes recorded in this batch, in order (applied by [`PurgeBatch::commit`]).
+    moves: Vec<PendingMove>,
 }
 
 impl PurgeBatch {
-    /// Records a receipt inside the batch; see [`Registry::receipt_add`].
-    ///
-    /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn receipt(
-        &mut self,
-        candidate_id: &str,
-        path: &str,
-        receipt: &serde_json::Value,
-        now: DateTime<Utc>,
-    ) -> Result<i64, RegistryError> {
-        let attempt = insert_receipt(&mut self.tx, candidate_id, path, receipt, now)
-            .await
-            .map_err(query("purge_batch_receipt"))?;
-        self.recorded.push(ReceiptRow {
+    /// Records a receipt inside the batch (write-once, with its own registry generation and event, as
+    /// [`Registry::receipt_add`]); written with the batch's others when it commits.
+    pub fn receipt(&mut self, candidate_id: &str, path: &str, receipt: &serde_json::Value, now: DateTime<Utc>) {
+        self.receipts.push(PendingReceipt {
             candidate_id: candidate_id.to_owned(),
             path: path.to_owned(),
-            attempt,
             receipt: receipt.clone(),
-            created_at: now,
+            now,
         });
-        Ok(attempt)
     }
 
-    /// Moves one object inside the batch; see [`Registry::object_transition`].
-    ///
-    /// # Errors
-    /// [`RegistryError::Invalid`] for an illegal transition; [`RegistryError::NotFound`].
-    pub async fn object_transition(
-        &mut self,
-        candidate_id: &str,
-        path: &str,
-        to: State,
-        now: DateTime<Utc>,
-    ) -> Result<(), RegistryError> {
-        set_object_state(&mut self.tx, candidate_id, path, to, now, "purge_batch_transition").await
+    /// Moves one object inside the batch (legal transitions only, as [`Registry::object_transition`]); applied,
+    /// and checked, when the batch commits.
+    pub fn object_transition(&mut self, candidate_id: &str, path: &str, to: State, now: DateTime<Utc>) {
+        self.object_transitions(candidate_id, path, &[to], now);
     }
 
-    /// Commits everything the batch recorded and lets the lock go. Returns the receipts it recorded, for the
-    /// deleter to seal into its signed receipts chain.
+    /// Moves one object through `steps` (e.g. `DELETED` then `VERIFIED`) inside the batch: each step must be
+    /// legal from the one before; applied, and checked, when the batch commits.
+    pub fn object_transitions(&mut self, candidate_id: &str, path: &str, steps: &[State], now: DateTime<Utc>) {
+        self.moves.push(PendingMove {
+            candidate_id: candidate_id.to_owned(),
+            path: path.to_owned(),
+            steps: steps.to_vec(),
+            now,
+        });
+    }
+
+    /// Writes what the batch recorded — its receipts, then its state changes, a few multi-row statements per
+    /// batch instead of several round trips per object (#24) — commits, and lets the lock go. Returns the
+    /// receipts it recorded, for the deleter to seal into its signed receipts chain.
     ///
     /// # Errors
-    /// [`RegistryError::Query`].
-    pub async fn commit(self) -> Result<Vec<ReceiptRow>, RegistryError> {
+    /// [`RegistryError::Query`]; [`RegistryError::NotFound`] for an object the candidate does not hold and
+    /// [`RegistryError::Invalid`] for an illegal transition (nothing of the batch is committed then).
+    pub async fn commit(mut self) -> Result<Vec<ReceiptRow>, RegistryError> {
+        let recorded = write_receipts(&mut self.tx, std::mem::take(&mut self.receipts))
+            .await
+            .map_err(query("purge_batch_receipt"))?;
+        write_moves(&mut self.tx, std::mem::take(&mut self.moves)).await?;
         self.tx.commit().await.map_err(query("purge_batch_commit"))?;
-        Ok(self.recorded)
+        Ok(recorded)
     }
+}
+
+/// A receipt a [`PurgeBatch`] writes when it commits.
+struct PendingReceipt {
+    candidate_id: String,
+    path: String,
+    receipt: serde_json::Value,
+    now: DateTime<Utc>,
+}
+
+/// A state change a [`PurgeBatch`] applies when it commits.
+struct PendingMove {
+    candidate_id: String,
+    path: String,
+    steps: Vec<State>,
+    now: DateTime<Utc>,
+}
+
+/// Rows per multi-row statement (a few hundred bind parameters: far below SQLite's and PostgreSQL's limits).
+const ROWS_PER_STATEMENT: usize = 100;
+
+/// `$first, $first+1, …` for `n` parameters.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// For each distinct path of `candidate_id` among `paths`, the value of `select` (`path` and one more column,
+/// then `group_by`, empty or `GROUP BY path`), read in chunks.
+async fn per_path<T>(
+    tx: &mut AnyConnection,
+    select: &str,
+    group_by: &str,
+    candidate_id: &str,
+    paths: &[&str],
+    read: impl Fn(&AnyRow) -> Result<T, sqlx::Error>,
+) -> Result<std::collections::HashMap<String, T>, sqlx::Error> {
+    let mut out = std::collections::HashMap::with_capacity(paths.len());
+    for chunk in paths.chunks(ROWS_PER_STATEMENT * 4) {
+        let sql = format!(
+            "{select} WHERE candidate_id = $1 AND path IN ({}) {group_by}",
+            placeholders(2, chunk.len())
+        );
+        let mut q = sqlx::query(&sql).bind(candidate_id);
+        for p in chunk {
+            q = q.bind(*p);
+        }
+        for row in q.fetch_all(&mut *tx).await? {
+            out.insert(row.try_get::<String, _>("path")?, read(&row)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `pending` in order: each receipt the next attempt number of its object and the next registry
+/// generation, with its `receipt_recorded` event (what [`insert_receipt`] does for one).
+async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) -> Result<Vec<ReceiptRow>, sqlx::Error> {
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tables: std::collections::HashMap<String, Option<String>> = std::collections::HashMap::new();
+    let mut attempts: std::collections::HashMap<(String, String), i64> = std::collections::HashMap::new();
+    let mut candidates: Vec<&str> = pending.iter().map(|r| r.candidate_id.as_str()).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    for c in candidates {
+        tables.insert(c.to_owned(), read_candidate_table(&mut *tx, c).await?);
+        let mut paths: Vec<&str> = pending
+            .iter()
+            .filter(|r| r.candidate_id == c)
+            .map(|r| r.path.as_str())
+            .collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let counts = per_path(
+            &mut *tx,
+            "SELECT path, COUNT(*) AS n FROM receipts",
+            "GROUP BY path",
+            c,
+            &paths,
+            |r| r.try_get::<i64, _>("n"),
+        )
+        .await?;
+        for (path, n) in counts {
+            attempts.insert((c.to_owned(), path), n);
+        }
+    }
+    let n = i64::try_from(pending.len()).unwrap_or(i64::MAX);
+    let last: i64 =
+        sqlx::query_scalar("UPDATE registry_state SET generation = generation + $1 WHERE id = 1 RETURNING generation")
+            .bind(n)
+            .fetch_one(&mut *tx)
+            .await?;
+    let mut generation = last - n;
+    let mut rows = Vec::with_capacity(pending.len());
+    let mut events = Vec::with_capacity(pending.len());
+    for r in pending {
+        generation += 1;
+        let a = attempts.entry((r.candidate_id.clone(), r.path.clone())).or_insert(0);
+        *a += 1;
+        let detail = serde_json::json!({"candidate_id": r.candidate_id, "path": r.path, "attempt": *a});
+        events.push((
+            generation,
+            r.now,
+            tables.get(&r.candidate_id).cloned().flatten(),
+            detail.to_string(),
+        ));
+        rows.push(ReceiptRow {
+            candidate_id: r.candidate_id,
+            path: r.path,
+            attempt: *a,
+            receipt: r.receipt,
+            created_at: r.now,
+        });
+    }
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(1 + 5 * i, 5)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for r in chunk {
+            q = q
+                .bind(r.candidate_id.as_str())
+                .bind(r.path.as_str())
+                .bind(r.attempt)
+                .bind(r.receipt.to_string())
+                .bind(fmt_time(r.created_at));
+        }
+        q.execute(&mut *tx).await?;
+    }
+    for chunk in events.chunks(ROWS_PER_STATEMENT) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(1 + 5 * i, 5)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO events (generation, at, kind, table_uuid, detail_json) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (generation, at, table, detail) in chunk {
+            q = q
+                .bind(*generation)
+                .bind(fmt_time(*at))
+                .bind(EventKind::ReceiptRecorded.as_str())
+                .bind(table.as_deref())
+                .bind(detail.as_str());
+        }
+        q.execute(&mut *tx).await?;
+    }
+    Ok(rows)
+}
+
+/// Applies `pending` in order (each object's steps checked from the state it is in, as [`set_object_states`]
+/// does), then writes each object's final state: one read and a few updates per batch.
+async fn write_moves(tx: &mut AnyConnection, pending: Vec<PendingMove>) -> Result<(), RegistryError> {
+    const OP: &str = "purge_batch_transition";
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mut states: std::collections::HashMap<(String, String), (State, State)> = std::collections::HashMap::new();
+    let mut candidates: Vec<&str> = pending.iter().map(|m| m.candidate_id.as_str()).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    for c in candidates {
+        let mut paths: Vec<&str> = pending
+            .iter()
+            .filter(|m| m.candidate_id == c)
+            .map(|m| m.path.as_str())
+            .collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let found = per_path(&mut *tx, "SELECT path, state FROM object_states", "", c, &paths, |r| {
+            r.try_get::<String, _>("state")
+        })
+        .await
+        .map_err(query(OP))?;
+        for (path, s) in found {
+            if let Some(s) = State::parse(&s) {
+                states.insert((c.to_owned(), path), (s, s));
+            }
+        }
+    }
+    let mut at = pending[0].now;
+    for m in &pending {
+        at = at.max(m.now);
+        let Some((_, to)) = states.get_mut(&(m.candidate_id.clone(), m.path.clone())) else {
+            return Err(RegistryError::NotFound {
+                what: "object",
+                id: format!("{}:{}", m.candidate_id, m.path),
+            });
+        };
+        for &step in &m.steps {
+            if step == *to {
+                continue;
+            }
+            if !to.can_move_to(step) {
+                return Err(RegistryError::Invalid {
+                    field: "state",
+                    reason: format!(
+                        "object {} of {} cannot move from {to} to {step}",
+                        m.path, m.candidate_id
+                    ),
+                });
+            }
+            *to = step;
+        }
+    }
+    // Each (candidate, final state) group in one UPDATE per chunk of paths.
+    let mut groups: std::collections::BTreeMap<(String, &'static str), Vec<String>> = std::collections::BTreeMap::new();
+    for ((c, path), (from, to)) in states {
+        if from != to {
+            groups.entry((c, to.as_str())).or_default().push(path);
+        }
+    }
+    for ((c, to), paths) in groups {
+        for chunk in paths.chunks(ROWS_PER_STATEMENT * 4) {
+            let sql = format!(
+                "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path IN ({})",
+                placeholders(4, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(to).bind(fmt_time(at)).bind(c.as_str());
+            for p in chunk {
+                q = q.bind(p.as_str());
+            }
+            q.execute(&mut *tx).await.map_err(query(OP))?;
+        }
+    }
+    Ok(())
 }
 
 /// The process running the purge of a candidate (at most one at a time).
@@ -556,7 +838,8 @@ impl Registry {
         Ok(Ok(PurgeBatch {
             tx,
             hold_generation,
-            recorded: Vec::new(),
+            receipts: Vec::new(),
+            moves: Vec::new(),
         }))
     }
 

@@ -125,10 +125,17 @@ pub fn add_bulk_files(g: &Gov, n: usize) {
     std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
 }
 
-/// Starts `purge` of `id` in its own process on a slow store (40 ms a delete) and returns it once `n` of its
-/// deletes are confirmed in the registry.
+/// Starts `purge` of `id` in its own process on a slow store (40 ms a delete), in batches of 64 objects, and
+/// returns it once `n` of its deletes are confirmed in the registry.
 #[allow(clippy::zombie_processes)] // the child is returned: every caller waits for it (`wait_with_output`)
 fn slow_purge_until(g: &Gov, id: &str, ev: &Path, n: usize) -> std::process::Child {
+    // Batches of 64 objects (`[storage] purge_batch_objects`; the default is 1,000), so that the candidate's
+    // few hundred objects take several batches and a hold set meanwhile lands between two of them.
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    if !text.contains("purge_batch_objects") {
+        std::fs::write(&cfg, format!("{text}[storage]\npurge_batch_objects = 64\n")).unwrap();
+    }
     let mut args = g.purge_args(id, Some(ev));
     args.extend(T);
     let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
@@ -379,4 +386,110 @@ fn an_edited_candidate_row_adding_a_retained_file_is_refused_before_acceptance()
         }
         assert!(root.join(&rel).exists(), "{rel} was deleted");
     }
+}
+
+/// #24: a purge of several batches killed at three points — between two batches, inside a batch after its
+/// intents were recorded (no request sent), and inside a batch after part of its deletes took effect — resumes
+/// each time and ends VERIFIED: every object deleted once (no object has two receipts saying its delete removed
+/// it), every deleted object confirmed by a receipt, the signed summary equal to the inventory, and the sealed
+/// receipts chain equal to the registry.
+#[test]
+fn a_purge_killed_between_batches_and_inside_one_resumes_without_a_lost_receipt_or_a_double_delete() {
+    let g = Gov::new("");
+    add_bulk_files(&g, 240);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n > 240, "the candidate holds the bulk data files: {n}");
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\npurge_batch_objects = 100\n")).unwrap();
+    let args = g.purge_args(&id, Some(&ev));
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let count = |sql: &str| -> usize { sql_text(&registry, sql).unwrap_or_default().parse().unwrap_or(0) };
+    let receipts_with = |phase: &str| {
+        count(&format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%\"phase\":\"{phase}\"%'"
+        ))
+    };
+    // 1. Killed as its second batch is about to begin: the first batch's 100 objects are done, nothing of the
+    //    second is recorded.
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=2", &args), None);
+    assert_eq!(receipts_with("confirmed"), 100);
+    assert_eq!(receipts_with("requested"), 100);
+    // 2. The resume's first batch records its 100 intents and is killed before any request goes out.
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-after-intent=1", &args),
+        None
+    );
+    assert_eq!(receipts_with("requested"), 200);
+    assert_eq!(receipts_with("confirmed"), 100);
+    let root = g.table_root();
+    let present = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| root.join(o["path"].as_str().unwrap()).exists())
+        .count();
+    assert_eq!(present, n - 100, "no delete went out after the intents were recorded");
+    // 3. The next resume is killed inside its first batch after 30 of its deletes took effect, unconfirmed.
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-after=30", &args), None);
+    assert_eq!(
+        receipts_with("confirmed"),
+        100,
+        "killed before the batch's outcome was recorded"
+    );
+    // 4. The last resume finishes.
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n);
+    assert!(
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| !root.join(o["path"].as_str().unwrap()).exists()),
+        "every object of the inventory is gone"
+    );
+    // Every object has exactly one confirmation, and at most one receipt says its delete removed it: the 30
+    // deleted by the killed run were found absent at the re-check, not deleted again.
+    let per_object = count(&format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM (SELECT path FROM receipts WHERE candidate_id = '{id}' \
+         AND receipt_json LIKE '%\"phase\":\"confirmed\"%' GROUP BY path HAVING COUNT(*) = 1)"
+    ));
+    assert_eq!(per_object, n, "one confirmation per object");
+    let double = count(&format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM (SELECT path FROM receipts WHERE candidate_id = '{id}' \
+         AND receipt_json LIKE '%\"provider_result\":\"deleted\"%' GROUP BY path HAVING COUNT(*) > 1)"
+    ));
+    assert_eq!(double, 0, "no object deleted twice");
+    let settled = count(&format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}' \
+         AND receipt_json LIKE '%absent at re-check after an interrupted request%'"
+    ));
+    assert!(
+        settled >= 30,
+        "the 30 unconfirmed deletes were settled by the re-check: {settled}"
+    );
+    // The signed summary equals the inventory and its chain the registry.
+    let a = g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        r["summary"].as_str().unwrap(),
+        "--trust",
+        "keys",
+    ]);
+    a.expect_code(0);
+    assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    let summary = std::fs::read(r["summary"].as_str().unwrap().trim_start_matches("file://")).unwrap();
+    let statement = lakedrill::evidence::peek_unverified(&summary).unwrap();
+    assert_eq!(statement["predicate"]["equals_inventory"], true);
+    assert_eq!(statement["predicate"]["deleted"].as_array().unwrap().len(), n);
+    assert_eq!(
+        statement["predicate"]["receipts"].as_u64().unwrap() as usize,
+        count(&format!(
+            "SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}'"
+        ))
+    );
 }

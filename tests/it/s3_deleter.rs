@@ -141,11 +141,13 @@ fn boto(g: &Gov, code: &str) -> String {
 /// Acceptance of issue 20: a purge of 3,000 objects on a versioned bucket sends at most 3 `DeleteObjects`
 /// requests and no single delete (counted by the proxy); every receipt quotes the provider's own
 /// `DeleteMarker`/`DeleteMarkerVersionId`, and those are the markers the bucket lists; `undelete` brings every
-/// object back from behind its marker, verified against the bundles.
+/// object back from behind its marker, verified against the bundles. With `purge_batch_objects = 3000` (#24)
+/// the three requests go out concurrently inside one registry batch: every confirmation has the same request
+/// time.
 #[test]
 fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_provider() {
     let prefix = format!("batch-{}", uuid::Uuid::new_v4());
-    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let (g, proxy) = on_seaweed(&prefix, "purge_batch_objects = 3100", "");
     add_bulk_files(&g, 2990);
     let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
     let id = c["candidate_id"].as_str().unwrap();
@@ -169,6 +171,13 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
     // Each confirmation quotes the provider: method, DeleteMarker, DeleteMarkerVersionId, request id.
     let confirmed = receipts(&g, id, "confirmed");
     assert_eq!(confirmed.len(), n);
+    let batch_times: std::collections::BTreeSet<&str> =
+        confirmed.iter().filter_map(|rc| rc["requested_at"].as_str()).collect();
+    assert_eq!(
+        batch_times.len(),
+        1,
+        "one registry batch sent every request: {batch_times:?}"
+    );
     let mut markers = std::collections::BTreeMap::new();
     for rc in &confirmed {
         assert_eq!(rc["method"], "s3-delete-objects", "{rc}");
