@@ -1955,6 +1955,11 @@ async fn finish(
 ) -> Result<Outcome> {
     let rec = reg.candidate(candidate_id).await?;
     let objects = objects_of(&rec);
+    // What the summary needs of the record; the record itself goes (hundreds of MB at a million objects, #24).
+    let rec_state = rec.state;
+    let inventory_root = rec.candidate["inventory_root"].clone();
+    let rebases = rec.quarantine.as_ref().and_then(|q| q.get("rebases")).cloned();
+    drop(rec);
     let states = reg.object_states(candidate_id).await?;
     let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for o in &states {
@@ -1982,11 +1987,10 @@ async fn finish(
         None
     };
     if let Some(t) = target {
-        let mut cur = rec.state;
+        let mut cur = rec_state;
         for step in [State::Deleted, t] {
             if cur != step && cur.can_move_to(step) {
-                reg.candidate_transition(candidate_id, step, "purge", None, None, now)
-                    .await?;
+                reg.candidate_move(candidate_id, step, "purge", None, None, now).await?;
                 cur = step;
             }
         }
@@ -2014,7 +2018,7 @@ async fn finish(
             predicate: serde_json::json!({
                 "kind": "summary",
                 "candidate_id": candidate_id,
-                "inventory_root": rec.candidate["inventory_root"],
+                "inventory_root": inventory_root,
                 "deleted_root": root,
                 "deleted": verified.iter().map(|o| &o.path).collect::<Vec<_>>(),
                 "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
@@ -2028,10 +2032,10 @@ async fn finish(
         };
         let mut st = st;
         // Each rebase onto a later generation (from/to stamp, what was released to PROTECTED and why).
-        if let Some(r) = rec.quarantine.as_ref().and_then(|q| q.get("rebases"))
+        if let Some(r) = rebases
             && let Some(p) = st.predicate.as_object_mut()
         {
-            p.insert("rebases".into(), r.clone());
+            p.insert("rebases".into(), r);
         }
         let uri = location::join(dir, &format!("summary-{receipts}.dsse.json"));
         // The summary is named by the receipt count: when it exists, no receipt was added since it was

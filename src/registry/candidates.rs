@@ -360,13 +360,47 @@ impl Registry {
         stamp: Option<&WorldStamp>,
         now: DateTime<Utc>,
     ) -> Result<CandidateRecord, RegistryError> {
+        self.candidate_move(candidate_id, to, reason, quarantine, stamp, now)
+            .await?;
+        self.candidate(candidate_id).await
+    }
+
+    /// [`Registry::candidate_transition`] without reading the record back: the state and table are all it reads
+    /// (a million-object candidate's record is hundreds of MB as JSON, #24).
+    ///
+    /// # Errors
+    /// As [`Registry::candidate_transition`].
+    pub async fn candidate_move(
+        &self,
+        candidate_id: &str,
+        to: State,
+        reason: &str,
+        quarantine: Option<&serde_json::Value>,
+        stamp: Option<&WorldStamp>,
+        now: DateTime<Utc>,
+    ) -> Result<(), RegistryError> {
         const OP: &str = "candidate_transition";
         let mut change = self.change(OP).await?;
-        let current = require_candidate(&mut change.tx, candidate_id, OP).await?;
-        if !current.state.can_move_to(to) {
+        let row: Option<(String, String)> =
+            sqlx::query_as("SELECT state, table_uuid FROM candidates WHERE candidate_id = $1")
+                .bind(candidate_id)
+                .fetch_optional(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+        let Some((state, table)) = row else {
+            return Err(RegistryError::NotFound {
+                what: "candidate",
+                id: candidate_id.to_owned(),
+            });
+        };
+        let current_state = State::parse(&state).ok_or_else(|| RegistryError::Invalid {
+            field: "state",
+            reason: format!("candidate {candidate_id} has an unknown state {state:?}"),
+        })?;
+        if !current_state.can_move_to(to) {
             return Err(RegistryError::Invalid {
                 field: "state",
-                reason: format!("candidate {candidate_id} cannot move from {} to {to}", current.state),
+                reason: format!("candidate {candidate_id} cannot move from {current_state} to {to}"),
             });
         }
         sqlx::query(
@@ -391,18 +425,17 @@ impl Registry {
                 .bind(to.as_str())
                 .bind(fmt_time(now))
                 .bind(candidate_id)
-                .bind(current.state.as_str())
+                .bind(current_state.as_str())
                 .execute(&mut *change.tx)
                 .await
                 .map_err(query(OP))?;
         }
         let detail =
-            serde_json::json!({"candidate_id": candidate_id, "from": current.state, "to": to, "reason": reason});
-        let table = current.table_uuid.clone();
+            serde_json::json!({"candidate_id": candidate_id, "from": current_state, "to": to, "reason": reason});
         change
             .commit(now, EventKind::CandidateState, Some(&table), &detail)
             .await?;
-        self.candidate(candidate_id).await
+        Ok(())
     }
 
     /// Rebases a quarantined candidate onto a later table generation, in one write transaction: only while it is
