@@ -1358,6 +1358,13 @@ async fn execute(
             }
         }
     };
+    // The record's inventory is not read past this point (the objects are typed in `objects`), except by the
+    // orphans' re-checks: the JSON value of a million objects goes (#24).
+    if held.is_none()
+        && let Some(o) = rec.candidate.get_mut("objects")
+    {
+        *o = serde_json::Value::Null;
+    }
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
     // Orphans: what is deleted is where each file is held (the version behind its marker, or its copy).
