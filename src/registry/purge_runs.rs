@@ -369,6 +369,14 @@ fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `INSERT INTO {into} VALUES ($1, …), …` for `rows` rows of `columns` parameters each.
+fn insert_rows(into: &str, rows: usize, columns: usize) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|i| format!("({})", placeholders(1 + columns * i, columns)))
+        .collect();
+    format!("INSERT INTO {into} VALUES {}", values.join(", "))
+}
+
 /// For each distinct path of `candidate_id` among `paths`, the value of `select` (`path` and one more column,
 /// then `group_by`, empty or `GROUP BY path`), read in chunks.
 async fn per_path<T>(
@@ -458,12 +466,10 @@ async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) ->
         });
     }
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({})", placeholders(1 + 5 * i, 5)))
-            .collect();
-        let sql = format!(
-            "INSERT INTO receipts (candidate_id, path, attempt, receipt_json, created_at) VALUES {}",
-            values.join(", ")
+        let sql = insert_rows(
+            "receipts (candidate_id, path, attempt, receipt_json, created_at)",
+            chunk.len(),
+            5,
         );
         let mut q = sqlx::query(&sql);
         for r in chunk {
@@ -477,13 +483,7 @@ async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) ->
         q.execute(&mut *tx).await?;
     }
     for chunk in events.chunks(ROWS_PER_STATEMENT) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({})", placeholders(1 + 5 * i, 5)))
-            .collect();
-        let sql = format!(
-            "INSERT INTO events (generation, at, kind, table_uuid, detail_json) VALUES {}",
-            values.join(", ")
-        );
+        let sql = insert_rows("events (generation, at, kind, table_uuid, detail_json)", chunk.len(), 5);
         let mut q = sqlx::query(&sql);
         for (generation, at, table, detail) in chunk {
             q = q

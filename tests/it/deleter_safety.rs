@@ -472,16 +472,7 @@ fn a_purge_killed_between_batches_and_inside_one_resumes_without_a_lost_receipt_
         "the 30 unconfirmed deletes were settled by the re-check: {settled}"
     );
     // The signed summary equals the inventory and its chain the registry.
-    let a = g.run(&[
-        "--json",
-        "audit",
-        "verify",
-        r["summary"].as_str().unwrap(),
-        "--trust",
-        "keys",
-    ]);
-    a.expect_code(0);
-    assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    g.assert_audit_verified(r["summary"].as_str().unwrap());
     let summary = std::fs::read(r["summary"].as_str().unwrap().trim_start_matches("file://")).unwrap();
     let statement = lakedrill::evidence::peek_unverified(&summary).unwrap();
     assert_eq!(statement["predicate"]["equals_inventory"], true);

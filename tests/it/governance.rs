@@ -263,6 +263,13 @@ impl Gov {
         a
     }
 
+    /// `audit verify REPORT --trust keys` exits 0 with `VERIFIED`.
+    pub fn assert_audit_verified(&self, report: &str) {
+        let a = self.run(&["--json", "audit", "verify", report, "--trust", "keys"]);
+        a.expect_code(0);
+        assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    }
+
     pub fn purge(&self, id: &str, evidence: Option<&Path>, extra: &[&str]) -> Run {
         let mut a = self.purge_args(id, evidence);
         a.extend(extra);
@@ -1137,16 +1144,7 @@ fn a_purge_killed_at_several_points_resumes_without_losing_a_receipt() {
         assert!(receipts >= 2, "archive and summary are written");
         // What the killed run recorded but never sealed was sealed by the resume: the receipts chain and the
         // registry agree (#23 point 4).
-        let a = g.run(&[
-            "--json",
-            "audit",
-            "verify",
-            r["summary"].as_str().unwrap(),
-            "--trust",
-            "keys",
-        ]);
-        a.expect_code(0);
-        assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+        g.assert_audit_verified(r["summary"].as_str().unwrap());
         let root = g.table_root();
         assert!(
             c["objects"]
