@@ -181,19 +181,6 @@ async fn set_object_state(
     now: DateTime<Utc>,
     op: &'static str,
 ) -> Result<(), RegistryError> {
-    set_object_states(tx, candidate_id, path, &[to], now, op).await
-}
-
-/// Moves one object through `steps` in order inside `tx`: each step must be a legal transition from the one
-/// before (a step it is already in is skipped); one read and one write whatever the number of steps.
-async fn set_object_states(
-    tx: &mut AnyConnection,
-    candidate_id: &str,
-    path: &str,
-    steps: &[State],
-    now: DateTime<Utc>,
-    op: &'static str,
-) -> Result<(), RegistryError> {
     let cur: Option<String> =
         sqlx::query_scalar("SELECT state FROM object_states WHERE candidate_id = $1 AND path = $2")
             .bind(candidate_id)
@@ -207,21 +194,14 @@ async fn set_object_states(
             id: format!("{candidate_id}:{path}"),
         });
     };
-    let mut to = cur;
-    for &step in steps {
-        if step == to {
-            continue;
-        }
-        if !to.can_move_to(step) {
-            return Err(RegistryError::Invalid {
-                field: "state",
-                reason: format!("object {path} of {candidate_id} cannot move from {to} to {step}"),
-            });
-        }
-        to = step;
-    }
-    if to == cur {
+    if cur == to {
         return Ok(());
+    }
+    if !cur.can_move_to(to) {
+        return Err(RegistryError::Invalid {
+            field: "state",
+            reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
+        });
     }
     sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4")
         .bind(to.as_str())
@@ -498,7 +478,7 @@ async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) ->
     Ok(rows)
 }
 
-/// Applies `pending` in order (each object's steps checked from the state it is in, as [`set_object_states`]
+/// Applies `pending` in order (each object's steps checked from the state it is in, as [`set_object_state`]
 /// does), then writes each object's final state: one read and a few updates per batch.
 async fn write_moves(tx: &mut AnyConnection, pending: Vec<PendingMove>) -> Result<(), RegistryError> {
     const OP: &str = "purge_batch_transition";
