@@ -1,10 +1,13 @@
 //! Sealed bundles: a signed, self-sufficient description of one snapshot.
 //!
 //! A bundle is a folder `<out>/<bundle_id>/` holding
-//! * `bundle.dsse.json`, a DSSE envelope of an in-toto Statement whose predicate carries the
-//!   inventory of every object the snapshot reaches (metadata JSON, manifest list, manifests,
-//!   data files, delete files: path as written, storage URI read, layer, size, BLAKE3, ETag,
-//!   version ID) and the **bundle root**, a BLAKE3 over the canonical inventory;
+//! * `inventory.jsonl`, the inventory of every object the snapshot reaches (metadata JSON, manifest
+//!   list, manifests, data files, delete files: path as written, storage URI read, layer, size,
+//!   BLAKE3, ETag, version ID), one JSON object per line in canonical order;
+//! * `bundle.dsse.json`, a DSSE envelope of an in-toto Statement whose predicate names that member
+//!   by size, line count, SHA-256 and BLAKE3 and carries the **bundle root**, a BLAKE3 over the
+//!   canonical inventory (bundles sealed before #24 carry the inventory inline instead, and still
+//!   verify: [`load_inventory`] reads either);
 //! * `copies/<blake3>`, byte copies of the metadata JSON, the manifest list and every manifest,
 //!   named by their digest.
 //!

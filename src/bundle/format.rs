@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::evidence;
 pub use crate::evidence::inventory::{
-    BackupInfo, BundlePredicate, InventoryEntry, ObjectShard, ShardPart, canonical_digests, canonical_inventory,
-    inventory_root,
+    BackupInfo, BundlePredicate, CanonicalDigests, INVENTORY_MEMBER, InventoryEntry, InventoryMember, MemberReader,
+    ObjectShard, ShardPart, canonical_digests, canonical_inventory, inventory_root,
 };
 use crate::evidence::keys::TrustStore;
 pub use crate::evidence::predicate::RestoreStatus;
@@ -239,6 +239,102 @@ pub async fn verified_metadata_copy(storage: &Storage, bundle_uri: &str, trust: 
     Ok((pred.snapshot_id, bytes))
 }
 
+/// Fills `pred.inventory` from the bundle's inventory member when its predicate names one ([`INVENTORY_MEMBER`]),
+/// and returns the canonical digests of the inventory (root and subject SHA-256), recomputed as it is read.
+///
+/// The member is read in ranges of 8 MiB up to the size the predicate signs (never past it), each range parsed
+/// line by line into typed entries on the rayon pool (no JSON value tree, no whole text held), its canonical order
+/// checked; then its size, line count, SHA-256 and BLAKE3 must be those signed. A bundle with the inventory inline
+/// (sealed before the member existed) has its digests computed from it.
+///
+/// Returns `Ok(Err((kind, reason)))` for a bundle that does not hold together: [`FindingKind::CopyMissing`] for a
+/// missing member, [`FindingKind::CopyDigestMismatch`] for one that is not what the predicate signs (or a predicate
+/// with a member and an inline inventory both, or neither), the reason a sentence naming the member.
+///
+/// # Errors
+/// Only when the store cannot be read.
+pub async fn load_inventory(
+    storage: &Storage,
+    dir: &str,
+    pred: &mut BundlePredicate,
+) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
+    let bad = |why: String| Ok(Err((FindingKind::CopyDigestMismatch, why)));
+    let Some(member) = pred.inventory_member.clone() else {
+        if pred.inventory.is_empty() {
+            return bad("the predicate has neither an inventory nor an inventory member".into());
+        }
+        let (root, sha256) = canonical_digests(&pred.inventory);
+        return Ok(Ok(CanonicalDigests { root, sha256 }));
+    };
+    if !pred.inventory.is_empty() {
+        return bad(format!(
+            "the predicate carries an inventory inline and names the member {}: a bundle has one or the other",
+            member.name
+        ));
+    }
+    if member.name != INVENTORY_MEMBER {
+        return bad(format!(
+            "the predicate names its inventory member {:?}; it is always {INVENTORY_MEMBER}",
+            member.name
+        ));
+    }
+    if member.objects != pred.objects {
+        return bad(format!(
+            "{INVENTORY_MEMBER} is signed with {} lines but the predicate counts {} objects",
+            member.objects, pred.objects
+        ));
+    }
+    let uri = location::join(dir, INVENTORY_MEMBER);
+    let missing = || {
+        Ok(Err((
+            FindingKind::CopyMissing,
+            format!("{INVENTORY_MEMBER} is missing from {dir}"),
+        )))
+    };
+    let Some(info) = storage.head(&uri).await? else {
+        return missing();
+    };
+    if info.size != member.bytes {
+        return bad(format!(
+            "{INVENTORY_MEMBER} holds {} bytes; the signed predicate says {}",
+            info.size, member.bytes
+        ));
+    }
+    const RANGE: u64 = 8 << 20;
+    let mut reader = MemberReader::new(&member);
+    let mut at = 0;
+    while at < member.bytes {
+        let end = (at + RANGE).min(member.bytes);
+        let bytes = match storage.get_range(&uri, at..end).await {
+            Ok(b) if !b.is_empty() => b,
+            Ok(_) => break,
+            Err(Error::NotFound { .. }) => return missing(),
+            Err(e) => return Err(e),
+        };
+        at += bytes.len() as u64;
+        // Parsing and hashing a range is CPU work: on the rayon pool, off the async workers.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        rayon::spawn(move || {
+            let fed = reader.feed(&bytes);
+            let _ = tx.send((reader, fed));
+        });
+        let (back, fed) = rx
+            .await
+            .map_err(|_| Error::Internal(format!("reading {uri} ended without a result")))?;
+        reader = back;
+        if let Err(why) = fed {
+            return bad(format!("{INVENTORY_MEMBER} {why}"));
+        }
+    }
+    match reader.finish() {
+        Ok((entries, digests)) => {
+            pred.inventory = entries;
+            Ok(Ok(digests))
+        }
+        Err(why) => bad(format!("{INVENTORY_MEMBER} {why}")),
+    }
+}
+
 /// The predicate of the bundle in folder `dir` whose signature verifies, parsed from the signed bytes straight
 /// into its typed form ([`evidence::verify_payload`]: no JSON value tree of its inventory).
 ///
@@ -248,8 +344,14 @@ pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &Tru
     let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
     let v =
         evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(dir, format!("bundle signature: {f}")))?;
-    v.parse_predicate()
-        .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))
+    let mut pred: BundlePredicate = v
+        .parse_predicate()
+        .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
+    drop(v);
+    load_inventory(storage, dir, &mut pred)
+        .await?
+        .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
+    Ok(pred)
 }
 
 /// The predicate of a bundle whose signature verifies, with every metadata copy that matches its
@@ -314,6 +416,7 @@ mod tests {
             objects: inventory.len(),
             bytes: 0,
             inventory,
+            inventory_member: None,
             backup: None,
             orphans: None,
         }

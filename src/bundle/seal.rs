@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::format::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
 use crate::error::{Error, Result};
-use crate::evidence::inventory::{BackupInfo, canonical_digests, inventory_root};
+use crate::evidence::inventory::{BackupInfo, INVENTORY_MEMBER, MemberWriter, inventory_root};
 use crate::evidence::keys::SigningKey;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
@@ -74,6 +74,7 @@ pub fn snapshot_predicate(
         objects: inventory.len(),
         bytes: inventory.iter().map(|e| e.size).sum(),
         inventory,
+        inventory_member: None,
         backup,
         orphans: None,
     }
@@ -283,11 +284,14 @@ pub async fn seal(
     }))
 }
 
-/// Signs a bundle predicate and writes the bundle folder `<out_uri>/<bundle_id>/`: the byte copies
-/// first, the envelope last (a folder without its envelope is incomplete and never listed).
+/// Signs a bundle predicate and writes the bundle folder `<out_uri>/<bundle_id>/`: the byte copies first, then the
+/// inventory member ([`INVENTORY_MEMBER`], streamed in canonical order), the envelope last (a folder without its
+/// envelope is incomplete and never listed). The envelope's predicate names the member by size, line count, SHA-256
+/// and BLAKE3, so it stays a few kilobytes whatever the inventory's size.
 ///
 /// # Errors
-/// [`Error::Storage`]; `AlreadyExists` when the bundle exists.
+/// [`Error::Storage`]; [`Error::Invalid`] when a different bundle already stands under that name (bundles are
+/// never overwritten).
 pub async fn write_bundle(
     storage: &Storage,
     mut predicate: BundlePredicate,
@@ -298,6 +302,11 @@ pub async fn write_bundle(
     let bundle_id = predicate.bundle_id.clone();
     let root = predicate.bundle_root.clone();
     let dir = location::join(out_uri, &bundle_id);
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it.
+    if let Some(existing) = storage.get_opt(&env_uri).await? {
+        return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| dir);
+    }
     // The byte copies first, each dropped once written.
     copies.sort_by(|a, b| a.0.cmp(&b.0));
     copies.dedup_by(|a, b| a.0 == b.0);
@@ -318,78 +327,81 @@ pub async fn write_bundle(
             Err(e) => return Err(e),
         }
     }
-    // The statement. The inventory is the bulk of a large bundle: it is written into the payload entry by
-    // entry (the same bytes as through a `Value`, at a third of the memory), and each intermediate form is
-    // dropped as soon as the next exists.
-    let (_, canonical_sha256) = canonical_digests(&predicate.inventory);
-    let mut inventory = Some(std::mem::take(&mut predicate.inventory));
-    let entries = inventory.as_ref().map_or(0, Vec::len);
+    // The inventory member, written in chunks of a few MiB as its entries are consumed (no envelope names it yet,
+    // so one left by an interrupted run is replaced).
+    let mut inventory = std::mem::take(&mut predicate.inventory);
+    inventory.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    let member_uri = location::join(&dir, INVENTORY_MEMBER);
+    let mut writer = MemberWriter::new();
+    let mut entries = inventory.into_iter();
+    storage
+        .put_chunks(&member_uri, || {
+            for e in entries.by_ref() {
+                if let Err(why) = writer.push(&e) {
+                    return Some(Err(Error::invalid(&member_uri, why)));
+                }
+                if writer.buffered() >= 4 << 20 {
+                    return Some(Ok(Bytes::from(writer.take())));
+                }
+            }
+            (writer.buffered() > 0).then(|| Ok(Bytes::from(writer.take())))
+        })
+        .await?;
+    let (canonical, member) = writer.finish();
+    if canonical.root != root || member.objects != predicate.objects {
+        return Err(Error::Internal(format!(
+            "bundle {bundle_id}: the inventory written ({} objects, root {}) is not the predicate's ({} objects, root {root})",
+            member.objects, canonical.root, predicate.objects
+        )));
+    }
+    predicate.inventory_member = Some(member);
     let statement = Statement {
         subject: vec![Subject {
             name: format!("lakedrill-bundle:{bundle_id}"),
             digest: BTreeMap::from([
-                ("sha256".to_owned(), canonical_sha256),
+                ("sha256".to_owned(), canonical.sha256),
                 ("blake3".to_owned(), root.clone()),
             ]),
         }],
         predicate_type: PREDICATE_TYPE.to_owned(),
         predicate: serde_json::to_value(&predicate).map_err(|e| Error::Internal(format!("bundle predicate: {e}")))?,
     };
-    let mut failed = None;
-    // Entries are consumed as they are written: each one's strings are freed once it is in the payload.
-    let mut write_inventory = |out: &mut Vec<u8>| {
-        out.push(b'[');
-        for (i, e) in inventory.take().unwrap_or_default().into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            if let Err(e) = evidence::append_sorted_json(&e, out) {
-                failed.get_or_insert(e);
-            }
-        }
-        out.push(b']');
-    };
-    // The payload is written, signed and turned into the envelope file in one buffer (`PayloadBuffer`).
-    let mut payload = evidence::PayloadBuffer::new(evidence::PAYLOAD_TYPE, entries * 420 + (64 << 10));
-    statement.write_with_member(&mut payload.payload_mut(), Some(("inventory", &mut write_inventory)));
-    if let Some(e) = failed {
-        return Err(Error::Internal(format!("bundle inventory: {e}")));
-    }
-    let envelope = payload
-        .sign_to_json_bytes(key)
-        .map_err(|e| Error::Internal(format!("bundle envelope: {e}")))?;
+    let envelope = evidence::sign_statement(&statement, key).to_json_bytes();
     // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
-    let env_uri = location::join(&dir, ENVELOPE_FILE);
     match storage.put_new(&env_uri, Bytes::from(envelope)).await {
         Ok(_) => Ok(dir),
-        // Sealed before (a quarantine that failed after sealing and is retried): the existing bundle stands
-        // when this key signed it for the same snapshot and the same root; anything else is refused.
         Err(Error::AlreadyExists { .. }) => {
             let existing = storage.get(&env_uri).await?.bytes;
-            let trust = crate::evidence::keys::TrustStore::from_keys(vec![crate::evidence::keys::PublicKey::new(
-                "sealing-key",
-                "sealing-key.pub",
-                key.verifying_key(),
-            )])?;
-            // Only the two fields compared are parsed (no value tree of the existing inventory).
-            #[derive(serde::Deserialize)]
-            struct Sealed {
-                snapshot_id: i64,
-                bundle_root: String,
-            }
-            let same = evidence::verify_payload(existing, &trust)
-                .ok()
-                .and_then(|v| v.parse_predicate::<Sealed>().ok())
-                .is_some_and(|s| s.snapshot_id == predicate.snapshot_id && s.bundle_root == root);
-            if same {
-                Ok(dir)
-            } else {
-                Err(Error::invalid(
-                    &env_uri,
-                    "exists and is not this key's seal of the same snapshot and root; bundles are never overwritten",
-                ))
-            }
+            existing_bundle(existing, &predicate, key, &env_uri).map(|()| dir)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// An envelope already under a bundle's name stands when this key signed it for the same snapshot and the same
+/// root; anything else is refused.
+fn existing_bundle(existing: Bytes, predicate: &BundlePredicate, key: &SigningKey, env_uri: &str) -> Result<()> {
+    let trust = crate::evidence::keys::TrustStore::from_keys(vec![crate::evidence::keys::PublicKey::new(
+        "sealing-key",
+        "sealing-key.pub",
+        key.verifying_key(),
+    )])?;
+    // Only the two fields compared are parsed (no value tree of an inline inventory).
+    #[derive(serde::Deserialize)]
+    struct Sealed {
+        snapshot_id: i64,
+        bundle_root: String,
+    }
+    let same = evidence::verify_payload(existing, &trust)
+        .ok()
+        .and_then(|v| v.parse_predicate::<Sealed>().ok())
+        .is_some_and(|s| s.snapshot_id == predicate.snapshot_id && s.bundle_root == predicate.bundle_root);
+    if same {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            env_uri,
+            "exists and is not this key's seal of the same snapshot and root; bundles are never overwritten",
+        ))
     }
 }

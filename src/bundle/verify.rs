@@ -16,12 +16,11 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::format::{
-    BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, ObjectShard, PREDICATE_TYPE, RestoreReport, RestoreStatus,
-    UriBinding, bundle_dir, get_copy, symlink_finding,
+    BundlePredicate, CanonicalDigests, ENVELOPE_FILE, INVENTORY_MEMBER, InventoryEntry, Layer, ObjectShard,
+    PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding, bundle_dir, get_copy, load_inventory, symlink_finding,
 };
 use crate::error::{Error, Result};
 use crate::evidence;
-use crate::evidence::inventory::canonical_digests;
 use crate::evidence::keys::TrustStore;
 use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
@@ -103,7 +102,7 @@ pub async fn verify(
         ));
         return Ok(finish(report));
     }
-    let pred: BundlePredicate = match verified.parse_predicate() {
+    let mut pred: BundlePredicate = match verified.parse_predicate() {
         Ok(p) => p,
         Err(e) => {
             report.findings.push(Finding::new(
@@ -122,7 +121,19 @@ pub async fn verify(
     report.snapshot_id = Some(pred.snapshot_id);
     report.bundle_root = Some(pred.bundle_root.clone());
     report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
-    let (root, sha) = canonical_digests(&pred.inventory);
+    // The inventory: inline (older bundles) or its member, streamed and checked against the signed digests.
+    let CanonicalDigests { root, sha256: sha } = match load_inventory(storage, &dir, &mut pred).await? {
+        Ok(d) => d,
+        Err((kind, why)) => {
+            report.findings.push(Finding::new(
+                kind,
+                INVENTORY_MEMBER,
+                Some("the inventory the predicate signs".into()),
+                Some(why),
+            ));
+            return Ok(finish(report));
+        }
+    };
     if root != pred.bundle_root {
         report.findings.push(Finding::new(
             FindingKind::RootMismatch,

@@ -66,8 +66,15 @@ pub struct BundlePredicate {
     pub objects: usize,
     /// Total bytes.
     pub bytes: u64,
-    /// Every object.
+    /// Every object, inline: bundles sealed before the inventory member (#24) carry it here. A bundle with an
+    /// [`InventoryMember`] has none inline (the key is absent); the readers fill this from the member once its
+    /// signed digests match ([`MemberReader`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,
+    /// The inventory as a separate member of the bundle folder ([`INVENTORY_MEMBER`]), bound to this signed
+    /// predicate by its size, object count, SHA-256 and BLAKE3. Absent on bundles that carry it inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_member: Option<InventoryMember>,
     /// Present on cold-backup bundles ([`crate::ops::backup`]): the declared recovery point. Object URIs
     /// of such a bundle point into the backup store, not at the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +149,254 @@ pub struct BackupInfo {
     pub declared_at: String,
     /// The backup store's root (objects live under `<root>/objects/<blake3>`).
     pub backup_root: String,
+}
+
+/// File name of a bundle's inventory member: one JSON object per line (an [`InventoryEntry`], keys sorted), in
+/// canonical order (layer, then path), each line ending with a newline.
+pub const INVENTORY_MEMBER: &str = "inventory.jsonl";
+
+/// How the signed predicate names its inventory member: a verifier reads the file, checks these against it with
+/// standard tools (`wc -c`, `wc -l`, `sha256sum`, `b3sum`), and recomputes the bundle root from its lines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryMember {
+    /// The member's file name in the bundle folder ([`INVENTORY_MEMBER`]).
+    pub name: String,
+    /// Lines, one per object.
+    pub objects: usize,
+    /// The file's size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+    /// BLAKE3 of the file, lowercase hex.
+    pub blake3: String,
+}
+
+/// The bundle root and the canonical SHA-256 (the statement subject's digests) of an inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanonicalDigests {
+    /// BLAKE3 of the canonical inventory: the bundle root.
+    pub root: String,
+    /// SHA-256 of the canonical inventory.
+    pub sha256: String,
+}
+
+/// The running digests of the canonical inventory and of the member file, and the order check, shared by
+/// [`MemberWriter`] and [`MemberReader`].
+struct Digests {
+    canonical_b3: blake3::Hasher,
+    canonical_sha: sha2::Sha256,
+    file_b3: blake3::Hasher,
+    file_sha: sha2::Sha256,
+    bytes: u64,
+    objects: usize,
+    last: Option<(Layer, String)>,
+    line: Vec<u8>,
+}
+
+impl Digests {
+    fn new() -> Self {
+        use sha2::Digest as _;
+        Self {
+            canonical_b3: blake3::Hasher::new(),
+            canonical_sha: sha2::Sha256::new(),
+            file_b3: blake3::Hasher::new(),
+            file_sha: sha2::Sha256::new(),
+            bytes: 0,
+            objects: 0,
+            last: None,
+            line: Vec::with_capacity(256),
+        }
+    }
+
+    /// One entry and its member line (newline included): the order is checked, both digests advance.
+    fn add(&mut self, e: &InventoryEntry, member_line: &[u8]) -> std::result::Result<(), String> {
+        use sha2::Digest as _;
+        if let Some((layer, path)) = &self.last
+            && (*layer, path.as_str()) >= (e.layer, e.path.as_str())
+        {
+            return Err(format!(
+                "{:?} {} is not after {:?} {}: the inventory must be in canonical order (layer, then path), each object once",
+                e.layer, e.path, layer, path
+            ));
+        }
+        self.last = Some((e.layer, e.path.clone()));
+        canonical_line(e, &mut self.line);
+        self.canonical_b3.update(&self.line);
+        self.canonical_sha.update(&self.line);
+        self.file_b3.update(member_line);
+        self.file_sha.update(member_line);
+        self.bytes += member_line.len() as u64;
+        self.objects += 1;
+        Ok(())
+    }
+
+    fn finish(self) -> (CanonicalDigests, InventoryMember) {
+        use sha2::Digest as _;
+        (
+            CanonicalDigests {
+                root: self.canonical_b3.finalize().to_hex().to_string(),
+                sha256: hex::encode(self.canonical_sha.finalize()),
+            },
+            InventoryMember {
+                name: INVENTORY_MEMBER.to_owned(),
+                objects: self.objects,
+                bytes: self.bytes,
+                sha256: hex::encode(self.file_sha.finalize()),
+                blake3: self.file_b3.finalize().to_hex().to_string(),
+            },
+        )
+    }
+}
+
+/// Writes an inventory member line by line into a buffer its caller drains in chunks ([`MemberWriter::take`]), so
+/// that a million entries never exist as one text; the digests the predicate signs come out of
+/// [`MemberWriter::finish`].
+pub struct MemberWriter {
+    digests: Digests,
+    buf: Vec<u8>,
+}
+
+impl Default for MemberWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemberWriter {
+    /// An empty member.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            digests: Digests::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Appends one entry's line.
+    ///
+    /// # Errors
+    /// An entry out of canonical order (or repeated), as a sentence naming both paths.
+    pub fn push(&mut self, e: &InventoryEntry) -> std::result::Result<(), String> {
+        let start = self.buf.len();
+        crate::evidence::append_sorted_json(e, &mut self.buf).map_err(|err| format!("{}: {err}", e.path))?;
+        self.buf.push(b'\n');
+        let added = self.digests.add(e, &self.buf[start..]);
+        if added.is_err() {
+            self.buf.truncate(start);
+        }
+        added
+    }
+
+    /// Bytes buffered since the last [`MemberWriter::take`].
+    #[must_use]
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The buffered bytes, leaving the buffer empty.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    /// The canonical digests (root, subject) and the member's description for the predicate; the buffer must have
+    /// been drained.
+    #[must_use]
+    pub fn finish(self) -> (CanonicalDigests, InventoryMember) {
+        debug_assert!(self.buf.is_empty(), "the member's last bytes were not taken");
+        self.digests.finish()
+    }
+}
+
+/// Reads an inventory member from chunks of its bytes as they arrive ([`MemberReader::feed`]): each line is parsed
+/// into its typed entry (no JSON value tree), its canonical order checked and the bundle root recomputed on the
+/// fly; [`MemberReader::finish`] then compares size, count and both file digests with what the predicate signed.
+/// Nothing past the signed size is read.
+pub struct MemberReader {
+    expected: InventoryMember,
+    digests: Digests,
+    partial: Vec<u8>,
+    entries: Vec<InventoryEntry>,
+    seen: u64,
+}
+
+impl MemberReader {
+    /// A reader of the member the predicate describes.
+    #[must_use]
+    pub fn new(expected: &InventoryMember) -> Self {
+        Self {
+            expected: expected.clone(),
+            digests: Digests::new(),
+            partial: Vec::new(),
+            entries: Vec::with_capacity(expected.objects.min(1 << 24)),
+            seen: 0,
+        }
+    }
+
+    /// Takes the next bytes of the member.
+    ///
+    /// # Errors
+    /// A sentence naming the line (1-based) and why it is not a valid inventory line, or the member running past
+    /// its signed size.
+    pub fn feed(&mut self, mut chunk: &[u8]) -> std::result::Result<(), String> {
+        self.seen += chunk.len() as u64;
+        if self.seen > self.expected.bytes {
+            return Err(format!(
+                "holds more than the {} bytes the signed predicate gives it",
+                self.expected.bytes
+            ));
+        }
+        while let Some(nl) = chunk.iter().position(|&b| b == b'\n') {
+            let (line, rest) = chunk.split_at(nl + 1);
+            chunk = rest;
+            if self.partial.is_empty() {
+                self.line(line)?;
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.line(&whole)?;
+            }
+        }
+        self.partial.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    fn line(&mut self, line: &[u8]) -> std::result::Result<(), String> {
+        let n = self.digests.objects + 1;
+        let e: InventoryEntry = serde_json::from_slice(&line[..line.len() - 1])
+            .map_err(|err| format!("line {n} is not an inventory entry: {err}"))?;
+        self.digests.add(&e, line).map_err(|why| format!("line {n}: {why}"))?;
+        self.entries.push(e);
+        Ok(())
+    }
+
+    /// The entries, in canonical order, and their canonical digests.
+    ///
+    /// # Errors
+    /// A sentence naming what differs from the signed predicate: a last line without its newline, the size, the
+    /// number of lines, or a file digest.
+    pub fn finish(self) -> std::result::Result<(Vec<InventoryEntry>, CanonicalDigests), String> {
+        if !self.partial.is_empty() {
+            return Err(format!(
+                "ends inside line {} (every line ends with a newline)",
+                self.digests.objects + 1
+            ));
+        }
+        let (canonical, found) = self.digests.finish();
+        let want = &self.expected;
+        if found.bytes != want.bytes || found.objects != want.objects {
+            return Err(format!(
+                "holds {} bytes in {} lines; the signed predicate says {} bytes in {} lines",
+                found.bytes, found.objects, want.bytes, want.objects
+            ));
+        }
+        if found.sha256 != want.sha256 || found.blake3 != want.blake3 {
+            return Err(format!(
+                "has SHA-256 {} and BLAKE3 {}; the signed predicate says SHA-256 {} and BLAKE3 {}",
+                found.sha256, found.blake3, want.sha256, want.blake3
+            ));
+        }
+        Ok((self.entries, canonical))
+    }
 }
 
 /// One share of a bundle's objects, so that one snapshot is verified across N machines
@@ -237,12 +492,17 @@ fn for_each_canonical_line_of(mut sorted: Vec<&InventoryEntry>, mut each: impl F
     sorted.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     let mut line = Vec::with_capacity(256);
     for e in sorted {
-        line.clear();
-        let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
-        line.extend_from_slice(value.to_string().as_bytes());
-        line.push(b'\n');
+        canonical_line(e, &mut line);
         each(&line);
     }
+}
+
+/// One entry's canonical line, newline included, into `line` (cleared first).
+fn canonical_line(e: &InventoryEntry, line: &mut Vec<u8>) {
+    line.clear();
+    let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
+    line.extend_from_slice(value.to_string().as_bytes());
+    line.push(b'\n');
 }
 
 /// BLAKE3 (the bundle root) and SHA-256 of the canonical inventory, lowercase hex, streamed.
@@ -358,5 +618,132 @@ mod tests {
         moved[0].uri = "s3://elsewhere/b.parquet".into();
         moved[0].record_count = None;
         assert_eq!(inventory_root(&moved), root);
+    }
+
+    fn member_of(entries: &[InventoryEntry]) -> (Vec<u8>, CanonicalDigests, InventoryMember) {
+        let mut w = MemberWriter::new();
+        let mut bytes = Vec::new();
+        for e in entries {
+            w.push(e).unwrap();
+            if w.buffered() > 100 {
+                bytes.extend(w.take());
+            }
+        }
+        bytes.extend(w.take());
+        let (d, m) = w.finish();
+        (bytes, d, m)
+    }
+
+    fn read(bytes: &[u8], member: &InventoryMember, chunk: usize) -> std::result::Result<Vec<InventoryEntry>, String> {
+        let mut r = MemberReader::new(member);
+        for c in bytes.chunks(chunk.max(1)) {
+            r.feed(c)?;
+        }
+        r.finish().map(|(e, _)| e)
+    }
+
+    #[test]
+    fn a_member_round_trips_in_any_chunking_with_the_root_of_the_inline_inventory() {
+        use sha2::Digest as _;
+        let mut entries = vec![
+            entry(Layer::Metadata, "t/metadata/v1.metadata.json"),
+            entry(Layer::Manifest, "t/metadata/m0.avro"),
+        ];
+        entries.extend((0..50).map(|i| entry(Layer::Data, &format!("t/data/{i:03}-é\"x.parquet"))));
+        entries[3].e_tag = None;
+        entries[4].version = Some("v\n1".into());
+        let (bytes, d, m) = member_of(&entries);
+        assert_eq!((d.root.clone(), d.sha256.clone()), canonical_digests(&entries));
+        assert_eq!(m.name, INVENTORY_MEMBER);
+        assert_eq!((m.objects, m.bytes), (entries.len(), bytes.len() as u64));
+        assert_eq!(m.sha256, hex::encode(sha2::Sha256::digest(&bytes)));
+        assert_eq!(m.blake3, blake3::hash(&bytes).to_hex().to_string());
+        // One object per line, keys sorted (uri, record count and copy are in the member, not in the root).
+        let first = std::str::from_utf8(&bytes).unwrap().lines().next().unwrap();
+        assert!(
+            first.starts_with("{\"blake3\":\"ab\",\"copy\":null,\"e_tag\":\"e\",\"layer\":\"metadata\""),
+            "{first}"
+        );
+        for chunk in [1, 7, 64, bytes.len()] {
+            assert_eq!(read(&bytes, &m, chunk).unwrap(), entries, "chunks of {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_member_that_is_not_what_the_predicate_signs_is_refused_naming_why() {
+        let entries: Vec<InventoryEntry> = (0..5)
+            .map(|i| entry(Layer::Data, &format!("t/data/{i}.parquet")))
+            .collect();
+        let (bytes, _, m) = member_of(&entries);
+        // One byte changed, same size: a digest differs.
+        let mut flipped = bytes.clone();
+        let at = bytes.iter().position(|&b| b == b'7').unwrap();
+        flipped[at] = b'8';
+        assert!(read(&flipped, &m, 16).unwrap_err().contains("SHA-256"));
+        // A line too many: past the signed size, before any more is parsed.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&bytes[..bytes.iter().position(|&b| b == b'\n').unwrap() + 1]);
+        assert!(read(&longer, &m, 16).unwrap_err().contains("more than"));
+        // Cut short, inside a line, or by a whole line.
+        assert!(
+            read(&bytes[..bytes.len() - 3], &m, 16)
+                .unwrap_err()
+                .contains("ends inside line 5")
+        );
+        let four = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+        assert!(read(&bytes[..four], &m, 16).unwrap_err().contains("in 4 lines"));
+        // Not an entry.
+        let junk = b"{\"path\": 1}\n".to_vec();
+        let e = read(
+            &junk,
+            &InventoryMember {
+                bytes: junk.len() as u64,
+                ..m.clone()
+            },
+            4,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("line 1 is not an inventory entry"), "{e}");
+        // Out of canonical order, or one object twice: named by line, even under matching digests.
+        let mut swapped = entries.clone();
+        swapped.swap(1, 2);
+        let mut w = MemberWriter::new();
+        w.push(&swapped[0]).unwrap();
+        w.push(&swapped[1]).unwrap();
+        assert!(w.push(&swapped[2]).unwrap_err().contains("canonical order"));
+        let text: Vec<u8> = [&entries[0], &entries[2], &entries[1]]
+            .iter()
+            .flat_map(|e| {
+                let mut l = Vec::new();
+                crate::evidence::append_sorted_json(e, &mut l).unwrap();
+                l.push(b'\n');
+                l
+            })
+            .collect();
+        let e = read(
+            &text,
+            &InventoryMember {
+                bytes: text.len() as u64,
+                ..m.clone()
+            },
+            9,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("line 3:") && e.contains("canonical order"), "{e}");
+        let mut twice = Vec::new();
+        for _ in 0..2 {
+            crate::evidence::append_sorted_json(&entries[0], &mut twice).unwrap();
+            twice.push(b'\n');
+        }
+        let e = read(
+            &twice,
+            &InventoryMember {
+                bytes: twice.len() as u64,
+                ..m
+            },
+            9,
+        )
+        .unwrap_err();
+        assert!(e.contains("line 2:") && e.contains("each object once"), "{e}");
     }
 }

@@ -593,6 +593,44 @@ impl Storage {
         self.put_mode(uri, bytes, PutMode::Overwrite).await
     }
 
+    /// Writes (or replaces) an object from chunks made one at a time by `next` (`None`: the end), so that a large
+    /// object is never held whole: one request while it is small, a multipart upload once it passes 8 MiB
+    /// (object_store's `BufWriter`). Returns its size.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI (the upload is aborted), or the error `next` returned.
+    pub async fn put_chunks(&self, uri: &str, mut next: impl FnMut() -> Option<Result<Bytes>>) -> Result<u64> {
+        use tokio::io::AsyncWriteExt as _;
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        let mut w = object_store::buffered::BufWriter::with_capacity(store, path, 8 << 20);
+        let mut size = 0u64;
+        let written: Result<()> = async {
+            while let Some(chunk) = next() {
+                let chunk = chunk?;
+                size += chunk.len() as u64;
+                w.put(chunk).await.map_err(|e| map_err("write", uri, e))?;
+            }
+            w.shutdown().await.map_err(|e| {
+                let source = Box::new(e);
+                map_err(
+                    "write",
+                    uri,
+                    object_store::Error::Generic {
+                        store: "upload",
+                        source,
+                    },
+                )
+            })
+        }
+        .await;
+        if let Err(e) = written {
+            let _ = w.abort().await;
+            return Err(e);
+        }
+        Ok(size)
+    }
+
     async fn put_mode(&self, uri: &str, bytes: Bytes, mode: PutMode) -> Result<ObjectInfo> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;

@@ -493,7 +493,13 @@ pub async fn run_with(
         // A quarantine bundle declares no recovery point, so it has no RPO (before #23 point 2 a constant 0 stood
         // here). What it has is a history age: how far behind the live table's head its snapshot is.
         let (history_age, history_basis) = heads
-            .history_age(storage, &env.bytes, &trust, r.status == RestoreStatus::RestoreVerified)
+            .history_age(
+                storage,
+                dir,
+                &env.bytes,
+                &trust,
+                r.status == RestoreStatus::RestoreVerified,
+            )
             .await;
         results.push(DrillResult {
             bundle_id,

@@ -308,6 +308,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
         source_metadata_blake3: md.metadata_blake3.clone(),
         bundle_root: root.clone(),
         objects: entries.len(),
+        inventory_member: None,
         bytes: entries.iter().map(|e| e.size).sum(),
         inventory: entries,
         backup: None,
@@ -552,8 +553,11 @@ pub async fn held_files(storage: &Storage, bundle_uri: &str) -> Result<(BundlePr
         .await?
         .bytes;
     let st = crate::evidence::peek_unverified(&env).ok_or_else(|| Error::invalid(&dir, "not a bundle envelope"))?;
-    let pred: BundlePredicate = serde_json::from_value(st["predicate"].clone())
+    let mut pred: BundlePredicate = serde_json::from_value(st["predicate"].clone())
         .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    crate::bundle::load_inventory(storage, &dir, &mut pred)
+        .await?
+        .map_err(|(_, why)| Error::invalid(&dir, format!("bundle inventory: {why}")))?;
     let info = pred
         .orphans
         .clone()

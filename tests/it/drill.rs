@@ -241,13 +241,8 @@ fn a_grown_data_file_is_a_size_mismatch() {
 }
 
 fn manifest_copy(s: &Sealed) -> PathBuf {
-    let env = read_statement(&s.bundle.join("bundle.dsse.json"));
-    let m = env["predicate"]["inventory"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["layer"] == "manifest")
-        .unwrap();
+    let inventory = crate::util::bundle_inventory(&s.bundle);
+    let m = inventory.iter().find(|e| e["layer"] == "manifest").unwrap();
     s.bundle.join(m["copy"].as_str().unwrap())
 }
 
@@ -272,6 +267,83 @@ fn an_altered_or_missing_manifest_copy_is_found() {
     expect_finding(&s, &s.trust, "COPY_DIGEST_MISMATCH");
     std::fs::remove_file(&m).unwrap();
     expect_finding(&s, &s.trust, "COPY_MISSING");
+}
+
+// See: issue 24, points 1 and 2 — the inventory is a separate member, bound to the signed predicate by its digests.
+#[test]
+fn the_inventory_is_a_member_bound_by_its_digests_and_an_altered_or_missing_one_fails() {
+    let s = sealed_pos_table();
+    let env_path = s.bundle.join("bundle.dsse.json");
+    let st = read_statement(&env_path);
+    let p = &st["predicate"];
+    // The envelope names the member and carries no inventory inline.
+    assert!(p.get("inventory").is_none(), "{p}");
+    let member_path = s.bundle.join("inventory.jsonl");
+    let member = std::fs::read(&member_path).unwrap();
+    assert_eq!(p["inventory_member"]["name"], "inventory.jsonl");
+    assert_eq!(p["inventory_member"]["bytes"].as_u64(), Some(member.len() as u64));
+    assert_eq!(p["inventory_member"]["objects"], p["objects"]);
+    assert_eq!(
+        p["inventory_member"]["sha256"].as_str().unwrap(),
+        lakedrill::evidence::sha256_hex(&member)
+    );
+    assert_eq!(
+        p["inventory_member"]["blake3"].as_str().unwrap(),
+        blake3::hash(&member).to_hex().as_str()
+    );
+    // With standard tools: the signature, the member's size, lines and SHA-256, and the subject's SHA-256 over the
+    // canonical lines recomputed by Python from the member (scripts/verify_report.py), and `sha256sum`.
+    crate::util::verify_with_standard_tools(&env_path, &s.trust.join("fault-TEST-ONLY.pub"), s._tmp.path());
+    let out = std::process::Command::new("sha256sum")
+        .arg(&member_path)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(p["inventory_member"]["sha256"].as_str().unwrap()),
+        "{out:?}"
+    );
+    restore(s.bundle.to_str().unwrap(), &s.trust, &["--deep"]).expect_code(0);
+
+    // One byte of one entry's uri changed (not part of the root): the member no longer has its signed digests.
+    let text = String::from_utf8(member.clone()).unwrap();
+    let altered = text.replacen("file://", "file:/", 1);
+    assert_eq!(altered.len() + 1, text.len());
+    std::fs::write(&member_path, &altered).unwrap();
+    let v = expect_finding(&s, &s.trust, "COPY_DIGEST_MISMATCH");
+    let f = &v["findings"][0];
+    assert_eq!(f["path"], "inventory.jsonl", "{v}");
+    assert!(f["actual"].as_str().unwrap().contains("bytes"), "{v}");
+    assert_eq!(v["objects_verified"], 0, "{v}");
+    // The same size, one hex digit of a digest changed.
+    let mut swapped = member.clone();
+    let at = text.find("\"blake3\":\"").unwrap() + "\"blake3\":\"".len();
+    swapped[at] = if swapped[at] == b'a' { b'b' } else { b'a' };
+    std::fs::write(&member_path, &swapped).unwrap();
+    let v = expect_finding(&s, &s.trust, "COPY_DIGEST_MISMATCH");
+    assert!(
+        v["findings"][0]["actual"].as_str().unwrap().contains("inventory.jsonl"),
+        "{v}"
+    );
+    // Gone: COPY_MISSING, and the deleter's and recover's reads refuse it by name.
+    std::fs::remove_file(&member_path).unwrap();
+    let v = expect_finding(&s, &s.trust, "COPY_MISSING");
+    assert!(v["findings"][0]["actual"].as_str().unwrap().contains("missing"), "{v}");
+    // Back: verified again.
+    std::fs::write(&member_path, &member).unwrap();
+    restore(s.bundle.to_str().unwrap(), &s.trust, &["--deep"]).expect_code(0);
+
+    // A re-signed predicate that also carries an inventory inline is refused: one or the other.
+    let mut both = st.clone();
+    both["predicate"]["inventory"] = Value::Array(crate::util::bundle_inventory(&s.bundle));
+    resign(&s, "application/vnd.in-toto+json", &both);
+    let v = expect_finding(&s, &s.trust, "COPY_DIGEST_MISMATCH");
+    assert!(
+        v["findings"][0]["actual"]
+            .as_str()
+            .unwrap()
+            .contains("one or the other"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -332,20 +404,13 @@ fn an_inventory_path_outside_the_table_is_never_opened() {
     let mut st = read_statement(&env_path);
     // Point a data entry at a file outside the table, and make that file exist with the right bytes.
     let secret = s.table.parent().unwrap().join("secret.parquet");
-    let inv = st["predicate"]["inventory"].as_array_mut().unwrap();
+    let mut inv = crate::util::bundle_inventory(&s.bundle);
     let e = inv.iter_mut().find(|e| e["layer"] == "data").unwrap();
     let orig = PathBuf::from(e["uri"].as_str().unwrap().trim_start_matches("file://"));
     std::fs::copy(&orig, &secret).unwrap();
     e["path"] = Value::String("data/iceberg/generated_spec2_0_001/pyspark_iceberg_table/../../secret.parquet".into());
     e["uri"] = Value::String(format!("file://{}", secret.display()));
-    let inventory: Vec<lakedrill::bundle::InventoryEntry> =
-        serde_json::from_value(st["predicate"]["inventory"].clone()).unwrap();
-    let root = lakedrill::bundle::inventory_root(&inventory);
-    st["predicate"]["bundle_root"] = Value::String(root.clone());
-    st["subject"][0]["digest"]["blake3"] = Value::String(root);
-    st["subject"][0]["digest"]["sha256"] = Value::String(lakedrill::evidence::sha256_hex(
-        &lakedrill::bundle::canonical_inventory(&inventory),
-    ));
+    crate::util::rewrite_inventory(&s.bundle, &mut st, &inv);
     resign(&s, "application/vnd.in-toto+json", &st);
     // Make the secret unreadable: if lakedrill opened it, the finding would be READ_FAILED instead.
     std::fs::remove_file(&secret).unwrap();
@@ -674,10 +739,7 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
 
     // A drill that samples a corrupted object fails its gate.
     let victim = PathBuf::from(uris[0].trim_start_matches("file://"));
-    let st = read_statement(&victim.join("bundle.dsse.json"));
-    let data = st["predicate"]["inventory"]
-        .as_array()
-        .unwrap()
+    let data = crate::util::bundle_inventory(&victim)
         .iter()
         .find(|e| e["layer"] == "data")
         .unwrap()["uri"]

@@ -1121,7 +1121,7 @@ fn progress_goes_to_stderr_as_lines_or_bars_and_is_silent_with_q() {
 /// equal to the unsharded run, which the deleter takes as evidence. `restore --shard` shows the same shares.
 #[test]
 fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it() {
-    use lakedrill::bundle::{BundlePredicate, InventoryEntry, ObjectShard};
+    use lakedrill::bundle::{InventoryEntry, ObjectShard};
 
     let g = Gov::new("");
     let (c, _) = g.quarantined();
@@ -1322,10 +1322,11 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     );
 
     // A tampered object fails the share that owns it, and the merged result.
-    let envelope = std::fs::read(bundle.join("bundle.dsse.json")).unwrap();
-    let st = lakedrill::evidence::peek_unverified(&envelope).unwrap();
-    let pred: BundlePredicate = serde_json::from_value(st["predicate"].clone()).unwrap();
-    let victim: &InventoryEntry = pred.inventory.iter().find(|e| !e.layer.is_metadata()).unwrap();
+    let inventory: Vec<InventoryEntry> = crate::util::bundle_inventory(&bundle)
+        .into_iter()
+        .map(|e| serde_json::from_value(e).unwrap())
+        .collect();
+    let victim: &InventoryEntry = inventory.iter().find(|e| !e.layer.is_metadata()).unwrap();
     let owner = (0..4)
         .find(|i| ObjectShard { index: *i, count: 4 }.owns(victim))
         .unwrap();

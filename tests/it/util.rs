@@ -336,3 +336,42 @@ pub fn commit_times_of(v: &Value) -> (std::collections::BTreeMap<i64, i64>, i64)
         .collect();
     (commits, v["current_snapshot_id"].as_i64().unwrap())
 }
+
+/// A bundle's inventory entries as JSON: the lines of its inventory member (`inventory.jsonl`), or the inline
+/// inventory of a bundle sealed before the member existed.
+pub fn bundle_inventory(bundle: &Path) -> Vec<Value> {
+    let member = bundle.join(lakedrill::bundle::INVENTORY_MEMBER);
+    if member.exists() {
+        return std::fs::read_to_string(&member)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    }
+    let st = lakedrill::evidence::peek_unverified(&std::fs::read(bundle.join("bundle.dsse.json")).unwrap()).unwrap();
+    st["predicate"]["inventory"].as_array().unwrap().clone()
+}
+
+/// Writes `inventory` (any order) as the bundle's inventory member and points the statement `st` at it: its
+/// `inventory_member`, `objects`, `bundle_root` and subject digests, as sealing would have written them. The caller
+/// re-signs `st`, so that only the change to the entries is tested.
+pub fn rewrite_inventory(bundle: &Path, st: &mut Value, inventory: &[Value]) {
+    let mut entries: Vec<lakedrill::bundle::InventoryEntry> = inventory
+        .iter()
+        .map(|e| serde_json::from_value(e.clone()).unwrap())
+        .collect();
+    entries.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    let mut w = lakedrill::evidence::inventory::MemberWriter::new();
+    for e in &entries {
+        w.push(e).unwrap();
+    }
+    std::fs::write(bundle.join(lakedrill::bundle::INVENTORY_MEMBER), w.take()).unwrap();
+    let (canonical, member) = w.finish();
+    let p = &mut st["predicate"];
+    p.as_object_mut().unwrap().remove("inventory");
+    p["inventory_member"] = serde_json::to_value(&member).unwrap();
+    p["objects"] = Value::from(entries.len());
+    p["bundle_root"] = Value::String(canonical.root.clone());
+    st["subject"][0]["digest"]["blake3"] = Value::String(canonical.root);
+    st["subject"][0]["digest"]["sha256"] = Value::String(canonical.sha256);
+}

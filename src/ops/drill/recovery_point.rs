@@ -131,6 +131,7 @@ impl Heads {
     pub async fn history_age(
         &mut self,
         storage: &Storage,
+        dir: &str,
         envelope: &[u8],
         trust: &TrustStore,
         verified: bool,
@@ -142,11 +143,17 @@ impl Heads {
         let Ok(v) = crate::evidence::verify_payload(envelope, trust) else {
             return not("the bundle envelope read after verification does not verify");
         };
-        let Ok(pred) = v.parse_predicate::<BundlePredicate>() else {
+        let Ok(mut pred) = v.parse_predicate::<BundlePredicate>() else {
             return not("the bundle envelope holds no bundle predicate");
         };
+        drop(v);
         if pred.orphans.is_some() {
             return not("an orphan bundle holds unreferenced files, not a snapshot");
+        }
+        match crate::bundle::load_inventory(storage, dir, &mut pred).await {
+            Ok(Ok(_)) => {}
+            Ok(Err((_, why))) => return not(&format!("the bundle's inventory read after verification: {why}")),
+            Err(e) => return not(&format!("the bundle's inventory could not be read: {e}")),
         }
         let Some(dir) = pred
             .inventory
