@@ -192,132 +192,6 @@ pub fn sign(payload_type: &str, payload: &[u8], key: &SigningKey) -> Envelope {
     }
 }
 
-/// [`sign`] then [`Envelope::to_json_bytes`]: the same bytes, through a [`PayloadBuffer`].
-///
-/// # Errors
-/// Only if base64 encoding reports an error, which these lengths rule out.
-pub fn sign_to_json_bytes(
-    payload_type: &str,
-    payload: Vec<u8>,
-    key: &SigningKey,
-) -> Result<Vec<u8>, base64::EncodeSliceError> {
-    let mut buffer = PayloadBuffer::new(payload_type, payload.len());
-    buffer.payload_mut().extend_from_slice(&payload);
-    drop(payload);
-    buffer.sign_to_json_bytes(key)
-}
-
-/// A payload written in place for signing: the buffer keeps room in front of the payload for the DSSE
-/// pre-authentication header, and the payload is signed, base64-encoded and framed as the envelope file in
-/// that one buffer. A bundle of a million objects has a payload of some 350 MB; signing it the plain way holds
-/// it three times (payload, `PAE(payload)`, base64), this way once (it grows by a third as it turns into its
-/// base64). The bytes are those of [`sign`] then [`Envelope::to_json_bytes`].
-#[derive(Debug)]
-pub struct PayloadBuffer {
-    buf: Vec<u8>,
-    start: usize,
-    payload_type: String,
-}
-
-impl PayloadBuffer {
-    /// An empty payload of `payload_type`, with room for about `capacity` bytes and for their base64.
-    #[must_use]
-    pub fn new(payload_type: &str, capacity: usize) -> Self {
-        // The longest PAE header this payload type can have (a 20-digit length); at least the envelope's head.
-        let start = format!("DSSEv1 {} {payload_type} {} ", payload_type.len(), u64::MAX)
-            .len()
-            .max(ENVELOPE_HEAD.len());
-        let mut buf = Vec::with_capacity(start + capacity + capacity / 3 + 1024);
-        buf.resize(start, 0);
-        Self {
-            buf,
-            start,
-            payload_type: payload_type.to_owned(),
-        }
-    }
-
-    /// The payload so far: append to it (the bytes before the payload are not part of it).
-    pub fn payload_mut(&mut self) -> PayloadWriter<'_> {
-        PayloadWriter(&mut self.buf)
-    }
-
-    /// Signs the payload with `key` and returns the envelope file's bytes.
-    ///
-    /// # Errors
-    /// Only if base64 encoding reports an error, which these lengths rule out.
-    pub fn sign_to_json_bytes(self, key: &SigningKey) -> Result<Vec<u8>, base64::EncodeSliceError> {
-        let Self {
-            mut buf,
-            start,
-            payload_type,
-        } = self;
-        let n = buf.len() - start;
-        let header = format!("DSSEv1 {} {payload_type} {n} ", payload_type.len());
-        // `new` left room for the longest header.
-        let at = start - header.len();
-        buf[at..start].copy_from_slice(header.as_bytes());
-        let signature = key.sign(&buf[at..]);
-        debug_assert_eq!(&buf[at..], pae(&payload_type, &buf[start..]).as_slice());
-        let shell = Envelope {
-            payload_type,
-            payload: String::new(),
-            signatures: vec![EnvelopeSignature {
-                keyid: key.keyid().to_owned(),
-                sig: STANDARD.encode(signature.to_bytes()),
-            }],
-        }
-        .to_json_bytes();
-        let tail = shell
-            .strip_prefix(ENVELOPE_HEAD)
-            .ok_or(base64::EncodeSliceError::OutputSliceTooSmall)?;
-        base64_in_place(&mut buf, start, n, 3 << 20)?;
-        buf[start - ENVELOPE_HEAD.len()..start].copy_from_slice(ENVELOPE_HEAD);
-        buf.drain(..start - ENVELOPE_HEAD.len());
-        buf.extend_from_slice(tail);
-        Ok(buf)
-    }
-}
-
-/// Appends to a [`PayloadBuffer`]'s payload.
-#[derive(Debug)]
-pub struct PayloadWriter<'a>(&'a mut Vec<u8>);
-
-impl std::ops::Deref for PayloadWriter<'_> {
-    type Target = Vec<u8>;
-    fn deref(&self) -> &Vec<u8> {
-        self.0
-    }
-}
-
-impl std::ops::DerefMut for PayloadWriter<'_> {
-    fn deref_mut(&mut self) -> &mut Vec<u8> {
-        self.0
-    }
-}
-
-/// How every envelope file starts ([`Envelope::to_json_bytes`]: `payload` is the first key).
-const ENVELOPE_HEAD: &[u8] = b"{\n  \"payload\": \"";
-
-/// Replaces `buf[at..at + n]`, the end of `buf`, with its standard base64, in place, so that the bytes and
-/// their base64 never exist side by side. Base64 turns each 3 bytes into 4, so the output of input chunk j
-/// starts at or after the input of chunk j: encoding the chunks (of `chunk` bytes, a multiple of 3) from the
-/// last to the first never overwrites input still to be read; each chunk is copied out first, as its own
-/// output may overlap it.
-fn base64_in_place(buf: &mut Vec<u8>, at: usize, n: usize, chunk: usize) -> Result<(), base64::EncodeSliceError> {
-    let chunk = (chunk / 3).max(1) * 3;
-    let encoded_len = base64::encoded_len(n, true).ok_or(base64::EncodeSliceError::OutputSliceTooSmall)?;
-    buf.truncate(at + n);
-    buf.resize(at + encoded_len, 0);
-    let mut input = Vec::with_capacity(chunk.min(n));
-    for start in (0..n).step_by(chunk).rev() {
-        let end = (start + chunk).min(n);
-        input.clear();
-        input.extend_from_slice(&buf[at + start..at + end]);
-        STANDARD.encode_slice(&input, &mut buf[at + start / 3 * 4..])?;
-    }
-    Ok(())
-}
-
 /// Signs `statement` ([`Statement::to_bytes`]) as a DSSE envelope of type [`PAYLOAD_TYPE`].
 ///
 /// It does not check the statement; call [`Statement::validate`] first to be sure [`verify`] will accept it.
@@ -362,42 +236,18 @@ impl Statement {
     /// with the keys of every object (the predicate's too) in sorted order. Deterministic for equal values.
     #[must_use]
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.to_bytes_with_member(None)
-    }
-
-    /// [`Statement::to_bytes`] where the predicate's top-level key `member.0` (present in the predicate,
-    /// usually as `null`) is written as the compact, key-sorted JSON `member.1` instead. The bytes are those
-    /// `to_bytes` gives when the predicate holds that value; a bundle of a million objects writes its
-    /// inventory this way without building it as a `Value` (about 1 KiB per object).
-    #[must_use]
-    pub fn to_bytes_with_member(&self, member: Option<(&str, &[u8])>) -> Vec<u8> {
-        match member {
-            None => self.to_bytes_with_member_writer(None, 0),
-            Some((name, bytes)) => self.to_bytes_with_member_writer(
-                Some((name, &mut |out: &mut Vec<u8>| out.extend_from_slice(bytes))),
-                bytes.len(),
-            ),
-        }
-    }
-
-    /// [`Statement::to_bytes_with_member`] with the member written by `member.1` straight into the payload
-    /// (about `size_hint` bytes), so that it never exists twice.
-    #[must_use]
-    pub fn to_bytes_with_member_writer(&self, member: Option<Member<'_>>, size_hint: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(size_hint + 1024);
-        self.write_with_member(&mut out, member);
+        let mut out = Vec::with_capacity(1024);
+        self.write(&mut out);
         out
     }
 
-    /// Appends the bytes of [`Statement::to_bytes_with_member_writer`] to `out` (a [`PayloadBuffer`]'s, for
-    /// signing without copies).
-    pub fn write_with_member(&self, out: &mut Vec<u8>, member: Option<Member<'_>>) {
+    fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"_type\":");
-        write_sorted(&Value::String(STATEMENT_TYPE.to_owned()), out, None);
+        write_sorted(&Value::String(STATEMENT_TYPE.to_owned()), out);
         out.extend_from_slice(b",\"predicate\":");
-        write_sorted(&self.predicate, out, member);
+        write_sorted(&self.predicate, out);
         out.extend_from_slice(b",\"predicateType\":");
-        write_sorted(&Value::String(self.predicate_type.clone()), out, None);
+        write_sorted(&Value::String(self.predicate_type.clone()), out);
         out.extend_from_slice(b",\"subject\":[");
         for (i, s) in self.subject.iter().enumerate() {
             if i > 0 {
@@ -411,7 +261,7 @@ impl Statement {
             let mut m = Map::new();
             m.insert("digest".to_owned(), Value::Object(digest));
             m.insert("name".to_owned(), Value::String(s.name.clone()));
-            write_sorted(&Value::Object(m), out, None);
+            write_sorted(&Value::Object(m), out);
         }
         out.extend_from_slice(b"]}");
     }
@@ -426,14 +276,9 @@ impl Statement {
     }
 }
 
-/// A predicate member written by a function rather than from the `Value`: its key and the writer that appends
-/// its JSON ([`Statement::write_with_member`]).
-pub type Member<'a> = (&'a str, &'a mut dyn FnMut(&mut Vec<u8>));
-
 /// Writes `value` as compact JSON with every object's keys in sorted order (whether or not `serde_json`'s
-/// `preserve_order` feature is on somewhere in the build), without copying it. At the top level only, the key
-/// `raw.0` is written as the bytes `raw.1`.
-fn write_sorted(value: &Value, out: &mut Vec<u8>, mut raw: Option<Member<'_>>) {
+/// `preserve_order` feature is on somewhere in the build), without copying it.
+fn write_sorted(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
@@ -443,12 +288,9 @@ fn write_sorted(value: &Value, out: &mut Vec<u8>, mut raw: Option<Member<'_>>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_sorted(&Value::String(k.clone()), out, None);
+                write_sorted(&Value::String(k.clone()), out);
                 out.push(b':');
-                match raw.as_mut() {
-                    Some((key, writer)) if key == k => writer(out),
-                    _ => write_sorted(v, out, None),
-                }
+                write_sorted(v, out);
             }
             out.push(b'}');
         }
@@ -458,7 +300,7 @@ fn write_sorted(value: &Value, out: &mut Vec<u8>, mut raw: Option<Member<'_>>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_sorted(v, out, None);
+                write_sorted(v, out);
             }
             out.push(b']');
         }
@@ -467,13 +309,13 @@ fn write_sorted(value: &Value, out: &mut Vec<u8>, mut raw: Option<Member<'_>>) {
     }
 }
 
-/// Appends `value` to `out` as [`Statement::to_bytes`] writes values: compact JSON, keys sorted. For building
-/// a large member of a predicate piece by piece ([`Statement::to_bytes_with_member`]).
+/// Appends `value` to `out` as [`Statement::to_bytes`] writes values: compact JSON, keys sorted (a bundle's
+/// inventory member is written line by line this way).
 ///
 /// # Errors
 /// When `value` cannot be represented as JSON (a map with non-string keys).
 pub fn append_sorted_json(value: &impl Serialize, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-    write_sorted(&serde_json::to_value(value)?, out, None);
+    write_sorted(&serde_json::to_value(value)?, out);
     Ok(())
 }
 
@@ -1224,30 +1066,13 @@ mod tests {
     }
 
     #[test]
-    fn a_member_written_piecewise_gives_the_same_bytes_as_the_whole_value() {
+    fn statement_bytes_are_serde_jsons_compact_rendering_of_the_sorted_value() {
         let items = json!([{"path": "d/é\"q.parquet", "size": 3, "z": null, "a": [1, 2.5]}, {"b": {"y": 1, "x": 2}}]);
         let whole = Statement {
             subject: vec![Subject::sha256("s", "0".repeat(64))],
             predicate_type: "p".to_owned(),
-            predicate: json!({"z": 1, "inventory": items.clone(), "a": "inventory"}),
+            predicate: json!({"z": 1, "inventory": items, "a": "inventory"}),
         };
-        let mut raw = b"[".to_vec();
-        for (i, item) in items.as_array().unwrap().iter().enumerate() {
-            if i > 0 {
-                raw.push(b',');
-            }
-            append_sorted_json(item, &mut raw).unwrap();
-        }
-        raw.push(b']');
-        let placeholder = Statement {
-            predicate: json!({"z": 1, "inventory": null, "a": "inventory"}),
-            ..whole.clone()
-        };
-        assert_eq!(
-            placeholder.to_bytes_with_member(Some(("inventory", &raw))),
-            whole.to_bytes()
-        );
-        // And the bytes are exactly serde_json's compact rendering of the sorted value.
         assert_eq!(whole.to_bytes(), {
             let v: Value = serde_json::from_slice(&whole.to_bytes()).unwrap();
             v.to_string().into_bytes()
@@ -1255,28 +1080,9 @@ mod tests {
     }
 
     #[test]
-    fn base64_in_place_matches_the_plain_encoder_for_every_length_and_chunk() {
-        for n in 0..40usize {
-            let data: Vec<u8> = (0..n).map(|i| (i * 37 + 11) as u8).collect();
-            for chunk in [3, 6, 9, 12, 30, 300] {
-                let mut buf = b"head".to_vec();
-                buf.extend_from_slice(&data);
-                base64_in_place(&mut buf, 4, n, chunk).unwrap();
-                assert_eq!(&buf[..4], b"head");
-                assert_eq!(&buf[4..], STANDARD.encode(&data).as_bytes(), "n {n} chunk {chunk}");
-            }
-        }
-    }
-
-    #[test]
     fn envelope_json_is_the_pretty_sorted_rendering() {
         let e = sign_statement(&statement(), &key(3));
         assert_eq!(e.to_json_bytes(), e.to_json_bytes_via_value());
-        // Signing straight into the file bytes gives the same file.
-        assert_eq!(
-            sign_to_json_bytes(PAYLOAD_TYPE, statement().to_bytes(), &key(3)).unwrap(),
-            e.to_json_bytes()
-        );
     }
 
     #[test]

@@ -93,15 +93,22 @@ impl UriBinding {
         &self.root
     }
 
+    /// The `uri` sealing derives from the entry's `path` (and, for a cold backup, its digest); `None` for a path
+    /// that does not resolve under the table location.
+    #[must_use]
+    pub fn derive(&self, e: &InventoryEntry) -> Option<String> {
+        match &self.loc {
+            None => Some(location::join(&self.root, &format!("objects/{}", e.blake3))),
+            Some(loc) => loc.resolve(&e.path).ok(),
+        }
+    }
+
     /// The entry's `uri` when it is the one derived from its `path`.
     ///
     /// # Errors
     /// A [`FindingKind::UriNotDerived`] finding naming the entry, the URI expected and the one found.
     pub fn check(&self, e: &InventoryEntry) -> std::result::Result<String, Finding> {
-        let expected = match &self.loc {
-            None => Some(location::join(&self.root, &format!("objects/{}", e.blake3))),
-            Some(loc) => loc.resolve(&e.path).ok(),
-        };
+        let expected = self.derive(e);
         let as_written = || {
             let absolute = e.path.contains("://") || e.path.starts_with('/') || e.path.starts_with("file:");
             absolute && location::canonical_uri(&e.path).ok().as_deref() == Some(e.uri.as_str())

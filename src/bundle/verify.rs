@@ -178,16 +178,19 @@ pub async fn verify(
             None
         }
     };
-    let mut unbound: BTreeSet<&str> = BTreeSet::new();
-    for e in &pred.inventory {
-        let bound = match &binding {
-            Some(b) => b.check(e).map_err(|f| report.findings.push(f)).is_ok(),
-            None => false,
-        };
-        if !bound {
-            unbound.insert(e.path.as_str());
+    // The entries whose uri is not derived (none, unless the bundle was tampered with; every one when nothing binds).
+    let mut unbound: BTreeSet<String> = BTreeSet::new();
+    if let Some(b) = &binding {
+        for e in &mut pred.inventory {
+            if b.check(e).map_err(|f| report.findings.push(f)).is_err() {
+                unbound.insert(e.path.clone());
+            } else if !e.layer.is_metadata() {
+                // Derived again from its path when it is opened: a million URIs are not kept (~100 B each).
+                e.uri = String::new();
+            }
         }
     }
+    let is_unbound = |e: &InventoryEntry| binding.is_none() || unbound.contains(&e.path);
     // 2. Metadata copies against the inventory, then the layers against each other.
     let loc = match opts.table_root.as_deref() {
         Some(r) => TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok(),
@@ -269,7 +272,7 @@ pub async fn verify(
         for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
             let at = match &loc {
                 Some(l) => l.resolve(&e.path).ok(),
-                None if !unbound.contains(e.path.as_str()) => Some(e.uri.clone()),
+                None if !is_unbound(e) => Some(e.uri.clone()),
                 None => None,
             };
             if let Some(at) = at.filter(|u| location::is_under(u, root))
@@ -306,36 +309,49 @@ pub async fn verify(
             ));
             continue;
         }
-        let uri = match &loc {
-            Some(l) => l.resolve(&e.path)?,
-            None if unbound.contains(e.path.as_str()) => continue,
-            None => e.uri.clone(),
-        };
-        to_check.push((e, uri));
+        if loc.is_none() && is_unbound(e) {
+            continue;
+        }
+        to_check.push(e);
     }
+    // Where an object is opened, made when it is opened: under --table-root, else derived from its path as the
+    // binding checked it.
+    let (loc, binding) = (&loc, &binding);
+    let open_at = move |e: &InventoryEntry| -> Result<String> {
+        match (loc, binding) {
+            (Some(l), _) => l.resolve(&e.path),
+            (None, Some(b)) => b
+                .derive(e)
+                .ok_or_else(|| Error::Internal(format!("{}: bound but no uri derives from it", e.path))),
+            (None, None) => Err(Error::Internal(format!("{}: opened without a binding", e.path))),
+        }
+    };
     let deep = opts.deep;
     let deletion_vectors = &deletion_vectors;
     let progress = crate::report::output::Progress::new("verify", to_check.len(), storage.options().progress);
     let progress = &progress;
     let confined = &confined;
-    // Inner `Err`: the object's resolved path leaves the table root (it was not read).
-    let results: Vec<(&InventoryEntry, Result<std::result::Result<Checked, String>>)> = futures::stream::iter(to_check)
-        .map(|(e, uri)| async move {
+    // Inner `Err`: the object's resolved path leaves the table root (it was not read). Each result is judged as it
+    // arrives and dropped: a million hashes (each with its object's URI, ETag and digest) are never held together.
+    let mut results = futures::stream::iter(to_check)
+        .map(|e| async move {
             let res = async {
+                let uri = open_at(e)?;
+                let uri = uri.as_str();
                 if let Some(c) = confined
-                    && let Some(target) = c.escape(&uri).await?
+                    && let Some(target) = c.escape(uri).await?
                 {
                     return Ok(Err(target));
                 }
-                let h = storage.hash(&uri).await?;
+                let h = storage.hash(uri).await?;
                 // A deletion vector is checked even when its digest differs: the finding then names the
                 // blob that changed. Its offsets only mean something at the sealed size.
                 let rows = match deletion_vectors.get(&e.path) {
                     Some(d) if deep && h.bytes_read == e.size => Some(Deep::DeletionVectors(
-                        crate::table::puffin::verify_file(storage, &uri, &e.path, e.size, d).await?,
+                        crate::table::puffin::verify_file(storage, uri, &e.path, e.size, d).await?,
                     )),
                     None if deep && h.bytes_read == e.size && h.blake3 == e.blake3 => {
-                        Some(Deep::Parquet(parquet_rows(storage, &uri, h.bytes_read).await?))
+                        Some(Deep::Parquet(parquet_rows(storage, uri, h.bytes_read).await?))
                     }
                     _ => None,
                 };
@@ -345,10 +361,9 @@ pub async fn verify(
             progress.tick(e.size);
             (e, res)
         })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    for (e, res) in results {
+        .buffer_unordered(concurrency);
+    while let Some((e, res)) = results.next().await {
+        let res: Result<std::result::Result<Checked, String>> = res;
         match res {
             Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
                 FindingKind::ObjectMissing,
@@ -606,50 +621,60 @@ fn check_layers_into(
         let Some(bytes) = copies.get(&mf.manifest_path) else {
             continue;
         };
-        let files = match manifest_live_files(
-            &mf.manifest_path,
-            bytes,
-            v3.then_some((mf.first_row_id, &mut data_ranges)),
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                findings.push(Finding::new(
-                    FindingKind::CopyUnreadable,
-                    &mf.manifest_path,
-                    None,
-                    Some(format!("{e}")),
-                ));
-                continue;
-            }
-        };
-        for f in files {
+        // Each live entry is judged as it is decoded (a manifest of a million entries is never a list of them): what
+        // it adds is kept per manifest and applied once the manifest is read whole, since the fast decoder may give
+        // up partway and the reference decoder start over.
+        let seen = std::cell::RefCell::new(ManifestSeen::default());
+        let each = |f: LiveFile| {
+            let mut seen = seen.borrow_mut();
             if let Some(l) = loc
                 && l.relative(&f.file_path).is_err()
             {
-                continue; // reported as PATH_OUTSIDE_TABLE with the inventory check
+                return Ok(()); // reported as PATH_OUTSIDE_TABLE with the inventory check
             }
             if f.is_deletion_vector() {
-                deletion_vectors
-                    .entry(f.file_path.clone())
-                    .or_default()
-                    .push(DeletionVectorEntry::from(&f));
+                seen.vectors.push((f.file_path.clone(), DeletionVectorEntry::from(&f)));
             }
             match inv.get_key_value(f.file_path.as_str()) {
-                Some((path, e)) => {
-                    if named.insert(path) && e.size != f.size {
-                        findings.push(Finding::new(
-                            FindingKind::SizeMismatch,
-                            *path,
-                            Some(f.size.to_string()),
-                            Some(e.size.to_string()),
-                        ));
-                    }
-                }
-                None => {
-                    missing.insert(f.file_path, f.layer);
-                }
+                Some((path, _)) => seen.named.push((path, f.size)),
+                None => seen.missing.push((f.file_path, f.layer)),
+            }
+            Ok(())
+        };
+        let read = match v3.then_some((mf.first_row_id, &mut data_ranges)) {
+            None => table::scan::live_files(&mf.manifest_path, bytes, Decoder::Fast, each, || {
+                *seen.borrow_mut() = ManifestSeen::default();
+            }),
+            Some(lineage) => manifest_live_files(&mf.manifest_path, bytes, lineage)
+                .and_then(|files| files.into_iter().try_for_each(each)),
+        };
+        if let Err(e) = read {
+            findings.push(Finding::new(
+                FindingKind::CopyUnreadable,
+                &mf.manifest_path,
+                None,
+                Some(format!("{e}")),
+            ));
+            continue;
+        }
+        let seen = seen.into_inner();
+        for (path, dv) in seen.vectors {
+            deletion_vectors.entry(path).or_default().push(dv);
+        }
+        for (path, size) in seen.named {
+            if named.insert(path)
+                && let Some(e) = inv.get(path)
+                && e.size != size
+            {
+                findings.push(Finding::new(
+                    FindingKind::SizeMismatch,
+                    path,
+                    Some(size.to_string()),
+                    Some(e.size.to_string()),
+                ));
             }
         }
+        missing.extend(seen.missing);
     }
     if v3 {
         findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
@@ -672,18 +697,27 @@ fn check_layers_into(
     }
 }
 
-/// The live data and delete files of a bundled manifest, decoded lean ([`table::scan::live_files`]: a
+/// What one bundled manifest's live entries add, applied once the manifest is read whole ([`check_layers`]).
+#[derive(Default)]
+struct ManifestSeen<'a> {
+    /// Deletion vectors, by the Puffin file holding them.
+    vectors: Vec<(String, DeletionVectorEntry)>,
+    /// Inventory paths named, with the size the entry declares.
+    named: Vec<(&'a str, u64)>,
+    /// Paths the inventory lacks.
+    missing: Vec<(String, Layer)>,
+}
+
+/// The live data and delete files of a bundled manifest (v3 deep verification: decoded by the iceberg crate, for
+/// row lineage), decoded lean ([`table::scan::live_files`]: a
 /// manifest of a million entries is a million small records, not the iceberg crate's full entries). With
 /// `lineage` (deep verification of a v3 table) the manifest is parsed by the iceberg crate instead, since row
 /// lineage needs every entry, deleted ones too, whose row ranges go into the given list.
 fn manifest_live_files(
     path: &str,
     bytes: &[u8],
-    lineage: Option<(Option<u64>, &mut Vec<lineage::RowRange>)>,
+    (first_row_id, ranges): (Option<u64>, &mut Vec<lineage::RowRange>),
 ) -> Result<Vec<LiveFile>> {
-    let Some((first_row_id, ranges)) = lineage else {
-        return table::scan::collect_live_files(path, bytes, Decoder::Fast);
-    };
     let manifest = table::parse_manifest(path, bytes)?;
     ranges.extend(lineage::data_file_ranges(
         first_row_id,
