@@ -16,7 +16,10 @@
 //! * **e. plan and seal at 100k, 300k and 1M data files** (`LAKEDRILL_BENCH_SCALES`, comma-separated)
 //!   in one snapshot each: wall time and peak RSS of `lakedrill plan`, `lakedrill seal` and `lakedrill
 //!   restore` of the sealed bundle (subprocesses). Seal needs the files: they are created (8 bytes each).
-//!   Target: ≤ 512 MiB peak RSS at 1M files for each and time near-linear in the number of files.
+//!   Target: ≤ 512 MiB peak RSS at 1M files for each and time near-linear in the number of files. At the
+//!   largest scale (or `LAKEDRILL_BENCH_SHARD_SCALE`) the restore runs again in 4 shares (`restore --shard I/4`),
+//!   each alone (the work of each of 4 machines) and all 4 side by side on this machine. Target: the longest
+//!   share ≥ 3× faster than the unsharded restore.
 //!
 //! * **f. purge on the local filesystem** at `LAKEDRILL_BENCH_PURGE_SCALES` objects (default 5,000 and
 //!   100,000): a table of N one-row Parquet files (iceberg crate), withdrawn by a PyIceberg `delete()`
@@ -400,6 +403,15 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
         })
         .collect::<Result<_, _>>()?;
     let mut rows = Vec::new();
+    // The sharded restore runs at one scale: LAKEDRILL_BENCH_SHARD_SCALE, default the largest.
+    let shard_scale = match std::env::var("LAKEDRILL_BENCH_SHARD_SCALE") {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map_err(|e| format!("LAKEDRILL_BENCH_SHARD_SCALE: {e}"))?,
+        Err(_) => scales.iter().copied().max().unwrap_or(0),
+    };
+    let mut shards = None;
     for n in scales {
         let name = format!("s{n}");
         eprintln!("bench: e. {n} files: creating them and one snapshot");
@@ -457,6 +469,9 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
         if restore.code != 0 {
             return Err(format!("restore of {} did not verify: {}", bundle.display(), restore.stdout).into());
         }
+        if n == shard_scale {
+            shards = Some((n, restore.wall, restore_shards(root, &bundle)?));
+        }
         // The files are no longer needed (unless the data are kept for profiling).
         if std::env::var_os("LAKEDRILL_BENCH_KEEP").is_none() {
             std::fs::remove_dir_all(&data)?;
@@ -506,7 +521,84 @@ async fn bench_sizes(root: &Path) -> BenchResult<()> {
             pass(growth <= 1.5)
         );
     }
+    if let Some((n, whole, s)) = shards {
+        let walls: Vec<f64> = s.one_by_one.iter().map(|m| m.wall.as_secs_f64()).collect();
+        let sum: f64 = walls.iter().sum();
+        let longest = walls.iter().copied().fold(0.0, f64::max);
+        println!();
+        println!(
+            "e. restore of the {n}-file snapshot in 4 shares (restore --shard I/4), each alone, then all 4 at once"
+        );
+        println!(
+            "   unsharded {:.2} s; shares {} s (RSS {} MiB); sum {sum:.2} s; all 4 side by side on this machine {:.2} s",
+            whole.as_secs_f64(),
+            walls.iter().map(|w| format!("{w:.2}")).collect::<Vec<_>>().join(" / "),
+            s.one_by_one
+                .iter()
+                .map(|m| format!("{:.0}", mib(m.rss_kib)))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            s.side_by_side.as_secs_f64()
+        );
+        let speedup = whole.as_secs_f64() / longest;
+        println!(
+            "   4 machines (the longest share) vs 1: {speedup:.2}x: {} (target >= 3x); sum of the shares vs unsharded: {:.2}x",
+            pass(speedup >= 3.0),
+            sum / whole.as_secs_f64()
+        );
+    }
     Ok(())
+}
+
+/// The four shares of one restore, measured one at a time (what each of 4 machines does) and side by side.
+struct Shards {
+    one_by_one: Vec<Measured>,
+    side_by_side: Duration,
+}
+
+fn restore_shards(root: &Path, bundle: &Path) -> BenchResult<Shards> {
+    let args = |i: usize| {
+        vec![
+            "-q".to_owned(),
+            "restore".to_owned(),
+            bundle.display().to_string(),
+            "--trust".to_owned(),
+            "trust".to_owned(),
+            "--shard".to_owned(),
+            format!("{i}/4"),
+        ]
+    };
+    let mut one_by_one = Vec::new();
+    for i in 0..4 {
+        eprintln!("bench: e. restore share {i}/4");
+        let m = measure(LAKEDRILL, &args(i), root)?;
+        if m.code != 0 {
+            return Err(format!("restore --shard {i}/4 did not verify: {}", m.stdout).into());
+        }
+        one_by_one.push(m);
+    }
+    eprintln!("bench: e. restore shares 0..4 side by side");
+    let t = Instant::now();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            Command::new(LAKEDRILL)
+                .args(args(i))
+                .current_dir(root)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    for mut c in children {
+        let status = c.wait()?;
+        if !status.success() {
+            return Err(format!("a restore share side by side failed: {status}").into());
+        }
+    }
+    Ok(Shards {
+        one_by_one,
+        side_by_side: t.elapsed(),
+    })
 }
 
 /// `keys/bench.key` (made once) and its public half alone in `trust/`.

@@ -190,7 +190,17 @@ pub async fn seal(
     inventory.reserve(files.len());
     // The listing is consumed: each path moves into its inventory entry.
     let confined = &confined;
-    let mut hashed = futures::stream::iter(files)
+    // Taken from the end of the listing, which gives its memory back as it empties (the paths move on into the
+    // inventory; the listing's own slots, ~140 B per file, would otherwise stay until the last file is hashed).
+    let mut files = files;
+    let listing = std::iter::from_fn(move || {
+        let f = files.pop();
+        if files.capacity() > 4096 && files.len() < files.capacity() / 2 {
+            files.shrink_to_fit();
+        }
+        f
+    });
+    let mut hashed = futures::stream::iter(listing)
         .map(|f| async move {
             // Inner `Err`: where a path that leaves the table resolves to (not read).
             let h = match table.location().resolve(&f.file_path) {
@@ -267,7 +277,8 @@ pub async fn seal(
         findings.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(Err(findings));
     }
-    inventory.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    // Unstable: no scratch copy of half the inventory (each path is there once).
+    inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     let root = inventory_root(&inventory);
     let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
     let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
@@ -330,7 +341,9 @@ pub async fn write_bundle(
     // The inventory member, written in chunks of a few MiB as its entries are consumed (no envelope names it yet,
     // so one left by an interrupted run is replaced).
     let mut inventory = std::mem::take(&mut predicate.inventory);
-    inventory.sort_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    if !inventory.is_sorted_by(|a, b| (a.layer, &a.path) <= (b.layer, &b.path)) {
+        inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    }
     let member_uri = location::join(&dir, INVENTORY_MEMBER);
     let mut writer = MemberWriter::new();
     let mut entries = inventory.into_iter();

@@ -10,7 +10,7 @@
 //! writes. It may use what the `bundle` wing may use: `table` to parse the copies, `io` to read
 //! objects, `evidence` to check the signature, `report` for progress.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -134,6 +134,15 @@ pub async fn verify(
             return Ok(finish(report));
         }
     };
+    // Canonical order (a member is checked to be in it; an inline inventory is put in it): objects are then found
+    // by path with a binary search. The root does not depend on the order.
+    if !pred
+        .inventory
+        .is_sorted_by(|a, b| (a.layer, &a.path) <= (b.layer, &b.path))
+    {
+        pred.inventory
+            .sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    }
     if root != pred.bundle_root {
         report.findings.push(Finding::new(
             FindingKind::RootMismatch,
@@ -605,16 +614,21 @@ fn check_layers_into(
             .collect();
         findings.extend(lineage::check_ranges(snapshots, md.next_row_id(), &md_entry.path));
     }
-    // The inventory's data and delete objects by path (borrowed: no second copy of a million paths). Each live
+    // The inventory's data and delete objects are found by path with a binary search in each layer's run of the
+    // inventory (it is in canonical order: no map of a million paths), and marked by position once named. Each live
     // manifest entry is looked up as it is decoded; what no entry names is extra, what the inventory lacks is
     // missing (a path many entries name, a Puffin file of several deletion vectors, is judged once).
-    let inv: HashMap<&str, &InventoryEntry> = pred
-        .inventory
-        .iter()
-        .filter(|e| !e.layer.is_metadata())
-        .map(|e| (e.path.as_str(), e))
-        .collect();
-    let mut named: HashSet<&str> = HashSet::with_capacity(inv.len());
+    let inventory = &pred.inventory;
+    let find = |path: &str| {
+        [Layer::Data, Layer::PositionDeletes, Layer::EqualityDeletes]
+            .into_iter()
+            .find_map(|l| {
+                inventory
+                    .binary_search_by(|e| (e.layer, e.path.as_str()).cmp(&(l, path)))
+                    .ok()
+            })
+    };
+    let mut named = vec![false; inventory.len()];
     let mut missing: BTreeMap<String, Layer> = BTreeMap::new();
     let mut data_ranges = Vec::new();
     for mf in list.entries() {
@@ -635,8 +649,8 @@ fn check_layers_into(
             if f.is_deletion_vector() {
                 seen.vectors.push((f.file_path.clone(), DeletionVectorEntry::from(&f)));
             }
-            match inv.get_key_value(f.file_path.as_str()) {
-                Some((path, _)) => seen.named.push((path, f.size)),
+            match find(f.file_path.as_str()) {
+                Some(at) => seen.named.push((at, f.size)),
                 None => seen.missing.push((f.file_path, f.layer)),
             }
             Ok(())
@@ -661,14 +675,12 @@ fn check_layers_into(
         for (path, dv) in seen.vectors {
             deletion_vectors.entry(path).or_default().push(dv);
         }
-        for (path, size) in seen.named {
-            if named.insert(path)
-                && let Some(e) = inv.get(path)
-                && e.size != size
-            {
+        for (at, size) in seen.named {
+            let e = &inventory[at];
+            if !std::mem::replace(&mut named[at], true) && e.size != size {
                 findings.push(Finding::new(
                     FindingKind::SizeMismatch,
-                    path,
+                    &e.path,
                     Some(size.to_string()),
                     Some(e.size.to_string()),
                 ));
@@ -687,10 +699,15 @@ fn check_layers_into(
             Some("absent from the inventory".into()),
         ));
     }
-    for path in inv.keys().filter(|p| !named.contains(*p)) {
+    for e in inventory
+        .iter()
+        .zip(&named)
+        .filter(|(e, named)| !e.layer.is_metadata() && !**named)
+        .map(|(e, _)| e)
+    {
         findings.push(Finding::new(
             FindingKind::ExtraObject,
-            *path,
+            &e.path,
             None,
             Some("an object no live manifest entry names".into()),
         ));
@@ -699,11 +716,11 @@ fn check_layers_into(
 
 /// What one bundled manifest's live entries add, applied once the manifest is read whole ([`check_layers`]).
 #[derive(Default)]
-struct ManifestSeen<'a> {
+struct ManifestSeen {
     /// Deletion vectors, by the Puffin file holding them.
     vectors: Vec<(String, DeletionVectorEntry)>,
-    /// Inventory paths named, with the size the entry declares.
-    named: Vec<(&'a str, u64)>,
+    /// Inventory positions named, with the size the entry declares.
+    named: Vec<(usize, u64)>,
     /// Paths the inventory lacks.
     missing: Vec<(String, Layer)>,
 }
