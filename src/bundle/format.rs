@@ -158,6 +158,11 @@ pub struct RestoreReport {
     /// it holds. Absent for a whole verification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardPart>,
+    /// Where the bundled snapshot's metadata file was read from when it was sealed (its entry in the verified
+    /// inventory), for finding the live table again; `None` for an orphan bundle or one whose inventory did not
+    /// load. Not part of the report's JSON.
+    #[serde(skip)]
+    pub metadata_uri: Option<String>,
 }
 
 /// The canonical URI of a bundle folder given its folder or its envelope file.

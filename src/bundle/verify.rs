@@ -69,6 +69,7 @@ pub async fn verify(
         bytes_verified: 0,
         findings: Vec::new(),
         shard: None,
+        metadata_uri: None,
     };
     let finish = |mut r: RestoreReport| {
         r.status = if r.findings.is_empty() {
@@ -174,6 +175,11 @@ pub async fn verify(
         super::orphans::verify_held(storage, &pred, info, &mut report).await?;
         return Ok(finish(report));
     }
+    report.metadata_uri = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == Layer::Metadata)
+        .map(|e| e.uri.clone());
     // Every entry's uri must be derived from its path (see `UriBinding`); an unbound entry is never opened.
     let binding = match UriBinding::new(&pred) {
         Ok(b) => Some(b),

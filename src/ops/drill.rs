@@ -492,15 +492,7 @@ pub async fn run_with(
         });
         // A quarantine bundle declares no recovery point, so it has no RPO (before #23 point 2 a constant 0 stood
         // here). What it has is a history age: how far behind the live table's head its snapshot is.
-        let (history_age, history_basis) = heads
-            .history_age(
-                storage,
-                dir,
-                &env.bytes,
-                &trust,
-                r.status == RestoreStatus::RestoreVerified,
-            )
-            .await;
+        let (history_age, history_basis) = heads.history_age(storage, &r).await;
         results.push(DrillResult {
             bundle_id,
             table_uuid: r.table_uuid,

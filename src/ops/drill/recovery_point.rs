@@ -18,9 +18,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{BundlePredicate, Layer};
+use crate::bundle::RestoreReport;
 use crate::error::Result;
-use crate::evidence::keys::TrustStore;
 use crate::evidence::predicate::{DrillResult, RestoreStatus};
 use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
@@ -128,52 +127,28 @@ impl Heads {
     /// The history age (seconds, or null) and its basis for the quarantine item whose signed bundle envelope is
     /// `envelope`, if `verified`. Never an error: every reason it cannot be measured is the basis, `not
     /// measured: …`.
-    pub async fn history_age(
-        &mut self,
-        storage: &Storage,
-        dir: &str,
-        envelope: &[u8],
-        trust: &TrustStore,
-        verified: bool,
-    ) -> (Option<f64>, String) {
+    pub async fn history_age(&mut self, storage: &Storage, r: &RestoreReport) -> (Option<f64>, String) {
         let not = |why: &str| (None, format!("not measured: {why}"));
-        if !verified {
+        if r.status != RestoreStatus::RestoreVerified {
             return not("the item did not verify, so its snapshot's commit time is not established");
         }
-        let Ok(v) = crate::evidence::verify_payload(envelope, trust) else {
-            return not("the bundle envelope read after verification does not verify");
+        // Taken from the inventory the verification just read and checked (not read a second time).
+        let (Some(table_uuid), Some(snapshot_ms)) = (&r.table_uuid, r.snapshot_timestamp_ms) else {
+            return not("the verification named no table or snapshot");
         };
-        let Ok(mut pred) = v.parse_predicate::<BundlePredicate>() else {
-            return not("the bundle envelope holds no bundle predicate");
+        let Some(dir) = r.metadata_uri.as_deref().and_then(location::parent) else {
+            return not(
+                "the bundle names no metadata file to find the table from (an orphan bundle holds unreferenced files, not a snapshot)",
+            );
         };
-        drop(v);
-        if pred.orphans.is_some() {
-            return not("an orphan bundle holds unreferenced files, not a snapshot");
-        }
-        match crate::bundle::load_inventory(storage, dir, &mut pred).await {
-            Ok(Ok(_)) => {}
-            Ok(Err((_, why))) => return not(&format!("the bundle's inventory read after verification: {why}")),
-            Err(e) => return not(&format!("the bundle's inventory could not be read: {e}")),
-        }
-        let Some(dir) = pred
-            .inventory
-            .iter()
-            .find(|e| e.layer == Layer::Metadata)
-            .and_then(|e| location::parent(&e.uri))
-        else {
-            return not("the bundle's inventory names no metadata file to find the table from");
-        };
-        let key = (
-            dir.trim_end_matches('/').to_owned(),
-            pred.table_uuid.to_ascii_lowercase(),
-        );
+        let key = (dir.trim_end_matches('/').to_owned(), table_uuid.to_ascii_lowercase());
         if !self.seen.contains_key(&key) {
-            let h = head::live_head(storage, &key.0, &pred.table_uuid).await;
+            let h = head::live_head(storage, &key.0, table_uuid).await;
             self.seen.insert(key.clone(), h);
         }
         match self.seen.get(&key) {
             Some(Ok(h)) => {
-                let (age, basis) = history_age_of(pred.snapshot_timestamp_ms, h);
+                let (age, basis) = history_age_of(snapshot_ms, h);
                 (Some(age), basis)
             }
             Some(Err(why)) => not(why),
