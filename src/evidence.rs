@@ -242,28 +242,11 @@ impl Statement {
     }
 
     fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"_type\":");
-        write_sorted(&Value::String(STATEMENT_TYPE.to_owned()), out);
-        out.extend_from_slice(b",\"predicate\":");
-        write_sorted(&self.predicate, out);
-        out.extend_from_slice(b",\"predicateType\":");
-        write_sorted(&Value::String(self.predicate_type.clone()), out);
-        out.extend_from_slice(b",\"subject\":[");
-        for (i, s) in self.subject.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let digest = s
-                .digest
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect();
-            let mut m = Map::new();
-            m.insert("digest".to_owned(), Value::Object(digest));
-            m.insert("name".to_owned(), Value::String(s.name.clone()));
-            write_sorted(&Value::Object(m), out);
-        }
-        out.extend_from_slice(b"]}");
+        write_statement(out, &self.subject, &self.predicate_type, |out| {
+            write_sorted(&self.predicate, out);
+            Ok(())
+        })
+        .unwrap_or_default();
     }
 
     /// Checks the statement against the rules [`verify`] applies to a payload.
@@ -278,6 +261,57 @@ impl Statement {
 
 /// Writes `value` as compact JSON with every object's keys in sorted order (whether or not `serde_json`'s
 /// `preserve_order` feature is on somewhere in the build), without copying it.
+/// Writes the payload of a statement about `subject`, its predicate written by `predicate` (see
+/// [`Statement::to_bytes`]).
+fn write_statement(
+    out: &mut Vec<u8>,
+    subject: &[Subject],
+    predicate_type: &str,
+    predicate: impl FnOnce(&mut Vec<u8>) -> Result<(), serde_json::Error>,
+) -> Result<(), serde_json::Error> {
+    out.extend_from_slice(b"{\"_type\":");
+    write_sorted(&Value::String(STATEMENT_TYPE.to_owned()), out);
+    out.extend_from_slice(b",\"predicate\":");
+    predicate(out)?;
+    out.extend_from_slice(b",\"predicateType\":");
+    write_sorted(&Value::String(predicate_type.to_owned()), out);
+    out.extend_from_slice(b",\"subject\":[");
+    for (i, s) in subject.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let digest = s
+            .digest
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut m = Map::new();
+        m.insert("digest".to_owned(), Value::Object(digest));
+        m.insert("name".to_owned(), Value::String(s.name.clone()));
+        write_sorted(&Value::Object(m), out);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// Signs a statement whose predicate is serialized from `predicate` instead of held as a JSON value: a million
+/// objects' inventory is about 2 GB as a `serde_json::Value` (#24). `predicate` must serialize as a JSON object
+/// with the keys of every object in it in sorted order; the payload is then the bytes [`Statement::to_bytes`]
+/// writes for the equal value.
+///
+/// # Errors
+/// When `predicate` cannot be serialized.
+pub fn sign_statement_serialized(
+    subject: &[Subject],
+    predicate_type: &str,
+    predicate: &impl Serialize,
+    key: &SigningKey,
+) -> Result<Envelope, serde_json::Error> {
+    let mut payload = Vec::with_capacity(1 << 16);
+    write_statement(&mut payload, subject, predicate_type, |out| serde_json::to_writer(&mut *out, predicate))?;
+    Ok(sign(PAYLOAD_TYPE, &payload, key))
+}
+
 fn write_sorted(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
@@ -973,6 +1007,35 @@ mod tests {
 
     fn key(seed: u8) -> SigningKey {
         SigningKey::from(ed25519_dalek::SigningKey::from_bytes(&[seed; 32]))
+    }
+
+    #[test]
+    fn a_serialized_predicate_signs_the_bytes_of_the_equal_value() {
+        #[derive(Serialize)]
+        struct P<'a> {
+            a: u64,
+            b: &'a [&'a str],
+            c: Value,
+        }
+        let k = key(3);
+        let subject = vec![Subject {
+            name: "x".into(),
+            digest: BTreeMap::from([("sha256".to_owned(), "00".repeat(32))]),
+        }];
+        let c = json!({"z": 1, "y": {"q": [1, 2], "p": "é\"\n"}});
+        let typed = P {
+            a: 7,
+            b: &["p/1", "p/2"],
+            c: c.clone(),
+        };
+        let value = Statement {
+            subject: subject.clone(),
+            predicate_type: "t".into(),
+            predicate: json!({"a": 7, "b": ["p/1", "p/2"], "c": c}),
+        };
+        let from_typed = sign_statement_serialized(&subject, "t", &typed, &k).unwrap();
+        assert_eq!(from_typed, sign_statement(&value, &k));
+        assert!(verify(&from_typed.to_json_bytes(), &trust(&[("k", &k)])).is_ok());
     }
 
     fn trust(keys: &[(&str, &SigningKey)]) -> TrustStore {

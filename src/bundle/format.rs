@@ -270,12 +270,29 @@ pub async fn load_inventory(
     dir: &str,
     pred: &mut BundlePredicate,
 ) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
+    load_inventory_keeping(storage, dir, pred, None).await
+}
+
+/// [`load_inventory`] keeping only the entries `keep` accepts (every line is still checked and digested; an
+/// inline inventory is filtered the same way after its digests are computed).
+///
+/// # Errors
+/// Only when the store cannot be read.
+pub async fn load_inventory_keeping(
+    storage: &Storage,
+    dir: &str,
+    pred: &mut BundlePredicate,
+    keep: Option<crate::evidence::inventory::Keep>,
+) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
     let bad = |why: String| Ok(Err((FindingKind::CopyDigestMismatch, why)));
     let Some(member) = pred.inventory_member.clone() else {
         if pred.inventory.is_empty() {
             return bad("the predicate has neither an inventory nor an inventory member".into());
         }
         let (root, sha256) = canonical_digests(&pred.inventory);
+        if let Some(mut keep) = keep {
+            pred.inventory.retain_mut(|e| keep(e));
+        }
         return Ok(Ok(CanonicalDigests { root, sha256 }));
     };
     if !pred.inventory.is_empty() {
@@ -313,7 +330,10 @@ pub async fn load_inventory(
         ));
     }
     const RANGE: u64 = 8 << 20;
-    let mut reader = MemberReader::new(&member);
+    let mut reader = match keep {
+        Some(keep) => MemberReader::keeping(&member, keep),
+        None => MemberReader::new(&member),
+    };
     let mut at = 0;
     while at < member.bytes {
         let end = (at + RANGE).min(member.bytes);
@@ -376,8 +396,34 @@ pub async fn verified_predicate(
     bundle_uri: &str,
     trust: &TrustStore,
 ) -> Result<(BundlePredicate, BTreeMap<String, Bytes>)> {
+    let (pred, copies, _) = verified_predicate_keeping(storage, bundle_uri, trust, |_| Ok(None)).await?;
+    Ok((pred, copies))
+}
+
+/// [`verified_predicate`] keeping only the inventory entries the function `keep` makes from the verified
+/// predicate accepts (see [`load_inventory_keeping`]), with the inventory's canonical digests (its root
+/// recomputed from every line, kept or not).
+///
+/// # Errors
+/// [`Error::Invalid`] when the bundle does not verify, or what `keep` returns.
+pub async fn verified_predicate_keeping(
+    storage: &Storage,
+    bundle_uri: &str,
+    trust: &TrustStore,
+    keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
+) -> Result<(BundlePredicate, BTreeMap<String, Bytes>, CanonicalDigests)> {
     let dir = bundle_dir(bundle_uri)?;
-    let pred = verified_bundle_predicate(storage, &dir, trust).await?;
+    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
+    let v =
+        evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
+    let mut pred: BundlePredicate = v
+        .parse_predicate()
+        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
+    drop(v);
+    let keep = keep(&pred)?;
+    let digests = load_inventory_keeping(storage, &dir, &mut pred, keep)
+        .await?
+        .map_err(|(_, why)| Error::invalid(&dir, format!("bundle inventory: {why}")))?;
     let mut copies = BTreeMap::new();
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };
@@ -391,7 +437,7 @@ pub async fn verified_predicate(
             copies.insert(e.path.clone(), bytes);
         }
     }
-    Ok((pred, copies))
+    Ok((pred, copies, digests))
 }
 
 #[cfg(test)]

@@ -317,7 +317,13 @@ pub struct MemberReader {
     partial: Vec<u8>,
     entries: Vec<InventoryEntry>,
     seen: u64,
+    keep: Option<Keep>,
 }
+
+/// Which entries a [`MemberReader`] keeps (every line is still checked and digested), and what of each: the
+/// function may clear fields the caller does not need. A purge of a million objects keeps what it deletes and
+/// each one's ETag, not the whole sealed inventory (#24).
+pub type Keep = Box<dyn FnMut(&mut InventoryEntry) -> bool + Send>;
 
 impl MemberReader {
     /// A reader of the member the predicate describes.
@@ -329,6 +335,20 @@ impl MemberReader {
             partial: Vec::new(),
             entries: Vec::with_capacity(expected.objects.min(1 << 24)),
             seen: 0,
+            keep: None,
+        }
+    }
+
+    /// A reader that keeps only the entries `keep` accepts, as `keep` leaves them.
+    #[must_use]
+    pub fn keeping(expected: &InventoryMember, keep: Keep) -> Self {
+        Self {
+            expected: expected.clone(),
+            digests: Digests::new(),
+            partial: Vec::new(),
+            entries: Vec::new(),
+            seen: 0,
+            keep: Some(keep),
         }
     }
 
@@ -362,10 +382,12 @@ impl MemberReader {
 
     fn line(&mut self, line: &[u8]) -> std::result::Result<(), String> {
         let n = self.digests.objects + 1;
-        let e: InventoryEntry = serde_json::from_slice(&line[..line.len() - 1])
+        let mut e: InventoryEntry = serde_json::from_slice(&line[..line.len() - 1])
             .map_err(|err| format!("line {n} is not an inventory entry: {err}"))?;
         self.digests.add(&e, line).map_err(|why| format!("line {n}: {why}"))?;
-        self.entries.push(e);
+        if self.keep.as_mut().is_none_or(|keep| keep(&mut e)) {
+            self.entries.push(e);
+        }
         Ok(())
     }
 
@@ -667,6 +689,35 @@ mod tests {
         for chunk in [1, 7, 64, bytes.len()] {
             assert_eq!(read(&bytes, &m, chunk).unwrap(), entries, "chunks of {chunk}");
         }
+    }
+
+    #[test]
+    fn a_keeping_reader_checks_every_line_but_keeps_only_what_it_accepts_as_it_leaves_it() {
+        let entries: Vec<InventoryEntry> = (0..20)
+            .map(|i| entry(Layer::Data, &format!("t/data/{i:02}.parquet")))
+            .collect();
+        let (bytes, d, m) = member_of(&entries);
+        let keep: Keep = Box::new(|e: &mut InventoryEntry| {
+            e.blake3 = String::new();
+            e.path.ends_with("7.parquet")
+        });
+        let mut r = MemberReader::keeping(&m, keep);
+        for c in bytes.chunks(13) {
+            r.feed(c).unwrap();
+        }
+        let (kept, digests) = r.finish().unwrap();
+        // The root is over every line, kept or not.
+        assert_eq!(digests.root, d.root);
+        let paths: Vec<&str> = kept.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["t/data/07.parquet", "t/data/17.parquet"]);
+        assert!(kept.iter().all(|e| e.blake3.is_empty()));
+        // A line altered outside what is kept still fails the member.
+        let mut bad = bytes.clone();
+        let at = bad.iter().position(|&b| b == b'0').unwrap();
+        bad[at] = b'9';
+        let mut r = MemberReader::keeping(&m, Box::new(|_| false));
+        let fed = bad.chunks(13).try_for_each(|c| r.feed(c));
+        assert!(fed.is_err() || r.finish().is_err());
     }
 
     #[test]

@@ -44,7 +44,7 @@ use serde::Serialize;
 use crate::bundle::Layer;
 use crate::error::{Error, Result};
 use crate::evidence::keys::{SigningKey, TrustStore};
-use crate::evidence::{self, Statement, Subject};
+use crate::evidence::{self, Subject};
 use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
 use crate::io::store::s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
@@ -83,7 +83,7 @@ pub struct PurgeOptions {
 
 fn objects_of(rec: &CandidateRecord) -> Vec<ObjectRef> {
     // Read from the record in place (no copy of a million-entry JSON array, #24).
-    <Vec<ObjectRef> as serde::Deserialize>::deserialize(&rec.candidate["objects"]).unwrap_or_default()
+    rec.objects.clone()
 }
 
 fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
@@ -259,25 +259,44 @@ pub async fn newer_failures(
     Ok(reasons)
 }
 
-/// A verified bundle's inventory: (bundle URI, the table location it was sealed under, its entries).
-pub type SealedInventory = (String, String, Vec<crate::bundle::InventoryEntry>);
+/// What the verified bundles hold of a candidate's objects: each object's path relative to the table location
+/// and its sealed size, sorted (an object sealed in two bundles is there twice).
+pub type SealedSizes = Vec<(String, u64)>;
 
 /// Re-verifies each of the candidate's bundles from the bundle alone at acceptance: the envelope under `trust`,
 /// the recorded root, the root recomputed from the inventory, and every metadata copy (metadata JSON, manifest
 /// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object,
-/// and the inventories of the bundles whose envelope verified.
+/// and the candidate's objects (`objects`) as the bundles whose envelope verified sealed them.
 ///
 /// # Errors
 /// Never for a broken bundle (that is a reason); storage errors other than a missing member are reasons too.
 pub async fn bundles_intact(
     storage: &crate::io::store::Storage,
     bundles: &[(String, String, i64)],
+    objects: &[ObjectRef],
     trust: &TrustStore,
-) -> Result<(Vec<String>, Vec<SealedInventory>)> {
+) -> Result<(Vec<String>, SealedSizes)> {
     let mut reasons = Vec::new();
-    let mut verified = Vec::new();
+    let wanted = path_hashes(objects);
+    // Filled as each inventory is read; no entry of a data file is kept (#24).
+    let sizes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for (uri, root, sid) in bundles {
-        let (pred, copies) = match crate::bundle::verified_predicate(storage, uri, trust).await {
+        let (wanted, sink, bundle_uri) = (wanted.clone(), sizes.clone(), uri.clone());
+        let keep = move |pred: &crate::bundle::BundlePredicate| {
+            let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
+            let keep = move |e: &mut crate::bundle::InventoryEntry| {
+                if let Ok(rel) = loc.relative(&e.path)
+                    && wanted.contains(&path_hash(&rel))
+                    && let Ok(mut sink) = sink.lock()
+                {
+                    sink.push((rel, e.size));
+                }
+                // Metadata entries with a copy stay: their copies are checked below.
+                e.layer.is_metadata() && e.copy.is_some()
+            };
+            Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
+        };
+        let (pred, copies, digests) = match crate::bundle::verified_predicate_keeping(storage, uri, trust, keep).await {
             Ok(v) => v,
             Err(e) => {
                 reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
@@ -290,7 +309,7 @@ pub async fn bundles_intact(
                 pred.bundle_root
             ));
         }
-        let recomputed = crate::bundle::inventory_root(&pred.inventory);
+        let recomputed = digests.root;
         if recomputed != pred.bundle_root {
             reasons.push(format!(
                 "bundle {uri}: its inventory hashes to {recomputed}, not to its root {}",
@@ -309,9 +328,14 @@ pub async fn bundles_intact(
                 ));
             }
         }
-        verified.push((uri.clone(), pred.table_location, pred.inventory));
     }
-    Ok((reasons, verified))
+    let mut sizes = std::mem::take(
+        &mut *sizes
+            .lock()
+            .map_err(|_| Error::Internal("a bundle inventory's reader panicked".into()))?,
+    );
+    sizes.sort_unstable();
+    Ok((reasons, sizes))
 }
 
 /// What the registry row says may be deleted, checked against what was signed (#23 point 4): the candidate's
@@ -321,11 +345,11 @@ pub async fn bundles_intact(
 ///
 /// # Errors
 /// A bundle's table location that is not a storage URI.
-fn inventory_covered(rec: &CandidateRecord, verified: &[SealedInventory]) -> Result<Vec<String>> {
-    let objects = objects_of(rec);
+fn inventory_covered(rec: &CandidateRecord, sealed: &SealedSizes) -> Result<Vec<String>> {
+    let objects = &rec.objects;
     let mut reasons = Vec::new();
     let recorded = rec.candidate["inventory_root"].as_str().unwrap_or_default();
-    let recomputed = crate::govern::closure::candidate_root(&objects);
+    let recomputed = crate::govern::closure::candidate_root(objects);
     if recomputed != recorded {
         reasons.push(format!(
             "the candidate's inventory ({} objects) hashes to {recomputed}, not to its recorded root {recorded}: the \
@@ -333,19 +357,16 @@ fn inventory_covered(rec: &CandidateRecord, verified: &[SealedInventory]) -> Res
             objects.len()
         ));
     }
-    let mut sealed: BTreeMap<String, u64> = BTreeMap::new();
-    for (uri, table_location, inventory) in verified {
-        let loc =
-            crate::model::location::TableLocation::new(table_location, location::canonical_uri(table_location)?, uri)?;
-        for e in inventory {
-            if let Ok(rel) = loc.relative(&e.path) {
-                sealed.insert(rel, e.size);
-            }
-        }
-    }
+    let covered = |o: &ObjectRef| {
+        let from = sealed.partition_point(|(p, _)| p.as_str() < o.path.as_str());
+        sealed[from..]
+            .iter()
+            .take_while(|(p, _)| *p == o.path)
+            .any(|(_, size)| *size == o.size)
+    };
     let outside: Vec<String> = objects
         .iter()
-        .filter(|o| sealed.get(&o.path) != Some(&o.size))
+        .filter(|o| !covered(o))
         .map(|o| format!("{} ({} bytes)", o.path, o.size))
         .collect();
     if !outside.is_empty() {
@@ -575,7 +596,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                             {
                                 problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
                             }
-                            let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &trust).await?;
+                            let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, &trust).await?;
                             problems.extend(broken);
                             if problems.is_empty() {
                                 problems.extend(inventory_covered(&rec, &verified)?);
@@ -661,7 +682,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                     ),
                 ));
             }
-            let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &objects_of(&rec));
+            let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &rec.objects);
             if !conflicts.is_empty() {
                 reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
             }
@@ -874,7 +895,7 @@ async fn orphan_rebase(
     current: &crate::registry::WorldStamp,
     dry_run: bool,
 ) -> Result<Rebased> {
-    let r = crate::govern::closure::orphan_rebase(input, &objects_of(rec));
+    let r = crate::govern::closure::orphan_rebase(input, &rec.objects);
     if !r.unreadable.is_empty() {
         return Err(Error::corrupt(
             &current.metadata_location,
@@ -910,14 +931,14 @@ async fn orphan_rebase(
     if stamp_changed(&after.stamp, current) {
         let record = serde_json::json!({
             "at": now.to_rfc3339(), "from": after.stamp, "to": current, "released_snapshots": [],
-            "released_objects": [], "snapshot_ids": [], "objects": objects_of(&after).len(),
+            "released_objects": [], "snapshot_ids": [], "objects": after.objects.len(),
         });
         if !reg
             .candidate_rebase(
                 &after.candidate_id,
                 &after.stamp,
                 current,
-                &after.candidate,
+                &after.full_candidate(),
                 &[],
                 &record,
                 now,
@@ -944,7 +965,7 @@ async fn orphan_recheck(
 ) -> Result<Option<String>> {
     let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), Some(tag_prefix)).await?;
     let current = crate::ops::plan::world_stamp(table, policy, reg, Some(tag_prefix)).await?;
-    let r = crate::govern::closure::orphan_rebase(&input, &objects_of(rec));
+    let r = crate::govern::closure::orphan_rebase(&input, &rec.objects);
     if !r.unreadable.is_empty() {
         return Err(Error::corrupt(
             table.metadata_uri(),
@@ -1201,42 +1222,62 @@ async fn execute(
     receipts: &str,
     run_id: &str,
 ) -> Result<Outcome> {
-    let rec = reg.candidate(candidate_id).await?;
-    let objects = objects_of(&rec);
-    // What every object was when sealed, from the verified bundles: read before anything changes (a bundle
-    // that no longer verifies stops the purge here, before the catalog commit).
-    let sealed = sealed_inventories(ctx, &rec, trust).await?;
+    let mut rec = reg.candidate(candidate_id).await?;
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume).
+    // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume), written
+    // from the typed record: no JSON value of the inventory is built (#24).
     let archive_uri = location::join(&dir, "inventory.dsse.json");
     if ctx.storage.head(&archive_uri).await?.is_none() {
-        let st = Statement {
-            subject: vec![Subject {
-                name: format!("lakedrill-candidate:{candidate_id}"),
-                digest: BTreeMap::from([
-                    (
-                        "sha256".to_owned(),
-                        evidence::sha256_hex(rec.candidate.to_string().as_bytes()),
-                    ),
-                    ("blake3".to_owned(), crate::govern::closure::candidate_root(&objects)),
-                ]),
-            }],
-            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
-            predicate: serde_json::json!({"kind": "inventory", "candidate": rec.candidate, "quarantine": rec.quarantine, "stamp": rec.stamp, "evidence_retention": policy.evidence_retention().map(crate::ops::evidence_lock::claim)}),
+        #[derive(serde::Serialize)]
+        struct Archive<'a> {
+            // In sorted order: the payload's keys are.
+            candidate: crate::registry::FullCandidate<'a>,
+            evidence_retention: serde_json::Value,
+            kind: &'static str,
+            quarantine: &'a Option<serde_json::Value>,
+            stamp: serde_json::Value,
+        }
+        let full = rec.full_candidate();
+        let mut sha = <sha2::Sha256 as sha2::Digest>::new();
+        serde_json::to_writer(&mut sha, &full).map_err(|e| Error::Internal(format!("the candidate's JSON: {e}")))?;
+        let subject = vec![Subject {
+            name: format!("lakedrill-candidate:{candidate_id}"),
+            digest: BTreeMap::from([
+                ("sha256".to_owned(), hex::encode(sha2::Digest::finalize(sha))),
+                ("blake3".to_owned(), crate::govern::closure::candidate_root(&rec.objects)),
+            ]),
+        }];
+        let archive = Archive {
+            candidate: full,
+            evidence_retention: serde_json::json!(policy.evidence_retention().map(crate::ops::evidence_lock::claim)),
+            kind: "inventory",
+            quarantine: &rec.quarantine,
+            stamp: serde_json::to_value(&rec.stamp).map_err(|e| Error::Internal(e.to_string()))?,
         };
+        let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &archive, key)
+            .map_err(|e| Error::Internal(format!("the inventory archive: {e}")))?;
         crate::ops::evidence_lock::put(
             &ctx.storage,
             &archive_uri,
-            Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
+            Bytes::from(envelope.to_json_bytes()),
             policy.evidence_retention(),
             ctx.now(),
         )
         .await?;
     }
+    // The inventory, typed, taken out of the record (not copied: a million objects, #24); an orphan candidate's
+    // re-checks read it from the record, so there it is copied.
+    let objects = if is_orphans(&rec) {
+        rec.objects.clone()
+    } else {
+        std::mem::take(&mut rec.objects)
+    };
+    // What every object was when sealed, from the verified bundles: read before anything changes (a bundle
+    // that no longer verifies stops the purge here, before the catalog commit).
+    let sealed = sealed_inventories(ctx, &rec, &objects, false, trust).await?;
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
     // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
-    let mut rec = rec;
     let mut objects = objects;
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let mut attempt = 0;
@@ -1258,7 +1299,7 @@ async fn execute(
             )
             .await;
         }
-        objects = objects_of(&rec);
+        objects = rec.objects.clone();
         table
     } else {
         loop {
@@ -1304,7 +1345,7 @@ async fn execute(
                     )
                     .await?;
                     rec = reg.candidate(candidate_id).await?;
-                    objects = objects_of(&rec);
+                    objects = std::mem::take(&mut rec.objects);
                     if attempt < COMMIT_ATTEMPTS {
                         continue;
                     }
@@ -1358,13 +1399,6 @@ async fn execute(
             }
         }
     };
-    // The record's inventory is not read past this point (the objects are typed in `objects`), except by the
-    // orphans' re-checks: the JSON value of a million objects goes (#24).
-    if held.is_none()
-        && let Some(o) = rec.candidate.get_mut("objects")
-    {
-        *o = serde_json::Value::Null;
-    }
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
     // Orphans: what is deleted is where each file is held (the version behind its marker, or its copy).
@@ -1380,7 +1414,10 @@ async fn execute(
     let uuid = rec.table_uuid.clone();
     // What each object was when it was sealed (ETag, version id): a delete is conditional on it.
     let wanted: std::collections::HashSet<&str> = objects.iter().map(|o| o.path.as_str()).collect();
-    let sealed = sealed_by_path(sealed, &root, Some(&wanted))?;
+    let sealed = sealed_by_path(sealed, &root, Some(&wanted), |e| SealedObject {
+        e_tag: e.e_tag,
+        version: e.version,
+    })?;
     drop(wanted);
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
@@ -1717,7 +1754,7 @@ async fn expect(
     ctx: &Context,
     uri: String,
     held: Option<crate::bundle::HeldFile>,
-    sealed: Option<&crate::bundle::InventoryEntry>,
+    sealed: Option<&SealedObject>,
     on_s3: bool,
     permanent: bool,
     requested_before: bool,
@@ -1886,24 +1923,77 @@ async fn send_deletes(
 async fn sealed_inventories(
     ctx: &Context,
     rec: &CandidateRecord,
+    objects: &[ObjectRef],
+    digests: bool,
     trust: &TrustStore,
 ) -> Result<Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>> {
+    let wanted = path_hashes(objects);
     let mut out = Vec::new();
     for (uri, _, _) in bundles_of(rec) {
-        let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, &uri, trust).await?;
+        let keep = keep_candidate(wanted.clone(), uri.clone(), digests);
+        let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, &uri, trust, keep).await?;
         out.push((uri, pred.table_location, pred.inventory));
     }
     Ok(out)
 }
 
+fn path_hash(path: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut h);
+    h.finish()
+}
+
+/// The candidate's paths (relative to the table location) by hash, to filter a bundle's inventory while it is
+/// read: a hash shared with another path only keeps an entry too many, which the exact lookups after drop.
+fn path_hashes(objects: &[ObjectRef]) -> std::sync::Arc<std::collections::HashSet<u64>> {
+    std::sync::Arc::new(objects.iter().map(|o| path_hash(&o.path)).collect())
+}
+
+/// What a purge keeps of a bundle's inventory as it is read (#24: not a million full entries): the metadata
+/// entries with a copy in the bundle (their copies are checked), and the entries of the candidate's objects
+/// (`wanted`), without their URIs and, unless `digests`, their BLAKE3.
+fn keep_candidate(
+    wanted: std::sync::Arc<std::collections::HashSet<u64>>,
+    bundle_uri: String,
+    digests: bool,
+) -> impl FnOnce(&crate::bundle::BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>> {
+    move |pred| {
+        let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
+        let keep = move |e: &mut crate::bundle::InventoryEntry| {
+            if e.layer.is_metadata() && e.copy.is_some() {
+                return true;
+            }
+            match loc.relative(&e.path) {
+                Ok(rel) if wanted.contains(&path_hash(&rel)) => {
+                    e.uri = String::new();
+                    if !digests {
+                        e.blake3 = String::new();
+                    }
+                    true
+                }
+                _ => false,
+            }
+        };
+        Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
+    }
+}
+
+/// What a delete is conditional on: the ETag and version an object had when it was sealed.
+struct SealedObject {
+    e_tag: Option<String>,
+    version: Option<String>,
+}
+
 /// Each object of the candidate's bundles by its path relative to the table root `root`.
 /// With `wanted`, only those paths are kept: a bundle's inventory is its whole snapshot, a candidate usually a
 /// small part of it (#24: a million-file snapshot's entries are not held for a thousand-object purge).
-fn sealed_by_path(
+fn sealed_by_path<T>(
     inventories: Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>,
     root: &str,
     wanted: Option<&std::collections::HashSet<&str>>,
-) -> Result<BTreeMap<String, crate::bundle::InventoryEntry>> {
+    mut what: impl FnMut(crate::bundle::InventoryEntry) -> T,
+) -> Result<BTreeMap<String, T>> {
     let mut out = BTreeMap::new();
     for (uri, table_location, inventory) in inventories {
         let loc = crate::model::location::TableLocation::new(&table_location, root.to_owned(), &uri)?;
@@ -1911,7 +2001,7 @@ fn sealed_by_path(
             if let Ok(rel) = loc.relative(&e.path)
                 && wanted.is_none_or(|w| w.contains(rel.as_str()))
             {
-                out.insert(rel, e);
+                out.insert(rel, what(e));
             }
         }
     }
@@ -1960,31 +2050,31 @@ async fn finish(
     retention: Option<crate::govern::policy::EvidenceRetention>,
     chain: Option<crate::ops::receipts::Chain>,
 ) -> Result<Outcome> {
-    let rec = reg.candidate(candidate_id).await?;
-    let objects = objects_of(&rec);
-    // What the summary needs of the record; the record itself goes (hundreds of MB at a million objects, #24).
+    let mut rec = reg.candidate(candidate_id).await?;
+    // What the summary needs of the record; the rest goes (#24: nothing of a million objects is held twice).
+    let mut verified = std::mem::take(&mut rec.objects);
+    let total = verified.len();
     let rec_state = rec.state;
     let inventory_root = rec.candidate["inventory_root"].clone();
     let rebases = rec.quarantine.as_ref().and_then(|q| q.get("rebases")).cloned();
     drop(rec);
     let states = reg.object_states(candidate_id).await?;
-    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for o in &states {
-        by.entry(o.state.to_string()).or_default().push(o.path.clone());
+    // One pass over the states (a scan per object made `finish` quadratic in the candidate's size, #24); the
+    // inventory is narrowed to what was verified in place.
+    {
+        let verified_paths: std::collections::HashSet<&str> = states
+            .iter()
+            .filter(|s| s.state == State::Verified)
+            .map(|s| s.path.as_str())
+            .collect();
+        verified.retain(|o| verified_paths.contains(o.path.as_str()));
     }
-    // One pass over the states (a scan per object made `finish` quadratic in the candidate's size, #24).
-    let verified_paths: std::collections::BTreeSet<&str> = states
-        .iter()
-        .filter(|s| s.state == State::Verified)
-        .map(|s| s.path.as_str())
-        .collect();
-    let verified: Vec<ObjectRef> = objects
-        .iter()
-        .filter(|o| verified_paths.contains(o.path.as_str()))
-        .cloned()
-        .collect();
+    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in states {
+        by.entry(o.state.to_string()).or_default().push(o.path);
+    }
     let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
-    let all_verified = verified.len() == objects.len();
+    let all_verified = verified.len() == total;
     let now = ctx.now();
     let target = if all_verified {
         Some(State::Verified)
@@ -2013,49 +2103,63 @@ async fn finish(
     let mut summary_uri = None;
     if halted.is_empty() {
         let root = crate::govern::closure::candidate_root(&verified);
-        let st = Statement {
-            subject: vec![Subject {
-                name: format!("lakedrill-purge:{candidate_id}"),
-                digest: BTreeMap::from([
-                    ("sha256".to_owned(), evidence::sha256_hex(root.as_bytes())),
-                    ("blake3".to_owned(), root.clone()),
-                ]),
-            }],
-            predicate_type: RECEIPTS_PREDICATE_TYPE.into(),
-            predicate: serde_json::json!({
-                "kind": "summary",
-                "candidate_id": candidate_id,
-                "inventory_root": inventory_root,
-                "deleted_root": root,
-                "deleted": verified.iter().map(|o| &o.path).collect::<Vec<_>>(),
-                "delete_unknown": by.get("DELETE_UNKNOWN").cloned().unwrap_or_default(),
-                "equals_inventory": all_verified,
-                "receipts": receipts,
-                "receipts_head": chain.head(),
-                "receipt_batches": chain.batches(),
-                "at": now.to_rfc3339(),
-                "evidence_retention": retention.map(crate::ops::evidence_lock::claim),
-            }),
-        };
-        let mut st = st;
-        // Each rebase onto a later generation (from/to stamp, what was released to PROTECTED and why).
-        if let Some(r) = rebases
-            && let Some(p) = st.predicate.as_object_mut()
-        {
-            p.insert("rebases".into(), r);
+        /// The paths of `0`, serialized as a list without copying them.
+        struct Paths<'a>(&'a [ObjectRef]);
+        impl serde::Serialize for Paths<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter().map(|o| o.path.as_str()))
+            }
         }
+        // The summary's predicate, its keys in sorted order (the payload's are), written without a JSON value
+        // of a million paths (#24).
+        #[derive(serde::Serialize)]
+        struct Summary<'a> {
+            at: String,
+            candidate_id: &'a str,
+            delete_unknown: &'a [String],
+            deleted: Paths<'a>,
+            deleted_root: &'a str,
+            equals_inventory: bool,
+            evidence_retention: serde_json::Value,
+            inventory_root: &'a serde_json::Value,
+            kind: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            rebases: Option<serde_json::Value>,
+            receipt_batches: u64,
+            receipts: u64,
+            receipts_head: Option<&'a str>,
+        }
+        let subject = vec![Subject {
+            name: format!("lakedrill-purge:{candidate_id}"),
+            digest: BTreeMap::from([
+                ("sha256".to_owned(), evidence::sha256_hex(root.as_bytes())),
+                ("blake3".to_owned(), root.clone()),
+            ]),
+        }];
+        // Each rebase onto a later generation (from/to stamp, what was released to PROTECTED and why).
+        let summary = Summary {
+            at: now.to_rfc3339(),
+            candidate_id,
+            delete_unknown: by.get("DELETE_UNKNOWN").map_or(&[], Vec::as_slice),
+            deleted: Paths(&verified),
+            deleted_root: &root,
+            equals_inventory: all_verified,
+            evidence_retention: serde_json::json!(retention.map(crate::ops::evidence_lock::claim)),
+            inventory_root: &inventory_root,
+            kind: "summary",
+            rebases,
+            receipt_batches: chain.batches(),
+            receipts,
+            receipts_head: chain.head(),
+        };
         let uri = location::join(dir, &format!("summary-{receipts}.dsse.json"));
         // The summary is named by the receipt count: when it exists, no receipt was added since it was
         // signed (a reconcile with nothing to settle), so it already states this outcome.
         if ctx.storage.head(&uri).await?.is_none() {
-            crate::ops::evidence_lock::put(
-                &ctx.storage,
-                &uri,
-                Bytes::from(evidence::sign_statement(&st, key).to_json_bytes()),
-                retention,
-                now,
-            )
-            .await?;
+            let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &summary, key)
+                .map_err(|e| Error::Internal(format!("the purge summary: {e}")))?;
+            crate::ops::evidence_lock::put(&ctx.storage, &uri, Bytes::from(envelope.to_json_bytes()), retention, now)
+                .await?;
         }
         // The newest summary of the candidate, anchored in the registry (#23 point 4): `audit verify` of the
         // receipts folder then finds a removed or replaced newest summary.
@@ -2082,8 +2186,9 @@ async fn finish(
     let mut human = format!(
         "{status}: {candidate_id}: {} of {} objects deleted and verified",
         verified.len(),
-        objects.len()
+        total
     );
+    drop(verified);
     if unknown > 0 {
         human.push_str(&format!(
             ", {unknown} DELETE_UNKNOWN (run `lakedrill reconcile {candidate_id}`)"
@@ -2377,10 +2482,9 @@ pub async fn undelete(
     }
     // What each object must be, from the verified bundles of the quarantine.
     let expected: BTreeMap<String, (String, u64)> =
-        sealed_by_path(sealed_inventories(ctx, &rec, &trust).await?, &root, None)?
-            .into_iter()
-            .map(|(p, e)| (p, (e.blake3, e.size)))
-            .collect();
+        sealed_by_path(sealed_inventories(ctx, &rec, &rec.objects, true, &trust).await?, &root, None, |e| {
+            (e.blake3, e.size)
+        })?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.

@@ -160,10 +160,7 @@ pub async fn safety_gates(
     let mut extra = Vec::new();
     let mut missing = Vec::new();
     for c in &candidates {
-        let inventory: BTreeSet<&str> = c.candidate["objects"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|o| o["path"].as_str()).collect())
-            .unwrap_or_default();
+        let inventory: BTreeSet<&str> = c.objects.iter().map(|o| o.path.as_str()).collect();
         let objs = states.get(&c.candidate_id).map(Vec::as_slice).unwrap_or_default();
         for o in objs.iter().filter(|o| gone(o.state)) {
             if !inventory.contains(o.path.as_str()) {

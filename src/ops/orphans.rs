@@ -597,9 +597,7 @@ pub async fn put_back_protected(
         if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
             continue;
         }
-        let objects: Vec<crate::model::object::ObjectRef> =
-            serde_json::from_value(rec.candidate["objects"].clone()).unwrap_or_default();
-        let judged = crate::govern::closure::orphan_rebase(input, &objects);
+        let judged = crate::govern::closure::orphan_rebase(input, &rec.objects);
         if !judged.unreadable.is_empty() || judged.released_objects.is_empty() {
             continue;
         }

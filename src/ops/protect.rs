@@ -36,10 +36,7 @@ pub(crate) async fn protect_covered(
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
             .unwrap_or_default();
-        let paths: Vec<String> = c.candidate["objects"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|o| o["path"].as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
+        let paths: Vec<String> = c.objects.iter().map(|o| o.path.clone()).collect();
         // A quarantined candidate that the change covers only in part stays quarantined: its purge rebases it
         // and releases exactly what is covered (DESIGN "Rebase"). One it covers whole, a plan candidate, and a
         // candidate whose deletes may be in flight go to PROTECTED at once.

@@ -724,14 +724,18 @@ impl Registry {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(query(OP))?;
-            let inventory: serde_json::Value = inventory
-                .as_deref()
-                .and_then(|j| serde_json::from_str(j).ok())
-                .unwrap_or(serde_json::Value::Null);
-            let Some(ids) = inventory["snapshot_ids"]
-                .as_array()
-                .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect::<Vec<i64>>())
-            else {
+            // Typed, not a JSON value: a million objects' inventory as a value is about 2 GB (#24).
+            #[derive(serde::Deserialize)]
+            struct Path {
+                path: String,
+            }
+            #[derive(serde::Deserialize)]
+            struct Held {
+                snapshot_ids: Vec<i64>,
+                #[serde(default)]
+                objects: Vec<Path>,
+            }
+            let Some(held) = inventory.as_deref().and_then(|j| serde_json::from_str::<Held>(j).ok()) else {
                 // What the candidate holds cannot be read: nothing can be shown uncovered.
                 halt.push(format!(
                     "holds or leases changed during the purge and candidate {candidate_id}'s inventory cannot be read \
@@ -739,10 +743,8 @@ impl Registry {
                 ));
                 return Ok(Err(halt));
             };
-            let paths: Vec<&str> = inventory["objects"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|o| o["path"].as_str()).collect())
-                .unwrap_or_default();
+            let ids = held.snapshot_ids;
+            let paths: Vec<&str> = held.objects.iter().map(|o| o.path.as_str()).collect();
             if holds_moved {
                 let rows = sqlx::query(HOLDS_OF_TABLE)
                     .bind(&base.table_uuid)

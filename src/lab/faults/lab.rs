@@ -291,7 +291,7 @@ impl Lab {
             .await?
             .into_iter()
             .find(|c| c.candidate_id == id)
-            .map(|c| c.candidate);
+            .map(|c| c.candidate_json());
         let planned = match recorded {
             Some(c) => Some(c),
             None => self.plan().await?["candidates"]
