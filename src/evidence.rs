@@ -308,7 +308,9 @@ pub fn sign_statement_serialized(
     key: &SigningKey,
 ) -> Result<Envelope, serde_json::Error> {
     let mut payload = Vec::with_capacity(1 << 16);
-    write_statement(&mut payload, subject, predicate_type, |out| serde_json::to_writer(&mut *out, predicate))?;
+    write_statement(&mut payload, subject, predicate_type, |out| {
+        serde_json::to_writer(&mut *out, predicate)
+    })?;
     Ok(sign(PAYLOAD_TYPE, &payload, key))
 }
 

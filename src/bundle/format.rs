@@ -373,6 +373,17 @@ pub async fn load_inventory_keeping(
 /// # Errors
 /// [`Error::Invalid`] naming the folder when the bundle does not verify or is not a bundle predicate.
 pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &TrustStore) -> Result<BundlePredicate> {
+    Ok(verified_in(storage, dir, trust, |_| Ok(None)).await?.0)
+}
+
+/// The verified predicate of the bundle in `dir` with its inventory as `keep` keeps it, and the inventory's
+/// canonical digests.
+async fn verified_in(
+    storage: &Storage,
+    dir: &str,
+    trust: &TrustStore,
+    keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
+) -> Result<(BundlePredicate, CanonicalDigests)> {
     let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
     let v =
         evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(dir, format!("bundle signature: {f}")))?;
@@ -380,10 +391,11 @@ pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &Tru
         .parse_predicate()
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
     drop(v);
-    load_inventory(storage, dir, &mut pred)
+    let keep = keep(&pred)?;
+    let digests = load_inventory_keeping(storage, dir, &mut pred, keep)
         .await?
         .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
-    Ok(pred)
+    Ok((pred, digests))
 }
 
 /// The predicate of a bundle whose signature verifies, with every metadata copy that matches its
@@ -413,17 +425,7 @@ pub async fn verified_predicate_keeping(
     keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
 ) -> Result<(BundlePredicate, BTreeMap<String, Bytes>, CanonicalDigests)> {
     let dir = bundle_dir(bundle_uri)?;
-    let envelope = storage.get(&location::join(&dir, ENVELOPE_FILE)).await?.bytes;
-    let v =
-        evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(&dir, format!("bundle signature: {f}")))?;
-    let mut pred: BundlePredicate = v
-        .parse_predicate()
-        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
-    drop(v);
-    let keep = keep(&pred)?;
-    let digests = load_inventory_keeping(storage, &dir, &mut pred, keep)
-        .await?
-        .map_err(|(_, why)| Error::invalid(&dir, format!("bundle inventory: {why}")))?;
+    let (pred, digests) = verified_in(storage, &dir, trust, keep).await?;
     let mut copies = BTreeMap::new();
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };

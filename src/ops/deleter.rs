@@ -596,7 +596,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                             {
                                 problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
                             }
-                            let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, &trust).await?;
+                            let (broken, verified) =
+                                bundles_intact(&ctx.storage, &bundles, &rec.objects, &trust).await?;
                             problems.extend(broken);
                             if problems.is_empty() {
                                 problems.extend(inventory_covered(&rec, &verified)?);
@@ -1244,7 +1245,10 @@ async fn execute(
             name: format!("lakedrill-candidate:{candidate_id}"),
             digest: BTreeMap::from([
                 ("sha256".to_owned(), hex::encode(sha2::Digest::finalize(sha))),
-                ("blake3".to_owned(), crate::govern::closure::candidate_root(&rec.objects)),
+                (
+                    "blake3".to_owned(),
+                    crate::govern::closure::candidate_root(&rec.objects),
+                ),
             ]),
         }];
         let archive = Archive {
@@ -2158,8 +2162,14 @@ async fn finish(
         if ctx.storage.head(&uri).await?.is_none() {
             let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &summary, key)
                 .map_err(|e| Error::Internal(format!("the purge summary: {e}")))?;
-            crate::ops::evidence_lock::put(&ctx.storage, &uri, Bytes::from(envelope.to_json_bytes()), retention, now)
-                .await?;
+            crate::ops::evidence_lock::put(
+                &ctx.storage,
+                &uri,
+                Bytes::from(envelope.to_json_bytes()),
+                retention,
+                now,
+            )
+            .await?;
         }
         // The newest summary of the candidate, anchored in the registry (#23 point 4): `audit verify` of the
         // receipts folder then finds a removed or replaced newest summary.
@@ -2481,10 +2491,12 @@ pub async fn undelete(
         ));
     }
     // What each object must be, from the verified bundles of the quarantine.
-    let expected: BTreeMap<String, (String, u64)> =
-        sealed_by_path(sealed_inventories(ctx, &rec, &rec.objects, true, &trust).await?, &root, None, |e| {
-            (e.blake3, e.size)
-        })?;
+    let expected: BTreeMap<String, (String, u64)> = sealed_by_path(
+        sealed_inventories(ctx, &rec, &rec.objects, true, &trust).await?,
+        &root,
+        None,
+        |e| (e.blake3, e.size),
+    )?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.

@@ -199,8 +199,9 @@ pub struct BatchFile {
 pub struct ChainRead {
     /// The batches, by sequence number.
     pub batches: Vec<BatchFile>,
-    /// Every sealed receipt.
-    pub receipts: BTreeMap<(String, i64), serde_json::Value>,
+    /// Every sealed receipt by (path, attempt), with the BLAKE3 of its body as JSON ([`receipt_digest`]; zero
+    /// when the deleter reads its own chain). Not the bodies: two million of them as JSON values took 7 GB (#24).
+    pub receipts: BTreeMap<(String, i64), [u8; 32]>,
     /// Problems: a gap in the sequence, a broken link, an unreadable or (with a trust store) unverified batch,
     /// a receipt sealed twice.
     pub problems: Vec<(String, String)>,
@@ -215,8 +216,7 @@ pub async fn read(storage: &Storage, dir: &str, trust: Option<&TrustStore>) -> R
     read_with(storage, dir, trust, true).await
 }
 
-/// [`read`]; without `keep`, each sealed receipt's body is dropped once its batch is checked (its key stays,
-/// with `null`).
+/// [`read`]; without `keep`, no receipt's digest is computed (its key stays, with zeros).
 async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, keep: bool) -> Result<ChainRead> {
     let mut files: Vec<(u64, String)> = Vec::new();
     let mut out = ChainRead::default();
@@ -288,7 +288,7 @@ async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, kee
                     problem(format!("says count {} but holds {} receipts", p["count"], rs.len()));
                 }
                 for r in rs {
-                    let body = if keep { r.receipt } else { serde_json::Value::Null };
+                    let body = if keep { receipt_digest(&r.receipt) } else { [0; 32] };
                     if out.receipts.insert((r.path.clone(), r.attempt), body).is_some() {
                         problem(format!("seals receipt {} attempt {} a second time", r.path, r.attempt));
                     }
@@ -355,33 +355,69 @@ pub async fn check_summary(
     Ok(Some(read))
 }
 
-/// Compares the registry's receipt rows of a candidate with the sealed receipts: every row must be sealed, as
-/// it is, and every sealed receipt must still be a row. Returns what differs, naming path and attempt.
+/// The digest a sealed receipt is compared by: BLAKE3 of its body as compact JSON (keys sorted).
 #[must_use]
-pub fn compare(rows: &[ReceiptRow], sealed: &BTreeMap<(String, i64), serde_json::Value>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    for r in rows {
-        let k = (r.path.clone(), r.attempt);
-        match sealed.get(&k) {
-            Some(v) if v == &r.receipt => {}
-            Some(v) => out.push(format!(
-                "registry receipt {} attempt {} differs from its signed copy: registry {}, signed {v}",
+pub fn receipt_digest(body: &serde_json::Value) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    // Writing a JSON value into a hasher cannot fail.
+    let _ = serde_json::to_writer(&mut h, body);
+    *h.finalize().as_bytes()
+}
+
+/// Compares the registry's receipt rows of a candidate with the sealed receipts, one row at a time as they are
+/// read (#24: not every row held): every row must be sealed, as it is, and every sealed receipt must still be a
+/// row. Each matched sealed receipt is taken out of `sealed`; what is left is named by [`Compare::finish`].
+pub struct Compare {
+    sealed: BTreeMap<(String, i64), [u8; 32]>,
+    out: Vec<String>,
+}
+
+impl Compare {
+    /// A comparison against the sealed receipts of a chain ([`ChainRead::receipts`]).
+    #[must_use]
+    pub fn new(sealed: BTreeMap<(String, i64), [u8; 32]>) -> Self {
+        Self {
+            sealed,
+            out: Vec::new(),
+        }
+    }
+
+    /// One registry row.
+    pub fn row(&mut self, r: &ReceiptRow) {
+        match self.sealed.remove(&(r.path.clone(), r.attempt)) {
+            Some(d) if d == receipt_digest(&r.receipt) => {}
+            Some(_) => self.out.push(format!(
+                "registry receipt {} attempt {} differs from its signed copy: registry {}",
                 r.path, r.attempt, r.receipt
             )),
-            None => out.push(format!(
+            None => self.out.push(format!(
                 "registry receipt {} attempt {} is in no signed batch: {}",
                 r.path, r.attempt, r.receipt
             )),
         }
-        seen.insert(k);
     }
-    for (path, attempt) in sealed.keys().filter(|k| !seen.contains(*k)) {
-        out.push(format!(
-            "signed receipt {path} attempt {attempt} is missing from the registry (row removed)"
-        ));
+
+    /// What differs, naming path and attempt: the rows that differ or are unsealed, then every sealed receipt no
+    /// row matched.
+    #[must_use]
+    pub fn finish(mut self) -> Vec<String> {
+        for (path, attempt) in self.sealed.into_keys() {
+            self.out.push(format!(
+                "signed receipt {path} attempt {attempt} is missing from the registry (row removed)"
+            ));
+        }
+        self.out
     }
-    out
+}
+
+/// [`Compare`] over rows at hand.
+#[must_use]
+pub fn compare(rows: &[ReceiptRow], sealed: &BTreeMap<(String, i64), [u8; 32]>) -> Vec<String> {
+    let mut c = Compare::new(sealed.clone());
+    for r in rows {
+        c.row(r);
+    }
+    c.finish()
 }
 
 #[cfg(test)]
@@ -406,9 +442,9 @@ mod tests {
             row("a", 2, "confirmed"),
             row("b", 1, "requested"),
         ];
-        let mut sealed: BTreeMap<(String, i64), serde_json::Value> = rows
+        let mut sealed: BTreeMap<(String, i64), [u8; 32]> = rows
             .iter()
-            .map(|r| ((r.path.clone(), r.attempt), r.receipt.clone()))
+            .map(|r| ((r.path.clone(), r.attempt), receipt_digest(&r.receipt)))
             .collect();
         assert!(compare(&rows, &sealed).is_empty());
         // Edited in the registry.
@@ -424,7 +460,10 @@ mod tests {
         assert_eq!(d.len(), 1);
         assert!(d[0].contains("c attempt 1 is in no signed batch"), "{d:?}");
         // A row removed from the registry.
-        sealed.insert(("z".into(), 1), serde_json::json!({"phase": "requested"}));
+        sealed.insert(
+            ("z".into(), 1),
+            receipt_digest(&serde_json::json!({"phase": "requested"})),
+        );
         let d = compare(&rows, &sealed);
         assert_eq!(d.len(), 1);
         assert!(d[0].contains("z attempt 1 is missing from the registry"), "{d:?}");

@@ -635,8 +635,14 @@ impl Registry {
         for value in binds {
             q = q.bind(*value);
         }
-        let rows = q.fetch_all(&self.pool).await.map_err(query(op))?;
-        rows.iter().map(read).collect::<Result<_, _>>().map_err(query(op))
+        // Each row read as it arrives: a million rows held as database rows first took ~430 B each (#24).
+        use futures::TryStreamExt;
+        let mut rows = q.fetch(&self.pool);
+        let mut out = Vec::new();
+        while let Some(row) = rows.try_next().await.map_err(query(op))? {
+            out.push(read(&row).map_err(query(op))?);
+        }
+        Ok(out)
     }
 
     /// Runs `read` on a connection from the pool: the shape of every accessor that reads one record, counter

@@ -984,7 +984,10 @@ mod tests {
         let parsed: StoredCandidate = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed.objects.len(), 2);
         assert_eq!(parsed.objects[1].path, "metadata/m.avro");
-        assert!(parsed.rest.get("objects").is_none(), "the inventory is not kept as a value");
+        assert!(
+            parsed.rest.get("objects").is_none(),
+            "the inventory is not kept as a value"
+        );
         let rec = CandidateRecord {
             candidate_id: "c-1".into(),
             table_uuid: "u".into(),
@@ -998,7 +1001,10 @@ mod tests {
             updated_at: t(0),
         };
         // What the archive hashes: byte for byte the stored candidate as a JSON value writes it.
-        assert_eq!(serde_json::to_string(&rec.full_candidate()).unwrap(), stored.to_string());
+        assert_eq!(
+            serde_json::to_string(&rec.full_candidate()).unwrap(),
+            stored.to_string()
+        );
         assert_eq!(rec.candidate_json(), stored);
         // `status` shows the record with its inventory in place.
         assert_eq!(serde_json::to_value(&rec).unwrap()["candidate"], stored);
