@@ -81,11 +81,6 @@ pub struct PurgeOptions {
     pub dry_run: bool,
 }
 
-fn objects_of(rec: &CandidateRecord) -> Vec<ObjectRef> {
-    // Read from the record in place (no copy of a million-entry JSON array, #24).
-    rec.objects.clone()
-}
-
 fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
     rec.candidate["snapshot_ids"]
         .as_array()
@@ -278,16 +273,18 @@ pub async fn bundles_intact(
 ) -> Result<(Vec<String>, SealedSizes)> {
     let mut reasons = Vec::new();
     let wanted = path_hashes(objects);
-    // Filled as each inventory is read; no entry of a data file is kept (#24).
-    let sizes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sizes = Vec::new();
     for (uri, root, sid) in bundles {
-        let (wanted, sink, bundle_uri) = (wanted.clone(), sizes.clone(), uri.clone());
+        // Filled as this bundle's inventory is read (no entry of a data file is kept, #24), and counted only
+        // once the bundle verified.
+        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (wanted, bundle_sink, bundle_uri) = (wanted.clone(), sink.clone(), uri.clone());
         let keep = move |pred: &crate::bundle::BundlePredicate| {
             let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
             let keep = move |e: &mut crate::bundle::InventoryEntry| {
                 if let Ok(rel) = loc.relative(&e.path)
                     && wanted.contains(&path_hash(&rel))
-                    && let Ok(mut sink) = sink.lock()
+                    && let Ok(mut sink) = bundle_sink.lock()
                 {
                     sink.push((rel, e.size));
                 }
@@ -328,12 +325,12 @@ pub async fn bundles_intact(
                 ));
             }
         }
+        sizes.append(
+            &mut *sink
+                .lock()
+                .map_err(|_| Error::Internal(format!("the reader of bundle {uri}'s inventory panicked")))?,
+        );
     }
-    let mut sizes = std::mem::take(
-        &mut *sizes
-            .lock()
-            .map_err(|_| Error::Internal("a bundle inventory's reader panicked".into()))?,
-    );
     sizes.sort_unstable();
     Ok((reasons, sizes))
 }
@@ -726,7 +723,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 return refused_with("REFUSED", reasons, gates);
             }
             Acceptance::Approved if opts.dry_run => {
-                let objects = objects_of(&rec);
+                let objects = &rec.objects;
                 let mut human = if is_orphans(&rec) {
                     format!(
                         "DRY RUN: every check passed; a purge would delete these {} held orphans for good (the version \
@@ -739,7 +736,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                         objects.len()
                     )
                 };
-                for o in &objects {
+                for o in objects {
                     human.push_str(&format!("  {} ({:?}, {} bytes)\n", o.path, o.layer, o.size));
                 }
                 for g in &gates {
@@ -1140,9 +1137,9 @@ async fn rebase(
 ) -> Result<Rebased> {
     let now = ctx.now();
     let ids = snapshot_ids_of(rec);
-    let objects = objects_of(rec);
+    let objects = &rec.objects;
     let plan = crate::govern::closure::plan(input);
-    let r = crate::govern::closure::rebase(input, &plan, &ids, &objects);
+    let r = crate::govern::closure::rebase(input, &plan, &ids, objects);
     if !r.unreadable.is_empty() {
         return Err(Error::corrupt(
             table.metadata_uri(),
@@ -2298,7 +2295,7 @@ async fn reconcile_claimed(
         _ => root.clone(),
     };
     let confined = ctx.storage.confine(&target_root).await?;
-    let objects = objects_of(rec);
+    let objects = &rec.objects;
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
@@ -2500,7 +2497,7 @@ pub async fn undelete(
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.
-    let objects = objects_of(&rec);
+    let objects = &rec.objects;
     let (root, expected) = (&root, &expected);
     let checked: Vec<Result<(String, bool, String)>> = futures::stream::iter(objects.iter().map(|o| async move {
         let uri = location::join(root, &o.path);
