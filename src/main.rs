@@ -81,14 +81,16 @@ fn main() -> ExitCode {
     match result {
         Ok(mut outcome) => {
             lakedrill::report::output::add_warnings(&mut outcome.json, warnings);
-            let mut out = std::io::stdout().lock();
+            // Buffered: stdout flushes at every newline, and a purge's document lists a million paths.
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             let res = if cli.json {
                 serde_json::to_writer_pretty(&mut out, &outcome.json)
                     .map_err(std::io::Error::other)
                     .and_then(|()| writeln!(out))
             } else {
                 write!(out, "{}", outcome.human)
-            };
+            }
+            .and_then(|()| out.flush());
             if let Err(e) = res
                 && e.kind() != std::io::ErrorKind::BrokenPipe
             {

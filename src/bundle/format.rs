@@ -3,7 +3,7 @@
 //! data ([`verified_predicate`], [`verified_metadata_copy`], [`list_bundles`]). Seal and verify build on
 //! it; it uses only the wings below `bundle`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -408,13 +408,20 @@ pub async fn verified_predicate(
     bundle_uri: &str,
     trust: &TrustStore,
 ) -> Result<(BundlePredicate, BTreeMap<String, Bytes>)> {
-    let (pred, copies, _) = verified_predicate_keeping(storage, bundle_uri, trust, |_| Ok(None)).await?;
+    let dir = bundle_dir(bundle_uri)?;
+    let (pred, _) = verified_in(storage, &dir, trust, |_| Ok(None)).await?;
+    let mut copies = BTreeMap::new();
+    intact_copies(storage, &dir, &pred, |path, bytes| {
+        copies.insert(path.to_owned(), bytes);
+    })
+    .await?;
     Ok((pred, copies))
 }
 
 /// [`verified_predicate`] keeping only the inventory entries the function `keep` makes from the verified
 /// predicate accepts (see [`load_inventory_keeping`]), with the inventory's canonical digests (its root
-/// recomputed from every line, kept or not).
+/// recomputed from every line, kept or not), and the paths (as written) of the metadata copies that match
+/// their recorded BLAKE3 — checked one at a time, not held (a million-file snapshot's manifests are large, #24).
 ///
 /// # Errors
 /// [`Error::Invalid`] when the bundle does not verify, or what `keep` returns.
@@ -423,23 +430,38 @@ pub async fn verified_predicate_keeping(
     bundle_uri: &str,
     trust: &TrustStore,
     keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
-) -> Result<(BundlePredicate, BTreeMap<String, Bytes>, CanonicalDigests)> {
+) -> Result<(BundlePredicate, BTreeSet<String>, CanonicalDigests)> {
     let dir = bundle_dir(bundle_uri)?;
     let (pred, digests) = verified_in(storage, &dir, trust, keep).await?;
-    let mut copies = BTreeMap::new();
+    let mut intact = BTreeSet::new();
+    intact_copies(storage, &dir, &pred, |path, _| {
+        intact.insert(path.to_owned());
+    })
+    .await?;
+    Ok((pred, intact, digests))
+}
+
+/// Reads every metadata copy the inventory of `pred` names (in the bundle folder `dir`) and hands each one whose
+/// bytes match its recorded BLAKE3 to `intact` with the path it was written under; a copy that is missing is an
+/// error, one that differs is left out.
+async fn intact_copies(
+    storage: &Storage,
+    dir: &str,
+    pred: &BundlePredicate,
+    mut intact: impl FnMut(&str, Bytes),
+) -> Result<()> {
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };
-        let Some(copy) = get_copy(storage, &location::join(&dir, member), e.layer).await? else {
+        let Some(copy) = get_copy(storage, &location::join(dir, member), e.layer).await? else {
             return Err(Error::NotFound {
-                uri: location::join(&dir, member),
+                uri: location::join(dir, member),
             });
         };
-        let bytes = copy.bytes;
-        if blake3::hash(&bytes).to_hex().as_str() == e.blake3 {
-            copies.insert(e.path.clone(), bytes);
+        if blake3::hash(&copy.bytes).to_hex().as_str() == e.blake3 {
+            intact(&e.path, copy.bytes);
         }
     }
-    Ok((pred, copies, digests))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -254,14 +254,14 @@ pub async fn newer_failures(
     Ok(reasons)
 }
 
-/// What the verified bundles hold of a candidate's objects: each object's path relative to the table location
-/// and its sealed size, sorted (an object sealed in two bundles is there twice).
-pub type SealedSizes = Vec<(String, u64)>;
+/// Which of a candidate's objects (by index) lie, with their size, in the inventory of one of its verified
+/// bundles.
+pub type Covered = Vec<bool>;
 
 /// Re-verifies each of the candidate's bundles from the bundle alone at acceptance: the envelope under `trust`,
 /// the recorded root, the root recomputed from the inventory, and every metadata copy (metadata JSON, manifest
 /// list, manifests; small) present with its recorded BLAKE3. Returns every problem, naming bundle and object,
-/// and the candidate's objects (`objects`) as the bundles whose envelope verified sealed them.
+/// and which of the candidate's `objects` the bundles whose envelope verified sealed with that size.
 ///
 /// # Errors
 /// Never for a broken bundle (that is a reason); storage errors other than a missing member are reasons too.
@@ -270,36 +270,35 @@ pub async fn bundles_intact(
     bundles: &[(String, String, i64)],
     objects: &[ObjectRef],
     trust: &TrustStore,
-) -> Result<(Vec<String>, SealedSizes)> {
+) -> Result<(Vec<String>, Covered)> {
     let mut reasons = Vec::new();
-    let wanted = path_hashes(objects);
-    let mut sizes = Vec::new();
+    let wanted = path_keys(objects);
+    // Each object's index by path key (the sizes sealed are compared with its own).
+    let mut index: Vec<(u128, usize)> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (path_key(&o.path), i))
+        .collect();
+    index.sort_unstable();
+    let mut covered = vec![false; objects.len()];
     for (uri, root, sid) in bundles {
-        // Filled as this bundle's inventory is read (no entry of a data file is kept, #24), and counted only
-        // once the bundle verified.
-        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (wanted, bundle_sink, bundle_uri) = (wanted.clone(), sink.clone(), uri.clone());
-        let keep = move |pred: &crate::bundle::BundlePredicate| {
-            let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
-            let keep = move |e: &mut crate::bundle::InventoryEntry| {
-                if let Ok(rel) = loc.relative(&e.path)
-                    && wanted.contains(&path_hash(&rel))
-                    && let Ok(mut sink) = bundle_sink.lock()
-                {
-                    sink.push((rel, e.size));
-                }
-                // Metadata entries with a copy stay: their copies are checked below.
-                e.layer.is_metadata() && e.copy.is_some()
-            };
-            Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
-        };
-        let (pred, copies, digests) = match crate::bundle::verified_predicate_keeping(storage, uri, trust, keep).await {
+        // Only each object's sealed size is taken as the inventory is read (no entry of a data file is kept,
+        // #24), and counted only once the bundle verified.
+        let (pred, copies, digests, sizes) = match read_bundle_taking(storage, uri, trust, &wanted, |e| e.size).await {
             Ok(v) => v,
             Err(e) => {
                 reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
                 continue;
             }
         };
+        for (k, size) in sizes {
+            let from = index.partition_point(|(x, _)| *x < k);
+            for (_, i) in index[from..].iter().take_while(|(x, _)| *x == k) {
+                if objects[*i].size == size {
+                    covered[*i] = true;
+                }
+            }
+        }
         if &pred.bundle_root != root {
             reasons.push(format!(
                 "bundle {uri} has root {} but the quarantine recorded {root}",
@@ -318,21 +317,15 @@ pub async fn bundles_intact(
             .iter()
             .filter(|e| e.layer.is_metadata() && e.copy.is_some())
         {
-            if !copies.contains_key(&e.path) {
+            if !copies.contains(&e.path) {
                 reasons.push(format!(
                     "bundle {uri}: its copy of {} ({:?}) is missing or differs from its recorded BLAKE3 {}",
                     e.path, e.layer, e.blake3
                 ));
             }
         }
-        sizes.append(
-            &mut *sink
-                .lock()
-                .map_err(|_| Error::Internal(format!("the reader of bundle {uri}'s inventory panicked")))?,
-        );
     }
-    sizes.sort_unstable();
-    Ok((reasons, sizes))
+    Ok((reasons, covered))
 }
 
 /// What the registry row says may be deleted, checked against what was signed (#23 point 4): the candidate's
@@ -342,7 +335,7 @@ pub async fn bundles_intact(
 ///
 /// # Errors
 /// A bundle's table location that is not a storage URI.
-fn inventory_covered(rec: &CandidateRecord, sealed: &SealedSizes) -> Result<Vec<String>> {
+fn inventory_covered(rec: &CandidateRecord, covered: &Covered) -> Result<Vec<String>> {
     let objects = &rec.objects;
     let mut reasons = Vec::new();
     let recorded = rec.candidate["inventory_root"].as_str().unwrap_or_default();
@@ -354,16 +347,11 @@ fn inventory_covered(rec: &CandidateRecord, sealed: &SealedSizes) -> Result<Vec<
             objects.len()
         ));
     }
-    let covered = |o: &ObjectRef| {
-        let from = sealed.partition_point(|(p, _)| p.as_str() < o.path.as_str());
-        sealed[from..]
-            .iter()
-            .take_while(|(p, _)| *p == o.path)
-            .any(|(_, size)| *size == o.size)
-    };
     let outside: Vec<String> = objects
         .iter()
-        .filter(|o| !covered(o))
+        .enumerate()
+        .filter(|(i, _)| !covered.get(*i).copied().unwrap_or(false))
+        .map(|(_, o)| o)
         .map(|o| format!("{} ({} bytes)", o.path, o.size))
         .collect();
     if !outside.is_empty() {
@@ -1260,7 +1248,7 @@ async fn execute(
         crate::ops::evidence_lock::put(
             &ctx.storage,
             &archive_uri,
-            Bytes::from(envelope.to_json_bytes()),
+            Bytes::from(envelope),
             policy.evidence_retention(),
             ctx.now(),
         )
@@ -1275,7 +1263,7 @@ async fn execute(
     };
     // What every object was when sealed, from the verified bundles: read before anything changes (a bundle
     // that no longer verifies stops the purge here, before the catalog commit).
-    let sealed = sealed_inventories(ctx, &rec, &objects, false, trust).await?;
+    let sealed = sealed_inventories(ctx, &rec, &objects, trust, SealedObject::of).await?;
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
     // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
@@ -1413,13 +1401,6 @@ async fn execute(
     // "Symlinks").
     let confined = ctx.storage.confine(&target_root).await?;
     let uuid = rec.table_uuid.clone();
-    // What each object was when it was sealed (ETag, version id): a delete is conditional on it.
-    let wanted: std::collections::HashSet<&str> = objects.iter().map(|o| o.path.as_str()).collect();
-    let sealed = sealed_by_path(sealed, &root, Some(&wanted), |e| SealedObject {
-        e_tag: e.e_tag,
-        version: e.version,
-    })?;
-    drop(wanted);
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     let target = |o: &ObjectRef| -> (String, Option<crate::bundle::HeldFile>) {
@@ -1438,17 +1419,33 @@ async fn execute(
         hold_generation: reg.hold_generation(&uuid).await?,
         lease_watermark: reg.lease_watermark(&uuid).await?.counter,
     };
-    let states: BTreeMap<String, State> = reg
-        .object_states(candidate_id)
-        .await?
-        .into_iter()
-        .map(|o| (o.path, o.state))
+    // Which objects are still to delete (DELETE_APPROVED), each flagged at its index: the states are streamed and
+    // looked up in the inventory sorted by path, not held as a map of a million paths (#24).
+    let mut by_path: Vec<u32> = (0..u32::try_from(objects.len())
+        .map_err(|_| Error::invalid(candidate_id, "a candidate of more than 4,294,967,295 objects"))?)
         .collect();
+    by_path.sort_unstable_by(|a, b| objects[*a as usize].path.cmp(&objects[*b as usize].path));
+    let index_of = |path: &str| {
+        by_path
+            .binary_search_by(|i| objects[*i as usize].path.as_str().cmp(path))
+            .ok()
+            .map(|at| by_path[at] as usize)
+    };
+    let mut approved = vec![false; objects.len()];
+    reg.for_each_object_state(candidate_id, |o| {
+        if o.state == State::DeleteApproved
+            && let Some(i) = index_of(&o.path)
+        {
+            approved[i] = true;
+        }
+    })
+    .await?;
+    let is_approved = |path: &str| index_of(path).is_some_and(|i| approved[i]);
     // The objects an earlier run asked the store to delete (looked up per object: a set, not a scan; the
     // receipts streamed, not held, #24).
     let mut requested_before: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     reg.for_each_receipt(candidate_id, |r| {
-        if r.receipt["phase"] == "requested" && states.get(&r.path) == Some(&State::DeleteApproved) {
+        if r.receipt["phase"] == "requested" && is_approved(&r.path) {
             requested_before.insert(r.path);
         }
     })
@@ -1461,7 +1458,8 @@ async fn execute(
     let mut halted = Vec::new();
     let todo: Vec<&ObjectRef> = objects
         .iter()
-        .filter(|o| states.get(&o.path) == Some(&State::DeleteApproved))
+        .zip(&approved)
+        .filter_map(|(o, approved)| approved.then_some(o))
         .collect();
     let progress = crate::report::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
     // Every batch re-checks the stop switch, holds, leases, the rollout stage and the run's claim inside the
@@ -1645,7 +1643,8 @@ async fn execute(
     // `finish` reads the record and the states as they are now: what this run held of them goes first (#24).
     drop(todo);
     drop(requested_before);
-    drop(states);
+    drop(approved);
+    drop(by_path);
     drop(sealed);
     drop(objects);
     drop(rec);
@@ -1767,7 +1766,7 @@ async fn expect(
         None => (sealed, permanent),
     };
     let sealed_e_tag = sealed.and_then(|s| nonempty(s.e_tag.as_deref())).map(ToOwned::to_owned);
-    let sealed_version = sealed.and_then(|s| s.version.clone());
+    let sealed_version = sealed.and_then(|s| s.version.as_deref()).map(ToOwned::to_owned);
     let head_done =
         orphan || !on_s3 || requested_before || sealed_e_tag.is_none() || (permanent && sealed_version.is_none());
     let held_version = held.as_ref().and_then(|f| f.version.clone());
@@ -1920,93 +1919,118 @@ async fn send_deletes(
     .await
 }
 
-/// The verified inventories of the candidate's bundles (each with the table location it was sealed under).
-async fn sealed_inventories(
+/// A relative path's key for lookups while a bundle's inventory streams by: the first 128 bits of its BLAKE3.
+/// Collision-resistant (two paths of a table sharing a key is not a practical event), and a million of them are
+/// 16 MB, not the 100 MB of their paths (#24). A key found attaches a sealed entry to an object; what is then
+/// done with it (a size compared, a conditional delete) still fails closed on the object itself.
+fn path_key(path: &str) -> u128 {
+    let mut b = [0_u8; 16];
+    b.copy_from_slice(&blake3::hash(path.as_bytes()).as_bytes()[..16]);
+    u128::from_le_bytes(b)
+}
+
+/// The path keys of `objects`, sorted and deduplicated.
+fn path_keys(objects: &[ObjectRef]) -> std::sync::Arc<Vec<u128>> {
+    let mut keys: Vec<u128> = objects.iter().map(|o| path_key(&o.path)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    std::sync::Arc::new(keys)
+}
+
+/// What the candidate's verified bundles sealed of its objects, by path key, sorted (an object sealed in two
+/// bundles is there twice, in bundle order).
+struct SealedByKey<T>(Vec<(u128, T)>);
+
+impl<T> SealedByKey<T> {
+    /// Every sealed entry of `path`, in bundle order.
+    fn all(&self, path: &str) -> impl Iterator<Item = &T> {
+        let k = path_key(path);
+        let from = self.0.partition_point(|(x, _)| *x < k);
+        self.0[from..].iter().take_while(move |(x, _)| *x == k).map(|(_, t)| t)
+    }
+
+    /// The last bundle's entry of `path`.
+    fn get(&self, path: &str) -> Option<&T> {
+        self.all(path).last()
+    }
+}
+
+/// Reads the bundle `uri` verified (its envelope under `trust`, every line of its inventory digested and the root
+/// recomputed, its metadata copies), taking from the entry of each of the candidate's objects (`wanted`, sorted
+/// path keys relative to the table location) what `take` needs, as the member streams by. Those entries are not
+/// kept (#24: a million full entries were most of a purge's memory); the metadata entries with a copy are, with
+/// the paths of the copies that are intact. What was taken is returned only when the bundle verified.
+async fn read_bundle_taking<T: Send + 'static>(
+    storage: &crate::io::store::Storage,
+    uri: &str,
+    trust: &TrustStore,
+    wanted: &std::sync::Arc<Vec<u128>>,
+    take: fn(&crate::bundle::InventoryEntry) -> T,
+) -> Result<(
+    crate::bundle::BundlePredicate,
+    std::collections::BTreeSet<String>,
+    crate::bundle::CanonicalDigests,
+    Vec<(u128, T)>,
+)> {
+    let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (wanted, bundle_sink, bundle_uri) = (wanted.clone(), sink.clone(), uri.to_owned());
+    let keep = move |pred: &crate::bundle::BundlePredicate| {
+        let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
+        let keep = move |e: &mut crate::bundle::InventoryEntry| {
+            if let Ok(rel) = loc.relative(&e.path) {
+                let k = path_key(&rel);
+                if wanted.binary_search(&k).is_ok()
+                    && let Ok(mut sink) = bundle_sink.lock()
+                {
+                    sink.push((k, take(e)));
+                }
+            }
+            e.layer.is_metadata() && e.copy.is_some()
+        };
+        Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
+    };
+    let (pred, copies, digests) = crate::bundle::verified_predicate_keeping(storage, uri, trust, keep).await?;
+    let taken = std::mem::take(
+        &mut *sink
+            .lock()
+            .map_err(|_| Error::Internal(format!("the reader of bundle {uri}'s inventory panicked")))?,
+    );
+    Ok((pred, copies, digests, taken))
+}
+
+/// What the candidate's bundles sealed of `objects` (`take` of each entry), every bundle verified; a bundle that
+/// does not verify is an error.
+async fn sealed_inventories<T: Send + 'static>(
     ctx: &Context,
     rec: &CandidateRecord,
     objects: &[ObjectRef],
-    digests: bool,
     trust: &TrustStore,
-) -> Result<Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>> {
-    let wanted = path_hashes(objects);
+    take: fn(&crate::bundle::InventoryEntry) -> T,
+) -> Result<SealedByKey<T>> {
+    let wanted = path_keys(objects);
     let mut out = Vec::new();
     for (uri, _, _) in bundles_of(rec) {
-        let keep = keep_candidate(wanted.clone(), uri.clone(), digests);
-        let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, &uri, trust, keep).await?;
-        out.push((uri, pred.table_location, pred.inventory));
+        let (_, _, _, mut taken) = read_bundle_taking(&ctx.storage, &uri, trust, &wanted, take).await?;
+        out.append(&mut taken);
     }
-    Ok(out)
-}
-
-fn path_hash(path: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    path.hash(&mut h);
-    h.finish()
-}
-
-/// The candidate's paths (relative to the table location) by hash, to filter a bundle's inventory while it is
-/// read: a hash shared with another path only keeps an entry too many, which the exact lookups after drop.
-fn path_hashes(objects: &[ObjectRef]) -> std::sync::Arc<std::collections::HashSet<u64>> {
-    std::sync::Arc::new(objects.iter().map(|o| path_hash(&o.path)).collect())
-}
-
-/// What a purge keeps of a bundle's inventory as it is read (#24: not a million full entries): the metadata
-/// entries with a copy in the bundle (their copies are checked), and the entries of the candidate's objects
-/// (`wanted`), without their URIs and, unless `digests`, their BLAKE3.
-fn keep_candidate(
-    wanted: std::sync::Arc<std::collections::HashSet<u64>>,
-    bundle_uri: String,
-    digests: bool,
-) -> impl FnOnce(&crate::bundle::BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>> {
-    move |pred| {
-        let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
-        let keep = move |e: &mut crate::bundle::InventoryEntry| {
-            if e.layer.is_metadata() && e.copy.is_some() {
-                return true;
-            }
-            match loc.relative(&e.path) {
-                Ok(rel) if wanted.contains(&path_hash(&rel)) => {
-                    e.uri = String::new();
-                    if !digests {
-                        e.blake3 = String::new();
-                    }
-                    true
-                }
-                _ => false,
-            }
-        };
-        Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
-    }
+    // Stable: an object sealed in two bundles keeps them in bundle order.
+    out.sort_by_key(|(k, _)| *k);
+    Ok(SealedByKey(out))
 }
 
 /// What a delete is conditional on: the ETag and version an object had when it was sealed.
 struct SealedObject {
-    e_tag: Option<String>,
-    version: Option<String>,
+    e_tag: Option<Box<str>>,
+    version: Option<Box<str>>,
 }
 
-/// Each object of the candidate's bundles by its path relative to the table root `root`.
-/// With `wanted`, only those paths are kept: a bundle's inventory is its whole snapshot, a candidate usually a
-/// small part of it (#24: a million-file snapshot's entries are not held for a thousand-object purge).
-fn sealed_by_path<T>(
-    inventories: Vec<(String, String, Vec<crate::bundle::InventoryEntry>)>,
-    root: &str,
-    wanted: Option<&std::collections::HashSet<&str>>,
-    mut what: impl FnMut(crate::bundle::InventoryEntry) -> T,
-) -> Result<BTreeMap<String, T>> {
-    let mut out = BTreeMap::new();
-    for (uri, table_location, inventory) in inventories {
-        let loc = crate::model::location::TableLocation::new(&table_location, root.to_owned(), &uri)?;
-        for e in inventory {
-            if let Ok(rel) = loc.relative(&e.path)
-                && wanted.is_none_or(|w| w.contains(rel.as_str()))
-            {
-                out.insert(rel, what(e));
-            }
+impl SealedObject {
+    fn of(e: &crate::bundle::InventoryEntry) -> Self {
+        Self {
+            e_tag: e.e_tag.as_deref().map(Box::from),
+            version: e.version.as_deref().map(Box::from),
         }
     }
-    Ok(out)
 }
 
 fn receipt(
@@ -2059,20 +2083,25 @@ async fn finish(
     let inventory_root = rec.candidate["inventory_root"].clone();
     let rebases = rec.quarantine.as_ref().and_then(|q| q.get("rebases")).cloned();
     drop(rec);
-    let states = reg.object_states(candidate_id).await?;
-    // One pass over the states (a scan per object made `finish` quadratic in the candidate's size, #24); the
-    // inventory is narrowed to what was verified in place.
-    {
-        let verified_paths: std::collections::HashSet<&str> = states
-            .iter()
-            .filter(|s| s.state == State::Verified)
-            .map(|s| s.path.as_str())
-            .collect();
-        verified.retain(|o| verified_paths.contains(o.path.as_str()));
-    }
+    // One pass over the states as they stream from the registry (a scan per object made `finish` quadratic in the
+    // candidate's size, and a million state rows held at once were ~100 MB, #24); the inventory, sorted by path,
+    // is narrowed to what was verified in place. The paths of the other states are kept for the output.
+    verified.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    let mut is_verified = vec![false; verified.len()];
     let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for o in states {
-        by.entry(o.state.to_string()).or_default().push(o.path);
+    reg.for_each_object_state(candidate_id, |o| {
+        if o.state == State::Verified
+            && let Ok(i) = verified.binary_search_by(|v| v.path.as_str().cmp(o.path.as_str()))
+        {
+            is_verified[i] = true;
+        } else {
+            by.entry(o.state.to_string()).or_default().push(o.path);
+        }
+    })
+    .await?;
+    {
+        let mut flags = is_verified.into_iter();
+        verified.retain(|_| flags.next().unwrap_or(false));
     }
     let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
     let all_verified = verified.len() == total;
@@ -2159,14 +2188,7 @@ async fn finish(
         if ctx.storage.head(&uri).await?.is_none() {
             let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &summary, key)
                 .map_err(|e| Error::Internal(format!("the purge summary: {e}")))?;
-            crate::ops::evidence_lock::put(
-                &ctx.storage,
-                &uri,
-                Bytes::from(envelope.to_json_bytes()),
-                retention,
-                now,
-            )
-            .await?;
+            crate::ops::evidence_lock::put(&ctx.storage, &uri, Bytes::from(envelope), retention, now).await?;
         }
         // The newest summary of the candidate, anchored in the registry (#23 point 4): `audit verify` of the
         // receipts folder then finds a removed or replaced newest summary.
@@ -2195,7 +2217,12 @@ async fn finish(
         verified.len(),
         total
     );
-    drop(verified);
+    // The output lists every object by state: the verified ones' paths are moved there, not copied.
+    if !verified.is_empty() {
+        let listed = by.entry(State::Verified.to_string()).or_default();
+        listed.extend(verified.into_iter().map(|o| o.path));
+        listed.sort_unstable();
+    }
     if unknown > 0 {
         human.push_str(&format!(
             ", {unknown} DELETE_UNKNOWN (run `lakedrill reconcile {candidate_id}`)"
@@ -2208,7 +2235,7 @@ async fn finish(
     if let Some(s) = &summary_uri {
         human.push_str(&format!("signed summary {s}\n"));
     }
-    Outcome::new(
+    let mut outcome = Outcome::new(
         if status == "VERIFIED" {
             Verdict::Ok
         } else {
@@ -2218,14 +2245,27 @@ async fn finish(
             status: status.into(),
             candidate_id: candidate_id.into(),
             reasons: halted,
-            objects: by,
+            objects: BTreeMap::new(),
             summary: summary_uri,
             gates: vec![],
             requests: Some(ctx.storage.request_counts()),
             registry_transactions: Some(reg.write_transactions()),
         },
         human,
-    )
+    )?;
+    // `objects` goes into the document by moving each path (a million paths serialized into a `Value` were a
+    // second copy of them, #24); the same JSON as serializing the map.
+    outcome.json["objects"] = serde_json::Value::Object(
+        by.into_iter()
+            .map(|(state, paths)| {
+                (
+                    state,
+                    serde_json::Value::Array(paths.into_iter().map(serde_json::Value::String).collect()),
+                )
+            })
+            .collect(),
+    );
+    Ok(outcome)
 }
 
 /// `lakedrill reconcile CANDIDATE`: settles every `DELETE_UNKNOWN` object by re-checking it, retrying the
@@ -2488,12 +2528,8 @@ pub async fn undelete(
         ));
     }
     // What each object must be, from the verified bundles of the quarantine.
-    let expected: BTreeMap<String, (String, u64)> = sealed_by_path(
-        sealed_inventories(ctx, &rec, &rec.objects, true, &trust).await?,
-        &root,
-        None,
-        |e| (e.blake3, e.size),
-    )?;
+    let expected: SealedByKey<(String, u64)> =
+        sealed_inventories(ctx, &rec, &rec.objects, &trust, |e| (e.blake3.clone(), e.size)).await?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.

@@ -73,6 +73,32 @@ impl Registry {
         .await
     }
 
+    /// The objects of a candidate and their states, visited as the rows arrive (a million-object purge does not
+    /// hold them all, #24); by path.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn for_each_object_state(
+        &self,
+        candidate_id: &str,
+        mut visit: impl FnMut(ObjectState),
+    ) -> Result<(), RegistryError> {
+        use futures::TryStreamExt;
+        const OP: &str = "object_states";
+        let mut rows =
+            sqlx::query("SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path")
+                .bind(candidate_id)
+                .fetch(&self.pool);
+        while let Some(r) = rows.try_next().await.map_err(query(OP))? {
+            visit(ObjectState {
+                path: r.try_get("path").map_err(query(OP))?,
+                state: state(&r, "state").map_err(query(OP))?,
+                updated_at: time(&r, "updated_at").map_err(query(OP))?,
+            });
+        }
+        Ok(())
+    }
+
     /// Moves one object to `to` (legal transitions only), recording the change before the caller acts on it.
     ///
     /// # Errors
