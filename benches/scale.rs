@@ -5,7 +5,8 @@
 //!
 //! * **c. `plan` vs PyIceberg.** A table with `LAKEDRILL_BENCH_SNAPSHOTS` snapshots (default 1,000)
 //!   of `LAKEDRILL_BENCH_FILES_PER_SNAPSHOT` data files each (default 100: 100,000 files) is written
-//!   with the `iceberg` crate (SQL catalog on SQLite, one `fast_append` per snapshot). Then
+//!   with the `iceberg` crate (SQL catalog on SQLite, one `fast_append` per snapshot), its data files of 1 KiB
+//!   created (plan lists the table folder). Then
 //!   `lakedrill plan` (the release binary, a subprocess) and PyIceberg's `inspect.all_files()` (the
 //!   Python of `LAKEDRILL_BENCH_PYTHON`, default `target/test-venv/bin/python`) run on it under GNU
 //!   `time`, which reports wall time and peak RSS. Target: plan ≥ 10× faster, ≤ ½ the RSS.
@@ -31,6 +32,15 @@
 //!   after a batch's intents and inside a batch, whose summary must equal the inventory and pass `audit
 //!   verify`. Targets: time per object at 100k within 1.2x of 5k, 100k in <= 60 s, <= 1 registry
 //!   transaction per 1,000 objects per state change, <= 512 MiB at 1M.
+//!
+//! * **g. `plan` on histories written by the engines** (only with `LAKEDRILL_BENCH_ONLY=g`: writing them takes
+//!   ~40 min): `benches/engine_histories.py` writes `LAKEDRILL_BENCH_ENGINE_SNAPSHOTS` (default 1,000) appends of
+//!   `LAKEDRILL_BENCH_ENGINE_FILES_PER_SNAPSHOT` (default 100) one-row data files with PyIceberg and with Spark
+//!   (Iceberg Java 1.9.2, JDBC catalog on the same SQLite layout), or takes them from
+//!   `LAKEDRILL_BENCH_ENGINE_HISTORIES` (`DIR/pyiceberg`, `DIR/spark`, written by the script before). On each:
+//!   `lakedrill plan` vs PyIceberg `inspect.all_files()` (targets ≥ 25×, RSS ≤ ½) and vs Iceberg Java's
+//!   `expire_snapshots` procedure through Spark (procedure time; JVM start and table registration reported
+//!   apart; target ≥ 20×).
 //!
 //! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
 //!
@@ -215,16 +225,19 @@ fn plan_args(name: &str) -> Vec<String> {
 async fn bench_history(root: &Path) -> BenchResult<()> {
     let snapshots = env_usize("LAKEDRILL_BENCH_SNAPSHOTS", 1000)?;
     let per = env_usize("LAKEDRILL_BENCH_FILES_PER_SNAPSHOT", 100)?;
-    let python = std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("target/test-venv/bin/python")
-            .display()
-            .to_string()
-    });
+    let python = bench_python();
     eprintln!("bench: c. writing {snapshots} snapshots x {per} data files");
+    // The data files exist, as in a real table: plan lists the table folder for unreferenced files, and a history
+    // whose files were only named in the manifests measured 0.4 s where the same table with its files took 2.1 s.
+    let data = root.join("warehouse/bench/hist/data");
+    std::fs::create_dir_all(&data)?;
+    let body = vec![0_u8; 1024];
     make_table(root, "hist", snapshots, |i, loc| {
         (0..per)
-            .map(|j| data_file(format!("{loc}/data/s{i:05}-f{j:04}.parquet"), 1024))
+            .map(|j| {
+                std::fs::write(data.join(format!("s{i:05}-f{j:04}.parquet")), &body)?;
+                data_file(format!("{loc}/data/s{i:05}-f{j:04}.parquet"), 1024)
+            })
             .collect()
     })
     .await?;
@@ -269,6 +282,118 @@ async fn bench_history(root: &Path) -> BenchResult<()> {
         pass(rss_ratio <= 0.5)
     );
     Ok(())
+}
+
+/// g: plan on long histories written by PyIceberg and by Spark (Iceberg Java), not by the iceberg crate, against
+/// PyIceberg's `inspect.all_files()` and Iceberg Java's `expire_snapshots` procedure on the same tables.
+async fn bench_engines(root: &Path) -> BenchResult<()> {
+    let snapshots = env_usize("LAKEDRILL_BENCH_ENGINE_SNAPSHOTS", 1000)?;
+    let per = env_usize("LAKEDRILL_BENCH_ENGINE_FILES_PER_SNAPSHOT", 100)?;
+    let python = bench_python();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/engine_histories.py");
+    let script = script.display().to_string();
+    // Writing them takes long (1,000 x 100: ~11 min with PyIceberg, ~31 min with Spark on 2 cores): histories
+    // written before by `engine_histories.py write-*` into DIR/pyiceberg and DIR/spark can be given instead.
+    let reuse = std::env::var("LAKEDRILL_BENCH_ENGINE_HISTORIES").ok().map(PathBuf::from);
+    println!();
+    println!("g. plan on histories written by PyIceberg and by Spark (Iceberg Java 1.9.2), and the engines' own tools");
+    for writer in ["pyiceberg", "spark"] {
+        let dir = match &reuse {
+            Some(r) => r.join(writer),
+            None => {
+                let dir = root.join(writer);
+                eprintln!("bench: g. writing {snapshots} snapshots x {per} data files with {writer}");
+                let out = Command::new(&python)
+                    .args([
+                        script.as_str(),
+                        &format!("write-{writer}"),
+                        &dir.display().to_string(),
+                        "--snapshots",
+                        &snapshots.to_string(),
+                        "--files-per-snapshot",
+                        &per.to_string(),
+                    ])
+                    .stdin(Stdio::null())
+                    .output()?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "engine_histories.py write-{writer} failed: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    )
+                    .into());
+                }
+                dir
+            }
+        };
+        tokio::time::sleep(Duration::from_millis(1100)).await; // past minSnapshotAge
+        eprintln!("bench: g. {writer}: lakedrill plan");
+        let plan = measure(LAKEDRILL, &plan_args("hist"), &dir)?;
+        let doc: serde_json::Value = serde_json::from_str(&plan.stdout)?;
+        eprintln!("bench: g. {writer}: PyIceberg inspect.all_files()");
+        let dir_s = dir.display().to_string();
+        let py = measure(
+            &python,
+            &[script.clone(), "pyiceberg-all-files".into(), dir_s.clone(), "bench.hist".into()],
+            &dir,
+        )?;
+        eprintln!("bench: g. {writer}: Iceberg Java expire_snapshots (Spark)");
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+        let out = Command::new(&python)
+            .args([
+                script.as_str(),
+                "spark-expire",
+                &dir_s,
+                "bench.hist",
+                "--older-than-ms",
+                &now_ms.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(format!("spark-expire failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        }
+        let java: serde_json::Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .ok_or("spark-expire printed nothing")?,
+        )?;
+        let procedure = java["procedure_s"].as_f64().ok_or("spark-expire: no procedure_s")?;
+        let p = plan.wall.as_secs_f64();
+        let speedup = py.wall.as_secs_f64() / p;
+        let rss_ratio = plan.rss_kib as f64 / py.rss_kib as f64;
+        println!(
+            "   {writer}-written, {snapshots} snapshots x {per} files: lakedrill plan {p:.2} s, {:.1} MiB ({} candidates); \
+             PyIceberg all_files() {:.2} s, {:.1} MiB ({} rows); Iceberg Java expire_snapshots {procedure:.2} s \
+             (JVM start {:.2} s and register_table {:.2} s not counted; {} snapshots expired)",
+            mib(plan.rss_kib),
+            doc["candidates"].as_array().map_or(0, Vec::len),
+            py.wall.as_secs_f64(),
+            mib(py.rss_kib),
+            py.stdout.trim(),
+            java["jvm_start_s"].as_f64().unwrap_or(f64::NAN),
+            java["register_s"].as_f64().unwrap_or(f64::NAN),
+            java["expired_snapshots"]
+        );
+        println!(
+            "   {writer}: plan vs PyIceberg {speedup:.1}x: {} (target >= 25x), RSS {rss_ratio:.2}x: {} (target <= 0.5x); \
+             plan vs expire_snapshots {:.1}x: {} (target >= 20x)",
+            pass(speedup >= 25.0),
+            pass(rss_ratio <= 0.5),
+            procedure / p,
+            pass(procedure / p >= 20.0)
+        );
+    }
+    Ok(())
+}
+
+fn bench_python() -> String {
+    std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target/test-venv/bin/python")
+            .display()
+            .to_string()
+    })
 }
 
 /// d: verify of many small objects behind a store adding 20 ms per GET.
@@ -845,12 +970,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
 }
 
 async fn bench_purge(root: &Path) -> BenchResult<()> {
-    let python = std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("target/test-venv/bin/python")
-            .display()
-            .to_string()
-    });
+    let python = bench_python();
     let scales: Vec<usize> = std::env::var("LAKEDRILL_BENCH_PURGE_SCALES")
         .unwrap_or_else(|_| "5000,100000".into())
         .split(',')
@@ -970,6 +1090,9 @@ async fn bench(root: &Path) -> BenchResult<()> {
     }
     if only.is_empty() || only.contains('f') {
         bench_purge(root).await?;
+    }
+    if only.contains('g') {
+        bench_engines(root).await?;
     }
     Ok(())
 }
