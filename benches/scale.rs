@@ -294,7 +294,9 @@ async fn bench_engines(root: &Path) -> BenchResult<()> {
     let script = script.display().to_string();
     // Writing them takes long (1,000 x 100: ~11 min with PyIceberg, ~31 min with Spark on 2 cores): histories
     // written before by `engine_histories.py write-*` into DIR/pyiceberg and DIR/spark can be given instead.
-    let reuse = std::env::var("LAKEDRILL_BENCH_ENGINE_HISTORIES").ok().map(PathBuf::from);
+    let reuse = std::env::var("LAKEDRILL_BENCH_ENGINE_HISTORIES")
+        .ok()
+        .map(PathBuf::from);
     println!();
     println!("g. plan on histories written by PyIceberg and by Spark (Iceberg Java 1.9.2), and the engines' own tools");
     for writer in ["pyiceberg", "spark"] {
@@ -333,11 +335,18 @@ async fn bench_engines(root: &Path) -> BenchResult<()> {
         let dir_s = dir.display().to_string();
         let py = measure(
             &python,
-            &[script.clone(), "pyiceberg-all-files".into(), dir_s.clone(), "bench.hist".into()],
+            &[
+                script.clone(),
+                "pyiceberg-all-files".into(),
+                dir_s.clone(),
+                "bench.hist".into(),
+            ],
             &dir,
         )?;
         eprintln!("bench: g. {writer}: Iceberg Java expire_snapshots (Spark)");
-        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis();
         let out = Command::new(&python)
             .args([
                 script.as_str(),
