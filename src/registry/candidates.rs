@@ -493,7 +493,9 @@ impl Registry {
     }
 
     /// Moves a candidate (and its objects not yet past it) to `to`, if the move is legal from its current
-    /// state; optionally stores new quarantine details and a new world stamp.
+    /// state; optionally stores new quarantine details and a new world stamp. A move to `PROTECTED` of a
+    /// candidate already `PROTECTED` is a no-op (nothing written, no event): protecting is the safe direction, and
+    /// two actors may decide it at once (a `lease add` covering the candidate while its purge finds a ref on it).
     ///
     /// # Errors
     /// [`RegistryError::Invalid`] for an illegal transition (naming both states); [`RegistryError::NotFound`].
@@ -543,6 +545,10 @@ impl Registry {
             field: "state",
             reason: format!("candidate {candidate_id} has an unknown state {state:?}"),
         })?;
+        if current_state == State::Protected && to == State::Protected {
+            // Dropping the change rolls it back, the generation bump included.
+            return Ok(());
+        }
         if !current_state.can_move_to(to) {
             return Err(RegistryError::Invalid {
                 field: "state",
@@ -968,6 +974,7 @@ mod tests {
         the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
         a_quarantine_extension_refuses_acceptance_until_it_passes,
         a_release_frees_the_candidate_and_its_objects_only_before_acceptance,
+        protecting_a_protected_candidate_again_is_a_no_op,
     );
 
     #[test]
@@ -1329,5 +1336,42 @@ mod tests {
             .unwrap();
         assert!(matches!(r, Err(ref w) if w.contains("1 DELETE_UNKNOWN")), "{r:?}");
         assert_eq!(reg.candidate("c-s").await.unwrap().state, State::Protected);
+    }
+
+    /// Two actors protecting one candidate at once (a `lease add` that covers it while its purge finds a ref on
+    /// it, the churn soak's seed 1796389416): the second move is a no-op, not an error, and writes nothing.
+    async fn protecting_a_protected_candidate_again_is_a_no_op(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000006";
+        reg.candidate_record(table, "c-p", &serde_json::json!({}), &stamp(), &["a".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-p", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-p", State::Protected, "lease l-1 covers it", None, None, now)
+            .await
+            .unwrap();
+        let generation = reg.generation().await.unwrap();
+        let again = reg
+            .candidate_transition("c-p", State::Protected, "ref main points at it", None, None, now)
+            .await
+            .unwrap();
+        assert_eq!(again.state, State::Protected);
+        assert_eq!(again.reason, "lease l-1 covers it", "the first reason stays");
+        assert_eq!(reg.generation().await.unwrap(), generation, "nothing was written");
+        // Every other move from a state to itself is still refused.
+        let r = reg
+            .candidate_transition("c-p", State::Released, "x", None, None, now)
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+        let r = reg
+            .candidate_transition("c-p", State::Released, "x", None, None, now)
+            .await;
+        assert!(
+            matches!(r, Err(RegistryError::Invalid { ref reason, .. }) if reason.contains("RELEASED to RELEASED")),
+            "{r:?}"
+        );
     }
 }
