@@ -20,6 +20,7 @@
 //! This module is pure: it reads nothing and changes nothing. Refs are never dropped implicitly:
 //! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -93,25 +94,36 @@ pub struct Plan {
     /// the reason: hidden files (a path segment starting with `.` or `_`: `.crc` sidecars, `_SUCCESS`, a
     /// writer's `_temporary` staging), the `version-hint.text` pointer, and files without a modification time.
     #[serde(default)]
-    pub kept_unreferenced: Vec<Difference>,
+    pub kept_unreferenced: Vec<KeptUnreferenced>,
+}
+
+/// An unreferenced object that is never an orphan candidate, and why: an entry of
+/// [`Plan::kept_unreferenced`], serialized as a [`Difference`] is (`{subject, reasons[]}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptUnreferenced {
+    /// The object, relative to the table location.
+    pub subject: String,
+    /// Why it is never an orphan: the fixed texts of [`never_orphan`], borrowed rather than copied per object
+    /// (a Spark table has a hidden `.crc` sidecar beside every file: 100,000 copies of one reason were 19 MB).
+    pub reasons: Vec<Cow<'static, str>>,
 }
 
 /// Lakekeeper's floor for orphan removal: `plan` warns below it.
 pub const ORPHAN_SAFETY_WARNING_MS: i64 = 24 * 3_600_000;
 
-/// Why an unreferenced listed object is never an orphan candidate, if it is one of those (pure).
+/// Why an unreferenced listed object is never an orphan candidate, if it is one of those (pure): one of three
+/// fixed texts.
 #[must_use]
-pub fn never_orphan(l: &ListedObject) -> Option<String> {
+pub fn never_orphan(l: &ListedObject) -> Option<&'static str> {
     if l.path == "metadata/version-hint.text" || l.path.ends_with("/version-hint.text") {
-        Some("pointer: a table's version hint, reported and never removed".into())
+        Some("pointer: a table's version hint, reported and never removed")
     } else if crate::govern::baseline::hidden(&l.path) {
         Some(
             "hidden: a path segment starts with `.` or `_` (a checksum sidecar, a job marker or a writer's staging \
-             file, hidden as in Iceberg's DeleteOrphanFiles): reported, never removed"
-                .into(),
+             file, hidden as in Iceberg's DeleteOrphanFiles): reported, never removed",
         )
     } else if l.last_modified_ms <= 0 {
-        Some("no-modification-time: the store gives it no modification time, so its age is unknown".into())
+        Some("no-modification-time: the store gives it no modification time, so its age is unknown")
     } else {
         None
     }
@@ -798,9 +810,9 @@ pub fn plan(input: &PlanInput) -> Plan {
                     continue;
                 }
                 if let Some(why) = never_orphan(l) {
-                    kept_unreferenced.push(Difference {
+                    kept_unreferenced.push(KeptUnreferenced {
                         subject: l.path.clone(),
-                        reasons: vec![why],
+                        reasons: vec![Cow::Borrowed(why)],
                     });
                     continue;
                 }

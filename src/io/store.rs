@@ -689,21 +689,44 @@ impl Storage {
     /// # Errors
     /// [`Error::Storage`] naming the prefix.
     pub async fn list(&self, prefix_uri: &str) -> Result<Vec<ObjectInfo>> {
+        let mut out = self.list_map(prefix_uri, Some).await?;
+        out.sort_by(|a, b| a.uri.cmp(&b.uri));
+        Ok(out)
+    }
+
+    /// Lists every object under a prefix URI (recursively) like [`Storage::list`], handing each to `each` as the
+    /// store yields it and keeping what `each` returns, in the store's order (not sorted). Nothing else of the
+    /// listing is held: a caller that needs only part of each entry (`plan`'s table listing: a relative path, a
+    /// size and a time) never holds the store's records and the full [`ObjectInfo`]s of every object beside it.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the prefix.
+    pub async fn list_map<T>(&self, prefix_uri: &str, mut each: impl FnMut(ObjectInfo) -> Option<T>) -> Result<Vec<T>> {
         let (store, path) = self.resolve(prefix_uri)?;
         let base = prefix_uri.strip_suffix(path.as_ref()).unwrap_or(prefix_uri).to_owned();
         let sep = if base.ends_with('/') { "" } else { "/" };
         let _permit = self.permit().await?;
         let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
-        let metas: Vec<object_store::ObjectMeta> = match store.list(prefix).try_collect().await {
-            Ok(v) => v,
-            Err(object_store::Error::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(map_err("list", prefix_uri, e)),
-        };
-        let mut out: Vec<ObjectInfo> = metas
-            .iter()
-            .map(|m| Self::info(&format!("{base}{sep}{}", m.location), m))
-            .collect();
-        out.sort_by(|a, b| a.uri.cmp(&b.uri));
+        let mut metas = store.list(prefix);
+        let mut out = Vec::new();
+        loop {
+            match metas.try_next().await {
+                Ok(Some(m)) => {
+                    let info = ObjectInfo {
+                        uri: format!("{base}{sep}{}", m.location),
+                        size: m.size,
+                        e_tag: m.e_tag,
+                        version: m.version,
+                        last_modified: m.last_modified,
+                    };
+                    out.extend(each(info));
+                }
+                Ok(None) => break,
+                // A prefix that does not exist lists nothing (whatever was yielded before it is dropped).
+                Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+                Err(e) => return Err(map_err("list", prefix_uri, e)),
+            }
+        }
         Ok(out)
     }
 }

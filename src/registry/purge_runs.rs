@@ -81,20 +81,37 @@ impl Registry {
     pub async fn for_each_object_state(
         &self,
         candidate_id: &str,
-        mut visit: impl FnMut(ObjectState),
+        visit: impl FnMut(ObjectState),
+    ) -> Result<(), RegistryError> {
+        self.for_each_row(
+            "object_states",
+            "SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path",
+            candidate_id,
+            |r| {
+                Ok(ObjectState {
+                    path: r.try_get("path")?,
+                    state: state(r, "state")?,
+                    updated_at: time(r, "updated_at")?,
+                })
+            },
+            visit,
+        )
+        .await
+    }
+
+    /// Runs `sql` (one parameter: `candidate_id`) and hands each row, as it arrives, read by `read`, to `visit`.
+    async fn for_each_row<T>(
+        &self,
+        op: &'static str,
+        sql: &str,
+        candidate_id: &str,
+        read: impl Fn(&AnyRow) -> Result<T, sqlx::Error>,
+        mut visit: impl FnMut(T),
     ) -> Result<(), RegistryError> {
         use futures::TryStreamExt;
-        const OP: &str = "object_states";
-        let mut rows =
-            sqlx::query("SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path")
-                .bind(candidate_id)
-                .fetch(&self.pool);
-        while let Some(r) = rows.try_next().await.map_err(query(OP))? {
-            visit(ObjectState {
-                path: r.try_get("path").map_err(query(OP))?,
-                state: state(&r, "state").map_err(query(OP))?,
-                updated_at: time(&r, "updated_at").map_err(query(OP))?,
-            });
+        let mut rows = sqlx::query(sql).bind(candidate_id).fetch(&self.pool);
+        while let Some(r) = rows.try_next().await.map_err(query(op))? {
+            visit(read(&r).map_err(query(op))?);
         }
         Ok(())
     }
@@ -160,17 +177,16 @@ impl Registry {
     pub async fn for_each_receipt(
         &self,
         candidate_id: &str,
-        mut visit: impl FnMut(ReceiptRow),
+        visit: impl FnMut(ReceiptRow),
     ) -> Result<(), RegistryError> {
-        use futures::TryStreamExt;
-        const OP: &str = "receipts";
-        let mut rows = sqlx::query("SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt")
-            .bind(candidate_id)
-            .fetch(&self.pool);
-        while let Some(r) = rows.try_next().await.map_err(query(OP))? {
-            visit(receipt_from_row(&r).map_err(query(OP))?);
-        }
-        Ok(())
+        self.for_each_row(
+            "receipts",
+            "SELECT * FROM receipts WHERE candidate_id = $1 ORDER BY path, attempt",
+            candidate_id,
+            receipt_from_row,
+            visit,
+        )
+        .await
     }
 
     /// Every receipt of a candidate, by path then attempt.
