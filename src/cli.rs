@@ -252,9 +252,20 @@ pub enum Command {
         put_back: bool,
         /// Verify only share I of N of the snapshot's objects (0-based, e.g. 0/4): data and delete objects by
         /// the hash of their path, the metadata layers in share 0. The result names the share, its object
-        /// count and its root; `drill run --shard I/N --split objects` signs such shares for `report merge`.
+        /// count and its root; with --key it is signed as a partial result for `report merge`.
         #[arg(long, value_name = "I/N", conflicts_with_all = ["into", "put_back"])]
         shard: Option<String>,
+        /// With --shard: sign the share (a partial drill report of this one bundle, deep checks on) with this
+        /// key, into `<reports>/restore-<bundle id>/shards/<run id>/`; `report merge` of all N shares signs the
+        /// whole result, which the deleter takes like any drill report.
+        #[arg(long, requires = "shard", conflicts_with = "table_root")]
+        key: Option<PathBuf>,
+        /// With --key: the reports folder (default `reports`).
+        #[arg(long, requires = "key", default_value = "reports")]
+        reports: String,
+        /// With --key: the run the shares belong to (all N name the same id; `report merge` takes its folder).
+        #[arg(long, requires = "key")]
+        run_id: Option<String>,
     },
     /// Cold backup: copy every object of a checkpoint snapshot to another store or prefix, sign a
     /// bundle describing it, and declare the DR checkpoint in the registry.

@@ -5,6 +5,7 @@
 //! io_concurrency = 16
 //! max_metadata_bytes = 536870912   # a bigger metadata file (raw or decompressed) is refused; default 512 MiB
 //! s3_delete_objects = true          # purge on S3 with DeleteObjects (per-key ETag); false: one If-Match delete each
+//! s3_recheck_by_listing = true      # re-check a purge batch on S3 with one listing; false: one HEAD per object
 //! purge_batch_objects = 1000        # objects per purge batch (1..=10000): checks, two registry transactions each
 //! [storage.s3]            # any object_store AmazonS3ConfigKey, on top of AWS_* variables
 //! endpoint = "http://127.0.0.1:9000"
@@ -92,6 +93,11 @@ pub struct StorageConfig {
     /// conditional `DeleteObject` (`If-Match`) per object, for providers that do not check per-key ETags in
     /// batches. Default `true`; a provider that answers `NotImplemented` gets single deletes either way.
     pub s3_delete_objects: Option<bool>,
+    /// Re-check the objects of a purge batch on S3 after their deletes with one listing of the batch's key range
+    /// (`ListObjectsV2` from just before its smallest key, 1,000 keys a page) instead of one `HEAD` each. Default
+    /// `true`; `false` for a provider whose listings are not strongly consistent with its deletes or not in key
+    /// order (a listing that comes back out of order is not trusted either way: its objects are HEADed).
+    pub s3_recheck_by_listing: Option<bool>,
     /// Objects per purge batch, 1 to 10,000 (default 1,000: one `DeleteObjects` request on S3; a larger batch
     /// is sent as several requests of 1,000 keys, `io_concurrency` at once). Every batch re-checks holds,
     /// leases, the stop switch, the rollout stage and the run's claim inside the registry's write lock and
@@ -321,6 +327,9 @@ impl Config {
         if let Some(b) = self.storage.s3_delete_objects {
             o.s3_delete_objects = b;
         }
+        if let Some(b) = self.storage.s3_recheck_by_listing {
+            o.s3_recheck_by_listing = b;
+        }
         if let Some(n) = self.storage.purge_batch_objects {
             o.purge_batch_objects = n.get().min(MAX_PURGE_BATCH_OBJECTS);
         }
@@ -369,6 +378,8 @@ pub struct StorageOptions {
     pub max_metadata_bytes: u64,
     /// Purge S3 objects with `DeleteObjects` batches (`[storage] s3_delete_objects`, default `true`).
     pub s3_delete_objects: bool,
+    /// Re-check purge batches on S3 by listing (`[storage] s3_recheck_by_listing`, default `true`).
+    pub s3_recheck_by_listing: bool,
     /// Objects per purge batch (`[storage] purge_batch_objects`, default [`DEFAULT_PURGE_BATCH_OBJECTS`], at
     /// most [`MAX_PURGE_BATCH_OBJECTS`]).
     pub purge_batch_objects: usize,
@@ -394,6 +405,7 @@ impl Default for StorageOptions {
             progress: false,
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             s3_delete_objects: true,
+            s3_recheck_by_listing: true,
             purge_batch_objects: DEFAULT_PURGE_BATCH_OBJECTS,
         }
     }

@@ -50,23 +50,37 @@ impl UriBinding {
     /// Why no table root can be derived (no manifest-list entry, or one whose `uri` does not end
     /// with its `path`), as a sentence for a finding.
     pub fn new(pred: &BundlePredicate) -> std::result::Result<Self, String> {
-        if let Some(b) = &pred.backup {
+        Self::of(
+            pred.backup.as_ref().map(|b| b.backup_root.as_str()),
+            &pred.table_location,
+            pred.inventory.iter().find(|e| e.layer == Layer::ManifestList),
+        )
+    }
+
+    /// [`UriBinding::new`] from its parts: a cold backup's root, else the table location and the inventory's
+    /// (first) manifest-list entry — what a verifier has seen of an inventory in canonical order by the time its
+    /// first data entry streams by.
+    ///
+    /// # Errors
+    /// As [`UriBinding::new`].
+    pub fn of(
+        backup_root: Option<&str>,
+        table_location: &str,
+        manifest_list: Option<&InventoryEntry>,
+    ) -> std::result::Result<Self, String> {
+        if let Some(b) = backup_root {
             return Ok(Self {
-                root: b.backup_root.trim_end_matches('/').to_owned(),
+                root: b.trim_end_matches('/').to_owned(),
                 loc: None,
             });
         }
-        let written = TableLocation::new(&pred.table_location, "memory:///unused".into(), ENVELOPE_FILE)
-            .map_err(|e| e.to_string())?;
-        let ml = pred
-            .inventory
-            .iter()
-            .find(|e| e.layer == Layer::ManifestList)
-            .ok_or("the inventory has no manifest list to anchor the table root")?;
+        let written =
+            TableLocation::new(table_location, "memory:///unused".into(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
+        let ml = manifest_list.ok_or("the inventory has no manifest list to anchor the table root")?;
         let rel = written.relative(&ml.path).map_err(|_| {
             format!(
                 "the manifest list {} is not under the table location {}",
-                ml.path, pred.table_location
+                ml.path, table_location
             )
         })?;
         let root = ml
@@ -79,8 +93,7 @@ impl UriBinding {
                     ml.uri
                 )
             })?;
-        let loc =
-            TableLocation::new(&pred.table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
+        let loc = TableLocation::new(table_location, root.to_owned(), ENVELOPE_FILE).map_err(|e| e.to_string())?;
         Ok(Self {
             root: root.to_owned(),
             loc: Some(loc),
@@ -270,11 +283,12 @@ pub async fn load_inventory(
     dir: &str,
     pred: &mut BundlePredicate,
 ) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
-    load_inventory_keeping(storage, dir, pred, None).await
+    load_inventory_keeping(storage, dir, pred, None, false).await
 }
 
 /// [`load_inventory`] keeping only the entries `keep` accepts (every line is still checked and digested; an
-/// inline inventory is filtered the same way after its digests are computed).
+/// inline inventory is filtered the same way after its digests are computed). `reserve_all`: `keep` keeps (nearly)
+/// every entry, so room for all of them is reserved at once (no doubling of a million entries).
 ///
 /// # Errors
 /// Only when the store cannot be read.
@@ -283,6 +297,7 @@ pub async fn load_inventory_keeping(
     dir: &str,
     pred: &mut BundlePredicate,
     keep: Option<crate::evidence::inventory::Keep>,
+    reserve_all: bool,
 ) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
     let bad = |why: String| Ok(Err((FindingKind::CopyDigestMismatch, why)));
     let Some(member) = pred.inventory_member.clone() else {
@@ -331,7 +346,7 @@ pub async fn load_inventory_keeping(
     }
     const RANGE: u64 = 8 << 20;
     let mut reader = match keep {
-        Some(keep) => MemberReader::keeping(&member, keep),
+        Some(keep) => MemberReader::keeping(&member, keep, reserve_all),
         None => MemberReader::new(&member),
     };
     let mut at = 0;
@@ -392,7 +407,7 @@ async fn verified_in(
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
     drop(v);
     let keep = keep(&pred)?;
-    let digests = load_inventory_keeping(storage, dir, &mut pred, keep)
+    let digests = load_inventory_keeping(storage, dir, &mut pred, keep, false)
         .await?
         .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
     Ok((pred, digests))

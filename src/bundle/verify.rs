@@ -17,7 +17,8 @@ use futures::StreamExt;
 
 use super::format::{
     BundlePredicate, CanonicalDigests, ENVELOPE_FILE, INVENTORY_MEMBER, InventoryEntry, Layer, ObjectShard,
-    PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding, bundle_dir, get_copy, load_inventory, symlink_finding,
+    PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding, bundle_dir, get_copy, load_inventory_keeping,
+    symlink_finding,
 };
 use crate::error::{Error, Result};
 use crate::evidence;
@@ -122,8 +123,22 @@ pub async fn verify(
     report.snapshot_id = Some(pred.snapshot_id);
     report.bundle_root = Some(pred.bundle_root.clone());
     report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
-    // The inventory: inline (older bundles) or its member, streamed and checked against the signed digests.
-    let CanonicalDigests { root, sha256: sha } = match load_inventory(storage, &dir, &mut pred).await? {
+    // The inventory: inline (older bundles) or its member, streamed and checked against the signed digests. The
+    // data and delete entries' URIs are bound to their paths as they stream by and then dropped (#24).
+    let streamed = std::sync::Arc::new(std::sync::Mutex::new(StreamedBinding::default()));
+    // Only a member's lines are checked to be in canonical order before they are kept (an inline inventory is
+    // sorted afterwards), so only a member is bound as it streams: the first manifest list seen is then the one
+    // `UriBinding::new` finds in the sorted inventory.
+    let keep = pred.inventory_member.is_some().then(|| {
+        StreamedBinding::keep(
+            &streamed,
+            pred.backup.as_ref().map(|b| b.backup_root.clone()),
+            pred.table_location.clone(),
+        )
+    });
+    let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, true).await?;
+    let streamed = std::mem::take(&mut *streamed.lock().map_err(|_| Error::Internal("binding lock".into()))?);
+    let CanonicalDigests { root, sha256: sha } = match loaded {
         Ok(d) => d,
         Err((kind, why)) => {
             report.findings.push(Finding::new(
@@ -196,13 +211,23 @@ pub async fn verify(
     // The entries whose uri is not derived (none, unless the bundle was tampered with; every one when nothing binds).
     let mut unbound: BTreeSet<String> = BTreeSet::new();
     if let Some(b) = &binding {
+        // The data and delete entries were bound as they streamed by (when the binding was known before the
+        // first of them, as in every inventory in canonical order): their findings follow the metadata layers'.
+        let done = streamed.bound;
         for e in &mut pred.inventory {
+            if done && !e.layer.is_metadata() {
+                continue;
+            }
             if b.check(e).map_err(|f| report.findings.push(f)).is_err() {
                 unbound.insert(e.path.clone());
             } else if !e.layer.is_metadata() {
                 // Derived again from its path when it is opened: a million URIs are not kept (~100 B each).
                 e.uri = String::new();
             }
+        }
+        if done {
+            report.findings.extend(streamed.findings);
+            unbound.extend(streamed.unbound);
         }
     }
     let is_unbound = |e: &InventoryEntry| binding.is_none() || unbound.contains(&e.path);
@@ -774,4 +799,65 @@ fn manifest_live_files(
             }
         })
         .collect())
+}
+
+/// The binding of data and delete entries' URIs to their paths, done as the inventory streams by so that a million
+/// URIs are never held at once (#24): the metadata layers come first in canonical order, so the table root is known
+/// (from the first manifest-list entry) before the first data entry. Each data or delete entry is then checked
+/// ([`UriBinding::check`]) and its URI dropped, or kept with its finding. When the first data entry comes before a
+/// binding could be made (an inline inventory out of order, no manifest list), nothing is bound here and `bound`
+/// stays `false`: the verifier binds the whole inventory afterwards as it always did.
+#[derive(Default)]
+struct StreamedBinding {
+    /// Whether every data and delete entry was bound as it streamed by.
+    bound: bool,
+    /// Their findings, in inventory order.
+    findings: Vec<Finding>,
+    /// Their paths whose URI is not derived.
+    unbound: BTreeSet<String>,
+}
+
+impl StreamedBinding {
+    /// The inventory reader's `keep` (it keeps every entry).
+    fn keep(
+        state: &std::sync::Arc<std::sync::Mutex<Self>>,
+        backup_root: Option<String>,
+        table_location: String,
+    ) -> crate::evidence::inventory::Keep {
+        let state = std::sync::Arc::clone(state);
+        let mut manifest_list: Option<InventoryEntry> = None;
+        // `None` before the first data entry; then the binding, or `Err` when there is none.
+        let mut binding: Option<std::result::Result<UriBinding, ()>> = None;
+        Box::new(move |e: &mut InventoryEntry| {
+            if e.layer.is_metadata() {
+                if binding.is_none() && manifest_list.is_none() && e.layer == Layer::ManifestList {
+                    manifest_list = Some(e.clone());
+                }
+                return true;
+            }
+            let b = binding.get_or_insert_with(|| {
+                let made =
+                    UriBinding::of(backup_root.as_deref(), &table_location, manifest_list.as_ref()).map_err(|_| ());
+                if made.is_ok()
+                    && let Ok(mut s) = state.lock()
+                {
+                    s.bound = true;
+                }
+                made
+            });
+            let Ok(b) = b else {
+                return true;
+            };
+            match b.check(e) {
+                Ok(_) => e.uri = String::new(),
+                Err(f) => {
+                    if let Ok(mut s) = state.lock() {
+                        s.findings.push(f);
+                        s.unbound.insert(e.path.clone());
+                    }
+                }
+            }
+            true
+        })
+    }
 }

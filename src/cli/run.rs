@@ -79,8 +79,21 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             table,
             put_back,
             shard,
+            key,
+            reports,
+            run_id,
         } => match (into, catalog, table) {
             _ if *put_back => commands::restore_put_back(ctx, bundle, trust).await,
+            (None, None, None) if key.is_some() && shard.is_some() => {
+                let share = commands::SignedShare {
+                    shard: shard.as_deref().unwrap_or_default(),
+                    key: key.as_deref().unwrap_or_else(|| std::path::Path::new("")),
+                    reports,
+                    run_id: run_id.as_deref(),
+                    quiet: cli.quiet,
+                };
+                commands::restore_share_signed(ctx, bundle, trust, &share).await
+            }
             (Some(into), Some(catalog), Some(table)) => {
                 crate::ops::materialize::restore_into(ctx, bundle, trust, into, catalog, table).await
             }

@@ -339,14 +339,19 @@ impl MemberReader {
         }
     }
 
-    /// A reader that keeps only the entries `keep` accepts, as `keep` leaves them.
+    /// A reader that keeps only the entries `keep` accepts, as `keep` leaves them; `reserve_all` reserves room
+    /// for every entry the member signs (for a `keep` that keeps nearly all of them).
     #[must_use]
-    pub fn keeping(expected: &InventoryMember, keep: Keep) -> Self {
+    pub fn keeping(expected: &InventoryMember, keep: Keep, reserve_all: bool) -> Self {
         Self {
             expected: expected.clone(),
             digests: Digests::new(),
             partial: Vec::new(),
-            entries: Vec::new(),
+            entries: if reserve_all {
+                Vec::with_capacity(expected.objects.min(1 << 24))
+            } else {
+                Vec::new()
+            },
             seen: 0,
             keep: Some(keep),
         }
@@ -701,7 +706,7 @@ mod tests {
             e.blake3 = String::new();
             e.path.ends_with("7.parquet")
         });
-        let mut r = MemberReader::keeping(&m, keep);
+        let mut r = MemberReader::keeping(&m, keep, false);
         for c in bytes.chunks(13) {
             r.feed(c).unwrap();
         }
@@ -715,7 +720,7 @@ mod tests {
         let mut bad = bytes.clone();
         let at = bad.iter().position(|&b| b == b'0').unwrap();
         bad[at] = b'9';
-        let mut r = MemberReader::keeping(&m, Box::new(|_| false));
+        let mut r = MemberReader::keeping(&m, Box::new(|_| false), false);
         let fed = bad.chunks(13).try_for_each(|c| r.feed(c));
         assert!(fed.is_err() || r.finish().is_err());
     }

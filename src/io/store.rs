@@ -31,6 +31,8 @@ pub mod s3;
 struct RequestCounters {
     delete_objects: std::sync::atomic::AtomicU64,
     single_deletes: std::sync::atomic::AtomicU64,
+    recheck_listings: std::sync::atomic::AtomicU64,
+    recheck_heads: std::sync::atomic::AtomicU64,
 }
 
 /// The delete requests a [`Storage`] has sent so far.
@@ -40,6 +42,10 @@ pub struct RequestCounts {
     pub delete_objects: u64,
     /// Single-object delete requests (S3 `DeleteObject`, or object_store deletes elsewhere).
     pub single_deletes: u64,
+    /// Listings that re-checked deleted objects ([`Storage::list_presence`]; each reads one or more pages).
+    pub recheck_listings: u64,
+    /// Objects re-checked one at a time after their delete (a HEAD, or a stat on a filesystem).
+    pub recheck_heads: u64,
 }
 
 /// What the store says about one object.
@@ -681,7 +687,115 @@ impl Storage {
         RequestCounts {
             delete_objects: self.requests.delete_objects.load(SeqCst),
             single_deletes: self.requests.single_deletes.load(SeqCst),
+            recheck_listings: self.requests.recheck_listings.load(SeqCst),
+            recheck_heads: self.requests.recheck_heads.load(SeqCst),
         }
+    }
+
+    /// [`Storage::head_version`] for the re-check after a delete, counted in [`RequestCounts::recheck_heads`].
+    ///
+    /// # Errors
+    /// As [`Storage::head_version`].
+    pub async fn recheck_head(&self, uri: &str, version: Option<&str>) -> Result<Option<ObjectInfo>> {
+        self.requests
+            .recheck_heads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.head_version(uri, version).await
+    }
+
+    /// Which of `uris` exist now, found by one listing instead of one HEAD each (#24: a purge re-checks every
+    /// object after its delete, and 1,000 HEADs per `DeleteObjects` request were most of an S3 purge's requests).
+    /// The keys are listed in key order from just before the smallest (S3 `StartAfter`) under their common
+    /// folder, until past the largest. Answers, in the order of `uris`: `Some(Some(info))` listed (present),
+    /// `Some(None)` absent (the listing passed its key without it), `None` not decided, for the caller to HEAD:
+    /// every key when the URIs are not all of one store and bucket, or the listing came back out of key order
+    /// (only S3's listing is ordered; call this only there); the keys beyond where the listing stopped after
+    /// passing `budget` objects that are not in `uris`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the folder listed.
+    pub async fn list_presence(&self, uris: &[&str], budget: usize) -> Result<Vec<Option<Option<ObjectInfo>>>> {
+        let mut out: Vec<Option<Option<ObjectInfo>>> = vec![None; uris.len()];
+        let Some(first) = uris.first() else {
+            return Ok(out);
+        };
+        let (store, first_path) = self.resolve(first)?;
+        let base = first.strip_suffix(first_path.as_ref()).unwrap_or(first).to_owned();
+        // (key, index in `uris`), sorted by key as S3 lists them (UTF-8 byte order).
+        let mut keys: Vec<(String, usize)> = Vec::with_capacity(uris.len());
+        for (i, uri) in uris.iter().enumerate() {
+            let (_, path) = self.resolve(uri)?;
+            if uri.strip_suffix(path.as_ref()) != Some(base.as_str()) {
+                return Ok(out);
+            }
+            keys.push((path.as_ref().to_owned(), i));
+        }
+        keys.sort_unstable();
+        let (lowest, highest) = (keys[0].0.clone(), keys[keys.len() - 1].0.clone());
+        // The folder every key is under, and a start strictly before the smallest key.
+        let mut common = lowest.bytes().zip(highest.bytes()).take_while(|(a, b)| a == b).count();
+        // Keys that share the first byte of a multi-byte character (`é`, `è`) part inside it.
+        while !lowest.is_char_boundary(common) {
+            common -= 1;
+        }
+        let folder = lowest[..common].rfind('/').map(|at| &lowest[..at]);
+        let mut cut = lowest.clone();
+        cut.pop();
+        let offset = Path::parse(&cut).ok().filter(|o| o.as_ref() < lowest.as_str());
+        let prefix = match folder.map(Path::parse).transpose() {
+            Ok(p) => p,
+            Err(_) => return Ok(out),
+        };
+        self.requests
+            .recheck_listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _permit = self.permit().await?;
+        let mut listed = match &offset {
+            Some(o) => store.list_with_offset(prefix.as_ref(), o),
+            None => store.list(prefix.as_ref()),
+        };
+        let named = || format!("{base}{}", folder.unwrap_or_default());
+        let mut next = 0_usize; // keys[..next] are decided
+        let mut previous: Option<String> = None;
+        let mut foreign = 0_usize;
+        loop {
+            let meta = match listed.try_next().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(e) => return Err(map_err("list", &named(), e)),
+            };
+            let at = meta.location.as_ref().to_owned();
+            if previous.as_deref().is_some_and(|p| p >= at.as_str()) {
+                // Not in key order: nothing can be concluded from what was not seen.
+                return Ok(vec![None; uris.len()]);
+            }
+            // Every key before this one that was not listed is absent.
+            while next < keys.len() && keys[next].0 < at {
+                out[keys[next].1] = Some(None);
+                next += 1;
+            }
+            let matched = next;
+            while next < keys.len() && keys[next].0 == at {
+                out[keys[next].1] = Some(Some(Self::info(uris[keys[next].1], &meta)));
+                next += 1;
+            }
+            if next == matched {
+                foreign += 1;
+            }
+            if next == keys.len() {
+                return Ok(out);
+            }
+            if foreign > budget {
+                // Stopped here: what lies beyond is not decided.
+                return Ok(out);
+            }
+            previous = Some(at);
+        }
+        // The listing ended: every key not listed is absent.
+        for (_, i) in &keys[next..] {
+            out[*i] = Some(None);
+        }
+        Ok(out)
     }
 
     /// Lists every object under a prefix URI (recursively), sorted by URI.
@@ -863,6 +977,76 @@ mod tests {
         // Not local: nothing to resolve.
         let m = s.confine("memory:///t").await.unwrap();
         assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
+    }
+
+    /// The re-check by listing (#24): present, absent, undecided past the budget, and nothing concluded from a
+    /// listing out of key order or from URIs of two stores.
+    #[tokio::test]
+    async fn list_presence_decides_only_what_the_ordered_listing_passed() {
+        let s = Storage::new(StorageOptions::default());
+        for k in [
+            "t/data/a1",
+            "t/data/a2",
+            "t/data/a4",
+            "t/data/b/x",
+            "t/data/c1",
+            "t/data/c3",
+            "t/data/\u{e9}",
+            "t/meta/m",
+        ] {
+            s.put(&format!("memory:///{k}"), Bytes::from_static(b"bytes"))
+                .await
+                .unwrap();
+        }
+        let u = |k: &str| format!("memory:///t/{k}");
+        // Out of order and with a duplicate: answers come back in the order asked.
+        let asked = [
+            u("data/c3"),
+            u("data/a3"),
+            u("data/a1"),
+            u("data/c2"),
+            u("data/a1"),
+            u("data/c1"),
+        ];
+        let uris: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let got = s.list_presence(&uris, 1000).await.unwrap();
+        let present: Vec<Option<bool>> = got.iter().map(|g| g.as_ref().map(Option::is_some)).collect();
+        assert_eq!(
+            present,
+            [Some(true), Some(false), Some(true), Some(false), Some(true), Some(true)]
+        );
+        assert_eq!(got[0].as_ref().unwrap().as_ref().unwrap().uri, u("data/c3"));
+        assert_eq!(got[0].as_ref().unwrap().as_ref().unwrap().size, 5);
+        // Past the last key asked nothing more is read; a key after every listed object is absent.
+        let beyond = [u("data/zz")];
+        let got = s.list_presence(&[beyond[0].as_str()], 1000).await.unwrap();
+        assert_eq!(got, [Some(None)]);
+        // A budget of one foreign key: a2 is passed, then a4 (a3 is absent between them) is the second and stops it.
+        let asked = [u("data/a1"), u("data/a3"), u("data/c1")];
+        let uris: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let got = s.list_presence(&uris, 1).await.unwrap();
+        let present: Vec<Option<bool>> = got.iter().map(|g| g.as_ref().map(Option::is_some)).collect();
+        assert_eq!(
+            present,
+            [Some(true), Some(false), None],
+            "c1 lies beyond the stop: undecided"
+        );
+        // Keys parting inside a character (é and è share their first byte): listed, not split there.
+        let accents = [u("data/\u{e8}"), u("data/\u{e9}")];
+        let got = s
+            .list_presence(&[accents[0].as_str(), accents[1].as_str()], 1000)
+            .await
+            .unwrap();
+        let present: Vec<Option<bool>> = got.iter().map(|g| g.as_ref().map(Option::is_some)).collect();
+        assert_eq!(present, [Some(false), Some(true)]);
+        // Two stores: nothing decided.
+        let got = s
+            .list_presence(&[u("data/a1").as_str(), "file:///t/data/a1"], 1000)
+            .await
+            .unwrap();
+        assert_eq!(got, [None, None]);
+        assert_eq!(s.request_counts().recheck_listings, 4);
+        assert!(s.list_presence(&[], 1000).await.unwrap().is_empty());
     }
 
     #[tokio::test]

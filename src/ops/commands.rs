@@ -582,6 +582,93 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &crate::ops:
     drill_finish(ctx, opts.metrics_file.as_deref(), &label, shard, chain, r).await
 }
 
+/// What `restore BUNDLE --shard I/N --key KEY` signs its share with and where it goes.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedShare<'a> {
+    /// `I/N`, as `--shard` takes it.
+    pub shard: &'a str,
+    /// The signing key (PKCS#8 PEM).
+    pub key: &'a std::path::Path,
+    /// The reports folder.
+    pub reports: &'a str,
+    /// `--run-id`: the run the shares belong to.
+    pub run_id: Option<&'a str>,
+    /// `-q`: no progress line.
+    pub quiet: bool,
+}
+
+/// `lakedrill restore BUNDLE --trust DIR --shard I/N --key KEY [--reports DIR] [--run-id ID]` (#24 point 4): one
+/// machine's share of one snapshot, signed. It is a drill of exactly this bundle (plan `restore-<bundle id>`,
+/// kind `quarantine`, deep checks, `--split objects`): the share verifies the objects whose path hash falls in
+/// it and its signed partial report names the shard, N, the bundle root, its counts and the Merkle root over the
+/// objects it verified. `report merge` of the N shares (`<reports>/restore-<bundle id>/shards/<run id>/`) checks
+/// they are complete and of one bundle root and signs the whole result into the `restore-<bundle id>` chain; the
+/// deleter takes it like any drill report. The plan is built here, not read: its TOML form is what the report's
+/// `plan_digest` covers. Exit 0 when the share verified, 1 with findings, 2 when it could not run (an unknown or
+/// retired bundle, a bad key).
+///
+/// # Errors
+/// [`Error::Invalid`] for a bad `--shard` or `--run-id`; what [`crate::ops::drill::run_plan`] returns.
+pub async fn restore_share_signed(
+    ctx: &Context,
+    bundle: &str,
+    trust: &std::path::Path,
+    share: &SignedShare<'_>,
+) -> Result<Outcome> {
+    let object_shard = crate::bundle::ObjectShard::parse(share.shard)?;
+    let shard = crate::ops::drill::Shard {
+        index: object_shard.index,
+        count: object_shard.count,
+        run_id: None,
+        split: crate::evidence::predicate::ShardSplit::Objects,
+    }
+    .with_run_id(share.run_id)?;
+    let dir = crate::bundle::bundle_dir(bundle)?;
+    let bundle_id = crate::model::location::file_name(&dir).to_owned();
+    let plan = crate::ops::drill::DrillPlan {
+        name: format!("restore-{bundle_id}"),
+        kind: "quarantine".into(),
+        bundles: Some(dir.clone()),
+        backups: None,
+        target: None,
+        rto_limit: None,
+        sample: 1,
+        seed: Some(0),
+        trust: trust.display().to_string(),
+        key: share.key.display().to_string(),
+        reports: share.reports.to_owned(),
+        max_bundle_age: None,
+        coverage_weeks: None,
+        evidence_retention: None,
+        policies: None,
+    };
+    let plan_text =
+        toml::to_string(&plan).map_err(|e| Error::Internal(format!("the plan of restore {dir} --shard: {e}")))?;
+    if !share.quiet {
+        eprintln!(
+            "restore: share {}/{} of {dir}, signed as plan {}",
+            shard.index, shard.count, plan.name
+        );
+    }
+    let r = crate::ops::drill::run_plan(
+        &ctx.storage,
+        &ctx.config,
+        &plan,
+        plan_text.as_bytes(),
+        &format!("restore {dir} --shard {}", share.shard),
+        ctx.clock.as_ref(),
+        &ctx.implementation_digest()?,
+        crate::ops::drill::RunOptions {
+            shard: Some(shard.clone()),
+            run_id: share.run_id.map(str::to_owned),
+            quiet: share.quiet,
+            ..Default::default()
+        },
+    )
+    .await;
+    drill_finish(ctx, None, &plan.name, Some(shard), None, r).await
+}
+
 /// Writes the human reports and the metrics of a drill run (or merge), and builds its outcome.
 async fn drill_finish(
     ctx: &Context,

@@ -1583,14 +1583,7 @@ async fn execute(
         let confirmed_at = ctx.now().to_rfc3339();
         // Every object is re-checked after its request: only a re-check that shows it gone counts (for a held
         // orphan: its version, or its copy).
-        let after: Vec<Result<Option<crate::io::store::ObjectInfo>>> =
-            futures::stream::iter(going.iter().map(|(_, ex)| {
-                let version = ex.version_id.clone().filter(|_| ex.permanent && ex.orphan);
-                async move { ctx.storage.head_version(&ex.uri, version.as_deref()).await }
-            }))
-            .buffered(concurrency)
-            .collect()
-            .await;
+        let after = recheck(ctx, on_s3, &going).await;
         for (((o, ex), answer), after) in going.iter().zip(answers).zip(after) {
             let recheck = match &after {
                 Ok(None) => "absent".to_owned(),
@@ -1805,6 +1798,47 @@ async fn expect(
         head,
         requested_before,
     })
+}
+
+/// Re-checks each object of a batch after its delete request, in order. On S3 (`[storage] s3_recheck_by_listing`,
+/// default on) one listing of the batch's key range answers for the objects at their current version
+/// ([`crate::io::store::Storage::list_presence`], allowed to pass twice the batch's size of other keys, at least
+/// 1,000: a page); a held orphan's version, and whatever the listing left undecided, are read one at a time, as
+/// everything is elsewhere (a stat on a local filesystem costs less than listing its folder).
+async fn recheck(
+    ctx: &Context,
+    on_s3: bool,
+    going: &[(&ObjectRef, Expected)],
+) -> Vec<Result<Option<crate::io::store::ObjectInfo>>> {
+    let version_of = |ex: &Expected| ex.version_id.clone().filter(|_| ex.permanent && ex.orphan);
+    let mut listed: Vec<Option<Option<crate::io::store::ObjectInfo>>> = vec![None; going.len()];
+    if on_s3 && ctx.storage.options().s3_recheck_by_listing {
+        let at: Vec<usize> = (0..going.len())
+            .filter(|i| version_of(&going[*i].1).is_none())
+            .collect();
+        if !at.is_empty() {
+            let uris: Vec<&str> = at.iter().map(|i| going[*i].1.uri.as_str()).collect();
+            // A listing that fails leaves its objects to their HEADs (the HEAD's own error is what counts).
+            if let Ok(found) = ctx.storage.list_presence(&uris, (2 * uris.len()).max(1000)).await {
+                for (i, f) in at.into_iter().zip(found) {
+                    listed[i] = f;
+                }
+            }
+        }
+    }
+    let concurrency = ctx.storage.options().io_concurrency.get();
+    futures::stream::iter(going.iter().zip(listed).map(|((_, ex), listed)| {
+        let version = version_of(ex);
+        async move {
+            match listed {
+                Some(answer) => Ok(answer),
+                None => ctx.storage.recheck_head(&ex.uri, version.as_deref()).await,
+            }
+        }
+    }))
+    .buffered(concurrency)
+    .collect()
+    .await
 }
 
 /// Sends the deletes of one batch and returns each object's answer in order (`Err`: no answer, so the delete

@@ -303,7 +303,6 @@ pub async fn run(
 /// # Errors
 /// [`Error`] when the drill cannot run at all (no bundles, unreadable key or store); item
 /// failures are results, not errors.
-#[allow(clippy::too_many_lines)]
 pub async fn run_with(
     storage: &Storage,
     config: &Config,
@@ -313,6 +312,35 @@ pub async fn run_with(
     opts: RunOptions,
 ) -> Result<DrillOutcome> {
     let (plan, plan_bytes) = load_plan(plan_path)?;
+    run_plan(
+        storage,
+        config,
+        &plan,
+        &plan_bytes,
+        &plan_path.display().to_string(),
+        clock,
+        implementation_digest,
+        opts,
+    )
+    .await
+}
+
+/// [`run_with`] on a plan already loaded: `plan_bytes` are what the report's `plan_digest` covers, `origin`
+/// names the plan in errors (its file, or the command that built it: `restore --shard … --key`).
+///
+/// # Errors
+/// As [`run_with`].
+#[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+pub async fn run_plan(
+    storage: &Storage,
+    config: &Config,
+    plan: &DrillPlan,
+    plan_bytes: &[u8],
+    origin: &str,
+    clock: &dyn Clock,
+    implementation_digest: &str,
+    opts: RunOptions,
+) -> Result<DrillOutcome> {
     if plan.kind == "cold-backup" && opts.shard.as_ref().is_some_and(|s| s.objects().is_some()) {
         return Err(Error::invalid(
             "--split",
@@ -331,7 +359,7 @@ pub async fn run_with(
         .bundles
         .clone()
         .or_else(|| plan.backups.clone())
-        .ok_or_else(|| Error::invalid(plan_path.display().to_string(), "no bundles or backups named"))?;
+        .ok_or_else(|| Error::invalid(origin, "no bundles or backups named"))?;
     let rto_limit = match &plan.rto_limit {
         Some(l) => clock::parse_duration(l).map_err(|r| Error::invalid("rto_limit", r))?,
         None => chrono::Duration::hours(4),
@@ -557,7 +585,7 @@ pub async fn run_with(
             id: drill_id,
             kind: plan.kind.clone(),
             plan: plan.name.clone(),
-            plan_digest: evidence::sha256_hex(&plan_bytes),
+            plan_digest: evidence::sha256_hex(plan_bytes),
             policy_digest: crate::evidence::predicate::common_policy_digest(&results),
             implementation_digest: implementation_digest.to_owned(),
             evidence_retention: retention.map(crate::ops::evidence_lock::claim),

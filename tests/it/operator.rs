@@ -1299,6 +1299,79 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
         verified += r["objects_verified"].as_u64().unwrap();
     }
     assert_eq!(Some(verified), whole_restore["objects_verified"].as_u64());
+    // `restore --shard I/4 --key`: each machine signs its share; the merge of all four is the whole restore.
+    let sign_share = |i: usize, run: &str, code: i32| -> Value {
+        g.run(&[
+            "--json",
+            "restore",
+            b,
+            "--trust",
+            "keys",
+            "--shard",
+            &format!("{i}/4"),
+            "--key",
+            key,
+            "--run-id",
+            run,
+        ])
+        .expect_code(code)
+        .json()
+    };
+    let signed: Vec<Value> = (0..4).map(|i| sign_share(i, "restore-1", 0)).collect();
+    let chain = format!("reports/restore-{bundle_id}");
+    for (i, s) in signed.iter().enumerate() {
+        let r = &s["predicate"]["results"][0];
+        assert_eq!(s["predicate"]["results"].as_array().unwrap().len(), 1, "{s}");
+        assert_eq!(s["predicate"]["shard"]["split"], "objects", "{s}");
+        assert_eq!(s["predicate"]["shard"]["run_id"], "restore-1", "{s}");
+        assert_eq!(r["bundle_root"], whole_restore["bundle_root"], "{r}");
+        assert_eq!(
+            r["object_shard"], shards[i]["predicate"]["results"][0]["object_shard"],
+            "{r}"
+        );
+        assert!(
+            s["report"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{chain}/shards/restore-1/shard-{i}-of-4.dsse.json")),
+            "{s}"
+        );
+    }
+    let signed_reports: Vec<String> = signed.iter().map(report).collect();
+    let short = merge(&signed_reports[1..], 1);
+    assert!(short["reasons"].to_string().contains("missing"), "{short}");
+    let whole_signed = merge(&[format!("{chain}/shards/restore-1")], 0);
+    let r = &whole_signed["predicate"]["results"][0];
+    assert_eq!(r["status"], "RESTORE_VERIFIED", "{whole_signed}");
+    assert_eq!(r["bundle_root"], whole_restore["bundle_root"]);
+    assert_eq!(r["objects_verified"], whole_restore["objects_verified"]);
+    assert_eq!(r["bytes_verified"], whole_restore["bytes_verified"]);
+    assert_eq!(
+        whole_signed["predicate"]["drill"]["plan"],
+        format!("restore-{bundle_id}")
+    );
+    let signed_merge = whole_signed["report"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_owned();
+    let a = g
+        .run(&["--json", "audit", "verify", &signed_merge, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
+    // Bad input: a share that is not I/N, a key that is not one, a run id that is not a folder name.
+    for (args, needle) in [
+        (vec!["--shard", "4/4", "--key", key], "--shard"),
+        (vec!["--shard", "0/4", "--key", "keys/trust"], "keys/trust"),
+        (vec!["--shard", "0/4", "--key", key, "--run-id", "../x"], "--run-id"),
+    ] {
+        let mut a = vec!["--json", "restore", b, "--trust", "keys"];
+        a.extend(args);
+        let out = g.run(&a);
+        out.expect_code(2);
+        assert!(out.stderr.contains(needle), "{needle}: {}", out.stderr);
+    }
     let bad = g.run(&["--json", "restore", b, "--trust", "keys", "--shard", "4/4"]);
     bad.expect_code(2);
     assert!(bad.stderr.contains("--shard"), "{}", bad.stderr);
@@ -1339,6 +1412,13 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
         .map(|i| run_shard(i, "objects-2", if i == owner { 1 } else { 0 }))
         .collect();
     let failed = merge(&["reports/split-objects/shards/objects-2".to_owned()], 1);
+    // The signed restore share that owns the object fails too, and so does the merge of its run.
+    let bad_restore: Vec<Value> = (0..4)
+        .map(|i| sign_share(i, "restore-2", if i == owner { 1 } else { 0 }))
+        .collect();
+    assert_eq!(bad_restore[owner]["predicate"]["results"][0]["status"], "FAILED");
+    let bad_merge = merge(&[format!("{chain}/shards/restore-2")], 1);
+    assert_eq!(bad_merge["predicate"]["results"][0]["status"], "FAILED", "{bad_merge}");
     std::fs::write(&file, &original).unwrap();
     let r0 = &failed["predicate"]["results"][0];
     assert_eq!(r0["status"], "FAILED", "{failed}");

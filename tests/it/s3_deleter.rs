@@ -167,6 +167,19 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
     assert_eq!(r["requests"]["delete_objects"], batches.len(), "{r}");
     assert_eq!(r["requests"]["single_deletes"], 0, "{r}");
     assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n, "{r}");
+    // The re-check after the deletes is one listing of the batch's key range (#24), not a HEAD per object: the
+    // proxy sees its pages as ListObjectsV2 requests starting after a key, about one per 1,000 objects.
+    assert_eq!(r["requests"]["recheck_heads"], 0, "{r}");
+    assert_eq!(r["requests"]["recheck_listings"], 1, "{r}");
+    let pages = proxy
+        .requests()
+        .iter()
+        .filter(|(_, m, p)| m == "GET" && p.contains("list-type=2") && p.contains("start-after="))
+        .count();
+    assert!(
+        (1..=n.div_ceil(1000) + 2).contains(&pages),
+        "{pages} listing pages re-checked {n} objects"
+    );
 
     // Each confirmation quotes the provider: method, DeleteMarker, DeleteMarkerVersionId, request id.
     let confirmed = receipts(&g, id, "confirmed");
