@@ -1800,8 +1800,9 @@ async fn expect(
     })
 }
 
-/// Re-checks each object of a batch after its delete request, in order. On S3 (`[storage] s3_recheck_by_listing`,
-/// default on) one listing of the batch's key range answers for the objects at their current version
+/// Re-checks each object of a batch after its delete request, in order. On S3 with `[storage]
+/// s3_recheck_by_listing = true` (default off: a listing does not see a read replica still serving a deleted
+/// object, a HEAD does) one listing of the batch's key range answers for the objects at their current version
 /// ([`crate::io::store::Storage::list_presence`], allowed to pass twice the batch's size of other keys, at least
 /// 1,000: a page); a held orphan's version, and whatever the listing left undecided, are read one at a time, as
 /// everything is elsewhere (a stat on a local filesystem costs less than listing its folder).
