@@ -46,7 +46,6 @@ import sys
 import tempfile
 import time
 
-ICEBERG_JAVA = "1.9.2"
 
 
 def log(msg):
@@ -184,38 +183,13 @@ def pyiceberg_all_files(a):
 # ------------------------------------------------------------------------------------------- Spark
 
 
-def jars():
-    import snowpark_connect_deps_iceberg as p
-
-    ice = pathlib.Path(p.__file__).parent / "jars" / f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_JAVA}.jar"
-    if not ice.is_file():
-        sys.exit(f"missing {ice}")
-    for sq in ("/usr/share/java/sqlite-jdbc.jar", "/usr/share/java/xerial-sqlite-jdbc.jar"):
-        if os.path.isfile(sq):
-            return str(ice), sq
-    sys.exit("missing /usr/share/java/sqlite-jdbc.jar (Debian libxerial-sqlite-jdbc-java)")
-
-
 def spark_session(catalogs):
-    """A local Spark session as tests/gen/make_spark_tables.py starts it; `catalogs` maps a Spark catalog
-    name to (SQLite file, warehouse) of an Iceberg JDBC catalog."""
-    ice, sq = jars()
-    from pyspark.sql import SparkSession
+    """The project's local Spark session (tests/gen/make_spark_tables.py's `session_builder`); `catalogs` maps a
+    Spark catalog name to (SQLite file, warehouse) of an Iceberg JDBC catalog."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "gen"))
+    from make_spark_tables import session_builder
 
-    b = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakedrill-engine-histories")
-        .config("spark.jars", f"{ice},{sq}")
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.sql.codegen.wholeStage", "false")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
+    b = session_builder("lakedrill-engine-histories", "2g")
     for name, (db, wh) in catalogs.items():
         b = (
             b.config(f"spark.sql.catalog.{name}", "org.apache.iceberg.spark.SparkCatalog")

@@ -67,6 +67,30 @@ def jars():
     return str(ice), sq
 
 
+def session_builder(app, memory):
+    """The local Spark session every Spark script of the project starts (this one and
+    benches/engine_histories.py): Iceberg's runtime and sqlite-jdbc on the class path, Iceberg's SQL extensions, no
+    UI. Many tiny queries: C1-only JIT, no adaptive planning and no whole-stage codegen cut ~15% of the run on a
+    loaded 2-core machine (115 s against 133 s); they change nothing Iceberg writes. Callers add their catalogs."""
+    ice_jar, sqlite_jar = jars()
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.jars", f"{ice_jar},{sqlite_jar}")
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.driver.memory", memory)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+
+
 def strip_scheme(p):
     if p.startswith("file://"):
         return p[len("file://"):]
@@ -187,24 +211,8 @@ def main():
     bak = os.path.join(out, "_backup")
     pyfix_file = os.path.join(out, "pyfix_catalog.db")
 
-    ice_jar, sqlite_jar = jars()
-    from pyspark.sql import SparkSession
-
     b = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakedrill-spark-fixtures")
-        .config("spark.jars", f"{ice_jar},{sqlite_jar}")
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # Many tiny queries: C1-only JIT, no adaptive planning and no whole-stage codegen cut ~15% of the run
-        # on a loaded 2-core machine (115 s against 133 s). They change nothing Iceberg writes.
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.sql.codegen.wholeStage", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
+        session_builder("lakedrill-spark-fixtures", "1g")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.sql.catalog.hc", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.hc.type", "hadoop")
