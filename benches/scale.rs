@@ -42,7 +42,9 @@
 //!   `expire_snapshots` procedure through Spark (procedure time; JVM start and table registration reported
 //!   apart; target ≥ 20×).
 //!
-//! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
+//! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling;
+//! `LAKEDRILL_BENCH_WRAP` runs every measured command under a profiler (`heaptrack -o DIR/run`), whose own time
+//! and memory then count too.
 //!
 //! Nothing here is asserted: the verdicts are printed. Exit 0 after measuring, 2 when something
 //! could not be measured (a tool missing, a subprocess failing).
@@ -86,8 +88,15 @@ struct Measured {
 }
 
 fn measure(program: &str, args: &[String], cwd: &Path) -> BenchResult<Measured> {
+    // LAKEDRILL_BENCH_WRAP: a profiler command line to run each measured command under (its time and RSS are
+    // then the profiler's too), e.g. `heaptrack -o /tmp/prof/run`.
+    let wrap: Vec<String> = std::env::var("LAKEDRILL_BENCH_WRAP")
+        .map(|w| w.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
     let out = Command::new("/usr/bin/time")
-        .args(["-f", "LAKEDRILL_BENCH %e %M", program])
+        .args(["-f", "LAKEDRILL_BENCH %e %M"])
+        .args(&wrap)
+        .arg(program)
         .args(args)
         .current_dir(cwd)
         .stdin(Stdio::null())

@@ -27,6 +27,7 @@
 //! anything above.
 
 mod format;
+mod objects;
 mod orphans;
 mod seal;
 mod verify;

@@ -110,9 +110,15 @@ impl UriBinding {
     /// that does not resolve under the table location.
     #[must_use]
     pub fn derive(&self, e: &InventoryEntry) -> Option<String> {
+        self.derive_from(&e.path, || e.blake3.clone())
+    }
+
+    /// [`UriBinding::derive`] from an entry's path and (for a cold backup, asked only then) its BLAKE3 hex.
+    #[must_use]
+    pub fn derive_from(&self, path: &str, blake3: impl FnOnce() -> String) -> Option<String> {
         match &self.loc {
-            None => Some(location::join(&self.root, &format!("objects/{}", e.blake3))),
-            Some(loc) => loc.resolve(&e.path).ok(),
+            None => Some(location::join(&self.root, &format!("objects/{}", blake3()))),
+            Some(loc) => loc.resolve(path).ok(),
         }
     }
 

@@ -14,8 +14,9 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use super::format::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
+use super::objects::ObjectIndex;
 use crate::error::{Error, Result};
-use crate::evidence::inventory::{BackupInfo, INVENTORY_MEMBER, MemberWriter, inventory_root};
+use crate::evidence::inventory::{BackupInfo, INVENTORY_MEMBER, MemberWriter, canonical_digests_in_order};
 use crate::evidence::keys::SigningKey;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
@@ -187,7 +188,9 @@ pub async fn seal(
     // the inventory, so that a million files are held once as entries and once as the listing.
     let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress);
     let progress = &progress;
-    inventory.reserve(files.len());
+    // The data and delete entries, held compactly (#24: ~190 B an object instead of ~500 as typed entries with
+    // their URIs); the URI is derived from the path again as the inventory member is written.
+    let mut objects = ObjectIndex::with_tags(files.len());
     // The listing is consumed: each path moves into its inventory entry.
     let confined = &confined;
     // Taken from the end of the listing, which gives its memory back as it empties (the paths move on into the
@@ -235,9 +238,10 @@ pub async fn seal(
                 let record_count = deletion_vectors
                     .get(&f.file_path)
                     .map_or(f.record_count, |d| d.iter().map(|v| v.record_count).sum());
-                inventory.push(InventoryEntry {
+                drop(uri);
+                objects.push(&InventoryEntry {
                     path: f.file_path,
-                    uri,
+                    uri: String::new(),
                     layer: f.layer,
                     size: h.bytes_read,
                     blake3: h.blake3,
@@ -260,13 +264,16 @@ pub async fn seal(
     drop(hashed);
     // v3 deletion vectors: a Puffin file whose size is right is also read (footer and blobs) and each
     // vector checked against its manifest entries; a broken vector is a refusal naming file, blob and check.
-    let puffins: Vec<(&InventoryEntry, &[crate::table::puffin::DeletionVectorEntry])> = inventory
+    let puffins = objects
         .iter()
-        .filter_map(|e| deletion_vectors.get(&e.path).map(|d| (e, d.as_slice())))
-        .filter(|(e, _)| !findings.iter().any(|f| f.path == e.path))
-        .collect();
+        .filter_map(|o| deletion_vectors.get(o.path).map(|d| (o, d.as_slice())))
+        .filter(|(o, _)| !findings.iter().any(|f| f.path == o.path))
+        .map(|(o, d)| Ok((table.location().resolve(o.path)?, o.path, o.size, d)))
+        .collect::<Result<Vec<_>>>()?;
     let checked: Vec<Result<Vec<Finding>>> = futures::stream::iter(puffins)
-        .map(|(e, d)| crate::table::puffin::verify_file(storage, &e.uri, &e.path, e.size, d))
+        .map(
+            |(uri, path, size, d)| async move { crate::table::puffin::verify_file(storage, &uri, path, size, d).await },
+        )
         .buffer_unordered(concurrency)
         .collect()
         .await;
@@ -277,19 +284,38 @@ pub async fn seal(
         findings.sort_by(|a, b| a.path.cmp(&b.path));
         return Ok(Err(findings));
     }
-    // Unstable: no scratch copy of half the inventory (each path is there once).
+    // Canonical order: the metadata layers (sorted here), then the data and delete objects (sorted in the index).
     inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
-    let root = inventory_root(&inventory);
+    objects.sort();
+    let loc = table.location();
+    let entries = || {
+        inventory.iter().cloned().map(Ok).chain((0..objects.len()).map(|at| {
+            let mut e = objects.entry(at);
+            e.uri = loc.resolve(&e.path)?;
+            Ok(e)
+        }))
+    };
+    // The root over the entries as they are made, one at a time (the first that cannot be made stops it).
+    let mut failed = None;
+    let digests = canonical_digests_in_order(entries().map_while(|e| e.map_err(|err| failed = Some(err)).ok()));
+    if let Some(err) = failed {
+        return Err(err);
+    }
+    let root = digests
+        .map_err(|why| Error::Internal(format!("sealing snapshot {snapshot_id}: {why}")))?
+        .root;
     let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
-    let bytes_total: u64 = inventory.iter().map(|e| e.size).sum();
-    let predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), inventory, now, None);
-    let objects = predicate.objects;
-    write_bundle(storage, predicate, copies, key, out_uri).await?;
+    let bytes_total: u64 = inventory.iter().map(|e| e.size).sum::<u64>() + objects.iter().map(|o| o.size).sum::<u64>();
+    let count = inventory.len() + objects.len();
+    let mut predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), Vec::new(), now, None);
+    predicate.objects = count;
+    predicate.bytes = bytes_total;
+    write_bundle_streamed(storage, predicate, entries(), copies, key, out_uri).await?;
     Ok(Ok(SealReport {
         bundle_id: bundle_id.clone(),
         bundle_root: root,
         snapshot_id,
-        objects,
+        objects: count,
         bytes: bytes_total,
         uri: location::join(out_uri, &bundle_id),
     }))
@@ -306,6 +332,23 @@ pub async fn seal(
 pub async fn write_bundle(
     storage: &Storage,
     mut predicate: BundlePredicate,
+    copies: Vec<(String, Bytes)>,
+    key: &SigningKey,
+    out_uri: &str,
+) -> Result<String> {
+    let mut inventory = std::mem::take(&mut predicate.inventory);
+    if !inventory.is_sorted_by(|a, b| (a.layer, &a.path) <= (b.layer, &b.path)) {
+        inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
+    }
+    write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri).await
+}
+
+/// [`write_bundle`] of a predicate whose inventory (not in it) is `entries`, in canonical order, each made as the
+/// member is written: sealing keeps a million entries compactly and gives each back whole only then.
+async fn write_bundle_streamed(
+    storage: &Storage,
+    mut predicate: BundlePredicate,
+    mut entries: impl Iterator<Item = Result<InventoryEntry>>,
     mut copies: Vec<(String, Bytes)>,
     key: &SigningKey,
     out_uri: &str,
@@ -340,16 +383,15 @@ pub async fn write_bundle(
     }
     // The inventory member, written in chunks of a few MiB as its entries are consumed (no envelope names it yet,
     // so one left by an interrupted run is replaced).
-    let mut inventory = std::mem::take(&mut predicate.inventory);
-    if !inventory.is_sorted_by(|a, b| (a.layer, &a.path) <= (b.layer, &b.path)) {
-        inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
-    }
     let member_uri = location::join(&dir, INVENTORY_MEMBER);
     let mut writer = MemberWriter::new();
-    let mut entries = inventory.into_iter();
     storage
         .put_chunks(&member_uri, || {
             for e in entries.by_ref() {
+                let e = match e {
+                    Ok(e) => e,
+                    Err(err) => return Some(Err(err)),
+                };
                 if let Err(why) = writer.push(&e) {
                     return Some(Err(Error::invalid(&member_uri, why)));
                 }

@@ -20,6 +20,7 @@ use super::format::{
     PREDICATE_TYPE, RestoreReport, RestoreStatus, UriBinding, bundle_dir, get_copy, load_inventory_keeping,
     symlink_finding,
 };
+use super::objects::{Object, ObjectIndex};
 use crate::error::{Error, Result};
 use crate::evidence;
 use crate::evidence::keys::TrustStore;
@@ -125,7 +126,19 @@ pub async fn verify(
     report.snapshot_timestamp_ms = Some(pred.snapshot_timestamp_ms);
     // The inventory: inline (older bundles) or its member, streamed and checked against the signed digests. The
     // data and delete entries' URIs are bound to their paths as they stream by and then dropped (#24).
-    let streamed = std::sync::Arc::new(std::sync::Mutex::new(StreamedBinding::default()));
+    // A snapshot bundle's data and delete entries go into the compact `ObjectIndex` as they stream by (an orphan
+    // bundle's are checked whole by `orphans::verify_held`); a share keeps only its own, and its part (count and
+    // root) is computed on the way.
+    let divert = pred.orphans.is_none();
+    let streamed = std::sync::Arc::new(std::sync::Mutex::new(StreamedBinding {
+        part: opts.shard.map(ObjectShard::streamed_part),
+        objects: ObjectIndex::with_capacity(match (divert && pred.inventory_member.is_some(), opts.shard) {
+            (false, _) => 0,
+            (true, None) => pred.objects,
+            (true, Some(s)) => pred.objects / s.count + pred.objects / (8 * s.count) + 16,
+        }),
+        ..StreamedBinding::default()
+    }));
     // Only a member's lines are checked to be in canonical order before they are kept (an inline inventory is
     // sorted afterwards), so only a member is bound as it streams: the first manifest list seen is then the one
     // `UriBinding::new` finds in the sorted inventory.
@@ -134,10 +147,12 @@ pub async fn verify(
             &streamed,
             pred.backup.as_ref().map(|b| b.backup_root.clone()),
             pred.table_location.clone(),
+            opts.shard,
+            divert,
         )
     });
-    let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, true).await?;
-    let streamed = std::mem::take(&mut *streamed.lock().map_err(|_| Error::Internal("binding lock".into()))?);
+    let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, !divert).await?;
+    let mut streamed = std::mem::take(&mut *streamed.lock().map_err(|_| Error::Internal("binding lock".into()))?);
     let CanonicalDigests { root, sha256: sha } = match loaded {
         Ok(d) => d,
         Err((kind, why)) => {
@@ -178,7 +193,11 @@ pub async fn verify(
             Some(format!("{subjects:?}")),
         ));
     }
-    report.shard = opts.shard.map(|s| s.part(&pred.inventory));
+    report.shard = match (opts.shard, streamed.part.take()) {
+        (Some(_), Some(part)) if pred.inventory_member.is_some() => Some(part.finish(pred.objects)),
+        (Some(s), _) => Some(s.part(&pred.inventory)),
+        (None, _) => None,
+    };
     // An orphan bundle holds unreferenced files, no snapshot: each must still be where it is held.
     if let Some(info) = &pred.orphans {
         if opts.shard.is_some() {
@@ -210,27 +229,52 @@ pub async fn verify(
     };
     // The entries whose uri is not derived (none, unless the bundle was tampered with; every one when nothing binds).
     let mut unbound: BTreeSet<String> = BTreeSet::new();
+    // Findings about one data or delete object: a share reports those of its own objects (the rest, about the
+    // bundle as a whole, are share 0's).
+    let mut object_findings = Vec::new();
     if let Some(b) = &binding {
         // The data and delete entries were bound as they streamed by (when the binding was known before the
         // first of them, as in every inventory in canonical order): their findings follow the metadata layers'.
         let done = streamed.bound;
         for e in &mut pred.inventory {
-            if done && !e.layer.is_metadata() {
+            let object = !e.layer.is_metadata();
+            if object && (done || opts.shard.is_some_and(|s| !s.owns(e))) {
                 continue;
             }
-            if b.check(e).map_err(|f| report.findings.push(f)).is_err() {
-                unbound.insert(e.path.clone());
-            } else if !e.layer.is_metadata() {
+            match b.check(e) {
+                Err(f) => {
+                    if object {
+                        object_findings.push(f);
+                    } else {
+                        report.findings.push(f);
+                    }
+                    unbound.insert(e.path.clone());
+                }
                 // Derived again from its path when it is opened: a million URIs are not kept (~100 B each).
-                e.uri = String::new();
+                Ok(_) if object => e.uri = String::new(),
+                Ok(_) => {}
             }
         }
         if done {
-            report.findings.extend(streamed.findings);
-            unbound.extend(streamed.unbound);
+            object_findings.append(&mut streamed.findings);
+            unbound.append(&mut streamed.unbound);
         }
     }
-    let is_unbound = |e: &InventoryEntry| binding.is_none() || unbound.contains(&e.path);
+    // The data and delete entries not diverted as they streamed by (an inline inventory's; a member's when nothing
+    // bound them) join the index; the inventory keeps the metadata layers.
+    let mut objects = std::mem::take(&mut streamed.objects);
+    if divert {
+        let all = std::mem::take(&mut pred.inventory);
+        for e in all {
+            if e.layer.is_metadata() {
+                pred.inventory.push(e);
+            } else if opts.shard.is_none_or(|s| s.owns(&e)) {
+                objects.push(&e);
+            }
+        }
+        objects.sort();
+    }
+    let is_unbound = |path: &str| binding.is_none() || unbound.contains(path);
     // 2. Metadata copies against the inventory, then the layers against each other.
     let loc = match opts.table_root.as_deref() {
         Some(r) => TableLocation::new(&pred.table_location, location::canonical_uri(r)?, &env_uri).ok(),
@@ -300,6 +344,12 @@ pub async fn verify(
     }
     let deletion_vectors = check_layers(
         &pred,
+        ObjectScope {
+            objects: &objects,
+            shard: opts.shard,
+            findings: &mut object_findings,
+            deletion_vectors: DeletionVectors::new(),
+        },
         opts.deep,
         &copies,
         written_loc.as_ref(),
@@ -312,7 +362,7 @@ pub async fn verify(
         for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
             let at = match &loc {
                 Some(l) => l.resolve(&e.path).ok(),
-                None if !is_unbound(e) => Some(e.uri.clone()),
+                None if !is_unbound(&e.path) => Some(e.uri.clone()),
                 None => None,
             };
             if let Some(at) = at.filter(|u| location::is_under(u, root))
@@ -322,34 +372,31 @@ pub async fn verify(
             }
         }
     }
-    // A share other than the first reports only its own objects: the checks above (which it needed for its
-    // deletion vectors) are shard 0's to report, so that the shares add up to one whole verification.
+    // A share other than the first reports only its own objects: the checks above of the bundle as a whole (which
+    // it needed to check its objects) are shard 0's to report, so that the shares add up to one whole verification.
     if opts.shard.is_some_and(|s| s.index != 0) {
         report.findings.clear();
         report.objects_verified = 0;
         report.bytes_verified = 0;
     }
-    // 3. Data and delete objects in storage (with a shard: its share of them).
+    report.findings.append(&mut object_findings);
+    // 3. Data and delete objects in storage (with a shard: its share of them, the only ones the index holds).
     let concurrency = storage.options().io_concurrency.get();
     let mut to_check = Vec::new();
-    for e in pred
-        .inventory
-        .iter()
-        .filter(|e| !e.layer.is_metadata() && opts.shard.is_none_or(|s| s.owns(e)))
-    {
+    for e in objects.iter() {
         // Never open a path outside the table location.
         if let Some(w) = &written_loc
-            && w.relative(&e.path).is_err()
+            && w.relative(e.path).is_err()
         {
             report.findings.push(Finding::new(
                 FindingKind::PathOutsideTable,
-                &e.path,
+                e.path,
                 Some(pred.table_location.clone()),
                 Some("outside; not opened".into()),
             ));
             continue;
         }
-        if loc.is_none() && is_unbound(e) {
+        if loc.is_none() && is_unbound(e.path) {
             continue;
         }
         to_check.push(e);
@@ -357,11 +404,11 @@ pub async fn verify(
     // Where an object is opened, made when it is opened: under --table-root, else derived from its path as the
     // binding checked it.
     let (loc, binding) = (&loc, &binding);
-    let open_at = move |e: &InventoryEntry| -> Result<String> {
+    let open_at = move |e: &Object<'_>| -> Result<String> {
         match (loc, binding) {
-            (Some(l), _) => l.resolve(&e.path),
+            (Some(l), _) => l.resolve(e.path),
             (None, Some(b)) => b
-                .derive(e)
+                .derive_from(e.path, || e.blake3_hex())
                 .ok_or_else(|| Error::Internal(format!("{}: bound but no uri derives from it", e.path))),
             (None, None) => Err(Error::Internal(format!("{}: opened without a binding", e.path))),
         }
@@ -376,7 +423,7 @@ pub async fn verify(
     let mut results = futures::stream::iter(to_check)
         .map(|e| async move {
             let res = async {
-                let uri = open_at(e)?;
+                let uri = open_at(&e)?;
                 let uri = uri.as_str();
                 if let Some(c) = confined
                     && let Some(target) = c.escape(uri).await?
@@ -386,11 +433,11 @@ pub async fn verify(
                 let h = storage.hash(uri).await?;
                 // A deletion vector is checked even when its digest differs: the finding then names the
                 // blob that changed. Its offsets only mean something at the sealed size.
-                let rows = match deletion_vectors.get(&e.path) {
+                let rows = match deletion_vectors.get(e.path) {
                     Some(d) if deep && h.bytes_read == e.size => Some(Deep::DeletionVectors(
-                        crate::table::puffin::verify_file(storage, uri, &e.path, e.size, d).await?,
+                        crate::table::puffin::verify_file(storage, uri, e.path, e.size, d).await?,
                     )),
-                    None if deep && h.bytes_read == e.size && h.blake3 == e.blake3 => {
+                    None if deep && h.bytes_read == e.size && e.digest_is(&h.blake3) => {
                         Some(Deep::Parquet(parquet_rows(storage, uri, h.bytes_read).await?))
                     }
                     _ => None,
@@ -407,34 +454,34 @@ pub async fn verify(
         match res {
             Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
                 FindingKind::ObjectMissing,
-                &e.path,
+                e.path,
                 Some(format!("{} bytes", e.size)),
                 Some("absent".into()),
             )),
             Err(Error::Storage { .. }) => report.findings.push(Finding::new(
                 FindingKind::ReadFailed,
-                &e.path,
+                e.path,
                 None,
                 Some("storage error".into()),
             )),
             Err(other) => return Err(other),
             Ok(Err(target)) => {
                 let root = open_root.as_deref().unwrap_or_default();
-                report.findings.push(symlink_finding(&e.path, root, &target));
+                report.findings.push(symlink_finding(e.path, root, &target));
             }
             Ok(Ok((h, rows))) => {
                 if h.bytes_read != e.size {
                     report.findings.push(Finding::new(
                         FindingKind::SizeMismatch,
-                        &e.path,
+                        e.path,
                         Some(e.size.to_string()),
                         Some(h.bytes_read.to_string()),
                     ));
-                } else if h.blake3 != e.blake3 {
+                } else if !e.digest_is(&h.blake3) {
                     report.findings.push(Finding::new(
                         FindingKind::DigestMismatch,
-                        &e.path,
-                        Some(e.blake3.clone()),
+                        e.path,
+                        Some(e.blake3_hex()),
                         Some(h.blake3.clone()),
                     ));
                 } else {
@@ -445,13 +492,13 @@ pub async fn verify(
                     Some(Deep::DeletionVectors(f)) => report.findings.extend(f),
                     Some(Deep::Parquet(Ok(n))) if Some(n) != e.record_count => report.findings.push(Finding::new(
                         FindingKind::RowCountMismatch,
-                        &e.path,
+                        e.path,
                         e.record_count.map(|r| r.to_string()),
                         Some(n.to_string()),
                     )),
                     Some(Deep::Parquet(Err(reason))) => report.findings.push(Finding::new(
                         FindingKind::DataUnreadable,
-                        &e.path,
+                        e.path,
                         Some("a Parquet footer".into()),
                         Some(reason),
                     )),
@@ -500,30 +547,38 @@ async fn parquet_rows(storage: &Storage, uri: &str, size: u64) -> Result<std::re
     }
 }
 
+/// The data and delete objects [`check_layers`] matches the manifests against: the index (with a shard, the
+/// share's own objects), the shard, and where findings about those objects go.
+struct ObjectScope<'a> {
+    objects: &'a ObjectIndex,
+    shard: Option<ObjectShard>,
+    findings: &'a mut Vec<Finding>,
+    /// The live deletion vectors found (with a shard: in the share's own Puffin files).
+    deletion_vectors: DeletionVectors,
+}
+
 /// The live deletion vector entries of the bundled manifests, by Puffin file path as written.
 type DeletionVectors = BTreeMap<String, Vec<DeletionVectorEntry>>;
 
 /// Checks that the bundled metadata, manifest list and manifests name exactly the inventory (deep: and
 /// that v3 row-id ranges neither overlap nor reach `next-row-id`), and returns the live deletion vector
 /// entries those manifests hold (deep mode checks each against its blob).
+///
+/// `objects` holds the inventory's data and delete objects (with `shard`: the share's own), `pred.inventory` its
+/// metadata layers. With a shard, only manifest entries of the share's own objects are matched against `objects`
+/// (and only its own deletion vectors returned), so that the shares' `object_findings` add up to one whole check;
+/// findings about the bundle as a whole go to `findings`.
 fn check_layers(
     pred: &BundlePredicate,
+    mut scope: ObjectScope<'_>,
     deep: bool,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
     max_metadata_bytes: u64,
     findings: &mut Vec<Finding>,
 ) -> DeletionVectors {
-    let mut deletion_vectors = DeletionVectors::new();
-    check_layers_into(
-        pred,
-        deep,
-        copies,
-        loc,
-        max_metadata_bytes,
-        findings,
-        &mut deletion_vectors,
-    );
+    check_layers_into(pred, &mut scope, deep, copies, loc, max_metadata_bytes, findings);
+    let mut deletion_vectors = scope.deletion_vectors;
     for entries in deletion_vectors.values_mut() {
         entries.sort_unstable();
         entries.dedup();
@@ -533,12 +588,12 @@ fn check_layers(
 
 fn check_layers_into(
     pred: &BundlePredicate,
+    scope: &mut ObjectScope<'_>,
     deep: bool,
     copies: &BTreeMap<String, Bytes>,
     loc: Option<&TableLocation>,
     max_metadata_bytes: u64,
     findings: &mut Vec<Finding>,
-    deletion_vectors: &mut DeletionVectors,
 ) {
     let by_layer = |l: Layer| -> BTreeSet<&str> {
         pred.inventory
@@ -649,17 +704,19 @@ fn check_layers_into(
     // inventory (it is in canonical order: no map of a million paths), and marked by position once named. Each live
     // manifest entry is looked up as it is decoded; what no entry names is extra, what the inventory lacks is
     // missing (a path many entries name, a Puffin file of several deletion vectors, is judged once).
-    let inventory = &pred.inventory;
+    let ObjectScope {
+        objects,
+        shard,
+        findings: object_findings,
+        deletion_vectors,
+    } = scope;
+    let (objects, shard) = (*objects, *shard);
     let find = |path: &str| {
         [Layer::Data, Layer::PositionDeletes, Layer::EqualityDeletes]
             .into_iter()
-            .find_map(|l| {
-                inventory
-                    .binary_search_by(|e| (e.layer, e.path.as_str()).cmp(&(l, path)))
-                    .ok()
-            })
+            .find_map(|l| objects.find(l, path))
     };
-    let mut named = vec![false; inventory.len()];
+    let mut named = vec![false; objects.len()];
     let mut missing: BTreeMap<String, Layer> = BTreeMap::new();
     let mut data_ranges = Vec::new();
     for mf in list.entries() {
@@ -676,6 +733,9 @@ fn check_layers_into(
                 && l.relative(&f.file_path).is_err()
             {
                 return Ok(()); // reported as PATH_OUTSIDE_TABLE with the inventory check
+            }
+            if shard.is_some_and(|s| !s.owns_path(f.layer, &f.file_path)) {
+                return Ok(()); // another share's object
             }
             if f.is_deletion_vector() {
                 seen.vectors.push((f.file_path.clone(), DeletionVectorEntry::from(&f)));
@@ -707,11 +767,11 @@ fn check_layers_into(
             deletion_vectors.entry(path).or_default().push(dv);
         }
         for (at, size) in seen.named {
-            let e = &inventory[at];
+            let e = objects.get(at);
             if !std::mem::replace(&mut named[at], true) && e.size != size {
-                findings.push(Finding::new(
+                object_findings.push(Finding::new(
                     FindingKind::SizeMismatch,
-                    &e.path,
+                    e.path,
                     Some(size.to_string()),
                     Some(e.size.to_string()),
                 ));
@@ -723,22 +783,17 @@ fn check_layers_into(
         findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
     }
     for (path, layer) in &missing {
-        findings.push(Finding::new(
+        object_findings.push(Finding::new(
             FindingKind::LayerMissing,
             path,
             Some(format!("{layer:?} file named by a manifest")),
             Some("absent from the inventory".into()),
         ));
     }
-    for e in inventory
-        .iter()
-        .zip(&named)
-        .filter(|(e, named)| !e.layer.is_metadata() && !**named)
-        .map(|(e, _)| e)
-    {
-        findings.push(Finding::new(
+    for e in objects.iter().zip(&named).filter(|(_, named)| !**named).map(|(e, _)| e) {
+        object_findings.push(Finding::new(
             FindingKind::ExtraObject,
-            &e.path,
+            e.path,
             None,
             Some("an object no live manifest entry names".into()),
         ));
@@ -811,6 +866,10 @@ fn manifest_live_files(
 struct StreamedBinding {
     /// Whether every data and delete entry was bound as it streamed by.
     bound: bool,
+    /// The data and delete entries diverted from the inventory as they streamed by (with a shard: its own).
+    objects: ObjectIndex,
+    /// With a shard: its part (count and root), computed over every entry streaming by.
+    part: Option<crate::evidence::inventory::SharePart>,
     /// Their findings, in inventory order.
     findings: Vec<Finding>,
     /// Their paths whose URI is not derived.
@@ -818,29 +877,40 @@ struct StreamedBinding {
 }
 
 impl StreamedBinding {
-    /// The inventory reader's `keep` (it keeps every entry).
+    /// The inventory reader's `keep`: it keeps every metadata entry; with `divert`, a data or delete entry bound
+    /// as it streams by goes into `objects` instead (with a shard, only the share's own; the others are dropped).
     fn keep(
         state: &std::sync::Arc<std::sync::Mutex<Self>>,
         backup_root: Option<String>,
         table_location: String,
+        shard: Option<ObjectShard>,
+        divert: bool,
     ) -> crate::evidence::inventory::Keep {
         let state = std::sync::Arc::clone(state);
         let mut manifest_list: Option<InventoryEntry> = None;
         // `None` before the first data entry; then the binding, or `Err` when there is none.
         let mut binding: Option<std::result::Result<UriBinding, ()>> = None;
         Box::new(move |e: &mut InventoryEntry| {
+            let Ok(mut s) = state.lock() else {
+                return true;
+            };
+            let owned = match s.part.as_mut() {
+                Some(part) => part.add(e),
+                None => shard.is_none_or(|sh| sh.owns(e)),
+            };
             if e.layer.is_metadata() {
                 if binding.is_none() && manifest_list.is_none() && e.layer == Layer::ManifestList {
                     manifest_list = Some(e.clone());
                 }
                 return true;
             }
+            if !owned {
+                return false;
+            }
             let b = binding.get_or_insert_with(|| {
                 let made =
                     UriBinding::of(backup_root.as_deref(), &table_location, manifest_list.as_ref()).map_err(|_| ());
-                if made.is_ok()
-                    && let Ok(mut s) = state.lock()
-                {
+                if made.is_ok() {
                     s.bound = true;
                 }
                 made
@@ -851,11 +921,13 @@ impl StreamedBinding {
             match b.check(e) {
                 Ok(_) => e.uri = String::new(),
                 Err(f) => {
-                    if let Ok(mut s) = state.lock() {
-                        s.findings.push(f);
-                        s.unbound.insert(e.path.clone());
-                    }
+                    s.findings.push(f);
+                    s.unbound.insert(e.path.clone());
                 }
+            }
+            if divert {
+                s.objects.push(e);
+                return false;
             }
             true
         })

@@ -189,7 +189,9 @@ struct Digests {
     file_sha: sha2::Sha256,
     bytes: u64,
     objects: usize,
-    last: Option<(Layer, String)>,
+    /// The last entry's layer and path (the path's buffer reused line after line).
+    last: Option<Layer>,
+    last_path: String,
     line: Vec<u8>,
 }
 
@@ -204,6 +206,7 @@ impl Digests {
             bytes: 0,
             objects: 0,
             last: None,
+            last_path: String::new(),
             line: Vec::with_capacity(256),
         }
     }
@@ -211,15 +214,17 @@ impl Digests {
     /// One entry and its member line (newline included): the order is checked, both digests advance.
     fn add(&mut self, e: &InventoryEntry, member_line: &[u8]) -> std::result::Result<(), String> {
         use sha2::Digest as _;
-        if let Some((layer, path)) = &self.last
-            && (*layer, path.as_str()) >= (e.layer, e.path.as_str())
+        if let Some(layer) = self.last
+            && (layer, self.last_path.as_str()) >= (e.layer, e.path.as_str())
         {
             return Err(format!(
                 "{:?} {} is not after {:?} {}: the inventory must be in canonical order (layer, then path), each object once",
-                e.layer, e.path, layer, path
+                e.layer, e.path, layer, self.last_path
             ));
         }
-        self.last = Some((e.layer, e.path.clone()));
+        self.last = Some(e.layer);
+        self.last_path.clear();
+        self.last_path.push_str(&e.path);
         canonical_line(e, &mut self.line);
         self.canonical_b3.update(&self.line);
         self.canonical_sha.update(&self.line);
@@ -461,10 +466,16 @@ impl ObjectShard {
     /// Whether inventory entry `e` belongs to this share.
     #[must_use]
     pub fn owns(&self, e: &InventoryEntry) -> bool {
-        if e.layer.is_metadata() {
+        self.owns_path(e.layer, &e.path)
+    }
+
+    /// Whether the object of `layer` at `path` (as written) belongs to this share.
+    #[must_use]
+    pub fn owns_path(&self, layer: Layer, path: &str) -> bool {
+        if layer.is_metadata() {
             return self.index == 0;
         }
-        let h = blake3::hash(e.path.as_bytes());
+        let h = blake3::hash(path.as_bytes());
         let mut first = [0u8; 8];
         first.copy_from_slice(&h.as_bytes()[..8]);
         let count = u64::try_from(self.count).unwrap_or(u64::MAX).max(1);
@@ -482,6 +493,53 @@ impl ObjectShard {
             objects: mine.len(),
             inventory_objects: inventory.len(),
             root: root_of(mine),
+        }
+    }
+
+    /// [`ObjectShard::part`] computed as an inventory in canonical order streams by: entries are given to
+    /// [`SharePart::add`] one at a time (every entry; the share's own are counted), none is kept.
+    #[must_use]
+    pub fn streamed_part(self) -> SharePart {
+        SharePart {
+            shard: self,
+            b3: blake3::Hasher::new(),
+            objects: 0,
+            line: Vec::with_capacity(256),
+        }
+    }
+}
+
+/// A share's [`ShardPart`] being computed over an inventory that streams by in canonical order
+/// ([`ObjectShard::streamed_part`]).
+pub struct SharePart {
+    shard: ObjectShard,
+    b3: blake3::Hasher,
+    objects: usize,
+    line: Vec<u8>,
+}
+
+impl SharePart {
+    /// The next entry of the inventory, in canonical order: counted and hashed when the share owns it, which
+    /// the result tells.
+    pub fn add(&mut self, e: &InventoryEntry) -> bool {
+        let owned = self.shard.owns(e);
+        if owned {
+            canonical_line(e, &mut self.line);
+            self.b3.update(&self.line);
+            self.objects += 1;
+        }
+        owned
+    }
+
+    /// The share's part of an inventory of `inventory_objects` entries.
+    #[must_use]
+    pub fn finish(self, inventory_objects: usize) -> ShardPart {
+        ShardPart {
+            index: self.shard.index,
+            count: self.shard.count,
+            objects: self.objects,
+            inventory_objects,
+            root: self.b3.finalize().to_hex().to_string(),
         }
     }
 }
@@ -527,8 +585,14 @@ fn for_each_canonical_line_of(mut sorted: Vec<&InventoryEntry>, mut each: impl F
 /// One entry's canonical line, newline included, into `line` (cleared first).
 fn canonical_line(e: &InventoryEntry, line: &mut Vec<u8>) {
     line.clear();
-    let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
-    line.extend_from_slice(value.to_string().as_bytes());
+    // The same bytes as `json!([...]).to_string()`, written straight from the fields (no value tree, no copies).
+    let fields = (e.layer, &e.path, e.size, &e.blake3, &e.e_tag, &e.version);
+    if serde_json::to_writer(&mut *line, &fields).is_err() {
+        // Unreachable: strings, numbers and a unit enum always serialize; the value tree gives the same bytes.
+        let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
+        line.clear();
+        line.extend_from_slice(value.to_string().as_bytes());
+    }
     line.push(b'\n');
 }
 
@@ -543,6 +607,21 @@ pub fn canonical_digests(entries: &[InventoryEntry]) -> (String, String) {
         sha.update(line);
     });
     (b3.finalize().to_hex().to_string(), hex::encode(sha.finalize()))
+}
+
+/// [`canonical_digests`] of entries given in canonical order, as a sorted inventory streams by (none is held).
+///
+/// # Errors
+/// An entry out of canonical order (or repeated), as a sentence naming both paths.
+pub fn canonical_digests_in_order(
+    entries: impl IntoIterator<Item = impl std::borrow::Borrow<InventoryEntry>>,
+) -> std::result::Result<CanonicalDigests, String> {
+    let mut digests = Digests::new();
+    for e in entries {
+        // Only the canonical digests are used: the member-file digests see an empty line.
+        digests.add(e.borrow(), &[])?;
+    }
+    Ok(digests.finish().0)
 }
 
 /// BLAKE3 of the canonical lines of some of an inventory's entries (in canonical order, whatever the order
@@ -607,6 +686,14 @@ mod tests {
         // A share's root is the root over its own entries, in canonical order whatever the order given.
         let mine: Vec<InventoryEntry> = entries.iter().filter(|e| shares[2].owns(e)).cloned().rev().collect();
         assert_eq!(parts[2].root, inventory_root(&mine));
+        // Streamed in canonical order, a share's part is the same.
+        for s in &shares {
+            let mut streamed = s.streamed_part();
+            let owned = entries.iter().filter(|e| streamed.add(e)).count();
+            let part = streamed.finish(entries.len());
+            assert_eq!(owned, part.objects);
+            assert_eq!(part, s.part(&entries));
+        }
         // One share of one holds everything: its root is the bundle root.
         assert_eq!(
             ObjectShard { index: 0, count: 1 }.part(&entries).root,
@@ -641,6 +728,13 @@ mod tests {
         assert_eq!(root, blake3::hash(&bytes).to_hex().to_string());
         assert_eq!(sha, hex::encode(sha2::Sha256::digest(&bytes)));
         assert_eq!(inventory_root(&entries), root);
+        // Paths and tags with characters JSON escapes come out as a JSON value of them would.
+        let mut odd = entry(Layer::Data, "t/data/q\"uote\\back\u{1}é.parquet");
+        odd.version = Some("v\t1".into());
+        let mut line = Vec::new();
+        canonical_line(&odd, &mut line);
+        let value = serde_json::json!([odd.layer, odd.path, odd.size, odd.blake3, odd.e_tag, odd.version]);
+        assert_eq!(line, format!("{value}\n").into_bytes());
         let mut moved = entries.clone();
         moved[0].uri = "s3://elsewhere/b.parquet".into();
         moved[0].record_count = None;

@@ -423,6 +423,78 @@ fn an_inventory_path_outside_the_table_is_never_opened() {
     );
 }
 
+/// `restore --shard I/N` matches the bundled manifests against its own objects only (#24): an inventory that
+/// lacks an object a manifest names, holds one no manifest names, and declares another size than its manifest
+/// gives findings that each come from exactly one share, and the shares' findings and counts together are
+/// those of the whole restore.
+#[test]
+fn each_share_reports_the_manifest_mismatches_of_its_own_objects_and_the_shares_add_up_to_the_whole() {
+    let s = sealed_pos_table();
+    let env_path = s.bundle.join("bundle.dsse.json");
+    let mut st = read_statement(&env_path);
+    let mut inv = crate::util::bundle_inventory(&s.bundle);
+    let dropped = inv.remove(inv.iter().position(|e| e["layer"] == "data").unwrap());
+    // An object no manifest names: a copy of the dropped data file under another name, there in storage.
+    let mut extra = dropped.clone();
+    for field in ["path", "uri"] {
+        let v = dropped[field].as_str().unwrap().replace(".parquet", "-extra.parquet");
+        extra[field] = Value::String(v);
+    }
+    std::fs::copy(
+        dropped["uri"].as_str().unwrap().trim_start_matches("file://"),
+        extra["uri"].as_str().unwrap().trim_start_matches("file://"),
+    )
+    .unwrap();
+    inv.push(extra.clone());
+    let del = inv.iter_mut().find(|e| e["layer"] == "position_deletes").unwrap();
+    del["size"] = Value::from(del["size"].as_u64().unwrap() + 1);
+    let resized = del["path"].as_str().unwrap().to_owned();
+    crate::util::rewrite_inventory(&s.bundle, &mut st, &inv);
+    resign(&s, "application/vnd.in-toto+json", &st);
+
+    let b = s.bundle.to_str().unwrap();
+    let found = |v: &Value| -> Vec<(String, String)> {
+        let mut f: Vec<(String, String)> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["kind"].as_str().unwrap().to_owned(),
+                    f["path"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        f.sort();
+        f
+    };
+    let whole = restore(b, &s.trust, &[]).expect_code(1).json();
+    let want = found(&whole);
+    for (kind, path) in [
+        ("LAYER_MISSING", dropped["path"].as_str().unwrap()),
+        ("EXTRA_OBJECT", extra["path"].as_str().unwrap()),
+        ("SIZE_MISMATCH", resized.as_str()),
+    ] {
+        assert!(
+            want.contains(&(kind.to_owned(), path.to_owned())),
+            "{kind} {path}: {whole}"
+        );
+    }
+    let mut shares = Vec::new();
+    let mut verified = 0;
+    for i in 0..4 {
+        let r = restore(b, &s.trust, &["--shard", &format!("{i}/4")]);
+        let code = r.code;
+        let v = r.json();
+        assert_eq!(code == 0, v["findings"].as_array().unwrap().is_empty(), "{v}");
+        verified += v["objects_verified"].as_u64().unwrap();
+        shares.extend(found(&v));
+    }
+    shares.sort();
+    assert_eq!(shares, want, "the shares' findings, each once, are the whole restore's");
+    assert_eq!(Some(verified), whole["objects_verified"].as_u64(), "{whole}");
+}
+
 #[test]
 fn sealing_refuses_missing_data_wrong_sizes_truncated_manifests_and_missing_lists() {
     let s = sealed_pos_table();
