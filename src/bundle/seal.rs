@@ -230,17 +230,17 @@ pub async fn seal(
                 if h.bytes_read != f.size {
                     findings.push(Finding::new(
                         FindingKind::SizeMismatch,
-                        &f.file_path,
+                        &*f.file_path,
                         Some(f.size.to_string()),
                         Some(h.bytes_read.to_string()),
                     ));
                 }
                 let record_count = deletion_vectors
-                    .get(&f.file_path)
+                    .get(&*f.file_path)
                     .map_or(f.record_count, |d| d.iter().map(|v| v.record_count).sum());
                 drop(uri);
                 objects.push(&InventoryEntry {
-                    path: f.file_path,
+                    path: f.file_path.into(),
                     uri: String::new(),
                     layer: f.layer,
                     size: h.bytes_read,
@@ -254,7 +254,7 @@ pub async fn seal(
             }
             Err(Error::NotFound { .. }) => findings.push(Finding::new(
                 FindingKind::ObjectMissing,
-                &f.file_path,
+                &*f.file_path,
                 Some("present".into()),
                 Some("absent".into()),
             )),

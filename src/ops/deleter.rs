@@ -439,7 +439,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     }
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
-    let rec = reg.candidate(&opts.candidate_id).await?;
+    let mut rec = reg.candidate(&opts.candidate_id).await?;
     let refused_with = |status: &str, reasons: Vec<String>, gates: Vec<crate::ops::gates::Gate>| {
         let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
         for r in &reasons {
@@ -590,7 +590,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                         }
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
                             let moved = reg
-                                .candidate_transition(
+                                .candidate_move(
                                     &opts.candidate_id,
                                     State::RestoreVerified,
                                     "drill evidence covers every bundle root",
@@ -601,7 +601,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                                 .await;
                             if let Err(e) = moved {
                                 // Another process moved the candidate meanwhile (a concurrent purge): refuse.
-                                let state = reg.candidate(&opts.candidate_id).await?.state;
+                                let state = reg.candidate_state(&opts.candidate_id).await?;
                                 if state == State::Quarantined {
                                     return Err(e.into());
                                 }
@@ -636,7 +636,9 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 Rebased::DryRun(outcome) => return Ok(outcome),
             }
         }
-        let rec = reg.candidate(&opts.candidate_id).await?;
+        // Read again (a rebase changed it); one record held at a time (#24: a million objects' is hundreds of MB).
+        drop(rec);
+        rec = reg.candidate(&opts.candidate_id).await?;
         // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
         // quarantine tags aside), by code that shares nothing with the planner.
         if !crate::safety::weakened(crate::safety::Check::ClosureGate) {
@@ -771,7 +773,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         Err(why) => return refused("REFUSED", vec![why]),
     };
     // Claimed now; another run may have finished the candidate between our checks and our claim.
-    let state = reg.candidate(&opts.candidate_id).await?.state;
+    let state = reg.candidate_state(&opts.candidate_id).await?;
     if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
         reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await?;
         return refused(

@@ -212,7 +212,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             format!("REFUSED: {reason}\n"),
         )
     };
-    let state = r.reg.candidate(id).await?.state;
+    let state = r.reg.candidate_state(id).await?;
     if state != State::UnreferencedEligible {
         return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
     }

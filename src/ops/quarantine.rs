@@ -192,7 +192,7 @@ async fn seal_and_commit(
         )
     };
     // Claimed now; another quarantine may have finished between our check and our claim.
-    let state = reg.candidate(candidate_id).await?.state;
+    let state = reg.candidate_state(candidate_id).await?;
     if state != State::UnreferencedEligible {
         return refuse(format!(
             "{candidate_id} is already {state} (another quarantine ran meanwhile)"

@@ -20,8 +20,8 @@ use sqlx::{AnyConnection, Row};
 use crate::model::object::ObjectRef;
 
 use super::base::{
-    EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, optional_row, parse_time, query,
-    require_text, time,
+    EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, parse_time, query, require_text,
+    time,
 };
 use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
 use super::rollout::{self, RolloutStage};
@@ -334,8 +334,12 @@ pub(super) fn state(row: &AnyRow, column: &'static str) -> Result<State, sqlx::E
 }
 
 fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
+    candidate_from_parts(row, json(row, "candidate_json")?)
+}
+
+/// A candidate from its row (every column but `candidate_json` is read) and its stored candidate.
+fn candidate_from_parts(row: &AnyRow, stored: StoredCandidate) -> Result<CandidateRecord, sqlx::Error> {
     let quarantine: Option<String> = row.try_get("quarantine_json")?;
-    let stored: StoredCandidate = json(row, "candidate_json")?;
     Ok(CandidateRecord {
         candidate_id: row.try_get("candidate_id")?,
         table_uuid: row.try_get("table_uuid")?,
@@ -352,14 +356,49 @@ fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
     })
 }
 
+/// Characters of `candidate_json` read by one statement ([`read_candidate`]).
+const CANDIDATE_CHUNK_CHARS: i64 = 16 << 20;
+
+/// The candidate `id`. Its `candidate_json` (a million objects' inventory is ~100 MB of text) is read in chunks of
+/// [`CANDIDATE_CHUNK_CHARS`] characters into one string and parsed from it: read as one column, the text was held
+/// five times at once (SQLite's overflow buffer and value, the driver's copy of the value, the `Any` row's, the
+/// decoded string; `heaptrack`, #24). The caller reads inside one snapshot (a write transaction, or
+/// [`Registry::candidate`]'s read-only one), so the chunks are of one version of the row.
 async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
-    optional_row(
-        conn,
-        "SELECT * FROM candidates WHERE candidate_id = $1",
-        id,
-        candidate_from_row,
+    let row = sqlx::query(
+        "SELECT candidate_id, table_uuid, state, stamp_json, quarantine_json, reason, created_at, updated_at, \
+         CAST(length(candidate_json) AS BIGINT) AS candidate_chars FROM candidates WHERE candidate_id = $1",
     )
-    .await
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let chars: i64 = row.try_get("candidate_chars")?;
+    let mut text = String::with_capacity(usize::try_from(chars).unwrap_or(0));
+    let mut from: i64 = 1;
+    loop {
+        let chunk: Option<String> = sqlx::query_scalar(
+            "SELECT substr(candidate_json, CAST($2 AS INTEGER), CAST($3 AS INTEGER)) FROM candidates \
+             WHERE candidate_id = $1",
+        )
+        .bind(id)
+        .bind(from)
+        .bind(CANDIDATE_CHUNK_CHARS)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let chunk = chunk.ok_or(sqlx::Error::RowNotFound)?;
+        let n = i64::try_from(chunk.chars().count()).unwrap_or(i64::MAX);
+        text.push_str(&chunk);
+        if n < CANDIDATE_CHUNK_CHARS {
+            break;
+        }
+        from += n;
+    }
+    let stored: StoredCandidate = serde_json::from_str(&text).map_err(|e| decode("candidate_json", e))?;
+    drop(text);
+    candidate_from_parts(&row, stored).map(Some)
 }
 
 /// The candidate `id`, or [`RegistryError::NotFound`].
@@ -427,8 +466,12 @@ impl Registry {
         const OP: &str = "candidate_record";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         {
-            let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-            if let Some(existing) = read_candidate(&mut conn, candidate_id).await.map_err(query(OP))? {
+            let mut tx = self
+                .pool
+                .begin_with(self.dialect.begin_snapshot())
+                .await
+                .map_err(query(OP))?;
+            if let Some(existing) = read_candidate(&mut tx, candidate_id).await.map_err(query(OP))? {
                 return Ok(existing);
             }
         }
@@ -474,8 +517,34 @@ impl Registry {
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
     pub async fn candidate(&self, candidate_id: &str) -> Result<CandidateRecord, RegistryError> {
         const OP: &str = "candidate";
+        // One snapshot: the record is read in several statements.
+        let mut tx = self
+            .pool
+            .begin_with(self.dialect.begin_snapshot())
+            .await
+            .map_err(query(OP))?;
+        let rec = require_candidate(&mut tx, candidate_id, OP).await?;
+        tx.rollback().await.map_err(query(OP))?;
+        Ok(rec)
+    }
+
+    /// A candidate's state alone (its record is not read: a million-object candidate's is ~100 MB).
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate_state(&self, candidate_id: &str) -> Result<State, RegistryError> {
+        const OP: &str = "candidate_state";
         let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        require_candidate(&mut conn, candidate_id, OP).await
+        let row = sqlx::query("SELECT state FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(query(OP))?
+            .ok_or_else(|| RegistryError::NotFound {
+                what: "candidate",
+                id: candidate_id.to_owned(),
+            })?;
+        state(&row, "state").map_err(query(OP))
     }
 
     /// Every candidate of a table, oldest first.

@@ -671,15 +671,30 @@ pub struct SnapshotFiles {
     /// Manifests in manifest-list order.
     pub manifests: Vec<SnapshotManifest>,
     /// Live files, sorted by path, each path once (a Puffin file holding several deletion vectors too).
-    pub files: Vec<LiveFile>,
+    pub files: Vec<SealFile>,
     /// The live deletion vector entries (v3) by Puffin file path as written: every entry, however many
     /// name one file.
     pub deletion_vectors: std::collections::BTreeMap<String, Vec<crate::table::puffin::DeletionVectorEntry>>,
 }
 
+/// A live data or delete file as sealing needs it: what [`LiveFile`] holds of it, without the v3 fields (a
+/// deletion vector's are in [`SnapshotFiles::deletion_vectors`]); ~120 B a file with its path instead of ~230 B
+/// (#24: a million of them are held while they are hashed).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SealFile {
+    /// The path as written.
+    pub file_path: Box<str>,
+    /// Data, position deletes or equality deletes.
+    pub layer: Layer,
+    /// Size the manifest declares.
+    pub size: u64,
+    /// Rows the manifest declares (for a deletion vector: the positions it deletes).
+    pub record_count: u64,
+}
+
 /// Reads one snapshot's layers for sealing, `concurrency` manifests at a time, decoding lean (see the module
-/// documentation): a snapshot of a million files holds a million [`LiveFile`]s, not the iceberg crate's full
-/// entries.
+/// documentation): a snapshot of a million files holds a million [`SealFile`]s, not the iceberg crate's full
+/// entries, each made as its manifest entry is decoded.
 ///
 /// # Errors
 /// Any [`Error`] naming the layer that could not be read or parsed: a missing manifest list or manifest, a
@@ -706,12 +721,38 @@ pub async fn snapshot_files(
     let version = table.metadata().format_version();
     let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
     let entries = on_rayon(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
-    let read: Vec<Result<(SnapshotManifest, Vec<LiveFile>)>> = futures::stream::iter(entries)
+    type Vectors = Vec<(String, crate::table::puffin::DeletionVectorEntry)>;
+    let read: Vec<Result<(SnapshotManifest, Vec<SealFile>, Vectors)>> = futures::stream::iter(entries)
         .map(|e| async move {
             let uri = table.location().resolve(&e.manifest_path)?;
             let fetched = fetch_manifest(storage, &uri, &e).await?;
             let (u, b) = (uri.clone(), fetched.bytes.clone());
-            let files = on_rayon(&uri, move || collect_live_files(&u, &b, Decoder::Fast)).await?;
+            let (files, vectors) = on_rayon(&uri, move || {
+                let found = std::cell::RefCell::new((Vec::new(), Vec::new()));
+                live_files(
+                    &u,
+                    &b,
+                    Decoder::Fast,
+                    |f| {
+                        let mut found = found.borrow_mut();
+                        if f.is_deletion_vector() {
+                            found
+                                .1
+                                .push((f.file_path.clone(), crate::table::puffin::DeletionVectorEntry::from(&f)));
+                        }
+                        found.0.push(SealFile {
+                            file_path: f.file_path.into_boxed_str(),
+                            layer: f.layer,
+                            size: f.size,
+                            record_count: f.record_count,
+                        });
+                        Ok(())
+                    },
+                    || *found.borrow_mut() = (Vec::new(), Vec::new()),
+                )?;
+                Ok(found.into_inner())
+            })
+            .await?;
             Ok((
                 SnapshotManifest {
                     path: e.manifest_path,
@@ -719,6 +760,7 @@ pub async fn snapshot_files(
                     fetched,
                 },
                 files,
+                vectors,
             ))
         })
         .buffered(concurrency.max(1))
@@ -726,21 +768,18 @@ pub async fn snapshot_files(
         .await;
     let mut manifests = Vec::with_capacity(read.len());
     let mut files = Vec::new();
+    let mut deletion_vectors: std::collections::BTreeMap<_, Vec<_>> = std::collections::BTreeMap::new();
     for r in read {
-        let (m, f) = r?;
+        let (m, f, vectors) = r?;
         manifests.push(m);
         if files.is_empty() {
             files = f;
         } else {
             files.extend(f);
         }
-    }
-    let mut deletion_vectors: std::collections::BTreeMap<_, Vec<_>> = std::collections::BTreeMap::new();
-    for f in files.iter().filter(|f| f.is_deletion_vector()) {
-        deletion_vectors
-            .entry(f.file_path.clone())
-            .or_default()
-            .push(crate::table::puffin::DeletionVectorEntry::from(f));
+        for (path, v) in vectors {
+            deletion_vectors.entry(path).or_default().push(v);
+        }
     }
     for entries in deletion_vectors.values_mut() {
         entries.sort_unstable();
