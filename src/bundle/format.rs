@@ -289,12 +289,14 @@ pub async fn load_inventory(
     dir: &str,
     pred: &mut BundlePredicate,
 ) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
-    load_inventory_keeping(storage, dir, pred, None, false).await
+    load_inventory_keeping(storage, dir, pred, None, false, None).await
 }
 
 /// [`load_inventory`] keeping only the entries `keep` accepts (every line is still checked and digested; an
 /// inline inventory is filtered the same way after its digests are computed). `reserve_all`: `keep` keeps (nearly)
-/// every entry, so room for all of them is reserved at once (no doubling of a million entries).
+/// every entry, so room for all of them is reserved at once (no doubling of a million entries). `only`: a member's
+/// data and delete lines of other shares are digested and passed over before they become entries
+/// ([`crate::evidence::inventory::MemberReader::only_shard`]; an inline inventory is not filtered by it).
 ///
 /// # Errors
 /// Only when the store cannot be read.
@@ -304,6 +306,7 @@ pub async fn load_inventory_keeping(
     pred: &mut BundlePredicate,
     keep: Option<crate::evidence::inventory::Keep>,
     reserve_all: bool,
+    only: Option<ObjectShard>,
 ) -> Result<std::result::Result<CanonicalDigests, (FindingKind, String)>> {
     let bad = |why: String| Ok(Err((FindingKind::CopyDigestMismatch, why)));
     let Some(member) = pred.inventory_member.clone() else {
@@ -354,7 +357,8 @@ pub async fn load_inventory_keeping(
     let mut reader = match keep {
         Some(keep) => MemberReader::keeping(&member, keep, reserve_all),
         None => MemberReader::new(&member),
-    };
+    }
+    .only_shard(only);
     let mut at = 0;
     while at < member.bytes {
         let end = (at + RANGE).min(member.bytes);
@@ -413,7 +417,7 @@ async fn verified_in(
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
     drop(v);
     let keep = keep(&pred)?;
-    let digests = load_inventory_keeping(storage, dir, &mut pred, keep, false)
+    let digests = load_inventory_keeping(storage, dir, &mut pred, keep, false, None)
         .await?
         .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
     Ok((pred, digests))

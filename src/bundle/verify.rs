@@ -151,7 +151,8 @@ pub async fn verify(
             divert,
         )
     });
-    let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, !divert).await?;
+    let only = opts.shard.filter(|_| divert);
+    let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, !divert, only).await?;
     let mut streamed = std::mem::take(&mut *streamed.lock().map_err(|_| Error::Internal("binding lock".into()))?);
     let CanonicalDigests { root, sha256: sha } = match loaded {
         Ok(d) => d,

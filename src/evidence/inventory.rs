@@ -213,9 +213,14 @@ impl Digests {
 
     /// One entry and its member line (newline included): the order is checked, both digests advance.
     fn add(&mut self, e: &InventoryEntry, member_line: &[u8]) -> std::result::Result<(), String> {
+        self.add_fields(&Fields::of(e), member_line)
+    }
+
+    /// [`Digests::add`] of an entry's canonical fields.
+    fn add_fields(&mut self, e: &Fields<'_>, member_line: &[u8]) -> std::result::Result<(), String> {
         use sha2::Digest as _;
         if let Some(layer) = self.last
-            && (layer, self.last_path.as_str()) >= (e.layer, e.path.as_str())
+            && (layer, self.last_path.as_str()) >= (e.layer, e.path)
         {
             return Err(format!(
                 "{:?} {} is not after {:?} {}: the inventory must be in canonical order (layer, then path), each object once",
@@ -224,8 +229,8 @@ impl Digests {
         }
         self.last = Some(e.layer);
         self.last_path.clear();
-        self.last_path.push_str(&e.path);
-        canonical_line(e, &mut self.line);
+        self.last_path.push_str(e.path);
+        canonical_fields(e, &mut self.line);
         self.canonical_b3.update(&self.line);
         self.canonical_sha.update(&self.line);
         self.file_b3.update(member_line);
@@ -323,6 +328,55 @@ pub struct MemberReader {
     entries: Vec<InventoryEntry>,
     seen: u64,
     keep: Option<Keep>,
+    only: Option<ObjectShard>,
+}
+
+/// An inventory line as it is parsed, its strings borrowed from the line where they need no unescaping: the same
+/// fields and rules as [`InventoryEntry`] (required and optional fields, unknown ones ignored).
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow)]
+    path: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    uri: std::borrow::Cow<'a, str>,
+    layer: Layer,
+    size: u64,
+    #[serde(borrow)]
+    blake3: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    e_tag: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    version: Option<std::borrow::Cow<'a, str>>,
+    record_count: Option<u64>,
+    #[serde(borrow)]
+    copy: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Line<'_> {
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            layer: self.layer,
+            path: &self.path,
+            size: self.size,
+            blake3: &self.blake3,
+            e_tag: self.e_tag.as_deref(),
+            version: self.version.as_deref(),
+        }
+    }
+
+    fn into_entry(self) -> InventoryEntry {
+        InventoryEntry {
+            path: self.path.into_owned(),
+            uri: self.uri.into_owned(),
+            layer: self.layer,
+            size: self.size,
+            blake3: self.blake3.into_owned(),
+            e_tag: self.e_tag.map(std::borrow::Cow::into_owned),
+            version: self.version.map(std::borrow::Cow::into_owned),
+            record_count: self.record_count,
+            copy: self.copy.map(std::borrow::Cow::into_owned),
+        }
+    }
 }
 
 /// Which entries a [`MemberReader`] keeps (every line is still checked and digested), and what of each: the
@@ -341,6 +395,7 @@ impl MemberReader {
             entries: Vec::with_capacity(expected.objects.min(1 << 24)),
             seen: 0,
             keep: None,
+            only: None,
         }
     }
 
@@ -359,7 +414,16 @@ impl MemberReader {
             },
             seen: 0,
             keep: Some(keep),
+            only: None,
         }
+    }
+
+    /// With a shard, the data and delete entries of other shares are digested and passed over, never made into
+    /// entries (`keep` does not see them); the metadata layers are kept for every share.
+    #[must_use]
+    pub fn only_shard(mut self, shard: Option<ObjectShard>) -> Self {
+        self.only = shard;
+        self
     }
 
     /// Takes the next bytes of the member.
@@ -392,9 +456,18 @@ impl MemberReader {
 
     fn line(&mut self, line: &[u8]) -> std::result::Result<(), String> {
         let n = self.digests.objects + 1;
-        let mut e: InventoryEntry = serde_json::from_slice(&line[..line.len() - 1])
+        let parsed: Line<'_> = serde_json::from_slice(&line[..line.len() - 1])
             .map_err(|err| format!("line {n} is not an inventory entry: {err}"))?;
-        self.digests.add(&e, line).map_err(|why| format!("line {n}: {why}"))?;
+        self.digests
+            .add_fields(&parsed.fields(), line)
+            .map_err(|why| format!("line {n}: {why}"))?;
+        if let Some(s) = self.only
+            && !s.owns_path(parsed.layer, &parsed.path)
+            && !parsed.layer.is_metadata()
+        {
+            return Ok(());
+        }
+        let mut e = parsed.into_entry();
         if self.keep.as_mut().is_none_or(|keep| keep(&mut e)) {
             self.entries.push(e);
         }
@@ -582,11 +655,39 @@ fn for_each_canonical_line_of(mut sorted: Vec<&InventoryEntry>, mut each: impl F
     }
 }
 
+/// What of an entry its canonical line holds.
+struct Fields<'a> {
+    layer: Layer,
+    path: &'a str,
+    size: u64,
+    blake3: &'a str,
+    e_tag: Option<&'a str>,
+    version: Option<&'a str>,
+}
+
+impl<'a> Fields<'a> {
+    fn of(e: &'a InventoryEntry) -> Self {
+        Self {
+            layer: e.layer,
+            path: &e.path,
+            size: e.size,
+            blake3: &e.blake3,
+            e_tag: e.e_tag.as_deref(),
+            version: e.version.as_deref(),
+        }
+    }
+}
+
 /// One entry's canonical line, newline included, into `line` (cleared first).
 fn canonical_line(e: &InventoryEntry, line: &mut Vec<u8>) {
+    canonical_fields(&Fields::of(e), line);
+}
+
+/// [`canonical_line`] of an entry's fields.
+fn canonical_fields(e: &Fields<'_>, line: &mut Vec<u8>) {
     line.clear();
     // The same bytes as `json!([...]).to_string()`, written straight from the fields (no value tree, no copies).
-    let fields = (e.layer, &e.path, e.size, &e.blake3, &e.e_tag, &e.version);
+    let fields = (e.layer, e.path, e.size, e.blake3, e.e_tag, e.version);
     if serde_json::to_writer(&mut *line, &fields).is_err() {
         // Unreachable: strings, numbers and a unit enum always serialize; the value tree gives the same bytes.
         let value = serde_json::json!([e.layer, e.path, e.size, e.blake3, e.e_tag, e.version]);
@@ -817,6 +918,40 @@ mod tests {
         let mut r = MemberReader::keeping(&m, Box::new(|_| false), false);
         let fed = bad.chunks(13).try_for_each(|c| r.feed(c));
         assert!(fed.is_err() || r.finish().is_err());
+    }
+
+    #[test]
+    fn a_reader_for_one_share_makes_entries_of_its_own_objects_and_every_metadata_layer_only() {
+        let mut entries = vec![
+            entry(Layer::Metadata, "t/metadata/v1.metadata.json"),
+            entry(Layer::Manifest, "t/metadata/m0.avro"),
+        ];
+        // Paths JSON escapes, and an entry without its optional fields: read as the typed entry reads them.
+        entries.extend((0..40).map(|i| entry(Layer::Data, &format!("t/data/{i:02}-\"q\\é\u{1}.parquet"))));
+        entries[5].e_tag = None;
+        entries[5].record_count = None;
+        let (bytes, d, m) = member_of(&entries);
+        let shard = ObjectShard { index: 1, count: 3 };
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        let keep: Keep = Box::new(move |e: &mut InventoryEntry| {
+            sink.lock().unwrap().push(e.clone());
+            true
+        });
+        let mut r = MemberReader::keeping(&m, keep, false).only_shard(Some(shard));
+        for c in bytes.chunks(7) {
+            r.feed(c).unwrap();
+        }
+        let (kept, digests) = r.finish().unwrap();
+        assert_eq!(digests.root, d.root, "every line is digested");
+        let want: Vec<InventoryEntry> = entries
+            .iter()
+            .filter(|e| e.layer.is_metadata() || shard.owns(e))
+            .cloned()
+            .collect();
+        assert!(want.len() > 2 && want.len() < entries.len(), "{}", want.len());
+        assert_eq!(kept, want);
+        assert_eq!(*seen.lock().unwrap(), want, "`keep` sees only those");
     }
 
     #[test]
