@@ -209,7 +209,7 @@ pub async fn seal(
             let h = match table.location().resolve(&f.file_path) {
                 Ok(uri) => match confined.escape(&uri).await {
                     Ok(Some(target)) => Ok(Err(target)),
-                    Ok(None) => storage.hash(&uri).await.map(|h| Ok((uri, h))),
+                    Ok(None) => storage.hash(&uri).await.map(Ok),
                     Err(e) => Err(e),
                 },
                 Err(e) => Err(e),
@@ -218,7 +218,7 @@ pub async fn seal(
                 h.as_ref()
                     .ok()
                     .and_then(|h| h.as_ref().ok())
-                    .map_or(0, |(_, h)| h.bytes_read),
+                    .map_or(0, |h| h.bytes_read),
             );
             (f, h)
         })
@@ -226,7 +226,7 @@ pub async fn seal(
     while let Some((f, h)) = hashed.next().await {
         match h {
             Ok(Err(target)) => findings.push(symlink_finding(&f.file_path, root, &target)),
-            Ok(Ok((uri, h))) => {
+            Ok(Ok(h)) => {
                 if h.bytes_read != f.size {
                     findings.push(Finding::new(
                         FindingKind::SizeMismatch,
@@ -238,7 +238,6 @@ pub async fn seal(
                 let record_count = deletion_vectors
                     .get(&*f.file_path)
                     .map_or(f.record_count, |d| d.iter().map(|v| v.record_count).sum());
-                drop(uri);
                 objects.push(&InventoryEntry {
                     path: f.file_path.into(),
                     uri: String::new(),
