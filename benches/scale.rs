@@ -33,6 +33,15 @@
 //!   verify`. Targets: time per object at 100k within 1.2x of 5k, 100k in <= 60 s, <= 1 registry
 //!   transaction per 1,000 objects per state change, <= 512 MiB at 1M.
 //!
+//! * **h. purge on S3** (SeaweedFS `weed mini` from the tests' venv, or `LAKEDRILL_BENCH_WEED`, started on free
+//!   loopback ports): the f purge of `LAKEDRILL_BENCH_S3_OBJECTS` one-row Parquet files (default 100,000) put on
+//!   S3 and appended by PyIceberg, three times on fresh tables: with `DeleteObjects` batches (a listing re-checks
+//!   each batch), with one conditional `DELETE` and one `HEAD` per object, and with batches of 10,000 objects
+//!   (their 10 requests in flight at once) behind `tests/gen/s3_count_proxy.py --delay-ms 20`, which only the
+//!   purge talks through. Printed: the whole purge and, from the purge's own `requests`, the wall time of its
+//!   delete requests and of its re-checks. Targets: batch ≥ 20× faster than single; behind 20 ms, the delete
+//!   requests at ≥ 80 % of 10 requests × 1,000 keys ÷ 20 ms.
+//!
 //! * **g. `plan` on histories written by the engines** (only with `LAKEDRILL_BENCH_ONLY=g`: writing them takes
 //!   ~40 min): `benches/engine_histories.py` writes `LAKEDRILL_BENCH_ENGINE_SNAPSHOTS` (default 1,000) appends of
 //!   `LAKEDRILL_BENCH_ENGINE_FILES_PER_SNAPSHOT` (default 100) one-row data files with PyIceberg and with Spark
@@ -61,6 +70,9 @@ use iceberg::spec::{
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, CatalogBuilder, NamespaceIdent, TableCreation};
 use iceberg_catalog_sql::{SqlBindStyle, SqlCatalogBuilder};
+
+#[path = "scale/s3_purge.rs"]
+mod s3_purge;
 
 type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -99,6 +111,7 @@ fn measure(program: &str, args: &[String], cwd: &Path) -> BenchResult<Measured> 
         .arg(program)
         .args(args)
         .current_dir(cwd)
+        .envs(s3_purge::S3_ENV)
         .stdin(Stdio::null())
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -781,6 +794,7 @@ fn lakedrill_json(root: &Path, args: &[&str]) -> BenchResult<serde_json::Value> 
     let out = Command::new(LAKEDRILL)
         .args(args)
         .current_dir(root)
+        .envs(s3_purge::S3_ENV)
         .stdin(Stdio::null())
         .output()?;
     if !matches!(out.status.code(), Some(0 | 1)) {
@@ -801,6 +815,8 @@ struct PurgeRun {
     transactions: u64,
     /// Receipts the signed summary counts.
     receipts: u64,
+    /// The purge's own account of its delete requests (`requests` of its JSON: counts and wall time).
+    requests: serde_json::Value,
 }
 
 /// f: a candidate of `n` data files (one append withdrawn by a PyIceberg delete), quarantined, drilled and
@@ -844,9 +860,24 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
     if !out.status.success() {
         return Err(format!("PyIceberg delete: {}", String::from_utf8_lossy(&out.stderr)).into());
     }
+    purge_candidate(root, "bench", &name, kills, || Ok(())).await
+}
+
+/// The governance of a withdrawn table `CATALOG`.`bench.NAME` in `root` (its `lakedrill.toml`, `keys/bench.key`,
+/// `trust/` and `policy-NAME.yaml`): plan, quarantine, a quarantine drill, `kills` purges killed first, then the
+/// measured purge, whose summary must equal the inventory and pass `audit verify`. `before_purge` runs just
+/// before the purges (h puts the store behind latency there).
+async fn purge_candidate(
+    root: &Path,
+    catalog: &str,
+    name: &str,
+    kills: &[String],
+    before_purge: impl FnOnce() -> BenchResult<()>,
+) -> BenchResult<PurgeRun> {
+    let policy = format!("policy-{name}.yaml");
     tokio::time::sleep(Duration::from_millis(1100)).await; // past minSnapshotAge
     let table = format!("bench.{name}");
-    let t = ["--catalog", "bench", "--table", table.as_str()];
+    let t = ["--catalog", catalog, "--table", table.as_str()];
     lakedrill_json(
         root,
         &[
@@ -856,7 +887,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
             &table,
             "test",
             "--catalog",
-            "bench",
+            catalog,
             "--reason",
             "benchmark",
             "--policy",
@@ -881,7 +912,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
         })?;
     let id = candidate["candidate_id"].as_str().ok_or("candidate id")?.to_owned();
     let objects = candidate["objects"].as_array().map_or(0, Vec::len);
-    eprintln!("bench: f. {n} files: quarantine of {objects} objects");
+    eprintln!("bench: {name}: quarantine of {objects} objects");
     let bundles = format!("bundles-{name}");
     let mut args = vec![
         "--json",
@@ -908,7 +939,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
              key = \"keys/bench.key\"\nreports = \"reports-{name}\"\n"
         ),
     )?;
-    eprintln!("bench: f. {n} files: drill");
+    eprintln!("bench: {name}: drill");
     let d = lakedrill_json(root, &["--json", "-q", "drill", "run", &drill.display().to_string()])?;
     let evidence = d["report"]
         .as_str()
@@ -934,11 +965,13 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
     .map(str::to_owned)
     .into();
     purge.extend(t.map(str::to_owned));
+    before_purge()?;
     for spec in kills {
-        eprintln!("bench: f. {n} files: purge killed by {spec}");
+        eprintln!("bench: {name}: purge killed by {spec}");
         let out = Command::new(LAKEDRILL)
             .args(&purge)
             .current_dir(root)
+            .envs(s3_purge::S3_ENV)
             .env("LAKEDRILL_FAILPOINTS", spec)
             .stdin(Stdio::null())
             .output()?;
@@ -951,7 +984,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
             .into());
         }
     }
-    eprintln!("bench: f. {n} files: purge");
+    eprintln!("bench: {name}: purge");
     let m = measure(LAKEDRILL, &purge, root)?;
     let r: serde_json::Value = serde_json::from_str(&m.stdout)?;
     let verified = r["objects"]["VERIFIED"].as_array().map_or(0, Vec::len);
@@ -984,6 +1017,7 @@ async fn purge_at(root: &Path, python: &str, n: usize, kills: &[String]) -> Benc
         purge: m,
         transactions,
         receipts,
+        requests: r["requests"].clone(),
     })
 }
 
@@ -1108,6 +1142,10 @@ async fn bench(root: &Path) -> BenchResult<()> {
     }
     if only.is_empty() || only.contains('f') {
         bench_purge(root).await?;
+    }
+    if only.is_empty() || only.contains('h') {
+        ensure_key(root)?;
+        s3_purge::bench_s3_purge(root, &bench_python()).await?;
     }
     if only.contains('g') {
         bench_engines(root).await?;

@@ -36,6 +36,9 @@ use lakedrill::evidence::keys::{PublicKey, SigningKey, TrustStore};
 use lakedrill::io::store::{Storage, StorageOptions};
 use lakedrill::table::{Table, TableSource};
 
+#[path = "throughput/weekly_drill.rs"]
+mod weekly_drill;
+
 type BenchResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// The target of the acceptance criterion: seal and restore at ≥ 0.9× `b3sum`.
@@ -198,6 +201,10 @@ fn verdict(ratio: f64) -> &'static str {
 }
 
 async fn bench(root: &Path) -> BenchResult<()> {
+    // LAKEDRILL_BENCH_ONLY=w: the weekly drill alone.
+    if std::env::var("LAKEDRILL_BENCH_ONLY").is_ok_and(|o| o == "w") {
+        return weekly_drill::bench_weekly_drill(root).await;
+    }
     let files = env_usize("LAKEDRILL_BENCH_FILES", 64)?;
     let file_mib = env_usize("LAKEDRILL_BENCH_FILE_MIB", 16)?;
     let mut storage_options = StorageOptions::default();
@@ -383,7 +390,7 @@ async fn bench(root: &Path) -> BenchResult<()> {
         "FAIL"
     };
     println!("verdict: {overall} (seal {seal_ratio:.2}x, restore {verify_ratio:.2}x b3sum; target >= {TARGET_RATIO}x)");
-    Ok(())
+    weekly_drill::bench_weekly_drill(root).await
 }
 
 fn main() -> ExitCode {

@@ -33,6 +33,8 @@ struct RequestCounters {
     single_deletes: std::sync::atomic::AtomicU64,
     recheck_listings: std::sync::atomic::AtomicU64,
     recheck_heads: std::sync::atomic::AtomicU64,
+    deletes_wall_us: std::sync::atomic::AtomicU64,
+    rechecks_wall_us: std::sync::atomic::AtomicU64,
 }
 
 /// The delete requests a [`Storage`] has sent so far.
@@ -46,6 +48,12 @@ pub struct RequestCounts {
     pub recheck_listings: u64,
     /// Objects re-checked one at a time after their delete (a HEAD, or a stat on a filesystem).
     pub recheck_heads: u64,
+    /// Wall-clock microseconds the purge spent waiting for its delete requests (each batch's requests in flight
+    /// together, the batches one after another): the request phase alone, without the registry, the receipts
+    /// or the re-checks, so that batch and single deletes compare on what differs between them.
+    pub deletes_wall_us: u64,
+    /// Wall-clock microseconds the purge spent re-checking deleted objects (listings or HEADs).
+    pub rechecks_wall_us: u64,
 }
 
 /// What the store says about one object.
@@ -101,6 +109,9 @@ pub struct Storage {
     options: StorageOptions,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     s3: Mutex<HashMap<String, Arc<object_store::aws::AmazonS3>>>,
+    /// One HTTP client (one connection pool) for the presigned S3 requests object_store does not send itself
+    /// (conditional and batch deletes, versions): a client per request opened a connection per request.
+    http: reqwest::Client,
     limit: Arc<Semaphore>,
     deletes: std::sync::atomic::AtomicU64,
     requests: RequestCounters,
@@ -214,6 +225,7 @@ impl Storage {
             options,
             stores: Mutex::new(HashMap::new()),
             s3: Mutex::new(HashMap::new()),
+            http: reqwest::Client::new(),
             limit: Arc::new(Semaphore::new(permits)),
             deletes: std::sync::atomic::AtomicU64::new(0),
             requests: RequestCounters::default(),
@@ -701,7 +713,21 @@ impl Storage {
             single_deletes: self.requests.single_deletes.load(SeqCst),
             recheck_listings: self.requests.recheck_listings.load(SeqCst),
             recheck_heads: self.requests.recheck_heads.load(SeqCst),
+            deletes_wall_us: self.requests.deletes_wall_us.load(SeqCst),
+            rechecks_wall_us: self.requests.rechecks_wall_us.load(SeqCst),
         }
+    }
+
+    /// Adds the wall-clock time of one batch's delete requests (`recheck: false`) or its re-checks (`true`) to
+    /// [`RequestCounts`].
+    pub fn note_request_phase(&self, recheck: bool, took: std::time::Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let counter = if recheck {
+            &self.requests.rechecks_wall_us
+        } else {
+            &self.requests.deletes_wall_us
+        };
+        counter.fetch_add(us, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// [`Storage::head_version`] for the re-check after a delete, counted in [`RequestCounts::recheck_heads`].

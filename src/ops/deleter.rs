@@ -1581,11 +1581,15 @@ async fn execute(
             going.push((o, ex));
         }
         let requested_at = ctx.now().to_rfc3339();
+        let started = std::time::Instant::now();
         let answers = send_deletes(ctx, on_s3, &going).await;
+        ctx.storage.note_request_phase(false, started.elapsed());
         let confirmed_at = ctx.now().to_rfc3339();
         // Every object is re-checked after its request: only a re-check that shows it gone counts (for a held
         // orphan: its version, or its copy).
+        let started = std::time::Instant::now();
         let after = recheck(ctx, on_s3, &going).await;
+        ctx.storage.note_request_phase(true, started.elapsed());
         for (((o, ex), answer), after) in going.iter().zip(answers).zip(after) {
             let recheck = match &after {
                 Ok(None) => "absent".to_owned(),

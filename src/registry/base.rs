@@ -134,6 +134,12 @@ CREATE TABLE IF NOT EXISTS candidates (
     updated_at       TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS candidates_by_table ON candidates (table_uuid);
+CREATE TABLE IF NOT EXISTS candidate_parts (
+    candidate_id     TEXT    NOT NULL,
+    seq              INTEGER NOT NULL,
+    part             TEXT    NOT NULL,
+    PRIMARY KEY (candidate_id, seq)
+);
 CREATE TABLE IF NOT EXISTS object_states (
     candidate_id     TEXT    NOT NULL,
     path             TEXT    NOT NULL,

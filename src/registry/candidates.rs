@@ -333,10 +333,6 @@ pub(super) fn state(row: &AnyRow, column: &'static str) -> Result<State, sqlx::E
     State::parse(&state).ok_or_else(|| decode(column, format!("unknown state {state}")))
 }
 
-fn candidate_from_row(row: &AnyRow) -> Result<CandidateRecord, sqlx::Error> {
-    candidate_from_parts(row, json(row, "candidate_json")?)
-}
-
 /// A candidate from its row (every column but `candidate_json` is read) and its stored candidate.
 fn candidate_from_parts(row: &AnyRow, stored: StoredCandidate) -> Result<CandidateRecord, sqlx::Error> {
     let quarantine: Option<String> = row.try_get("quarantine_json")?;
@@ -356,18 +352,80 @@ fn candidate_from_parts(row: &AnyRow, stored: StoredCandidate) -> Result<Candida
     })
 }
 
-/// Characters of `candidate_json` read by one statement ([`read_candidate`]).
-const CANDIDATE_CHUNK_CHARS: i64 = 16 << 20;
+/// Bytes of a candidate's JSON kept in its row (`candidate_json`); a longer one is stored in `candidate_parts`, in
+/// parts of at most this many bytes, and `candidate_json` is empty.
+const CANDIDATE_PART_BYTES: usize = 4 << 20;
 
-/// The candidate `id`. Its `candidate_json` (a million objects' inventory is ~100 MB of text) is read in chunks of
-/// [`CANDIDATE_CHUNK_CHARS`] characters into one string and parsed from it: read as one column, the text was held
-/// five times at once (SQLite's overflow buffer and value, the driver's copy of the value, the `Any` row's, the
-/// decoded string; `heaptrack`, #24). The caller reads inside one snapshot (a write transaction, or
-/// [`Registry::candidate`]'s read-only one), so the chunks are of one version of the row.
+/// Stores `text` as candidate `id`'s JSON (its earlier parts removed): returns what goes into `candidate_json`, the
+/// text itself when it is short, empty when `candidate_parts` holds it. A million objects' inventory is ~100 MB of
+/// text: read as one column, or as `substr`s of one (SQLite and PostgreSQL load the whole value for each), it was
+/// held several times at once (`heaptrack` of a 1M-object purge: ~300 MB inside SQLite alone, #24).
+pub(super) async fn store_candidate_text(
+    conn: &mut AnyConnection,
+    id: &str,
+    text: String,
+) -> Result<String, sqlx::Error> {
+    sqlx::query("DELETE FROM candidate_parts WHERE candidate_id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    if text.len() <= CANDIDATE_PART_BYTES {
+        return Ok(text);
+    }
+    let mut rest = text.as_str();
+    let mut seq: i64 = 0;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(CANDIDATE_PART_BYTES);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (part, tail) = rest.split_at(cut);
+        sqlx::query("INSERT INTO candidate_parts (candidate_id, seq, part) VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(seq)
+            .bind(part)
+            .execute(&mut *conn)
+            .await?;
+        rest = tail;
+        seq += 1;
+    }
+    Ok(String::new())
+}
+
+/// Candidate `id`'s JSON text: `inline` (its `candidate_json`), or its parts in order when that is empty. The
+/// caller reads inside one snapshot (a write transaction, or [`Registry::candidate`]'s read-only one), so the parts
+/// are of one version of the candidate.
+pub(super) async fn candidate_text(conn: &mut AnyConnection, id: &str, inline: String) -> Result<String, sqlx::Error> {
+    use futures::TryStreamExt as _;
+    if !inline.is_empty() {
+        return Ok(inline);
+    }
+    let mut text = String::new();
+    let mut parts =
+        sqlx::query_scalar::<_, String>("SELECT part FROM candidate_parts WHERE candidate_id = $1 ORDER BY seq")
+            .bind(id)
+            .fetch(&mut *conn);
+    while let Some(part) = parts.try_next().await? {
+        if text.is_empty() {
+            // The parts are full but the last: their count is a fair guess of the whole.
+            text.reserve(part.len() * 4);
+        }
+        text.push_str(&part);
+    }
+    if text.is_empty() {
+        return Err(decode(
+            "candidate_json",
+            format!("candidate {id}: empty, and no parts of it are stored"),
+        ));
+    }
+    Ok(text)
+}
+
+/// The candidate `id`: its columns, then its JSON ([`candidate_text`]) parsed into the typed record.
 async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<CandidateRecord>, sqlx::Error> {
     let row = sqlx::query(
         "SELECT candidate_id, table_uuid, state, stamp_json, quarantine_json, reason, created_at, updated_at, \
-         CAST(length(candidate_json) AS BIGINT) AS candidate_chars FROM candidates WHERE candidate_id = $1",
+         candidate_json FROM candidates WHERE candidate_id = $1",
     )
     .bind(id)
     .fetch_optional(&mut *conn)
@@ -375,27 +433,8 @@ async fn read_candidate(conn: &mut AnyConnection, id: &str) -> Result<Option<Can
     let Some(row) = row else {
         return Ok(None);
     };
-    let chars: i64 = row.try_get("candidate_chars")?;
-    let mut text = String::with_capacity(usize::try_from(chars).unwrap_or(0));
-    let mut from: i64 = 1;
-    loop {
-        let chunk: Option<String> = sqlx::query_scalar(
-            "SELECT substr(candidate_json, CAST($2 AS INTEGER), CAST($3 AS INTEGER)) FROM candidates \
-             WHERE candidate_id = $1",
-        )
-        .bind(id)
-        .bind(from)
-        .bind(CANDIDATE_CHUNK_CHARS)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let chunk = chunk.ok_or(sqlx::Error::RowNotFound)?;
-        let n = i64::try_from(chunk.chars().count()).unwrap_or(i64::MAX);
-        text.push_str(&chunk);
-        if n < CANDIDATE_CHUNK_CHARS {
-            break;
-        }
-        from += n;
-    }
+    let inline: String = row.try_get("candidate_json")?;
+    let text = candidate_text(conn, id, inline).await?;
     let stored: StoredCandidate = serde_json::from_str(&text).map_err(|e| decode("candidate_json", e))?;
     drop(text);
     candidate_from_parts(&row, stored).map(Some)
@@ -476,7 +515,21 @@ impl Registry {
             }
         }
         let mut change = self.change(OP).await?;
+        // Recorded by another process since the read above (under the write lock now): its record stands.
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        if exists.is_some() {
+            change.tx.rollback().await.map_err(query(OP))?;
+            return self.candidate(candidate_id).await;
+        }
         let stamp_json = serde_json::to_string(stamp).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
+        let text = serde_json::to_string(candidate).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
+        let inline = store_candidate_text(&mut change.tx, candidate_id, text)
+            .await
+            .map_err(query(OP))?;
         sqlx::query(
             "INSERT INTO candidates (candidate_id, table_uuid, state, candidate_json, stamp_json, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
@@ -484,7 +537,7 @@ impl Registry {
         .bind(candidate_id)
         .bind(&table_uuid)
         .bind(State::UnreferencedEligible.as_str())
-        .bind(serde_json::to_string(candidate).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?)
+        .bind(inline)
         .bind(stamp_json)
         .bind(fmt_time(now))
         .bind(fmt_time(now))
@@ -552,13 +605,27 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Query`].
     pub async fn candidates(&self, table_uuid: &str) -> Result<Vec<CandidateRecord>, RegistryError> {
-        self.table_rows(
-            "candidates",
-            "SELECT * FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
-            table_uuid,
-            candidate_from_row,
+        const OP: &str = "candidates";
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        // One snapshot: each record is read in several statements.
+        let mut tx = self
+            .pool
+            .begin_with(self.dialect.begin_snapshot())
+            .await
+            .map_err(query(OP))?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT candidate_id FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
         )
+        .bind(&table_uuid)
+        .fetch_all(&mut *tx)
         .await
+        .map_err(query(OP))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in &ids {
+            out.push(require_candidate(&mut tx, id, OP).await?);
+        }
+        tx.rollback().await.map_err(query(OP))?;
+        Ok(out)
     }
 
     /// Moves a candidate (and its objects not yet past it) to `to`, if the move is legal from its current
@@ -712,11 +779,15 @@ impl Registry {
                 a.push(record.clone());
             }
         }
+        let text = serde_json::to_string(candidate).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?;
+        let inline = store_candidate_text(&mut change.tx, candidate_id, text)
+            .await
+            .map_err(query(OP))?;
         sqlx::query(
             "UPDATE candidates SET candidate_json = $1, stamp_json = $2, quarantine_json = $3, reason = $4, \
              updated_at = $5 WHERE candidate_id = $6",
         )
-        .bind(serde_json::to_string(candidate).map_err(|e| query(OP)(sqlx::Error::Encode(Box::new(e))))?)
+        .bind(inline)
         .bind(serde_json::to_string(to).unwrap_or_default())
         .bind(quarantine.to_string())
         .bind("rebased onto a later table generation")
@@ -1044,7 +1115,63 @@ mod tests {
         a_quarantine_extension_refuses_acceptance_until_it_passes,
         a_release_frees_the_candidate_and_its_objects_only_before_acceptance,
         protecting_a_protected_candidate_again_is_a_no_op,
+        a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole,
     );
+
+    async fn a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000002";
+        // Two-byte characters throughout, so that the part boundaries fall inside characters and are moved.
+        let long = |c: &str, n: usize| format!("data/{}", c.repeat(n));
+        let objects = vec![
+            serde_json::json!({"path": long("é", 1_500_001), "layer": "data", "size": 1}),
+            serde_json::json!({"path": long("ж", 1_700_003), "layer": "data", "size": 2}),
+        ];
+        let candidate = serde_json::json!({"kind": "expired-snapshots", "objects": objects, "snapshot_ids": [7]});
+        assert!(candidate.to_string().len() > CANDIDATE_PART_BYTES);
+        let rec = reg
+            .candidate_record(table, "c-big", &candidate, &stamp(), &["p".into()], t(0))
+            .await
+            .unwrap();
+        assert_eq!(rec.candidate_json(), candidate);
+        let mut conn = reg.pool.acquire().await.unwrap();
+        let inline: String = sqlx::query_scalar("SELECT candidate_json FROM candidates WHERE candidate_id = 'c-big'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let parts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM candidate_parts WHERE candidate_id = 'c-big'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert!(inline.is_empty(), "the row holds none of it");
+        assert_eq!(
+            parts,
+            2,
+            "{} bytes in parts of {CANDIDATE_PART_BYTES}",
+            candidate.to_string().len()
+        );
+        // Read again, alone and in the table's list: the same candidate.
+        assert_eq!(reg.candidate("c-big").await.unwrap().objects, rec.objects);
+        let listed = reg.candidates(table).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].candidate_json(), candidate);
+        // Recorded again: the first record stands, its parts untouched.
+        reg.candidate_record(table, "c-big", &serde_json::json!({}), &stamp(), &[], t(1))
+            .await
+            .unwrap();
+        assert_eq!(reg.candidate("c-big").await.unwrap().candidate_json(), candidate);
+        // Stored again short (a rebase that released most of it): inline, and the parts are gone.
+        let inline = store_candidate_text(&mut conn, "c-big", "{}".into()).await.unwrap();
+        assert_eq!(inline, "{}");
+        let parts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM candidate_parts WHERE candidate_id = 'c-big'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(parts, 0);
+        // An empty row without parts is an error naming the candidate, not an empty candidate.
+        let err = candidate_text(&mut conn, "c-big", String::new()).await.unwrap_err();
+        assert!(err.to_string().contains("c-big"), "{err}");
+    }
 
     #[test]
     fn a_stored_candidate_reads_its_inventory_typed_and_writes_back_the_same_bytes() {

@@ -760,12 +760,19 @@ impl Registry {
         let holds_moved = hold_generation != base.hold_generation
             && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch);
         if holds_moved || leases.counter != base.lease_watermark {
-            let inventory: Option<String> =
+            let inline: Option<String> =
                 sqlx::query_scalar("SELECT candidate_json FROM candidates WHERE candidate_id = $1")
                     .bind(candidate_id)
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(query(OP))?;
+            // Unreadable (no row, or parts missing) is a halt below, as unparsable is.
+            let inventory = match inline {
+                Some(inline) => super::candidates::candidate_text(&mut tx, candidate_id, inline)
+                    .await
+                    .ok(),
+                None => None,
+            };
             // Typed, not a JSON value: a million objects' inventory as a value is about 2 GB (#24).
             #[derive(serde::Deserialize)]
             struct Path {

@@ -3,7 +3,7 @@
 requests lakedrill sends with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own
 counters, and the REST tests use it to land another writer's commit at the worst moment.
 
-Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--race-post REGEX SCRIPT]
+Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--race-post REGEX SCRIPT] [--delay-ms MS]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -19,6 +19,9 @@ With --race-post, the first POST whose path matches REGEX (say, a REST table com
 `python SCRIPT` runs to completion (another writer committing through the catalog directly, after lakedrill read
 the table and before its commit arrives), then is forwarded. The script's exit status is logged as
 `<time> RACE <status>`; it runs once.
+
+With --delay-ms, every request waits MS milliseconds before it is forwarded: a store behind that much latency per
+request (`benches/scale.rs`, h, the purge behind 20 ms).
 
 Runs until killed.
 """
@@ -39,6 +42,9 @@ RACE = None
 if "--race-post" in sys.argv[4:]:
     i = sys.argv.index("--race-post")
     RACE = (re.compile(sys.argv[i + 1]), sys.argv[i + 2])
+DELAY = 0.0
+if "--delay-ms" in sys.argv[4:]:
+    DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
 RACE_FIRED = threading.Event()
 LOCK = threading.Lock()
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
@@ -55,6 +61,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             log.write(f"{time.time():.6f} {self.command} {self.path}\n")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        if DELAY:
+            time.sleep(DELAY)
         query = urllib.parse.urlsplit(self.path).query
         if RACE and self.command == "POST" and RACE[0].search(urllib.parse.urlsplit(self.path).path):
             with LOCK:
