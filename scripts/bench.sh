@@ -5,10 +5,11 @@
 #    restic and GNU time (Debian packages, apt-get), and the PyIceberg venv of the tests
 #    (scripts/test.sh with LAKEDRILL_TEST_NO_CARGO=1, which stops before `cargo test`);
 # 2. runs `cargo bench --bench throughput` (seal and restore vs b3sum, restore vs restic check
-#    --read-data, over the same >= 1 GiB of data files) and `cargo bench --bench scale` (plan vs
-#    PyIceberg inspect.all_files() on 1,000 snapshots x 100 files; restore of 10,000 small objects
-#    behind 20 ms per request; plan and seal at 100k, 300k and 1M files). Each prints its figures
-#    with the baseline measured in the same run, the ratio and the verdict against the target.
+#    --read-data, over the same >= 1 GiB of data files; the weekly drill of 30 bundles vs b3sum) and
+#    `cargo bench --bench scale` (plan vs PyIceberg inspect.all_files() on 1,000 snapshots x 100 files;
+#    restore of 10,000 small objects behind 20 ms per request; plan, seal and restore at 100k, 300k and
+#    1M files; purge on the local filesystem; purge on S3, SeaweedFS started from the venv). Each prints
+#    its figures with the baseline measured in the same run, the ratio and the verdict against the target.
 # The benchmarks exit 0 whatever the verdicts (they are measurements); 2 when they could not measure.
 # Sizes are set by LAKEDRILL_BENCH_* variables (see the top of each file in benches/).
 # Set TMPDIR to put the data elsewhere (no path component may start with ".").

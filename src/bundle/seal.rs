@@ -120,7 +120,10 @@ pub async fn seal(
         }
     }
     let mut inventory = Vec::new();
-    let mut copies: Vec<(String, Bytes)> = Vec::new();
+    let mut copies: Vec<(String, Copy)> = Vec::new();
+    // The metadata file and the manifest list are held; a manifest's bytes are read again when its copy is written
+    // (and must have the digest sealed): a million-entry manifest is tens of MB that hashing the data files need
+    // not hold (#24 point 2).
     let mut add_copy = |layer: Layer,
                         path: &str,
                         uri: &str,
@@ -128,7 +131,12 @@ pub async fn seal(
                         bytes: &Bytes,
                         inventory: &mut Vec<InventoryEntry>| {
         let digest = blake3::hash(bytes).to_hex().to_string();
-        copies.push((digest.clone(), bytes.clone()));
+        let copy = if layer == Layer::Manifest {
+            Copy::ReadAgain(uri.to_owned())
+        } else {
+            Copy::Held(bytes.clone())
+        };
+        copies.push((digest.clone(), copy));
         inventory.push(InventoryEntry {
             path: path.to_owned(),
             uri: uri.to_owned(),
@@ -175,7 +183,7 @@ pub async fn seal(
             &mut inventory,
         );
     }
-    // The manifests' bytes live on in `copies` until written; the listing is all that is needed here.
+    // The manifests' bytes are read again when their copies are written; the listing is all that is needed here.
     let crate::table::scan::SnapshotFiles {
         files,
         manifests,
@@ -339,7 +347,16 @@ pub async fn write_bundle(
     if !inventory.is_sorted_by(|a, b| (a.layer, &a.path) <= (b.layer, &b.path)) {
         inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     }
+    let copies = copies.into_iter().map(|(d, b)| (d, Copy::Held(b))).collect();
     write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri).await
+}
+
+/// The bytes of one copy a bundle keeps: held, or read again from where they were sealed from.
+enum Copy {
+    /// In memory.
+    Held(Bytes),
+    /// Read again from this URI when written; bytes whose BLAKE3 is not the sealed digest are refused.
+    ReadAgain(String),
 }
 
 /// [`write_bundle`] of a predicate whose inventory (not in it) is `entries`, in canonical order, each made as the
@@ -348,7 +365,7 @@ async fn write_bundle_streamed(
     storage: &Storage,
     mut predicate: BundlePredicate,
     mut entries: impl Iterator<Item = Result<InventoryEntry>>,
-    mut copies: Vec<(String, Bytes)>,
+    mut copies: Vec<(String, Copy)>,
     key: &SigningKey,
     out_uri: &str,
 ) -> Result<String> {
@@ -363,7 +380,21 @@ async fn write_bundle_streamed(
     // The byte copies first, each dropped once written.
     copies.sort_by(|a, b| a.0.cmp(&b.0));
     copies.dedup_by(|a, b| a.0 == b.0);
-    for (digest, bytes) in copies {
+    for (digest, copy) in copies {
+        let bytes = match copy {
+            Copy::Held(b) => b,
+            Copy::ReadAgain(uri) => {
+                let b = storage.get(&uri).await?.bytes;
+                let now = blake3::hash(&b).to_hex();
+                if now.as_str() != digest {
+                    return Err(Error::corrupt(
+                        &uri,
+                        format!("changed while it was sealed: BLAKE3 {now} now, {digest} when sealed"),
+                    ));
+                }
+                b
+            }
+        };
         let member = location::join(&dir, &format!("copies/{digest}"));
         match storage.put_new(&member, bytes).await {
             Ok(_) => {}

@@ -439,6 +439,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
     }
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
+    // When the record was written, read before it: a later read that differs means it may have changed since.
+    let mut seen = reg.candidate_version(&opts.candidate_id).await?;
     let mut rec = reg.candidate(&opts.candidate_id).await?;
     let refused_with = |status: &str, reasons: Vec<String>, gates: Vec<crate::ops::gates::Gate>| {
         let mut human = format!("{status}: {} is not deleted\n", opts.candidate_id);
@@ -612,6 +614,9 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                                     )],
                                 );
                             }
+                            // Only its state changed (and the record's time with it).
+                            rec.state = State::RestoreVerified;
+                            seen = reg.candidate_version(&opts.candidate_id).await?;
                         }
                         reasons.extend(problems);
                     }
@@ -621,9 +626,10 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
         // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
         let orphans = is_orphans(&rec);
+        let mut rebased = false;
         if orphans && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
             match orphan_rebase(ctx, &reg, &rec, &input, &current, opts.dry_run).await? {
-                Rebased::Onto => {}
+                Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
                 Rebased::DryRun(outcome) => return Ok(outcome),
             }
@@ -631,14 +637,17 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             && matches!(rec.state, State::Quarantined | State::RestoreVerified)
         {
             match rebase(ctx, source, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
-                Rebased::Onto => {}
+                Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
                 Rebased::DryRun(outcome) => return Ok(outcome),
             }
         }
-        // Read again (a rebase changed it); one record held at a time (#24: a million objects' is hundreds of MB).
-        drop(rec);
-        rec = reg.candidate(&opts.candidate_id).await?;
+        // Read again when a rebase (or anything else) wrote it since; one record held at a time (#24: a million
+        // objects' is ~100 MB, and the table's plan input is held here too).
+        if rebased || reg.candidate_version(&opts.candidate_id).await? != seen {
+            drop(rec);
+            rec = reg.candidate(&opts.candidate_id).await?;
+        }
         // Defense in depth: the inventory against the non-deletable set of the table as it is now (its own
         // quarantine tags aside), by code that shares nothing with the planner.
         if !crate::safety::weakened(crate::safety::Check::ClosureGate) {

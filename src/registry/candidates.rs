@@ -581,6 +581,25 @@ impl Registry {
         Ok(rec)
     }
 
+    /// When a candidate was last written (`updated_at`, as stored): a caller holding a record read after this
+    /// value can tell, by reading it again, whether the record changed since, without reading the record.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate_version(&self, candidate_id: &str) -> Result<String, RegistryError> {
+        const OP: &str = "candidate_version";
+        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
+        sqlx::query_scalar("SELECT updated_at FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(query(OP))?
+            .ok_or_else(|| RegistryError::NotFound {
+                what: "candidate",
+                id: candidate_id.to_owned(),
+            })
+    }
+
     /// A candidate's state alone (its record is not read: a million-object candidate's is ~100 MB).
     ///
     /// # Errors
