@@ -538,6 +538,7 @@ impl Storage {
             // small files spent more time zeroing buffers than hashing).
             object_store::GetResultPayload::File(mut file, local_path) => {
                 const SMALL: u64 = 16 << 10;
+                const LARGE: u64 = 4 << 20;
                 let size = info.size;
                 let (read, digest) = tokio::task::spawn_blocking(move || {
                     let mut hasher = blake3::Hasher::new();
@@ -546,9 +547,15 @@ impl Storage {
                         let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + 1);
                         file.read_to_end(&mut buf)?;
                         hasher.update(&buf);
-                    } else {
+                    } else if size < LARGE {
                         drop(file);
                         hasher.update_mmap(&local_path)?;
+                    } else {
+                        // A large file is hashed on every core (rayon's pool, shared with the other files in
+                        // flight): a drill of bundles with a few large files each hashed them one core each,
+                        // at half b3sum's rate on two cores (`benches/throughput.rs` w).
+                        drop(file);
+                        hasher.update_mmap_rayon(&local_path)?;
                     }
                     Ok::<_, std::io::Error>((hasher.count(), hasher.finalize()))
                 })
