@@ -289,7 +289,11 @@ async fn bench(root: &Path) -> BenchResult<()> {
         .get(&lakedrill::model::location::join(&bundle_uri, bundle::ENVELOPE_FILE))
         .await?;
     let statement = lakedrill::evidence::verify(&envelope.bytes, &trust).map_err(|e| e.to_string())?;
-    let predicate: BundlePredicate = serde_json::from_value(statement.predicate().clone())?;
+    let mut predicate: BundlePredicate = serde_json::from_value(statement.predicate().clone())?;
+    // The inventory is a member of the bundle (read and checked against the digests the predicate signs).
+    bundle::load_inventory(&storage, &bundle_uri, &mut predicate)
+        .await?
+        .map_err(|(kind, why)| format!("the bundle's inventory: {kind:?}: {why}"))?;
     let sealed_digests: BTreeSet<&str> = predicate
         .inventory
         .iter()
