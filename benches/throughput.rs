@@ -132,6 +132,19 @@ fn run_b3sum(files: &[PathBuf]) -> BenchResult<(Duration, Vec<String>)> {
     Ok((elapsed, digests))
 }
 
+/// The manifest entry of the local data file `path`: `rows` rows, `size` bytes, unpartitioned.
+fn data_file(path: &Path, rows: u64, size: u64) -> BenchResult<iceberg::spec::DataFile> {
+    Ok(DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(format!("file://{}", path.display()))
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::empty())
+        .partition_spec_id(0)
+        .record_count(rows)
+        .file_size_in_bytes(size)
+        .build()?)
+}
+
 /// Writes the data files, creates the table and returns (data files, catalog config, data bytes).
 async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResult<(Vec<PathBuf>, Config, u64)> {
     let warehouse = root.join("warehouse");
@@ -149,18 +162,8 @@ async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResul
         );
         let path = data_dir.join(format!("part-{i:05}.bin"));
         std::fs::write(&path, &buf)?;
-        data_files.push(
-            DataFileBuilder::default()
-                .content(DataContentType::Data)
-                .file_path(format!("file://{}", path.display()))
-                .file_format(DataFileFormat::Parquet)
-                .partition(Struct::empty())
-                .partition_spec_id(0)
-                // Not real rows: non-deep seal and verify never compare row counts with content.
-                .record_count(file_bytes as u64 / 8)
-                .file_size_in_bytes(file_bytes as u64)
-                .build()?,
-        );
+        // Not real rows: non-deep seal and verify never compare row counts with content.
+        data_files.push(data_file(&path, file_bytes as u64 / 8, file_bytes as u64)?);
         paths.push(path);
     }
     let db = root.join("catalog.db");

@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
-use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Struct};
 use lakedrill::config::{CatalogConfig, Config};
 use lakedrill::io::store::{Storage, StorageOptions};
 use lakedrill::table::{Table, TableSource};
 
-use super::{BenchResult, RUNS, env_usize, fill_pseudo_random, run_b3sum, warm_cache};
+use super::{BenchResult, RUNS, data_file, env_usize, fill_pseudo_random, run_b3sum, warm_cache};
 
 const LAKEDRILL: &str = env!("CARGO_BIN_EXE_lakedrill");
 /// Bytes of text per row: a file is a few hundred rows.
@@ -117,17 +116,7 @@ pub async fn bench_weekly_drill(base: &Path) -> BenchResult<()> {
             let p = dir.join(format!("data/part-{f}.parquet"));
             std::fs::write(&p, &body)?;
             data_bytes += body.len() as u64;
-            files.push(
-                DataFileBuilder::default()
-                    .content(DataContentType::Data)
-                    .file_path(format!("file://{}", p.display()))
-                    .file_format(DataFileFormat::Parquet)
-                    .partition(Struct::empty())
-                    .partition_spec_id(0)
-                    .record_count(rows as u64)
-                    .file_size_in_bytes(body.len() as u64)
-                    .build()?,
-            );
+            files.push(data_file(&p, rows as u64, body.len() as u64)?);
             paths.push(p);
         }
         lakedrill::lab::demo::create_table_with_data_files(

@@ -674,6 +674,18 @@ impl Registry {
         self.rows(op, sql, &[&table_uuid], read).await
     }
 
+    /// Starts a read-only transaction over one snapshot of the registry ([`Dialect::begin_snapshot`]): what several
+    /// statements read in it is of one version of the database.
+    pub(super) async fn read_snapshot(
+        &self,
+        op: &'static str,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, RegistryError> {
+        self.pool
+            .begin_with(self.dialect.begin_snapshot())
+            .await
+            .map_err(query(op))
+    }
+
     /// Starts a write transaction that holds the database-wide write lock from its start (SQLite's
     /// `BEGIN IMMEDIATE`, a PostgreSQL advisory lock: [`Dialect::begin_write`]), so that the read-modify-write
     /// of a change cannot interleave with another process's.

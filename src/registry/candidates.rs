@@ -505,11 +505,7 @@ impl Registry {
         const OP: &str = "candidate_record";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         {
-            let mut tx = self
-                .pool
-                .begin_with(self.dialect.begin_snapshot())
-                .await
-                .map_err(query(OP))?;
+            let mut tx = self.read_snapshot(OP).await?;
             if let Some(existing) = read_candidate(&mut tx, candidate_id).await.map_err(query(OP))? {
                 return Ok(existing);
             }
@@ -571,11 +567,7 @@ impl Registry {
     pub async fn candidate(&self, candidate_id: &str) -> Result<CandidateRecord, RegistryError> {
         const OP: &str = "candidate";
         // One snapshot: the record is read in several statements.
-        let mut tx = self
-            .pool
-            .begin_with(self.dialect.begin_snapshot())
-            .await
-            .map_err(query(OP))?;
+        let mut tx = self.read_snapshot(OP).await?;
         let rec = require_candidate(&mut tx, candidate_id, OP).await?;
         tx.rollback().await.map_err(query(OP))?;
         Ok(rec)
@@ -627,11 +619,7 @@ impl Registry {
         const OP: &str = "candidates";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         // One snapshot: each record is read in several statements.
-        let mut tx = self
-            .pool
-            .begin_with(self.dialect.begin_snapshot())
-            .await
-            .map_err(query(OP))?;
+        let mut tx = self.read_snapshot(OP).await?;
         let ids: Vec<String> = sqlx::query_scalar(
             "SELECT candidate_id FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
         )

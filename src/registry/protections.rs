@@ -572,11 +572,7 @@ impl Registry {
     pub async fn table_stamp(&self, table_uuid: &str) -> Result<TableStamp, RegistryError> {
         const OP: &str = "table_stamp";
         let table_uuid = canonical_table_uuid(table_uuid)?;
-        let mut tx = self
-            .pool
-            .begin_with(self.dialect.begin_snapshot())
-            .await
-            .map_err(query(OP))?;
+        let mut tx = self.read_snapshot(OP).await?;
         let generation: i64 = sqlx::query_scalar("SELECT generation FROM registry_state WHERE id = 1")
             .fetch_one(&mut *tx)
             .await
