@@ -400,16 +400,18 @@ pub(super) async fn candidate_text(conn: &mut AnyConnection, id: &str, inline: S
     if !inline.is_empty() {
         return Ok(inline);
     }
-    let mut text = String::new();
+    // Room for every part at once (each at most CANDIDATE_PART_BYTES): a string grown by doubling would hold its
+    // old and new buffers together, half again the text's size, at the moment the record is parsed.
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM candidate_parts WHERE candidate_id = $1")
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let mut text = String::with_capacity(usize::try_from(count).unwrap_or(0).saturating_mul(CANDIDATE_PART_BYTES));
     let mut parts =
         sqlx::query_scalar::<_, String>("SELECT part FROM candidate_parts WHERE candidate_id = $1 ORDER BY seq")
             .bind(id)
             .fetch(&mut *conn);
     while let Some(part) = parts.try_next().await? {
-        if text.is_empty() {
-            // The parts are full but the last: their count is a fair guess of the whole.
-            text.reserve(part.len() * 4);
-        }
         text.push_str(&part);
     }
     if text.is_empty() {
