@@ -169,6 +169,11 @@ async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResul
     let db = root.join("catalog.db");
     lakedrill::lab::demo::create_table_with_data_files(&db, &warehouse, "bench", "throughput", &location, data_files)
         .await?;
+    Ok((paths, bench_config(&db, &warehouse), (files * file_bytes) as u64))
+}
+
+/// A configuration whose catalog `bench` is the SQL catalog at `db` with its warehouse.
+fn bench_config(db: &Path, warehouse: &Path) -> Config {
     let mut config = Config::default();
     config.catalog.insert(
         CATALOG_SECTION.to_owned(),
@@ -181,7 +186,7 @@ async fn build_table(root: &Path, files: usize, file_bytes: usize) -> BenchResul
             ..Default::default()
         },
     );
-    Ok((paths, config, (files * file_bytes) as u64))
+    config
 }
 
 /// Reads every file once so that all three tools start from a warm page cache.

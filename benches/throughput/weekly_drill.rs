@@ -14,11 +14,10 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
-use lakedrill::config::{CatalogConfig, Config};
 use lakedrill::io::store::{Storage, StorageOptions};
 use lakedrill::table::{Table, TableSource};
 
-use super::{BenchResult, RUNS, data_file, env_usize, fill_pseudo_random, run_b3sum, warm_cache};
+use super::{BenchResult, RUNS, bench_config, data_file, env_usize, fill_pseudo_random, run_b3sum, warm_cache};
 
 const LAKEDRILL: &str = env!("CARGO_BIN_EXE_lakedrill");
 /// Bytes of text per row: a file is a few hundred rows.
@@ -91,17 +90,7 @@ pub async fn bench_weekly_drill(base: &Path) -> BenchResult<()> {
     let storage = Storage::new(StorageOptions::default());
     let db = root.join("catalog.db");
     let warehouse = root.join("warehouse");
-    let mut config = Config::default();
-    config.catalog.insert(
-        "bench".into(),
-        CatalogConfig {
-            kind: "sql".into(),
-            uri: format!("sqlite:{}", db.display()),
-            warehouse: Some(format!("file://{}", warehouse.display())),
-            name: Some("demo".into()),
-            ..Default::default()
-        },
-    );
+    let config = bench_config(&db, &warehouse);
     let out = lakedrill::model::location::canonical_uri(&root.join("bundles").display().to_string())?;
     eprintln!("bench: w. {bundles} tables of 2 Parquet files of {file_mib} MiB, each snapshot sealed");
     let mut paths: Vec<PathBuf> = Vec::new();
@@ -129,7 +118,7 @@ pub async fn bench_weekly_drill(base: &Path) -> BenchResult<()> {
         )
         .await?;
         let source = TableSource::Catalog {
-            catalog: "bench".into(),
+            catalog: super::CATALOG_SECTION.into(),
             table: format!("bench.{name}"),
             table_root: None,
         };

@@ -581,17 +581,8 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
     pub async fn candidate_version(&self, candidate_id: &str) -> Result<String, RegistryError> {
-        const OP: &str = "candidate_version";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        sqlx::query_scalar("SELECT updated_at FROM candidates WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *conn)
+        self.candidate_column(candidate_id, "updated_at", "candidate_version")
             .await
-            .map_err(query(OP))?
-            .ok_or_else(|| RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            })
     }
 
     /// A candidate's state alone (its record is not read: a million-object candidate's is ~100 MB).
@@ -600,17 +591,27 @@ impl Registry {
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
     pub async fn candidate_state(&self, candidate_id: &str) -> Result<State, RegistryError> {
         const OP: &str = "candidate_state";
-        let mut conn = self.pool.acquire().await.map_err(query(OP))?;
-        let row = sqlx::query("SELECT state FROM candidates WHERE candidate_id = $1")
+        let state = self.candidate_column(candidate_id, "state", OP).await?;
+        State::parse(&state).ok_or_else(|| query(OP)(decode("state", format!("unknown state {state}"))))
+    }
+
+    /// One text column of candidate `candidate_id`'s row, read alone.
+    async fn candidate_column(
+        &self,
+        candidate_id: &str,
+        column: &'static str,
+        op: &'static str,
+    ) -> Result<String, RegistryError> {
+        let mut conn = self.pool.acquire().await.map_err(query(op))?;
+        sqlx::query_scalar(&format!("SELECT {column} FROM candidates WHERE candidate_id = $1"))
             .bind(candidate_id)
             .fetch_optional(&mut *conn)
             .await
-            .map_err(query(OP))?
+            .map_err(query(op))?
             .ok_or_else(|| RegistryError::NotFound {
                 what: "candidate",
                 id: candidate_id.to_owned(),
-            })?;
-        state(&row, "state").map_err(query(OP))
+            })
     }
 
     /// Every candidate of a table, oldest first.
