@@ -22,6 +22,8 @@
 //! The files are not Parquet (a deep verify would report them unreadable); seal and non-deep verify
 //! read only sizes and digests of data files, so their content does not change what is measured.
 //! Throughput is computed over the data files' bytes only, for all three tools.
+//!
+//! `LAKEDRILL_BENCH_KEEP=1` keeps the generated data (the folder is printed) for profiling.
 
 use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
@@ -442,7 +444,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(bench(&root)) {
+    let result = rt.block_on(bench(&root));
+    if std::env::var_os("LAKEDRILL_BENCH_KEEP").is_some() {
+        eprintln!("bench: LAKEDRILL_BENCH_KEEP: the data stay in {}", dir.keep().display());
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bench: error: {e}");

@@ -450,6 +450,88 @@ impl Storage {
         }
     }
 
+    /// Reads a whole object in one request, as pieces of about `piece` bytes handed out in order (the last may be
+    /// shorter): an object larger than memory should hold is read once, consistently (one GET, or one open file),
+    /// and never held whole. A local file is read `piece` bytes at a time from the handle opened for it (a stream
+    /// would come in 8 KiB reads, each its own blocking task); a remote body's chunks are gathered into pieces.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI (at the start, or from the stream while read).
+    pub async fn get_pieces(
+        &self,
+        uri: &str,
+        piece: usize,
+    ) -> Result<(ObjectInfo, futures::stream::BoxStream<'static, Result<Bytes>>)> {
+        let (store, path) = self.resolve(uri)?;
+        let permit = self.permit().await?;
+        let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
+        let info = Self::info(uri, &res.meta);
+        let piece = piece.max(1);
+        let named: Arc<str> = Arc::from(uri);
+        let pieces = match res.payload {
+            object_store::GetResultPayload::File(file, _) => {
+                futures::stream::try_unfold((file, info.size, permit), move |(mut file, left, permit)| {
+                    let named = Arc::clone(&named);
+                    async move {
+                        if left == 0 {
+                            return Ok(None);
+                        }
+                        let want = usize::try_from(left).unwrap_or(usize::MAX).min(piece);
+                        let read = tokio::task::spawn_blocking(move || {
+                            use std::io::Read as _;
+                            let mut buf = Vec::with_capacity(want);
+                            (&mut file).take(want as u64).read_to_end(&mut buf).map(|_| (file, buf))
+                        })
+                        .await
+                        .map_err(|e| Error::Internal(format!("read task for {named}: {e}")))?;
+                        let (file, buf) = read.map_err(|e| {
+                            let source = Box::new(e);
+                            map_err(
+                                "read",
+                                &named,
+                                object_store::Error::Generic {
+                                    store: "LocalFileSystem",
+                                    source,
+                                },
+                            )
+                        })?;
+                        if buf.is_empty() {
+                            return Err(Error::corrupt(
+                                &*named,
+                                format!("ended {left} bytes before the size the store reported when it was opened"),
+                            ));
+                        }
+                        let left = left - buf.len() as u64;
+                        Ok(Some((Bytes::from(buf), (file, left, permit))))
+                    }
+                })
+                .boxed()
+            }
+            object_store::GetResultPayload::Stream(stream) => {
+                let first = usize::try_from(info.size).unwrap_or(usize::MAX).min(piece);
+                futures::stream::try_unfold(Some((stream, permit)), move |state| {
+                    let named = Arc::clone(&named);
+                    async move {
+                        let Some((mut stream, permit)) = state else {
+                            return Ok(None);
+                        };
+                        let mut buf = Vec::with_capacity(first);
+                        while buf.len() < piece {
+                            match stream.next().await {
+                                Some(chunk) => buf.extend_from_slice(&chunk.map_err(|e| map_err("read", &named, e))?),
+                                None if buf.is_empty() => return Ok(None),
+                                None => return Ok(Some((Bytes::from(buf), None))),
+                            }
+                        }
+                        Ok(Some((Bytes::from(buf), Some((stream, permit)))))
+                    }
+                })
+                .boxed()
+            }
+        };
+        Ok((info, pieces))
+    }
+
     /// Reads a byte range of an object.
     ///
     /// # Errors

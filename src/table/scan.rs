@@ -79,34 +79,38 @@ enum Stop {
 /// offsets); beyond it the reference parser decides.
 const MAX_SEQ: usize = 1 << 20;
 
-/// Reads the Avro object container framing (header, blocks, sync markers) and decodes each datum with
-/// `serde_avro_fast`. The framing is read here rather than by `serde_avro_fast`'s own container reader
-/// because that reader cannot be bounded: a few hundred hostile bytes make it reserve 512 MiB (deflate) or
-/// 4 GiB (snappy). Here every length is checked against the bytes actually present, a deflate block inflates
-/// to at most [`AVRO_MAX_ALLOCATION`] bytes, and codecs other than `null` and `deflate` go to the reference
-/// parser.
-fn fast_records<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    mut each: impl FnMut(T) -> std::result::Result<(), Stop>,
-) -> std::result::Result<(), Stop> {
-    use integer_encoding::VarInt;
-    struct Cursor<'a>(&'a [u8]);
-    impl<'a> Cursor<'a> {
-        fn long(&mut self) -> std::result::Result<i64, Stop> {
-            let (v, n) = i64::decode_var(self.0).ok_or(Stop::Decode)?;
-            self.0 = &self.0[n..];
-            Ok(v)
-        }
-        fn take(&mut self, n: i64) -> std::result::Result<&'a [u8], Stop> {
-            let n = usize::try_from(n).map_err(|_| Stop::Decode)?;
-            if n > self.0.len() {
-                return Err(Stop::Decode);
-            }
-            let (head, tail) = self.0.split_at(n);
-            self.0 = tail;
-            Ok(head)
-        }
+/// A cursor over Avro bytes: zig-zag longs and length-checked slices.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn long(&mut self) -> std::result::Result<i64, Stop> {
+        use integer_encoding::VarInt;
+        let (v, n) = i64::decode_var(self.0).ok_or(Stop::Decode)?;
+        self.0 = &self.0[n..];
+        Ok(v)
     }
+
+    fn take(&mut self, n: i64) -> std::result::Result<&'a [u8], Stop> {
+        let n = usize::try_from(n).map_err(|_| Stop::Decode)?;
+        if n > self.0.len() {
+            return Err(Stop::Decode);
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+}
+
+/// What an Avro object container's header says its blocks are read with.
+struct Framing {
+    schema: serde_avro_fast::Schema,
+    sync: [u8; 16],
+    deflate: bool,
+}
+
+/// Reads the header of an Avro object container at the start of `bytes`: its framing and how many bytes the
+/// header took. Codecs other than `null` and `deflate` are left to the reference parser.
+fn read_header(bytes: &[u8]) -> std::result::Result<(Framing, usize), Stop> {
     let mut c = Cursor(bytes.strip_prefix(b"Obj\x01").ok_or(Stop::Decode)?);
     // Header metadata: a map of bytes, in blocks (a negative count is followed by the block's byte size).
     let (mut schema, mut codec): (Option<&[u8]>, &[u8]) = (None, b"null");
@@ -131,28 +135,54 @@ fn fast_records<T: serde::de::DeserializeOwned>(
             }
         }
     }
-    let sync = c.take(16)?;
+    let sync: [u8; 16] = c.take(16)?.try_into().map_err(|_| Stop::Decode)?;
     let schema: serde_avro_fast::Schema = std::str::from_utf8(schema.ok_or(Stop::Decode)?)
         .map_err(|_| Stop::Decode)?
         .parse()
         .map_err(|_| Stop::Decode)?;
-    // One inflater per file, reset for each block, inflating into one buffer kept across blocks: PyIceberg
+    let deflate = match codec {
+        b"null" => false,
+        b"deflate" => true,
+        _ => return Err(Stop::Decode),
+    };
+    Ok((Framing { schema, sync, deflate }, bytes.len() - c.0.len()))
+}
+
+/// Decodes every whole block at the start of `bytes` (which follow a header read by [`read_header`]), each datum
+/// handed to `each`; returns how many bytes those blocks took. With `last`, `bytes` run to the container's end and
+/// must be whole blocks; otherwise a block that `bytes` cut short is left, undecoded, for a call with more bytes
+/// (a container read piece by piece, #24).
+fn read_blocks<T: serde::de::DeserializeOwned>(
+    framing: &Framing,
+    bytes: &[u8],
+    last: bool,
+    mut each: impl FnMut(T) -> std::result::Result<(), Stop>,
+) -> std::result::Result<usize, Stop> {
+    let mut c = Cursor(bytes);
+    // One inflater per call, reset for each block, inflating into one buffer kept across blocks: PyIceberg
     // writes one deflate block per manifest entry, and a decoder built per block (its state, window and
     // 32 KiB read buffer allocated and freed each time) was a quarter of the decode. The slice is read
     // directly (`bufread`), so every block still inflates from its own bytes alone.
-    let mut inflater = match codec {
-        b"null" => None,
-        b"deflate" => Some(flate2::bufread::DeflateDecoder::new(&[][..])),
-        _ => return Err(Stop::Decode),
-    };
-    let mut config = serde_avro_fast::de::DeserializerConfig::new(&schema);
+    let mut inflater = framing.deflate.then(|| flate2::bufread::DeflateDecoder::new(&[][..]));
+    let mut config = serde_avro_fast::de::DeserializerConfig::new(&framing.schema);
     config.max_seq_size = MAX_SEQ;
     let mut inflated = Vec::new();
     while !c.0.is_empty() {
-        let count = c.long()?;
-        let size = c.long()?;
-        let raw = c.take(size)?;
-        if c.take(16)? != sync {
+        let at = bytes.len() - c.0.len();
+        let frame = (|| {
+            let count = c.long()?;
+            let size = c.long()?;
+            let raw = c.take(size)?;
+            let sync = c.take(16)?;
+            Ok((count, raw, sync))
+        })();
+        let (count, raw, sync) = match frame {
+            Ok(f) => f,
+            // Cut short here, or broken: a later call with the rest (or the last) decides.
+            Err(_) if !last => return Ok(at),
+            Err(e) => return Err(e),
+        };
+        if sync != framing.sync {
             return Err(Stop::Decode);
         }
         let block: &[u8] = if let Some(inflater) = inflater.as_mut() {
@@ -169,7 +199,21 @@ fn fast_records<T: serde::de::DeserializeOwned>(
             each(T::deserialize(state.deserializer()).map_err(|_| Stop::Decode)?)?;
         }
     }
-    Ok(())
+    Ok(bytes.len())
+}
+
+/// Reads the Avro object container framing (header, blocks, sync markers) and decodes each datum with
+/// `serde_avro_fast`. The framing is read here rather than by `serde_avro_fast`'s own container reader
+/// because that reader cannot be bounded: a few hundred hostile bytes make it reserve 512 MiB (deflate) or
+/// 4 GiB (snappy). Here every length is checked against the bytes actually present, a deflate block inflates
+/// to at most [`AVRO_MAX_ALLOCATION`] bytes, and codecs other than `null` and `deflate` go to the reference
+/// parser.
+fn fast_records<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    each: impl FnMut(T) -> std::result::Result<(), Stop>,
+) -> std::result::Result<(), Stop> {
+    let (framing, header) = read_header(bytes)?;
+    read_blocks(&framing, &bytes[header..], true, each).map(|_| ())
 }
 
 /// Inflates one deflate block of an Avro container into `out` (cleared first) with `inflater`, reset for it: the
@@ -310,35 +354,37 @@ impl From<&LiveFile> for crate::table::puffin::DeletionVectorEntry {
     }
 }
 
-/// Hands every live (ADDED or EXISTING) entry of a manifest to `each(path as written, layer, size)` as
-/// it is decoded. `Ok(false)` when the fast decoder could not read the bytes (`each` may have been
-/// called for some entries: the caller starts over).
+/// A manifest entry as a [`LiveFile`] when it is live (ADDED or EXISTING), `None` when DELETED; a value the
+/// spec does not define stops the fast decoder.
+fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
+    let live = match e.status {
+        0 | 1 => true,
+        2 => false,
+        _ => return Err(Stop::Decode),
+    };
+    let layer = layer(e.data_file.content).ok_or(Stop::Decode)?;
+    let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
+    let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
+    let file_format = format_name(&e.data_file.file_format).ok_or(Stop::Decode)?;
+    Ok(live.then(|| LiveFile {
+        file_path: e.data_file.file_path,
+        layer,
+        size,
+        record_count,
+        file_format,
+        first_row_id: e.data_file.first_row_id,
+        referenced_data_file: e.data_file.referenced_data_file,
+        content_offset: e.data_file.content_offset,
+        content_size_in_bytes: e.data_file.content_size_in_bytes,
+    }))
+}
+
+/// Hands every live (ADDED or EXISTING) entry of a manifest to `each` as it is decoded. `Ok(false)` when the
+/// fast decoder could not read the bytes (`each` may have been called for some entries: the caller starts over).
 fn fast_live_files(bytes: &[u8], mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
-    let fast = fast_records::<EntryRecord>(bytes, |e| {
-        let live = match e.status {
-            0 | 1 => true,
-            2 => false,
-            _ => return Err(Stop::Decode),
-        };
-        let layer = layer(e.data_file.content).ok_or(Stop::Decode)?;
-        let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
-        let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
-        let file_format = format_name(&e.data_file.file_format).ok_or(Stop::Decode)?;
-        if live {
-            each(LiveFile {
-                file_path: e.data_file.file_path,
-                layer,
-                size,
-                record_count,
-                file_format,
-                first_row_id: e.data_file.first_row_id,
-                referenced_data_file: e.data_file.referenced_data_file,
-                content_offset: e.data_file.content_offset,
-                content_size_in_bytes: e.data_file.content_size_in_bytes,
-            })
-            .map_err(Stop::Caller)?;
-        }
-        Ok(())
+    let fast = fast_records::<EntryRecord>(bytes, |e| match live_entry(e)? {
+        Some(f) => each(f).map_err(Stop::Caller),
+        None => Ok(()),
     });
     match fast {
         Ok(()) => Ok(true),
@@ -428,32 +474,138 @@ pub fn manifest_objects(
     manifest: ObjectRef,
     decoder: Decoder,
 ) -> Result<Vec<ObjectRef>> {
-    let objects = std::cell::RefCell::new(vec![manifest]);
-    // A Puffin file holds the deletion vectors of many data files, each its own entry: it is one object.
-    let puffins = std::cell::RefCell::new(std::collections::HashSet::new());
+    let objects = std::cell::RefCell::new(ManifestCollector::new(location.clone(), manifest));
     live_files(
         uri,
         bytes,
         decoder,
-        |f| {
-            if f.is_deletion_vector() && !puffins.borrow_mut().insert(f.file_path.clone()) {
-                return Ok(());
-            }
-            objects.borrow_mut().push(ObjectRef {
-                path: location.relative(&f.file_path)?,
-                layer: f.layer,
-                size: f.size,
-            });
-            Ok(())
-        },
-        || {
-            objects.borrow_mut().truncate(1);
-            puffins.borrow_mut().clear();
-        },
+        |f| objects.borrow_mut().push(f),
+        || objects.borrow_mut().restart(),
     )?;
-    let mut objects = objects.into_inner();
-    objects.shrink_to_fit();
-    Ok(objects)
+    Ok(objects.into_inner().finish())
+}
+
+/// A manifest's objects as [`manifest_objects`] makes them, gathered one live file at a time.
+struct ManifestCollector {
+    location: TableLocation,
+    objects: Vec<ObjectRef>,
+    /// A Puffin file holds the deletion vectors of many data files, each its own entry: it is one object.
+    puffins: std::collections::HashSet<String>,
+}
+
+impl ManifestCollector {
+    fn new(location: TableLocation, manifest: ObjectRef) -> Self {
+        Self {
+            location,
+            objects: vec![manifest],
+            puffins: std::collections::HashSet::new(),
+        }
+    }
+
+    fn push(&mut self, f: LiveFile) -> Result<()> {
+        if f.is_deletion_vector() && !self.puffins.insert(f.file_path.clone()) {
+            return Ok(());
+        }
+        self.objects.push(ObjectRef {
+            path: self.location.relative(&f.file_path)?,
+            layer: f.layer,
+            size: f.size,
+        });
+        Ok(())
+    }
+
+    /// Drops every file gathered (the manifest itself stays): a decoder starts over.
+    fn restart(&mut self) {
+        self.objects.truncate(1);
+        self.puffins.clear();
+    }
+
+    fn finish(mut self) -> Vec<ObjectRef> {
+        self.objects.shrink_to_fit();
+        self.objects
+    }
+}
+
+/// Where a manifest's live files go as they are decoded.
+trait LiveSink {
+    fn live(&mut self, f: LiveFile) -> Result<()>;
+}
+
+impl LiveSink for ManifestCollector {
+    fn live(&mut self, f: LiveFile) -> Result<()> {
+        self.push(f)
+    }
+}
+
+impl LiveSink for Vec<LiveFile> {
+    fn live(&mut self, f: LiveFile) -> Result<()> {
+        self.push(f);
+        Ok(())
+    }
+}
+
+/// A manifest decoded by the fast decoder as its pieces arrive, so that it is never held whole (#24: a
+/// million-entry manifest is ~130 MB, and a purge re-plans the table while it holds its candidate).
+struct ManifestPieces<S> {
+    framing: Option<Framing>,
+    /// The bytes of a block (or of the header) cut short by the end of the last piece.
+    carry: Vec<u8>,
+    sink: S,
+}
+
+impl<S: LiveSink> ManifestPieces<S> {
+    fn new(sink: S) -> Self {
+        Self {
+            framing: None,
+            carry: Vec::new(),
+            sink,
+        }
+    }
+
+    /// Decodes what `piece` completes (`last`: the manifest's final piece). `Ok(false)` when the fast decoder cannot
+    /// read the manifest (the reference parser must then read it whole).
+    fn feed(&mut self, piece: &[u8], last: bool) -> Result<bool> {
+        let bytes: &[u8] = if self.carry.is_empty() {
+            piece
+        } else {
+            self.carry.extend_from_slice(piece);
+            &self.carry
+        };
+        let mut used = 0;
+        if self.framing.is_none() {
+            match read_header(bytes) {
+                Ok((framing, n)) => {
+                    self.framing = Some(framing);
+                    used = n;
+                }
+                Err(Stop::Decode) if !last => {
+                    // The header runs on into the next piece (or is broken: the last piece decides).
+                    let keep = bytes.to_vec();
+                    self.carry = keep;
+                    return Ok(true);
+                }
+                Err(Stop::Decode) => return Ok(false),
+                Err(Stop::Caller(e)) => return Err(e),
+            }
+        }
+        let Some(framing) = &self.framing else {
+            return Ok(false);
+        };
+        let sink = &mut self.sink;
+        let decoded = read_blocks::<EntryRecord>(framing, &bytes[used..], last, |e| match live_entry(e)? {
+            Some(f) => sink.live(f).map_err(Stop::Caller),
+            None => Ok(()),
+        });
+        match decoded {
+            Ok(n) => {
+                let rest = bytes[used + n..].to_vec();
+                self.carry = rest;
+                Ok(true)
+            }
+            Err(Stop::Decode) => Ok(false),
+            Err(Stop::Caller(e)) => Err(e),
+        }
+    }
 }
 
 /// Runs a decode on the rayon pool (one thread per core): decoding is CPU work, and the async workers keep
@@ -520,6 +672,12 @@ async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result
     Ok((ObjectRef { size, ..own }, entries))
 }
 
+/// Manifests larger than this are decoded piece by piece as they are read ([`ManifestPieces`]); smaller ones are
+/// read whole (one request, and a decoder that may fall back to the reference parser at once).
+const STREAM_MANIFESTS_OVER: i64 = 16 << 20;
+/// The size of each piece of a manifest read piece by piece.
+const MANIFEST_PIECE: usize = 8 << 20;
+
 /// One manifest's objects: the manifest itself, then its live data and delete files.
 async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> Result<Arc<ManifestObjects>> {
     let uri = table.location().resolve(&entry.manifest_path)?;
@@ -528,8 +686,15 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
         layer: Layer::Manifest,
         size: 0,
     };
-    let bytes = fetch_manifest(storage, &uri, entry).await?.bytes;
+    let key = format!("{}#{}", entry.manifest_path, entry.manifest_length);
     let location = table.location().clone();
+    if entry.manifest_length > STREAM_MANIFESTS_OVER
+        && let Some(objects) =
+            read_manifest_in_pieces(storage, &uri, entry, &location, manifest.clone(), MANIFEST_PIECE).await?
+    {
+        return Ok(Arc::new(ManifestObjects { key, objects }));
+    }
+    let bytes = fetch_manifest(storage, &uri, entry).await?.bytes;
     let manifest = ObjectRef {
         size: bytes.len() as u64,
         ..manifest
@@ -539,10 +704,65 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
         manifest_objects(&u, &bytes, &location, manifest, Decoder::Fast)
     })
     .await?;
-    Ok(Arc::new(ManifestObjects {
-        key: format!("{}#{}", entry.manifest_path, entry.manifest_length),
-        objects,
-    }))
+    Ok(Arc::new(ManifestObjects { key, objects }))
+}
+
+/// A large manifest's objects, decoded on the rayon pool piece by piece (of `piece` bytes) as one read of it
+/// streams in; `None` when
+/// the fast decoder cannot read it (the caller reads it whole for the reference parser).
+async fn read_manifest_in_pieces(
+    storage: &Storage,
+    uri: &str,
+    entry: &ListEntry,
+    location: &TableLocation,
+    manifest: ObjectRef,
+    piece: usize,
+) -> Result<Option<Vec<ObjectRef>>> {
+    let (info, mut pieces) = match storage.get_pieces(uri, piece).await {
+        Ok(p) => p,
+        Err(Error::NotFound { .. }) => {
+            return Err(Error::corrupt(uri, "manifest named by a manifest list does not exist"));
+        }
+        Err(e) => return Err(e),
+    };
+    check_manifest_length(
+        uri,
+        usize::try_from(info.size).unwrap_or(usize::MAX),
+        entry.manifest_length,
+    )?;
+    let manifest = ObjectRef {
+        size: info.size,
+        ..manifest
+    };
+    let mut decoding = ManifestPieces::new(ManifestCollector::new(location.clone(), manifest));
+    let mut read = 0_u64;
+    while let Some(piece) = pieces.next().await {
+        let piece = piece?;
+        read += piece.len() as u64;
+        if read > info.size {
+            return Err(Error::corrupt(
+                uri,
+                format!("grew past the {} bytes the store reported while it was read", info.size),
+            ));
+        }
+        let last = read == info.size;
+        let (back, readable) = on_rayon(uri, move || {
+            let readable = decoding.feed(&piece, last)?;
+            Ok((decoding, readable))
+        })
+        .await?;
+        if !readable {
+            return Ok(None);
+        }
+        decoding = back;
+    }
+    if read != info.size {
+        return Err(Error::corrupt(
+            uri,
+            format!("ended after {read} of the {} bytes the store reported", info.size),
+        ));
+    }
+    Ok(Some(decoding.sink.finish()))
 }
 
 /// Every snapshot of the table (in [`Table::snapshots_sorted`] order) with everything it reaches, or
@@ -1133,5 +1353,144 @@ mod tests {
         }
         assert_eq!(fast_only_real, paths.len());
         assert!(agreed > 100, "{agreed}");
+    }
+
+    /// `bytes` fed to [`ManifestPieces`] in pieces of `piece` bytes: its live files, or `None` when the fast
+    /// decoder gave up.
+    fn in_pieces(bytes: &[u8], piece: usize) -> Option<Vec<LiveFile>> {
+        let mut d = ManifestPieces::new(Vec::new());
+        let mut chunks = bytes.chunks(piece).peekable();
+        if chunks.peek().is_none() {
+            return d.feed(&[], true).unwrap().then_some(d.sink);
+        }
+        while let Some(c) = chunks.next() {
+            if !d.feed(c, chunks.peek().is_none()).unwrap() {
+                return None;
+            }
+        }
+        Some(d.sink)
+    }
+
+    /// A manifest decoded piece by piece, whatever the pieces' size (down to one byte: every header and block cut
+    /// at every point), gives what the whole bytes give; on mutated and truncated bytes it gives up exactly when
+    /// the whole-bytes fast decoder does, and otherwise agrees with it.
+    #[test]
+    fn a_manifest_decoded_in_pieces_equals_it_decoded_whole() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x9ece5);
+        let (mut manifests, mut mutated_agreed, mut mutated_refused) = (0, 0, 0);
+        for p in fixture_avro_files() {
+            if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                continue;
+            }
+            let real = std::fs::read(&p).unwrap();
+            let whole = files(&real, Decoder::FastOnly).unwrap();
+            for piece in [1, 3, 17, 200, 4096, real.len()] {
+                assert_eq!(
+                    in_pieces(&real, piece).as_ref(),
+                    Some(&whole),
+                    "{} in pieces of {piece}",
+                    p.display()
+                );
+            }
+            manifests += 1;
+            for _ in 0..20 {
+                let mut b = real.clone();
+                match rng.gen_range(0..3) {
+                    0 => {
+                        let i = rng.gen_range(0..b.len());
+                        b[i] ^= 1 << rng.gen_range(0..8);
+                    }
+                    1 => b.truncate(rng.gen_range(0..b.len())),
+                    _ => {
+                        let i = rng.gen_range(0..b.len());
+                        b.insert(i, rng.r#gen());
+                    }
+                }
+                let whole = files(&b, Decoder::FastOnly).ok();
+                let piece = rng.gen_range(1..=b.len().max(1));
+                assert_eq!(
+                    in_pieces(&b, piece),
+                    whole,
+                    "{}: mutated, in pieces of {piece}",
+                    p.display()
+                );
+                if whole.is_some() {
+                    mutated_agreed += 1;
+                } else {
+                    mutated_refused += 1;
+                }
+            }
+        }
+        assert!(manifests > 10, "{manifests}");
+        assert!(
+            mutated_agreed > 0 && mutated_refused > 0,
+            "{mutated_agreed} {mutated_refused}"
+        );
+    }
+
+    /// A real manifest read from storage in pieces gives the objects its whole bytes give; one whose length is
+    /// not the list's, or that is missing, is an error naming it.
+    #[tokio::test]
+    async fn a_manifest_read_from_storage_in_pieces_gives_its_objects() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
+        let location = TableLocation::new(
+            "/tmp/v3wh/db/t",
+            format!("file://{}", dir.display()),
+            "file:///tmp/v3wh/db/t/metadata/v6.metadata.json",
+        )
+        .unwrap();
+        let storage = Storage::new(crate::io::store::StorageOptions::default());
+        let manifest = ObjectRef {
+            path: "m.avro".into(),
+            layer: Layer::Manifest,
+            size: 0,
+        };
+        let mut read = 0;
+        for p in fixture_avro_files().iter().filter(|p| p.starts_with(&dir)) {
+            if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                continue;
+            }
+            let bytes = std::fs::read(p).unwrap();
+            let uri = format!("file://{}", p.display());
+            let entry = ListEntry {
+                manifest_path: uri.clone(),
+                manifest_length: i64::try_from(bytes.len()).unwrap(),
+            };
+            let whole = manifest_objects(&uri, &bytes, &location, manifest.clone(), Decoder::FastOnly).unwrap();
+            for piece in [5, 1000, bytes.len()] {
+                let got = read_manifest_in_pieces(&storage, &uri, &entry, &location, manifest.clone(), piece)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(got[0].size, bytes.len() as u64);
+                assert_eq!(&got[1..], &whole[1..], "{} in pieces of {piece}", p.display());
+            }
+            let longer = ListEntry {
+                manifest_length: entry.manifest_length + 1,
+                ..entry.clone()
+            };
+            let e = read_manifest_in_pieces(&storage, &uri, &longer, &location, manifest.clone(), 64)
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string().contains(&uri) && e.to_string().contains("manifest list records"),
+                "{e}"
+            );
+            read += 1;
+        }
+        assert!(read > 0);
+        let missing = format!("file://{}/no-such-manifest.avro", dir.display());
+        let entry = ListEntry {
+            manifest_path: missing.clone(),
+            manifest_length: 1,
+        };
+        let e = read_manifest_in_pieces(&storage, &missing, &entry, &location, manifest, 64)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains(&missing) && e.to_string().contains("does not exist"),
+            "{e}"
+        );
     }
 }
