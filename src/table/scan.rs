@@ -366,7 +366,7 @@ fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
     let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
     let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
     let file_format = format_name(&e.data_file.file_format).ok_or(Stop::Decode)?;
-    Ok(live.then(|| LiveFile {
+    Ok(live.then_some(LiveFile {
         file_path: e.data_file.file_path,
         layer,
         size,
