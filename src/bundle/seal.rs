@@ -129,8 +129,8 @@ pub async fn seal(
                         uri: &str,
                         info: &crate::io::store::ObjectInfo,
                         bytes: &Bytes,
+                        digest: String,
                         inventory: &mut Vec<InventoryEntry>| {
-        let digest = blake3::hash(bytes).to_hex().to_string();
         let copy = if layer == Layer::Manifest {
             Copy::ReadAgain(uri.to_owned())
         } else {
@@ -162,6 +162,7 @@ pub async fn seal(
         table.metadata_uri(),
         &md_info,
         table.metadata_bytes(),
+        blake3_on_rayon(table.metadata_bytes().clone()).await?,
         &mut inventory,
     );
     add_copy(
@@ -170,6 +171,7 @@ pub async fn seal(
         &tree.manifest_list_uri,
         &tree.manifest_list.info,
         &tree.manifest_list.bytes,
+        blake3_on_rayon(tree.manifest_list.bytes.clone()).await?,
         &mut inventory,
     );
     // (A manifest whose length differs from the list's record is refused by `snapshot_files`.)
@@ -180,6 +182,7 @@ pub async fn seal(
             &m.uri,
             &m.fetched.info,
             &m.fetched.bytes,
+            blake3_on_rayon(m.fetched.bytes.clone()).await?,
             &mut inventory,
         );
     }
@@ -351,6 +354,24 @@ pub async fn write_bundle(
     write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri).await
 }
 
+/// The BLAKE3 (hex) of `bytes`, computed on the rayon pool, off the async workers (and on every core when they are
+/// large): a million-entry manifest is over a hundred MB.
+async fn blake3_on_rayon(bytes: Bytes) -> Result<String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let mut hasher = blake3::Hasher::new();
+        // A large manifest on every core, as the data files are hashed.
+        if bytes.len() >= 4 << 20 {
+            hasher.update_rayon(&bytes);
+        } else {
+            hasher.update(&bytes);
+        }
+        let _ = tx.send(hasher.finalize().to_hex().to_string());
+    });
+    rx.await
+        .map_err(|_| Error::Internal("a BLAKE3 task of the seal ended without a result".into()))
+}
+
 /// The bytes of one copy a bundle keeps: held, or read again from where they were sealed from.
 enum Copy {
     /// In memory.
@@ -385,8 +406,8 @@ async fn write_bundle_streamed(
             Copy::Held(b) => b,
             Copy::ReadAgain(uri) => {
                 let b = storage.get(&uri).await?.bytes;
-                let now = blake3::hash(&b).to_hex();
-                if now.as_str() != digest {
+                let now = blake3_on_rayon(b.clone()).await?;
+                if now != digest {
                     return Err(Error::corrupt(
                         &uri,
                         format!("changed while it was sealed: BLAKE3 {now} now, {digest} when sealed"),

@@ -754,7 +754,13 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         dir.join("reports").display()
     );
     std::fs::write(&plan, plan_text).map_err(|e| Error::io("write", &plan, e))?;
-    let drill = crate::ops::drill::run(&demo_ctx.storage, &plan, demo_ctx.clock.as_ref(), &digest).await?;
+    let drill = crate::ops::drill::run(
+        &demo_ctx.storage,
+        &plan,
+        demo_ctx.clock.as_ref(),
+        &|| Ok(digest.clone()),
+    )
+    .await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
     let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
@@ -827,7 +833,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         &demo_ctx.config,
         &cold_plan,
         demo_ctx.clock.as_ref(),
-        &digest,
+        &|| Ok(digest.clone()),
         crate::ops::drill::RunOptions::default(),
     )
     .await?;

@@ -542,6 +542,7 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &crate::ops:
     if !opts.quiet {
         eprintln!("drill: running {}", plan.display());
     }
+    ctx.implementation_digest_in_background();
     let shard = match &opts.shard {
         Some(s) => Some(s.clone().with_run_id(opts.run_id.as_deref())?),
         None if opts.run_id.is_some() => {
@@ -557,7 +558,7 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &crate::ops:
         &ctx.config,
         plan,
         ctx.clock.as_ref(),
-        &ctx.implementation_digest()?,
+        &|| ctx.implementation_digest(),
         crate::ops::drill::RunOptions {
             shard: shard.clone(),
             ..opts.clone()
@@ -650,6 +651,7 @@ pub async fn restore_share_signed(
             shard.index, shard.count, plan.name
         );
     }
+    ctx.implementation_digest_in_background();
     let r = crate::ops::drill::run_plan(
         &ctx.storage,
         &ctx.config,
@@ -657,7 +659,7 @@ pub async fn restore_share_signed(
         plan_text.as_bytes(),
         &format!("restore {dir} --shard {}", share.shard),
         ctx.clock.as_ref(),
-        &ctx.implementation_digest()?,
+        &|| ctx.implementation_digest(),
         crate::ops::drill::RunOptions {
             shard: Some(shard.clone()),
             run_id: share.run_id.map(str::to_owned),

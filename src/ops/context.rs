@@ -35,6 +35,9 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     /// The implementation digest, computed on first use.
     digest: std::sync::OnceLock<String>,
+    /// The implementation digest being computed on a thread of its own
+    /// ([`Context::implementation_digest_in_background`]).
+    digest_task: std::sync::Mutex<Option<std::thread::JoinHandle<Result<String>>>>,
 }
 
 impl Context {
@@ -56,6 +59,7 @@ impl Context {
             catalogs: std::sync::Mutex::default(),
             clock: Arc::new(SystemClock),
             digest: std::sync::OnceLock::new(),
+            digest_task: std::sync::Mutex::default(),
         }
     }
 
@@ -80,8 +84,27 @@ impl Context {
         if let Some(d) = self.digest.get() {
             return Ok(d.clone());
         }
-        let d = implementation_digest()?;
+        let started = lock(&self.digest_task).take();
+        let d = match started.map(std::thread::JoinHandle::join) {
+            Some(Ok(d)) => d?,
+            // The thread could not finish (it panicked): computed here, where an error names the binary.
+            Some(Err(_)) | None => implementation_digest()?,
+        };
         Ok(self.digest.get_or_init(|| d).clone())
+    }
+
+    /// Starts computing the implementation digest on a thread of its own, for a command that needs it only at its
+    /// end (a drill signs it into its report): the binary is hashed while the command works. Nothing happens when
+    /// it is known or already being computed, or when no thread can be started (it is then computed when asked).
+    pub fn implementation_digest_in_background(&self) {
+        let mut task = lock(&self.digest_task);
+        if self.digest.get().is_some() || task.is_some() {
+            return;
+        }
+        *task = std::thread::Builder::new()
+            .name("implementation-digest".into())
+            .spawn(implementation_digest)
+            .ok();
     }
 
     /// The catalog `[catalog.<section>]` (SQL or REST), opened on first use and shared by later calls on this context
@@ -197,7 +220,19 @@ pub fn implementation_digest() -> Result<String> {
     let exe = std::env::current_exe().map_err(|e| crate::Error::io("locate the running binary", "lakedrill", e))?;
     // Streamed: the binary is tens of MB, and reading it whole was the purge's largest allocation (#24).
     let mut file = std::fs::File::open(&exe).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    // In reads of 1 MiB: `std::io::copy`'s 8 KiB buffer made eight thousand reads of a 64 MB binary.
     let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
-    std::io::copy(&mut file, &mut hasher).map_err(|e| crate::Error::io("read the running binary", &exe, e))?;
+    let mut buf = vec![0_u8; 1 << 20];
+    loop {
+        let n = match std::io::Read::read(&mut file, &mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(crate::Error::io("read the running binary", &exe, e)),
+        };
+        if n == 0 {
+            break;
+        }
+        sha2::Digest::update(&mut hasher, &buf[..n]);
+    }
     Ok(hex::encode(sha2::Digest::finalize(hasher)))
 }

@@ -275,6 +275,11 @@ async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore)
     Ok(out)
 }
 
+/// The implementation digest a drill report names (SHA-256 of the binary that ran it), asked for only when the report
+/// is written: hashing a binary of tens of MB is ~40 ms of one core, which the command can spend while the drill
+/// runs (`Context::implementation_digest_in_background`).
+pub type ImplementationDigest<'a> = dyn Fn() -> Result<String> + Send + Sync + 'a;
+
 /// Runs a quarantine drill plan (see [`run_with`]).
 ///
 /// # Errors
@@ -284,7 +289,7 @@ pub async fn run(
     storage: &Storage,
     plan_path: &Path,
     clock: &dyn Clock,
-    implementation_digest: &str,
+    implementation_digest: &ImplementationDigest<'_>,
 ) -> Result<DrillOutcome> {
     run_with(
         storage,
@@ -308,7 +313,7 @@ pub async fn run_with(
     config: &Config,
     plan_path: &Path,
     clock: &dyn Clock,
-    implementation_digest: &str,
+    implementation_digest: &ImplementationDigest<'_>,
     opts: RunOptions,
 ) -> Result<DrillOutcome> {
     let (plan, plan_bytes) = load_plan(plan_path)?;
@@ -338,7 +343,7 @@ pub async fn run_plan(
     plan_bytes: &[u8],
     origin: &str,
     clock: &dyn Clock,
-    implementation_digest: &str,
+    implementation_digest: &ImplementationDigest<'_>,
     opts: RunOptions,
 ) -> Result<DrillOutcome> {
     if plan.kind == "cold-backup" && opts.shard.as_ref().is_some_and(|s| s.objects().is_some()) {
@@ -580,6 +585,7 @@ pub async fn run_plan(
         let previous = latest_report(storage, &chain_folder).await?;
         (chain_folder, previous)
     };
+    let implementation_digest = implementation_digest()?;
     let predicate = DrillPredicate {
         drill: DrillInfo {
             id: drill_id,
@@ -587,7 +593,7 @@ pub async fn run_plan(
             plan: plan.name.clone(),
             plan_digest: evidence::sha256_hex(plan_bytes),
             policy_digest: crate::evidence::predicate::common_policy_digest(&results),
-            implementation_digest: implementation_digest.to_owned(),
+            implementation_digest,
             evidence_retention: retention.map(crate::ops::evidence_lock::claim),
         },
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

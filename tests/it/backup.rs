@@ -574,7 +574,7 @@ async fn a_recovery_slower_than_the_rto_limit_fails_the_gate() {
         &lakedrill::config::Config::default(),
         &plan,
         &clock,
-        &"0".repeat(64),
+        &|| Ok("0".repeat(64)),
         lakedrill::ops::drill::RunOptions::default(),
     )
     .await

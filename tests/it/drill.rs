@@ -848,7 +848,7 @@ async fn rto_comes_from_the_injected_clock() {
     let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
     // Every clock read advances 1.5 s: each item's RTO is exactly one step.
     let clock = TestClock::new(1_800_000_000_000, 1500);
-    let o = lakedrill::ops::drill::run(&storage, &plan, &clock, &"0".repeat(64))
+    let o = lakedrill::ops::drill::run(&storage, &plan, &clock, &|| Ok("0".repeat(64)))
         .await
         .unwrap();
     assert_eq!(o.predicate.summary.gate, "PASS");

@@ -179,7 +179,10 @@ impl Lab {
             self.uri("reports")
         );
         std::fs::write(&plan, text).map_err(|e| Error::io("write", &plan, e))?;
-        crate::ops::drill::run(&self.ctx.storage, &plan, self.ctx.clock.as_ref(), &self.digest).await
+        crate::ops::drill::run(&self.ctx.storage, &plan, self.ctx.clock.as_ref(), &|| {
+            Ok(self.digest.clone())
+        })
+        .await
     }
 
     pub(super) async fn purge(&self, id: &str, evidence: &str) -> Result<Outcome> {
