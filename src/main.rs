@@ -9,6 +9,10 @@ use clap::{CommandFactory, FromArgMatches};
 use lakedrill::cli::Cli;
 use lakedrill::config::Config;
 
+/// The allocator of the binary (Cargo.toml says why: RSS at a million objects).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The configuration file named on the command line (`--config FILE` / `--config=FILE`), before clap runs:
 /// its `[keys]` and `[defaults.*]` change clap's defaults.
 fn config_from_args() -> (PathBuf, bool) {
