@@ -1045,6 +1045,38 @@ mod tests {
         out
     }
 
+    /// The Spark-written v3 table with deletion vectors among the fixtures: its folder, and its location as written.
+    fn v3_dv_fixture() -> (std::path::PathBuf, TableLocation) {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
+        let location = TableLocation::new(
+            "/tmp/v3wh/db/t",
+            format!("file://{}", dir.display()),
+            "file:///tmp/v3wh/db/t/metadata/v6.metadata.json",
+        )
+        .unwrap();
+        (dir, location)
+    }
+
+    /// `real` with one random change: up to `flips - 1` bits flipped (at least one), truncated, or a byte inserted.
+    fn mutated(real: &[u8], rng: &mut rand::rngs::StdRng, flips: usize) -> Vec<u8> {
+        let mut b = real.to_vec();
+        match rng.gen_range(0..3) {
+            0 => {
+                for _ in 0..rng.gen_range(1..flips) {
+                    let i = rng.gen_range(0..b.len());
+                    b[i] ^= 1 << rng.gen_range(0..8);
+                }
+            }
+            1 => b.truncate(rng.gen_range(0..b.len())),
+            _ => {
+                let i = rng.gen_range(0..b.len());
+                b.insert(i, rng.r#gen());
+            }
+        }
+        b
+    }
+
     fn files(bytes: &[u8], decoder: Decoder) -> Result<Vec<LiveFile>> {
         let mut out = Vec::new();
         live_files(
@@ -1064,14 +1096,7 @@ mod tests {
     /// file once among the manifest's objects, on both decoders; every entry keeps its vector fields.
     #[test]
     fn v3_puffin_is_one_object_per_manifest_and_both_decoders_read_its_vectors() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
-        let location = TableLocation::new(
-            "/tmp/v3wh/db/t",
-            format!("file://{}", dir.display()),
-            "file:///tmp/v3wh/db/t/metadata/v6.metadata.json",
-        )
-        .unwrap();
+        let (dir, location) = v3_dv_fixture();
         let mut shared = 0;
         for p in fixture_avro_files().iter().filter(|p| p.starts_with(&dir)) {
             if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
@@ -1318,20 +1343,7 @@ mod tests {
             }
             fast_only_real += 1;
             for _ in 0..40 {
-                let mut b = real.clone();
-                match rng.gen_range(0..3) {
-                    0 => {
-                        for _ in 0..rng.gen_range(1..4) {
-                            let i = rng.gen_range(0..b.len());
-                            b[i] ^= 1 << rng.gen_range(0..8);
-                        }
-                    }
-                    1 => b.truncate(rng.gen_range(0..b.len())),
-                    _ => {
-                        let i = rng.gen_range(0..b.len());
-                        b.insert(i, rng.r#gen());
-                    }
-                }
+                let b = mutated(&real, &mut rng, 4);
                 if is_list {
                     for v in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
                         let fast = manifest_list_entries("l", &b, v, Decoder::FastOnly);
@@ -1394,18 +1406,7 @@ mod tests {
             }
             manifests += 1;
             for _ in 0..20 {
-                let mut b = real.clone();
-                match rng.gen_range(0..3) {
-                    0 => {
-                        let i = rng.gen_range(0..b.len());
-                        b[i] ^= 1 << rng.gen_range(0..8);
-                    }
-                    1 => b.truncate(rng.gen_range(0..b.len())),
-                    _ => {
-                        let i = rng.gen_range(0..b.len());
-                        b.insert(i, rng.r#gen());
-                    }
-                }
+                let b = mutated(&real, &mut rng, 2);
                 let whole = files(&b, Decoder::FastOnly).ok();
                 let piece = rng.gen_range(1..=b.len().max(1));
                 assert_eq!(
@@ -1432,14 +1433,7 @@ mod tests {
     /// not the list's, or that is missing, is an error naming it.
     #[tokio::test]
     async fn a_manifest_read_from_storage_in_pieces_gives_its_objects() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
-        let location = TableLocation::new(
-            "/tmp/v3wh/db/t",
-            format!("file://{}", dir.display()),
-            "file:///tmp/v3wh/db/t/metadata/v6.metadata.json",
-        )
-        .unwrap();
+        let (dir, location) = v3_dv_fixture();
         let storage = Storage::new(crate::io::store::StorageOptions::default());
         let manifest = ObjectRef {
             path: "m.avro".into(),
