@@ -45,6 +45,11 @@ pub struct DrillInfo {
     /// holds the file to it. Absent when the plan sets none, so older reports keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence_retention: Option<RetentionClaim>,
+    /// How many bundles the drill verified side by side (the plan's `parallel_bundles`), when more than one: each
+    /// result's RTO was then measured sharing the machine with the others. Absent for one at a time, so older
+    /// reports keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_bundles: Option<usize>,
 }
 
 /// A signed file's claim about its own Object Lock retention.

@@ -642,6 +642,7 @@ pub async fn restore_share_signed(
         coverage_weeks: None,
         evidence_retention: None,
         policies: None,
+        parallel_bundles: None,
     };
     let plan_text =
         toml::to_string(&plan).map_err(|e| Error::Internal(format!("the plan of restore {dir} --shard: {e}")))?;

@@ -896,6 +896,7 @@ mod tests {
                     policy_digest: None,
                     implementation_digest: "i".into(),
                     evidence_retention: None,
+                    parallel_bundles: None,
                 },
                 started_at: finished.into(),
                 finished_at: finished.into(),

@@ -488,6 +488,7 @@ mod tests {
                 policy_digest: None,
                 implementation_digest: "i".into(),
                 evidence_retention: None,
+                parallel_bundles: None,
             },
             started_at: "2026-01-01T00:00:00.000Z".into(),
             finished_at: "2026-01-01T00:00:01.000Z".into(),

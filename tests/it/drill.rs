@@ -858,6 +858,82 @@ async fn rto_comes_from_the_injected_clock() {
     assert_eq!(o.predicate.started_at, "2027-01-15T08:00:00.000Z");
 }
 
+/// `parallel_bundles` verifies bundles side by side: the same results, in the same (sample) order, as one at a time;
+/// the report says how many ran at once, and each RTO is still its own bundle's start to end. A plan asking for 0,
+/// or a cold-backup plan asking for any, is refused naming the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_verified_side_by_side_give_the_results_of_one_at_a_time() {
+    use lakedrill::clock::TestClock;
+    let tmp = tmpdir();
+    let (key, trust) = keygen(tmp.path(), "parallel-TEST-ONLY");
+    let bundles = tmp.path().join("bundles");
+    let md = expected("db.legacy")["metadata_location"].as_str().unwrap().to_owned();
+    let ids = snapshot_ids(&["--metadata", &md]);
+    assert!(ids.len() >= 2, "{ids:?}");
+    for id in ids {
+        seal(&["--metadata", &md], id, &key, &bundles).expect_code(0);
+    }
+    let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
+    let digest = || Ok("0".repeat(64));
+    let clock = TestClock::new(1_800_000_000_000, 1500);
+    let one = lakedrill::ops::drill::run(&storage, &plan, &clock, &digest)
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::write(&plan, format!("{text}parallel_bundles = 3\n")).unwrap();
+    let side = lakedrill::ops::drill::run(&storage, &plan, &clock, &digest)
+        .await
+        .unwrap();
+    let fields = |o: &lakedrill::ops::drill::DrillOutcome| -> Vec<(String, String, usize, u64, Option<String>)> {
+        o.predicate
+            .results
+            .iter()
+            .map(|r| {
+                (
+                    r.bundle_id.clone(),
+                    format!("{:?}", r.status),
+                    r.objects_verified,
+                    r.bytes_verified,
+                    r.bundle_root.clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fields(&side), fields(&one));
+    assert!(fields(&one).len() >= 2);
+    assert_eq!(side.predicate.summary.gate, "PASS");
+    assert_eq!(one.predicate.drill.parallel_bundles, None);
+    assert_eq!(side.predicate.drill.parallel_bundles, Some(3));
+    // Each RTO spans its own two clock reads (one step apart when alone; more steps when reads interleave).
+    for r in &one.predicate.results {
+        assert!((r.rto_seconds - 1.5).abs() < 1e-9, "{}", r.rto_seconds);
+    }
+    for r in &side.predicate.results {
+        assert!(r.rto_seconds >= 1.5 - 1e-9, "{}", r.rto_seconds);
+    }
+    std::fs::write(&plan, format!("{text}parallel_bundles = 0\n")).unwrap();
+    let e = lakedrill::ops::drill::load_plan(&plan).unwrap_err().to_string();
+    assert!(
+        e.contains("parallel_bundles must be at least 1") && e.contains("weekly.toml"),
+        "{e}"
+    );
+    let cold = tmp.path().join("cold.toml");
+    std::fs::write(
+        &cold,
+        format!(
+            "name = \"cold\"\nkind = \"cold-backup\"\nbackups = \"{}\"\ntarget = \"{}\"\ntrust = \"{}\"\nkey = \"{}\"\nparallel_bundles = 2\n",
+            bundles.display(),
+            tmp.path().join("scratch").display(),
+            trust.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let e = lakedrill::ops::drill::load_plan(&cold).unwrap_err().to_string();
+    assert!(e.contains("`parallel_bundles` belongs to quarantine drills"), "{e}");
+}
+
 #[test]
 fn restore_into_materializes_a_registered_table_pyiceberg_can_query() {
     let tmp = tmpdir();
