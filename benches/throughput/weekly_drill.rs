@@ -5,7 +5,9 @@
 //! `LAKEDRILL_BENCH_DRILL_BUNDLES` tables (default 30) of one snapshot each, of two Parquet files of
 //! `LAKEDRILL_BENCH_DRILL_FILE_MIB` MiB (default 32: 1.9 GiB in all), uncompressed rows of pseudo-random text; each
 //! snapshot sealed by [`lakedrill::bundle::seal`] into one bundle folder. The drill is the release binary, a
-//! subprocess, with its own start, signature checks, sampling and signed report: the whole weekly job.
+//! subprocess, with its own start, signature checks, sampling and signed report: the whole weekly job. It runs twice
+//! per round: one bundle at a time (the default) and `LAKEDRILL_BENCH_DRILL_PARALLEL` (default 4) side by side
+//! (`parallel_bundles`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -128,46 +130,58 @@ pub async fn bench_weekly_drill(base: &Path) -> BenchResult<()> {
             .await?
             .map_err(|f| format!("w: seal of {name} reported findings: {f:?}"))?;
     }
-    std::fs::write(
-        root.join("weekly.toml"),
-        format!(
-            "name = \"bench-weekly\"\nkind = \"quarantine\"\nbundles = \"bundles\"\nsample = {bundles}\n\
-             trust = \"trust\"\nkey = \"keys/bench.key\"\nreports = \"reports\"\n"
-        ),
-    )?;
+    let parallel = env_usize("LAKEDRILL_BENCH_DRILL_PARALLEL", 4)?;
+    let plan = |name: &str, extra: &str| {
+        std::fs::write(
+            root.join(format!("{name}.toml")),
+            format!(
+                "name = \"bench-{name}\"\nkind = \"quarantine\"\nbundles = \"bundles\"\nsample = {bundles}\n\
+                 trust = \"trust\"\nkey = \"keys/bench.key\"\nreports = \"reports\"\n{extra}"
+            ),
+        )
+    };
+    plan("weekly", "")?;
+    plan("weekly-side", &format!("parallel_bundles = {parallel}\n"))?;
     warm_cache(&paths)?;
-    eprintln!("bench: w. b3sum x{RUNS}, drill run x{RUNS}");
+    eprintln!("bench: w. b3sum x{RUNS}, drill run x{RUNS} one bundle at a time and {parallel} side by side");
     let mut b3 = Duration::MAX;
-    let mut drill = Duration::MAX;
+    let mut drills = [Duration::MAX; 2];
     let mut restored = 0;
     for _ in 0..RUNS {
         b3 = b3.min(run_b3sum(&paths)?.0);
-        let start = Instant::now();
-        let report = lakedrill(&root, &["--json", "-q", "drill", "run", "weekly.toml"])?;
-        drill = drill.min(start.elapsed());
-        let r: serde_json::Value = serde_json::from_str(&report)?;
-        // Exit 0 (checked by `lakedrill`): every sampled bundle restored and verified.
-        let results = r["predicate"]["results"].as_array().map_or(0, Vec::len);
-        if results < bundles {
-            return Err(format!("w: the drill did not pass on {bundles} bundles: {report}").into());
+        for (best, plan) in drills.iter_mut().zip(["weekly.toml", "weekly-side.toml"]) {
+            let start = Instant::now();
+            let report = lakedrill(&root, &["--json", "-q", "drill", "run", plan])?;
+            *best = (*best).min(start.elapsed());
+            let r: serde_json::Value = serde_json::from_str(&report)?;
+            // Exit 0 (checked by `lakedrill`): every sampled bundle restored and verified.
+            let results = r["predicate"]["results"].as_array().map_or(0, Vec::len);
+            if results < bundles {
+                return Err(format!("w: the drill {plan} did not pass on {bundles} bundles: {report}").into());
+            }
+            restored = results;
         }
-        restored = results;
     }
     let gib = data_bytes as f64 / f64::from(1_u32 << 30);
-    let ratio = b3.as_secs_f64() / drill.as_secs_f64();
     println!();
     println!(
         "w. weekly drill: `drill run` of {restored} quarantine bundles (restore + deep checks: every data file hashed, \
          its Parquet footer read), {} data files, {gib:.2} GiB, warm cache, best of {RUNS}",
         paths.len()
     );
-    println!(
-        "   drill {:.3} s ({:.2} GB/s) vs b3sum {:.3} s ({:.2} GB/s): {ratio:.2}x: {} (target >= 1.0x)",
-        drill.as_secs_f64(),
-        data_bytes as f64 / 1e9 / drill.as_secs_f64(),
-        b3.as_secs_f64(),
-        data_bytes as f64 / 1e9 / b3.as_secs_f64(),
-        if ratio >= 1.0 { "PASS" } else { "FAIL" }
-    );
+    for (drill, how) in drills
+        .iter()
+        .zip(["one bundle at a time", &format!("parallel_bundles = {parallel}")])
+    {
+        let ratio = b3.as_secs_f64() / drill.as_secs_f64();
+        println!(
+            "   drill ({how}) {:.3} s ({:.2} GB/s) vs b3sum {:.3} s ({:.2} GB/s): {ratio:.2}x: {} (target >= 1.0x)",
+            drill.as_secs_f64(),
+            data_bytes as f64 / 1e9 / drill.as_secs_f64(),
+            b3.as_secs_f64(),
+            data_bytes as f64 / 1e9 / b3.as_secs_f64(),
+            if ratio >= 1.0 { "PASS" } else { "FAIL" }
+        );
+    }
     Ok(())
 }
