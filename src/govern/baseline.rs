@@ -20,7 +20,9 @@
 //!
 //! The oracle test (`tests/it/oracle.rs`) checks both against Iceberg Java through Spark, file by file.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -196,13 +198,26 @@ pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
 /// (Iceberg would fail; lakedrill cannot know what they reference) or when there is no listing.
 #[must_use]
 pub fn plain_orphans(input: &PlanInput) -> PlainOrphans {
+    plain_orphans_among(input, None)
+}
+
+/// [`plain_orphans`] given [`referenced_paths`] of `input` when the caller has them already (`None`: computed here).
+#[must_use]
+pub fn plain_orphans_among(input: &PlanInput, referenced: Option<&HashSet<&str>>) -> PlainOrphans {
     let Some(listing) = &input.listing else {
         return PlainOrphans::default();
     };
     if input.snapshots.iter().any(|s| s.objects.is_none()) {
         return PlainOrphans::default();
     }
-    let referenced = referenced_paths(input);
+    let computed;
+    let referenced = match referenced {
+        Some(r) => r,
+        None => {
+            computed = referenced_paths(input);
+            &computed
+        }
+    };
     let mut objects: Vec<String> = listing
         .iter()
         .filter(|l| l.last_modified_ms < input.baseline.orphans_older_than_ms)

@@ -21,7 +21,9 @@
 //! a ref whose `max-ref-age-ms` has passed still protects its snapshot until someone removes it.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -505,8 +507,7 @@ fn kept_objects(
         }
     };
     // Retained snapshots that reach a kept object: each shared manifest is searched once.
-    let mut per_manifest: std::collections::HashMap<*const ManifestObjects, Vec<&str>> =
-        std::collections::HashMap::new();
+    let mut per_manifest: HashMap<*const ManifestObjects, Vec<&str>> = HashMap::default();
     let mut seen_reason: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for s in &input.snapshots {
         let (Some(why), Some(objs)) = (reasons.get(&s.snapshot_id), s.objects.as_ref()) else {
@@ -544,7 +545,7 @@ fn kept_objects(
         .values()
         .flat_map(|v| v.iter().map(String::as_str))
         .collect();
-    let ages: std::collections::HashMap<&str, i64> = input
+    let ages: HashMap<&str, i64> = input
         .listing
         .iter()
         .flatten()
@@ -800,10 +801,14 @@ pub fn plan(input: &PlanInput) -> Plan {
              commit takes longer than that would find its files quarantined as orphans"
         ));
     }
-    match (&input.listing, any_unknown, &table_hold) {
-        (Some(listing), false, None) => {
+    // Every path the history references, once: the orphan pass and plain maintenance's orphans both ask.
+    let referenced = input
+        .listing
+        .is_some()
+        .then(|| crate::govern::baseline::referenced_paths(input));
+    match (&input.listing, any_unknown, &table_hold, &referenced) {
+        (Some(listing), false, None, Some(referenced)) => {
             // Statistics files are named by the metadata, not by a snapshot's layers: never orphans.
-            let referenced = crate::govern::baseline::referenced_paths(input);
             let mut objects = Vec::new();
             for l in listing {
                 if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
@@ -862,7 +867,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 });
             }
         }
-        (Some(_), true, _) => warnings.push(format!(
+        (Some(_), true, _, _) => warnings.push(format!(
             "the layers of snapshot(s) {} could not be read: orphan detection is off",
             input
                 .snapshots
@@ -876,7 +881,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     // Plain maintenance with the baseline's parameters, and every reason lakedrill keeps what it would remove.
     let plain_expire = crate::govern::baseline::plain_expire(input);
-    let plain_orphans = crate::govern::baseline::plain_orphans(input);
+    let plain_orphans = crate::govern::baseline::plain_orphans_among(input, referenced.as_ref());
     for id in &plain_expire.snapshot_ids {
         if let Some(r) = reasons.get(id) {
             differences.push(Difference {

@@ -254,6 +254,25 @@ impl TableLocation {
     /// # Errors
     /// [`Error::PathOutsideTable`] naming the path.
     pub fn relative(&self, written: &str) -> Result<String> {
+        // Nearly every path a table's metadata names is written as `<its location>/<rest>`, and a `rest` without
+        // empty, `.` or `..` segments normalizes to itself under the location's own segments: no normalization
+        // (a key, a vector of segments and a join per path: a tenth of `plan`'s CPU on a 644k-entry history).
+        if let Some(rest) = written.strip_prefix(self.written.as_str())
+            && let Some(rest) = if self.written.ends_with('/') {
+                Some(rest)
+            } else {
+                rest.strip_prefix('/')
+            }
+            && !rest.is_empty()
+            && rest.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+        {
+            return Ok(rest.to_owned());
+        }
+        self.relative_normalized(written)
+    }
+
+    /// [`TableLocation::relative`] by normalizing `written` whole.
+    fn relative_normalized(&self, written: &str) -> Result<String> {
         let outside = || Error::PathOutsideTable {
             path: written.to_owned(),
             location: self.written.clone(),
@@ -280,6 +299,45 @@ impl TableLocation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_under_the_written_location_is_what_normalizing_gives() {
+        let locations = [
+            "s3://bkt/warehouse/t",
+            "s3://bkt/warehouse/t/",
+            "s3://bkt",
+            "S3A://bkt/a/./b/../t",
+            "file:///tmp/wh/t",
+            "file:/tmp/wh/t",
+            "file://localhost/tmp/wh/t",
+            "/tmp/wh//t",
+            "memory:///t",
+            "relative/t",
+        ];
+        let tails = [
+            "/data/x.parquet",
+            "data/x.parquet",
+            "/data//x.parquet",
+            "/data/./x.parquet",
+            "/data/../x.parquet",
+            "/../t/x",
+            "/../../x",
+            "/",
+            "",
+            "2/data/x",
+            "/metadata/snap-1.avro/",
+            "/a b/%20/é#1",
+        ];
+        for loc in locations {
+            let l = TableLocation::new(loc, "memory:///t".into(), "m.json").unwrap();
+            for tail in tails {
+                let written = format!("{loc}{tail}");
+                let fast = l.relative(&written).map_err(|e| e.to_string());
+                let slow = l.relative_normalized(&written).map_err(|e| e.to_string());
+                assert_eq!(fast, slow, "location {loc:?}, path {written:?}");
+            }
+        }
+    }
 
     #[test]
     fn canonical_forms() {

@@ -3,7 +3,7 @@
 //! [`SnapshotObjects`] whose manifest chunks are shared between snapshots, listed objects, and the
 //! scope of a legal hold.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -103,7 +103,7 @@ impl From<Vec<ObjectRef>> for SnapshotObjects {
 /// Every object of the given snapshots, visiting each shared manifest chunk once: linear in the
 /// number of distinct manifests' entries, not in snapshots × entries.
 pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObjects>) -> Vec<&'a ObjectRef> {
-    let mut seen: HashSet<*const ManifestObjects> = HashSet::new();
+    let mut seen: HashSet<*const ManifestObjects> = HashSet::default();
     let mut out = Vec::new();
     for s in snapshots {
         out.extend(s.own.iter());

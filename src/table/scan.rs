@@ -20,7 +20,7 @@
 //! fast decoder alone reads every real manifest (it is not silently falling back), and decode thousands of
 //! mutated manifests both ways: no panic, and where both decoders accept the bytes they agree.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -811,7 +811,7 @@ pub async fn history_explained(
     let ids: Vec<i64> = table.snapshots_sorted().iter().map(|s| s.snapshot_id()).collect();
     // Manifest lists as they arrive, each entry interned: a history of N snapshots of M manifests keeps N × M
     // small indexes and each distinct manifest's path once, not N × M paths.
-    let mut index: HashMap<ListEntry, usize> = HashMap::new();
+    let mut index: HashMap<ListEntry, usize> = HashMap::default();
     let mut lists: Vec<Result<(ObjectRef, Vec<usize>)>> = Vec::with_capacity(ids.len());
     let mut arriving = futures::stream::iter(ids.iter().copied())
         .map(|id| read_list(table, storage, id))
