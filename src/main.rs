@@ -104,7 +104,7 @@ fn main() -> ExitCode {
             ExitCode::from(outcome.verdict.exit_code())
         }
         Err(e) => {
-            let msg = format!("{:#}", anyhow::Error::from(e));
+            let msg = error_message(&anyhow::Error::from(e));
             eprintln!("lakedrill: error: {msg}");
             if cli.json {
                 let mut doc = serde_json::json!({"error": msg, "exit_code": 2});
@@ -132,4 +132,61 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         println!("{}", serde_json::json!({"error": msg, "exit_code": 2, "usage": text}));
     }
     ExitCode::from(2)
+}
+
+/// An error and its causes as one line for the terminal and the JSON `error`: a cause whose text its error already
+/// shows is not repeated (object_store's errors print their sources themselves), and control characters other
+/// than line breaks and tabs, which an object's name can hold, are shown escaped (`\u{1b}`) instead of reaching
+/// the terminal.
+fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    msg.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_message;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot list t/: {}", self.0)
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_already_shown_is_not_repeated_and_control_characters_are_escaped() {
+        let inner = std::io::Error::other("bad\u{1}name\u{1b}[31m: illegal");
+        let e = anyhow::Error::new(Outer(inner)).context("plan of db.t");
+        assert_eq!(
+            error_message(&e),
+            "plan of db.t: cannot list t/: bad\\u{1}name\\u{1b}[31m: illegal"
+        );
+        let two = anyhow::anyhow!("line one\n  line two").context("config");
+        assert_eq!(error_message(&two), "config: line one\n  line two");
+    }
 }
