@@ -982,8 +982,8 @@ impl Storage {
 /// link, which the walk already skipped), stats it again to ask whether it is a file (which the walk's entry
 /// already tells: for a followed link, its target's type), and a third time for its metadata. On a table of
 /// 100k files the three were half of `plan`'s system time (`benches/RESULTS.md`, g). Everything else is
-/// object_store's: the same walk (order, symlinks followed, loops refused), the same locations (from
-/// [`Path::from_absolute_path`]), the same skipped names (an upload's `name#123` staging file), the same
+/// object_store's: the same walk (order, symlinks followed, loops refused), the same locations (what
+/// [`Path::from_absolute_path`] gives), the same skipped names (an upload's `name#123` staging file), the same
 /// metadata and ETag (inode, mtime in µs, size), a missing entry skipped, a name that is not UTF-8 or holds a
 /// control character refused, the walk done on blocking threads 1,024 entries at a time (their stats on the rayon
 /// pool). Tests compare it with object_store's listing on the same folder.
