@@ -88,9 +88,7 @@ fn main() -> ExitCode {
             // Buffered: stdout flushes at every newline, and a purge's document lists a million paths.
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             let res = if cli.json {
-                serde_json::to_writer_pretty(&mut out, &outcome.json)
-                    .map_err(std::io::Error::other)
-                    .and_then(|()| writeln!(out))
+                write_json(&mut out, &outcome.json)
             } else {
                 write!(out, "{}", outcome.human)
             }
@@ -132,6 +130,13 @@ fn usage_error(e: &clap::Error) -> ExitCode {
         println!("{}", serde_json::json!({"error": msg, "exit_code": 2, "usage": text}));
     }
     ExitCode::from(2)
+}
+
+/// The JSON document and a newline. An error writing it keeps its I/O kind: a reader that stopped reading (`| head`)
+/// is a broken pipe, not a failure of the command (serde_json wraps it, and wrapping it again as "other" lost it).
+fn write_json(out: &mut impl Write, doc: &serde_json::Value) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, doc).map_err(std::io::Error::from)?;
+    writeln!(out)
 }
 
 /// An error and its causes as one line for the terminal and the JSON `error`: a cause whose text its error already
@@ -176,6 +181,26 @@ mod tests {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             Some(&self.0)
         }
+    }
+
+    /// A reader that went away while the document was written: the error is still a broken pipe.
+    #[test]
+    fn a_closed_reader_is_a_broken_pipe_for_the_json_document() {
+        struct Closed;
+        impl std::io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let doc = serde_json::json!({"candidates": ["a", "b"]});
+        let e = super::write_json(&mut Closed, &doc).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        let mut ok = Vec::new();
+        super::write_json(&mut ok, &doc).unwrap();
+        assert!(ok.ends_with(b"}\n"));
     }
 
     #[test]
