@@ -198,26 +198,18 @@ pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
 /// (Iceberg would fail; lakedrill cannot know what they reference) or when there is no listing.
 #[must_use]
 pub fn plain_orphans(input: &PlanInput) -> PlainOrphans {
-    plain_orphans_among(input, None)
+    plain_orphans_among(input, &referenced_paths(input))
 }
 
-/// [`plain_orphans`] given [`referenced_paths`] of `input` when the caller has them already (`None`: computed here).
+/// [`plain_orphans`] given `referenced`, the [`referenced_paths`] of `input` (a caller that has them already).
 #[must_use]
-pub fn plain_orphans_among(input: &PlanInput, referenced: Option<&HashSet<&str>>) -> PlainOrphans {
+pub fn plain_orphans_among(input: &PlanInput, referenced: &HashSet<&str>) -> PlainOrphans {
     let Some(listing) = &input.listing else {
         return PlainOrphans::default();
     };
     if input.snapshots.iter().any(|s| s.objects.is_none()) {
         return PlainOrphans::default();
     }
-    let computed;
-    let referenced = match referenced {
-        Some(r) => r,
-        None => {
-            computed = referenced_paths(input);
-            &computed
-        }
-    };
     let mut objects: Vec<String> = listing
         .iter()
         .filter(|l| l.last_modified_ms < input.baseline.orphans_older_than_ms)

@@ -22,9 +22,9 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashSet};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -881,7 +881,10 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     // Plain maintenance with the baseline's parameters, and every reason lakedrill keeps what it would remove.
     let plain_expire = crate::govern::baseline::plain_expire(input);
-    let plain_orphans = crate::govern::baseline::plain_orphans_among(input, referenced.as_ref());
+    let plain_orphans = match &referenced {
+        Some(r) => crate::govern::baseline::plain_orphans_among(input, r),
+        None => crate::govern::baseline::PlainOrphans::default(),
+    };
     for id in &plain_expire.snapshot_ids {
         if let Some(r) = reasons.get(id) {
             differences.push(Difference {
