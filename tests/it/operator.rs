@@ -1399,12 +1399,15 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
         .into_iter()
         .map(|e| serde_json::from_value(e).unwrap())
         .collect();
+    // The victim may be one of the files the purge at the end deletes (when the sampled bundle is the
+    // candidate's own), so it is put back exactly as it was sealed below.
     let victim: &InventoryEntry = inventory.iter().find(|e| !e.layer.is_metadata()).unwrap();
     let owner = (0..4)
         .find(|i| ObjectShard { index: *i, count: 4 }.owns(victim))
         .unwrap();
     let file = PathBuf::from(victim.uri.trim_start_matches("file://"));
     let original = std::fs::read(&file).unwrap();
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
     let mut flipped = original.clone();
     flipped[0] ^= 0x01;
     std::fs::write(&file, &flipped).unwrap();
@@ -1419,7 +1422,19 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     assert_eq!(bad_restore[owner]["predicate"]["results"][0]["status"], "FAILED");
     let bad_merge = merge(&[format!("{chain}/shards/restore-2")], 1);
     assert_eq!(bad_merge["predicate"]["results"][0]["status"], "FAILED", "{bad_merge}");
+    // Put the object back as it was, modification time included: the local store's ETag carries the mtime,
+    // and the deleter rightly refuses to delete an object whose ETag changed since it was sealed (the victim
+    // may be one of the candidate's own files, which the purge below deletes).
     std::fs::write(&file, &original).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
+    let now = crate::util::block_on(storage.head(&victim.uri)).unwrap().unwrap();
+    assert_eq!(now.e_tag, victim.e_tag, "{} is not the object sealed", victim.uri);
     let r0 = &failed["predicate"]["results"][0];
     assert_eq!(r0["status"], "FAILED", "{failed}");
     assert!(
