@@ -110,8 +110,10 @@ pub struct Storage {
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     s3: Mutex<HashMap<String, Arc<object_store::aws::AmazonS3>>>,
     /// One HTTP client (one connection pool) for the presigned S3 requests object_store does not send itself
-    /// (conditional and batch deletes, versions): a client per request opened a connection per request.
-    http: reqwest::Client,
+    /// (conditional and batch deletes, versions): a client per request opened a connection per request. Built on
+    /// first use: building one reads and parses the system's root certificates (~450 files here, about a tenth of
+    /// a 1,000-snapshot `plan` on a local table that never sends a request).
+    http: std::sync::OnceLock<reqwest::Client>,
     limit: Arc<Semaphore>,
     deletes: std::sync::atomic::AtomicU64,
     requests: RequestCounters,
@@ -225,7 +227,7 @@ impl Storage {
             options,
             stores: Mutex::new(HashMap::new()),
             s3: Mutex::new(HashMap::new()),
-            http: reqwest::Client::new(),
+            http: std::sync::OnceLock::new(),
             limit: Arc::new(Semaphore::new(permits)),
             deletes: std::sync::atomic::AtomicU64::new(0),
             requests: RequestCounters::default(),

@@ -79,15 +79,20 @@ fn lakedrill_artefact(name: &str) -> Option<&'static str> {
         Some("a bundle")
     } else if name.ends_with(".dsse.json") {
         Some("a signed report or receipt")
-    } else if name.ends_with(&format!(".{}", crate::evidence::keys::PRIVATE_KEY_EXTENSION)) {
+    } else if has_extension(name, crate::evidence::keys::PRIVATE_KEY_EXTENSION) {
         Some("a private key")
-    } else if name.ends_with(&format!(".{}", crate::evidence::keys::PUBLIC_KEY_EXTENSION)) {
+    } else if has_extension(name, crate::evidence::keys::PUBLIC_KEY_EXTENSION) {
         Some("a public key")
     } else if name == "lakedrill.toml" {
         Some("a lakedrill configuration")
     } else {
         None
     }
+}
+
+/// Whether `name` ends with `.` and `extension` (asked of every listed object: no string is built for it).
+fn has_extension(name: &str, extension: &str) -> bool {
+    name.strip_suffix(extension).is_some_and(|stem| stem.ends_with('.'))
 }
 
 /// Whether a listed path is a table metadata file.
@@ -299,4 +304,24 @@ pub async fn check(
              the metadata's `location`, or give the table's own folder with --table-root)"
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys are told by their extension after a dot, not by a name that merely ends with its letters.
+    #[test]
+    fn artefacts_are_told_by_name_and_extension() {
+        assert_eq!(lakedrill_artefact("ops.key"), Some("a private key"));
+        assert_eq!(lakedrill_artefact("ops.pub"), Some("a public key"));
+        assert_eq!(lakedrill_artefact(".key"), Some("a private key"));
+        assert_eq!(lakedrill_artefact("monkey"), None);
+        assert_eq!(lakedrill_artefact("key"), None);
+        assert_eq!(lakedrill_artefact("pub"), None);
+        assert_eq!(lakedrill_artefact("ops.key.parquet"), None);
+        assert_eq!(lakedrill_artefact("r.dsse.json"), Some("a signed report or receipt"));
+        assert_eq!(lakedrill_artefact("lakedrill.toml"), Some("a lakedrill configuration"));
+        assert_eq!(lakedrill_artefact("00001-a.metadata.json"), None);
+    }
 }

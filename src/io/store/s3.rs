@@ -290,7 +290,7 @@ impl Storage {
             .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
             .await
             .map_err(|e| super::map_err("sign", uri, e))?;
-        let mut req = self.http.request(method, url);
+        let mut req = self.http.get_or_init(reqwest::Client::new).request(method, url);
         for (k, v) in signed {
             req = req.header(k, v);
         }
