@@ -99,7 +99,11 @@ fn main() -> ExitCode {
                 eprintln!("lakedrill: error: cannot write output: {e}");
                 return ExitCode::from(2);
             }
-            ExitCode::from(outcome.verdict.exit_code())
+            let code = ExitCode::from(outcome.verdict.exit_code());
+            // The process ends here: its memory goes with it, and freeing a document of 100k entries piece by
+            // piece took 10 ms of `plan` on a Spark-written table.
+            std::mem::forget(outcome);
+            code
         }
         Err(e) => {
             let msg = error_message(&anyhow::Error::from(e));

@@ -49,12 +49,14 @@ pub struct PlainOrphans {
 /// partition folder (`_name=value`).
 #[must_use]
 pub fn hidden(path: &str) -> bool {
-    let segments: Vec<&str> = path.split('/').collect();
-    let last = segments.len().saturating_sub(1);
-    segments
-        .iter()
-        .enumerate()
-        .any(|(i, s)| s.starts_with('.') || (s.starts_with('_') && !(i < last && s.contains('='))))
+    let mut segments = path.split('/').peekable();
+    while let Some(s) = segments.next() {
+        let folder = segments.peek().is_some();
+        if s.starts_with('.') || (s.starts_with('_') && !(folder && s.contains('='))) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether the path is a Hadoop checksum sidecar (`.name.crc`), which is not a table file.

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use foldhash::{HashMap, HashSet};
+use rayon::prelude::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -117,18 +118,76 @@ pub const ORPHAN_SAFETY_WARNING_MS: i64 = 24 * 3_600_000;
 /// fixed texts.
 #[must_use]
 pub fn never_orphan(l: &ListedObject) -> Option<&'static str> {
-    if l.path == "metadata/version-hint.text" || l.path.ends_with("/version-hint.text") {
+    never_orphan_by_name(&l.path).or_else(|| {
+        (l.last_modified_ms <= 0)
+            .then_some("no-modification-time: the store gives it no modification time, so its age is unknown")
+    })
+}
+
+/// [`never_orphan`]'s reasons that the path alone gives: a version hint or a hidden path.
+fn never_orphan_by_name(path: &str) -> Option<&'static str> {
+    if path == "metadata/version-hint.text" || path.ends_with("/version-hint.text") {
         Some("pointer: a table's version hint, reported and never removed")
-    } else if crate::govern::baseline::hidden(&l.path) {
+    } else if crate::govern::baseline::hidden(path) {
         Some(
             "hidden: a path segment starts with `.` or `_` (a checksum sidecar, a job marker or a writer's staging \
              file, hidden as in Iceberg's DeleteOrphanFiles): reported, never removed",
         )
-    } else if l.last_modified_ms <= 0 {
-        Some("no-modification-time: the store gives it no modification time, so its age is unknown")
     } else {
         None
     }
+}
+
+/// Which listed objects' size and modification time the plan reads (pure): `needed(path)` is false only where
+/// [`plan`] and [`crate::govern::compare::compare`] never ask, so a listing may leave those unread
+/// ([`ListedObject::TIME_NOT_READ`]) and plan the same. The times are asked of an unreferenced object (an
+/// orphan, or not: its age decides) and of one plain `expire_snapshots` would remove (no time is a reason to
+/// keep it); neither is ever an object the current snapshot references, nor an unreferenced hidden file or
+/// `metadata/version-hint.text` (kept by their names alone). Every time is needed when a snapshot's layers could not be read.
+///
+/// On a table whose current snapshot references most of its files (a 1,000-snapshot Spark-written history:
+/// every data file, and a hidden `.crc` sidecar beside each) that leaves nearly every stat unread.
+pub fn listing_time_needed(input: &PlanInput) -> impl Fn(&str) -> bool + Sync + '_ {
+    let readable: Option<Vec<&SnapshotObjects>> = input.snapshots.iter().map(|s| s.objects.as_ref()).collect();
+    let current = match input.current_snapshot_id {
+        None => Some(None),
+        Some(id) => input
+            .snapshots
+            .iter()
+            .find(|s| s.snapshot_id == id)
+            .and_then(|s| s.objects.as_ref())
+            .map(Some),
+    };
+    // `None`: every time is needed.
+    let known = readable.zip(current).map(|(all, current)| {
+        rayon::join(
+            || -> HashSet<&str> {
+                let mut set = HashSet::with_capacity_and_hasher(current.map_or(0, |o| o.len()), Default::default());
+                set.extend(current.iter().flat_map(|o| o.iter().map(|x| x.path.as_str())));
+                set
+            },
+            || -> HashSet<&str> {
+                distinct_objects(all)
+                    .into_iter()
+                    .map(|o| o.path.as_str())
+                    .chain(input.statistics_files.values().flatten().map(String::as_str))
+                    .filter(|p| kept_by_name(p))
+                    .collect()
+            },
+        )
+    });
+    move |path: &str| match &known {
+        None => true,
+        Some((current, referenced_by_name)) => {
+            !current.contains(path) && (!kept_by_name(path) || referenced_by_name.contains(path))
+        }
+    }
+}
+
+/// An unreferenced path that neither lakedrill's orphan pass nor plain `remove_orphan_files` would remove,
+/// whatever its age: hidden, or the table's version hint.
+fn kept_by_name(path: &str) -> bool {
+    path == "metadata/version-hint.text" || crate::govern::baseline::hidden(path)
 }
 
 /// The candidate root: BLAKE3 over the candidate's objects (layer, path, size), sorted. Not a bundle root
@@ -818,43 +877,59 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     match (&input.listing, any_unknown, &table_hold, &referenced) {
         (Some(listing), false, None, Some(referenced)) => {
-            // Statistics files are named by the metadata, not by a snapshot's layers: never orphans.
-            let mut objects = Vec::new();
-            for l in listing {
-                if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
-                    continue;
-                }
-                if let Some(why) = never_orphan(l) {
-                    kept_unreferenced.push(KeptUnreferenced {
-                        subject: l.path.clone(),
-                        reasons: vec![Cow::Borrowed(why)],
-                    });
-                    continue;
-                }
-                if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
-                    continue;
-                }
-                if let Some(why) = blocked(&l.path) {
-                    differences.push(Difference {
-                        subject: l.path.clone(),
-                        reasons: vec![why],
-                    });
-                    continue;
-                }
-                let layer = if l.path.starts_with("metadata/") {
-                    if l.path.ends_with(".json") || l.path.ends_with(".json.gz") {
-                        Layer::Metadata
-                    } else {
-                        Layer::Manifest
+            // Statistics files are named by the metadata, not by a snapshot's layers: never orphans. Each listed
+            // object is judged on its own, so the listing (200k entries on a Spark-written table: every file and
+            // its `.crc` sidecar) is judged in parallel, in order.
+            enum Unreferenced {
+                Kept(KeptUnreferenced),
+                Blocked(Difference),
+                Orphan(ObjectRef),
+            }
+            let judged: Vec<Unreferenced> = listing
+                .par_iter()
+                .with_min_len(4096)
+                .filter_map(|l| {
+                    if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
+                        return None;
                     }
-                } else {
-                    Layer::Data
-                };
-                objects.push(ObjectRef {
-                    path: l.path.clone(),
-                    layer,
-                    size: l.size,
-                });
+                    if let Some(why) = never_orphan(l) {
+                        return Some(Unreferenced::Kept(KeptUnreferenced {
+                            subject: l.path.clone(),
+                            reasons: vec![Cow::Borrowed(why)],
+                        }));
+                    }
+                    if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
+                        return None;
+                    }
+                    if let Some(why) = blocked(&l.path) {
+                        return Some(Unreferenced::Blocked(Difference {
+                            subject: l.path.clone(),
+                            reasons: vec![why],
+                        }));
+                    }
+                    let layer = if l.path.starts_with("metadata/") {
+                        if l.path.ends_with(".json") || l.path.ends_with(".json.gz") {
+                            Layer::Metadata
+                        } else {
+                            Layer::Manifest
+                        }
+                    } else {
+                        Layer::Data
+                    };
+                    Some(Unreferenced::Orphan(ObjectRef {
+                        path: l.path.clone(),
+                        layer,
+                        size: l.size,
+                    }))
+                })
+                .collect();
+            let mut objects = Vec::new();
+            for j in judged {
+                match j {
+                    Unreferenced::Kept(k) => kept_unreferenced.push(k),
+                    Unreferenced::Blocked(d) => differences.push(d),
+                    Unreferenced::Orphan(o) => objects.push(o),
+                }
             }
             if !objects.is_empty() {
                 objects.sort();
@@ -1251,6 +1326,118 @@ mod tests {
         assert!(
             with_candidates > cases / 5,
             "the generator must produce candidates often ({with_candidates} of {cases})"
+        );
+    }
+
+    /// `input` with the paths `rename` picks made hidden (`data/f1.parquet` -> `data/_f1.parquet`) everywhere, and
+    /// a listing of everything the history references, a statistics file, hidden files, version hints and orphans,
+    /// each with a random size and age (a tenth without a modification time).
+    fn with_full_listing(mut input: PlanInput, rng: &mut rand::rngs::StdRng) -> PlanInput {
+        let hide = |p: &str| -> String {
+            let n = p.bytes().map(u64::from).sum::<u64>();
+            match p.rsplit_once('/') {
+                Some((dir, name)) if dir == "data" && n % 4 == 0 => format!("{dir}/_{name}"),
+                _ => p.to_owned(),
+            }
+        };
+        for s in &mut input.snapshots {
+            if let Some(o) = &mut s.objects {
+                for x in &mut o.own {
+                    x.path = hide(&x.path);
+                }
+                for m in &mut o.manifests {
+                    for x in &mut Arc::make_mut(m).objects {
+                        x.path = hide(&x.path);
+                    }
+                }
+            }
+        }
+        let some = input.snapshots[rng.gen_range(0..input.snapshots.len())].snapshot_id;
+        input
+            .statistics_files
+            .insert(some, vec![format!("metadata/stats-{some}.puffin")]);
+        let mut paths: BTreeSet<String> = input
+            .snapshots
+            .iter()
+            .filter_map(|s| s.objects.as_ref())
+            .flat_map(|o| o.iter().map(|x| x.path.clone()).collect::<Vec<_>>())
+            .collect();
+        paths.extend(input.statistics_files.values().flatten().cloned());
+        for extra in [
+            "data/.f1.parquet.crc",
+            "data/_SUCCESS",
+            "metadata/version-hint.text",
+            "data/x/version-hint.text",
+            "data/stray.parquet",
+            "metadata/old.metadata.json",
+        ] {
+            paths.insert(extra.to_owned());
+        }
+        let now = input.now_ms;
+        let mut listing = input.listing.take().unwrap_or_default();
+        for path in paths {
+            if listing.iter().any(|l| l.path == path) {
+                continue;
+            }
+            listing.push(ListedObject {
+                path,
+                size: rng.gen_range(1..100),
+                last_modified_ms: if rng.gen_bool(0.1) {
+                    0
+                } else {
+                    now - rng.gen_range(0..40) * 24 * 3_600_000
+                },
+            });
+        }
+        input.listing = Some(listing);
+        input
+    }
+
+    #[test]
+    fn leaving_the_times_the_plan_does_not_need_unread_plans_the_same_over_random_histories() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x7133_5eed);
+        let (mut unread, mut read_referenced) = (0, 0);
+        for round in 0..500 {
+            let mut input = with_full_listing(random_input(&mut rng), &mut rng);
+            let unreadable = rng.gen_bool(0.1);
+            if unreadable {
+                let i = rng.gen_range(0..input.snapshots.len());
+                input.snapshots[i].objects = None;
+            }
+            let full = plan(&input);
+            let compared = crate::govern::compare::compare(&input, &full);
+            let mut lean = input.clone();
+            {
+                let needed = listing_time_needed(&input);
+                let referenced = crate::govern::baseline::referenced_paths(&input);
+                for l in lean.listing.as_mut().unwrap() {
+                    if needed(&l.path) {
+                        read_referenced += usize::from(referenced.contains(l.path.as_str()));
+                    } else {
+                        assert!(
+                            !unreadable,
+                            "round {round}: {} unread with a snapshot unreadable",
+                            l.path
+                        );
+                        l.size = 0;
+                        l.last_modified_ms = ListedObject::TIME_NOT_READ;
+                        unread += 1;
+                    }
+                }
+            }
+            let p = plan(&lean);
+            assert_eq!(p, full, "round {round}: the plan changed with unread times");
+            assert_eq!(
+                crate::govern::compare::compare(&lean, &p),
+                compared,
+                "round {round}: the comparison changed with unread times"
+            );
+        }
+        // Both sides are exercised: times go unread (the current snapshot's objects, hidden files), and times of
+        // referenced objects are read (those plain expire_snapshots would remove).
+        assert!(
+            unread > 2_000 && read_referenced > 2_000,
+            "{unread} unread, {read_referenced} read"
         );
     }
 

@@ -69,6 +69,18 @@ pub struct SnapshotObjects {
 }
 
 impl SnapshotObjects {
+    /// How many objects [`SnapshotObjects::iter`] yields.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.own.len() + self.manifests.iter().map(|m| m.objects.len()).sum::<usize>()
+    }
+
+    /// Whether it yields no object.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Every object (own first, then manifest by manifest).
     pub fn iter(&self) -> impl Iterator<Item = &ObjectRef> {
         self.own
@@ -121,10 +133,17 @@ pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObje
 pub struct ListedObject {
     /// Path relative to the table location.
     pub path: String,
-    /// Size.
+    /// Size (0 where the time was not read).
     pub size: u64,
-    /// Last modification, epoch ms.
+    /// Last modification, epoch ms; [`ListedObject::TIME_NOT_READ`] where the listing did not stat it.
     pub last_modified_ms: i64,
+}
+
+impl ListedObject {
+    /// The modification time of a listed object whose stat was not read because the planner does not ask for
+    /// it (`crate::govern::closure::listing_time_needed`): the far future, so that any rule that did read it
+    /// would find the object too new to remove.
+    pub const TIME_NOT_READ: i64 = i64::MAX;
 }
 
 /// What a legal hold protects.

@@ -16,6 +16,8 @@
 
 use std::collections::BTreeSet;
 
+use rayon::prelude::*;
+
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::govern::closure::ListedObject;
@@ -237,10 +239,14 @@ pub async fn check(
             push(format!("{what} {uri}"), &l.path, &mut found);
         }
     }
-    for l in listing {
-        if let Some(what) = lakedrill_artefact(location::file_name(&l.path)) {
-            push(format!("{what} {root}/{}", l.path), &l.path, &mut found);
-        }
+    // Two passes over every listed name (200k on a Spark-written table), each in parallel and in order.
+    let artefacts: Vec<(&str, &str)> = listing
+        .par_iter()
+        .with_min_len(4096)
+        .filter_map(|l| lakedrill_artefact(location::file_name(&l.path)).map(|what| (what, l.path.as_str())))
+        .collect();
+    for (what, path) in artefacts {
+        push(format!("{what} {root}/{path}"), path, &mut found);
     }
     // This table's own metadata folders: `metadata/`, the current file's and those of the metadata log.
     let mut own: BTreeSet<String> = BTreeSet::from(["metadata".to_owned()]);
@@ -273,7 +279,8 @@ pub async fn check(
         }
     }
     let foreign: Vec<&ListedObject> = listing
-        .iter()
+        .par_iter()
+        .with_min_len(4096)
         .filter(|l| is_metadata_file(&l.path) && !own.contains(folder(&l.path)))
         .collect();
     {

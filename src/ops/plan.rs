@@ -197,21 +197,68 @@ pub fn relative_prefix(table: &Table, p: &str) -> String {
 
 /// Every object under the table root `root`, as a path relative to it, sorted by path. Each entry is reduced to
 /// what the planner reads as the store yields it: a 200k-file table is held once, not as the store's records,
-/// then full URIs, then this.
+/// then full URIs, then this. On the local filesystem a file's size and time are left unread
+/// ([`ListedObject::TIME_NOT_READ`]) until [`read_needed_times`] reads those the plan asks for.
 async fn list_table(storage: &crate::io::store::Storage, root: &str) -> Result<Vec<ListedObject>> {
     let mut listing = storage
-        .list_map(root, |o| {
-            let rel = o.uri.strip_prefix(root)?.trim_start_matches('/').to_owned();
-            Some(ListedObject {
+        .list_deferred(root, |rel, stat| {
+            let (size, last_modified_ms) = stat.unwrap_or((0, ListedObject::TIME_NOT_READ));
+            ListedObject {
                 path: rel,
-                size: o.size,
-                last_modified_ms: o.last_modified.timestamp_millis(),
-            })
+                size,
+                last_modified_ms,
+            }
         })
         .await?;
     // Paths under one root are distinct, so the in-place sort orders them as the stable one did.
     listing.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     Ok(listing)
+}
+
+/// Reads the size and time of every listed object whose stat the listing left unread and the plan asks for
+/// ([`closure::listing_time_needed`]: not one the current snapshot references, nor a hidden file no snapshot
+/// references); one gone since the listing is dropped from it, as a listing that stat'ed it would have.
+///
+/// # Errors
+/// Storage errors naming the object.
+async fn read_needed_times(storage: &crate::io::store::Storage, root: &str, input: &mut PlanInput) -> Result<()> {
+    let unread: Vec<usize> = {
+        use rayon::prelude::*;
+        let needed = closure::listing_time_needed(input);
+        input.listing.as_deref().map_or_else(Vec::new, |listing| {
+            listing
+                .par_iter()
+                .enumerate()
+                .with_min_len(4096)
+                .filter(|(_, l)| l.last_modified_ms == ListedObject::TIME_NOT_READ && needed(&l.path))
+                .map(|(i, _)| i)
+                .collect()
+        })
+    };
+    let Some(listing) = input.listing.as_mut() else {
+        return Ok(());
+    };
+    if unread.is_empty() {
+        return Ok(());
+    }
+    let rels = unread.iter().map(|i| listing[*i].path.clone()).collect();
+    let stats = storage.stat_deferred(root, rels).await?;
+    let mut gone = Vec::new();
+    for (i, stat) in unread.into_iter().zip(stats) {
+        match stat {
+            Some((size, modified)) => (listing[i].size, listing[i].last_modified_ms) = (size, modified),
+            None => gone.push(i),
+        }
+    }
+    if !gone.is_empty() {
+        let (mut at, mut next) = (0, gone.into_iter().peekable());
+        listing.retain(|_| {
+            let keep = next.next_if_eq(&at).is_none();
+            at += 1;
+            keep
+        });
+    }
+    Ok(())
 }
 
 /// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
@@ -362,7 +409,7 @@ pub async fn gather(
     }
     let min_snapshot_age_ms = policy.min_snapshot_age().num_milliseconds();
     let orphan_safety_interval_ms = policy.orphan_safety_interval().num_milliseconds();
-    Ok(PlanInput {
+    let mut input = PlanInput {
         table_uuid: uuid,
         generation_blake3: table.generation().metadata_blake3.clone(),
         snapshots,
@@ -378,7 +425,9 @@ pub async fn gather(
         now_ms: now.timestamp_millis(),
         baseline: Baseline::relative(now.timestamp_millis(), min_snapshot_age_ms, orphan_safety_interval_ms),
         statistics_files,
-    })
+    };
+    read_needed_times(&ctx.storage, &root, &mut input).await?;
+    Ok(input)
 }
 
 /// Refuses a plan in which a retained snapshot's layers could not be read: what it reaches is unknown, so
@@ -586,17 +635,64 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
     let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
     let b = BaselineDoc::from(&input.baseline);
-    // Everything below reads only the plan: the walked history and the listing go before the documents are
-    // built (on a 1,000-snapshot Spark table they were a third of the peak).
-    drop(input);
+    // Everything below reads only the plan: the walked history and the listing are freed meanwhile, on another
+    // thread (on a 1,000-snapshot Spark table they were a third of the peak, and freeing them took 10 ms).
+    rayon::spawn(move || drop(input));
+    let mut doc = PlanDoc {
+        orphans_put_back: put_back,
+        table: table.name().to_owned(),
+        table_uuid: table.metadata().uuid().to_string(),
+        table_generation: table.generation().clone(),
+        protected_ref_root: stamp.protected_ref_root,
+        lease_watermark: stamp.lease_watermark,
+        hold_generation: stamp.hold_generation,
+        policy_digest: policy.digest().to_owned(),
+        baseline: b,
+        plan: p,
+    };
+    // The JSON document and the text at once, and the hidden files' entries (a line per data file on a Spark
+    // table, 100k) in parallel: each was tens of milliseconds of one core.
+    let kept = std::mem::take(&mut doc.plan.kept_unreferenced);
+    let serialized = |e: serde_json::Error| Error::Internal(format!("serializing output: {e}"));
+    let ((json, kept_json), human) = rayon::join(
+        || {
+            rayon::join(
+                || serde_json::to_value(&doc),
+                || {
+                    use rayon::prelude::*;
+                    kept.par_iter()
+                        .with_min_len(1024)
+                        .map(serde_json::to_value)
+                        .collect::<std::result::Result<Vec<_>, _>>()
+                },
+            )
+        },
+        || plan_text(&doc, &kept),
+    );
+    let mut json = json.map_err(serialized)?;
+    json["kept_unreferenced"] = serde_json::Value::Array(kept_json.map_err(serialized)?);
+    Ok(Outcome {
+        verdict: if doc.orphans_put_back.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        json,
+        human,
+    })
+}
+
+/// `plan`'s text; `kept` is the plan's `kept_unreferenced`.
+fn plan_text(doc: &PlanDoc, kept: &[closure::KeptUnreferenced]) -> String {
+    let (p, b, put_back) = (&doc.plan, &doc.baseline, &doc.orphans_put_back);
     let mut human = format!(
         "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
-        table.name(),
-        table.metadata().uuid(),
-        table.generation().metadata_location,
-        stamp.protected_ref_root,
-        stamp.lease_watermark,
-        stamp.hold_generation
+        doc.table,
+        doc.table_uuid,
+        doc.table_generation.metadata_location,
+        doc.protected_ref_root,
+        doc.lease_watermark,
+        doc.hold_generation
     );
     for x in &p.protected {
         human.push_str(&format!("  {}  {}\n", x.snapshot_id, x.reasons.join(", ")));
@@ -634,8 +730,7 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     }
     // One line per hidden file can be a line per data file (Spark's `.crc` sidecars): the rest of the text is
     // reserved at once (exactly: growing by doubling left up to half of a 60 MB text unused) and written in place.
-    let kept_text: usize = p
-        .kept_unreferenced
+    let kept_text: usize = kept
         .iter()
         .map(|d| {
             KEPT_LINE.len() + d.subject.len() + " — \n".len() + d.reasons.iter().map(|r| r.len() + 2).sum::<usize>()
@@ -644,11 +739,11 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     let rest_text: usize = p
         .warnings
         .iter()
-        .chain(&put_back)
+        .chain(put_back)
         .map(|l| l.len() + "warning: \n".len())
         .sum();
     human.reserve_exact(kept_text + rest_text);
-    for d in &p.kept_unreferenced {
+    for d in kept {
         human.push_str(KEPT_LINE);
         human.push_str(&d.subject);
         human.push_str(" — ");
@@ -663,30 +758,10 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
     for w in &p.warnings {
         human.push_str(&format!("warning: {w}\n"));
     }
-    for f in &put_back {
+    for f in put_back {
         human.push_str(&format!("finding: {f}\n"));
     }
-    let doc = PlanDoc {
-        orphans_put_back: put_back.clone(),
-        table: table.name().to_owned(),
-        table_uuid: table.metadata().uuid().to_string(),
-        table_generation: table.generation().clone(),
-        protected_ref_root: stamp.protected_ref_root,
-        lease_watermark: stamp.lease_watermark,
-        hold_generation: stamp.hold_generation,
-        policy_digest: policy.digest().to_owned(),
-        baseline: b,
-        plan: p,
-    };
-    Outcome::new(
-        if put_back.is_empty() {
-            Verdict::Ok
-        } else {
-            Verdict::Findings
-        },
-        &doc,
-        human,
-    )
+    human
 }
 
 /// `lakedrill status [CANDIDATE] [--policy FILE]`: candidate and object states, and for the table (addressed, or
