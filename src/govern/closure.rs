@@ -778,16 +778,23 @@ pub fn plan(input: &PlanInput) -> Plan {
                         .map(|o| o.path.as_str())
                         .collect()
                 },
+                // Every snapshot retained: the closure is every path the snapshots reference (taken below).
                 || {
-                    input
-                        .listing
-                        .is_some()
+                    (input.listing.is_some() && !expirable.is_empty())
                         .then(|| crate::govern::baseline::referenced_paths(input))
                 },
             )
         },
         || crate::govern::baseline::plain_expire(input),
     );
+    let referenced = if input.listing.is_some() && expirable.is_empty() {
+        let mut all = closure.clone();
+        all.extend(input.statistics_files.values().flatten().map(String::as_str));
+        debug_assert_eq!(all, crate::govern::baseline::referenced_paths(input));
+        Some(all)
+    } else {
+        referenced
+    };
     let any_unknown = input.snapshots.iter().any(|s| s.objects.is_none());
     for id in retained.iter().filter(|id| by_id[*id].objects.is_none()) {
         warnings.push(format!(
