@@ -950,7 +950,7 @@ impl Storage {
         let sep = if base.ends_with('/') { "" } else { "/" };
         let _permit = self.permit().await?;
         let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
-        let mut metas = if prefix_uri.starts_with("file:///") && self.layer.is_none() {
+        let mut metas = if self.walks_itself(prefix_uri) {
             local_list(&path)
         } else {
             store.list(prefix)
@@ -977,6 +977,13 @@ impl Storage {
         Ok(out)
     }
 
+    /// Whether a listing under `uri` walks the local folder itself ([`local_list`], [`Storage::list_deferred`])
+    /// rather than through object_store: a `file://` URI on a storage without a fault layer (`drill faults` lists
+    /// through its layer, so that its faults apply).
+    fn walks_itself(&self, uri: &str) -> bool {
+        uri.starts_with("file:///") && self.layer.is_none()
+    }
+
     /// Lists every object under a prefix URI (recursively) as its path relative to the prefix and its size and
     /// modification time (epoch ms), handed to `each` in the store's order. On the local filesystem the stat of
     /// a plain file (not a symlink, a UTF-8 name) is **deferred**: `each` gets `None` for it, and the caller
@@ -995,7 +1002,7 @@ impl Storage {
         prefix_uri: &str,
         mut each: impl FnMut(String, Option<(u64, i64)>) -> T + Send + 'static,
     ) -> Result<Vec<T>> {
-        if !(prefix_uri.starts_with("file:///") && self.layer.is_none()) {
+        if !self.walks_itself(prefix_uri) {
             return self
                 .list_map(prefix_uri, move |o| {
                     let rel = o.uri.strip_prefix(prefix_uri)?.trim_start_matches('/').to_owned();
@@ -1027,7 +1034,7 @@ impl Storage {
         if rels.is_empty() {
             return Ok(Vec::new());
         }
-        if !(prefix_uri.starts_with("file:///") && self.layer.is_none()) {
+        if !self.walks_itself(prefix_uri) {
             return Err(Error::Internal(format!(
                 "deferred stats asked of {prefix_uri}, which is not a local folder"
             )));
