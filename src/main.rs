@@ -139,7 +139,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 /// The JSON document and a newline. An error writing it keeps its I/O kind: a reader that stopped reading (`| head`)
 /// is a broken pipe, not a failure of the command (serde_json wraps it, and wrapping it again as "other" lost it).
 fn write_json(out: &mut impl Write, doc: &serde_json::Value) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, doc).map_err(std::io::Error::from)?;
+    lakedrill::report::output::write_pretty(&mut *out, doc)?;
     writeln!(out)
 }
 

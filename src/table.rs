@@ -18,6 +18,7 @@
 //! metadata tables, `table/head.rs` finds a live table's head from its metadata folder alone. It may use `io`,
 //! `model` and the ground files.
 
+pub mod entry_program;
 pub mod head;
 pub mod inspect;
 pub mod lineage;

@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::HashSet;
+use rayon::prelude::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -200,27 +201,32 @@ pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
 /// (Iceberg would fail; lakedrill cannot know what they reference) or when there is no listing.
 #[must_use]
 pub fn plain_orphans(input: &PlanInput) -> PlainOrphans {
-    plain_orphans_among(input, &referenced_paths(input))
+    let referenced = referenced_paths(input);
+    plain_orphans_among(input, &|p| referenced.contains(p))
 }
 
-/// [`plain_orphans`] given `referenced`, the [`referenced_paths`] of `input` (a caller that has them already).
+/// [`plain_orphans`] given `referenced`, whether a path is among the [`referenced_paths`] of `input` (a caller that
+/// has them already).
 #[must_use]
-pub fn plain_orphans_among(input: &PlanInput, referenced: &HashSet<&str>) -> PlainOrphans {
+pub fn plain_orphans_among(input: &PlanInput, referenced: &(dyn Fn(&str) -> bool + Sync)) -> PlainOrphans {
     let Some(listing) = &input.listing else {
         return PlainOrphans::default();
     };
     if input.snapshots.iter().any(|s| s.objects.is_none()) {
         return PlainOrphans::default();
     }
+    // Every listed object is judged (200k on a Spark-written table): in parallel.
     let mut objects: Vec<String> = listing
-        .iter()
+        .par_iter()
+        .with_min_len(4096)
         .filter(|l| l.last_modified_ms < input.baseline.orphans_older_than_ms)
         .filter(|l| !hidden(&l.path))
         .filter(|l| l.path != "metadata/version-hint.text")
-        .filter(|l| !referenced.contains(l.path.as_str()) && !input.live_metadata_files.contains(&l.path))
+        .filter(|l| !referenced(l.path.as_str()) && !input.live_metadata_files.contains(&l.path))
         .map(|l| l.path.clone())
         .collect();
-    objects.sort();
+    // Equal paths are indistinguishable: the unstable sort orders them as the stable one.
+    objects.par_sort_unstable();
     PlainOrphans { objects }
 }
 

@@ -111,6 +111,9 @@ pub struct KeptUnreferenced {
     pub reasons: Vec<Cow<'static, str>>,
 }
 
+/// Whether a path is in some set of paths (one set, or the union of two asked in turn).
+type PathTest<'a> = Box<dyn Fn(&str) -> bool + Sync + 'a>;
+
 /// Lakekeeper's floor for orphan removal: `plan` warns below it.
 pub const ORPHAN_SAFETY_WARNING_MS: i64 = 24 * 3_600_000;
 
@@ -129,10 +132,9 @@ fn never_orphan_by_name(path: &str) -> Option<&'static str> {
     if path == "metadata/version-hint.text" || path.ends_with("/version-hint.text") {
         Some("pointer: a table's version hint, reported and never removed")
     } else if crate::govern::baseline::hidden(path) {
-        Some(
-            "hidden: a path segment starts with `.` or `_` (a checksum sidecar, a job marker or a writer's staging \
-             file, hidden as in Iceberg's DeleteOrphanFiles): reported, never removed",
-        )
+        // Short: a Spark-written table has a `.crc` sidecar beside every file, and this text is in the plan once
+        // per sidecar (100,000 times); what hidden means is in DESIGN.md ("Orphans").
+        Some("hidden: a path segment starts with `.` or `_` (as in Iceberg's DeleteOrphanFiles); never removed")
     } else {
         None
     }
@@ -565,8 +567,34 @@ fn kept_objects(
             v.push(r);
         }
     };
-    // Retained snapshots that reach a kept object: each shared manifest is searched once.
-    let mut per_manifest: HashMap<*const ManifestObjects, Vec<&str>> = HashMap::default();
+    // Membership is asked of every object of every retained manifest and of every listed object: a hash set
+    // (a lookup in the ordered map compared a dozen long paths each).
+    let is_kept: HashSet<&str> = kept.keys().copied().collect();
+    // Retained snapshots that reach a kept object: each shared manifest is searched once, the manifests in
+    // parallel.
+    let per_manifest: HashMap<*const ManifestObjects, Vec<&str>> = {
+        let mut distinct: HashSet<*const ManifestObjects> = HashSet::default();
+        let manifests: Vec<&ManifestObjects> = input
+            .snapshots
+            .iter()
+            .filter(|s| reasons.contains_key(&s.snapshot_id))
+            .filter_map(|s| s.objects.as_ref())
+            .flat_map(|o| o.manifests.iter())
+            .filter(|m| distinct.insert(Arc::as_ptr(m)))
+            .map(AsRef::as_ref)
+            .collect();
+        let found: Vec<Vec<&str>> = manifests
+            .par_iter()
+            .map(|m| {
+                m.objects
+                    .iter()
+                    .map(|o| o.path.as_str())
+                    .filter(|p| is_kept.contains(p))
+                    .collect()
+            })
+            .collect();
+        manifests.into_iter().map(std::ptr::from_ref).zip(found).collect()
+    };
     let mut seen_reason: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for s in &input.snapshots {
         let (Some(why), Some(objs)) = (reasons.get(&s.snapshot_id), s.objects.as_ref()) else {
@@ -576,17 +604,10 @@ fn kept_objects(
             .own
             .iter()
             .map(|o| o.path.as_str())
-            .filter(|p| kept.contains_key(p))
+            .filter(|p| is_kept.contains(p))
             .collect();
         for m in &objs.manifests {
-            let found = per_manifest.entry(Arc::as_ptr(m)).or_insert_with(|| {
-                m.objects
-                    .iter()
-                    .map(|o| o.path.as_str())
-                    .filter(|p| kept.contains_key(p))
-                    .collect()
-            });
-            hits.extend(found.iter().copied());
+            hits.extend(per_manifest[&Arc::as_ptr(m)].iter().copied());
         }
         for p in hits {
             let done = seen_reason.entry(p).or_default();
@@ -608,9 +629,11 @@ fn kept_objects(
     // map of the whole listing was a fifth of a Spark-written 1,000-snapshot history's plan).
     let modified: HashMap<&str, i64> = input
         .listing
-        .iter()
-        .flatten()
-        .filter(|l| kept.contains_key(l.path.as_str()))
+        .as_deref()
+        .unwrap_or_default()
+        .par_iter()
+        .with_min_len(4096)
+        .filter(|l| is_kept.contains(l.path.as_str()))
         .map(|l| (l.path.as_str(), l.last_modified_ms))
         .collect();
     for (path, v) in &mut kept {
@@ -787,13 +810,24 @@ pub fn plan(input: &PlanInput) -> Plan {
         },
         || crate::govern::baseline::plain_expire(input),
     );
-    let referenced = if input.listing.is_some() && expirable.is_empty() {
-        let mut all = closure.clone();
-        all.extend(input.statistics_files.values().flatten().map(String::as_str));
-        debug_assert_eq!(all, crate::govern::baseline::referenced_paths(input));
-        Some(all)
+    // Every snapshot retained: what the history references is the closure and the statistics files, asked of
+    // both rather than copied into one more set of the history's size.
+    let statistics: HashSet<&str> = if input.listing.is_some() && expirable.is_empty() {
+        input.statistics_files.values().flatten().map(String::as_str).collect()
     } else {
-        referenced
+        HashSet::default()
+    };
+    let referenced: Option<PathTest<'_>> = match referenced {
+        Some(r) => Some(Box::new(move |p: &str| r.contains(p))),
+        None if input.listing.is_some() && expirable.is_empty() => {
+            debug_assert!({
+                let mut all = closure.clone();
+                all.extend(&statistics);
+                all == crate::govern::baseline::referenced_paths(input)
+            });
+            Some(Box::new(|p: &str| closure.contains(p) || statistics.contains(p)))
+        }
+        None => None,
     };
     let any_unknown = input.snapshots.iter().any(|s| s.objects.is_none());
     for id in retained.iter().filter(|id| by_id[*id].objects.is_none()) {
@@ -896,7 +930,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 .par_iter()
                 .with_min_len(4096)
                 .filter_map(|l| {
-                    if referenced.contains(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
+                    if referenced(l.path.as_str()) || input.live_metadata_files.contains(&l.path) {
                         return None;
                     }
                     if let Some(why) = never_orphan(l) {

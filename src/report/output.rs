@@ -72,6 +72,71 @@ pub fn add_warnings(json: &mut serde_json::Value, warnings: Vec<String>) {
     }
 }
 
+/// Arrays of at least this many elements at the top of a document are rendered in parallel by [`write_pretty`].
+const PARALLEL_ELEMENTS: usize = 4096;
+
+/// Writes `doc` exactly as `serde_json::to_writer_pretty` does, with the elements of each long array at its top
+/// level (a plan's 100k kept hidden files, a purge's million receipts) rendered on the rayon pool, a run of them at
+/// a time; the text is then written in order. Each value is rendered alone and indented by its depth: a JSON text
+/// has no raw line break but those between its tokens (a string's are escaped), so indenting after each line
+/// break is the pretty printer's own layout.
+///
+/// # Errors
+/// What writing to `out` returns, with its I/O kind kept (a reader that went away is a broken pipe).
+pub fn write_pretty(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::io::Result<()> {
+    use rayon::prelude::*;
+    let pretty = |v: &serde_json::Value, depth: usize, buf: &mut Vec<u8>| -> std::io::Result<()> {
+        let text = serde_json::to_vec_pretty(v).map_err(std::io::Error::from)?;
+        for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+            if i > 0 {
+                buf.push(b'\n');
+                buf.resize(buf.len() + 2 * depth, b' ');
+            }
+            buf.extend_from_slice(line);
+        }
+        Ok(())
+    };
+    let long = |v: &serde_json::Value| v.as_array().is_some_and(|a| a.len() >= PARALLEL_ELEMENTS);
+    let Some(map) = doc.as_object().filter(|m| m.values().any(long)) else {
+        return serde_json::to_writer_pretty(out, doc).map_err(std::io::Error::from);
+    };
+    out.write_all(b"{")?;
+    let mut buf = Vec::new();
+    for (i, (key, value)) in map.iter().enumerate() {
+        buf.clear();
+        buf.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        serde_json::to_writer(&mut buf, key).map_err(std::io::Error::from)?;
+        buf.extend_from_slice(b": ");
+        match value.as_array().filter(|_| long(value)) {
+            Some(elements) => {
+                out.write_all(&buf)?;
+                out.write_all(b"[")?;
+                let runs: Vec<std::io::Result<Vec<u8>>> = elements
+                    .par_chunks(PARALLEL_ELEMENTS / 4)
+                    .enumerate()
+                    .map(|(run, chunk)| {
+                        let mut text = Vec::new();
+                        for (j, e) in chunk.iter().enumerate() {
+                            text.extend_from_slice(if run == 0 && j == 0 { b"\n    " } else { b",\n    " });
+                            pretty(e, 2, &mut text)?;
+                        }
+                        Ok(text)
+                    })
+                    .collect();
+                for run in runs {
+                    out.write_all(&run?)?;
+                }
+                out.write_all(b"\n  ]")?;
+            }
+            None => {
+                pretty(value, 1, &mut buf)?;
+                out.write_all(&buf)?;
+            }
+        }
+    }
+    out.write_all(b"\n}")
+}
+
 /// Renders rows as an aligned text table.
 #[must_use]
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -223,6 +288,82 @@ impl Drop for Progress {
         if let Some(pb) = self.bar.take() {
             pb.finish_and_clear();
             bars().remove(&pb);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rand::{Rng, SeedableRng};
+    use serde_json::{Value, json};
+
+    fn value(rng: &mut rand::rngs::StdRng, depth: u32) -> Value {
+        let texts = [
+            "",
+            "a",
+            "line\nbreak",
+            "quote \" and \\ back",
+            "tab\t\u{1}",
+            "é ü 漢字 🦀",
+            "  indented\n  twice",
+        ];
+        match rng.gen_range(0..if depth > 3 { 5 } else { 8 }) {
+            0 => Value::Null,
+            1 => Value::Bool(rng.r#gen()),
+            2 => json!(rng.gen_range(-1_000_000_i64..1_000_000)),
+            3 => json!(rng.r#gen::<f64>() * 1e6),
+            4 => Value::String(texts[rng.gen_range(0..texts.len())].to_owned()),
+            5 | 6 => Value::Array((0..rng.gen_range(0..4)).map(|_| value(rng, depth + 1)).collect()),
+            _ => Value::Object(
+                (0..rng.gen_range(0..4))
+                    .map(|i| {
+                        (
+                            format!("{}{i}", texts[rng.gen_range(0..texts.len())]),
+                            value(rng, depth + 1),
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Documents with long arrays at the top (rendered in parallel) and everything else a value can be, nested:
+    /// the text is byte for byte serde_json's pretty printer's.
+    #[test]
+    fn parallel_pretty_text_is_serde_jsons() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x9e77);
+        let mut parallel = 0;
+        for round in 0..60 {
+            let mut doc = serde_json::Map::new();
+            for k in 0..rng.gen_range(0..6) {
+                let v = match rng.gen_range(0..3) {
+                    0 => Value::Array(
+                        (0..super::PARALLEL_ELEMENTS + rng.gen_range(0..3 * super::PARALLEL_ELEMENTS))
+                            .map(|_| value(&mut rng, 1))
+                            .collect(),
+                    ),
+                    _ => value(&mut rng, 0),
+                };
+                doc.insert(format!("key \"{k}\"\n"), v);
+            }
+            let doc = Value::Object(doc);
+            parallel += usize::from(
+                doc.as_object()
+                    .unwrap()
+                    .values()
+                    .any(|v| v.as_array().is_some_and(|a| a.len() >= super::PARALLEL_ELEMENTS)),
+            );
+            let mut ours = Vec::new();
+            super::write_pretty(&mut ours, &doc).unwrap();
+            let theirs = serde_json::to_vec_pretty(&doc).unwrap();
+            assert!(ours == theirs, "round {round}: texts differ");
+        }
+        assert!(parallel > 20, "{parallel} documents took the parallel path");
+        for doc in [json!({}), json!([]), json!({"a": []}), json!("x"), json!(null)] {
+            let mut ours = Vec::new();
+            super::write_pretty(&mut ours, &doc).unwrap();
+            assert_eq!(ours, serde_json::to_vec_pretty(&doc).unwrap());
         }
     }
 }
