@@ -9,7 +9,7 @@
 //! nine fields where they stand.
 //!
 //! The program is only a faster path: a schema it does not compile to (a field of an unexpected type, a
-//! required field missing, a duplicated name, nesting deeper than [`DEPTH`]) leaves the entries to
+//! required field missing, a duplicated name, nesting deeper than 32 levels) leaves the entries to
 //! `serde_avro_fast`, and bytes it cannot read (truncated, a varint too long, an out-of-range union branch, a
 //! string that is not UTF-8, more than [`MAX_SEQ`] items in an array or map) stop it like any fast-decoder
 //! failure, so that the iceberg crate's parser decides (see [`crate::table::scan`]).

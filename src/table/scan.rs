@@ -13,8 +13,10 @@
 //!   `data_file.file_size_in_bytes` of each entry, straight into [`ObjectRef`]s with table-relative paths;
 //! - shares each manifest's objects between the snapshots that list it ([`SnapshotObjects`]).
 //!
-//! Decoding is `serde_avro_fast` (serde straight from the Avro bytes, no intermediate values). Whenever it
-//! cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
+//! A manifest's entries are read by an [`EntryProgram`] compiled once from the writer's schema (it passes over
+//! column statistics and the other fields a walk does not read by their encoding alone); a manifest list, and a
+//! manifest whose schema does not compile to a program, by `serde_avro_fast` (serde straight from the Avro
+//! bytes, no intermediate values). Whenever the fast path cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
 //! crate's parser decodes the same bytes and its verdict stands, so errors always come from the reference
 //! parser. Tests walk every fixture table both ways and compare the results object by object, check that the
 //! fast decoder alone reads every real manifest (it is not silently falling back), and decode thousands of
@@ -274,14 +276,19 @@ fn serde_block<T: serde::de::DeserializeOwned>(
     Ok(())
 }
 
-/// Decodes the `count` manifest entries of a block, with the schema's [`EntryProgram`] where it has one.
+/// Decodes the `count` manifest entries of a block, with the schema's [`EntryProgram`] where it has one, else
+/// with `serde_avro_fast` (unless `program_only`: then it stops, as a decoder that cannot read the bytes).
 fn entry_block(
     framing: &Framing,
     block: &[u8],
     count: i64,
+    program_only: bool,
     mut each: impl FnMut(EntryRecord) -> std::result::Result<(), Stop>,
 ) -> std::result::Result<(), Stop> {
     let Some(program) = &framing.schema.entries else {
+        if program_only {
+            return Err(Stop::Decode);
+        }
         return serde_block(framing, block, count, each);
     };
     let mut rest = block;
@@ -361,12 +368,13 @@ fn inflate_block<'o>(
 /// the reference parser (the iceberg crate) alone. Walks use [`Decoder::Fast`]; tests compare both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decoder {
-    /// `serde_avro_fast`, then the iceberg crate if it fails.
+    /// A manifest's entries by the [`EntryProgram`] compiled from its schema (by `serde_avro_fast` when there is
+    /// none), a manifest list's by `serde_avro_fast`; then the iceberg crate if that fails.
     Fast,
     /// The iceberg crate only.
     Reference,
-    /// `serde_avro_fast` only: an error when it cannot decode (tests prove with it that real tables take
-    /// the fast path rather than the fallback).
+    /// The fast decoders only, and a manifest's entries by its [`EntryProgram`] only: an error when they cannot
+    /// decode (tests prove with it that real tables take the fastest path rather than a fallback).
     FastOnly,
 }
 
@@ -503,10 +511,10 @@ fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
 
 /// Hands every live (ADDED or EXISTING) entry of a manifest to `each` as it is decoded. `Ok(false)` when the
 /// fast decoder could not read the bytes (`each` may have been called for some entries: the caller starts over).
-fn fast_live_files(bytes: &[u8], mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
+fn fast_live_files(bytes: &[u8], program_only: bool, mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
     let fast = read_header(bytes).and_then(|(framing, header)| {
         read_blocks(&framing, &bytes[header..], true, |block, count| {
-            entry_block(&framing, block, count, |e| match live_entry(e)? {
+            entry_block(&framing, block, count, program_only, |e| match live_entry(e)? {
                 Some(f) => each(f).map_err(Stop::Caller),
                 None => Ok(()),
             })
@@ -533,7 +541,7 @@ pub fn live_files(
     restart: impl FnOnce(),
 ) -> Result<()> {
     if decoder != Decoder::Reference {
-        if fast_live_files(bytes, &mut each)? {
+        if fast_live_files(bytes, decoder == Decoder::FastOnly, &mut each)? {
             return Ok(());
         }
         if decoder == Decoder::FastOnly {
@@ -719,7 +727,7 @@ impl<S: LiveSink> ManifestPieces<S> {
         };
         let sink = &mut self.sink;
         let decoded = read_blocks(framing, &bytes[used..], last, |block, count| {
-            entry_block(framing, block, count, |e| match live_entry(e)? {
+            entry_block(framing, block, count, false, |e| match live_entry(e)? {
                 Some(f) => sink.live(f).map_err(Stop::Caller),
                 None => Ok(()),
             })
@@ -1532,7 +1540,7 @@ mod tests {
         };
         read_blocks(&framing, &bytes[header..], true, |block, count| {
             if program {
-                entry_block(&framing, block, count, &mut keep)
+                entry_block(&framing, block, count, true, &mut keep)
             } else {
                 serde_block(&framing, block, count, &mut keep)
             }
@@ -1540,8 +1548,9 @@ mod tests {
         Ok(out)
     }
 
-    /// Every real manifest among the fixtures (Spark/Java, PyIceberg, iceberg-rust; v1, v2 and v3 with deletion
-    /// vectors) has a schema the [`EntryProgram`] compiles for, and it reads exactly what `serde_avro_fast` reads,
+    /// Every real manifest among the fixtures (Spark/Java and DuckDB; v1, v2 and v3 with deletion vectors) has a
+    /// schema the [`EntryProgram`] compiles for (the integration tests prove it of PyIceberg's and the demo's too,
+    /// with [`Decoder::FastOnly`]), and it reads exactly what `serde_avro_fast` reads,
     /// of the real bytes and of mutated ones wherever both read them; it never panics.
     #[test]
     fn entry_program_reads_what_serde_reads_on_real_and_mutated_manifests() {
