@@ -178,7 +178,13 @@ fn optional(schema: &SchemaMut, key: SchemaKey, want: fn(&SchemaMut, SchemaKey) 
     }
 }
 
-fn data_fields(schema: &SchemaMut, key: SchemaKey) -> Option<Box<[DataField]>> {
+/// The fields of the record at `key`, in the writer's order, each compiled by `field` from its name and type, and
+/// the names seen; `None` when the node is not a record, a name repeats or a field does not compile.
+fn record<F>(
+    schema: &SchemaMut,
+    key: SchemaKey,
+    mut field: impl FnMut(&str, SchemaKey) -> Option<F>,
+) -> Option<(Box<[F]>, std::collections::HashSet<&str>)> {
     let Some(RegularType::Record(r)) = node(schema, key) else {
         return None;
     };
@@ -188,8 +194,14 @@ fn data_fields(schema: &SchemaMut, key: SchemaKey) -> Option<Box<[DataField]>> {
         if !seen.insert(f.name.as_str()) {
             return None;
         }
-        let t = f.type_;
-        let field = match f.name.as_str() {
+        out.push(field(&f.name, f.type_)?);
+    }
+    Some((out.into(), seen))
+}
+
+fn data_fields(schema: &SchemaMut, key: SchemaKey) -> Option<Box<[DataField]>> {
+    let (fields, seen) = record(schema, key, |name, t| {
+        Some(match name {
             "content" => is_integer(schema, t).then_some(DataField::Content)?,
             "file_path" => is_text(schema, t).then_some(DataField::FilePath)?,
             "file_format" => is_text(schema, t).then_some(DataField::FileFormat)?,
@@ -200,13 +212,12 @@ fn data_fields(schema: &SchemaMut, key: SchemaKey) -> Option<Box<[DataField]>> {
             "content_offset" => DataField::ContentOffset(optional(schema, t, is_integer)?),
             "content_size_in_bytes" => DataField::ContentSize(optional(schema, t, is_integer)?),
             _ => DataField::Skip(skip_of(schema, t, 2)?),
-        };
-        out.push(field);
-    }
+        })
+    })?;
     ["file_path", "file_format", "record_count", "file_size_in_bytes"]
         .iter()
         .all(|n| seen.contains(n))
-        .then(|| out.into())
+        .then_some(fields)
 }
 
 impl EntryProgram {
@@ -214,22 +225,14 @@ impl EntryProgram {
     /// entries are then read through serde).
     #[must_use]
     pub fn compile(schema: &SchemaMut) -> Option<Self> {
-        let Some(RegularType::Record(r)) = node(schema, SchemaKey::root()) else {
-            return None;
-        };
-        let mut seen = std::collections::HashSet::new();
-        let mut fields = Vec::with_capacity(r.fields.len());
-        for f in &r.fields {
-            if !seen.insert(f.name.as_str()) {
-                return None;
-            }
-            fields.push(match f.name.as_str() {
-                "status" => is_integer(schema, f.type_).then_some(EntryField::Status)?,
-                "data_file" => EntryField::DataFile(data_fields(schema, f.type_)?),
-                _ => EntryField::Skip(skip_of(schema, f.type_, 1)?),
-            });
-        }
-        (seen.contains("status") && seen.contains("data_file")).then(|| Self { fields: fields.into() })
+        let (fields, seen) = record(schema, SchemaKey::root(), |name, t| {
+            Some(match name {
+                "status" => is_integer(schema, t).then_some(EntryField::Status)?,
+                "data_file" => EntryField::DataFile(data_fields(schema, t)?),
+                _ => EntryField::Skip(skip_of(schema, t, 1)?),
+            })
+        })?;
+        (seen.contains("status") && seen.contains("data_file")).then_some(Self { fields })
     }
 
     /// Reads one entry from the front of `bytes`, advancing past it.
