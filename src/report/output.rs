@@ -75,9 +75,13 @@ pub fn add_warnings(json: &mut serde_json::Value, warnings: Vec<String>) {
 /// Arrays of at least this many elements at the top of a document are rendered in parallel by [`write_pretty`].
 const PARALLEL_ELEMENTS: usize = 4096;
 
+/// How many elements [`write_pretty`] renders before it writes them: the text held at once stays bounded (a
+/// purge's document of a million receipts is never held rendered whole beside its value).
+const RENDERED_AT_ONCE: usize = 16 * PARALLEL_ELEMENTS;
+
 /// Writes `doc` exactly as `serde_json::to_writer_pretty` does, with the elements of each long array at its top
 /// level (a plan's 100k kept hidden files, a purge's million receipts) rendered on the rayon pool, a run of them at
-/// a time; the text is then written in order. Each value is rendered alone and indented by its depth: a JSON text
+/// a time, and written in order every [`RENDERED_AT_ONCE`] elements. Each value is rendered alone and indented by its depth: a JSON text
 /// has no raw line break but those between its tokens (a string's are escaped), so indenting after each line
 /// break is the pretty printer's own layout.
 ///
@@ -111,20 +115,23 @@ pub fn write_pretty(out: &mut impl std::io::Write, doc: &serde_json::Value) -> s
             Some(elements) => {
                 out.write_all(&buf)?;
                 out.write_all(b"[")?;
-                let runs: Vec<std::io::Result<Vec<u8>>> = elements
-                    .par_chunks(PARALLEL_ELEMENTS / 4)
-                    .enumerate()
-                    .map(|(run, chunk)| {
-                        let mut text = Vec::new();
-                        for (j, e) in chunk.iter().enumerate() {
-                            text.extend_from_slice(if run == 0 && j == 0 { b"\n    " } else { b",\n    " });
-                            pretty(e, 2, &mut text)?;
-                        }
-                        Ok(text)
-                    })
-                    .collect();
-                for run in runs {
-                    out.write_all(&run?)?;
+                for (window, elements) in elements.chunks(RENDERED_AT_ONCE).enumerate() {
+                    let runs: Vec<std::io::Result<Vec<u8>>> = elements
+                        .par_chunks(PARALLEL_ELEMENTS / 4)
+                        .enumerate()
+                        .map(|(run, chunk)| {
+                            let mut text = Vec::new();
+                            for (j, e) in chunk.iter().enumerate() {
+                                let first = window == 0 && run == 0 && j == 0;
+                                text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
+                                pretty(e, 2, &mut text)?;
+                            }
+                            Ok(text)
+                        })
+                        .collect();
+                    for run in runs {
+                        out.write_all(&run?)?;
+                    }
                 }
                 out.write_all(b"\n  ]")?;
             }
@@ -360,7 +367,18 @@ mod tests {
             assert!(ours == theirs, "round {round}: texts differ");
         }
         assert!(parallel > 20, "{parallel} documents took the parallel path");
-        for doc in [json!({}), json!([]), json!({"a": []}), json!("x"), json!(null)] {
+        // Past one window of rendered elements, and ending part-way into the next.
+        let windows: Vec<Value> = (0..super::RENDERED_AT_ONCE + 5)
+            .map(|i| json!({"subject": format!("data/{i}.parquet"), "reasons": ["hidden"]}))
+            .collect();
+        for doc in [
+            json!({}),
+            json!([]),
+            json!({"a": []}),
+            json!("x"),
+            json!(null),
+            json!({"kept": windows, "z": 1}),
+        ] {
             let mut ours = Vec::new();
             super::write_pretty(&mut ours, &doc).unwrap();
             assert_eq!(ours, serde_json::to_vec_pretty(&doc).unwrap());

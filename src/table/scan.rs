@@ -16,11 +16,12 @@
 //! A manifest's entries are read by an [`EntryProgram`] compiled once from the writer's schema (it passes over
 //! column statistics and the other fields a walk does not read by their encoding alone); a manifest list, and a
 //! manifest whose schema does not compile to a program, by `serde_avro_fast` (serde straight from the Avro
-//! bytes, no intermediate values). Whenever the fast path cannot decode an object — a codec it lacks, a schema it does not take, hostile bytes — the iceberg
-//! crate's parser decodes the same bytes and its verdict stands, so errors always come from the reference
-//! parser. Tests walk every fixture table both ways and compare the results object by object, check that the
-//! fast decoder alone reads every real manifest (it is not silently falling back), and decode thousands of
-//! mutated manifests both ways: no panic, and where both decoders accept the bytes they agree.
+//! bytes, no intermediate values). Whenever the fast path cannot decode an object — a codec it lacks, a schema
+//! it does not take, hostile bytes — the iceberg crate's parser decodes the same bytes and its verdict stands,
+//! so errors always come from the reference parser. Tests walk every fixture table both ways and compare the
+//! results object by object, check that the fast decoder alone reads every real manifest (it is not silently
+//! falling back), and decode thousands of mutated manifests both ways: no panic, and where both decoders accept
+//! the bytes they agree.
 
 use foldhash::HashMap;
 use std::sync::Arc;
