@@ -81,7 +81,7 @@ const RENDERED_AT_ONCE: usize = 16 * PARALLEL_ELEMENTS;
 
 /// Writes `doc` exactly as `serde_json::to_writer_pretty` does, with the elements of each long array at its top
 /// level (a plan's 100k kept hidden files, a purge's million receipts) rendered on the rayon pool, a run of them at
-/// a time, and written in order every [`RENDERED_AT_ONCE`] elements. Each value is rendered alone and indented by its depth: a JSON text
+/// a time, and written in order every 65,536 elements. Each value is rendered alone and indented by its depth: a JSON text
 /// has no raw line break but those between its tokens (a string's are escaped), so indenting after each line
 /// break is the pretty printer's own layout.
 ///
