@@ -88,7 +88,7 @@ fn main() -> ExitCode {
             // Buffered: stdout flushes at every newline, and a purge's document lists a million paths.
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             let res = if cli.json {
-                write_json(&mut out, &outcome.json)
+                write_json(&mut out, &outcome)
             } else {
                 write!(out, "{}", outcome.human)
             }
@@ -138,8 +138,8 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 
 /// The JSON document and a newline. An error writing it keeps its I/O kind: a reader that stopped reading (`| head`)
 /// is a broken pipe, not a failure of the command (serde_json wraps it, and wrapping it again as "other" lost it).
-fn write_json(out: &mut impl Write, doc: &serde_json::Value) -> std::io::Result<()> {
-    lakedrill::report::output::write_pretty(&mut *out, doc)?;
+fn write_json(out: &mut impl Write, outcome: &lakedrill::report::output::Outcome) -> std::io::Result<()> {
+    lakedrill::report::output::write_document(&mut *out, &outcome.json, &outcome.deferred)?;
     writeln!(out)
 }
 
@@ -199,12 +199,19 @@ mod tests {
                 Ok(())
             }
         }
-        let doc = serde_json::json!({"candidates": ["a", "b"]});
-        let e = super::write_json(&mut Closed, &doc).unwrap_err();
+        let outcome = lakedrill::report::output::Outcome {
+            verdict: lakedrill::report::output::Verdict::Ok,
+            json: serde_json::json!({"candidates": ["a", "b"]}),
+            human: String::new(),
+            deferred: vec![("kept".into(), std::sync::Arc::new(vec!["c"]))],
+        };
+        let e = super::write_json(&mut Closed, &outcome).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
         let mut ok = Vec::new();
-        super::write_json(&mut ok, &doc).unwrap();
+        super::write_json(&mut ok, &outcome).unwrap();
         assert!(ok.ends_with(b"}\n"));
+        let whole: serde_json::Value = serde_json::from_slice(&ok).unwrap();
+        assert_eq!(whole, serde_json::json!({"candidates": ["a", "b"], "kept": ["c"]}));
     }
 
     #[test]

@@ -171,7 +171,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             table,
             policy,
             baseline,
-        } => plan::plan(ctx, &table.source()?, policy, &baseline.options()).await,
+        } => plan::plan_output(ctx, &table.source()?, policy, &baseline.options(), !cli.json).await,
         Command::Status {
             candidate,
             table,

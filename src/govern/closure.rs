@@ -101,14 +101,15 @@ pub struct Plan {
 }
 
 /// An unreferenced object that is never an orphan candidate, and why: an entry of
-/// [`Plan::kept_unreferenced`], serialized as a [`Difference`] is (`{subject, reasons[]}`).
+/// [`Plan::kept_unreferenced`], serialized as a [`Difference`] is (`{reasons[], subject}`). Its fields are in
+/// sorted order: `plan` writes it straight to text, in the order a JSON object value prints its keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptUnreferenced {
-    /// The object, relative to the table location.
-    pub subject: String,
     /// Why it is never an orphan: the fixed texts of [`never_orphan`], borrowed rather than copied per object
     /// (a Spark table has a hidden `.crc` sidecar beside every file: 100,000 copies of one reason were 19 MB).
     pub reasons: Vec<Cow<'static, str>>,
+    /// The object, relative to the table location.
+    pub subject: String,
 }
 
 /// Whether a path is in some set of paths (one set, or the union of two asked in turn).

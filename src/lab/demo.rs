@@ -957,5 +957,6 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         verdict: if ok { Verdict::Ok } else { Verdict::Findings },
         json: serde_json::Value::Object(json),
         human,
+        deferred: Vec::new(),
     })
 }

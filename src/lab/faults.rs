@@ -250,6 +250,7 @@ pub async fn command(
         },
         json,
         human,
+        deferred: Vec::new(),
     })
 }
 

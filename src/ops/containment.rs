@@ -97,10 +97,42 @@ fn has_extension(name: &str, extension: &str) -> bool {
     name.strip_suffix(extension).is_some_and(|stem| stem.ends_with('.'))
 }
 
-/// Whether a listed path is a table metadata file.
-fn is_metadata_file(path: &str) -> bool {
-    let name = location::file_name(path);
+/// Whether a listed object's name is a table metadata file's.
+fn is_metadata_name(name: &str) -> bool {
     name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz") || name == "version-hint.text"
+}
+
+/// What [`check`] asks of every listed name, found in one pass over a listing (by index into it): the objects
+/// only lakedrill writes, and the table metadata files. `plan` makes it where it sorts the listing, and checks
+/// while the history is still being walked.
+#[derive(Debug, Default)]
+pub struct ListedNames {
+    /// Each object only lakedrill writes: what it is and its index.
+    artefacts: Vec<(&'static str, usize)>,
+    /// The index of each table metadata file (this table's own among them).
+    metadata_files: Vec<usize>,
+}
+
+impl ListedNames {
+    /// The names of `listing` that [`check`] asks about, in one parallel pass.
+    #[must_use]
+    pub fn of(listing: &[ListedObject]) -> Self {
+        let found: Vec<(usize, Option<&'static str>, bool)> = listing
+            .par_iter()
+            .enumerate()
+            .with_min_len(4096)
+            .filter_map(|(i, l)| {
+                let name = location::file_name(&l.path);
+                let artefact = lakedrill_artefact(name);
+                let metadata = is_metadata_name(name);
+                (artefact.is_some() || metadata).then_some((i, artefact, metadata))
+            })
+            .collect();
+        Self {
+            artefacts: found.iter().filter_map(|(i, a, _)| a.map(|a| (a, *i))).collect(),
+            metadata_files: found.iter().filter(|(_, _, m)| *m).map(|(i, _, _)| *i).collect(),
+        }
+    }
 }
 
 /// The folder of a relative path (`""` at the top).
@@ -201,11 +233,11 @@ fn same_lineage(table: &Table, other: &Table) -> bool {
 /// Refuses a table whose location holds lakedrill's own state or another table, or lies inside another
 /// table's location.
 ///
-/// `listing` is the listing of the table root, by path relative to it. Every table of every configured catalog
-/// is compared (its metadata read): one whose location equals this one, lies inside it or around it is named
-/// (Iceberg #17213: a table registered over another's location loses its files to the other's orphan removal,
-/// and expiring snapshots of one deletes files the other references). A SQLite catalog whose file does not
-/// exist holds no table; a catalog that cannot be listed makes the check fail.
+/// `listing` is the listing of the table root, by path relative to it, and `names` [`ListedNames::of`] it. Every
+/// table of every configured catalog is compared (its metadata read): one whose location equals this one, lies
+/// inside it or around it is named (Iceberg #17213: a table registered over another's location loses its files
+/// to the other's orphan removal, and expiring snapshots of one deletes files the other references). A SQLite
+/// catalog whose file does not exist holds no table; a catalog that cannot be listed makes the check fail.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the table location and what it holds, or naming a catalog that cannot be listed.
@@ -214,6 +246,7 @@ pub async fn check(
     storage: &crate::io::store::Storage,
     table: &Table,
     listing: &[ListedObject],
+    names: &ListedNames,
 ) -> Result<()> {
     let root = table.location().root_uri().trim_end_matches('/').to_owned();
     let relative = |uri: &str| -> Option<String> {
@@ -239,13 +272,8 @@ pub async fn check(
             push(format!("{what} {uri}"), &l.path, &mut found);
         }
     }
-    // Two passes over every listed name (200k on a Spark-written table), each in parallel and in order.
-    let artefacts: Vec<(&str, &str)> = listing
-        .par_iter()
-        .with_min_len(4096)
-        .filter_map(|l| lakedrill_artefact(location::file_name(&l.path)).map(|what| (what, l.path.as_str())))
-        .collect();
-    for (what, path) in artefacts {
+    for (what, i) in &names.artefacts {
+        let path = &listing[*i].path;
         push(format!("{what} {root}/{path}"), path, &mut found);
     }
     // This table's own metadata folders: `metadata/`, the current file's and those of the metadata log.
@@ -278,20 +306,18 @@ pub async fn check(
             push(text, &format!("table:{section}.{ident}"), &mut found);
         }
     }
-    let foreign: Vec<&ListedObject> = listing
-        .par_iter()
-        .with_min_len(4096)
-        .filter(|l| is_metadata_file(&l.path) && !own.contains(folder(&l.path)))
-        .collect();
-    {
-        for l in foreign {
-            if !named.contains(folder(&l.path)) && named.insert(folder(&l.path).to_owned()) {
-                push(
-                    format!("another table's metadata {root}/{}", l.path),
-                    &l.path,
-                    &mut found,
-                );
-            }
+    let foreign = names
+        .metadata_files
+        .iter()
+        .map(|i| &listing[*i])
+        .filter(|l| !own.contains(folder(&l.path)));
+    for l in foreign {
+        if !named.contains(folder(&l.path)) && named.insert(folder(&l.path).to_owned()) {
+            push(
+                format!("another table's metadata {root}/{}", l.path),
+                &l.path,
+                &mut found,
+            );
         }
     }
     if found.is_empty() {

@@ -199,7 +199,10 @@ pub fn relative_prefix(table: &Table, p: &str) -> String {
 /// what the planner reads as the store yields it: a 200k-file table is held once, not as the store's records,
 /// then full URIs, then this. On the local filesystem a file's size and time are left unread
 /// ([`ListedObject::TIME_NOT_READ`]) until [`read_needed_times`] reads those the plan asks for.
-async fn list_table(storage: &crate::io::store::Storage, root: &str) -> Result<Vec<ListedObject>> {
+async fn list_table(
+    storage: &crate::io::store::Storage,
+    root: &str,
+) -> Result<(Vec<ListedObject>, crate::ops::containment::ListedNames)> {
     let mut listing = storage
         .list_deferred(root, |rel, stat| {
             let (size, last_modified_ms) = stat.unwrap_or((0, ListedObject::TIME_NOT_READ));
@@ -213,9 +216,11 @@ async fn list_table(storage: &crate::io::store::Storage, root: &str) -> Result<V
     // Paths under one root are distinct, so the in-place sort orders them as the stable one did. Sorted on a
     // blocking thread: `gather` polls the history walk on this task, and 200k paths sorted here (25 ms on a
     // Spark-written table) kept the walk from handing manifests to the decoders meanwhile.
+    // The names the containment check asks about are found there too.
     tokio::task::spawn_blocking(move || {
         listing.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        listing
+        let names = crate::ops::containment::ListedNames::of(&listing);
+        (listing, names)
     })
     .await
     .map_err(|e| Error::Internal(format!("sorting the listing of {root}: {e}")))
@@ -284,10 +289,17 @@ pub async fn gather(
     // Every manifest list and every distinct manifest read once; each manifest's objects shared by every
     // snapshot that lists it (see `SnapshotObjects`). The table folder is listed meanwhile: on a local disk the
     // listing is a stat per file on a blocking thread, which the walk's fetches and decodes need not wait for.
+    // Whether the location holds lakedrill's own state or another table (a widened `location` would list them
+    // as orphans) is checked as soon as it is listed, also while the walk goes on.
     let root = table.location().root_uri().to_owned();
+    let listed = async {
+        let (listing, names) = list_table(&ctx.storage, &root).await?;
+        crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing, &names).await?;
+        Ok::<_, Error>(listing)
+    };
     let (walked, listing) = tokio::join!(
         crate::table::scan::history_explained(table, &ctx.storage, concurrency),
-        list_table(&ctx.storage, &root)
+        listed
     );
     let walked = walked?;
     let mut unreadable = BTreeMap::new();
@@ -357,8 +369,6 @@ pub async fn gather(
         }
     }
     let listing = listing?;
-    // A widened `location` would list lakedrill's own state and other tables as orphans.
-    crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing).await?;
     let mut protections = Protections {
         protected_refs: policy.protected_refs().to_vec(),
         ..Protections::default()
@@ -604,6 +614,22 @@ const KEPT_LINE: &str = "  unreferenced, never an orphan: ";
 /// # Errors
 /// Load, policy, registry and storage errors.
 pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts: &BaselineOptions) -> Result<Outcome> {
+    plan_output(ctx, source, policy_path, opts, true).await?.materialize()
+}
+
+/// [`plan`] as the binary prints it: the kept hidden files (`kept_unreferenced`, 100k on a Spark-written table)
+/// deferred to the writer ([`Outcome::deferred`]), and the text rendered only when `text` (the binary prints
+/// either the text or the JSON document).
+///
+/// # Errors
+/// [`plan`]'s.
+pub async fn plan_output(
+    ctx: &Context,
+    source: &TableSource,
+    policy_path: &Path,
+    opts: &BaselineOptions,
+    text: bool,
+) -> Result<Outcome> {
     let policy = match crate::govern::policy::load(policy_path) {
         Ok(p) => p,
         // A policy whose `table` binding does not parse (a bare name, most often): `plan` has the table, so it
@@ -656,35 +682,28 @@ pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts:
         baseline: b,
         plan: p,
     };
-    // The JSON document and the text at once, and the hidden files' entries (a line per data file on a Spark
-    // table, 100k) in parallel: each was tens of milliseconds of one core.
+    // The JSON document and the text at once; the hidden files' entries (a line per data file on a Spark table,
+    // 100k) are rendered where the document is written.
     let kept = std::mem::take(&mut doc.plan.kept_unreferenced);
-    let serialized = |e: serde_json::Error| Error::Internal(format!("serializing output: {e}"));
-    let ((json, kept_json), human) = rayon::join(
-        || {
-            rayon::join(
-                || serde_json::to_value(&doc),
-                || {
-                    use rayon::prelude::*;
-                    kept.par_iter()
-                        .with_min_len(1024)
-                        .map(serde_json::to_value)
-                        .collect::<std::result::Result<Vec<_>, _>>()
-                },
-            )
-        },
-        || plan_text(&doc, &kept),
+    let (json, human) = rayon::join(
+        || serde_json::to_value(&doc),
+        || if text { plan_text(&doc, &kept) } else { String::new() },
     );
-    let mut json = json.map_err(serialized)?;
-    json["kept_unreferenced"] = serde_json::Value::Array(kept_json.map_err(serialized)?);
     Ok(Outcome {
         verdict: if doc.orphans_put_back.is_empty() {
             Verdict::Ok
         } else {
             Verdict::Findings
         },
-        json,
+        json: {
+            let mut json = json.map_err(|e| Error::Internal(format!("serializing output: {e}")))?;
+            if let Some(m) = json.as_object_mut() {
+                m.remove("kept_unreferenced");
+            }
+            json
+        },
         human,
+        deferred: vec![("kept_unreferenced".to_owned(), std::sync::Arc::new(kept))],
     })
 }
 

@@ -33,10 +33,13 @@ impl Verdict {
 pub struct Outcome {
     /// Exit verdict.
     pub verdict: Verdict,
-    /// The `--json` document.
+    /// The `--json` document; without the keys of [`Outcome::deferred`].
     pub json: serde_json::Value,
     /// Human-readable text.
     pub human: String,
+    /// Long arrays at the top of the document kept as typed elements until it is written ([`Elements`]), by key;
+    /// [`Outcome::materialize`] puts them into `json`. Only the binary's own dispatch leaves any here.
+    pub deferred: Vec<(String, std::sync::Arc<dyn Elements>)>,
 }
 
 impl Outcome {
@@ -47,9 +50,160 @@ impl Outcome {
     pub fn new(verdict: Verdict, value: &impl Serialize, human: String) -> Result<Self> {
         Ok(Self {
             verdict,
-            json: serde_json::to_value(value).map_err(|e| Error::Internal(format!("serializing output: {e}")))?,
+            json: serde_json::to_value(value).map_err(serializing)?,
             human,
+            deferred: Vec::new(),
         })
+    }
+
+    /// The same outcome with every deferred array in `json`.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if an element cannot be serialized, or `json` is not an object.
+    pub fn materialize(mut self) -> Result<Self> {
+        for (key, elements) in std::mem::take(&mut self.deferred) {
+            let values = elements.values().map_err(serializing)?;
+            self.json
+                .as_object_mut()
+                .ok_or_else(|| Error::Internal(format!("output: `{key}` deferred in a document that is no object")))?
+                .insert(key, serde_json::Value::Array(values));
+        }
+        Ok(self)
+    }
+}
+
+/// The error of a document that does not serialize.
+fn serializing(e: serde_json::Error) -> Error {
+    Error::Internal(format!("serializing output: {e}"))
+}
+
+/// The elements of a long array of a command's document ([`Outcome::deferred`]), rendered straight to text when
+/// the document is written: a `serde_json::Value` per element was a map node of 600 bytes each (a plan's 100k
+/// kept hidden files: 65 MB built, then rendered, then dropped). An element must serialize its fields in sorted
+/// order, as a `Value` object prints them (the tests compare both renderings).
+pub trait Elements: Send + Sync + std::fmt::Debug {
+    /// How many elements.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Appends element `i` to `buf` as the pretty printer renders it `depth` levels deep.
+    ///
+    /// # Errors
+    /// What serializing it returns.
+    fn render(&self, i: usize, depth: usize, buf: &mut Vec<u8>) -> serde_json::Result<()>;
+    /// Every element as a `Value`.
+    ///
+    /// # Errors
+    /// What serializing one returns.
+    fn values(&self) -> serde_json::Result<Vec<serde_json::Value>>;
+}
+
+impl<T: Serialize + Send + Sync + std::fmt::Debug> Elements for Vec<T> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn render(&self, i: usize, depth: usize, buf: &mut Vec<u8>) -> serde_json::Result<()> {
+        self[i].serialize(&mut serde_json::Serializer::with_formatter(buf, Indented::at(depth)))
+    }
+
+    fn values(&self) -> serde_json::Result<Vec<serde_json::Value>> {
+        use rayon::prelude::*;
+        self.par_iter().with_min_len(1024).map(serde_json::to_value).collect()
+    }
+}
+
+/// `serde_json`'s pretty layout (two spaces a level) for a value that starts `depth` levels deep: what
+/// `to_writer_pretty` writes for it inside its document.
+#[derive(Debug, Clone, Copy)]
+struct Indented {
+    /// The current level.
+    level: usize,
+    /// Whether the array or object just closed had an element.
+    has_value: bool,
+}
+
+impl Indented {
+    /// The layout of a value `depth` levels deep.
+    fn at(depth: usize) -> Self {
+        Self {
+            level: depth,
+            has_value: false,
+        }
+    }
+
+    /// A line break and the current level's indentation.
+    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W, first: bool) -> std::io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        self.indent(w)
+    }
+
+    /// The current level's indentation.
+    fn indent<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        const SPACES: &[u8] = &[b' '; 64];
+        let mut n = 2 * self.level;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            w.write_all(&SPACES[..k])?;
+            n -= k;
+        }
+        Ok(())
+    }
+
+    /// The end of an array or object: on a line of its own when it had an element.
+    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, bracket: &[u8]) -> std::io::Result<()> {
+        self.level -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            self.indent(w)?;
+        }
+        w.write_all(bracket)
+    }
+}
+
+impl serde_json::ser::Formatter for Indented {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.newline(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.newline(w, first)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _w: &mut W) -> std::io::Result<()> {
+        self.has_value = true;
+        Ok(())
     }
 }
 
@@ -80,66 +234,102 @@ const PARALLEL_ELEMENTS: usize = 4096;
 const RENDERED_AT_ONCE: usize = 16 * PARALLEL_ELEMENTS;
 
 /// Writes `doc` exactly as `serde_json::to_writer_pretty` does, with the elements of each long array at its top
-/// level (a plan's 100k kept hidden files, a purge's million receipts) rendered on the rayon pool, a run of them at
-/// a time, and written in order every 65,536 elements. Each value is rendered alone and indented by its depth: a JSON text
-/// has no raw line break but those between its tokens (a string's are escaped), so indenting after each line
-/// break is the pretty printer's own layout.
+/// level (a purge's million receipts) rendered on the rayon pool, a run of them at a time, and written in order
+/// every 65,536 elements ([`write_document`]).
 ///
 /// # Errors
 /// What writing to `out` returns, with its I/O kind kept (a reader that went away is a broken pipe).
 pub fn write_pretty(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::io::Result<()> {
+    write_document(out, doc, &[])
+}
+
+/// Writes `doc` with the arrays of `deferred` in it at their keys' places ([`Outcome::deferred`]), exactly as
+/// `serde_json::to_writer_pretty` writes the document that has them: each element is rendered where it is
+/// written, in the pretty layout of its depth, and the elements of each long array (those of `deferred`, and
+/// those of `doc`'s top level of at least 4,096) on the rayon pool, a run at a time, written in order every 65,536
+/// elements (the text held at once stays bounded).
+///
+/// # Errors
+/// What writing to `out` returns, with its I/O kind kept; an `InvalidInput` error when `deferred` names a key
+/// that `doc` has, or `doc` is no object and `deferred` is not empty.
+pub fn write_document(
+    out: &mut impl std::io::Write,
+    doc: &serde_json::Value,
+    deferred: &[(String, std::sync::Arc<dyn Elements>)],
+) -> std::io::Result<()> {
     use rayon::prelude::*;
-    let pretty = |v: &serde_json::Value, depth: usize, buf: &mut Vec<u8>| -> std::io::Result<()> {
-        let text = serde_json::to_vec_pretty(v).map_err(std::io::Error::from)?;
-        for (i, line) in text.split(|b| *b == b'\n').enumerate() {
-            if i > 0 {
-                buf.push(b'\n');
-                buf.resize(buf.len() + 2 * depth, b' ');
-            }
-            buf.extend_from_slice(line);
-        }
-        Ok(())
-    };
+    enum Member<'a> {
+        Value(&'a serde_json::Value),
+        Elements(&'a dyn Elements),
+    }
     let long = |v: &serde_json::Value| v.as_array().is_some_and(|a| a.len() >= PARALLEL_ELEMENTS);
-    let Some(map) = doc.as_object().filter(|m| m.values().any(long)) else {
-        return serde_json::to_writer_pretty(out, doc).map_err(std::io::Error::from);
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let map = match doc.as_object() {
+        Some(m) if !deferred.is_empty() || m.values().any(long) => m,
+        _ if deferred.is_empty() => return serde_json::to_writer_pretty(out, doc).map_err(std::io::Error::from),
+        _ => return Err(invalid("deferred arrays for a document that is no object".into())),
+    };
+    let mut members: Vec<(&str, Member<'_>)> = map.iter().map(|(k, v)| (k.as_str(), Member::Value(v))).collect();
+    for (key, elements) in deferred {
+        if map.contains_key(key) {
+            return Err(invalid(format!("the document has `{key}` and it is deferred too")));
+        }
+        members.push((key, Member::Elements(elements.as_ref())));
+    }
+    // A `Value` object's order: its keys sorted.
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let value = |v: &serde_json::Value, depth: usize, buf: &mut Vec<u8>| -> std::io::Result<()> {
+        serde::Serialize::serialize(v, &mut serde_json::Serializer::with_formatter(buf, Indented::at(depth)))
+            .map_err(std::io::Error::from)
     };
     out.write_all(b"{")?;
     let mut buf = Vec::new();
-    for (i, (key, value)) in map.iter().enumerate() {
+    for (i, (key, member)) in members.into_iter().enumerate() {
         buf.clear();
         buf.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
         serde_json::to_writer(&mut buf, key).map_err(std::io::Error::from)?;
         buf.extend_from_slice(b": ");
-        match value.as_array().filter(|_| long(value)) {
-            Some(elements) => {
+        let elements: &(dyn Fn(usize, &mut Vec<u8>) -> std::io::Result<()> + Sync) = &|j, text| match member {
+            Member::Value(v) => match v.as_array().and_then(|a| a.get(j)) {
+                Some(e) => value(e, 2, text),
+                None => Err(invalid(format!("`{key}` has no element {j}"))),
+            },
+            Member::Elements(e) => e.render(j, 2, text).map_err(std::io::Error::from),
+        };
+        let count = match member {
+            Member::Value(v) if !long(v) => {
+                value(v, 1, &mut buf)?;
                 out.write_all(&buf)?;
-                out.write_all(b"[")?;
-                for (window, elements) in elements.chunks(RENDERED_AT_ONCE).enumerate() {
-                    let runs: Vec<std::io::Result<Vec<u8>>> = elements
-                        .par_chunks(PARALLEL_ELEMENTS / 4)
-                        .enumerate()
-                        .map(|(run, chunk)| {
-                            let mut text = Vec::new();
-                            for (j, e) in chunk.iter().enumerate() {
-                                let first = window == 0 && run == 0 && j == 0;
-                                text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-                                pretty(e, 2, &mut text)?;
-                            }
-                            Ok(text)
-                        })
-                        .collect();
-                    for run in runs {
-                        out.write_all(&run?)?;
-                    }
-                }
-                out.write_all(b"\n  ]")?;
+                continue;
             }
-            None => {
-                pretty(value, 1, &mut buf)?;
-                out.write_all(&buf)?;
+            Member::Value(v) => v.as_array().map_or(0, Vec::len),
+            Member::Elements(e) => e.len(),
+        };
+        out.write_all(&buf)?;
+        if count == 0 {
+            out.write_all(b"[]")?;
+            continue;
+        }
+        out.write_all(b"[")?;
+        for window in (0..count).step_by(RENDERED_AT_ONCE) {
+            let runs: Vec<std::io::Result<Vec<u8>>> = (window..count.min(window + RENDERED_AT_ONCE))
+                .step_by(PARALLEL_ELEMENTS / 4)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|run| {
+                    let mut text = Vec::new();
+                    for j in run..count.min(run + PARALLEL_ELEMENTS / 4) {
+                        text.extend_from_slice(if j == 0 { b"\n    " } else { b",\n    " });
+                        elements(j, &mut text)?;
+                    }
+                    Ok(text)
+                })
+                .collect();
+            for run in runs {
+                out.write_all(&run?)?;
             }
         }
+        out.write_all(b"\n  ]")?;
     }
     out.write_all(b"\n}")
 }
@@ -383,5 +573,54 @@ mod tests {
             super::write_pretty(&mut ours, &doc).unwrap();
             assert_eq!(ours, serde_json::to_vec_pretty(&doc).unwrap());
         }
+    }
+
+    /// A document written with arrays deferred as typed elements is, byte for byte, the pretty printer's text of
+    /// the document that has them as values (`materialize`), whatever their length, content and place among the
+    /// keys; a deferred key the document also has, or deferred arrays beside no object, are refused.
+    #[test]
+    fn deferred_elements_are_written_as_their_values() {
+        use std::sync::Arc;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+        for round in 0..40 {
+            let mut doc = serde_json::Map::new();
+            for k in 0..rng.gen_range(0..4) {
+                doc.insert(format!("k{k}"), value(&mut rng, 0));
+            }
+            let lengths = [0, 1, 2, super::PARALLEL_ELEMENTS / 4 + 1, super::RENDERED_AT_ONCE + 3];
+            let kept: Vec<crate::govern::closure::KeptUnreferenced> = (0..lengths[round % lengths.len()])
+                .map(|i| crate::govern::closure::KeptUnreferenced {
+                    reasons: (0..rng.gen_range(0..3))
+                        .map(|r| std::borrow::Cow::Owned(format!("why {r} \"quoted\"\n\u{7}")))
+                        .collect(),
+                    subject: format!("data/{i}/ü.parquet"),
+                })
+                .collect();
+            let values: Vec<Value> = (0..rng.gen_range(0..5)).map(|_| value(&mut rng, 1)).collect();
+            let outcome = super::Outcome {
+                verdict: super::Verdict::Ok,
+                json: Value::Object(doc),
+                human: String::new(),
+                deferred: vec![
+                    (format!("a{round}"), Arc::new(values) as Arc<dyn super::Elements>),
+                    ("kept_unreferenced".into(), Arc::new(kept)),
+                ],
+            };
+            let mut ours = Vec::new();
+            super::write_document(&mut ours, &outcome.json, &outcome.deferred).unwrap();
+            let whole = outcome.materialize().unwrap();
+            assert!(whole.deferred.is_empty());
+            assert!(
+                ours == serde_json::to_vec_pretty(&whole.json).unwrap(),
+                "round {round}: texts differ"
+            );
+        }
+        let twice = vec![("a".to_owned(), Arc::new(vec![1]) as Arc<dyn super::Elements>)];
+        let mut out = Vec::new();
+        let e = super::write_document(&mut out, &json!({"a": 1}), &twice).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("`a`"), "{e}");
+        let e = super::write_document(&mut Vec::new(), &json!([1]), &twice).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     }
 }
