@@ -28,7 +28,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::govern::input::{PlanInput, SnapshotInfo};
-use crate::model::object::distinct_objects;
+use crate::model::object::{distinct_objects, path_set};
 
 /// What plain `expire_snapshots` would remove.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -145,16 +145,16 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
             .flat_map(|v| v.iter().map(String::as_str))
             .collect()
     };
-    let mut after: HashSet<&str> = distinct_objects(
-        input
-            .snapshots
-            .iter()
-            .filter(|s| !gone.contains(&s.snapshot_id))
-            .filter_map(|s| s.objects.as_ref()),
-    )
-    .into_iter()
-    .map(|o| o.path.as_str())
-    .collect();
+    let mut after = path_set(
+        distinct_objects(
+            input
+                .snapshots
+                .iter()
+                .filter(|s| !gone.contains(&s.snapshot_id))
+                .filter_map(|s| s.objects.as_ref()),
+        ),
+        crate::govern::closure::distinct_hint(input),
+    );
     after.extend(stats(
         &mut input
             .snapshots
@@ -185,16 +185,17 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
 /// Every path some snapshot's layers or the metadata's statistics files name: what is never an orphan.
 #[must_use]
 pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
-    distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref()))
-        .into_iter()
-        .map(|o| o.path.as_str())
-        .chain(
-            input
-                .statistics_files
-                .values()
-                .flat_map(|v| v.iter().map(String::as_str)),
-        )
-        .collect()
+    let mut set = path_set(
+        distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())),
+        crate::govern::closure::distinct_hint(input),
+    );
+    set.extend(
+        input
+            .statistics_files
+            .values()
+            .flat_map(|v| v.iter().map(String::as_str)),
+    );
+    set
 }
 
 /// Iceberg's `DeleteOrphanFiles` with this baseline; empty when some snapshot's layers could not be read

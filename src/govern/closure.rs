@@ -34,6 +34,7 @@ pub use crate::govern::input::{
     Baseline, DeletionRight, DeletionRightStatus, DeletionScope, PlanInput, Protections, RefInfo, SnapshotInfo,
     TableDefaults,
 };
+use crate::model::object::path_set;
 pub use crate::model::object::{
     HoldScope, Layer, ListedObject, ManifestObjects, ObjectRef, SnapshotObjects, distinct_objects,
 };
@@ -351,10 +352,10 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         .filter(|s| s.objects.is_none())
         .map(|s| s.snapshot_id)
         .collect();
-    let referenced: HashSet<&str> = distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref()))
-        .into_iter()
-        .map(|o| o.path.as_str())
-        .collect();
+    let referenced = path_set(
+        distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref())),
+        distinct_hint(input),
+    );
     for o in objects {
         let why = if referenced.contains(o.path.as_str()) {
             Some("referenced by a snapshot the table keeps".to_owned())
@@ -415,10 +416,10 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
             unreadable_reason(input, s.snapshot_id)
         ));
     }
-    let closure: HashSet<&str> = distinct_objects(known.iter().filter_map(|s| s.objects.as_ref()))
-        .into_iter()
-        .map(|o| o.path.as_str())
-        .collect();
+    let closure = path_set(
+        distinct_objects(known.iter().filter_map(|s| s.objects.as_ref())),
+        distinct_hint(input),
+    );
     let mut objs = Vec::new();
     for o in objects {
         if closure.contains(o.path.as_str()) {
@@ -697,6 +698,13 @@ fn kept_objects(
     }));
 }
 
+/// How many distinct paths a set of the history's paths is sized for ([`path_set`]): the listing's length (the
+/// table's files, most of them referenced), else a thousand (it grows as it must).
+#[must_use]
+pub fn distinct_hint(input: &PlanInput) -> usize {
+    input.listing.as_ref().map_or(1024, Vec::len)
+}
+
 /// Computes the plan (pure).
 #[must_use]
 #[allow(clippy::too_many_lines)]
@@ -797,10 +805,10 @@ pub fn plan(input: &PlanInput) -> Plan {
         || {
             rayon::join(
                 || -> HashSet<&str> {
-                    distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref()))
-                        .into_iter()
-                        .map(|o| o.path.as_str())
-                        .collect()
+                    path_set(
+                        distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref())),
+                        distinct_hint(input),
+                    )
                 },
                 // Every snapshot retained: the closure is every path the snapshots reference (taken below).
                 || {
