@@ -153,7 +153,7 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
                 .filter(|s| !gone.contains(&s.snapshot_id))
                 .filter_map(|s| s.objects.as_ref()),
         ),
-        crate::govern::closure::distinct_hint(input),
+        input.distinct_paths_hint(),
     );
     after.extend(stats(
         &mut input
@@ -187,7 +187,7 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
 pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
     let mut set = path_set(
         distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())),
-        crate::govern::closure::distinct_hint(input),
+        input.distinct_paths_hint(),
     );
     set.extend(
         input

@@ -354,7 +354,7 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         .collect();
     let referenced = path_set(
         distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref())),
-        distinct_hint(input),
+        input.distinct_paths_hint(),
     );
     for o in objects {
         let why = if referenced.contains(o.path.as_str()) {
@@ -418,7 +418,7 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
     }
     let closure = path_set(
         distinct_objects(known.iter().filter_map(|s| s.objects.as_ref())),
-        distinct_hint(input),
+        input.distinct_paths_hint(),
     );
     let mut objs = Vec::new();
     for o in objects {
@@ -698,13 +698,6 @@ fn kept_objects(
     }));
 }
 
-/// How many distinct paths a set of the history's paths is sized for ([`path_set`]): the listing's length (the
-/// table's files, most of them referenced), else a thousand (it grows as it must).
-#[must_use]
-pub fn distinct_hint(input: &PlanInput) -> usize {
-    input.listing.as_ref().map_or(1024, Vec::len)
-}
-
 /// Computes the plan (pure).
 #[must_use]
 #[allow(clippy::too_many_lines)]
@@ -807,7 +800,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 || -> HashSet<&str> {
                     path_set(
                         distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref())),
-                        distinct_hint(input),
+                        input.distinct_paths_hint(),
                     )
                 },
                 // Every snapshot retained: the closure is every path the snapshots reference (taken below).

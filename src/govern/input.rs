@@ -164,6 +164,16 @@ pub struct PlanInput {
     pub statistics_files: BTreeMap<i64, Vec<String>>,
 }
 
+impl PlanInput {
+    /// How many distinct paths a set of the history's paths is sized for
+    /// ([`crate::model::object::path_set`]): the listing's length (the table's files, most of them referenced),
+    /// else a thousand (the set grows as it must).
+    #[must_use]
+    pub fn distinct_paths_hint(&self) -> usize {
+        self.listing.as_ref().map_or(1024, Vec::len)
+    }
+}
+
 /// The operator's maintenance job, as its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Baseline {
