@@ -146,7 +146,7 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
             .collect()
     };
     let mut after = path_set(
-        distinct_objects(
+        &distinct_objects(
             input
                 .snapshots
                 .iter()
@@ -186,7 +186,7 @@ pub fn plain_expire(input: &PlanInput) -> PlainExpire {
 #[must_use]
 pub fn referenced_paths(input: &PlanInput) -> HashSet<&str> {
     let mut set = path_set(
-        distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())),
+        &distinct_objects(input.snapshots.iter().filter_map(|s| s.objects.as_ref())),
         input.distinct_paths_hint(),
     );
     set.extend(

@@ -353,7 +353,7 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         .map(|s| s.snapshot_id)
         .collect();
     let referenced = path_set(
-        distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref())),
+        &distinct_objects(outside.iter().filter_map(|s| s.objects.as_ref())),
         input.distinct_paths_hint(),
     );
     for o in objects {
@@ -417,7 +417,7 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
         ));
     }
     let closure = path_set(
-        distinct_objects(known.iter().filter_map(|s| s.objects.as_ref())),
+        &distinct_objects(known.iter().filter_map(|s| s.objects.as_ref())),
         input.distinct_paths_hint(),
     );
     let mut objs = Vec::new();
@@ -799,7 +799,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             rayon::join(
                 || -> HashSet<&str> {
                     path_set(
-                        distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref())),
+                        &distinct_objects(retained.iter().filter_map(|id| by_id[id].objects.as_ref())),
                         input.distinct_paths_hint(),
                     )
                 },

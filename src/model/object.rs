@@ -128,12 +128,14 @@ pub fn distinct_objects<'a>(snapshots: impl IntoIterator<Item = &'a SnapshotObje
     out
 }
 
-/// The paths of `objects` as a set sized for `distinct_hint` paths. Collected straight from a history's entries it
-/// is sized for every entry: a Spark-written history repeats each of its 100k files in six merged manifests on
-/// average, and a set sized for 644,500 paths holding 102k is 17 MB spread over the cache instead of 2 MB.
+/// The paths of `objects` as a set sized for at most `distinct_hint` paths. Collected straight from a history's
+/// entries it is sized for every entry: a Spark-written history repeats each of its 100k files in six merged
+/// manifests on average, and a set sized for 644,500 paths holding 102k is 17 MB spread over the cache instead of
+/// 2 MB.
 #[must_use]
-pub fn path_set<'a>(objects: impl IntoIterator<Item = &'a ObjectRef>, distinct_hint: usize) -> HashSet<&'a str> {
-    let mut set = HashSet::with_capacity_and_hasher(distinct_hint, Default::default());
+pub fn path_set<'a>(objects: &[&'a ObjectRef], distinct_hint: usize) -> HashSet<&'a str> {
+    let mut set = HashSet::with_capacity_and_hasher(objects.len().min(distinct_hint), Default::default());
+    // Inserted one by one: `extend` reserves room for every entry first, which is the size this avoids.
     for o in objects {
         set.insert(o.path.as_str());
     }
