@@ -271,7 +271,7 @@ fn plan_args(name: &str) -> Vec<String> {
 async fn bench_history(root: &Path) -> BenchResult<()> {
     let snapshots = env_usize("LAKEDRILL_BENCH_SNAPSHOTS", 1000)?;
     let per = env_usize("LAKEDRILL_BENCH_FILES_PER_SNAPSHOT", 100)?;
-    let python = bench_python();
+    let python = bench_python()?;
     eprintln!("bench: c. writing {snapshots} snapshots x {per} data files");
     // The data files exist, as in a real table: plan lists the table folder for unreferenced files, and a history
     // whose files were only named in the manifests measured 0.4 s where the same table with its files took 2.1 s.
@@ -337,7 +337,7 @@ async fn bench_engines(root: &Path) -> BenchResult<()> {
     let per = env_usize("LAKEDRILL_BENCH_ENGINE_FILES_PER_SNAPSHOT", 100)?;
     // plan and PyIceberg are each timed best of `runs` (a first run after the other tools is slower: caches).
     let runs = env_usize("LAKEDRILL_BENCH_ENGINE_RUNS", 3)?;
-    let python = bench_python();
+    let python = bench_python()?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/engine_histories.py");
     let script = script.display().to_string();
     // Writing them takes long (1,000 x 100: ~11 min with PyIceberg, ~31 min with Spark on 2 cores): histories
@@ -446,13 +446,28 @@ async fn bench_engines(root: &Path) -> BenchResult<()> {
     Ok(())
 }
 
-fn bench_python() -> String {
-    std::env::var("LAKEDRILL_BENCH_PYTHON").unwrap_or_else(|_| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("target/test-venv/bin/python")
-            .display()
-            .to_string()
-    })
+/// The Python with PyIceberg (and Spark, for g) that the bench runs: `LAKEDRILL_BENCH_PYTHON`, else the test
+/// suite's venv; one that is not there is named (a bare "No such file or directory" from the first script was all
+/// a run said before).
+fn bench_python() -> BenchResult<String> {
+    let (python, from) = match std::env::var("LAKEDRILL_BENCH_PYTHON") {
+        Ok(p) => (p, "LAKEDRILL_BENCH_PYTHON"),
+        Err(_) => (
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/test-venv/bin/python")
+                .display()
+                .to_string(),
+            "the test suite's venv",
+        ),
+    };
+    if !Path::new(&python).exists() {
+        return Err(format!(
+            "the bench's Python {python} ({from}) does not exist: run ./scripts/test.sh once (it makes \
+             target/test-venv) or set LAKEDRILL_BENCH_PYTHON to a Python with PyIceberg"
+        )
+        .into());
+    }
+    Ok(python)
 }
 
 /// d: verify of many small objects behind a store adding 20 ms per GET.
@@ -1078,7 +1093,7 @@ async fn purge_candidate(
 }
 
 async fn bench_purge(root: &Path) -> BenchResult<()> {
-    let python = bench_python();
+    let python = bench_python()?;
     let scales: Vec<usize> = std::env::var("LAKEDRILL_BENCH_PURGE_SCALES")
         .unwrap_or_else(|_| "5000,100000".into())
         .split(',')
@@ -1201,7 +1216,7 @@ async fn bench(root: &Path) -> BenchResult<()> {
     }
     if only.is_empty() || only.contains('h') {
         ensure_key(root)?;
-        s3_purge::bench_s3_purge(root, &bench_python()).await?;
+        s3_purge::bench_s3_purge(root, &bench_python()?).await?;
     }
     if only.contains('g') {
         bench_engines(root).await?;
