@@ -152,6 +152,13 @@ impl Indented {
         Ok(())
     }
 
+    /// The start of an array or object, one level deeper.
+    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, bracket: &[u8]) -> std::io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(bracket)
+    }
+
     /// The end of an array or object: on a line of its own when it had an element.
     fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, bracket: &[u8]) -> std::io::Result<()> {
         self.level -= 1;
@@ -165,9 +172,7 @@ impl Indented {
 
 impl serde_json::ser::Formatter for Indented {
     fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level += 1;
-        self.has_value = false;
-        w.write_all(b"[")
+        self.open(w, b"[")
     }
 
     fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
@@ -184,9 +189,7 @@ impl serde_json::ser::Formatter for Indented {
     }
 
     fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level += 1;
-        self.has_value = false;
-        w.write_all(b"{")
+        self.open(w, b"{")
     }
 
     fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
@@ -226,10 +229,10 @@ pub fn add_warnings(json: &mut serde_json::Value, warnings: Vec<String>) {
     }
 }
 
-/// Arrays of at least this many elements at the top of a document are rendered in parallel by [`write_pretty`].
+/// Arrays of at least this many elements at the top of a document are rendered in parallel by [`write_document`].
 const PARALLEL_ELEMENTS: usize = 4096;
 
-/// How many elements [`write_pretty`] renders before it writes them: the text held at once stays bounded (a
+/// How many elements [`write_document`] renders before it writes them: the text held at once stays bounded (a
 /// purge's document of a million receipts is never held rendered whole beside its value).
 const RENDERED_AT_ONCE: usize = 16 * PARALLEL_ELEMENTS;
 
