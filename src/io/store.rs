@@ -126,8 +126,9 @@ pub struct Storage {
 pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
 
 /// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
-/// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS`). Used by
-/// the crash, DELETE_UNKNOWN and hold-during-purge tests and the purge benchmark's kills.
+/// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
+/// catalog-commit-delay-ms=MS,protection-delay-ms=MS`). Used by the crash, DELETE_UNKNOWN, hold-during-purge and
+/// protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
     /// Every K-th delete fails with an injected 503 before it is sent.
@@ -144,6 +145,21 @@ pub struct Failpoints {
     /// The process aborts right after purge batch K recorded its intents (committed and sealed), before any of
     /// its delete requests is sent.
     pub abort_after_intent: Option<u64>,
+    /// The purge waits this many milliseconds before each try of its catalog commit (a slow catalog: a lease or
+    /// hold can land between the acceptance and the commit).
+    pub catalog_commit_delay_ms: Option<u64>,
+    /// `lease add`, `hold set` and `checkpoint add` wait this many milliseconds between reading the table and
+    /// writing the registry (a purge can commit in between).
+    pub protection_delay_ms: Option<u64>,
+}
+
+/// Where a `*-delay-ms` failpoint of [`Failpoints`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayPoint {
+    /// Before each try of the purge's catalog commit.
+    CatalogCommit,
+    /// Between a protection's table read and its registry write.
+    Protection,
 }
 
 impl Failpoints {
@@ -164,6 +180,8 @@ impl Failpoints {
                 "delay-ms" => f.delay_ms = v,
                 "abort-at-batch" => f.abort_at_batch = v,
                 "abort-after-intent" => f.abort_after_intent = v,
+                "catalog-commit-delay-ms" => f.catalog_commit_delay_ms = v,
+                "protection-delay-ms" => f.protection_delay_ms = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }
@@ -284,6 +302,18 @@ impl Storage {
         if at == Some(batch) {
             eprintln!("lakedrill: failpoint {point}={batch}: aborting the process");
             std::process::abort();
+        }
+    }
+
+    /// The `*-delay-ms` failpoints of `LAKEDRILL_FAILPOINTS` (test-only): waits at `point` for as long as its
+    /// failpoint says (not at all without one).
+    pub async fn failpoint_delay(&self, point: DelayPoint) {
+        let ms = match point {
+            DelayPoint::CatalogCommit => self.failpoints.catalog_commit_delay_ms,
+            DelayPoint::Protection => self.failpoints.protection_delay_ms,
+        };
+        if let Some(ms) = ms {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
     }
 

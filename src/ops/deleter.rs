@@ -47,6 +47,7 @@ use crate::evidence::keys::{SigningKey, TrustStore};
 use crate::evidence::{self, Subject};
 use crate::govern::closure::ObjectRef;
 use crate::govern::policy::{ObjectVersioning, Policy};
+use crate::io::store::DelayPoint;
 use crate::io::store::s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
 use crate::model::location;
 use crate::ops::context::Context;
@@ -1311,8 +1312,10 @@ async fn execute(
             if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
                 && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
             {
-                let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
+                // The stamp is read before what the rebase judges: a lease or hold that lands after it moves the
+                // stamp's counters, and the check before the commit below sees it.
                 let current = crate::ops::plan::world_stamp(&table, policy, reg, Some(&tag_prefix)).await?;
+                let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
                 let plan = crate::govern::closure::plan(&input);
                 let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
                 let nothing_done = reg
@@ -1375,10 +1378,42 @@ async fn execute(
             }
             b = b.remove_snapshots(&present);
             let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
-            match cat
+            // The commit is made inside the registry's write lock, after checking there that nothing came to
+            // protect the candidate since the world it was accepted (or last rebased) in: a lease or hold on one
+            // of its snapshots, the candidate moved to PROTECTED, the deleter stopped, the stage changed. A lease
+            // or hold written before the lock is seen here and the snapshots stay in the table; one written after
+            // it finds them gone when it reads the table again (`lease add`, `hold set`).
+            ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
+            let accepted = PurgeBaseline {
+                table_uuid: rec.table_uuid.clone(),
+                run_id: run_id.to_owned(),
+                hold_generation: rec.stamp.hold_generation,
+                lease_watermark: rec.stamp.lease_watermark,
+            };
+            let lock = match reg.purge_batch(candidate_id, &accepted, ctx.now()).await? {
+                Ok(lock) => lock,
+                Err(halted) => {
+                    return finish(
+                        ctx,
+                        reg,
+                        candidate_id,
+                        key,
+                        &dir,
+                        halted
+                            .into_iter()
+                            .map(|h| format!("before the catalog commit (the snapshots stay in the table): {h}"))
+                            .collect(),
+                        policy.evidence_retention(),
+                        None,
+                    )
+                    .await;
+                }
+            };
+            let committed = cat
                 .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
-                .await
-            {
+                .await;
+            lock.commit().await?;
+            match committed {
                 Ok(_) => break table,
                 Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
                 Err(e @ Error::Corrupt { .. }) => {
@@ -2155,6 +2190,19 @@ async fn finish(
     }
     let unknown = by.get("DELETE_UNKNOWN").map_or(0, Vec::len);
     let all_verified = verified.len() == total;
+    // Objects neither deleted nor uncertain, with no halt named: the candidate went to PROTECTED (a lease or hold
+    // that covers it) before this run had anything left to delete. The run halted on it: it is no
+    // DELETE_UNKNOWN (nothing is uncertain) and no VERIFIED.
+    let mut halted = halted;
+    if halted.is_empty() && !all_verified && unknown == 0 {
+        let states: Vec<String> = by.iter().map(|(s, p)| format!("{} {s}", p.len())).collect();
+        halted.push(format!(
+            "candidate {candidate_id} is {rec_state}: {} of its {total} objects are kept ({}), nothing was left to \
+             delete",
+            total - verified.len(),
+            states.join(", ")
+        ));
+    }
     let now = ctx.now();
     let target = if all_verified {
         Some(State::Verified)

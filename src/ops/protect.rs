@@ -10,6 +10,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 
 use crate::error::{Error, Result};
+use crate::io::store::DelayPoint;
 use crate::ops::context::Context;
 use crate::ops::plan::*;
 use crate::registry::{HoldScope, NewLease, Registry, State};
@@ -118,6 +119,7 @@ pub async fn lease_add(
             ),
         ));
     }
+    ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
     let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
@@ -141,6 +143,23 @@ pub async fn lease_add(
         now,
     )
     .await?;
+    // A purge may have taken the snapshot out of the table between the read above and the lease (its catalog
+    // commit checks the leases inside the registry's write lock first: a lease written before that is seen
+    // there). A lease granted here would promise a snapshot no reader can open: it is released again and the
+    // grant refused. What the lease sent to PROTECTED stays there: its files are kept.
+    if left_table(ctx, source, snapshot_id).await? {
+        reg.lease_release(&lease.lease_id, ctx.now()).await?;
+        return Err(Error::invalid(
+            format!("snapshot {snapshot_id}"),
+            format!(
+                "does not exist in table {} any more: it left the table's metadata while lease {} was being granted \
+                 (a purge or expire committed meanwhile); the lease was released{}",
+                table.name(),
+                lease.lease_id,
+                kept_note(&protected)
+            ),
+        ));
+    }
     let human = format!(
         "lease {} on snapshot {snapshot_id} until {}\n",
         lease.lease_id,
@@ -163,18 +182,33 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
     if let HoldScope::Snapshot(id) = scope {
         table.snapshot(id)?;
     }
+    ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
     let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
     let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
     let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
-    let human = format!(
+    let mut human = format!(
         "hold {} ({}) at hold generation {}\n",
         hold.hold_id, hold.scope, hold.hold_generation
     );
+    // A legal hold is kept even when its snapshot left the table meanwhile (a purge committed between the read
+    // above and the hold): it holds the snapshot's files, and the output says the snapshot must come back from
+    // its bundle to be read.
+    let left = match scope {
+        HoldScope::Snapshot(id) => left_table(ctx, source, id).await?,
+        _ => false,
+    };
+    if left {
+        human.push_str(&format!(
+            "warning: the snapshot left the table's metadata while the hold was being set (a purge or expire \
+             committed meanwhile); the hold keeps its files{}; `lakedrill set-current --from-bundle` brings it back\n",
+            kept_note(&protected)
+        ));
+    }
     Outcome::new(
         Verdict::Ok,
-        &serde_json::json!({"hold_id": hold.hold_id, "hold_generation": hold.hold_generation, "hold": hold, "protected_candidates": protected}),
+        &serde_json::json!({"hold_id": hold.hold_id, "hold_generation": hold.hold_generation, "hold": hold, "protected_candidates": protected, "snapshot_left_table": left}),
         human,
     )
 }
@@ -196,6 +230,7 @@ pub async fn checkpoint_add(
             .ok_or_else(|| Error::invalid("--at", "out of range"))?,
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
+    ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
     let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
@@ -208,14 +243,24 @@ pub async fn checkpoint_add(
         now,
     )
     .await?;
-    let human = format!(
+    let mut human = format!(
         "checkpoint {} on snapshot {snapshot_id} at {}\n",
         cp.checkpoint_id,
         cp.at.to_rfc3339()
     );
+    // As a hold: the checkpoint is kept (its snapshot's files with it) when the snapshot left the table meanwhile.
+    let left = left_table(ctx, source, snapshot_id).await?;
+    if left {
+        human.push_str(&format!(
+            "warning: the snapshot left the table's metadata while the checkpoint was being added (a purge or expire \
+             committed meanwhile); the checkpoint keeps its files{}; `lakedrill set-current --from-bundle` brings it \
+             back\n",
+            kept_note(&protected)
+        ));
+    }
     Outcome::new(
         Verdict::Ok,
-        &serde_json::json!({"checkpoint_id": cp.checkpoint_id, "checkpoint": cp, "protected_candidates": protected}),
+        &serde_json::json!({"checkpoint_id": cp.checkpoint_id, "checkpoint": cp, "protected_candidates": protected, "snapshot_left_table": left}),
         human,
     )
 }
@@ -331,4 +376,27 @@ pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
     }
     .map_err(|e| Error::Internal(e.to_string()))?;
     Outcome::new(Verdict::Ok, &v, format!("{what} {id} ended\n"))
+}
+
+/// Whether `snapshot_id` is no longer in the table, read again (through its catalog) after a protection was
+/// written: a purge's catalog commit that landed between a protection's first read and its registry write.
+async fn left_table(ctx: &Context, source: &TableSource, snapshot_id: i64) -> Result<bool> {
+    Ok(ctx
+        .table(source)
+        .await?
+        .metadata()
+        .snapshot_by_id(snapshot_id)
+        .is_none())
+}
+
+/// `"; candidates C1, C2 are PROTECTED (their files are kept)"` for the candidates a protection moved, or nothing.
+fn kept_note(protected: &[String]) -> String {
+    if protected.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; candidate(s) {} are PROTECTED (their files are kept)",
+            protected.join(", ")
+        )
+    }
 }

@@ -836,12 +836,15 @@ impl Registry {
                 }
             }
             if leases.counter != base.lease_watermark {
-                let leased: Vec<i64> =
-                    sqlx::query_scalar("SELECT snapshot_id FROM leases WHERE table_uuid = $1 AND released_at IS NULL")
-                        .bind(&base.table_uuid)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(query(OP))?;
+                // Active leases: not released and not yet expired (an expired lease protects nothing, as in plan).
+                let leased: Vec<i64> = sqlx::query_scalar(
+                    "SELECT snapshot_id FROM leases WHERE table_uuid = $1 AND released_at IS NULL AND expires_at > $2",
+                )
+                .bind(&base.table_uuid)
+                .bind(fmt_time(now))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query(OP))?;
                 let covering: Vec<i64> = leased.into_iter().filter(|s| ids.contains(s)).collect();
                 if !covering.is_empty() {
                     halt.push(format!(

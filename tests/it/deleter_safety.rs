@@ -484,3 +484,206 @@ fn a_purge_killed_between_batches_and_inside_one_resumes_without_a_lost_receipt_
         ))
     );
 }
+
+/// Starts lakedrill on the fixture's table in its own process with `LAKEDRILL_FAILPOINTS=spec`, its output piped.
+#[allow(clippy::zombie_processes)] // the child is returned: every caller waits for it (`wait_with_output`)
+fn spawn_with_failpoints(g: &Gov, spec: &str, args: &[&str]) -> std::process::Child {
+    let mut a = args.to_vec();
+    a.extend(T);
+    Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&a)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", spec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 60 s) until the registry has candidate `id` in `state`.
+fn wait_for_state(g: &Gov, id: &str, state: &str) {
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let sql = format!("SELECT state FROM candidates WHERE candidate_id = '{id}'");
+    let started = std::time::Instant::now();
+    while sql_text(&registry, &sql).as_deref() != Some(state) {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "candidate {id} did not reach {state} in 60 s (it is {:?})",
+            sql_text(&registry, &sql)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The fixture table's snapshot ids now.
+fn table_snapshots(g: &Gov) -> Vec<i64> {
+    g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["snapshot_id"].as_i64().unwrap())
+        .collect()
+}
+
+/// Runs to the end and returns (exit code, stdout as JSON, stderr).
+fn finished(child: std::process::Child) -> (Option<i32>, Value, String) {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (out.status.code(), v, stderr)
+}
+
+// The soak found it: a lease granted after the purge's acceptance and before its catalog commit went unseen by the
+// commit, which took the leased snapshot out of the table (its files were kept, PROTECTED, but no reader could
+// open it through the catalog).
+#[test]
+fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_snapshots_in_the_table() {
+    for kind in ["lease", "hold"] {
+        let g = Gov::new("");
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap().to_owned();
+        let ids: Vec<i64> = c["snapshot_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_i64().unwrap())
+            .collect();
+        let sid = ids[0].to_string();
+        // The purge is accepted, then waits 6 s before its catalog commit (a slow catalog).
+        let purge = spawn_with_failpoints(&g, "catalog-commit-delay-ms=6000", &g.purge_args(&id, Some(&ev)));
+        wait_for_state(&g, &id, "DELETE_APPROVED");
+        let policy = g.policy.to_str().unwrap();
+        let protection = if kind == "lease" {
+            g.on_table(&[
+                "--json",
+                "lease",
+                "add",
+                "--policy",
+                policy,
+                "--snapshot-id",
+                &sid,
+                "--purpose",
+                "late reader",
+                "--owner",
+                "ml",
+                "--expires-in",
+                "1h",
+            ])
+        } else {
+            g.on_table(&[
+                "--json",
+                "hold",
+                "set",
+                "--scope",
+                &format!("snapshot:{sid}"),
+                "--reason",
+                "late hold",
+            ])
+        };
+        let p = protection.expect_code(0).json();
+        let protection_id = p[if kind == "lease" { "lease_id" } else { "hold_id" }]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(p["protected_candidates"][0], id.as_str(), "{kind}: {p}");
+        if kind == "hold" {
+            assert_eq!(p["snapshot_left_table"], false, "{p}");
+        }
+        let (code, out, stderr) = finished(purge);
+        assert_eq!(code, Some(1), "{kind}: HALTED is exit 1: {out}\n{stderr}");
+        assert_eq!(out["status"], "HALTED", "{kind}: {out}");
+        let reasons = out["reasons"].to_string();
+        assert!(
+            reasons.contains("before the catalog commit")
+                && (reasons.contains(&protection_id) || reasons.contains(&sid)),
+            "{kind}: the halt says it came before the commit and names the {kind} or its snapshot: {out}"
+        );
+        // The snapshots are still in the table, every file is there, and the candidate is PROTECTED.
+        let now = table_snapshots(&g);
+        assert!(
+            ids.iter().all(|s| now.contains(s)),
+            "{kind}: {ids:?} are all still in {now:?}"
+        );
+        g.assert_all_present(&c);
+        assert!(
+            out["objects"].get("VERIFIED").is_none(),
+            "{kind}: nothing was deleted: {out}"
+        );
+        let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+        assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{kind}: {st}");
+    }
+}
+
+// The other order: the protection read the table before the purge's catalog commit and writes the registry after
+// it. A lease would promise a snapshot no reader can open: it is refused (exit 2, "does not exist") and released;
+// a hold is kept (it holds the files) and says the snapshot left the table.
+#[test]
+fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_it_is_told_the_snapshot_left() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let spec = "protection-delay-ms=15000";
+    let sid_text = sid.to_string();
+    let lease = spawn_with_failpoints(
+        &g,
+        spec,
+        &[
+            "--json",
+            "lease",
+            "add",
+            "--policy",
+            &policy,
+            "--snapshot-id",
+            &sid_text,
+            "--purpose",
+            "late reader",
+            "--owner",
+            "ml",
+            "--expires-in",
+            "1h",
+        ],
+    );
+    let scope = format!("snapshot:{sid}");
+    let mut hold = spawn_with_failpoints(
+        &g,
+        spec,
+        &["--json", "hold", "set", "--scope", &scope, "--reason", "late hold"],
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3)); // both have read the table (the snapshot is there)
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert!(
+        hold.try_wait().unwrap().is_none(),
+        "the hold was still waiting to write the registry when the purge ended (else this test shows nothing)"
+    );
+    assert!(
+        !table_snapshots(&g).contains(&sid),
+        "the purge took {sid} out of the table"
+    );
+
+    let (code, out, stderr) = finished(lease);
+    assert_eq!(code, Some(2), "the lease is refused: {out}\n{stderr}");
+    let err = out["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains(&format!("snapshot {sid}")) && err.contains("does not exist") && err.contains("was released"),
+        "the refusal names the snapshot and says the lease was released: {out}"
+    );
+    let leases = g.on_table(&["--json", "lease", "list"]).expect_code(0).json();
+    assert!(
+        leases["leases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["active"] == false),
+        "no active lease is left: {leases}"
+    );
+
+    let (code, out, stderr) = finished(hold);
+    assert_eq!(code, Some(0), "the hold is kept: {out}\n{stderr}");
+    assert_eq!(out["snapshot_left_table"], true, "{out}");
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert!(holds.to_string().contains(out["hold_id"].as_str().unwrap()), "{holds}");
+}

@@ -191,7 +191,14 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
                     l.gone += 1;
                     continue;
                 }
-                let id = r.expect_code(0).json()["hold_id"].as_str().unwrap().to_owned();
+                let set = r.expect_code(0).json();
+                // A purge took the snapshot out of the table between the hold's read and its write: the hold keeps
+                // its files, but the snapshot is no longer in the table to read (the output says so).
+                if set["snapshot_left_table"] == true {
+                    l.gone += 1;
+                    continue;
+                }
+                let id = set["hold_id"].as_str().unwrap().to_owned();
                 l.holds_set += 1;
                 l.protections.push(Protection {
                     kind: "hold",
