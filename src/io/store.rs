@@ -306,14 +306,19 @@ impl Storage {
     }
 
     /// The `*-delay-ms` failpoints of `LAKEDRILL_FAILPOINTS` (test-only): waits at `point` for as long as its
-    /// failpoint says (not at all without one).
+    /// failpoint says (not at all without one), or until the file `LAKEDRILL_FAILPOINT_RELEASE` names exists. It
+    /// says on stderr that it waits, so that a test knows the process got there.
     pub async fn failpoint_delay(&self, point: DelayPoint) {
-        let ms = match point {
-            DelayPoint::CatalogCommit => self.failpoints.catalog_commit_delay_ms,
-            DelayPoint::Protection => self.failpoints.protection_delay_ms,
+        let (name, ms) = match point {
+            DelayPoint::CatalogCommit => ("catalog-commit-delay-ms", self.failpoints.catalog_commit_delay_ms),
+            DelayPoint::Protection => ("protection-delay-ms", self.failpoints.protection_delay_ms),
         };
-        if let Some(ms) = ms {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        let Some(ms) = ms else { return };
+        eprintln!("lakedrill: failpoint {name}={ms}: waiting");
+        let release = std::env::var_os("LAKEDRILL_FAILPOINT_RELEASE").map(std::path::PathBuf::from);
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        while std::time::Instant::now() < until && !release.as_ref().is_some_and(|p| p.exists()) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 

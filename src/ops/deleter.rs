@@ -2197,8 +2197,8 @@ async fn finish(
     if halted.is_empty() && !all_verified && unknown == 0 {
         let states: Vec<String> = by.iter().map(|(s, p)| format!("{} {s}", p.len())).collect();
         halted.push(format!(
-            "candidate {candidate_id} is {rec_state}: {} of its {total} objects are kept ({}), nothing was left to \
-             delete",
+            "candidate {candidate_id} is {rec_state}: {} of its {total} objects were not deleted and none is \
+             uncertain ({})",
             total - verified.len(),
             states.join(", ")
         ));

@@ -135,6 +135,22 @@ pub async fn lease_add(
             now,
         )
         .await?;
+    // A purge may have taken the snapshot out of the table between the read above and the lease (its catalog
+    // commit checks the leases inside the registry's write lock first: a lease written before that is seen
+    // there). A lease granted here would promise a snapshot no reader can open: it is released again and the
+    // grant refused, before it sends any candidate to PROTECTED (the purge that removed the snapshot goes on).
+    if left_table(ctx, source, snapshot_id).await? {
+        reg.lease_release(&lease.lease_id, ctx.now()).await?;
+        return Err(Error::invalid(
+            format!("snapshot {snapshot_id}"),
+            format!(
+                "does not exist in table {} any more: it left the table's metadata while lease {} was being granted \
+                 (a purge or expire committed meanwhile); the lease was released",
+                table.name(),
+                lease.lease_id,
+            ),
+        ));
+    }
     let protected = protect_covered(
         &reg,
         &uuid,
@@ -143,23 +159,6 @@ pub async fn lease_add(
         now,
     )
     .await?;
-    // A purge may have taken the snapshot out of the table between the read above and the lease (its catalog
-    // commit checks the leases inside the registry's write lock first: a lease written before that is seen
-    // there). A lease granted here would promise a snapshot no reader can open: it is released again and the
-    // grant refused. What the lease sent to PROTECTED stays there: its files are kept.
-    if left_table(ctx, source, snapshot_id).await? {
-        reg.lease_release(&lease.lease_id, ctx.now()).await?;
-        return Err(Error::invalid(
-            format!("snapshot {snapshot_id}"),
-            format!(
-                "does not exist in table {} any more: it left the table's metadata while lease {} was being granted \
-                 (a purge or expire committed meanwhile); the lease was released{}",
-                table.name(),
-                lease.lease_id,
-                kept_note(&protected)
-            ),
-        ));
-    }
     let human = format!(
         "lease {} on snapshot {snapshot_id} until {}\n",
         lease.lease_id,

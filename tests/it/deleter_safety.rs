@@ -485,33 +485,75 @@ fn a_purge_killed_between_batches_and_inside_one_resumes_without_a_lost_receipt_
     );
 }
 
-/// Starts lakedrill on the fixture's table in its own process with `LAKEDRILL_FAILPOINTS=spec`, its output piped.
-#[allow(clippy::zombie_processes)] // the child is returned: every caller waits for it (`wait_with_output`)
-fn spawn_with_failpoints(g: &Gov, spec: &str, args: &[&str]) -> std::process::Child {
-    let mut a = args.to_vec();
-    a.extend(T);
-    Command::new(env!("CARGO_BIN_EXE_lakedrill"))
-        .args(&a)
-        .current_dir(&g.dir)
-        .env("LAKEDRILL_FAILPOINTS", spec)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// A lakedrill process on the fixture's table with `LAKEDRILL_FAILPOINTS=spec`, its stderr read on a thread of its
+/// own, and the release file of its `*-delay-ms` failpoint (`LAKEDRILL_FAILPOINT_RELEASE`).
+struct Paused {
+    child: std::process::Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    seen: String,
+    release: std::path::PathBuf,
 }
 
-/// Waits (at most 60 s) until the registry has candidate `id` in `state`.
-fn wait_for_state(g: &Gov, id: &str, state: &str) {
-    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
-    let sql = format!("SELECT state FROM candidates WHERE candidate_id = '{id}'");
-    let started = std::time::Instant::now();
-    while sql_text(&registry, &sql).as_deref() != Some(state) {
-        assert!(
-            started.elapsed().as_secs() < 60,
-            "candidate {id} did not reach {state} in 60 s (it is {:?})",
-            sql_text(&registry, &sql)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+impl Paused {
+    /// Starts `args` on the fixture's table; `release` ends its failpoint's wait once it exists.
+    fn start(g: &Gov, spec: &str, release: &Path, args: &[&str]) -> Paused {
+        let mut a = args.to_vec();
+        a.extend(T);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+            .args(&a)
+            .current_dir(&g.dir)
+            .env("LAKEDRILL_FAILPOINTS", spec)
+            .env("LAKEDRILL_FAILPOINT_RELEASE", release)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, stderr) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Paused {
+            child,
+            stderr,
+            seen: String::new(),
+            release: release.to_owned(),
+        }
+    }
+
+    /// Waits (at most 120 s) until the process says its failpoint waits.
+    fn wait_until_paused(&mut self) {
+        let started = std::time::Instant::now();
+        while !self.seen.contains(": waiting") {
+            match self.stderr.recv_timeout(std::time::Duration::from_secs(1)) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the process ended before its failpoint:\n{}", self.seen)
+                }
+            }
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "no failpoint in 120 s:\n{}",
+                self.seen
+            );
+        }
+    }
+
+    /// Ends the wait (the release file) and returns (exit code, stdout as JSON, stderr).
+    fn finish(mut self) -> (Option<i32>, Value, String) {
+        std::fs::write(&self.release, b"go").unwrap();
+        let out = self.child.wait_with_output().unwrap();
+        self.seen.extend(self.stderr.iter().map(|l| l + "\n"));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", self.seen));
+        (out.status.code(), v, self.seen)
     }
 }
 
@@ -523,15 +565,6 @@ fn table_snapshots(g: &Gov) -> Vec<i64> {
         .iter()
         .map(|s| s["snapshot_id"].as_i64().unwrap())
         .collect()
-}
-
-/// Runs to the end and returns (exit code, stdout as JSON, stderr).
-fn finished(child: std::process::Child) -> (Option<i32>, Value, String) {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    (out.status.code(), v, stderr)
 }
 
 // The soak found it: a lease granted after the purge's acceptance and before its catalog commit went unseen by the
@@ -550,9 +583,14 @@ fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_s
             .map(|s| s.as_i64().unwrap())
             .collect();
         let sid = ids[0].to_string();
-        // The purge is accepted, then waits 6 s before its catalog commit (a slow catalog).
-        let purge = spawn_with_failpoints(&g, "catalog-commit-delay-ms=6000", &g.purge_args(&id, Some(&ev)));
-        wait_for_state(&g, &id, "DELETE_APPROVED");
+        // The purge is accepted, then waits before its catalog commit (a slow catalog) until released.
+        let mut purge = Paused::start(
+            &g,
+            "catalog-commit-delay-ms=120000",
+            &g.dir.join("go"),
+            &g.purge_args(&id, Some(&ev)),
+        );
+        purge.wait_until_paused();
         let policy = g.policy.to_str().unwrap();
         let protection = if kind == "lease" {
             g.on_table(&[
@@ -590,7 +628,7 @@ fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_s
         if kind == "hold" {
             assert_eq!(p["snapshot_left_table"], false, "{p}");
         }
-        let (code, out, stderr) = finished(purge);
+        let (code, out, stderr) = purge.finish();
         assert_eq!(code, Some(1), "{kind}: HALTED is exit 1: {out}\n{stderr}");
         assert_eq!(out["status"], "HALTED", "{kind}: {out}");
         let reasons = out["reasons"].to_string();
@@ -625,11 +663,12 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     let sid = c["snapshot_ids"][0].as_i64().unwrap();
     let policy = g.policy.to_str().unwrap().to_owned();
-    let spec = "protection-delay-ms=15000";
+    let (spec, go) = ("protection-delay-ms=120000", g.dir.join("go"));
     let sid_text = sid.to_string();
-    let lease = spawn_with_failpoints(
+    let mut lease = Paused::start(
         &g,
         spec,
+        &go,
         &[
             "--json",
             "lease",
@@ -647,24 +686,23 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
         ],
     );
     let scope = format!("snapshot:{sid}");
-    let mut hold = spawn_with_failpoints(
+    let mut hold = Paused::start(
         &g,
         spec,
+        &go,
         &["--json", "hold", "set", "--scope", &scope, "--reason", "late hold"],
     );
-    std::thread::sleep(std::time::Duration::from_secs(3)); // both have read the table (the snapshot is there)
+    // Both have read the table (the snapshot is there) and wait before their registry write.
+    lease.wait_until_paused();
+    hold.wait_until_paused();
     let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
     assert_eq!(p["status"], "VERIFIED", "{p}");
-    assert!(
-        hold.try_wait().unwrap().is_none(),
-        "the hold was still waiting to write the registry when the purge ended (else this test shows nothing)"
-    );
     assert!(
         !table_snapshots(&g).contains(&sid),
         "the purge took {sid} out of the table"
     );
 
-    let (code, out, stderr) = finished(lease);
+    let (code, out, stderr) = lease.finish();
     assert_eq!(code, Some(2), "the lease is refused: {out}\n{stderr}");
     let err = out["error"].as_str().unwrap_or_default();
     assert!(
@@ -681,7 +719,7 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
         "no active lease is left: {leases}"
     );
 
-    let (code, out, stderr) = finished(hold);
+    let (code, out, stderr) = hold.finish();
     assert_eq!(code, Some(0), "the hold is kept: {out}\n{stderr}");
     assert_eq!(out["snapshot_left_table"], true, "{out}");
     let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
