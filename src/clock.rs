@@ -80,6 +80,19 @@ pub fn parse_duration(s: &str) -> Result<chrono::Duration, String> {
     duration.ok_or_else(|| bad("is too large"))
 }
 
+/// Writes a duration in the syntax [`parse_duration`] reads, in the largest unit that holds it whole (`30d`,
+/// `36h`, `90m`, `1s`); below a second, `0s`.
+#[must_use]
+pub fn format_duration(d: chrono::Duration) -> String {
+    let s = d.num_seconds();
+    match s {
+        s if s != 0 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s != 0 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s != 0 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -92,6 +105,15 @@ mod tests {
         assert!(parse_duration("30").is_err());
         assert!(parse_duration("d").is_err());
         assert!(parse_duration("3w").is_err());
+    }
+
+    #[test]
+    fn formatted_durations_read_back() {
+        for text in ["30d", "36h", "90m", "1s", "0s", "7d", "25h", "61m", "3601s"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+        assert_eq!(format_duration(parse_duration("48h").unwrap()), "2d");
+        assert_eq!(format_duration(chrono::Duration::milliseconds(400)), "0s");
     }
 
     #[test]

@@ -504,8 +504,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 .map_or(rec.updated_at, |t| t.with_timezone(&Utc));
             if now < since + min {
                 reasons.push(format!(
-                    "the policy's minQuarantinePeriod ({} h) has not passed: quarantined at {}, no purge before {}",
-                    min.num_hours(),
+                    "the policy's minQuarantinePeriod ({}) has not passed: quarantined at {}, no purge before {}",
+                    crate::clock::format_duration(min),
                     since.to_rfc3339(),
                     (since + min).to_rfc3339()
                 ));
