@@ -1285,20 +1285,23 @@ async fn execute(
     // Orphans: no catalog commit (nothing in the metadata names them); where each file is held instead, and a
     // final check that the table references none of them now and no writer or hold covers one.
     let held = held_by_path(ctx, &rec, Some(trust)).await?;
+    // A run that stops before its catalog commit and its first delete: `HALTED`, naming why.
+    let halt_early = |why: Vec<String>| {
+        finish(
+            ctx,
+            reg,
+            candidate_id,
+            key,
+            &dir,
+            why,
+            policy.evidence_retention(),
+            None,
+        )
+    };
     let table = if held.is_some() {
         let (table, _, _) = ctx.catalog_table(source).await?;
         if let Some(why) = orphan_recheck(ctx, reg, policy, &table, &mut rec, &tag_prefix).await? {
-            return finish(
-                ctx,
-                reg,
-                candidate_id,
-                key,
-                &dir,
-                vec![why],
-                policy.evidence_retention(),
-                None,
-            )
-            .await;
+            return halt_early(vec![why]).await;
         }
         objects = rec.objects.clone();
         table
@@ -1393,18 +1396,11 @@ async fn execute(
             let lock = match reg.purge_batch(candidate_id, &accepted, ctx.now()).await? {
                 Ok(lock) => lock,
                 Err(halted) => {
-                    return finish(
-                        ctx,
-                        reg,
-                        candidate_id,
-                        key,
-                        &dir,
+                    return halt_early(
                         halted
                             .into_iter()
                             .map(|h| format!("before the catalog commit (the snapshots stay in the table): {h}"))
                             .collect(),
-                        policy.evidence_retention(),
-                        None,
                     )
                     .await;
                 }

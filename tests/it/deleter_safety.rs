@@ -591,23 +591,8 @@ fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_s
             &g.purge_args(&id, Some(&ev)),
         );
         purge.wait_until_paused();
-        let policy = g.policy.to_str().unwrap();
         let protection = if kind == "lease" {
-            g.on_table(&[
-                "--json",
-                "lease",
-                "add",
-                "--policy",
-                policy,
-                "--snapshot-id",
-                &sid,
-                "--purpose",
-                "late reader",
-                "--owner",
-                "ml",
-                "--expires-in",
-                "1h",
-            ])
+            g.on_table(&g.lease_add_args(&sid, "1h"))
         } else {
             g.on_table(&[
                 "--json",
@@ -662,29 +647,9 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     let sid = c["snapshot_ids"][0].as_i64().unwrap();
-    let policy = g.policy.to_str().unwrap().to_owned();
     let (spec, go) = ("protection-delay-ms=120000", g.dir.join("go"));
     let sid_text = sid.to_string();
-    let mut lease = Paused::start(
-        &g,
-        spec,
-        &go,
-        &[
-            "--json",
-            "lease",
-            "add",
-            "--policy",
-            &policy,
-            "--snapshot-id",
-            &sid_text,
-            "--purpose",
-            "late reader",
-            "--owner",
-            "ml",
-            "--expires-in",
-            "1h",
-        ],
-    );
+    let mut lease = Paused::start(&g, spec, &go, &g.lease_add_args(&sid_text, "1h"));
     let scope = format!("snapshot:{sid}");
     let mut hold = Paused::start(
         &g,

@@ -263,6 +263,26 @@ impl Gov {
         a
     }
 
+    /// The arguments of `lease add` on `snapshot` until `expires_in`, for a reader "training" of owner "ml" under
+    /// this fixture's policy (the table arguments are added by the runner).
+    pub fn lease_add_args<'a>(&'a self, snapshot: &'a str, expires_in: &'a str) -> Vec<&'a str> {
+        vec![
+            "--json",
+            "lease",
+            "add",
+            "--policy",
+            self.policy.to_str().unwrap(),
+            "--snapshot-id",
+            snapshot,
+            "--purpose",
+            "training",
+            "--owner",
+            "ml",
+            "--expires-in",
+            expires_in,
+        ]
+    }
+
     /// `audit verify REPORT --trust keys` exits 0 with `VERIFIED`.
     pub fn assert_audit_verified(&self, report: &str) {
         let a = self.run(&["--json", "audit", "verify", report, "--trust", "keys"]);
@@ -551,24 +571,7 @@ fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
     ])
     .expect_code(2);
     // A lease takes the snapshot (and what only it reaches) out of the candidates…
-    let lease = g
-        .on_table(&[
-            "--json",
-            "lease",
-            "add",
-            "--policy",
-            policy,
-            "--snapshot-id",
-            &victim,
-            "--purpose",
-            "training",
-            "--owner",
-            "ml",
-            "--expires-in",
-            "1d",
-        ])
-        .expect_code(0)
-        .json();
+    let lease = g.on_table(&g.lease_add_args(&victim, "1d")).expect_code(0).json();
     let after = g.plan();
     let ids: Vec<String> = after["candidates"]
         .as_array()

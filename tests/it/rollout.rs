@@ -282,21 +282,7 @@ fn rollout_report_shows_every_object_lakedrill_kept_from_plain_maintenance_with_
 
     // Then a lease, a hold, a checkpoint and a writer with a staged file, and a fresh stray file.
     let lease = g
-        .on_table(&[
-            "--json",
-            "lease",
-            "add",
-            "--policy",
-            &policy,
-            "--snapshot-id",
-            &plain[0].to_string(),
-            "--purpose",
-            "training",
-            "--owner",
-            "ml",
-            "--expires-in",
-            "1d",
-        ])
+        .on_table(&g.lease_add_args(&plain[0].to_string(), "1d"))
         .expect_code(0)
         .json()["lease_id"]
         .as_str()
