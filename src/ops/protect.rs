@@ -114,8 +114,8 @@ pub async fn lease_add(
         return Err(Error::invalid(
             "--expires-in",
             format!(
-                "{expires_in} is longer than the policy's maxReaderLease ({} s)",
-                policy.max_reader_lease().num_seconds()
+                "{expires_in} is longer than the policy's maxReaderLease ({})",
+                crate::clock::format_duration(policy.max_reader_lease())
             ),
         ));
     }
