@@ -127,7 +127,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 
 /// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
-/// catalog-commit-delay-ms=MS,protection-delay-ms=MS`). Used by the crash, DELETE_UNKNOWN, hold-during-purge and
+/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS`). Used by the crash, DELETE_UNKNOWN, hold-during-purge and
 /// protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -151,6 +151,9 @@ pub struct Failpoints {
     /// `lease add`, `hold set` and `checkpoint add` wait this many milliseconds between reading the table and
     /// writing the registry (a purge can commit in between).
     pub protection_delay_ms: Option<u64>,
+    /// The purge waits this many milliseconds after reading the table's world and before judging the candidate
+    /// (a lease can land in between).
+    pub purge_plan_delay_ms: Option<u64>,
 }
 
 /// Where a `*-delay-ms` failpoint of [`Failpoints`] waits.
@@ -160,6 +163,8 @@ pub enum DelayPoint {
     CatalogCommit,
     /// Between a protection's table read and its registry write.
     Protection,
+    /// After the purge read the table's world (its stamp, leases and holds), before it judges the candidate.
+    PurgePlanRead,
 }
 
 impl Failpoints {
@@ -182,6 +187,7 @@ impl Failpoints {
                 "abort-after-intent" => f.abort_after_intent = v,
                 "catalog-commit-delay-ms" => f.catalog_commit_delay_ms = v,
                 "protection-delay-ms" => f.protection_delay_ms = v,
+                "purge-plan-delay-ms" => f.purge_plan_delay_ms = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }
@@ -312,6 +318,7 @@ impl Storage {
         let (name, ms) = match point {
             DelayPoint::CatalogCommit => ("catalog-commit-delay-ms", self.failpoints.catalog_commit_delay_ms),
             DelayPoint::Protection => ("protection-delay-ms", self.failpoints.protection_delay_ms),
+            DelayPoint::PurgePlanRead => ("purge-plan-delay-ms", self.failpoints.purge_plan_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

@@ -521,8 +521,12 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
         // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
         // and from engines, never from itself.
-        let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+        // The stamp is read before the registry's leases and holds are gathered: one that lands in between moves
+        // the stamp's counters past what the acceptance compares (the other order let a lease landing there into
+        // the stamp but not into what the rebase and the closure check judged).
         let current = crate::ops::plan::world_stamp(&table, &policy, &reg, Some(&tag_prefix)).await?;
+        let input = crate::ops::plan::gather(ctx, &table, &policy, &reg, now, Some(&tag_prefix)).await?;
+        ctx.storage.failpoint_delay(DelayPoint::PurgePlanRead).await;
         // The gates hold the deleter (DESIGN §7): evaluated for this table before acceptance; a failing gate
         // refuses, naming itself and its figure.
         let reports_uri = match (&opts.reports, &opts.evidence) {

@@ -67,7 +67,9 @@ pub async fn quarantine(
     }
     let reg = registry(ctx).await?;
     let now = ctx.now();
-    // The candidate must come out of a fresh plan of this very generation.
+    // The candidate must come out of a fresh plan of this very generation. The stamp is read first: a lease or
+    // hold landing during the plan moves its counters, so the purge's compare-and-set sees it.
+    let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
@@ -94,7 +96,6 @@ pub async fn quarantine(
         }
         c
     };
-    let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let objects: Vec<String> = candidate.objects.iter().map(|o| o.path.clone()).collect();
     let uuid = table.metadata().uuid().to_string();
     let value = serde_json::to_value(&candidate).map_err(|e| Error::Internal(e.to_string()))?;

@@ -690,3 +690,68 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
     let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
     assert!(holds.to_string().contains(out["hold_id"].as_str().unwrap()), "{holds}");
 }
+
+// A lease landing after the purge read the table's world (its stamp, leases and holds) and before it judges the
+// candidate. When the stamp was read after the leases, such a lease was in the stamp but not in what the rebase
+// and the closure check judged: the acceptance passed, and a lease on part of the candidate (which leaves it
+// QUARANTINED for its purge to rebase) lost its snapshot. Now the acceptance refuses ("leases changed"), and the
+// next purge rebases and keeps the leased snapshot.
+#[test]
+fn a_lease_landing_while_the_purge_reads_the_table_is_seen_by_its_compare_and_set() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let ids: Vec<i64> = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_i64().unwrap())
+        .collect();
+    assert!(
+        ids.len() >= 2,
+        "a lease on one snapshot covers the candidate in part: {c}"
+    );
+    let leased = ids[0].to_string();
+    let rows = g.py(&format!("print(len(t.scan(snapshot_id={leased}).to_arrow()))"));
+
+    let mut purge = Paused::start(
+        &g,
+        "purge-plan-delay-ms=120000",
+        &g.dir.join("go"),
+        &g.purge_args(&id, Some(&ev)),
+    );
+    purge.wait_until_paused();
+    let lease = g.on_table(&g.lease_add_args(&leased, "1h")).expect_code(0).json();
+    assert!(
+        lease["protected_candidates"].as_array().unwrap().is_empty(),
+        "a lease on part of a quarantined candidate leaves it to its purge's rebase: {lease}"
+    );
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    assert!(out["reasons"].to_string().contains("leases changed"), "{out}");
+    assert!(
+        table_snapshots(&g).contains(&ids[0]),
+        "the leased snapshot is in the table"
+    );
+    g.assert_all_present(&c);
+
+    // The next purge rebases: the leased snapshot leaves the candidate as PROTECTED, the rest is deleted.
+    let again = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(again["status"], "VERIFIED", "{again}");
+    assert!(
+        again["objects"]["PROTECTED"]
+            .to_string()
+            .contains(&format!("snap-{leased}-")),
+        "the leased snapshot's manifest list is kept: {again}"
+    );
+    assert!(
+        table_snapshots(&g).contains(&ids[0]),
+        "the leased snapshot is still in the table"
+    );
+    assert_eq!(
+        g.py(&format!("print(len(t.scan(snapshot_id={leased}).to_arrow()))")),
+        rows,
+        "the leased snapshot reads as before"
+    );
+}
