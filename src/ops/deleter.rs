@@ -965,8 +965,9 @@ async fn orphan_recheck(
     rec: &mut CandidateRecord,
     tag_prefix: &str,
 ) -> Result<Option<String>> {
-    let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), Some(tag_prefix)).await?;
+    // The stamp first, then what is judged (as in `purge`): a change in between moves the stamp's counters.
     let current = crate::ops::plan::world_stamp(table, policy, reg, Some(tag_prefix)).await?;
+    let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), Some(tag_prefix)).await?;
     let r = crate::govern::closure::orphan_rebase(&input, &rec.objects);
     if !r.unreadable.is_empty() {
         return Err(Error::corrupt(

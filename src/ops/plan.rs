@@ -658,12 +658,13 @@ pub async fn plan_output(
     let table = bound_table(ctx, source, &policy).await?;
     let reg = registry(ctx).await?;
     let now = ctx.now();
+    // The stamp before the leases and holds the plan judges (as in `quarantine` and `purge`).
+    let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let mut input = gather(ctx, &table, &policy, &reg, now, None).await?;
     input.baseline = baseline(ctx, &table, &input, opts)?;
     let mut p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     p.warnings.extend(overlong_writers(&reg, &table, &policy, now).await?);
-    let stamp = world_stamp(&table, &policy, &reg, None).await?;
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
     let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
     let b = BaselineDoc::from(&input.baseline);
