@@ -1290,8 +1290,9 @@ async fn execute(
     // Orphans: no catalog commit (nothing in the metadata names them); where each file is held instead, and a
     // final check that the table references none of them now and no writer or hold covers one.
     let held = held_by_path(ctx, &rec, Some(trust)).await?;
-    // A run that stops before its catalog commit and its first delete: `HALTED`, naming why.
-    let halt_early = |why: Vec<String>| {
+    // How the run ends: its outcome, with the reasons it halted (a run that stops before its catalog commit and
+    // its first delete has no receipts chain open yet).
+    let end_run = |why: Vec<String>, chain: Option<crate::ops::receipts::Chain>| {
         finish(
             ctx,
             reg,
@@ -1300,13 +1301,13 @@ async fn execute(
             &dir,
             why,
             policy.evidence_retention(),
-            None,
+            chain,
         )
     };
     let table = if held.is_some() {
         let (table, _, _) = ctx.catalog_table(source).await?;
         if let Some(why) = orphan_recheck(ctx, reg, policy, &table, &mut rec, &tag_prefix).await? {
-            return halt_early(vec![why]).await;
+            return end_run(vec![why], None).await;
         }
         objects = rec.objects.clone();
         table
@@ -1401,11 +1402,12 @@ async fn execute(
             let lock = match reg.purge_batch(candidate_id, &accepted, ctx.now()).await? {
                 Ok(lock) => lock,
                 Err(halted) => {
-                    return halt_early(
+                    return end_run(
                         halted
                             .into_iter()
                             .map(|h| format!("before the catalog commit (the snapshots stay in the table): {h}"))
                             .collect(),
+                        None,
                     )
                     .await;
                 }
@@ -1692,17 +1694,7 @@ async fn execute(
     drop(sealed);
     drop(objects);
     drop(rec);
-    finish(
-        ctx,
-        reg,
-        candidate_id,
-        key,
-        &dir,
-        halted,
-        policy.evidence_retention(),
-        Some(chain),
-    )
-    .await
+    end_run(halted, Some(chain)).await
 }
 
 /// Seals the receipts one registry batch recorded as the next signed batch of the chain.

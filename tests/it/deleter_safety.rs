@@ -557,6 +557,19 @@ impl Paused {
     }
 }
 
+/// [`Gov::quarantined`], with the candidate's id and snapshot ids.
+fn quarantined_with_ids(g: &Gov) -> (Value, std::path::PathBuf, String, Vec<i64>) {
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let ids = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_i64().unwrap())
+        .collect();
+    (c, ev, id, ids)
+}
+
 /// The fixture table's snapshot ids now.
 fn table_snapshots(g: &Gov) -> Vec<i64> {
     g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["snapshots"]
@@ -574,14 +587,7 @@ fn table_snapshots(g: &Gov) -> Vec<i64> {
 fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_snapshots_in_the_table() {
     for kind in ["lease", "hold"] {
         let g = Gov::new("");
-        let (c, ev) = g.quarantined();
-        let id = c["candidate_id"].as_str().unwrap().to_owned();
-        let ids: Vec<i64> = c["snapshot_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_i64().unwrap())
-            .collect();
+        let (c, ev, id, ids) = quarantined_with_ids(&g);
         let sid = ids[0].to_string();
         // The purge is accepted, then waits before its catalog commit (a slow catalog) until released.
         let mut purge = Paused::start(
@@ -699,14 +705,7 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
 #[test]
 fn a_lease_landing_while_the_purge_reads_the_table_is_seen_by_its_compare_and_set() {
     let g = Gov::new("");
-    let (c, ev) = g.quarantined();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let ids: Vec<i64> = c["snapshot_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_i64().unwrap())
-        .collect();
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
     assert!(
         ids.len() >= 2,
         "a lease on one snapshot covers the candidate in part: {c}"
