@@ -125,10 +125,10 @@ pub struct Storage {
 /// Wraps every client a [`Storage`] builds (the fault layer of `drill faults`).
 pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync>;
 
-/// Test-only fault injection for deletes, from `LAKEDRILL_FAILPOINTS`
+/// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
-/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS`). Used by the crash, DELETE_UNKNOWN, hold-during-purge and
-/// protection-race tests and the purge benchmark's kills.
+/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS`). Used by the crash,
+/// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
     /// Every K-th delete fails with an injected 503 before it is sent.

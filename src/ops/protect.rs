@@ -199,11 +199,7 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
         _ => false,
     };
     if left {
-        human.push_str(&format!(
-            "warning: the snapshot left the table's metadata while the hold was being set (a purge or expire \
-             committed meanwhile); the hold keeps its files{}; `lakedrill set-current --from-bundle` brings it back\n",
-            kept_note(&protected)
-        ));
+        human.push_str(&left_warning("hold", &protected));
     }
     Outcome::new(
         Verdict::Ok,
@@ -250,12 +246,7 @@ pub async fn checkpoint_add(
     // As a hold: the checkpoint is kept (its snapshot's files with it) when the snapshot left the table meanwhile.
     let left = left_table(ctx, source, snapshot_id).await?;
     if left {
-        human.push_str(&format!(
-            "warning: the snapshot left the table's metadata while the checkpoint was being added (a purge or expire \
-             committed meanwhile); the checkpoint keeps its files{}; `lakedrill set-current --from-bundle` brings it \
-             back\n",
-            kept_note(&protected)
-        ));
+        human.push_str(&left_warning("checkpoint", &protected));
     }
     Outcome::new(
         Verdict::Ok,
@@ -388,14 +379,20 @@ async fn left_table(ctx: &Context, source: &TableSource, snapshot_id: i64) -> Re
         .is_none())
 }
 
-/// `"; candidates C1, C2 are PROTECTED (their files are kept)"` for the candidates a protection moved, or nothing.
-fn kept_note(protected: &[String]) -> String {
-    if protected.is_empty() {
+/// The warning of a hold or checkpoint (`what`) kept on a snapshot that left the table while it was written, naming
+/// the candidates it sent to `PROTECTED`.
+fn left_warning(what: &str, protected: &[String]) -> String {
+    let kept = if protected.is_empty() {
         String::new()
     } else {
         format!(
             "; candidate(s) {} are PROTECTED (their files are kept)",
             protected.join(", ")
         )
-    }
+    };
+    format!(
+        "warning: the snapshot left the table's metadata while the {what} was being written (a purge or expire \
+         committed meanwhile); the {what} keeps its files{kept}; `lakedrill set-current --from-bundle` brings it \
+         back\n"
+    )
 }
