@@ -113,6 +113,7 @@ mod tests {
             protected_ref_root: "r1".into(),
             lease_watermark: 0,
             hold_generation: 0,
+            protection_generation: 0,
         }
     }
 

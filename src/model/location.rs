@@ -287,6 +287,22 @@ impl TableLocation {
         Ok(norm.segments[self.norm.segments.len()..].join("/"))
     }
 
+    /// A registry prefix (a hold's, a writer's, a deletion right's) relative to the table root: written under
+    /// the table location or as a URI under its root, it is cut to the rest; anything else is taken as already
+    /// relative (without its outer slashes).
+    #[must_use]
+    pub fn relative_prefix(&self, p: &str) -> String {
+        self.relative(p)
+            .ok()
+            .or_else(|| {
+                canonical_uri(p).ok().and_then(|u| {
+                    u.strip_prefix(self.root_uri.as_str())
+                        .map(|r| r.trim_start_matches('/').to_owned())
+                })
+            })
+            .unwrap_or_else(|| p.trim_matches('/').to_owned())
+    }
+
     /// The storage URI where the object named `written` in the metadata really is.
     ///
     /// # Errors

@@ -826,6 +826,18 @@ enum Rebased {
     DryRun(Outcome),
 }
 
+/// Where a purge run of `rec` starts its batches' checks from: the candidate's world stamp.
+fn baseline(rec: &CandidateRecord, location: &crate::model::location::TableLocation, run_id: &str) -> PurgeBaseline {
+    PurgeBaseline {
+        table_uuid: rec.table_uuid.clone(),
+        location: location.clone(),
+        run_id: run_id.to_owned(),
+        hold_generation: rec.stamp.hold_generation,
+        lease_watermark: rec.stamp.lease_watermark,
+        protection_generation: rec.stamp.protection_generation,
+    }
+}
+
 /// The refusal when another purge rebased the candidate between this one's read and its rebase.
 fn rebased_meanwhile() -> Rebased {
     Rebased::Refused(
@@ -1393,13 +1405,8 @@ async fn execute(
             // or hold written before the lock is seen here and the snapshots stay in the table; one written after
             // it finds them gone when it reads the table again (`lease add`, `hold set`).
             ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
-            let accepted = PurgeBaseline {
-                table_uuid: rec.table_uuid.clone(),
-                run_id: run_id.to_owned(),
-                hold_generation: rec.stamp.hold_generation,
-                lease_watermark: rec.stamp.lease_watermark,
-            };
-            let lock = match reg.purge_batch(candidate_id, &accepted, ctx.now()).await? {
+            let mut accepted = baseline(&rec, table.location(), run_id);
+            let lock = match reg.purge_batch(candidate_id, &mut accepted, ctx.now()).await? {
                 Ok(lock) => lock,
                 Err(halted) => {
                     return end_run(
@@ -1449,7 +1456,6 @@ async fn execute(
     // resolved, leaves the table root (the quarantine folder for orphan copies) is never deleted (README
     // "Symlinks").
     let confined = ctx.storage.confine(&target_root).await?;
-    let uuid = rec.table_uuid.clone();
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     let target = |o: &ObjectRef| -> (String, Option<crate::bundle::HeldFile>) {
@@ -1458,16 +1464,13 @@ async fn execute(
             None => (location::join(&root, &o.path), None),
         }
     };
-    // Holds and leases that appear while this run deletes stop it (those that cover the candidate have
-    // already sent it to PROTECTED, which stops it too, also across resumes). Every delete request is sent
-    // inside a registry batch that holds the write lock and checked these values first, so no request
-    // goes out after a hold committed (a hold set meanwhile waits for the batch, and the next batch halts).
-    let base = PurgeBaseline {
-        table_uuid: uuid.clone(),
-        run_id: run_id.to_owned(),
-        hold_generation: reg.hold_generation(&uuid).await?,
-        lease_watermark: reg.lease_watermark(&uuid).await?.counter,
-    };
+    // Holds, leases, DR checkpoints and writers that came since the candidate's stamp (what its acceptance or
+    // last rebase judged) and cover it stop this run (those that cover it may also have sent it to PROTECTED,
+    // which stops it too, also across resumes). Every delete request is sent inside a registry batch that holds
+    // the write lock and checked them first, so no request goes out after a covering protection committed (one
+    // set meanwhile waits for the batch, and the next batch halts). From the stamp, not from values read now: a
+    // protection landing between the candidate's last check and this read would be in the baseline unjudged.
+    let mut base = baseline(&rec, table.location(), run_id);
     // Which objects are still to delete (DELETE_APPROVED), each flagged at its index: the states are streamed and
     // looked up in the inventory sorted by path, not held as a map of a million paths (#24).
     let mut by_path: Vec<u32> = (0..u32::try_from(objects.len())
@@ -1559,7 +1562,7 @@ async fn execute(
         .try_collect()
         .await?;
         // 1. The intent, persisted before any request: a run killed after this resumes by re-checking.
-        let mut batch = match reg.purge_batch(candidate_id, &base, ctx.now()).await? {
+        let mut batch = match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
             Ok(b) => b,
             Err(why) => {
                 halted.extend(why);
@@ -1596,7 +1599,7 @@ async fn execute(
             continue;
         }
         // 2. The requests, in a second batch whose checks see any hold set since the intent was recorded.
-        let mut batch = match reg.purge_batch(candidate_id, &base, ctx.now()).await? {
+        let mut batch = match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
             Ok(b) => b,
             Err(why) => {
                 halted.extend(why);

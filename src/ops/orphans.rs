@@ -283,10 +283,15 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
     let again = WorldStamp {
         lease_watermark: r.reg.lease_watermark(&r.input.table_uuid).await?.counter,
         hold_generation: r.reg.hold_generation(&r.input.table_uuid).await?,
+        protection_generation: r.reg.protection_generation(&r.input.table_uuid).await?,
         ..r.stamp.clone()
     };
     if &again != r.stamp {
-        return refuse("leases or holds changed while the orphans were read: re-plan (nothing left the table)".into());
+        return refuse(
+            "leases, holds, DR checkpoints or writers changed while the orphans were read: re-plan (nothing left the \
+             table)"
+                .into(),
+        );
     }
     // 4. The signed bundle, before any file leaves the table location.
     let root = inventory_root(&entries);

@@ -182,17 +182,7 @@ pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: O
 /// A path given by an operator (relative, or absolute under the table) as a path relative to the table location.
 #[must_use]
 pub fn relative_prefix(table: &Table, p: &str) -> String {
-    table
-        .location()
-        .relative(p)
-        .or_else(|_| {
-            let root = table.location().root_uri();
-            location::canonical_uri(p)
-                .ok()
-                .and_then(|u| u.strip_prefix(root).map(|r| r.trim_start_matches('/').to_owned()))
-                .ok_or(())
-        })
-        .unwrap_or_else(|()| p.trim_matches('/').to_owned())
+    table.location().relative_prefix(p)
 }
 
 /// Every object under the table root `root`, as a path relative to it, sorted by path. Each entry is reduced to
@@ -483,6 +473,7 @@ pub async fn world_stamp(
         protected_ref_root: protected_ref_root(table, policy.protected_refs(), exclude_tags),
         lease_watermark: reg.lease_watermark(&uuid).await?.counter,
         hold_generation: reg.hold_generation(&uuid).await?,
+        protection_generation: reg.protection_generation(&uuid).await?,
     })
 }
 
@@ -579,6 +570,7 @@ struct PlanDoc {
     protected_ref_root: String,
     lease_watermark: i64,
     hold_generation: i64,
+    protection_generation: i64,
     policy_digest: String,
     baseline: BaselineDoc,
     #[serde(flatten)]
@@ -679,6 +671,7 @@ pub async fn plan_output(
         protected_ref_root: stamp.protected_ref_root,
         lease_watermark: stamp.lease_watermark,
         hold_generation: stamp.hold_generation,
+        protection_generation: stamp.protection_generation,
         policy_digest: policy.digest().to_owned(),
         baseline: b,
         plan: p,

@@ -1,9 +1,9 @@
 //! The registry commands: leases, holds, DR checkpoints, writers, their listing and ending.
 //!
-//! Registry changes that start covering a candidate (a lease, a hold, a checkpoint) send it to `PROTECTED` when
-//! they cover it whole or its deletes may be in flight; a quarantined candidate covered in part is rebased by
-//! its purge, which releases exactly the covered snapshots and objects (`protect_covered`). Part of the floor of `ops`: it uses only
-//! [`crate::ops::plan`].
+//! Registry changes that start covering a candidate (a lease, a hold, a checkpoint, a writer) send it to
+//! `PROTECTED` when they cover it whole or its deletes may be in flight; a quarantined candidate covered in part is
+//! rebased by its purge, which releases exactly the covered snapshots and objects (`protect_covered`). Part of the
+//! floor of `ops`: it uses only [`crate::ops::plan`].
 
 use std::path::Path;
 
@@ -263,13 +263,23 @@ pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> 
     let table = ctx.table(source).await?;
     let reg = registry(ctx).await?;
     let now = ctx.now();
-    let w = reg
-        .writer_begin(&table.metadata().uuid().to_string(), prefix, now)
-        .await?;
+    let uuid = table.metadata().uuid().to_string();
+    let w = reg.writer_begin(&uuid, prefix, now).await?;
+    // Nothing under an open writer's prefix is ever deleted: candidates with objects under it are protected
+    // (in part: rebased by their purge), as by a hold on the prefix.
+    let rel = relative_prefix(&table, prefix);
+    let protected = protect_covered(
+        &reg,
+        &uuid,
+        &format!("writer {}", w.writer_id),
+        |_, paths| paths.iter().any(|p| crate::govern::closure::under(p, &rel)),
+        now,
+    )
+    .await?;
     let human = format!("writer {} on prefix {}\n", w.writer_id, w.prefix);
     Outcome::new(
         Verdict::Ok,
-        &serde_json::json!({"writer_id": w.writer_id, "writer": w}),
+        &serde_json::json!({"writer_id": w.writer_id, "writer": w, "protected_candidates": protected}),
         human,
     )
 }

@@ -23,7 +23,7 @@ use super::base::{
     EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, parse_time, query, require_text,
     time,
 };
-use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark};
+use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark, read_protection_generation};
 use super::rollout::{self, RolloutStage};
 
 /// The states of DESIGN §1. Candidates and their objects move only along legal transitions.
@@ -151,6 +151,11 @@ pub struct WorldStamp {
     pub lease_watermark: i64,
     /// The table's hold generation.
     pub hold_generation: i64,
+    /// The table's protection generation: the registry generation of its newest DR checkpoint or writer
+    /// ([`Registry::protection_generation`]). Stamps written before it existed read 0: their candidate is re-judged
+    /// once, at its next purge, when the table has a checkpoint or a writer.
+    #[serde(default)]
+    pub protection_generation: i64,
 }
 
 /// A candidate as the registry keeps it.
@@ -883,6 +888,9 @@ impl Registry {
         let holds = read_hold_generation(&mut change.tx, &rec.table_uuid)
             .await
             .map_err(query(OP))?;
+        let protections = read_protection_generation(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
         let unknowns: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
              WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
@@ -917,6 +925,12 @@ impl Registry {
             reasons.push(format!(
                 "holds changed: hold generation {} is now {holds}",
                 s.hold_generation
+            ));
+        }
+        if s.protection_generation != protections {
+            reasons.push(format!(
+                "DR checkpoints or writers changed: protection generation {} is now {protections}",
+                s.protection_generation
             ));
         }
         if unknowns > i64::from(max_unknowns) {

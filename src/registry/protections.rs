@@ -351,6 +351,22 @@ impl Registry {
         .await
     }
 
+    /// The table's protection generation: the registry generation of its newest DR checkpoint or writer (0 when
+    /// it has none). It moves when a checkpoint is declared or a writer begins, never back (their rows are kept
+    /// when a writer ends): the world stamp's fifth counter, beside the lease watermark and the hold generation.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Invalid`] for a malformed table UUID, [`RegistryError::Query`] when the database cannot
+    /// be read.
+    pub async fn protection_generation(&self, table_uuid: &str) -> Result<i64, RegistryError> {
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        self.read("protection_generation", async |conn| {
+            read_protection_generation(conn, &table_uuid).await
+        })
+        .await
+    }
+
     // ----- writers ------------------------------------------------------------------------------------------
 
     /// Registers an in-flight writer and its staging prefix.
@@ -706,6 +722,17 @@ pub(super) async fn read_hold_generation(conn: &mut AnyConnection, table_uuid: &
         .bind(table_uuid)
         .fetch_optional(conn)
         .await?;
+    Ok(found.unwrap_or(0))
+}
+
+pub(super) async fn read_protection_generation(conn: &mut AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
+    let found: Option<i64> = sqlx::query_scalar(
+        "SELECT MAX(g) FROM (SELECT MAX(generation) AS g FROM checkpoints WHERE table_uuid = $1 \
+         UNION ALL SELECT MAX(generation) AS g FROM writers WHERE table_uuid = $1) AS newest",
+    )
+    .bind(table_uuid)
+    .fetch_one(conn)
+    .await?;
     Ok(found.unwrap_or(0))
 }
 

@@ -21,9 +21,11 @@ use super::base::{
 use super::candidates::{State, read_candidate_table, state};
 use super::protections::{
     HOLDS_OF_TABLE, hold_from_row, read_deleter_switch, read_hold_generation, read_lease_watermark,
+    read_protection_generation,
 };
 use super::rollout;
 use crate::io::db::Dialect;
+use crate::model::location::TableLocation;
 use crate::model::object::HoldScope;
 
 /// One object's state within a candidate.
@@ -287,17 +289,23 @@ async fn insert_receipt(
     Ok(attempt)
 }
 
-/// What a purge run started from: the values a batch of its deletes must still find in the registry.
+/// What a purge run started from: the values a batch of its deletes must still find in the registry, or else
+/// relate to the candidate. Starts as the candidate's world stamp (what its acceptance or last rebase judged);
+/// each batch that opens advances it to what that batch judged ([`Registry::purge_batch`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeBaseline {
     /// The table.
     pub table_uuid: String,
+    /// The table's location: hold and writer prefixes are related to the candidate's paths through it.
+    pub location: TableLocation,
     /// The run holding the candidate's claim.
     pub run_id: String,
-    /// The table's hold generation when the run began deleting.
+    /// The table's hold generation last judged.
     pub hold_generation: i64,
-    /// The table's lease counter when the run began deleting.
+    /// The table's lease counter last judged.
     pub lease_watermark: i64,
+    /// The table's protection generation (DR checkpoints and writers) last judged.
+    pub protection_generation: i64,
 }
 
 /// One batch of a purge run's deletes, holding the registry's write lock from [`Registry::purge_batch`] to
@@ -708,16 +716,17 @@ impl Registry {
 
     /// Opens a batch of deletes for the run `base.run_id` of `candidate_id`: takes the registry's write lock
     /// and, inside it, checks that the run still holds the candidate's claim, the deleter is not stopped, the
-    /// table's rollout stage deletes, its hold generation and lease counter are the baseline's, and the
-    /// candidate is not `PROTECTED`; it records the run's heartbeat. Returns the open batch, or every reason
-    /// to halt (nothing written then).
+    /// table's rollout stage deletes, no hold, lease, DR checkpoint or writer that came since the baseline
+    /// covers the candidate, and the candidate is not `PROTECTED`; it records the run's heartbeat. Returns the
+    /// open batch, with `base` advanced to the counters it judged, or every reason to halt (nothing written
+    /// then).
     ///
     /// # Errors
     /// [`RegistryError::Query`].
     pub async fn purge_batch(
         &self,
         candidate_id: &str,
-        base: &PurgeBaseline,
+        base: &mut PurgeBaseline,
         now: DateTime<Utc>,
     ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
         const OP: &str = "purge_batch";
@@ -752,14 +761,22 @@ impl Registry {
         let leases = read_lease_watermark(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        // A change of the table's holds or leases halts the purge when it may protect what is left of this
-        // candidate: a hold on the table, on one of its snapshots or over a prefix of one of its objects (a
-        // prefix written as a URI cannot be related to the paths here and counts as covering), or any active
-        // lease on one of its snapshots. A hold or lease elsewhere on the table cannot reach its objects (none of
-        // them is reachable from a snapshot the table keeps), and a cleared hold protects nothing new.
+        let protections = read_protection_generation(&mut tx, &base.table_uuid)
+            .await
+            .map_err(query(OP))?;
+        // A change of the table's holds, leases, DR checkpoints or writers halts the purge when it may protect
+        // what is left of this candidate: a hold on the table, on one of its snapshots or over a prefix of one of
+        // its objects, any active lease or new checkpoint on one of its snapshots, or a writer begun over a prefix
+        // of one of its objects. One elsewhere on the table cannot reach its objects (none of them is reachable
+        // from a snapshot the table keeps), and a cleared hold or an ended writer protects nothing new.
         let holds_moved = hold_generation != base.hold_generation
             && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch);
-        if holds_moved || leases.counter != base.lease_watermark {
+        let protections_moved = protections != base.protection_generation;
+        let under = |prefix: &str, paths: &[&str]| {
+            let p = base.location.relative_prefix(prefix);
+            paths.iter().any(|o| crate::govern::closure::under(o, &p))
+        };
+        if holds_moved || leases.counter != base.lease_watermark || protections_moved {
             let inline: Option<String> =
                 sqlx::query_scalar("SELECT candidate_json FROM candidates WHERE candidate_id = $1")
                     .bind(candidate_id)
@@ -809,12 +826,7 @@ impl Registry {
                     let covers = match &h.scope {
                         HoldScope::Table => true,
                         HoldScope::Snapshot(id) => ids.contains(id),
-                        HoldScope::Prefix(written) => {
-                            let p = written.trim_matches('/');
-                            written.contains("://")
-                                || written.starts_with('/')
-                                || paths.iter().any(|o| *o == p || o.starts_with(&format!("{p}/")))
-                        }
+                        HoldScope::Prefix(written) => under(written, &paths),
                     };
                     if covers {
                         named.push(format!(
@@ -854,6 +866,44 @@ impl Registry {
                     ));
                 }
             }
+            if protections_moved {
+                let checkpoints: Vec<(String, i64)> = sqlx::query_as(
+                    "SELECT checkpoint_id, snapshot_id FROM checkpoints WHERE table_uuid = $1 AND generation > $2",
+                )
+                .bind(&base.table_uuid)
+                .bind(base.protection_generation)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+                let writers: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT writer_id, prefix FROM writers WHERE table_uuid = $1 AND generation > $2 \
+                     AND ended_at IS NULL",
+                )
+                .bind(&base.table_uuid)
+                .bind(base.protection_generation)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query(OP))?;
+                let named: Vec<String> = checkpoints
+                    .iter()
+                    .filter(|(_, s)| ids.contains(s))
+                    .map(|(c, s)| format!("DR checkpoint {c} on snapshot {s}"))
+                    .chain(
+                        writers
+                            .iter()
+                            .filter(|(_, p)| under(p, &paths))
+                            .map(|(w, p)| format!("writer {w} on prefix {p}")),
+                    )
+                    .collect();
+                if !named.is_empty() {
+                    halt.push(format!(
+                        "a DR checkpoint or writer that covers the candidate came during the purge (protection \
+                         generation {} is now {protections}: {}): no further deletes",
+                        base.protection_generation,
+                        named.join("; ")
+                    ));
+                }
+            }
         }
         let state: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
             .bind(candidate_id)
@@ -869,6 +919,11 @@ impl Registry {
         write_heartbeat(&mut tx, candidate_id, &base.run_id, now)
             .await
             .map_err(query(OP))?;
+        // Everything up to these counters was judged above: the next batch relates only what comes after them
+        // (a hold elsewhere on the table is read once, not at every batch of a million-object purge).
+        base.hold_generation = hold_generation;
+        base.lease_watermark = leases.counter;
+        base.protection_generation = protections;
         Ok(Ok(PurgeBatch {
             tx,
             hold_generation,
@@ -932,5 +987,89 @@ impl Registry {
         change
             .commit(now, EventKind::PurgeRunReleased, table.as_deref(), &detail)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::tests::{Backend, fresh_on, on_both_backends, stamp, t};
+
+    on_both_backends!(a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate,);
+
+    async fn a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000003";
+        let candidate = serde_json::json!({
+            "kind": "expired-snapshots",
+            "snapshot_ids": [7],
+            "objects": [{"path": "data/a.parquet", "layer": "data", "size": 1}],
+        });
+        reg.candidate_record(table, "c-p", &candidate, &stamp(), &["data/a.parquet".into()], t(0))
+            .await
+            .unwrap();
+        let run = PurgeRun {
+            run_id: "r1".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(0),
+            heartbeat_at: t(0),
+        };
+        reg.purge_claim("c-p", &run, None).await.unwrap().unwrap();
+        reg.rollout_set(
+            table,
+            "db.t",
+            &rollout::RolloutStage::Enabled,
+            "test",
+            "me",
+            None,
+            None,
+            t(0),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let location = TableLocation::new("s3://b/t", "s3://b/t".into(), "s3://b/t/metadata/v1.json").unwrap();
+        let mut base = PurgeBaseline {
+            table_uuid: table.into(),
+            location,
+            run_id: "r1".into(),
+            hold_generation: 0,
+            lease_watermark: 0,
+            protection_generation: 0,
+        };
+        let open =
+            async |reg: &Registry, base: &mut PurgeBaseline| match reg.purge_batch("c-p", base, t(5)).await.unwrap() {
+                Ok(batch) => {
+                    batch.commit().await.unwrap();
+                    Ok(())
+                }
+                Err(halt) => Err(halt.join("; ")),
+            };
+        // A writer and a checkpoint elsewhere on the table: judged once, and the baseline moves past them.
+        reg.writer_begin(table, "s3://b/t/data/staging/job-1/", t(1))
+            .await
+            .unwrap();
+        reg.checkpoint_add(table, 8, t(0), t(1)).await.unwrap();
+        open(&reg, &mut base).await.unwrap();
+        assert_eq!(
+            base.protection_generation,
+            reg.protection_generation(table).await.unwrap()
+        );
+        assert!(base.protection_generation > 0);
+        // A writer over the candidate's data file (written as a URI under the table) halts the batch, naming it.
+        let w = reg.writer_begin(table, "s3://b/t/data", t(2)).await.unwrap();
+        let halt = open(&reg, &mut base.clone()).await.unwrap_err();
+        assert!(
+            halt.contains(&w.writer_id) && halt.contains("no further deletes"),
+            "{halt}"
+        );
+        // Ended, it protects nothing new.
+        reg.writer_end(&w.writer_id, t(3)).await.unwrap();
+        open(&reg, &mut base.clone()).await.unwrap();
+        // A DR checkpoint on the candidate's snapshot halts it too.
+        let c = reg.checkpoint_add(table, 7, t(0), t(4)).await.unwrap();
+        let halt = open(&reg, &mut base).await.unwrap_err();
+        assert!(halt.contains(&c.checkpoint_id) && halt.contains("snapshot 7"), "{halt}");
     }
 }

@@ -583,9 +583,12 @@ fn table_snapshots(g: &Gov) -> Vec<i64> {
 // The soak found it: a lease granted after the purge's acceptance and before its catalog commit went unseen by the
 // commit, which took the leased snapshot out of the table (its files were kept, PROTECTED, but no reader could
 // open it through the catalog).
+// A DR checkpoint on one of the candidate's snapshots and a writer begun over a prefix of its data files are
+// protections too (the closure check refuses both at acceptance): landing after it, they halt the purge the same way.
 #[test]
-fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_snapshots_in_the_table() {
-    for kind in ["lease", "hold"] {
+fn a_lease_hold_checkpoint_or_writer_landing_between_acceptance_and_the_catalog_commit_keeps_the_snapshots_in_the_table()
+ {
+    for kind in ["lease", "hold", "checkpoint", "writer"] {
         let g = Gov::new("");
         let (c, ev, id, ids) = quarantined_with_ids(&g);
         let sid = ids[0].to_string();
@@ -597,26 +600,26 @@ fn a_lease_or_hold_landing_between_acceptance_and_the_catalog_commit_keeps_the_s
             &g.purge_args(&id, Some(&ev)),
         );
         purge.wait_until_paused();
-        let protection = if kind == "lease" {
-            g.on_table(&g.lease_add_args(&sid, "1h"))
-        } else {
-            g.on_table(&[
-                "--json",
-                "hold",
-                "set",
-                "--scope",
-                &format!("snapshot:{sid}"),
-                "--reason",
-                "late hold",
-            ])
+        let scope = format!("snapshot:{sid}");
+        let (protection, id_key) = match kind {
+            "lease" => (g.on_table(&g.lease_add_args(&sid, "1h")), "lease_id"),
+            "hold" => (
+                g.on_table(&["--json", "hold", "set", "--scope", &scope, "--reason", "late hold"]),
+                "hold_id",
+            ),
+            "checkpoint" => (
+                g.on_table(&["--json", "checkpoint", "add", "--snapshot-id", &sid]),
+                "checkpoint_id",
+            ),
+            _ => (
+                g.on_table(&["--json", "writer", "begin", "--prefix", "data"]),
+                "writer_id",
+            ),
         };
         let p = protection.expect_code(0).json();
-        let protection_id = p[if kind == "lease" { "lease_id" } else { "hold_id" }]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let protection_id = p[id_key].as_str().unwrap().to_owned();
         assert_eq!(p["protected_candidates"][0], id.as_str(), "{kind}: {p}");
-        if kind == "hold" {
+        if kind == "hold" || kind == "checkpoint" {
             assert_eq!(p["snapshot_left_table"], false, "{p}");
         }
         let (code, out, stderr) = purge.finish();
@@ -702,55 +705,69 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
 // and the closure check judged: the acceptance passed, and a lease on part of the candidate (which leaves it
 // QUARANTINED for its purge to rebase) lost its snapshot. Now the acceptance refuses ("leases changed"), and the
 // next purge rebases and keeps the leased snapshot.
+// A DR checkpoint moves no lease or hold counter: the stamp's protection generation is what its compare-and-set
+// sees (before, a checkpoint landing there was in no stamp, and the closure check had already run without it).
 #[test]
-fn a_lease_landing_while_the_purge_reads_the_table_is_seen_by_its_compare_and_set() {
-    let g = Gov::new("");
-    let (c, ev, id, ids) = quarantined_with_ids(&g);
-    assert!(
-        ids.len() >= 2,
-        "a lease on one snapshot covers the candidate in part: {c}"
-    );
-    let leased = ids[0].to_string();
-    let rows = g.py(&format!("print(len(t.scan(snapshot_id={leased}).to_arrow()))"));
+fn a_lease_or_checkpoint_landing_while_the_purge_reads_the_table_is_seen_by_its_compare_and_set() {
+    for kind in ["lease", "checkpoint"] {
+        let g = Gov::new("");
+        let (c, ev, id, ids) = quarantined_with_ids(&g);
+        assert!(
+            ids.len() >= 2,
+            "a {kind} on one snapshot covers the candidate in part: {c}"
+        );
+        let pinned = ids[0].to_string();
+        let rows = g.py(&format!("print(len(t.scan(snapshot_id={pinned}).to_arrow()))"));
 
-    let mut purge = Paused::start(
-        &g,
-        "purge-plan-delay-ms=120000",
-        &g.dir.join("go"),
-        &g.purge_args(&id, Some(&ev)),
-    );
-    purge.wait_until_paused();
-    let lease = g.on_table(&g.lease_add_args(&leased, "1h")).expect_code(0).json();
-    assert!(
-        lease["protected_candidates"].as_array().unwrap().is_empty(),
-        "a lease on part of a quarantined candidate leaves it to its purge's rebase: {lease}"
-    );
-    let (code, out, stderr) = purge.finish();
-    assert_eq!(code, Some(1), "{out}\n{stderr}");
-    assert_eq!(out["status"], "REFUSED", "{out}");
-    assert!(out["reasons"].to_string().contains("leases changed"), "{out}");
-    assert!(
-        table_snapshots(&g).contains(&ids[0]),
-        "the leased snapshot is in the table"
-    );
-    g.assert_all_present(&c);
+        let mut purge = Paused::start(
+            &g,
+            "purge-plan-delay-ms=120000",
+            &g.dir.join("go"),
+            &g.purge_args(&id, Some(&ev)),
+        );
+        purge.wait_until_paused();
+        let p = if kind == "lease" {
+            g.on_table(&g.lease_add_args(&pinned, "1h"))
+        } else {
+            g.on_table(&["--json", "checkpoint", "add", "--snapshot-id", &pinned])
+        };
+        let p = p.expect_code(0).json();
+        assert!(
+            p["protected_candidates"].as_array().unwrap().is_empty(),
+            "a {kind} on part of a quarantined candidate leaves it to its purge's rebase: {p}"
+        );
+        let (code, out, stderr) = purge.finish();
+        assert_eq!(code, Some(1), "{kind}: {out}\n{stderr}");
+        assert_eq!(out["status"], "REFUSED", "{kind}: {out}");
+        let why = if kind == "lease" {
+            "leases changed"
+        } else {
+            "DR checkpoints or writers changed"
+        };
+        assert!(out["reasons"].to_string().contains(why), "{kind}: {out}");
+        assert!(
+            table_snapshots(&g).contains(&ids[0]),
+            "{kind}: the pinned snapshot is in the table"
+        );
+        g.assert_all_present(&c);
 
-    // The next purge rebases: the leased snapshot leaves the candidate as PROTECTED, the rest is deleted.
-    let again = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
-    assert_eq!(again["status"], "VERIFIED", "{again}");
-    assert!(
-        again["objects"]["PROTECTED"]
-            .to_string()
-            .contains(&format!("snap-{leased}-")),
-        "the leased snapshot's manifest list is kept: {again}"
-    );
-    assert!(
-        table_snapshots(&g).contains(&ids[0]),
-        "the leased snapshot is still in the table"
-    );
-    assert_eq!(
-        g.py(&format!("print(len(t.scan(snapshot_id={leased}).to_arrow()))")),
-        rows,
-        "the leased snapshot reads as before"
-    );
+        // The next purge rebases: the pinned snapshot leaves the candidate as PROTECTED, the rest is deleted.
+        let again = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+        assert_eq!(again["status"], "VERIFIED", "{kind}: {again}");
+        assert!(
+            again["objects"]["PROTECTED"]
+                .to_string()
+                .contains(&format!("snap-{pinned}-")),
+            "{kind}: the pinned snapshot's manifest list is kept: {again}"
+        );
+        assert!(
+            table_snapshots(&g).contains(&ids[0]),
+            "{kind}: the pinned snapshot is still in the table"
+        );
+        assert_eq!(
+            g.py(&format!("print(len(t.scan(snapshot_id={pinned}).to_arrow()))")),
+            rows,
+            "{kind}: the pinned snapshot reads as before"
+        );
+    }
 }

@@ -464,6 +464,7 @@ fn plan_is_report_only_and_never_lists_a_retained_object() {
         "protected_ref_root",
         "lease_watermark",
         "hold_generation",
+        "protection_generation",
         "protected",
         "candidates",
         "plain_expire",
@@ -612,10 +613,13 @@ fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
     g.run(&["hold", "clear", hold["hold_id"].as_str().unwrap()])
         .expect_code(0);
     assert!(g.plan()["candidates"].to_string().contains(&victim));
-    // A checkpoint too.
+    // A checkpoint too, and it moves the protection generation (no checkpoint or writer before: 0).
+    assert_eq!(g.plan()["protection_generation"], 0);
     g.on_table(&["checkpoint", "add", "--snapshot-id", &victim])
         .expect_code(0);
-    assert!(!g.plan()["candidates"].to_string().contains(&victim));
+    let after = g.plan();
+    assert!(!after["candidates"].to_string().contains(&victim));
+    assert!(after["protection_generation"].as_i64().unwrap() > 0, "{after}");
     // A table hold protects everything.
     g.on_table(&["hold", "set", "--scope", "table", "--reason", "litigation"])
         .expect_code(0);
