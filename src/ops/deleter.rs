@@ -636,7 +636,13 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             match orphan_rebase(ctx, &reg, &rec, &input, &current, opts.dry_run).await? {
                 Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
-                Rebased::DryRun(outcome) => return Ok(outcome),
+                Rebased::DryRun(preview) => {
+                    reasons.extend(
+                        reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now)
+                            .await?,
+                    );
+                    return Ok(refused_after_rebase(preview, reasons));
+                }
             }
         } else if stamp_changed(&rec.stamp, &current)
             && matches!(rec.state, State::Quarantined | State::RestoreVerified)
@@ -644,7 +650,13 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             match rebase(ctx, source, &reg, &table, &rec, &input, &current, opts.dry_run).await? {
                 Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
-                Rebased::DryRun(outcome) => return Ok(outcome),
+                Rebased::DryRun(preview) => {
+                    reasons.extend(
+                        reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now)
+                            .await?,
+                    );
+                    return Ok(refused_after_rebase(preview, reasons));
+                }
             }
         }
         // Read again when a rebase (or anything else) wrote it since; one record held at a time (#24: a million
@@ -890,6 +902,30 @@ fn dry_run_rebase(
         },
         human,
     )?))
+}
+
+/// A dry run whose candidate the purge would first rebase: the rebase's preview as it is when nothing else
+/// refuses, else `REFUSED` with every reason the purge would be refused for after the rebase (a report-only stage,
+/// the gates, the evidence, a stopped deleter…), the preview's objects kept. A preview alone said `DRY_RUN`
+/// (exit 0) on a table whose real purge would be refused.
+fn refused_after_rebase(mut preview: Outcome, reasons: Vec<String>) -> Outcome {
+    if reasons.is_empty() {
+        return preview;
+    }
+    let mut human = format!(
+        "REFUSED: {} is not deleted\n",
+        preview.json["candidate_id"].as_str().unwrap_or("?")
+    );
+    for r in &reasons {
+        human.push_str(&format!("  - {r}\n"));
+    }
+    human.push_str("and before that a purge would rebase it:\n");
+    human.push_str(&preview.human);
+    preview.json["status"] = "REFUSED".into();
+    preview.json["reasons"] = reasons.into();
+    preview.verdict = Verdict::Findings;
+    preview.human = human;
+    preview
 }
 
 /// Whether the candidate holds orphans (unreferenced files) rather than expired snapshots.

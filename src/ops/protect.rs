@@ -26,13 +26,13 @@ pub(crate) async fn protect_covered(
     now: DateTime<Utc>,
 ) -> Result<Vec<String>> {
     let mut moved = Vec::new();
-    for c in reg.candidates(table_uuid).await? {
-        if !matches!(
-            c.state,
-            State::UnreferencedEligible | State::Quarantined | State::RestoreVerified | State::DeleteApproved
-        ) {
-            continue;
-        }
+    let open = [
+        State::UnreferencedEligible,
+        State::Quarantined,
+        State::RestoreVerified,
+        State::DeleteApproved,
+    ];
+    for c in reg.candidates_in(table_uuid, Some(&open)).await? {
         let ids: Vec<i64> = c.candidate["snapshot_ids"]
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())

@@ -624,17 +624,35 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::Query`].
     pub async fn candidates(&self, table_uuid: &str) -> Result<Vec<CandidateRecord>, RegistryError> {
+        self.candidates_in(table_uuid, None).await
+    }
+
+    /// The table's candidates in one of `states` (every state: `None`), oldest first. A protection looks only at
+    /// the candidates it may still stop, not at every inventory the table ever purged.
+    ///
+    /// # Errors
+    /// As [`Registry::candidates`].
+    pub async fn candidates_in(
+        &self,
+        table_uuid: &str,
+        states: Option<&[State]>,
+    ) -> Result<Vec<CandidateRecord>, RegistryError> {
         const OP: &str = "candidates";
         let table_uuid = canonical_table_uuid(table_uuid)?;
         // One snapshot: each record is read in several statements.
         let mut tx = self.read_snapshot(OP).await?;
-        let ids: Vec<String> = sqlx::query_scalar(
-            "SELECT candidate_id FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT candidate_id, state FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
         )
         .bind(&table_uuid)
         .fetch_all(&mut *tx)
         .await
         .map_err(query(OP))?;
+        let ids: Vec<String> = rows
+            .into_iter()
+            .filter(|(_, state)| states.is_none_or(|want| want.iter().any(|w| w.as_str() == state)))
+            .map(|(id, _)| id)
+            .collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in &ids {
             out.push(require_candidate(&mut tx, id, OP).await?);
@@ -832,6 +850,26 @@ impl Registry {
         Ok(true)
     }
 
+    /// What would refuse the candidate's acceptance now whatever its world stamp (the stamp checks aside): its
+    /// state, a stopped deleter, a report-only stage, a quarantine extension, unreconciled unknowns. A dry-run purge
+    /// that would first rebase the candidate reports these with what the rebase would do. Writes nothing.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn acceptance_standing(
+        &self,
+        candidate_id: &str,
+        max_unknowns: u32,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, RegistryError> {
+        const OP: &str = "acceptance_standing";
+        let mut tx = self.read_snapshot(OP).await?;
+        let rec = require_candidate(&mut tx, candidate_id, OP).await?;
+        let reasons = standing_refusals(&mut tx, &rec, max_unknowns, now).await?;
+        tx.rollback().await.map_err(query(OP))?;
+        Ok(reasons)
+    }
+
     /// The acceptance point: in one write transaction, checks the candidate's state, the deleter switch, the
     /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
     /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own
@@ -854,34 +892,7 @@ impl Registry {
         let mut change = self.change(OP).await?;
         let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
         let mut reasons = extra_refusals;
-        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
-            reasons.push(format!(
-                "candidate is {}, not QUARANTINED or RESTORE_VERIFIED",
-                rec.state
-            ));
-        }
-        let switch = read_deleter_switch(&mut change.tx).await.map_err(query(OP))?;
-        if switch.stopped {
-            reasons.push(format!("the deleter is stopped ({})", switch.reason));
-        }
-        // Read in the acceptance transaction, so that a stage change or an extension racing the purge wins.
-        let stage = rollout::read_stage(&mut change.tx, &rec.table_uuid)
-            .await
-            .map_err(query(OP))?;
-        if stage.stage == RolloutStage::ReportOnly {
-            reasons.push(format!(
-                "the table is in rollout stage report-only ({}); `lakedrill rollout set` moves it to a stage that deletes",
-                if stage.changed_at.is_some() { stage.reason.as_str() } else { "the default for every table" }
-            ));
-        }
-        if let Some(not_before) = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?
-            && now < not_before
-        {
-            reasons.push(format!(
-                "the quarantine was extended: no purge before {}",
-                not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
-            ));
-        }
+        reasons.extend(standing_refusals(&mut change.tx, &rec, max_unknowns, now).await?);
         let watermark = read_lease_watermark(&mut change.tx, &rec.table_uuid)
             .await
             .map_err(query(OP))?;
@@ -891,14 +902,6 @@ impl Registry {
         let protections = read_protection_generation(&mut change.tx, &rec.table_uuid)
             .await
             .map_err(query(OP))?;
-        let unknowns: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
-             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
-        )
-        .bind(&rec.table_uuid)
-        .fetch_one(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
         let s = &rec.stamp;
         if (s.metadata_location != current_table.metadata_location
             || s.metadata_blake3 != current_table.metadata_blake3)
@@ -931,12 +934,6 @@ impl Registry {
             reasons.push(format!(
                 "DR checkpoints or writers changed: protection generation {} is now {protections}",
                 s.protection_generation
-            ));
-        }
-        if unknowns > i64::from(max_unknowns) {
-            reasons.push(format!(
-                "gate unknowns_reconciled FAIL: {unknowns} DELETE_UNKNOWN objects of this table await reconciliation \
-                 (the policy's maxUnreconciledUnknowns is {max_unknowns})"
             ));
         }
         let table = rec.table_uuid.clone();
@@ -1125,6 +1122,66 @@ impl Registry {
         })
         .await
     }
+}
+
+/// What refuses an acceptance whatever the world stamp says: the candidate's state, a stopped deleter, a
+/// report-only stage, a quarantine extension not yet passed, and unreconciled unknowns beyond the policy's limit.
+async fn standing_refusals(
+    tx: &mut AnyConnection,
+    rec: &CandidateRecord,
+    max_unknowns: u32,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, RegistryError> {
+    const OP: &str = "candidate_accept";
+    let candidate_id = rec.candidate_id.as_str();
+    let mut reasons = Vec::new();
+    if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
+        reasons.push(format!(
+            "candidate is {}, not QUARANTINED or RESTORE_VERIFIED",
+            rec.state
+        ));
+    }
+    let switch = read_deleter_switch(&mut *tx).await.map_err(query(OP))?;
+    if switch.stopped {
+        reasons.push(format!("the deleter is stopped ({})", switch.reason));
+    }
+    // Read in the acceptance transaction, so that a stage change or an extension racing the purge wins.
+    let stage = rollout::read_stage(&mut *tx, &rec.table_uuid)
+        .await
+        .map_err(query(OP))?;
+    if stage.stage == RolloutStage::ReportOnly {
+        reasons.push(format!(
+            "the table is in rollout stage report-only ({}); `lakedrill rollout set` moves it to a stage that deletes",
+            if stage.changed_at.is_some() {
+                stage.reason.as_str()
+            } else {
+                "the default for every table"
+            }
+        ));
+    }
+    if let Some(not_before) = read_not_before(&mut *tx, candidate_id).await.map_err(query(OP))?
+        && now < not_before
+    {
+        reasons.push(format!(
+            "the quarantine was extended: no purge before {}",
+            not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
+        ));
+    }
+    let unknowns: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
+             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
+    )
+    .bind(&rec.table_uuid)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(query(OP))?;
+    if unknowns > i64::from(max_unknowns) {
+        reasons.push(format!(
+            "gate unknowns_reconciled FAIL: {unknowns} DELETE_UNKNOWN objects of this table await reconciliation \
+             (the policy's maxUnreconciledUnknowns is {max_unknowns})"
+        ));
+    }
+    Ok(reasons)
 }
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 //!   `main` and on the branch `what-if`, row deletes (copy-on-write: a rewritten or dropped data file), category
 //!   overwrites, a full rewrite whenever `main` has more than 8 data files, moves of the tag `audit-q2`, new
 //!   `soak-N` tags and moves of the branch; it logs every snapshot with the row count it committed;
-//! * **the churner**, a thread running `lakedrill lease add|release` and `hold set|clear` (each a process of
-//!   its own) on random snapshots of the table every 2–6 s, with leases of 5–40 s that also expire on their own;
+//! * **the churner**, a thread running `lakedrill lease add|release`, `hold set|clear` and (twice) `checkpoint
+//!   add` (each a process of its own) on random snapshots of the table every 2–6 s, with leases of 5–40 s that
+//!   also expire on their own, and `writer begin|end` on staging prefixes that hold no file (they must stop no
+//!   purge);
 //! * **the operator**, this test: cycles of `plan` → `quarantine` (tag mode; refused and retried whenever a
 //!   commit or a lease lands in between) → `drill run` (sample 30, over the one bundles folder) → `purge
 //!   --evidence` (which rebases onto what changed) → `drill run` again → `gates --trust`, under a
@@ -18,7 +20,7 @@
 //!
 //! After each purge: the drill over the same folder passes (retired bundles are left out; a bundle of the DR
 //! checkpoint, which the table keeps, stays in), `gates --trust` passes all six gates, no object the purge
-//! calls `VERIFIED` is still on disk, and every snapshot that a lease or hold protected for the whole purge is
+//! calls `VERIFIED` is still on disk, and every snapshot that a lease, hold or checkpoint protected for the whole purge is
 //! still read by PyIceberg with the row count it was committed with. At the end: every snapshot and every ref
 //! of the table is read by PyIceberg with its committed row count, the writer's refs are where the writer left
 //! them, no quarantine tag is left without a quarantined candidate, no candidate is left mid-delete, what is
@@ -90,13 +92,20 @@ struct ChurnLog {
     leases_released: usize,
     holds_set: usize,
     holds_cleared: usize,
+    checkpoints: usize,
+    writers_begun: usize,
+    writers_ended: usize,
+    /// The writers begun and not ended yet (their ids).
+    open_writers: Vec<String>,
     /// `add`/`set` refused because the snapshot had just been purged (exit 2, "does not exist").
     gone: usize,
 }
 
-/// The churner: until `stop`, every 2–6 s one of lease add, lease release, hold set, hold clear on a
-/// random snapshot of the table, each through the lakedrill binary (a process of its own). It starts with one
-/// of each kind (redoing an add whose lease or hold went before it could be released or cleared).
+/// The churner: until `stop`, every 2–6 s one of lease add, lease release, hold set, hold clear, checkpoint add
+/// (at most two: a DR checkpoint is never removed) on a random snapshot of the table, or writer begin or end on a
+/// staging prefix that holds no file (it must stop no purge), each through the lakedrill binary (a process of its
+/// own). It starts with one of each kind (redoing an add whose lease or hold went before it could be released or
+/// cleared).
 fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<ChurnLog>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let table = ["--catalog", "rt", "--table", "db.retention"];
@@ -115,19 +124,30 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
             .map(|s| s["snapshot_id"].as_i64().unwrap())
             .collect();
         let target = snapshots[rng.gen_range(0..snapshots.len())];
-        let (active_leases, active_holds): (Vec<Protection>, Vec<Protection>) = {
-            let l = log.lock().unwrap();
-            l.protections
+        let active = |kind: &str| -> Vec<Protection> {
+            log.lock()
+                .unwrap()
+                .protections
                 .iter()
-                .filter(|p| p.until.is_none_or(|u| u > Instant::now()))
+                .filter(|p| p.kind == kind && p.until.is_none_or(|u| u > Instant::now()))
                 .cloned()
-                .partition(|p| p.kind == "lease")
+                .collect()
         };
+        let (active_leases, active_holds) = (active("lease"), active("hold"));
         // Until each kind of change has happened once, the next missing one (a lease that is to be released
         // early lasts long enough to still be there); then at random.
-        let (added, released, set, cleared) = {
+        let (added, released, set, cleared, checkpoints, begun, ended, open) = {
             let l = log.lock().unwrap();
-            (l.leases_added, l.leases_released, l.holds_set, l.holds_cleared)
+            (
+                l.leases_added,
+                l.leases_released,
+                l.holds_set,
+                l.holds_cleared,
+                l.checkpoints,
+                l.writers_begun,
+                l.writers_ended,
+                l.open_writers.len(),
+            )
         };
         let action = if added == 0 || (released == 0 && active_leases.is_empty()) {
             0
@@ -137,8 +157,14 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
             1
         } else if cleared == 0 {
             3
+        } else if checkpoints == 0 {
+            4
+        } else if begun == 0 {
+            5
+        } else if ended == 0 {
+            6
         } else {
-            rng.gen_range(0..4)
+            rng.gen_range(0..7)
         };
         match action {
             0 if active_leases.len() < 4 => {
@@ -215,6 +241,50 @@ fn churn(dir: &Path, policy: &Path, seed: u64, stop: &AtomicBool, log: &Mutex<Ch
                 let mut l = log.lock().unwrap();
                 l.holds_cleared += 1;
                 l.protections.iter_mut().find(|x| x.id == p.id).unwrap().until = Some(asked);
+            }
+            4 if checkpoints < 2 => {
+                let r = run(&["--json", "checkpoint", "add", "--snapshot-id", &target.to_string()]);
+                let mut l = log.lock().unwrap();
+                if refused_as_gone(&r) {
+                    l.gone += 1;
+                    continue;
+                }
+                let added = r.expect_code(0).json();
+                l.checkpoints += 1;
+                // As a hold: kept, but the snapshot is no longer in the table to read.
+                if added["snapshot_left_table"] == true {
+                    l.gone += 1;
+                    continue;
+                }
+                l.protections.push(Protection {
+                    kind: "checkpoint",
+                    id: added["checkpoint_id"].as_str().unwrap().to_owned(),
+                    snapshot_id: target,
+                    from: Instant::now(),
+                    until: None,
+                });
+            }
+            5 if open < 2 => {
+                let prefix = format!("data/soak-staging-{}", rng.gen_range(0..1_000_000u32));
+                let w = run(&["--json", "writer", "begin", "--prefix", &prefix])
+                    .expect_code(0)
+                    .json();
+                assert!(
+                    w["protected_candidates"].as_array().unwrap().is_empty(),
+                    "a writer over a prefix that holds no file protects no candidate: {w}"
+                );
+                let mut l = log.lock().unwrap();
+                l.writers_begun += 1;
+                l.open_writers.push(w["writer_id"].as_str().unwrap().to_owned());
+            }
+            6 if open > 0 => {
+                let id = {
+                    let mut l = log.lock().unwrap();
+                    let at = rng.gen_range(0..l.open_writers.len());
+                    l.open_writers.remove(at)
+                };
+                lakedrill_in(dir, &["--json", "writer", "end", &id]).expect_code(0);
+                log.lock().unwrap().writers_ended += 1;
             }
             _ => {}
         }
@@ -958,7 +1028,13 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         );
     }
     assert!(
-        churned.leases_added > 0 && churned.leases_released > 0 && churned.holds_set > 0 && churned.holds_cleared > 0,
+        churned.leases_added > 0
+            && churned.leases_released > 0
+            && churned.holds_set > 0
+            && churned.holds_cleared > 0
+            && churned.checkpoints > 0
+            && churned.writers_begun > 0
+            && churned.writers_ended > 0,
         "{churned:?}"
     );
     let reclaimed = done.iter().filter(|c| c.deleted_data > 0).count();
@@ -971,6 +1047,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
          {reclaimed} of {} cycles; deleted {} objects ({} data files, {} bytes); quarantine refused {} times (no bundle left behind); \
          {} candidates released after their purge ({} bundles removed); \
          {} drills and {} gates passed; writer: {summary}; churner: {} leases ({} released early), {} holds ({} cleared), \
+         {} checkpoints, {} writers ({} ended), \
          {} refused on a purged snapshot; {guarded_total} leased/held snapshots checked after purges; \
          {} snapshots and {} refs read back with their committed row counts; candidates {states:?}, {} released at the end",
         done.len(),
@@ -990,6 +1067,9 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         churned.leases_released,
         churned.holds_set,
         churned.holds_cleared,
+        churned.checkpoints,
+        churned.writers_begun,
+        churned.writers_ended,
         churned.gone,
         read.len(),
         refs.len(),
