@@ -2439,7 +2439,7 @@ pub async fn reconcile(
             );
         }
     };
-    let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts).await;
+    let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts, &run.run_id).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -2447,6 +2447,7 @@ pub async fn reconcile(
 }
 
 /// [`reconcile`] while the candidate is claimed.
+#[allow(clippy::too_many_arguments)]
 async fn reconcile_claimed(
     ctx: &Context,
     reg: &Registry,
@@ -2455,6 +2456,7 @@ async fn reconcile_claimed(
     policy: &Policy,
     key: &SigningKey,
     receipts: &str,
+    run_id: &str,
 ) -> Result<Outcome> {
     let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
@@ -2469,7 +2471,7 @@ async fn reconcile_claimed(
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
-    let withheld = if !digest.allows_purge() {
+    let mut withheld = if !digest.allows_purge() {
         digest.message()
     } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
         Some("the table is in rollout stage report-only".to_owned())
@@ -2480,6 +2482,41 @@ async fn reconcile_claimed(
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     let by_path: BTreeMap<&str, &ObjectRef> = objects.iter().map(|o| (o.path.as_str(), o)).collect();
+    // A retry is a delete: held to the independent closure check on the table as it is now (a snapshot brought
+    // back with `set-current --from-bundle`, or a commit naming one of the files again, makes it live) and to what
+    // holds a purge's batch (no hold, lease, DR checkpoint or writer that came since the acceptance covers the
+    // candidate, the deleter not stopped), inside the registry's write lock for as long as its requests go out.
+    let unknown: Vec<ObjectRef> = states
+        .iter()
+        .filter(|s| s.state == State::DeleteUnknown)
+        .filter_map(|s| by_path.get(s.path.as_str()).map(|o| (*o).clone()))
+        .collect();
+    let mut batch = None;
+    let mut kept_back = 0usize;
+    if withheld.is_none() && !unknown.is_empty() {
+        let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), None).await?;
+        let ids = snapshot_ids_of(rec);
+        let unreadable: Vec<i64> = input
+            .snapshots
+            .iter()
+            .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
+            .map(|s| s.snapshot_id)
+            .collect();
+        let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &unknown);
+        if !unreadable.is_empty() {
+            withheld = Some(format!(
+                "the layers of snapshot(s) {unreadable:?} could not be read: nothing can be shown unreachable"
+            ));
+        } else if !conflicts.is_empty() {
+            withheld = Some(format!("independent closure check: {}", conflicts.join("; ")));
+        } else {
+            let mut base = baseline(rec, table.location(), run_id);
+            match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
+                Ok(b) => batch = Some(b),
+                Err(halt) => withheld = Some(halt.join("; ")),
+            }
+        }
+    }
     // Each object's newest intent receipt (receipts come in order: a later one replaces an earlier one).
     let intents: BTreeMap<&str, &crate::registry::ReceiptRow> = prior
         .iter()
@@ -2539,6 +2576,7 @@ async fn reconcile_claimed(
                 )
             }
             Some(_) if withheld.is_some() => {
+                kept_back += 1;
                 format!(
                     "present at re-check; retry withheld: {}",
                     withheld.as_deref().unwrap_or_default()
@@ -2578,16 +2616,26 @@ async fn reconcile_claimed(
             how.push_str("; still present: needs a human");
         }
         let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": ctx.now().to_rfc3339()});
-        reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
-        if gone {
-            reg.object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
-                .await?;
-            reg.object_transition(candidate_id, &o.path, State::Verified, ctx.now())
-                .await?;
+        if let Some(b) = batch.as_mut() {
+            b.receipt(candidate_id, &o.path, &r, ctx.now());
+            if gone {
+                b.object_transitions(candidate_id, &o.path, &[State::Deleted, State::Verified], ctx.now());
+            }
+        } else {
+            reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
+            if gone {
+                reg.object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
+                    .await?;
+                reg.object_transition(candidate_id, &o.path, State::Verified, ctx.now())
+                    .await?;
+            }
         }
     }
+    if let Some(b) = batch {
+        b.commit().await?;
+    }
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    finish(
+    let mut out = finish(
         ctx,
         reg,
         candidate_id,
@@ -2597,7 +2645,16 @@ async fn reconcile_claimed(
         policy.evidence_retention(),
         None,
     )
-    .await
+    .await?;
+    // Why the objects still present were not retried, in the output too (the receipts say it per object).
+    if let Some(why) = withheld.filter(|_| kept_back > 0) {
+        let line = format!("{kept_back} retried delete(s) withheld: {why}");
+        out.human.push_str(&format!("  {line}\n"));
+        if let Some(reasons) = out.json["reasons"].as_array_mut() {
+            reasons.push(line.into());
+        }
+    }
+    Ok(out)
 }
 
 /// `lakedrill deleter stop|start`.

@@ -771,3 +771,67 @@ fn a_lease_or_checkpoint_landing_while_the_purge_reads_the_table_is_seen_by_its_
         );
     }
 }
+
+// `reconcile` retries the deletes a purge could not confirm: a retry is a delete, held to what holds a purge's batch
+// and to the closure check on the table as it is now. Before, it checked only the build and the rollout stage: a
+// legal hold on the table and a stopped deleter did not keep it from deleting.
+#[test]
+fn reconcile_retries_no_delete_under_a_legal_hold_or_a_stopped_deleter() {
+    let g = Gov::new("maxUnreconciledUnknowns: 0\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
+        Some(1)
+    );
+    let present = |g: &Gov| {
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| g.table_root().join(o["path"].as_str().unwrap()).exists())
+            .count()
+    };
+    let left = present(&g);
+    assert!(left > 0, "every second delete was refused by the failpoint");
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let reconcile = |g: &Gov| {
+        g.on_table(&[
+            "--json",
+            "reconcile",
+            id,
+            "--policy",
+            &policy,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+        ])
+    };
+    let withheld = |g: &Gov, needle: &str| {
+        let r = reconcile(g);
+        assert_eq!(r.code, 1, "{}", r.stdout);
+        assert_eq!(present(g), left, "no delete was retried: {}", r.stdout);
+        assert!(
+            r.stdout.contains("withheld") && r.stdout.contains(needle),
+            "reconcile says why, naming {needle:?}: {}",
+            r.stdout
+        );
+    };
+    // A legal hold on the whole table.
+    let hold = g
+        .on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation"])
+        .expect_code(0)
+        .json();
+    let hold_id = hold["hold_id"].as_str().unwrap();
+    withheld(&g, hold_id);
+    g.run(&["hold", "clear", hold_id]).expect_code(0);
+    // The stop switch.
+    g.run(&["deleter", "stop", "--reason", "incident 7"]).expect_code(0);
+    withheld(&g, "incident 7");
+    g.run(&["deleter", "start", "--reason", "incident 7 closed"])
+        .expect_code(0);
+    // Nothing holds it any more: the retries go out and settle every object.
+    assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
+    assert_eq!(present(&g), 0);
+}
