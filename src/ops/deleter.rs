@@ -1234,7 +1234,7 @@ async fn rebase(
     }
     if dry_run {
         let human = format!(
-            "DRY RUN: the table changed since quarantine; a purge would rebase the candidate onto {} and delete \
+            "DRY RUN: the table or its protections changed since quarantine; a purge would rebase the candidate onto {} and delete \
              these {} objects:\n",
             current.metadata_location,
             r.objects.len()
