@@ -106,6 +106,10 @@ mod tests {
         }
     }
 
+    pub(super) fn loc() -> crate::model::location::TableLocation {
+        crate::model::location::TableLocation::new("s3://b/t", "s3://b/t".into(), "s3://b/t/metadata/v1.json").unwrap()
+    }
+
     pub(super) fn stamp() -> WorldStamp {
         WorldStamp {
             metadata_location: "m1".into(),

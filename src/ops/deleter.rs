@@ -707,6 +707,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             .candidate_accept(
                 &opts.candidate_id,
                 &current,
+                table.location(),
                 policy.max_unreconciled_unknowns(),
                 reasons,
                 opts.dry_run,

@@ -17,13 +17,17 @@ use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
+use crate::model::location::TableLocation;
 use crate::model::object::ObjectRef;
 
 use super::base::{
     EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, parse_time, query, require_text,
     time,
 };
-use super::protections::{read_deleter_switch, read_hold_generation, read_lease_watermark, read_protection_generation};
+use super::protections::{
+    covering_new_protections, read_deleter_switch, read_hold_generation, read_lease_watermark,
+    read_protection_generation,
+};
 use super::rollout::{self, RolloutStage};
 
 /// The states of DESIGN §1. Candidates and their objects move only along legal transitions.
@@ -879,10 +883,12 @@ impl Registry {
     ///
     /// # Errors
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    #[allow(clippy::too_many_arguments)]
     pub async fn candidate_accept(
         &self,
         candidate_id: &str,
         current_table: &WorldStamp,
+        location: &TableLocation,
         max_unknowns: u32,
         extra_refusals: Vec<String>,
         dry_run: bool,
@@ -930,11 +936,33 @@ impl Registry {
                 s.hold_generation
             ));
         }
+        // DR checkpoints and writers are related to the candidate, not compared as a counter: a writer begins with
+        // every job on a live table, and one elsewhere must not refuse every purge (leases and holds, above, are
+        // compared as counters).
         if s.protection_generation != protections {
-            reasons.push(format!(
-                "DR checkpoints or writers changed: protection generation {} is now {protections}",
-                s.protection_generation
-            ));
+            let ids: Vec<i64> = rec.candidate["snapshot_ids"]
+                .as_array()
+                .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+                .unwrap_or_default();
+            let paths: Vec<&str> = rec.objects.iter().map(|o| o.path.as_str()).collect();
+            let named = covering_new_protections(
+                &mut change.tx,
+                &rec.table_uuid,
+                s.protection_generation,
+                &ids,
+                &paths,
+                location,
+            )
+            .await
+            .map_err(query(OP))?;
+            if !named.is_empty() {
+                reasons.push(format!(
+                    "a DR checkpoint or writer that covers the candidate came since its stamp (protection generation \
+                     {} is now {protections}): {}",
+                    s.protection_generation,
+                    named.join("; ")
+                ));
+            }
         }
         let table = rec.table_uuid.clone();
         if dry_run {
@@ -1189,7 +1217,7 @@ async fn standing_refusals(
 mod tests {
     use super::*;
     use crate::registry::HoldScope;
-    use crate::registry::tests::{Backend, fresh_on, on_both_backends, stamp, t};
+    use crate::registry::tests::{Backend, fresh_on, loc, on_both_backends, stamp, t};
 
     on_both_backends!(
         the_state_machine_refuses_illegal_moves_and_acceptance_checks_the_world,
@@ -1197,7 +1225,59 @@ mod tests {
         a_release_frees_the_candidate_and_its_objects_only_before_acceptance,
         protecting_a_protected_candidate_again_is_a_no_op,
         a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole,
+        acceptance_relates_new_checkpoints_and_writers_to_the_candidate,
     );
+
+    async fn acceptance_relates_new_checkpoints_and_writers_to_the_candidate(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
+        let now = t(0);
+        let candidate = serde_json::json!({
+            "kind": "expired-snapshots",
+            "snapshot_ids": [7],
+            "objects": [{"path": "data/a.parquet", "layer": "data", "size": 1}],
+        });
+        reg.candidate_record(table, "c-w", &candidate, &stamp(), &["data/a.parquet".into()], now)
+            .await
+            .unwrap();
+        reg.candidate_transition("c-w", State::Quarantined, "sealed", None, None, now)
+            .await
+            .unwrap();
+        reg.rollout_set(table, "db.t", &RolloutStage::Enabled, "test", "me", None, None, now)
+            .await
+            .unwrap()
+            .unwrap();
+        let accept = async |reg: &Registry| match reg
+            .candidate_accept("c-w", &stamp(), &loc(), 0, vec![], true, now)
+            .await
+            .unwrap()
+        {
+            Acceptance::Approved => Ok(()),
+            Acceptance::Refused(why) => Err(why.join("; ")),
+        };
+        // A writer elsewhere (as a URI under the table), an ended writer over the candidate's file and a checkpoint
+        // on another snapshot move the protection generation past the stamp's but cover nothing of the candidate.
+        reg.writer_begin(table, "s3://b/t/data/staging/job-1", now)
+            .await
+            .unwrap();
+        let w = reg.writer_begin(table, "data", now).await.unwrap();
+        reg.writer_end(&w.writer_id, now).await.unwrap();
+        reg.checkpoint_add(table, 8, now, now).await.unwrap();
+        assert!(reg.protection_generation(table).await.unwrap() > stamp().protection_generation);
+        accept(&reg).await.unwrap();
+        // An open writer over it (as a URI) refuses, naming it; so does a checkpoint on its snapshot.
+        let w = reg.writer_begin(table, "s3://b/t/data/", now).await.unwrap();
+        let why = accept(&reg).await.unwrap_err();
+        assert!(
+            why.contains(&w.writer_id) && why.contains("covers the candidate"),
+            "{why}"
+        );
+        reg.writer_end(&w.writer_id, now).await.unwrap();
+        accept(&reg).await.unwrap();
+        let c = reg.checkpoint_add(table, 7, now, now).await.unwrap();
+        let why = accept(&reg).await.unwrap_err();
+        assert!(why.contains(&c.checkpoint_id) && why.contains("snapshot 7"), "{why}");
+    }
 
     async fn a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole(b: Backend) {
         let (_d, _u, reg) = fresh_on(b).await;
@@ -1366,7 +1446,7 @@ mod tests {
                 .is_err()
         );
         let refused = reg
-            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .candidate_accept("c-a", &stamp(), &loc(), 0, vec![], false, now)
             .await
             .unwrap();
         assert!(
@@ -1381,7 +1461,7 @@ mod tests {
         moved.metadata_blake3 = "b2".into();
         moved.protected_ref_root = "r2".into();
         let r = reg
-            .candidate_accept("c-a", &moved, 0, vec![], false, now)
+            .candidate_accept("c-a", &moved, &loc(), 0, vec![], false, now)
             .await
             .unwrap();
         assert!(matches!(r, Acceptance::Refused(ref v) if v.len() == 2), "{r:?}");
@@ -1389,7 +1469,7 @@ mod tests {
             .await
             .unwrap();
         let r = reg
-            .candidate_accept("c-a", &stamp(), 0, vec![], false, now)
+            .candidate_accept("c-a", &stamp(), &loc(), 0, vec![], false, now)
             .await
             .unwrap();
         assert!(
@@ -1409,7 +1489,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            reg.candidate_accept("c-b", &held, 0, vec![], true, now).await.unwrap(),
+            reg.candidate_accept("c-b", &held, &loc(), 0, vec![], true, now)
+                .await
+                .unwrap(),
             Acceptance::Approved
         );
         assert_eq!(
@@ -1418,7 +1500,9 @@ mod tests {
             "a dry run changes nothing"
         );
         assert_eq!(
-            reg.candidate_accept("c-b", &held, 0, vec![], false, now).await.unwrap(),
+            reg.candidate_accept("c-b", &held, &loc(), 0, vec![], false, now)
+                .await
+                .unwrap(),
             Acceptance::Approved
         );
         reg.object_transition("c-b", "z", State::DeleteUnknown, now)
@@ -1430,13 +1514,18 @@ mod tests {
         reg.candidate_transition("c-c", State::Quarantined, "", None, None, now)
             .await
             .unwrap();
-        let r = reg.candidate_accept("c-c", &held, 0, vec![], false, now).await.unwrap();
+        let r = reg
+            .candidate_accept("c-c", &held, &loc(), 0, vec![], false, now)
+            .await
+            .unwrap();
         assert!(
             matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("DELETE_UNKNOWN"))),
             "{r:?}"
         );
         assert_eq!(
-            reg.candidate_accept("c-c", &held, 1, vec![], false, now).await.unwrap(),
+            reg.candidate_accept("c-c", &held, &loc(), 1, vec![], false, now)
+                .await
+                .unwrap(),
             Acceptance::Approved
         );
         // Receipts are write-once rows, numbered per object.
@@ -1501,7 +1590,15 @@ mod tests {
             .unwrap();
         assert_eq!(e2.not_before, e1.not_before + chrono::Duration::hours(2));
         let r = reg
-            .candidate_accept("c-e", &stamp(), 0, vec![], true, now + chrono::Duration::hours(2))
+            .candidate_accept(
+                "c-e",
+                &stamp(),
+                &loc(),
+                0,
+                vec![],
+                true,
+                now + chrono::Duration::hours(2),
+            )
             .await
             .unwrap();
         assert!(
@@ -1509,7 +1606,7 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(
-            reg.candidate_accept("c-e", &stamp(), 0, vec![], true, e2.not_before)
+            reg.candidate_accept("c-e", &stamp(), &loc(), 0, vec![], true, e2.not_before)
                 .await
                 .unwrap(),
             Acceptance::Approved
@@ -1578,7 +1675,7 @@ mod tests {
             .unwrap();
         assert!(matches!(again, Err(ref w) if w.contains("RELEASED")), "{again:?}");
         assert!(matches!(
-            reg.candidate_accept("c-r", &stamp(), 0, vec![], true, now)
+            reg.candidate_accept("c-r", &stamp(), &loc(), 0, vec![], true, now)
                 .await
                 .unwrap(),
             Acceptance::Refused(_)
@@ -1591,7 +1688,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            reg.candidate_accept("c-s", &stamp(), 0, vec![], false, now)
+            reg.candidate_accept("c-s", &stamp(), &loc(), 0, vec![], false, now)
                 .await
                 .unwrap(),
             Acceptance::Approved

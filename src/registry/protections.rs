@@ -19,6 +19,7 @@ use super::base::{
     Change, EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, opt_time, parse_time, query,
     require_text, time,
 };
+use crate::model::location::TableLocation;
 use crate::model::object::HoldScope;
 
 /// A request for a new reader lease; see [`Registry::lease_add`].
@@ -734,6 +735,50 @@ pub(super) async fn read_protection_generation(conn: &mut AnyConnection, table_u
     .fetch_one(conn)
     .await?;
     Ok(found.unwrap_or(0))
+}
+
+/// The DR checkpoints and open writers of the table newer than protection generation `since` that cover a
+/// candidate of snapshots `ids` and objects `paths` (relative to `location`), each named: a checkpoint on one of the
+/// snapshots, a writer whose prefix (relative, or a URI under the table root) covers one of the objects. A writer
+/// elsewhere on the table, or one that ended, covers nothing.
+pub(super) async fn covering_new_protections(
+    conn: &mut AnyConnection,
+    table_uuid: &str,
+    since: i64,
+    ids: &[i64],
+    paths: &[&str],
+    location: &TableLocation,
+) -> Result<Vec<String>, sqlx::Error> {
+    let checkpoints: Vec<(String, i64)> =
+        sqlx::query_as("SELECT checkpoint_id, snapshot_id FROM checkpoints WHERE table_uuid = $1 AND generation > $2")
+            .bind(table_uuid)
+            .bind(since)
+            .fetch_all(&mut *conn)
+            .await?;
+    let writers: Vec<(String, String)> = sqlx::query_as(
+        "SELECT writer_id, prefix FROM writers WHERE table_uuid = $1 AND generation > $2 AND ended_at IS NULL",
+    )
+    .bind(table_uuid)
+    .bind(since)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(checkpoints
+        .iter()
+        .filter(|(_, s)| ids.contains(s))
+        .map(|(c, s)| format!("DR checkpoint {c} on snapshot {s}"))
+        .chain(
+            writers
+                .iter()
+                .filter(|(_, p)| prefix_covers(location, p, paths))
+                .map(|(w, p)| format!("writer {w} on prefix {p}")),
+        )
+        .collect())
+}
+
+/// Whether the registry prefix `written` (a hold's or a writer's) covers one of `paths`, relative to `location`.
+pub(super) fn prefix_covers(location: &TableLocation, written: &str, paths: &[&str]) -> bool {
+    let p = location.relative_prefix(written);
+    paths.iter().any(|o| crate::govern::closure::under(o, &p))
 }
 
 pub(super) async fn read_deleter_switch(conn: &mut AnyConnection) -> Result<DeleterSwitch, sqlx::Error> {

@@ -20,8 +20,8 @@ use super::base::{
 };
 use super::candidates::{State, read_candidate_table, state};
 use super::protections::{
-    HOLDS_OF_TABLE, hold_from_row, read_deleter_switch, read_hold_generation, read_lease_watermark,
-    read_protection_generation,
+    HOLDS_OF_TABLE, covering_new_protections, hold_from_row, prefix_covers, read_deleter_switch, read_hold_generation,
+    read_lease_watermark, read_protection_generation,
 };
 use super::rollout;
 use crate::io::db::Dialect;
@@ -772,10 +772,6 @@ impl Registry {
         let holds_moved = hold_generation != base.hold_generation
             && !crate::safety::weakened(crate::safety::Check::HoldCheckPerBatch);
         let protections_moved = protections != base.protection_generation;
-        let under = |prefix: &str, paths: &[&str]| {
-            let p = base.location.relative_prefix(prefix);
-            paths.iter().any(|o| crate::govern::closure::under(o, &p))
-        };
         if holds_moved || leases.counter != base.lease_watermark || protections_moved {
             let inline: Option<String> =
                 sqlx::query_scalar("SELECT candidate_json FROM candidates WHERE candidate_id = $1")
@@ -826,7 +822,7 @@ impl Registry {
                     let covers = match &h.scope {
                         HoldScope::Table => true,
                         HoldScope::Snapshot(id) => ids.contains(id),
-                        HoldScope::Prefix(written) => under(written, &paths),
+                        HoldScope::Prefix(written) => prefix_covers(&base.location, written, &paths),
                     };
                     if covers {
                         named.push(format!(
@@ -867,34 +863,16 @@ impl Registry {
                 }
             }
             if protections_moved {
-                let checkpoints: Vec<(String, i64)> = sqlx::query_as(
-                    "SELECT checkpoint_id, snapshot_id FROM checkpoints WHERE table_uuid = $1 AND generation > $2",
+                let named = covering_new_protections(
+                    &mut tx,
+                    &base.table_uuid,
+                    base.protection_generation,
+                    &ids,
+                    &paths,
+                    &base.location,
                 )
-                .bind(&base.table_uuid)
-                .bind(base.protection_generation)
-                .fetch_all(&mut *tx)
                 .await
                 .map_err(query(OP))?;
-                let writers: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT writer_id, prefix FROM writers WHERE table_uuid = $1 AND generation > $2 \
-                     AND ended_at IS NULL",
-                )
-                .bind(&base.table_uuid)
-                .bind(base.protection_generation)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query(OP))?;
-                let named: Vec<String> = checkpoints
-                    .iter()
-                    .filter(|(_, s)| ids.contains(s))
-                    .map(|(c, s)| format!("DR checkpoint {c} on snapshot {s}"))
-                    .chain(
-                        writers
-                            .iter()
-                            .filter(|(_, p)| under(p, &paths))
-                            .map(|(w, p)| format!("writer {w} on prefix {p}")),
-                    )
-                    .collect();
                 if !named.is_empty() {
                     halt.push(format!(
                         "a DR checkpoint or writer that covers the candidate came during the purge (protection \
@@ -1029,10 +1007,9 @@ mod tests {
         .await
         .unwrap()
         .unwrap();
-        let location = TableLocation::new("s3://b/t", "s3://b/t".into(), "s3://b/t/metadata/v1.json").unwrap();
         let mut base = PurgeBaseline {
             table_uuid: table.into(),
-            location,
+            location: crate::registry::tests::loc(),
             run_id: "r1".into(),
             hold_generation: 0,
             lease_watermark: 0,

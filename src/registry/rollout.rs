@@ -894,7 +894,7 @@ mod tests {
             .await
             .unwrap();
         let r = reg
-            .candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+            .candidate_accept("c-r", &stamp(), &crate::registry::tests::loc(), 0, vec![], false, now)
             .await
             .unwrap();
         assert!(
@@ -920,7 +920,7 @@ mod tests {
             (RolloutStage::ReportOnly, RolloutStage::Cohort("emea-1".into()))
         );
         assert_eq!(
-            reg.candidate_accept("c-r", &stamp(), 0, vec![], false, now)
+            reg.candidate_accept("c-r", &stamp(), &crate::registry::tests::loc(), 0, vec![], false, now)
                 .await
                 .unwrap(),
             Acceptance::Approved

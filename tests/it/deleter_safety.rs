@@ -580,6 +580,33 @@ fn table_snapshots(g: &Gov) -> Vec<i64> {
         .collect()
 }
 
+#[test]
+fn a_writer_elsewhere_landing_while_the_purge_reads_the_table_does_not_refuse_it() {
+    let g = Gov::new("");
+    let (c, ev, id, _) = quarantined_with_ids(&g);
+    let mut purge = Paused::start(
+        &g,
+        "purge-plan-delay-ms=120000",
+        &g.dir.join("go"),
+        &g.purge_args(&id, Some(&ev)),
+    );
+    purge.wait_until_paused();
+    let root = format!("{}/data/staging/job-9", g.table_root().display());
+    let w = g
+        .on_table(&["--json", "writer", "begin", "--prefix", &root])
+        .expect_code(0)
+        .json();
+    assert!(w["protected_candidates"].as_array().unwrap().is_empty(), "{w}");
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "VERIFIED", "{out}");
+    assert_eq!(
+        out["objects"]["VERIFIED"].as_array().unwrap().len(),
+        c["objects"].as_array().unwrap().len(),
+        "{out}"
+    );
+}
+
 // The soak found it: a lease granted after the purge's acceptance and before its catalog commit went unseen by the
 // commit, which took the leased snapshot out of the table (its files were kept, PROTECTED, but no reader could
 // open it through the catalog).
@@ -705,8 +732,10 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
 // and the closure check judged: the acceptance passed, and a lease on part of the candidate (which leaves it
 // QUARANTINED for its purge to rebase) lost its snapshot. Now the acceptance refuses ("leases changed"), and the
 // next purge rebases and keeps the leased snapshot.
-// A DR checkpoint moves no lease or hold counter: the stamp's protection generation is what its compare-and-set
-// sees (before, a checkpoint landing there was in no stamp, and the closure check had already run without it).
+// A DR checkpoint moves no lease or hold counter: the stamp's protection generation tells the acceptance to relate
+// what came since (before, a checkpoint landing there was in no stamp, and the closure check had already run
+// without it). A writer elsewhere on the table, landing in the same place, refuses nothing: writers begin with
+// every job on a live table.
 #[test]
 fn a_lease_or_checkpoint_landing_while_the_purge_reads_the_table_is_seen_by_its_compare_and_set() {
     for kind in ["lease", "checkpoint"] {
@@ -742,7 +771,7 @@ fn a_lease_or_checkpoint_landing_while_the_purge_reads_the_table_is_seen_by_its_
         let why = if kind == "lease" {
             "leases changed"
         } else {
-            "DR checkpoints or writers changed"
+            "a DR checkpoint or writer that covers the candidate came since its stamp"
         };
         assert!(out["reasons"].to_string().contains(why), "{kind}: {out}");
         assert!(
