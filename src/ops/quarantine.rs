@@ -14,10 +14,11 @@ use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use crate::error::{Error, Result};
 use crate::govern::closure::{self};
 use crate::govern::policy::Policy;
+use crate::io::store::DelayPoint;
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::ops::plan::*;
-use crate::registry::{Registry, State, WorldStamp};
+use crate::registry::{PurgeBaseline, Registry, State, WorldStamp};
 use crate::report::output::{Outcome, Verdict};
 use crate::table::{Table, TableSource};
 
@@ -146,6 +147,7 @@ pub async fn quarantine(
             &candidate,
             &stamp,
             &digest,
+            &run.run_id,
         )
         .await
     };
@@ -184,6 +186,7 @@ async fn seal_and_commit(
     candidate: &closure::Candidate,
     stamp: &WorldStamp,
     digest: &crate::ops::binding::DigestBinding,
+    run_id: &str,
 ) -> Result<Outcome> {
     let refuse = |reason: String| {
         Outcome::new(
@@ -224,8 +227,12 @@ async fn seal_and_commit(
             }
         }
     }
-    // Nothing may have changed in the registry since the plan.
-    let again = world_stamp(table, policy, reg, None).await?;
+    // Nothing may have changed in the registry since the plan. DR checkpoints and writers are related to the
+    // candidate under the commit's lock below rather than compared (a writer elsewhere refuses nothing).
+    let again = WorldStamp {
+        protection_generation: stamp.protection_generation,
+        ..world_stamp(table, policy, reg, None).await?
+    };
     if &again != stamp {
         discard_bundles(ctx, &sealed).await?;
         return refuse(
@@ -269,10 +276,34 @@ async fn seal_and_commit(
         .build()
         .map_err(|e| Error::iceberg("build metadata", e))?
         .metadata;
-    let committed = match cat
+    // The commit is made inside the registry's write lock, after checking there that no lease, hold, DR
+    // checkpoint or writer came to cover the candidate since its stamp and that it is not PROTECTED (as the
+    // purge's catalog commit): in bundle mode it takes the snapshots out of the table, and a lease granted in
+    // between would promise a snapshot no reader can open.
+    ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
+    let mut base = PurgeBaseline {
+        table_uuid: table.metadata().uuid().to_string(),
+        location: table.location().clone(),
+        run_id: run_id.to_owned(),
+        hold_generation: stamp.hold_generation,
+        lease_watermark: stamp.lease_watermark,
+        protection_generation: stamp.protection_generation,
+    };
+    let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
+        Ok(lock) => lock,
+        Err(halt) => {
+            discard_bundles(ctx, &sealed).await?;
+            return refuse(format!(
+                "{}; re-plan (the bundles sealed for it were removed)",
+                halt.join("; ")
+            ));
+        }
+    };
+    let committed = cat
         .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
-        .await
-    {
+        .await;
+    lock.commit().await?;
+    let committed = match committed {
         Ok(loc) => loc,
         Err(Error::Catalog { reason, .. }) => {
             discard_bundles(ctx, &sealed).await?;

@@ -729,7 +729,39 @@ impl Registry {
         base: &mut PurgeBaseline,
         now: DateTime<Utc>,
     ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
+        self.guarded(candidate_id, base, now, true).await
+    }
+
+    /// The lock of a catalog commit that deletes nothing but takes snapshots out of the table (`quarantine`'s in
+    /// bundle mode, and its tags): [`Registry::purge_batch`]'s checks but the stop switch and the rollout stage,
+    /// which hold back deletes only. A lease, hold, DR checkpoint or writer written before the lock and covering
+    /// the candidate is seen here; one written after it finds the snapshot gone when it reads the table again.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn commit_guard(
+        &self,
+        candidate_id: &str,
+        base: &mut PurgeBaseline,
+        now: DateTime<Utc>,
+    ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
+        self.guarded(candidate_id, base, now, false).await
+    }
+
+    /// [`Registry::purge_batch`] (`deletes`) or [`Registry::commit_guard`].
+    async fn guarded(
+        &self,
+        candidate_id: &str,
+        base: &mut PurgeBaseline,
+        now: DateTime<Utc>,
+        deletes: bool,
+    ) -> Result<Result<PurgeBatch, Vec<String>>, RegistryError> {
         const OP: &str = "purge_batch";
+        let (during, stop) = if deletes {
+            ("the purge", ": no further deletes")
+        } else {
+            ("the quarantine", ": the snapshots stay in the table")
+        };
         let mut tx = self.begin_write(OP).await?;
         let mut halt = Vec::new();
         let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
@@ -738,10 +770,10 @@ impl Registry {
             .await
             .map_err(query(OP))?;
         if run.as_deref() != Some(base.run_id.as_str()) {
-            halt.push("another purge run took this candidate over: no further deletes here".to_owned());
+            halt.push(format!("another run took this candidate over{stop}"));
         }
         let switch = read_deleter_switch(&mut tx).await.map_err(query(OP))?;
-        if switch.stopped {
+        if switch.stopped && deletes {
             halt.push(format!(
                 "the deleter was stopped ({}); `lakedrill deleter start` to resume",
                 switch.reason
@@ -750,7 +782,7 @@ impl Registry {
         let stage = rollout::read_stage(&mut tx, &base.table_uuid)
             .await
             .map_err(query(OP))?;
-        if !stage.stage.allows_deletes() {
+        if !stage.stage.allows_deletes() && deletes {
             halt.push(
                 "the table was moved to rollout stage report-only during the purge: no further deletes".to_owned(),
             );
@@ -800,8 +832,8 @@ impl Registry {
             let Some(held) = inventory.as_deref().and_then(|j| serde_json::from_str::<Held>(j).ok()) else {
                 // What the candidate holds cannot be read: nothing can be shown uncovered.
                 halt.push(format!(
-                    "holds or leases changed during the purge and candidate {candidate_id}'s inventory cannot be read \
-                     to relate them: no further deletes"
+                    "holds or leases changed during {during} and candidate {candidate_id}'s inventory cannot be read \
+                     to relate them{stop}"
                 ));
                 return Ok(Err(halt));
             };
@@ -836,8 +868,8 @@ impl Registry {
                 }
                 if !named.is_empty() {
                     halt.push(format!(
-                        "a legal hold that covers the candidate was set during the purge (hold generation {} is now \
-                         {hold_generation}: {}): no further deletes",
+                        "a legal hold that covers the candidate was set during {during} (hold generation {} is now \
+                         {hold_generation}: {}){stop}",
                         base.hold_generation,
                         named.join("; ")
                     ));
@@ -856,8 +888,8 @@ impl Registry {
                 let covering: Vec<i64> = leased.into_iter().filter(|s| ids.contains(s)).collect();
                 if !covering.is_empty() {
                     halt.push(format!(
-                        "leases changed during the purge (lease watermark {} is now {}) and a lease covers snapshot(s) \
-                         {covering:?} of the candidate: no further deletes",
+                        "leases changed during {during} (lease watermark {} is now {}) and a lease covers snapshot(s) \
+                         {covering:?} of the candidate{stop}",
                         base.lease_watermark, leases.counter
                     ));
                 }
@@ -875,8 +907,8 @@ impl Registry {
                 .map_err(query(OP))?;
                 if !named.is_empty() {
                     halt.push(format!(
-                        "a DR checkpoint or writer that covers the candidate came during the purge (protection \
-                         generation {} is now {protections}: {}): no further deletes",
+                        "a DR checkpoint or writer that covers the candidate came during {during} (protection \
+                         generation {} is now {protections}: {}){stop}",
                         base.protection_generation,
                         named.join("; ")
                     ));
@@ -889,7 +921,7 @@ impl Registry {
             .await
             .map_err(query(OP))?;
         if state.as_deref() == Some(State::Protected.as_str()) {
-            halt.push("the candidate became PROTECTED during the purge: no further deletes".to_owned());
+            halt.push(format!("the candidate became PROTECTED during {during}{stop}"));
         }
         if !halt.is_empty() {
             return Ok(Err(halt));

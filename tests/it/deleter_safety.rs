@@ -864,3 +864,53 @@ fn reconcile_retries_no_delete_under_a_legal_hold_or_a_stopped_deleter() {
     assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
     assert_eq!(present(&g), 0);
 }
+
+// Quarantine in bundle mode takes the candidate's snapshots out of the table: its catalog commit is made inside the
+// registry's write lock like the purge's, so a lease granted between its last registry read and the commit keeps
+// the snapshot in the table (before, the commit removed the leased snapshot: no reader could open it).
+#[test]
+fn a_lease_landing_before_a_bundle_mode_quarantine_commits_keeps_the_snapshot_in_the_table() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    let mut q = Paused::start(
+        &g,
+        "catalog-commit-delay-ms=120000",
+        &g.dir.join("go"),
+        &[
+            "--json",
+            "quarantine",
+            &id,
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+            "--mode",
+            "bundle",
+        ],
+    );
+    q.wait_until_paused();
+    let lease = g
+        .on_table(&g.lease_add_args(&sid.to_string(), "1h"))
+        .expect_code(0)
+        .json();
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    let reasons = out.to_string();
+    assert!(
+        reasons.contains("during the quarantine") && reasons.contains("the snapshots stay in the table"),
+        "{out}"
+    );
+    assert!(
+        table_snapshots(&g).contains(&sid),
+        "the leased snapshot is in the table"
+    );
+    assert!(
+        lease["protected_candidates"].to_string().contains(&id),
+        "the lease protected the planned candidate: {lease}"
+    );
+}
