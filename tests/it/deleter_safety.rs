@@ -496,6 +496,11 @@ struct Paused {
 
 impl Paused {
     /// Starts `args` on the fixture's table; `release` ends its failpoint's wait once it exists.
+    /// `purge ID --evidence EV` paused at the failpoint `spec` until released.
+    fn purge(g: &Gov, spec: &str, id: &str, ev: &Path) -> Paused {
+        Paused::start(g, spec, &g.dir.join("go"), &g.purge_args(id, Some(ev)))
+    }
+
     fn start(g: &Gov, spec: &str, release: &Path, args: &[&str]) -> Paused {
         let mut a = args.to_vec();
         a.extend(T);
@@ -584,12 +589,7 @@ fn table_snapshots(g: &Gov) -> Vec<i64> {
 fn a_writer_elsewhere_landing_while_the_purge_reads_the_table_does_not_refuse_it() {
     let g = Gov::new("");
     let (c, ev, id, _) = quarantined_with_ids(&g);
-    let mut purge = Paused::start(
-        &g,
-        "purge-plan-delay-ms=120000",
-        &g.dir.join("go"),
-        &g.purge_args(&id, Some(&ev)),
-    );
+    let mut purge = Paused::purge(&g, "purge-plan-delay-ms=120000", &id, &ev);
     purge.wait_until_paused();
     let root = format!("{}/data/staging/job-9", g.table_root().display());
     let w = g
@@ -620,12 +620,7 @@ fn a_lease_hold_checkpoint_or_writer_landing_between_acceptance_and_the_catalog_
         let (c, ev, id, ids) = quarantined_with_ids(&g);
         let sid = ids[0].to_string();
         // The purge is accepted, then waits before its catalog commit (a slow catalog) until released.
-        let mut purge = Paused::start(
-            &g,
-            "catalog-commit-delay-ms=120000",
-            &g.dir.join("go"),
-            &g.purge_args(&id, Some(&ev)),
-        );
+        let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000", &id, &ev);
         purge.wait_until_paused();
         let scope = format!("snapshot:{sid}");
         let (protection, id_key) = match kind {
@@ -748,12 +743,7 @@ fn a_lease_or_checkpoint_landing_while_the_purge_reads_the_table_is_seen_by_its_
         let pinned = ids[0].to_string();
         let rows = g.py(&format!("print(len(t.scan(snapshot_id={pinned}).to_arrow()))"));
 
-        let mut purge = Paused::start(
-            &g,
-            "purge-plan-delay-ms=120000",
-            &g.dir.join("go"),
-            &g.purge_args(&id, Some(&ev)),
-        );
+        let mut purge = Paused::purge(&g, "purge-plan-delay-ms=120000", &id, &ev);
         purge.wait_until_paused();
         let p = if kind == "lease" {
             g.on_table(&g.lease_add_args(&pinned, "1h"))
@@ -813,34 +803,12 @@ fn reconcile_retries_no_delete_under_a_legal_hold_or_a_stopped_deleter() {
         crate::governance::with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
         Some(1)
     );
-    let present = |g: &Gov| {
-        c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| g.table_root().join(o["path"].as_str().unwrap()).exists())
-            .count()
-    };
-    let left = present(&g);
+    let left = g.present(&c);
     assert!(left > 0, "every second delete was refused by the failpoint");
-    let policy = g.policy.to_str().unwrap().to_owned();
-    let reconcile = |g: &Gov| {
-        g.on_table(&[
-            "--json",
-            "reconcile",
-            id,
-            "--policy",
-            &policy,
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--receipts",
-            "receipts",
-        ])
-    };
     let withheld = |g: &Gov, needle: &str| {
-        let r = reconcile(g);
+        let r = g.reconcile(id);
         assert_eq!(r.code, 1, "{}", r.stdout);
-        assert_eq!(present(g), left, "no delete was retried: {}", r.stdout);
+        assert_eq!(g.present(&c), left, "no delete was retried: {}", r.stdout);
         assert!(
             r.stdout.contains("withheld") && r.stdout.contains(needle),
             "reconcile says why, naming {needle:?}: {}",
@@ -861,8 +829,8 @@ fn reconcile_retries_no_delete_under_a_legal_hold_or_a_stopped_deleter() {
     g.run(&["deleter", "start", "--reason", "incident 7 closed"])
         .expect_code(0);
     // Nothing holds it any more: the retries go out and settle every object.
-    assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
-    assert_eq!(present(&g), 0);
+    assert_eq!(g.reconcile(id).expect_code(0).json()["status"], "VERIFIED");
+    assert_eq!(g.present(&c), 0);
 }
 
 // Quarantine in bundle mode takes the candidate's snapshots out of the table: its catalog commit is made inside the

@@ -263,6 +263,31 @@ impl Gov {
         a
     }
 
+    /// How many of candidate `c`'s objects are on disk under the table root.
+    pub fn present(&self, c: &Value) -> usize {
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| self.table_root().join(o["path"].as_str().unwrap()).exists())
+            .count()
+    }
+
+    /// `reconcile ID` with the fixture's policy, key and receipts.
+    pub fn reconcile(&self, id: &str) -> Run {
+        self.on_table(&[
+            "--json",
+            "reconcile",
+            id,
+            "--policy",
+            self.policy.to_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+        ])
+    }
+
     /// The arguments of `lease add` on `snapshot` until `expires_in`, for a reader "training" of owner "ml" under
     /// this fixture's policy (the table arguments are added by the runner).
     pub fn lease_add_args<'a>(&'a self, snapshot: &'a str, expires_in: &'a str) -> Vec<&'a str> {

@@ -697,40 +697,18 @@ fn reconcile_rechecks_but_retries_no_delete_on_a_table_moved_back_to_report_only
         with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
         Some(1)
     );
-    let present = |g: &Gov| {
-        c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| g.table_root().join(o["path"].as_str().unwrap()).exists())
-            .count()
-    };
-    let left = present(&g);
+    let left = g.present(&c);
     assert!(left > 0, "every second delete was refused by the failpoint");
     g.set_stage("report-only", "anomaly: stop deleting").expect_code(0);
-    let policy = g.policy.to_str().unwrap().to_owned();
-    let reconcile = |g: &Gov| {
-        g.on_table(&[
-            "--json",
-            "reconcile",
-            id,
-            "--policy",
-            &policy,
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--receipts",
-            "receipts",
-        ])
-    };
-    let r = reconcile(&g);
+    let r = g.reconcile(id);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_ne!(r.json()["status"], "VERIFIED");
-    assert_eq!(present(&g), left, "no delete was retried in report-only");
+    assert_eq!(g.present(&c), left, "no delete was retried in report-only");
     let st = g.run(&["--json", "status", id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "DELETE_UNKNOWN", "{st}");
     g.set_stage("test", "anomaly understood").expect_code(0);
-    assert_eq!(reconcile(&g).expect_code(0).json()["status"], "VERIFIED");
-    assert_eq!(present(&g), 0);
+    assert_eq!(g.reconcile(id).expect_code(0).json()["status"], "VERIFIED");
+    assert_eq!(g.present(&c), 0);
 }
 
 /// The rollout rules (#23 point 6): one step at a time, at most one table in `test`, a cohort only after a clean
