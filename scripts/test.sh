@@ -198,12 +198,16 @@ WEED_ENDPOINT=http://127.0.0.1:$W_S3
 WEED_DIR=$(mktemp -d "${TMPDIR:-/tmp}/lakedrill-test-weed.XXXXXX") || die "cannot create a folder for SeaweedFS"
 WEED_RM=$WEED_DIR
 WEED_LOG=$ROOT/target/seaweedfs.log
+# `-volume.max` is set, not left to SeaweedFS (which counts free disk space ÷ 128 MB volumes): each bucket takes
+# volumes of its own, and on a machine with under ~10 GB free the suite's buckets ran out of them (a PUT failed with
+# InternalError, "No writable volumes and no free volumes left"). Volumes are not preallocated.
 echo "== starting SeaweedFS ($("$WEED" version 2>/dev/null | head -1)) on $WEED_ENDPOINT (data: $WEED_DIR, log: $WEED_LOG)"
 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
   "$WEED" mini -dir="$WEED_DIR" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false -master.telemetry=false \
   -master.port="$W_MASTER" -master.port.grpc="$W_MASTER_G" -volume.port="$W_VOLUME" -volume.port.grpc="$W_VOLUME_G" \
   -filer.port="$W_FILER" -filer.port.grpc="$W_FILER_G" -s3.port="$W_S3" -s3.port.grpc="$W_S3_G" \
   -s3.port.iceberg="$W_REST" -s3.port.lance=0 -webdav.port="$W_DAV" -admin.port="$W_ADMIN" -admin.port.grpc="$W_ADMIN_G" \
+  -volume.max=200 \
   </dev/null >"$WEED_LOG" 2>&1 &
 WEED_PID=$!
 

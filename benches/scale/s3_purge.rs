@@ -77,6 +77,8 @@ fn start_weed(python: &str, dir: &Path) -> BenchResult<(Killed, String)> {
             "-admin.ui=false",
             "-master.telemetry=false",
             "-s3.port.lance=0",
+            // Not from free disk space (scripts/test.sh says why).
+            "-volume.max=200",
         ])
         .args(flags.iter().map(|(k, v)| format!("-{k}={v}")))
         .envs(S3_ENV)
