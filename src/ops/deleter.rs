@@ -637,10 +637,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
                 Rebased::DryRun(preview) => {
-                    reasons.extend(
-                        reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now)
-                            .await?,
-                    );
+                    let standing = reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now);
+                    reasons.extend(standing.await?);
                     return Ok(refused_after_rebase(preview, reasons));
                 }
             }
@@ -651,10 +649,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                 Rebased::Onto => rebased = true,
                 Rebased::Refused(status, reasons) => return refused(&status, reasons),
                 Rebased::DryRun(preview) => {
-                    reasons.extend(
-                        reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now)
-                            .await?,
-                    );
+                    let standing = reg.acceptance_standing(&opts.candidate_id, policy.max_unreconciled_unknowns(), now);
+                    reasons.extend(standing.await?);
                     return Ok(refused_after_rebase(preview, reasons));
                 }
             }
@@ -670,21 +666,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
         if !crate::safety::weakened(crate::safety::Check::ClosureGate) {
             // Cannot decide when a snapshot outside the candidate could not be read: what it reaches is unknown.
             let ids = snapshot_ids_of(&rec);
-            let unreadable: Vec<String> = input
-                .snapshots
-                .iter()
-                .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
-                .map(|s| {
-                    format!(
-                        "snapshot {}: {}",
-                        s.snapshot_id,
-                        input
-                            .unreadable
-                            .get(&s.snapshot_id)
-                            .map_or("no reason recorded", String::as_str)
-                    )
-                })
-                .collect();
+            let unreadable = unreadable_outside(&input, &ids);
             if !unreadable.is_empty() {
                 return Err(Error::corrupt(
                     table.metadata_uri(),
@@ -841,14 +823,27 @@ enum Rebased {
 
 /// Where a purge run of `rec` starts its batches' checks from: the candidate's world stamp.
 fn baseline(rec: &CandidateRecord, location: &crate::model::location::TableLocation, run_id: &str) -> PurgeBaseline {
-    PurgeBaseline {
-        table_uuid: rec.table_uuid.clone(),
-        location: location.clone(),
-        run_id: run_id.to_owned(),
-        hold_generation: rec.stamp.hold_generation,
-        lease_watermark: rec.stamp.lease_watermark,
-        protection_generation: rec.stamp.protection_generation,
-    }
+    PurgeBaseline::from_stamp(&rec.table_uuid, location, run_id, &rec.stamp)
+}
+
+/// The snapshots outside the candidate (`ids`) whose layers could not be read, each with its reason: while there is
+/// one, nothing can be shown unreachable.
+fn unreadable_outside(input: &crate::govern::closure::PlanInput, ids: &[i64]) -> Vec<String> {
+    input
+        .snapshots
+        .iter()
+        .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
+        .map(|s| {
+            format!(
+                "snapshot {}: {}",
+                s.snapshot_id,
+                input
+                    .unreadable
+                    .get(&s.snapshot_id)
+                    .map_or("no reason recorded", String::as_str)
+            )
+        })
+        .collect()
 }
 
 /// The refusal when another purge rebased the candidate between this one's read and its rebase.
@@ -2497,16 +2492,14 @@ async fn reconcile_claimed(
     if withheld.is_none() && !unknown.is_empty() {
         let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), None).await?;
         let ids = snapshot_ids_of(rec);
-        let unreadable: Vec<i64> = input
-            .snapshots
-            .iter()
-            .filter(|s| s.objects.is_none() && !ids.contains(&s.snapshot_id))
-            .map(|s| s.snapshot_id)
-            .collect();
+        let unreadable = unreadable_outside(&input, &ids);
         let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &unknown);
         if !unreadable.is_empty() {
             withheld = Some(format!(
-                "the layers of snapshot(s) {unreadable:?} could not be read: nothing can be shown unreachable"
+                "the layers of {} snapshot(s) outside the candidate could not be read, so nothing can be shown \
+                 unreachable: {}",
+                unreadable.len(),
+                unreadable.join("; ")
             ));
         } else if !conflicts.is_empty() {
             withheld = Some(format!("independent closure check: {}", conflicts.join("; ")));

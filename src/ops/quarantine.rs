@@ -281,14 +281,7 @@ async fn seal_and_commit(
     // purge's catalog commit): in bundle mode it takes the snapshots out of the table, and a lease granted in
     // between would promise a snapshot no reader can open.
     ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
-    let mut base = PurgeBaseline {
-        table_uuid: table.metadata().uuid().to_string(),
-        location: table.location().clone(),
-        run_id: run_id.to_owned(),
-        hold_generation: stamp.hold_generation,
-        lease_watermark: stamp.lease_watermark,
-        protection_generation: stamp.protection_generation,
-    };
+    let mut base = PurgeBaseline::from_stamp(&table.metadata().uuid().to_string(), table.location(), run_id, stamp);
     let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
         Ok(lock) => lock,
         Err(halt) => {

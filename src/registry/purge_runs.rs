@@ -308,6 +308,26 @@ pub struct PurgeBaseline {
     pub protection_generation: i64,
 }
 
+impl PurgeBaseline {
+    /// The baseline of run `run_id` of a candidate of table `table_uuid` at `location`, judged as of `stamp`.
+    #[must_use]
+    pub fn from_stamp(
+        table_uuid: &str,
+        location: &TableLocation,
+        run_id: &str,
+        stamp: &super::candidates::WorldStamp,
+    ) -> Self {
+        Self {
+            table_uuid: table_uuid.to_owned(),
+            location: location.clone(),
+            run_id: run_id.to_owned(),
+            hold_generation: stamp.hold_generation,
+            lease_watermark: stamp.lease_watermark,
+            protection_generation: stamp.protection_generation,
+        }
+    }
+}
+
 /// One batch of a purge run's deletes, holding the registry's write lock from [`Registry::purge_batch`] to
 /// [`PurgeBatch::commit`].
 ///
