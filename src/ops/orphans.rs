@@ -37,6 +37,8 @@ use crate::table::Table;
 pub struct HoldRequest<'a> {
     /// The table as planned.
     pub table: &'a Table,
+    /// Where the table comes from: read again before any file leaves it.
+    pub source: &'a crate::table::TableSource,
     /// The plan input the candidate came from (listing time, writers, holds).
     pub input: &'a PlanInput,
     /// The retention policy (`orphanQuarantine`).
@@ -248,20 +250,6 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
     if !changed.is_empty() {
         return refuse(format!("{}; re-plan (nothing was changed)", changed.join("; ")));
     }
-    let info = OrphanInfo {
-        candidate_id: id.clone(),
-        table_root: r.table.location().root_uri().to_owned(),
-        hold,
-        quarantine_root: quarantine_root.clone(),
-        planned_metadata_location: r.stamp.metadata_location.clone(),
-        listed_at: DateTime::<Utc>::from_timestamp_millis(r.input.now_ms)
-            .unwrap_or(r.now)
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        orphan_safety_interval_ms: r.input.orphan_safety_interval_ms,
-        writer_prefixes: r.input.protections.writers.iter().map(|(_, p)| p.clone()).collect(),
-        hold_generation: u64::try_from(r.stamp.hold_generation).unwrap_or_default(),
-        holds: r.input.protections.holds.iter().map(|(h, _)| h.clone()).collect(),
-    };
     // 2. The copies, write-once, each read back and verified before anything leaves the table.
     if let Some(q) = &quarantine_root {
         for (digest, bytes) in copies {
@@ -279,20 +267,59 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             }
         }
     }
-    // 3. Nothing may have changed in the registry since the plan.
-    let again = WorldStamp {
-        lease_watermark: r.reg.lease_watermark(&r.input.table_uuid).await?.counter,
-        hold_generation: r.reg.hold_generation(&r.input.table_uuid).await?,
-        protection_generation: r.reg.protection_generation(&r.input.table_uuid).await?,
-        ..r.stamp.clone()
-    };
-    if &again != r.stamp {
-        return refuse(
-            "leases, holds, DR checkpoints or writers changed while the orphans were read: re-plan (nothing left the \
-             table)"
-                .into(),
-        );
+    // 3. Where the orphans stand now. Reading and copying them took its time; meanwhile a slow writer may have
+    // committed one (a late commit, an `add_files`), or a writer or a legal hold may have come over one. The table
+    // and the registry are read again (the stamp first, as at the plan) and the files are related to them as the
+    // purge's rebase relates them: one the table now references, or an open writer or a hold covers, refuses.
+    // A lease, hold, DR checkpoint or writer elsewhere on the table refuses nothing (a lease is on a snapshot,
+    // and no snapshot the table lists references an orphan); before, any of them refused, and on a live table
+    // readers and writers come with every job.
+    ctx.storage
+        .failpoint_delay(crate::io::store::DelayPoint::OrphanHold)
+        .await;
+    let (table_now, _, _) = ctx.catalog_table(r.source).await?;
+    if table_now.metadata().uuid() != r.table.metadata().uuid() {
+        return refuse(format!(
+            "the catalog entry names another table now (uuid {}, planned {}): re-plan (nothing left the table)",
+            table_now.metadata().uuid(),
+            r.table.metadata().uuid()
+        ));
     }
+    let stamp = crate::ops::plan::world_stamp(&table_now, r.policy, r.reg, None).await?;
+    let input_now = crate::ops::plan::gather(ctx, &table_now, r.policy, r.reg, ctx.now(), None).await?;
+    let standing = crate::govern::closure::orphan_rebase(&input_now, &r.candidate.objects);
+    if !standing.unreadable.is_empty() {
+        return refuse(format!(
+            "the layers of snapshot(s) {:?} of the table's current generation cannot be read, so the orphans cannot \
+             be shown unreferenced: re-plan (nothing left the table)",
+            standing.unreadable
+        ));
+    }
+    if !standing.released_objects.is_empty() {
+        return refuse(format!(
+            "while the orphans were read, some came to be needed or protected: {}; re-plan (nothing left the table)",
+            standing
+                .released_objects
+                .iter()
+                .map(|(p, why)| format!("{p}: {why}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    let info = OrphanInfo {
+        candidate_id: id.clone(),
+        table_root: r.table.location().root_uri().to_owned(),
+        hold,
+        quarantine_root: quarantine_root.clone(),
+        planned_metadata_location: r.stamp.metadata_location.clone(),
+        listed_at: DateTime::<Utc>::from_timestamp_millis(r.input.now_ms)
+            .unwrap_or(r.now)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        orphan_safety_interval_ms: r.input.orphan_safety_interval_ms,
+        writer_prefixes: input_now.protections.writers.iter().map(|(_, p)| p.clone()).collect(),
+        hold_generation: u64::try_from(stamp.hold_generation).unwrap_or_default(),
+        holds: input_now.protections.holds.iter().map(|(h, _)| h.clone()).collect(),
+    };
     // 4. The signed bundle, before any file leaves the table location.
     let root = inventory_root(&entries);
     let md = r.table.generation();
@@ -368,6 +395,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
         "held": removed,
         "stayed_in_place": stayed,
         "plan_stamp": r.stamp,
+        "held_stamp": stamp,
         "policy_digest": r.policy_digest,
         "quarantined_at": ctx.now(),
         "implementation_digest": r.digest,
@@ -379,7 +407,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             State::Quarantined,
             "orphans sealed and held",
             Some(&q),
-            Some(r.stamp),
+            Some(&stamp),
             r.now,
         )
         .await?;
@@ -405,12 +433,12 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
         } else {
             let candidate = crate::govern::closure::with_inventory(&rec.candidate, &[], &rest);
             let record = serde_json::json!({
-                "at": r.now.to_rfc3339(), "from": r.stamp, "to": r.stamp, "released_snapshots": [],
+                "at": r.now.to_rfc3339(), "from": stamp, "to": stamp, "released_snapshots": [],
                 "released_objects": rel.iter().map(|p| serde_json::json!({"path": p, "reason": why})).collect::<Vec<_>>(),
                 "snapshot_ids": [], "objects": rest.len(),
             });
             r.reg
-                .candidate_rebase(id, r.stamp, r.stamp, &candidate, &rel, &record, r.now)
+                .candidate_rebase(id, &stamp, &stamp, &candidate, &rel, &record, r.now)
                 .await?;
             rec = r.reg.candidate(id).await?;
         }

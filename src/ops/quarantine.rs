@@ -1,7 +1,9 @@
 //! `quarantine`: seal a bundle for every snapshot of a candidate, then make exactly one catalog commit.
 //!
-//! It refuses when the table, the refs, the leases or the holds changed since the plan, and when the
-//! independent closure check finds a non-deletable object in the candidate. [`release`] is the way back
+//! It refuses when the candidate is not one of a fresh plan of the table's current generation, when the
+//! independent closure check finds a non-deletable object in it, and when a lease, hold, DR checkpoint or writer
+//! that came while it sealed covers it (related under the registry's write lock at the commit; one elsewhere on
+//! the table refuses nothing). [`release`] is the way back
 //! before the deleter's acceptance point: it removes a candidate's quarantine tags in one catalog commit and
 //! records the operator's reason, so that the next plan proposes its snapshots again. This module deletes
 //! nothing; deletion belongs to [`crate::ops::deleter`].
@@ -120,6 +122,7 @@ pub async fn quarantine(
     let out = if orphans {
         let request = crate::ops::orphans::HoldRequest {
             table: &table,
+            source,
             input: &input,
             policy: &policy,
             reg: &reg,
@@ -227,18 +230,9 @@ async fn seal_and_commit(
             }
         }
     }
-    // Nothing may have changed in the registry since the plan. DR checkpoints and writers are related to the
-    // candidate under the commit's lock below rather than compared (a writer elsewhere refuses nothing).
-    let again = WorldStamp {
-        protection_generation: stamp.protection_generation,
-        ..world_stamp(table, policy, reg, None).await?
-    };
-    if &again != stamp {
-        discard_bundles(ctx, &sealed).await?;
-        return refuse(
-            "leases or holds changed while sealing: re-plan (the bundles sealed for it were removed)".into(),
-        );
-    }
+    // The registry is not compared with the plan's stamp here: a lease, hold, DR checkpoint or writer that came
+    // since is related to the candidate under the commit's lock below, and only one that covers it refuses (one
+    // elsewhere on the table refuses nothing: on a live table readers and writers come with every job).
     let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{candidate_id}");
     let several = candidate.snapshot_ids.len() > 1;
     let tags: Vec<(String, i64)> = candidate

@@ -487,7 +487,7 @@ fn a_purge_killed_between_batches_and_inside_one_resumes_without_a_lost_receipt_
 
 /// A lakedrill process on the fixture's table with `LAKEDRILL_FAILPOINTS=spec`, its stderr read on a thread of its
 /// own, and the release file of its `*-delay-ms` failpoint (`LAKEDRILL_FAILPOINT_RELEASE`).
-struct Paused {
+pub(crate) struct Paused {
     child: std::process::Child,
     stderr: std::sync::mpsc::Receiver<String>,
     seen: String,
@@ -501,7 +501,7 @@ impl Paused {
         Paused::start(g, spec, &g.dir.join("go"), &g.purge_args(id, Some(ev)))
     }
 
-    fn start(g: &Gov, spec: &str, release: &Path, args: &[&str]) -> Paused {
+    pub(crate) fn start(g: &Gov, spec: &str, release: &Path, args: &[&str]) -> Paused {
         let mut a = args.to_vec();
         a.extend(T);
         let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
@@ -530,7 +530,7 @@ impl Paused {
     }
 
     /// Waits (at most 120 s) until the process says its failpoint waits.
-    fn wait_until_paused(&mut self) {
+    pub(crate) fn wait_until_paused(&mut self) {
         let started = std::time::Instant::now();
         while !self.seen.contains(": waiting") {
             match self.stderr.recv_timeout(std::time::Duration::from_secs(1)) {
@@ -552,7 +552,7 @@ impl Paused {
     }
 
     /// Ends the wait (the release file) and returns (exit code, stdout as JSON, stderr).
-    fn finish(mut self) -> (Option<i32>, Value, String) {
+    pub(crate) fn finish(mut self) -> (Option<i32>, Value, String) {
         std::fs::write(&self.release, b"go").unwrap();
         let out = self.child.wait_with_output().unwrap();
         self.seen.extend(self.stderr.iter().map(|l| l + "\n"));
@@ -881,4 +881,58 @@ fn a_lease_landing_before_a_bundle_mode_quarantine_commits_keeps_the_snapshot_in
         lease["protected_candidates"].to_string().contains(&id),
         "the lease protected the planned candidate: {lease}"
     );
+}
+
+// What lands while a quarantine seals is related to the candidate at its commit, not compared as counters: a lease
+// on another snapshot, a writer elsewhere and a hold over another prefix leave it QUARANTINED (on a live table
+// readers and writers come with every job; before, a lease or hold anywhere on the table refused the quarantine and
+// the bundles it had sealed were thrown away).
+#[test]
+fn leases_holds_and_writers_elsewhere_landing_while_a_quarantine_seals_do_not_refuse_it() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let mut q = Paused::start(
+        &g,
+        "catalog-commit-delay-ms=120000",
+        &g.dir.join("go"),
+        &[
+            "--json",
+            "quarantine",
+            &id,
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+            "--mode",
+            "bundle",
+        ],
+    );
+    q.wait_until_paused();
+    let current = g.py("print(t.current_snapshot().snapshot_id)");
+    assert!(!c["snapshot_ids"].to_string().contains(&current), "{c}");
+    g.on_table(&g.lease_add_args(&current, "1h")).expect_code(0);
+    g.on_table(&["writer", "begin", "--prefix", "data/staging/job-3"])
+        .expect_code(0);
+    g.on_table(&[
+        "hold",
+        "set",
+        "--scope",
+        "prefix:data/archive-2019",
+        "--reason",
+        "audit",
+    ])
+    .expect_code(0);
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    let left = table_snapshots(&g);
+    for s in c["snapshot_ids"].as_array().unwrap() {
+        assert!(
+            !left.contains(&s.as_i64().unwrap()),
+            "{s} left the table in bundle mode"
+        );
+    }
 }

@@ -558,3 +558,108 @@ fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged()
     assert_ne!(again["candidate_id"], c2["candidate_id"], "{again}");
     assert_eq!(object_paths(&again), vec!["data/second.parquet".to_owned()], "{again}");
 }
+
+/// `quarantine o-…` with its args, paused after it read and copied the orphans (release file `go`).
+fn paused_orphan_quarantine(g: &Gov, id: &str, go: &str) -> crate::deleter_safety::Paused {
+    let policy = g.policy.to_str().unwrap().to_owned();
+    crate::deleter_safety::Paused::start(
+        g,
+        "orphan-hold-delay-ms=120000",
+        &g.dir.join(go),
+        &[
+            "--json",
+            "quarantine",
+            id,
+            "--policy",
+            &policy,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+            "--mode",
+            "tag",
+        ],
+    )
+}
+
+/// An orphan quarantine reads and copies its files before any leaves the table; what lands meanwhile is related to
+/// those files, on the table and the registry read again. A reader's lease and a writer begun elsewhere refuse
+/// nothing (before, any lease, hold, DR checkpoint or writer on the table refused it: on a live table one comes
+/// with every job). A writer begun over one of the files refuses it with nothing taken out, and so does a slow
+/// writer's late commit of one (before, the file was taken out of the table while its current snapshot referenced
+/// it, and the table could not be read until a later run put it back).
+#[test]
+fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+
+    // A lease and a writer elsewhere: QUARANTINED, the file out of the table.
+    put(&root.join("data/stray/a.parquet"), b"PAR1 a stray PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["data/stray/a.parquet".to_owned()], "{c}");
+    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-1");
+    q.wait_until_paused();
+    let sid = g.py("print(t.current_snapshot().snapshot_id)");
+    g.on_table(&g.lease_add_args(&sid, "1h")).expect_code(0);
+    g.on_table(&["writer", "begin", "--prefix", "data/elsewhere"])
+        .expect_code(0);
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    assert!(!root.join("data/stray/a.parquet").exists(), "{out}");
+
+    // A writer begun over the next orphan's prefix: REFUSED naming it, the file where it was.
+    put(&root.join("data/w2/b.parquet"), b"PAR1 staged by w2 PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["data/w2/b.parquet".to_owned()], "{c}");
+    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-2");
+    q.wait_until_paused();
+    let w = g
+        .on_table(&["--json", "writer", "begin", "--prefix", "data/w2"])
+        .expect_code(0)
+        .json();
+    let w = w["writer_id"].as_str().unwrap_or_else(|| panic!("{w}"));
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("data/w2/b.parquet: writer:{w}")) && reason.contains("nothing left the table"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(root.join("data/w2/b.parquet")).unwrap(),
+        b"PAR1 staged by w2 PAR1"
+    );
+
+    // A slow writer commits its file while it is read: REFUSED, the file in place, the table reads every row.
+    let late = root.join("data/late/c.parquet");
+    std::fs::create_dir_all(late.parent().unwrap()).unwrap();
+    g.py(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+         rows = t.scan().to_arrow().slice(0, 3)\n\
+         rows = rows.cast(pa.schema([pa.field(f.name, f.type, f.nullable) for f in rows.schema]))\n\
+         pq.write_table(rows, '{l}')\n\
+         os.utime('{l}', ({o}, {o}))",
+        l = late.display(),
+        o = old.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
+    ));
+    let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["data/late/c.parquet".to_owned()], "{c}");
+    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-3");
+    q.wait_until_paused();
+    g.py(&format!("t.add_files(['file://{}'])", late.display()));
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("data/late/c.parquet: referenced by the table's current generation"),
+        "{out}"
+    );
+    assert!(late.exists());
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
+}

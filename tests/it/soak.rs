@@ -485,8 +485,8 @@ fn bundle_dirs(g: &Gov) -> BTreeSet<String> {
 fn refusal_kind(reason: &str) -> String {
     if reason.contains("is not a candidate of the table's current generation") {
         "stale plan".into()
-    } else if reason.contains("leases or holds changed") {
-        "leases or holds changed while sealing".into()
+    } else if reason.contains("during the quarantine") {
+        "a lease, hold, checkpoint or writer covering it came while sealing".into()
     } else if reason.contains("catalog commit failed") {
         "catalog commit lost".into()
     } else if reason.contains("another commit followed ours") {
