@@ -37,8 +37,6 @@ use crate::table::Table;
 pub struct HoldRequest<'a> {
     /// The table as planned.
     pub table: &'a Table,
-    /// Where the table comes from: read again before any file leaves it.
-    pub source: &'a crate::table::TableSource,
     /// The plan input the candidate came from (listing time, writers, holds).
     pub input: &'a PlanInput,
     /// The retention policy (`orphanQuarantine`).
@@ -198,22 +196,21 @@ async fn take_out(storage: &Storage, f: &HeldFile) -> Result<std::result::Result
     }
 }
 
-/// The second half of `quarantine o-…`, run while the candidate is claimed: read and hash every file, write the
-/// copies (copy hold) and the signed orphan bundle, take the files out of the table location, record the
-/// quarantine. Nothing is deleted for good.
+/// What [`read_and_copy`] read: every file's entry and how the files are held.
+pub struct Prepared {
+    entries: Vec<InventoryEntry>,
+    hold: OrphanHold,
+    quarantine_root: Option<String>,
+}
+
+/// The first half of `quarantine o-…`, run while the candidate is claimed: read and hash every file where it is
+/// and write the copies (copy hold), each read back. Nothing leaves the table. `Err` is the refusal's reason.
 ///
 /// # Errors
-/// Storage, signing and registry errors; a bucket that loses a version on a plain delete.
-#[allow(clippy::too_many_lines)]
-pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome> {
+/// Storage and registry errors; a copy that reads back with other bytes.
+pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::result::Result<Prepared, String>> {
     let id = &r.candidate.candidate_id;
-    let refuse = |reason: String| {
-        Outcome::new(
-            Verdict::Findings,
-            &serde_json::json!({"status": "REFUSED", "candidate_id": id, "reason": reason}),
-            format!("REFUSED: {reason}\n"),
-        )
-    };
+    let refuse = |reason: String| Ok(Err(reason));
     let state = r.reg.candidate_state(id).await?;
     if state != State::UnreferencedEligible {
         return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
@@ -267,45 +264,61 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             }
         }
     }
-    // 3. Where the orphans stand now. Reading and copying them took its time; meanwhile a slow writer may have
-    // committed one (a late commit, an `add_files`), or a writer or a legal hold may have come over one. The table
-    // and the registry are read again (the stamp first, as at the plan) and the files are related to them as the
-    // purge's rebase relates them: one the table now references, or an open writer or a hold covers, refuses.
-    // A lease, hold, DR checkpoint or writer elsewhere on the table refuses nothing (a lease is on a snapshot,
-    // and no snapshot the table lists references an orphan); before, any of them refused, and on a live table
-    // readers and writers come with every job.
-    ctx.storage
-        .failpoint_delay(crate::io::store::DelayPoint::OrphanHold)
-        .await;
-    let (table_now, _, _) = ctx.catalog_table(r.source).await?;
-    if table_now.metadata().uuid() != r.table.metadata().uuid() {
-        return refuse(format!(
-            "the catalog entry names another table now (uuid {}, planned {}): re-plan (nothing left the table)",
-            table_now.metadata().uuid(),
-            r.table.metadata().uuid()
-        ));
-    }
-    let stamp = crate::ops::plan::world_stamp(&table_now, r.policy, r.reg, None).await?;
-    let input_now = crate::ops::plan::gather(ctx, &table_now, r.policy, r.reg, ctx.now(), None).await?;
-    let standing = crate::govern::closure::orphan_rebase(&input_now, &r.candidate.objects);
+    Ok(Ok(Prepared {
+        entries,
+        hold,
+        quarantine_root,
+    }))
+}
+
+/// Why the orphans of `objects` may not leave the table as it is now (`input`, gathered once they were read):
+/// one the table now references (a slow writer's late commit while they were read), or under a writer or hold
+/// begun meanwhile, or snapshots whose layers cannot be read; `None` when nothing stands in the way. What is
+/// elsewhere on the table is not a reason (a lease is on a snapshot, and no snapshot references an orphan).
+#[must_use]
+pub fn standing_refusal(input: &PlanInput, objects: &[crate::model::object::ObjectRef]) -> Option<String> {
+    let standing = crate::govern::closure::orphan_rebase(input, objects);
     if !standing.unreadable.is_empty() {
-        return refuse(format!(
+        return Some(format!(
             "the layers of snapshot(s) {:?} of the table's current generation cannot be read, so the orphans cannot \
              be shown unreferenced: re-plan (nothing left the table)",
             standing.unreadable
         ));
     }
-    if !standing.released_objects.is_empty() {
-        return refuse(format!(
-            "while the orphans were read, some came to be needed or protected: {}; re-plan (nothing left the table)",
-            standing
-                .released_objects
-                .iter()
-                .map(|(p, why)| format!("{p}: {why}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ));
+    if standing.released_objects.is_empty() {
+        return None;
     }
+    Some(format!(
+        "while the orphans were read, some came to be needed or protected: {}; re-plan (nothing left the table)",
+        standing
+            .released_objects
+            .iter()
+            .map(|(p, why)| format!("{p}: {why}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// The second half of `quarantine o-…`, once [`read_and_copy`] read the files and [`standing_refusal`] found
+/// nothing on the table and registry read after it (`stamp`, then `input_now`): write the signed orphan bundle,
+/// take the files out of the table location, record the quarantine with `stamp`. Nothing is deleted for good.
+///
+/// # Errors
+/// Storage, signing and registry errors; a bucket that loses a version on a plain delete.
+#[allow(clippy::too_many_lines)]
+pub async fn seal_and_hold(
+    ctx: &Context,
+    r: &HoldRequest<'_>,
+    prepared: Prepared,
+    stamp: &WorldStamp,
+    input_now: &PlanInput,
+) -> Result<Outcome> {
+    let id = &r.candidate.candidate_id;
+    let Prepared {
+        entries,
+        hold,
+        quarantine_root,
+    } = prepared;
     let info = OrphanInfo {
         candidate_id: id.clone(),
         table_root: r.table.location().root_uri().to_owned(),
@@ -407,7 +420,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
             State::Quarantined,
             "orphans sealed and held",
             Some(&q),
-            Some(&stamp),
+            Some(stamp),
             r.now,
         )
         .await?;
@@ -438,7 +451,7 @@ pub async fn seal_and_hold(ctx: &Context, r: &HoldRequest<'_>) -> Result<Outcome
                 "snapshot_ids": [], "objects": rest.len(),
             });
             r.reg
-                .candidate_rebase(id, &stamp, &stamp, &candidate, &rel, &record, r.now)
+                .candidate_rebase(id, stamp, stamp, &candidate, &rel, &record, r.now)
                 .await?;
             rec = r.reg.candidate(id).await?;
         }

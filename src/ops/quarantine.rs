@@ -122,7 +122,6 @@ pub async fn quarantine(
     let out = if orphans {
         let request = crate::ops::orphans::HoldRequest {
             table: &table,
-            source,
             input: &input,
             policy: &policy,
             reg: &reg,
@@ -134,7 +133,7 @@ pub async fn quarantine(
             policy_digest: policy.digest().to_owned(),
             now,
         };
-        crate::ops::orphans::seal_and_hold(ctx, &request).await
+        hold_orphans(ctx, source, &request).await
     } else {
         seal_and_commit(
             ctx,
@@ -158,6 +157,136 @@ pub async fn quarantine(
     let out = out?;
     released?;
     Ok(out)
+}
+
+/// `quarantine o-…` while the candidate is claimed: read and copy the orphans, relate them to the table and the
+/// registry as they are once that is done, then seal and hold them.
+async fn hold_orphans(
+    ctx: &Context,
+    source: &TableSource,
+    r: &crate::ops::orphans::HoldRequest<'_>,
+) -> Result<Outcome> {
+    let id = &r.candidate.candidate_id;
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    let prepared = match crate::ops::orphans::read_and_copy(ctx, r).await? {
+        Ok(p) => p,
+        Err(why) => return refuse(why),
+    };
+    // Where the orphans stand now. Reading and copying them took its time; meanwhile a slow writer may have
+    // committed one (a late commit, an `add_files`), or a writer or a legal hold may have come over one. The table
+    // and the registry are read again (the stamp first, as at the plan) and the files related to them as the
+    // purge's rebase relates them; what is elsewhere on the table refuses nothing (before, any lease, hold,
+    // checkpoint or writer refused it, and on a live table they come with every job).
+    ctx.storage.failpoint_delay(DelayPoint::OrphanHold).await;
+    let (table, _, _) = ctx.catalog_table(source).await?;
+    if table.metadata().uuid() != r.table.metadata().uuid() {
+        return refuse(format!(
+            "the catalog entry names another table now (uuid {}, planned {}): re-plan (nothing left the table)",
+            table.metadata().uuid(),
+            r.table.metadata().uuid()
+        ));
+    }
+    let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
+    let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
+    if let Some(why) = crate::ops::orphans::standing_refusal(&input, &r.candidate.objects) {
+        return refuse(why);
+    }
+    crate::ops::orphans::seal_and_hold(ctx, r, prepared, &stamp, &input).await
+}
+
+/// Catalog commits a quarantine makes before giving up when other writers keep winning the compare-and-set.
+const QUARANTINE_COMMIT_ATTEMPTS: usize = 3;
+
+/// The table's metadata with the candidate quarantined: its snapshots under `tags` (tag mode) or removed (bundle
+/// mode), built on `table`'s generation.
+fn quarantine_metadata(
+    table: &Table,
+    mode: QuarantineMode,
+    tags: &[(String, i64)],
+    snapshot_ids: &[i64],
+) -> Result<iceberg::spec::TableMetadata> {
+    let mut builder = table
+        .metadata()
+        .clone()
+        .into_builder(Some(table.generation().metadata_location.clone()));
+    match mode {
+        QuarantineMode::Tag => {
+            for (name, id) in tags {
+                builder = builder
+                    .set_ref(
+                        name,
+                        SnapshotReference::new(*id, SnapshotRetention::Tag { max_ref_age_ms: None }),
+                    )
+                    .map_err(|e| Error::iceberg(format!("tag {name}"), e))?;
+            }
+        }
+        QuarantineMode::Bundle => builder = builder.remove_snapshots(snapshot_ids),
+    }
+    Ok(builder
+        .build()
+        .map_err(|e| Error::iceberg("build metadata", e))?
+        .metadata)
+}
+
+/// Judges the planned candidate on a generation that a commit by another writer made while the quarantine sealed:
+/// `Err(reason)` unless every one of its snapshots is still in the table and still expirable and every one of its
+/// objects is still reachable from none of the snapshots the table keeps and under no writer or hold (the purge's
+/// rebase, with nothing released), and the independent closure check finds nothing. The quarantine does not
+/// rebase a candidate: what it seals and tags is exactly what was planned, or it is refused.
+async fn rejudge(
+    ctx: &Context,
+    table: &Table,
+    policy: &Policy,
+    reg: &Registry,
+    candidate: &closure::Candidate,
+) -> Result<std::result::Result<(), String>> {
+    let lead = "a commit landed while the quarantine sealed";
+    let gone: Vec<i64> = candidate
+        .snapshot_ids
+        .iter()
+        .copied()
+        .filter(|id| table.metadata().snapshot_by_id(*id).is_none())
+        .collect();
+    if !gone.is_empty() {
+        return Ok(Err(format!(
+            "{lead} and snapshot(s) {gone:?} of the candidate left the table"
+        )));
+    }
+    let input = gather(ctx, table, policy, reg, ctx.now(), None).await?;
+    let plan = closure::plan(&input);
+    let r = closure::rebase(&input, &plan, &candidate.snapshot_ids, &candidate.objects);
+    if !r.unreadable.is_empty() {
+        return Ok(Err(format!(
+            "{lead} and the layers of snapshot(s) {:?} of its generation cannot be read: nothing can be shown \
+             unreachable",
+            r.unreadable
+        )));
+    }
+    if !r.unchanged() {
+        let snapshots = r
+            .released_snapshots
+            .iter()
+            .map(|(id, why)| format!("snapshot {id}: {why}"));
+        let objects = r.released_objects.iter().take(20).map(|(p, why)| format!("{p}: {why}"));
+        return Ok(Err(format!(
+            "{lead} and its generation keeps part of the candidate: {}",
+            snapshots.chain(objects).collect::<Vec<_>>().join("; ")
+        )));
+    }
+    let conflicts = closure::nondeletable_conflicts(&input, &candidate.snapshot_ids, &candidate.objects);
+    if !conflicts.is_empty() {
+        return Ok(Err(format!(
+            "{lead} and the independent closure check finds on its generation: {}",
+            conflicts.join("; ")
+        )));
+    }
+    Ok(Ok(()))
 }
 
 /// Removes the bundles this quarantine sealed before it was refused: no registry record names them, and left in
@@ -249,56 +378,55 @@ async fn seal_and_commit(
             )
         })
         .collect();
-    let mut builder = table
-        .metadata()
-        .clone()
-        .into_builder(Some(table.generation().metadata_location.clone()));
-    match mode {
-        QuarantineMode::Tag => {
-            for (name, id) in &tags {
-                builder = builder
-                    .set_ref(
-                        name,
-                        SnapshotReference::new(*id, SnapshotRetention::Tag { max_ref_age_ms: None }),
-                    )
-                    .map_err(|e| Error::iceberg(format!("tag {name}"), e))?;
-            }
-        }
-        QuarantineMode::Bundle => builder = builder.remove_snapshots(&candidate.snapshot_ids),
-    }
-    let new = builder
-        .build()
-        .map_err(|e| Error::iceberg("build metadata", e))?
-        .metadata;
     // The commit is made inside the registry's write lock, after checking there that no lease, hold, DR
     // checkpoint or writer came to cover the candidate since its stamp and that it is not PROTECTED (as the
     // purge's catalog commit): in bundle mode it takes the snapshots out of the table, and a lease granted in
-    // between would promise a snapshot no reader can open.
-    ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
-    let mut base = PurgeBaseline::from_stamp(&table.metadata().uuid().to_string(), table.location(), run_id, stamp);
-    let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
-        Ok(lock) => lock,
-        Err(halt) => {
-            discard_bundles(ctx, &sealed).await?;
-            return refuse(format!(
-                "{}; re-plan (the bundles sealed for it were removed)",
-                halt.join("; ")
-            ));
+    // between would promise a snapshot no reader can open. A commit that loses the race to another writer (on a
+    // live table one commits every few minutes, and sealing a large snapshot takes longer) is made again on the
+    // new generation, once the candidate is judged there exactly as it was planned ([`rejudge`]).
+    let mut on: Option<Table> = None;
+    let mut attempt = 0;
+    let committed = loop {
+        attempt += 1;
+        let base_table = on.as_ref().unwrap_or(table);
+        let new = quarantine_metadata(base_table, mode, &tags, &candidate.snapshot_ids)?;
+        ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
+        let mut base = PurgeBaseline::from_stamp(&table.metadata().uuid().to_string(), table.location(), run_id, stamp);
+        let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
+            Ok(lock) => lock,
+            Err(halt) => {
+                discard_bundles(ctx, &sealed).await?;
+                return refuse(format!(
+                    "{}; re-plan (the bundles sealed for it were removed)",
+                    halt.join("; ")
+                ));
+            }
+        };
+        let expected = base_table.generation().metadata_location.clone();
+        let committed = cat.commit(&ctx.storage, ident, &expected, &new).await;
+        lock.commit().await?;
+        match committed {
+            Ok(loc) => break loc,
+            Err(Error::Catalog { reason, .. }) => {
+                // A lost race moved the table on; anything else (the generation did not move) is refused as before.
+                let (now_table, _, _) = ctx.catalog_table(source).await?;
+                let why = if now_table.generation().metadata_location == expected {
+                    Some(format!("the catalog commit failed: {reason}"))
+                } else if attempt >= QUARANTINE_COMMIT_ATTEMPTS {
+                    Some(format!(
+                        "the catalog commit lost the race to another writer {attempt} times (last: {reason})"
+                    ))
+                } else {
+                    rejudge(ctx, &now_table, policy, reg, candidate).await?.err()
+                };
+                if let Some(why) = why {
+                    discard_bundles(ctx, &sealed).await?;
+                    return refuse(format!("{why}; re-plan (the bundles sealed for it were removed)"));
+                }
+                on = Some(now_table);
+            }
+            Err(e) => return Err(e),
         }
-    };
-    let committed = cat
-        .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
-        .await;
-    lock.commit().await?;
-    let committed = match committed {
-        Ok(loc) => loc,
-        Err(Error::Catalog { reason, .. }) => {
-            discard_bundles(ctx, &sealed).await?;
-            return refuse(format!(
-                "the catalog commit failed: {reason}; re-plan (the bundles sealed for it were removed)"
-            ));
-        }
-        Err(e) => return Err(e),
     };
     // The world after the commit is what the deleter will compare against. Our commit stands (the tags are in
     // the table), so the quarantine is recorded even when another commit already followed it: the stamp is

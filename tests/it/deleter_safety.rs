@@ -842,24 +842,7 @@ fn a_lease_landing_before_a_bundle_mode_quarantine_commits_keeps_the_snapshot_in
     let c = g.candidate();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
     let sid = c["snapshot_ids"][0].as_i64().unwrap();
-    let mut q = Paused::start(
-        &g,
-        "catalog-commit-delay-ms=120000",
-        &g.dir.join("go"),
-        &[
-            "--json",
-            "quarantine",
-            &id,
-            "--policy",
-            g.policy.to_str().unwrap(),
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--bundles",
-            "bundles",
-            "--mode",
-            "bundle",
-        ],
-    );
+    let mut q = paused_quarantine(&g, &id, "bundle");
     q.wait_until_paused();
     let lease = g
         .on_table(&g.lease_add_args(&sid.to_string(), "1h"))
@@ -892,24 +875,7 @@ fn leases_holds_and_writers_elsewhere_landing_while_a_quarantine_seals_do_not_re
     let g = Gov::new("");
     let c = g.candidate();
     let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let mut q = Paused::start(
-        &g,
-        "catalog-commit-delay-ms=120000",
-        &g.dir.join("go"),
-        &[
-            "--json",
-            "quarantine",
-            &id,
-            "--policy",
-            g.policy.to_str().unwrap(),
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--bundles",
-            "bundles",
-            "--mode",
-            "bundle",
-        ],
-    );
+    let mut q = paused_quarantine(&g, &id, "bundle");
     q.wait_until_paused();
     let current = g.py("print(t.current_snapshot().snapshot_id)");
     assert!(!c["snapshot_ids"].to_string().contains(&current), "{c}");
@@ -935,4 +901,101 @@ fn leases_holds_and_writers_elsewhere_landing_while_a_quarantine_seals_do_not_re
             "{s} left the table in bundle mode"
         );
     }
+}
+
+/// `quarantine ID --mode MODE` on the fixture's table, paused before its catalog commit until `go` exists.
+fn paused_quarantine(g: &Gov, id: &str, mode: &str) -> Paused {
+    let policy = g.policy.to_str().unwrap().to_owned();
+    Paused::start(
+        g,
+        "catalog-commit-delay-ms=120000",
+        &g.dir.join("go"),
+        &[
+            "--json",
+            "quarantine",
+            id,
+            "--policy",
+            &policy,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--bundles",
+            "bundles",
+            "--mode",
+            mode,
+        ],
+    )
+}
+
+const APPEND_ROW: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), \
+                          'category': pa.array(['z']), 'value': pa.array([1.0])}))";
+
+// A writer's commit landing while a quarantine seals (on a live table one lands every few minutes, and sealing a
+// large snapshot takes longer) made its catalog commit fail: the quarantine was refused and its bundles thrown away,
+// on such a table at every try. It is now made again on the new generation once the candidate is judged there
+// exactly as planned: the tag lands on the new generation and the writer's row stays.
+#[test]
+fn a_writer_commit_landing_while_a_quarantine_seals_is_committed_over() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
+    let mut q = paused_quarantine(&g, &id, "tag");
+    q.wait_until_paused();
+    g.py(APPEND_ROW);
+    let appended = g.py("print(t.metadata.current_snapshot_id)");
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    let tagged = g.py(&format!(
+        "print(sorted(r.snapshot_id for n, r in t.metadata.refs.items() if n.startswith('quarantine/{id}')))"
+    ));
+    let mut ids: Vec<i64> = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(tagged, format!("{ids:?}"), "{out}");
+    assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), appended);
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 1).to_string());
+    // The candidate goes on through its drill and purge on the table as it is now.
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert!(!table_snapshots(&g).contains(&sid));
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 1).to_string());
+}
+
+// A commit that keeps part of the candidate (here a tag on its snapshot) still refuses the quarantine: the snapshot
+// carries no quarantine tag and the bundles sealed for it are removed.
+#[test]
+fn a_commit_keeping_part_of_the_candidate_while_a_quarantine_seals_refuses_it() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    let mut q = paused_quarantine(&g, &id, "bundle");
+    q.wait_until_paused();
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({sid}, 'keep-for-audit').commit()"
+    ));
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("a commit landed while the quarantine sealed")
+            && reason.contains(&format!("snapshot {sid}: "))
+            && reason.contains("bundles sealed for it were removed"),
+        "{out}"
+    );
+    assert!(table_snapshots(&g).contains(&sid), "the snapshot is in the table");
+    assert_eq!(
+        g.py("print(sorted(n for n in t.metadata.refs if n.startswith('quarantine/')))"),
+        "[]"
+    );
+    let left: Vec<_> = crate::orphans::files_under(&g.dir.join("bundles"));
+    assert!(left.is_empty(), "bundle files left: {left:?}");
 }

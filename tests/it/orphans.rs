@@ -255,7 +255,7 @@ fn with_orphan_vault() -> (Gov, std::path::PathBuf) {
 }
 
 /// The files under a folder, recursively.
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
         return out;

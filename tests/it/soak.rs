@@ -487,8 +487,10 @@ fn refusal_kind(reason: &str) -> String {
         "stale plan".into()
     } else if reason.contains("during the quarantine") {
         "a lease, hold, checkpoint or writer covering it came while sealing".into()
-    } else if reason.contains("catalog commit failed") {
+    } else if reason.contains("catalog commit failed") || reason.contains("lost the race") {
         "catalog commit lost".into()
+    } else if reason.contains("a commit landed while the quarantine sealed") {
+        "a commit kept part of it while sealing".into()
     } else if reason.contains("another commit followed ours") {
         "another commit followed ours".into()
     } else {
