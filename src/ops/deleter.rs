@@ -422,8 +422,41 @@ pub struct PurgeReport {
 ///
 /// # Errors
 /// When lakedrill cannot decide (unreadable policy, registry, store). Refusals are outcomes (exit 1).
-#[allow(clippy::too_many_lines)]
 pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> Result<Outcome> {
+    let mut moved_before = Vec::new();
+    loop {
+        let mut moved = false;
+        let mut out = purge_try(ctx, source, opts, &mut moved).await?;
+        if moved && !opts.dry_run && moved_before.len() + 1 < PURGE_TRIES {
+            // Only the compare-and-set refused it: the world moved between this try's read and its acceptance (a
+            // reader's lease, a hold, a commit). The next try reads it again and rebases onto it, as the next run
+            // would; each refused try is in the registry's events as a refused purge.
+            let why = out.json["reasons"].clone();
+            crate::report::output::warn(format!(
+                "{}: the world moved while the purge judged it ({}); judging it again",
+                opts.candidate_id,
+                why.as_array()
+                    .map(|a| a.iter().filter_map(|r| r.as_str()).collect::<Vec<_>>().join("; "))
+                    .unwrap_or_default()
+            ));
+            moved_before.push(why);
+            continue;
+        }
+        if !moved_before.is_empty() {
+            // What the earlier tries were refused for, with the outcome of the last.
+            out.json["moved_tries"] = serde_json::Value::Array(moved_before);
+        }
+        return Ok(out);
+    }
+}
+
+/// How many times one `purge` judges its candidate when only the compare-and-set refuses it (the world moved
+/// between its read and its acceptance).
+const PURGE_TRIES: usize = 3;
+
+/// One try of [`purge`]. `moved` is set when only the acceptance's compare-and-set refused it.
+#[allow(clippy::too_many_lines)]
+async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, moved: &mut bool) -> Result<Outcome> {
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
     // Evidence that must be locked goes only where it can be (the receipts location and, for the retirement
@@ -697,7 +730,8 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
             )
             .await?
         {
-            Acceptance::Refused(mut reasons) => {
+            refusal @ (Acceptance::Refused(_) | Acceptance::Moved(_)) => {
+                let mut reasons = refusal.reasons().to_vec();
                 let gates = gates.clone();
                 // A ref that now points at one of the candidate's snapshots protects it for good.
                 let ids = snapshot_ids_of(&rec);
@@ -719,6 +753,7 @@ pub async fn purge(ctx: &Context, source: &TableSource, opts: &PurgeOptions) -> 
                     .await?;
                     reasons.push(format!("the candidate is now PROTECTED: {}", covering.join("; ")));
                 }
+                *moved = covering.is_empty() && matches!(refusal, Acceptance::Moved(_));
                 return refused_with("REFUSED", reasons, gates);
             }
             Acceptance::Approved if opts.dry_run => {

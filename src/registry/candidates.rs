@@ -334,6 +334,21 @@ pub enum Acceptance {
     Approved,
     /// Refused, with every reason.
     Refused(Vec<String>),
+    /// Refused only because the world moved past the stamp the candidate was last judged on (the table's
+    /// generation or refs, the lease watermark or the hold generation: the compare-and-set), with nothing else
+    /// standing in the way: judged again on the world as it is now, it may pass. The reasons say what moved.
+    Moved(Vec<String>),
+}
+
+impl Acceptance {
+    /// The reasons of a refusal (`Refused` or `Moved`); empty when approved.
+    #[must_use]
+    pub fn reasons(&self) -> &[String] {
+        match self {
+            Acceptance::Approved => &[],
+            Acceptance::Refused(r) | Acceptance::Moved(r) => r,
+        }
+    }
 }
 
 /// A state column (a candidate's or an object's).
@@ -899,6 +914,8 @@ impl Registry {
         let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
         let mut reasons = extra_refusals;
         reasons.extend(standing_refusals(&mut change.tx, &rec, max_unknowns, now).await?);
+        // Whether anything but the compare-and-set below refuses it.
+        let others = reasons.len();
         let watermark = read_lease_watermark(&mut change.tx, &rec.table_uuid)
             .await
             .map_err(query(OP))?;
@@ -909,6 +926,7 @@ impl Registry {
             .await
             .map_err(query(OP))?;
         let s = &rec.stamp;
+        let mut covered = false;
         if (s.metadata_location != current_table.metadata_location
             || s.metadata_blake3 != current_table.metadata_blake3)
             && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
@@ -956,6 +974,7 @@ impl Registry {
             .await
             .map_err(query(OP))?;
             if !named.is_empty() {
+                covered = true;
                 reasons.push(format!(
                     "a DR checkpoint or writer that covers the candidate came since its stamp (protection generation \
                      {} is now {protections}): {}",
@@ -965,12 +984,19 @@ impl Registry {
             }
         }
         let table = rec.table_uuid.clone();
+        let refusal = |reasons: Vec<String>| {
+            if others == 0 && !covered {
+                Acceptance::Moved(reasons)
+            } else {
+                Acceptance::Refused(reasons)
+            }
+        };
         if dry_run {
             // Dropping the transaction rolls it back: a dry run changes nothing.
             return Ok(if reasons.is_empty() {
                 Acceptance::Approved
             } else {
-                Acceptance::Refused(reasons)
+                refusal(reasons)
             });
         }
         if reasons.is_empty() {
@@ -1000,7 +1026,7 @@ impl Registry {
             change
                 .commit(now, EventKind::PurgeRefused, Some(&table), &detail)
                 .await?;
-            Ok(Acceptance::Refused(reasons))
+            Ok(refusal(reasons))
         }
     }
 
@@ -1253,7 +1279,7 @@ mod tests {
             .unwrap()
         {
             Acceptance::Approved => Ok(()),
-            Acceptance::Refused(why) => Err(why.join("; ")),
+            Acceptance::Refused(why) | Acceptance::Moved(why) => Err(why.join("; ")),
         };
         // A writer elsewhere (as a URI under the table), an ended writer over the candidate's file and a checkpoint
         // on another snapshot move the protection generation past the stamp's but cover nothing of the candidate.
@@ -1464,7 +1490,7 @@ mod tests {
             .candidate_accept("c-a", &moved, &loc(), 0, vec![], false, now)
             .await
             .unwrap();
-        assert!(matches!(r, Acceptance::Refused(ref v) if v.len() == 2), "{r:?}");
+        assert!(matches!(r, Acceptance::Moved(ref v) if v.len() == 2), "{r:?}");
         reg.hold_set(table, HoldScope::Prefix("data/x".into()), "late", now)
             .await
             .unwrap();
@@ -1473,7 +1499,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            matches!(r, Acceptance::Refused(ref v) if v.iter().any(|x| x.contains("holds changed"))),
+            matches!(r, Acceptance::Moved(ref v) if v.iter().any(|x| x.contains("holds changed"))),
             "{r:?}"
         );
         let mut held = stamp();

@@ -1035,12 +1035,25 @@ async fn restore_after_purge(lab: &Lab, bundle: &str, purged: &ContentFiles, dee
 }
 
 /// The reasons an outcome gives, joined with ` | ` (or its single `reason`).
+/// With a purge's tries that only its compare-and-set refused (`moved_tries`) first.
 fn reasons_of(o: &Outcome) -> String {
-    o.json["reasons"]
+    let list = |v: &Value| {
+        v.as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "))
+    };
+    let tries: String = o.json["moved_tries"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "))
-        .or_else(|| o.json["reason"].as_str().map(str::to_owned))
-        .unwrap_or_default()
+        .map(|t| {
+            t.iter()
+                .filter_map(list)
+                .map(|r| format!("an earlier try, refused by the compare-and-set: {r} | "))
+                .collect()
+        })
+        .unwrap_or_default();
+    tries
+        + &list(&o.json["reasons"])
+            .or_else(|| o.json["reason"].as_str().map(str::to_owned))
+            .unwrap_or_default()
 }
 
 /// The status an outcome reports (`?` when it has none).
