@@ -852,11 +852,7 @@ fn reconcile_retries_no_delete_under_a_legal_hold_or_a_stopped_deleter() {
 #[test]
 fn a_lease_landing_before_a_bundle_mode_quarantine_commits_keeps_the_snapshot_in_the_table() {
     let g = Gov::new("");
-    let c = g.candidate();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let sid = c["snapshot_ids"][0].as_i64().unwrap();
-    let mut q = paused_quarantine(&g, &id, "bundle");
-    q.wait_until_paused();
+    let (_, id, sid, q) = candidate_quarantine_paused(&g, "bundle");
     let lease = g
         .on_table(&g.lease_add_args(&sid.to_string(), "1h"))
         .expect_code(0)
@@ -886,10 +882,7 @@ fn a_lease_landing_before_a_bundle_mode_quarantine_commits_keeps_the_snapshot_in
 #[test]
 fn leases_holds_and_writers_elsewhere_landing_while_a_quarantine_seals_do_not_refuse_it() {
     let g = Gov::new("");
-    let c = g.candidate();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let mut q = paused_quarantine(&g, &id, "bundle");
-    q.wait_until_paused();
+    let (c, _, _, q) = candidate_quarantine_paused(&g, "bundle");
     let current = g.py("print(t.current_snapshot().snapshot_id)");
     assert!(!c["snapshot_ids"].to_string().contains(&current), "{c}");
     g.on_table(&g.lease_add_args(&current, "1h")).expect_code(0);
@@ -916,27 +909,20 @@ fn leases_holds_and_writers_elsewhere_landing_while_a_quarantine_seals_do_not_re
     }
 }
 
-/// `quarantine ID --mode MODE` on the fixture's table, paused before its catalog commit until `go` exists.
-fn paused_quarantine(g: &Gov, id: &str, mode: &str) -> Paused {
-    let policy = g.policy.to_str().unwrap().to_owned();
-    Paused::start(
+/// A fresh candidate of the fixture (its id and first snapshot id) and its `quarantine --mode MODE`, paused before
+/// the catalog commit until `go` exists.
+fn candidate_quarantine_paused(g: &Gov, mode: &str) -> (Value, String, i64, Paused) {
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    let mut q = Paused::start(
         g,
         "catalog-commit-delay-ms=120000",
         &g.dir.join("go"),
-        &[
-            "--json",
-            "quarantine",
-            id,
-            "--policy",
-            &policy,
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--bundles",
-            "bundles",
-            "--mode",
-            mode,
-        ],
-    )
+        &g.quarantine_args(&id, mode),
+    );
+    q.wait_until_paused();
+    (c, id, sid, q)
 }
 
 const APPEND_ROW: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), \
@@ -949,12 +935,8 @@ const APPEND_ROW: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.arra
 #[test]
 fn a_writer_commit_landing_while_a_quarantine_seals_is_committed_over() {
     let g = Gov::new("");
-    let c = g.candidate();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let sid = c["snapshot_ids"][0].as_i64().unwrap();
     let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
-    let mut q = paused_quarantine(&g, &id, "tag");
-    q.wait_until_paused();
+    let (c, id, sid, q) = candidate_quarantine_paused(&g, "tag");
     g.py(APPEND_ROW);
     let appended = g.py("print(t.metadata.current_snapshot_id)");
     let (code, out, stderr) = q.finish();
@@ -986,11 +968,7 @@ fn a_writer_commit_landing_while_a_quarantine_seals_is_committed_over() {
 #[test]
 fn a_commit_keeping_part_of_the_candidate_while_a_quarantine_seals_refuses_it() {
     let g = Gov::new("");
-    let c = g.candidate();
-    let id = c["candidate_id"].as_str().unwrap().to_owned();
-    let sid = c["snapshot_ids"][0].as_i64().unwrap();
-    let mut q = paused_quarantine(&g, &id, "bundle");
-    q.wait_until_paused();
+    let (_, _, sid, q) = candidate_quarantine_paused(&g, "bundle");
     g.py(&format!(
         "t.manage_snapshots().create_tag({sid}, 'keep-for-audit').commit()"
     ));

@@ -213,7 +213,12 @@ impl Gov {
     }
 
     pub fn quarantine(&self, id: &str, mode: &str) -> Run {
-        self.on_table(&[
+        self.on_table(&self.quarantine_args(id, mode))
+    }
+
+    /// `--json quarantine ID` with the fixture's policy, key and bundles folder, in `mode` (without the table).
+    pub fn quarantine_args<'a>(&'a self, id: &'a str, mode: &'a str) -> Vec<&'a str> {
+        vec![
             "--json",
             "quarantine",
             id,
@@ -225,7 +230,7 @@ impl Gov {
             "bundles",
             "--mode",
             mode,
-        ])
+        ]
     }
 
     pub fn drill(&self, bundles: &str) -> PathBuf {

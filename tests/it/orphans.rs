@@ -451,15 +451,7 @@ fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged()
     let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
     let late = root.join("data/late-writer.parquet");
     // A slow writer's Parquet file of the table's schema (three rows), written long ago, not committed yet.
-    g.py(&format!(
-        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
-         rows = t.scan().to_arrow().slice(0, 3)\n\
-         rows = rows.cast(pa.schema([pa.field(f.name, f.type, f.nullable) for f in rows.schema]))\n\
-         pq.write_table(rows, '{l}')\n\
-         os.utime('{l}', ({o}, {o}))",
-        l = late.display(),
-        o = old.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
-    ));
+    late_writer_file(&g, &late, old);
     put(
         &root.join("data/w/staged.parquet"),
         b"PAR1 staged by writer w PAR1",
@@ -561,25 +553,27 @@ fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged()
 
 /// `quarantine o-…` with its args, paused after it read and copied the orphans (release file `go`).
 fn paused_orphan_quarantine(g: &Gov, id: &str, go: &str) -> crate::deleter_safety::Paused {
-    let policy = g.policy.to_str().unwrap().to_owned();
-    crate::deleter_safety::Paused::start(
+    let mut q = crate::deleter_safety::Paused::start(
         g,
         "orphan-hold-delay-ms=120000",
         &g.dir.join(go),
-        &[
-            "--json",
-            "quarantine",
-            id,
-            "--policy",
-            &policy,
-            "--key",
-            "keys/gov-TEST-ONLY.key",
-            "--bundles",
-            "bundles",
-            "--mode",
-            "tag",
-        ],
-    )
+        &g.quarantine_args(id, "tag"),
+    );
+    q.wait_until_paused();
+    q
+}
+
+/// Writes a slow writer's Parquet file of the table's schema (its first three rows) at `path`, modified at `mtime`.
+fn late_writer_file(g: &Gov, path: &Path, mtime: SystemTime) {
+    g.py(&format!(
+        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
+         rows = t.scan().to_arrow().slice(0, 3)\n\
+         rows = rows.cast(pa.schema([pa.field(f.name, f.type, f.nullable) for f in rows.schema]))\n\
+         pq.write_table(rows, '{l}')\n\
+         os.utime('{l}', ({o}, {o}))",
+        l = path.display(),
+        o = mtime.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
+    ));
 }
 
 /// An orphan quarantine reads and copies its files before any leaves the table; what lands meanwhile is related to
@@ -598,8 +592,7 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     put(&root.join("data/stray/a.parquet"), b"PAR1 a stray PAR1", old);
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/stray/a.parquet".to_owned()], "{c}");
-    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-1");
-    q.wait_until_paused();
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-1");
     let sid = g.py("print(t.current_snapshot().snapshot_id)");
     g.on_table(&g.lease_add_args(&sid, "1h")).expect_code(0);
     g.on_table(&["writer", "begin", "--prefix", "data/elsewhere"])
@@ -613,8 +606,7 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     put(&root.join("data/w2/b.parquet"), b"PAR1 staged by w2 PAR1", old);
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/w2/b.parquet".to_owned()], "{c}");
-    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-2");
-    q.wait_until_paused();
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-2");
     let w = g
         .on_table(&["--json", "writer", "begin", "--prefix", "data/w2"])
         .expect_code(0)
@@ -636,20 +628,11 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     // A slow writer commits its file while it is read: REFUSED, the file in place, the table reads every row.
     let late = root.join("data/late/c.parquet");
     std::fs::create_dir_all(late.parent().unwrap()).unwrap();
-    g.py(&format!(
-        "import pyarrow as pa, pyarrow.parquet as pq, os\n\
-         rows = t.scan().to_arrow().slice(0, 3)\n\
-         rows = rows.cast(pa.schema([pa.field(f.name, f.type, f.nullable) for f in rows.schema]))\n\
-         pq.write_table(rows, '{l}')\n\
-         os.utime('{l}', ({o}, {o}))",
-        l = late.display(),
-        o = old.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
-    ));
+    late_writer_file(&g, &late, old);
     let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/late/c.parquet".to_owned()], "{c}");
-    let mut q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-3");
-    q.wait_until_paused();
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-3");
     g.py(&format!("t.add_files(['file://{}'])", late.display()));
     let (code, out, stderr) = q.finish();
     assert_eq!(code, Some(1), "{out}\n{stderr}");
