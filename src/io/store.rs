@@ -127,7 +127,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
-/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS`). Used by the crash,
+/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -157,6 +157,9 @@ pub struct Failpoints {
     /// `quarantine o-…` waits this many milliseconds after reading (and copying) the orphans and before it reads
     /// the table and the registry again to relate them (a late commit, a writer or a hold can land in between).
     pub orphan_hold_delay_ms: Option<u64>,
+    /// `quarantine o-…` waits this many milliseconds after its bundle is written and before the first file leaves
+    /// the table (a late commit can land after its last check).
+    pub orphan_take_out_delay_ms: Option<u64>,
 }
 
 /// Where a `*-delay-ms` failpoint of [`Failpoints`] waits.
@@ -170,6 +173,8 @@ pub enum DelayPoint {
     PurgePlanRead,
     /// After an orphan quarantine read and copied its files, before it relates them to the table and registry.
     OrphanHold,
+    /// After an orphan quarantine wrote its bundle, before the first file leaves the table.
+    OrphanTakeOut,
 }
 
 impl Failpoints {
@@ -194,6 +199,7 @@ impl Failpoints {
                 "protection-delay-ms" => f.protection_delay_ms = v,
                 "purge-plan-delay-ms" => f.purge_plan_delay_ms = v,
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
+                "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }
@@ -326,6 +332,7 @@ impl Storage {
             DelayPoint::Protection => ("protection-delay-ms", self.failpoints.protection_delay_ms),
             DelayPoint::PurgePlanRead => ("purge-plan-delay-ms", self.failpoints.purge_plan_delay_ms),
             DelayPoint::OrphanHold => ("orphan-hold-delay-ms", self.failpoints.orphan_hold_delay_ms),
+            DelayPoint::OrphanTakeOut => ("orphan-take-out-delay-ms", self.failpoints.orphan_take_out_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

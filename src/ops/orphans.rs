@@ -367,6 +367,9 @@ pub async fn seal_and_hold(
     })?;
     let out = location::canonical_uri(r.bundles)?;
     let bundle_uri = crate::bundle::write_bundle(&ctx.storage, pred.clone(), Vec::new(), r.key, &out).await?;
+    ctx.storage
+        .failpoint_delay(crate::io::store::DelayPoint::OrphanTakeOut)
+        .await;
     // 5. Out of the table location, one file at a time, each checked. An error stops there; what left the table is
     // still recorded below, so that every way back knows it.
     let mut removed = Vec::new();

@@ -197,7 +197,26 @@ async fn hold_orphans(
     if let Some(why) = crate::ops::orphans::standing_refusal(&input, &r.candidate.objects) {
         return refuse(why);
     }
-    crate::ops::orphans::seal_and_hold(ctx, r, prepared, &stamp, &input).await
+    let mut out = crate::ops::orphans::seal_and_hold(ctx, r, prepared, &stamp, &input).await?;
+    if out.verdict != Verdict::Ok {
+        return Ok(out);
+    }
+    // The files left the table one at a time after that check; a late commit in between finds its file gone. The
+    // table is read once more and what it references now (or a writer or hold covers) is put back at once, not at
+    // the next plan or purge.
+    let (table, _, _) = ctx.catalog_table(source).await?;
+    let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
+    let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
+    let back = crate::ops::orphans::put_back_protected(&ctx.storage, r.reg, &input, &stamp, ctx.now()).await?;
+    if !back.is_empty() {
+        for line in &back {
+            out.human.push_str(&format!("  {line}\n"));
+        }
+        out.json["orphans_put_back"] = serde_json::json!(back);
+        out.json["candidate"] =
+            serde_json::to_value(r.reg.candidate(id).await?).map_err(|e| Error::Internal(e.to_string()))?;
+    }
+    Ok(out)
 }
 
 /// Catalog commits a quarantine makes before giving up when other writers keep winning the compare-and-set.

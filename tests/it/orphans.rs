@@ -551,11 +551,11 @@ fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged()
     assert_eq!(object_paths(&again), vec!["data/second.parquet".to_owned()], "{again}");
 }
 
-/// `quarantine o-…` with its args, paused after it read and copied the orphans (release file `go`).
-fn paused_orphan_quarantine(g: &Gov, id: &str, go: &str) -> crate::deleter_safety::Paused {
+/// `quarantine o-…` with its args, paused at the failpoint `at` (release file `go`).
+fn paused_orphan_quarantine(g: &Gov, id: &str, at: &str, go: &str) -> crate::deleter_safety::Paused {
     let mut q = crate::deleter_safety::Paused::start(
         g,
-        "orphan-hold-delay-ms=120000",
+        &format!("{at}=120000"),
         &g.dir.join(go),
         &g.quarantine_args(id, "tag"),
     );
@@ -592,7 +592,7 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     put(&root.join("data/stray/a.parquet"), b"PAR1 a stray PAR1", old);
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/stray/a.parquet".to_owned()], "{c}");
-    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-1");
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "orphan-hold-delay-ms", "go-1");
     let sid = g.py("print(t.current_snapshot().snapshot_id)");
     g.on_table(&g.lease_add_args(&sid, "1h")).expect_code(0);
     g.on_table(&["writer", "begin", "--prefix", "data/elsewhere"])
@@ -606,7 +606,7 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     put(&root.join("data/w2/b.parquet"), b"PAR1 staged by w2 PAR1", old);
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/w2/b.parquet".to_owned()], "{c}");
-    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-2");
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "orphan-hold-delay-ms", "go-2");
     let w = g
         .on_table(&["--json", "writer", "begin", "--prefix", "data/w2"])
         .expect_code(0)
@@ -632,7 +632,7 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), vec!["data/late/c.parquet".to_owned()], "{c}");
-    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "go-3");
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "orphan-hold-delay-ms", "go-3");
     g.py(&format!("t.add_files(['file://{}'])", late.display()));
     let (code, out, stderr) = q.finish();
     assert_eq!(code, Some(1), "{out}\n{stderr}");
@@ -644,5 +644,49 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
         "{out}"
     );
     assert!(late.exists());
+    assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
+}
+
+/// A slow writer's late commit landing after the orphan quarantine's last check, before its file leaves the table:
+/// once its files are out, the quarantine reads the table again and puts that file back at once, the rest held
+/// (before, the file stayed out until the next `plan` or `purge`, and the table could not be read meanwhile).
+#[test]
+fn a_late_commit_landing_while_orphans_leave_the_table_is_put_back_by_the_quarantine_itself() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let late = root.join("data/late/d.parquet");
+    std::fs::create_dir_all(late.parent().unwrap()).unwrap();
+    late_writer_file(&g, &late, old);
+    let late_bytes = std::fs::read(&late).unwrap();
+    put(&root.join("data/stray/e.parquet"), b"PAR1 another stray PAR1", old);
+    let rows: u64 = g.py("print(t.scan().to_arrow().num_rows)").parse().unwrap();
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(
+        object_paths(&c),
+        vec!["data/late/d.parquet".to_owned(), "data/stray/e.parquet".to_owned()],
+        "{c}"
+    );
+    let q = paused_orphan_quarantine(
+        &g,
+        c["candidate_id"].as_str().unwrap(),
+        "orphan-take-out-delay-ms",
+        "go",
+    );
+    g.py(&format!("t.add_files(['file://{}'])", late.display()));
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    assert!(
+        out["orphans_put_back"].to_string().contains("data/late/d.parquet"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(&late).unwrap(), late_bytes);
+    assert!(!root.join("data/stray/e.parquet").exists(), "{out}");
+    assert_eq!(
+        object_paths(&out["candidate"]["candidate"]),
+        vec!["data/stray/e.parquet".to_owned()],
+        "{out}"
+    );
     assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
 }
