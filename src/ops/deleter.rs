@@ -418,7 +418,8 @@ pub struct PurgeReport {
     pub registry_transactions: Option<u64>,
 }
 
-/// `lakedrill purge CANDIDATE --evidence REPORT`.
+/// `lakedrill purge CANDIDATE --evidence REPORT`: up to 3 tries while only the acceptance's
+/// compare-and-set refuses ([`Acceptance::Moved`]); the reasons of those tries are in `moved_tries`.
 ///
 /// # Errors
 /// When lakedrill cannot decide (unreadable policy, registry, store). Refusals are outcomes (exit 1).

@@ -203,11 +203,23 @@ async fn hold_orphans(
     }
     // The files left the table one at a time after that check; a late commit in between finds its file gone. The
     // table is read once more and what it references now (or a writer or hold covers) is put back at once, not at
-    // the next plan or purge.
-    let (table, _, _) = ctx.catalog_table(source).await?;
-    let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
-    let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
-    let back = crate::ops::orphans::put_back_protected(&ctx.storage, r.reg, &input, &stamp, ctx.now()).await?;
+    // the next plan or purge. The quarantine is recorded by now: when this read fails, it says so and stands.
+    let again = async {
+        let (table, _, _) = ctx.catalog_table(source).await?;
+        let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
+        let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
+        crate::ops::orphans::put_back_protected(&ctx.storage, r.reg, &input, &stamp, ctx.now()).await
+    };
+    let back = match again.await {
+        Ok(back) => back,
+        Err(e) => {
+            crate::report::output::warn(format!(
+                "{id}: the table could not be read again once the orphans left it ({e}); the next plan or purge puts \
+                 back any of them a late commit references"
+            ));
+            Vec::new()
+        }
+    };
     if !back.is_empty() {
         for line in &back {
             out.human.push_str(&format!("  {line}\n"));
@@ -428,15 +440,26 @@ async fn seal_and_commit(
             Ok(loc) => break loc,
             Err(Error::Catalog { reason, .. }) => {
                 // A lost race moved the table on; anything else (the generation did not move) is refused as before.
-                let (now_table, _, _) = ctx.catalog_table(source).await?;
-                let why = if now_table.generation().metadata_location == expected {
-                    Some(format!("the catalog commit failed: {reason}"))
-                } else if attempt >= QUARANTINE_COMMIT_ATTEMPTS {
-                    Some(format!(
-                        "the catalog commit lost the race to another writer {attempt} times (last: {reason})"
-                    ))
-                } else {
-                    rejudge(ctx, &now_table, policy, reg, candidate).await?.err()
+                // Nothing was committed: when the table cannot be read or judged again, the bundles go too.
+                let judged = async {
+                    let (now_table, _, _) = ctx.catalog_table(source).await?;
+                    let why = if now_table.generation().metadata_location == expected {
+                        Some(format!("the catalog commit failed: {reason}"))
+                    } else if attempt >= QUARANTINE_COMMIT_ATTEMPTS {
+                        Some(format!(
+                            "the catalog commit lost the race to another writer {attempt} times (last: {reason})"
+                        ))
+                    } else {
+                        rejudge(ctx, &now_table, policy, reg, candidate).await?.err()
+                    };
+                    Ok::<_, Error>((now_table, why))
+                };
+                let (now_table, why) = match judged.await {
+                    Ok(j) => j,
+                    Err(e) => {
+                        discard_bundles(ctx, &sealed).await?;
+                        return Err(e);
+                    }
                 };
                 if let Some(why) = why {
                     discard_bundles(ctx, &sealed).await?;
