@@ -554,10 +554,11 @@ fn run_cycle(
             c.quarantine_refusals,
             c.refusal_reasons
         );
-        // The quarantine needs a quiet spell from the plan to its own catalog commit (it does not rebase; the
-        // purge does): a commit, a lease or hold change on an expirable snapshot, a lease expiring or a snapshot
-        // passing minSnapshotAge in between refuses it. After a refusal with a commit in between, the next try
-        // waits until that commit's snapshots are past minSnapshotAge; otherwise it tries again at once.
+        // The quarantine does not rebase (the purge does): a commit between the plan and its catalog commit is
+        // committed over only when the candidate stands on it exactly as planned, and a lease or hold covering
+        // the candidate, a snapshot passing minSnapshotAge before the plan's re-run, or a commit keeping part of
+        // it refuses it (one elsewhere on the table does not). After a refusal with a commit in between, the next
+        // try waits until that commit's snapshots are past minSnapshotAge; otherwise it tries again at once.
         let commits = log_lines(log_path);
         let plan = g.plan();
         let Some(cand) = plan["candidates"]
