@@ -52,13 +52,7 @@ pub async fn quarantine(
     let (table, cat, ident) = ctx.catalog_table(source).await?;
     policy.check_table(&policy_name(&table), &table.metadata().uuid())?;
     crate::ops::plan::check_bindings(&table, &policy)?;
-    let refuse = |reason: String| {
-        Outcome::new(
-            Verdict::Findings,
-            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
-            format!("REFUSED: {reason}\n"),
-        )
-    };
+    let refuse = |reason: String| refused(candidate_id, &reason);
     // Only the build the policy pins may quarantine (a different build may still plan, drill and report).
     let digest = crate::ops::binding::digest_binding(ctx, &policy)?;
     if !digest.allows_reclamation() {
@@ -167,13 +161,7 @@ async fn hold_orphans(
     r: &crate::ops::orphans::HoldRequest<'_>,
 ) -> Result<Outcome> {
     let id = &r.candidate.candidate_id;
-    let refuse = |reason: String| {
-        Outcome::new(
-            Verdict::Findings,
-            &serde_json::json!({"status": "REFUSED", "candidate_id": id, "reason": reason}),
-            format!("REFUSED: {reason}\n"),
-        )
-    };
+    let refuse = |reason: String| refused(id, &reason);
     let prepared = match crate::ops::orphans::read_and_copy(ctx, r).await? {
         Ok(p) => p,
         Err(why) => return refuse(why),
@@ -229,6 +217,15 @@ async fn hold_orphans(
             serde_json::to_value(r.reg.candidate(id).await?).map_err(|e| Error::Internal(e.to_string()))?;
     }
     Ok(out)
+}
+
+/// A quarantine's refusal of `candidate_id` (exit 1).
+fn refused(candidate_id: &str, reason: &str) -> Result<Outcome> {
+    Outcome::new(
+        Verdict::Findings,
+        &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+        format!("REFUSED: {reason}\n"),
+    )
 }
 
 /// Catalog commits a quarantine makes before giving up when other writers keep winning the compare-and-set.
@@ -351,13 +348,7 @@ async fn seal_and_commit(
     digest: &crate::ops::binding::DigestBinding,
     run_id: &str,
 ) -> Result<Outcome> {
-    let refuse = |reason: String| {
-        Outcome::new(
-            Verdict::Findings,
-            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
-            format!("REFUSED: {reason}\n"),
-        )
-    };
+    let refuse = |reason: String| refused(candidate_id, &reason);
     // Claimed now; another quarantine may have finished between our check and our claim.
     let state = reg.candidate_state(candidate_id).await?;
     if state != State::UnreferencedEligible {
