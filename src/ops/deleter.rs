@@ -517,6 +517,13 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 "the candidate belongs to another table",
             ));
         }
+        // What the registry holds now is not trusted as it stands: every object it would delete must be in the
+        // signed inventory archive the accepting run wrote before its first delete; without one, the acceptance's
+        // checks run again.
+        let problems = resume_problems(ctx, &reg, &rec, opts, &table, &policy, &trust, now).await?;
+        if !problems.is_empty() {
+            return refused("REFUSED", problems);
+        }
     }
     if !resuming {
         let mut reasons = Vec::new();
@@ -842,6 +849,167 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
     let out = out?;
     released?;
     Ok(out)
+}
+
+/// Where a candidate's signed inventory archive is: `<receipts>/<candidate>/inventory.dsse.json`.
+fn archive_uri(receipts: &str, candidate_id: &str) -> Result<String> {
+    Ok(location::join(
+        &location::join(&location::canonical_uri(receipts)?, candidate_id),
+        "inventory.dsse.json",
+    ))
+}
+
+/// Why a purge in progress (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) may not resume: the run that accepted
+/// it wrote the signed inventory archive before its catalog commit and its first delete, so every object the
+/// registry now names must be in it (a rebase only takes objects out). A registry row edited after the acceptance
+/// (an object added to the candidate, a state set to `DELETE_APPROVED` by hand) is refused here. Without an archive:
+/// a candidate with deletes behind it is refused (its archive is elsewhere: the same `--receipts` must be given);
+/// a `DELETE_APPROVED` one (a run killed between its acceptance and its archive) is held to the acceptance's checks
+/// again — the evidence given with `--evidence`, every bundle whole and covering the inventory, the independent
+/// closure check on the table as it is now.
+#[allow(clippy::too_many_arguments)]
+async fn resume_problems(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &CandidateRecord,
+    opts: &PurgeOptions,
+    table: &crate::table::Table,
+    policy: &Policy,
+    trust: &TrustStore,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let uri = archive_uri(&opts.receipts, &opts.candidate_id)?;
+    if let Some(f) = ctx.storage.get_opt(&uri).await? {
+        // Signed by the purge's own key (or any trusted one: a resume after the deleter's key was rotated).
+        let key = crate::evidence::keys::load_signing_key(&opts.key)?;
+        let mut keys = trust.keys().to_vec();
+        if trust.get(key.keyid()).is_none() {
+            keys.push(crate::evidence::keys::PublicKey::new(
+                "the purge's key",
+                &opts.key,
+                key.verifying_key(),
+            ));
+        }
+        let keys = TrustStore::from_keys(keys).map_err(|e| Error::invalid(&uri, e.to_string()))?;
+        return archived_problems(rec, &uri, f.bytes, &keys);
+    }
+    if rec.state != State::DeleteApproved {
+        return Ok(vec![format!(
+            "the candidate is {} but its signed inventory archive {uri} does not exist: the run that deleted from it \
+             wrote one first (give the same --receipts as that run)",
+            rec.state
+        )]);
+    }
+    let Some(ev) = &opts.evidence else {
+        return Ok(vec![format!(
+            "the candidate is DELETE_APPROVED but its signed inventory archive {uri} does not exist (a run stopped \
+             between its acceptance and its first write, or the registry row was changed): the acceptance's checks \
+             run again, and they need the evidence (--evidence REPORT)"
+        )]);
+    };
+    let ev = location::canonical_uri(ev)?;
+    let Some(f) = ctx.storage.get_opt(&ev).await? else {
+        return Ok(vec![format!("evidence {ev} does not exist")]);
+    };
+    let mut problems = check_evidence(rec, location::file_name(&ev), &f.bytes, trust, policy, now);
+    if problems.is_empty() {
+        let bundles = bundles_of(rec);
+        let mut none = Vec::new();
+        if let Some((_, pred)) = crate::ops::audit::check_report(location::file_name(&ev), &f.bytes, trust, &mut none) {
+            problems.extend(newer_failures(&ctx.storage, &ev, &pred, &bundles, trust).await?);
+        }
+        let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, trust).await?;
+        problems.extend(broken);
+        if problems.is_empty() {
+            problems.extend(inventory_covered(rec, &verified)?);
+        }
+    }
+    if problems.is_empty() && !is_orphans(rec) {
+        let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", rec.candidate_id);
+        let input = crate::ops::plan::gather(ctx, table, policy, reg, now, Some(&tag_prefix)).await?;
+        let ids = snapshot_ids_of(rec);
+        let unreadable = unreadable_outside(&input, &ids);
+        if !unreadable.is_empty() {
+            return Err(Error::corrupt(
+                table.metadata_uri(),
+                format!(
+                    "cannot decide: the layers of {} snapshot(s) outside the candidate could not be read: {}",
+                    unreadable.len(),
+                    unreadable.join("; ")
+                ),
+            ));
+        }
+        let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &rec.objects);
+        if !conflicts.is_empty() {
+            problems.push(format!("independent closure check: {}", conflicts.join("; ")));
+        }
+    }
+    Ok(problems
+        .into_iter()
+        .map(|p| format!("resuming without a signed inventory archive ({uri}): {p}"))
+        .collect())
+}
+
+/// [`resume_problems`] when the archive exists: its signature under `keys`, its subject naming the candidate, and
+/// every object of the record in it with the same size. When the record's inventory root is the archived one, the
+/// archive's inventory is not parsed.
+fn archived_problems(rec: &CandidateRecord, uri: &str, bytes: Bytes, keys: &TrustStore) -> Result<Vec<String>> {
+    let verified = match evidence::verify_payload(bytes, keys) {
+        Ok(v) => v,
+        Err(f) => return Ok(vec![format!("the signed inventory archive {uri} does not verify: {f}")]),
+    };
+    let name = format!("lakedrill-candidate:{}", rec.candidate_id);
+    let Some(subject) = verified.subjects().iter().find(|s| s.name == name) else {
+        return Ok(vec![format!(
+            "the signed inventory archive {uri} is not {}'s (no subject {name})",
+            rec.candidate_id
+        )]);
+    };
+    if verified.predicate_type() != RECEIPTS_PREDICATE_TYPE {
+        return Ok(vec![format!(
+            "the signed inventory archive {uri} has predicate type {}, not {RECEIPTS_PREDICATE_TYPE}",
+            verified.predicate_type()
+        )]);
+    }
+    if subject.digest.get("blake3").map(String::as_str)
+        == Some(crate::govern::closure::candidate_root(&rec.objects).as_str())
+    {
+        return Ok(Vec::new());
+    }
+    #[derive(serde::Deserialize)]
+    struct Archived {
+        candidate: ArchivedCandidate,
+    }
+    #[derive(serde::Deserialize)]
+    struct ArchivedCandidate {
+        objects: Vec<ObjectRef>,
+    }
+    let archived: Archived = verified
+        .parse_predicate()
+        .map_err(|e| Error::invalid(uri, format!("the signed inventory archive's candidate: {e}")))?;
+    let sizes: std::collections::HashMap<&str, u64> = archived
+        .candidate
+        .objects
+        .iter()
+        .map(|o| (o.path.as_str(), o.size))
+        .collect();
+    let outside: Vec<String> = rec
+        .objects
+        .iter()
+        .filter(|o| sizes.get(o.path.as_str()) != Some(&o.size))
+        .map(|o| format!("{} ({} bytes)", o.path, o.size))
+        .collect();
+    if outside.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shown: Vec<&String> = outside.iter().take(10).collect();
+    Ok(vec![format!(
+        "{} object(s) the registry names for this purge are not in its signed inventory archive {uri} (the registry \
+         row was changed after the acceptance): {}{}",
+        outside.len(),
+        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+        if outside.len() > shown.len() { ", …" } else { "" }
+    )])
 }
 
 /// How often the purge's catalog commit is tried when writers keep winning the race.
@@ -1309,7 +1477,7 @@ async fn execute(
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
     // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume), written
     // from the typed record: no JSON value of the inventory is built (#24).
-    let archive_uri = location::join(&dir, "inventory.dsse.json");
+    let archive_uri = archive_uri(receipts, candidate_id)?;
     if ctx.storage.head(&archive_uri).await?.is_none() {
         #[derive(serde::Serialize)]
         struct Archive<'a> {

@@ -388,6 +388,136 @@ fn an_edited_candidate_row_adding_a_retained_file_is_refused_before_acceptance()
     }
 }
 
+/// An attacker with write access to the registry, once a purge was accepted and stopped (killed before its first
+/// batch), adds a file the table keeps (its current metadata file) to the candidate's row and its object states.
+/// The resume refuses (exit 1, naming the file and the signed inventory archive it is missing from) and the file
+/// stays; the old code trusted the row on resume and deleted it.
+#[test]
+fn a_resumed_purge_refuses_an_object_added_to_the_registry_after_its_acceptance() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let state = sql_text(
+        &db,
+        &format!("SELECT state FROM candidates WHERE candidate_id = '{id}'"),
+    )
+    .unwrap();
+    assert_eq!(
+        state, "DELETE_APPROVED",
+        "killed after the acceptance, before any delete"
+    );
+    let root = g.table_root();
+    let rel = crate::bounds::current_metadata(&g)
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
+    let mut row: Value = serde_json::from_str(
+        &sql_text(
+            &db,
+            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut objects: Vec<lakedrill::model::object::ObjectRef> = serde_json::from_value(row["objects"].clone()).unwrap();
+    objects.push(lakedrill::model::object::ObjectRef {
+        path: rel.clone(),
+        layer: lakedrill::model::object::Layer::Metadata,
+        size,
+    });
+    row["objects"] = serde_json::to_value(&objects).unwrap();
+    row["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET candidate_json = $1 WHERE candidate_id = $2",
+        &[&row.to_string(), id],
+    );
+    crate::util::sql_exec(
+        &db,
+        "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, 'DELETE_APPROVED', '2026-01-01T00:00:00Z')",
+        &[id, &rel],
+    );
+    let r = g.purge(id, Some(&ev), &[]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert!(
+        out.contains("not in its signed inventory archive") && out.contains(&rel),
+        "{out}"
+    );
+    assert!(root.join(&rel).exists(), "{rel} was deleted");
+    assert!(
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| root.join(o["path"].as_str().unwrap()).exists()),
+        "nothing of the candidate was deleted either"
+    );
+}
+
+/// A candidate the registry says is `DELETE_APPROVED` with no signed inventory archive beside its receipts — a row
+/// set to it by hand, or a run killed between its acceptance and its first write — is held to the acceptance's
+/// checks again: without `--evidence` it is refused and nothing is deleted; a run killed after its archive, whose
+/// archive is then lost, resumes with the evidence and ends VERIFIED.
+#[test]
+fn a_purge_in_progress_without_its_signed_archive_is_held_to_the_acceptance_checks_again() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let root = g.table_root();
+    let all_present = || {
+        c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| root.join(o["path"].as_str().unwrap()).exists())
+    };
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let before = sql_text(
+        &db,
+        &format!("SELECT state FROM candidates WHERE candidate_id = '{id}'"),
+    )
+    .unwrap();
+    // Set by hand: the old code resumed it with no evidence at all.
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET state = 'DELETE_APPROVED' WHERE candidate_id = $1",
+        &[id],
+    );
+    let r = g.purge(id, None, &[]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert!(
+        out.contains("signed inventory archive") && out.contains("--evidence"),
+        "{out}"
+    );
+    assert!(all_present(), "nothing was deleted");
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET state = $1 WHERE candidate_id = $2",
+        &[&before, id],
+    );
+    // Killed after the archive, before the first batch; the archive is then lost.
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    let archive = g.dir.join("receipts").join(id).join("inventory.dsse.json");
+    std::fs::remove_file(&archive).unwrap();
+    let r = g.purge(id, None, &[]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert!(out.contains("--evidence"), "{out}");
+    assert!(all_present(), "nothing was deleted");
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert!(archive.exists(), "the resumed run wrote the archive");
+}
+
 /// #24: a purge of several batches killed at three points — between two batches, inside a batch after its
 /// intents were recorded (no request sent), and inside a batch after part of its deletes took effect — resumes
 /// each time and ends VERIFIED: every object deleted once (no object has two receipts saying its delete removed

@@ -237,6 +237,24 @@ pub fn sql_text(uri: &str, sql: &str) -> Option<String> {
     })
 }
 
+/// Runs `sql` with the text parameters `binds` ($1, $2, … in order) on the database at `uri` (SQLite or
+/// PostgreSQL): how the tests play an attacker who can write the registry.
+pub fn sql_exec(uri: &str, sql: &str, binds: &[&str]) {
+    block_on(async {
+        sqlx::any::install_default_drivers();
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(uri)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open {uri}: {e}"));
+        let mut q = sqlx::query(sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql} on {uri}: {e}"));
+    });
+}
+
 /// Row counts of a table as Iceberg Java (Spark) and DuckDB read it from `metadata_location`: per snapshot for
 /// both engines, per ref for Spark. Asks the reader service `tests/gen/engine_reader.py` that scripts/test.sh
 /// starts (`LAKEDRILL_TEST_ENGINE_READER=127.0.0.1:PORT`); panics naming the engine's error when a read fails
