@@ -476,6 +476,10 @@ pub enum Command {
         candidate: String,
         #[command(flatten)]
         table: TableArgs,
+        /// Trust store for the candidate's bundles: an orphan candidate's retries go where its verified bundle
+        /// says each file is held, so one needs it.
+        #[arg(long)]
+        trust: Option<PathBuf>,
         /// The retention policy.
         #[arg(long)]
         policy: PathBuf,

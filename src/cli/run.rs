@@ -238,12 +238,22 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
         Command::Reconcile {
             candidate,
             table,
+            trust,
             policy,
             key,
             receipts,
             metrics_file,
         } => {
-            let r = crate::ops::deleter::reconcile(ctx, &table.source()?, candidate, key, receipts, policy).await;
+            let r = crate::ops::deleter::reconcile(
+                ctx,
+                &table.source()?,
+                candidate,
+                key,
+                trust.as_deref(),
+                receipts,
+                policy,
+            )
+            .await;
             commands::deleter_metrics(ctx, metrics_file.as_deref(), "reconcile", candidate, r)
         }
         Command::Undelete {

@@ -2608,6 +2608,7 @@ pub async fn reconcile(
     source: &TableSource,
     candidate_id: &str,
     key: &Path,
+    trust: Option<&Path>,
     receipts: &str,
     policy: &Path,
 ) -> Result<Outcome> {
@@ -2615,6 +2616,18 @@ pub async fn reconcile(
     let key = crate::evidence::keys::load_signing_key(key)?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
+    // An orphan candidate's retries go where its bundle says each file is held: only a verified bundle says so.
+    let trust = match trust {
+        Some(t) => Some(TrustStore::load_dir(t)?),
+        None if is_orphans(&rec) => {
+            return Err(Error::invalid(
+                candidate_id,
+                "an orphan candidate's retries go where its bundles hold each file, which only a verified bundle \
+                 says: give the trust store (--trust DIR)",
+            ));
+        }
+        None => None,
+    };
     let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     if table.metadata().uuid().to_string() != rec.table_uuid {
         return Err(Error::invalid(candidate_id, "the candidate belongs to another table"));
@@ -2639,7 +2652,18 @@ pub async fn reconcile(
             );
         }
     };
-    let out = reconcile_claimed(ctx, &reg, &rec, &table, &policy, &key, receipts, &run.run_id).await;
+    let out = reconcile_claimed(
+        ctx,
+        &reg,
+        &rec,
+        &table,
+        &policy,
+        &key,
+        trust.as_ref(),
+        receipts,
+        &run.run_id,
+    )
+    .await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -2655,13 +2679,15 @@ async fn reconcile_claimed(
     table: &crate::table::Table,
     policy: &Policy,
     key: &SigningKey,
+    trust: Option<&TrustStore>,
     receipts: &str,
     run_id: &str,
 ) -> Result<Outcome> {
     let candidate_id = rec.candidate_id.as_str();
     let root = table.location().root_uri().to_owned();
-    // Orphans are re-checked (and retried) where they are held: the version behind the marker, or the copy.
-    let held = held_by_path(ctx, rec, None).await?;
+    // Orphans are re-checked (and retried) where their verified bundles hold them: the version behind the marker,
+    // or the copy (an edited bundle naming another quarantine root would have retries delete there).
+    let held = held_by_path(ctx, rec, trust).await?;
     let target_root = match &held {
         Some((Some(q), _)) => q.clone(),
         _ => root.clone(),

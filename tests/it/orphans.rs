@@ -690,3 +690,70 @@ fn a_late_commit_landing_while_orphans_leave_the_table_is_put_back_by_the_quaran
     );
     assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
 }
+
+/// `reconcile` of an orphan candidate retries its uncertain deletes where the bundle says each file is held: it
+/// needs the trust store (without `--trust` it refuses, naming the option), reads only a bundle that verifies (one
+/// whose envelope was changed stops it, exit 2, the held copy kept), and with the bundle whole settles the copy.
+#[test]
+fn reconcile_of_an_orphan_candidate_goes_only_where_its_verified_bundle_holds_the_files() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let bytes = b"PAR1 a writer that never committed PAR1";
+    put(&root.join("data/uncommitted-writer.parquet"), bytes, old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let uuid = g.py("print(t.metadata.table_uuid)");
+    let copy = vault.join(&uuid).join(blake3::hash(bytes).to_hex().as_str());
+    assert!(copy.exists(), "{q}");
+    let ev = g.drill("bundles");
+    // Every delete answered 503: the copy stays, DELETE_UNKNOWN.
+    let code = crate::governance::with_failpoints(&g, "error-every=1", &g.purge_args(id, Some(&ev)));
+    assert_eq!(code, Some(1));
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "DELETE_UNKNOWN", "{st}");
+    assert!(copy.exists());
+    let reconcile = |trust: bool| {
+        let mut a = vec![
+            "--json",
+            "reconcile",
+            id,
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+            "--policy",
+            g.policy.to_str().unwrap(),
+        ];
+        if trust {
+            a.extend(["--trust", "keys"]);
+        }
+        g.on_table(&a)
+    };
+    let r = reconcile(false);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--trust"), "{}", r.stderr);
+    assert!(copy.exists());
+    // The bundle's envelope changed (its signature no longer holds).
+    let envelope = std::path::PathBuf::from(bundle.trim_start_matches("file://")).join("bundle.dsse.json");
+    let whole = std::fs::read(&envelope).unwrap();
+    let mut v: Value = serde_json::from_slice(&whole).unwrap();
+    let sig = v["signatures"][0]["sig"].as_str().unwrap().to_owned();
+    let flipped = if sig.starts_with('A') {
+        sig.replacen('A', "B", 1)
+    } else {
+        format!("A{}", &sig[1..])
+    };
+    v["signatures"][0]["sig"] = Value::String(flipped);
+    std::fs::write(&envelope, v.to_string()).unwrap();
+    let r = reconcile(true);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(copy.exists(), "no retry from an unverified bundle");
+    std::fs::write(&envelope, &whole).unwrap();
+    let r = reconcile(true).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert!(!copy.exists(), "the retry deleted the held copy");
+    assert!(!root.join("data/uncommitted-writer.parquet").exists());
+}

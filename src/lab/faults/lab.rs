@@ -209,6 +209,7 @@ impl Lab {
             &self.source,
             id,
             &self.key,
+            Some(&self.keys),
             &self.uri("receipts"),
             &self.policy,
         )
