@@ -166,6 +166,21 @@ pub async fn set_current_from_bundle(
             "the bundle belongs to another table (its table UUID differs)",
         ));
     }
+    if let Some(why) = purging_overlap(ctx, &table, bundle, &trust).await? {
+        #[derive(serde::Serialize)]
+        struct Refused {
+            status: &'static str,
+            reason: String,
+        }
+        return Outcome::new(
+            Verdict::Findings,
+            &Refused {
+                status: "REFUSED",
+                reason: why.clone(),
+            },
+            format!("REFUSED: {why}; nothing was committed\n"),
+        );
+    }
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
     let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
         // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
@@ -190,4 +205,59 @@ pub async fn set_current_from_bundle(
         table.metadata().clone()
     };
     move_main(ctx, &table, &cat, &ident, snapshot_id, md).await
+}
+
+/// Why a snapshot may not come back from `bundle` now: a candidate of the table whose purge is under way
+/// (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) deletes files the bundle's snapshot reaches. The deep verify
+/// passes while they are still there, and nothing in the purge's later batches reads the table again, so the
+/// snapshot would come back over files about to go. Read after the table: a purge accepted after this check commits
+/// against a generation that this command's commit (a compare-and-set on the generation read) changes, and then
+/// re-judges the candidate on it, which protects what the snapshot brought back reaches.
+///
+/// # Errors
+/// Registry and bundle read errors.
+async fn purging_overlap(
+    ctx: &Context,
+    table: &crate::table::Table,
+    bundle: &str,
+    trust: &crate::evidence::keys::TrustStore,
+) -> Result<Option<String>> {
+    use crate::registry::State;
+    let reg = crate::ops::plan::registry(ctx).await?;
+    let uuid = table.metadata().uuid().to_string();
+    let purging = reg
+        .candidates_in(
+            &uuid,
+            Some(&[State::DeleteApproved, State::Deleted, State::DeleteUnknown]),
+        )
+        .await?;
+    if purging.is_empty() {
+        return Ok(None);
+    }
+    let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, bundle, trust).await?;
+    let reached: std::collections::HashSet<String> = pred
+        .inventory
+        .iter()
+        .filter_map(|e| table.location().relative(&e.path).ok())
+        .collect();
+    for rec in purging {
+        let shared: Vec<&str> = rec
+            .objects
+            .iter()
+            .filter(|o| reached.contains(&o.path))
+            .map(|o| o.path.as_str())
+            .collect();
+        if !shared.is_empty() {
+            return Ok(Some(format!(
+                "candidate {} is being purged ({}) and deletes {} file(s) the bundle's snapshot reaches (e.g. {}): \
+                 a snapshot cannot come back over files a purge is deleting (`deleter stop` halts it before its next \
+                 batch; `recover` brings deleted files back from a backup)",
+                rec.candidate_id,
+                rec.state,
+                shared.len(),
+                shared[0]
+            )));
+        }
+    }
+    Ok(None)
 }

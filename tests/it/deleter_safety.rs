@@ -518,6 +518,34 @@ fn a_purge_in_progress_without_its_signed_archive_is_held_to_the_acceptance_chec
     assert!(archive.exists(), "the resumed run wrote the archive");
 }
 
+/// `set-current --from-bundle` while the candidate's purge is under way (accepted, its catalog commit made, killed
+/// before its first batch): the deep verify passes (the files are all there), but the purge's later batches read
+/// no table, so the snapshot would come back over files about to be deleted. It is refused (exit 1, naming the
+/// candidate), the table's current snapshot unchanged; the purge then resumes and the table still reads.
+#[test]
+fn set_current_from_a_bundle_whose_files_a_purge_is_deleting_is_refused() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let ev = g.drill("bundles");
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    let r = g.on_table(&["--json", "set-current", "--from-bundle", bundle, "--trust", "keys"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(id) && r.stdout.contains("being purged"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), current);
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    g.py("t.scan().to_arrow()");
+}
+
 /// #24: a purge of several batches killed at three points — between two batches, inside a batch after its
 /// intents were recorded (no request sent), and inside a batch after part of its deletes took effect — resumes
 /// each time and ends VERIFIED: every object deleted once (no object has two receipts saying its delete removed
