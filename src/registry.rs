@@ -65,7 +65,9 @@ mod rollout;
 
 pub use anchors::ChainHead;
 pub use base::*;
-pub use candidates::{Acceptance, CandidateRecord, FullCandidate, QuarantineExtension, State, WorldStamp};
+pub use candidates::{
+    Acceptance, CandidateHead, CandidateRecord, FullCandidate, QuarantineExtension, State, WorldStamp,
+};
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
 pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};
 pub use rollout::{

@@ -96,7 +96,9 @@ pub struct Plan {
     pub deletion_rights: Vec<DeletionRightStatus>,
     /// Unreferenced objects under the location that are never orphan candidates, whatever their age, with
     /// the reason: hidden files (a path segment starting with `.` or `_`: `.crc` sidecars, `_SUCCESS`, a
-    /// writer's `_temporary` staging), the `version-hint.text` pointer, and files without a modification time.
+    /// writer's `_temporary` staging), the `version-hint.text` pointer, files without a modification time, files
+    /// whose path resolves outside the table root, and files of an unfinished snapshot candidate whose snapshots
+    /// left the table ([`kept_beyond_metadata`]).
     #[serde(default)]
     pub kept_unreferenced: Vec<KeptUnreferenced>,
 }
@@ -107,7 +109,8 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptUnreferenced {
     /// Why it is never an orphan: the fixed texts of [`never_orphan`], borrowed rather than copied per object
-    /// (a Spark table has a hidden `.crc` sidecar beside every file: 100,000 copies of one reason were 19 MB).
+    /// (a Spark table has a hidden `.crc` sidecar beside every file: 100,000 copies of one reason were 19 MB), or
+    /// the reason [`kept_beyond_metadata`] gives, which names the file's target or its candidate.
     pub reasons: Vec<Cow<'static, str>>,
     /// The object, relative to the table location.
     pub subject: String,
@@ -140,6 +143,27 @@ fn never_orphan_by_name(path: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// Why an unreferenced listed object that could otherwise be an orphan is kept by what lies beyond the table's
+/// metadata (pure): its path resolves outside the table root (a symlink leaves the table, README "Symlinks"), or
+/// it is a file of a snapshot candidate that is not finished and whose snapshots left the table (a bundle-mode
+/// quarantine: its bundles are the way back and point at this file; a purge past its catalog commit deletes it
+/// itself). `None`: neither.
+#[must_use]
+pub fn kept_beyond_metadata(input: &PlanInput, path: &str) -> Option<String> {
+    if let Some(target) = input.protections.outside_root.get(path) {
+        return Some(format!(
+            "outside-table-root: resolves to {target}, outside the table root (a symlink leaves the table); never \
+             removed"
+        ));
+    }
+    input.protections.snapshot_candidate_files.get(path).map(|id| {
+        format!(
+            "candidate:{id}: a file of snapshot candidate {id}, which is not finished and whose snapshots left the \
+             table (its bundles are the way back to them, or its own purge deletes it); never an orphan while it is"
+        )
+    })
 }
 
 /// Which listed objects' size and modification time the plan reads (pure): `needed(path)` is false only where
@@ -517,6 +541,8 @@ pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
     for o in objects {
         let why = if referenced.contains(o.path.as_str()) || input.live_metadata_files.contains(&o.path) {
             Some("referenced by the table's current generation (a commit after its quarantine)".to_owned())
+        } else if let Some(why) = kept_beyond_metadata(input, &o.path) {
+            Some(why)
         } else if let Some(h) = &table_hold {
             Some(format!("hold:{h} covers the whole table"))
         } else {
@@ -703,6 +729,9 @@ fn kept_objects(
                     input.orphan_safety_interval_ms / 1000
                 ),
             );
+        }
+        if let Some(why) = kept_beyond_metadata(input, path) {
+            push(v, why);
         }
         if v.is_empty() {
             push(
@@ -967,6 +996,12 @@ pub fn plan(input: &PlanInput) -> Plan {
                         return Some(Unreferenced::Kept(KeptUnreferenced {
                             subject: l.path.clone(),
                             reasons: vec![Cow::Borrowed(why)],
+                        }));
+                    }
+                    if let Some(why) = kept_beyond_metadata(input, &l.path) {
+                        return Some(Unreferenced::Kept(KeptUnreferenced {
+                            subject: l.path.clone(),
+                            reasons: vec![Cow::Owned(why)],
                         }));
                     }
                     if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
@@ -1860,6 +1895,99 @@ mod tests {
         // A snapshot whose layers cannot be read: nothing can be shown unreferenced.
         input.snapshots[0].objects = None;
         assert_eq!(orphan_rebase(&input, &objects).unreadable, vec![1]);
+    }
+
+    /// Unreferenced old files that resolve outside the table root, or belong to an unfinished snapshot candidate
+    /// whose snapshots left the table (bundle mode), are never orphans: `plan` keeps them with the reason naming
+    /// the target or the candidate, plain `remove_orphan_files`' difference says so, and a held orphan among them
+    /// leaves its candidate at the re-check (the quarantine refuses, the purge puts it back).
+    #[test]
+    fn files_outside_the_root_or_of_an_unfinished_snapshot_candidate_are_never_orphans() {
+        let now = 100 * DAY;
+        let old = now - 10 * DAY;
+        let listed = |p: &str| ListedObject {
+            path: p.into(),
+            size: 1,
+            last_modified_ms: old,
+        };
+        let input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 1,
+                parent_id: None,
+                timestamp_ms: old,
+                objects: Some([obj("data/live.parquet", Layer::Data)].into_iter().collect()),
+            }],
+            refs: vec![],
+            current_snapshot_id: Some(1),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: Some(vec![
+                listed("data/ext/theirs.parquet"),
+                listed("data/live.parquet"),
+                listed("data/of-c.parquet"),
+                listed("data/stray.parquet"),
+                listed("metadata/snap-of-c.avro"),
+            ]),
+            protections: Protections {
+                outside_root: [(
+                    "data/ext/theirs.parquet".to_owned(),
+                    "/elsewhere/theirs.parquet".to_owned(),
+                )]
+                .into_iter()
+                .collect(),
+                snapshot_candidate_files: ["data/of-c.parquet", "metadata/snap-of-c.avro"]
+                    .into_iter()
+                    .map(|p| (p.to_owned(), Arc::<str>::from("c-1")))
+                    .collect(),
+                ..Protections::default()
+            },
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: 2 * DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, DAY, 2 * DAY),
+            statistics_files: BTreeMap::new(),
+        };
+        let p = plan(&input);
+        let orphans: Vec<&str> = p
+            .candidates
+            .iter()
+            .filter(|c| c.kind == "orphans")
+            .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+            .collect();
+        assert_eq!(orphans, ["data/stray.parquet"]);
+        let kept: BTreeMap<&str, &str> = p
+            .kept_unreferenced
+            .iter()
+            .map(|k| (k.subject.as_str(), k.reasons[0].as_ref()))
+            .collect();
+        assert!(
+            kept["data/ext/theirs.parquet"].starts_with("outside-table-root: resolves to /elsewhere/theirs.parquet"),
+            "{kept:?}"
+        );
+        assert!(kept["data/of-c.parquet"].starts_with("candidate:c-1:"), "{kept:?}");
+        assert!(
+            kept["metadata/snap-of-c.avro"].starts_with("candidate:c-1:"),
+            "{kept:?}"
+        );
+        for d in p.differences.iter().filter(|d| d.subject != "data/stray.parquet") {
+            assert!(
+                d.reasons
+                    .iter()
+                    .any(|r| r.starts_with("outside-table-root") || r.starts_with("candidate:c-1")),
+                "{d:?}"
+            );
+        }
+        let held = [
+            obj("data/of-c.parquet", Layer::Data),
+            obj("data/stray.parquet", Layer::Data),
+        ];
+        let r = orphan_rebase(&input, &held);
+        assert_eq!(r.objects, vec![obj("data/stray.parquet", Layer::Data)]);
+        assert_eq!(r.released_objects.len(), 1);
+        assert!(r.released_objects[0].1.starts_with("candidate:c-1:"), "{r:?}");
     }
 
     #[test]

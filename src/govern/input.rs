@@ -3,6 +3,7 @@
 //! `ops::plan::gather`; read by [`crate::govern::closure`] and [`crate::govern::baseline`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,14 @@ pub struct Protections {
     /// Files of quarantined orphan candidates not yet purged (relative to the table location): out of the
     /// listing, but their bytes are still held, so a deletion right over them is not fulfilled yet.
     pub held_orphans: Vec<String>,
+    /// Listed files of snapshot candidates that are not finished and whose snapshots may be out of the table
+    /// (quarantined in bundle mode, a quarantine's commit not yet recorded, a purge past its catalog commit), with
+    /// the candidate's id: never orphans while the candidate may still need them (its bundles are the way back to
+    /// its snapshots) or its own purge is to delete them.
+    pub snapshot_candidate_files: BTreeMap<String, Arc<str>>,
+    /// Listed files whose path with symlinks resolved lies outside the table root (a linked folder or file that
+    /// leaves the table, README "Symlinks"), with where they resolve to: never orphans.
+    pub outside_root: BTreeMap<String, String>,
     /// How many orphan candidates of the table ended without a purge (`PROTECTED`, `RELEASED`: put back):
     /// bound into the next orphan candidate's id, so that files put back can be planned again under a new id.
     pub orphan_epoch: u64,

@@ -1502,6 +1502,101 @@ impl Confined {
     }
 }
 
+/// What [`Confined::outside`] found: the listed folders and files (relative to the table root) whose paths with
+/// symlinks resolved lie outside the resolved root, each with where it resolves to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// Linked folders that leave the table: everything listed under one is outside.
+    pub folders: std::collections::BTreeMap<String, String>,
+    /// Linked files that leave the table.
+    pub files: std::collections::BTreeMap<String, String>,
+}
+
+impl Outside {
+    /// Where the listed object `rel` resolves to when that is outside the table root: its own link, or the
+    /// nearest linked folder above it that leaves the table.
+    #[must_use]
+    pub fn target(&self, rel: &str) -> Option<String> {
+        if let Some(t) = self.files.get(rel) {
+            return Some(t.clone());
+        }
+        if self.folders.is_empty() {
+            return None;
+        }
+        let mut at = rel;
+        while let Some((folder, _)) = at.rsplit_once('/') {
+            if let Some(t) = self.folders.get(folder) {
+                return Some(format!("{t}{}", &rel[folder.len()..]));
+            }
+            at = folder;
+        }
+        None
+    }
+}
+
+impl Confined {
+    /// Which of a table listing's folders and files lie outside the table root once symlinks are resolved (the
+    /// listing follows links, so a linked folder's files are listed as the table's). `folders` are the listing's
+    /// folders, relative to the root (their ancestors are added here); `files` the listed files that may be links
+    /// themselves (on the local filesystem, those listed with their stat). Only what is a link is resolved: one
+    /// `lstat` per folder and per such file, so a plan pays a stat per folder, not per file. Nothing is opened;
+    /// an entry gone meanwhile is skipped. Not local: nothing is outside.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the folder or file that could not be examined.
+    pub async fn outside(&self, folders: Vec<String>, files: Vec<String>) -> Result<Outside> {
+        let Some((root_uri, resolved_root)) = self.root.clone() else {
+            return Ok(Outside::default());
+        };
+        let Some(base) = root_uri.strip_prefix("file://").map(std::path::PathBuf::from) else {
+            return Ok(Outside::default());
+        };
+        tokio::task::spawn_blocking(move || {
+            // A link is outside unless its resolved path is under the resolved root (as `escape`).
+            let leaves = |path: &std::path::Path| -> std::result::Result<Option<String>, Error> {
+                match std::fs::symlink_metadata(path) {
+                    Ok(m) if m.file_type().is_symlink() => {}
+                    Ok(_) => return Ok(None),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(Error::io("examine for symlinks", path.to_path_buf(), e)),
+                }
+                let resolved =
+                    resolve_existing(path).map_err(|e| Error::io("resolve symlinks", path.to_path_buf(), e))?;
+                Ok((!(resolved.starts_with(&resolved_root) && resolved != resolved_root))
+                    .then(|| resolved.display().to_string()))
+            };
+            let mut all = std::collections::BTreeSet::new();
+            for f in &folders {
+                let mut at = f.as_str();
+                while !at.is_empty() && all.insert(at.to_owned()) {
+                    at = at.rsplit_once('/').map_or("", |(parent, _)| parent);
+                }
+            }
+            let mut out = Outside::default();
+            // Parents sort before their children: below a folder found outside, nothing more is examined.
+            for f in all {
+                if out.target(&format!("{f}/")).is_some() {
+                    continue;
+                }
+                if let Some(t) = leaves(&base.join(&f))? {
+                    out.folders.insert(f, t);
+                }
+            }
+            for f in files {
+                if out.target(&f).is_some() {
+                    continue;
+                }
+                if let Some(t) = leaves(&base.join(&f))? {
+                    out.files.insert(f, t);
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("symlink check of {root_uri}: {e}")))?
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1751,6 +1846,44 @@ mod tests {
         // Not local: nothing to resolve.
         let m = s.confine("memory:///t").await.unwrap();
         assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
+    }
+
+    /// A listing's folders and files that leave the table root once links are resolved: a linked folder to
+    /// outside (and everything under it, whatever its depth), a linked file to outside; a link that stays inside
+    /// and plain folders are not; the root reached through a link is allowed.
+    #[tokio::test]
+    async fn outside_finds_linked_folders_and_files_that_leave_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (table, outside) = (tmp.path().join("t"), tmp.path().join("outside"));
+        std::fs::create_dir_all(table.join("data/in/p=1")).unwrap();
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        std::fs::write(outside.join("sub/b"), b"b").unwrap();
+        std::fs::write(outside.join("f"), b"f").unwrap();
+        std::os::unix::fs::symlink(&outside, table.join("data/ext")).unwrap();
+        std::os::unix::fs::symlink(table.join("data/in"), table.join("data/alias")).unwrap();
+        std::os::unix::fs::symlink(outside.join("f"), table.join("data/in/file-link")).unwrap();
+        std::os::unix::fs::symlink(&table, tmp.path().join("root-alias")).unwrap();
+        let s = Storage::new(StorageOptions::default());
+        let root = format!("file://{}", tmp.path().join("root-alias").display());
+        let c = s.confine(&root).await.unwrap();
+        let folders = ["data/in/p=1", "data/ext/sub", "data/alias"].map(String::from).to_vec();
+        let files = ["data/in/file-link", "data/in/p=1/gone"].map(String::from).to_vec();
+        let o = c.outside(folders, files).await.unwrap();
+        let real = std::fs::canonicalize(&outside).unwrap();
+        assert_eq!(o.folders.keys().collect::<Vec<_>>(), ["data/ext"]);
+        assert_eq!(o.files.keys().collect::<Vec<_>>(), ["data/in/file-link"]);
+        assert_eq!(o.target("data/ext/sub/b"), Some(format!("{}/sub/b", real.display())));
+        assert_eq!(
+            o.target("data/in/file-link"),
+            Some(real.join("f").display().to_string())
+        );
+        assert_eq!(o.target("data/alias/x"), None);
+        assert_eq!(o.target("data/in/p=1/x"), None);
+        let m = s.confine("memory:///t").await.unwrap();
+        assert_eq!(
+            m.outside(vec!["data".into()], vec![]).await.unwrap(),
+            Outside::default()
+        );
     }
 
     /// The re-check by listing (#24): present, absent, undecided past the budget, and nothing concluded from a

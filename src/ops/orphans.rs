@@ -141,8 +141,14 @@ async fn read_one(
     }))
 }
 
-/// Takes one held file out of the table location, reversibly. Returns what happened, or why it stayed.
-async fn take_out(storage: &Storage, f: &HeldFile) -> Result<std::result::Result<String, String>> {
+/// Takes one held file out of the table location, reversibly. Returns what happened, or why it stayed. A local
+/// file whose path with symlinks resolved is not under the table root (`confined`) stays where it is: the listing
+/// follows links, and removing it would remove another folder's file (README "Symlinks").
+async fn take_out(
+    storage: &Storage,
+    confined: &crate::io::store::Confined,
+    f: &HeldFile,
+) -> Result<std::result::Result<String, String>> {
     let e = &f.entry;
     match &f.version {
         Some(version) => {
@@ -186,6 +192,14 @@ async fn take_out(storage: &Storage, f: &HeldFile) -> Result<std::result::Result
             };
             if now.blake3 != e.blake3 || now.bytes_read != e.size {
                 return Ok(Err("changed after it was copied: it stays in place".into()));
+            }
+            // The last check before the delete: where the path leads now, not where it led at the plan.
+            if let Some(target) = confined.escape(&e.uri).await? {
+                return Ok(Err(format!(
+                    "{} resolves to {target}, outside the table root (a symlink leaves the table): never removed, it \
+                     stays in place",
+                    e.uri
+                )));
             }
             storage.delete(&e.uri).await?;
             if storage.head(&e.uri).await?.is_some() {
@@ -366,6 +380,9 @@ pub async fn seal_and_hold(
         ))
     })?;
     let out = location::canonical_uri(r.bundles)?;
+    // The table root with symlinks resolved, for the check before each file leaves (resolved before the bundle is
+    // written: a root that cannot be examined stops the quarantine with nothing done).
+    let confined = ctx.storage.confine(r.table.location().root_uri()).await?;
     let bundle_uri = crate::bundle::write_bundle(&ctx.storage, pred.clone(), Vec::new(), r.key, &out).await?;
     ctx.storage
         .failpoint_delay(crate::io::store::DelayPoint::OrphanTakeOut)
@@ -380,7 +397,7 @@ pub async fn seal_and_hold(
         let outcome = if failure.is_some() {
             Ok(Err("not taken out: an earlier file failed".to_owned()))
         } else {
-            take_out(&ctx.storage, f).await
+            take_out(&ctx.storage, &confined, f).await
         };
         match outcome {
             Ok(Ok(how)) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),

@@ -262,6 +262,102 @@ async fn read_needed_times(storage: &crate::io::store::Storage, root: &str, inpu
     Ok(())
 }
 
+/// The listed files whose path with symlinks resolved lies outside the table root `root` (README "Symlinks"),
+/// each with where it resolves to: the listing follows links, so a linked folder's files are listed as the
+/// table's, and such a file is never an orphan. Only links are resolved ([`crate::io::store::Confined::outside`]):
+/// one `lstat` per folder of the listing and per file listed with its stat (on the local filesystem, a link or a
+/// name the walk could not defer). Nothing to do off the local filesystem.
+///
+/// # Errors
+/// Storage errors naming the folder or file that could not be examined.
+async fn outside_root(
+    storage: &crate::io::store::Storage,
+    root: &str,
+    listing: &[ListedObject],
+) -> Result<BTreeMap<String, String>> {
+    if !root.starts_with("file://") {
+        return Ok(BTreeMap::new());
+    }
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut last = "";
+    for l in listing {
+        if let Some((folder, _)) = l.path.rsplit_once('/')
+            && folder != last
+        {
+            seen.insert(folder);
+            last = folder;
+        }
+    }
+    let folders = seen.into_iter().map(ToOwned::to_owned).collect();
+    let files = listing
+        .iter()
+        .filter(|l| l.last_modified_ms != ListedObject::TIME_NOT_READ)
+        .map(|l| l.path.clone())
+        .collect();
+    let outside = storage.confine(root).await?.outside(folders, files).await?;
+    if outside.folders.is_empty() && outside.files.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    Ok(listing
+        .iter()
+        .filter_map(|l| outside.target(&l.path).map(|t| (l.path.clone(), t)))
+        .collect())
+}
+
+/// The files of the table's snapshot candidates that are not finished and whose snapshots may be out of the
+/// table, each with its candidate's id: quarantined in bundle mode (its bundles are the way back, and they point
+/// at these files) from `QUARANTINED` until its purge is `VERIFIED` or it is `RELEASED` (also while `PROTECTED`);
+/// quarantined in tag mode once its `quarantine/<id>` tags are gone from the table (its purge's catalog commit
+/// took the snapshots out, and the purge deletes the rest itself); or claimed by a quarantine that has not
+/// recorded its outcome yet (its commit may have taken the snapshots out already, or it died there). An object
+/// already `VERIFIED` (deleted) or `RELEASED` is left out. Such files are never orphans.
+///
+/// Memory: only those candidates' object states are read (streamed, not their inventories), and only the paths
+/// listed now or held as orphans (`held`) are kept; a tag-mode candidate with its tags in place is not read.
+///
+/// # Errors
+/// Registry errors.
+pub async fn snapshot_candidate_files(
+    reg: &Registry,
+    table: &Table,
+    listing: &[ListedObject],
+    held: &[String],
+) -> Result<BTreeMap<String, std::sync::Arc<str>>> {
+    use crate::registry::State;
+    let uuid = table.metadata().uuid().to_string();
+    let tagged = |id: &str| {
+        let prefix = format!("{QUARANTINE_TAG_PREFIX}{id}");
+        table
+            .refs()
+            .keys()
+            .any(|n| n == &prefix || n.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/')))
+    };
+    let held: BTreeSet<&str> = held.iter().map(String::as_str).collect();
+    let mut out = BTreeMap::new();
+    for h in reg.candidate_heads(&uuid).await? {
+        let unfinished = match h.state {
+            State::Verified | State::Released => false,
+            State::Discovered | State::UnreferencedEligible => h.claimed && h.candidate_id.starts_with("c-"),
+            _ => matches!(h.mode.as_deref(), Some("bundle" | "tag")),
+        };
+        if !unfinished || (h.mode.as_deref() == Some("tag") && tagged(&h.candidate_id)) {
+            continue;
+        }
+        let id: std::sync::Arc<str> = h.candidate_id.as_str().into();
+        reg.for_each_object_state(&h.candidate_id, |o| {
+            if matches!(o.state, State::Verified | State::Released) {
+                return;
+            }
+            let listed = listing.binary_search_by(|l| l.path.as_str().cmp(&o.path)).is_ok();
+            if listed || held.contains(o.path.as_str()) {
+                out.insert(o.path, id.clone());
+            }
+        })
+        .await?;
+    }
+    Ok(out)
+}
+
 /// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
 ///
 /// # Errors
@@ -403,6 +499,14 @@ pub async fn gather(
             .push((w.writer_id, relative_prefix(table, &w.prefix)));
     }
     protections.deletion_rights = deletion_rights(table, reg).await?;
+    // What keeps an unreferenced file from being an orphan beyond the table's metadata: asked only while orphans
+    // are judged at all (every layer read, no hold over the whole table).
+    let table_hold = protections.holds.iter().any(|(_, s)| matches!(s, PlanHold::Table));
+    if unreadable.is_empty() && !table_hold {
+        protections.outside_root = outside_root(&ctx.storage, &root, &listing).await?;
+        protections.snapshot_candidate_files =
+            snapshot_candidate_files(reg, table, &listing, &protections.held_orphans).await?;
+    }
     let mut statistics_files: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     let md = table.metadata();
     let stats = md.statistics_iter().map(|f| (f.snapshot_id, &f.statistics_path)).chain(

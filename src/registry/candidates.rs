@@ -191,6 +191,19 @@ pub struct CandidateRecord {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A candidate without its inventory ([`Registry::candidate_heads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateHead {
+    /// Candidate id.
+    pub candidate_id: String,
+    /// State.
+    pub state: State,
+    /// How its quarantine holds it (`tag`, `bundle`, `orphans`); `None` before a quarantine was recorded.
+    pub mode: Option<String>,
+    /// Whether a quarantine or purge run holds its claim now (or died holding it).
+    pub claimed: bool,
+}
+
 impl CandidateRecord {
     /// The candidate as planned and stored, its inventory included: serializes to the bytes
     /// `serde_json::Value::to_string` gives for the whole candidate (keys sorted), without building that value.
@@ -636,6 +649,42 @@ impl Registry {
                 what: "candidate",
                 id: candidate_id.to_owned(),
             })
+    }
+
+    /// Every candidate of a table, oldest first, as a [`CandidateHead`]: its state, how it was quarantined and
+    /// whether a run holds it, without its inventory (the orphan planner asks this of every candidate at every
+    /// plan; a million-object inventory is ~100 MB, #24).
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`], also for a stored
+    /// quarantine record that is not JSON.
+    pub async fn candidate_heads(&self, table_uuid: &str) -> Result<Vec<CandidateHead>, RegistryError> {
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        self.rows(
+            "candidate_heads",
+            "SELECT c.candidate_id, c.state, c.quarantine_json, r.run_id FROM candidates c \
+             LEFT JOIN purge_runs r ON r.candidate_id = c.candidate_id \
+             WHERE c.table_uuid = $1 ORDER BY c.created_at, c.candidate_id",
+            &[&table_uuid],
+            |r| {
+                let quarantine: Option<String> = r.try_get("quarantine_json")?;
+                let mode = match quarantine {
+                    Some(q) => serde_json::from_str::<serde_json::Value>(&q)
+                        .map_err(|e| decode("quarantine_json", e))?["mode"]
+                        .as_str()
+                        .map(ToOwned::to_owned),
+                    None => None,
+                };
+                let run: Option<String> = r.try_get("run_id")?;
+                Ok(CandidateHead {
+                    candidate_id: r.try_get("candidate_id")?,
+                    state: state(r, "state")?,
+                    mode,
+                    claimed: run.is_some(),
+                })
+            },
+        )
+        .await
     }
 
     /// Every candidate of a table, oldest first.

@@ -757,3 +757,165 @@ fn reconcile_of_an_orphan_candidate_goes_only_where_its_verified_bundle_holds_th
     assert!(!copy.exists(), "the retry deleted the held copy");
     assert!(!root.join("data/uncommitted-writer.parquet").exists());
 }
+
+/// Sets the registry's state of candidate `id` to `state` (the registry as an earlier run left it).
+fn set_candidate_state(g: &Gov, id: &str, state: &str) {
+    let script = format!(
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"UPDATE candidates SET state = '{state}' WHERE candidate_id = '{id}'\")\nc.commit()\n",
+        g.dir.join("registry.db").display()
+    );
+    let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The paths held by every orphan candidate of a plan.
+fn orphan_paths(p: &Value) -> Vec<String> {
+    p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "orphans")
+        .flat_map(object_paths)
+        .collect()
+}
+
+/// A snapshot candidate quarantined in bundle mode leaves its snapshots' files in the table location, referenced by
+/// no snapshot: its bundles are the way back to them (`set-current --from-bundle`). Before, once they were older
+/// than orphanSafetyInterval the next plan proposed them as an orphan candidate, whose quarantine and purge removed
+/// them while the snapshot candidate was still QUARANTINED. Now `plan` keeps them and says which candidate needs
+/// them. An orphan candidate holding them anyway (planned while the snapshot candidate looked released, as an
+/// earlier planner left it) is refused by its quarantine when the snapshot candidate is quarantined again while its
+/// files are read, and once held, the next `plan` puts them back.
+#[test]
+fn files_of_a_snapshot_candidate_quarantined_in_bundle_mode_are_never_orphans() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let files = object_paths(&c);
+    assert!(!files.is_empty(), "{c}");
+    let q = g.quarantine(&id, "bundle").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    // Past orphanSafetyInterval (12 h), and a stray file beside them so that orphan detection is seen working.
+    let bytes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(root.join(f)).unwrap()).collect();
+    for f in &files {
+        std::fs::File::options()
+            .write(true)
+            .open(root.join(f))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    put(&root.join("data/stray.parquet"), b"PAR1 a stray PAR1", old);
+
+    let p = g.plan();
+    assert_eq!(orphan_paths(&p), vec!["data/stray.parquet".to_owned()], "{p}");
+    for f in &files {
+        let why = reasons_of(&p["kept_unreferenced"], f);
+        assert!(why[0].starts_with(&format!("candidate:{id}:")), "{f}: {why:?}");
+    }
+
+    // An orphan candidate with those files: planned while the snapshot candidate was RELEASED, whose files are
+    // orphans by then. It is QUARANTINED in bundle mode again while the orphans are read: REFUSED, nothing moved.
+    set_candidate_state(&g, &id, "RELEASED");
+    let o = orphan_candidate(&g.plan());
+    let mut want = files.clone();
+    want.push("data/stray.parquet".to_owned());
+    want.sort();
+    assert_eq!(object_paths(&o), want, "{o}");
+    let oid = o["candidate_id"].as_str().unwrap().to_owned();
+    let paused = paused_orphan_quarantine(&g, &oid, "orphan-hold-delay-ms", "go-1");
+    set_candidate_state(&g, &id, "QUARANTINED");
+    let (code, out, stderr) = paused.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    let reason = out["reason"].as_str().unwrap();
+    for f in &files {
+        assert!(reason.contains(&format!("{f}: candidate:{id}")), "{f}: {out}");
+    }
+    for (f, b) in files.iter().zip(&bytes) {
+        assert_eq!(&std::fs::read(root.join(f)).unwrap(), b, "{f}");
+    }
+
+    // Held while the snapshot candidate looked RELEASED; quarantined again: the next plan puts them back.
+    set_candidate_state(&g, &id, "RELEASED");
+    let held = g.quarantine(&oid, "tag").expect_code(0).json();
+    assert_eq!(held["candidate"]["state"], "QUARANTINED", "{held}");
+    assert!(!root.join(&files[0]).exists(), "{held}");
+    set_candidate_state(&g, &id, "QUARANTINED");
+    let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(1);
+    let p = r.json();
+    let back = p["orphans_put_back"].to_string();
+    for (f, b) in files.iter().zip(&bytes) {
+        assert!(back.contains(f.as_str()), "{f}: {back}");
+        assert_eq!(&std::fs::read(root.join(f)).unwrap(), b, "{f}");
+    }
+    assert!(back.contains(&format!("candidate:{id}")), "{back}");
+    assert!(!orphan_paths(&p).iter().any(|f| files.contains(f)), "{p}");
+}
+
+/// A folder of the table that is a symlink to a folder outside it (another table's data): the listing follows it,
+/// so its files were listed as this table's, unreferenced and old, proposed as orphans, and the orphan quarantine
+/// copied then removed the other table's file. Now `plan` keeps them (kept_unreferenced says where they resolve to)
+/// and proposes only the table's own stray file. A folder swapped for such a link after the plan is caught by the
+/// take-out's last check: the file stays where it is, and the other folder's file with it.
+#[test]
+fn files_under_a_symlink_that_leaves_the_table_are_never_orphans_and_never_removed() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let sibling = g.dir.join("sibling-table/data");
+    put(&sibling.join("theirs.parquet"), b"PAR1 another table's file PAR1", old);
+    std::os::unix::fs::symlink(&sibling, root.join("data/ext")).unwrap();
+    put(&root.join("data/stray.parquet"), b"PAR1 a stray PAR1", old);
+
+    let p = g.plan();
+    let c = orphan_candidate(&p);
+    assert_eq!(object_paths(&c), vec!["data/stray.parquet".to_owned()], "{p}");
+    let why = reasons_of(&p["kept_unreferenced"], "data/ext/theirs.parquet");
+    let target = std::fs::canonicalize(sibling.join("theirs.parquet")).unwrap();
+    assert!(
+        why[0].starts_with(&format!("outside-table-root: resolves to {}", target.display())),
+        "{why:?}"
+    );
+    let q = g
+        .quarantine(c["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert!(!root.join("data/stray.parquet").exists(), "{q}");
+    assert_eq!(
+        std::fs::read(sibling.join("theirs.parquet")).unwrap(),
+        b"PAR1 another table's file PAR1"
+    );
+
+    // A folder of the table planned as it was, then swapped for a link to a folder outside holding the same bytes.
+    let twin = b"PAR1 the same bytes PAR1";
+    put(&root.join("data/swap/x.parquet"), twin, old);
+    let other = g.dir.join("other-folder");
+    put(&other.join("x.parquet"), twin, old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["data/swap/x.parquet".to_owned()], "{c}");
+    let paused = paused_orphan_quarantine(
+        &g,
+        c["candidate_id"].as_str().unwrap(),
+        "orphan-take-out-delay-ms",
+        "go",
+    );
+    std::fs::remove_dir_all(root.join("data/swap")).unwrap();
+    std::os::unix::fs::symlink(&other, root.join("data/swap")).unwrap();
+    let (code, out, stderr) = paused.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    let stayed = out["stayed_in_place"].to_string();
+    assert!(
+        stayed.contains("data/swap/x.parquet") && stayed.contains("outside the table root"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(other.join("x.parquet")).unwrap(), twin);
+    assert_eq!(
+        std::fs::read(sibling.join("theirs.parquet")).unwrap(),
+        b"PAR1 another table's file PAR1"
+    );
+}
