@@ -127,7 +127,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
-/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS`). Used by the crash,
+/// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
+/// s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -160,6 +161,9 @@ pub struct Failpoints {
     /// `quarantine o-…` waits this many milliseconds after its bundle is written and before the first file leaves
     /// the table (a late commit can land after its last check).
     pub orphan_take_out_delay_ms: Option<u64>,
+    /// The S3 delete-condition probe reports both conditions ignored, whatever the server answered (a provider
+    /// that ignores them; the probe itself still runs): `s3-conditions-ignored=1`.
+    pub s3_conditions_ignored: Option<u64>,
 }
 
 /// Where a `*-delay-ms` failpoint of [`Failpoints`] waits.
@@ -200,6 +204,7 @@ impl Failpoints {
                 "purge-plan-delay-ms" => f.purge_plan_delay_ms = v,
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
                 "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
+                "s3-conditions-ignored" => f.s3_conditions_ignored = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
         }

@@ -833,6 +833,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
             vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
         );
     }
+    let mut conditions = None;
     let out = execute(
         ctx,
         source,
@@ -843,11 +844,16 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         &trust,
         &opts.receipts,
         &run.run_id,
+        &mut conditions,
     )
     .await;
     let released = reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await;
-    let out = out?;
+    let mut out = out?;
     released?;
+    if let Some(c) = conditions {
+        // What the S3 provider did with a delete's ETag condition (asked once per run).
+        out.json["delete_conditions"] = c;
+    }
     Ok(out)
 }
 
@@ -1472,6 +1478,7 @@ async fn execute(
     trust: &TrustStore,
     receipts: &str,
     run_id: &str,
+    conditions: &mut Option<serde_json::Value>,
 ) -> Result<Outcome> {
     let mut rec = reg.candidate(candidate_id).await?;
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
@@ -1749,6 +1756,39 @@ async fn execute(
         .zip(&approved)
         .filter_map(|(o, approved)| approved.then_some(o))
         .collect();
+    // The delete requests carry the ETag sealed in the bundle, so an object overwritten since is spared by the
+    // provider, and no HEAD is sent before them (#24). A provider that ignores that condition would delete it:
+    // asked once per run (a probe object beside the table's files, removed again), and where it does not honour
+    // it every object is read before its delete and compared with what was sealed. An answer that cannot be had
+    // counts as not honoured.
+    let mut head_first = false;
+    if on_s3 && held.is_none() && !todo.is_empty() {
+        let probe = location::join(&root, &format!(".lakedrill-probe/{}", uuid::Uuid::new_v4()));
+        let found = ctx.storage.s3_delete_conditions(&probe).await;
+        head_first = !found
+            .as_ref()
+            .is_ok_and(crate::io::store::s3::DeleteConditions::honoured);
+        if head_first {
+            crate::report::output::warn(match &found {
+                Ok(c) => format!(
+                    "the S3 provider does not honour a delete's ETag condition (DeleteObjects: {}, If-Match: {}): \
+                     every object is read before its delete and compared with what was sealed",
+                    if c.delete_objects { "honoured" } else { "ignored" },
+                    if c.if_match { "honoured" } else { "ignored" }
+                ),
+                Err(e) => format!(
+                    "whether the S3 provider honours a delete's ETag condition could not be found out ({e}): every \
+                     object is read before its delete and compared with what was sealed"
+                ),
+            });
+        }
+        *conditions = Some(serde_json::json!({
+            "delete_objects": found.as_ref().ok().map(|c| c.delete_objects),
+            "if_match": found.as_ref().ok().map(|c| c.if_match),
+            "error": found.as_ref().err().map(ToString::to_string),
+            "head_before_delete": head_first,
+        }));
+    }
     let progress = crate::report::output::Progress::new("purge", todo.len(), ctx.storage.options().progress);
     // Every batch re-checks the stop switch, holds, leases, the rollout stage and the run's claim inside the
     // registry's write lock, and holds that lock while its delete requests go out. On S3 a batch is one
@@ -1792,6 +1832,13 @@ async fn execute(
         let expected: Vec<Expected> = futures::stream::iter(chunk.iter().map(|o| {
             let requested_before = requested_before.contains(o.path.as_str());
             let (uri, held) = target(o);
+            let on_s3 = if head_first {
+                Where::S3HeadFirst
+            } else if on_s3 {
+                Where::S3
+            } else {
+                Where::Elsewhere
+            };
             expect(ctx, uri, held, sealed.get(&o.path), on_s3, permanent, requested_before)
         }))
         .buffered(concurrency)
@@ -2025,12 +2072,23 @@ fn nonempty(s: Option<&str>) -> Option<&str> {
 /// A held orphan (`held`) is always read first where it is held: the version behind its marker (which must not
 /// be the current one again) or its copy, whose own ETag is the condition (the sealed one is the table file's).
 #[allow(clippy::too_many_arguments)]
+/// Where a purge deletes, for [`expect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// S3, whose provider honours a delete's ETag condition: an object with a sealed ETag is not read first.
+    S3,
+    /// S3, whose provider ignores that condition (or could not be asked): every object is read first.
+    S3HeadFirst,
+    /// A local filesystem or another store: every object is read first.
+    Elsewhere,
+}
+
 async fn expect(
     ctx: &Context,
     uri: String,
     held: Option<crate::bundle::HeldFile>,
     sealed: Option<&SealedObject>,
-    on_s3: bool,
+    on: Where,
     permanent: bool,
     requested_before: bool,
 ) -> Result<Expected> {
@@ -2042,8 +2100,11 @@ async fn expect(
     };
     let sealed_e_tag = sealed.and_then(|s| nonempty(s.e_tag.as_deref())).map(ToOwned::to_owned);
     let sealed_version = sealed.and_then(|s| s.version.as_deref()).map(ToOwned::to_owned);
-    let head_done =
-        orphan || !on_s3 || requested_before || sealed_e_tag.is_none() || (permanent && sealed_version.is_none());
+    let head_done = orphan
+        || on != Where::S3
+        || requested_before
+        || sealed_e_tag.is_none()
+        || (permanent && sealed_version.is_none());
     let held_version = held.as_ref().and_then(|f| f.version.clone());
     let head = if head_done {
         ctx.storage.head_version(&uri, held_version.as_deref()).await?

@@ -12,6 +12,8 @@ LOGFILE, flushed before the request is forwarded:
 
     <unix time, 6 decimals> <METHOD> <path?query>
 
+(`PROBE-<METHOD>` for the requests of the deleter's delete-condition probe, an object under `.lakedrill-probe/`.)
+
 With --no-delete-objects it plays a provider that does not implement DeleteObjects: every `POST ?delete` is
 answered `501 NotImplemented` (logged, never forwarded), as S3-compatible stores without batch deletes answer.
 
@@ -57,10 +59,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         pass
 
     def forward(self):
-        with LOCK, open(LOGFILE, "a") as log:
-            log.write(f"{time.time():.6f} {self.command} {self.path}\n")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        # The deleter's once-per-run probe of whether the server honours a delete's ETag condition (an object
+        # under `.lakedrill-probe/`) is logged as PROBE-<method>: the counts are of the requests for the inventory.
+        probe = ".lakedrill-probe" in self.path or (body is not None and b".lakedrill-probe" in body)
+        with LOCK, open(LOGFILE, "a") as log:
+            log.write(f"{time.time():.6f} {'PROBE-' if probe else ''}{self.command} {self.path}\n")
         if DELAY:
             time.sleep(DELAY)
         query = urllib.parse.urlsplit(self.path).query

@@ -280,6 +280,12 @@ fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_de
         args.extend(T);
         let p = g.run(&args).expect_code(1).json();
         assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        // SeaweedFS honours both conditions (the run's probe asked): no object is read before its delete.
+        assert_eq!(
+            p["delete_conditions"],
+            serde_json::json!({"delete_objects": true, "if_match": true, "error": null, "head_before_delete": false}),
+            "{p}"
+        );
         assert_eq!(p["objects"]["DELETE_UNKNOWN"], serde_json::json!([data]), "{p}");
         let n = c["objects"].as_array().unwrap().len();
         assert_eq!(p["objects"]["VERIFIED"].as_array().unwrap().len(), n - 1, "{p}");
@@ -452,6 +458,72 @@ fn a_hold_set_during_a_batched_s3_purge_lets_no_delete_objects_request_out_after
     assert!(count("VERIFIED") >= 1000 && count("PROTECTED") >= n - 2000, "{st}");
 }
 
+/// Where the provider ignores a delete's ETag condition (moto in `DeleteObjects`; played here on SeaweedFS by the
+/// failpoint `s3-conditions-ignored`, which only changes what the run's real probe reports), the request alone
+/// would not spare an object overwritten since quarantine with bytes of the same size: every object is read
+/// before its delete instead, the overwritten one is not sent (DELETE_UNKNOWN, "changed since quarantine", its new
+/// bytes kept), the others are deleted.
+#[test]
+fn where_the_provider_ignores_delete_conditions_every_object_is_read_before_its_delete() {
+    let prefix = format!("noetag-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["layer"] == "data")
+        .expect("the candidate holds a data file")["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key = format!("{prefix}/db/retention/{data}");
+    boto(
+        &g,
+        &format!(
+            "b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\n\
+             s3.put_object(Bucket=bucket, Key='{key}', Body=bytes(255 - x for x in b))"
+        ),
+    );
+    let mut args = g.purge_args(id, Some(&ev));
+    args.extend(T);
+    let p = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "s3-conditions-ignored=1")])
+        .expect_code(1)
+        .json();
+    assert_eq!(p["status"], "DELETE_UNKNOWN", "{p}");
+    assert_eq!(p["delete_conditions"]["head_before_delete"], true, "{p}");
+    assert_eq!(p["objects"]["DELETE_UNKNOWN"], serde_json::json!([data]), "{p}");
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(p["objects"]["VERIFIED"].as_array().unwrap().len(), n - 1, "{p}");
+    let rc = receipts(&g, id, "confirmed")
+        .into_iter()
+        .find(|r| r["key"] == data.as_str())
+        .unwrap();
+    assert!(
+        rc["provider_result"]
+            .as_str()
+            .unwrap()
+            .contains("changed since quarantine"),
+        "{rc}"
+    );
+    let still = boto(
+        &g,
+        &format!("print(len(s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()))"),
+    );
+    assert!(
+        still.parse::<u64>().unwrap() > 0,
+        "the overwritten object is still there"
+    );
+    // One DeleteObjects request for the others; the probe's own requests are apart.
+    let (batches, singles) = proxy.deletes();
+    assert_eq!((batches.len(), singles), (1, 0));
+    assert!(
+        proxy.requests().iter().any(|(_, m, _)| m.starts_with("PROBE-")),
+        "the probe ran"
+    );
+}
+
 /// Why the deleter is tested on SeaweedFS and not on moto alone: moto 5.2.5 deletes a key in `DeleteObjects`
 /// although the key's ETag does not match; SeaweedFS refuses it with `PreconditionFailed` and keeps it.
 #[test]
@@ -474,6 +546,19 @@ fn moto_ignores_a_wrong_per_key_etag_in_delete_objects_seaweedfs_refuses_it() {
                 e_tag: Some("\"00000000000000000000000000000000\"".into()),
                 version_id: None,
             };
+            // The deleter's probe finds out the same, and leaves no version or marker of its object behind.
+            let probe = format!(
+                "s3://{}/etag-case-{}/.lakedrill-probe/p",
+                bucket(),
+                uuid::Uuid::new_v4()
+            );
+            let found = s.s3_delete_conditions(&probe).await.unwrap();
+            assert_eq!(found.delete_objects, server != "moto", "{server}: {found:?}");
+            assert!(
+                s.s3_versions(&probe).await.unwrap().is_empty(),
+                "{server}: the probe left versions"
+            );
+            assert!(s.head(&probe).await.unwrap().is_none(), "{server}");
             let answers = s.s3_delete_objects(std::slice::from_ref(&key)).await.unwrap().unwrap();
             let a = &answers[&uri];
             let present = s.head(&uri).await.unwrap().is_some();

@@ -34,9 +34,15 @@ impl Run {
 
 /// Runs `lakedrill ARGS` in `cwd` (a temp dir by default, so no stray lakedrill.toml is read).
 pub fn lakedrill_in(cwd: &Path, args: &[&str]) -> Run {
+    lakedrill_in_env(cwd, args, &[])
+}
+
+/// [`lakedrill_in`] with extra environment variables (failpoints).
+pub fn lakedrill_in_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
         .args(args)
         .current_dir(cwd)
+        .envs(env.iter().copied())
         .output()
         .expect("run lakedrill");
     let code = out

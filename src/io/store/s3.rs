@@ -108,6 +108,24 @@ pub enum DeleteMethod {
     Unconditional,
 }
 
+/// What [`crate::io::store::Storage::s3_delete_conditions`] found: whether the provider spared an object whose
+/// ETag differs from the one a delete named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DeleteConditions {
+    /// `DeleteObjects` with a per-key `<ETag>` (true also where the request is not implemented).
+    pub delete_objects: bool,
+    /// `DeleteObject` with `If-Match`.
+    pub if_match: bool,
+}
+
+impl DeleteConditions {
+    /// Whether both ways of deleting honour the condition.
+    #[must_use]
+    pub fn honoured(&self) -> bool {
+        self.delete_objects && self.if_match
+    }
+}
+
 /// One key of a delete request: the object and what it must still be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteKey {
@@ -634,6 +652,125 @@ impl Storage {
             out.remove(l);
         }
         Ok(Some(out))
+    }
+
+    /// Whether the S3 provider behind `probe_uri` honours the ETag condition of a delete, in `DeleteObjects`
+    /// (a per-key `<ETag>`) and in `DeleteObject` (`If-Match`). Some do not (moto 5.2.5 deletes a key whose
+    /// ETag differs; providers without conditional deletes ignore the header); there the deleter cannot rely on
+    /// the request alone to spare an object overwritten since it was sealed. Writes a small object at
+    /// `probe_uri`, asks for its delete with a wrong ETag each way, reads whether it is still there, and removes
+    /// it (every version and delete marker on a versioned bucket). Sent directly: no failpoint, fault or request
+    /// count of the deleter sees it.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the provider refuses or does not answer a step (the caller cannot tell, and reads
+    /// every object before its delete).
+    pub async fn s3_delete_conditions(&self, probe_uri: &str) -> Result<DeleteConditions> {
+        const WRONG: &str = "\"00000000000000000000000000000000\"";
+        let (_, path) = self.s3_client(probe_uri)?;
+        let put = || async {
+            let a = self
+                .s3_send(
+                    probe_uri,
+                    http::Method::PUT,
+                    &path,
+                    vec![],
+                    vec![],
+                    Some(Bytes::from_static(
+                        b"lakedrill: does this store honour a delete's ETag condition?",
+                    )),
+                )
+                .await?;
+            if a.status != 200 {
+                return Err(s3_error("put the delete-condition probe", probe_uri, a.describe()));
+            }
+            Ok(())
+        };
+        let present = || async {
+            let a = self
+                .s3_send(probe_uri, http::Method::HEAD, &path, vec![], vec![], None)
+                .await?;
+            match a.status {
+                200 => Ok(true),
+                404 => Ok(false),
+                _ => Err(s3_error("read the delete-condition probe", probe_uri, a.describe())),
+            }
+        };
+        let checked = async {
+            put().await?;
+            let mut xml = String::from(
+                r#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>false</Quiet><Object><Key>"#,
+            );
+            xml.push_str(&quick_xml::escape::escape(path.as_ref()));
+            xml.push_str("</Key><ETag>");
+            xml.push_str(&quick_xml::escape::escape(WRONG));
+            xml.push_str("</ETag></Object></Delete>");
+            let body = Bytes::from(xml);
+            let signed = vec![
+                header("content-md5", &content_md5(&body), probe_uri)?,
+                header("content-type", "application/xml", probe_uri)?,
+            ];
+            let a = self
+                .s3_send(
+                    probe_uri,
+                    http::Method::POST,
+                    &Path::from(""),
+                    vec![("delete".to_owned(), String::new())],
+                    signed,
+                    Some(body),
+                )
+                .await?;
+            let delete_objects = if a.status == 501 || a.error().code.as_deref() == Some("NotImplemented") {
+                // Not implemented: the deleter sends single deletes there.
+                true
+            } else if a.status == 200 {
+                let result: DeleteResult = quick_xml::de::from_reader(a.body.as_ref())
+                    .map_err(|e| s3_error("DeleteObjects (probe)", probe_uri, format!("unreadable answer: {e}")))?;
+                let said_deleted = result.deleted.iter().any(|d| d.key == path.as_ref());
+                !said_deleted && present().await?
+            } else {
+                return Err(s3_error("DeleteObjects (probe)", probe_uri, a.describe()));
+            };
+            if !present().await? {
+                put().await?;
+            }
+            let a = self
+                .s3_send(
+                    probe_uri,
+                    http::Method::DELETE,
+                    &path,
+                    vec![],
+                    vec![header("if-match", WRONG, probe_uri)?],
+                    None,
+                )
+                .await?;
+            let if_match = !(a.status == 204 || a.status == 200) && present().await?;
+            Ok::<_, Error>(DeleteConditions {
+                delete_objects,
+                if_match,
+            })
+        }
+        .await;
+        // Removed whatever the answers were: every version and marker where the bucket keeps them.
+        let versions = self.s3_versions(probe_uri).await.unwrap_or_default();
+        for v in versions
+            .iter()
+            .filter(|v| !v.version_id.is_empty() && v.version_id != "null")
+        {
+            let _ = self.s3_delete_version(probe_uri, &v.version_id).await;
+        }
+        if present().await.unwrap_or(true) {
+            let _ = self
+                .s3_send(probe_uri, http::Method::DELETE, &path, vec![], vec![], None)
+                .await;
+        }
+        if self.failpoints.s3_conditions_ignored.is_some() {
+            return checked.map(|_| DeleteConditions {
+                delete_objects: false,
+                if_match: false,
+            });
+        }
+        checked
     }
 
     /// Whether the bucket of `uri` keeps every version (`GetBucketVersioning` says `Enabled`; a suspended or
