@@ -10,7 +10,7 @@
 //! - **DR checkpoints**: declared recovery points (snapshot id + time);
 //! - the **deleter switch**: an operator's global stop for every deleter;
 //! - **rollout stages**, **governance decisions**, **quarantine extensions** and **rollout observations**
-//!   (schema version 2);
+//!   (schema version 2); chain anchors and each drill report's verdict per bundle root (version 5);
 //! - **candidates** and their objects' states, the deleter's **purge runs** and write-once **receipts**;
 //! - an append-only **event log** of every change above.
 //!
@@ -63,7 +63,7 @@ mod protections;
 mod purge_runs;
 mod rollout;
 
-pub use anchors::ChainHead;
+pub use anchors::{ChainHead, DrillVerdict};
 pub use base::*;
 pub use candidates::{
     Acceptance, CandidateHead, CandidateRecord, FullCandidate, QuarantineExtension, State, WorldStamp,

@@ -237,6 +237,14 @@ pub struct DrillPredicate {
 }
 
 impl DrillPredicate {
+    /// Whether this is the partial report of one shard of a sharded drill (`drill run --shard`, `restore
+    /// --shard`): its signed `shard`, or a result that verified only a share of its bundle's objects. Such a
+    /// report verified 1/N of what the drill covers; only the merge of all N (`report merge`) is evidence.
+    #[must_use]
+    pub fn is_shard_partial(&self) -> bool {
+        self.shard.is_some() || self.results.iter().any(|r| r.object_shard.is_some())
+    }
+
     /// A policy digest other than `current` that the report names for table `table_uuid` (in a result of
     /// that table), if any: the drill ran under other rules than the ones in force, so for them it is no
     /// evidence. `None` when every result of the table names `current` or names no policy.

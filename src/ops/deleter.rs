@@ -117,6 +117,29 @@ pub fn check_evidence(
             .iter()
             .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
     );
+    // A shard's report names every root it touched RESTORE_VERIFIED, but verified only its share of them: it is
+    // refused by what it signs, wherever it lies (a copy outside `shards/` is still a shard).
+    if pred.is_shard_partial() {
+        let (of, what) = match &pred.shard {
+            Some(s) => (
+                format!("shard {}/{}", s.index, s.count),
+                format!(
+                    "1/{} of the {}",
+                    s.count,
+                    if s.split == crate::evidence::predicate::ShardSplit::Objects {
+                        "objects"
+                    } else {
+                        "items"
+                    }
+                ),
+            ),
+            None => ("a shard".to_owned(), "a share of the objects".to_owned()),
+        };
+        reasons.push(format!(
+            "evidence {name} is the partial report of {of} of a sharded drill: a shard report covers {what}; merge \
+             the shards with `report merge` and give the merged report"
+        ));
+    }
     match chrono::DateTime::parse_from_rfc3339(&pred.finished_at) {
         Ok(t) => {
             let age = now - t.with_timezone(&Utc);
@@ -195,37 +218,76 @@ fn bundles_of(rec: &CandidateRecord) -> Vec<(String, String, i64)> {
         .collect()
 }
 
-/// Evidence is valid for a bundle root only while no newer report of any chain of the deployment failed that
-/// root. The chains known to the deleter are the plan folders beside the evidence's own
-/// (`<reports>/<plan>/…`, shard folders included): every report there that verifies under `trust`, finished
-/// after the evidence and did not verify one of the candidate's roots is a reason to refuse, naming it.
-/// Evidence that does not lie in its plan's folder cannot be placed in its chain and is refused too.
+/// Evidence is valid for a bundle root only while no newer drill of that root failed (DESIGN §8). Two sources,
+/// both searched:
+///
+/// - **the registry** (`reg`, the one the drills record into: the same `[registry]` of the same configuration):
+///   every drill report, wherever it was written, shard reports included, records its verdict per bundle root;
+///   a failure of one of the candidate's roots that finished after the evidence refuses, naming the report. This
+///   does not depend on where the caller keeps the evidence: a copy of an old PASS in a fresh folder is still
+///   older than the FAIL the registry knows.
+/// - **the chains beside the evidence** (`<reports>/<plan>/…`, shard folders included): every report there that
+///   verifies under `trust`, finished after the evidence and did not verify one of the candidate's roots. This
+///   covers drills run without a registry. Evidence that does not lie in its plan's folder cannot be placed in
+///   its chain and is refused too.
+///
+/// A drill run with no registry (or another one) records nothing here; evidence the registry has no record of is
+/// warned about, since only the reports beside it could be searched.
 ///
 /// # Errors
-/// Storage errors while listing or reading the reports.
+/// Storage errors while listing or reading the reports; registry errors.
 pub async fn newer_failures(
     storage: &crate::io::store::Storage,
+    reg: &Registry,
     evidence_uri: &str,
+    evidence_bytes: &[u8],
     evidence: &crate::ops::drill::DrillPredicate,
     roots: &[(String, String, i64)],
     trust: &TrustStore,
 ) -> Result<Vec<String>> {
+    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(&evidence.finished_at) else {
+        return Ok(Vec::new()); // already a reason in check_evidence
+    };
+    let finished = finished.with_timezone(&Utc);
+    let snapshot_of = |root: &str| roots.iter().find(|(_, r, _)| r == root).map(|(_, _, sid)| *sid);
+    // (report, root) → the reason: one reason per failing report and root, whichever source found it first.
+    let mut failures: BTreeMap<(String, String), String> = BTreeMap::new();
+    let root_names: Vec<String> = roots.iter().map(|(_, root, _)| root.clone()).collect();
+    for v in reg.drill_failures_after(&root_names, finished).await? {
+        let shard = v.shard.as_deref().map_or_else(String::new, |s| format!(", shard {s}"));
+        let reason = format!(
+            "a newer drill report {} (plan {}{shard}, finished {}; recorded in the registry) FAILED bundle root {} \
+             (snapshot {}): the evidence {evidence_uri} (finished {}) no longer counts for it",
+            v.report_uri,
+            v.plan,
+            v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            v.bundle_root,
+            snapshot_of(&v.bundle_root).unwrap_or_default(),
+            evidence.finished_at
+        );
+        failures.entry((v.report_uri, v.bundle_root)).or_insert(reason);
+    }
+    if !reg.drill_recorded(&crate::evidence::sha256_hex(evidence_bytes)).await? {
+        crate::report::output::warn(format!(
+            "the registry has no record of the evidence {evidence_uri}: it was drilled without this registry \
+             ([registry] in the drill's configuration) or before drills recorded their verdicts, so drills of its \
+             roots run the same way are known only from the reports beside it"
+        ));
+    }
     let plan_folder = location::parent(evidence_uri);
     let Some(reports_root) = plan_folder
         .as_deref()
         .filter(|f| location::file_name(f) == evidence.drill.plan)
         .and_then(location::parent)
     else {
-        return Ok(vec![format!(
+        let mut reasons: Vec<String> = failures.into_values().collect();
+        reasons.push(format!(
             "evidence {evidence_uri} is not in its plan's reports folder (<reports>/{}/): the newer reports of its \
              chain cannot be checked; give the report where `drill run` wrote it",
             evidence.drill.plan
-        )]);
+        ));
+        return Ok(reasons);
     };
-    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(&evidence.finished_at) else {
-        return Ok(Vec::new()); // already a reason in check_evidence
-    };
-    let mut reasons = Vec::new();
     for o in storage.list(&reports_root).await? {
         if o.uri == evidence_uri || !o.uri.ends_with(".dsse.json") {
             continue;
@@ -244,15 +306,17 @@ pub async fn newer_failures(
                 continue;
             };
             if r.status != crate::bundle::RestoreStatus::RestoreVerified {
-                reasons.push(format!(
-                    "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the evidence \
-                     {evidence_uri} (finished {}) no longer counts for it",
-                    o.uri, p.finished_at, evidence.finished_at
-                ));
+                failures.entry((o.uri.clone(), root.clone())).or_insert_with(|| {
+                    format!(
+                        "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the \
+                         evidence {evidence_uri} (finished {}) no longer counts for it",
+                        o.uri, p.finished_at, evidence.finished_at
+                    )
+                });
             }
         }
     }
-    Ok(reasons)
+    Ok(failures.into_values().collect())
 }
 
 /// Which of a candidate's objects (by index) lie, with their size, in the inventory of one of its verified
@@ -627,7 +691,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                                 crate::ops::audit::check_report(location::file_name(&uri), &f.bytes, &trust, &mut none)
                                 && !crate::safety::weakened(crate::safety::Check::NewerFailure)
                             {
-                                problems.extend(newer_failures(&ctx.storage, &uri, &pred, &bundles, &trust).await?);
+                                problems.extend(
+                                    newer_failures(&ctx.storage, &reg, &uri, &f.bytes, &pred, &bundles, &trust).await?,
+                                );
                             }
                             let (broken, verified) =
                                 bundles_intact(&ctx.storage, &bundles, &rec.objects, &trust).await?;
@@ -922,7 +988,7 @@ async fn resume_problems(
         let bundles = bundles_of(rec);
         let mut none = Vec::new();
         if let Some((_, pred)) = crate::ops::audit::check_report(location::file_name(&ev), &f.bytes, trust, &mut none) {
-            problems.extend(newer_failures(&ctx.storage, &ev, &pred, &bundles, trust).await?);
+            problems.extend(newer_failures(&ctx.storage, reg, &ev, &f.bytes, &pred, &bundles, trust).await?);
         }
         let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, trust).await?;
         problems.extend(broken);

@@ -402,14 +402,16 @@ async fn deletes_after_holds(
     Ok((after, total))
 }
 
-/// Every report envelope under the reports folder (shard reports excluded: their merge is the report).
+/// Every report envelope under the reports folder. Shard reports are among them and are skipped once verified,
+/// by their signed predicate ([`DrillPredicate::is_shard_partial`]), not by where they lie: a shard report copied
+/// out of `shards/` is still 1/N of a drill.
 async fn report_files(storage: &Storage, folder: &str) -> Result<Vec<String>> {
     Ok(storage
         .list(folder)
         .await?
         .into_iter()
         .map(|o| o.uri)
-        .filter(|u| u.ends_with(".dsse.json") && !u.contains("/shards/"))
+        .filter(|u| u.ends_with(".dsse.json"))
         .collect())
 }
 
@@ -435,6 +437,9 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
         if !findings.is_empty() {
             unverified.push(uri);
             continue;
+        }
+        if p.is_shard_partial() {
+            continue; // one shard's share: only the merge of all shards is a report the gates count
         }
         let Ok(finished) = DateTime::parse_from_rfc3339(&p.finished_at) else {
             unverified.push(uri);

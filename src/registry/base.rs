@@ -25,7 +25,10 @@ use crate::model::object::HoldScopeError;
 /// SQLite's `rowid` when PostgreSQL was added. A version-2 build would leave it empty.
 /// Version 4 added `forced` and `overrode` to rollout changes (the enforced rollout rules and their override) and
 /// the `chain_heads` anchors.
-pub const SCHEMA_VERSION: i64 = 4;
+/// Version 5 added `drill_verdicts`: each drill report's verdict per bundle root, which the deleter reads to
+/// refuse evidence a newer drill failed wherever its report lies. A version-4 drill would not record its
+/// failures, so it must not open a version-5 file.
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The key of the PostgreSQL advisory lock every registry change takes ([`Dialect::write_lock`]): the ASCII
 /// bytes of `lakedril`. Advisory locks are per database, so registries in several schemas of one database
@@ -216,6 +219,18 @@ CREATE TABLE IF NOT EXISTS chain_heads (
     reports          INTEGER NOT NULL,
     anchored_at      TEXT    NOT NULL
 );
+CREATE TABLE IF NOT EXISTS drill_verdicts (
+    report_sha256    TEXT    NOT NULL,
+    bundle_root      TEXT    NOT NULL,
+    verified         INTEGER NOT NULL,
+    finished_at      TEXT    NOT NULL,
+    report_uri       TEXT    NOT NULL,
+    plan             TEXT    NOT NULL,
+    shard            TEXT,
+    recorded_at      TEXT    NOT NULL,
+    PRIMARY KEY (report_sha256, bundle_root)
+);
+CREATE INDEX IF NOT EXISTS drill_verdicts_by_root ON drill_verdicts (bundle_root, finished_at);
 CREATE TABLE IF NOT EXISTS purge_runs (
     candidate_id     TEXT    PRIMARY KEY,
     run_id           TEXT    NOT NULL,
@@ -353,10 +368,13 @@ pub enum EventKind {
     PurgeRunReleased,
     /// A chain's head was anchored ([`Registry::chain_anchor`]).
     ChainAnchored,
+    /// A drill report's verdicts per bundle root were recorded ([`Registry::drill_record`]).
+    DrillRecorded,
 }
 
 impl EventKind {
-    const ALL: [EventKind; 19] = [
+    const ALL: [EventKind; 20] = [
+        EventKind::DrillRecorded,
         EventKind::ChainAnchored,
         EventKind::CandidateRebased,
         EventKind::PurgeRunClaimed,
@@ -401,6 +419,7 @@ impl EventKind {
             EventKind::PurgeRunClaimed => "purge_run_claimed",
             EventKind::PurgeRunReleased => "purge_run_released",
             EventKind::ChainAnchored => "chain_anchored",
+            EventKind::DrillRecorded => "drill_recorded",
         }
     }
 }
@@ -518,6 +537,7 @@ impl Registry {
         .await
         .map_err(query(OP))?;
         // Migration 1 → 2 only adds tables (created above); every table starts in `report-only`.
+        // Migration 4 → 5 only adds `drill_verdicts` (created above, empty: drills before it recorded nothing).
         // Migration 2 → 3 adds `generation` to writers and checkpoints (only SQLite files can be older than 3).
         for table in ["writers", "checkpoints"] {
             let has: i64 = sqlx::query_scalar(self.dialect.count_columns())

@@ -81,6 +81,115 @@ fn r016_an_older_pass_is_refused_after_a_newer_fail_of_the_same_bundle_root() {
     );
 }
 
+/// `<dir>/x/<plan>/<file name of report>`: a copy of `report` in a plan folder of a reports root of the caller's
+/// choosing, byte for byte (it verifies, canonical and signed, like the original).
+fn copy_into_another_reports_root(g: &Gov, report: &Path, plan: &str) -> std::path::PathBuf {
+    let folder = g.dir.join("x").join(plan);
+    std::fs::create_dir_all(&folder).unwrap();
+    let to = folder.join(report.file_name().unwrap());
+    std::fs::copy(report, &to).unwrap();
+    to
+}
+
+// See: the deleter found newer failures only beside the evidence, so where the evidence lay was the caller's
+// choice. An older PASS copied into `<x>/<plan>/` hid the newer FAIL of a damaged data file (which the bundles'
+// own re-check does not read): the purge accepted it. The registry now records every drill's verdict per root.
+#[test]
+fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_of_a_data_file() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let r1 = g.drill("bundles");
+    // A candidate data file goes bad after the first drill (same size); the next drill of the chain fails it.
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.ends_with(".parquet"))
+        .map(|p| g.table_root().join(p))
+        .expect("a candidate data file");
+    flip_a_byte(&data);
+    let damaged = std::fs::read(&data).unwrap();
+    let plan = g.dir.join("drill-bundles.toml");
+    let r2 = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    assert_eq!(r2["predicate"]["summary"]["gate"], "FAIL", "{r2}");
+    let r2_name = Path::new(r2["report"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+
+    // The old PASS, byte for byte, in a reports folder that holds nothing else; no --reports.
+    let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
+    let before = walk(&g.table_root());
+    let p = g.purge(id, Some(&copied), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("newer drill report") && why.contains(&r2_name) && why.contains("recorded in the registry"),
+        "names the newer failing drill: {why}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    assert_eq!(std::fs::read(&data).unwrap(), damaged, "the data file is untouched");
+    assert_eq!(
+        g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"],
+        "QUARANTINED"
+    );
+}
+
+// See: `check_evidence` read the results of a shard's partial report as a whole drill's, so one shard of a
+// `--split objects` run (RESTORE_VERIFIED for every root, 1/N of the objects verified) was accepted once it lay
+// outside `shards/`.
+#[test]
+fn a_shard_report_is_refused_as_evidence_wherever_it_lies() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let plan = g.dir.join("drill-bundles.toml");
+    std::fs::write(
+        &plan,
+        "name = \"weekly-bundles\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let s0 = g
+        .run(&[
+            "--json",
+            "drill",
+            "run",
+            plan.to_str().unwrap(),
+            "--shard",
+            "0/2",
+            "--split",
+            "objects",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(s0["predicate"]["summary"]["gate"], "PASS", "{s0}");
+    let shard = std::path::PathBuf::from(s0["report"].as_str().unwrap().trim_start_matches("file://"));
+    assert!(shard.to_str().unwrap().contains("/shards/"), "{shard:?}");
+
+    let before = walk(&g.table_root());
+    let copied = copy_into_another_reports_root(&g, &shard, "weekly-bundles");
+    for evidence in [&copied, &shard] {
+        let p = g.purge(id, Some(evidence), &[]).expect_code(1).json();
+        assert_eq!(p["status"], "REFUSED", "{p}");
+        let why = p["reasons"].to_string();
+        assert!(
+            why.contains("a shard report covers 1/2 of the objects") && why.contains("report merge"),
+            "{evidence:?}: {why}"
+        );
+    }
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    g.assert_all_present(&c);
+}
+
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
