@@ -42,6 +42,16 @@ use crate::io::catalog::{Catalog, TableIdent};
 use crate::io::store::{Fetched, Storage};
 use crate::model::location::{self, TableLocation};
 
+/// Table properties that name where writers put the table's files: a data or metadata folder other than
+/// `<location>/data` and `<location>/metadata` (`write.object-storage.path` and `write.folder-storage.path` are
+/// the older names of `write.data.path`). See: the Iceberg configuration reference, "Write properties".
+pub const LOCATION_PROPERTIES: [&str; 4] = [
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+];
+
 /// How the user addressed a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TableSource {
@@ -82,6 +92,7 @@ pub struct Table {
     generation: TableGeneration,
     location: TableLocation,
     refs: BTreeMap<String, SnapshotReference>,
+    given_file: bool,
 }
 
 /// Decompresses gzip metadata (`*.gz.metadata.json`, magic `1f 8b`) when needed, never to more than `max`
@@ -318,6 +329,7 @@ impl Table {
                 let (metadata_uri, default_root, name) = if is_file {
                     (uri.clone(), None, uri.clone())
                 } else {
+                    // A Hadoop table: the hint, then onward while the next version exists (`hadoop_metadata_file`).
                     let hint_uri = location::join(&uri, "metadata/version-hint.text");
                     let hint = match storage
                         .get_bounded(&hint_uri, storage.options().max_metadata_bytes, "version hint")
@@ -336,14 +348,16 @@ impl Table {
                     let file = hadoop_metadata_file(storage, &uri, &text).await?;
                     (file, Some(uri.clone()), uri.clone())
                 };
-                Self::from_metadata_uri(
+                let mut table = Self::from_metadata_uri(
                     storage,
                     name,
                     &metadata_uri,
                     &metadata_uri,
                     table_root.as_deref().or(default_root.as_deref()),
                 )
-                .await
+                .await?;
+                table.given_file = is_file;
+                Ok(table)
             }
             TableSource::Catalog {
                 catalog,
@@ -416,7 +430,17 @@ impl Table {
             generation,
             location,
             refs,
+            given_file: false,
         })
+    }
+
+    /// Whether the user named this metadata file itself (`--metadata …/00042-….metadata.json`): no catalog and
+    /// no version hint says that it is the table's current generation, so a later one may lie beside it
+    /// (`plan` looks for one: `table::head::later_generations`). `false` for a table read through a catalog or
+    /// a Hadoop table folder, and for one built from bytes.
+    #[must_use]
+    pub fn is_given_file(&self) -> bool {
+        self.given_file
     }
 
     /// A display name: the catalog identifier or the metadata URI.
@@ -694,37 +718,89 @@ fn edit_manifest_schema(bytes: &[u8], edit: &mut dyn FnMut(&mut serde_json::Valu
     Some(out)
 }
 
-/// Finds the current metadata file of a Hadoop table from its `version-hint.text` content.
+/// The version of a Hadoop metadata file name, `v42.metadata.json` (also `v42.gz.metadata.json` and
+/// `v42.metadata.json.gz`) giving 42; `None` for any other name.
+#[must_use]
+pub fn hadoop_version(file_name: &str) -> Option<u64> {
+    let stem = file_name
+        .strip_suffix(".gz.metadata.json")
+        .or_else(|| file_name.strip_suffix(".metadata.json.gz"))
+        .or_else(|| file_name.strip_suffix(".metadata.json"))?;
+    let n = stem.strip_prefix('v')?;
+    (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The existing metadata file of Hadoop version `n` in `meta_dir`, if any (the names Iceberg's
+/// `HadoopTableOperations.getMetadataFile` tries).
+async fn hadoop_version_file(storage: &Storage, meta_dir: &str, n: u64) -> Result<Option<String>> {
+    for c in [
+        format!("v{n}.metadata.json"),
+        format!("v{n}.gz.metadata.json"),
+        format!("v{n}.metadata.json.gz"),
+    ] {
+        let uri = location::join(meta_dir, &c);
+        if storage.head(&uri).await?.is_some() {
+            return Ok(Some(uri));
+        }
+    }
+    Ok(None)
+}
+
+/// Finds the current metadata file of a Hadoop table from its `version-hint.text` content, then reads onward
+/// while the next version exists, as Iceberg does.
+///
+/// A Hadoop commit is the rename of `v(N+1).metadata.json` into place; the hint is written after it, and
+/// Iceberg only warns when that write fails. `HadoopTableOperations.refresh()` therefore starts at the hint
+/// and takes `v(N+2)`, … while they exist: every Iceberg reader sees the newest version, whatever the hint
+/// says. Planning on the hint's version instead would make the later commits' metadata file, manifest lists
+/// and data files orphans (they are in no metadata the older version knows). A stale hint is followed onward,
+/// with a warning naming both files. See: iceberg `core/src/main/java/org/apache/iceberg/hadoop/HadoopTableOperations.java`.
 async fn hadoop_metadata_file(storage: &Storage, table_uri: &str, hint: &str) -> Result<String> {
     let meta_dir = location::join(table_uri, "metadata");
     let hint_uri = location::join(&meta_dir, "version-hint.text");
     if hint.is_empty() {
         return Err(Error::corrupt(hint_uri, "version hint is empty"));
     }
-    let candidates: Vec<String> = if let Ok(n) = hint.parse::<u64>() {
-        vec![
+    let (hinted, candidates) = if let Ok(n) = hint.parse::<u64>() {
+        let candidates = vec![
             format!("v{n}.metadata.json"),
             format!("v{n}.gz.metadata.json"),
             format!("v{n}.metadata.json.gz"),
-        ]
+        ];
+        (hadoop_version_file(storage, &meta_dir, n).await?, candidates)
     } else if !hint.contains('/') {
-        vec![hint.to_owned()]
+        let uri = location::join(&meta_dir, hint);
+        let found = storage.head(&uri).await?.is_some().then_some(uri);
+        (found, vec![hint.to_owned()])
     } else {
         return Err(Error::corrupt(
             hint_uri,
             format!("version hint {hint:?} is neither a version number nor a file name"),
         ));
     };
-    for c in &candidates {
-        let uri = location::join(&meta_dir, c);
-        if storage.head(&uri).await?.is_some() {
-            return Ok(uri);
-        }
+    let Some(hinted) = hinted else {
+        return Err(Error::corrupt(
+            hint_uri,
+            format!("version hint {hint:?} names no existing metadata file (tried {candidates:?})"),
+        ));
+    };
+    let Some(mut n) = hadoop_version(location::file_name(&hinted)) else {
+        return Ok(hinted);
+    };
+    let mut current = hinted.clone();
+    while let Some(next) = hadoop_version_file(storage, &meta_dir, n.saturating_add(1)).await? {
+        n += 1;
+        current = next;
     }
-    Err(Error::corrupt(
-        hint_uri,
-        format!("version hint {hint:?} names no existing metadata file (tried {candidates:?})"),
-    ))
+    if current != hinted {
+        crate::error::warn(format!(
+            "{hint_uri} names {hinted}, but later versions exist: reading {current}, the newest, as Iceberg's \
+             HadoopTableOperations does (the hint is written after a commit, and a failed write leaves it behind)"
+        ));
+    }
+    Ok(current)
 }
 
 #[cfg(test)]
@@ -732,6 +808,47 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    const HADOOP_FIXTURE: &str = "tests/fixtures/interop/duckdb-iceberg/tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table/metadata";
+
+    /// A version hint behind the newest version is read onward while the next version exists, as Iceberg's
+    /// `HadoopTableOperations.refresh()` does; a gap stops it; a hint naming a file reads onward from it too.
+    #[tokio::test]
+    async fn a_stale_version_hint_is_read_onward_to_the_newest_version() {
+        let storage = Storage::new(crate::io::store::StorageOptions::default());
+        for v in [5, 6, 7, 9] {
+            let bytes = std::fs::read(format!(
+                "{}/{HADOOP_FIXTURE}/v{v}.metadata.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let name = if v == 6 {
+                "v6.gz.metadata.json".to_owned()
+            } else {
+                format!("v{v}.metadata.json")
+            };
+            storage
+                .put(&format!("memory:///t/metadata/{name}"), Bytes::from(bytes))
+                .await
+                .unwrap();
+        }
+        for hint in ["5", "6", "7", "v5.metadata.json"] {
+            assert_eq!(
+                hadoop_metadata_file(&storage, "memory:///t", hint).await.unwrap(),
+                "memory:///t/metadata/v7.metadata.json",
+                "{hint}"
+            );
+        }
+        assert_eq!(
+            hadoop_metadata_file(&storage, "memory:///t", "9").await.unwrap(),
+            "memory:///t/metadata/v9.metadata.json"
+        );
+        let e = hadoop_metadata_file(&storage, "memory:///t", "8").await.unwrap_err();
+        assert!(e.to_string().contains("names no existing metadata file"), "{e}");
+        assert_eq!(hadoop_version("v12.metadata.json.gz"), Some(12));
+        assert_eq!(hadoop_version("00012-a.metadata.json"), None);
+        assert_eq!(hadoop_version("v.metadata.json"), None);
+    }
 
     /// The two inputs the first fuzz run found (fuzz/regressions/README.md): each is refused with an error
     /// that names the object; neither panics out of lakedrill nor allocates without bound.

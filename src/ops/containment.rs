@@ -24,7 +24,7 @@ use crate::govern::closure::ListedObject;
 use crate::io::catalog::Catalog;
 use crate::io::db::{self, DbUri};
 use crate::model::location;
-use crate::table::Table;
+use crate::table::{LOCATION_PROPERTIES, Table};
 
 /// Settings of `[defaults."<command>"]` that name a file or folder lakedrill keeps.
 const PATH_SETTINGS: &[&str] = &["key", "trust", "bundles", "reports", "receipts", "to", "out", "into"];
@@ -135,6 +135,18 @@ impl ListedNames {
     }
 }
 
+impl ListedNames {
+    /// The paths of the table metadata files in `listing` (the listing these names were found in), without
+    /// version hints.
+    pub fn metadata_paths<'a>(&'a self, listing: &'a [ListedObject]) -> impl Iterator<Item = &'a str> + 'a {
+        self.metadata_files
+            .iter()
+            .filter_map(|i| listing.get(*i))
+            .map(|l| l.path.as_str())
+            .filter(|p| location::file_name(p) != "version-hint.text")
+    }
+}
+
 /// The folder of a relative path (`""` at the top).
 fn folder(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(d, _)| d)
@@ -157,9 +169,21 @@ fn overlap(root: &str, other: &str) -> Option<&'static str> {
 /// How many other tables' metadata files are read at once.
 const METADATA_READS: usize = 16;
 
-/// Every table of catalog `section` other than `table` itself (the same current metadata file), with its
-/// canonical metadata URI and its root (or why its metadata could not be read). A SQLite catalog whose file
-/// does not exist holds no table.
+/// Another table of a catalog, as the containment check compares it with this table.
+#[derive(Debug)]
+struct OtherTable {
+    /// Its root.
+    root: String,
+    /// Its [`LOCATION_PROPERTIES`] that are set, each with its canonical URI.
+    write_paths: Vec<(&'static str, String)>,
+    /// The same table at a later generation than the one read (same UUID, its metadata log names ours): this
+    /// entry, not the one read, is where the table went on.
+    newer: bool,
+}
+
+/// Every table of catalog `section` other than `table` itself (its own entry, the same current metadata file,
+/// or an earlier generation of it), with its canonical metadata URI and what [`check`] compares (or why its
+/// metadata could not be read). A SQLite catalog whose file does not exist holds no table.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the catalog when it cannot be opened or listed: whether another table shares
@@ -169,7 +193,7 @@ async fn other_tables(
     c: &crate::config::CatalogConfig,
     storage: &crate::io::store::Storage,
     table: &Table,
-) -> Result<Vec<(String, String, std::result::Result<String, String>)>> {
+) -> Result<Vec<(String, String, std::result::Result<OtherTable, String>)>> {
     use futures::StreamExt as _;
     if sqlite_path(&c.uri).is_some_and(|p| !std::path::Path::new(&p).exists()) {
         return Ok(Vec::new());
@@ -207,27 +231,63 @@ async fn other_tables(
         .await;
     Ok(found
         .into_iter()
-        .filter(|(_, _, other)| !other.as_ref().is_ok_and(|o| same_lineage(table, o)))
+        .filter(|(_, _, other)| {
+            !other
+                .as_ref()
+                .is_ok_and(|o| same_table(table, o) == Some(Generation::Earlier))
+        })
         .map(|(ident, uri, other)| {
             let other = other
-                .map(|t| t.location().root_uri().trim_end_matches('/').to_owned())
+                .map(|t| OtherTable {
+                    root: t.location().root_uri().trim_end_matches('/').to_owned(),
+                    write_paths: write_paths(&t),
+                    newer: same_table(table, &t) == Some(Generation::Later),
+                })
                 .map_err(|e| e.to_string());
             (ident, uri, other)
         })
         .collect())
 }
 
+/// The [`LOCATION_PROPERTIES`] a table sets, each with its canonical URI (a value that is no URI is left out:
+/// the table's own reads refuse it).
+fn write_paths(t: &Table) -> Vec<(&'static str, String)> {
+    LOCATION_PROPERTIES
+        .iter()
+        .filter_map(|k| {
+            let v = t.metadata().properties().get(*k)?;
+            Some((*k, location::canonical_uri(v).ok()?.trim_end_matches('/').to_owned()))
+        })
+        .collect()
+}
+
+/// Where another generation of the same table stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Generation {
+    /// Ours names it in its metadata log.
+    Earlier,
+    /// It names ours in its metadata log.
+    Later,
+}
+
 /// Whether `other` is an earlier or later generation of `table` itself (the same UUID, and one's metadata
-/// log names the other's metadata file): the same table read through another route, not a second table.
-fn same_lineage(table: &Table, other: &Table) -> bool {
+/// log names the other's metadata file), or `None` (another table, or an unrelated copy with the same UUID).
+fn same_table(table: &Table, other: &Table) -> Option<Generation> {
     let logged = |t: &Table, uri: &str| {
         t.metadata()
             .metadata_log()
             .iter()
             .any(|m| location::canonical_uri(&m.metadata_file).is_ok_and(|u| u == uri))
     };
-    table.metadata().uuid() == other.metadata().uuid()
-        && (logged(other, table.metadata_uri()) || logged(table, other.metadata_uri()))
+    if table.metadata().uuid() != other.metadata().uuid() {
+        None
+    } else if logged(table, other.metadata_uri()) {
+        Some(Generation::Earlier)
+    } else if logged(other, table.metadata_uri()) {
+        Some(Generation::Later)
+    } else {
+        None
+    }
 }
 
 /// Refuses a table whose location holds lakedrill's own state or another table, or lies inside another
@@ -286,12 +346,44 @@ pub async fn check(
             own.insert(folder(&r).to_owned());
         }
     }
-    // Every other table of every configured catalog whose location is this one, lies inside it or around it.
+    // Every other table of every configured catalog whose location is this one, lies inside it or around it,
+    // or that writes files into it (`write.data.path` and the other location properties).
     let mut named: BTreeSet<String> = BTreeSet::new();
+    let mut newer: Vec<String> = Vec::new();
     for (section, c) in &config.catalog {
         for (ident, md_uri, other) in other_tables(section, c, storage, table).await? {
+            if let Ok(o) = &other {
+                if o.newer {
+                    newer.push(format!(
+                        "catalog entry {section}.{ident} holds a newer generation of this table (its metadata \
+                         {md_uri} names {} in its metadata log)",
+                        table.metadata_uri()
+                    ));
+                }
+                // A write path equal to this location or inside it puts the other table's files in this listing.
+                // One around it is not refused: a writer puts its files in a partition (`key=value`) or hash
+                // folder below its path, never in another table's folder, and a bucket-wide
+                // `write.object-storage.path` would otherwise stop every plan in the bucket.
+                for (property, path) in &o.write_paths {
+                    let how = overlap(&root, path).filter(|h| *h != "lies around this location");
+                    if let Some(how) = how {
+                        if let Some(r) = relative(path) {
+                            named.insert(r.clone());
+                        }
+                        push(
+                            format!(
+                                "table {ident} of catalog {section} (location {}) writes files into this location: \
+                                 its `{property}` {path} {how}",
+                                o.root
+                            ),
+                            &format!("table:{section}.{ident}:{property}"),
+                            &mut found,
+                        );
+                    }
+                }
+            }
             let how = match &other {
-                Ok(other_root) => overlap(&root, other_root),
+                Ok(o) => overlap(&root, &o.root),
                 // An unreadable table is named when its metadata file lies in or around this location.
                 Err(_) => overlap(&root, folder(&md_uri)),
             };
@@ -300,11 +392,21 @@ pub async fn check(
                 named.insert(folder(&r).to_owned());
             }
             let text = match other {
-                Ok(other_root) => format!("table {ident} of catalog {section} (location {other_root}) {how}"),
+                Ok(o) => format!("table {ident} of catalog {section} (location {}) {how}", o.root),
                 Err(e) => format!("table {ident} of catalog {section} (metadata {md_uri}, unreadable: {e}) {how}"),
             };
             push(text, &format!("table:{section}.{ident}"), &mut found);
         }
+    }
+    if !newer.is_empty() {
+        return Err(Error::invalid(
+            format!("table {} (metadata {})", table.name(), table.metadata_uri()),
+            format!(
+                "cannot decide: {}; planned on this older generation, the newer commits' files would be proposed \
+                 as orphans and its expiry would judge a history that has moved on. Plan through that entry",
+                newer.join("; ")
+            ),
+        ));
     }
     let foreign = names
         .metadata_files

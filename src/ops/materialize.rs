@@ -45,13 +45,6 @@ use crate::table;
 pub const POSITION_DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
 /// Iceberg's reserved field id of `pos` in position delete files.
 pub const POSITION_DELETE_POS_ID: i32 = 2_147_483_545;
-/// Table properties that hold locations and are rebased with the table.
-const LOCATION_PROPERTIES: [&str; 4] = [
-    "write.data.path",
-    "write.metadata.path",
-    "write.object-storage.path",
-    "write.folder-storage.path",
-];
 
 fn ice(context: &str) -> impl FnOnce(iceberg::Error) -> Error + '_ {
     move |e| Error::iceberg(context, e)
@@ -516,7 +509,8 @@ fn rebased_metadata(
         o.remove("partition-statistics");
     }
     if let Some(props) = doc.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
-        for key in LOCATION_PROPERTIES {
+        // Table properties that hold locations are rebased with the table.
+        for key in table::LOCATION_PROPERTIES {
             let rebased = props
                 .get(key)
                 .and_then(serde_json::Value::as_str)

@@ -358,6 +358,56 @@ pub async fn snapshot_candidate_files(
     Ok(out)
 }
 
+/// The path of the metadata file the table was read from, relative to the table root (`None` outside it).
+fn own_metadata_path(table: &Table) -> Option<String> {
+    if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
+        Some(r)
+    } else {
+        table
+            .metadata_uri()
+            .strip_prefix(table.location().root_uri())
+            .map(|r| r.trim_start_matches('/').to_owned())
+    }
+}
+
+/// Refuses to plan on a metadata file the user named (`--metadata …/00041-….metadata.json`) when the listed
+/// metadata files hold a later generation of the same table (`table::head::later_generations`): the later
+/// commits' files are in no metadata the older file knows, and would be proposed as orphans. A table read
+/// through a catalog or a Hadoop folder is read at its current generation: not checked (a commit landing
+/// after the read is covered by `orphanSafetyInterval`, as for any writer).
+///
+/// # Errors
+/// [`Error::Invalid`] ("cannot decide") naming the file read and each later one; storage errors.
+async fn refuse_later_generation(ctx: &Context, table: &Table, listed: impl Iterator<Item = &str>) -> Result<()> {
+    let Some(path) = table.is_given_file().then(|| own_metadata_path(table)).flatten() else {
+        return Ok(());
+    };
+    let read = crate::table::head::ReadFile {
+        metadata: table.metadata(),
+        path: &path,
+        location: table.location(),
+    };
+    let later = crate::table::head::later_generations(&ctx.storage, table.location().root_uri(), &read, listed).await?;
+    if later.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = later
+        .iter()
+        .map(|l| format!("{} ({})", l.metadata_uri, l.why))
+        .collect();
+    Err(Error::invalid(
+        table.metadata_uri(),
+        format!(
+            "cannot decide: a later generation of table {} lies beside this metadata file: {}; planned on this \
+             older file, the later commits' metadata, manifest lists and data files would be proposed as orphans. \
+             Plan on the newest metadata file or through the catalog (a later file whose commit failed is removed \
+             by hand once known to be debris)",
+            table.metadata().uuid(),
+            list.join("; ")
+        ),
+    ))
+}
+
 /// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
 ///
 /// # Errors
@@ -381,6 +431,7 @@ pub async fn gather(
     let listed = async {
         let (listing, names) = list_table(&ctx.storage, &root).await?;
         crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing, &names).await?;
+        refuse_later_generation(ctx, table, names.metadata_paths(&listing)).await?;
         Ok::<_, Error>(listing)
     };
     let (walked, listing) = tokio::join!(
@@ -443,12 +494,7 @@ pub async fn gather(
             .unwrap_or(1),
         max_ref_age_ms: prop("history.expire.max-ref-age-ms"),
     };
-    let mut live_metadata_files = BTreeSet::new();
-    if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
-        live_metadata_files.insert(r);
-    } else if let Some(r) = table.metadata_uri().strip_prefix(table.location().root_uri()) {
-        live_metadata_files.insert(r.trim_start_matches('/').to_owned());
-    }
+    let mut live_metadata_files: BTreeSet<String> = own_metadata_path(table).into_iter().collect();
     for m in table.metadata().metadata_log() {
         if let Ok(r) = table.location().relative(&m.metadata_file) {
             live_metadata_files.insert(r);

@@ -16,9 +16,33 @@
 //! one, but a writer whose catalog swap failed leaves a metadata file that never became current; it may
 //! carry the highest number, and the head read from it is then one the catalog never served. It does not read
 //! manifests or check that the bundle's snapshot is an ancestor of the head.
+//!
+//! [`later_generations`] answers the other question a metadata folder can: does it hold a later generation of
+//! the table than the metadata file the user named (`plan --metadata …/00041-….metadata.json`)? Planning on an
+//! older file would make everything the later commits wrote (their metadata file, manifest lists and data
+//! files, which the older file knows nothing of) orphans once old enough. A listed metadata file is a later
+//! generation when it has the same table UUID and
+//! * its metadata log names the file read (it was written on top of it), or
+//! * its metadata log names a file written after the file read (its `timestamp-ms` is later than the file
+//!   read's `last-updated-ms`: a log trimmed by `write.metadata.previous-versions-max` may no longer name
+//!   the file read itself), or
+//! * both are Hadoop versions (`vN.metadata.json`) and its number is higher: a Hadoop commit *is* the
+//!   rename to the next number, so a higher version is committed.
+//!
+//! A higher-numbered file that meets none of these is not one: a racing writer whose catalog commit failed
+//! leaves its metadata file behind, built on the generation it started from, and such a file must not refuse
+//! every plan for good. Only files whose number is higher than the file read's (or that carry no number)
+//! are read: a writer numbers a commit one above the generation it builds on. A file built on the file read
+//! whose commit failed (the writer died or lost the catalog swap) cannot be told from a committed one without
+//! a catalog: it is reported too, and the plan is made through the catalog or on the newest file.
 
+use std::collections::BTreeSet;
+
+use iceberg::spec::TableMetadata;
+
+use crate::error::{Error, Result};
 use crate::io::store::Storage;
-use crate::model::location;
+use crate::model::location::{self, TableLocation};
 
 /// The head of a live table, read from one metadata file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +136,144 @@ pub async fn live_head(storage: &Storage, metadata_dir: &str, table_uuid: &str) 
     best.ok_or_else(|| reason.unwrap_or_else(|| format!("no metadata file of table {table_uuid} in {dir}")))
 }
 
+/// A later generation of a table, found beside the metadata file read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaterGeneration {
+    /// The later metadata file (its URI).
+    pub metadata_uri: String,
+    /// Why it is later (which rule of the module documentation holds).
+    pub why: String,
+}
+
+/// The metadata file a table was read from: what [`later_generations`] compares the folder's files with.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadFile<'a> {
+    /// Its parsed metadata.
+    pub metadata: &'a TableMetadata,
+    /// Its path relative to the table root.
+    pub path: &'a str,
+    /// Where the table's written paths lie (to read other files' metadata logs).
+    pub location: &'a TableLocation,
+}
+
+impl ReadFile<'_> {
+    /// The paths its metadata log names, relative to the table root.
+    fn logged(&self) -> BTreeSet<String> {
+        self.metadata
+            .metadata_log()
+            .iter()
+            .filter_map(|m| self.location.relative(&m.metadata_file).ok())
+            .collect()
+    }
+}
+
+/// Whether the listed metadata file at `path` (relative to the table root) may be a later generation than
+/// `read` and must be read (pure): not the file read, not one its metadata log names, and numbered higher
+/// than it (or either without a number in its name).
+#[must_use]
+pub fn maybe_later(read: &ReadFile<'_>, logged: &BTreeSet<String>, path: &str) -> bool {
+    let name = location::file_name(path);
+    let is_metadata =
+        name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz") || name.ends_with(".gz.metadata.json");
+    if !is_metadata || path == read.path || logged.contains(path) {
+        return false;
+    }
+    match (metadata_version(location::file_name(read.path)), metadata_version(name)) {
+        (Some(ours), Some(theirs)) => theirs > ours,
+        _ => true,
+    }
+}
+
+/// Why `other`, read at `path` (relative to the table root), is a later generation of the table than
+/// `read`, or `None` (pure; the rules of the module documentation).
+#[must_use]
+pub fn later_because(read: &ReadFile<'_>, path: &str, other: &TableMetadata) -> Option<String> {
+    if other.uuid() != read.metadata.uuid() {
+        return None;
+    }
+    let ours = read.metadata.last_updated_ms();
+    for m in other.metadata_log() {
+        let logged = read.location.relative(&m.metadata_file).ok();
+        if logged.as_deref() == Some(read.path) {
+            return Some(format!("its metadata log names {}", m.metadata_file));
+        }
+        if m.timestamp_ms > ours {
+            return Some(format!(
+                "its metadata log names {}, written at {} ms, after the file read (last-updated-ms {ours})",
+                m.metadata_file, m.timestamp_ms
+            ));
+        }
+    }
+    match (
+        crate::table::hadoop_version(location::file_name(read.path)),
+        crate::table::hadoop_version(location::file_name(path)),
+    ) {
+        (Some(a), Some(b)) if b > a => Some(format!(
+            "Hadoop version {b} follows version {a} (a Hadoop commit is the rename to the next version)"
+        )),
+        _ => None,
+    }
+}
+
+/// How many candidate metadata files are read at once.
+const LATER_READS: usize = 16;
+
+/// The later generations of the table among `listed` (paths relative to the table root `root_uri`, the
+/// listing's metadata files), reading only those [`maybe_later`] keeps.
+///
+/// # Errors
+/// [`Error::Invalid`] naming a candidate that cannot be read or parsed: whether it is a later generation
+/// cannot be decided then.
+pub async fn later_generations(
+    storage: &Storage,
+    root_uri: &str,
+    read: &ReadFile<'_>,
+    listed: impl Iterator<Item = &str>,
+) -> Result<Vec<LaterGeneration>> {
+    use futures::StreamExt as _;
+    let logged = read.logged();
+    let max = storage.options().max_metadata_bytes;
+    let root = root_uri.trim_end_matches('/');
+    let candidates: Vec<String> = listed
+        .filter(|p| maybe_later(read, &logged, p))
+        .map(str::to_owned)
+        .collect();
+    let found: Vec<Result<Option<LaterGeneration>>> = futures::stream::iter(candidates)
+        .map(|path| async move {
+            let uri = location::join(root, &path);
+            let cannot = |e: Error| {
+                Error::invalid(
+                    &uri,
+                    format!(
+                        "cannot decide whether it is a later generation of table {} than the metadata file read \
+                         ({e}); move the file away if it is debris, or plan on the newest metadata file",
+                        read.metadata.uuid()
+                    ),
+                )
+            };
+            let bytes = match storage.get_bounded(&uri, max, "table metadata").await {
+                Ok(f) => f.bytes,
+                // Gone since the listing (a writer's clean-up): not a generation.
+                Err(Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(cannot(e)),
+            };
+            let (other, _) = crate::table::parse_metadata(&uri, &bytes, max).map_err(cannot)?;
+            Ok(later_because(read, &path, &other).map(|why| LaterGeneration {
+                metadata_uri: uri.clone(),
+                why,
+            }))
+        })
+        .buffer_unordered(LATER_READS)
+        .collect()
+        .await;
+    let mut out = Vec::new();
+    for f in found {
+        out.extend(f?);
+    }
+    out.sort_by(|a, b| a.metadata_uri.cmp(&b.metadata_uri));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -148,6 +310,136 @@ mod tests {
         ] {
             assert_eq!(metadata_version(not), None, "{not}");
         }
+    }
+
+    /// The fixture's metadata file `name`, parsed.
+    fn parsed(name: &str) -> TableMetadata {
+        crate::table::parse_metadata(name, &fixture(name), u64::MAX).unwrap().0
+    }
+
+    #[test]
+    fn a_later_generation_names_the_file_read_or_a_later_one_or_is_a_later_hadoop_version() {
+        let v5 = parsed("v5.metadata.json");
+        let location = TableLocation::new(
+            v5.location(),
+            "memory:///t".into(),
+            "memory:///t/metadata/v5.metadata.json",
+        )
+        .unwrap();
+        let read = ReadFile {
+            metadata: &v5,
+            path: "metadata/v5.metadata.json",
+            location: &location,
+        };
+        // v7's log names v5 (and v6, written after it).
+        let why = later_because(&read, "metadata/v7.metadata.json", &parsed("v7.metadata.json")).unwrap();
+        assert!(
+            why.contains("names data/iceberg/generated_spec2_0_001/pyspark_iceberg_table/metadata/v5.metadata.json"),
+            "{why}"
+        );
+        // A log trimmed past v5 still names a file written after it.
+        let mut trimmed = serde_json::from_slice::<serde_json::Value>(&fixture("v7.metadata.json")).unwrap();
+        trimmed["metadata-log"].as_array_mut().unwrap().drain(..5);
+        let trimmed: TableMetadata = serde_json::from_value(trimmed).unwrap();
+        let why = later_because(&read, "metadata/00007-x.metadata.json", &trimmed).unwrap();
+        assert!(why.contains("after the file read"), "{why}");
+        // An older generation under a higher number (a failed commit built on v4) is not later; as a Hadoop
+        // version it is (a Hadoop commit is the rename).
+        let v4 = parsed("v4.metadata.json");
+        assert_eq!(later_because(&read, "metadata/00099-failed.metadata.json", &v4), None);
+        let why = later_because(&read, "metadata/v8.metadata.json", &v4).unwrap();
+        assert!(why.contains("Hadoop version 8 follows version 5"), "{why}");
+        // Another table is never a later generation.
+        let mut other = serde_json::from_slice::<serde_json::Value>(&fixture("v7.metadata.json")).unwrap();
+        other["table-uuid"] = serde_json::Value::String("00000000-0000-4000-8000-000000000001".into());
+        let other: TableMetadata = serde_json::from_value(other).unwrap();
+        assert_eq!(later_because(&read, "metadata/v7.metadata.json", &other), None);
+        // Only higher-numbered files (or unnumbered ones) not in the log are read.
+        let logged = read.logged();
+        assert!(logged.contains("metadata/v4.metadata.json"), "{logged:?}");
+        assert!(maybe_later(&read, &logged, "metadata/v6.metadata.json"));
+        assert!(maybe_later(&read, &logged, "metadata/00006-a.gz.metadata.json"));
+        assert!(maybe_later(&read, &logged, "metadata/debris.metadata.json"));
+        for not in [
+            "metadata/v5.metadata.json",
+            "metadata/v4.metadata.json",
+            "metadata/00001-dropped-from-log.metadata.json",
+            "metadata/version-hint.text",
+            "metadata/snap-1.avro",
+        ] {
+            assert!(!maybe_later(&read, &logged, not), "{not}");
+        }
+    }
+
+    #[tokio::test]
+    async fn later_generations_reads_the_candidates_and_refuses_an_unreadable_one() {
+        let storage = Storage::new(crate::io::store::StorageOptions::default());
+        let v5 = parsed("v5.metadata.json");
+        let location = TableLocation::new(
+            v5.location(),
+            "memory:///t".into(),
+            "memory:///t/metadata/v5.metadata.json",
+        )
+        .unwrap();
+        let read = ReadFile {
+            metadata: &v5,
+            path: "metadata/v5.metadata.json",
+            location: &location,
+        };
+        for name in [
+            "v4.metadata.json",
+            "v5.metadata.json",
+            "v6.metadata.json",
+            "v7.metadata.json",
+        ] {
+            storage
+                .put(&format!("memory:///t/metadata/{name}"), fixture(name))
+                .await
+                .unwrap();
+        }
+        let listed = [
+            "metadata/v4.metadata.json",
+            "metadata/v5.metadata.json",
+            "metadata/v6.metadata.json",
+            "metadata/v7.metadata.json",
+        ];
+        let later = later_generations(&storage, "memory:///t/", &read, listed.into_iter())
+            .await
+            .unwrap();
+        let uris: Vec<&str> = later.iter().map(|l| l.metadata_uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            [
+                "memory:///t/metadata/v6.metadata.json",
+                "memory:///t/metadata/v7.metadata.json"
+            ]
+        );
+        // Listed but gone since: not a generation. Listed and unreadable: cannot decide.
+        let gone = later_generations(
+            &storage,
+            "memory:///t",
+            &read,
+            ["metadata/v9.metadata.json"].into_iter(),
+        )
+        .await
+        .unwrap();
+        assert!(gone.is_empty());
+        storage
+            .put(
+                "memory:///t/metadata/v8.metadata.json",
+                Bytes::from_static(b"{not json"),
+            )
+            .await
+            .unwrap();
+        let e = later_generations(
+            &storage,
+            "memory:///t",
+            &read,
+            ["metadata/v8.metadata.json"].into_iter(),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.to_string().contains("memory:///t/metadata/v8.metadata.json"), "{e}");
     }
 
     #[tokio::test]

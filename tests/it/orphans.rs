@@ -919,3 +919,228 @@ fn files_under_a_symlink_that_leaves_the_table_are_never_orphans_and_never_remov
         b"PAR1 another table's file PAR1"
     );
 }
+
+/// The table's metadata files under `root/metadata`, oldest first (by the number their name starts with).
+fn metadata_files(root: &Path) -> Vec<String> {
+    let mut files: Vec<(u64, String)> = std::fs::read_dir(root.join("metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|n| lakedrill::table::head::metadata_version(&n).map(|v| (v, n)))
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, n)| n).collect()
+}
+
+/// The newest metadata file of a PyIceberg table copy and the newest one before it whose current snapshot
+/// differs (the commits in between add a snapshot, a manifest list and data files the older one knows nothing of).
+fn older_and_newest(root: &Path) -> (String, String) {
+    let files = metadata_files(root);
+    let current = |n: &str| -> Value {
+        serde_json::from_slice::<Value>(&std::fs::read(root.join("metadata").join(n)).unwrap()).unwrap()
+            ["current-snapshot-id"]
+            .clone()
+    };
+    let newest = files.last().unwrap().clone();
+    let older = files
+        .iter()
+        .rev()
+        .find(|n| current(n) != current(&newest))
+        .unwrap()
+        .clone();
+    (older, newest)
+}
+
+/// Sets the modification time of every file under `dir` to `mtime`.
+fn backdate(dir: &Path, mtime: SystemTime) {
+    for f in files_under(dir) {
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
+}
+
+/// A Hadoop table whose `version-hint.text` still names v1 while v2 exists (the hint is written after the commit's
+/// rename, and Iceberg only warns when that write fails). Iceberg readers read onward to v2; so does `plan` of the
+/// table folder now, with a warning naming both files, and nothing v2 references (v2 itself, its manifest list, its
+/// data files) is an orphan candidate, though every file is days older than orphanSafetyInterval. Before, the plan
+/// was made on v1 and proposed them all.
+#[test]
+fn a_stale_hadoop_version_hint_is_read_onward_and_the_later_commits_files_are_never_orphans() {
+    let g = Gov::new("");
+    let table = g.dir.join("hadoop/retention");
+    crate::util::copy_tree(&g.table_root(), &table);
+    let (older, newest) = older_and_newest(&table);
+    let md = table.join("metadata");
+    std::fs::rename(md.join(&older), md.join("v1.metadata.json")).unwrap();
+    std::fs::rename(md.join(&newest), md.join("v2.metadata.json")).unwrap();
+    std::fs::write(md.join("version-hint.text"), b"1").unwrap();
+    backdate(&table, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let policy = g.policy.to_str().unwrap();
+
+    let r = g.run(&[
+        "--json",
+        "plan",
+        "--policy",
+        policy,
+        "--metadata",
+        table.to_str().unwrap(),
+    ]);
+    r.expect_code(0);
+    assert!(
+        r.stderr.contains("later versions exist") && r.stderr.contains("v2.metadata.json"),
+        "{}",
+        r.stderr
+    );
+    let p = r.json();
+    let generation = p["table_generation"]["metadata_location"].as_str().unwrap();
+    assert!(generation.ends_with("/metadata/v2.metadata.json"), "{generation}");
+    let orphans = orphan_paths(&p);
+    assert!(
+        !orphans.contains(&"metadata/v2.metadata.json".to_owned()),
+        "{orphans:?}"
+    );
+    assert!(orphans.contains(&"metadata/v1.metadata.json".to_owned()), "{orphans:?}");
+    // Exactly what a plan of v2 itself proposes: nothing v2 references.
+    let direct = g.run(&[
+        "--json",
+        "plan",
+        "--policy",
+        policy,
+        "--metadata",
+        md.join("v2.metadata.json").to_str().unwrap(),
+        "--table-root",
+        table.to_str().unwrap(),
+    ]);
+    direct.expect_code(0);
+    assert_eq!(orphans, orphan_paths(&direct.json()));
+}
+
+/// `plan --metadata` naming an older metadata file of a table with later commits beside it (same table UUID, their
+/// metadata logs name it): exit 2, "cannot decide", naming the newest file, instead of a plan whose orphan candidate
+/// held the later commits' metadata, manifest lists and data files (all days old). A higher-numbered file that does
+/// not build on the file read (a racing writer's failed commit, here a copy of the older file) refuses nothing: the
+/// newest file plans, and the debris is an orphan candidate.
+#[test]
+fn planning_an_older_metadata_file_beside_a_later_generation_is_refused_naming_it() {
+    let g = Gov::new("");
+    let table = g.dir.join("copy/retention");
+    crate::util::copy_tree(&g.table_root(), &table);
+    let (older, newest) = older_and_newest(&table);
+    let md = table.join("metadata");
+    backdate(&table, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let policy = g.policy.to_str().unwrap();
+    let plan_of = |file: &str| {
+        g.run(&[
+            "--json",
+            "plan",
+            "--policy",
+            policy,
+            "--metadata",
+            md.join(file).to_str().unwrap(),
+            "--table-root",
+            table.to_str().unwrap(),
+        ])
+    };
+
+    let r = plan_of(&older);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("cannot decide") && r.stderr.contains("later generation") && r.stderr.contains(&newest),
+        "{}",
+        r.stderr
+    );
+
+    let debris = "99999-failed-commit.metadata.json";
+    put(
+        &md.join(debris),
+        &std::fs::read(md.join(&older)).unwrap(),
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    let p = plan_of(&newest);
+    p.expect_code(0);
+    assert!(
+        orphan_paths(&p.json()).contains(&format!("metadata/{debris}")),
+        "{}",
+        p.stdout
+    );
+}
+
+/// A second catalog entry of the same table (same UUID) left at an older metadata file while the table went on
+/// under `db.retention` (a table migrated to a new entry, the old one still addressed): `plan` of the stale entry
+/// exits 2 naming the entry that holds the newer generation. Before, the newer entry was taken for the table itself
+/// and dropped from the containment check, and the plan proposed the newer commits' files as orphans.
+#[test]
+fn a_stale_catalog_entry_is_refused_naming_the_entry_with_the_newer_generation() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let (older, _) = older_and_newest(&root);
+    let older = root.join("metadata").join(older);
+    let script = format!(
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) VALUES ('pyfix', 'db', 'stale', 'file://{}')\")\nc.commit()\n",
+        g.dir.join("fx/catalog.db").display(),
+        older.display()
+    );
+    let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let policy = g.dir.join("p-stale.yaml");
+    let text = std::fs::read_to_string(&g.policy).unwrap();
+    let binding = crate::util::table_binding("stale", &older.display().to_string());
+    std::fs::write(&policy, crate::util::rebind_policy(&text, &binding)).unwrap();
+    let r = g.run(&[
+        "plan",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--catalog",
+        "rt",
+        "--table",
+        "db.stale",
+    ]);
+    r.expect_code(2);
+    assert!(
+        r.stderr
+            .contains("catalog entry rt.db.retention holds a newer generation of this table"),
+        "{}",
+        r.stderr
+    );
+    // The current entry plans: the stale one is an earlier generation of it, not a second table.
+    g.plan();
+}
+
+/// Another table of the catalog whose location is elsewhere but whose `write.data.path` (or another location
+/// property) lies inside this table's location writes its files among this table's, where they were orphan
+/// candidates: `plan` exits 2 naming both tables and the property. A write path around this location is not
+/// refused (a writer puts files in partition or hash folders below it).
+#[test]
+fn a_table_writing_into_this_location_through_a_location_property_is_refused_naming_it() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let other = g.dir.join("fx/warehouse/db/writer");
+    let metadata = other.join("metadata/00000-w.metadata.json");
+    let with_property = |property: &str, value: &str| {
+        register_twin(&g, "writer", &other, &metadata);
+        let mut md: Value = serde_json::from_slice(&std::fs::read(&metadata).unwrap()).unwrap();
+        md["properties"][property] = Value::String(value.to_owned());
+        std::fs::write(&metadata, serde_json::to_vec(&md).unwrap()).unwrap();
+        g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()])
+    };
+    for property in lakedrill::table::LOCATION_PROPERTIES {
+        let r = with_property(property, &format!("file://{}/data/writer", root.display()));
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("db.retention")
+                && r.stderr.contains("table db.writer of catalog rt")
+                && r.stderr.contains(&format!("`{property}`"))
+                && r.stderr.contains("writes files into this location"),
+            "{property}: {}",
+            r.stderr
+        );
+    }
+    with_property(
+        "write.data.path",
+        &format!("file://{}", root.parent().unwrap().display()),
+    )
+    .expect_code(0);
+}
