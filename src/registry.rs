@@ -71,8 +71,8 @@ pub use candidates::{
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
 pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};
 pub use rollout::{
-    DecisionRecord, GovernanceHoldChange, MIN_REPORT_ONLY, NewDecision, ObservationRecord, RolloutChange, RolloutFacts,
-    RolloutRecord, RolloutRules, RolloutStage, rollout_refusals,
+    DecisionRecord, GovernanceHoldChange, MIN_REPORT_ONLY, NewDecision, ObservationRecord, RightsInForce,
+    RolloutChange, RolloutFacts, RolloutRecord, RolloutRules, RolloutStage, rollout_refusals,
 };
 
 pub use crate::model::object::{HoldScope, HoldScopeError};
@@ -120,6 +120,7 @@ mod tests {
             lease_watermark: 0,
             hold_generation: 0,
             protection_generation: 0,
+            deletion_rights: String::new(),
         }
     }
 

@@ -92,6 +92,67 @@ pub fn digest_binding(ctx: &Context, policy: &Policy) -> Result<DigestBinding> {
     })
 }
 
+/// The policy given to a command against the one bound to the table at `rollout set` (whose digest the table's
+/// rollout record holds). `purge`, `quarantine` and the retried deletes of `reconcile` refuse a policy whose digest
+/// differs: its fields (evidenceMaxAge, critical, maxUnreconciledUnknowns, minQuarantinePeriod, regulatedData,
+/// reclamationImplementationDigest, …) decide what may be deleted, and the caller chooses the file. A table whose
+/// rollout record holds no digest (never set, or moved to `report-only` without `--policy`) binds nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyBinding {
+    /// The digest recorded by the table's last `rollout set`, if any.
+    pub bound: Option<String>,
+    /// The given policy's digest.
+    pub given: String,
+    /// `bound-match`, `bound-mismatch` or `unbound`.
+    pub status: String,
+    /// The table's rollout stage (for the way out the refusal names).
+    pub stage: String,
+    /// The given policy's file, as loaded.
+    pub policy: String,
+    /// The table's UUID.
+    pub table_uuid: String,
+    /// The table's name as the rollout record has it (its UUID when there is none).
+    pub table: String,
+}
+
+impl PolicyBinding {
+    /// Why the given policy may not be used for the table: `Some` only for `bound-mismatch`.
+    #[must_use]
+    pub fn refusal(&self) -> Option<String> {
+        let bound = self.bound.as_deref().filter(|b| *b != self.given)?;
+        Some(format!(
+            "the policy {} (sha256 {}) is not the policy bound to table {} at `rollout set` (sha256 {bound}): the \
+             bound policy's rules (evidenceMaxAge, critical, maxUnreconciledUnknowns, minQuarantinePeriod, \
+             regulatedData, reclamationImplementationDigest, …) govern its deletes; to change the policy, run \
+             `lakedrill rollout set {} {} --policy {} --reason …` with the new policy",
+            self.policy, self.given, self.table_uuid, self.table, self.stage, self.policy
+        ))
+    }
+}
+
+/// Relates `policy` to the policy bound to table `table_uuid` at `rollout set` ([`PolicyBinding`]).
+///
+/// # Errors
+/// Registry errors.
+pub async fn policy_binding(reg: &Registry, table_uuid: &str, policy: &Policy) -> Result<PolicyBinding> {
+    let record = reg.rollout_stage(table_uuid).await?;
+    let given = policy.digest().to_owned();
+    let status = match &record.policy_digest {
+        None => "unbound",
+        Some(b) if *b == given => "bound-match",
+        Some(_) => "bound-mismatch",
+    };
+    Ok(PolicyBinding {
+        bound: record.policy_digest,
+        given,
+        status: status.to_owned(),
+        stage: record.stage.to_string(),
+        policy: policy.source_name().to_owned(),
+        table_uuid: table_uuid.to_owned(),
+        table: record.table_name.unwrap_or_else(|| table_uuid.to_owned()),
+    })
+}
+
 /// A purge run not heard of for this long may be taken over (its process died on another host, or hangs).
 pub const PURGE_RUN_SILENCE_MINUTES: i64 = 10;
 

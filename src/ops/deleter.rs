@@ -572,6 +572,15 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
     if !digest.allows_purge() {
         return refused("REFUSED", vec![digest.message().unwrap_or_default()]);
     }
+    // Only the policy bound to the table at `rollout set` governs its deletes, also when resuming: its fields
+    // (evidenceMaxAge, critical, minQuarantinePeriod, …) decide what is accepted, and `--policy` is the caller's.
+    // Judged once the policy's own bindings (table UUID, formatVersion, catalog) held: a policy for another table
+    // cannot decide anything (exit 2) before it is refused here (exit 1).
+    let bound_policy = async || -> Result<Option<String>> {
+        Ok(crate::ops::binding::policy_binding(&reg, &rec.table_uuid, &policy)
+            .await?
+            .refusal())
+    };
     if resuming {
         // A resumed purge is held to the policy's bindings too (table UUID, formatVersion, catalog).
         let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
@@ -580,6 +589,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 &opts.candidate_id,
                 "the candidate belongs to another table",
             ));
+        }
+        if let Some(why) = bound_policy().await? {
+            return refused("REFUSED", vec![why]);
         }
         // What the registry holds now is not trusted as it stands: every object it would delete must be in the
         // signed inventory archive the accepting run wrote before its first delete; without one, the acceptance's
@@ -590,6 +602,16 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         }
     }
     if !resuming {
+        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
+        if table.metadata().uuid().to_string() != rec.table_uuid {
+            return Err(Error::invalid(
+                &opts.candidate_id,
+                "the candidate belongs to another table",
+            ));
+        }
+        if let Some(why) = bound_policy().await? {
+            return refused("REFUSED", vec![why]);
+        }
         let mut reasons = Vec::new();
         // The stage itself (report-only refuses) is checked inside the acceptance transaction; `test` also needs
         // the policy to still declare the table unregulated.
@@ -615,13 +637,6 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                     (since + min).to_rfc3339()
                 ));
             }
-        }
-        let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
-        if table.metadata().uuid().to_string() != rec.table_uuid {
-            return Err(Error::invalid(
-                &opts.candidate_id,
-                "the candidate belongs to another table",
-            ));
         }
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
         // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
@@ -738,6 +753,29 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         // Back to recomputation: when the table, its refs, its leases or its holds changed since quarantine,
         // the candidate is re-judged at the current generation instead of refused (DESIGN "Rebase").
         let orphans = is_orphans(&rec);
+        // A candidate judged with deletion rights whose snapshots are out of the table (bundle mode) cannot be
+        // re-planned once the rights change: the planner no longer sees those snapshots, so the rebase would keep
+        // them whatever `minSnapshotAge` says. It is refused, and its stamp stays as it is, until the rights are
+        // back or an operator releases it (`quarantine release`; the bundles are the way back).
+        if !orphans && !rec.stamp.deletion_rights.is_empty() && rec.stamp.deletion_rights != current.deletion_rights {
+            let gone: Vec<i64> = snapshot_ids_of(&rec)
+                .into_iter()
+                .filter(|id| table.metadata().snapshot_by_id(*id).is_none())
+                .collect();
+            if !gone.is_empty() {
+                let version = reg.rights_in_force(&rec.table_uuid).await?.version;
+                return refused(
+                    "REFUSED",
+                    vec![format!(
+                        "the deletion rights in force changed since the candidate was judged (governance decision {} \
+                         now), and its snapshot(s) {gone:?} are out of the table (bundle mode), so they cannot be judged \
+                         again against minSnapshotAge: nothing is deleted; `quarantine release` it and re-plan, or \
+                         restore the rights",
+                        version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}"))
+                    )],
+                );
+            }
+        }
         let mut rebased = false;
         if orphans && matches!(rec.state, State::Quarantined | State::RestoreVerified) {
             match orphan_rebase(ctx, &reg, &rec, &input, &current, opts.dry_run).await? {
@@ -1475,17 +1513,36 @@ async fn rebase(
             ),
         ));
     }
-    let record = rebase_record(rec, current, &r, now, false);
+    let mut record = rebase_record(rec, current, &r, now, false);
+    // A governance decision changed the deletion rights since the candidate was judged: say so beside what the
+    // planner now keeps, since a snapshot that only a withdrawn right had released from `minSnapshotAge` is kept
+    // again for that reason alone.
+    let rights_changed = if rec.stamp.deletion_rights == current.deletion_rights {
+        None
+    } else {
+        let version = reg.rights_in_force(&rec.table_uuid).await?.version;
+        Some(format!(
+            "the deletion rights in force changed since the candidate was judged (governance decision {} now): a \
+             snapshot that a withdrawn deletion right had released from minSnapshotAge is kept again",
+            version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}"))
+        ))
+    };
+    if let Some(note) = &rights_changed {
+        record["deletion_rights_changed"] = serde_json::json!(note);
+    }
     if r.objects.is_empty() || r.snapshot_ids.is_empty() {
         let why: Vec<String> = r
             .released_snapshots
             .iter()
             .map(|(id, why)| format!("snapshot {id}: {why}"))
             .collect();
-        let text = format!(
+        let mut text = format!(
             "every snapshot of the candidate is kept by the table now: {}",
             why.join("; ")
         );
+        if let Some(note) = &rights_changed {
+            text.push_str(&format!("; {note}"));
+        }
         let mut reasons = vec![format!("the candidate is now PROTECTED: {text}")];
         if !dry_run {
             if rec.state.can_move_to(State::Protected) {
@@ -2824,8 +2881,11 @@ async fn reconcile_claimed(
     let states = reg.object_states(candidate_id).await?;
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
+    let binding = crate::ops::binding::policy_binding(reg, &rec.table_uuid, policy).await?;
     let mut withheld = if !digest.allows_purge() {
         digest.message()
+    } else if let Some(why) = binding.refusal() {
+        Some(why)
     } else if !reg.rollout_stage(&rec.table_uuid).await?.stage.allows_deletes() {
         Some("the table is in rollout stage report-only".to_owned())
     } else {

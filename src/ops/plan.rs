@@ -624,6 +624,7 @@ pub async fn world_stamp(
         lease_watermark: reg.lease_watermark(&uuid).await?.counter,
         hold_generation: reg.hold_generation(&uuid).await?,
         protection_generation: reg.protection_generation(&uuid).await?,
+        deletion_rights: reg.rights_in_force(&uuid).await?.digest,
     })
 }
 
@@ -1027,9 +1028,18 @@ pub async fn status(
                 if r.overdue { ", OVERDUE" } else { "" }
             ));
         }
+        let binding = crate::ops::binding::policy_binding(&reg, &t.metadata().uuid().to_string(), &policy).await?;
+        match binding.refusal() {
+            Some(why) => human.push_str(&format!("policy: purge and quarantine REFUSED: {why}\n")),
+            None => human.push_str(&format!("policy: sha256 {} ({})\n", binding.given, binding.status)),
+        }
         doc.insert(
             "implementation_digest".into(),
             serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        doc.insert(
+            "policy_binding".into(),
+            serde_json::to_value(&binding).map_err(|e| Error::Internal(e.to_string()))?,
         );
         doc.insert(
             "deletion_rights".into(),

@@ -63,6 +63,11 @@ pub async fn quarantine(
         crate::error::warn(digest.message().unwrap_or_default());
     }
     let reg = registry(ctx).await?;
+    // Only the policy bound to the table at `rollout set` (when one is) decides what is quarantined.
+    let binding = crate::ops::binding::policy_binding(&reg, &table.metadata().uuid().to_string(), &policy).await?;
+    if let Some(why) = binding.refusal() {
+        return refuse(why);
+    }
     let now = ctx.now();
     // The candidate must come out of a fresh plan of this very generation. The stamp is read first: a lease or
     // hold landing during the plan moves its counters, so the purge's compare-and-set sees it.
@@ -262,7 +267,8 @@ fn quarantine_metadata(
         .metadata)
 }
 
-/// Judges the planned candidate on a generation that a commit by another writer made while the quarantine sealed:
+/// Judges the planned candidate on a generation that a commit by another writer made while the quarantine sealed
+/// (or, `lead` saying so, on the planned generation with deletion rights a governance decision changed meanwhile):
 /// `Err(reason)` unless every one of its snapshots is still in the table and still expirable and every one of its
 /// objects is still reachable from none of the snapshots the table keeps and under no writer or hold (the purge's
 /// rebase, with nothing released), and the independent closure check finds nothing. The quarantine does not
@@ -273,8 +279,8 @@ async fn rejudge(
     policy: &Policy,
     reg: &Registry,
     candidate: &closure::Candidate,
+    lead: &str,
 ) -> Result<std::result::Result<(), String>> {
-    let lead = "a commit landed while the quarantine sealed";
     let gone: Vec<i64> = candidate
         .snapshot_ids
         .iter()
@@ -400,6 +406,21 @@ async fn seal_and_commit(
             )
         })
         .collect();
+    // The deletion rights the candidate is judged with. A governance decision applied since the plan's stamp may
+    // have withdrawn the right that made one of its snapshots expirable (a right lifts `minSnapshotAge`): then the
+    // candidate is judged again with the rights in force, on the planned generation, and refused unless it stands
+    // exactly as planned. The commit guard below finds them unchanged, or refuses.
+    let rights = reg.rights_in_force(&table.metadata().uuid().to_string()).await?;
+    if rights.digest != stamp.deletion_rights {
+        let lead = format!(
+            "the deletion rights changed while the quarantine sealed (governance decision {} is in force now)",
+            rights.version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}"))
+        );
+        if let Err(why) = rejudge(ctx, table, policy, reg, candidate, &lead).await? {
+            discard_bundles(ctx, &sealed).await?;
+            return refuse(format!("{why}; re-plan (the bundles sealed for it were removed)"));
+        }
+    }
     // The commit is made inside the registry's write lock, after checking there that no lease, hold, DR
     // checkpoint or writer came to cover the candidate since its stamp and that it is not PROTECTED (as the
     // purge's catalog commit): in bundle mode it takes the snapshots out of the table, and a lease granted in
@@ -414,6 +435,7 @@ async fn seal_and_commit(
         let new = quarantine_metadata(base_table, mode, &tags, &candidate.snapshot_ids)?;
         ctx.storage.failpoint_delay(DelayPoint::CatalogCommit).await;
         let mut base = PurgeBaseline::from_stamp(&table.metadata().uuid().to_string(), table.location(), run_id, stamp);
+        base.deletion_rights = Some(rights.digest.clone());
         let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
             Ok(lock) => lock,
             Err(halt) => {
@@ -441,7 +463,16 @@ async fn seal_and_commit(
                             "the catalog commit lost the race to another writer {attempt} times (last: {reason})"
                         ))
                     } else {
-                        rejudge(ctx, &now_table, policy, reg, candidate).await?.err()
+                        rejudge(
+                            ctx,
+                            &now_table,
+                            policy,
+                            reg,
+                            candidate,
+                            "a commit landed while the quarantine sealed",
+                        )
+                        .await?
+                        .err()
                     };
                     Ok::<_, Error>((now_table, why))
                 };
@@ -474,7 +505,10 @@ async fn seal_and_commit(
             after.generation().metadata_location
         ));
     }
-    let post = world_stamp(&after, policy, reg, Some(&tag_prefix)).await?;
+    let mut post = world_stamp(&after, policy, reg, Some(&tag_prefix)).await?;
+    // The rights the candidate was judged with (the guard found them in force at the commit), not those read now: a
+    // decision landing after the commit then moves the stamp, and the purge re-plans the candidate.
+    post.deletion_rights = rights.digest;
     let q = serde_json::json!({
         "mode": match mode { QuarantineMode::Tag => "tag", QuarantineMode::Bundle => "bundle" },
         "tag_prefix": tag_prefix,

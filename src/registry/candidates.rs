@@ -160,6 +160,14 @@ pub struct WorldStamp {
     /// once, at its next purge, when the table has a checkpoint or a writer.
     #[serde(default)]
     pub protection_generation: i64,
+    /// The deletion rights the candidate was judged with: [`super::RightsInForce::digest`] of the table's newest
+    /// governance decision (empty while it grants none). A decision version that withdraws or changes a right
+    /// moves it, so the acceptance's compare-and-set refuses and the next try's rebase re-plans the candidate
+    /// with the rights in force (before, a withdrawn right left a candidate it had made deletable purgeable).
+    /// Stamps written before it existed read empty: their candidate is re-judged once, at its next purge, when
+    /// the table's decision grants a right.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub deletion_rights: String,
 }
 
 /// A candidate as the registry keeps it.
@@ -974,6 +982,9 @@ impl Registry {
         let protections = read_protection_generation(&mut change.tx, &rec.table_uuid)
             .await
             .map_err(query(OP))?;
+        let rights = rollout::read_rights_in_force(&mut change.tx, &rec.table_uuid)
+            .await
+            .map_err(query(OP))?;
         let s = &rec.stamp;
         let mut covered = false;
         if (s.metadata_location != current_table.metadata_location
@@ -1001,6 +1012,26 @@ impl Registry {
             reasons.push(format!(
                 "holds changed: hold generation {} is now {holds}",
                 s.hold_generation
+            ));
+        }
+        // The deletion rights it was judged with: a governance decision that withdrew (or changed) one since may
+        // have taken away what made part of it deletable (a right lifts `minSnapshotAge`). Only a re-plan can tell,
+        // so this refuses the try as a compare-and-set does, and the next try's rebase re-plans with the rights in
+        // force (a decision that changes nothing for the candidate then refuses nothing).
+        if s.deletion_rights != rights.digest {
+            let shown = |d: &str| {
+                if d.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    d.to_owned()
+                }
+            };
+            reasons.push(format!(
+                "the deletion rights changed: governance decision {} is in force now (rights digest {} is now {}); \
+                 the candidate is re-planned with the rights in force",
+                rights.version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}")),
+                shown(&s.deletion_rights),
+                shown(&rights.digest)
             ));
         }
         // DR checkpoints and writers are related to the candidate, not compared as a counter: a writer begins with

@@ -306,6 +306,11 @@ pub struct PurgeBaseline {
     pub lease_watermark: i64,
     /// The table's protection generation (DR checkpoints and writers) last judged.
     pub protection_generation: i64,
+    /// The deletion rights the candidate was judged with ([`super::RightsInForce::digest`]), when the guard must
+    /// find them unchanged: a quarantine's commit guard ([`Registry::commit_guard`]) sets it, so that a bundle-mode
+    /// commit never takes out of the table a snapshot whose deletion right a governance decision withdrew while it
+    /// sealed. `None` (a purge's baseline) compares nothing: the purge's acceptance compared them.
+    pub deletion_rights: Option<String>,
 }
 
 impl PurgeBaseline {
@@ -324,6 +329,7 @@ impl PurgeBaseline {
             hold_generation: stamp.hold_generation,
             lease_watermark: stamp.lease_watermark,
             protection_generation: stamp.protection_generation,
+            deletion_rights: None,
         }
     }
 }
@@ -943,6 +949,18 @@ impl Registry {
         if state.as_deref() == Some(State::Protected.as_str()) {
             halt.push(format!("the candidate became PROTECTED during {during}{stop}"));
         }
+        if let Some(judged) = &base.deletion_rights {
+            let rights = rollout::read_rights_in_force(&mut tx, &base.table_uuid)
+                .await
+                .map_err(query(OP))?;
+            if rights.digest != *judged {
+                halt.push(format!(
+                    "the deletion rights changed during {during}: governance decision {} is in force now, and the \
+                     candidate was judged with other rights{stop}",
+                    rights.version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}"))
+                ));
+            }
+        }
         if !halt.is_empty() {
             return Ok(Err(halt));
         }
@@ -1066,6 +1084,7 @@ mod tests {
             hold_generation: 0,
             lease_watermark: 0,
             protection_generation: 0,
+            deletion_rights: None,
         };
         let open =
             async |reg: &Registry, base: &mut PurgeBaseline| match reg.purge_batch("c-p", base, t(5)).await.unwrap() {

@@ -342,6 +342,65 @@ pub(super) async fn read_stage(conn: &mut AnyConnection, table_uuid: &str) -> Re
     })
 }
 
+/// The deletion rights in force for one table: those of its newest applied governance decision (decisions are
+/// states, so a right missing from the newest version is withdrawn). The world stamp carries [`Self::digest`]:
+/// a decision that withdraws or changes a right moves it, and the deleter's compare-and-set and rebase see it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RightsInForce {
+    /// The newest applied decision version of the table (`None` before its first).
+    pub version: Option<i64>,
+    /// BLAKE3 over the scopes of the rights it grants (sorted, one per line, as written); empty when it grants
+    /// none. Only scopes count: a right's id, deadline or reason does not change what a plan may propose.
+    pub digest: String,
+}
+
+/// [`RightsInForce::digest`] of a stored decision document: empty when it grants no deletion right.
+fn rights_digest(decision: &serde_json::Value) -> String {
+    let mut scopes: Vec<String> = decision["deletion_rights"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    r["scope"]
+                        .as_str()
+                        .map_or_else(|| r["scope"].to_string(), str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if scopes.is_empty() {
+        return String::new();
+    }
+    scopes.sort();
+    scopes.dedup();
+    let mut h = blake3::Hasher::new();
+    for s in &scopes {
+        h.update(s.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// [`RightsInForce`] of `table_uuid` (canonical), read on `conn` (inside a caller's transaction when it is one).
+pub(super) async fn read_rights_in_force(
+    conn: &mut AnyConnection,
+    table_uuid: &str,
+) -> Result<RightsInForce, sqlx::Error> {
+    let row =
+        sqlx::query("SELECT version, decision_json FROM decisions WHERE table_uuid = $1 ORDER BY version DESC LIMIT 1")
+            .bind(table_uuid)
+            .fetch_optional(conn)
+            .await?;
+    let Some(row) = row else {
+        return Ok(RightsInForce::default());
+    };
+    let decision: serde_json::Value = json(&row, "decision_json")?;
+    Ok(RightsInForce {
+        version: Some(row.try_get("version")?),
+        digest: rights_digest(&decision),
+    })
+}
+
 /// The facts [`rollout_refusals`] judges, read inside a change's transaction.
 async fn rollout_facts(conn: &mut AnyConnection, table_uuid: &str) -> Result<RolloutFacts, sqlx::Error> {
     let since_report_only: Option<String> = sqlx::query_scalar(
@@ -712,6 +771,20 @@ impl Registry {
         Ok(())
     }
 
+    /// The deletion rights in force for the table ([`RightsInForce`]): what the world stamp's `deletion_rights`
+    /// records.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`] (also for a stored decision
+    /// that does not parse).
+    pub async fn rights_in_force(&self, table_uuid: &str) -> Result<RightsInForce, RegistryError> {
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        self.read("rights_in_force", async |conn| {
+            read_rights_in_force(conn, &table_uuid).await
+        })
+        .await
+    }
+
     /// Every applied decision of the table, oldest version first.
     ///
     /// # Errors
@@ -800,7 +873,109 @@ mod tests {
         decisions_are_monotonic_kept_and_turn_holds_on_and_off,
         observations_get_increasing_ids_and_filter_by_time,
         the_rollout_rules_read_their_facts_in_the_change_and_force_records_what_it_overrode,
+        a_decision_that_changes_the_rights_in_force_refuses_the_acceptance_as_a_compare_and_set,
     );
+
+    #[test]
+    fn the_rights_digest_counts_scopes_only() {
+        let doc = |rights: serde_json::Value| serde_json::json!({"deletion_rights": rights});
+        assert_eq!(rights_digest(&serde_json::json!({})), "");
+        assert_eq!(rights_digest(&doc(serde_json::json!([]))), "");
+        let a = rights_digest(&doc(serde_json::json!([
+            {"id": "r1", "scope": "snapshot:1", "deadline": "2030-01-01T00:00:00Z"},
+            {"id": "r2", "scope": "prefix:data/x/", "deadline": "2030-01-01T00:00:00Z"},
+        ])));
+        assert_eq!(a.len(), 64);
+        // Order, ids, deadlines and reasons change nothing a plan proposes.
+        let b = rights_digest(&doc(serde_json::json!([
+            {"id": "other", "scope": "prefix:data/x/", "deadline": "2031-01-01T00:00:00Z", "reason": "r"},
+            {"id": "r1", "scope": "snapshot:1", "deadline": "2030-01-01T00:00:00Z"},
+        ])));
+        assert_eq!(a, b);
+        let c = rights_digest(&doc(serde_json::json!([
+            {"id": "r2", "scope": "prefix:data/x/", "deadline": "2030-01-01T00:00:00Z"},
+        ])));
+        assert_ne!(a, c);
+    }
+
+    async fn a_decision_that_changes_the_rights_in_force_refuses_the_acceptance_as_a_compare_and_set(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000021";
+        reg.rollout_set(table, "t", &RolloutStage::Enabled, "r", "tests", Some("d1"), None, now)
+            .await
+            .unwrap()
+            .unwrap();
+        let apply = |version: i64, rights: serde_json::Value| {
+            let reg = &reg;
+            async move {
+                let doc = serde_json::json!({"deletion_rights": rights});
+                let d = NewDecision {
+                    version,
+                    table_uuid: table,
+                    issuer: "gov",
+                    keyid: "k",
+                    envelope_sha256: "e",
+                    decision: &doc,
+                    holds: vec![],
+                };
+                reg.decision_apply(&d, now).await.unwrap();
+            }
+        };
+        apply(
+            1,
+            serde_json::json!([{"id": "r1", "scope": "snapshot:1", "deadline": "2030-01-01T00:00:00Z"}]),
+        )
+        .await;
+        let rights = reg.rights_in_force(table).await.unwrap();
+        assert_eq!(rights.version, Some(1));
+        assert_eq!(rights.digest.len(), 64);
+        // Old stamps (no field) read empty.
+        let old: crate::registry::WorldStamp = serde_json::from_value(serde_json::json!({
+            "metadata_location": "m1", "metadata_blake3": "b1", "protected_ref_root": "r1",
+            "lease_watermark": 0, "hold_generation": 0
+        }))
+        .unwrap();
+        assert_eq!(old.deletion_rights, "");
+        let mut judged = stamp();
+        judged.deletion_rights.clone_from(&rights.digest);
+        let record = |id: &'static str| {
+            let (reg, judged) = (&reg, &judged);
+            async move {
+                reg.candidate_record(table, id, &serde_json::json!({}), judged, &["x".into()], now)
+                    .await
+                    .unwrap();
+                reg.candidate_transition(id, State::Quarantined, "sealed", None, None, now)
+                    .await
+                    .unwrap();
+            }
+        };
+        record("c-a").await;
+        let loc = crate::registry::tests::loc();
+        // v2 withdraws the right: only the compare-and-set refuses (the purge re-plans and tries again).
+        apply(2, serde_json::json!([])).await;
+        let r = reg
+            .candidate_accept("c-a", &judged, &loc, 0, vec![], false, now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(r, Acceptance::Moved(ref v) if v.len() == 1 && v[0].contains("governance decision v2")),
+            "{r:?}"
+        );
+        // A decision that changes no scope moves nothing.
+        apply(
+            3,
+            serde_json::json!([{"id": "renamed", "scope": "snapshot:1", "deadline": "2031-01-01T00:00:00Z"}]),
+        )
+        .await;
+        record("c-b").await;
+        assert_eq!(
+            reg.candidate_accept("c-b", &judged, &loc, 0, vec![], false, now)
+                .await
+                .unwrap(),
+            Acceptance::Approved
+        );
+    }
 
     #[test]
     fn the_rollout_rules_step_by_step() {

@@ -489,7 +489,7 @@ fn a_drill_names_each_tables_policy_digest_and_a_changed_policy_voids_it_for_the
     assert_eq!(w["figures"]["report_policy_digest"], before.as_str(), "{w}");
 
     // The rules change: the report drilled under the old policy no longer counts, for gates and the deleter.
-    std::fs::write(&g.policy, format!("{text}maxUnreconciledUnknowns: 0\n")).unwrap();
+    g.write_policy(&format!("{text}maxUnreconciledUnknowns: 0\n"));
     let after = digest();
     assert_ne!(before, after);
     let w = gate(&gates(&g).expect_code(1).json(), "weekly_restores").clone();

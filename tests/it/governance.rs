@@ -86,6 +86,33 @@ impl Gov {
         ])
     }
 
+    /// `rollout set db.retention test --policy POLICY --force`: binds another policy file to the table, as an
+    /// operator changing the policy does (purge, quarantine and reconcile refuse any policy but the bound one).
+    pub fn bind_policy(&self, policy: &str) -> Run {
+        self.run(&[
+            "--json",
+            "rollout",
+            "set",
+            "db.retention",
+            "test",
+            "--catalog",
+            "rt",
+            "--reason",
+            "the policy changed",
+            "--by",
+            "it-tests",
+            "--policy",
+            policy,
+            "--force",
+        ])
+    }
+
+    /// Writes the fixture's policy file and binds it to the table again ([`Gov::bind_policy`]).
+    pub fn write_policy(&self, text: &str) {
+        std::fs::write(&self.policy, text).unwrap();
+        self.bind_policy(self.policy.to_str().unwrap()).expect_code(0);
+    }
+
     /// A fixture whose table is left in the default rollout stage, `report-only`.
     pub fn report_only(policy_extra: &str, warehouse: Option<String>) -> Gov {
         Gov::report_only_on(policy_extra, warehouse, Backend::Sqlite)

@@ -250,7 +250,7 @@ fn with_orphan_vault() -> (Gov, std::path::PathBuf) {
     let vault = g.dir.join("orphan-vault");
     let mut text = std::fs::read_to_string(&g.policy).unwrap();
     text.push_str(&format!("orphanQuarantine: {}\n", vault.display()));
-    std::fs::write(&g.policy, text).unwrap();
+    g.write_policy(&text);
     (g, vault)
 }
 

@@ -172,8 +172,9 @@ fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
     assert_eq!(set["change"]["to"], "test", "{set}");
     assert_eq!(set["change"]["forced"], true, "{set}");
     assert!(set["change"]["overrode"].to_string().contains("14 days"), "{set}");
-    // The stage is `test`, but this policy does not declare the table unregulated: refused.
-    refused_with(&g.purge(id, Some(&ev), &[]), "does not declare it unregulated");
+    // The stage is `test` under the unregulated policy; the fixture's policy, which does not declare the table
+    // unregulated, is not the one bound at `rollout set`: refused.
+    refused_with(&g.purge(id, Some(&ev), &[]), "is not the policy bound to table");
     let mut args = g.purge_args(id, Some(&ev));
     let i = args.iter().position(|a| *a == "--policy").unwrap();
     args[i + 1] = &unregulated;
@@ -418,6 +419,7 @@ fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_dr
     // The pinned build quarantines; a policy pinning another build cannot purge (both digests printed).
     let base = std::fs::read_to_string(&g.policy).unwrap();
     let pinned = write_policy(&g, "pinned.yaml", &base.replace(&other, &running));
+    g.bind_policy(&pinned).expect_code(0);
     let q = g
         .on_table(&[
             "--json",
@@ -491,12 +493,16 @@ fn quarantine_and_purge_refuse_a_build_the_policy_does_not_pin_while_plan_and_dr
         "{}",
         human.stdout
     );
-    // Under `any` this build is accepted: a dry run passes every check (the purge itself runs under the pin).
+    // Under `any` (bound to the table) this build is accepted: a dry run passes every check (the purge itself runs
+    // under the pin, bound again).
+    g.bind_policy(&any).expect_code(0);
     let mut args = g.purge_args(id, Some(&ev));
     args.push("--dry-run");
     let i = args.iter().position(|a| *a == "--policy").unwrap();
     args[i + 1] = &any;
     assert_eq!(g.on_table(&args).expect_code(0).json()["status"], "DRY_RUN");
+    refused_with(&with_policy(&pinned), "is not the policy bound to table");
+    g.bind_policy(&pinned).expect_code(0);
     assert_eq!(with_policy(&pinned).expect_code(0).json()["status"], "VERIFIED");
 }
 
@@ -543,7 +549,8 @@ fn a_deletion_right_on_a_held_scope_is_a_conflict_until_a_newer_decision_release
     let text = std::fs::read_to_string(&g.policy)
         .unwrap()
         .replace("minSnapshotAge: 1s", "minSnapshotAge: 30d");
-    std::fs::write(&g.policy, text).unwrap();
+    // The changed policy is bound to the table again (purge and quarantine refuse any other).
+    g.write_policy(&text);
     assert!(g.plan()["candidates"].as_array().unwrap().is_empty());
     g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
         .expect_code(0);
@@ -656,7 +663,8 @@ fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_pu
     let text = std::fs::read_to_string(&g.policy)
         .unwrap()
         .replace("minQuarantinePeriod: 1h\n", "");
-    std::fs::write(&g.policy, text).unwrap();
+    // The changed policy is bound to the table again (purge refuses any other).
+    g.write_policy(&text);
     let e = g
         .run(&[
             "--json",
@@ -805,4 +813,148 @@ fn rollout_set_enforces_one_step_one_test_table_and_a_clean_test_period_and_gate
     std::fs::write(&cfg, format!("{base}[rollout]\nmin_report_only_days = 21\n")).unwrap();
     g.run(&["rollout", "show", "db.retention", "--catalog", "rt"])
         .expect_code(0);
+}
+
+/// The fixture's policy with `minSnapshotAge: 30d` (its table is minutes old, so nothing is a candidate without a
+/// deletion right), bound again with `rollout set` as an operator changing the policy does.
+fn keep_30_days(g: &Gov) {
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("minSnapshotAge: 1s", "minSnapshotAge: 30d");
+    g.write_policy(&text);
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+}
+
+/// A deletion right makes a young snapshot a candidate; it is quarantined and drilled; a newer decision version
+/// withdraws the right. The purge re-plans with the rights in force and deletes nothing. Before, the world stamp
+/// carried no decision, applying one moved no counter, so the purge did not rebase, the independent closure check
+/// does not judge `minSnapshotAge`, and the snapshot's files were deleted.
+#[test]
+fn a_deletion_right_withdrawn_after_quarantine_is_judged_again_at_purge_and_nothing_is_deleted() {
+    withdrawn_right_keeps_the_candidate("tag");
+}
+
+/// [`a_deletion_right_withdrawn_after_quarantine_is_judged_again_at_purge_and_nothing_is_deleted`] in bundle mode:
+/// the snapshot is out of the table, so no re-plan can judge it; the purge refuses and deletes nothing.
+#[test]
+fn a_deletion_right_withdrawn_after_a_bundle_mode_quarantine_refuses_the_purge() {
+    withdrawn_right_keeps_the_candidate("bundle");
+}
+
+fn withdrawn_right_keeps_the_candidate(mode: &str) {
+    let g = Gov::new("");
+    keep_30_days(&g);
+    assert!(g.plan()["candidates"].as_array().unwrap().is_empty());
+    let oldest = snapshots(&g)[0]["snapshot_id"].as_i64().unwrap();
+    let rights = serde_json::json!([{"id": "dsr-7", "scope": format!("snapshot:{oldest}"), "deadline": "2030-01-01T00:00:00Z", "reason": "erasure request"}]);
+    let v1 = decision(&g, 1, serde_json::json!([]), rights, "v1");
+    apply(&g, &v1).expect_code(0);
+    let c = g.candidate();
+    assert_eq!(c["snapshot_ids"], serde_json::json!([oldest]), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let rows = g.py(&format!("print(t.scan(snapshot_id={oldest}).to_arrow().num_rows)"));
+    g.quarantine(&id, mode).expect_code(0);
+    let ev = g.drill("bundles");
+
+    // v2 lists no deletion right: dsr-7 is withdrawn (decisions are states).
+    let v2 = decision(&g, 2, serde_json::json!([]), serde_json::json!([]), "v2");
+    apply(&g, &v2).expect_code(0);
+    // A dry run already says it.
+    let dry = g.purge(&id, Some(&ev), &["--dry-run"]).expect_code(1).json();
+    assert_eq!(dry["status"], "REFUSED", "{dry}");
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    let why = r["reasons"].to_string();
+    assert!(why.contains("deletion rights in force changed"), "{r}");
+    assert!(why.contains("governance decision v2"), "{r}");
+    assert!(r["objects"].get("VERIFIED").is_none(), "{r}");
+    assert_eq!(
+        g.present(&c),
+        c["objects"].as_array().unwrap().len(),
+        "every file is still there: {r}"
+    );
+    if mode == "tag" {
+        assert!(why.contains("min-snapshot-age"), "{r}");
+        // PyIceberg still reads the snapshot, every row of it.
+        assert_eq!(
+            g.py(&format!("print(t.scan(snapshot_id={oldest}).to_arrow().num_rows)")),
+            rows
+        );
+        let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+        let state = st["candidates"][0]["candidate"]["state"].as_str().unwrap().to_owned();
+        assert!(state == "PROTECTED" || state == "RELEASED", "{st}");
+    } else {
+        assert!(why.contains("bundle mode"), "{r}");
+    }
+    // And a later purge does not delete it either.
+    g.purge(&id, Some(&ev), &[]).expect_code(1);
+    assert_eq!(g.present(&c), c["objects"].as_array().unwrap().len());
+}
+
+/// A decision that changes nothing for a candidate (here one planned without any right, and a right granted on
+/// another scope) makes the purge judge it again, not refuse it.
+#[test]
+fn a_decision_that_changes_nothing_for_the_candidate_does_not_refuse_its_purge() {
+    let g = Gov::new("");
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let rights = serde_json::json!([{"id": "dsr-elsewhere", "scope": "prefix:data/nothing-here/", "deadline": "2030-01-01T00:00:00Z", "reason": "erasure request"}]);
+    let v1 = decision(&g, 1, serde_json::json!([]), rights, "v1");
+    apply(&g, &v1).expect_code(0);
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(g.present(&c), 0);
+}
+
+/// The policy `purge`, `quarantine` and `reconcile` are given must be the one bound to the table at `rollout set`
+/// (its digest is in the rollout record). Before, the digest was recorded and never read again, so a caller's
+/// `--policy` chose the evidence freshness, the quarterly gate, the unknowns limit, the quarantine period, the
+/// regulated-data declaration and the pinned build.
+#[test]
+fn purge_and_quarantine_refuse_a_policy_other_than_the_one_bound_at_rollout_set() {
+    let g = Gov::new("evidenceMaxAge: 1h\n");
+    let p1 = g.policy.to_str().unwrap().to_owned();
+    let p1_text = std::fs::read_to_string(&g.policy).unwrap();
+    let p2 = g.dir.join("policy-relaxed.yaml");
+    std::fs::write(&p2, p1_text.replace("evidenceMaxAge: 1h", "evidenceMaxAge: 3650d")).unwrap();
+    let p2 = p2.to_str().unwrap().to_owned();
+    let digest = |p: &str| {
+        g.run(&["--json", "policy", "check", p]).expect_code(0).json()["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (d1, d2) = (digest(&p1), digest(&p2));
+    assert_ne!(d1, d2);
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let refused_naming_both = |r: &Run, key: &str| {
+        let v = r.expect_code(1).json();
+        assert_eq!(v["status"], "REFUSED", "{v}");
+        let why = v[key].to_string();
+        assert!(why.contains(&d1) && why.contains(&d2), "both digests: {v}");
+        assert!(why.contains("rollout set"), "{v}");
+    };
+    // Quarantine under the other policy: refused before anything is recorded or sealed.
+    let mut q = g.quarantine_args(&id, "tag");
+    q[4] = p2.as_str();
+    refused_naming_both(&g.on_table(&q), "reason");
+    g.quarantine(&id, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    // Purge under the other policy: refused, nothing deleted.
+    let mut a = g.purge_args(&id, Some(&ev));
+    a[4] = p2.as_str();
+    refused_naming_both(&g.on_table(&a), "reasons");
+    assert_eq!(g.present(&c), c["objects"].as_array().unwrap().len());
+    // `status --policy` says which policy is bound.
+    let st = g.on_table(&["--json", "status", "--policy", &p2]).expect_code(0).json();
+    assert_eq!(st["policy_binding"]["status"], "bound-mismatch", "{st}");
+    assert_eq!(st["policy_binding"]["bound"], d1.as_str(), "{st}");
+    // With the bound policy it proceeds.
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(g.present(&c), 0);
 }

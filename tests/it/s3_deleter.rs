@@ -790,7 +790,7 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
         .unwrap()
         .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
         .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
-    std::fs::write(&g.policy, text).unwrap();
+    g.write_policy(&text);
     let loc = g.py("print(t.location())");
     let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
     boto(

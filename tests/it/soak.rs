@@ -775,7 +775,7 @@ fn churn_soak_plan_quarantine_drill_purge_under_a_live_writer_and_lease_churn() 
         text.contains("minSnapshotAge: 1s") && text.contains("maxReaderLease: 120s"),
         "{text}"
     );
-    std::fs::write(&g.policy, text).unwrap();
+    g.write_policy(&text);
     // The quarterly exercise the gates want (a cold backup of main, declared a DR checkpoint, recovered in a
     // cold-backup drill), and a bundle of that checkpoint in the bundles folder: the table keeps it, so every
     // drill after a purge has a bundle left to verify.

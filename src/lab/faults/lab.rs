@@ -120,13 +120,22 @@ impl Lab {
             key: key.private_path,
             digest: digest.to_owned(),
         };
+        lab.bind_policy().await?;
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
+        Ok(lab)
+    }
+
+    /// Moves the scratch table to rollout stage `test` under the lab's policy file as it is now (forced: it has no
+    /// report-only history): purge and quarantine refuse any policy but the one bound at `rollout set`, so a
+    /// scenario that edits the policy binds it again.
+    pub(super) async fn bind_policy(&self) -> Result<()> {
         let stage = crate::ops::rollout::set(
-            &lab.ctx,
-            &lab.source,
+            &self.ctx,
+            &self.source,
             "test",
             "drill faults: scratch lakehouse with synthetic data (forced: it has no report-only history)",
             "lakedrill drill faults",
-            Some(&lab.policy),
+            Some(&self.policy),
             true,
         )
         .await?;
@@ -136,8 +145,7 @@ impl Lab {
                 stage.human
             )));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
-        Ok(lab)
+        Ok(())
     }
 
     pub(super) fn uri(&self, sub: &str) -> String {

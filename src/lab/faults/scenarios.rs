@@ -238,6 +238,7 @@ async fn orphan_referenced_after_quarantine(env: &LabEnv<'_>) -> Result<(Obs, Ve
     let mut text = std::fs::read_to_string(&lab.policy).map_err(|e| Error::io("read", &lab.policy, e))?;
     text.push_str(&format!("orphanQuarantine: {}\n", lab.uri("orphan-vault")));
     std::fs::write(&lab.policy, text).map_err(|e| Error::io("write", &lab.policy, e))?;
+    lab.bind_policy().await?;
     let warehouse = env.store.map(|_| location::join(&lab.base, "warehouse"));
     let mut files = crate::lab::demo::slow_writer_files(&lab.truth, &lab.dir, warehouse.as_deref(), 3).await?;
     let root = lab.table_root().await?;
