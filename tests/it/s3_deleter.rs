@@ -240,6 +240,32 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
     g.py("t.scan().to_arrow()");
 }
 
+/// Overwrites one data file of candidate `c` (of the table under `prefix`) with other bytes of the same size
+/// (checked), as a writer reusing its path would; returns its path in the table, its S3 key and its size.
+fn overwrite_a_data_file(g: &Gov, c: &Value, prefix: &str) -> (String, String, String) {
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["layer"] == "data")
+        .expect("the candidate holds a data file")["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key = format!("{prefix}/db/retention/{data}");
+    let sizes = boto(
+        g,
+        &format!(
+            "b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\n\
+             s3.put_object(Bucket=bucket, Key='{key}', Body=bytes(255 - x for x in b))\n\
+             print(len(b), s3.head_object(Bucket=bucket, Key='{key}')['ContentLength'])"
+        ),
+    );
+    let (before, after) = sizes.split_once(' ').unwrap();
+    assert_eq!(before, after, "the overwrite keeps the size");
+    (data, key, before.to_owned())
+}
+
 /// An object overwritten between quarantine and purge with bytes of the same size (so that only its ETag
 /// tells) is not deleted, neither by a `DeleteObjects` batch nor by single `If-Match` deletes
 /// (`[storage] s3_delete_objects = false`): the provider refuses the key (`PreconditionFailed`), the object
@@ -255,27 +281,8 @@ fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_de
         let (g, proxy) = on_seaweed(&prefix, storage, policy);
         let (c, ev) = g.quarantined();
         let id = c["candidate_id"].as_str().unwrap();
-        let data = c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["layer"] == "data")
-            .expect("the candidate holds a data file")["path"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let key = format!("{prefix}/db/retention/{data}");
         // Same size, other bytes: the size check cannot see it, the ETag condition must.
-        let sizes = boto(
-            &g,
-            &format!(
-                "b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\n\
-                 s3.put_object(Bucket=bucket, Key='{key}', Body=bytes(255 - x for x in b))\n\
-                 print(len(b), s3.head_object(Bucket=bucket, Key='{key}')['ContentLength'])"
-            ),
-        );
-        let (before, after) = sizes.split_once(' ').unwrap();
-        assert_eq!(before, after, "the overwrite keeps the size");
+        let (data, key, before) = overwrite_a_data_file(&g, &c, &prefix);
         let mut args = g.purge_args(id, Some(&ev));
         args.extend(T);
         let p = g.run(&args).expect_code(1).json();
@@ -469,23 +476,7 @@ fn where_the_provider_ignores_delete_conditions_every_object_is_read_before_its_
     let (g, proxy) = on_seaweed(&prefix, "", "");
     let (c, ev) = g.quarantined();
     let id = c["candidate_id"].as_str().unwrap();
-    let data = c["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["layer"] == "data")
-        .expect("the candidate holds a data file")["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let key = format!("{prefix}/db/retention/{data}");
-    boto(
-        &g,
-        &format!(
-            "b = s3.get_object(Bucket=bucket, Key='{key}')['Body'].read()\n\
-             s3.put_object(Bucket=bucket, Key='{key}', Body=bytes(255 - x for x in b))"
-        ),
-    );
+    let (data, key, _) = overwrite_a_data_file(&g, &c, &prefix);
     let mut args = g.purge_args(id, Some(&ev));
     args.extend(T);
     let p = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "s3-conditions-ignored=1")])

@@ -108,6 +108,32 @@ pub enum DeleteMethod {
     Unconditional,
 }
 
+/// The body of a `DeleteObjects` request, not quiet (the provider answers for every key): each key with its
+/// version id and expected ETag, when given.
+fn delete_objects_body<'a>(objects: impl IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>)>) -> Bytes {
+    let mut xml = String::from(
+        r#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>false</Quiet>"#,
+    );
+    for (key, version_id, e_tag) in objects {
+        xml.push_str("<Object><Key>");
+        xml.push_str(&quick_xml::escape::escape(key));
+        xml.push_str("</Key>");
+        if let Some(v) = version_id {
+            xml.push_str("<VersionId>");
+            xml.push_str(&quick_xml::escape::escape(v));
+            xml.push_str("</VersionId>");
+        }
+        if let Some(e) = e_tag {
+            xml.push_str("<ETag>");
+            xml.push_str(&quick_xml::escape::escape(e));
+            xml.push_str("</ETag>");
+        }
+        xml.push_str("</Object>");
+    }
+    xml.push_str("</Delete>");
+    Bytes::from(xml)
+}
+
 /// What [`crate::io::store::Storage::s3_delete_conditions`] found: whether the provider spared an object whose
 /// ETag differs from the one a delete named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -551,10 +577,7 @@ impl Storage {
         }
         let keys = sending;
         let first = keys[0];
-        let mut by_key: BTreeMap<String, &DeleteKey> = BTreeMap::new();
-        let mut xml = String::from(
-            r#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>false</Quiet>"#,
-        );
+        let mut named: Vec<(String, &DeleteKey)> = Vec::with_capacity(keys.len());
         for k in keys {
             if bucket_of(&k.uri) != bucket {
                 return Err(Error::invalid(
@@ -563,44 +586,20 @@ impl Storage {
                 ));
             }
             let (_, path) = self.s3_client(&k.uri)?;
-            let key = path.to_string();
-            xml.push_str("<Object><Key>");
-            xml.push_str(&quick_xml::escape::escape(key.as_str()));
-            xml.push_str("</Key>");
-            if let Some(v) = &k.version_id {
-                xml.push_str("<VersionId>");
-                xml.push_str(&quick_xml::escape::escape(v.as_str()));
-                xml.push_str("</VersionId>");
-            }
-            if let Some(e) = &k.e_tag {
-                xml.push_str("<ETag>");
-                xml.push_str(&quick_xml::escape::escape(e.as_str()));
-                xml.push_str("</ETag>");
-            }
-            xml.push_str("</Object>");
-            by_key.insert(key, k);
+            named.push((path.to_string(), k));
         }
-        xml.push_str("</Delete>");
-        let body = Bytes::from(xml);
-        let signed = vec![
-            header("content-md5", &content_md5(&body), &first.uri)?,
-            header("content-type", "application/xml", &first.uri)?,
-        ];
+        let body = delete_objects_body(
+            named
+                .iter()
+                .map(|(key, k)| (key.as_str(), k.version_id.as_deref(), k.e_tag.as_deref())),
+        );
+        let by_key: BTreeMap<String, &DeleteKey> = named.into_iter().collect();
         let bucket_uri = format!("s3://{}", bucket.unwrap_or_default());
         let n = self.delete_failpoint_before(&bucket_uri).await?;
         self.requests
             .delete_objects
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let a = self
-            .s3_send(
-                &first.uri,
-                http::Method::POST,
-                &Path::from(""),
-                vec![("delete".to_owned(), String::new())],
-                signed,
-                Some(body),
-            )
-            .await?;
+        let a = self.post_delete_objects(&first.uri, body).await?;
         self.delete_failpoint_after(&bucket_uri, n)?;
         if a.status == 501 || (a.status != 200 && a.error().code.as_deref() == Some("NotImplemented")) {
             return Ok(None);
@@ -654,6 +653,23 @@ impl Storage {
         Ok(Some(out))
     }
 
+    /// Sends one `DeleteObjects` request with `body` ([`delete_objects_body`]) to the bucket of `uri`.
+    async fn post_delete_objects(&self, uri: &str, body: Bytes) -> Result<Answer> {
+        let signed = vec![
+            header("content-md5", &content_md5(&body), uri)?,
+            header("content-type", "application/xml", uri)?,
+        ];
+        self.s3_send(
+            uri,
+            http::Method::POST,
+            &Path::from(""),
+            vec![("delete".to_owned(), String::new())],
+            signed,
+            Some(body),
+        )
+        .await
+    }
+
     /// Whether the S3 provider behind `probe_uri` honours the ETag condition of a delete, in `DeleteObjects`
     /// (a per-key `<ETag>`) and in `DeleteObject` (`If-Match`). Some do not (moto 5.2.5 deletes a key whose
     /// ETag differs; providers without conditional deletes ignore the header); there the deleter cannot rely on
@@ -698,28 +714,8 @@ impl Storage {
         };
         let checked = async {
             put().await?;
-            let mut xml = String::from(
-                r#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>false</Quiet><Object><Key>"#,
-            );
-            xml.push_str(&quick_xml::escape::escape(path.as_ref()));
-            xml.push_str("</Key><ETag>");
-            xml.push_str(&quick_xml::escape::escape(WRONG));
-            xml.push_str("</ETag></Object></Delete>");
-            let body = Bytes::from(xml);
-            let signed = vec![
-                header("content-md5", &content_md5(&body), probe_uri)?,
-                header("content-type", "application/xml", probe_uri)?,
-            ];
-            let a = self
-                .s3_send(
-                    probe_uri,
-                    http::Method::POST,
-                    &Path::from(""),
-                    vec![("delete".to_owned(), String::new())],
-                    signed,
-                    Some(body),
-                )
-                .await?;
+            let body = delete_objects_body([(path.as_ref(), None, Some(WRONG))]);
+            let a = self.post_delete_objects(probe_uri, body).await?;
             let delete_objects = if a.status == 501 || a.error().code.as_deref() == Some("NotImplemented") {
                 // Not implemented: the deleter sends single deletes there.
                 true
