@@ -828,17 +828,23 @@ fn restore_shards(root: &Path, bundle: &Path) -> BenchResult<Shards> {
     })
 }
 
-/// `keys/bench.key` (made once) and its public half alone in `trust/`.
+/// `keys/bench.key` and the purge's own `keys/bench-deleter.key` (made once), their public halves alone in
+/// `trust/` (`purge` never accepts evidence signed by its own key).
 fn ensure_key(root: &Path) -> BenchResult<()> {
-    if !root.join("keys/bench.key").exists() {
-        measure(
-            LAKEDRILL,
-            &["-q", "keygen", "--name", "bench", "--dir", "keys"].map(str::to_owned),
-            root,
+    for name in ["bench", "bench-deleter"] {
+        if !root.join(format!("keys/{name}.key")).exists() {
+            measure(
+                LAKEDRILL,
+                &["-q", "keygen", "--name", name, "--dir", "keys"].map(str::to_owned),
+                root,
+            )?;
+        }
+        std::fs::create_dir_all(root.join("trust"))?;
+        std::fs::copy(
+            root.join(format!("keys/{name}.pub")),
+            root.join(format!("trust/{name}.pub")),
         )?;
     }
-    std::fs::create_dir_all(root.join("trust"))?;
-    std::fs::copy(root.join("keys/bench.pub"), root.join("trust/bench.pub"))?;
     Ok(())
 }
 
@@ -1027,7 +1033,7 @@ async fn purge_candidate(
         "--trust",
         "trust",
         "--key",
-        "keys/bench.key",
+        "keys/bench-deleter.key",
         "--receipts",
         &receipts,
         "--evidence",

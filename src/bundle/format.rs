@@ -410,8 +410,8 @@ async fn verified_in(
     keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
 ) -> Result<(BundlePredicate, CanonicalDigests)> {
     let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
-    let v =
-        evidence::verify_payload(envelope, trust).map_err(|f| Error::invalid(dir, format!("bundle signature: {f}")))?;
+    let v = evidence::verify_payload(envelope, &trust.for_role(crate::evidence::keys::Role::Seal))
+        .map_err(|f| Error::invalid(dir, format!("bundle signature (keys with the seal role): {f}")))?;
     let mut pred: BundlePredicate = v
         .parse_predicate()
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;

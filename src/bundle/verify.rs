@@ -84,13 +84,22 @@ pub async fn verify(
     // 1. Signature, payload type, statement.
     // The envelope is dropped once its payload is decoded, and the predicate is parsed from the signed bytes
     // straight into the typed inventory (no JSON value tree of a million entries).
-    let verified = match evidence::verify_payload(envelope, trust) {
+    // Only keys that may seal count ([`crate::evidence::keys::Role::Seal`]; every key without a roles file).
+    let sealers = trust.for_role(crate::evidence::keys::Role::Seal);
+    let verified = match evidence::verify_payload(envelope, &sealers) {
         Ok(v) => v,
         Err(f) => {
             report.findings.push(Finding::new(
                 FindingKind::BundleSignature,
                 ENVELOPE_FILE,
-                Some("a valid signature by a trusted key".into()),
+                Some(
+                    if trust.has_roles() {
+                        "a valid signature by a trusted key with the seal role"
+                    } else {
+                        "a valid signature by a trusted key"
+                    }
+                    .into(),
+                ),
                 Some(f.to_string()),
             ));
             return Ok(finish(report));

@@ -133,6 +133,15 @@ pub enum KeyError {
         /// The directory.
         dir: PathBuf,
     },
+    /// A trust directory's `roles.toml` cannot be used: not TOML, an unknown role, a key it does not hold, or
+    /// one key given roles that must stay apart.
+    #[error("{}: {reason}", path.display())]
+    Roles {
+        /// The `roles.toml` file.
+        path: PathBuf,
+        /// What is wrong, naming the entry.
+        reason: String,
+    },
     /// Two public key files hold the same key, so a key id would name two keys.
     #[error("{} and {} hold the same public key (keyid {keyid})", first.display(), second.display())]
     DuplicateKey {
@@ -444,11 +453,60 @@ pub fn load_public_key(path: &Path) -> Result<PublicKey, KeyError> {
     Ok(PublicKey::new(name, path, key))
 }
 
+/// The file of a trust directory that says what each key's signatures count for ([`Role`]).
+pub const ROLES_FILE: &str = "roles.toml";
+
+/// What a signature by a trusted key counts for, as a trust directory's [`ROLES_FILE`] assigns it.
+///
+/// ```toml
+/// # keys/trust/roles.toml: key names (the NAME of NAME.pub) or key ids, per role
+/// seal = ["quarantine"]      # bundles and cold backups
+/// drill = ["drill-ci"]       # drill, restore and merged reports: the evidence a purge accepts
+/// deleter = ["deleter"]      # receipts, inventory archives, retirement records
+/// ```
+///
+/// Without the file every key counts for every role (as before roles existed). With it, a key counts only for
+/// the roles it is listed under, and no key may hold both `drill` and `deleter`: a deleter must not be able to
+/// vouch for the drill that allows its deletes. Whatever the file says, `purge` never accepts evidence signed
+/// by its own `--key` ([`crate::ops::deleter::check_evidence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Quarantine bundles and cold backups.
+    Seal,
+    /// Drill reports (restore, cold-backup, merged): the evidence the deleter accepts.
+    Drill,
+    /// What the deleter signs: receipts, inventory archives, retirement records.
+    Deleter,
+}
+
+impl Role {
+    /// Every role, in the order [`ROLES_FILE`] documents them.
+    pub const ALL: [Role; 3] = [Role::Seal, Role::Drill, Role::Deleter];
+
+    /// The role's name in [`ROLES_FILE`].
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Seal => "seal",
+            Role::Drill => "drill",
+            Role::Deleter => "deleter",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The public keys whose signatures are accepted, looked up by key id.
 #[derive(Debug, Clone, Default)]
 pub struct TrustStore {
     keys: Vec<PublicKey>,
     warnings: Vec<String>,
+    /// Key id → the roles [`ROLES_FILE`] gives it; `None` without the file (every key, every role).
+    roles: Option<std::collections::BTreeMap<String, std::collections::BTreeSet<Role>>>,
 }
 
 impl TrustStore {
@@ -490,6 +548,18 @@ impl TrustStore {
             .map(|path| load_public_key(path))
             .collect::<Result<Vec<_>, _>>()?;
         let mut store = Self::from_keys(keys)?;
+        let roles_path = dir.join(ROLES_FILE);
+        match fs::read_to_string(&roles_path) {
+            Ok(text) => store.roles = Some(parse_roles(&roles_path, &text, &store.keys)?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(KeyError::Io {
+                    operation: "read",
+                    path: roles_path,
+                    source,
+                });
+            }
+        }
         store.warnings = private
             .iter()
             .map(|p| {
@@ -532,7 +602,42 @@ impl TrustStore {
         Ok(Self {
             keys,
             warnings: Vec::new(),
+            roles: None,
         })
+    }
+
+    /// Whether the store's directory had a [`ROLES_FILE`].
+    #[must_use]
+    pub fn has_roles(&self) -> bool {
+        self.roles.is_some()
+    }
+
+    /// The roles a trusted key holds: every role without a [`ROLES_FILE`], none for a key not trusted.
+    #[must_use]
+    pub fn roles_of(&self, keyid: &str) -> Vec<Role> {
+        if self.get(keyid).is_none() {
+            return Vec::new();
+        }
+        match &self.roles {
+            None => Role::ALL.to_vec(),
+            Some(map) => map.get(keyid).map(|r| r.iter().copied().collect()).unwrap_or_default(),
+        }
+    }
+
+    /// The keys whose signatures count for `role` (all of them without a [`ROLES_FILE`]).
+    #[must_use]
+    pub fn for_role(&self, role: Role) -> Self {
+        let mut out = self.clone();
+        out.keys.retain(|k| self.roles_of(&k.keyid).contains(&role));
+        out
+    }
+
+    /// This store without the key `keyid` (when it holds it).
+    #[must_use]
+    pub fn without(&self, keyid: &str) -> Self {
+        let mut out = self.clone();
+        out.keys.retain(|k| k.keyid != keyid);
+        out
     }
 
     /// The key with this key id (exact, lowercase hex), if trusted.
@@ -546,6 +651,57 @@ impl TrustStore {
     pub fn keys(&self) -> &[PublicKey] {
         &self.keys
     }
+}
+
+/// Reads a [`ROLES_FILE`]: each top-level entry a role, its value the names or key ids of keys in `keys`.
+fn parse_roles(
+    path: &Path,
+    text: &str,
+    keys: &[PublicKey],
+) -> Result<std::collections::BTreeMap<String, std::collections::BTreeSet<Role>>, KeyError> {
+    let bad = |reason: String| KeyError::Roles {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let table: toml::Table = text.parse().map_err(|e| bad(format!("not TOML: {e}")))?;
+    let mut map: std::collections::BTreeMap<String, std::collections::BTreeSet<Role>> =
+        std::collections::BTreeMap::new();
+    for (name, value) in &table {
+        let role = Role::ALL.into_iter().find(|r| r.name() == name).ok_or_else(|| {
+            bad(format!(
+                "unknown role {name:?} (the roles are {})",
+                Role::ALL.map(Role::name).join(", ")
+            ))
+        })?;
+        let list = value
+            .as_array()
+            .ok_or_else(|| bad(format!("{name} must be a list of key names or key ids")))?;
+        for item in list {
+            let who = item
+                .as_str()
+                .ok_or_else(|| bad(format!("{name}: {item} is not a key name or key id")))?;
+            let key = keys.iter().find(|k| k.name == who || k.keyid == who).ok_or_else(|| {
+                bad(format!(
+                    "{name}: no key {who:?} in this folder (a NAME of NAME.pub, or a key id)"
+                ))
+            })?;
+            map.entry(key.keyid.clone()).or_default().insert(role);
+        }
+    }
+    for key in keys {
+        if map
+            .get(&key.keyid)
+            .is_some_and(|r| r.contains(&Role::Drill) && r.contains(&Role::Deleter))
+        {
+            return Err(bad(format!(
+                "key {} ({}) is given both drill and deleter: a deleter must not vouch for the drill that allows \
+                 its deletes; give each its own key",
+                key.name,
+                key.path.display()
+            )));
+        }
+    }
+    Ok(map)
 }
 
 /// Whether a file in a trust folder is a private key: named `*.key`, or starting like a PEM private key
@@ -636,6 +792,56 @@ fn read_to_string(path: &Path) -> Result<String, KeyError> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roles_file_limits_what_each_key_counts_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let drill = generate("drill-ci", dir.path()).unwrap();
+        let deleter = generate("deleter", dir.path()).unwrap();
+        let sealer = generate("sealer", dir.path()).unwrap();
+        for k in [&drill, &deleter, &sealer] {
+            fs::remove_file(&k.private_path).unwrap();
+        }
+        // Without the file: every key, every role.
+        let all = TrustStore::load_dir(dir.path()).unwrap();
+        assert!(!all.has_roles());
+        assert_eq!(all.for_role(Role::Drill).keys().len(), 3);
+        assert_eq!(all.roles_of(&deleter.keyid), Role::ALL.to_vec());
+        assert_eq!(all.without(&deleter.keyid).keys().len(), 2);
+        // With it: names or key ids, each key only its roles.
+        fs::write(
+            dir.path().join(ROLES_FILE),
+            format!(
+                "drill = [\"drill-ci\"]\nseal = [\"sealer\", \"{}\"]\ndeleter = [\"deleter\"]\n",
+                drill.keyid
+            ),
+        )
+        .unwrap();
+        let t = TrustStore::load_dir(dir.path()).unwrap();
+        assert!(t.has_roles());
+        let ids = |s: &TrustStore| s.keys().iter().map(|k| k.keyid().to_owned()).collect::<Vec<_>>();
+        assert_eq!(ids(&t.for_role(Role::Drill)), vec![drill.keyid.clone()]);
+        assert_eq!(t.for_role(Role::Seal).keys().len(), 2);
+        assert_eq!(ids(&t.for_role(Role::Deleter)), vec![deleter.keyid.clone()]);
+        assert_eq!(t.roles_of(&drill.keyid), vec![Role::Seal, Role::Drill]);
+        assert!(t.roles_of(&"0".repeat(64)).is_empty());
+        // Refused, naming the entry: an unknown role, a key not in the folder, drill and deleter on one key,
+        // not a list, not TOML.
+        for (text, needle) in [
+            ("audit = [\"drill-ci\"]\n", "unknown role \"audit\""),
+            ("drill = [\"nobody\"]\n", "no key \"nobody\""),
+            (
+                "drill = [\"deleter\"]\ndeleter = [\"deleter\"]\n",
+                "both drill and deleter",
+            ),
+            ("drill = \"drill-ci\"\n", "must be a list"),
+            ("drill = [\n", "not TOML"),
+        ] {
+            fs::write(dir.path().join(ROLES_FILE), text).unwrap();
+            let e = TrustStore::load_dir(dir.path()).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains(ROLES_FILE), "{text}: {e}");
+        }
+    }
 
     #[test]
     fn keyid_is_sha256_of_raw_public_key() {

@@ -693,6 +693,15 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let keys_dir = dir.join("keys");
     let trust_dir = keys_dir.join("trust");
     let key = crate::evidence::keys::generate_in("demo-drill", &keys_dir, &trust_dir)?;
+    // The deleter signs with a key of its own, and the trust folder's roles file says which key may do what:
+    // `purge` never accepts evidence signed by its own key, and only keys with the drill role count.
+    let deleter_key = crate::evidence::keys::generate_in("demo-deleter", &keys_dir, &trust_dir)?;
+    let roles = trust_dir.join(crate::evidence::keys::ROLES_FILE);
+    std::fs::write(
+        &roles,
+        "# Written by `lakedrill demo`: what each key's signatures count for.\nseal = [\"demo-drill\"]\ndrill = [\"demo-drill\"]\ndeleter = [\"demo-deleter\"]\n",
+    )
+    .map_err(|e| Error::io("write", &roles, e))?;
     let policy = dir.join("policy.yaml");
     // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
     // the policy pins this very build as the only one allowed to quarantine and purge.
@@ -762,6 +771,18 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     )
     .await?;
     say(quiet, &format!("drill gate {}", drill.predicate.summary.gate));
+    // The drill records its verdicts in the demo's registry, as `lakedrill drill run` does with a `[registry]`:
+    // the deleter reads them there.
+    let registry = crate::ops::plan::registry(demo_ctx).await?;
+    crate::ops::drill::record_verdicts(
+        &demo_ctx.storage,
+        &registry,
+        &drill.report,
+        &drill.predicate,
+        None,
+        demo_ctx.now(),
+    )
+    .await?;
     let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
     let trust = crate::evidence::keys::TrustStore::load_dir(&trust_dir)?;
@@ -841,6 +862,15 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         quiet,
         &format!("cold-backup drill gate {}", cold.predicate.summary.gate),
     );
+    crate::ops::drill::record_verdicts(
+        &demo_ctx.storage,
+        &registry,
+        &cold.report,
+        &cold.predicate,
+        None,
+        demo_ctx.now(),
+    )
+    .await?;
     human.push_str(&format!(
         "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\n",
         cold.predicate.summary.gate,
@@ -855,7 +885,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         reports: None,
         trust: trust_dir.clone(),
         policy: policy.clone(),
-        key: key.private_path.clone(),
+        key: deleter_key.private_path.clone(),
         receipts: dir.join("receipts").display().to_string(),
         dry_run: true,
     };

@@ -713,19 +713,24 @@ async fn drill_finish(
     };
     // The registry the purge reads (the same `[registry]` of the same configuration), when one is configured.
     // Without one nothing is anchored or recorded, and the deleter sees only the reports beside the evidence.
-    let (registry, head) = if ctx.config.registry.uri.is_some() {
-        let head = crate::evidence::sha256_hex(&ctx.storage.get(&o.report).await?.bytes);
-        (Some(crate::ops::plan::registry(ctx).await?), head)
-    } else {
-        (None, String::new())
-    };
     // Every bundle root the report judged, with its verdict (shard reports too: a shard that failed a root failed
     // it). The deleter refuses evidence of a root that a drill failed after it, wherever the caller keeps either
     // report: the registry answers, not the folder the evidence was given from.
-    if let Some(reg) = &registry {
-        let verdicts = drill_verdicts(&o.report, &head, &o.predicate, shard_label.as_deref(), now);
-        reg.drill_record(&verdicts, now).await?;
-    }
+    let (registry, head) = if ctx.config.registry.uri.is_some() {
+        let reg = crate::ops::plan::registry(ctx).await?;
+        let head = crate::ops::drill::record_verdicts(
+            &ctx.storage,
+            &reg,
+            &o.report,
+            &o.predicate,
+            shard_label.as_deref(),
+            now,
+        )
+        .await?;
+        (Some(reg), head)
+    } else {
+        (None, String::new())
+    };
     // The chain's new head, anchored in the configured registry (#23 point 4): `audit verify --chain` then finds a
     // removed or replaced newest report.
     let anchor = match (&chain_folder, shard.is_none(), &registry) {
@@ -782,38 +787,6 @@ async fn drill_finish(
         metrics_file: metrics_file.map(|p| p.display().to_string()),
     };
     Outcome::new(verdict, &doc, human)
-}
-
-/// A drill report's verdict per bundle root (pure): verified only when every item of the root in the report was
-/// `RESTORE_VERIFIED`. Items without a root (nothing to judge a candidate by) are left out.
-fn drill_verdicts(
-    report_uri: &str,
-    report_sha256: &str,
-    p: &crate::ops::drill::DrillPredicate,
-    shard: Option<&str>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Vec<crate::registry::DrillVerdict> {
-    let finished_at =
-        chrono::DateTime::parse_from_rfc3339(&p.finished_at).map_or(now, |t| t.with_timezone(&chrono::Utc));
-    let mut roots: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
-    for r in &p.results {
-        if let Some(root) = r.bundle_root.as_deref() {
-            let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
-            *roots.entry(root).or_insert(true) &= ok;
-        }
-    }
-    roots
-        .into_iter()
-        .map(|(root, verified)| crate::registry::DrillVerdict {
-            report_uri: report_uri.to_owned(),
-            report_sha256: report_sha256.to_owned(),
-            plan: p.drill.plan.clone(),
-            shard: shard.map(str::to_owned),
-            bundle_root: root.to_owned(),
-            verified,
-            finished_at,
-        })
-        .collect()
 }
 
 fn last_pass(trend: &[crate::report::html::TrendPoint]) -> Option<chrono::DateTime<chrono::Utc>> {

@@ -90,16 +90,48 @@ fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
 }
 
 /// Checks the evidence against the candidate (pure). Returns every reason to refuse.
+///
+/// Only a signature by a key that holds the `drill` role of `trust` ([`crate::evidence::keys::Role`]) counts, and
+/// never one by `deleter_keyid`, the key the purge signs its receipts with: a deleter must not be able to vouch
+/// for the drill that allows its deletes, whatever the trust folder holds.
 #[must_use]
 pub fn check_evidence(
     rec: &CandidateRecord,
     name: &str,
     bytes: &[u8],
     trust: &TrustStore,
+    deleter_keyid: &str,
     policy: &Policy,
     now: chrono::DateTime<Utc>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    let signers = trust
+        .for_role(crate::evidence::keys::Role::Drill)
+        .without(deleter_keyid);
+    let keyids: Vec<String> = serde_json::from_slice::<crate::evidence::Envelope>(bytes)
+        .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
+        .unwrap_or_default();
+    if keyids.iter().all(|k| signers.get(k).is_none()) {
+        for k in &keyids {
+            if k == deleter_keyid {
+                reasons.push(format!(
+                    "evidence {name} is signed by the purge's own key (keyid {k}, --key): a deleter must not vouch \
+                     for the drill that allows its deletes; sign drill reports with a key of their own"
+                ));
+            } else if let Some(pk) = trust.get(k) {
+                reasons.push(format!(
+                    "evidence {name} is signed by {} (keyid {k}), which the trust folder's {} does not give the \
+                     drill role",
+                    pk.name(),
+                    crate::evidence::keys::ROLES_FILE
+                ));
+            }
+        }
+        if !reasons.is_empty() {
+            return reasons;
+        }
+    }
+    let trust = &signers;
     let mut findings = Vec::new();
     let Some((_, pred)) = crate::ops::audit::check_report(name, bytes, trust, &mut findings) else {
         reasons.extend(
@@ -159,6 +191,24 @@ pub fn check_evidence(
             "evidence finished_at {:?} is not a time: {e}",
             pred.finished_at
         )),
+    }
+    // A merged report is as old as its oldest shard: `report merge` takes the newest shard's end as the report's,
+    // so a shard verified long ago, merged with fresh ones, would otherwise count as fresh.
+    if pred.merged_from.is_some() {
+        match chrono::DateTime::parse_from_rfc3339(&pred.started_at) {
+            Ok(t) => {
+                let age = now - t.with_timezone(&Utc);
+                if age > policy.evidence_max_age() {
+                    reasons.push(format!(
+                        "evidence is stale: it was merged from shard reports and its oldest shard started {} ({} h                          ago), the policy accepts at most {} h",
+                        pred.started_at,
+                        age.num_hours(),
+                        policy.evidence_max_age().num_hours()
+                    ));
+                }
+            }
+            Err(e) => reasons.push(format!("evidence started_at {:?} is not a time: {e}", pred.started_at)),
+        }
     }
     let bundles = rec
         .quarantine
@@ -245,7 +295,14 @@ pub async fn newer_failures(
     roots: &[(String, String, i64)],
     trust: &TrustStore,
 ) -> Result<Vec<String>> {
-    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(&evidence.finished_at) else {
+    // A merged report verified its roots from its oldest shard's start on: a drill that failed one of them after
+    // that start is newer than some of its evidence.
+    let since = if evidence.merged_from.is_some() {
+        &evidence.started_at
+    } else {
+        &evidence.finished_at
+    };
+    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(since) else {
         return Ok(Vec::new()); // already a reason in check_evidence
     };
     let finished = finished.with_timezone(&Utc);
@@ -317,6 +374,40 @@ pub async fn newer_failures(
         }
     }
     Ok(failures.into_values().collect())
+}
+
+/// Why the evidence at `uri` does not count under a policy with `evidenceRetention`: such a policy wants its
+/// evidence as unrewritable as the receipts, so the report must be an S3 object under Object Lock in the policy's
+/// mode until at least its `finished_at` plus the policy's period. Without `evidenceRetention`, nothing.
+///
+/// # Errors
+/// Storage errors reading the object's lock or its bucket's configuration.
+pub async fn evidence_unlocked(
+    storage: &crate::io::store::Storage,
+    uri: &str,
+    bytes: &[u8],
+    policy: &Policy,
+) -> Result<Vec<String>> {
+    let Some(retention) = policy.evidence_retention() else {
+        return Ok(Vec::new());
+    };
+    let claim = crate::ops::evidence_lock::claim(retention);
+    let Some(lock) = crate::ops::evidence_lock::status(storage, uri).await? else {
+        return Ok(vec![format!(
+            "evidence {uri} is not under Object Lock: the policy sets evidenceRetention ({} for {} s), so only a \
+             report on S3 that cannot be rewritten counts (run the drill with the policy's evidenceRetention and an \
+             s3:// reports folder on a bucket with Object Lock)",
+            claim.mode, claim.period_seconds
+        )]);
+    };
+    let finished = crate::evidence::peek_unverified(bytes)
+        .and_then(|st| st["predicate"]["finished_at"].as_str().map(str::to_owned))
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    Ok(crate::ops::evidence_lock::shortfall(&lock, Some(&claim), finished)
+        .map(|why| format!("evidence {uri} is not locked as the policy's evidenceRetention requires: {why}"))
+        .into_iter()
+        .collect())
 }
 
 /// Which of a candidate's objects (by index) lie, with their size, in the inventory of one of its verified
@@ -524,6 +615,9 @@ const PURGE_TRIES: usize = 3;
 async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, moved: &mut bool) -> Result<Outcome> {
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
+    // The key this purge signs with: read first (a key that cannot be used stops the purge before anything is
+    // judged), and never a signer of the evidence it accepts.
+    let deleter = crate::evidence::keys::load_signing_key(&opts.key)?;
     // Evidence that must be locked goes only where it can be (the receipts location and, for the retirement
     // records, every bundle's folder): checked before anything is accepted or deleted.
     if let Some(r) = policy.evidence_retention() {
@@ -696,8 +790,16 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 match ctx.storage.get_opt(&uri).await? {
                     None => reasons.push(format!("evidence {uri} does not exist")),
                     Some(f) => {
-                        let mut problems =
-                            check_evidence(&rec, location::file_name(&uri), &f.bytes, &trust, &policy, now);
+                        let mut problems = check_evidence(
+                            &rec,
+                            location::file_name(&uri),
+                            &f.bytes,
+                            &trust,
+                            deleter.keyid(),
+                            &policy,
+                            now,
+                        );
+                        problems.extend(evidence_unlocked(&ctx.storage, &uri, &f.bytes, &policy).await?);
                         if problems.is_empty() {
                             // A newer failure of any chain outlives this PASS; the bundles must still be whole.
                             let bundles = bundles_of(&rec);
@@ -1021,7 +1123,17 @@ async fn resume_problems(
     let Some(f) = ctx.storage.get_opt(&ev).await? else {
         return Ok(vec![format!("evidence {ev} does not exist")]);
     };
-    let mut problems = check_evidence(rec, location::file_name(&ev), &f.bytes, trust, policy, now);
+    let deleter = crate::evidence::keys::load_signing_key(&opts.key)?;
+    let mut problems = check_evidence(
+        rec,
+        location::file_name(&ev),
+        &f.bytes,
+        trust,
+        deleter.keyid(),
+        policy,
+        now,
+    );
+    problems.extend(evidence_unlocked(&ctx.storage, &ev, &f.bytes, policy).await?);
     if problems.is_empty() {
         let bundles = bundles_of(rec);
         let mut none = Vec::new();

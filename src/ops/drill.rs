@@ -1093,3 +1093,55 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
     );
     s
 }
+
+/// Records in `reg` a drill report's verdict per bundle root ([`crate::registry::Registry::drill_record`]) and
+/// returns the report's SHA-256 (the chain's new head). The deleter refuses evidence of a root a drill failed
+/// after it, and warns about evidence no registry saw, so every drill that has a registry records here.
+///
+/// # Errors
+/// The report cannot be read back, or the registry refuses the write.
+pub async fn record_verdicts(
+    storage: &Storage,
+    reg: &crate::registry::Registry,
+    report_uri: &str,
+    p: &DrillPredicate,
+    shard: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String> {
+    let head = evidence::sha256_hex(&storage.get(report_uri).await?.bytes);
+    reg.drill_record(&verdicts(report_uri, &head, p, shard, now), now)
+        .await?;
+    Ok(head)
+}
+
+/// A drill report's verdict per bundle root (pure): verified only when every item of the root in the report was
+/// `RESTORE_VERIFIED`. Items without a root (nothing to judge a candidate by) are left out.
+fn verdicts(
+    report_uri: &str,
+    report_sha256: &str,
+    p: &DrillPredicate,
+    shard: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<crate::registry::DrillVerdict> {
+    let finished_at =
+        chrono::DateTime::parse_from_rfc3339(&p.finished_at).map_or(now, |t| t.with_timezone(&chrono::Utc));
+    let mut roots: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    for r in &p.results {
+        if let Some(root) = r.bundle_root.as_deref() {
+            let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
+            *roots.entry(root).or_insert(true) &= ok;
+        }
+    }
+    roots
+        .into_iter()
+        .map(|(root, verified)| crate::registry::DrillVerdict {
+            report_uri: report_uri.to_owned(),
+            report_sha256: report_sha256.to_owned(),
+            plan: p.drill.plan.clone(),
+            shard: shard.map(str::to_owned),
+            bundle_root: root.to_owned(),
+            verified,
+            finished_at,
+        })
+        .collect()
+}

@@ -12,6 +12,8 @@ use crate::util::{engine_counts, lakedrill_in, tmpdir};
 struct Site {
     tmp: tempfile::TempDir,
     key: PathBuf,
+    /// The key `purge` signs with: never the drills' key.
+    deleter: PathBuf,
     trust: PathBuf,
 }
 
@@ -43,8 +45,22 @@ impl Site {
         std::fs::create_dir_all(&trust).unwrap();
         let public = PathBuf::from(r["public_key"].as_str().unwrap());
         std::fs::copy(&public, trust.join(public.file_name().unwrap())).unwrap();
+        let d = lakedrill_in(
+            dir,
+            &[
+                "--json",
+                "keygen",
+                "--name",
+                "engines-deleter",
+                "--dir",
+                keys.to_str().unwrap(),
+            ],
+        )
+        .expect_code(0)
+        .json();
         Site {
             key: PathBuf::from(r["private_key"].as_str().unwrap()),
+            deleter: PathBuf::from(d["private_key"].as_str().unwrap()),
             trust,
             tmp,
         }
@@ -195,6 +211,7 @@ fn purge_then_read(name: &str) {
     let p = policy.to_str().unwrap();
     let key = site.key.to_str().unwrap().to_owned();
     let trust = site.trust.to_str().unwrap().to_owned();
+    let deleter = site.deleter.to_str().unwrap().to_owned();
     let run = |args: &[&str]| {
         let mut a = args.to_vec();
         a.extend(["--catalog", "jc", "--table", ident]);
@@ -271,7 +288,7 @@ fn purge_then_read(name: &str) {
         "--trust",
         &trust,
         "--key",
-        &key,
+        &deleter,
         "--receipts",
         "receipts",
         "--evidence",

@@ -37,6 +37,8 @@ pub enum Backend {
 const CURRENT_LOCATION: &str = "SELECT metadata_location FROM iceberg_tables \
      WHERE catalog_name = 'pyfix' AND table_namespace = 'db' AND table_name = 'retention'";
 
+/// The key `purge` signs with in these fixtures: never the key that signs the drills.
+pub const DELETER_KEY: &str = "keys/deleter-TEST-ONLY.key";
 pub const T: [&str; 4] = ["--catalog", "rt", "--table", "db.retention"];
 
 pub(crate) fn python() -> String {
@@ -195,11 +197,18 @@ impl Gov {
         )
         .unwrap();
         lakedrill_in(&dir, &["keygen", "--name", "gov-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+        // The deleter signs with a key of its own: `purge` never accepts evidence signed by its `--key`.
+        lakedrill_in(&dir, &["keygen", "--name", "deleter-TEST-ONLY", "--dir", "keys"]).expect_code(0);
         // A trust folder of public keys only (keys/ also holds the private key, which gives a warning).
         std::fs::create_dir_all(dir.join("keys/trust")).unwrap();
         std::fs::copy(
             dir.join("keys/gov-TEST-ONLY.pub"),
             dir.join("keys/trust/gov-TEST-ONLY.pub"),
+        )
+        .unwrap();
+        std::fs::copy(
+            dir.join("keys/deleter-TEST-ONLY.pub"),
+            dir.join("keys/trust/deleter-TEST-ONLY.pub"),
         )
         .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
@@ -285,7 +294,7 @@ impl Gov {
             "--trust",
             "keys",
             "--key",
-            "keys/gov-TEST-ONLY.key",
+            DELETER_KEY,
             "--receipts",
             "receipts",
         ];
@@ -438,7 +447,7 @@ impl Gov {
             "--trust",
             "keys",
             "--key",
-            key,
+            DELETER_KEY,
             "--receipts",
             &receipts,
             "--evidence",
@@ -957,6 +966,18 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     )
     .unwrap();
     refused_with(&g.purge(id, Some(&stale), &[]), "stale");
+    // A merged report is as old as its oldest shard: fresh at its end, started long ago, it is stale too.
+    let mut merged: Value = serde_json::from_slice(&payload).unwrap();
+    merged["predicate"]["started_at"] = Value::String("2020-01-01T00:00:00.000Z".into());
+    merged["predicate"]["merged_from"] = Value::Array(Vec::new());
+    let old_shard = g.dir.join("old-shard.dsse.json");
+    std::fs::write(
+        &old_shard,
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, merged.to_string().as_bytes(), &key)
+            .to_json_bytes(),
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&old_shard), &[]), "its oldest shard started");
     // Evidence for other bundle roots.
     let mut other_roots: Value = serde_json::from_slice(&payload).unwrap();
     for r in other_roots["predicate"]["results"].as_array_mut().unwrap() {
@@ -977,8 +998,47 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     )
     .unwrap();
     refused_with(&g.purge(id, Some(&wrong), &[]), "RESTORE_VERIFIED");
+    // Signed by the purge's own key (the drills' key given as --key): refused, whatever the trust folder holds.
+    let mut own = g.purge_args(id, Some(&ev));
+    let at = own.iter().position(|a| *a == DELETER_KEY).unwrap();
+    own[at] = "keys/gov-TEST-ONLY.key";
+    refused_with(&g.on_table(&own), "the purge's own key");
+    // A roles file that does not give the drills' key the drill role: refused, naming the file.
+    let roles = g.dir.join("keys/roles.toml");
+    std::fs::write(
+        &roles,
+        "seal = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&ev), &[]), "roles.toml does not give the drill role");
+    // One that gives the drills' key no seal role: its bundles no longer verify.
+    std::fs::write(
+        &roles,
+        "drill = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    refused_with(&g.purge(id, Some(&ev), &[]), "seal role");
+    // One key with both drill and deleter: the trust folder is refused (exit 2), naming the file.
+    std::fs::write(
+        &roles,
+        "drill = [\"deleter-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    let both = g.purge(id, Some(&ev), &[]);
+    both.expect_code(2);
+    assert!(
+        both.stderr.contains("roles.toml") && both.stderr.contains("both drill and deleter"),
+        "{}",
+        both.stderr
+    );
     // Every refusal is recorded; the candidate is still quarantined and nothing was deleted.
     g.assert_all_present(&c);
+    // Each key in its role: accepted.
+    std::fs::write(
+        &roles,
+        "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
     g.purge(id, Some(&ev), &["--dry-run"]).expect_code(0);
 }
 
@@ -1610,7 +1670,7 @@ fn two_quarantines_or_two_purges_of_one_candidate_at_once_one_wins() {
         "--trust",
         "keys",
         "--key",
-        key,
+        DELETER_KEY,
         "--receipts",
         "vault/receipts",
         "--evidence",

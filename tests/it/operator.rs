@@ -244,7 +244,7 @@ fn every_command_prints_exactly_one_json_document() {
         "--trust",
         "keys",
         "--key",
-        key,
+        crate::governance::DELETER_KEY,
         "--evidence",
         &evidence,
     ];

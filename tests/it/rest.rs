@@ -69,6 +69,9 @@ impl RestFx {
         r.expect_code(0);
         std::fs::create_dir_all(dir.join("trust")).unwrap();
         std::fs::copy(dir.join("keys/rest.pub"), dir.join("trust/rest.pub")).unwrap();
+        // The deleter's own key: `purge` never accepts evidence signed by its `--key`.
+        lakedrill_in(&dir, &["keygen", "--name", "rest-deleter", "--dir", "keys"]).expect_code(0);
+        std::fs::copy(dir.join("keys/rest-deleter.pub"), dir.join("trust/rest-deleter.pub")).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
         RestFx {
             _tmp: tmp,
@@ -201,7 +204,7 @@ impl RestFx {
             "--trust",
             "trust",
             "--key",
-            "keys/rest.key",
+            "keys/rest-deleter.key",
             "--receipts",
             "receipts",
             "--evidence",

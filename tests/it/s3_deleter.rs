@@ -647,7 +647,7 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
         "--trust",
         "keys",
         "--key",
-        key,
+        crate::governance::DELETER_KEY,
         "--receipts",
         "receipts",
         "--evidence",
@@ -660,6 +660,18 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
     let st = g.run(&["--json", "status", &id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED", "{st}");
     let receipts = format!("{vault}/receipts");
+    // The same signed report copied where it is not locked (a local plan folder): it does not count.
+    let copy = g.dir.join("reports/weekly").join(report.rsplit('/').next().unwrap());
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    let bytes = boto(
+        &g,
+        &format!(
+            "import sys\nsys.stdout.write(s3.get_object(Bucket='{lock_bucket}', Key='{}')['Body'].read().decode())",
+            report.strip_prefix(&format!("s3://{lock_bucket}/")).unwrap()
+        ),
+    );
+    std::fs::write(&copy, format!("{bytes}\n")).unwrap();
+    let copy_arg = copy.to_str().unwrap().to_owned();
     let mut args = vec![
         "--json",
         "purge",
@@ -669,7 +681,25 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
         "--trust",
         "keys",
         "--key",
-        key,
+        crate::governance::DELETER_KEY,
+        "--receipts",
+        &receipts,
+        "--evidence",
+        &copy_arg,
+    ];
+    args.extend(T);
+    let r = g.run(&args).expect_code(1).json();
+    assert!(r["reasons"].to_string().contains("is not under Object Lock"), "{r}");
+    let mut args = vec![
+        "--json",
+        "purge",
+        &id,
+        "--policy",
+        &policy,
+        "--trust",
+        "keys",
+        "--key",
+        crate::governance::DELETER_KEY,
         "--receipts",
         &receipts,
         "--evidence",

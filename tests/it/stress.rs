@@ -99,7 +99,7 @@ fn r16_pipeline_commands_end_within_their_timeout() {
             "--trust",
             "keys/trust",
             "--key",
-            "keys/demo-drill.key",
+            "keys/demo-deleter.key",
             "--receipts",
             "receipts",
             "--evidence",

@@ -68,6 +68,8 @@ pub(super) struct Lab {
     pub(super) policy: PathBuf,
     pub(super) keys: PathBuf,
     pub(super) key: PathBuf,
+    /// The key `purge` and `reconcile` sign with: never the drills' key, which `purge` would refuse.
+    pub(super) deleter: PathBuf,
     pub(super) digest: String,
 }
 
@@ -92,6 +94,7 @@ impl Lab {
         // The trust folder holds the public key only (the private key stays in keys/).
         let keys = dir.join("keys").join("trust");
         let key = crate::evidence::keys::generate_in(LAB_KEY, &dir.join("keys"), &keys)?;
+        let deleter = crate::evidence::keys::generate_in("fault-matrix-deleter", &dir.join("keys"), &keys)?;
         let policy = dir.join("policy.yaml");
         let source = TableSource::Catalog {
             catalog: "demo".into(),
@@ -118,6 +121,7 @@ impl Lab {
             policy,
             keys,
             key: key.private_path,
+            deleter: deleter.private_path,
             digest: digest.to_owned(),
         };
         lab.bind_policy().await?;
@@ -203,7 +207,7 @@ impl Lab {
                 reports: None,
                 trust: self.keys.clone(),
                 policy: self.policy.clone(),
-                key: self.key.clone(),
+                key: self.deleter.clone(),
                 receipts: self.uri("receipts"),
                 dry_run: false,
             },
@@ -216,7 +220,7 @@ impl Lab {
             &self.ctx,
             &self.source,
             id,
-            &self.key,
+            &self.deleter,
             Some(&self.keys),
             &self.uri("receipts"),
             &self.policy,
