@@ -606,6 +606,19 @@ impl TrustStore {
         })
     }
 
+    /// This store with roles as a [`ROLES_FILE`] would give them (key id → roles): a key not named holds none.
+    /// For stores built in memory ([`TrustStore::from_keys`]); no check that drill and deleter stay apart.
+    #[must_use]
+    pub fn with_roles(mut self, roles: impl IntoIterator<Item = (String, Vec<Role>)>) -> Self {
+        self.roles = Some(
+            roles
+                .into_iter()
+                .map(|(keyid, r)| (keyid, r.into_iter().collect()))
+                .collect(),
+        );
+        self
+    }
+
     /// Whether the store's directory had a [`ROLES_FILE`].
     #[must_use]
     pub fn has_roles(&self) -> bool {

@@ -164,7 +164,9 @@ fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Checks the bytes of a retirement record against `trust` and the bundle it lies beside (pure).
+/// Checks the bytes of a retirement record against `trust` and the bundle it lies beside (pure). Only a key with
+/// the `deleter` role counts ([`crate::evidence::keys::Role`]; every key without a roles file): a retired bundle
+/// is left out of drills, so a record by any other key would hide it.
 ///
 /// # Errors
 /// The first rule broken, as a [`RetirementProblem`] (a finding on the bundle, not a failure to decide).
@@ -173,7 +175,8 @@ pub fn check(
     trust: &TrustStore,
     bundle: &BundleIdentity<'_>,
 ) -> Result<VerifiedRetirement, RetirementProblem> {
-    let v = evidence::verify(record, trust).map_err(RetirementProblem::NotVerified)?;
+    let v = evidence::verify(record, &trust.for_role(crate::evidence::keys::Role::Deleter))
+        .map_err(RetirementProblem::NotVerified)?;
     if v.predicate_type() != PREDICATE_TYPE {
         return Err(RetirementProblem::WrongPredicateType {
             actual: v.predicate_type().to_owned(),
@@ -272,6 +275,23 @@ mod tests {
         let v = check(&record(&predicate(), &k), &trust(&k), &bundle(&root, &sha)).unwrap();
         assert_eq!(v.predicate(), &predicate());
         assert_eq!(v.key_name(), "ops");
+    }
+
+    #[test]
+    fn only_a_key_with_the_deleter_role_retires_a_bundle() {
+        use crate::evidence::keys::Role;
+        let k = key(5);
+        let (root, sha) = ("b".repeat(64), "e".repeat(64));
+        let rec = record(&predicate(), &k);
+        let id = k.keyid().to_owned();
+        let sealer = trust(&k).with_roles([(id.clone(), vec![Role::Seal, Role::Drill])]);
+        let e = check(&rec, &sealer, &bundle(&root, &sha)).unwrap_err();
+        assert!(
+            matches!(e, RetirementProblem::NotVerified(EvidenceFailure::UntrustedKey { .. })),
+            "{e}"
+        );
+        let deleter = trust(&k).with_roles([(id, vec![Role::Deleter])]);
+        assert!(check(&rec, &deleter, &bundle(&root, &sha)).is_ok());
     }
 
     #[test]

@@ -1092,10 +1092,11 @@ async fn resume_problems(
 ) -> Result<Vec<String>> {
     let uri = archive_uri(&opts.receipts, &opts.candidate_id)?;
     if let Some(f) = ctx.storage.get_opt(&uri).await? {
-        // Signed by the purge's own key (or any trusted one: a resume after the deleter's key was rotated).
+        // Signed by the purge's own key (or any trusted key with the deleter role: a resume after the deleter's key
+        // was rotated).
         let key = crate::evidence::keys::load_signing_key(&opts.key)?;
-        let mut keys = trust.keys().to_vec();
-        if trust.get(key.keyid()).is_none() {
+        let mut keys = trust.for_role(crate::evidence::keys::Role::Deleter).keys().to_vec();
+        if !keys.iter().any(|k| k.keyid() == key.keyid()) {
             keys.push(crate::evidence::keys::PublicKey::new(
                 "the purge's key",
                 &opts.key,

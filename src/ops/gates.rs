@@ -291,7 +291,7 @@ async fn report_gates(
     let folder = location::canonical_uri(&src.reports_uri)?;
     let (reports, unverified) = verified_reports(storage, src).await?;
     let bundles = awaiting_bundles(candidates);
-    let weekly = weekly_gate(
+    let mut weekly = weekly_gate(
         &reports,
         &unverified,
         &folder,
@@ -300,6 +300,7 @@ async fn report_gates(
         src.since.unwrap_or_else(|| policy.evidence_max_age()),
         now,
     );
+    newer_failures_in_registry(reg, &reports, candidates, &mut weekly).await?;
     let checkpoints = reg.checkpoints(table_uuid).await?;
     let quarterly = quarterly_gate(
         &reports,
@@ -314,6 +315,72 @@ async fn report_gates(
         now,
     );
     Ok((weekly, quarterly))
+}
+
+/// Fails a passing weekly gate whose covering report is older than a failure the registry recorded for one of the
+/// roots of the bundles awaiting a purge (a drill whose reports went to another folder, or a shard): the deleter would refuse
+/// that report ([`crate::ops::deleter::newer_failures`]), so the gate says so too, naming the failing report. A
+/// merged report counts from its oldest shard's start.
+async fn newer_failures_in_registry(
+    reg: &Registry,
+    reports: &[VerifiedReport],
+    candidates: &[crate::registry::CandidateRecord],
+    weekly: &mut Gate,
+) -> Result<()> {
+    if weekly.status != "PASS" {
+        return Ok(());
+    }
+    let Some(r) = weekly.figures["covering_report"]
+        .as_str()
+        .and_then(|uri| reports.iter().find(|r| r.uri == uri))
+    else {
+        return Ok(());
+    };
+    // The roots of the bundles the gate covers: those of the candidates awaiting a purge.
+    let mut roots: Vec<String> = candidates
+        .iter()
+        .filter(|c| matches!(c.state, State::Quarantined | State::RestoreVerified))
+        .filter_map(|c| c.quarantine.as_ref()?["bundles"].as_array().cloned())
+        .flatten()
+        .filter_map(|b| b["bundle_root"].as_str().map(str::to_owned))
+        .collect();
+    roots.sort();
+    roots.dedup();
+    let since = if r.predicate.merged_from.is_some() {
+        DateTime::parse_from_rfc3339(&r.predicate.started_at).map_or(r.finished, |t| t.with_timezone(&Utc))
+    } else {
+        r.finished
+    };
+    let failures = reg.drill_failures_after(&roots, since).await?;
+    let Some(first) = failures.first() else {
+        return Ok(());
+    };
+    let newer: Vec<serde_json::Value> = failures
+        .iter()
+        .map(|v| serde_json::json!({"report": v.report_uri, "plan": v.plan, "shard": v.shard,
+            "bundle_root": v.bundle_root, "finished_at": v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}))
+        .collect();
+    let mut figures = weekly.figures.clone();
+    figures["newer_failures"] = serde_json::Value::Array(newer);
+    *weekly = Gate::new(
+        weekly.name,
+        false,
+        figures,
+        format!(
+            "{}: a newer drill report {} (plan {}, finished {}; recorded in the registry) FAILED bundle root {}{}",
+            r.uri,
+            first.report_uri,
+            first.plan,
+            first.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            first.bundle_root,
+            if failures.len() > 1 {
+                format!(" ({} failures in all)", failures.len())
+            } else {
+                String::new()
+            }
+        ),
+    );
+    Ok(())
 }
 
 /// Whether the hold of a `hold_set` event (its detail) covers `path` of a candidate with `snapshot_ids`.

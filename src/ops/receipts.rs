@@ -245,7 +245,8 @@ async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, kee
             problem(format!("is batch {seq} but batch {} is missing before it", i + 1));
         }
         let predicate = match trust {
-            Some(t) => match evidence::verify(&bytes, t) {
+            // Receipts are the deleter's to sign ([`crate::evidence::keys::Role::Deleter`]).
+            Some(t) => match evidence::verify(&bytes, &t.for_role(crate::evidence::keys::Role::Deleter)) {
                 Ok(v) => Some(v.predicate().clone()),
                 Err(e) => {
                     problem(format!("does not verify: {e}"));

@@ -135,6 +135,33 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
         why.contains("newer drill report") && why.contains(&r2_name) && why.contains("recorded in the registry"),
         "names the newer failing drill: {why}"
     );
+    // The weekly gate over that folder says the same: its covering PASS is older than the failure the registry holds.
+    let x = g.dir.join("x");
+    let gates = g
+        .on_table(&[
+            "--json",
+            "gates",
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--trust",
+            "keys",
+            "--reports",
+            x.to_str().unwrap(),
+        ])
+        .expect_code(1)
+        .json();
+    let weekly = crate::gates::gate(&gates, "weekly_restores");
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    assert!(
+        weekly["detail"].as_str().unwrap().contains(&r2_name)
+            && weekly["detail"].as_str().unwrap().contains("recorded in the registry"),
+        "{weekly}"
+    );
+    assert_eq!(
+        weekly["figures"]["newer_failures"].as_array().unwrap().len(),
+        1,
+        "{weekly}"
+    );
     assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
     assert_eq!(std::fs::read(&data).unwrap(), damaged, "the data file is untouched");
     assert_eq!(

@@ -58,6 +58,8 @@ impl Site {
         )
         .expect_code(0)
         .json();
+        let public = PathBuf::from(d["public_key"].as_str().unwrap());
+        std::fs::copy(&public, trust.join(public.file_name().unwrap())).unwrap();
         Site {
             key: PathBuf::from(r["private_key"].as_str().unwrap()),
             deleter: PathBuf::from(d["private_key"].as_str().unwrap()),
