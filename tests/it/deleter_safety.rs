@@ -136,18 +136,7 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
         "names the newer failing drill: {why}"
     );
     // The weekly gate over that folder says the same: its covering PASS is older than the failure the registry holds.
-    let x = g.dir.join("x");
-    let gates = g
-        .on_table(&[
-            "--json",
-            "gates",
-            "--policy",
-            g.policy.to_str().unwrap(),
-            "--trust",
-            "keys",
-            "--reports",
-            x.to_str().unwrap(),
-        ])
+    let gates = crate::gates::gates_reading(&g, g.dir.join("x").to_str().unwrap())
         .expect_code(1)
         .json();
     let weekly = crate::gates::gate(&gates, "weekly_restores");

@@ -7,6 +7,11 @@ use crate::governance::{Gov, with_failpoints};
 use crate::util::Run;
 
 pub(crate) fn gates(g: &Gov) -> Run {
+    gates_reading(g, "reports")
+}
+
+/// `gates` with `reports` as the folder the gates read.
+pub(crate) fn gates_reading(g: &Gov, reports: &str) -> Run {
     g.on_table(&[
         "--json",
         "gates",
@@ -15,7 +20,7 @@ pub(crate) fn gates(g: &Gov) -> Run {
         "--trust",
         "keys",
         "--reports",
-        "reports",
+        reports,
     ])
 }
 

@@ -637,24 +637,28 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
         .expect_code(0)
         .json();
     let report = d["report"].as_str().unwrap().to_owned();
+    // `purge` of the candidate with `receipts` and `evidence`.
+    let purge = |receipts: &str, evidence: &str| {
+        let mut args = vec![
+            "--json",
+            "purge",
+            &id,
+            "--policy",
+            &policy,
+            "--trust",
+            "keys",
+            "--key",
+            crate::governance::DELETER_KEY,
+            "--receipts",
+            receipts,
+            "--evidence",
+            evidence,
+        ];
+        args.extend(T);
+        g.run(&args)
+    };
     // A purge whose receipts could not be locked is refused (exit 2) before acceptance.
-    let mut args = vec![
-        "--json",
-        "purge",
-        &id,
-        "--policy",
-        &policy,
-        "--trust",
-        "keys",
-        "--key",
-        crate::governance::DELETER_KEY,
-        "--receipts",
-        "receipts",
-        "--evidence",
-        &report,
-    ];
-    args.extend(T);
-    let r = g.run(&args);
+    let r = purge("receipts", &report);
     r.expect_code(2);
     assert!(r.stderr.contains("Object Lock"), "{}", r.stderr);
     let st = g.run(&["--json", "status", &id]).expect_code(0).json();
@@ -671,42 +675,9 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
         ),
     );
     std::fs::write(&copy, format!("{bytes}\n")).unwrap();
-    let copy_arg = copy.to_str().unwrap().to_owned();
-    let mut args = vec![
-        "--json",
-        "purge",
-        &id,
-        "--policy",
-        &policy,
-        "--trust",
-        "keys",
-        "--key",
-        crate::governance::DELETER_KEY,
-        "--receipts",
-        &receipts,
-        "--evidence",
-        &copy_arg,
-    ];
-    args.extend(T);
-    let r = g.run(&args).expect_code(1).json();
+    let r = purge(&receipts, copy.to_str().unwrap()).expect_code(1).json();
     assert!(r["reasons"].to_string().contains("is not under Object Lock"), "{r}");
-    let mut args = vec![
-        "--json",
-        "purge",
-        &id,
-        "--policy",
-        &policy,
-        "--trust",
-        "keys",
-        "--key",
-        crate::governance::DELETER_KEY,
-        "--receipts",
-        &receipts,
-        "--evidence",
-        &report,
-    ];
-    args.extend(T);
-    let p = g.run(&args).expect_code(0).json();
+    let p = purge(&receipts, &report).expect_code(0).json();
     assert_eq!(p["status"], "VERIFIED", "{p}");
     let summary = p["summary"].as_str().unwrap().to_owned();
 
@@ -805,7 +776,8 @@ fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
 /// sidecar is never touched. Deleting the version behind a marker makes a drill FAIL naming the file.
 #[test]
 fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_byte_and_purge_their_versions() {
-    let (g, _proxy) = on_seaweed("orphans-markers", "", "");
+    // A prefix of its own: files another run left at a shared location would be this table's orphans too.
+    let (g, _proxy) = on_seaweed(&format!("orphans-markers-{}", uuid::Uuid::new_v4()), "", "");
     // S3 cannot backdate an object: short ages instead.
     let text = std::fs::read_to_string(&g.policy)
         .unwrap()
