@@ -492,12 +492,14 @@ struct VerifiedReport {
 /// Every report under the folder that verifies (newest first), and the URIs of those that do not.
 async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(Vec<VerifiedReport>, Vec<String>)> {
     let folder = location::canonical_uri(&src.reports_uri)?;
+    let drill_keys = src.trust.for_role(crate::evidence::keys::Role::Drill);
     let mut good = Vec::new();
     let mut unverified = Vec::new();
     for uri in report_files(storage, &folder).await? {
         let bytes = storage.get(&uri).await?.bytes;
         let mut findings = Vec::new();
-        let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, src.trust, &mut findings) else {
+        // Only keys with the drill role sign drill reports ([`crate::evidence::keys::Role`]), as for the deleter.
+        let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, &drill_keys, &mut findings) else {
             unverified.push(uri);
             continue;
         };

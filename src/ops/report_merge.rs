@@ -5,7 +5,7 @@
 //! the same plan, seed and bundle listing, and verifies only its share ([`crate::ops::drill::Shard`]). The merge
 //! then checks, before it signs anything, that
 //!
-//! * every shard report verifies under the trust store and passes the same internal checks as
+//! * every shard report verifies under the trust store's keys with the drill role and passes the same internal checks as
 //!   `audit verify` (signature, canonical bytes, summary, sample, subjects);
 //! * all shards are of the same plan (name, kind and plan digest), the same seed, population and selection,
 //!   and the same implementation digest;
@@ -62,7 +62,8 @@ pub async fn merge(
     reports: &str,
     clock_now: chrono::DateTime<chrono::Utc>,
 ) -> Result<MergeResult> {
-    let trust = TrustStore::load_dir(trust)?;
+    // Shard reports are drill reports: only keys with the drill role count ([`crate::evidence::keys::Role`]).
+    let trust = TrustStore::load_dir(trust)?.for_role(crate::evidence::keys::Role::Drill);
     let key = keys::load_signing_key(key)?;
     let mut reasons = Vec::new();
     let mut shards: Vec<(ShardRef, DrillPredicate, Vec<Subject>)> = Vec::new();

@@ -1011,6 +1011,16 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     )
     .unwrap();
     refused_with(&g.purge(id, Some(&ev), &[]), "roles.toml does not give the drill role");
+    // The weekly gate reads it the same way: the report is one it cannot verify.
+    let gates = crate::gates::gates(&g).json();
+    let weekly = crate::gates::gate(&gates, "weekly_restores");
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    assert!(
+        weekly["figures"]["unverified_reports"]
+            .to_string()
+            .contains(ev.file_name().unwrap().to_str().unwrap()),
+        "{weekly}"
+    );
     // One that gives the drills' key no seal role: its bundles no longer verify.
     std::fs::write(
         &roles,
