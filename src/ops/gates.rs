@@ -621,7 +621,14 @@ fn weekly_gate(
                     }
                 )
             }
-            (None, None) => format!("no verified weekly (quarantine) drill report under {folder}"),
+            (None, None) => match unverified.first() {
+                None => format!("no verified weekly (quarantine) drill report under {folder}"),
+                Some(first) => format!(
+                    "no verified weekly (quarantine) drill report under {folder}: {} report(s) there do not verify \
+                     under the trust folder's keys (with a roles.toml, its drill keys; first: {first})",
+                    unverified.len()
+                ),
+            },
         };
         return Gate::new(
             NAME,

@@ -1016,6 +1016,13 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     let weekly = crate::gates::gate(&gates, "weekly_restores");
     assert_eq!(weekly["status"], "FAIL", "{weekly}");
     assert!(
+        weekly["detail"]
+            .as_str()
+            .unwrap()
+            .contains("do not verify under the trust folder's keys"),
+        "{weekly}"
+    );
+    assert!(
         weekly["figures"]["unverified_reports"]
             .to_string()
             .contains(ev.file_name().unwrap().to_str().unwrap()),
