@@ -172,42 +172,41 @@ pub fn check_evidence(
              the shards with `report merge` and give the merged report"
         ));
     }
-    match chrono::DateTime::parse_from_rfc3339(&pred.finished_at) {
-        Ok(t) => {
-            let age = now - t.with_timezone(&Utc);
-            if age > policy.evidence_max_age() {
+    let max = policy.evidence_max_age();
+    let age_of = |field: &str, at: &str| {
+        chrono::DateTime::parse_from_rfc3339(at)
+            .map(|t| now - t.with_timezone(&Utc))
+            .map_err(|e| format!("evidence {field} {at:?} is not a time: {e}"))
+    };
+    match age_of("finished_at", &pred.finished_at) {
+        Ok(age) => {
+            if age > max {
                 reasons.push(format!(
                     "evidence is stale: finished {} ({} h ago), the policy accepts at most {} h",
                     pred.finished_at,
                     age.num_hours(),
-                    policy.evidence_max_age().num_hours()
+                    max.num_hours()
                 ));
             }
             if age < chrono::Duration::zero() - chrono::Duration::minutes(5) {
                 reasons.push(format!("evidence finished in the future ({})", pred.finished_at));
             }
         }
-        Err(e) => reasons.push(format!(
-            "evidence finished_at {:?} is not a time: {e}",
-            pred.finished_at
-        )),
+        Err(why) => reasons.push(why),
     }
     // A merged report is as old as its oldest shard: `report merge` takes the newest shard's end as the report's,
     // so a shard verified long ago, merged with fresh ones, would otherwise count as fresh.
     if pred.merged_from.is_some() {
-        match chrono::DateTime::parse_from_rfc3339(&pred.started_at) {
-            Ok(t) => {
-                let age = now - t.with_timezone(&Utc);
-                if age > policy.evidence_max_age() {
-                    reasons.push(format!(
-                        "evidence is stale: it was merged from shard reports and its oldest shard started {} ({} h                          ago), the policy accepts at most {} h",
-                        pred.started_at,
-                        age.num_hours(),
-                        policy.evidence_max_age().num_hours()
-                    ));
-                }
-            }
-            Err(e) => reasons.push(format!("evidence started_at {:?} is not a time: {e}", pred.started_at)),
+        match age_of("started_at", &pred.started_at) {
+            Ok(age) if age > max => reasons.push(format!(
+                "evidence is stale: it was merged from shard reports and its oldest shard started {} ({} h ago), \
+                 the policy accepts at most {} h",
+                pred.started_at,
+                age.num_hours(),
+                max.num_hours()
+            )),
+            Ok(_) => {}
+            Err(why) => reasons.push(why),
         }
     }
     let bundles = rec

@@ -317,8 +317,8 @@ mod tests {
         crate::table::parse_metadata(name, &fixture(name), u64::MAX).unwrap().0
     }
 
-    #[test]
-    fn a_later_generation_names_the_file_read_or_a_later_one_or_is_a_later_hadoop_version() {
+    /// The fixture's v5 metadata as the file read, with its location under `memory:///t`.
+    fn v5_read() -> (TableMetadata, TableLocation) {
         let v5 = parsed("v5.metadata.json");
         let location = TableLocation::new(
             v5.location(),
@@ -326,6 +326,12 @@ mod tests {
             "memory:///t/metadata/v5.metadata.json",
         )
         .unwrap();
+        (v5, location)
+    }
+
+    #[test]
+    fn a_later_generation_names_the_file_read_or_a_later_one_or_is_a_later_hadoop_version() {
+        let (v5, location) = v5_read();
         let read = ReadFile {
             metadata: &v5,
             path: "metadata/v5.metadata.json",
@@ -374,13 +380,7 @@ mod tests {
     #[tokio::test]
     async fn later_generations_reads_the_candidates_and_refuses_an_unreadable_one() {
         let storage = Storage::new(crate::io::store::StorageOptions::default());
-        let v5 = parsed("v5.metadata.json");
-        let location = TableLocation::new(
-            v5.location(),
-            "memory:///t".into(),
-            "memory:///t/metadata/v5.metadata.json",
-        )
-        .unwrap();
+        let (v5, location) = v5_read();
         let read = ReadFile {
             metadata: &v5,
             path: "metadata/v5.metadata.json",
