@@ -346,12 +346,7 @@ async fn newer_failures_in_registry(
         .collect();
     roots.sort();
     roots.dedup();
-    let since = if r.predicate.merged_from.is_some() {
-        DateTime::parse_from_rfc3339(&r.predicate.started_at).map_or(r.finished, |t| t.with_timezone(&Utc))
-    } else {
-        r.finished
-    };
-    let failures = reg.drill_failures_after(&roots, since).await?;
+    let failures = reg.drill_failures_after(&roots, r.as_of).await?;
     let Some(first) = failures.first() else {
         return Ok(());
     };
@@ -482,10 +477,13 @@ async fn report_files(storage: &Storage, folder: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// A drill report that verified under the trust store, with its finish time.
+/// A drill report that verified under the trust store, with its finish time and the time its evidence dates from.
 struct VerifiedReport {
     uri: String,
     finished: DateTime<Utc>,
+    /// What the gates age the report by: its `finished_at`, or for a merged report its `started_at` (the oldest
+    /// shard's start: a shard verified long ago does not become fresh by being merged), as the deleter does.
+    as_of: DateTime<Utc>,
     predicate: DrillPredicate,
 }
 
@@ -514,14 +512,37 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
             unverified.push(uri);
             continue;
         };
+        let finished = finished.with_timezone(&Utc);
+        let as_of = if p.merged_from.is_some() {
+            let Ok(started) = DateTime::parse_from_rfc3339(&p.started_at) else {
+                unverified.push(uri);
+                continue;
+            };
+            started.with_timezone(&Utc).min(finished)
+        } else {
+            finished
+        };
         good.push(VerifiedReport {
             uri,
-            finished: finished.with_timezone(&Utc),
+            finished,
+            as_of,
             predicate: p,
         });
     }
     good.sort_by(|a, b| b.finished.cmp(&a.finished).then_with(|| b.uri.cmp(&a.uri)));
     Ok((good, unverified))
+}
+
+/// How a report's age is dated in a gate's detail: its end, or a merged report's oldest shard's start.
+fn dated(r: &VerifiedReport) -> String {
+    if r.predicate.merged_from.is_some() {
+        format!(
+            "merged from shards started {} (finished {})",
+            r.predicate.started_at, r.predicate.finished_at
+        )
+    } else {
+        format!("finished {}", r.predicate.finished_at)
+    }
 }
 
 /// The bundles of a table that a weekly drill must cover: those of its candidates still awaiting a purge
@@ -642,13 +663,13 @@ fn weekly_gate(
     };
     let report_policy = r.predicate.policy_digest_of(table_uuid);
     let p = &r.predicate;
-    let age = now - r.finished;
+    let age = now - r.as_of;
     let want = WEEKLY_SAMPLE.min(p.sample.population);
     let mut problems = Vec::new();
     if age > max_age {
         problems.push(format!(
-            "finished {} ({} h ago), older than the evidence age of {} h",
-            p.finished_at,
+            "{} ({} h ago), older than the evidence age of {} h",
+            dated(r),
             age.num_hours(),
             max_age.num_hours()
         ));
@@ -688,7 +709,8 @@ fn weekly_gate(
         NAME,
         problems.is_empty(),
         serde_json::json!({"report": r.uri, "covering_report": r.uri, "plan": p.drill.plan,
-            "finished_at": p.finished_at, "age_seconds": age.num_seconds(), "max_age_seconds": max_age.num_seconds(),
+            "finished_at": p.finished_at, "started_at": p.started_at, "merged": p.merged_from.is_some(),
+            "age_seconds": age.num_seconds(), "max_age_seconds": max_age.num_seconds(),
             "sampled": p.sample.size, "wanted": want, "population": p.sample.population, "retired": p.sample.retired,
             "passed": p.summary.passed, "failed": p.summary.failed, "quarantined_bundles": bundles.len(),
             "policy_digest": policy_digest, "report_policy_digest": report_policy,
@@ -784,12 +806,12 @@ fn quarterly_gate(
     let results: Vec<&crate::evidence::predicate::DrillResult> = p.results.iter().filter(of_table).collect();
     let rto = results.iter().map(|x| x.rto_seconds).fold(0.0, f64::max);
     let rpo = results.iter().filter_map(|x| x.rpo_seconds).fold(0.0, f64::max);
-    let age = now - r.finished;
+    let age = now - r.as_of;
     let mut problems = Vec::new();
     if age > window {
         problems.push(format!(
-            "finished {} ({} days ago), older than {} days",
-            p.finished_at,
+            "{} ({} days ago), older than {} days",
+            dated(r),
             age.num_days(),
             window.num_days()
         ));
@@ -856,7 +878,7 @@ fn quarterly_gate(
         let newest_result = reports
             .iter()
             .filter(cold)
-            .filter(|rep| now - rep.finished <= window)
+            .filter(|rep| now - rep.as_of <= window)
             .find_map(|rep| {
                 rep.predicate
                     .results
@@ -968,6 +990,7 @@ mod tests {
         VerifiedReport {
             uri: uri.into(),
             finished: t(finished),
+            as_of: t(finished),
             predicate: DrillPredicate {
                 drill: DrillInfo {
                     id: "d".into(),

@@ -978,6 +978,37 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     )
     .unwrap();
     refused_with(&g.purge(id, Some(&old_shard), &[]), "its oldest shard started");
+    // The weekly gate ages a merged report as the deleter does: the same merged report with its own start passes
+    // the gate, and with its oldest shard started long ago it fails it.
+    let weekly_of = |merged: &Value| {
+        let folder = g.dir.join("merged-reports/weekly");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("merged.dsse.json"),
+            lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, merged.to_string().as_bytes(), &key)
+                .to_json_bytes(),
+        )
+        .unwrap();
+        crate::gates::gate(
+            &crate::gates::gates_reading(&g, "merged-reports").json(),
+            "weekly_restores",
+        )
+        .clone()
+    };
+    let mut fresh_merge: Value = serde_json::from_slice(&payload).unwrap();
+    fresh_merge["predicate"]["merged_from"] = Value::Array(Vec::new());
+    let fresh_gate = weekly_of(&fresh_merge);
+    assert_eq!(fresh_gate["status"], "PASS", "{fresh_gate}");
+    assert_eq!(fresh_gate["figures"]["merged"], true, "{fresh_gate}");
+    let old_gate = weekly_of(&merged);
+    assert_eq!(old_gate["status"], "FAIL", "{old_gate}");
+    assert!(
+        old_gate["detail"]
+            .as_str()
+            .unwrap()
+            .contains("merged from shards started 2020-01-01T00:00:00.000Z"),
+        "{old_gate}"
+    );
     // Evidence for other bundle roots.
     let mut other_roots: Value = serde_json::from_slice(&payload).unwrap();
     for r in other_roots["predicate"]["results"].as_array_mut().unwrap() {
