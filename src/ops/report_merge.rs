@@ -21,8 +21,9 @@
 //! `merged_from` lists each shard report's SHA-256. `audit verify` checks it like any other report. If
 //! anything does not hold, nothing is written and the merge is refused (exit 1) with every reason.
 //!
-//! What it does not do: re-run or re-verify the bundles (the shard reports are the evidence of that), or
-//! merge shards of different runs.
+//! What it does not do: re-run or re-verify the bundles (the shard reports are the evidence of that). A shard run
+//! again under the same run id (its machine failed) merges with the others when plan, seed, sample and split agree;
+//! the merged report's `started_at` is then the oldest shard's start, by which `purge` and the gates age it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
