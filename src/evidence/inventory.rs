@@ -93,9 +93,28 @@ pub struct BundlePredicate {
 pub enum OrphanHold {
     /// A versioned bucket: the file got a delete marker; its version (the inventory's `version`) stays.
     DeleteMarker,
-    /// A store without versions: a write-once copy at `<quarantine_root>/<BLAKE3>` verified before the file
-    /// left the table location.
+    /// A store without versions: a write-once copy under `quarantine_root` (named as [`OrphanInfo::copy_naming`]
+    /// says) verified before the file left the table location.
     QuarantineCopy,
+}
+
+/// How the write-once copies of an orphan bundle are named under its `quarantine_root`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyNaming {
+    /// `<BLAKE3>-<first 16 hex digits of BLAKE3(path)>`: one copy per held file, so purging one file's copy
+    /// never takes another file's bytes (two orphans with the same bytes once shared a `<BLAKE3>` copy).
+    PerFile,
+}
+
+impl CopyNaming {
+    /// The copy's name for an inventory entry.
+    #[must_use]
+    pub fn name(self, e: &InventoryEntry) -> String {
+        match self {
+            CopyNaming::PerFile => format!("{}-{}", e.blake3, &blake3::hash(e.path.as_bytes()).to_hex()[..16]),
+        }
+    }
 }
 
 /// Why an orphan bundle's files were eligible, and where they are held (signed with the bundle).
@@ -109,9 +128,13 @@ pub struct OrphanInfo {
     /// How the files are held.
     pub hold: OrphanHold,
     /// With [`OrphanHold::QuarantineCopy`]: the copies' folder (the policy's `orphanQuarantine`, then the
-    /// table UUID).
+    /// table UUID, then — since copies are named per file — the candidate id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine_root: Option<String>,
+    /// With [`OrphanHold::QuarantineCopy`]: how the copies are named. Absent in bundles of earlier releases,
+    /// whose copies are named `<BLAKE3>` (shared by files with the same bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_naming: Option<CopyNaming>,
     /// The table generation the candidate was planned at (metadata location).
     pub planned_metadata_location: String,
     /// When the table location was listed for the plan (RFC 3339).
@@ -132,7 +155,10 @@ impl OrphanInfo {
     #[must_use]
     pub fn held_at(&self, e: &InventoryEntry) -> (String, Option<String>) {
         match (self.hold, &self.quarantine_root) {
-            (OrphanHold::QuarantineCopy, Some(root)) => (format!("{}/{}", root.trim_end_matches('/'), e.blake3), None),
+            (OrphanHold::QuarantineCopy, Some(root)) => {
+                let name = self.copy_naming.map_or_else(|| e.blake3.clone(), |n| n.name(e));
+                (format!("{}/{name}", root.trim_end_matches('/')), None)
+            }
             _ => (e.uri.clone(), e.version.clone()),
         }
     }
@@ -758,6 +784,43 @@ mod tests {
             record_count: Some(3),
             copy: None,
         }
+    }
+
+    #[test]
+    fn quarantine_copies_are_named_per_file_and_bundles_without_a_naming_keep_the_shared_name() {
+        let mut info = OrphanInfo {
+            candidate_id: "o-1".into(),
+            table_root: "file:///t".into(),
+            hold: OrphanHold::QuarantineCopy,
+            quarantine_root: Some("file:///vault/u/o-1/".into()),
+            copy_naming: None,
+            planned_metadata_location: "file:///t/metadata/v1.metadata.json".into(),
+            listed_at: "2026-12-06T00:00:00Z".into(),
+            orphan_safety_interval_ms: 0,
+            writer_prefixes: Vec::new(),
+            hold_generation: 0,
+            holds: Vec::new(),
+        };
+        let mut a = entry(Layer::Data, "file:///t/data/a.parquet");
+        a.blake3 = "ab".repeat(32);
+        let mut b = entry(Layer::Data, "file:///t/data/b.parquet");
+        b.blake3.clone_from(&a.blake3);
+        // An earlier release's bundle: one copy named by the bytes, shared by both files.
+        assert_eq!(info.held_at(&a), (format!("file:///vault/u/o-1/{}", a.blake3), None));
+        assert_eq!(info.held_at(&a), info.held_at(&b));
+        // Per file: the bytes' BLAKE3 and a digest of the path, a copy each.
+        info.copy_naming = Some(CopyNaming::PerFile);
+        let (ua, _) = info.held_at(&a);
+        let (ub, _) = info.held_at(&b);
+        let digest = &blake3::hash(a.path.as_bytes()).to_hex()[..16];
+        assert_eq!(ua, format!("file:///vault/u/o-1/{}-{digest}", a.blake3));
+        assert_ne!(ua, ub);
+        // The naming is signed with the bundle: it round-trips, and is absent when not set.
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["copy_naming"], "per-file");
+        assert_eq!(serde_json::from_value::<OrphanInfo>(json).unwrap(), info);
+        info.copy_naming = None;
+        assert!(serde_json::to_value(&info).unwrap().get("copy_naming").is_none());
     }
 
     #[test]

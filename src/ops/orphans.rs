@@ -5,9 +5,9 @@
 //! are held and writes the signed orphan bundle (kind `orphans`, [`OrphanInfo`]) before any file leaves:
 //! * on an S3 bucket whose versioning is `Enabled`, by a plain conditional delete (`If-Match` the ETag read):
 //!   a delete marker hides the file, its version stays and is checked to be there;
-//! * anywhere else, by a write-once copy to `<orphanQuarantine>/<table uuid>/<BLAKE3>` (the policy's
-//!   location), read back and verified, and only then the file is removed from the table location (after its
-//!   bytes were hashed once more).
+//! * anywhere else, by a write-once copy to `<orphanQuarantine>/<table uuid>/<candidate id>/<BLAKE3>-<path
+//!   digest>` (the policy's location; one copy per file, shared with no other), read back and verified, and only
+//!   then the file is removed from the table location (after its bytes were hashed once more).
 //!
 //! Nothing is final: the bytes stay until the deleter ([`crate::ops::deleter`]) removes the version or the copy
 //! through its acceptance point. [`put_back`] removes the delete markers above the recorded version, or copies
@@ -21,7 +21,7 @@ use futures::StreamExt;
 
 use crate::bundle::{HeldFile, InventoryEntry};
 use crate::error::{Error, Result};
-use crate::evidence::inventory::{BundlePredicate, OrphanHold, OrphanInfo, inventory_root};
+use crate::evidence::inventory::{BundlePredicate, CopyNaming, OrphanHold, OrphanInfo, inventory_root};
 use crate::evidence::keys::SigningKey;
 use crate::govern::closure::{Candidate, PlanInput};
 use crate::govern::policy::Policy;
@@ -86,6 +86,9 @@ async fn hold_for(
     let uuid = table.metadata().uuid().to_string();
     Ok(Ok((OrphanHold::QuarantineCopy, Some(location::join(q, &uuid)))))
 }
+
+/// How this release names the write-once copies of an orphan bundle.
+const COPY_NAMING: CopyNaming = CopyNaming::PerFile;
 
 /// One file read for the bundle: its entry and, for a copy hold, its bytes.
 struct Read {
@@ -230,7 +233,9 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
         return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
     }
     let (hold, quarantine_root) = match hold_for(&ctx.storage, r.table, r.policy).await? {
-        Ok(h) => h,
+        // Copies go to a folder of this candidate's own, each named for its file ([`COPY_NAMING`]): no copy is
+        // shared with another file or another candidate, so purging one never takes bytes another still holds.
+        Ok((hold, root)) => (hold, root.map(|q| location::join(&q, id))),
         Err(why) => return refuse(why),
     };
     // 1. Every file read and hashed where it is (nothing changes yet).
@@ -251,7 +256,7 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
         match x? {
             Ok(Read { entry, bytes }) => {
                 if let Some(b) = bytes {
-                    copies.push((entry.blake3.clone(), b));
+                    copies.push((COPY_NAMING.name(&entry), entry.blake3.clone(), b));
                 }
                 entries.push(entry);
             }
@@ -263,9 +268,10 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
     }
     // 2. The copies, write-once, each read back and verified before anything leaves the table.
     if let Some(q) = &quarantine_root {
-        for (digest, bytes) in copies {
-            let uri = location::join(q, &digest);
+        for (name, digest, bytes) in copies {
+            let uri = location::join(q, &name);
             match ctx.storage.put_new(&uri, bytes).await {
+                // Already there: this candidate's own earlier try (its folder and the name are its own); read back below.
                 Ok(_) | Err(Error::AlreadyExists { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -337,6 +343,7 @@ pub async fn seal_and_hold(
         candidate_id: id.clone(),
         table_root: r.table.location().root_uri().to_owned(),
         hold,
+        copy_naming: quarantine_root.as_ref().map(|_| COPY_NAMING),
         quarantine_root: quarantine_root.clone(),
         planned_metadata_location: r.stamp.metadata_location.clone(),
         listed_at: DateTime::<Utc>::from_timestamp_millis(r.input.now_ms)

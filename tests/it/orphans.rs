@@ -254,6 +254,22 @@ fn with_orphan_vault() -> (Gov, std::path::PathBuf) {
     (g, vault)
 }
 
+/// Where `quarantine o-…` of candidate `id` holds the table file `rel` with `bytes` (copy hold): under the vault,
+/// the table UUID and the candidate id, named by the bytes' BLAKE3 and a digest of the file's path as written.
+fn copy_path(g: &Gov, vault: &Path, id: &str, rel: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let (uuid, location) = {
+        let out = g.py("print(t.metadata.table_uuid); print(t.location())");
+        let mut lines = out.lines().map(str::to_owned);
+        (lines.next().unwrap(), lines.next().unwrap())
+    };
+    let written = format!("{}/{rel}", location.trim_end_matches('/'));
+    vault.join(uuid).join(id).join(format!(
+        "{}-{}",
+        blake3::hash(bytes).to_hex(),
+        &blake3::hash(written.as_bytes()).to_hex()[..16]
+    ))
+}
+
 /// The files under a folder, recursively.
 pub(crate) fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -344,18 +360,16 @@ fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptan
     let uuid = g.py("print(t.metadata.table_uuid)");
     let mut copies = files_under(&vault.join(&uuid));
     copies.sort();
-    let mut want: Vec<std::path::PathBuf> = originals
+    let mut want: Vec<std::path::PathBuf> = expected
         .iter()
-        .map(|b| vault.join(&uuid).join(blake3::hash(b).to_hex().as_str()))
+        .zip(&originals)
+        .map(|(p, b)| copy_path(&g, &vault, id, p, b))
         .collect();
     want.sort();
     assert_eq!(copies, want, "{q}");
     for (p, b) in expected.iter().zip(&originals) {
         assert!(!root.join(p).exists(), "{p} still in the table");
-        assert_eq!(
-            &std::fs::read(vault.join(&uuid).join(blake3::hash(b).to_hex().as_str())).unwrap(),
-            b
-        );
+        assert_eq!(&std::fs::read(copy_path(&g, &vault, id, p, b)).unwrap(), b);
     }
     assert!(root.join("data/.uncommitted-writer.parquet.crc").exists());
     assert!(root.join("data/no-mtime.parquet").exists());
@@ -433,6 +447,60 @@ fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptan
     assert!(a.stdout.contains("CHAIN_HEAD_MISMATCH"), "{}", a.stdout);
 }
 
+/// Orphans with the same bytes (a retried task's output) each get a copy of their own: two in one candidate, a
+/// third in a later candidate. Purging the first candidate deletes its two copies only; the later candidate's file
+/// still comes back byte for byte. (Copies were once named by BLAKE3 alone and shared: the purge of the first
+/// candidate deleted the bytes the second still held, and its file could no longer be put back.)
+#[test]
+fn orphans_with_the_same_bytes_never_share_a_quarantine_copy() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let bytes = b"PAR1 the same output of a retried task PAR1";
+    let first = ["data/attempt-0.parquet", "data/attempt-1.parquet"];
+    for p in first {
+        put(&root.join(p), bytes, old);
+    }
+    let c1 = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c1), first.to_vec(), "{c1}");
+    let id1 = c1["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id1, "tag").expect_code(0);
+    let uuid = g.py("print(t.metadata.table_uuid)");
+    let mut copies1 = files_under(&vault.join(&uuid));
+    copies1.sort();
+    let mut want: Vec<std::path::PathBuf> = first.iter().map(|p| copy_path(&g, &vault, &id1, p, bytes)).collect();
+    want.sort();
+    assert_eq!(copies1, want, "one copy per file");
+
+    put(&root.join("data/attempt-2.parquet"), bytes, old);
+    let c2 = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c2), vec!["data/attempt-2.parquet".to_owned()], "{c2}");
+    let id2 = c2["candidate_id"].as_str().unwrap().to_owned();
+    let q2 = g.quarantine(&id2, "tag").expect_code(0).json();
+    let bundle2 = q2["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let copy2 = copy_path(&g, &vault, &id2, "data/attempt-2.parquet", bytes);
+    assert_eq!(std::fs::read(&copy2).unwrap(), bytes);
+
+    let ev = g.drill("bundles");
+    let r = g.purge(&id1, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(strings(&r["objects"]["VERIFIED"]), first.to_vec(), "{r}");
+    for c in &copies1 {
+        assert!(!c.exists(), "{} was purged", c.display());
+    }
+    assert_eq!(
+        std::fs::read(&copy2).unwrap(),
+        bytes,
+        "the later candidate's copy stays"
+    );
+    let r = g
+        .run(&["--json", "restore", &bundle2, "--trust", "keys", "--put-back"])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "PUT_BACK", "{r}");
+    assert_eq!(std::fs::read(root.join("data/attempt-2.parquet")).unwrap(), bytes);
+}
+
 /// Puts `src`'s bytes at `dst`, folders made.
 fn copy_to(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
@@ -467,14 +535,10 @@ fn late_commits_writers_and_holds_put_orphans_back_and_only_the_rest_is_purged()
         "data/w/staged.parquet",
     ];
     let bytes: Vec<Vec<u8>> = names.iter().map(|n| std::fs::read(root.join(n)).unwrap()).collect();
-    let copy_of = |i: usize| {
-        let uuid = g.py("print(t.metadata.table_uuid)");
-        vault.join(uuid).join(blake3::hash(&bytes[i]).to_hex().as_str())
-    };
-
     let c = orphan_candidate(&g.plan());
     assert_eq!(object_paths(&c), names.to_vec(), "{c}");
     let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let copy_of = |i: usize| copy_path(&g, &vault, &id, names[i], &bytes[i]);
     g.quarantine(&id, "tag").expect_code(0);
     g.drill("bundles");
     // A quarantine copy goes missing: the drill FAILS naming the file, and PASSes once it is back.
@@ -705,8 +769,7 @@ fn reconcile_of_an_orphan_candidate_goes_only_where_its_verified_bundle_holds_th
     let id = c["candidate_id"].as_str().unwrap();
     let q = g.quarantine(id, "tag").expect_code(0).json();
     let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
-    let uuid = g.py("print(t.metadata.table_uuid)");
-    let copy = vault.join(&uuid).join(blake3::hash(bytes).to_hex().as_str());
+    let copy = copy_path(&g, &vault, id, "data/uncommitted-writer.parquet", bytes);
     assert!(copy.exists(), "{q}");
     let ev = g.drill("bundles");
     // Every delete answered 503: the copy stays, DELETE_UNKNOWN.
