@@ -384,7 +384,7 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         let why = if referenced.contains(o.path.as_str()) {
             Some("referenced by a snapshot the table keeps".to_owned())
         } else {
-            writer_or_prefix_hold(input, &o.path)
+            writer_or_prefix_hold(input, &o.path).or_else(|| kept_by_bundle(input, &o.path))
         };
         match why {
             Some(w) => out.released_objects.push((o.path.clone(), w)),
@@ -416,7 +416,12 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
     for (id, cp) in &input.protections.checkpoints {
         why.entry(*id).or_default().push(format!("checkpoint {cp}"));
     }
-    let mut out = Vec::new();
+    let mut out: Vec<String> = input
+        .protections
+        .unreadable_bundles
+        .iter()
+        .map(|b| format!("a bundle of an unfinished bundle-mode quarantine could not be read: {b}"))
+        .collect();
     for (hold, scope) in &input.protections.holds {
         match scope {
             HoldScope::Table => out.push(format!("legal hold {hold} covers the whole table")),
@@ -483,6 +488,11 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
             _ => None,
         }) {
             objs.push(format!("{} is under legal hold {h}'s prefix {p}", o.path));
+        } else if let Some(id) = input.protections.bundle_files.get(o.path.as_str()) {
+            objs.push(format!(
+                "{} is named in place by the bundles of candidate {id}, quarantined in bundle mode and not finished",
+                o.path
+            ));
         }
     }
     let n = objs.len();
@@ -491,6 +501,16 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
         out.push(format!("… and {} more objects", n - 20));
     }
     out
+}
+
+/// The unfinished bundle-mode candidate whose bundles name `path` in place, as a reason (`bundle:…`).
+fn kept_by_bundle(input: &PlanInput, path: &str) -> Option<String> {
+    input.protections.bundle_files.get(path).map(|id| {
+        format!(
+            "bundle:{id}: the bundles of candidate {id} (quarantined in bundle mode, not finished) name it in place; \
+             kept until that candidate is purged or released"
+        )
+    })
 }
 
 /// The open writer's prefix or the legal hold's prefix that covers `path`, as a reason (`writer:…`, `hold:…`).
@@ -920,10 +940,21 @@ pub fn plan(input: &PlanInput) -> Plan {
             .iter()
             .find(|(_, p)| under(path, p))
             .map(|(h, p)| format!("hold:{h} ({p})"))
+            .or_else(|| kept_by_bundle(input, path))
     };
     let mut differences = Vec::new();
     let mut candidates = Vec::new();
-    if !unknown_retained && table_hold.is_none() && !expirable.is_empty() {
+    for b in &input.protections.unreadable_bundles {
+        warnings.push(format!(
+            "a bundle of an unfinished bundle-mode quarantine could not be read, so what it needs in place is \
+             unknown: no snapshot candidate is proposed ({b})"
+        ));
+    }
+    if !unknown_retained
+        && table_hold.is_none()
+        && input.protections.unreadable_bundles.is_empty()
+        && !expirable.is_empty()
+    {
         let mut objs: BTreeMap<&str, &ObjectRef> = BTreeMap::new();
         for id in &expirable {
             if by_id[id].objects.is_none() {

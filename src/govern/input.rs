@@ -64,6 +64,13 @@ pub struct Protections {
     /// the candidate's id: never orphans while the candidate may still need them (its bundles are the way back to
     /// its snapshots) or its own purge is to delete them.
     pub snapshot_candidate_files: BTreeMap<String, Arc<str>>,
+    /// Files the table's snapshots reference that the bundles of its unfinished snapshot candidates quarantined in
+    /// bundle mode also name in place (those snapshots left the table; their bundles are the way back), with that
+    /// candidate's id: never in another snapshot candidate while the first may still need them.
+    pub bundle_files: BTreeMap<String, Arc<str>>,
+    /// Bundles of such candidates that could not be read (URI, candidate and why): what they need is unknown, so
+    /// no snapshot candidate is proposed, and quarantine and purge refuse, while one is listed.
+    pub unreadable_bundles: Vec<String>,
     /// Listed files whose path with symlinks resolved lies outside the table root (a linked folder or file that
     /// leaves the table, README "Symlinks"), with where they resolve to: never orphans.
     pub outside_root: BTreeMap<String, String>,

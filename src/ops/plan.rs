@@ -358,6 +358,123 @@ pub async fn snapshot_candidate_files(
     Ok(out)
 }
 
+/// The files the table's snapshots reference that the bundles of its unfinished bundle-mode snapshot candidates
+/// also point at in place, each with that candidate's id, and the bundles that could not be read (URI and why).
+///
+/// A bundle-mode quarantine takes its snapshots out of the table; its bundles are the way back to them and name
+/// every data and delete file in place (the metadata layers are copies inside the bundle). A file such a snapshot
+/// shared with one the table still keeps is not the candidate's to delete, but the bundle still needs it: when the
+/// other snapshot expires later, the file must not go with it while the first candidate is unfinished (from its
+/// quarantine until its purge is `VERIFIED` or it is `RELEASED`). The bundles are read without a trust store: a
+/// changed bundle can only keep more files here, and the drills and the deleter verify bundles for what they are.
+///
+/// Memory: only candidates in that state are read, and of their inventories only the paths the table still
+/// references are kept.
+///
+/// # Errors
+/// Registry and storage errors other than a missing or unreadable bundle (listed instead).
+async fn bundle_mode_files(
+    storage: &crate::io::store::Storage,
+    reg: &Registry,
+    table: &Table,
+    snapshots: &[SnapshotInfo],
+) -> Result<(BTreeMap<String, std::sync::Arc<str>>, Vec<String>)> {
+    use crate::registry::State;
+    let uuid = table.metadata().uuid().to_string();
+    let mut out = BTreeMap::new();
+    let mut unreadable = Vec::new();
+    let heads: Vec<_> = reg
+        .candidate_heads(&uuid)
+        .await?
+        .into_iter()
+        .filter(|h| {
+            h.candidate_id.starts_with("c-")
+                && h.mode.as_deref() == Some("bundle")
+                && !matches!(
+                    h.state,
+                    State::Verified | State::Released | State::Discovered | State::UnreferencedEligible
+                )
+        })
+        .collect();
+    if heads.is_empty() {
+        return Ok((out, unreadable));
+    }
+    let referenced = crate::model::object::path_set(
+        &crate::model::object::distinct_objects(snapshots.iter().filter_map(|s| s.objects.as_ref())),
+        0,
+    );
+    for h in heads {
+        let rec = reg.candidate(&h.candidate_id).await?;
+        let id: std::sync::Arc<str> = h.candidate_id.as_str().into();
+        let bundles: Vec<String> = rec
+            .quarantine
+            .as_ref()
+            .and_then(|q| q["bundles"].as_array())
+            .map(|b| b.iter().filter_map(|b| b["uri"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        if bundles.is_empty() {
+            unreadable.push(format!(
+                "candidate {id} (quarantined in bundle mode, {}) records no bundle",
+                h.state
+            ));
+        }
+        for uri in bundles {
+            match in_place_paths(storage, &uri).await {
+                Ok(Ok(paths)) => {
+                    for p in paths {
+                        let Ok(rel) = table.location().relative(&p) else {
+                            continue;
+                        };
+                        if referenced.contains(rel.as_str()) {
+                            out.entry(rel).or_insert_with(|| id.clone());
+                        }
+                    }
+                }
+                Ok(Err(why)) => unreadable.push(format!("{uri} (candidate {id}): {why}")),
+                Err(e) => unreadable.push(format!("{uri} (candidate {id}): {e}")),
+            }
+        }
+    }
+    Ok((out, unreadable))
+}
+
+/// The paths (as written) of a bundle's objects that it names in place, not as copies inside it: its data and
+/// delete files. Read without a trust store. `Ok(Err(why))`: the bundle does not hold together.
+async fn in_place_paths(
+    storage: &crate::io::store::Storage,
+    bundle_uri: &str,
+) -> Result<std::result::Result<Vec<String>, String>> {
+    let dir = crate::bundle::bundle_dir(bundle_uri)?;
+    let env = storage
+        .get(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
+        .await?
+        .bytes;
+    let Some(st) = crate::evidence::peek_unverified(&env) else {
+        return Ok(Err("not a bundle envelope".into()));
+    };
+    let mut pred: crate::evidence::inventory::BundlePredicate = match serde_json::from_value(st["predicate"].clone()) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(format!("bundle predicate: {e}"))),
+    };
+    // Only the path of each object named in place is kept.
+    let keep: crate::evidence::inventory::Keep = Box::new(|e| {
+        if e.copy.is_some() {
+            return false;
+        }
+        e.uri = String::new();
+        e.blake3 = String::new();
+        e.e_tag = None;
+        e.version = None;
+        true
+    });
+    if let Err((_, why)) =
+        crate::bundle::load_inventory_keeping(storage, &dir, &mut pred, Some(keep), false, None).await?
+    {
+        return Ok(Err(why));
+    }
+    Ok(Ok(pred.inventory.into_iter().map(|e| e.path).collect()))
+}
+
 /// The path of the metadata file the table was read from, relative to the table root (`None` outside it).
 fn own_metadata_path(table: &Table) -> Option<String> {
     if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
@@ -440,7 +557,7 @@ pub async fn gather(
     );
     let walked = walked?;
     let mut unreadable = BTreeMap::new();
-    let snapshots = table
+    let snapshots: Vec<SnapshotInfo> = table
         .snapshots_sorted()
         .into_iter()
         .zip(walked)
@@ -545,6 +662,8 @@ pub async fn gather(
             .push((w.writer_id, relative_prefix(table, &w.prefix)));
     }
     protections.deletion_rights = deletion_rights(table, reg).await?;
+    (protections.bundle_files, protections.unreadable_bundles) =
+        bundle_mode_files(&ctx.storage, reg, table, &snapshots).await?;
     // What keeps an unreferenced file from being an orphan beyond the table's metadata: asked only while orphans
     // are judged at all (every layer read, no hold over the whole table).
     let table_hold = protections.holds.iter().any(|(_, s)| matches!(s, PlanHold::Table));

@@ -1273,3 +1273,101 @@ fn a_commit_keeping_part_of_the_candidate_while_a_quarantine_seals_refuses_it() 
     let left: Vec<_> = crate::orphans::files_under(&g.dir.join("bundles"));
     assert!(left.is_empty(), "bundle files left: {left:?}");
 }
+
+/// A bundle-mode quarantine takes its snapshots out of the table, and its bundles name their data files in place. A
+/// file such a snapshot shared with one the table kept (here under a reader's lease) was not that candidate's to
+/// delete; once the lease ended, the next candidate took the file with the other snapshot and its purge deleted it,
+/// while the first candidate was still QUARANTINED: its bundle no longer verified and its snapshot could not come
+/// back. Now `plan` keeps the file out of every other candidate while the first is unfinished, saying which one
+/// needs it; the later purge leaves it, and the first bundle still restores.
+#[test]
+fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate() {
+    let g = Gov::new("");
+    // X: appended at s8, still referenced by s9 (another append), dropped by a delete of its rows.
+    let out = g.py(
+        "import pyarrow as pa, time\n\
+         from pyiceberg.expressions import EqualTo\n\
+         def rows(i, c):\n    return pa.table({'id': pa.array([i], pa.int64()), 'category': pa.array([c], pa.string()), \
+         'value': pa.array([1.0], pa.float64())})\n\
+         files = lambda: set(t.inspect.files()['file_path'].to_pylist())\n\
+         before = files()\n\
+         t.append(rows(9001, 'x'))\n\
+         s8 = t.current_snapshot().snapshot_id\n\
+         x = (files() - before).pop()\n\
+         time.sleep(0.01)\n\
+         t.append(rows(9002, 'y'))\n\
+         s9 = t.current_snapshot().snapshot_id\n\
+         time.sleep(0.01)\n\
+         t.delete(delete_filter=EqualTo('category', 'x'))\n\
+         assert x not in files()\n\
+         print(s8); print(s9); print(x[len(t.location().rstrip('/')) + 1:])",
+    );
+    let mut lines = out.lines();
+    let (s8, s9, x) = (
+        lines.next().unwrap().to_owned(),
+        lines.next().unwrap().to_owned(),
+        lines.next().unwrap().to_owned(),
+    );
+    let ids = |c: &Value| -> Vec<String> {
+        c["snapshot_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+    let lease = g.on_table(&g.lease_add_args(&s9, "1h")).expect_code(0).json();
+    let c1 = g.candidate();
+    assert!(ids(&c1).contains(&s8) && !ids(&c1).contains(&s9), "{c1}");
+    assert!(!crate::orphans::object_paths(&c1).contains(&x), "s9 keeps {x}: {c1}");
+    let id1 = c1["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id1, "bundle").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    let bundle1 = q["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["snapshot_id"].as_i64() == s8.parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("a bundle of s8: {q}"))["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    g.run(&["lease", "release", lease["lease_id"].as_str().unwrap()])
+        .expect_code(0);
+
+    let p = g.plan();
+    let c2 = p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")
+        .cloned()
+        .unwrap_or_else(|| panic!("a candidate with s9: {p}"));
+    assert!(ids(&c2).contains(&s9), "{c2}");
+    assert!(!crate::orphans::object_paths(&c2).contains(&x), "{x} taken: {c2}");
+    let kept = p["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["subject"] == x.as_str())
+        .unwrap_or_else(|| panic!("{x} among the differences: {p}"));
+    assert!(
+        kept["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("bundle:{id1}:")),
+        "{kept}"
+    );
+    let id2 = c2["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id2, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    let r = g.purge(&id2, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert!(g.table_root().join(&x).exists(), "{x} was deleted");
+    let restored = g
+        .run(&["--json", "restore", &bundle1, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(restored["status"], "RESTORE_VERIFIED", "{restored}");
+}
