@@ -1534,7 +1534,9 @@ async fn held_by_path(
     for (uri, _, _) in bundles_of(rec) {
         let (pred, files) = match trust {
             Some(t) => {
-                let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, &uri, t).await?;
+                let (pred, _, digests) =
+                    crate::bundle::verified_predicate_keeping(&ctx.storage, &uri, t, |_| Ok(None)).await?;
+                crate::ops::orphans::bound_to_record(&uri, &pred, &digests.root, rec)?;
                 let info = pred
                     .orphans
                     .clone()
@@ -1544,7 +1546,7 @@ async fn held_by_path(
                 })?;
                 (pred, files)
             }
-            None => crate::ops::orphans::held_files(&ctx.storage, &uri).await?,
+            None => crate::ops::orphans::held_files(&ctx.storage, &uri, rec).await?,
         };
         let info = pred
             .orphans

@@ -613,13 +613,19 @@ pub async fn put_back(storage: &Storage, files: &[HeldFile]) -> Result<Vec<PutBa
         .collect()
 }
 
-/// The predicate of an orphan bundle and its held files, read without a trust store (for `quarantine release`
-/// and the runs that put referenced orphans back: they only ever restore bytes whose BLAKE3 the inventory
-/// names, to paths bound under the table root, never over another file).
+/// The predicate of an orphan bundle of candidate `rec` and its held files, read without a trust store (for
+/// `quarantine release` and the runs that put referenced orphans back: they only ever restore bytes whose BLAKE3
+/// the inventory names, to paths bound under the table root, never over another file) but bound to what the
+/// registry recorded when `rec` was quarantined ([`bound_to_record`]): a bundle changed since — its entries or
+/// its quarantine folder pointed elsewhere — is refused before anything is put back.
 ///
 /// # Errors
-/// A bundle that cannot be read or is not an orphan bundle.
-pub async fn held_files(storage: &Storage, bundle_uri: &str) -> Result<(BundlePredicate, Vec<HeldFile>)> {
+/// A bundle that cannot be read, is not an orphan bundle, or is not the one the registry recorded.
+pub async fn held_files(
+    storage: &Storage,
+    bundle_uri: &str,
+    rec: &crate::registry::CandidateRecord,
+) -> Result<(BundlePredicate, Vec<HeldFile>)> {
     let dir = crate::bundle::bundle_dir(bundle_uri)?;
     let env = storage
         .get(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
@@ -628,9 +634,10 @@ pub async fn held_files(storage: &Storage, bundle_uri: &str) -> Result<(BundlePr
     let st = crate::evidence::peek_unverified(&env).ok_or_else(|| Error::invalid(&dir, "not a bundle envelope"))?;
     let mut pred: BundlePredicate = serde_json::from_value(st["predicate"].clone())
         .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
-    crate::bundle::load_inventory(storage, &dir, &mut pred)
+    let digests = crate::bundle::load_inventory(storage, &dir, &mut pred)
         .await?
         .map_err(|(_, why)| Error::invalid(&dir, format!("bundle inventory: {why}")))?;
+    bound_to_record(bundle_uri, &pred, &digests.root, rec)?;
     let info = pred
         .orphans
         .clone()
@@ -638,6 +645,71 @@ pub async fn held_files(storage: &Storage, bundle_uri: &str) -> Result<(BundlePr
     let files = crate::bundle::held(&pred, &info)
         .map_err(|f| Error::invalid(&dir, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
     Ok((pred, files))
+}
+
+/// Whether an orphan bundle read at `bundle_uri` (its predicate, and `root` recomputed from its inventory as it
+/// was read) is the one the registry recorded when candidate `rec` was quarantined: the recorded `bundle_root` of
+/// that URI, this candidate and table, and the recorded hold and quarantine folder. Every way a held file goes back
+/// or is deleted reads its bundle through this check, so that where a file is held and where it returns is what
+/// was recorded, not what a bundle rewritten since says (the root covers every entry's path, URI, BLAKE3 and
+/// version; the hold and the folder are compared here).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the bundle and the first difference.
+pub fn bound_to_record(
+    bundle_uri: &str,
+    pred: &BundlePredicate,
+    root: &str,
+    rec: &crate::registry::CandidateRecord,
+) -> Result<()> {
+    let q = rec.quarantine.clone().unwrap_or_default();
+    let recorded_root = q["bundles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|b| b["uri"].as_str() == Some(bundle_uri))
+        .and_then(|b| b["bundle_root"].as_str().map(str::to_owned));
+    let info = pred.orphans.as_ref();
+    let hold = info.and_then(|i| serde_json::to_value(i.hold).ok());
+    let problem = if recorded_root.as_deref() != Some(root) || pred.bundle_root != root {
+        Some(format!(
+            "its inventory's root is {root} (the envelope claims {}), the registry recorded {} for candidate {}",
+            pred.bundle_root,
+            recorded_root.as_deref().unwrap_or("no root at this URI"),
+            rec.candidate_id
+        ))
+    } else if info.map(|i| i.candidate_id.as_str()) != Some(rec.candidate_id.as_str()) {
+        Some(format!(
+            "it names candidate {}, not {}",
+            info.map_or("none", |i| i.candidate_id.as_str()),
+            rec.candidate_id
+        ))
+    } else if uuid::Uuid::parse_str(pred.table_uuid.trim()).ok() != uuid::Uuid::parse_str(rec.table_uuid.trim()).ok() {
+        Some(format!("it is of table {}, not {}", pred.table_uuid, rec.table_uuid))
+    } else if hold.as_ref() != Some(&q["hold"]) {
+        Some(format!(
+            "it holds its files by {hold:?}, the registry recorded {}",
+            q["hold"]
+        ))
+    } else if info.and_then(|i| i.quarantine_root.as_deref()) != q["quarantine_root"].as_str() {
+        Some(format!(
+            "its quarantine folder is {:?}, the registry recorded {}",
+            info.and_then(|i| i.quarantine_root.as_deref()),
+            q["quarantine_root"]
+        ))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(Error::corrupt(
+            bundle_uri,
+            format!(
+                "this orphan bundle is not the one recorded at its quarantine: {why}; nothing is put back or deleted \
+                 through it"
+            ),
+        )),
+    }
 }
 
 /// Every quarantined orphan candidate of the table re-judged at the generation `input` describes
@@ -689,7 +761,7 @@ pub async fn put_back_protected(
             .collect();
         let mut files = Vec::new();
         for u in &uris {
-            let (pred, held) = held_files(storage, u).await?;
+            let (pred, held) = held_files(storage, u, &rec).await?;
             let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
             let loc = location::TableLocation::new(&pred.table_location, root, u)?;
             files.extend(held.into_iter().filter_map(|f| {
@@ -780,7 +852,7 @@ async fn put_back_protected_whole(
         .unwrap_or_default()
     {
         let Some(u) = b["uri"].as_str() else { continue };
-        let (pred, held) = held_files(storage, u).await?;
+        let (pred, held) = held_files(storage, u, rec).await?;
         let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
         let loc = location::TableLocation::new(&pred.table_location, root, u)?;
         let files: Vec<HeldFile> = held

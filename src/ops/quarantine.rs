@@ -693,8 +693,45 @@ async fn release_claimed(
     let mut put_back = Vec::new();
     if mode == "orphans" {
         for b in &bundles {
-            let (_, files) = crate::ops::orphans::held_files(&ctx.storage, b).await?;
+            let (_, files) = crate::ops::orphans::held_files(&ctx.storage, b, &rec).await?;
             put_back.extend(crate::ops::orphans::put_back(&ctx.storage, &files).await?);
+        }
+        // A file not back in place is not released: the candidate leaves reclamation as PROTECTED, which the next
+        // `plan` or `purge` tries to put back again (RELEASED is final, and nothing would try again).
+        let missing: Vec<&crate::ops::orphans::PutBack> = put_back.iter().filter(|p| !p.verified).collect();
+        if !missing.is_empty() {
+            let why = format!(
+                "quarantine release could not put {} of {} held files back ({}): {reason}",
+                missing.len(),
+                put_back.len(),
+                missing
+                    .iter()
+                    .map(|p| format!("{}: {}", p.path, p.action))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
+                .await?;
+            let mut human = format!("{candidate_id} INCOMPLETE: not released, now PROTECTED\n  {why}\n");
+            for p in &put_back {
+                human.push_str(&format!(
+                    "  {}: {}{}\n",
+                    p.path,
+                    p.action,
+                    if p.verified {
+                        ", verified in place"
+                    } else {
+                        ", NOT in place"
+                    }
+                ));
+            }
+            human.push_str("  the next `plan` or `purge` of the table tries to put the rest back\n");
+            return Outcome::new(
+                Verdict::Findings,
+                &serde_json::json!({"status": "INCOMPLETE", "candidate_id": candidate_id, "state": State::Protected,
+                    "reason": why, "put_back": put_back}),
+                human,
+            );
         }
     }
     // One commit removing every own tag; a lost compare-and-set is retried from a fresh read (removing our

@@ -501,6 +501,73 @@ fn orphans_with_the_same_bytes_never_share_a_quarantine_copy() {
     assert_eq!(std::fs::read(root.join("data/attempt-2.parquet")).unwrap(), bytes);
 }
 
+/// `quarantine release` of an orphan candidate puts its files back only through the bundle the registry recorded:
+/// one whose signed predicate was rewritten to point at another quarantine folder is refused (exit 2, naming the
+/// bundle) with nothing put back (before, it was read as written and its folder decided where bytes came from).
+/// A file that cannot be put back (its copy gone) is not released: the candidate becomes PROTECTED (exit 1,
+/// INCOMPLETE), and once the copy is there again the next `plan` puts the file back and releases it (before, the
+/// release ended RELEASED with exit 0 and the file stayed out of the table for good).
+#[test]
+fn a_release_puts_orphans_back_only_through_the_recorded_bundle_and_only_all_of_them() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let bytes = b"PAR1 to be released PAR1";
+    put(&root.join("data/release-me.parquet"), bytes, old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let copy = copy_path(&g, &vault, &id, "data/release-me.parquet", bytes);
+    assert!(copy.exists() && !root.join("data/release-me.parquet").exists(), "{q}");
+    let release = || {
+        g.on_table(&[
+            "--json",
+            "quarantine",
+            "release",
+            &id,
+            "--reason",
+            "the writer came back",
+        ])
+    };
+    let state =
+        || g.run(&["--json", "status", &id]).expect_code(0).json()["candidates"][0]["candidate"]["state"].clone();
+
+    // The bundle's predicate rewritten (unsigned) to name another quarantine folder.
+    let envelope = std::path::PathBuf::from(bundle.trim_start_matches("file://")).join("bundle.dsse.json");
+    let whole = std::fs::read(&envelope).unwrap();
+    let mut env: Value = serde_json::from_slice(&whole).unwrap();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut st: Value = serde_json::from_slice(&b64.decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
+    let elsewhere = format!("file://{}", g.dir.join("elsewhere").display());
+    st["predicate"]["orphans"]["quarantine_root"] = Value::String(elsewhere);
+    env["payload"] = Value::String(b64.encode(st.to_string()));
+    std::fs::write(&envelope, env.to_string()).unwrap();
+    let r = release();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("not the one recorded at its quarantine") && r.stdout.contains("quarantine folder"),
+        "{}",
+        r.stdout
+    );
+    assert!(!root.join("data/release-me.parquet").exists());
+    assert_eq!(state(), "QUARANTINED");
+    std::fs::write(&envelope, &whole).unwrap();
+
+    // The copy is gone: not released, PROTECTED, the file named.
+    std::fs::rename(&copy, copy.with_extension("aside")).unwrap();
+    let r = release().expect_code(1).json();
+    assert_eq!(r["status"], "INCOMPLETE", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("data/release-me.parquet"), "{r}");
+    assert_eq!(state(), "PROTECTED");
+    // Back again: the next plan puts it back and releases the candidate.
+    std::fs::rename(copy.with_extension("aside"), &copy).unwrap();
+    g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    assert_eq!(std::fs::read(root.join("data/release-me.parquet")).unwrap(), bytes);
+    assert_eq!(state(), "RELEASED");
+}
+
 /// Puts `src`'s bytes at `dst`, folders made.
 fn copy_to(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
