@@ -439,13 +439,14 @@ pub async fn bundles_intact(
     for (uri, root, sid) in bundles {
         // Only each object's sealed size is taken as the inventory is read (no entry of a data file is kept,
         // #24), and counted only once the bundle verified.
-        let (pred, copies, digests, sizes) = match read_bundle_taking(storage, uri, trust, &wanted, |e| e.size).await {
-            Ok(v) => v,
-            Err(e) => {
-                reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
-                continue;
-            }
-        };
+        let (pred, copies, digests, sizes) =
+            match read_bundle_taking(storage, uri, trust, &wanted, |e| e.size, None).await {
+                Ok(v) => v,
+                Err(e) => {
+                    reasons.push(format!("bundle {uri} (snapshot {sid}) does not verify: {e}"));
+                    continue;
+                }
+            };
         for (k, size) in sizes {
             let from = index.partition_point(|(x, _)| *x < k);
             for (_, i) in index[from..].iter().take_while(|(x, _)| *x == k) {
@@ -1772,7 +1773,10 @@ async fn execute(
     };
     // What every object was when sealed, from the verified bundles: read before anything changes (a bundle
     // that no longer verifies stops the purge here, before the catalog commit).
-    let sealed = sealed_inventories(ctx, &rec, &objects, trust, SealedObject::of).await?;
+    // Deletes go under the table root this run reads (the catalog's location, or `--table-root`): every object to
+    // delete must have been sealed at exactly that place, or the run would delete files no drill verified.
+    let delete_root = ctx.catalog_table(source).await?.0.location().root_uri().to_owned();
+    let sealed = sealed_inventories(ctx, &rec, &objects, trust, SealedObject::of, Some(&delete_root)).await?;
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
     // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
@@ -1926,6 +1930,15 @@ async fn execute(
     };
     // 3–4. Delete exactly the inventory, in batches, with receipts before and after.
     let root = table.location().root_uri().to_owned();
+    if root != delete_root {
+        return Err(Error::invalid(
+            candidate_id,
+            format!(
+                "the table root moved from {delete_root} to {root} while this purge ran: nothing is deleted; run it \
+                 again"
+            ),
+        ));
+    }
     // Orphans: what is deleted is where each file is held (the version behind its marker, or its copy).
     let (target_root, held) = match held {
         Some((Some(q), h)) => (q, Some(h)),
@@ -2581,6 +2594,7 @@ async fn read_bundle_taking<T: Send + 'static>(
     trust: &TrustStore,
     wanted: &std::sync::Arc<Vec<u128>>,
     take: fn(&crate::bundle::InventoryEntry) -> T,
+    delete_root: Option<&str>,
 ) -> Result<(
     crate::bundle::BundlePredicate,
     std::collections::BTreeSet<String>,
@@ -2588,16 +2602,28 @@ async fn read_bundle_taking<T: Send + 'static>(
     Vec<(u128, T)>,
 )> {
     let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    // Objects to delete that the bundle sealed at another URI than the one the delete would go to: (count, first).
+    let elsewhere = std::sync::Arc::new(std::sync::Mutex::new((0_usize, None::<(String, String)>)));
     let (wanted, bundle_sink, bundle_uri) = (wanted.clone(), sink.clone(), uri.to_owned());
+    let (bundle_elsewhere, delete_root_owned) = (elsewhere.clone(), delete_root.map(str::to_owned));
     let keep = move |pred: &crate::bundle::BundlePredicate| {
         let loc = crate::model::location::TableLocation::new(&pred.table_location, String::new(), &bundle_uri)?;
         let keep = move |e: &mut crate::bundle::InventoryEntry| {
             if let Ok(rel) = loc.relative(&e.path) {
                 let k = path_key(&rel);
-                if wanted.binary_search(&k).is_ok()
-                    && let Ok(mut sink) = bundle_sink.lock()
-                {
-                    sink.push((k, take(e)));
+                if wanted.binary_search(&k).is_ok() {
+                    if let Some(root) = &delete_root_owned {
+                        let target = location::join(root, &rel);
+                        if target != e.uri
+                            && let Ok(mut x) = bundle_elsewhere.lock()
+                        {
+                            x.0 += 1;
+                            x.1.get_or_insert((e.uri.clone(), target));
+                        }
+                    }
+                    if let Ok(mut sink) = bundle_sink.lock() {
+                        sink.push((k, take(e)));
+                    }
                 }
             }
             e.layer.is_metadata() && e.copy.is_some()
@@ -2605,6 +2631,22 @@ async fn read_bundle_taking<T: Send + 'static>(
         Ok(Some(Box::new(keep) as crate::evidence::inventory::Keep))
     };
     let (pred, copies, digests) = crate::bundle::verified_predicate_keeping(storage, uri, trust, keep).await?;
+    let (n, first) = std::mem::take(
+        &mut *elsewhere
+            .lock()
+            .map_err(|_| Error::Internal(format!("the reader of bundle {uri}'s inventory panicked")))?,
+    );
+    if let Some((sealed, target)) = first {
+        return Err(Error::invalid(
+            uri,
+            format!(
+                "{n} object(s) this purge would delete were sealed at another place (first: sealed as {sealed}, the \
+                 delete would go to {target}): the table root this run reads ({}) is not the one the candidate was \
+                 sealed and drilled at (another --table-root or catalog entry?); nothing is deleted",
+                delete_root.unwrap_or_default()
+            ),
+        ));
+    }
     let taken = std::mem::take(
         &mut *sink
             .lock()
@@ -2621,11 +2663,25 @@ async fn sealed_inventories<T: Send + 'static>(
     objects: &[ObjectRef],
     trust: &TrustStore,
     take: fn(&crate::bundle::InventoryEntry) -> T,
+    delete_root: Option<&str>,
 ) -> Result<SealedByKey<T>> {
     let wanted = path_keys(objects);
     let mut out = Vec::new();
-    for (uri, _, _) in bundles_of(rec) {
-        let (_, _, _, mut taken) = read_bundle_taking(&ctx.storage, &uri, trust, &wanted, take).await?;
+    for (uri, recorded_root, _) in bundles_of(rec) {
+        let (_, _, digests, mut taken) =
+            read_bundle_taking(&ctx.storage, &uri, trust, &wanted, take, delete_root).await?;
+        // Read again after acceptance (a resume, an undelete): still the bundle the quarantine recorded, not another
+        // signed bundle put in its place.
+        if digests.root != recorded_root {
+            return Err(Error::corrupt(
+                &uri,
+                format!(
+                    "its inventory's root is {}, but the quarantine of {} recorded {recorded_root}: not the bundle \
+                     that was drilled; nothing is deleted through it",
+                    digests.root, rec.candidate_id
+                ),
+            ));
+        }
         out.append(&mut taken);
     }
     // Stable: an object sealed in two bundles keeps them in bundle order.
@@ -3241,7 +3297,7 @@ pub async fn undelete(
     }
     // What each object must be, from the verified bundles of the quarantine.
     let expected: SealedByKey<(String, u64)> =
-        sealed_inventories(ctx, &rec, &rec.objects, &trust, |e| (e.blake3.clone(), e.size)).await?;
+        sealed_inventories(ctx, &rec, &rec.objects, &trust, |e| (e.blake3.clone(), e.size), None).await?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.

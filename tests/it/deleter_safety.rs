@@ -1371,3 +1371,79 @@ fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate(
         .json();
     assert_eq!(restored["status"], "RESTORE_VERIFIED", "{restored}");
 }
+
+/// A purge deletes under the table root it reads now (the catalog's location, or `--table-root`), and the
+/// quarantine sealed and the drill verified the objects at the root they read. A purge pointed at another copy of
+/// the table (here a hard-linked one, whose files have the same ETags, as a single-part S3 copy has) is refused
+/// before any delete, naming both places (before, the copy's files were deleted: nothing tied the delete root to
+/// the sealed one). With the table's own root it purges as usual.
+#[test]
+fn a_purge_pointed_at_another_copy_of_the_table_deletes_nothing_there() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let copy = g.dir.join("dr-copy");
+    let out = Command::new("cp")
+        .arg("-al")
+        .arg(g.table_root())
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = walk(&copy);
+    let copy_uri = format!("file://{}", copy.display());
+    let mut args = g.purge_args(id, Some(&ev));
+    args.extend(["--table-root", copy_uri.as_str()]);
+    let r = g.on_table(&args);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("sealed at another place") && r.stdout.contains(&copy_uri),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(walk(&copy), before, "nothing deleted in the copy");
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(walk(&copy), before, "the copy is untouched by the table's own purge");
+}
+
+/// Once a purge was accepted and stopped before its first batch, someone puts another validly signed bundle (the
+/// candidate's bundle of another snapshot) in place of one the quarantine recorded. The resume reads the bundles
+/// again for what each object was when sealed: it refuses (exit 2, naming the bundle and both roots) and deletes
+/// nothing; before, it took the other bundle's entries as sealed (the acceptance's root check does not run on a
+/// resume).
+#[test]
+fn a_resumed_purge_refuses_a_bundle_swapped_for_another_signed_one() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    let bundles: Vec<std::path::PathBuf> = st["candidates"][0]["candidate"]["quarantine"]["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| std::path::PathBuf::from(b["uri"].as_str().unwrap().trim_start_matches("file://")))
+        .collect();
+    assert!(bundles.len() >= 2, "{st}");
+    let aside = g.dir.join("aside");
+    std::fs::rename(&bundles[0], &aside).unwrap();
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(&bundles[1])
+        .arg(&bundles[0])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let before = walk(&g.table_root());
+    let r = g.on_table(&args);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("not the bundle that was drilled"), "{}", r.stdout);
+    assert_eq!(walk(&g.table_root()), before, "nothing deleted");
+    // The recorded bundle back: the resume finishes.
+    std::fs::remove_dir_all(&bundles[0]).unwrap();
+    std::fs::rename(&aside, &bundles[0]).unwrap();
+    let r = g.on_table(&args).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+}
