@@ -3287,6 +3287,54 @@ pub async fn undelete(
              they are held (before their purge); a purge removed them for good",
         ));
     }
+    let refuse = |reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        )
+    };
+    // Never beside a quarantine, purge, reconcile or release of the candidate: removing delete markers under a purge
+    // that is still deleting (or will resume) would leave the registry and its signed summary saying deleted.
+    let run = match crate::ops::binding::claim_run(&reg, candidate_id, ctx.now(), "undelete").await? {
+        Ok(run) => run,
+        Err(why) => return refuse(why),
+    };
+    let out = undelete_claimed(ctx, source, &reg, candidate_id, &trust, seal.as_ref()).await;
+    let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
+    let out = out?;
+    released?;
+    Ok(out)
+}
+
+/// The part of [`undelete`] run while the candidate is claimed.
+async fn undelete_claimed(
+    ctx: &Context,
+    source: &TableSource,
+    reg: &Registry,
+    candidate_id: &str,
+    trust: &TrustStore,
+    seal: Option<&(SigningKey, String)>,
+) -> Result<Outcome> {
+    // Read again under the claim; only what went through the deleter comes back.
+    let rec = reg.candidate(candidate_id).await?;
+    let through = reg
+        .object_states(candidate_id)
+        .await?
+        .iter()
+        .filter(|o| matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
+        .count();
+    if through == 0 {
+        let reason = format!(
+            "{candidate_id} is {} and none of its objects went through the deleter: there is nothing to undelete",
+            rec.state
+        );
+        return Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        );
+    }
     let table = ctx.table(source).await?;
     let root = table.location().root_uri().to_owned();
     if !root.starts_with("s3://") {
@@ -3297,7 +3345,7 @@ pub async fn undelete(
     }
     // What each object must be, from the verified bundles of the quarantine.
     let expected: SealedByKey<(String, u64)> =
-        sealed_inventories(ctx, &rec, &rec.objects, &trust, |e| (e.blake3.clone(), e.size), None).await?;
+        sealed_inventories(ctx, &rec, &rec.objects, trust, |e| (e.blake3.clone(), e.size), None).await?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.
@@ -3347,8 +3395,8 @@ pub async fn undelete(
     }
     // The undelete's receipts, sealed as the next batch of the candidate's signed receipts chain (unlocked:
     // undelete reads no policy, and a batch carries its own retention claim).
-    if let Some((key, dir)) = &seal {
-        crate::ops::receipts::Chain::open(&ctx.storage, &reg, candidate_id, dir, key, None, ctx.now()).await?;
+    if let Some((key, dir)) = seal {
+        crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, None, ctx.now()).await?;
     }
     if all_ok && rec.state == State::Verified {
         reg.candidate_transition(

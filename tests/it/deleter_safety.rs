@@ -1447,3 +1447,35 @@ fn a_resumed_purge_refuses_a_bundle_swapped_for_another_signed_one() {
     let r = g.on_table(&args).expect_code(0).json();
     assert_eq!(r["status"], "VERIFIED", "{r}");
 }
+
+/// `undelete` takes the candidate's run claim like a purge, and brings back only what went through the deleter:
+/// beside a running purge of the candidate it is refused naming that run (before, it removed delete markers while
+/// the purge went on, and the registry and the signed summary still said deleted), and on a candidate none of whose
+/// objects was deleted it is refused naming its state. Both exit 1 with nothing changed.
+#[test]
+fn undelete_never_runs_beside_a_purge_and_only_undoes_deletes() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let undelete = || g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
+    let r = undelete().expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("none of its objects went through the deleter"),
+        "{r}"
+    );
+    let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000", id, &ev);
+    purge.wait_until_paused();
+    let r = undelete().expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("purge"),
+        "names the running purge: {r}"
+    );
+    let (code, out, _) = purge.finish();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["status"], "VERIFIED", "{out}");
+}
