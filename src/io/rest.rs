@@ -330,6 +330,20 @@ impl RestCatalog {
         })
     }
 
+    /// Whether the catalog has a table of that name (for refusing a registration before anything is written).
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the catalog answers neither 200 nor 404.
+    pub async fn exists(&self, ident: &TableIdent) -> Result<bool> {
+        let url = self.table_url(ident);
+        let (status, body) = self.send(reqwest::Method::GET, &url, None).await?;
+        match status {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(self.refusal(&format!("look up table {ident}"), status, &body)),
+        }
+    }
+
     /// The current metadata location of a table.
     ///
     /// # Errors

@@ -567,6 +567,53 @@ pub async fn register(
     Ok(())
 }
 
+/// Refuses a registration as `catalog.ident` when the catalog already has that table, before anything is copied
+/// (a recovery of a large table would otherwise copy and verify it all, then fail at the last step).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the catalog and the table when it exists; catalog errors.
+pub async fn ensure_unregistered(
+    storage: &Storage,
+    cfg: &CatalogConfig,
+    catalog: &str,
+    ident: &crate::io::catalog::TableIdent,
+    into: &str,
+) -> Result<()> {
+    let exists = if cfg.kind == "rest" {
+        crate::io::rest::RestCatalog::open(catalog, cfg)
+            .await?
+            .exists(ident)
+            .await?
+    } else {
+        let cat = crate::io::catalog::open_iceberg(
+            catalog,
+            cfg,
+            cfg.warehouse.clone().unwrap_or_else(|| into.to_owned()),
+            Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(Storage::new(
+                storage.options().clone(),
+            )))),
+            true,
+        )
+        .await?;
+        let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
+        cat.namespace_exists(&ns).await.map_err(ice("namespace"))?
+            && cat
+                .table_exists(&iceberg::TableIdent::new(ns, ident.name.clone()))
+                .await
+                .map_err(ice("look up the table"))?
+    };
+    if exists {
+        return Err(Error::invalid(
+            format!("{catalog}.{ident}"),
+            format!(
+                "catalog {catalog} already has a table {ident}: nothing was copied (choose another --table, or drop \
+                 that table first)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Serialize)]
 struct Restored {
     status: &'static str,
@@ -596,6 +643,7 @@ pub async fn restore_into(
     target("--into", &into)?;
     let ident: crate::io::catalog::TableIdent = table_name.parse()?;
     let cfg = ctx.config.catalog(catalog)?.clone();
+    ensure_unregistered(&ctx.storage, &cfg, catalog, &ident, &into).await?;
     let report = bundle::verify(
         &ctx.storage,
         bundle_uri,

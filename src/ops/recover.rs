@@ -118,6 +118,10 @@ pub async fn recover(
     let into = location::canonical_uri(into)?;
     materialize::target("--into", &into)?;
     let ident: Option<crate::io::catalog::TableIdent> = registration.map(|r| r.table.parse()).transpose()?;
+    if let (Some(r), Some(ident)) = (registration, &ident) {
+        let cfg = config.catalog(&r.catalog)?.clone();
+        materialize::ensure_unregistered(storage, &cfg, &r.catalog, ident, &into).await?;
+    }
     let mut report = RecoverReport {
         status: RestoreStatus::Failed,
         bundle_id: None,

@@ -471,7 +471,18 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
 
     // Put back, the backup recovers again.
     std::fs::write(&victim, &saved).unwrap();
-    site.recover(&bundle, &site.path("rec/ok"), None).expect_code(0);
+    site.recover(&bundle, &site.path("rec/ok"), Some("dr.ok"))
+        .expect_code(0);
+    // Under a name the catalog already has: refused before anything is copied (before, the whole table was copied
+    // and verified, then its registration failed with the catalog library's message).
+    let taken = site.recover(&bundle, &site.path("rec/taken"), Some("dr.ok"));
+    assert_eq!(taken.code, 2, "{}{}", taken.stdout, taken.stderr);
+    assert!(
+        taken.stdout.contains("dr.dr.ok") && taken.stdout.contains("already has a table"),
+        "{}",
+        taken.stdout
+    );
+    assert!(!Path::new(&site.path("rec/taken")).exists(), "nothing copied");
 }
 
 #[test]
