@@ -518,6 +518,9 @@ pub struct TrustStore {
     roles: Option<std::collections::BTreeMap<String, std::collections::BTreeSet<Role>>>,
     /// The [`ROLES_FILE`] the roles were read from (for messages).
     roles_file: Option<PathBuf>,
+    /// Keys of the folder that [`TrustStore::for_role`] left out for lacking its role: their signatures do not
+    /// count, but a failure says the key is trusted and lacks the role rather than that it is unknown.
+    withheld: Vec<(PublicKey, Role)>,
 }
 
 impl TrustStore {
@@ -618,6 +621,7 @@ impl TrustStore {
             warnings: Vec::new(),
             roles: None,
             roles_file: None,
+            withheld: Vec::new(),
         })
     }
 
@@ -656,8 +660,28 @@ impl TrustStore {
     #[must_use]
     pub fn for_role(&self, role: Role) -> Self {
         let mut out = self.clone();
-        out.keys.retain(|k| self.roles_of(&k.keyid).contains(&role));
+        let (keep, withheld): (Vec<PublicKey>, Vec<PublicKey>) = std::mem::take(&mut out.keys)
+            .into_iter()
+            .partition(|k| self.roles_of(&k.keyid).contains(&role));
+        out.keys = keep;
+        out.withheld.extend(withheld.into_iter().map(|k| (k, role)));
         out
+    }
+
+    /// A key of the trust folder that [`TrustStore::for_role`] left out of this store, with the role it lacks:
+    /// its signatures do not count here.
+    #[must_use]
+    pub fn withheld(&self, keyid: &str) -> Option<(&PublicKey, Role)> {
+        self.withheld
+            .iter()
+            .find(|(k, _)| k.keyid == keyid)
+            .map(|(k, r)| (k, *r))
+    }
+
+    /// The [`ROLES_FILE`] the store's roles came from, when [`TrustStore::load_dir`] read one.
+    #[must_use]
+    pub fn roles_file(&self) -> Option<&Path> {
+        self.roles_file.as_deref()
     }
 
     /// Refuses to sign what `role` signs (`what`, for the message) with `key`, loaded from `key_path`, when the

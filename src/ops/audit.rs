@@ -373,8 +373,12 @@ async fn check_bundle(
     findings: &mut Vec<AuditFinding>,
 ) -> Result<Option<String>> {
     let bytes = storage.get(uri).await?.bytes;
-    // Only keys with the seal role sign bundles; `bundle::verify` below checks the same and reports it.
-    let v = verified_envelope(name, &bytes, &trust.for_role(Role::Seal), findings);
+    // Only keys with the seal role sign bundles. `bundle::verify` below checks the signature the same way and
+    // reports a failure as BUNDLE_SIGNATURE; of this check only what it alone finds (edited bytes) is kept, so
+    // a bad signature is reported once.
+    let mut own = Vec::new();
+    let v = verified_envelope(name, &bytes, &trust.for_role(Role::Seal), &mut own);
+    findings.extend(own.into_iter().filter(|f| f.check == "ENVELOPE_NOT_CANONICAL"));
     // A bundle retired by a valid record (its candidate was purged) no longer restores by design: its envelope,
     // root and predicate are checked, not the objects the purge removed.
     let dir = location::parent(uri).unwrap_or_default();
@@ -393,19 +397,39 @@ async fn check_bundle(
     }
     let r = crate::bundle::verify(storage, uri, trust, &crate::bundle::VerifyOptions::default()).await?;
     for f in &r.findings {
-        findings.push(AuditFinding {
-            check: format!(
-                "BUNDLE_{}",
-                serde_json::to_value(f.kind)
-                    .ok()
-                    .and_then(|k| k.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            ),
-            report: name.to_owned(),
-            detail: f.to_string(),
-        });
+        findings.push(bundle_finding(name, f));
     }
     Ok(v.map(|v| v.keyid().to_owned()))
+}
+
+/// A bundle finding as an audit finding, each part said once: the check is the finding's kind with a `BUNDLE_`
+/// prefix (`BUNDLE_MISSING_FILE`; `BUNDLE_SIGNATURE` stays as it is), and the detail names the finding's path only
+/// when it is not the envelope the audit line already names, then what was expected and found.
+fn bundle_finding(name: &str, f: &crate::model::findings::Finding) -> AuditFinding {
+    let kind = serde_json::to_value(f.kind)
+        .ok()
+        .and_then(|k| k.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let check = if kind.starts_with("BUNDLE_") {
+        kind
+    } else {
+        format!("BUNDLE_{kind}")
+    };
+    let mut parts = Vec::new();
+    if f.path != name && f.path != crate::bundle::ENVELOPE_FILE {
+        parts.push(f.path.clone());
+    }
+    if let Some(e) = &f.expected {
+        parts.push(format!("expected={e}"));
+    }
+    if let Some(a) = &f.actual {
+        parts.push(format!("actual={a}"));
+    }
+    AuditFinding {
+        check,
+        report: name.to_owned(),
+        detail: parts.join(" "),
+    }
 }
 
 /// A retirement record's bytes against the bundle in `dir` whose envelope bytes are `envelope` (its id, its root,

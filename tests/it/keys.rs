@@ -162,6 +162,13 @@ fn audit_verify_checks_each_kind_under_the_role_that_signs_it() {
             forged.file_name().unwrap().to_str().unwrap(),
             "{v}"
         );
+        // The key is trusted, but not for this kind: the finding says so (finding 4).
+        assert_eq!(v["findings"][0]["check"], "ROLE_NOT_GRANTED", "{v}");
+        let detail = v["findings"][0]["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("demo-deleter") && detail.contains("roles.toml does not give it the drill role"),
+            "{v}"
+        );
     }
     // The inventory archive and the summary signed by the drills' key: not the deleter's.
     let forged_inventory = tmp.path().join("forged/receipts/inventory.dsse.json");
@@ -193,6 +200,19 @@ fn audit_verify_checks_each_kind_under_the_role_that_signs_it() {
         .json();
     assert_eq!(v["status"], "FAILED", "{v}");
     assert_eq!(v["keyids"], serde_json::json!([]), "no seal key signed it: {v}");
+    // One finding, its kind and the file each said once, naming the key and the role it lacks (finding 4).
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["findings"][0]["check"], "BUNDLE_SIGNATURE", "{v}");
+    let detail = v["findings"][0]["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains("BUNDLE_SIGNATURE") && !detail.contains("bundle.dsse.json"),
+        "{v}"
+    );
+    assert!(
+        detail.contains("demo-deleter") && detail.contains("roles.toml does not give it the seal role"),
+        "{v}"
+    );
+    assert!(!detail.contains("expected a keyid in the trust store"), "{v}");
 
     // Without a roles.toml every key holds every role: the same files verify.
     std::fs::remove_file(lake.join("keys/trust/roles.toml")).unwrap();
