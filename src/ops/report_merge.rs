@@ -81,6 +81,11 @@ pub async fn merge(
         } else {
             // A folder (or prefix): the shard reports directly in it, e.g. `shards/<run id>/`.
             let folder = uri.trim_end_matches('/').to_owned();
+            // A local folder that does not exist or cannot be read is not "no shard report": it could not be
+            // looked at (exit 2, naming it). An object-store prefix has no existence apart from its objects.
+            if let Some(path) = folder.strip_prefix("file://") {
+                std::fs::read_dir(path).map_err(|e| Error::io("list the shard reports folder", path, e))?;
+            }
             let found = drill::list_reports(&ctx.storage, &folder).await?;
             if found.is_empty() {
                 reasons.push(format!("{folder} holds no shard report (*.dsse.json)"));
