@@ -429,6 +429,22 @@ pub enum EvidenceFailure {
         /// The key ids the envelope's signatures name.
         keyids: Vec<String>,
     },
+    /// No signature counts, and one is from a key the trust folder holds but whose `roles.toml` does not give
+    /// it the role that signs this kind ([`crate::evidence::keys::TrustStore::for_role`]).
+    #[error(
+        "signed by {key_name} (keyid {keyid}), a key of the trust folder, but {roles_file} does not give it the {role} \
+         role that signs this kind"
+    )]
+    RoleNotGranted {
+        /// The signature's key id.
+        keyid: String,
+        /// The trusted key's name.
+        key_name: String,
+        /// The role it lacks (`drill`, `seal`, `deleter`).
+        role: String,
+        /// The trust folder's roles file.
+        roles_file: String,
+    },
     /// A signature from a trusted key does not verify over `PAE(payloadType, payload)`.
     #[error("signature by trusted key {key_name} ({keyid}) does not verify over PAE(payloadType, payload): {reason}")]
     BadSignature {
@@ -473,6 +489,7 @@ impl EvidenceFailure {
             Self::PayloadNotBase64 { .. } => "PAYLOAD_NOT_BASE64",
             Self::NoSignature => "NO_SIGNATURE",
             Self::UntrustedKey { .. } => "UNTRUSTED_KEY",
+            Self::RoleNotGranted { .. } => "ROLE_NOT_GRANTED",
             Self::BadSignature { .. } => "BAD_SIGNATURE",
             Self::WrongPayloadType { .. } => "WRONG_PAYLOAD_TYPE",
             Self::StatementMalformed { .. } => "STATEMENT_MALFORMED",
@@ -688,6 +705,18 @@ fn check_signatures<'t>(
         accepted.get_or_insert(key);
     }
     let Some(key) = accepted else {
+        // A key the folder trusts for other kinds: say so, naming it and the role it lacks.
+        if let Some((key, role)) = envelope.signatures.iter().find_map(|s| trust.withheld(&s.keyid)) {
+            return Err(EvidenceFailure::RoleNotGranted {
+                keyid: key.keyid().to_owned(),
+                key_name: key.name().to_owned(),
+                role: role.name().to_owned(),
+                roles_file: trust.roles_file().map_or_else(
+                    || crate::evidence::keys::ROLES_FILE.to_owned(),
+                    |p| p.display().to_string(),
+                ),
+            });
+        }
         return Err(EvidenceFailure::UntrustedKey {
             keyids: envelope.signatures.iter().map(|s| s.keyid.clone()).collect(),
         });
@@ -1288,6 +1317,31 @@ mod tests {
             }
         );
         assert!(err.to_string().contains(signer.keyid()), "{err}");
+    }
+
+    /// See: review of the key roles (finding 4) — a key the folder trusts, left out for lacking the role, was
+    /// reported as "expected a keyid in the trust store".
+    #[test]
+    fn a_trusted_key_without_the_role_is_named_with_the_role_it_lacks() {
+        use crate::evidence::keys::Role;
+        let deleter = key(4);
+        let bytes = sign_statement(&statement(), &deleter).to_json_bytes();
+        let store = trust(&[("deleter", &deleter)]).with_roles([(deleter.keyid().to_owned(), vec![Role::Deleter])]);
+        let err = verify(&bytes, &store.for_role(Role::Drill)).unwrap_err();
+        assert_eq!(err.kind(), "ROLE_NOT_GRANTED");
+        let text = err.to_string();
+        assert!(
+            text.contains("deleter") && text.contains(deleter.keyid()) && text.contains("the drill role"),
+            "{text}"
+        );
+        assert!(!text.contains("expected a keyid in the trust store"), "{text}");
+        // Under the role it holds it verifies; a key outside the folder is still untrusted.
+        assert!(verify(&bytes, &store.for_role(Role::Deleter)).is_ok());
+        let other = sign_statement(&statement(), &key(5)).to_json_bytes();
+        assert_eq!(
+            verify(&other, &store.for_role(Role::Drill)).unwrap_err().kind(),
+            "UNTRUSTED_KEY"
+        );
     }
 
     #[test]

@@ -142,6 +142,15 @@ pub enum KeyError {
         /// What is wrong, naming the entry.
         reason: String,
     },
+    /// A signing key that the trust folder's [`ROLES_FILE`] does not give the role of what it would sign (a
+    /// deleter's key given to `drill run`, `report merge` or `restore --shard --key`).
+    #[error("{}: {reason}", key.display())]
+    RoleNotGranted {
+        /// The signing key file.
+        key: PathBuf,
+        /// The key id, what it would sign, the role, the roles it holds and the roles file.
+        reason: String,
+    },
     /// Two public key files hold the same key, so a key id would name two keys.
     #[error("{} and {} hold the same public key (keyid {keyid})", first.display(), second.display())]
     DuplicateKey {
@@ -507,6 +516,11 @@ pub struct TrustStore {
     warnings: Vec<String>,
     /// Key id → the roles [`ROLES_FILE`] gives it; `None` without the file (every key, every role).
     roles: Option<std::collections::BTreeMap<String, std::collections::BTreeSet<Role>>>,
+    /// The [`ROLES_FILE`] the roles were read from (for messages).
+    roles_file: Option<PathBuf>,
+    /// Keys of the folder that [`TrustStore::for_role`] left out for lacking its role: their signatures do not
+    /// count, but a failure says the key is trusted and lacks the role rather than that it is unknown.
+    withheld: Vec<(PublicKey, Role)>,
 }
 
 impl TrustStore {
@@ -550,7 +564,10 @@ impl TrustStore {
         let mut store = Self::from_keys(keys)?;
         let roles_path = dir.join(ROLES_FILE);
         match fs::read_to_string(&roles_path) {
-            Ok(text) => store.roles = Some(parse_roles(&roles_path, &text, &store.keys)?),
+            Ok(text) => {
+                store.roles = Some(parse_roles(&roles_path, &text, &store.keys)?);
+                store.roles_file = Some(roles_path);
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(source) => {
                 return Err(KeyError::Io {
@@ -603,6 +620,8 @@ impl TrustStore {
             keys,
             warnings: Vec::new(),
             roles: None,
+            roles_file: None,
+            withheld: Vec::new(),
         })
     }
 
@@ -641,8 +660,68 @@ impl TrustStore {
     #[must_use]
     pub fn for_role(&self, role: Role) -> Self {
         let mut out = self.clone();
-        out.keys.retain(|k| self.roles_of(&k.keyid).contains(&role));
+        let (keep, withheld): (Vec<PublicKey>, Vec<PublicKey>) = std::mem::take(&mut out.keys)
+            .into_iter()
+            .partition(|k| self.roles_of(&k.keyid).contains(&role));
+        out.keys = keep;
+        out.withheld.extend(withheld.into_iter().map(|k| (k, role)));
         out
+    }
+
+    /// A key of the trust folder that [`TrustStore::for_role`] left out of this store, with the role it lacks:
+    /// its signatures do not count here.
+    #[must_use]
+    pub fn withheld(&self, keyid: &str) -> Option<(&PublicKey, Role)> {
+        self.withheld
+            .iter()
+            .find(|(k, _)| k.keyid == keyid)
+            .map(|(k, r)| (k, *r))
+    }
+
+    /// The [`ROLES_FILE`] the store's roles came from, when [`TrustStore::load_dir`] read one.
+    #[must_use]
+    pub fn roles_file(&self) -> Option<&Path> {
+        self.roles_file.as_deref()
+    }
+
+    /// Refuses to sign what `role` signs (`what`, for the message) with `key`, loaded from `key_path`, when the
+    /// store's [`ROLES_FILE`] does not give that key the role: its signatures would not count for it, so the work
+    /// would end in evidence nobody accepts (or, for a deleter's key signing drill reports, in evidence the
+    /// deleter must refuse). Without the file every key holds every role, and nothing is refused.
+    ///
+    /// # Errors
+    /// [`KeyError::RoleNotGranted`], naming the key file, its key id and the roles file.
+    pub fn require_role(
+        &self,
+        key_path: &Path,
+        key: &SigningKey,
+        role: Role,
+        what: &'static str,
+    ) -> Result<(), KeyError> {
+        if self.roles.is_none() {
+            return Ok(());
+        }
+        let holds = self.roles_of(key.keyid());
+        if holds.contains(&role) {
+            return Ok(());
+        }
+        let name = self
+            .get(key.keyid())
+            .map_or_else(String::new, |k| format!(" ({}.pub in the trust folder)", k.name()));
+        let holds = if holds.is_empty() {
+            "no role".to_owned()
+        } else {
+            holds.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ")
+        };
+        let roles_file = self.roles_file.clone().unwrap_or_else(|| PathBuf::from(ROLES_FILE));
+        Err(KeyError::RoleNotGranted {
+            key: key_path.to_path_buf(),
+            reason: format!(
+                "key {}{name} may not sign {what}: {} does not give it the {role} role (it holds: {holds})",
+                key.keyid(),
+                roles_file.display()
+            ),
+        })
     }
 
     /// This store without the key `keyid` (when it holds it).

@@ -287,7 +287,7 @@ mod tests {
         let sealer = trust(&k).with_roles([(id.clone(), vec![Role::Seal, Role::Drill])]);
         let e = check(&rec, &sealer, &bundle(&root, &sha)).unwrap_err();
         assert!(
-            matches!(e, RetirementProblem::NotVerified(EvidenceFailure::UntrustedKey { .. })),
+            matches!(e, RetirementProblem::NotVerified(EvidenceFailure::RoleNotGranted { ref role, .. }) if role == "deleter"),
             "{e}"
         );
         let deleter = trust(&k).with_roles([(id, vec![Role::Deleter])]);

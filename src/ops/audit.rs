@@ -5,13 +5,19 @@
 //! agrees with the per-item results and the sample, and that the subjects name the results'
 //! bundles. With `--chain` it checks every report of the plan's folder: each one's
 //! `previous_report` must be the SHA-256 of the envelope before it (no gap, no reorder, no fork).
+//!
+//! With a `roles.toml` in the trust folder ([`crate::evidence::keys::Role`]) each kind verifies only under the
+//! keys of the role that signs it: drill reports (restore, cold-backup, shard, merged) under `drill`, bundles and
+//! backups under `seal`, receipts, purge summaries, inventory archives and retirement records under `deleter` —
+//! the same keys the commands that act on them accept. Fault-matrix reports and governance decisions verify
+//! under every key of the folder (no role signs them).
 
 use serde::Serialize;
 
 use crate::bundle::RestoreStatus;
 use crate::error::Result;
 use crate::evidence;
-use crate::evidence::keys::TrustStore;
+use crate::evidence::keys::{Role, TrustStore};
 use crate::io::store::Storage;
 use crate::model::location;
 use crate::ops::drill::{self, DrillPredicate};
@@ -90,7 +96,8 @@ fn claimed_predicate_type(bytes: &[u8]) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The signature check every report starts with: the envelope verifies under a trusted key, and its bytes are
+/// The signature check every report starts with: the envelope verifies under a trusted key (the caller passes the
+/// keys of the role that signs its kind, [`TrustStore::for_role`]), and its bytes are
 /// the canonical layout lakedrill writes (the chain hashes the file's bytes, so a report whose bytes differ from
 /// that layout, even in whitespace, has been edited). Failures are added to `findings`.
 fn verified_envelope(
@@ -124,6 +131,9 @@ fn verified_envelope(
 }
 
 /// Checks one report's bytes (pure). Returns the predicate when it could be read.
+///
+/// The signature must be by a key of `trust`: pass the keys with the drill role ([`TrustStore::for_role`]) to
+/// accept only what may count as drill evidence, as `audit verify`, `report merge`, the gates and the deleter do.
 #[must_use]
 pub fn check_report(
     name: &str,
@@ -363,7 +373,12 @@ async fn check_bundle(
     findings: &mut Vec<AuditFinding>,
 ) -> Result<Option<String>> {
     let bytes = storage.get(uri).await?.bytes;
-    let v = verified_envelope(name, &bytes, trust, findings);
+    // Only keys with the seal role sign bundles. `bundle::verify` below checks the signature the same way and
+    // reports a failure as BUNDLE_SIGNATURE; of this check only what it alone finds (edited bytes) is kept, so
+    // a bad signature is reported once.
+    let mut own = Vec::new();
+    let v = verified_envelope(name, &bytes, &trust.for_role(Role::Seal), &mut own);
+    findings.extend(own.into_iter().filter(|f| f.check == "ENVELOPE_NOT_CANONICAL"));
     // A bundle retired by a valid record (its candidate was purged) no longer restores by design: its envelope,
     // root and predicate are checked, not the objects the purge removed.
     let dir = location::parent(uri).unwrap_or_default();
@@ -382,19 +397,39 @@ async fn check_bundle(
     }
     let r = crate::bundle::verify(storage, uri, trust, &crate::bundle::VerifyOptions::default()).await?;
     for f in &r.findings {
-        findings.push(AuditFinding {
-            check: format!(
-                "BUNDLE_{}",
-                serde_json::to_value(f.kind)
-                    .ok()
-                    .and_then(|k| k.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            ),
-            report: name.to_owned(),
-            detail: f.to_string(),
-        });
+        findings.push(bundle_finding(name, f));
     }
     Ok(v.map(|v| v.keyid().to_owned()))
+}
+
+/// A bundle finding as an audit finding, each part said once: the check is the finding's kind with a `BUNDLE_`
+/// prefix (`BUNDLE_MISSING_FILE`; `BUNDLE_SIGNATURE` stays as it is), and the detail names the finding's path only
+/// when it is not the envelope the audit line already names, then what was expected and found.
+fn bundle_finding(name: &str, f: &crate::model::findings::Finding) -> AuditFinding {
+    let kind = serde_json::to_value(f.kind)
+        .ok()
+        .and_then(|k| k.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let check = if kind.starts_with("BUNDLE_") {
+        kind
+    } else {
+        format!("BUNDLE_{kind}")
+    };
+    let mut parts = Vec::new();
+    if f.path != name && f.path != crate::bundle::ENVELOPE_FILE {
+        parts.push(f.path.clone());
+    }
+    if let Some(e) = &f.expected {
+        parts.push(format!("expected={e}"));
+    }
+    if let Some(a) = &f.actual {
+        parts.push(format!("actual={a}"));
+    }
+    AuditFinding {
+        check,
+        report: name.to_owned(),
+        detail: parts.join(" "),
+    }
 }
 
 /// A retirement record's bytes against the bundle in `dir` whose envelope bytes are `envelope` (its id, its root,
@@ -427,7 +462,8 @@ async fn check_retirement(
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
 ) -> Result<Option<String>> {
-    let v = verified_envelope(name, bytes, trust, findings);
+    // Only keys with the deleter role retire a bundle (as drills and `retirement::check` read it).
+    let v = verified_envelope(name, bytes, &trust.for_role(Role::Deleter), findings);
     let dir = location::parent(uri).unwrap_or_default();
     let Some(envelope) = storage
         .get_opt(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
@@ -517,6 +553,11 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         vec![report_uri.clone()]
     };
     let chain_folder = chain.then(|| location::parent(&report_uri).unwrap_or_default());
+    // Each kind verifies only under the keys of the role that signs it (with a roles.toml; every key without
+    // one), as the commands that act on it read it: an auditor never accepts what the deleter would refuse.
+    // Bundles (seal) and retirement records (deleter) are checked by their own functions below.
+    let drill_keys = trust.for_role(Role::Drill);
+    let deleter_keys = trust.for_role(Role::Deleter);
     let mut gate = None;
     let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
@@ -527,7 +568,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         if !chain
             && claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::predicate::RECEIPTS_PREDICATE_TYPE)
         {
-            if let Some(v) = verified_envelope(&name, &bytes, trust, &mut findings) {
+            if let Some(v) = verified_envelope(&name, &bytes, &deleter_keys, &mut findings) {
                 keyids.push(v.keyid().to_owned());
                 let p = v.predicate();
                 let claim: Option<crate::evidence::predicate::RetentionClaim> =
@@ -595,7 +636,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
             prev = Some((name, sha, "fault-matrix".into()));
             continue;
         }
-        let checked = check_report(&name, &bytes, trust, &mut findings);
+        let checked = check_report(&name, &bytes, &drill_keys, &mut findings);
         let sha = evidence::sha256_hex(&bytes);
         if let Some((_, p)) = &checked {
             check_lock(

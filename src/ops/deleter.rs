@@ -272,11 +272,12 @@ fn bundles_of(rec: &CandidateRecord) -> Vec<(String, String, i64)> {
 ///
 /// - **the registry** (`reg`, the one the drills record into: the same `[registry]` of the same configuration):
 ///   every drill report, wherever it was written, shard reports included, records its verdict per bundle root;
-///   a failure of one of the candidate's roots that finished after the evidence refuses, naming the report. This
+///   a failure of one of the candidate's roots that finished after the evidence started refuses, naming the
+///   report (one that finished while the passing drill ran may have seen an object after the pass read it). This
 ///   does not depend on where the caller keeps the evidence: a copy of an old PASS in a fresh folder is still
 ///   older than the FAIL the registry knows.
 /// - **the chains beside the evidence** (`<reports>/<plan>/…`, shard folders included): every report there that
-///   verifies under `trust`, finished after the evidence and did not verify one of the candidate's roots. This
+///   verifies under `trust`, finished after the evidence started and did not verify one of the candidate's roots. This
 ///   covers drills run without a registry. Evidence that does not lie in its plan's folder cannot be placed in
 ///   its chain and is refused too.
 ///
@@ -294,32 +295,35 @@ pub async fn newer_failures(
     roots: &[(String, String, i64)],
     trust: &TrustStore,
 ) -> Result<Vec<String>> {
-    // A merged report verified its roots from its oldest shard's start on: a drill that failed one of them after
-    // that start is newer than some of its evidence.
-    let since = if evidence.merged_from.is_some() {
-        &evidence.started_at
-    } else {
-        &evidence.finished_at
+    // The evidence read its roots from its start on (a merged report: its oldest shard's start): a drill that
+    // failed one of them and finished after that start may have seen an object after the evidence read it (it
+    // finished while the passing drill was still running), so it is newer than some of the evidence.
+    let (Ok(started), Ok(finished)) = (
+        chrono::DateTime::parse_from_rfc3339(&evidence.started_at),
+        chrono::DateTime::parse_from_rfc3339(&evidence.finished_at),
+    ) else {
+        return Ok(vec![format!(
+            "evidence {evidence_uri}: started_at {:?} or finished_at {:?} is not a time, so no newer failure of its \
+             roots can be ruled out",
+            evidence.started_at, evidence.finished_at
+        )]);
     };
-    let Ok(finished) = chrono::DateTime::parse_from_rfc3339(since) else {
-        return Ok(Vec::new()); // already a reason in check_evidence
-    };
-    let finished = finished.with_timezone(&Utc);
+    let since = started.min(finished).with_timezone(&Utc);
     let snapshot_of = |root: &str| roots.iter().find(|(_, r, _)| r == root).map(|(_, _, sid)| *sid);
     // (report, root) → the reason: one reason per failing report and root, whichever source found it first.
     let mut failures: BTreeMap<(String, String), String> = BTreeMap::new();
     let root_names: Vec<String> = roots.iter().map(|(_, root, _)| root.clone()).collect();
-    for v in reg.drill_failures_after(&root_names, finished).await? {
+    for v in reg.drill_failures_after(&root_names, since).await? {
         let shard = v.shard.as_deref().map_or_else(String::new, |s| format!(", shard {s}"));
         let reason = format!(
             "a newer drill report {} (plan {}{shard}, finished {}; recorded in the registry) FAILED bundle root {} \
-             (snapshot {}): the evidence {evidence_uri} (finished {}) no longer counts for it",
+             (snapshot {}): the evidence {evidence_uri} (started {}) no longer counts for it",
             v.report_uri,
             v.plan,
             v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             v.bundle_root,
             snapshot_of(&v.bundle_root).unwrap_or_default(),
-            evidence.finished_at
+            evidence.started_at
         );
         failures.entry((v.report_uri, v.bundle_root)).or_insert(reason);
     }
@@ -353,7 +357,8 @@ pub async fn newer_failures(
         let Some((_, p)) = crate::ops::audit::check_report(&o.uri, &bytes, trust, &mut findings) else {
             continue; // not a drill report signed by a trusted key
         };
-        let newer = chrono::DateTime::parse_from_rfc3339(&p.finished_at).is_ok_and(|t| t > finished);
+        // Newer: it finished after the evidence started, while or after the evidence's drill read its roots.
+        let newer = chrono::DateTime::parse_from_rfc3339(&p.finished_at).is_ok_and(|t| t > since);
         if !newer {
             continue;
         }
@@ -365,8 +370,8 @@ pub async fn newer_failures(
                 failures.entry((o.uri.clone(), root.clone())).or_insert_with(|| {
                     format!(
                         "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the \
-                         evidence {evidence_uri} (finished {}) no longer counts for it",
-                        o.uri, p.finished_at, evidence.finished_at
+                         evidence {evidence_uri} (started {}) no longer counts for it",
+                        o.uri, p.finished_at, evidence.started_at
                     )
                 });
             }

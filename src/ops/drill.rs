@@ -373,6 +373,9 @@ pub async fn run_plan(
     }
     let trust = TrustStore::load_dir(Path::new(&plan.trust))?;
     let key = keys::load_signing_key(Path::new(&plan.key))?;
+    // A drill report counts only under a key with the drill role: refused before any work, not after an hour of
+    // verifying, and never a deleter's key vouching for the drill that allows its deletes.
+    trust.require_role(Path::new(&plan.key), &key, keys::Role::Drill, "drill reports")?;
     let retention = plan.evidence_retention.as_ref().map(PlanRetention::parse).transpose()?;
     // Reports that must be locked go only where they can be: checked before any work.
     crate::ops::evidence_lock::preflight(storage, &location::canonical_uri(&plan.reports)?, retention).await?;

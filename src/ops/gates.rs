@@ -319,8 +319,9 @@ async fn report_gates(
 
 /// Fails a passing weekly gate whose covering report is older than a failure the registry recorded for one of the
 /// roots of the bundles awaiting a purge (a drill whose reports went to another folder, or a shard): the deleter would refuse
-/// that report ([`crate::ops::deleter::newer_failures`]), so the gate says so too, naming the failing report. A
-/// merged report counts from its oldest shard's start.
+/// that report ([`crate::ops::deleter::newer_failures`]), so the gate says so too, naming the failing report. Any
+/// report counts from its start (a merged one from its oldest shard's): a failure that finished while it ran is
+/// newer.
 async fn newer_failures_in_registry(
     reg: &Registry,
     reports: &[VerifiedReport],
@@ -346,7 +347,7 @@ async fn newer_failures_in_registry(
         .collect();
     roots.sort();
     roots.dedup();
-    let failures = reg.drill_failures_after(&roots, r.as_of).await?;
+    let failures = reg.drill_failures_after(&roots, r.started).await?;
     let Some(first) = failures.first() else {
         return Ok(());
     };
@@ -484,6 +485,9 @@ struct VerifiedReport {
     /// What the gates age the report by: its `finished_at`, or for a merged report its `started_at` (the oldest
     /// shard's start: a shard verified long ago does not become fresh by being merged), as the deleter does.
     as_of: DateTime<Utc>,
+    /// Its `started_at` (no later than its end), merged or not: a failure of one of its roots that finished after
+    /// this is newer than the report (it may have seen an object after this drill read it), as the deleter reads it.
+    started: DateTime<Utc>,
     predicate: DrillPredicate,
 }
 
@@ -513,19 +517,17 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
             continue;
         };
         let finished = finished.with_timezone(&Utc);
-        let as_of = if p.merged_from.is_some() {
-            let Ok(started) = DateTime::parse_from_rfc3339(&p.started_at) else {
-                unverified.push(uri);
-                continue;
-            };
-            started.with_timezone(&Utc).min(finished)
-        } else {
-            finished
+        let Ok(started) = DateTime::parse_from_rfc3339(&p.started_at) else {
+            unverified.push(uri);
+            continue;
         };
+        let started = started.with_timezone(&Utc).min(finished);
+        let as_of = if p.merged_from.is_some() { started } else { finished };
         good.push(VerifiedReport {
             uri,
             finished,
             as_of,
+            started,
             predicate: p,
         });
     }
@@ -991,6 +993,7 @@ mod tests {
             uri: uri.into(),
             finished: t(finished),
             as_of: t(finished),
+            started: t(finished),
             predicate: DrillPredicate {
                 drill: DrillInfo {
                     id: "d".into(),

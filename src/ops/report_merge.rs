@@ -64,8 +64,13 @@ pub async fn merge(
     clock_now: chrono::DateTime<chrono::Utc>,
 ) -> Result<MergeResult> {
     // Shard reports are drill reports: only keys with the drill role count ([`crate::evidence::keys::Role`]).
-    let trust = TrustStore::load_dir(trust)?.for_role(crate::evidence::keys::Role::Drill);
-    let key = keys::load_signing_key(key)?;
+    let folder = TrustStore::load_dir(trust)?;
+    let key_path = key;
+    let key = keys::load_signing_key(key_path)?;
+    // The merged report is a drill report: a key the roles file does not give the drill role would sign
+    // evidence that no auditor or deleter accepts (or, a deleter's key, evidence the deleter must refuse).
+    folder.require_role(key_path, &key, crate::evidence::keys::Role::Drill, "drill reports")?;
+    let trust = folder.for_role(crate::evidence::keys::Role::Drill);
     let mut reasons = Vec::new();
     let mut shards: Vec<(ShardRef, DrillPredicate, Vec<Subject>)> = Vec::new();
     let mut uris = Vec::new();
@@ -76,6 +81,11 @@ pub async fn merge(
         } else {
             // A folder (or prefix): the shard reports directly in it, e.g. `shards/<run id>/`.
             let folder = uri.trim_end_matches('/').to_owned();
+            // A local folder that does not exist or cannot be read is not "no shard report": it could not be
+            // looked at (exit 2, naming it). An object-store prefix has no existence apart from its objects.
+            if let Some(path) = folder.strip_prefix("file://") {
+                std::fs::read_dir(path).map_err(|e| Error::io("list the shard reports folder", path, e))?;
+            }
             let found = drill::list_reports(&ctx.storage, &folder).await?;
             if found.is_empty() {
                 reasons.push(format!("{folder} holds no shard report (*.dsse.json)"));

@@ -108,7 +108,8 @@ impl Registry {
     }
 
     /// The recorded verdicts that failed one of `roots` in a report finished strictly after `after`, oldest
-    /// first.
+    /// first. The deleter and the gates pass their evidence's `started_at`: a failure that finished while the
+    /// passing drill was still running may have seen an object after the pass read it.
     ///
     /// # Errors
     /// [`RegistryError::Query`].

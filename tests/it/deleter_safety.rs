@@ -159,6 +159,128 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
     );
 }
 
+/// `report`'s statement with `edit` applied, signed again by the fixture's trusted drill key, written to `to`.
+fn resigned(g: &Gov, report: &Path, to: &Path, edit: impl FnOnce(&mut Value)) {
+    use base64::Engine as _;
+    let env: Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(env["payload"].as_str().unwrap())
+        .unwrap();
+    let mut st: Value = serde_json::from_slice(&payload).unwrap();
+    edit(&mut st);
+    let key = lakedrill::evidence::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::write(
+        to,
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &key).to_json_bytes(),
+    )
+    .unwrap();
+}
+
+/// An RFC 3339 time `ms` milliseconds after `t` (as reports write it).
+fn shifted(t: &str, ms: i64) -> String {
+    (chrono::DateTime::parse_from_rfc3339(t).unwrap() + chrono::Duration::milliseconds(ms))
+        .with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+// See: review of the newer-failure cutoff (finding 2) — only failures that finished after the evidence's
+// `finished_at` counted as newer. A failing drill of the same root that finished while the passing drill was
+// still running (after its `started_at`) may have seen the object after the pass read it, and was ignored: the
+// purge accepted the pass. The cutoff is now the evidence's start, in the registry, beside the evidence and in the
+// gates.
+#[test]
+fn a_failure_that_finished_while_the_passing_drill_ran_refuses_its_evidence() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let r1 = g.drill("bundles");
+    // A data file goes bad (same size); the next drill fails it and the registry records that failure.
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.ends_with(".parquet"))
+        .map(|p| g.table_root().join(p))
+        .expect("a candidate data file");
+    flip_a_byte(&data);
+    let plan = g.dir.join("drill-bundles.toml");
+    let r2 = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    let r2_finished = r2["predicate"]["finished_at"].as_str().unwrap().to_owned();
+    let r2_name = Path::new(r2["report"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // A PASS that started a second before the FAIL finished and finished a second after it.
+    let pass_during = |st: &mut Value| {
+        st["predicate"]["started_at"] = Value::String(shifted(&r2_finished, -1000));
+        st["predicate"]["finished_at"] = Value::String(shifted(&r2_finished, 1000));
+    };
+    let before = walk(&g.table_root());
+
+    // 1. In a reports folder of its own: the registry's record of the FAIL refuses it.
+    let ev = g.dir.join("x/weekly-bundles/during.dsse.json");
+    resigned(&g, &r1, &ev, pass_during);
+    let p = g.purge(id, Some(&ev), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("newer drill report") && why.contains(&r2_name) && why.contains("recorded in the registry"),
+        "names the failure that finished while the pass ran: {why}"
+    );
+    // The weekly gate over that folder reads it the same way.
+    let gates = crate::gates::gates_reading(&g, g.dir.join("x").to_str().unwrap())
+        .expect_code(1)
+        .json();
+    let weekly = crate::gates::gate(&gates, "weekly_restores");
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    assert!(weekly["detail"].as_str().unwrap().contains(&r2_name), "{weekly}");
+
+    // 2. Beside a failing report the registry does not know (a drill run without it), in the evidence's plan
+    //    folder: the scan of the chains refuses it too.
+    let y = g.dir.join("y/weekly-bundles");
+    let ev = y.join("b-during.dsse.json");
+    resigned(&g, &r1, &ev, pass_during);
+    let unrecorded = y.join("a-fail.dsse.json");
+    resigned(&g, &r1, &unrecorded, |st| {
+        let p = &mut st["predicate"];
+        p["started_at"] = Value::String(shifted(&r2_finished, -2000));
+        p["finished_at"] = Value::String(shifted(&r2_finished, -500));
+        let n = p["results"].as_array().unwrap().len();
+        for r in p["results"].as_array_mut().unwrap() {
+            r["status"] = Value::String("FAILED".into());
+        }
+        p["summary"]["passed"] = Value::from(0);
+        p["summary"]["failed"] = Value::from(n);
+        p["summary"]["gate"] = Value::String("FAIL".into());
+    });
+    // The registry names r2 again; the report beside the evidence, which it never recorded, must be named too.
+    let p = g.purge(id, Some(&ev), &[]).expect_code(1).json();
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("a-fail.dsse.json"),
+        "names the failing report beside it: {why}"
+    );
+
+    // A PASS that started after the FAIL finished is accepted (a dry run).
+    let after = g.dir.join("z/weekly-bundles/after.dsse.json");
+    resigned(&g, &r1, &after, |st| {
+        st["predicate"]["started_at"] = Value::String(shifted(&r2_finished, 1));
+        st["predicate"]["finished_at"] = Value::String(shifted(&r2_finished, 1000));
+    });
+    let p = g.purge(id, Some(&after), &["--dry-run"]).expect_code(0).json();
+    assert!(!p["reasons"].to_string().contains(&r2_name), "{p}");
+
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+}
+
 // See: `check_evidence` read the results of a shard's partial report as a whole drill's, so one shard of a
 // `--split objects` run (RESTORE_VERIFIED for every root, 1/N of the objects verified) was accepted once it lay
 // outside `shards/`.

@@ -88,3 +88,219 @@ fn r16_a_trust_folder_with_a_private_key_warns_and_still_verifies() {
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
     assert!(r.json().get("warnings").is_none(), "{}", r.stdout);
 }
+
+/// A demo lakehouse (`lakedrill demo`): keys/demo-drill.key (seal and drill roles), keys/demo-deleter.key
+/// (deleter role), keys/trust/{both .pub, roles.toml}, signed reports, bundles, backups and receipts.
+fn demo_lake() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path().join("lake");
+    crate::util::lakedrill_in(tmp.path(), &["--json", "demo", "--dir", dir.to_str().unwrap()]).expect_code(0);
+    (tmp, dir)
+}
+
+/// The one `*.dsse.json` directly in `folder`.
+fn only_envelope(folder: &std::path::Path) -> std::path::PathBuf {
+    let mut found: Vec<_> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_str().unwrap().ends_with(".dsse.json"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// `src`'s exact payload signed again by the key at `key` (another trusted key), written to `dst`.
+fn resign(src: &std::path::Path, key: &std::path::Path, dst: &std::path::Path) {
+    use base64::Engine as _;
+    let env: serde_json::Value = serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(env["payload"].as_str().unwrap())
+        .unwrap();
+    let key = lakedrill::evidence::keys::load_signing_key(key).unwrap();
+    let signed = lakedrill::evidence::sign(env["payloadType"].as_str().unwrap(), &payload, &key);
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    std::fs::write(dst, signed.to_json_bytes()).unwrap();
+}
+
+/// See: review of the key roles (finding 1) — `audit verify` took a drill report signed by the deleter's key,
+/// and an inventory archive signed by the drills' key, as VERIFIED: each kind now verifies only under the role
+/// that signs it, as the deleter reads it.
+#[test]
+fn audit_verify_checks_each_kind_under_the_role_that_signs_it() {
+    let (tmp, lake) = demo_lake();
+    let trust = lake.join("keys/trust");
+    let trust = trust.to_str().unwrap();
+    let (drill_key, deleter_key) = (lake.join("keys/demo-drill.key"), lake.join("keys/demo-deleter.key"));
+    let audit = |file: &std::path::Path, chain: bool| {
+        let mut args = vec!["--json", "audit", "verify", file.to_str().unwrap(), "--trust", trust];
+        if chain {
+            args.push("--chain");
+        }
+        crate::util::lakedrill_in(tmp.path(), &args)
+    };
+    // As the demo signed them: verified.
+    let report = only_envelope(&lake.join("reports/weekly-quarantine"));
+    audit(&report, false).expect_code(0);
+    audit(&report, true).expect_code(0);
+    let receipts = lake.join("receipts");
+    let candidate = std::fs::read_dir(&receipts).unwrap().next().unwrap().unwrap().path();
+    let inventory = candidate.join("inventory.dsse.json");
+    audit(&inventory, false).expect_code(0);
+
+    // The drill report signed by the deleter's key (a trusted key, but not a drill key), alone and as a chain.
+    let forged = tmp
+        .path()
+        .join("forged/weekly-quarantine")
+        .join(report.file_name().unwrap());
+    resign(&report, &deleter_key, &forged);
+    for chain in [false, true] {
+        let r = audit(&forged, chain);
+        let v = r.expect_code(1).json();
+        assert_eq!(v["status"], "FAILED", "{v}");
+        assert_eq!(
+            v["findings"][0]["report"],
+            forged.file_name().unwrap().to_str().unwrap(),
+            "{v}"
+        );
+        // The key is trusted, but not for this kind: the finding says so (finding 4).
+        assert_eq!(v["findings"][0]["check"], "ROLE_NOT_GRANTED", "{v}");
+        let detail = v["findings"][0]["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("demo-deleter") && detail.contains("roles.toml does not give it the drill role"),
+            "{v}"
+        );
+    }
+    // The inventory archive and the summary signed by the drills' key: not the deleter's.
+    let forged_inventory = tmp.path().join("forged/receipts/inventory.dsse.json");
+    resign(&inventory, &drill_key, &forged_inventory);
+    assert_eq!(
+        audit(&forged_inventory, false).expect_code(1).json()["status"],
+        "FAILED"
+    );
+    let summary = std::fs::read_dir(&candidate)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("summary-"))
+        .unwrap();
+    let forged_summary = candidate.join("summary-999.dsse.json");
+    resign(&summary, &drill_key, &forged_summary);
+    assert_eq!(audit(&forged_summary, false).expect_code(1).json()["status"], "FAILED");
+    // A backup bundle signed by the deleter's key: not a sealer's.
+    let backups = lake.join("backups/bundles");
+    let backup = std::fs::read_dir(&backups).unwrap().next().unwrap().unwrap().path();
+    let forged_backup = tmp.path().join("forged/bundles").join(backup.file_name().unwrap());
+    crate::util::copy_tree(&backup, &forged_backup);
+    resign(
+        &backup.join("bundle.dsse.json"),
+        &deleter_key,
+        &forged_backup.join("bundle.dsse.json"),
+    );
+    let v = audit(&forged_backup.join("bundle.dsse.json"), false)
+        .expect_code(1)
+        .json();
+    assert_eq!(v["status"], "FAILED", "{v}");
+    assert_eq!(v["keyids"], serde_json::json!([]), "no seal key signed it: {v}");
+    // One finding, its kind and the file each said once, naming the key and the role it lacks (finding 4).
+    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["findings"][0]["check"], "BUNDLE_SIGNATURE", "{v}");
+    let detail = v["findings"][0]["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains("BUNDLE_SIGNATURE") && !detail.contains("bundle.dsse.json"),
+        "{v}"
+    );
+    assert!(
+        detail.contains("demo-deleter") && detail.contains("roles.toml does not give it the seal role"),
+        "{v}"
+    );
+    assert!(!detail.contains("expected a keyid in the trust store"), "{v}");
+
+    // Without a roles.toml every key holds every role: the same files verify.
+    std::fs::remove_file(lake.join("keys/trust/roles.toml")).unwrap();
+    audit(&forged, false).expect_code(0);
+    audit(&forged_inventory, false).expect_code(0);
+}
+
+/// See: review of the key roles (finding 1) — `drill run`, `report merge` and `restore --shard --key` signed
+/// drill evidence with a key the trust folder's roles.toml does not give the drill role (the deleter's). Each is
+/// refused before any work (exit 2), naming the key and roles.toml.
+#[test]
+fn drill_evidence_is_not_signed_by_a_key_without_the_drill_role() {
+    let (tmp, lake) = demo_lake();
+    let trust = lake.join("keys/trust");
+    let deleter_key = lake.join("keys/demo-deleter.key");
+    let refused = |r: &crate::util::Run| {
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("demo-deleter.key")
+                && r.stderr.contains("roles.toml")
+                && r.stderr.contains("does not give it the drill role"),
+            "{}",
+            r.stderr
+        );
+    };
+    let reports_before = std::fs::read_dir(lake.join("reports/quarterly-cold-backup"))
+        .unwrap()
+        .count();
+    // drill run: the plan's key.
+    let plan_text = std::fs::read_to_string(lake.join("drills/quarterly-cold-backup.toml"))
+        .unwrap()
+        .replace("demo-drill.key", "demo-deleter.key");
+    let plan = tmp.path().join("deleter-plan.toml");
+    std::fs::write(&plan, &plan_text).unwrap();
+    refused(&crate::util::lakedrill_in(
+        &lake,
+        &["drill", "run", plan.to_str().unwrap()],
+    ));
+    assert_eq!(
+        std::fs::read_dir(lake.join("reports/quarterly-cold-backup"))
+            .unwrap()
+            .count(),
+        reports_before,
+        "nothing written"
+    );
+    // report merge: refused before it reads a shard (an empty folder would otherwise be exit 1).
+    let empty = tmp.path().join("no-shards");
+    std::fs::create_dir(&empty).unwrap();
+    refused(&crate::util::lakedrill_in(
+        &lake,
+        &[
+            "report",
+            "merge",
+            empty.to_str().unwrap(),
+            "--key",
+            deleter_key.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--reports",
+            tmp.path().join("merged").to_str().unwrap(),
+        ],
+    ));
+    // restore --shard I/N --key.
+    let backup = std::fs::read_dir(lake.join("backups/bundles"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let shard_reports = tmp.path().join("shard-reports");
+    refused(&crate::util::lakedrill_in(
+        &lake,
+        &[
+            "restore",
+            backup.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--shard",
+            "0/2",
+            "--key",
+            deleter_key.to_str().unwrap(),
+            "--reports",
+            shard_reports.to_str().unwrap(),
+        ],
+    ));
+    assert!(!shard_reports.exists(), "nothing written");
+
+    // Without a roles.toml every key holds every role: the drill runs and signs as before.
+    std::fs::remove_file(trust.join("roles.toml")).unwrap();
+    crate::util::lakedrill_in(&lake, &["drill", "run", plan.to_str().unwrap()]).expect_code(0);
+}

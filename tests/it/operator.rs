@@ -1461,3 +1461,44 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     let p = g.purge(id, Some(&evidence), &[]).expect_code(0).json();
     assert_eq!(p["status"], "VERIFIED", "{p}");
 }
+
+/// See: review finding 3 — `report merge` of a folder that does not exist said it "holds no shard report" and
+/// exited 1 (refused) although nothing could be looked at: exit 2, naming the path. An existing empty folder is
+/// still refused (exit 1).
+#[test]
+fn report_merge_of_a_missing_folder_could_not_decide() {
+    let tmp = crate::util::tmpdir();
+    crate::util::lakedrill_in(tmp.path(), &["keygen", "--name", "merge-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+    let merge = |folder: &str| {
+        crate::util::lakedrill_in(
+            tmp.path(),
+            &[
+                "--json",
+                "report",
+                "merge",
+                folder,
+                "--key",
+                "keys/merge-TEST-ONLY.key",
+                "--trust",
+                "keys",
+                "--reports",
+                "merged",
+            ],
+        )
+    };
+    let missing = tmp.path().join("no/such/shards");
+    let r = merge(missing.to_str().unwrap());
+    r.expect_code(2);
+    assert!(
+        r.stdout.contains(missing.to_str().unwrap()),
+        "names the path: {}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("holds no shard report"), "{}", r.stdout);
+    std::fs::create_dir(tmp.path().join("empty")).unwrap();
+    let r = merge("empty");
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    assert!(v["reasons"].to_string().contains("holds no shard report"), "{v}");
+    assert!(!tmp.path().join("merged").exists(), "nothing written");
+}
