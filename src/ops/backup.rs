@@ -211,7 +211,7 @@ pub async fn backup(
     let declared_at: DateTime<Utc> = match (&existing_checkpoint, at) {
         (Some(c), _) => c.at,
         (None, Some(t)) => {
-            let ms = resolve::parse_instant_ms(t)?;
+            let ms = resolve::parse_instant_ms("--at", t)?;
             if ms < snapshot.timestamp_ms() {
                 return Err(Error::invalid(
                     "--at",

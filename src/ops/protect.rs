@@ -229,7 +229,7 @@ pub async fn checkpoint_add(
     let table = ctx.table(source).await?;
     let snap = table.snapshot(snapshot_id)?;
     let at = match at {
-        Some(t) => DateTime::from_timestamp_millis(crate::table::resolve::parse_instant_ms(t)?)
+        Some(t) => DateTime::from_timestamp_millis(crate::table::resolve::parse_instant_ms("--at", t)?)
             .ok_or_else(|| Error::invalid("--at", "out of range"))?,
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
