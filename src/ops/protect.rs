@@ -219,7 +219,8 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
 /// `lakedrill checkpoint add`.
 ///
 /// # Errors
-/// Unknown snapshot; registry errors.
+/// Unknown snapshot, or an `--at` that cannot be read or precedes the snapshot's commit time (exit 2); registry
+/// errors.
 pub async fn checkpoint_add(
     ctx: &Context,
     source: &TableSource,
@@ -229,8 +230,22 @@ pub async fn checkpoint_add(
     let table = ctx.table(source).await?;
     let snap = table.snapshot(snapshot_id)?;
     let at = match at {
-        Some(t) => DateTime::from_timestamp_millis(crate::table::resolve::parse_instant_ms("--at", t)?)
-            .ok_or_else(|| Error::invalid("--at", "out of range"))?,
+        Some(t) => {
+            let ms = crate::table::resolve::parse_instant_ms("--at", t)?;
+            // As `backup --at`: a recovery point before the snapshot's commit would sign a negative RPO that
+            // every recovery of it then fails (CHECKPOINT_MISMATCH).
+            if ms < snap.timestamp_ms() {
+                return Err(Error::invalid(
+                    "--at",
+                    format!(
+                        "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
+                         the snapshot that recovers it",
+                        crate::ops::backup::commit_time(snap.timestamp_ms())
+                    ),
+                ));
+            }
+            DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))?
+        }
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
