@@ -871,8 +871,13 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         demo_ctx.now(),
     )
     .await?;
+    // As `lakedrill drill run` does for every report: the HTML and Markdown pages beside the signed one.
+    let cold_pages = crate::ops::drill::write_beside(&demo_ctx.storage, &cold.report, &cold.predicate).await?;
+    let cold_html = cold_pages.html_report.trim_start_matches("file://").to_owned();
+    let cold_md = cold_pages.markdown_report.trim_start_matches("file://").to_owned();
+    let cold_txt = cold.human_report.trim_start_matches("file://").to_owned();
     human.push_str(&format!(
-        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\n",
+        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\nhuman report:  {cold_txt}\nhtml report:   {cold_html}\n",
         cold.predicate.summary.gate,
         cold.predicate.summary.passed,
         cold.report.trim_start_matches("file://")
@@ -975,7 +980,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     json.insert("backup".into(), backup.json.clone());
     json.insert(
         "cold_backup_drill".into(),
-        serde_json::json!({"report": cold.report, "gate": cold.predicate.summary.gate, "passed": cold.predicate.summary.passed}),
+        serde_json::json!({"report": cold.report, "human_report": cold_txt, "html_report": cold_html, "markdown_report": cold_md, "gate": cold.predicate.summary.gate, "passed": cold.predicate.summary.passed}),
     );
     json.insert("gates".into(), gates.json.clone());
     let ok = drill.predicate.summary.gate == "PASS"

@@ -79,6 +79,22 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     // The quarterly exercise and the six safety gates over what the demo recorded.
     assert_eq!(doc["backup"]["status"], "BACKED_UP", "{doc}");
     assert_eq!(doc["cold_backup_drill"]["gate"], "PASS", "{doc}");
+    // See: review finding 6 (fix-inputs): as `drill run` does, both drill reports get their `.txt`, `.html` and
+    // `.md` beside the signed `.dsse.json` (the cold-backup one had only the first two).
+    for drill in ["drill", "cold_backup_drill"] {
+        let report = doc[drill]["report"].as_str().unwrap().trim_start_matches("file://");
+        let stem = report.strip_suffix(".dsse.json").expect("a signed report");
+        for ext in ["dsse.json", "txt", "html", "md"] {
+            let page = std::path::PathBuf::from(format!("{stem}.{ext}"));
+            assert!(page.is_file(), "{drill}: {} missing", page.display());
+        }
+    }
+    assert!(
+        doc["cold_backup_drill"]["html_report"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(".html")),
+        "{doc}"
+    );
     let gates = doc["gates"]["safety_gates"].to_string();
     for g in [
         "protected_objects_deleted",
