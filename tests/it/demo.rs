@@ -127,6 +127,21 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     );
     verified.expect_code(0);
     assert!(!verified.stderr.contains("private key"), "{}", verified.stderr);
+    // As `drill run` does with a `[registry]`, the demo anchored each drill chain's head there (read with the
+    // demo's lakedrill.toml).
+    // See: review finding 5 (fix-inputs): the demo's own chains were "not anchored".
+    for chain in ["reports/weekly-quarantine", "reports/quarterly-cold-backup"] {
+        let r = lakedrill_in(
+            &dir,
+            &["audit", "verify", chain, "--trust", trust.to_str().unwrap(), "--chain"],
+        );
+        r.expect_code(0);
+        assert!(
+            r.stdout.contains("checked against the registry"),
+            "{chain}: {}",
+            r.stdout
+        );
+    }
 
     // Everything stays under DIR.
     let mut leftovers: Vec<_> = std::fs::read_dir(tmp.path())
