@@ -208,3 +208,58 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     r.expect_code(2);
     assert!(foreign.join("precious.txt").exists());
 }
+
+/// `audit verify <copied reports folder> --chain` in a lakehouse whose configuration has a `[registry]` says what
+/// is true: the registry holds no anchor for that chain (it said no `[registry]` was configured).
+// See: review finding 5 (fix-inputs), the unanchored chain's reason.
+#[test]
+fn r_a_copied_chain_is_not_anchored_by_the_configured_registry_and_says_so() {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path().join("lake");
+    lakedrill_in(tmp.path(), &["--json", "demo", "--dir", dir.to_str().unwrap()]).expect_code(0);
+    assert!(
+        std::fs::read_to_string(dir.join("lakedrill.toml"))
+            .unwrap()
+            .contains("[registry]")
+    );
+    let copy = dir.join("copied-reports");
+    crate::util::copy_tree(&dir.join("reports/weekly-quarantine"), &copy);
+    let trust = dir.join("keys/trust");
+    let anchored = lakedrill_in(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            "reports/weekly-quarantine",
+            "--trust",
+            trust.to_str().unwrap(),
+            "--chain",
+        ],
+    );
+    anchored.expect_code(0);
+    assert!(
+        anchored.stdout.contains("checked against the registry"),
+        "{}",
+        anchored.stdout
+    );
+    let r = lakedrill_in(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            copy.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--chain",
+        ],
+    );
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains("not anchored (the configured registry holds no anchor for the chain")
+            && r.stdout.contains("copied-reports")
+            && !r.stdout.contains("no [registry] configured"),
+        "{}",
+        r.stdout
+    );
+}
