@@ -123,9 +123,11 @@ pub enum Error {
         /// The refs it collides with.
         others: Vec<String>,
     },
-    /// A time-travel request that cannot be answered.
-    #[error("--as-of {input}: {reason}")]
+    /// An instant (`--as-of`, `--at`) that cannot be read or answered.
+    #[error("{flag} {input}: {reason}")]
     AsOf {
+        /// The flag it was given with (`--as-of`, `--at`).
+        flag: &'static str,
         /// The instant as given.
         input: String,
         /// Why it cannot be answered.

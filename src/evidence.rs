@@ -1319,7 +1319,7 @@ mod tests {
         assert!(err.to_string().contains(signer.keyid()), "{err}");
     }
 
-    /// See: review of the key roles (finding 4) — a key the folder trusts, left out for lacking the role, was
+    /// a key the folder trusts, left out for lacking the role, was
     /// reported as "expected a keyid in the trust store".
     #[test]
     fn a_trusted_key_without_the_role_is_named_with_the_role_it_lacks() {

@@ -404,6 +404,24 @@ fn orders_schema() -> Result<Schema> {
         .map_err(ice("demo schema"))
 }
 
+/// Records a drill report's verdicts in the demo's registry and anchors its chain there, as `lakedrill drill run`
+/// does with a `[registry]`: the deleter reads the verdicts, and `audit verify --chain` checks the chain's head.
+async fn record_and_anchor(
+    ctx: &Context,
+    registry: &crate::registry::Registry,
+    report: &str,
+    predicate: &crate::ops::drill::DrillPredicate,
+) -> Result<()> {
+    let now = ctx.now();
+    let head = crate::ops::drill::record_verdicts(&ctx.storage, registry, report, predicate, None, now).await?;
+    let folder = crate::model::location::parent(report).unwrap_or_default();
+    let reports = crate::ops::drill::list_reports(&ctx.storage, &folder).await?;
+    registry
+        .chain_anchor(&folder, &head, i64::try_from(reports.len()).unwrap_or(i64::MAX), now)
+        .await?;
+    Ok(())
+}
+
 /// Creates an unpartitioned table `namespace.name` at `location` (a `file://` URI) in the SQL
 /// catalog `demo` on SQLite at `db` (created when absent; its warehouse is `warehouse`) and commits
 /// one append of `data_files`, which must already exist under `location`. The table has the schema
@@ -774,15 +792,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     // The drill records its verdicts in the demo's registry, as `lakedrill drill run` does with a `[registry]`:
     // the deleter reads them there.
     let registry = crate::ops::plan::registry(demo_ctx).await?;
-    crate::ops::drill::record_verdicts(
-        &demo_ctx.storage,
-        &registry,
-        &drill.report,
-        &drill.predicate,
-        None,
-        demo_ctx.now(),
-    )
-    .await?;
+    record_and_anchor(demo_ctx, &registry, &drill.report, &drill.predicate).await?;
     let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
     let trust = crate::evidence::keys::TrustStore::load_dir(&trust_dir)?;
@@ -862,17 +872,14 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         quiet,
         &format!("cold-backup drill gate {}", cold.predicate.summary.gate),
     );
-    crate::ops::drill::record_verdicts(
-        &demo_ctx.storage,
-        &registry,
-        &cold.report,
-        &cold.predicate,
-        None,
-        demo_ctx.now(),
-    )
-    .await?;
+    record_and_anchor(demo_ctx, &registry, &cold.report, &cold.predicate).await?;
+    // As `lakedrill drill run` does for every report: the HTML and Markdown pages beside the signed one.
+    let cold_pages = crate::ops::drill::write_beside(&demo_ctx.storage, &cold.report, &cold.predicate).await?;
+    let cold_html = cold_pages.html_report.trim_start_matches("file://").to_owned();
+    let cold_md = cold_pages.markdown_report.trim_start_matches("file://").to_owned();
+    let cold_txt = cold.human_report.trim_start_matches("file://").to_owned();
     human.push_str(&format!(
-        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\n",
+        "\n== quarterly cold-backup drill: gate {} ({} recovered)\nsigned report: {}\nhuman report:  {cold_txt}\nhtml report:   {cold_html}\n",
         cold.predicate.summary.gate,
         cold.predicate.summary.passed,
         cold.report.trim_start_matches("file://")
@@ -975,7 +982,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     json.insert("backup".into(), backup.json.clone());
     json.insert(
         "cold_backup_drill".into(),
-        serde_json::json!({"report": cold.report, "gate": cold.predicate.summary.gate, "passed": cold.predicate.summary.passed}),
+        serde_json::json!({"report": cold.report, "human_report": cold_txt, "html_report": cold_html, "markdown_report": cold_md, "gate": cold.predicate.summary.gate, "passed": cold.predicate.summary.passed}),
     );
     json.insert("gates".into(), gates.json.clone());
     let ok = drill.predicate.summary.gate == "PASS"

@@ -287,20 +287,66 @@ impl TableLocation {
         Ok(norm.segments[self.norm.segments.len()..].join("/"))
     }
 
-    /// A registry prefix (a hold's, a writer's, a deletion right's) relative to the table root: written under
-    /// the table location or as a URI under its root, it is cut to the rest; anything else is taken as already
-    /// relative (without its outer slashes).
+    /// A prefix an operator gives (a hold's, a writer's, a deletion right's) as a path relative to the table
+    /// location.
+    ///
+    /// A relative prefix is relative to the table location, never to the current directory: the registry stores
+    /// the prefix as given and every later command resolves it again, so it must name the same folder whichever
+    /// directory that command runs from. `.` and `..` are resolved and must not climb out of the table. An
+    /// absolute path or a URI must lie under the table location as written in the metadata, or under the table
+    /// root where the files are.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] (exit 2) naming the prefix and the table location, when the prefix is empty, lies
+    /// outside the table, climbs out of it with `..`, or names the table location itself (a `table` scope covers
+    /// the whole table).
+    pub fn prefix_within(&self, p: &str) -> Result<String> {
+        let refuse = |why: &str, tail: &str| {
+            Error::invalid(
+                format!("prefix {p:?}"),
+                format!(
+                    "{why} the table location {} (files at {}){tail}",
+                    self.written, self.root_uri
+                ),
+            )
+        };
+        let relative_hint = "; a relative prefix is taken relative to the table location";
+        if p.trim().trim_matches('/').is_empty() && !p.starts_with('/') {
+            return Err(refuse("names no folder under", ""));
+        }
+        let absolute = p.starts_with('/') || p.starts_with("file:") || p.contains("://");
+        let rel = if !absolute {
+            clean_segments(p)
+                .ok_or_else(|| refuse("climbs with `..` out of", relative_hint))?
+                .join("/")
+        } else if let Ok(rel) = self.relative(p) {
+            rel
+        } else {
+            let uri = canonical_uri(p).map_err(|_| refuse("is not a path or URI under", relative_hint))?;
+            if is_under(&uri, &self.root_uri) {
+                uri[self.root_uri.len() + 1..].to_owned()
+            } else if uri == self.root_uri || self.relative_normalized(&format!("{p}/x")).is_ok() {
+                String::new()
+            } else {
+                return Err(refuse("is not under", relative_hint));
+            }
+        };
+        if rel.is_empty() {
+            return Err(refuse(
+                "is",
+                " itself, not a folder under it (a hold on the whole table is the `table` scope)",
+            ));
+        }
+        Ok(rel)
+    }
+
+    /// A prefix read back from the registry (a hold's, a writer's, a deletion right's), relative to the table
+    /// location as [`TableLocation::prefix_within`] reads it; `None` when it cannot be related to the table (stored
+    /// before such prefixes were refused). A caller errs on protecting: a hold or writer whose prefix is `None`
+    /// covers the whole table, a deletion right whose prefix is `None` grants nothing.
     #[must_use]
-    pub fn relative_prefix(&self, p: &str) -> String {
-        self.relative(p)
-            .ok()
-            .or_else(|| {
-                canonical_uri(p).ok().and_then(|u| {
-                    u.strip_prefix(self.root_uri.as_str())
-                        .map(|r| r.trim_start_matches('/').to_owned())
-                })
-            })
-            .unwrap_or_else(|| p.trim_matches('/').to_owned())
+    pub fn relative_prefix(&self, p: &str) -> Option<String> {
+        self.prefix_within(p).ok()
     }
 
     /// The storage URI where the object named `written` in the metadata really is.
@@ -434,5 +480,49 @@ mod tests {
         assert!(is_under("s3://b/orders/x", "s3://b/orders/"));
         assert!(!is_under("s3://b/orders_v2/x", "s3://b/orders"));
         assert!(!is_under("s3://b/orders", "s3://b/orders"));
+    }
+
+    #[test]
+    fn prefixes_are_relative_to_the_table_and_stay_in_it() {
+        let local = TableLocation::new("file:/wh/db/t", "file:///wh/db/t".into(), "m").unwrap();
+        let s3 = TableLocation::new("s3://b/wh/t", "s3://b/wh/t".into(), "m").unwrap();
+        let rel = TableLocation::new("./t", "file:///fx/t".into(), "m").unwrap();
+        for (loc, p, want) in [
+            (&local, "data/region=emea", "data/region=emea"),
+            (&local, "./data/x/../y/", "data/y"),
+            (&local, "/wh/db/t/data/a", "data/a"),
+            (&local, "file:///wh/db/t/data", "data"),
+            (&s3, "data/2024", "data/2024"),
+            (&s3, "s3a://b/wh/t/data/", "data"),
+            (&rel, "data", "data"),
+            (&rel, "/fx/t/data", "data"),
+        ] {
+            assert_eq!(loc.prefix_within(p).unwrap(), want, "{p}");
+            assert_eq!(loc.relative_prefix(p).as_deref(), Some(want), "{p}");
+        }
+        for (loc, p) in [
+            (&local, "/etc"),
+            (&local, "../other"),
+            (&local, "data/../../x"),
+            (&local, "/wh/db/t_v2/data"),
+            (&local, "/wh/db/t"),
+            (&local, "."),
+            (&local, "/"),
+            (&local, ""),
+            (&s3, "s3://b/wh/other/data"),
+            (&s3, "s3://other/wh/t/data"),
+            (&s3, "/wh/t/data"),
+            (&rel, "/fx/other"),
+            (&rel, "../t/data"),
+        ] {
+            let err = loc.prefix_within(p).unwrap_err();
+            let msg = err.to_string();
+            assert!(matches!(err, Error::Invalid { .. }), "{p}: {msg}");
+            assert!(
+                msg.contains(&format!("{p:?}")) && msg.contains(loc.written()),
+                "{p}: {msg}"
+            );
+            assert_eq!(loc.relative_prefix(p), None, "{p}");
+        }
     }
 }

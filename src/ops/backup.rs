@@ -157,6 +157,14 @@ async fn hash_bytes(bytes: Bytes) -> Result<(Bytes, String)> {
     .map_err(|e| Error::Internal(format!("hashing task: {e}")))
 }
 
+/// A snapshot's commit time for a message: RFC 3339 (milliseconds, UTC) and the epoch milliseconds it was written as.
+pub(crate) fn commit_time(ms: i64) -> String {
+    match DateTime::from_timestamp_millis(ms) {
+        Some(t) => format!("{}, {ms} ms", t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        None => format!("{ms} ms"),
+    }
+}
+
 /// The recovery point a new checkpoint declares when neither `--checkpoint` nor `--at` names one: the table's
 /// state at declaration, i.e. the commit time of its current snapshot (`head_ms`), and never before the
 /// backed-up snapshot's own commit (a branch head newer than `main`, or a table without a current snapshot).
@@ -205,20 +213,36 @@ pub async fn backup(
         (BackupPoint::Checkpoint(_), None) => return Err(Error::Internal("checkpoint vanished".into())),
     };
     let snapshot = table.snapshot(snapshot_id)?.clone();
+    // A checkpoint stored before `checkpoint add` refused it may declare a recovery point before its snapshot's
+    // commit: a backup for it would sign a negative RPO that every recovery then fails (CHECKPOINT_MISMATCH).
+    if let Some(c) = &existing_checkpoint
+        && c.at.timestamp_millis() < snapshot.timestamp_ms()
+    {
+        return Err(Error::invalid(
+            "--checkpoint",
+            format!(
+                "checkpoint {} declares its recovery point at {}, before snapshot {snapshot_id}'s commit time ({}): \
+                 a recovery point cannot precede the snapshot that recovers it; add a checkpoint with a valid --at",
+                c.checkpoint_id,
+                c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                commit_time(snapshot.timestamp_ms())
+            ),
+        ));
+    }
     // The declared recovery point (README "backup"): the registry checkpoint's `at`, else `--at`, else the
     // table's state when the backup is declared (the commit time of its current snapshot). Never the backed-up
     // snapshot's own time by default: backing up an older snapshot then shows its gap as RPO.
     let declared_at: DateTime<Utc> = match (&existing_checkpoint, at) {
         (Some(c), _) => c.at,
         (None, Some(t)) => {
-            let ms = resolve::parse_instant_ms(t)?;
+            let ms = resolve::parse_instant_ms("--at", t)?;
             if ms < snapshot.timestamp_ms() {
                 return Err(Error::invalid(
                     "--at",
                     format!(
-                        "{t} is before snapshot {snapshot_id}'s commit time ({} ms): a recovery point cannot precede \
+                        "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
                          the snapshot that recovers it",
-                        snapshot.timestamp_ms()
+                        commit_time(snapshot.timestamp_ms())
                     ),
                 ));
             }

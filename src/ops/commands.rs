@@ -942,11 +942,17 @@ pub async fn audit_verify(
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
     let mut a = crate::ops::audit::verify(&ctx.storage, report, &trust, chain).await?;
     // The chain's head against its anchor: `--expect-head`, else the configured registry's (#23 point 4).
+    // Why a chain is not anchored, for the human output: no anchor given, or none in the registry for this chain.
+    let mut unanchored = "no [registry] configured and no --expect-head".to_owned();
     if chain {
         let expected = match expect_head {
             Some(h) => Some((h.to_owned(), None, "--expect-head")),
             None if ctx.config.registry.uri.is_some() => {
                 let folder = a.chain_folder.clone().unwrap_or_default();
+                unanchored = format!(
+                    "the configured registry holds no anchor for the chain {folder} (a copied chain, or one its \
+                     drills never recorded there), and no --expect-head"
+                );
                 crate::ops::plan::registry(ctx)
                     .await?
                     .chain_head(&folder)
@@ -1077,9 +1083,7 @@ pub async fn audit_verify(
             a.chain_head.as_deref().unwrap_or("none"),
             match &a.anchored {
                 Some(from) => format!("checked against {from}"),
-                None => "not anchored (no [registry] configured and no --expect-head): a removed newest report \
-                         would not be noticed"
-                    .to_owned(),
+                None => format!("not anchored ({unanchored}): a removed newest report would not be noticed"),
             }
         ));
     }

@@ -103,14 +103,27 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
         let want = match (h.state.as_str(), &h.scope) {
             ("on", Some(s)) => {
                 let scope: HoldScope = s.parse()?;
-                if let HoldScope::Snapshot(id) = scope {
-                    table.snapshot(id)?;
+                match &scope {
+                    HoldScope::Snapshot(id) => {
+                        table.snapshot(*id)?;
+                    }
+                    // As `hold set`: a prefix outside the table would hold nothing (exit 2, naming it).
+                    HoldScope::Prefix(p) => {
+                        table.location().prefix_within(p)?;
+                    }
+                    HoldScope::Table => {}
                 }
                 Some((scope, h.reason.clone()))
             }
             _ => None,
         };
         holds.push((h.key.clone(), want));
+    }
+    // A deletion right's path outside the table is refused as a hold's is (exit 2): it could name nothing here.
+    for r in &doc.deletion_rights {
+        if let RightScope::Path(p) = parse_scope(&r.scope)? {
+            table.location().prefix_within(&p)?;
+        }
     }
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();

@@ -759,6 +759,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                     &ctx.storage,
                     &reg,
                     &input,
+                    table.location(),
                     &policy,
                     &crate::ops::gates::ReportSource {
                         reports_uri: r.clone(),

@@ -402,13 +402,17 @@ pub async fn run_plan(
         None => None,
     };
     let mut population = bundle::list_bundles(storage, &source).await?;
+    // Bundles `max_bundle_age` left out: (older than it, without a readable sealed time).
+    let mut aged_out = (0usize, 0usize);
     if let Some(age) = &plan.max_bundle_age {
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
         for b in population {
             let env = storage.get(&location::join(&b, bundle::ENVELOPE_FILE)).await?;
-            if sealed_at(&env.bytes).is_some_and(|t| started - t <= max) {
-                keep.push(b);
+            match sealed_at(&env.bytes) {
+                Some(t) if started - t <= max => keep.push(b),
+                Some(_) => aged_out.0 += 1,
+                None => aged_out.1 += 1,
             }
         }
         population = keep;
@@ -423,6 +427,22 @@ pub async fn run_plan(
             &source,
             format!(
                 "holds no bundle to drill: all {retired} of its bundles are retired (their candidates were purged)"
+            ),
+        ));
+    }
+    if population.is_empty() && aged_out != (0, 0) {
+        let (older, unsealed) = aged_out;
+        let age = plan.max_bundle_age.as_deref().unwrap_or_default();
+        return Err(Error::invalid(
+            &source,
+            format!(
+                "holds no bundle to drill: {} bundle(s) are there, but all are older than max_bundle_age = {age:?}{}",
+                older + unsealed,
+                if unsealed > 0 {
+                    format!(" or carry no readable sealed time ({unsealed} of them)")
+                } else {
+                    String::new()
+                }
             ),
         ));
     }

@@ -34,7 +34,7 @@ use crate::evidence::keys::TrustStore;
 use crate::govern::closure::{HoldScope, Plan, PlanInput};
 use crate::govern::policy::Policy;
 use crate::io::store::Storage;
-use crate::model::location;
+use crate::model::location::{self, TableLocation};
 use crate::ops::drill::DrillPredicate;
 use crate::registry::{Checkpoint, EventKind, Registry, State};
 
@@ -89,20 +89,23 @@ pub struct ReportSource<'a> {
     pub since: Option<Duration>,
 }
 
+/// The planner's reading of a prefix (`closure::under`): the empty prefix, that of a stored writer whose prefix
+/// cannot be related to the table, covers every path.
 fn under(path: &str, prefix: &str) -> bool {
-    let p = prefix.trim_end_matches('/');
-    path == p || path.starts_with(&format!("{p}/"))
+    crate::govern::closure::under(path, prefix)
 }
 
-/// Computes the six gates for one table.
+/// Computes the six gates for one table. `table_location` relates the prefixes of cleared holds (which the plan
+/// input no longer carries) to the table.
 ///
 /// # Errors
 /// Registry and storage errors (an unreadable report is a failed gate, not an error).
-#[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_lines, clippy::too_many_arguments)]
 pub async fn safety_gates(
     storage: &Storage,
     reg: &Registry,
     input: &PlanInput,
+    table_location: &TableLocation,
     plan: &Plan,
     policy: &Policy,
     reports: &ReportSource<'_>,
@@ -190,7 +193,7 @@ pub async fn safety_gates(
     let (weekly, quarterly) = report_gates(storage, reg, reports, &candidates, &input.table_uuid, policy, now).await?;
 
     // 5. Acceptances and deletes after a hold took effect.
-    let g5 = hold_gate(reg, input, &candidates).await?;
+    let g5 = hold_gate(reg, input, table_location, &candidates).await?;
 
     // 6. DELETE_UNKNOWN reconciled.
     let unknown: Vec<String> = states
@@ -221,19 +224,25 @@ pub async fn deleter_gates(
     storage: &Storage,
     reg: &Registry,
     input: &PlanInput,
+    table_location: &TableLocation,
     policy: &Policy,
     reports: &ReportSource<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Gate>> {
     let candidates = reg.candidates(&input.table_uuid).await?;
     let (weekly, quarterly) = report_gates(storage, reg, reports, &candidates, &input.table_uuid, policy, now).await?;
-    let holds = hold_gate(reg, input, &candidates).await?;
+    let holds = hold_gate(reg, input, table_location, &candidates).await?;
     Ok(vec![weekly, quarterly, holds])
 }
 
 /// Gate 5: delete acceptances recorded after a hold of the table took effect, and delete requests confirmed
 /// after a covering hold the candidate was not accepted against.
-async fn hold_gate(reg: &Registry, input: &PlanInput, candidates: &[crate::registry::CandidateRecord]) -> Result<Gate> {
+async fn hold_gate(
+    reg: &Registry,
+    input: &PlanInput,
+    table_location: &TableLocation,
+    candidates: &[crate::registry::CandidateRecord],
+) -> Result<Gate> {
     let events = reg.events(&input.table_uuid).await?;
     let mut late = Vec::new();
     for e in events
@@ -263,7 +272,8 @@ async fn hold_gate(reg: &Registry, input: &PlanInput, candidates: &[crate::regis
     // not accepted against, and which the hold covers. The deleter sends every request inside a registry batch
     // that holds the write lock, so a request sent before a hold committed is confirmed before the hold's
     // event; a confirmation after it means the request may have gone out under the hold.
-    let (deletes_after_hold, deletes_total) = deletes_after_holds(reg, input, candidates, &events).await?;
+    let (deletes_after_hold, deletes_total) =
+        deletes_after_holds(reg, input, table_location, candidates, &events).await?;
     Ok(Gate::new(
         "acceptances_after_hold",
         late.is_empty() && deletes_after_hold.is_empty(),
@@ -381,8 +391,14 @@ async fn newer_failures_in_registry(
 
 /// Whether the hold of a `hold_set` event (its detail) covers `path` of a candidate with `snapshot_ids`.
 /// Prefixes are compared relative to the table location: an active hold's as the planner resolved it, a
-/// cleared one's as written (relative; one written as a URI counts as covering).
-fn hold_covers(detail: &serde_json::Value, input: &PlanInput, snapshot_ids: &[i64], path: &str) -> bool {
+/// cleared one's as the planner would (one that cannot be related to the table counts as covering).
+fn hold_covers(
+    detail: &serde_json::Value,
+    input: &PlanInput,
+    location: &TableLocation,
+    snapshot_ids: &[i64],
+    path: &str,
+) -> bool {
     let hold_id = detail["hold_id"].as_str().unwrap_or_default();
     if let Some((_, scope)) = input.protections.holds.iter().find(|(id, _)| id == hold_id) {
         return match scope {
@@ -394,8 +410,8 @@ fn hold_covers(detail: &serde_json::Value, input: &PlanInput, snapshot_ids: &[i6
     let scope = detail["scope"].as_str().unwrap_or("table");
     match scope.parse::<crate::registry::HoldScope>() {
         Ok(crate::registry::HoldScope::Snapshot(id)) => snapshot_ids.contains(&id),
-        // A cleared prefix hold written as a URI cannot be related to the table here: counted as covering.
-        Ok(crate::registry::HoldScope::Prefix(p)) => p.contains("://") || under(path, p.trim_matches('/')),
+        // A cleared prefix hold that cannot be related to the table: counted as covering.
+        Ok(crate::registry::HoldScope::Prefix(p)) => location.relative_prefix(&p).is_none_or(|r| under(path, &r)),
         // The whole table, or a scope that cannot be read: counted as covering.
         Ok(crate::registry::HoldScope::Table) | Err(_) => true,
     }
@@ -406,6 +422,7 @@ fn hold_covers(detail: &serde_json::Value, input: &PlanInput, snapshot_ids: &[i6
 async fn deletes_after_holds(
     reg: &Registry,
     input: &PlanInput,
+    location: &TableLocation,
     candidates: &[crate::registry::CandidateRecord],
     events: &[crate::registry::Event],
 ) -> Result<(Vec<String>, usize)> {
@@ -449,7 +466,7 @@ async fn deletes_after_holds(
                     && h.detail["hold_generation"]
                         .as_i64()
                         .is_some_and(|hg| hg > c.stamp.hold_generation)
-                    && hold_covers(&h.detail, input, &ids, &r.path)
+                    && hold_covers(&h.detail, input, location, &ids, &r.path)
             });
             if let Some(h) = hit {
                 after.push(format!(

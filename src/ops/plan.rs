@@ -41,19 +41,24 @@ pub async fn deletion_rights(table: &Table, reg: &Registry) -> Result<Vec<Deleti
     };
     let doc: DecisionDoc = serde_json::from_value(latest.decision)
         .map_err(|e| Error::Internal(format!("stored decision v{} does not parse: {e}", latest.version)))?;
-    doc.deletion_rights
-        .iter()
-        .map(|r| {
-            Ok(DeletionRight {
-                id: r.id.clone(),
-                scope: match parse_scope(&r.scope)? {
-                    RightScope::Snapshot(id) => DeletionScope::Snapshot(id),
-                    RightScope::Path(p) => DeletionScope::Path(crate::ops::plan::relative_prefix(table, &p)),
-                },
-                deadline_ms: deadline_ms(r)?,
-            })
-        })
-        .collect()
+    let mut rights = Vec::new();
+    for r in &doc.deletion_rights {
+        let scope = match parse_scope(&r.scope)? {
+            RightScope::Snapshot(id) => DeletionScope::Snapshot(id),
+            // A path that cannot be related to the table (applied before `decision apply` refused such paths)
+            // grants nothing: a deletion right errs on keeping.
+            RightScope::Path(p) => match relative_prefix(table, &p) {
+                Some(rel) => DeletionScope::Path(rel),
+                None => continue,
+            },
+        };
+        rights.push(DeletionRight {
+            id: r.id.clone(),
+            scope,
+            deadline_ms: deadline_ms(r)?,
+        });
+    }
+    Ok(rights)
 }
 
 /// The registry named in the configuration (`[registry] uri`, default `sqlite:lakedrill-registry.db`),
@@ -179,9 +184,11 @@ pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: O
     blake3::hash(lines.join("\n").as_bytes()).to_hex().to_string()
 }
 
-/// A path given by an operator (relative, or absolute under the table) as a path relative to the table location.
+/// A prefix read back from the registry (relative to the table location, or absolute under the table) as a path
+/// relative to the table location; `None` when it cannot be related to the table (see
+/// [`crate::model::location::TableLocation::relative_prefix`]: the caller errs on protecting).
 #[must_use]
-pub fn relative_prefix(table: &Table, p: &str) -> String {
+pub fn relative_prefix(table: &Table, p: &str) -> Option<String> {
     table.location().relative_prefix(p)
 }
 
@@ -652,14 +659,18 @@ pub async fn gather(
         let scope = match &h.scope {
             HoldScope::Table => PlanHold::Table,
             HoldScope::Snapshot(id) => PlanHold::Snapshot(*id),
-            HoldScope::Prefix(p) => PlanHold::Prefix(relative_prefix(table, p)),
+            // A stored prefix that cannot be related to the table (set before `hold set` refused such prefixes)
+            // errs on protecting: it holds the whole table.
+            HoldScope::Prefix(p) => relative_prefix(table, p).map_or(PlanHold::Table, PlanHold::Prefix),
         };
         protections.holds.push((h.hold_id, scope));
     }
     for w in reg.writers(&uuid).await?.into_iter().filter(|w| w.open) {
+        // A stored prefix that cannot be related to the table errs on protecting: the empty prefix, which
+        // `closure::under` reads as covering every path of the table.
         protections
             .writers
-            .push((w.writer_id, relative_prefix(table, &w.prefix)));
+            .push((w.writer_id, relative_prefix(table, &w.prefix).unwrap_or_default()));
     }
     protections.deletion_rights = deletion_rights(table, reg).await?;
     (protections.bundle_files, protections.unreadable_bundles) =

@@ -69,8 +69,10 @@ pub async fn protect_covered_by_hold(
     scope: &HoldScope,
     now: DateTime<Utc>,
 ) -> Result<Vec<String>> {
+    // A prefix that cannot be related to the table (a decision's, stored before such prefixes were refused)
+    // errs on protecting: it covers every path.
     let rel = if let HoldScope::Prefix(p) = scope {
-        Some(relative_prefix(table, p))
+        relative_prefix(table, p)
     } else {
         None
     };
@@ -81,11 +83,9 @@ pub async fn protect_covered_by_hold(
         |ids, paths| match scope {
             HoldScope::Table => true,
             HoldScope::Snapshot(id) => ids.contains(id),
-            HoldScope::Prefix(_) => rel.as_deref().is_some_and(|p| {
-                paths
-                    .iter()
-                    .any(|x| x == p || x.starts_with(&format!("{}/", p.trim_end_matches('/'))))
-            }),
+            HoldScope::Prefix(_) => rel
+                .as_deref()
+                .is_none_or(|p| paths.iter().any(|x| crate::govern::closure::under(x, p))),
         },
         now,
     )
@@ -174,12 +174,20 @@ pub async fn lease_add(
 /// `lakedrill hold set`.
 ///
 /// # Errors
-/// Registry errors; a malformed scope.
+/// Registry errors; a malformed scope, an unknown snapshot, or a prefix that is not a folder under the table
+/// location ([`crate::model::location::TableLocation::prefix_within`]), all exit 2.
 pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: &str) -> Result<Outcome> {
     let table = ctx.table(source).await?;
     let scope: HoldScope = scope.parse()?;
-    if let HoldScope::Snapshot(id) = scope {
-        table.snapshot(id)?;
+    match &scope {
+        HoldScope::Snapshot(id) => {
+            table.snapshot(*id)?;
+        }
+        // A prefix outside the table would hold nothing: refused (exit 2) naming it and the table location.
+        HoldScope::Prefix(p) => {
+            table.location().prefix_within(p)?;
+        }
+        HoldScope::Table => {}
     }
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
@@ -211,7 +219,8 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
 /// `lakedrill checkpoint add`.
 ///
 /// # Errors
-/// Unknown snapshot; registry errors.
+/// Unknown snapshot, or an `--at` that cannot be read or precedes the snapshot's commit time (exit 2); registry
+/// errors.
 pub async fn checkpoint_add(
     ctx: &Context,
     source: &TableSource,
@@ -221,8 +230,22 @@ pub async fn checkpoint_add(
     let table = ctx.table(source).await?;
     let snap = table.snapshot(snapshot_id)?;
     let at = match at {
-        Some(t) => DateTime::from_timestamp_millis(crate::table::resolve::parse_instant_ms(t)?)
-            .ok_or_else(|| Error::invalid("--at", "out of range"))?,
+        Some(t) => {
+            let ms = crate::table::resolve::parse_instant_ms("--at", t)?;
+            // As `backup --at`: a recovery point before the snapshot's commit would sign a negative RPO that
+            // every recovery of it then fails (CHECKPOINT_MISMATCH).
+            if ms < snap.timestamp_ms() {
+                return Err(Error::invalid(
+                    "--at",
+                    format!(
+                        "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
+                         the snapshot that recovers it",
+                        crate::ops::backup::commit_time(snap.timestamp_ms())
+                    ),
+                ));
+            }
+            DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))?
+        }
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
@@ -258,16 +281,18 @@ pub async fn checkpoint_add(
 /// `lakedrill writer begin`.
 ///
 /// # Errors
-/// Registry errors.
+/// A prefix that is not a folder under the table location (outside it, `..` out of it) is [`Error::Invalid`]
+/// (exit 2); registry errors.
 pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> Result<Outcome> {
     let table = ctx.table(source).await?;
+    // Relative to the table location, never the current directory; outside the table it would protect nothing.
+    let rel = table.location().prefix_within(prefix)?;
     let reg = registry(ctx).await?;
     let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
     let w = reg.writer_begin(&uuid, prefix, now).await?;
     // Nothing under an open writer's prefix is ever deleted: candidates with objects under it are protected
     // (in part: rebased by their purge), as by a hold on the prefix.
-    let rel = relative_prefix(&table, prefix);
     let protected = protect_covered(
         &reg,
         &uuid,

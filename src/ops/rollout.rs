@@ -453,6 +453,7 @@ pub async fn gates(
                 &ctx.storage,
                 &reg,
                 &input,
+                table.location(),
                 &plan,
                 &policy,
                 &crate::ops::gates::ReportSource {

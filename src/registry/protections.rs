@@ -776,9 +776,11 @@ pub(super) async fn covering_new_protections(
 }
 
 /// Whether the registry prefix `written` (a hold's or a writer's) covers one of `paths`, relative to `location`.
+/// A prefix that cannot be related to the table (stored before such prefixes were refused) covers them all.
 pub(super) fn prefix_covers(location: &TableLocation, written: &str, paths: &[&str]) -> bool {
-    let p = location.relative_prefix(written);
-    paths.iter().any(|o| crate::govern::closure::under(o, &p))
+    location
+        .relative_prefix(written)
+        .is_none_or(|p| paths.iter().any(|o| crate::govern::closure::under(o, &p)))
 }
 
 pub(super) async fn read_deleter_switch(conn: &mut AnyConnection) -> Result<DeleterSwitch, sqlx::Error> {
@@ -874,6 +876,21 @@ fn checkpoint_from_row(row: &AnyRow) -> Result<Checkpoint, sqlx::Error> {
 mod tests {
     use super::*;
     use crate::registry::tests::{Backend, T1, T2, fresh_on, new_lease, on_both_backends, t};
+
+    /// A stored prefix is read relative to the table location; one that cannot be related to the table (stored
+    /// before `hold set` and `writer begin` refused them) covers every object: the registry errs on protecting.
+    #[test]
+    fn stored_prefixes_relate_to_the_table_or_cover_everything() {
+        let loc = TableLocation::new("s3://b/wh/t", "s3://b/wh/t".into(), "m").unwrap();
+        let paths = ["data/x/a.parquet", "metadata/snap-1.avro"];
+        assert!(prefix_covers(&loc, "data/x", &paths));
+        assert!(prefix_covers(&loc, "s3://b/wh/t/data/", &paths));
+        assert!(!prefix_covers(&loc, "data/y", &paths));
+        assert!(!prefix_covers(&loc, "s3://b/wh/t/data/y", &paths));
+        for unrelated in ["/etc", "../other", "s3://b/wh/other/data", "."] {
+            assert!(prefix_covers(&loc, unrelated, &paths), "{unrelated}");
+        }
+    }
 
     on_both_backends!(
         lease_round_trip_active_and_release,

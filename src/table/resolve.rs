@@ -28,14 +28,16 @@ pub enum Selector {
     AsOf(String),
 }
 
-/// Parses an instant: epoch milliseconds, or RFC 3339 with an explicit offset.
+/// Parses an instant given with `flag` (`--as-of`, `--at`): epoch milliseconds, or RFC 3339 with an explicit
+/// offset.
 ///
 /// # Errors
-/// [`Error::AsOf`] saying what is wrong (no zone, not a time).
-pub fn parse_instant_ms(input: &str) -> Result<i64> {
+/// [`Error::AsOf`] naming the flag and saying what is wrong (no zone, not a time).
+pub fn parse_instant_ms(flag: &'static str, input: &str) -> Result<i64> {
     let s = input.trim();
     if !s.is_empty() && s.trim_start_matches('-').chars().all(|c| c.is_ascii_digit()) {
         return s.parse::<i64>().map_err(|e| Error::AsOf {
+            flag,
             input: input.to_owned(),
             reason: format!("not a valid epoch-millisecond number: {e}"),
         });
@@ -52,6 +54,7 @@ pub fn parse_instant_ms(input: &str) -> Result<i64> {
                 format!("not an RFC 3339 timestamp with offset or epoch milliseconds ({e})")
             };
             Err(Error::AsOf {
+                flag,
                 input: input.to_owned(),
                 reason,
             })
@@ -113,16 +116,18 @@ pub fn resolve(table: &Table, selector: &Selector) -> Result<i64> {
             }
         }
         Selector::AsOf(input) => {
-            let t = parse_instant_ms(input)?;
+            let t = parse_instant_ms("--as-of", input)?;
             let log = table.metadata().history();
             if log.is_empty() {
                 return Err(Error::AsOf {
+                    flag: "--as-of",
                     input: input.clone(),
                     reason: "the table has no snapshot log (no snapshots)".into(),
                 });
             }
             let Some(entry) = log.iter().rev().find(|e| e.timestamp_ms <= t) else {
                 return Err(Error::AsOf {
+                    flag: "--as-of",
                     input: input.clone(),
                     reason: format!(
                         "the instant ({t} ms) is before the first snapshot in the log ({} at {} ms)",
@@ -132,6 +137,7 @@ pub fn resolve(table: &Table, selector: &Selector) -> Result<i64> {
             };
             if table.metadata().snapshot_by_id(entry.snapshot_id).is_none() {
                 return Err(Error::AsOf {
+                    flag: "--as-of",
                     input: input.clone(),
                     reason: format!(
                         "snapshot {} was current at that instant but has been expired from the metadata",
@@ -150,13 +156,20 @@ mod tests {
 
     #[test]
     fn instants() {
-        assert_eq!(parse_instant_ms("1700000000000").unwrap(), 1_700_000_000_000);
-        assert_eq!(parse_instant_ms("1970-01-01T00:00:01Z").unwrap(), 1000);
-        assert_eq!(parse_instant_ms("1970-01-01T02:00:01+02:00").unwrap(), 1000);
-        let e = parse_instant_ms("2026-05-01T12:00:00").unwrap_err().to_string();
+        assert_eq!(parse_instant_ms("--as-of", "1700000000000").unwrap(), 1_700_000_000_000);
+        assert_eq!(parse_instant_ms("--as-of", "1970-01-01T00:00:01Z").unwrap(), 1000);
+        assert_eq!(parse_instant_ms("--as-of", "1970-01-01T02:00:01+02:00").unwrap(), 1000);
+        let e = parse_instant_ms("--as-of", "2026-05-01T12:00:00")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no zone offset"), "{e}");
-        let e = parse_instant_ms("2026-05-01").unwrap_err().to_string();
+        let e = parse_instant_ms("--as-of", "2026-05-01").unwrap_err().to_string();
         assert!(e.contains("no zone offset"), "{e}");
-        assert!(parse_instant_ms("yesterday").is_err());
+        assert!(parse_instant_ms("--as-of", "yesterday").is_err());
+        let e = parse_instant_ms("--at", "2026-12-06").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--at 2026-12-06: the timestamp has no zone offset"),
+            "{e}"
+        );
     }
 }

@@ -79,6 +79,22 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     // The quarterly exercise and the six safety gates over what the demo recorded.
     assert_eq!(doc["backup"]["status"], "BACKED_UP", "{doc}");
     assert_eq!(doc["cold_backup_drill"]["gate"], "PASS", "{doc}");
+    // As `drill run` does, both drill reports get their `.txt`, `.html` and
+    // `.md` beside the signed `.dsse.json` (the cold-backup one had only the first two).
+    for drill in ["drill", "cold_backup_drill"] {
+        let report = doc[drill]["report"].as_str().unwrap().trim_start_matches("file://");
+        let stem = report.strip_suffix(".dsse.json").expect("a signed report");
+        for ext in ["dsse.json", "txt", "html", "md"] {
+            let page = std::path::PathBuf::from(format!("{stem}.{ext}"));
+            assert!(page.is_file(), "{drill}: {} missing", page.display());
+        }
+    }
+    assert!(
+        doc["cold_backup_drill"]["html_report"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(".html")),
+        "{doc}"
+    );
     let gates = doc["gates"]["safety_gates"].to_string();
     for g in [
         "protected_objects_deleted",
@@ -111,6 +127,20 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     );
     verified.expect_code(0);
     assert!(!verified.stderr.contains("private key"), "{}", verified.stderr);
+    // As `drill run` does with a `[registry]`, the demo anchored each drill chain's head there (read with the
+    // demo's lakedrill.toml).
+    for chain in ["reports/weekly-quarantine", "reports/quarterly-cold-backup"] {
+        let r = lakedrill_in(
+            &dir,
+            &["audit", "verify", chain, "--trust", trust.to_str().unwrap(), "--chain"],
+        );
+        r.expect_code(0);
+        assert!(
+            r.stdout.contains("checked against the registry"),
+            "{chain}: {}",
+            r.stdout
+        );
+    }
 
     // Everything stays under DIR.
     let mut leftovers: Vec<_> = std::fs::read_dir(tmp.path())
@@ -176,4 +206,58 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
     let r = lakedrill_in(tmp.path(), &["demo", "--dir", foreign.to_str().unwrap()]);
     r.expect_code(2);
     assert!(foreign.join("precious.txt").exists());
+}
+
+/// `audit verify <copied reports folder> --chain` in a lakehouse whose configuration has a `[registry]` says what
+/// is true: the registry holds no anchor for that chain (it said no `[registry]` was configured).
+#[test]
+fn a_copied_chain_is_not_anchored_by_the_configured_registry_and_says_so() {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path().join("lake");
+    lakedrill_in(tmp.path(), &["--json", "demo", "--dir", dir.to_str().unwrap()]).expect_code(0);
+    assert!(
+        std::fs::read_to_string(dir.join("lakedrill.toml"))
+            .unwrap()
+            .contains("[registry]")
+    );
+    let copy = dir.join("copied-reports");
+    crate::util::copy_tree(&dir.join("reports/weekly-quarantine"), &copy);
+    let trust = dir.join("keys/trust");
+    let anchored = lakedrill_in(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            "reports/weekly-quarantine",
+            "--trust",
+            trust.to_str().unwrap(),
+            "--chain",
+        ],
+    );
+    anchored.expect_code(0);
+    assert!(
+        anchored.stdout.contains("checked against the registry"),
+        "{}",
+        anchored.stdout
+    );
+    let r = lakedrill_in(
+        &dir,
+        &[
+            "audit",
+            "verify",
+            copy.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--chain",
+        ],
+    );
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains("not anchored (the configured registry holds no anchor for the chain")
+            && r.stdout.contains("copied-reports")
+            && !r.stdout.contains("no [registry] configured"),
+        "{}",
+        r.stdout
+    );
 }

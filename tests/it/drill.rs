@@ -1171,3 +1171,43 @@ fn a_quarantine_drill_reports_how_much_history_each_bundle_preserves() {
         );
     }
 }
+
+/// A plan whose `max_bundle_age` leaves out every bundle says that the bundles are there but all older than that age
+/// (it said the folder held no bundle at all, `no */bundle.dsse.json`), and still exits 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
+    use lakedrill::clock::TestClock;
+    let tmp = tmpdir();
+    let (key, trust) = keygen(tmp.path(), "aged-TEST-ONLY");
+    let bundles = tmp.path().join("bundles");
+    let table = tmp.path().join("t");
+    copy_tree(
+        &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
+        &table,
+    );
+    let addr = ["--metadata", table.to_str().unwrap()];
+    let ids = snapshot_ids(&addr);
+    for id in &ids {
+        seal(&addr, *id, &key, &bundles).expect_code(0);
+    }
+    let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
+    let mut text = std::fs::read_to_string(&plan).unwrap();
+    text.push_str("max_bundle_age = \"1s\"\n");
+    std::fs::write(&plan, text).unwrap();
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
+    // The drill starts on 2100-01-01: every bundle was sealed more than a second before.
+    let err = lakedrill::ops::drill::run(&storage, &plan, &TestClock::new(4_102_444_800_000, 1), &|| {
+        Ok("0".repeat(64))
+    })
+    .await
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert_eq!(err.kind(), lakedrill::error::ErrorKind::BadInput, "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "{} bundle(s) are there, but all are older than max_bundle_age = \"1s\"",
+            ids.len()
+        )) && !msg.contains("no */bundle.dsse.json"),
+        "{msg}"
+    );
+}

@@ -1997,3 +1997,111 @@ fn a_removed_newest_report_fails_the_anchored_chain_and_expect_head_checks_an_ou
     ])
     .expect_code(2);
 }
+
+/// The candidate's object paths, planned with `lakedrill --config <fixture config>` run from `cwd`.
+fn candidate_paths_from(g: &Gov, cwd: &Path) -> Vec<String> {
+    let config = g.dir.join("lakedrill.toml");
+    let mut args = vec![
+        "--config",
+        config.to_str().unwrap(),
+        "--json",
+        "plan",
+        "--policy",
+        g.policy.to_str().unwrap(),
+    ];
+    args.extend(T);
+    let plan = lakedrill_in(cwd, &args).expect_code(0).json();
+    let mut paths: Vec<String> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["objects"].as_array().unwrap().iter())
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// A relative hold prefix is relative to the table location: the hold protects the same files whatever the current
+/// directory of the `hold set` and of the later `plan` (it was joined onto the current directory, so a plan run
+/// from inside the table read `prefix:data` as `<cwd>/data` and held nothing).
+#[test]
+fn relative_hold_prefix_holds_the_same_files_from_any_directory() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let before = candidate_paths_from(&g, &g.dir);
+    assert!(before.iter().any(|p| p.starts_with("data/")), "{before:?}");
+    let config = g.dir.join("lakedrill.toml");
+    let config = config.to_str().unwrap();
+    // Set from inside the table's metadata folder: `data` still means `<table>/data`.
+    let mut args = vec![
+        "--config",
+        config,
+        "--json",
+        "hold",
+        "set",
+        "--scope",
+        "prefix:data",
+        "--reason",
+        "case 1",
+    ];
+    args.extend(T);
+    lakedrill_in(&root.join("metadata"), &args).expect_code(0);
+    let held = candidate_paths_from(&g, &g.dir);
+    assert!(held.iter().all(|p| !p.starts_with("data/")), "{held:?}");
+    assert!(held.len() < before.len(), "{held:?} vs {before:?}");
+    for cwd in [root.clone(), root.join("metadata"), root.join("data"), g.dir.join("fx")] {
+        assert_eq!(candidate_paths_from(&g, &cwd), held, "plan run from {}", cwd.display());
+    }
+}
+
+/// A hold or writer prefix outside the table (an absolute path elsewhere, `..` out of the table) would protect
+/// nothing: refused with exit 2 naming the prefix and the table location, and nothing is registered.
+#[test]
+fn hold_and_writer_prefixes_outside_the_table_are_refused() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let other = g.dir.join("fx/warehouse/db/other");
+    for scope in [
+        "prefix:/etc".to_owned(),
+        "prefix:../other".to_owned(),
+        "prefix:data/../../other".to_owned(),
+        format!("prefix:{}", other.display()),
+        format!("prefix:file://{}", other.display()),
+        format!("prefix:{}", root.display()),
+    ] {
+        let r = g.on_table(&["hold", "set", "--scope", &scope, "--reason", "case 2"]);
+        r.expect_code(2);
+        let p = scope.trim_start_matches("prefix:");
+        assert!(
+            r.stderr.contains(&format!("prefix {p:?}")) && r.stderr.contains("the table location"),
+            "{scope}: {}",
+            r.stderr
+        );
+    }
+    for prefix in ["/etc", "../x", other.to_str().unwrap()] {
+        let r = g.on_table(&["writer", "begin", "--prefix", prefix]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(&format!("prefix {prefix:?}")) && r.stderr.contains("the table location"),
+            "{prefix}: {}",
+            r.stderr
+        );
+    }
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert_eq!(holds["holds"].as_array().map(Vec::len), Some(0), "{holds}");
+    let writers = g.on_table(&["--json", "writer", "list"]).expect_code(0).json();
+    assert_eq!(writers["writers"].as_array().map(Vec::len), Some(0), "{writers}");
+    // Under the table, absolute or relative, both are accepted.
+    g.on_table(&[
+        "hold",
+        "set",
+        "--scope",
+        &format!("prefix:{}/data", root.display()),
+        "--reason",
+        "case 3",
+    ])
+    .expect_code(0);
+    g.on_table(&["writer", "begin", "--prefix", "data/staging"])
+        .expect_code(0);
+}

@@ -122,7 +122,7 @@ fn resign(src: &std::path::Path, key: &std::path::Path, dst: &std::path::Path) {
     std::fs::write(dst, signed.to_json_bytes()).unwrap();
 }
 
-/// See: review of the key roles (finding 1) — `audit verify` took a drill report signed by the deleter's key,
+/// `audit verify` took a drill report signed by the deleter's key,
 /// and an inventory archive signed by the drills' key, as VERIFIED: each kind now verifies only under the role
 /// that signs it, as the deleter reads it.
 #[test]
@@ -220,7 +220,7 @@ fn audit_verify_checks_each_kind_under_the_role_that_signs_it() {
     audit(&forged_inventory, false).expect_code(0);
 }
 
-/// See: review of the key roles (finding 1) — `drill run`, `report merge` and `restore --shard --key` signed
+/// `drill run`, `report merge` and `restore --shard --key` signed
 /// drill evidence with a key the trust folder's roles.toml does not give the drill role (the deleter's). Each is
 /// refused before any work (exit 2), naming the key and roles.toml.
 #[test]

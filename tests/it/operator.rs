@@ -1462,7 +1462,7 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     assert_eq!(p["status"], "VERIFIED", "{p}");
 }
 
-/// See: review finding 3 — `report merge` of a folder that does not exist said it "holds no shard report" and
+/// `report merge` of a folder that does not exist said it "holds no shard report" and
 /// exited 1 (refused) although nothing could be looked at: exit 2, naming the path. An existing empty folder is
 /// still refused (exit 1).
 #[test]
@@ -1501,4 +1501,31 @@ fn report_merge_of_a_missing_folder_could_not_decide() {
     assert_eq!(v["status"], "REFUSED", "{v}");
     assert!(v["reasons"].to_string().contains("holds no shard report"), "{v}");
     assert!(!tmp.path().join("merged").exists(), "nothing written");
+}
+
+/// `config check` with a `--config FILE` that does not exist exits 2 naming it, as every other command does (it
+/// printed `INVALID (no file: built-in defaults)`, which contradicts itself); without `--config` and without a
+/// `./lakedrill.toml` the built-in defaults are `VALID`.
+#[test]
+fn config_check_of_a_missing_config_file_exits_2_naming_it() {
+    let tmp = crate::util::tmpdir();
+    let missing = tmp.path().join("nowhere/lakedrill.toml");
+    for json in [false, true] {
+        let mut args = vec!["--config", missing.to_str().unwrap(), "config", "check"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let r = crate::util::lakedrill_in(tmp.path(), &args);
+        r.expect_code(2);
+        assert!(r.stderr.contains(missing.to_str().unwrap()), "{}", r.stderr);
+        assert!(
+            !r.stdout.contains("VALID") && !r.stdout.contains("built-in defaults"),
+            "{}",
+            r.stdout
+        );
+    }
+    let r = crate::util::lakedrill_in(tmp.path(), &["--json", "config", "check"]);
+    let v = r.expect_code(0).json();
+    assert_eq!(v["status"], "VALID", "{v}");
+    assert_eq!(v["exists"], false, "{v}");
 }

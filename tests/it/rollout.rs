@@ -958,3 +958,47 @@ fn purge_and_quarantine_refuse_a_policy_other_than_the_one_bound_at_rollout_set(
     assert_eq!(r["status"], "VERIFIED", "{r}");
     assert_eq!(g.present(&c), 0);
 }
+
+/// A signed decision whose legal hold or deletion right names a prefix outside the table is refused as `hold set`
+/// refuses it (exit 2, naming the prefix and the table location), and nothing of it is applied.
+#[test]
+fn a_decision_with_a_prefix_outside_the_table_is_refused() {
+    let g = Gov::new("");
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+    let hold = decision(
+        &g,
+        1,
+        serde_json::json!([{"key": "case-9", "state": "on", "scope": "prefix:../other/data", "reason": "litigation 9"}]),
+        serde_json::json!([]),
+        "outside-hold",
+    );
+    let r = apply(&g, &hold);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("prefix \"../other/data\"") && r.stderr.contains("the table location"),
+        "{}",
+        r.stderr
+    );
+    let right = decision(
+        &g,
+        1,
+        serde_json::json!([]),
+        serde_json::json!([{"id": "dsr-9", "scope": "prefix:/etc", "deadline": "2030-01-01T00:00:00Z", "reason": "erasure"}]),
+        "outside-right",
+    );
+    let r = apply(&g, &right);
+    r.expect_code(2);
+    assert!(r.stderr.contains("prefix \"/etc\""), "{}", r.stderr);
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert_eq!(holds["holds"].as_array().map(Vec::len), Some(0), "{holds}");
+    // Under the table, the same decision applies.
+    let ok = decision(
+        &g,
+        1,
+        serde_json::json!([{"key": "case-9", "state": "on", "scope": "prefix:data", "reason": "litigation 9"}]),
+        serde_json::json!([]),
+        "inside-hold",
+    );
+    apply(&g, &ok).expect_code(0);
+}
