@@ -1319,8 +1319,8 @@ mod tests {
         assert!(err.to_string().contains(signer.keyid()), "{err}");
     }
 
-    /// a key the folder trusts, left out for lacking the role, was
-    /// reported as "expected a keyid in the trust store".
+    /// A key the folder trusts, left out for lacking the role, is named with the role it lacks (it was reported as
+    /// "expected a keyid in the trust store").
     #[test]
     fn a_trusted_key_without_the_role_is_named_with_the_role_it_lacks() {
         use crate::evidence::keys::Role;
