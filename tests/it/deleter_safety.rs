@@ -184,7 +184,7 @@ fn shifted(t: &str, ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-// only failures that finished after the evidence's
+// Only failures that finished after the evidence's
 // `finished_at` counted as newer. A failing drill of the same root that finished while the passing drill was
 // still running (after its `started_at`) may have seen the object after the pass read it, and was ignored: the
 // purge accepted the pass. The cutoff is now the evidence's start, in the registry, beside the evidence and in the
