@@ -623,6 +623,15 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
     // The key this purge signs with: read first (a key that cannot be used stops the purge before anything is
     // judged), and never a signer of the evidence it accepts.
     let deleter = crate::evidence::keys::load_signing_key(&opts.key)?;
+    // With a roles file, only a key with the deleter role signs what a purge writes (receipts, archive, summary,
+    // retirement records): others' signatures would not verify for auditors, so the purge would end in evidence
+    // nobody accepts.
+    trust.require_role(
+        &opts.key,
+        &deleter,
+        crate::evidence::keys::Role::Deleter,
+        "receipts, inventory archives, purge summaries or retirement records",
+    )?;
     // Evidence that must be locked goes only where it can be (the receipts location and, for the retirement
     // records, every bundle's folder): checked before anything is accepted or deleted.
     if let Some(r) = policy.evidence_retention() {
@@ -2973,12 +2982,22 @@ pub async fn reconcile(
     policy: &Path,
 ) -> Result<Outcome> {
     let policy = crate::govern::policy::load(policy)?;
+    let key_path = key;
     let key = crate::evidence::keys::load_signing_key(key)?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(candidate_id).await?;
     // An orphan candidate's retries go where its bundle says each file is held: only a verified bundle says so.
     let trust = match trust {
-        Some(t) => Some(TrustStore::load_dir(t)?),
+        Some(t) => {
+            let t = TrustStore::load_dir(t)?;
+            t.require_role(
+                key_path,
+                &key,
+                crate::evidence::keys::Role::Deleter,
+                "receipts, inventory archives, purge summaries or retirement records",
+            )?;
+            Some(t)
+        }
         None if is_orphans(&rec) => {
             return Err(Error::invalid(
                 candidate_id,
@@ -3278,10 +3297,11 @@ pub async fn undelete(
 ) -> Result<Outcome> {
     let trust = TrustStore::load_dir(trust)?;
     let seal = match seal {
-        Some((key, receipts)) => Some((
-            crate::evidence::keys::load_signing_key(key)?,
-            location::join(&location::canonical_uri(receipts)?, candidate_id),
-        )),
+        Some((key_path, receipts)) => {
+            let key = crate::evidence::keys::load_signing_key(key_path)?;
+            trust.require_role(key_path, &key, crate::evidence::keys::Role::Deleter, "receipts")?;
+            Some((key, location::join(&location::canonical_uri(receipts)?, candidate_id)))
+        }
         None => None,
     };
     let reg = crate::ops::plan::registry(ctx).await?;

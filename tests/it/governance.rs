@@ -1079,6 +1079,18 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
         "{}",
         both.stderr
     );
+    // One that gives the purge's own key no deleter role: what it would sign would verify nowhere (exit 2, before
+    // anything is judged), naming the key and the file.
+    std::fs::write(&roles, "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"gov-TEST-ONLY\"]\n").unwrap();
+    let no_deleter = g.purge(id, Some(&ev), &[]);
+    no_deleter.expect_code(2);
+    assert!(
+        no_deleter.stderr.contains("roles.toml")
+            && no_deleter.stderr.contains("deleter role")
+            && no_deleter.stderr.contains(DELETER_KEY),
+        "{}",
+        no_deleter.stderr
+    );
     // Every refusal is recorded; the candidate is still quarantined and nothing was deleted.
     g.assert_all_present(&c);
     // Each key in its role: accepted.
