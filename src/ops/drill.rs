@@ -273,7 +273,8 @@ async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore)
             continue;
         }
         let bytes = storage.get(&o.uri).await?.bytes;
-        let Ok(v) = evidence::verify(&bytes, trust) else {
+        // Only drill reports count, and only under keys with the drill role (the deleter's key is never one).
+        let Ok(v) = evidence::verify(&bytes, &trust.for_role(keys::Role::Drill)) else {
             continue;
         };
         if v.predicate_type() != PREDICATE_TYPE {

@@ -2117,3 +2117,64 @@ fn hold_and_writer_prefixes_outside_the_table_are_refused() {
     g.on_table(&["writer", "begin", "--prefix", "data/staging"])
         .expect_code(0);
 }
+
+/// The coverage rule (`coverage_weeks`) reads when its plan last drilled each bundle from the plan's own signed
+/// reports: with a `roles.toml`, only reports under keys with the drill role count. A report signed by the deleter's
+/// key claiming a bundle was drilled does not keep that bundle out of the next drill's coverage picks (before, any
+/// trusted key counted, so whoever held the deleter's key could steer which bundles the drills looked at).
+#[test]
+fn coverage_reads_only_reports_signed_by_drill_keys() {
+    let g = Gov::new("");
+    g.quarantined();
+    std::fs::write(
+        g.dir.join("keys/roles.toml"),
+        "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    let plan = g.dir.join("coverage.toml");
+    std::fs::write(
+        &plan,
+        "name = \"coverage\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\n\
+         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\nsample = 1\ncoverage_weeks = 1\n",
+    )
+    .unwrap();
+    let drill = || {
+        g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(0)
+            .json()
+    };
+    let first = drill();
+    let population: Vec<String> = first["predicate"]["sample"]["population_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert!(population.len() >= 3, "{first}");
+    assert_eq!(
+        first["predicate"]["sample"]["selected"][0],
+        population[0].as_str(),
+        "{first}"
+    );
+    // A report by the deleter's key, in the plan's chain, claiming the next bundle was drilled just now.
+    let report = std::path::PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
+    let env: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut st: Value = serde_json::from_slice(&b64.decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
+    st["predicate"]["results"][0]["bundle_id"] = Value::String(population[1].clone());
+    let deleter = lakedrill::evidence::keys::load_signing_key(&g.dir.join(DELETER_KEY)).unwrap();
+    std::fs::write(
+        report.with_file_name("29991231T000000.000Z.dsse.json"),
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &deleter)
+            .to_json_bytes(),
+    )
+    .unwrap();
+    let second = drill();
+    assert_eq!(
+        second["predicate"]["sample"]["selected"][0],
+        population[1].as_str(),
+        "the deleter-signed claim does not count: {}",
+        second["predicate"]["sample"]
+    );
+}
