@@ -102,17 +102,26 @@ pub enum OrphanHold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CopyNaming {
-    /// `<BLAKE3>-<first 16 hex digits of BLAKE3(path)>`: one copy per held file, so purging one file's copy
-    /// never takes another file's bytes (two orphans with the same bytes once shared a `<BLAKE3>` copy).
+    /// `<BLAKE3>-<first 16 hex digits of BLAKE3(path)>.orphan-copy`: one copy per held file, so purging one
+    /// file's copy never takes another file's bytes (two orphans with the same bytes once shared a `<BLAKE3>` copy).
+    /// The suffix ([`ORPHAN_COPY_SUFFIX`]) marks it as lakedrill's: a table whose location holds such a file is
+    /// refused by `plan` (a quarantine folder inside another table would have its copies proposed as orphans).
     PerFile,
 }
+
+/// The file name suffix of an orphan quarantine copy ([`CopyNaming::PerFile`]).
+pub const ORPHAN_COPY_SUFFIX: &str = ".orphan-copy";
 
 impl CopyNaming {
     /// The copy's name for an inventory entry.
     #[must_use]
     pub fn name(self, e: &InventoryEntry) -> String {
         match self {
-            CopyNaming::PerFile => format!("{}-{}", e.blake3, &blake3::hash(e.path.as_bytes()).to_hex()[..16]),
+            CopyNaming::PerFile => format!(
+                "{}-{}{ORPHAN_COPY_SUFFIX}",
+                e.blake3,
+                &blake3::hash(e.path.as_bytes()).to_hex()[..16]
+            ),
         }
     }
 }
@@ -813,7 +822,7 @@ mod tests {
         let (ua, _) = info.held_at(&a);
         let (ub, _) = info.held_at(&b);
         let digest = &blake3::hash(a.path.as_bytes()).to_hex()[..16];
-        assert_eq!(ua, format!("file:///vault/u/o-1/{}-{digest}", a.blake3));
+        assert_eq!(ua, format!("file:///vault/u/o-1/{}-{digest}.orphan-copy", a.blake3));
         assert_ne!(ua, ub);
         // The naming is signed with the bundle: it round-trips, and is absent when not set.
         let json = serde_json::to_value(&info).unwrap();

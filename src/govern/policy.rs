@@ -639,7 +639,7 @@ impl Policy {
 
     /// Where orphans of a table on a store without versions are copied write-once at quarantine
     /// (`orphanQuarantine`, canonical URI; the copies go to `<it>/<table uuid>/<candidate id>/<BLAKE3>-<path
-    /// digest>`, one per held file). Without it, orphans can be quarantined only on a versioned bucket.
+    /// digest>.orphan-copy`, one per held file). Without it, orphans can be quarantined only on a versioned bucket.
     #[must_use]
     pub fn orphan_quarantine(&self) -> Option<&str> {
         self.orphan_quarantine.as_deref()

@@ -87,6 +87,8 @@ fn lakedrill_artefact(name: &str) -> Option<&'static str> {
         Some("a public key")
     } else if name == "lakedrill.toml" {
         Some("a lakedrill configuration")
+    } else if name.ends_with(crate::evidence::inventory::ORPHAN_COPY_SUFFIX) {
+        Some("an orphan quarantine copy (another table's orphanQuarantine)")
     } else {
         None
     }
@@ -456,6 +458,11 @@ mod tests {
         assert_eq!(lakedrill_artefact("pub"), None);
         assert_eq!(lakedrill_artefact("ops.key.parquet"), None);
         assert_eq!(lakedrill_artefact("r.dsse.json"), Some("a signed report or receipt"));
+        assert_eq!(
+            lakedrill_artefact("ab12-cd34.orphan-copy"),
+            Some("an orphan quarantine copy (another table's orphanQuarantine)")
+        );
+        assert_eq!(lakedrill_artefact("orphan-copy.parquet"), None);
         assert_eq!(lakedrill_artefact("lakedrill.toml"), Some("a lakedrill configuration"));
         assert_eq!(lakedrill_artefact("00001-a.metadata.json"), None);
     }

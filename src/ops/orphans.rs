@@ -6,7 +6,7 @@
 //! * on an S3 bucket whose versioning is `Enabled`, by a plain conditional delete (`If-Match` the ETag read):
 //!   a delete marker hides the file, its version stays and is checked to be there;
 //! * anywhere else, by a write-once copy to `<orphanQuarantine>/<table uuid>/<candidate id>/<BLAKE3>-<path
-//!   digest>` (the policy's location; one copy per file, shared with no other), read back and verified, and only
+//!   digest>.orphan-copy` (the policy's location; one copy per file, shared with no other), read back and verified, and only
 //!   then the file is removed from the table location (after its bytes were hashed once more).
 //!
 //! Nothing is final: the bytes stay until the deleter ([`crate::ops::deleter`]) removes the version or the copy

@@ -264,7 +264,7 @@ fn copy_path(g: &Gov, vault: &Path, id: &str, rel: &str, bytes: &[u8]) -> std::p
     };
     let written = format!("{}/{rel}", location.trim_end_matches('/'));
     vault.join(uuid).join(id).join(format!(
-        "{}-{}",
+        "{}-{}.orphan-copy",
         blake3::hash(bytes).to_hex(),
         &blake3::hash(written.as_bytes()).to_hex()[..16]
     ))
