@@ -51,6 +51,15 @@ impl Clock for TestClock {
     }
 }
 
+/// A commit time for a message: RFC 3339 (milliseconds, UTC) and the epoch milliseconds it was written as.
+#[must_use]
+pub fn commit_time(ms: i64) -> String {
+    match DateTime::from_timestamp_millis(ms) {
+        Some(t) => format!("{}, {ms} ms", t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        None => format!("{ms} ms"),
+    }
+}
+
 /// Parses a duration: one whole number and one unit, `d`, `h`, `m` or `s` (`30d`, `12h`, `90m`, `30s`).
 /// The one duration syntax of lakedrill: policy fields, drill plans and command-line options all use it.
 ///

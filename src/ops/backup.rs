@@ -157,14 +157,6 @@ async fn hash_bytes(bytes: Bytes) -> Result<(Bytes, String)> {
     .map_err(|e| Error::Internal(format!("hashing task: {e}")))
 }
 
-/// A snapshot's commit time for a message: RFC 3339 (milliseconds, UTC) and the epoch milliseconds it was written as.
-pub(crate) fn commit_time(ms: i64) -> String {
-    match DateTime::from_timestamp_millis(ms) {
-        Some(t) => format!("{}, {ms} ms", t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-        None => format!("{ms} ms"),
-    }
-}
-
 /// The recovery point a new checkpoint declares when neither `--checkpoint` nor `--at` names one: the table's
 /// state at declaration, i.e. the commit time of its current snapshot (`head_ms`), and never before the
 /// backed-up snapshot's own commit (a branch head newer than `main`, or a table without a current snapshot).
@@ -225,7 +217,7 @@ pub async fn backup(
                  a recovery point cannot precede the snapshot that recovers it; add a checkpoint with a valid --at",
                 c.checkpoint_id,
                 c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                commit_time(snapshot.timestamp_ms())
+                crate::clock::commit_time(snapshot.timestamp_ms())
             ),
         ));
     }
@@ -242,7 +234,7 @@ pub async fn backup(
                     format!(
                         "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
                          the snapshot that recovers it",
-                        commit_time(snapshot.timestamp_ms())
+                        crate::clock::commit_time(snapshot.timestamp_ms())
                     ),
                 ));
             }

@@ -240,7 +240,7 @@ pub async fn checkpoint_add(
                     format!(
                         "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
                          the snapshot that recovers it",
-                        crate::ops::backup::commit_time(snap.timestamp_ms())
+                        crate::clock::commit_time(snap.timestamp_ms())
                     ),
                 ));
             }
