@@ -706,6 +706,26 @@ fn weekly_gate(
             p.sample.size
         ));
     }
+    // Another report in the folder that failed one of these bundles and finished after this one started (during
+    // it, or after it) voids it, as the deleter reads the reports beside its evidence: a drill run without a
+    // registry leaves its failure only here.
+    let ids: BTreeSet<&str> = bundles
+        .iter()
+        .map(|b| location::file_name(b.trim_end_matches('/')))
+        .collect();
+    if let Some(f) = reports.iter().find(|x| {
+        x.uri != r.uri
+            && x.finished > r.started
+            && x.predicate.results.iter().any(|res| {
+                res.status != crate::evidence::predicate::RestoreStatus::RestoreVerified
+                    && ids.contains(res.bundle_id.as_str())
+            })
+    }) {
+        problems.push(format!(
+            "the drill report {} (plan {}, finished {}, after this report started {}) FAILED a bundle it covers",
+            f.uri, f.predicate.drill.plan, f.predicate.finished_at, p.started_at
+        ));
+    }
     let detail = if problems.is_empty() {
         format!(
             "{} of {} sampled bundles passed (population {}, wanted {want}, retired {}) in {}, covering the table's {} \

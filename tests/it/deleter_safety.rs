@@ -1601,3 +1601,45 @@ fn undelete_never_runs_beside_a_purge_and_only_undoes_deletes() {
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(out["status"], "VERIFIED", "{out}");
 }
+
+/// The weekly gate reads the reports folder as the deleter reads the reports beside its evidence: a failing drill
+/// of a covered bundle that the registry never recorded (run without it) and that finished while the covering
+/// PASS was running fails the gate, naming it (before, only the registry's failures did, so the gate passed a
+/// report the deleter refused).
+#[test]
+fn the_weekly_gate_fails_on_a_failure_beside_the_pass_that_the_registry_never_saw() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let r1 = g.drill("bundles");
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let y = g.dir.join("y/weekly-bundles");
+    resigned(&g, &r1, &y.join("b-pass.dsse.json"), |st| {
+        st["predicate"]["started_at"] = Value::String(shifted(&now, -2000));
+        st["predicate"]["finished_at"] = Value::String(shifted(&now, 1000));
+    });
+    let gate = || {
+        let v = crate::gates::gates_reading(&g, y.parent().unwrap().to_str().unwrap()).json();
+        crate::gates::gate(&v, "weekly_restores").clone()
+    };
+    assert_eq!(gate()["status"], "PASS", "{}", gate());
+    resigned(&g, &r1, &y.join("a-fail.dsse.json"), |st| {
+        let p = &mut st["predicate"];
+        p["started_at"] = Value::String(shifted(&now, -3000));
+        p["finished_at"] = Value::String(shifted(&now, -1000));
+        let n = p["results"].as_array().unwrap().len();
+        for r in p["results"].as_array_mut().unwrap() {
+            r["status"] = Value::String("FAILED".into());
+        }
+        p["summary"]["passed"] = Value::from(0);
+        p["summary"]["failed"] = Value::from(n);
+        p["summary"]["gate"] = Value::String("FAIL".into());
+    });
+    let weekly = gate();
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    assert!(
+        weekly["detail"].as_str().unwrap().contains("a-fail.dsse.json"),
+        "{weekly}"
+    );
+}
