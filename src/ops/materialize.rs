@@ -544,16 +544,7 @@ pub async fn register(
     }
     // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
     // database must exist; iceberg-catalog-sql creates its tables in it).
-    let cat = crate::io::catalog::open_iceberg(
-        catalog,
-        cfg,
-        cfg.warehouse.clone().unwrap_or_else(|| into.to_owned()),
-        Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(Storage::new(
-            storage.options().clone(),
-        )))),
-        true,
-    )
-    .await?;
+    let cat = open_sql_catalog(storage, cfg, catalog, into).await?;
     let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
     if !cat.namespace_exists(&ns).await.map_err(ice("namespace"))? {
         cat.create_namespace(&ns, HashMap::new())
@@ -565,6 +556,26 @@ pub async fn register(
         .await
         .map_err(ice("register the restored table"))?;
     Ok(())
+}
+
+/// The SQL catalog a recovered table registers in, its warehouse the catalog's own or `into`; a SQLite file is
+/// created when missing (a recovery may be the first table of a new catalog).
+async fn open_sql_catalog(
+    storage: &Storage,
+    cfg: &CatalogConfig,
+    catalog: &str,
+    into: &str,
+) -> Result<iceberg_catalog_sql::SqlCatalog> {
+    crate::io::catalog::open_iceberg(
+        catalog,
+        cfg,
+        cfg.warehouse.clone().unwrap_or_else(|| into.to_owned()),
+        Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(Storage::new(
+            storage.options().clone(),
+        )))),
+        true,
+    )
+    .await
 }
 
 /// Refuses a registration as `catalog.ident` when the catalog already has that table, before anything is copied
@@ -585,16 +596,7 @@ pub async fn ensure_unregistered(
             .exists(ident)
             .await?
     } else {
-        let cat = crate::io::catalog::open_iceberg(
-            catalog,
-            cfg,
-            cfg.warehouse.clone().unwrap_or_else(|| into.to_owned()),
-            Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(Arc::new(Storage::new(
-                storage.options().clone(),
-            )))),
-            true,
-        )
-        .await?;
+        let cat = open_sql_catalog(storage, cfg, catalog, into).await?;
         let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
         cat.namespace_exists(&ns).await.map_err(ice("namespace"))?
             && cat

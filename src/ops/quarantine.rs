@@ -642,6 +642,25 @@ pub async fn release(ctx: &Context, source: &TableSource, candidate_id: &str, re
     Ok(out)
 }
 
+/// One line per orphan put back by a release: its path, what was done and whether it is verified in place.
+fn put_back_lines(put_back: &[crate::ops::orphans::PutBack]) -> String {
+    put_back
+        .iter()
+        .map(|p| {
+            format!(
+                "  {}: {}{}\n",
+                p.path,
+                p.action,
+                if p.verified {
+                    ", verified in place"
+                } else {
+                    ", NOT verified in place"
+                }
+            )
+        })
+        .collect()
+}
+
 fn refuse_release(candidate_id: &str, reason: String) -> Result<Outcome> {
     Outcome::new(
         Verdict::Findings,
@@ -713,18 +732,7 @@ async fn release_claimed(
             reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
                 .await?;
             let mut human = format!("{candidate_id} INCOMPLETE: not released, now PROTECTED\n  {why}\n");
-            for p in &put_back {
-                human.push_str(&format!(
-                    "  {}: {}{}\n",
-                    p.path,
-                    p.action,
-                    if p.verified {
-                        ", verified in place"
-                    } else {
-                        ", NOT in place"
-                    }
-                ));
-            }
+            human.push_str(&put_back_lines(&put_back));
             human.push_str("  the next `plan` or `purge` of the table tries to put the rest back\n");
             return Outcome::new(
                 Verdict::Findings,
@@ -808,18 +816,7 @@ async fn release_claimed(
             human.push_str("  the next `plan` proposes these snapshots again (a new candidate id)\n");
         }
         None if record.mode == "orphans" => {
-            for p in &record.put_back {
-                human.push_str(&format!(
-                    "  {}: {}{}\n",
-                    p.path,
-                    p.action,
-                    if p.verified {
-                        ", verified in place"
-                    } else {
-                        ", NOT verified in place"
-                    }
-                ));
-            }
+            human.push_str(&put_back_lines(&record.put_back));
         }
         None if record.mode == "bundle" => {
             human.push_str(

@@ -91,17 +91,13 @@ fn copy_into_another_reports_root(g: &Gov, report: &Path, plan: &str) -> std::pa
     to
 }
 
-// See: the deleter found newer failures only beside the evidence, so where the evidence lay was the caller's
-// choice. An older PASS copied into `<x>/<plan>/` hid the newer FAIL of a damaged data file (which the bundles'
-// own re-check does not read): the purge accepted it. The registry now records every drill's verdict per root.
-#[test]
-fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_of_a_data_file() {
-    let g = Gov::new("");
+/// The fixture's candidate quarantined and drilled (PASS), then one of its data files damaged (same size) and
+/// drilled again (FAIL, recorded in the registry): the candidate, the PASS report, the FAIL run's JSON, the FAIL
+/// report's file name and the damaged file.
+fn a_pass_then_a_fail(g: &Gov) -> (Value, std::path::PathBuf, Value, String, std::path::PathBuf) {
     let c = g.candidate();
-    let id = c["candidate_id"].as_str().unwrap();
-    g.quarantine(id, "tag").expect_code(0);
+    g.quarantine(c["candidate_id"].as_str().unwrap(), "tag").expect_code(0);
     let r1 = g.drill("bundles");
-    // A candidate data file goes bad after the first drill (same size); the next drill of the chain fails it.
     let data = c["objects"]
         .as_array()
         .unwrap()
@@ -111,19 +107,30 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
         .map(|p| g.table_root().join(p))
         .expect("a candidate data file");
     flip_a_byte(&data);
-    let damaged = std::fs::read(&data).unwrap();
     let plan = g.dir.join("drill-bundles.toml");
     let r2 = g
         .run(&["--json", "drill", "run", plan.to_str().unwrap()])
         .expect_code(1)
         .json();
-    assert_eq!(r2["predicate"]["summary"]["gate"], "FAIL", "{r2}");
     let r2_name = Path::new(r2["report"].as_str().unwrap())
         .file_name()
         .unwrap()
         .to_str()
         .unwrap()
         .to_owned();
+    (c, r1, r2, r2_name, data)
+}
+
+// See: the deleter found newer failures only beside the evidence, so where the evidence lay was the caller's
+// choice. An older PASS copied into `<x>/<plan>/` hid the newer FAIL of a damaged data file (which the bundles'
+// own re-check does not read): the purge accepted it. The registry now records every drill's verdict per root.
+#[test]
+fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_of_a_data_file() {
+    let g = Gov::new("");
+    let (c, r1, r2, r2_name, data) = a_pass_then_a_fail(&g);
+    let id = c["candidate_id"].as_str().unwrap();
+    let damaged = std::fs::read(&data).unwrap();
+    assert_eq!(r2["predicate"]["summary"]["gate"], "FAIL", "{r2}");
 
     // The old PASS, byte for byte, in a reports folder that holds nothing else; no --reports.
     let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
@@ -192,32 +199,9 @@ fn shifted(t: &str, ms: i64) -> String {
 #[test]
 fn a_failure_that_finished_while_the_passing_drill_ran_refuses_its_evidence() {
     let g = Gov::new("");
-    let c = g.candidate();
+    let (c, r1, r2, r2_name, _) = a_pass_then_a_fail(&g);
     let id = c["candidate_id"].as_str().unwrap();
-    g.quarantine(id, "tag").expect_code(0);
-    let r1 = g.drill("bundles");
-    // A data file goes bad (same size); the next drill fails it and the registry records that failure.
-    let data = c["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["path"].as_str().unwrap())
-        .find(|p| p.ends_with(".parquet"))
-        .map(|p| g.table_root().join(p))
-        .expect("a candidate data file");
-    flip_a_byte(&data);
-    let plan = g.dir.join("drill-bundles.toml");
-    let r2 = g
-        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
-        .expect_code(1)
-        .json();
     let r2_finished = r2["predicate"]["finished_at"].as_str().unwrap().to_owned();
-    let r2_name = Path::new(r2["report"].as_str().unwrap())
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
     // A PASS that started a second before the FAIL finished and finished a second after it.
     let pass_during = |st: &mut Value| {
         st["predicate"]["started_at"] = Value::String(shifted(&r2_finished, -1000));
