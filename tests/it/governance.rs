@@ -758,8 +758,11 @@ fn quarantine_in_tag_mode_is_visible_to_pyiceberg_and_keeps_the_current_snapshot
     let st = g.run(&["--json", "status", id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED");
     // The candidate's own tags do not change its eligibility: a re-plan does not propose it twice,
-    // and quarantining again is refused.
-    g.quarantine(id, "tag").expect_code(1);
+    // and quarantining again is refused, naming the state it is in (not "re-plan", which would not bring it back).
+    let again = g.quarantine(id, "tag").expect_code(1).json();
+    let reason = again["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("{id} is already QUARANTINED")), "{again}");
+    assert!(!reason.contains("re-plan"), "{again}");
 }
 
 #[test]
