@@ -605,23 +605,23 @@ fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
     let victim = c["snapshot_ids"][0].as_i64().unwrap().to_string();
     let n = c["snapshot_ids"].as_array().unwrap().len();
     let policy = g.policy.to_str().unwrap();
-    // Beyond maxReaderLease, or on a snapshot that does not exist: refused.
-    let r = g.on_table(&[
-        "lease",
-        "add",
-        "--policy",
-        policy,
-        "--snapshot-id",
-        &victim,
-        "--purpose",
-        "training",
-        "--owner",
-        "ml",
-        "--expires-in",
-        "15d",
-    ]);
+    // Beyond maxReaderLease: a request the policy refuses (exit 1, as the README's exit-code table says), nothing
+    // recorded; on a snapshot that does not exist, or with a malformed duration: bad input (exit 2).
+    let r = g.on_table(&g.lease_add_args(&victim, "15d"));
+    let refused = r.expect_code(1).json();
+    assert_eq!(refused["status"], "REFUSED", "{refused}");
+    assert_eq!(refused["max_reader_lease"], "14d", "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("maxReaderLease (14d)"),
+        "{refused}"
+    );
+    let leases = g.on_table(&["--json", "lease", "list"]).expect_code(0).json();
+    assert_eq!(leases["leases"].as_array().unwrap().len(), 0, "{leases}");
+    // The duration error names the flag once (it said `--expires-in: field --expires-in: …`).
+    let r = g.on_table(&g.lease_add_args(&victim, "30x"));
     r.expect_code(2);
-    assert!(r.stderr.contains("maxReaderLease"), "{}", r.stderr);
+    assert_eq!(r.stdout.matches("--expires-in").count(), 1, "{}", r.stdout);
+    assert!(r.stdout.contains("has an unknown unit"), "{}", r.stdout);
     g.on_table(&[
         "lease",
         "add",

@@ -682,7 +682,10 @@ fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_pu
     refused_with(&g.purge(id, Some(&ev), &[]), "the quarantine was extended");
     g.run(&["quarantine", "extend", "c-does-not-exist", "--by", "1h"])
         .expect_code(2);
-    g.run(&["quarantine", "extend", id, "--by", "soon"]).expect_code(2);
+    let r = g.run(&["quarantine", "extend", id, "--by", "soon"]);
+    r.expect_code(2);
+    // The flag is named once (it said `--by: field --by: …`).
+    assert_eq!(r.stderr.matches("--by").count(), 1, "{}", r.stderr);
     let st = g.on_table(&["--json", "status"]).expect_code(0).json();
     assert!(st["candidates"][0]["not_before"].as_str().is_some(), "{st}");
     // The stop switch shows in every table's status.
