@@ -1557,6 +1557,43 @@ fn rollback_only_to_ancestors_and_set_current_to_a_tag_are_catalog_commits_pyice
         .expect_code(2);
 }
 
+/// `rollback --to` and `set-current` of the snapshot `main` already points at commit nothing: no new metadata
+/// file, the table's generation stays (it wrote one, which moved the generation and made pending purges rebase).
+#[test]
+fn rollback_and_set_current_to_the_current_snapshot_commit_nothing() {
+    let g = Gov::new("");
+    let location = |g: &Gov| {
+        g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["metadata_location"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let before = location(&g);
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let r = g
+        .on_table(&["--json", "rollback", "--to", &current])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "ALREADY_CURRENT", "{r}");
+    assert_eq!(r["to_snapshot_id"].to_string(), current, "{r}");
+    assert_eq!(r["metadata_location"], before.as_str(), "{r}");
+    let r = g.on_table(&["rollback", "--to", &current]);
+    assert!(
+        r.expect_code(0)
+            .stdout
+            .contains("already the current snapshot; nothing committed"),
+        "{}",
+        r.stdout
+    );
+    for args in [["--snapshot-id", current.as_str()], ["--ref", "main"]] {
+        let mut a = vec!["--json", "set-current"];
+        a.extend(args);
+        let r = g.on_table(&a).expect_code(0).json();
+        assert_eq!(r["status"], "ALREADY_CURRENT", "{r}");
+    }
+    assert_eq!(location(&g), before);
+}
+
 /// On the PyIceberg table with a branch, a tag, a rollback and expired snapshots (read-only: plan changes
 /// nothing), nothing a retained snapshot reaches is ever a candidate.
 #[test]
