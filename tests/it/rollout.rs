@@ -158,14 +158,15 @@ fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
         r.stdout
     );
     let r = set_to("enabled", false);
-    assert!(
-        r.expect_code(1).json()["reason"]
-            .as_str()
-            .unwrap()
-            .contains("skips a stage"),
-        "{}",
-        r.stdout
-    );
+    let reason = r.expect_code(1).json()["reason"].as_str().unwrap().to_owned();
+    // Every rule broken is named: the skip, the observation period and the test period it passes over.
+    for rule in [
+        "skips a stage",
+        "14 days of report-only observations",
+        "clean test period",
+    ] {
+        assert!(reason.contains(rule), "{rule}: {reason}");
+    }
     assert!(rollout_show(&g)["history"].as_array().unwrap().is_empty());
     let set = set_to("test", true).expect_code(0).json();
     assert_eq!(set["change"]["from"], "report-only", "{set}");
