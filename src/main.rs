@@ -111,7 +111,7 @@ fn main() -> ExitCode {
             if cli.json {
                 let mut doc = serde_json::json!({"error": msg, "exit_code": 2});
                 lakedrill::report::output::add_warnings(&mut doc, warnings);
-                println!("{doc}");
+                print_error_document(&doc);
             }
             ExitCode::from(2)
         }
@@ -129,11 +129,32 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     let _ = e.print();
     if std::env::args_os().any(|a| a == "--json") {
         let text = e.render().to_string();
-        let first = text.lines().next().unwrap_or("invalid command line");
-        let msg = first.strip_prefix("error: ").unwrap_or(first);
-        println!("{}", serde_json::json!({"error": msg, "exit_code": 2, "usage": text}));
+        print_error_document(&serde_json::json!({"error": usage_message(&text), "exit_code": 2, "usage": text}));
     }
     ExitCode::from(2)
+}
+
+/// The first paragraph of clap's message on one line, without its `error: ` tag: the sentence and what it
+/// lists (`the following required arguments were not provided: --to <TO>`). The first line alone ended at the
+/// colon and left the missing arguments to `usage`.
+fn usage_message(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).take_while(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let listed: Vec<&str> = lines.collect();
+    match (first.is_empty(), listed.is_empty()) {
+        (true, _) => "invalid command line".to_owned(),
+        (false, true) => first.to_owned(),
+        (false, false) => format!("{first} {}", listed.join(", ")),
+    }
+}
+
+/// An error document on stdout, pretty-printed and newline-terminated like every other document of `--json`.
+fn print_error_document(doc: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(doc).unwrap_or_else(|_| doc.to_string())
+    );
 }
 
 /// The JSON document and a newline. An error writing it keeps its I/O kind: a reader that stopped reading (`| head`)
@@ -173,6 +194,21 @@ fn error_message(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::error_message;
+
+    /// A usage error's `error` holds the whole first message, the missing arguments included (it stopped at
+    /// "were not provided:").
+    #[test]
+    fn a_usage_error_names_what_is_missing() {
+        let text = "error: the following required arguments were not provided:\n  --to <TO>\n  --reason <REASON>\n\n\
+                    Usage: lakedrill rollback --to <TO>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::usage_message(text),
+            "the following required arguments were not provided: --to <TO>, --reason <REASON>"
+        );
+        let text = "error: unexpected argument '--foo' found\n\n  tip: to pass '--foo' as a value, use '-- --foo'\n";
+        assert_eq!(super::usage_message(text), "unexpected argument '--foo' found");
+        assert_eq!(super::usage_message(""), "invalid command line");
+    }
 
     #[derive(Debug)]
     struct Outer(std::io::Error);

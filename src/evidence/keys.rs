@@ -99,6 +99,36 @@ pub enum KeyError {
         #[source]
         source: ed25519_dalek::pkcs8::Error,
     },
+    /// A file given as a key holds no PEM block at all (no `-----BEGIN` line): not a key file. The PEM decoder's
+    /// own message for such a file is about its "preamble" (`invalid data (NUL byte)` for text without a NUL),
+    /// which says nothing true about the file, so it is not passed on.
+    #[error(
+        "{} is not a PEM Ed25519 {what}: it has no `-----BEGIN {label}-----` line (a key from `lakedrill keygen` \
+         or `openssl genpkey -algorithm ed25519`{openssl_pub})",
+        path.display(),
+        openssl_pub = if *label == "PUBLIC KEY" { " | openssl pkey -pubout" } else { "" }
+    )]
+    NotPem {
+        /// The file.
+        path: PathBuf,
+        /// `private key` or `public key`.
+        what: &'static str,
+        /// The PEM label expected (`PRIVATE KEY`, `PUBLIC KEY`).
+        label: &'static str,
+    },
+    /// A trust folder (`--trust`, `[keys] trust`, a drill plan's `trust`) cannot be listed.
+    #[error(
+        "could not list the trust folder {} (the folder of trusted `.pub` keys given by `--trust`, `[keys] trust` \
+         or a drill plan's `trust`)",
+        dir.display()
+    )]
+    TrustFolder {
+        /// The folder.
+        dir: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
     /// A file is not an SPKI PEM Ed25519 public key.
     #[error("{} is not a valid SPKI PEM Ed25519 public key", path.display())]
     InvalidPublicKey {
@@ -361,6 +391,7 @@ pub fn load_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
     let mode = file.metadata().map_err(io_err)?.permissions().mode() & 0o7777;
     let mut pem = Zeroizing::new(String::new());
     file.read_to_string(&mut pem).map_err(io_err)?;
+    not_pem(path, &pem, "private key", "PRIVATE KEY")?;
     let inner = ed25519_dalek::SigningKey::from_pkcs8_pem(&pem).map_err(|source| KeyError::InvalidPrivateKey {
         path: path.to_path_buf(),
         source,
@@ -446,6 +477,7 @@ impl PublicKey {
 /// PEM public key; [`KeyError::WeakPublicKey`] if the key has small order.
 pub fn load_public_key(path: &Path) -> Result<PublicKey, KeyError> {
     let pem = read_to_string(path)?;
+    not_pem(path, &pem, "public key", "PUBLIC KEY")?;
     let key = VerifyingKey::from_public_key_pem(&pem).map_err(|source| KeyError::InvalidPublicKey {
         path: path.to_path_buf(),
         source,
@@ -460,6 +492,19 @@ pub fn load_public_key(path: &Path) -> Result<PublicKey, KeyError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     Ok(PublicKey::new(name, path, key))
+}
+
+/// [`KeyError::NotPem`] when `text` has no PEM block at all; a PEM block of another kind is left to the decoder,
+/// whose message then says what is wrong with it.
+fn not_pem(path: &Path, text: &str, what: &'static str, label: &'static str) -> Result<(), KeyError> {
+    if text.contains("-----BEGIN ") {
+        return Ok(());
+    }
+    Err(KeyError::NotPem {
+        path: path.to_path_buf(),
+        what,
+        label,
+    })
 }
 
 /// The file of a trust directory that says what each key's signatures count for ([`Role`]).
@@ -537,9 +582,8 @@ impl TrustStore {
     /// or [`KeyError::WeakPublicKey`] naming the first bad file; [`KeyError::EmptyTrustStore`] if there is no
     /// `.pub` file; [`KeyError::DuplicateKey`] if two files hold the same key.
     pub fn load_dir(dir: &Path) -> Result<Self, KeyError> {
-        let list_err = |source| KeyError::Io {
-            operation: "list directory",
-            path: dir.to_path_buf(),
+        let list_err = |source| KeyError::TrustFolder {
+            dir: dir.to_path_buf(),
             source,
         };
         let mut paths = Vec::new();
@@ -1084,8 +1128,26 @@ mod tests {
         let garbage = dir.path().join("garbage.pub");
         fs::write(&garbage, "not a key").unwrap();
         let err = load_public_key(&garbage).unwrap_err();
-        assert!(matches!(&err, KeyError::InvalidPublicKey { path, .. } if *path == garbage));
+        assert!(
+            matches!(&err, KeyError::NotPem { path, .. } if *path == garbage),
+            "{err}"
+        );
         assert!(err.to_string().contains("garbage.pub"), "{err}");
+
+        // A file without a PEM block is named as not a key, without the decoder's "preamble contains invalid
+        // data (NUL byte)", which it said of text that has no NUL.
+        let garbage = dir.path().join("garbage.key");
+        write_new(&garbage, b"aGVsbG8gd29ybGQ=\nnot a key at all\n", 0o600).unwrap();
+        let err = load_signing_key(&garbage).unwrap_err();
+        assert!(
+            matches!(&err, KeyError::NotPem { path, .. } if *path == garbage),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("garbage.key is not a PEM Ed25519 private key"),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_none(), "{err:?}");
 
         // A private key where a public key is expected, and vice versa.
         let generated = generate("k", dir.path()).unwrap();
@@ -1134,13 +1196,16 @@ mod tests {
         assert!(matches!(&err, KeyError::EmptyTrustStore { dir: d } if d == dir.path()));
 
         let missing = dir.path().join("nope");
-        assert!(matches!(
-            TrustStore::load_dir(&missing),
-            Err(KeyError::Io {
-                operation: "list directory",
-                ..
-            })
-        ));
+        let err = TrustStore::load_dir(&missing).unwrap_err();
+        assert!(
+            matches!(&err, KeyError::TrustFolder { dir, .. } if *dir == missing),
+            "{err}"
+        );
+        // It names the role and the flag, not only "could not list directory".
+        assert!(
+            err.to_string().contains("trust folder") && err.to_string().contains("--trust"),
+            "{err}"
+        );
 
         let generated = generate("good", dir.path()).unwrap();
         let bad = dir.path().join("bad.pub");

@@ -1187,10 +1187,9 @@ pub fn plan(input: &PlanInput) -> Plan {
             };
             DeletionRightStatus {
                 id: r.right.id.clone(),
-                scope: match &r.right.scope {
-                    DeletionScope::Snapshot(id) => format!("snapshot:{id}"),
-                    DeletionScope::Path(p) => format!("path:{p}"),
-                },
+                // As the decision wrote it: `object:` or `prefix:` (the plan treats both as a path), never a
+                // `path:` kind no decision has.
+                scope: r.right.written_scope.clone(),
                 deadline_ms: r.right.deadline_ms,
                 overdue: status != "fulfilled" && input.now_ms > r.right.deadline_ms,
                 status: status.to_owned(),
@@ -1857,11 +1856,13 @@ mod tests {
                     DeletionRight {
                         id: "held".into(),
                         scope: DeletionScope::Path("data/d.parquet".into()),
+                        written_scope: "object:data/d.parquet".into(),
                         deadline_ms: now + DAY,
                     },
                     DeletionRight {
                         id: "listed".into(),
                         scope: DeletionScope::Path("data/x.parquet".into()),
+                        written_scope: "object:data/x.parquet".into(),
                         deadline_ms: now + DAY,
                     },
                 ],
@@ -2063,11 +2064,14 @@ mod tests {
         input.protections.deletion_rights.push(DeletionRight {
             id: "dsr".into(),
             scope: DeletionScope::Path("data/a".into()),
+            written_scope: "prefix:data/a".into(),
             deadline_ms: now - 1,
         });
         let p = plan(&input);
         assert_eq!(p.candidates[0].snapshot_ids, vec![1]);
         assert_eq!(p.deletion_rights[0].status, "candidate");
+        // Shown as the decision wrote it, not as a `path:` kind no decision has.
+        assert_eq!(p.deletion_rights[0].scope, "prefix:data/a");
         assert!(p.deletion_rights[0].overdue);
         // A hold on a prefix the scope lies under: conflict, and the snapshot stays protected.
         input

@@ -86,6 +86,9 @@ pub struct DeletionRight {
     pub id: String,
     /// What must be deleted.
     pub scope: DeletionScope,
+    /// The scope as the decision wrote it (`object:data/…`, `prefix:s3://…`, `snapshot:ID`): what plans and
+    /// `gates` show, so that the operator finds the request they signed.
+    pub written_scope: String,
     /// The deadline, epoch ms.
     pub deadline_ms: i64,
 }
@@ -105,7 +108,7 @@ pub enum DeletionScope {
 pub struct DeletionRightStatus {
     /// The request's id.
     pub id: String,
-    /// The scope as written (`snapshot:ID` or `path:PATH`).
+    /// The scope as the decision wrote it (`snapshot:ID`, `prefix:PATH` or `object:PATH`).
     pub scope: String,
     /// The deadline, epoch ms.
     pub deadline_ms: i64,

@@ -679,6 +679,10 @@ pub async fn run(ctx: &Context, dir: &Path, quiet: bool) -> Result<Outcome> {
 }
 
 /// The pipeline of [`run`] on the lakehouse just built, in its own context.
+/// `scripts/verify_report.py`, which the demo writes beside its lakehouse: the repository's copy is not where a
+/// user who installed the binary runs the demo.
+const VERIFY_REPORT_PY: &str = include_str!("../../scripts/verify_report.py");
+
 async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Result<Outcome> {
     let source = TableSource::Catalog {
         catalog: CATALOG.into(),
@@ -799,8 +803,12 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let audit = crate::ops::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;
     let report_path = drill.report.trim_start_matches("file://").to_owned();
     let human_path = drill.human_report.trim_start_matches("file://").to_owned();
+    // The standard-tools check runs where the user is: `scripts/verify_report.py` exists only in the repository,
+    // so the demo writes a copy of it beside its lakehouse and prints that path.
+    let verify_script = dir.join("verify_report.py");
+    std::fs::write(&verify_script, VERIFY_REPORT_PY).map_err(|e| Error::io("write", &verify_script, e))?;
     human.push_str(&format!(
-        "\n== weekly drill: gate {} ({} passed, {} failed of {} sampled, seed {})\nsigned report: {report_path}\nhuman report:  {human_path}\nhtml report:   {html_path}\naudit verify:  {} ({} report(s) in the chain)\n\nverify it yourself:\n  lakedrill audit verify {report_path} --trust {} --chain\n  python3 scripts/verify_report.py {report_path} {}\n",
+        "\n== weekly drill: gate {} ({} passed, {} failed of {} sampled, seed {})\nsigned report: {report_path}\nhuman report:  {human_path}\nhtml report:   {html_path}\naudit verify:  {} ({} report(s) in the chain)\n\nverify it yourself (the second with Python's `cryptography` only):\n  lakedrill audit verify {report_path} --trust {} --chain\n  python3 {} {report_path} {}\n",
         drill.predicate.summary.gate,
         drill.predicate.summary.passed,
         drill.predicate.summary.failed,
@@ -809,6 +817,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
         audit.status,
         audit.reports_checked,
         trust_dir.display(),
+        verify_script.display(),
         key.public_path.display(),
     ));
     json.insert("bundles".into(), sealed);
@@ -823,6 +832,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
             "failed": drill.predicate.summary.failed,
             "public_key": key.public_path.display().to_string(),
             "trust": trust_dir.display().to_string(),
+            "verify_script": verify_script.display().to_string(),
         }),
     );
     json.insert(

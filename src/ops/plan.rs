@@ -55,6 +55,7 @@ pub async fn deletion_rights(table: &Table, reg: &Registry) -> Result<Vec<Deleti
         rights.push(DeletionRight {
             id: r.id.clone(),
             scope,
+            written_scope: r.scope.clone(),
             deadline_ms: deadline_ms(r)?,
         });
     }

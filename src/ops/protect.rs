@@ -94,8 +94,11 @@ pub async fn protect_covered_by_hold(
 
 /// `lakedrill lease add`.
 ///
+/// A lease longer than the policy's `maxReaderLease` is refused (exit 1, nothing recorded): the request is well
+/// formed and the policy says no, as a purge of a `report-only` table is refused.
+///
 /// # Errors
-/// Refusals (unknown snapshot, beyond `maxReaderLease`) are [`Error::Invalid`] (exit 2).
+/// An unknown snapshot or a malformed `--expires-in` is [`Error::Invalid`] (exit 2).
 pub async fn lease_add(
     ctx: &Context,
     source: &TableSource,
@@ -108,16 +111,16 @@ pub async fn lease_add(
     let policy = crate::govern::policy::load(policy_path)?;
     let table = bound_table(ctx, source, &policy).await?;
     table.snapshot(snapshot_id)?; // a lease on a snapshot that does not exist is refused
-    let dur = crate::govern::policy::parse_duration("--expires-in", expires_in)
-        .map_err(|e| Error::invalid("--expires-in", e.to_string()))?;
+    let dur = crate::clock::parse_duration(expires_in).map_err(|why| Error::invalid("--expires-in", why))?;
     if dur > policy.max_reader_lease() {
-        return Err(Error::invalid(
-            "--expires-in",
-            format!(
-                "{expires_in} is longer than the policy's maxReaderLease ({})",
-                crate::clock::format_duration(policy.max_reader_lease())
-            ),
-        ));
+        let max = crate::clock::format_duration(policy.max_reader_lease());
+        let reason =
+            format!("--expires-in {expires_in} is longer than the policy's maxReaderLease ({max}): no lease recorded");
+        return Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "snapshot_id": snapshot_id, "expires_in": expires_in, "max_reader_lease": max, "reason": reason}),
+            format!("REFUSED: lease on snapshot {snapshot_id}: {reason}\n"),
+        );
     }
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;

@@ -76,6 +76,20 @@ pub async fn quarantine(
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     let Some(candidate) = p.candidates.iter().find(|c| c.candidate_id == candidate_id).cloned() else {
+        // A candidate that went on (quarantined, purged, protected, released) is no longer planned: its recorded
+        // state says why, where "re-plan" would send the operator after a candidate that will not come back.
+        let went_on = reg
+            .candidate_heads(&table.metadata().uuid().to_string())
+            .await?
+            .into_iter()
+            .find(|h| h.candidate_id == candidate_id)
+            .filter(|h| !matches!(h.state, State::Discovered | State::UnreferencedEligible));
+        if let Some(head) = went_on {
+            return refuse(format!(
+                "{candidate_id} is already {} (`lakedrill status {candidate_id}` shows its record): only a candidate of a fresh plan is quarantined",
+                head.state.as_str()
+            ));
+        }
         return refuse(format!(
             "{candidate_id} is not a candidate of the table's current generation (the table, a lease, a hold or a ref changed since the plan): re-plan"
         ));

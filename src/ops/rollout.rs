@@ -264,8 +264,7 @@ pub async fn report(
     since: &str,
     baseline: &crate::ops::plan::BaselineOptions,
 ) -> Result<Outcome> {
-    let since_d = crate::govern::policy::parse_duration("--since", since)
-        .map_err(|e| Error::invalid("--since".to_owned(), e.to_string()))?;
+    let since_d = crate::clock::parse_duration(since).map_err(|why| Error::invalid("--since", why))?;
     let policy = crate::govern::policy::load(policy_path)?;
     let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
     let reg = crate::ops::plan::registry(ctx).await?;
@@ -517,7 +516,7 @@ pub async fn gates(
 /// # Errors
 /// A malformed duration; an unknown candidate or one not quarantined; registry errors.
 pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -> Result<Outcome> {
-    let d = crate::govern::policy::parse_duration("--by", by).map_err(|e| Error::invalid("--by", e.to_string()))?;
+    let d = crate::clock::parse_duration(by).map_err(|why| Error::invalid("--by", why))?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let ext = reg.quarantine_extend(candidate_id, d, reason, ctx.now()).await?;
     let human = format!(

@@ -9,7 +9,8 @@
 //!   the bundle's metadata copy, after the bundle and its data verify.
 //!
 //! Each is one compare-and-set commit on the catalog row, visible to every engine reading the
-//! catalog; a concurrent commit makes it fail without effect. None of them deletes anything.
+//! catalog; a concurrent commit makes it fail without effect. None of them deletes anything. Moving `main` to the
+//! snapshot it already points at commits nothing (`ALREADY_CURRENT`, exit 0): the table's generation stays.
 
 use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use serde::Serialize;
@@ -47,6 +48,22 @@ async fn move_main(
     md: iceberg::spec::TableMetadata,
 ) -> Result<Outcome> {
     let from = table.metadata().current_snapshot_id();
+    // Already there: a commit would only write a new metadata file, move the table's generation (every pending
+    // purge would then rebase) and change nothing an engine reads. Nothing is committed.
+    if from == Some(to) && table.refs().get("main").map(|r| r.snapshot_id) == Some(to) {
+        let loc = table.generation().metadata_location.clone();
+        return Outcome::new(
+            Verdict::Ok,
+            &Moved {
+                status: "ALREADY_CURRENT",
+                table: table.name().to_owned(),
+                from_snapshot_id: from,
+                to_snapshot_id: to,
+                metadata_location: loc.clone(),
+            },
+            format!("main: {to} is already the current snapshot; nothing committed ({loc} stays current)\n"),
+        );
+    }
     let new = md
         .into_builder(Some(table.generation().metadata_location.clone()))
         .set_ref("main", main_ref(table, to))

@@ -194,6 +194,11 @@ fn rank(s: &RolloutStage) -> u8 {
 /// `min_report_only` of observations and while no other table is in `test`; `test` → `cohort:NAME` after a clean
 /// test period (a purge `VERIFIED` since the table entered `test`, no `DELETE_UNKNOWN`); `cohort:NAME` →
 /// `enabled`.
+///
+/// A change that skips stages names the skip and every rule of the stages it passes over that is not met (the
+/// README promises every rule broken, and a forced change records them all in `overrode`): `report-only` →
+/// `enabled` also names the missing observation period and the missing test period. The one-table-in-`test` rule
+/// is not among them: a change that passes over `test` never puts the table there.
 #[must_use]
 pub fn rollout_refusals(
     from: &RolloutStage,
@@ -206,45 +211,49 @@ pub fn rollout_refusals(
     if rank(to) <= rank(from) {
         return out;
     }
-    if rank(to) > rank(from) + 1 {
+    let skips = rank(to) > rank(from) + 1;
+    if skips {
         out.push(format!(
             "{from} → {to} skips a stage: one step at a time (report-only → test → cohort:NAME → enabled)"
         ));
-        return out;
     }
-    match to {
-        RolloutStage::Test => {
-            let days = rules.min_report_only.num_days();
-            match facts.first_observation {
-                None => out.push(format!(
-                    "test needs {days} days of report-only observations (`rollout report`); none is recorded since \
-                     the table entered report-only"
-                )),
-                Some(t) if now - t < rules.min_report_only => out.push(format!(
-                    "test needs {days} days of report-only observations (`rollout report`); the first is from {} \
-                     ({} days ago)",
-                    t.to_rfc3339(),
-                    (now - t).num_days()
-                )),
-                Some(_) => {}
+    // The rules of every stage entered or passed over, in order.
+    for step in rank(from) + 1..=rank(to) {
+        match step {
+            1 => {
+                let days = rules.min_report_only.num_days();
+                match facts.first_observation {
+                    None => out.push(format!(
+                        "test needs {days} days of report-only observations (`rollout report`); none is recorded \
+                         since the table entered report-only"
+                    )),
+                    Some(t) if now - t < rules.min_report_only => out.push(format!(
+                        "test needs {days} days of report-only observations (`rollout report`); the first is from {} \
+                         ({} days ago)",
+                        t.to_rfc3339(),
+                        (now - t).num_days()
+                    )),
+                    Some(_) => {}
+                }
+                if !skips && !facts.others_in_test.is_empty() {
+                    out.push(format!(
+                        "at most one table is in test at a time: {} is",
+                        facts.others_in_test.join(", ")
+                    ));
+                }
             }
-            if !facts.others_in_test.is_empty() {
-                out.push(format!(
-                    "at most one table is in test at a time: {} is",
-                    facts.others_in_test.join(", ")
-                ));
-            }
+            2 if rank(from) < 1 => out.push(
+                "a cohort needs a clean test period: at least one purge VERIFIED while the table is in test and none \
+                 DELETE_UNKNOWN; it has not been in test since it entered report-only"
+                    .to_owned(),
+            ),
+            2 if facts.verified_in_test == 0 || facts.unknowns > 0 => out.push(format!(
+                "a cohort needs a clean test period: at least one purge VERIFIED since the table entered test ({} so \
+                 far) and none DELETE_UNKNOWN ({} now)",
+                facts.verified_in_test, facts.unknowns
+            )),
+            _ => {}
         }
-        RolloutStage::Cohort(_) => {
-            if facts.verified_in_test == 0 || facts.unknowns > 0 {
-                out.push(format!(
-                    "a cohort needs a clean test period: at least one purge VERIFIED since the table entered test \
-                     ({} so far) and none DELETE_UNKNOWN ({} now)",
-                    facts.verified_in_test, facts.unknowns
-                ));
-            }
-        }
-        RolloutStage::ReportOnly | RolloutStage::Enabled => {}
     }
     out
 }
@@ -977,6 +986,13 @@ mod tests {
         );
     }
 
+    fn clean_facts() -> RolloutFacts {
+        RolloutFacts {
+            verified_in_test: 1,
+            ..RolloutFacts::default()
+        }
+    }
+
     #[test]
     fn the_rollout_rules_step_by_step() {
         let now = t(30 * 86_400_000);
@@ -1002,6 +1018,20 @@ mod tests {
         };
         assert!(rollout_refusals(&ro, &test, &busy, &rules, now)[0].contains("rt.db.other"));
         assert!(rollout_refusals(&ro, &RolloutStage::Enabled, &observed(99), &rules, now)[0].contains("skips"));
+        // A skip names every rule of the stages it passes over that is not met, not only the skip.
+        let all = rollout_refusals(&ro, &RolloutStage::Enabled, &observed(3), &rules, now);
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all[0].contains("skips a stage"), "{all:?}");
+        assert!(all[1].contains("14 days of report-only observations"), "{all:?}");
+        assert!(all[2].contains("clean test period"), "{all:?}");
+        let all = rollout_refusals(&test, &RolloutStage::Enabled, &RolloutFacts::default(), &rules, now);
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert!(all[1].contains("clean test period"), "{all:?}");
+        // Met rules are not named: a clean test period leaves only the skip.
+        assert_eq!(
+            rollout_refusals(&test, &RolloutStage::Enabled, &clean_facts(), &rules, now).len(),
+            1
+        );
         assert!(rollout_refusals(&test, &cohort, &RolloutFacts::default(), &rules, now)[0].contains("clean test"));
         let clean = RolloutFacts {
             verified_in_test: 1,

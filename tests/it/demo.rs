@@ -210,6 +210,34 @@ fn demo_builds_a_lakehouse_pyiceberg_can_read() {
 
 /// `audit verify <copied reports folder> --chain` in a lakehouse whose configuration has a `[registry]` says what
 /// is true: the registry holds no anchor for that chain (it said no `[registry]` was configured).
+/// The standard-tools command the demo prints works where the user ran the demo, outside the repository (it
+/// printed `python3 scripts/verify_report.py …`, a path only the repository has).
+#[test]
+fn the_printed_verify_report_command_runs_where_the_demo_ran() {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path().join("lake");
+    let run = lakedrill_in(tmp.path(), &["demo", "--dir", dir.to_str().unwrap()]);
+    let line = run
+        .expect_code(0)
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("python3 "))
+        .unwrap_or_else(|| panic!("no python3 command in {}", run.stdout))
+        .to_owned();
+    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+    assert_eq!(args.len(), 3, "{line}");
+    assert!(std::path::Path::new(args[0]).is_absolute(), "{line}");
+    let py = std::env::var("LAKEDRILL_TEST_PYTHON").expect("LAKEDRILL_TEST_PYTHON: run scripts/test.sh");
+    let out = Command::new(py).args(&args).current_dir(tmp.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{line}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("OK keyid="), "{out:?}");
+}
+
 #[test]
 fn a_copied_chain_is_not_anchored_by_the_configured_registry_and_says_so() {
     let tmp = crate::util::tmpdir();

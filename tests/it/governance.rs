@@ -605,23 +605,23 @@ fn leases_holds_and_checkpoints_protect_snapshots_by_name() {
     let victim = c["snapshot_ids"][0].as_i64().unwrap().to_string();
     let n = c["snapshot_ids"].as_array().unwrap().len();
     let policy = g.policy.to_str().unwrap();
-    // Beyond maxReaderLease, or on a snapshot that does not exist: refused.
-    let r = g.on_table(&[
-        "lease",
-        "add",
-        "--policy",
-        policy,
-        "--snapshot-id",
-        &victim,
-        "--purpose",
-        "training",
-        "--owner",
-        "ml",
-        "--expires-in",
-        "15d",
-    ]);
+    // Beyond maxReaderLease: a request the policy refuses (exit 1, as the README's exit-code table says), nothing
+    // recorded; on a snapshot that does not exist, or with a malformed duration: bad input (exit 2).
+    let r = g.on_table(&g.lease_add_args(&victim, "15d"));
+    let refused = r.expect_code(1).json();
+    assert_eq!(refused["status"], "REFUSED", "{refused}");
+    assert_eq!(refused["max_reader_lease"], "14d", "{refused}");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("maxReaderLease (14d)"),
+        "{refused}"
+    );
+    let leases = g.on_table(&["--json", "lease", "list"]).expect_code(0).json();
+    assert_eq!(leases["leases"].as_array().unwrap().len(), 0, "{leases}");
+    // The duration error names the flag once (it said `--expires-in: field --expires-in: …`).
+    let r = g.on_table(&g.lease_add_args(&victim, "30x"));
     r.expect_code(2);
-    assert!(r.stderr.contains("maxReaderLease"), "{}", r.stderr);
+    assert_eq!(r.stdout.matches("--expires-in").count(), 1, "{}", r.stdout);
+    assert!(r.stdout.contains("has an unknown unit"), "{}", r.stdout);
     g.on_table(&[
         "lease",
         "add",
@@ -758,8 +758,11 @@ fn quarantine_in_tag_mode_is_visible_to_pyiceberg_and_keeps_the_current_snapshot
     let st = g.run(&["--json", "status", id]).expect_code(0).json();
     assert_eq!(st["candidates"][0]["candidate"]["state"], "QUARANTINED");
     // The candidate's own tags do not change its eligibility: a re-plan does not propose it twice,
-    // and quarantining again is refused.
-    g.quarantine(id, "tag").expect_code(1);
+    // and quarantining again is refused, naming the state it is in (not "re-plan", which would not bring it back).
+    let again = g.quarantine(id, "tag").expect_code(1).json();
+    let reason = again["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("{id} is already QUARANTINED")), "{again}");
+    assert!(!reason.contains("re-plan"), "{again}");
 }
 
 #[test]
@@ -1564,6 +1567,43 @@ fn rollback_only_to_ancestors_and_set_current_to_a_tag_are_catalog_commits_pyice
         .to_owned();
     g.run(&["rollback", "--metadata", &md, "--to", &ancestor])
         .expect_code(2);
+}
+
+/// `rollback --to` and `set-current` of the snapshot `main` already points at commit nothing: no new metadata
+/// file, the table's generation stays (it wrote one, which moved the generation and made pending purges rebase).
+#[test]
+fn rollback_and_set_current_to_the_current_snapshot_commit_nothing() {
+    let g = Gov::new("");
+    let location = |g: &Gov| {
+        g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json()["metadata_location"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let before = location(&g);
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let r = g
+        .on_table(&["--json", "rollback", "--to", &current])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "ALREADY_CURRENT", "{r}");
+    assert_eq!(r["to_snapshot_id"].to_string(), current, "{r}");
+    assert_eq!(r["metadata_location"], before.as_str(), "{r}");
+    let r = g.on_table(&["rollback", "--to", &current]);
+    assert!(
+        r.expect_code(0)
+            .stdout
+            .contains("already the current snapshot; nothing committed"),
+        "{}",
+        r.stdout
+    );
+    for args in [["--snapshot-id", current.as_str()], ["--ref", "main"]] {
+        let mut a = vec!["--json", "set-current"];
+        a.extend(args);
+        let r = g.on_table(&a).expect_code(0).json();
+        assert_eq!(r["status"], "ALREADY_CURRENT", "{r}");
+    }
+    assert_eq!(location(&g), before);
 }
 
 /// On the PyIceberg table with a branch, a tag, a rollback and expired snapshots (read-only: plan changes

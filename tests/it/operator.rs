@@ -65,6 +65,52 @@ impl JsonRuns<'_> {
     }
 }
 
+/// With `--json`, a command line clap refuses puts its whole first message in `error` — the missing arguments
+/// too, not only "the following required arguments were not provided:" — and every error document is
+/// pretty-printed like the other documents (they were compact one-liners).
+#[test]
+fn json_error_documents_name_the_missing_arguments_and_are_pretty_printed() {
+    let tmp = tmpdir();
+    let r = lakedrill_in(tmp.path(), &["--json", "rollback", "--metadata", "x"]);
+    r.expect_code(2);
+    let v = one_json_document(&r, "rollback without --to");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the following required arguments were not provided: "),
+        "{v}"
+    );
+    assert!(error.contains("--to <TO>"), "{v}");
+    assert!(v["usage"].as_str().unwrap().contains("Usage:"), "{v}");
+    // A run that could not decide, and a usage error: both documents as `--json` prints every other one.
+    let missing = tmp.path().join("v1.metadata.json");
+    let run_error = lakedrill_in(
+        tmp.path(),
+        &[
+            "--json",
+            "resolve",
+            "--metadata",
+            missing.to_str().unwrap(),
+            "--snapshot-id",
+            "1",
+        ],
+    );
+    run_error.expect_code(2);
+    assert!(
+        one_json_document(&run_error, "run error")["error"]
+            .as_str()
+            .unwrap()
+            .contains("v1.metadata.json")
+    );
+    for (what, r) in [("usage error", &r), ("run error", &run_error)] {
+        let doc = one_json_document(r, what);
+        assert_eq!(
+            r.stdout,
+            format!("{}\n", serde_json::to_string_pretty(&doc).unwrap()),
+            "{what}"
+        );
+    }
+}
+
 /// Every leaf subcommand of the command-line definition, as typed (`lease add`, `drill run`, …).
 fn all_subcommands() -> BTreeSet<String> {
     use clap::CommandFactory;

@@ -350,7 +350,13 @@ fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptan
     let rights = serde_json::json!([{"id": "dsr-orphan", "scope": "object:data/uncommitted-writer.parquet", "deadline": "2020-01-01T00:00:00Z", "reason": "erasure request"}]);
     let v1 = crate::rollout::decision(&g, 1, serde_json::json!([]), rights, "v1");
     crate::rollout::apply(&g, &v1).expect_code(0);
-    assert_eq!(g.plan()["deletion_rights"][0]["status"], "candidate");
+    let planned = g.plan();
+    assert_eq!(planned["deletion_rights"][0]["status"], "candidate");
+    // The scope is shown as the decision wrote it (it was `path:data/…`, a kind no decision has).
+    assert_eq!(
+        planned["deletion_rights"][0]["scope"], "object:data/uncommitted-writer.parquet",
+        "{planned}"
+    );
 
     let id = c["candidate_id"].as_str().unwrap();
     let q = g.quarantine(id, "tag").expect_code(0).json();

@@ -158,14 +158,15 @@ fn a_report_only_table_is_planned_quarantined_and_drilled_but_never_purged() {
         r.stdout
     );
     let r = set_to("enabled", false);
-    assert!(
-        r.expect_code(1).json()["reason"]
-            .as_str()
-            .unwrap()
-            .contains("skips a stage"),
-        "{}",
-        r.stdout
-    );
+    let reason = r.expect_code(1).json()["reason"].as_str().unwrap().to_owned();
+    // Every rule broken is named: the skip, the observation period and the test period it passes over.
+    for rule in [
+        "skips a stage",
+        "14 days of report-only observations",
+        "clean test period",
+    ] {
+        assert!(reason.contains(rule), "{rule}: {reason}");
+    }
     assert!(rollout_show(&g)["history"].as_array().unwrap().is_empty());
     let set = set_to("test", true).expect_code(0).json();
     assert_eq!(set["change"]["from"], "report-only", "{set}");
@@ -682,7 +683,10 @@ fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_pu
     refused_with(&g.purge(id, Some(&ev), &[]), "the quarantine was extended");
     g.run(&["quarantine", "extend", "c-does-not-exist", "--by", "1h"])
         .expect_code(2);
-    g.run(&["quarantine", "extend", id, "--by", "soon"]).expect_code(2);
+    let r = g.run(&["quarantine", "extend", id, "--by", "soon"]);
+    r.expect_code(2);
+    // The flag is named once (it said `--by: field --by: …`).
+    assert_eq!(r.stderr.matches("--by").count(), 1, "{}", r.stderr);
     let st = g.on_table(&["--json", "status"]).expect_code(0).json();
     assert!(st["candidates"][0]["not_before"].as_str().is_some(), "{st}");
     // The stop switch shows in every table's status.
