@@ -433,10 +433,15 @@ pub async fn verify(
     let confined = &confined;
     // Inner `Err`: the object's resolved path leaves the table root (it was not read). Each result is judged as it
     // arrives and dropped: a million hashes (each with its object's URI, ETag and digest) are never held together.
+    // The URI opened goes back with the result: a finding names the object actually read (under `--table-root`, a
+    // cold backup's `objects/<blake3>`) beside the path the metadata writes.
     let mut results = futures::stream::iter(to_check)
         .map(|e| async move {
+            let uri = match open_at(&e) {
+                Ok(uri) => uri,
+                Err(err) => return (e, None, Err(err)),
+            };
             let res = async {
-                let uri = open_at(&e)?;
                 let uri = uri.as_str();
                 if let Some(c) = confined
                     && let Some(target) = c.escape(uri).await?
@@ -458,12 +463,12 @@ pub async fn verify(
                 Ok(Ok((h, rows)))
             }
             .await;
-            progress.tick(e.size);
-            (e, res)
+            (e, Some(uri), res)
         })
         .buffer_unordered(concurrency);
-    while let Some((e, res)) = results.next().await {
+    while let Some((e, read, res)) = results.next().await {
         let res: Result<std::result::Result<Checked, String>> = res;
+        let before = report.findings.len();
         match res {
             Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
                 FindingKind::ObjectMissing,
@@ -479,8 +484,11 @@ pub async fn verify(
             )),
             Err(other) => return Err(other),
             Ok(Err(target)) => {
+                // Not read: the finding says where the path resolves to instead.
                 let root = open_root.as_deref().unwrap_or_default();
                 report.findings.push(symlink_finding(e.path, root, &target));
+                progress.tick(e.size);
+                continue;
             }
             Ok(Ok((h, rows))) => {
                 if h.bytes_read != e.size {
@@ -519,6 +527,12 @@ pub async fn verify(
                 }
             }
         }
+        if let Some(read) = read {
+            for f in &mut report.findings[before..] {
+                f.set_read_at(&read);
+            }
+        }
+        progress.tick(e.size);
     }
     report
         .findings

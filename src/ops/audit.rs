@@ -419,6 +419,9 @@ fn bundle_finding(name: &str, f: &crate::model::findings::Finding) -> AuditFindi
     if f.path != name && f.path != crate::bundle::ENVELOPE_FILE {
         parts.push(f.path.clone());
     }
+    if let Some(uri) = &f.uri {
+        parts.push(format!("read={uri}"));
+    }
     if let Some(e) = &f.expected {
         parts.push(format!("expected={e}"));
     }

@@ -391,18 +391,24 @@ pub async fn backup(
     for (f, res) in results {
         match res? {
             Err(target) => findings.push(bundle::symlink_finding(&f.file_path, &root, &target)),
-            Ok(None) => findings.push(Finding::new(
-                FindingKind::ObjectMissing,
-                &f.file_path,
-                Some("present".into()),
-                Some("absent".into()),
-            )),
-            Ok(Some(c)) if c.blake3.is_empty() => findings.push(Finding::new(
-                FindingKind::SizeMismatch,
-                &f.file_path,
-                Some(f.file_size_in_bytes.to_string()),
-                Some(c.size.to_string()),
-            )),
+            Ok(None) => findings.push(
+                Finding::new(
+                    FindingKind::ObjectMissing,
+                    &f.file_path,
+                    Some("present".into()),
+                    Some("absent".into()),
+                )
+                .read_at(&f.uri),
+            ),
+            Ok(Some(c)) if c.blake3.is_empty() => findings.push(
+                Finding::new(
+                    FindingKind::SizeMismatch,
+                    &f.file_path,
+                    Some(f.file_size_in_bytes.to_string()),
+                    Some(c.size.to_string()),
+                )
+                .read_at(&f.uri),
+            ),
             Ok(Some(c)) => {
                 if c.copied {
                     objects_copied += 1;
