@@ -197,7 +197,10 @@ pub async fn seal(
     drop((manifests, manifest_list));
     // Data and delete files (each once): stream-hash each, in parallel, bounded; results go straight into
     // the inventory, so that a million files are held once as entries and once as the listing.
-    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress);
+    // Counted as the result counts: the metadata layers above are done, and a data or delete object that cannot
+    // be sealed (missing, another size, outside the table) is counted as failed.
+    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress)
+        .with_done(inventory.len(), inventory.iter().map(|e| e.size).sum());
     let progress = &progress;
     // The data and delete entries, held compactly (#24: ~190 B an object instead of ~500 as typed entries with
     // their URIs); the URI is derived from the path again as the inventory member is written.
@@ -229,17 +232,13 @@ pub async fn seal(
                 }
                 Err(e) => (None, Err(e)),
             };
-            progress.tick(
-                h.as_ref()
-                    .ok()
-                    .and_then(|h| h.as_ref().ok())
-                    .map_or(0, |h| h.bytes_read),
-            );
             (f, uri, h)
         })
         .buffer_unordered(concurrency);
     while let Some((f, uri, h)) = hashed.next().await {
         let read = uri.as_deref().unwrap_or_default();
+        let before = findings.len();
+        let size = f.size;
         match h {
             Ok(Err(target)) => findings.push(symlink_finding(&f.file_path, root, &target)),
             Ok(Ok(h)) => {
@@ -281,6 +280,7 @@ pub async fn seal(
             ),
             Err(e) => return Err(e),
         }
+        progress.tick_checked(size, findings.len() > before);
     }
     drop(hashed);
     // v3 deletion vectors: a Puffin file whose size is right is also read (footer and blobs) and each

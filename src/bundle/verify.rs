@@ -428,7 +428,10 @@ pub async fn verify(
     };
     let deep = opts.deep;
     let deletion_vectors = &deletion_vectors;
-    let progress = crate::report::output::Progress::new("verify", to_check_count, storage.options().progress);
+    // Counted as the result counts: the metadata layers verified above from their copies are done already, and
+    // an object that does not verify is counted as failed, its bytes not among the bytes verified.
+    let progress = crate::report::output::Progress::new("verify", to_check_count, storage.options().progress)
+        .with_done(report.objects_verified, report.bytes_verified);
     let progress = &progress;
     let confined = &confined;
     // Inner `Err`: the object's resolved path leaves the table root (it was not read). Each result is judged as it
@@ -469,6 +472,7 @@ pub async fn verify(
     while let Some((e, read, res)) = results.next().await {
         let res: Result<std::result::Result<Checked, String>> = res;
         let before = report.findings.len();
+        let verified_before = report.objects_verified;
         match res {
             Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
                 FindingKind::ObjectMissing,
@@ -487,7 +491,7 @@ pub async fn verify(
                 // Not read: the finding says where the path resolves to instead.
                 let root = open_root.as_deref().unwrap_or_default();
                 report.findings.push(symlink_finding(e.path, root, &target));
-                progress.tick(e.size);
+                progress.tick_checked(e.size, true);
                 continue;
             }
             Ok(Ok((h, rows))) => {
@@ -532,7 +536,7 @@ pub async fn verify(
                 f.set_read_at(&read);
             }
         }
-        progress.tick(e.size);
+        progress.tick_checked(e.size, report.objects_verified == verified_before);
     }
     report
         .findings

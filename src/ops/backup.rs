@@ -354,7 +354,10 @@ pub async fn backup(
         .filter(|f| seen.insert(f.file_path.clone()))
         .cloned()
         .collect();
-    let progress = crate::report::output::Progress::new("backup", files.len(), ctx.storage.options().progress);
+    // Counted as the result counts: the metadata layers above are done, and a file that cannot be backed up
+    // (missing, another size, outside the table) is counted as failed.
+    let progress = crate::report::output::Progress::new("backup", files.len(), ctx.storage.options().progress)
+        .with_done(inventory.len(), inventory.iter().map(|e| e.size).sum());
     let progress = &progress;
     let storage = &ctx.storage;
     let to_ref = &to;
@@ -382,7 +385,8 @@ pub async fn backup(
                 store_object(storage, to_ref, &digest, bytes).await.map(|c| Ok(Some(c)))
             }
             .await;
-            progress.tick(f.file_size_in_bytes);
+            let backed_up = matches!(&res, Ok(Ok(Some(c))) if !c.blake3.is_empty());
+            progress.tick_checked(f.file_size_in_bytes, !backed_up);
             (f, res)
         })
         .buffer_unordered(concurrency)

@@ -628,6 +628,60 @@ fn findings_name_the_object_read_beside_the_path_written() {
     assert_read_under(&r, "OBJECT_MISSING", &copy);
 }
 
+/// The last progress line `label` printed on stderr.
+fn last_progress<'a>(stderr: &'a str, label: &str) -> &'a str {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no {label} progress in {stderr}"))
+}
+
+// See: new-user review, finding 2: progress said `12/12 objects` where the result said 18 (the metadata layers were
+// not counted), and a restore whose every object was missing still showed `12/12` as if done.
+#[test]
+fn progress_counts_what_the_result_counts_and_shows_failures() {
+    let s = sealed_pos_table();
+    let tmp = tmpdir();
+    let addr = ["--metadata", s.table.to_str().unwrap()];
+    let id = s.seal["snapshot_id"].as_i64().unwrap();
+    let sealed = seal(&addr, id, &s.key, &tmp.path().join("bundles"));
+    sealed.expect_code(0);
+    let (j, n) = (sealed.json(), s.seal["objects"].as_u64().unwrap());
+    assert_eq!(
+        last_progress(&sealed.stderr, "seal"),
+        format!("seal: {n}/{n} objects, {} bytes", j["bytes"])
+    );
+
+    let ok = restore(s.bundle.to_str().unwrap(), &s.trust, &[]);
+    ok.expect_code(0);
+    let r = ok.json();
+    assert_eq!(r["objects_verified"].as_u64(), Some(n), "{r}");
+    assert_eq!(
+        last_progress(&ok.stderr, "verify"),
+        format!("verify: {n}/{n} objects, {} bytes", r["bytes_verified"])
+    );
+
+    // Every data and delete object missing: counted as checked and failed, the bytes are the verified ones.
+    let nowhere = tmp.path().join("nowhere");
+    let bad = restore(
+        s.bundle.to_str().unwrap(),
+        &s.trust,
+        &["--table-root", nowhere.to_str().unwrap()],
+    );
+    bad.expect_code(1);
+    let r = bad.json();
+    let failed = r["findings"].as_array().unwrap().len() as u64;
+    assert_eq!(r["objects_verified"].as_u64(), Some(n - failed), "{r}");
+    assert_eq!(
+        last_progress(&bad.stderr, "verify"),
+        format!(
+            "verify: {n}/{n} objects ({failed} failed), {} bytes",
+            r["bytes_verified"]
+        )
+    );
+}
+
 fn write_plan(dir: &Path, bundles: &Path, trust: &Path, key: &Path, seed: u64) -> PathBuf {
     let plan = dir.join("weekly.toml");
     std::fs::write(
