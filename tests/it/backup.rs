@@ -463,6 +463,9 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
         .expect_code(0)
         .json();
     assert_eq!(a["gate"], "FAIL");
+    // Off S3 there are no Object Lock states, but the README's `locks[]` is there, empty (see: new-user review,
+    // finding 4; it was absent, and `jq '.locks[]'` failed on local files).
+    assert_eq!(a["locks"], Value::Array(Vec::new()), "{a}");
 
     // A missing object instead: named as missing.
     std::fs::remove_file(&victim).unwrap();
