@@ -237,7 +237,8 @@ pub enum Command {
         /// Read data from a relocated copy of the table rooted here.
         #[arg(long)]
         table_root: Option<String>,
-        /// Materialize the snapshot as a new table at this (empty, local) location, paths rebased.
+        /// After a deep verification, materialize the snapshot as a new table at this empty location — a local
+        /// folder or an `s3://`, `az://` or `gs://` prefix — with paths rebased, and register it.
         #[arg(long, requires_all = ["catalog", "table"])]
         into: Option<String>,
         /// With --into: the catalog to register the restored table in.
@@ -419,8 +420,12 @@ pub enum Command {
         #[command(subcommand)]
         command: DecisionCommand,
     },
-    /// The table's rollout stage, deleter switch, implementation-digest binding and deletion-right requests
-    /// (exit 1 when one is past its deadline).
+    /// The table's rollout stage, deleter switch, implementation-digest binding and deletion-right requests;
+    /// with --trust also the six safety gates (DESIGN §7).
+    ///
+    /// The safety gates are recomputed from the registry, the table and the signed drill reports under
+    /// --reports. Exit 0 when everything passes, 1 when a deletion right is past its deadline or a safety gate
+    /// fails, 2 without --trust (the report-based gates cannot be decided) unless a right is overdue.
     Gates {
         #[command(flatten)]
         table: TableArgs,
@@ -624,14 +629,15 @@ pub enum DrillCommand {
 /// `audit` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Verify a signed drill report.
+    /// Verify a signed file offline: a drill report (with --chain, its plan's whole chain), a bundle, a
+    /// retirement record, a purge's inventory or summary, a decision or a fault-matrix report.
     Verify {
-        /// The report (.dsse.json).
+        /// The signed file (.dsse.json), or with --chain the plan's reports folder.
         report: String,
         /// Trust store: a folder of .pub keys.
         #[arg(long)]
         trust: PathBuf,
-        /// Verify every report of the plan's folder as a hash chain.
+        /// Verify every report of the plan's folder as a hash chain (REPORT may then be the folder itself).
         #[arg(long)]
         chain: bool,
         /// With --chain: the SHA-256 the newest report must have (an anchor kept elsewhere); without it the
@@ -934,4 +940,40 @@ fn parse_split(s: &str) -> Result<crate::evidence::predicate::ShardSplit, String
 /// `--shard I/N`, checked by clap (0-based, `I < N`).
 fn parse_shard(s: &str) -> Result<crate::ops::drill::Shard, String> {
     crate::ops::drill::Shard::parse(s).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::CommandFactory;
+
+    /// The long help of `path` (subcommand names), as `--help` prints it.
+    fn help(path: &[&str]) -> String {
+        let mut c = super::Cli::command();
+        c.build();
+        let mut c = &mut c;
+        for p in path {
+            c = c.find_subcommand_mut(p).unwrap();
+        }
+        c.render_long_help().to_string()
+    }
+
+    // See: new-user review, finding 3: help texts said less than the commands accept (a local `--into` only, one
+    // drill report for `audit verify`, no safety gates in `gates`).
+    #[test]
+    fn help_names_what_the_commands_accept() {
+        let restore = help(&["restore"]);
+        assert!(
+            restore.contains("s3://") && restore.contains("az://") && restore.contains("gs://"),
+            "{restore}"
+        );
+        let verify = help(&["audit", "verify"]);
+        assert!(verify.contains("with --chain the plan's reports folder"), "{verify}");
+        assert!(verify.contains("a bundle") && verify.contains("a decision"), "{verify}");
+        let gates = help(&["gates"]);
+        assert!(gates.contains("with --trust also the six safety gates"), "{gates}");
+        assert!(gates.contains("2 without --trust"), "{gates}");
+        assert!(help(&["set-current"]).contains("--as-of"));
+        assert!(help(&["backup"]).contains("default: the current snapshot"));
+    }
 }

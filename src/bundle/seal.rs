@@ -197,7 +197,10 @@ pub async fn seal(
     drop((manifests, manifest_list));
     // Data and delete files (each once): stream-hash each, in parallel, bounded; results go straight into
     // the inventory, so that a million files are held once as entries and once as the listing.
-    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress);
+    // Counted as the result counts: the metadata layers above are done, and a data or delete object that cannot
+    // be sealed (missing, another size, outside the table) is counted as failed.
+    let progress = crate::report::output::Progress::new("seal", files.len(), storage.options().progress)
+        .with_done(inventory.len(), inventory.iter().map(|e| e.size).sum());
     let progress = &progress;
     // The data and delete entries, held compactly (#24: ~190 B an object instead of ~500 as typed entries with
     // their URIs); the URI is derived from the path again as the inventory member is written.
@@ -216,35 +219,39 @@ pub async fn seal(
     });
     let mut hashed = futures::stream::iter(listing)
         .map(|f| async move {
-            // Inner `Err`: where a path that leaves the table resolves to (not read).
-            let h = match table.location().resolve(&f.file_path) {
-                Ok(uri) => match confined.escape(&uri).await {
-                    Ok(Some(target)) => Ok(Err(target)),
-                    Ok(None) => storage.hash(&uri).await.map(Ok),
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
+            // Inner `Err`: where a path that leaves the table resolves to (not read). The URI read goes back
+            // with the result: under `--table-root` a finding names it beside the path the metadata writes.
+            let (uri, h) = match table.location().resolve(&f.file_path) {
+                Ok(uri) => {
+                    let h = match confined.escape(&uri).await {
+                        Ok(Some(target)) => Ok(Err(target)),
+                        Ok(None) => storage.hash(&uri).await.map(Ok),
+                        Err(e) => Err(e),
+                    };
+                    (Some(uri), h)
+                }
+                Err(e) => (None, Err(e)),
             };
-            progress.tick(
-                h.as_ref()
-                    .ok()
-                    .and_then(|h| h.as_ref().ok())
-                    .map_or(0, |h| h.bytes_read),
-            );
-            (f, h)
+            (f, uri, h)
         })
         .buffer_unordered(concurrency);
-    while let Some((f, h)) = hashed.next().await {
+    while let Some((f, uri, h)) = hashed.next().await {
+        let read = uri.as_deref().unwrap_or_default();
+        let before = findings.len();
+        let size = f.size;
         match h {
             Ok(Err(target)) => findings.push(symlink_finding(&f.file_path, root, &target)),
             Ok(Ok(h)) => {
                 if h.bytes_read != f.size {
-                    findings.push(Finding::new(
-                        FindingKind::SizeMismatch,
-                        &*f.file_path,
-                        Some(f.size.to_string()),
-                        Some(h.bytes_read.to_string()),
-                    ));
+                    findings.push(
+                        Finding::new(
+                            FindingKind::SizeMismatch,
+                            &*f.file_path,
+                            Some(f.size.to_string()),
+                            Some(h.bytes_read.to_string()),
+                        )
+                        .read_at(read),
+                    );
                 }
                 let record_count = deletion_vectors
                     .get(&*f.file_path)
@@ -262,14 +269,18 @@ pub async fn seal(
                     copy: None,
                 });
             }
-            Err(Error::NotFound { .. }) => findings.push(Finding::new(
-                FindingKind::ObjectMissing,
-                &*f.file_path,
-                Some("present".into()),
-                Some("absent".into()),
-            )),
+            Err(Error::NotFound { .. }) => findings.push(
+                Finding::new(
+                    FindingKind::ObjectMissing,
+                    &*f.file_path,
+                    Some("present".into()),
+                    Some("absent".into()),
+                )
+                .read_at(read),
+            ),
             Err(e) => return Err(e),
         }
+        progress.tick_checked(size, findings.len() > before);
     }
     drop(hashed);
     // v3 deletion vectors: a Puffin file whose size is right is also read (footer and blobs) and each
@@ -281,9 +292,10 @@ pub async fn seal(
         .map(|(o, d)| Ok((table.location().resolve(o.path)?, o.path, o.size, d)))
         .collect::<Result<Vec<_>>>()?;
     let checked: Vec<Result<Vec<Finding>>> = futures::stream::iter(puffins)
-        .map(
-            |(uri, path, size, d)| async move { crate::table::puffin::verify_file(storage, &uri, path, size, d).await },
-        )
+        .map(|(uri, path, size, d)| async move {
+            let found = crate::table::puffin::verify_file(storage, &uri, path, size, d).await?;
+            Ok(found.into_iter().map(|f| f.read_at(&uri)).collect())
+        })
         .buffer_unordered(concurrency)
         .collect()
         .await;

@@ -428,15 +428,23 @@ pub async fn verify(
     };
     let deep = opts.deep;
     let deletion_vectors = &deletion_vectors;
-    let progress = crate::report::output::Progress::new("verify", to_check_count, storage.options().progress);
+    // Counted as the result counts: the metadata layers verified above from their copies are done already, and
+    // an object that does not verify is counted as failed, its bytes not among the bytes verified.
+    let progress = crate::report::output::Progress::new("verify", to_check_count, storage.options().progress)
+        .with_done(report.objects_verified, report.bytes_verified);
     let progress = &progress;
     let confined = &confined;
     // Inner `Err`: the object's resolved path leaves the table root (it was not read). Each result is judged as it
     // arrives and dropped: a million hashes (each with its object's URI, ETag and digest) are never held together.
+    // The URI opened goes back with the result: a finding names the object actually read (under `--table-root`, a
+    // cold backup's `objects/<blake3>`) beside the path the metadata writes.
     let mut results = futures::stream::iter(to_check)
         .map(|e| async move {
+            let uri = match open_at(&e) {
+                Ok(uri) => uri,
+                Err(err) => return (e, None, Err(err)),
+            };
             let res = async {
-                let uri = open_at(&e)?;
                 let uri = uri.as_str();
                 if let Some(c) = confined
                     && let Some(target) = c.escape(uri).await?
@@ -458,12 +466,13 @@ pub async fn verify(
                 Ok(Ok((h, rows)))
             }
             .await;
-            progress.tick(e.size);
-            (e, res)
+            (e, Some(uri), res)
         })
         .buffer_unordered(concurrency);
-    while let Some((e, res)) = results.next().await {
+    while let Some((e, read, res)) = results.next().await {
         let res: Result<std::result::Result<Checked, String>> = res;
+        let before = report.findings.len();
+        let verified_before = report.objects_verified;
         match res {
             Err(Error::NotFound { .. }) => report.findings.push(Finding::new(
                 FindingKind::ObjectMissing,
@@ -479,8 +488,11 @@ pub async fn verify(
             )),
             Err(other) => return Err(other),
             Ok(Err(target)) => {
+                // Not read: the finding says where the path resolves to instead.
                 let root = open_root.as_deref().unwrap_or_default();
                 report.findings.push(symlink_finding(e.path, root, &target));
+                progress.tick_checked(e.size, true);
+                continue;
             }
             Ok(Ok((h, rows))) => {
                 if h.bytes_read != e.size {
@@ -519,6 +531,12 @@ pub async fn verify(
                 }
             }
         }
+        if let Some(read) = read {
+            for f in &mut report.findings[before..] {
+                f.set_read_at(&read);
+            }
+        }
+        progress.tick_checked(e.size, report.objects_verified == verified_before);
     }
     report
         .findings

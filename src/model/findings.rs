@@ -76,6 +76,11 @@ pub struct Finding {
     pub kind: FindingKind,
     /// The object (path as written in metadata, or a bundle member).
     pub path: String,
+    /// The object actually read, when it is not at `path`: the same file under `--table-root`, a relocated
+    /// bundle's table root or a cold backup's `objects/<blake3>`. Absent (not `null`) when `path` is what was
+    /// read, so findings written before it existed read and serialize the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
     /// What was expected.
     pub expected: Option<String>,
     /// What was found.
@@ -89,9 +94,22 @@ impl Finding {
         Self {
             kind,
             path: path.into(),
+            uri: None,
             expected,
             actual,
         }
+    }
+
+    /// This finding, saying that the object it names was read at `uri` (kept only when `uri` is not `path`).
+    #[must_use]
+    pub fn read_at(mut self, uri: &str) -> Self {
+        self.set_read_at(uri);
+        self
+    }
+
+    /// Says that the object this finding names was read at `uri` (kept only when `uri` is not `path`).
+    pub fn set_read_at(&mut self, uri: &str) {
+        self.uri = (uri != self.path).then(|| uri.to_owned());
     }
 }
 
@@ -101,7 +119,11 @@ impl std::fmt::Display for Finding {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        write!(f, "{kind} {}", self.path)?;
+        // The object read first (what an operator goes to look at), then the path the metadata writes.
+        match &self.uri {
+            Some(uri) => write!(f, "{kind} {uri} (path {})", self.path)?,
+            None => write!(f, "{kind} {}", self.path)?,
+        }
         if let Some(e) = &self.expected {
             write!(f, " expected={e}")?;
         }
@@ -109,5 +131,45 @@ impl std::fmt::Display for Finding {
             write!(f, " actual={a}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A finding read where its path says has no `uri` key: findings written before the field existed read and
+    /// serialize to the same bytes.
+    #[test]
+    fn uri_is_absent_when_the_path_is_what_was_read() {
+        let old =
+            r#"{"kind":"OBJECT_MISSING","path":"file:///t/data/a.parquet","expected":"3 bytes","actual":"absent"}"#;
+        let f: Finding = serde_json::from_str(old).unwrap();
+        assert_eq!(f.uri, None);
+        let f = f.read_at("file:///t/data/a.parquet");
+        assert_eq!(f.uri, None);
+        assert_eq!(serde_json::to_string(&f).unwrap(), old);
+    }
+
+    /// Read elsewhere (under `--table-root`, a backup's `objects/<blake3>`): the finding names both, the object
+    /// read first.
+    #[test]
+    fn a_finding_read_elsewhere_names_the_object_read_and_the_path_written() {
+        let f = Finding::new(
+            FindingKind::ObjectMissing,
+            "file:///t/data/a.parquet",
+            Some("3 bytes".into()),
+            Some("absent".into()),
+        )
+        .read_at("file:///copy/data/a.parquet");
+        assert_eq!(f.uri.as_deref(), Some("file:///copy/data/a.parquet"));
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["uri"], "file:///copy/data/a.parquet");
+        assert_eq!(json["path"], "file:///t/data/a.parquet");
+        assert_eq!(
+            f.to_string(),
+            "OBJECT_MISSING file:///copy/data/a.parquet (path file:///t/data/a.parquet) expected=3 bytes actual=absent"
+        );
     }
 }

@@ -47,8 +47,7 @@ pub struct AuditReport {
     /// Failed checks.
     pub findings: Vec<AuditFinding>,
     /// The Object Lock state of every file checked on S3 (mode and retain-until date as the provider reports
-    /// them); empty off S3.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// them); empty off S3, and present then too (scripts iterate it).
     pub locks: Vec<crate::ops::evidence_lock::FileLock>,
     /// With `--chain`: the chain folder and the SHA-256 of its newest report (what an anchor is compared with).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -418,6 +417,9 @@ fn bundle_finding(name: &str, f: &crate::model::findings::Finding) -> AuditFindi
     let mut parts = Vec::new();
     if f.path != name && f.path != crate::bundle::ENVELOPE_FILE {
         parts.push(f.path.clone());
+    }
+    if let Some(uri) = &f.uri {
+        parts.push(format!("read={uri}"));
     }
     if let Some(e) = &f.expected {
         parts.push(format!("expected={e}"));

@@ -346,7 +346,10 @@ pub async fn backup(
         .filter(|f| seen.insert(f.file_path.clone()))
         .cloned()
         .collect();
-    let progress = crate::report::output::Progress::new("backup", files.len(), ctx.storage.options().progress);
+    // Counted as the result counts: the metadata layers above are done, and a file that cannot be backed up
+    // (missing, another size, outside the table) is counted as failed.
+    let progress = crate::report::output::Progress::new("backup", files.len(), ctx.storage.options().progress)
+        .with_done(inventory.len(), inventory.iter().map(|e| e.size).sum());
     let progress = &progress;
     let storage = &ctx.storage;
     let to_ref = &to;
@@ -374,7 +377,8 @@ pub async fn backup(
                 store_object(storage, to_ref, &digest, bytes).await.map(|c| Ok(Some(c)))
             }
             .await;
-            progress.tick(f.file_size_in_bytes);
+            let backed_up = matches!(&res, Ok(Ok(Some(c))) if !c.blake3.is_empty());
+            progress.tick_checked(f.file_size_in_bytes, !backed_up);
             (f, res)
         })
         .buffer_unordered(concurrency)
@@ -383,18 +387,24 @@ pub async fn backup(
     for (f, res) in results {
         match res? {
             Err(target) => findings.push(bundle::symlink_finding(&f.file_path, &root, &target)),
-            Ok(None) => findings.push(Finding::new(
-                FindingKind::ObjectMissing,
-                &f.file_path,
-                Some("present".into()),
-                Some("absent".into()),
-            )),
-            Ok(Some(c)) if c.blake3.is_empty() => findings.push(Finding::new(
-                FindingKind::SizeMismatch,
-                &f.file_path,
-                Some(f.file_size_in_bytes.to_string()),
-                Some(c.size.to_string()),
-            )),
+            Ok(None) => findings.push(
+                Finding::new(
+                    FindingKind::ObjectMissing,
+                    &f.file_path,
+                    Some("present".into()),
+                    Some("absent".into()),
+                )
+                .read_at(&f.uri),
+            ),
+            Ok(Some(c)) if c.blake3.is_empty() => findings.push(
+                Finding::new(
+                    FindingKind::SizeMismatch,
+                    &f.file_path,
+                    Some(f.file_size_in_bytes.to_string()),
+                    Some(c.size.to_string()),
+                )
+                .read_at(&f.uri),
+            ),
             Ok(Some(c)) => {
                 if c.copied {
                     objects_copied += 1;

@@ -304,9 +304,13 @@ pub async fn rebuild(
             .await
             .map_err(|x| Error::Internal(format!("hashing task: {x}")))?;
             if digest != e.blake3 {
+                // Named where it was read (a cold backup's `objects/<blake3>`), not only where the table had it.
                 return Err(Error::corrupt(
                     &e.path,
-                    format!("changed while restoring: BLAKE3 {digest}, bundle says {}", e.blake3),
+                    format!(
+                        "changed while restoring: BLAKE3 {digest} read at {uri}, bundle says {}",
+                        e.blake3
+                    ),
                 ));
             }
             let dst = rebase(old_ref, into, &e.path)?;

@@ -394,6 +394,10 @@ pub fn ts(ms: i64) -> String {
 /// as one block, so a drill's overall bar and each bundle's bar do not overwrite each other; a bar disappears
 /// when it is done (the command's own output says how it ended). Otherwise (logs, cron, Kubernetes): a plain line at most every two seconds
 /// and a last one. Nothing when disabled (`-q`). Progress never goes to stdout, so `--json` stays one document.
+///
+/// It counts what the command's result counts: objects done before the bar started (a bundle's metadata layers,
+/// see [`Progress::with_done`]) are in its count from the start, and an object that failed its check
+/// ([`Progress::tick_checked`]) is counted as checked and as failed, its bytes not among the bytes done.
 #[derive(Debug)]
 pub struct Progress {
     label: &'static str,
@@ -401,8 +405,21 @@ pub struct Progress {
     enabled: bool,
     /// The terminal bar.
     bar: Option<indicatif::ProgressBar>,
-    state: std::sync::Mutex<(usize, u64, std::time::Instant)>,
+    state: std::sync::Mutex<ProgressState>,
     started: std::time::Instant,
+}
+
+/// What a [`Progress`] has counted.
+#[derive(Debug)]
+struct ProgressState {
+    /// Objects (or items) finished, failed ones included.
+    done: usize,
+    /// Bytes of the objects that did not fail.
+    bytes: u64,
+    /// Objects that failed their check.
+    failed: usize,
+    /// When the last plain line was printed.
+    printed: std::time::Instant,
 }
 
 /// Every bar of the process, drawn as one block on stderr.
@@ -438,16 +455,49 @@ impl Progress {
             total,
             enabled,
             bar,
-            state: std::sync::Mutex::new((0, 0, std::time::Instant::now())),
+            state: std::sync::Mutex::new(ProgressState {
+                done: 0,
+                bytes: 0,
+                failed: 0,
+                printed: std::time::Instant::now(),
+            }),
             started: std::time::Instant::now(),
         }
     }
 
+    /// This reporter, with `objects` objects of `bytes` bytes already done before it started (a bundle's
+    /// metadata layers, checked before its data objects) added to its count and its total, so that its last
+    /// line counts what the command's result counts.
+    #[must_use]
+    pub fn with_done(mut self, objects: usize, bytes: u64) -> Self {
+        self.total += objects;
+        if let Some(pb) = &self.bar {
+            pb.set_length(self.total as u64);
+            pb.set_position(objects as u64);
+        }
+        if let Ok(st) = self.state.get_mut() {
+            st.done += objects;
+            st.bytes += bytes;
+        }
+        self
+    }
+
     /// Records one finished object of `bytes` bytes.
     pub fn tick(&self, bytes: u64) {
+        self.tick_checked(bytes, false);
+    }
+
+    /// Records one checked object of `bytes` bytes; a `failed` one (missing, changed, unreadable) is counted as
+    /// failed and its bytes are not counted.
+    pub fn tick_checked(&self, bytes: u64, failed: bool) {
         let Ok(mut st) = self.state.lock() else { return };
-        st.0 += 1;
-        st.1 += bytes;
+        st.done += 1;
+        if failed {
+            st.failed += 1;
+        } else {
+            st.bytes += bytes;
+        }
+        let failed = failed_note(st.failed);
         if let Some(pb) = &self.bar {
             let secs = self.started.elapsed().as_secs_f64().max(0.001);
             #[allow(
@@ -455,31 +505,52 @@ impl Progress {
                 clippy::cast_possible_truncation,
                 clippy::cast_sign_loss
             )]
-            let rate = (st.1 as f64 / secs) as u64;
+            let rate = (st.bytes as f64 / secs) as u64;
             pb.set_message(format!(
-                "objects, {} at {}/s",
-                indicatif::HumanBytes(st.1),
+                "objects{failed}, {} at {}/s",
+                indicatif::HumanBytes(st.bytes),
                 indicatif::HumanBytes(rate)
             ));
             pb.inc(1);
             return;
         }
-        if self.enabled && (st.2.elapsed() >= std::time::Duration::from_secs(2) || st.0 == self.total) {
-            eprintln!("{}: {}/{} objects, {} bytes", self.label, st.0, self.total, st.1);
-            st.2 = std::time::Instant::now();
+        if self.enabled && (st.printed.elapsed() >= std::time::Duration::from_secs(2) || st.done == self.total) {
+            eprintln!("{}", self.line(&st));
+            st.printed = std::time::Instant::now();
         }
+    }
+
+    /// The plain progress line: `verify: 18/18 objects, 182872 bytes`, with ` (3 failed)` after `objects` when
+    /// some failed (their bytes are not in the bytes).
+    fn line(&self, st: &ProgressState) -> String {
+        format!(
+            "{}: {}/{} objects{}, {} bytes",
+            self.label,
+            st.done,
+            self.total,
+            failed_note(st.failed),
+            st.bytes
+        )
     }
 
     /// Records one finished item described by `what` (a drill's bundle and its verdict).
     pub fn item(&self, what: &str) {
         let Ok(mut st) = self.state.lock() else { return };
-        st.0 += 1;
+        st.done += 1;
         if let Some(pb) = &self.bar {
             pb.set_message(what.to_owned());
             pb.inc(1);
         } else if self.enabled {
-            eprintln!("{}: {}/{} {what}", self.label, st.0, self.total);
+            eprintln!("{}: {}/{} {what}", self.label, st.done, self.total);
         }
+    }
+}
+
+/// ` (N failed)`, or nothing when none failed.
+fn failed_note(failed: usize) -> String {
+    match failed {
+        0 => String::new(),
+        n => format!(" ({n} failed)"),
     }
 }
 
@@ -526,6 +597,22 @@ mod tests {
                     .collect(),
             ),
         }
+    }
+
+    /// The last line counts what the result counts: objects done before (metadata layers) in the count and the
+    /// total, a failed object as checked and failed, its bytes not counted.
+    #[test]
+    fn progress_counts_objects_done_before_and_failures() {
+        let p = super::Progress::new("verify", 3, false).with_done(2, 100);
+        p.tick(10);
+        p.tick_checked(20, true);
+        p.tick_checked(30, false);
+        let st = p.state.lock().unwrap();
+        assert_eq!(p.line(&st), "verify: 5/5 objects (1 failed), 140 bytes");
+        drop(st);
+        let q = super::Progress::new("seal", 1, false);
+        q.tick(7);
+        assert_eq!(q.line(&q.state.lock().unwrap()), "seal: 1/1 objects, 7 bytes");
     }
 
     /// Documents with long arrays at the top (rendered in parallel) and everything else a value can be, nested:

@@ -436,6 +436,9 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
         f["path"].as_str().unwrap().ends_with(".parquet"),
         "names the object: {f}"
     );
+    // ... and the backup object that was read and is not what was backed up (see: new-user review, finding 1).
+    let victim_uri = format!("file://{}", victim.display());
+    assert_eq!(f["uri"], victim_uri.as_str(), "names the object read: {f}");
     assert!(
         !Path::new(&into).join("metadata").exists(),
         "nothing recovered from a bad backup"
@@ -451,6 +454,7 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
     let item = &d["predicate"]["results"][0];
     assert_eq!(item["status"], "FAILED");
     assert_eq!(kinds(item), vec!["DIGEST_MISMATCH".to_owned()], "{item}");
+    assert_eq!(item["findings"][0]["uri"], victim_uri.as_str(), "{item}");
     // The FAIL report is still signed and verifies (the gate is what says FAIL).
     let report = d["report"].as_str().unwrap().to_owned();
     let trust = site.trust.to_str().unwrap().to_owned();
@@ -459,6 +463,9 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
         .expect_code(0)
         .json();
     assert_eq!(a["gate"], "FAIL");
+    // Off S3 there are no Object Lock states, but the README's `locks[]` is there, empty (see: new-user review,
+    // finding 4; it was absent, and `jq '.locks[]'` failed on local files).
+    assert_eq!(a["locks"], Value::Array(Vec::new()), "{a}");
 
     // A missing object instead: named as missing.
     std::fs::remove_file(&victim).unwrap();
@@ -468,6 +475,7 @@ fn a_tampered_or_missing_backup_object_fails_the_recovery_and_the_gate_naming_it
         .json();
     assert_eq!(kinds(&r), vec!["OBJECT_MISSING".to_owned()], "{r}");
     assert!(r["findings"][0]["path"].as_str().unwrap().ends_with(".parquet"));
+    assert_eq!(r["findings"][0]["uri"], victim_uri.as_str(), "{r}");
 
     // Put back, the backup recovers again.
     std::fs::write(&victim, &saved).unwrap();

@@ -552,6 +552,136 @@ fn restore_reads_a_relocated_copy_with_table_root() {
     .expect_code(0);
 }
 
+/// Each finding of `r` is `kind` and names the object read (`uri`, under `root`) beside the path the metadata
+/// writes (`path`, which ends with the same table-relative part and is not under `root`).
+fn assert_read_under(r: &Value, kind: &str, root: &Path) {
+    let root = format!("file://{}/", root.display());
+    let findings = r["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "{r}");
+    for f in findings {
+        assert_eq!(f["kind"], kind, "{f}");
+        let uri = f["uri"]
+            .as_str()
+            .unwrap_or_else(|| panic!("names the object read: {f}"));
+        let rel = uri
+            .strip_prefix(&root)
+            .unwrap_or_else(|| panic!("read under {root}: {f}"));
+        let path = f["path"].as_str().unwrap();
+        assert!(path.ends_with(rel) && !path.starts_with(&root), "{f}");
+    }
+}
+
+// See: new-user review, finding 1: with `--table-root` (and for a bundle sealed with one) findings named the path
+// the metadata writes, not the object that was read and was missing.
+#[test]
+fn findings_name_the_object_read_beside_the_path_written() {
+    let s = sealed_pos_table();
+    let tmp = tmpdir();
+    let nowhere = tmp.path().join("nowhere");
+    // restore --table-root: every data file is missing under the root given, and each finding says so.
+    let r = restore(
+        s.bundle.to_str().unwrap(),
+        &s.trust,
+        &["--table-root", nowhere.to_str().unwrap()],
+    )
+    .expect_code(1)
+    .json();
+    assert_read_under(&r, "OBJECT_MISSING", &nowhere);
+    let human = lakedrill(&[
+        "restore",
+        s.bundle.to_str().unwrap(),
+        "--trust",
+        s.trust.to_str().unwrap(),
+        "--table-root",
+        nowhere.to_str().unwrap(),
+    ]);
+    human.expect_code(1);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("OBJECT_MISSING file://{}/", nowhere.display())),
+        "{}",
+        human.stdout
+    );
+
+    // A bundle sealed from a copy with --table-root, restored as a drill does (the bundle says where): the files
+    // removed from the copy are named in the copy.
+    let copy = tmp.path().join("copy");
+    copy_tree(&s.table, &copy);
+    let id = s.seal["snapshot_id"].as_i64().unwrap();
+    let md = [
+        "--metadata",
+        s.table.to_str().unwrap(),
+        "--table-root",
+        copy.to_str().unwrap(),
+    ];
+    let sealed = seal(&md, id, &s.key, &tmp.path().join("bundles")).expect_code(0).json();
+    std::fs::remove_dir_all(copy.join("data")).unwrap();
+    let r = restore(sealed["uri"].as_str().unwrap(), &s.trust, &[])
+        .expect_code(1)
+        .json();
+    assert_read_under(&r, "OBJECT_MISSING", &copy);
+
+    // seal --table-root of that copy again: refused, naming the objects read.
+    let r = seal(&md, id, &s.key, &tmp.path().join("bundles")).expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    assert_read_under(&r, "OBJECT_MISSING", &copy);
+}
+
+/// The last progress line `label` printed on stderr.
+fn last_progress<'a>(stderr: &'a str, label: &str) -> &'a str {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no {label} progress in {stderr}"))
+}
+
+// See: new-user review, finding 2: progress said `12/12 objects` where the result said 18 (the metadata layers were
+// not counted), and a restore whose every object was missing still showed `12/12` as if done.
+#[test]
+fn progress_counts_what_the_result_counts_and_shows_failures() {
+    let s = sealed_pos_table();
+    let tmp = tmpdir();
+    let addr = ["--metadata", s.table.to_str().unwrap()];
+    let id = s.seal["snapshot_id"].as_i64().unwrap();
+    let sealed = seal(&addr, id, &s.key, &tmp.path().join("bundles"));
+    sealed.expect_code(0);
+    let (j, n) = (sealed.json(), s.seal["objects"].as_u64().unwrap());
+    assert_eq!(
+        last_progress(&sealed.stderr, "seal"),
+        format!("seal: {n}/{n} objects, {} bytes", j["bytes"])
+    );
+
+    let ok = restore(s.bundle.to_str().unwrap(), &s.trust, &[]);
+    ok.expect_code(0);
+    let r = ok.json();
+    assert_eq!(r["objects_verified"].as_u64(), Some(n), "{r}");
+    assert_eq!(
+        last_progress(&ok.stderr, "verify"),
+        format!("verify: {n}/{n} objects, {} bytes", r["bytes_verified"])
+    );
+
+    // Every data and delete object missing: counted as checked and failed, the bytes are the verified ones.
+    let nowhere = tmp.path().join("nowhere");
+    let bad = restore(
+        s.bundle.to_str().unwrap(),
+        &s.trust,
+        &["--table-root", nowhere.to_str().unwrap()],
+    );
+    bad.expect_code(1);
+    let r = bad.json();
+    let failed = r["findings"].as_array().unwrap().len() as u64;
+    assert_eq!(r["objects_verified"].as_u64(), Some(n - failed), "{r}");
+    assert_eq!(
+        last_progress(&bad.stderr, "verify"),
+        format!(
+            "verify: {n}/{n} objects ({failed} failed), {} bytes",
+            r["bytes_verified"]
+        )
+    );
+}
+
 fn write_plan(dir: &Path, bundles: &Path, trust: &Path, key: &Path, seed: u64) -> PathBuf {
     let plan = dir.join("weekly.toml");
     std::fs::write(
