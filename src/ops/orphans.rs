@@ -358,7 +358,9 @@ pub async fn seal_and_hold(
     let root = inventory_root(&entries);
     let md = r.table.generation();
     let pred = BundlePredicate {
-        bundle_id: format!("orphans-{}", &root[..16]),
+        // Named by the candidate too: the same files held again under a new candidate (after a put-back) have the
+        // same root, and must not find the earlier candidate's bundle in their place.
+        bundle_id: format!("orphans-{}-{}", id.trim_start_matches("o-"), &root[..16]),
         table_uuid: r.input.table_uuid.clone(),
         table_location: r.table.location().written().to_owned(),
         snapshot_id: 0,
