@@ -226,20 +226,7 @@ pub async fn backup(
     // snapshot's own time by default: backing up an older snapshot then shows its gap as RPO.
     let declared_at: DateTime<Utc> = match (&existing_checkpoint, at) {
         (Some(c), _) => c.at,
-        (None, Some(t)) => {
-            let ms = resolve::parse_instant_ms("--at", t)?;
-            if ms < snapshot.timestamp_ms() {
-                return Err(Error::invalid(
-                    "--at",
-                    format!(
-                        "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
-                         the snapshot that recovers it",
-                        crate::clock::commit_time(snapshot.timestamp_ms())
-                    ),
-                ));
-            }
-            DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))?
-        }
+        (None, Some(t)) => crate::ops::protect::recovery_point(t, snapshot_id, snapshot.timestamp_ms())?,
         (None, None) => {
             let head_ms = table.metadata().current_snapshot().map(|s| s.timestamp_ms());
             let ms = default_recovery_point_ms(snapshot.timestamp_ms(), head_ms);

@@ -103,16 +103,8 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
         let want = match (h.state.as_str(), &h.scope) {
             ("on", Some(s)) => {
                 let scope: HoldScope = s.parse()?;
-                match &scope {
-                    HoldScope::Snapshot(id) => {
-                        table.snapshot(*id)?;
-                    }
-                    // As `hold set`: a prefix outside the table would hold nothing (exit 2, naming it).
-                    HoldScope::Prefix(p) => {
-                        table.location().prefix_within(p)?;
-                    }
-                    HoldScope::Table => {}
-                }
+                // As `hold set`: an unknown snapshot or a prefix outside the table would hold nothing (exit 2).
+                crate::ops::protect::check_hold_scope(&table, &scope)?;
                 Some((scope, h.reason.clone()))
             }
             _ => None,

@@ -174,6 +174,45 @@ pub async fn lease_add(
     )
 }
 
+/// A recovery point given as `--at` for snapshot `snapshot_id` committed at `snapshot_ms`: never before that
+/// commit, which would sign a negative RPO that every recovery of it then fails (`CHECKPOINT_MISMATCH`). Shared by
+/// `checkpoint add` and `backup`.
+///
+/// # Errors
+/// [`Error::Invalid`] naming `--at`: unreadable, out of range, or before the commit.
+pub fn recovery_point(t: &str, snapshot_id: i64, snapshot_ms: i64) -> Result<DateTime<Utc>> {
+    let ms = crate::table::resolve::parse_instant_ms("--at", t)?;
+    if ms < snapshot_ms {
+        return Err(Error::invalid(
+            "--at",
+            format!(
+                "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede the \
+                 snapshot that recovers it",
+                crate::clock::commit_time(snapshot_ms)
+            ),
+        ));
+    }
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))
+}
+
+/// Whether a hold's scope names something of `table`: a snapshot it has, or a prefix under its location (one
+/// outside would hold nothing). Shared by `hold set` and `decision apply`.
+///
+/// # Errors
+/// An unknown snapshot, or a prefix that is not a folder under the table location (exit 2, naming it).
+pub fn check_hold_scope(table: &Table, scope: &HoldScope) -> Result<()> {
+    match scope {
+        HoldScope::Snapshot(id) => {
+            table.snapshot(*id)?;
+        }
+        HoldScope::Prefix(p) => {
+            table.location().prefix_within(p)?;
+        }
+        HoldScope::Table => {}
+    }
+    Ok(())
+}
+
 /// `lakedrill hold set`.
 ///
 /// # Errors
@@ -182,16 +221,7 @@ pub async fn lease_add(
 pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: &str) -> Result<Outcome> {
     let table = ctx.table(source).await?;
     let scope: HoldScope = scope.parse()?;
-    match &scope {
-        HoldScope::Snapshot(id) => {
-            table.snapshot(*id)?;
-        }
-        // A prefix outside the table would hold nothing: refused (exit 2) naming it and the table location.
-        HoldScope::Prefix(p) => {
-            table.location().prefix_within(p)?;
-        }
-        HoldScope::Table => {}
-    }
+    check_hold_scope(&table, &scope)?;
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
     let now = ctx.now();
@@ -233,22 +263,7 @@ pub async fn checkpoint_add(
     let table = ctx.table(source).await?;
     let snap = table.snapshot(snapshot_id)?;
     let at = match at {
-        Some(t) => {
-            let ms = crate::table::resolve::parse_instant_ms("--at", t)?;
-            // As `backup --at`: a recovery point before the snapshot's commit would sign a negative RPO that
-            // every recovery of it then fails (CHECKPOINT_MISMATCH).
-            if ms < snap.timestamp_ms() {
-                return Err(Error::invalid(
-                    "--at",
-                    format!(
-                        "{t} is before snapshot {snapshot_id}'s commit time ({}): a recovery point cannot precede \
-                         the snapshot that recovers it",
-                        crate::clock::commit_time(snap.timestamp_ms())
-                    ),
-                ));
-            }
-            DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))?
-        }
+        Some(t) => recovery_point(t, snapshot_id, snap.timestamp_ms())?,
         None => DateTime::from_timestamp_millis(snap.timestamp_ms()).unwrap_or_default(),
     };
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
