@@ -392,6 +392,34 @@ pub async fn load_inventory_keeping(
     }
 }
 
+/// The predicate of the bundle in folder `dir` as written, its signature not checked, with its inventory as `keep`
+/// keeps it, and the inventory's canonical digests: for readers that bind the bundle to something else they trust
+/// (the registry's record of it) or that may only ever keep more files because of it. `Ok(Err(why))`: the
+/// bundle does not hold together.
+///
+/// # Errors
+/// Only when the store cannot be read.
+pub async fn unverified_predicate_keeping(
+    storage: &Storage,
+    dir: &str,
+    keep: Option<crate::evidence::inventory::Keep>,
+) -> Result<std::result::Result<(BundlePredicate, CanonicalDigests), String>> {
+    let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+    let Some(st) = evidence::peek_unverified(&envelope) else {
+        return Ok(Err("not a bundle envelope".into()));
+    };
+    let mut pred: BundlePredicate = match serde_json::from_value(st["predicate"].clone()) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(format!("bundle predicate: {e}"))),
+    };
+    Ok(
+        match load_inventory_keeping(storage, dir, &mut pred, keep, false, None).await? {
+            Ok(digests) => Ok((pred, digests)),
+            Err((_, why)) => Err(format!("bundle inventory: {why}")),
+        },
+    )
+}
+
 /// The predicate of the bundle in folder `dir` whose signature verifies, parsed from the signed bytes straight
 /// into its typed form ([`evidence::verify_payload`]: no JSON value tree of its inventory).
 ///

@@ -629,16 +629,9 @@ pub async fn held_files(
     rec: &crate::registry::CandidateRecord,
 ) -> Result<(BundlePredicate, Vec<HeldFile>)> {
     let dir = crate::bundle::bundle_dir(bundle_uri)?;
-    let env = storage
-        .get(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
+    let (pred, digests) = crate::bundle::unverified_predicate_keeping(storage, &dir, None)
         .await?
-        .bytes;
-    let st = crate::evidence::peek_unverified(&env).ok_or_else(|| Error::invalid(&dir, "not a bundle envelope"))?;
-    let mut pred: BundlePredicate = serde_json::from_value(st["predicate"].clone())
-        .map_err(|e| Error::invalid(&dir, format!("bundle predicate: {e}")))?;
-    let digests = crate::bundle::load_inventory(storage, &dir, &mut pred)
-        .await?
-        .map_err(|(_, why)| Error::invalid(&dir, format!("bundle inventory: {why}")))?;
+        .map_err(|why| Error::invalid(&dir, why))?;
     bound_to_record(bundle_uri, &pred, &digests.root, rec)?;
     let info = pred
         .orphans

@@ -453,17 +453,6 @@ async fn in_place_paths(
     bundle_uri: &str,
 ) -> Result<std::result::Result<Vec<String>, String>> {
     let dir = crate::bundle::bundle_dir(bundle_uri)?;
-    let env = storage
-        .get(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
-        .await?
-        .bytes;
-    let Some(st) = crate::evidence::peek_unverified(&env) else {
-        return Ok(Err("not a bundle envelope".into()));
-    };
-    let mut pred: crate::evidence::inventory::BundlePredicate = match serde_json::from_value(st["predicate"].clone()) {
-        Ok(p) => p,
-        Err(e) => return Ok(Err(format!("bundle predicate: {e}"))),
-    };
     // Only the path of each object named in place is kept.
     let keep: crate::evidence::inventory::Keep = Box::new(|e| {
         if e.copy.is_some() {
@@ -475,11 +464,10 @@ async fn in_place_paths(
         e.version = None;
         true
     });
-    if let Err((_, why)) =
-        crate::bundle::load_inventory_keeping(storage, &dir, &mut pred, Some(keep), false, None).await?
-    {
-        return Ok(Err(why));
-    }
+    let pred = match crate::bundle::unverified_predicate_keeping(storage, &dir, Some(keep)).await? {
+        Ok((pred, _)) => pred,
+        Err(why) => return Ok(Err(why)),
+    };
     Ok(Ok(pred.inventory.into_iter().map(|e| e.path).collect()))
 }
 

@@ -91,6 +91,25 @@ fn copy_into_another_reports_root(g: &Gov, report: &Path, plan: &str) -> std::pa
     to
 }
 
+/// `purge ID --evidence EV` (a PASS under `x/`) is refused naming the newer failing drill `failed` that the
+/// registry recorded, and the weekly gate over `x/` fails naming it too; returns that gate.
+fn refused_for_a_recorded_failure(g: &Gov, id: &str, ev: &Path, failed: &str) -> Value {
+    let p = g.purge(id, Some(ev), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("newer drill report") && why.contains(failed) && why.contains("recorded in the registry"),
+        "names the newer failing drill: {why}"
+    );
+    let gates = crate::gates::gates_reading(g, g.dir.join("x").to_str().unwrap())
+        .expect_code(1)
+        .json();
+    let weekly = crate::gates::gate(&gates, "weekly_restores").clone();
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    assert!(weekly["detail"].as_str().unwrap().contains(failed), "{weekly}");
+    weekly
+}
+
 /// The fixture's candidate quarantined and drilled (PASS), then one of its data files damaged (same size) and
 /// drilled again (FAIL, recorded in the registry): the candidate, the PASS report, the FAIL run's JSON, the FAIL
 /// report's file name and the damaged file.
@@ -135,22 +154,10 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
     // The old PASS, byte for byte, in a reports folder that holds nothing else; no --reports.
     let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
     let before = walk(&g.table_root());
-    let p = g.purge(id, Some(&copied), &[]).expect_code(1).json();
-    assert_eq!(p["status"], "REFUSED", "{p}");
-    let why = p["reasons"].to_string();
+    // The purge and the weekly gate over that folder both name the newer failure the registry holds.
+    let weekly = refused_for_a_recorded_failure(&g, id, &copied, &r2_name);
     assert!(
-        why.contains("newer drill report") && why.contains(&r2_name) && why.contains("recorded in the registry"),
-        "names the newer failing drill: {why}"
-    );
-    // The weekly gate over that folder says the same: its covering PASS is older than the failure the registry holds.
-    let gates = crate::gates::gates_reading(&g, g.dir.join("x").to_str().unwrap())
-        .expect_code(1)
-        .json();
-    let weekly = crate::gates::gate(&gates, "weekly_restores");
-    assert_eq!(weekly["status"], "FAIL", "{weekly}");
-    assert!(
-        weekly["detail"].as_str().unwrap().contains(&r2_name)
-            && weekly["detail"].as_str().unwrap().contains("recorded in the registry"),
+        weekly["detail"].as_str().unwrap().contains("recorded in the registry"),
         "{weekly}"
     );
     assert_eq!(
@@ -212,20 +219,9 @@ fn a_failure_that_finished_while_the_passing_drill_ran_refuses_its_evidence() {
     // 1. In a reports folder of its own: the registry's record of the FAIL refuses it.
     let ev = g.dir.join("x/weekly-bundles/during.dsse.json");
     resigned(&g, &r1, &ev, pass_during);
-    let p = g.purge(id, Some(&ev), &[]).expect_code(1).json();
-    assert_eq!(p["status"], "REFUSED", "{p}");
-    let why = p["reasons"].to_string();
-    assert!(
-        why.contains("newer drill report") && why.contains(&r2_name) && why.contains("recorded in the registry"),
-        "names the failure that finished while the pass ran: {why}"
-    );
-    // The weekly gate over that folder reads it the same way.
-    let gates = crate::gates::gates_reading(&g, g.dir.join("x").to_str().unwrap())
-        .expect_code(1)
-        .json();
-    let weekly = crate::gates::gate(&gates, "weekly_restores");
-    assert_eq!(weekly["status"], "FAIL", "{weekly}");
-    assert!(weekly["detail"].as_str().unwrap().contains(&r2_name), "{weekly}");
+    // The purge names the failure that finished while the pass ran; the weekly gate over that folder reads it the
+    // same way.
+    refused_for_a_recorded_failure(&g, id, &ev, &r2_name);
 
     // 2. Beside a failing report the registry does not know (a drill run without it), in the evidence's plan
     //    folder: the scan of the chains refuses it too.

@@ -526,16 +526,7 @@ fn a_release_puts_orphans_back_only_through_the_recorded_bundle_and_only_all_of_
     let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
     let copy = copy_path(&g, &vault, &id, "data/release-me.parquet", bytes);
     assert!(copy.exists() && !root.join("data/release-me.parquet").exists(), "{q}");
-    let release = || {
-        g.on_table(&[
-            "--json",
-            "quarantine",
-            "release",
-            &id,
-            "--reason",
-            "the writer came back",
-        ])
-    };
+    let release = || crate::release::release(&g, &id, "the writer came back");
     let state =
         || g.run(&["--json", "status", &id]).expect_code(0).json()["candidates"][0]["candidate"]["state"].clone();
 

@@ -12,7 +12,7 @@ use crate::governance::{Gov, with_failpoints};
 const REASON: &str = "the owner keeps these snapshots for the Q3 audit";
 
 /// `quarantine release ID --reason R` on the fixture's table.
-fn release(g: &Gov, id: &str, reason: &str) -> crate::util::Run {
+pub(crate) fn release(g: &Gov, id: &str, reason: &str) -> crate::util::Run {
     g.on_table(&["--json", "quarantine", "release", id, "--reason", reason])
 }
 

@@ -666,15 +666,7 @@ fn run_cycle(
     // now (`quarantine release` is its way out: its tags go, its snapshots return to the next plan).
     let mut st = status(g, &id);
     if st["candidate"]["state"] == "PROTECTED" {
-        g.on_table(&[
-            "--json",
-            "quarantine",
-            "release",
-            &id,
-            "--reason",
-            "soak: the table keeps it",
-        ])
-        .expect_code(0);
+        crate::release::release(g, &id, "soak: the table keeps it").expect_code(0);
         c.released_by_operator = true;
         st = status(g, &id);
     }
