@@ -26,7 +26,7 @@ use crate::evidence::keys::SigningKey;
 use crate::govern::closure::{Candidate, PlanInput};
 use crate::govern::policy::Policy;
 use crate::io::store::Storage;
-use crate::io::store::s3::DeleteKey;
+use crate::io::store::s3::{DeleteKey, NoncurrentExpiry};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::registry::{Registry, State, WorldStamp};
@@ -59,23 +59,55 @@ pub struct HoldRequest<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// How the files of a table at `root` can be held: a delete marker on a versioned bucket, else a copy under the
-/// policy's `orphanQuarantine` (which must lie outside the table). `Err` is the refusal's reason.
+/// How the files of a table are held, and why that way.
+struct HoldChoice {
+    hold: OrphanHold,
+    /// The policy's `orphanQuarantine` folder of this table (copy hold).
+    quarantine_root: Option<String>,
+    /// Why this hold (the quarantine's record and output say it).
+    reason: String,
+    /// On a delete-marker hold: the lifecycle rule that removes the held versions soonest, if any.
+    lifecycle: Option<NoncurrentExpiry>,
+}
+
+/// How the `objects` of a table can be held: a delete marker on a versioned bucket, as long as no lifecycle rule
+/// of the bucket removes their versions before the policy's `minQuarantinePeriod` has passed (the earliest a purge
+/// may take them); else a copy under the policy's `orphanQuarantine` (which must lie outside the table). `Err` is
+/// the refusal's reason.
 async fn hold_for(
     storage: &Storage,
     table: &Table,
     policy: &Policy,
-) -> Result<std::result::Result<(OrphanHold, Option<String>), String>> {
+    objects: &[crate::model::object::ObjectRef],
+) -> Result<std::result::Result<HoldChoice, String>> {
     let root = table.location().root_uri();
+    let mut no_markers = None;
     if root.starts_with("s3://") && storage.s3_versioning_enabled(root).await? {
-        return Ok(Ok((OrphanHold::DeleteMarker, None)));
+        match marker_hold_lasts(storage, root, policy, objects).await {
+            Ok((reason, lifecycle)) => {
+                return Ok(Ok(HoldChoice {
+                    hold: OrphanHold::DeleteMarker,
+                    quarantine_root: None,
+                    reason,
+                    lifecycle,
+                }));
+            }
+            Err(why) => no_markers = Some(why),
+        }
     }
     let Some(q) = policy.orphan_quarantine() else {
-        return Ok(Err(format!(
-            "the table location {root} keeps no versions (not an S3 bucket with versioning Enabled) and the policy {} \
-             names no orphanQuarantine location for write-once copies: orphans cannot be held reversibly",
-            policy.source_name()
-        )));
+        return Ok(Err(match no_markers {
+            Some(why) => format!(
+                "{why}; the policy {} names no orphanQuarantine location for write-once copies either: orphans \
+                 cannot be held reversibly (set orphanQuarantine, or change the rule)",
+                policy.source_name()
+            ),
+            None => format!(
+                "the table location {root} keeps no versions (not an S3 bucket with versioning Enabled) and the \
+                 policy {} names no orphanQuarantine location for write-once copies: orphans cannot be held reversibly",
+                policy.source_name()
+            ),
+        }));
     };
     if location::is_under(q, root) || location::is_under(root, q) {
         return Ok(Err(format!(
@@ -84,7 +116,88 @@ async fn hold_for(
         )));
     }
     let uuid = table.metadata().uuid().to_string();
-    Ok(Ok((OrphanHold::QuarantineCopy, Some(location::join(q, &uuid)))))
+    Ok(Ok(HoldChoice {
+        hold: OrphanHold::QuarantineCopy,
+        quarantine_root: Some(location::join(q, &uuid)),
+        reason: match no_markers {
+            Some(why) => format!("{why}: held as write-once copies under the policy's orphanQuarantine instead"),
+            None => "the table location keeps no versions: held as write-once copies under the policy's \
+                     orphanQuarantine"
+                .to_owned(),
+        },
+        lifecycle: None,
+    }))
+}
+
+/// Whether a delete marker holds `objects` of the versioned bucket at `root` long enough: no enabled lifecycle rule
+/// that may apply to one of them removes non-current versions before the policy's `minQuarantinePeriod` (a rule
+/// counts its days from when the version became non-current, which is the quarantine). `Ok` is the reason and the
+/// rule that ends the hold soonest (the hold then lasts that long); `Err` says which rule ends it too soon, or that
+/// the bucket's lifecycle configuration could not be read.
+async fn marker_hold_lasts(
+    storage: &Storage,
+    root: &str,
+    policy: &Policy,
+    objects: &[crate::model::object::ObjectRef],
+) -> std::result::Result<(String, Option<NoncurrentExpiry>), String> {
+    let bucket = root
+        .strip_prefix("s3://")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_default();
+    let rules = storage.s3_noncurrent_expiries(root).await.map_err(|e| {
+        format!(
+            "the lifecycle configuration of bucket {bucket} could not be read ({e}), so how long a delete marker \
+             holds a file is unknown"
+        )
+    })?;
+    let key_of = |o: &crate::model::object::ObjectRef| {
+        let uri = location::join(root, &o.path);
+        uri.strip_prefix(&format!("s3://{bucket}/")).unwrap_or(&uri).to_owned()
+    };
+    let soonest = rules
+        .into_iter()
+        .filter(|r| objects.iter().any(|o| r.may_apply(&key_of(o), o.size)))
+        .min_by_key(|r| r.noncurrent_days);
+    let Some(rule) = soonest else {
+        return Ok((
+            format!(
+                "bucket {bucket} keeps every version and no enabled lifecycle rule removes non-current versions of \
+                 these files: held behind delete markers"
+            ),
+            None,
+        ));
+    };
+    let lasts = chrono::Duration::days(i64::from(rule.noncurrent_days));
+    let name = if rule.rule_id.is_empty() {
+        "(no ID)".to_owned()
+    } else {
+        rule.rule_id.clone()
+    };
+    let tags = if rule.tag_filtered {
+        " (filtered by tags too, taken to apply)"
+    } else {
+        ""
+    };
+    if let Some(min) = policy.min_quarantine_period()
+        && lasts < min
+    {
+        return Err(format!(
+            "lifecycle rule {name} of bucket {bucket} (prefix '{}'{tags}) removes non-current versions after {} \
+             day(s), before the policy's minQuarantinePeriod ({}) has passed: a delete marker would not hold these \
+             files until a purge may take them",
+            rule.prefix,
+            rule.noncurrent_days,
+            crate::clock::format_duration(min)
+        ));
+    }
+    Ok((
+        format!(
+            "held behind delete markers; lifecycle rule {name} of bucket {bucket} (prefix '{}'{tags}) removes their \
+             versions {} day(s) after the quarantine: purge or release before then",
+            rule.prefix, rule.noncurrent_days
+        ),
+        Some(rule),
+    ))
 }
 
 /// How this release names the write-once copies of an orphan bundle.
@@ -218,6 +331,8 @@ pub struct Prepared {
     entries: Vec<InventoryEntry>,
     hold: OrphanHold,
     quarantine_root: Option<String>,
+    hold_reason: String,
+    hold_lifecycle: Option<NoncurrentExpiry>,
 }
 
 /// The first half of `quarantine o-…`, run while the candidate is claimed: read and hash every file where it is
@@ -232,12 +347,14 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
     if state != State::UnreferencedEligible {
         return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
     }
-    let (hold, quarantine_root) = match hold_for(&ctx.storage, r.table, r.policy).await? {
-        // Copies go to a folder of this candidate's own, each named for its file ([`COPY_NAMING`]): no copy is
-        // shared with another file or another candidate, so purging one never takes bytes another still holds.
-        Ok((hold, root)) => (hold, root.map(|q| location::join(&q, id))),
+    let choice = match hold_for(&ctx.storage, r.table, r.policy, &r.candidate.objects).await? {
+        Ok(c) => c,
         Err(why) => return refuse(why),
     };
+    let hold = choice.hold;
+    // Copies go to a folder of this candidate's own, each named for its file ([`COPY_NAMING`]): no copy is shared
+    // with another file or another candidate, so purging one never takes bytes another still holds.
+    let quarantine_root = choice.quarantine_root.as_ref().map(|q| location::join(q, id));
     // 1. Every file read and hashed where it is (nothing changes yet).
     let concurrency = ctx.storage.options().io_concurrency.get();
     let read: Vec<Result<std::result::Result<Read, String>>> = futures::stream::iter(
@@ -288,6 +405,8 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
         entries,
         hold,
         quarantine_root,
+        hold_reason: choice.reason,
+        hold_lifecycle: choice.lifecycle,
     }))
 }
 
@@ -338,6 +457,8 @@ pub async fn seal_and_hold(
         entries,
         hold,
         quarantine_root,
+        hold_reason,
+        hold_lifecycle,
     } = prepared;
     let info = OrphanInfo {
         candidate_id: id.clone(),
@@ -432,6 +553,8 @@ pub async fn seal_and_hold(
     let q = serde_json::json!({
         "mode": "orphans",
         "hold": hold,
+        "hold_reason": hold_reason,
+        "hold_lifecycle_rule": hold_lifecycle,
         "quarantine_root": quarantine_root,
         "bundles": [bundle],
         "held": removed,
@@ -489,7 +612,7 @@ pub async fn seal_and_hold(
         return Err(e);
     }
     let mut human = format!(
-        "{id} QUARANTINED (orphans, {}): bundle {bundle_uri} root {root}\n",
+        "{id} QUARANTINED (orphans, {}): bundle {bundle_uri} root {root}\n  {hold_reason}\n",
         match hold {
             OrphanHold::DeleteMarker => "delete markers on a versioned bucket",
             OrphanHold::QuarantineCopy => "write-once copies",

@@ -114,6 +114,19 @@ fn on_seaweed_with(prefix: &str, storage: &str, policy_extra: &str, flags: &[&st
     (g, proxy)
 }
 
+/// boto3 against SeaweedFS before any fixture exists: `code` runs with `s3` (a client); returns its stdout.
+fn boto_bare(code: &str) -> String {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(format!(
+            "import os, boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n{code}"
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The receipts of `phase` for candidate `id`, from the registry.
 fn receipts(g: &Gov, id: &str, phase: &str) -> Vec<Value> {
     let db = g.dir.join("registry.db");
@@ -767,6 +780,102 @@ fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
         ),
     );
     serde_json::from_str(&out).unwrap()
+}
+
+/// A bucket lifecycle rule that removes non-current versions ends a hold behind a delete marker: `quarantine o-…`
+/// reads the bucket's lifecycle configuration (SeaweedFS keeps it as S3 does) and holds orphans behind markers only
+/// when no rule that may apply to them removes their versions before the policy's `minQuarantinePeriod`. A rule of
+/// 1 day under a 7-day minimum: refused naming the rule (nothing hidden) without an `orphanQuarantine`, and held as
+/// write-once copies with one; a rule of 30 days: held behind markers, the rule in the record. A rule on another
+/// prefix does not count.
+#[test]
+fn a_lifecycle_rule_that_expires_noncurrent_versions_too_soon_never_holds_orphans_behind_markers() {
+    let lc_bucket = format!("lakedrill-lc-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let rules = |days: u32| {
+        format!(
+            "s3.put_bucket_lifecycle_configuration(Bucket='{lc_bucket}', LifecycleConfiguration={{'Rules': [\n\
+             {{'ID': 'elsewhere', 'Status': 'Enabled', 'Filter': {{'Prefix': 'other/'}}, 'NoncurrentVersionExpiration': {{'NoncurrentDays': 1}}}},\n\
+             {{'ID': 'expire-noncurrent', 'Status': 'Enabled', 'Filter': {{'Prefix': 't/'}}, 'NoncurrentVersionExpiration': {{'NoncurrentDays': {days}}}}}]}})"
+        )
+    };
+    boto_bare(&format!(
+        "s3.create_bucket(Bucket='{lc_bucket}')\ns3.put_bucket_versioning(Bucket='{lc_bucket}', VersioningConfiguration={{'Status': 'Enabled'}})\n{}",
+        rules(1)
+    ));
+    let g = Gov::with_warehouse("minQuarantinePeriod: 7d\n", Some(format!("s3://{lc_bucket}/t")));
+    let cfg = g.dir.join("lakedrill.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!("[storage.s3]\nendpoint = \"{}\"\n", seaweed()));
+    std::fs::write(&cfg, text).unwrap();
+    let policy = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
+        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
+    g.write_policy(&policy);
+    let loc = g.py("print(t.location())");
+    let prefix = loc.trim_start_matches(&format!("s3://{lc_bucket}/")).to_owned();
+    assert!(prefix.starts_with("t/"), "{loc}");
+    let stray = |name: &str| {
+        boto_bare(&format!(
+            "s3.put_object(Bucket='{lc_bucket}', Key='{prefix}/data/{name}', Body=b'PAR1 {name} PAR1')"
+        ));
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    };
+    let versions = |name: &str| -> (usize, usize) {
+        let out = boto_bare(&format!(
+            "k = '{prefix}/data/{name}'\nr = s3.list_object_versions(Bucket='{lc_bucket}', Prefix=k)\n\
+             print(len([v for v in r.get('Versions', []) if v['Key'] == k]), len([m for m in r.get('DeleteMarkers', []) if m['Key'] == k]))"
+        ));
+        let mut n = out.split_whitespace().map(|x| x.parse::<usize>().unwrap());
+        (n.next().unwrap(), n.next().unwrap())
+    };
+    let candidate = || {
+        let c = crate::orphans::orphan_candidate(&g.plan());
+        c["candidate_id"].as_str().unwrap().to_owned()
+    };
+
+    // 1 day < 7 days, no orphanQuarantine: refused naming the rule, the bucket and the minimum; nothing hidden.
+    stray("a.parquet");
+    let id = candidate();
+    let r = g.quarantine(&id, "tag");
+    r.expect_code(1);
+    for part in [
+        "expire-noncurrent",
+        lc_bucket.as_str(),
+        "1 day(s)",
+        "minQuarantinePeriod",
+        "orphanQuarantine",
+    ] {
+        assert!(r.stdout.contains(part), "{part}: {}", r.stdout);
+    }
+    assert!(!r.stdout.contains("elsewhere"), "{}", r.stdout);
+    assert_eq!(versions("a.parquet"), (1, 0));
+
+    // 30 days ≥ 7 days: held behind a delete marker; the record names the rule that ends the hold.
+    boto_bare(&rules(30));
+    let q = g.quarantine(&candidate(), "tag").expect_code(0).json();
+    let held = &q["candidate"]["quarantine"];
+    assert_eq!(held["hold"], "delete-marker", "{q}");
+    assert_eq!(held["hold_lifecycle_rule"]["rule_id"], "expire-noncurrent", "{q}");
+    assert_eq!(held["hold_lifecycle_rule"]["noncurrent_days"], 30, "{q}");
+    assert!(held["hold_reason"].as_str().unwrap().contains("30 day(s)"), "{q}");
+    assert_eq!(versions("a.parquet"), (1, 1));
+
+    // 1 day again, with an orphanQuarantine: held as write-once copies there, the reason names the rule.
+    boto_bare(&rules(1));
+    let vault = g.dir.join("orphan-vault");
+    g.write_policy(&format!("{policy}orphanQuarantine: {}\n", vault.display()));
+    stray("b.parquet");
+    let q = g.quarantine(&candidate(), "tag").expect_code(0).json();
+    let held = &q["candidate"]["quarantine"];
+    assert_eq!(held["hold"], "quarantine-copy", "{q}");
+    assert!(held["hold_lifecycle_rule"].is_null(), "{q}");
+    let reason = held["hold_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("expire-noncurrent") && reason.contains("write-once copies"),
+        "{q}"
+    );
+    assert_eq!(crate::orphans::files_under(&vault).len(), 1, "{q}");
 }
 
 /// Orphans on a versioned bucket (SeaweedFS): `quarantine o-…` hides them behind delete markers (the version

@@ -93,6 +93,104 @@ struct ObjectLockConfiguration {
     object_lock_enabled: Option<String>,
 }
 
+/// `GetBucketLifecycleConfiguration`'s answer, as far as it removes non-current versions.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct LifecycleConfiguration {
+    #[serde(rename = "Rule", default)]
+    rules: Vec<XmlRule>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlRule {
+    #[serde(rename = "ID")]
+    id: Option<String>,
+    status: Option<String>,
+    /// The rule's prefix as the first lifecycle API wrote it (outside any `Filter`).
+    prefix: Option<String>,
+    filter: Option<XmlFilter>,
+    noncurrent_version_expiration: Option<XmlNoncurrentExpiration>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlFilter {
+    prefix: Option<String>,
+    #[serde(rename = "Tag", default)]
+    tags: Vec<serde::de::IgnoredAny>,
+    object_size_greater_than: Option<u64>,
+    object_size_less_than: Option<u64>,
+    and: Option<Box<XmlFilter>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct XmlNoncurrentExpiration {
+    noncurrent_days: Option<u32>,
+}
+
+/// One enabled lifecycle rule of a bucket that removes non-current versions (`NoncurrentVersionExpiration`): what
+/// ends a hold behind a delete marker. Its filter is kept as far as lakedrill can evaluate it without reading the
+/// objects: the prefix and the size bounds narrow it, tags do not (a rule filtered by tags is taken to apply to
+/// every object under its prefix, since an object's tags can change).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NoncurrentExpiry {
+    /// The rule's `ID` (empty when the bucket gave it none).
+    pub rule_id: String,
+    /// The key prefix the rule applies to (empty: the whole bucket).
+    pub prefix: String,
+    /// `ObjectSizeGreaterThan`: the rule applies only to larger objects.
+    pub size_greater_than: Option<u64>,
+    /// `ObjectSizeLessThan`: the rule applies only to smaller objects.
+    pub size_less_than: Option<u64>,
+    /// The rule also filters by tags (not evaluated: it is taken to apply).
+    pub tag_filtered: bool,
+    /// `NoncurrentDays`: a version is removed this many days after it became non-current (0 when the rule names
+    /// no number of days).
+    pub noncurrent_days: u32,
+}
+
+impl NoncurrentExpiry {
+    /// Whether the rule may remove the non-current version of the object at `key` (in the bucket) of `size` bytes.
+    #[must_use]
+    pub fn may_apply(&self, key: &str, size: u64) -> bool {
+        key.starts_with(&self.prefix)
+            && self.size_greater_than.is_none_or(|n| size > n)
+            && self.size_less_than.is_none_or(|n| size < n)
+    }
+}
+
+/// The rules of a lifecycle configuration that remove non-current versions, enabled ones only.
+fn noncurrent_expiries(c: LifecycleConfiguration) -> Vec<NoncurrentExpiry> {
+    c.rules
+        .into_iter()
+        .filter(|r| r.status.as_deref() == Some("Enabled"))
+        .filter_map(|r| {
+            let days = r.noncurrent_version_expiration?.noncurrent_days.unwrap_or(0);
+            let f = r.filter.unwrap_or_default();
+            let inner = f.and.as_deref();
+            let pick = |a: Option<u64>, b: Option<u64>| a.or(b);
+            Some(NoncurrentExpiry {
+                rule_id: r.id.unwrap_or_default(),
+                prefix: f
+                    .prefix
+                    .clone()
+                    .or_else(|| inner.and_then(|a| a.prefix.clone()))
+                    .or(r.prefix)
+                    .unwrap_or_default(),
+                size_greater_than: pick(
+                    f.object_size_greater_than,
+                    inner.and_then(|a| a.object_size_greater_than),
+                ),
+                size_less_than: pick(f.object_size_less_than, inner.and_then(|a| a.object_size_less_than)),
+                tag_filtered: !f.tags.is_empty() || inner.is_some_and(|a| !a.tags.is_empty()),
+                noncurrent_days: days,
+            })
+        })
+        .collect()
+}
+
 /// How a delete was sent (receipts name it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -793,6 +891,39 @@ impl Storage {
         Ok(c.status.as_deref() == Some("Enabled"))
     }
 
+    /// The enabled lifecycle rules of the bucket of `uri` that remove non-current versions
+    /// (`GetBucketLifecycleConfiguration`); empty when the bucket has no lifecycle configuration.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the provider answers neither a configuration nor "none configured" (not
+    /// implemented, access denied, garbage): whether such rules exist is then unknown.
+    pub async fn s3_noncurrent_expiries(&self, uri: &str) -> Result<Vec<NoncurrentExpiry>> {
+        let a = self
+            .s3_send(
+                uri,
+                http::Method::GET,
+                &Path::from(""),
+                vec![("lifecycle".to_owned(), String::new())],
+                vec![],
+                None,
+            )
+            .await?;
+        if a.status == 200 {
+            let c: LifecycleConfiguration = quick_xml::de::from_reader(a.body.as_ref()).map_err(|e| {
+                s3_error(
+                    "get bucket lifecycle configuration",
+                    uri,
+                    format!("unreadable answer: {e}"),
+                )
+            })?;
+            return Ok(noncurrent_expiries(c));
+        }
+        if a.status == 404 && a.error().code.as_deref() == Some("NoSuchLifecycleConfiguration") {
+            return Ok(Vec::new());
+        }
+        Err(s3_error("get bucket lifecycle configuration", uri, a.describe()))
+    }
+
     /// Whether the bucket of `uri` has Object Lock enabled (`GetObjectLockConfiguration`).
     ///
     /// # Errors
@@ -965,6 +1096,33 @@ mod tests {
         assert_eq!(r.errors[0].code.as_deref(), Some("PreconditionFailed"));
         let empty: DeleteResult = quick_xml::de::from_reader(b"<DeleteResult/>".as_ref()).unwrap();
         assert!(empty.deleted.is_empty() && empty.errors.is_empty());
+    }
+
+    #[test]
+    fn lifecycle_rules_that_remove_noncurrent_versions_are_read_with_their_filters() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<LifecycleConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+<Rule><ID>nc</ID><Filter><Prefix>wh/</Prefix></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+<Rule><ID>tagged</ID><Filter><And><Prefix>x/</Prefix><Tag><Key>a</Key><Value>b</Value></Tag><ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></And></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays><NewerNoncurrentVersions>2</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>
+<Rule><ID>off</ID><Filter><Prefix></Prefix></Filter><Status>Disabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+<Rule><ID>current-only</ID><Filter/><Status>Enabled</Status><Expiration><Days>5</Days></Expiration></Rule>
+<Rule><ID>legacy</ID><Prefix>old/</Prefix><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>9</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+<Rule><ID>small</ID><Filter><ObjectSizeLessThan>10</ObjectSizeLessThan></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+</LifecycleConfiguration>"#;
+        let c: LifecycleConfiguration = quick_xml::de::from_reader(xml.as_bytes()).unwrap();
+        let r = noncurrent_expiries(c);
+        let ids: Vec<&str> = r.iter().map(|x| x.rule_id.as_str()).collect();
+        // Disabled rules and rules that only expire current versions do not end a hold behind a marker.
+        assert_eq!(ids, ["nc", "tagged", "legacy", "small"]);
+        assert_eq!((r[0].prefix.as_str(), r[0].noncurrent_days), ("wh/", 1));
+        assert!(r[0].may_apply("wh/t/data/a.parquet", 5) && !r[0].may_apply("other/a", 5));
+        // Tags are not evaluated (the rule is taken to apply); prefix and size narrow it.
+        assert!(r[1].tag_filtered && r[1].prefix == "x/" && r[1].size_greater_than == Some(100));
+        assert!(r[1].may_apply("x/a", 101) && !r[1].may_apply("x/a", 100) && !r[1].may_apply("y/a", 101));
+        assert_eq!((r[2].prefix.as_str(), r[2].noncurrent_days), ("old/", 9));
+        assert!(r[3].prefix.is_empty() && r[3].may_apply("any/key", 9) && !r[3].may_apply("any/key", 10));
+        let none: LifecycleConfiguration = quick_xml::de::from_reader(b"<LifecycleConfiguration/>".as_ref()).unwrap();
+        assert!(noncurrent_expiries(none).is_empty());
     }
 
     #[test]
