@@ -314,8 +314,25 @@ impl TableLocation {
         if p.trim().trim_matches('/').is_empty() && !p.starts_with('/') {
             return Err(refuse("names no folder under", ""));
         }
-        let absolute = p.starts_with('/') || p.starts_with("file:") || p.contains("://");
-        let rel = if !absolute {
+        let absolute = |s: &str| s.starts_with('/') || s.starts_with("file:") || s.contains("://");
+        // On a table whose metadata names a relative location (`./t`), a relative prefix that begins with that
+        // location (`t/data`) is ambiguous: releases before prefixes were read relative to the table resolved it
+        // against their working directory (where it meant `<table>/data`), so such a prefix stored in a registry
+        // relates to no known folder (a hold or writer then covers the whole table, a deletion right grants
+        // nothing), and a new one is refused.
+        if !absolute(&self.written)
+            && !absolute(p)
+            && let (Some(loc), Some(pre)) = (clean_segments(&self.written), clean_segments(p))
+            && !loc.is_empty()
+            && pre.starts_with(&loc)
+        {
+            return Err(refuse(
+                "is ambiguous: it begins with",
+                ", which is relative; write the prefix relative to the table location (without it) or as an \
+                 absolute path",
+            ));
+        }
+        let rel = if !absolute(p) {
             clean_segments(p)
                 .ok_or_else(|| refuse("climbs with `..` out of", relative_hint))?
                 .join("/")
@@ -344,6 +361,9 @@ impl TableLocation {
     /// location as [`TableLocation::prefix_within`] reads it; `None` when it cannot be related to the table (stored
     /// before such prefixes were refused). A caller errs on protecting: a hold or writer whose prefix is `None`
     /// covers the whole table, a deletion right whose prefix is `None` grants nothing.
+    ///
+    /// This includes a prefix [`TableLocation::prefix_within`] calls ambiguous: stored by an earlier release on a
+    /// table with a relative location, it relates to no known folder.
     #[must_use]
     pub fn relative_prefix(&self, p: &str) -> Option<String> {
         self.prefix_within(p).ok()
@@ -524,5 +544,16 @@ mod tests {
             );
             assert_eq!(loc.relative_prefix(p), None, "{p}");
         }
+        // On a relative location, a prefix that begins with it was resolved against the working directory by earlier
+        // releases (`t/data` meant `<table>/data`): refused as input, and stored ones relate to no known folder, so
+        // holds and writers stored that way cover the whole table and deletion rights grant nothing. Other prefixes
+        // keep their meaning.
+        for p in ["t/data", "./t/data/x", "t"] {
+            assert_eq!(rel.relative_prefix(p), None, "{p}");
+            let msg = rel.prefix_within(p).unwrap_err().to_string();
+            assert!(msg.contains("ambiguous") && msg.contains(&format!("{p:?}")), "{msg}");
+        }
+        assert_eq!(rel.relative_prefix("tables/x").as_deref(), Some("tables/x"));
+        assert_eq!(local.relative_prefix("wh/db/t/data").as_deref(), Some("wh/db/t/data"));
     }
 }
