@@ -2237,6 +2237,13 @@ async fn execute(
         // A hold (or a stop) waiting for the lock gets it now; the next batch sees it.
         reg.yield_to_writers().await;
     }
+    // How long a marker-only purge can be undone: the bucket's lifecycle rules decide (read before the inventory
+    // goes; reported, never a reason to stop).
+    let window = if on_s3 && !permanent && held.is_none() {
+        Some(undelete_window(ctx, &root, &objects).await)
+    } else {
+        None
+    };
     // `finish` reads the record and the states as they are now: what this run held of them goes first (#24).
     drop(todo);
     drop(requested_before);
@@ -2245,7 +2252,51 @@ async fn execute(
     drop(sealed);
     drop(objects);
     drop(rec);
-    end_run(halted, Some(chain)).await
+    let mut out = end_run(halted, Some(chain)).await?;
+    if let Some((json, line)) = window {
+        out.json["undelete_window"] = json;
+        out.human.push_str(&format!("  {line}\n"));
+    }
+    Ok(out)
+}
+
+/// How long the objects of a marker-only purge on the S3 bucket at `root` stay recoverable with `undelete`: until
+/// the enabled lifecycle rule that may apply to one of them (`NoncurrentVersionExpiration`, days from the purge)
+/// removes their versions soonest, or without such a rule until someone removes them. The JSON (`rule` null when no
+/// rule applies, `unknown` with the reason when the lifecycle configuration could not be read) and one line.
+async fn undelete_window(ctx: &Context, root: &str, objects: &[ObjectRef]) -> (serde_json::Value, String) {
+    let bucket = root
+        .strip_prefix("s3://")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_default();
+    match ctx.storage.s3_noncurrent_expiries(root).await {
+        Err(e) => (
+            serde_json::json!({"rule": null, "days": null, "unknown": e.to_string()}),
+            format!("undelete window unknown: the lifecycle configuration of bucket {bucket} could not be read ({e})"),
+        ),
+        Ok(rules) => {
+            let uris: Vec<(String, u64)> = objects
+                .iter()
+                .map(|o| (location::join(root, &o.path), o.size))
+                .collect();
+            match crate::io::store::s3::soonest_expiry(rules, uris.iter().map(|(u, n)| (u.as_str(), *n))) {
+                Some(r) => {
+                    let line = format!(
+                        "undelete window: lifecycle rule {} of bucket {bucket} removes the deleted objects' versions {}                          day(s) after this purge; `lakedrill undelete` brings them back until then",
+                        if r.rule_id.is_empty() { "(no ID)" } else { &r.rule_id },
+                        r.noncurrent_days
+                    );
+                    (serde_json::json!({"rule": r, "days": r.noncurrent_days}), line)
+                }
+                None => (
+                    serde_json::json!({"rule": null, "days": null}),
+                    format!(
+                        "undelete window: no enabled lifecycle rule of bucket {bucket} removes the deleted objects'                          versions; `lakedrill undelete` brings them back until someone removes them"
+                    ),
+                ),
+            }
+        }
+    }
 }
 
 /// Seals the receipts one registry batch recorded as the next signed batch of the chain.

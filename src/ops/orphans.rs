@@ -26,7 +26,7 @@ use crate::evidence::keys::SigningKey;
 use crate::govern::closure::{Candidate, PlanInput};
 use crate::govern::policy::Policy;
 use crate::io::store::Storage;
-use crate::io::store::s3::{DeleteKey, NoncurrentExpiry};
+use crate::io::store::s3::{DeleteKey, NoncurrentExpiry, soonest_expiry};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::registry::{Registry, State, WorldStamp};
@@ -150,15 +150,11 @@ async fn marker_hold_lasts(
              holds a file is unknown"
         )
     })?;
-    let key_of = |o: &crate::model::object::ObjectRef| {
-        let uri = location::join(root, &o.path);
-        uri.strip_prefix(&format!("s3://{bucket}/")).unwrap_or(&uri).to_owned()
-    };
-    let soonest = rules
-        .into_iter()
-        .filter(|r| objects.iter().any(|o| r.may_apply(&key_of(o), o.size)))
-        .min_by_key(|r| r.noncurrent_days);
-    let Some(rule) = soonest else {
+    let uris: Vec<(String, u64)> = objects
+        .iter()
+        .map(|o| (location::join(root, &o.path), o.size))
+        .collect();
+    let Some(rule) = soonest_expiry(rules, uris.iter().map(|(u, n)| (u.as_str(), *n))) else {
         return Ok((
             format!(
                 "bucket {bucket} keeps every version and no enabled lifecycle rule removes non-current versions of \

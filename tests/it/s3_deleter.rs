@@ -180,6 +180,11 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
     assert_eq!(r["requests"]["delete_objects"], batches.len(), "{r}");
     assert_eq!(r["requests"]["single_deletes"], 0, "{r}");
     assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n, "{r}");
+    // Marker-only: the purge says how long `undelete` can bring them back; this bucket has no lifecycle rule.
+    assert!(
+        r["undelete_window"]["rule"].is_null() && r["undelete_window"]["unknown"].is_null(),
+        "{r}"
+    );
     // With `s3_recheck_by_listing` the re-check after the deletes is one listing of the batch's key range (#24),
     // not a HEAD per object: the proxy sees its pages as ListObjectsV2 requests starting after a key, about one
     // per 1,000 objects. (By default each object is HEADed: the other S3 deleter tests and the fault matrix's
@@ -876,6 +881,15 @@ fn a_lifecycle_rule_that_expires_noncurrent_versions_too_soon_never_holds_orphan
         "{q}"
     );
     assert_eq!(crate::orphans::files_under(&vault).len(), 1, "{q}");
+
+    // A marker-only purge of a snapshot candidate on this bucket says how long `undelete` can bring its objects
+    // back: the 1-day rule's window.
+    g.write_policy(&policy.replace("minQuarantinePeriod: 7d\n", ""));
+    // Bundles beside the orphan bundles above: the weekly gate wants every quarantined bundle drilled.
+    let (_, _, r) = g.chain(g.dir.to_str().unwrap());
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(r["undelete_window"]["rule"]["rule_id"], "expire-noncurrent", "{r}");
+    assert_eq!(r["undelete_window"]["days"], 1, "{r}");
 }
 
 /// Orphans on a versioned bucket (SeaweedFS): `quarantine o-…` hides them behind delete markers (the version

@@ -161,6 +161,29 @@ impl NoncurrentExpiry {
     }
 }
 
+/// Of `rules`, the one that removes non-current versions soonest among those that may apply to one of `objects`
+/// (each its `s3://bucket/key` URI and size).
+#[must_use]
+pub fn soonest_expiry<'a>(
+    rules: Vec<NoncurrentExpiry>,
+    objects: impl IntoIterator<Item = (&'a str, u64)> + Clone,
+) -> Option<NoncurrentExpiry> {
+    let key = |uri: &'a str| {
+        uri.strip_prefix("s3://")
+            .and_then(|r| r.split_once('/'))
+            .map_or(uri, |(_, k)| k)
+    };
+    rules
+        .into_iter()
+        .filter(|r| {
+            objects
+                .clone()
+                .into_iter()
+                .any(|(uri, size)| r.may_apply(key(uri), size))
+        })
+        .min_by_key(|r| r.noncurrent_days)
+}
+
 /// The rules of a lifecycle configuration that remove non-current versions, enabled ones only.
 fn noncurrent_expiries(c: LifecycleConfiguration) -> Vec<NoncurrentExpiry> {
     c.rules
@@ -1121,6 +1144,12 @@ mod tests {
         assert!(r[1].may_apply("x/a", 101) && !r[1].may_apply("x/a", 100) && !r[1].may_apply("y/a", 101));
         assert_eq!((r[2].prefix.as_str(), r[2].noncurrent_days), ("old/", 9));
         assert!(r[3].prefix.is_empty() && r[3].may_apply("any/key", 9) && !r[3].may_apply("any/key", 10));
+        let objects = [("s3://b/x/a", 200_u64), ("s3://b/old/z", 1)];
+        let soonest = soonest_expiry(r.clone(), objects.iter().map(|(u, n)| (*u, *n)));
+        assert_eq!(soonest.map(|x| x.rule_id), Some("small".to_owned()));
+        let soonest = soonest_expiry(r.clone(), [("s3://b/x/a", 200_u64)]);
+        assert_eq!(soonest.map(|x| x.rule_id), Some("tagged".to_owned()));
+        assert_eq!(soonest_expiry(r, [("s3://b/elsewhere/a", 200_u64)]), None);
         let none: LifecycleConfiguration = quick_xml::de::from_reader(b"<LifecycleConfiguration/>".as_ref()).unwrap();
         assert!(noncurrent_expiries(none).is_empty());
     }
