@@ -607,6 +607,10 @@ pub enum DrillCommand {
         /// Sign the report with this key (PKCS#8 PEM) and write it under `<reports>/fault-matrix/`.
         #[arg(long)]
         key: Option<PathBuf>,
+        /// With --key: the trust folder the report will be verified under. When it has a roles.toml, --key must
+        /// hold the `drill` role there (refused before any scenario runs, exit 2).
+        #[arg(long, requires = "key")]
+        trust: Option<PathBuf>,
         /// Where signed reports go (with --key).
         #[arg(long, default_value = "reports", requires = "key")]
         reports: String,
@@ -897,7 +901,8 @@ pub enum DecisionCommand {
         file: PathBuf,
         #[command(flatten)]
         table: TableArgs,
-        /// Trust store: a folder of .pub keys of the governance layer.
+        /// Trust store: a folder of .pub keys of the governance layer (with a roles.toml, only keys it gives the
+        /// `governance` role count).
         #[arg(long)]
         trust: PathBuf,
     },
@@ -908,6 +913,10 @@ pub enum DecisionCommand {
         /// Signing key.
         #[arg(long)]
         key: PathBuf,
+        /// The trust folder the decision will be applied under. When it has a roles.toml, --key must hold the
+        /// `governance` role there (refused before anything is written, exit 2).
+        #[arg(long)]
+        trust: Option<PathBuf>,
         /// Where the envelope goes (never overwritten).
         #[arg(long)]
         out: PathBuf,

@@ -440,7 +440,7 @@ pub enum EvidenceFailure {
         keyid: String,
         /// The trusted key's name.
         key_name: String,
-        /// The role it lacks (`drill`, `seal`, `deleter`).
+        /// The role it lacks (`drill`, `seal`, `deleter`, `governance`).
         role: String,
         /// The trust folder's roles file.
         roles_file: String,

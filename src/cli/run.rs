@@ -299,7 +299,9 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             DecisionCommand::Apply { file, table, trust } => {
                 crate::ops::decision::apply(ctx, &table.source()?, file, trust).await
             }
-            DecisionCommand::Sign { file, key, out } => crate::ops::decision::sign(file, key, out),
+            DecisionCommand::Sign { file, key, trust, out } => {
+                crate::ops::decision::sign(file, key, trust.as_deref(), out)
+            }
         },
         Command::Gates {
             table,
@@ -339,6 +341,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             command:
                 DrillCommand::Faults {
                     key,
+                    trust,
                     reports,
                     scratch,
                     keep,
@@ -352,7 +355,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 only: scenarios.clone(),
                 store: store.clone(),
             };
-            crate::lab::faults::command(ctx, &opts, key.as_deref(), Some(reports)).await
+            crate::lab::faults::command(ctx, &opts, key.as_deref(), trust.as_deref(), Some(reports)).await
         }
         Command::Audit {
             command:

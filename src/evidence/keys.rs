@@ -173,7 +173,8 @@ pub enum KeyError {
         reason: String,
     },
     /// A signing key that the trust folder's [`ROLES_FILE`] does not give the role of what it would sign (a
-    /// deleter's key given to `drill run`, `report merge` or `restore --shard --key`).
+    /// deleter's key given to `drill run`, `report merge`, `restore --shard --key` or `drill faults --key`; a key
+    /// without `governance` given to `decision sign`).
     #[error("{}: {reason}", key.display())]
     RoleNotGranted {
         /// The signing key file.
@@ -514,28 +515,38 @@ pub const ROLES_FILE: &str = "roles.toml";
 ///
 /// ```toml
 /// # keys/trust/roles.toml: key names (the NAME of NAME.pub) or key ids, per role
-/// seal = ["quarantine"]      # bundles and cold backups
-/// drill = ["drill-ci"]       # drill, restore and merged reports: the evidence a purge accepts
-/// deleter = ["deleter"]      # receipts, inventory archives, retirement records
+/// seal = ["quarantine"]         # bundles and cold backups
+/// drill = ["drill-ci"]          # drill, restore, merged and fault-matrix reports: the evidence a purge accepts
+/// deleter = ["deleter"]         # receipts, inventory archives, retirement records
+/// governance = ["privacy-office"]  # governance decisions (legal holds, deletion rights)
 /// ```
 ///
 /// Without the file every key counts for every role (as before roles existed). With it, a key counts only for
 /// the roles it is listed under, and no key may hold both `drill` and `deleter`: a deleter must not be able to
 /// vouch for the drill that allows its deletes. Whatever the file says, `purge` never accepts evidence signed
 /// by its own `--key` ([`crate::ops::deleter::check_evidence`]).
+///
+/// `governance` came after the other roles. A file that lists no key under it gives no key that role, so no
+/// decision verifies under that folder (`decision apply` refuses, saying so): a file written before the role
+/// existed is read as it reads every other role it leaves out, rather than handing the power to set and release
+/// legal holds and to open deletion rights to the seal, drill and deleter keys it names. The fix is one line in
+/// the file naming the governance layer's key ([`TrustStore::no_key_holds`] words it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
     /// Quarantine bundles and cold backups.
     Seal,
-    /// Drill reports (restore, cold-backup, merged): the evidence the deleter accepts.
+    /// Drill reports (restore, cold-backup, merged) and fault-matrix reports: the evidence the deleter accepts
+    /// and the proof of the build that runs it.
     Drill,
     /// What the deleter signs: receipts, inventory archives, retirement records.
     Deleter,
+    /// Governance decisions (`decision sign`, `decision apply`): legal holds on and off, deletion rights.
+    Governance,
 }
 
 impl Role {
     /// Every role, in the order [`ROLES_FILE`] documents them.
-    pub const ALL: [Role; 3] = [Role::Seal, Role::Drill, Role::Deleter];
+    pub const ALL: [Role; 4] = [Role::Seal, Role::Drill, Role::Deleter, Role::Governance];
 
     /// The role's name in [`ROLES_FILE`].
     #[must_use]
@@ -544,6 +555,18 @@ impl Role {
             Role::Seal => "seal",
             Role::Drill => "drill",
             Role::Deleter => "deleter",
+            Role::Governance => "governance",
+        }
+    }
+
+    /// What the role signs, as messages name it (`no {signs} verifies`).
+    #[must_use]
+    pub fn signs(self) -> &'static str {
+        match self {
+            Role::Seal => "bundle or cold backup",
+            Role::Drill => "drill or fault-matrix report",
+            Role::Deleter => "receipt, inventory archive or retirement record",
+            Role::Governance => "governance decision",
         }
     }
 }
@@ -728,6 +751,23 @@ impl TrustStore {
         self.roles_file.as_deref()
     }
 
+    /// When the store has a [`ROLES_FILE`] that gives no key `role`, a sentence saying so and how to fix it
+    /// (nothing that role signs can verify under this folder); `None` otherwise. Written for `governance`, the
+    /// role a file from before it existed leaves out.
+    #[must_use]
+    pub fn no_key_holds(&self, role: Role) -> Option<String> {
+        if self.roles.as_ref()?.values().any(|r| r.contains(&role)) {
+            return None;
+        }
+        let roles_file = self.roles_file.clone().unwrap_or_else(|| PathBuf::from(ROLES_FILE));
+        Some(format!(
+            "{} gives no key the {role} role, so no {} verifies under this trust folder: add {role} to the roles of \
+             the key that signs them (`{role} = [\"NAME\"]` for NAME.pub)",
+            roles_file.display(),
+            role.signs()
+        ))
+    }
+
     /// Refuses to sign what `role` signs (`what`, for the message) with `key`, loaded from `key_path`, when the
     /// store's [`ROLES_FILE`] does not give that key the role: its signatures would not count for it, so the work
     /// would end in evidence nobody accepts (or, for a deleter's key signing drill reports, in evidence the
@@ -758,10 +798,11 @@ impl TrustStore {
             holds.iter().map(|r| r.name()).collect::<Vec<_>>().join(", ")
         };
         let roles_file = self.roles_file.clone().unwrap_or_else(|| PathBuf::from(ROLES_FILE));
+        let nobody = self.no_key_holds(role).map(|n| format!("; {n}")).unwrap_or_default();
         Err(KeyError::RoleNotGranted {
             key: key_path.to_path_buf(),
             reason: format!(
-                "key {}{name} may not sign {what}: {} does not give it the {role} role (it holds: {holds})",
+                "key {}{name} may not sign {what}: {} does not give it the {role} role (it holds: {holds}){nobody}",
                 key.keyid(),
                 roles_file.display()
             ),
@@ -977,6 +1018,85 @@ mod tests {
             let e = TrustStore::load_dir(dir.path()).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains(ROLES_FILE), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn governance_is_a_role_and_a_roles_file_without_it_gives_it_to_no_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let (keys, trust) = (dir.path().join("keys"), dir.path().join("trust"));
+        let drill = generate_in("drill-ci", &keys, &trust).unwrap();
+        let gov = generate_in("privacy-office", &keys, &trust).unwrap();
+        let drill_key = load_signing_key(&drill.private_path).unwrap();
+        let gov_key = load_signing_key(&gov.private_path).unwrap();
+        // Without the file: every key holds governance too, and nothing is said missing.
+        let all = TrustStore::load_dir(&trust).unwrap();
+        assert_eq!(all.for_role(Role::Governance).keys().len(), 2);
+        assert!(all.no_key_holds(Role::Governance).is_none());
+        all.require_role(
+            &drill.private_path,
+            &drill_key,
+            Role::Governance,
+            "governance decisions",
+        )
+        .unwrap();
+        // A file from before the role: it gives governance to no key, and says how to fix that.
+        fs::write(
+            trust.join(ROLES_FILE),
+            "seal = [\"drill-ci\"]\ndrill = [\"drill-ci\"]\n",
+        )
+        .unwrap();
+        let old = TrustStore::load_dir(&trust).unwrap();
+        assert!(old.for_role(Role::Governance).keys().is_empty());
+        let hint = old.no_key_holds(Role::Governance).unwrap();
+        assert!(
+            hint.contains(ROLES_FILE)
+                && hint.contains("no governance decision verifies")
+                && hint.contains("governance = [\"NAME\"]"),
+            "{hint}"
+        );
+        assert!(old.no_key_holds(Role::Drill).is_none());
+        let e = old
+            .require_role(&gov.private_path, &gov_key, Role::Governance, "governance decisions")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("may not sign governance decisions")
+                && e.contains("does not give it the governance role")
+                && e.contains(&hint),
+            "{e}"
+        );
+        // Named in the file: that key alone; it may hold drill as well.
+        fs::write(
+            trust.join(ROLES_FILE),
+            "drill = [\"drill-ci\", \"privacy-office\"]\ngovernance = [\"privacy-office\"]\n",
+        )
+        .unwrap();
+        let t = TrustStore::load_dir(&trust).unwrap();
+        assert_eq!(t.roles_of(&gov.keyid), vec![Role::Drill, Role::Governance]);
+        let ids: Vec<_> = t
+            .for_role(Role::Governance)
+            .keys()
+            .iter()
+            .map(|k| k.keyid().to_owned())
+            .collect();
+        assert_eq!(ids, vec![gov.keyid.clone()]);
+        assert!(t.no_key_holds(Role::Governance).is_none());
+        t.require_role(&gov.private_path, &gov_key, Role::Governance, "governance decisions")
+            .unwrap();
+        let e = t
+            .require_role(
+                &drill.private_path,
+                &drill_key,
+                Role::Governance,
+                "governance decisions",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(it holds: drill)") && !e.contains("gives no key"), "{e}");
+        // An unknown role names governance among the roles.
+        fs::write(trust.join(ROLES_FILE), "govern = [\"privacy-office\"]\n").unwrap();
+        let e = TrustStore::load_dir(&trust).unwrap_err().to_string();
+        assert!(e.contains("seal, drill, deleter, governance"), "{e}");
     }
 
     #[test]

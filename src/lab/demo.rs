@@ -721,7 +721,7 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     let roles = trust_dir.join(crate::evidence::keys::ROLES_FILE);
     std::fs::write(
         &roles,
-        "# Written by `lakedrill demo`: what each key's signatures count for.\nseal = [\"demo-drill\"]\ndrill = [\"demo-drill\"]\ndeleter = [\"demo-deleter\"]\n",
+        "# Written by `lakedrill demo`: what each key's signatures count for.\nseal = [\"demo-drill\"]\ndrill = [\"demo-drill\"]\ndeleter = [\"demo-deleter\"]\n# No governance key: the demo applies no decision, so none verifies here. A governance layer's key would be\n# listed as governance = [\"NAME\"].\n",
     )
     .map_err(|e| Error::io("write", &roles, e))?;
     let policy = dir.join("policy.yaml");

@@ -15,7 +15,10 @@
 //!
 //! The matrix passes only if every scenario shows its expected outcome and loses nothing. The report is
 //! an in-toto statement (predicate type [`PREDICATE_TYPE`]) whose subject is the running binary
-//! (its SHA-256, the implementation digest), signed like a drill report and checked by `audit verify`.
+//! (its SHA-256, the implementation digest), signed like a drill report and checked by `audit verify`. It is
+//! drill evidence: with a trust folder whose `roles.toml` does not give `--key` the `drill` role, the run is
+//! refused before any scenario ([`crate::evidence::keys::TrustStore::require_role`]), and `audit verify` reads
+//! it only under `drill` keys.
 //!
 //! Fault hooks ([`Hooks`]) are fields of [`Context`] that only this module sets, on the contexts of its
 //! own scratch lakehouses. The weakened-build test switches single safety checks off ([`Check`],
@@ -174,21 +177,44 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
     })
 }
 
-/// `lakedrill drill faults [--key FILE --reports DIR]`.
+/// `lakedrill drill faults [--key FILE [--trust DIR] --reports DIR]`.
+///
+/// A fault-matrix report is drill evidence: with `trust` (the folder it will be verified under) holding a
+/// roles file, `key` must hold the `drill` role there, checked with the key itself before any scenario runs.
+/// Without `trust` nothing says which role the key holds, and the report is signed as asked (`audit verify`
+/// still reads it only under a `drill` key of its folder).
 ///
 /// # Errors
-/// When the matrix cannot run at all, or the report cannot be written.
+/// When the key cannot be used (or lacks the `drill` role under `trust`), the matrix cannot run at all, or the
+/// report cannot be written.
 pub async fn command(
     ctx: &Context,
     opts: &MatrixOptions,
     key: Option<&Path>,
+    trust: Option<&Path>,
     reports: Option<&str>,
 ) -> Result<Outcome> {
     let digest = crate::ops::context::implementation_digest()?;
+    // The key, and its role, before any scenario: a key that cannot sign the report stops the run at once, not
+    // after fourteen scratch lakehouses.
+    let key = match key {
+        Some(path) => {
+            let key = crate::evidence::keys::load_signing_key(path)?;
+            if let Some(trust) = trust {
+                crate::evidence::keys::TrustStore::load_dir(trust)?.require_role(
+                    path,
+                    &key,
+                    crate::evidence::keys::Role::Drill,
+                    "fault-matrix reports",
+                )?;
+            }
+            Some(key)
+        }
+        None => None,
+    };
     let mut p = run_matrix(opts, &digest, ctx.clock.as_ref()).await?;
     let mut report = None;
     if let Some(key) = key {
-        let key = crate::evidence::keys::load_signing_key(key)?;
         let folder = location::join(&location::canonical_uri(reports.unwrap_or("reports"))?, "fault-matrix");
         p.previous_report = crate::ops::drill::latest_report(&ctx.storage, &folder)
             .await?

@@ -9,8 +9,8 @@
 //! With a `roles.toml` in the trust folder ([`crate::evidence::keys::Role`]) each kind verifies only under the
 //! keys of the role that signs it: drill reports (restore, cold-backup, shard, merged) under `drill`, bundles and
 //! backups under `seal`, receipts, purge summaries, inventory archives and retirement records under `deleter` —
-//! the same keys the commands that act on them accept. Fault-matrix reports and governance decisions verify
-//! under every key of the folder (no role signs them).
+//! the same keys the commands that act on them accept; fault-matrix reports (drill evidence too) under `drill`,
+//! and governance decisions under `governance`, the keys `decision apply` accepts.
 
 use serde::Serialize;
 
@@ -315,7 +315,8 @@ pub fn check_report(
 }
 
 /// Checks a fault-matrix report (`drill faults`, pure): its key id and predicate when it could be read, every
-/// failed check added to `findings`.
+/// failed check added to `findings`. Pass the keys with the drill role ([`TrustStore::for_role`]), as
+/// `audit verify` does: a fault-matrix report is drill evidence.
 #[must_use]
 pub fn check_fault_report(
     name: &str,
@@ -488,10 +489,21 @@ async fn check_retirement(
     Ok(v.map(|v| v.keyid().to_owned()))
 }
 
-/// A signed governance decision: its signature, the subject binding its predicate digest, and every field's rule
-/// (as `decision apply` checks them). Returns the signing key id.
+/// A signed governance decision: its signature under a key with the `governance` role (as `decision apply` reads
+/// it), the subject binding its predicate digest, and every field's rule (as `decision apply` checks them).
+/// Returns the signing key id.
 fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut Vec<AuditFinding>) -> Option<String> {
-    let v = verified_envelope(name, bytes, trust, findings)?;
+    let before = findings.len();
+    let governance = trust.for_role(Role::Governance);
+    let Some(v) = verified_envelope(name, bytes, &governance, findings) else {
+        // A roles file from before the governance role: say why nothing verifies, and the fix.
+        if let Some(hint) = trust.no_key_holds(Role::Governance) {
+            for f in &mut findings[before..] {
+                f.detail.push_str(&format!("; {hint}"));
+            }
+        }
+        return None;
+    };
     let mut fail = |check: &str, detail: String| {
         findings.push(AuditFinding {
             check: check.to_owned(),
@@ -609,9 +621,10 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 continue;
             }
         }
-        // A fault-matrix report (`drill faults`) is checked by its own rules; it is never drill evidence.
+        // A fault-matrix report (`drill faults`) is checked by its own rules; it is signed under the drill role
+        // (drill evidence about the build) but never a drill report a purge accepts.
         if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {
-            let Some(f) = check_fault_report(&name, &bytes, trust, &mut findings) else {
+            let Some(f) = check_fault_report(&name, &bytes, &drill_keys, &mut findings) else {
                 prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
                 continue;
             };

@@ -1,9 +1,16 @@
 //! `decision sign` and `decision apply`: governance decisions ([`crate::govern::decision`]) signed, verified
 //! and applied to the registry in one transaction.
+//!
+//! Decisions are signed by the governance layer's key: with a `roles.toml` in the trust folder only keys it gives
+//! the `governance` role ([`Role::Governance`]) count, for `decision apply` as for `audit verify`, and
+//! `decision sign --trust` refuses a key without it before writing anything. A roles file that gives no key that
+//! role (one written before the role existed) means no decision verifies under its folder; the refusal says so
+//! and names the fix. Without a roles file every key of the folder counts, as before roles existed.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::evidence::keys::{Role, TrustStore};
 use crate::evidence::{self, Statement, Subject};
 pub use crate::govern::decision::{
     DECISION_PREDICATE_TYPE, DECISION_SCHEMA, DecisionDoc, DeletionRightEntry, LegalHoldEntry, RightScope, deadline_ms,
@@ -14,17 +21,24 @@ use crate::registry::{HoldScope, NewDecision, RegistryError};
 use crate::report::output::{Outcome, Verdict};
 use crate::table::TableSource;
 
-/// `lakedrill decision sign FILE --key KEY --out OUT`: wraps a decision document in a signed envelope (for
-/// governance layers and tests; the governance layer may sign with any DSSE implementation).
+/// `lakedrill decision sign FILE --key KEY [--trust DIR] --out OUT`: wraps a decision document in a signed
+/// envelope (for governance layers and tests; the governance layer may sign with any DSSE implementation). With
+/// `trust` (the folder the decision will be applied under) holding a roles file, `key` must hold the `governance`
+/// role there: a decision under another key would be refused by every `decision apply`.
 ///
 /// # Errors
-/// Unreadable or invalid document; key errors; the output exists.
-pub fn sign(file: &Path, key: &Path, out: &Path) -> Result<Outcome> {
+/// Unreadable or invalid document; key errors, a key without the `governance` role under `trust`
+/// ([`crate::evidence::keys::KeyError::RoleNotGranted`]); the output exists. Nothing is written then.
+pub fn sign(file: &Path, key: &Path, trust: Option<&Path>, out: &Path) -> Result<Outcome> {
     let bytes = std::fs::read(file).map_err(|e| Error::io("read the decision", file, e))?;
     let doc: DecisionDoc = serde_json::from_slice(&bytes)
         .map_err(|e| Error::invalid(file.display().to_string(), format!("not a decision document: {e}")))?;
     doc.validate()?;
+    let key_path = key;
     let key = crate::evidence::keys::load_signing_key(key)?;
+    if let Some(trust) = trust {
+        TrustStore::load_dir(trust)?.require_role(key_path, &key, Role::Governance, "governance decisions")?;
+    }
     let predicate = serde_json::to_value(&doc).map_err(|e| Error::Internal(e.to_string()))?;
     let statement = Statement {
         subject: vec![Subject::sha256(
@@ -48,14 +62,16 @@ pub fn sign(file: &Path, key: &Path, out: &Path) -> Result<Outcome> {
     )
 }
 
-/// `lakedrill decision apply FILE --trust DIR` (table addressed): verifies, refuses a version not above the
-/// latest, applies the legal holds, keeps the decision, reports the deletion rights and any conflict.
+/// `lakedrill decision apply FILE --trust DIR` (table addressed): verifies under the keys with the `governance`
+/// role, refuses a version not above the latest, applies the legal holds, keeps the decision, reports the
+/// deletion rights and any conflict.
 ///
 /// # Errors
-/// Unreadable file, trust store, table or registry. A decision that does not verify, names another table or
-/// carries an old version is refused (exit 1).
+/// Unreadable file, trust store, table or registry. A decision that does not verify (also: signed by a key of
+/// the folder without the `governance` role), names another table or carries an old version is refused (exit 1).
 pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Path) -> Result<Outcome> {
-    let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
+    let folder = TrustStore::load_dir(trust)?;
+    let trust = folder.for_role(Role::Governance);
     let bytes = std::fs::read(file).map_err(|e| Error::io("read the decision", file, e))?;
     let refuse = |reason: String| {
         Outcome::new(
@@ -66,7 +82,19 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
     };
     let verified = match evidence::verify(&bytes, &trust) {
         Ok(v) => v,
-        Err(f) => return refuse(format!("{} does not verify: {} — {f}", file.display(), f.kind())),
+        Err(f) => {
+            // A roles file that gives no key the governance role (one from before the role): no decision verifies
+            // under this folder, whoever signed it; the refusal says so and how to fix it.
+            let nobody = folder
+                .no_key_holds(Role::Governance)
+                .map(|n| format!("; {n}"))
+                .unwrap_or_default();
+            return refuse(format!(
+                "{} does not verify: {} — {f}{nobody}",
+                file.display(),
+                f.kind()
+            ));
+        }
     };
     if verified.predicate_type() != DECISION_PREDICATE_TYPE {
         return refuse(format!(

@@ -304,3 +304,219 @@ fn drill_evidence_is_not_signed_by_a_key_without_the_drill_role() {
     std::fs::remove_file(trust.join("roles.toml")).unwrap();
     crate::util::lakedrill_in(&lake, &["drill", "run", plan.to_str().unwrap()]).expect_code(0);
 }
+
+/// The key id of the public key at `path`.
+fn keyid_of(path: &std::path::Path) -> String {
+    lakedrill::evidence::keys::load_public_key(path)
+        .unwrap()
+        .keyid()
+        .to_owned()
+}
+
+/// Fault-matrix reports verified under any key of the trust folder and `drill faults --key` signed with any key
+/// (README "known limits"). They are drill evidence: a key without the `drill` role is refused before any scenario
+/// runs (exit 2, nothing written), and `audit verify` reads them only under `drill` keys (`ROLE_NOT_GRANTED`).
+#[test]
+fn fault_matrix_reports_are_signed_and_verified_under_the_drill_role() {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path();
+    let trust = dir.join("keys/trust");
+    std::fs::create_dir_all(&trust).unwrap();
+    for name in ["drill-TEST-ONLY", "deleter-TEST-ONLY"] {
+        crate::util::lakedrill_in(dir, &["keygen", "--name", name, "--dir", "keys"]).expect_code(0);
+        std::fs::copy(dir.join(format!("keys/{name}.pub")), trust.join(format!("{name}.pub"))).unwrap();
+    }
+    std::fs::write(
+        trust.join("roles.toml"),
+        "drill = [\"drill-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    // One scenario is enough: the role is about the report, not the matrix (a partial run signs a FAIL report).
+    let faults = |key: &str| {
+        crate::util::lakedrill_in(
+            dir,
+            &[
+                "--json",
+                "drill",
+                "faults",
+                "--scenario",
+                "hold-races-cas",
+                "--key",
+                key,
+                "--trust",
+                "keys/trust",
+                "--reports",
+                "reports",
+                "--scratch",
+                "scratch",
+            ],
+        )
+    };
+    let r = faults("keys/deleter-TEST-ONLY.key");
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("keys/deleter-TEST-ONLY.key")
+            && r.stderr.contains(&keyid_of(&trust.join("deleter-TEST-ONLY.pub")))
+            && r.stderr.contains("may not sign fault-matrix reports")
+            && r.stderr.contains("roles.toml does not give it the drill role"),
+        "{}",
+        r.stderr
+    );
+    // Refused before any work: no scratch lakehouse was built, no report written.
+    assert!(!dir.join("scratch").exists() && !dir.join("reports").exists());
+
+    let v = faults("keys/drill-TEST-ONLY.key").expect_code(1).json();
+    assert_eq!(v["summary"]["gate"], "FAIL", "a partial matrix: {v}");
+    let report = v["report"].as_str().unwrap().trim_start_matches("file://").to_owned();
+    let audit = || crate::util::lakedrill_in(dir, &["--json", "audit", "verify", &report, "--trust", "keys/trust"]);
+    let a = audit().expect_code(0).json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
+    assert_eq!(
+        a["keyids"],
+        serde_json::json!([keyid_of(&trust.join("drill-TEST-ONLY.pub"))]),
+        "{a}"
+    );
+
+    // The same report once roles.toml takes the drill role from its key: a key of the folder, not a drill key.
+    std::fs::write(
+        trust.join("roles.toml"),
+        "seal = [\"drill-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    let a = audit().expect_code(1).json();
+    assert_eq!(a["status"], "FAILED", "{a}");
+    assert_eq!(a["findings"].as_array().unwrap().len(), 1, "{a}");
+    assert_eq!(a["findings"][0]["check"], "ROLE_NOT_GRANTED", "{a}");
+    let detail = a["findings"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("drill-TEST-ONLY") && detail.contains("roles.toml does not give it the drill role"),
+        "{a}"
+    );
+}
+
+/// Governance decisions verified under any key of the trust folder, and `decision sign` signed with any key
+/// (README "known limits"). Only a key with the `governance` role counts: `decision apply` refuses a decision
+/// under another key of the folder (exit 1, table unchanged), `decision sign --trust` refuses such a key (exit 2,
+/// nothing written), and a roles.toml that gives no key the role (one from before it) verifies no decision and
+/// says how to fix that.
+#[test]
+fn governance_decisions_are_signed_and_applied_only_under_the_governance_role() {
+    let g = Gov::new("");
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "keys"])
+        .expect_code(0);
+    let trust = g.dir.join("keys/trust");
+    std::fs::copy(
+        g.dir.join("keys/governance-TEST-ONLY.pub"),
+        trust.join("governance-TEST-ONLY.pub"),
+    )
+    .unwrap();
+    let roles = trust.join("roles.toml");
+    let pre_governance = "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n";
+    std::fs::write(
+        &roles,
+        format!("{pre_governance}governance = [\"governance-TEST-ONLY\"]\n"),
+    )
+    .unwrap();
+    let doc = |version: i64| {
+        let path = g.dir.join(format!("v{version}.json"));
+        let doc = serde_json::json!({
+            "schema": "lakedrillGovernanceDecision.v1",
+            "version": version,
+            "issuer": "governance@example.test",
+            "issued_at": "2026-11-29T10:00:00Z",
+            "table_uuid": g.py("print(t.metadata.table_uuid)"),
+            "legal_holds": [{"key": "case-1", "state": "on", "scope": "table", "reason": "litigation 1"}],
+        });
+        std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+        path
+    };
+    let sign = |doc: &std::path::Path, key: &str, with_trust: bool, out: &str| {
+        let mut args = vec!["decision", "sign", doc.to_str().unwrap(), "--key", key, "--out", out];
+        if with_trust {
+            args.extend(["--trust", "keys/trust"]);
+        }
+        g.run(&args)
+    };
+    let apply = |file: &str| g.on_table(&["--json", "decision", "apply", file, "--trust", "keys/trust"]);
+    let holds = || {
+        g.on_table(&["--json", "hold", "list"]).expect_code(0).json()["holds"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let v1 = doc(1);
+
+    // Signing with the deleter's key against the folder: refused, nothing written.
+    let r = sign(&v1, "keys/deleter-TEST-ONLY.key", true, "deleter.dsse.json");
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("keys/deleter-TEST-ONLY.key")
+            && r.stderr.contains("may not sign governance decisions")
+            && r.stderr.contains("roles.toml does not give it the governance role"),
+        "{}",
+        r.stderr
+    );
+    assert!(!g.dir.join("deleter.dsse.json").exists());
+    // Signed without a trust folder to check against, it is refused where it is applied: the table is unchanged.
+    sign(&v1, "keys/deleter-TEST-ONLY.key", false, "deleter.dsse.json").expect_code(0);
+    let r = apply("deleter.dsse.json").expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("deleter.dsse.json does not verify: ROLE_NOT_GRANTED")
+            && reason.contains(&keyid_of(&trust.join("deleter-TEST-ONLY.pub")))
+            && reason.contains("does not give it the governance role"),
+        "{r}"
+    );
+    assert_eq!(holds(), 0, "nothing applied");
+    let a = g
+        .run(&[
+            "--json",
+            "audit",
+            "verify",
+            "deleter.dsse.json",
+            "--trust",
+            "keys/trust",
+        ])
+        .expect_code(1)
+        .json();
+    assert_eq!(a["findings"][0]["check"], "ROLE_NOT_GRANTED", "{a}");
+
+    // The governance key: signed, verified, applied.
+    sign(&v1, "keys/governance-TEST-ONLY.key", true, "v1.dsse.json").expect_code(0);
+    let a = g
+        .run(&["--json", "audit", "verify", "v1.dsse.json", "--trust", "keys/trust"])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
+    let r = apply("v1.dsse.json").expect_code(0).json();
+    assert_eq!(r["status"], "APPLIED", "{r}");
+    assert_eq!(r["holds"][0]["action"], "set", "{r}");
+    assert_eq!(holds(), 1);
+
+    // A roles.toml from before the governance role: no key holds it, so no decision verifies, and both the
+    // refusal and the signer say so and how to fix it.
+    std::fs::write(&roles, pre_governance).unwrap();
+    let fix = "gives no key the governance role, so no governance decision verifies under this trust folder: add \
+               governance to the roles of the key that signs them";
+    let v2 = doc(2);
+    let r = sign(&v2, "keys/governance-TEST-ONLY.key", true, "v2.dsse.json");
+    r.expect_code(2);
+    assert!(r.stderr.contains(fix), "{}", r.stderr);
+    assert!(!g.dir.join("v2.dsse.json").exists());
+    sign(&v2, "keys/governance-TEST-ONLY.key", false, "v2.dsse.json").expect_code(0);
+    let r = apply("v2.dsse.json").expect_code(1).json();
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("v2.dsse.json does not verify: ROLE_NOT_GRANTED") && reason.contains(fix),
+        "{r}"
+    );
+    let a = g
+        .run(&["--json", "audit", "verify", "v2.dsse.json", "--trust", "keys/trust"])
+        .expect_code(1)
+        .json();
+    assert!(a["findings"][0]["detail"].as_str().unwrap().contains(fix), "{a}");
+    // Without a roles.toml every key holds every role: the decision applies.
+    std::fs::remove_file(&roles).unwrap();
+    assert_eq!(apply("v2.dsse.json").expect_code(0).json()["status"], "APPLIED");
+}
