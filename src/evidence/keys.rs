@@ -865,17 +865,24 @@ fn parse_roles(
             map.entry(key.keyid.clone()).or_default().insert(role);
         }
     }
+    // Duties kept apart: the deleter's key never signs what allows its deletes — the drill that vouches for a
+    // recovery, or the governance decision that lifts a legal hold or grants a deletion right.
     for key in keys {
-        if map
-            .get(&key.keyid)
-            .is_some_and(|r| r.contains(&Role::Drill) && r.contains(&Role::Deleter))
-        {
-            return Err(bad(format!(
-                "key {} ({}) is given both drill and deleter: a deleter must not vouch for the drill that allows \
-                 its deletes; give each its own key",
-                key.name,
-                key.path.display()
-            )));
+        let Some(r) = map.get(&key.keyid) else { continue };
+        for (other, what) in [
+            (Role::Drill, "vouch for the drill that allows its deletes"),
+            (
+                Role::Governance,
+                "sign the decisions that lift legal holds and grant deletion rights",
+            ),
+        ] {
+            if r.contains(&other) && r.contains(&Role::Deleter) {
+                return Err(bad(format!(
+                    "key {} ({}) is given both {other} and deleter: a deleter must not {what}; give each its own key",
+                    key.name,
+                    key.path.display()
+                )));
+            }
         }
     }
     Ok(map)
@@ -1010,6 +1017,10 @@ mod tests {
             (
                 "drill = [\"deleter\"]\ndeleter = [\"deleter\"]\n",
                 "both drill and deleter",
+            ),
+            (
+                "governance = [\"deleter\"]\ndeleter = [\"deleter\"]\n",
+                "both governance and deleter",
             ),
             ("drill = \"drill-ci\"\n", "must be a list"),
             ("drill = [\n", "not TOML"),
