@@ -211,6 +211,20 @@ impl Error {
         }
     }
 
+    /// The message with every cause under it (`cannot get … s3://b: HTTP 403: …`): where an error becomes the
+    /// text of a finding or a refusal, so that the provider's own answer is not lost.
+    #[must_use]
+    pub fn with_causes(&self) -> String {
+        let mut s = self.to_string();
+        let mut src = std::error::Error::source(self);
+        while let Some(x) = src {
+            s.push_str(": ");
+            s.push_str(&x.to_string());
+            src = x.source();
+        }
+        s
+    }
+
     /// Shorthand for [`Error::Invalid`]: `what` (an argument or value) breaks a rule.
     #[must_use]
     pub fn invalid(what: impl Into<String>, reason: impl Into<String>) -> Self {

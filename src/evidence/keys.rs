@@ -522,9 +522,10 @@ pub const ROLES_FILE: &str = "roles.toml";
 /// ```
 ///
 /// Without the file every key counts for every role (as before roles existed). With it, a key counts only for
-/// the roles it is listed under, and no key may hold both `drill` and `deleter`: a deleter must not be able to
-/// vouch for the drill that allows its deletes. Whatever the file says, `purge` never accepts evidence signed
-/// by its own `--key` ([`crate::ops::deleter::check_evidence`]).
+/// the roles it is listed under, and no key may hold `deleter` together with `drill` or `governance`: a deleter
+/// must not be able to vouch for the drill that allows its deletes, nor lift the holds or grant the deletion rights
+/// they rely on. Whatever the file says, `purge` never accepts evidence signed by its own `--key`
+/// ([`crate::ops::deleter::check_evidence`]), nor deletion rights from a decision signed by it.
 ///
 /// `governance` came after the other roles. A file that lists no key under it gives no key that role, so no
 /// decision verifies under that folder (`decision apply` refuses, saying so): a file written before the role

@@ -135,13 +135,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
                 r.pass = obs.holds && r.objects_lost == 0;
             }
             Err(e) => {
-                let mut text = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(s) = src {
-                    text.push_str(&format!(": {s}"));
-                    src = s.source();
-                }
-                r.error = Some(text);
+                r.error = Some(e.with_causes());
             }
         }
         scenarios.push(r);

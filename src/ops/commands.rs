@@ -1000,7 +1000,8 @@ pub async fn audit_verify(
                     check: "CHAIN_HEAD_MISMATCH".into(),
                     report: uri.clone(),
                     detail: format!(
-                        "the registry anchors the retirement record the purge wrote here as SHA-256 {}, but this one                          is {sha}: it was replaced",
+                        "the registry anchors the retirement record the purge wrote here as SHA-256 {}, but this one \
+                         is {sha}: it was replaced",
                         h.head_sha256
                     ),
                 });

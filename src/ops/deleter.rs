@@ -746,6 +746,35 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 ));
             }
         }
+        // The deletion rights in force come from the table's latest governance decision: one signed by this purge's
+        // own key, or (with a roles file) by a key without the governance role, is a deleter granting itself
+        // rights — whatever the trust folder of `decision apply` said when it was applied.
+        if let Some(d) = reg.decisions(&rec.table_uuid).await?.pop()
+            && d.decision["deletion_rights"].as_array().is_some_and(|a| !a.is_empty())
+        {
+            let signer = if d.keyid == deleter.keyid() {
+                Some("this purge's own key (--key)".to_owned())
+            } else if trust.has_roles()
+                && !trust
+                    .roles_of(&d.keyid)
+                    .contains(&crate::evidence::keys::Role::Governance)
+            {
+                Some(format!(
+                    "key {}, which the trust folder's roles.toml does not give the governance role",
+                    d.keyid
+                ))
+            } else {
+                None
+            };
+            if let Some(signer) = signer {
+                reasons.push(format!(
+                    "the table's deletion rights in force come from governance decision v{} (issuer {}), signed by \
+                     {signer}: a deleter must not grant its own deletion rights; apply a decision signed by a \
+                     governance key",
+                    d.version, d.issuer
+                ));
+            }
+        }
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", opts.candidate_id);
         // The table as it is now, the candidate's own quarantine tags aside: they protect it from other plans
         // and from engines, never from itself.
@@ -2260,42 +2289,83 @@ async fn execute(
     Ok(out)
 }
 
-/// How long the objects of a marker-only purge on the S3 bucket at `root` stay recoverable with `undelete`: until
-/// the enabled lifecycle rule that may apply to one of them (`NoncurrentVersionExpiration`, days from the purge)
-/// removes their versions soonest, or without such a rule until someone removes them. The JSON (`rule` null when no
-/// rule applies, `unknown` with the reason when the lifecycle configuration could not be read) and one line.
+/// How long the objects of a marker-only purge on the S3 bucket at `root` stay recoverable with `undelete`: not at
+/// all on a bucket that keeps no versions; else until the enabled lifecycle rule that may apply to one of them
+/// (`NoncurrentVersionExpiration`, days from each object's delete) removes their versions soonest, or without such
+/// a rule until someone removes them. The JSON (`rule` null when no rule applies, `days` 0 when nothing is kept,
+/// `unknown` with the reason when the bucket's settings could not be read) and one line.
 async fn undelete_window(ctx: &Context, root: &str, objects: &[ObjectRef]) -> (serde_json::Value, String) {
+    use crate::io::store::s3::{Held, soonest};
     let bucket = root
         .strip_prefix("s3://")
         .and_then(|r| r.split('/').next())
         .unwrap_or_default();
-    match ctx.storage.s3_noncurrent_expiries(root).await {
-        Err(e) => (
-            serde_json::json!({"rule": null, "days": null, "unknown": e.to_string()}),
-            format!("undelete window unknown: the lifecycle configuration of bucket {bucket} could not be read ({e})"),
-        ),
-        Ok(rules) => {
-            let uris: Vec<(String, u64)> = objects
-                .iter()
-                .map(|o| (location::join(root, &o.path), o.size))
-                .collect();
-            match crate::io::store::s3::soonest_expiry(rules, uris.iter().map(|(u, n)| (u.as_str(), *n))) {
-                Some(r) => {
-                    let line = format!(
-                        "undelete window: lifecycle rule {} of bucket {bucket} removes the deleted objects' versions {}                          day(s) after this purge; `lakedrill undelete` brings them back until then",
-                        if r.rule_id.is_empty() { "(no ID)" } else { &r.rule_id },
-                        r.noncurrent_days
-                    );
-                    (serde_json::json!({"rule": r, "days": r.noncurrent_days}), line)
-                }
-                None => (
-                    serde_json::json!({"rule": null, "days": null}),
-                    format!(
-                        "undelete window: no enabled lifecycle rule of bucket {bucket} removes the deleted objects'                          versions; `lakedrill undelete` brings them back until someone removes them"
-                    ),
+    let unknown = |what: &str, e: Error| {
+        (
+            serde_json::json!({"rule": null, "days": null, "unknown": format!("{what}: {}", e.with_causes())}),
+            format!(
+                "undelete window unknown: the {what} of bucket {bucket} could not be read ({})",
+                e.with_causes()
+            ),
+        )
+    };
+    match ctx.storage.s3_versioning_enabled(root).await {
+        Err(e) => return unknown("versioning status", e),
+        Ok(false) => {
+            return (
+                serde_json::json!({"rule": null, "days": 0}),
+                format!(
+                    "no undelete: bucket {bucket} does not keep versions (versioning is not Enabled), so these \
+                     deletes are final"
                 ),
-            }
+            );
         }
+        Ok(true) => {}
+    }
+    let rules = match ctx.storage.s3_lifecycle_rules(root).await {
+        Ok(r) => r,
+        Err(e) => return unknown("lifecycle configuration (it needs s3:GetLifecycleConfiguration)", e),
+    };
+    let uris: Vec<(String, u64)> = objects
+        .iter()
+        .map(|o| (location::join(root, &o.path), o.size))
+        .collect();
+    let now = ctx.now();
+    let list = || uris.iter().map(|(u, n)| (u.as_str(), *n));
+    let archived = soonest(&rules, Held::BehindMarker, now, true, list()).map(|e| {
+        format!(
+            "; lifecycle rule {} moves them to storage class {} {} day(s) after their deletes (an undelete then needs \
+             a restore from that class first)",
+            e.rule.name(),
+            e.storage_class.unwrap_or("?"),
+            (e.at - now).num_days()
+        )
+    });
+    match soonest(&rules, Held::BehindMarker, now, false, list()) {
+        Some(e) => {
+            let days = e.rule.noncurrent_days.unwrap_or(0);
+            (
+                serde_json::json!({"rule": e.rule, "days": days}),
+                format!(
+                    "undelete window: lifecycle rule {} of bucket {bucket} removes the deleted objects' versions {days} \
+                     day(s) after each one's delete ({} of {} objects under it, first {}); `lakedrill undelete` \
+                     brings them back until then{}",
+                    e.rule.name(),
+                    e.objects,
+                    uris.len(),
+                    e.first,
+                    archived.unwrap_or_default()
+                ),
+            )
+        }
+        None => (
+            serde_json::json!({"rule": null, "days": null}),
+            format!(
+                "undelete window: no enabled lifecycle rule of bucket {bucket} removes the deleted objects' versions; \
+                 `lakedrill undelete` brings them back until someone removes them{}",
+                archived.unwrap_or_default()
+            ),
+        ),
     }
 }
 
@@ -2309,17 +2379,6 @@ async fn seal_batch(
 ) -> Result<()> {
     let sealed = recorded.iter().map(crate::ops::receipts::SealedReceipt::from).collect();
     chain.seal(&ctx.storage, key, sealed, retention, ctx.now()).await
-}
-
-fn anyhow_chain(e: &Error) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(x) = src {
-        s.push_str(": ");
-        s.push_str(&x.to_string());
-        src = x.source();
-    }
-    s
 }
 
 /// What one object of the inventory must still be when its delete goes out.
@@ -2551,7 +2610,7 @@ async fn send_deletes(
                     Err(e) => {
                         let why = format!(
                             "the DeleteObjects request got no usable answer (it may or may not have taken effect): {}",
-                            anyhow_chain(&e)
+                            e.with_causes()
                         );
                         for k in chunk {
                             answers.insert(k.uri.clone(), Err(why.clone()));
@@ -2563,7 +2622,7 @@ async fn send_deletes(
                 futures::stream::iter(not_implemented.into_iter().map(|k| async move {
                     (
                         k.uri.clone(),
-                        ctx.storage.s3_delete_one(k).await.map_err(|e| anyhow_chain(&e)),
+                        ctx.storage.s3_delete_one(k).await.map_err(|e| e.with_causes()),
                     )
                 }))
                 .buffered(concurrency)
@@ -2581,7 +2640,7 @@ async fn send_deletes(
         }
         return futures::stream::iter(
             keys.iter()
-                .map(|k| async move { ctx.storage.s3_delete_one(k).await.map_err(|e| anyhow_chain(&e)) }),
+                .map(|k| async move { ctx.storage.s3_delete_one(k).await.map_err(|e| e.with_causes()) }),
         )
         .buffered(concurrency)
         .collect()
@@ -2605,7 +2664,7 @@ async fn send_deletes(
         match ctx.storage.delete(&ex.uri).await {
             Ok(()) => Ok(answer(true, None)),
             Err(Error::NotFound { .. }) => Ok(answer(false, Some("NoSuchKey"))),
-            Err(e) => Err(anyhow_chain(&e)),
+            Err(e) => Err(e.with_causes()),
         }
     }))
     .buffered(concurrency)

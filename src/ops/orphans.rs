@@ -26,7 +26,7 @@ use crate::evidence::keys::SigningKey;
 use crate::govern::closure::{Candidate, PlanInput};
 use crate::govern::policy::Policy;
 use crate::io::store::Storage;
-use crate::io::store::s3::{DeleteKey, NoncurrentExpiry, soonest_expiry};
+use crate::io::store::s3::{DeleteKey, Held, LifecycleEnd, LifecycleRule, soonest};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::registry::{Registry, State, WorldStamp};
@@ -67,7 +67,7 @@ struct HoldChoice {
     /// Why this hold (the quarantine's record and output say it).
     reason: String,
     /// On a delete-marker hold: the lifecycle rule that removes the held versions soonest, if any.
-    lifecycle: Option<NoncurrentExpiry>,
+    lifecycle: Option<LifecycleRule>,
 }
 
 /// How the `objects` of a table can be held: a delete marker on a versioned bucket, as long as no lifecycle rule
@@ -79,16 +79,21 @@ async fn hold_for(
     table: &Table,
     policy: &Policy,
     objects: &[crate::model::object::ObjectRef],
+    since: DateTime<Utc>,
 ) -> Result<std::result::Result<HoldChoice, String>> {
     let root = table.location().root_uri();
     let mut no_markers = None;
     if root.starts_with("s3://") && storage.s3_versioning_enabled(root).await? {
-        match marker_hold_lasts(storage, root, policy, objects).await {
+        let uris: Vec<(String, u64)> = objects
+            .iter()
+            .map(|o| (location::join(root, &o.path), o.size))
+            .collect();
+        match lifecycle_allows(storage, root, Held::BehindMarker, &uris, since, policy).await {
             Ok((reason, lifecycle)) => {
                 return Ok(Ok(HoldChoice {
                     hold: OrphanHold::DeleteMarker,
                     quarantine_root: None,
-                    reason,
+                    reason: format!("held behind delete markers on bucket {}: {reason}", bucket_of(root)),
                     lifecycle,
                 }));
             }
@@ -98,8 +103,8 @@ async fn hold_for(
     let Some(q) = policy.orphan_quarantine() else {
         return Ok(Err(match no_markers {
             Some(why) => format!(
-                "{why}; the policy {} names no orphanQuarantine location for write-once copies either: orphans \
-                 cannot be held reversibly (set orphanQuarantine, or change the rule)",
+                "no delete-marker hold: {why}; and the policy {} names no orphanQuarantine location for write-once \
+                 copies: orphans cannot be held reversibly",
                 policy.source_name()
             ),
             None => format!(
@@ -120,7 +125,9 @@ async fn hold_for(
         hold: OrphanHold::QuarantineCopy,
         quarantine_root: Some(location::join(q, &uuid)),
         reason: match no_markers {
-            Some(why) => format!("{why}: held as write-once copies under the policy's orphanQuarantine instead"),
+            Some(why) => format!(
+                "no delete-marker hold: {why}; held as write-once copies under the policy's orphanQuarantine instead"
+            ),
             None => "the table location keeps no versions: held as write-once copies under the policy's \
                      orphanQuarantine"
                 .to_owned(),
@@ -129,70 +136,95 @@ async fn hold_for(
     }))
 }
 
-/// Whether a delete marker holds `objects` of the versioned bucket at `root` long enough: no enabled lifecycle rule
-/// that may apply to one of them removes non-current versions before the policy's `minQuarantinePeriod` (a rule
-/// counts its days from when the version became non-current, which is the quarantine). `Ok` is the reason and the
-/// rule that ends the hold soonest (the hold then lasts that long); `Err` says which rule ends it too soon, or that
-/// the bucket's lifecycle configuration could not be read.
-async fn marker_hold_lasts(
-    storage: &Storage,
-    root: &str,
-    policy: &Policy,
-    objects: &[crate::model::object::ObjectRef],
-) -> std::result::Result<(String, Option<NoncurrentExpiry>), String> {
-    let bucket = root
-        .strip_prefix("s3://")
+/// The bucket of an `s3://` URI.
+fn bucket_of(uri: &str) -> &str {
+    uri.strip_prefix("s3://")
         .and_then(|r| r.split('/').next())
-        .unwrap_or_default();
-    let rules = storage.s3_noncurrent_expiries(root).await.map_err(|e| {
+        .unwrap_or_default()
+}
+
+/// Whether the lifecycle rules of the S3 bucket of `bucket_uri` let files held there as `held` since `since` (each
+/// `uris` entry a file's URI and size) stay until a purge may take them: no enabled rule that may apply to one of
+/// them removes it before the policy's `minQuarantinePeriod` has passed (a rule counts its days from the marker or
+/// the copy, which is the quarantine). `Ok` is what the rules do (the rule that ends the hold soonest, if any, and a
+/// move to another storage class) and that rule; `Err` names the rule that ends the hold too soon and the first file
+/// it applies to, or says the bucket's lifecycle configuration could not be read.
+async fn lifecycle_allows(
+    storage: &Storage,
+    bucket_uri: &str,
+    held: Held,
+    uris: &[(String, u64)],
+    since: DateTime<Utc>,
+    policy: &Policy,
+) -> std::result::Result<(String, Option<LifecycleRule>), String> {
+    let bucket = bucket_of(bucket_uri);
+    let rules = storage.s3_lifecycle_rules(bucket_uri).await.map_err(|e| {
         format!(
-            "the lifecycle configuration of bucket {bucket} could not be read ({e}), so how long a delete marker \
-             holds a file is unknown"
+            "the lifecycle configuration of bucket {bucket} could not be read ({}; reading it needs \
+             s3:GetLifecycleConfiguration), so how long the bucket keeps the held files is unknown",
+            e.with_causes()
         )
     })?;
-    let uris: Vec<(String, u64)> = objects
-        .iter()
-        .map(|o| (location::join(root, &o.path), o.size))
-        .collect();
-    let Some(rule) = soonest_expiry(rules, uris.iter().map(|(u, n)| (u.as_str(), *n))) else {
+    let objects = || uris.iter().map(|(u, n)| (u.as_str(), *n));
+    let what = match held {
+        Held::BehindMarker => "removes non-current versions",
+        Held::Current => "expires objects",
+    };
+    let describe = |e: &LifecycleEnd<'_>| {
+        format!(
+            "lifecycle rule {} of bucket {bucket} (prefix '{}'{}), which applies to {} of the {} held file(s) (first: {})",
+            e.rule.name(),
+            e.rule.prefix,
+            if e.rule.tag_filtered {
+                ", filtered by tags too, taken to apply"
+            } else {
+                ""
+            },
+            e.objects,
+            uris.len(),
+            e.first
+        )
+    };
+    let archive = soonest(&rules, held, since, true, objects()).map(|e| {
+        format!(
+            "; {} moves them to storage class {} from {}: drills and put-backs of those files then need a restore \
+             from that class first",
+            describe(&e),
+            e.storage_class.unwrap_or("?"),
+            e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
+    let Some(end) = soonest(&rules, held, since, false, objects()) else {
         return Ok((
             format!(
-                "bucket {bucket} keeps every version and no enabled lifecycle rule removes non-current versions of \
-                 these files: held behind delete markers"
+                "no enabled lifecycle rule of bucket {bucket} {what} of these files{}",
+                archive.unwrap_or_default()
             ),
             None,
         ));
     };
-    let lasts = chrono::Duration::days(i64::from(rule.noncurrent_days));
-    let name = if rule.rule_id.is_empty() {
-        "(no ID)".to_owned()
-    } else {
-        rule.rule_id.clone()
-    };
-    let tags = if rule.tag_filtered {
-        " (filtered by tags too, taken to apply)"
-    } else {
-        ""
-    };
+    let lasts = end.at - since;
     if let Some(min) = policy.min_quarantine_period()
         && lasts < min
     {
         return Err(format!(
-            "lifecycle rule {name} of bucket {bucket} (prefix '{}'{tags}) removes non-current versions after {} \
-             day(s), before the policy's minQuarantinePeriod ({}) has passed: a delete marker would not hold these \
-             files until a purge may take them",
-            rule.prefix,
-            rule.noncurrent_days,
+            "{} {what} {} after the quarantine, before the policy's minQuarantinePeriod ({}) has passed: the bucket \
+             would not keep these files until a purge may take them (change the rule or the policy)",
+            describe(&end),
+            crate::clock::format_duration(lasts),
             crate::clock::format_duration(min)
         ));
     }
     Ok((
         format!(
-            "held behind delete markers; lifecycle rule {name} of bucket {bucket} (prefix '{}'{tags}) removes their \
-             versions {} day(s) after the quarantine: purge or release before then",
-            rule.prefix, rule.noncurrent_days
+            "{} {what} {} after the quarantine, from {}: purge or release before then (`quarantine extend` past it is \
+             refused){}",
+            describe(&end),
+            crate::clock::format_duration(lasts),
+            end.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            archive.unwrap_or_default()
         ),
-        Some(rule),
+        Some(end.rule.clone()),
     ))
 }
 
@@ -328,7 +360,8 @@ pub struct Prepared {
     hold: OrphanHold,
     quarantine_root: Option<String>,
     hold_reason: String,
-    hold_lifecycle: Option<NoncurrentExpiry>,
+    hold_lifecycle: Option<LifecycleRule>,
+    held_since: DateTime<Utc>,
 }
 
 /// The first half of `quarantine o-…`, run while the candidate is claimed: read and hash every file where it is
@@ -343,7 +376,11 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
     if state != State::UnreferencedEligible {
         return refuse(format!("{id} is already {state} (another quarantine ran meanwhile)"));
     }
-    let choice = match hold_for(&ctx.storage, r.table, r.policy, &r.candidate.objects).await? {
+    // The hold begins here, before any copy or marker is written: the quarantine's time (`minQuarantinePeriod`
+    // counts from it) and the time every lifecycle rule is judged from (a rule counts from the copy or the marker,
+    // both later).
+    let held_since = ctx.now();
+    let mut choice = match hold_for(&ctx.storage, r.table, r.policy, &r.candidate.objects, held_since).await? {
         Ok(c) => c,
         Err(why) => return refuse(why),
     };
@@ -379,6 +416,26 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
     if !changed.is_empty() {
         return refuse(format!("{}; re-plan (nothing was changed)", changed.join("; ")));
     }
+    // Copies on S3 last only as long as the quarantine bucket's lifecycle rules keep them (an `Expiration` that
+    // applies there): the same rule as for markers, judged on the copies' own names, before any is written.
+    if let Some(q) = quarantine_root.as_ref().filter(|q| q.starts_with("s3://")) {
+        let uris: Vec<(String, u64)> = copies
+            .iter()
+            .map(|(name, _, b)| (location::join(q, name), b.len() as u64))
+            .collect();
+        match lifecycle_allows(&ctx.storage, q, Held::Current, &uris, held_since, r.policy).await {
+            Ok((note, rule)) => {
+                choice.reason = format!("{}; the copies: {note}", choice.reason);
+                choice.lifecycle = rule;
+            }
+            Err(why) => {
+                return refuse(format!(
+                    "{}; the copies cannot be held either: {why} (nothing was changed)",
+                    choice.reason
+                ));
+            }
+        }
+    }
     // 2. The copies, write-once, each read back and verified before anything leaves the table.
     if let Some(q) = &quarantine_root {
         for (name, digest, bytes) in copies {
@@ -403,6 +460,7 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
         quarantine_root,
         hold_reason: choice.reason,
         hold_lifecycle: choice.lifecycle,
+        held_since,
     }))
 }
 
@@ -455,7 +513,18 @@ pub async fn seal_and_hold(
         quarantine_root,
         hold_reason,
         hold_lifecycle,
+        held_since,
     } = prepared;
+    // The earliest moment the lifecycle rule that allowed the hold ends it (counted from the hold's beginning).
+    let hold_ends_at = hold_lifecycle.as_ref().and_then(|l| {
+        l.removes_at(
+            match hold {
+                OrphanHold::DeleteMarker => Held::BehindMarker,
+                OrphanHold::QuarantineCopy => Held::Current,
+            },
+            held_since,
+        )
+    });
     let info = OrphanInfo {
         candidate_id: id.clone(),
         table_root: r.table.location().root_uri().to_owned(),
@@ -551,6 +620,7 @@ pub async fn seal_and_hold(
         "hold": hold,
         "hold_reason": hold_reason,
         "hold_lifecycle_rule": hold_lifecycle,
+        "hold_ends_at": hold_ends_at,
         "quarantine_root": quarantine_root,
         "bundles": [bundle],
         "held": removed,
@@ -558,7 +628,9 @@ pub async fn seal_and_hold(
         "plan_stamp": r.stamp,
         "held_stamp": stamp,
         "policy_digest": r.policy_digest,
-        "quarantined_at": ctx.now(),
+        // When the hold began (before the first copy or marker): `minQuarantinePeriod` counts from here, as the
+        // lifecycle rules were judged.
+        "quarantined_at": held_since,
         "implementation_digest": r.digest,
     });
     let mut rec = r

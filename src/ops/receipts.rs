@@ -335,10 +335,12 @@ pub async fn check_summary(
         read.problems.push((
             name.clone(),
             format!(
-                "names receipts chain head {} after {n} batch(es), but {dir} holds {} batch(es){}: a batch was                  removed or replaced",
+                "names receipts chain head {} after {n} batch(es), but {dir} holds {} batch(es){}: a batch was \
+                 removed or replaced",
                 head.unwrap_or("none"),
                 read.batches.len(),
-                at.map(|b| format!(" and batch {n} has SHA-256 {}", b.sha256)).unwrap_or_default()
+                at.map(|b| format!(" and batch {n} has SHA-256 {}", b.sha256))
+                    .unwrap_or_default()
             ),
         ));
     }

@@ -518,7 +518,44 @@ pub async fn gates(
 pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -> Result<Outcome> {
     let d = crate::clock::parse_duration(by).map_err(|why| Error::invalid("--by", why))?;
     let reg = crate::ops::plan::registry(ctx).await?;
-    let ext = reg.quarantine_extend(candidate_id, d, reason, ctx.now()).await?;
+    let now = ctx.now();
+    // An orphan hold a bucket lifecycle rule ends (`hold_ends_at`, recorded at quarantine) is never extended past
+    // that end: the files would be gone before the purge the extension waits for, and no put-back could bring them.
+    let rec = reg.candidate(candidate_id).await?;
+    let ends = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["hold_ends_at"].as_str())
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc));
+    if let Some(ends) = ends {
+        let not_before = reg
+            .quarantine_not_before(candidate_id)
+            .await?
+            .map_or(now, |c| c.max(now))
+            + d;
+        if not_before > ends {
+            let rule = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["hold_lifecycle_rule"]["rule_id"].as_str())
+                .unwrap_or("(no ID)")
+                .to_owned();
+            let why = format!(
+                "{candidate_id} cannot be extended to {}: lifecycle rule {rule} of its bucket ends its hold at {} \
+                 (recorded at quarantine), and the held files would be gone before the purge the extension waits \
+                 for; purge or release it before then, or change the rule and quarantine the files again",
+                not_before.to_rfc3339(),
+                ends.to_rfc3339()
+            );
+            return Outcome::new(
+                Verdict::Findings,
+                &serde_json::json!({"status": "REFUSED", "reasons": [why], "hold_ends_at": ends}),
+                format!("REFUSED: {why}\n"),
+            );
+        }
+    }
+    let ext = reg.quarantine_extend(candidate_id, d, reason, now).await?;
     let human = format!(
         "{candidate_id}: no purge before {} ({})\n",
         ext.not_before.to_rfc3339(),

@@ -3,7 +3,8 @@
 requests lakedrill sends with it (DeleteObjects batches, single deletes) instead of trusting lakedrill's own
 counters, and the REST tests use it to land another writer's commit at the worst moment.
 
-Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--race-post REGEX SCRIPT] [--delay-ms MS]
+Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-lifecycle] [--race-post REGEX SCRIPT]
+                          [--delay-ms MS]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -16,6 +17,9 @@ LOGFILE, flushed before the request is forwarded:
 
 With --no-delete-objects it plays a provider that does not implement DeleteObjects: every `POST ?delete` is
 answered `501 NotImplemented` (logged, never forwarded), as S3-compatible stores without batch deletes answer.
+
+With --no-lifecycle it plays credentials without `s3:GetLifecycleConfiguration`: every `GET ?lifecycle` is answered
+`403 AccessDenied` (logged, never forwarded).
 
 With --race-post, the first POST whose path matches REGEX (say, a REST table commit) waits while
 `python SCRIPT` runs to completion (another writer committing through the catalog directly, after lakedrill read
@@ -40,6 +44,7 @@ import urllib.parse
 UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
 PORTFILE, LOGFILE = sys.argv[2], sys.argv[3]
 NO_DELETE_OBJECTS = "--no-delete-objects" in sys.argv[4:]
+NO_LIFECYCLE = "--no-lifecycle" in sys.argv[4:]
 RACE = None
 if "--race-post" in sys.argv[4:]:
     i = sys.argv.index("--race-post")
@@ -81,6 +86,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
                     b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")
             self.send_response_only(501, "Not Implemented")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if NO_LIFECYCLE and self.command == "GET" and "lifecycle" in urllib.parse.parse_qs(query, keep_blank_values=True):
+            data = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'
+            self.send_response_only(403, "Forbidden")
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

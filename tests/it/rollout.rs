@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::governance::{Gov, refused_with, with_failpoints};
+use crate::governance::{DELETER_KEY, Gov, refused_with, with_failpoints};
 use crate::util::Run;
 
 /// Snapshots of the fixture table as `inspect snapshots` lists them, oldest first.
@@ -652,6 +652,66 @@ fn a_deletion_right_on_a_held_scope_is_a_conflict_until_a_newer_decision_release
             .is_some_and(|d| d.len() == 64),
         "{gt}"
     );
+}
+
+/// A deletion right is the governance layer's to grant, never the deleter's. A decision signed with the purge's own
+/// key applies under a trust folder that holds that key and has no roles file (as `decision apply` allows), and
+/// its right makes a snapshot younger than `minSnapshotAge` a candidate; the purge refuses it, naming the decision
+/// and the key. The same right from the governance key's decision: purged.
+#[test]
+fn a_purge_refuses_deletion_rights_its_own_key_granted() {
+    let g = Gov::new("");
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("minSnapshotAge: 1s", "minSnapshotAge: 30d");
+    g.write_policy(&text);
+    let oldest = snapshots(&g)[0]["snapshot_id"].as_i64().unwrap();
+    let rights = serde_json::json!([{"id": "dsr-1", "scope": format!("snapshot:{oldest}"), "deadline": "2020-01-01T00:00:00Z", "reason": "erasure request"}]);
+    let table_uuid = g.py("print(t.metadata.table_uuid)");
+    let doc = serde_json::json!({
+        "schema": "lakedrillGovernanceDecision.v1", "version": 1, "issuer": "deleter@example.test",
+        "issued_at": "2026-11-29T10:00:00Z", "table_uuid": table_uuid, "legal_holds": [], "deletion_rights": rights,
+    });
+    std::fs::write(g.dir.join("v1.json"), serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    g.run(&[
+        "decision",
+        "sign",
+        "v1.json",
+        "--key",
+        DELETER_KEY,
+        "--out",
+        "v1.dsse.json",
+    ])
+    .expect_code(0);
+    let a = g
+        .on_table(&["--json", "decision", "apply", "v1.dsse.json", "--trust", "keys/trust"])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "APPLIED", "{a}");
+    let c = g.candidate();
+    assert_eq!(c["snapshot_ids"], serde_json::json!([oldest]), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]);
+    refused_with(
+        &r,
+        "governance decision v1 (issuer deleter@example.test), signed by this purge's own key",
+    );
+    assert!(
+        r.stdout.contains("must not grant its own deletion rights"),
+        "{}",
+        r.stdout
+    );
+    assert!(g.table_root().join(c["objects"][0]["path"].as_str().unwrap()).exists());
+
+    // The governance key grants the same right: the purge goes through.
+    g.run(&["keygen", "--name", "governance-TEST-ONLY", "--dir", "gov-keys"])
+        .expect_code(0);
+    let v2 = decision(&g, 2, serde_json::json!([]), rights, "v2");
+    apply(&g, &v2).expect_code(0);
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
 }
 
 #[test]

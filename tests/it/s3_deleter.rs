@@ -787,31 +787,36 @@ fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
-/// A bucket lifecycle rule that removes non-current versions ends a hold behind a delete marker: `quarantine o-…`
-/// reads the bucket's lifecycle configuration (SeaweedFS keeps it as S3 does) and holds orphans behind markers only
-/// when no rule that may apply to them removes their versions before the policy's `minQuarantinePeriod`. A rule of
-/// 1 day under a 7-day minimum: refused naming the rule (nothing hidden) without an `orphanQuarantine`, and held as
-/// write-once copies with one; a rule of 30 days: held behind markers, the rule in the record. A rule on another
-/// prefix does not count.
+/// A bucket lifecycle rule ends what lakedrill holds: `quarantine o-…` reads the bucket's lifecycle configuration
+/// (SeaweedFS keeps it as S3 does) and holds orphans behind delete markers only when no rule that may apply to them
+/// removes their versions before the policy's `minQuarantinePeriod`, and as copies in an S3 `orphanQuarantine` only
+/// when no `Expiration` there removes the copies sooner. Under a 7-day minimum: a 1-day rule refuses (naming the
+/// rule, the bucket and the first file; nothing hidden) without an `orphanQuarantine`; a 30-day rule holds behind
+/// markers with the rule and its end recorded, and `quarantine extend` past that end is refused; a 1-day rule on the
+/// copies refuses the copy hold too (nothing written), a 30-day one allows it. A lifecycle configuration the
+/// credentials may not read (403, by the proxy) is no marker hold either. Without a minimum the 1-day rule allows
+/// the marker hold and is recorded, and a marker-only purge reports that rule as its undelete window. A rule on
+/// another prefix does not count.
 #[test]
-fn a_lifecycle_rule_that_expires_noncurrent_versions_too_soon_never_holds_orphans_behind_markers() {
+fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
     let lc_bucket = format!("lakedrill-lc-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let rules = |days: u32| {
+    let rules = |marker_days: u32, copy_days: u32| {
         format!(
             "s3.put_bucket_lifecycle_configuration(Bucket='{lc_bucket}', LifecycleConfiguration={{'Rules': [\n\
              {{'ID': 'elsewhere', 'Status': 'Enabled', 'Filter': {{'Prefix': 'other/'}}, 'NoncurrentVersionExpiration': {{'NoncurrentDays': 1}}}},\n\
-             {{'ID': 'expire-noncurrent', 'Status': 'Enabled', 'Filter': {{'Prefix': 't/'}}, 'NoncurrentVersionExpiration': {{'NoncurrentDays': {days}}}}}]}})"
+             {{'ID': 'expire-copies', 'Status': 'Enabled', 'Filter': {{'Prefix': 'vault-q/'}}, 'Expiration': {{'Days': {copy_days}}}}},\n\
+             {{'ID': 'expire-noncurrent', 'Status': 'Enabled', 'Filter': {{'Prefix': 't/'}}, 'NoncurrentVersionExpiration': {{'NoncurrentDays': {marker_days}}}}}]}})"
         )
     };
     boto_bare(&format!(
         "s3.create_bucket(Bucket='{lc_bucket}')\ns3.put_bucket_versioning(Bucket='{lc_bucket}', VersioningConfiguration={{'Status': 'Enabled'}})\n{}",
-        rules(1)
+        rules(1, 1)
     ));
     let g = Gov::with_warehouse("minQuarantinePeriod: 7d\n", Some(format!("s3://{lc_bucket}/t")));
     let cfg = g.dir.join("lakedrill.toml");
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(&format!("[storage.s3]\nendpoint = \"{}\"\n", seaweed()));
-    std::fs::write(&cfg, text).unwrap();
+    let base_cfg = std::fs::read_to_string(&cfg).unwrap();
+    let endpoint = |e: &str| std::fs::write(&cfg, format!("{base_cfg}[storage.s3]\nendpoint = \"{e}\"\n")).unwrap();
+    endpoint(&seaweed());
     let policy = std::fs::read_to_string(&g.policy)
         .unwrap()
         .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
@@ -834,58 +839,119 @@ fn a_lifecycle_rule_that_expires_noncurrent_versions_too_soon_never_holds_orphan
         let mut n = out.split_whitespace().map(|x| x.parse::<usize>().unwrap());
         (n.next().unwrap(), n.next().unwrap())
     };
+    let copies = || -> usize {
+        boto_bare(&format!(
+            "print(s3.list_objects_v2(Bucket='{lc_bucket}', Prefix='vault-q/').get('KeyCount', 0))"
+        ))
+        .trim()
+        .parse()
+        .unwrap()
+    };
     let candidate = || {
         let c = crate::orphans::orphan_candidate(&g.plan());
         c["candidate_id"].as_str().unwrap().to_owned()
     };
+    let refused = |id: &str, parts: &[&str]| {
+        let r = g.quarantine(id, "tag");
+        r.expect_code(1);
+        for part in parts {
+            assert!(r.stdout.contains(part), "{part}: {}", r.stdout);
+        }
+        assert!(!r.stdout.contains("elsewhere"), "{}", r.stdout);
+    };
 
-    // 1 day < 7 days, no orphanQuarantine: refused naming the rule, the bucket and the minimum; nothing hidden.
+    // 1 day < 7 days, no orphanQuarantine: refused naming the rule, the bucket, the first file and the minimum.
     stray("a.parquet");
     let id = candidate();
-    let r = g.quarantine(&id, "tag");
-    r.expect_code(1);
-    for part in [
-        "expire-noncurrent",
-        lc_bucket.as_str(),
-        "1 day(s)",
-        "minQuarantinePeriod",
-        "orphanQuarantine",
-    ] {
-        assert!(r.stdout.contains(part), "{part}: {}", r.stdout);
-    }
-    assert!(!r.stdout.contains("elsewhere"), "{}", r.stdout);
+    let first = format!("s3://{lc_bucket}/{prefix}/data/a.parquet");
+    refused(
+        &id,
+        &[
+            "expire-noncurrent",
+            &lc_bucket,
+            "1 of the 1 held file(s)",
+            &first,
+            "minQuarantinePeriod",
+            "orphanQuarantine",
+        ],
+    );
     assert_eq!(versions("a.parquet"), (1, 0));
+    // A configuration the credentials may not read: how long a marker holds is unknown, no marker hold either.
+    let proxy = CountingProxy::start(&seaweed(), &g.dir, &["--no-lifecycle"]);
+    endpoint(&proxy.endpoint);
+    refused(
+        &id,
+        &["could not be read", "s3:GetLifecycleConfiguration", "AccessDenied"],
+    );
+    assert_eq!(versions("a.parquet"), (1, 0));
+    endpoint(&seaweed());
 
-    // 30 days ≥ 7 days: held behind a delete marker; the record names the rule that ends the hold.
-    boto_bare(&rules(30));
+    // 30 days ≥ 7 days: held behind a delete marker; the record names the rule and when it ends the hold, and the
+    // quarantine cannot be extended past that.
+    boto_bare(&rules(30, 1));
     let q = g.quarantine(&candidate(), "tag").expect_code(0).json();
+    let id = q["candidate"]["candidate_id"].as_str().unwrap().to_owned();
     let held = &q["candidate"]["quarantine"];
     assert_eq!(held["hold"], "delete-marker", "{q}");
     assert_eq!(held["hold_lifecycle_rule"]["rule_id"], "expire-noncurrent", "{q}");
     assert_eq!(held["hold_lifecycle_rule"]["noncurrent_days"], 30, "{q}");
-    assert!(held["hold_reason"].as_str().unwrap().contains("30 day(s)"), "{q}");
+    assert!(held["hold_reason"].as_str().unwrap().contains("30d"), "{q}");
+    let since = chrono::DateTime::parse_from_rfc3339(held["quarantined_at"].as_str().unwrap()).unwrap();
+    let ends = chrono::DateTime::parse_from_rfc3339(held["hold_ends_at"].as_str().unwrap()).unwrap();
+    assert_eq!(ends - since, chrono::Duration::days(30), "{q}");
     assert_eq!(versions("a.parquet"), (1, 1));
+    let extend = |by: &str| g.run(&["--json", "quarantine", "extend", &id, "--by", by, "--reason", "audit"]);
+    let r = extend("40d").expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    assert!(
+        r["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("lifecycle rule expire-noncurrent"),
+        "{r}"
+    );
+    assert_eq!(extend("10d").expect_code(0).json()["status"], "EXTENDED");
 
-    // 1 day again, with an orphanQuarantine: held as write-once copies there, the reason names the rule.
-    boto_bare(&rules(1));
-    let vault = g.dir.join("orphan-vault");
-    g.write_policy(&format!("{policy}orphanQuarantine: {}\n", vault.display()));
+    // 1 day again, with an orphanQuarantine on this bucket whose copies a 1-day rule expires: no hold at all, and
+    // no copy written. With 30 days on the copies: held as write-once copies, that rule recorded.
+    boto_bare(&rules(1, 1));
+    g.write_policy(&format!("{policy}orphanQuarantine: s3://{lc_bucket}/vault-q\n"));
     stray("b.parquet");
-    let q = g.quarantine(&candidate(), "tag").expect_code(0).json();
+    let id = candidate();
+    refused(
+        &id,
+        &[
+            "the copies cannot be held either",
+            "expire-copies",
+            "expires objects",
+            "minQuarantinePeriod",
+        ],
+    );
+    assert_eq!((versions("b.parquet"), copies()), ((1, 0), 0));
+    boto_bare(&rules(1, 30));
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
     let held = &q["candidate"]["quarantine"];
     assert_eq!(held["hold"], "quarantine-copy", "{q}");
-    assert!(held["hold_lifecycle_rule"].is_null(), "{q}");
+    assert_eq!(held["hold_lifecycle_rule"]["rule_id"], "expire-copies", "{q}");
     let reason = held["hold_reason"].as_str().unwrap();
     assert!(
         reason.contains("expire-noncurrent") && reason.contains("write-once copies"),
         "{q}"
     );
-    assert_eq!(crate::orphans::files_under(&vault).len(), 1, "{q}");
+    assert_eq!(copies(), 1, "{q}");
+
+    // Without minQuarantinePeriod, the 1-day rule allows the marker hold, recorded.
+    let no_min = policy.replace("minQuarantinePeriod: 7d\n", "");
+    g.write_policy(&no_min);
+    stray("c.parquet");
+    let q = g.quarantine(&candidate(), "tag").expect_code(0).json();
+    let held = &q["candidate"]["quarantine"];
+    assert_eq!(held["hold"], "delete-marker", "{q}");
+    assert_eq!(held["hold_lifecycle_rule"]["noncurrent_days"], 1, "{q}");
 
     // A marker-only purge of a snapshot candidate on this bucket says how long `undelete` can bring its objects
-    // back: the 1-day rule's window.
-    g.write_policy(&policy.replace("minQuarantinePeriod: 7d\n", ""));
-    // Bundles beside the orphan bundles above: the weekly gate wants every quarantined bundle drilled.
+    // back: the 1-day rule's window. Bundles beside the orphan bundles above: the weekly gate wants every
+    // quarantined bundle drilled.
     let (_, _, r) = g.chain(g.dir.to_str().unwrap());
     assert_eq!(r["status"], "VERIFIED", "{r}");
     assert_eq!(r["undelete_window"]["rule"]["rule_id"], "expire-noncurrent", "{r}");

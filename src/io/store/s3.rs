@@ -93,7 +93,9 @@ struct ObjectLockConfiguration {
     object_lock_enabled: Option<String>,
 }
 
-/// `GetBucketLifecycleConfiguration`'s answer, as far as it removes non-current versions.
+/// `GetBucketLifecycleConfiguration`'s answer. Every element S3 defines for a rule is named here and any other is
+/// an error (`deny_unknown_fields`): a rule lakedrill does not understand must make the configuration unknown, never
+/// read as no rule.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct LifecycleConfiguration {
@@ -102,7 +104,7 @@ struct LifecycleConfiguration {
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
 struct XmlRule {
     #[serde(rename = "ID")]
     id: Option<String>,
@@ -110,11 +112,19 @@ struct XmlRule {
     /// The rule's prefix as the first lifecycle API wrote it (outside any `Filter`).
     prefix: Option<String>,
     filter: Option<XmlFilter>,
+    expiration: Option<XmlExpiration>,
     noncurrent_version_expiration: Option<XmlNoncurrentExpiration>,
+    #[serde(rename = "Transition", default)]
+    transitions: Vec<XmlTransition>,
+    #[serde(rename = "NoncurrentVersionTransition", default)]
+    noncurrent_transitions: Vec<XmlTransition>,
+    // Known, so that `deny_unknown_fields` accepts it; it does not shorten or lengthen a hold.
+    #[allow(dead_code)]
+    abort_incomplete_multipart_upload: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
 struct XmlFilter {
     prefix: Option<String>,
     #[serde(rename = "Tag", default)]
@@ -125,76 +135,229 @@ struct XmlFilter {
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct XmlNoncurrentExpiration {
-    noncurrent_days: Option<u32>,
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct XmlExpiration {
+    days: Option<u32>,
+    date: Option<String>,
+    // Known, so that `deny_unknown_fields` accepts it; it does not shorten or lengthen a hold.
+    #[allow(dead_code)]
+    expired_object_delete_marker: Option<serde::de::IgnoredAny>,
 }
 
-/// One enabled lifecycle rule of a bucket that removes non-current versions (`NoncurrentVersionExpiration`): what
-/// ends a hold behind a delete marker. Its filter is kept as far as lakedrill can evaluate it without reading the
-/// objects: the prefix and the size bounds narrow it, tags do not (a rule filtered by tags is taken to apply to
-/// every object under its prefix, since an object's tags can change).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct XmlNoncurrentExpiration {
+    noncurrent_days: Option<u32>,
+    // Known, so that `deny_unknown_fields` accepts it; it does not shorten or lengthen a hold.
+    #[allow(dead_code)]
+    newer_noncurrent_versions: Option<serde::de::IgnoredAny>,
+}
+
+/// A `Transition` or `NoncurrentVersionTransition`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "PascalCase", deny_unknown_fields)]
+struct XmlTransition {
+    days: Option<u32>,
+    noncurrent_days: Option<u32>,
+    date: Option<String>,
+    storage_class: Option<String>,
+    // Known, so that `deny_unknown_fields` accepts it; it does not shorten or lengthen a hold.
+    #[allow(dead_code)]
+    newer_noncurrent_versions: Option<serde::de::IgnoredAny>,
+}
+
+/// How lakedrill holds an object a lifecycle rule may end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A version behind a delete marker (non-current from the marker on).
+    BehindMarker,
+    /// A current object (a write-once copy).
+    Current,
+}
+
+/// A move to another storage class by a lifecycle rule.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct NoncurrentExpiry {
+pub struct LifecycleTransition {
+    /// Days after the object was written (current) or became non-current.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub days: Option<u32>,
+    /// The date of a date-based transition, as the bucket wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+    /// The storage class the objects move to.
+    pub storage_class: String,
+}
+
+/// One enabled rule of a bucket's lifecycle configuration, as far as it ends or archives what lakedrill holds.
+/// Its filter is kept as far as lakedrill can evaluate it without reading the objects: the prefix and the size
+/// bounds narrow it, tags do not (a rule filtered by tags is taken to apply to every object under its prefix, since
+/// an object's tags can change).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LifecycleRule {
     /// The rule's `ID` (empty when the bucket gave it none).
     pub rule_id: String,
     /// The key prefix the rule applies to (empty: the whole bucket).
     pub prefix: String,
     /// `ObjectSizeGreaterThan`: the rule applies only to larger objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub size_greater_than: Option<u64>,
     /// `ObjectSizeLessThan`: the rule applies only to smaller objects.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub size_less_than: Option<u64>,
     /// The rule also filters by tags (not evaluated: it is taken to apply).
     pub tag_filtered: bool,
-    /// `NoncurrentDays`: a version is removed this many days after it became non-current (0 when the rule names
-    /// no number of days).
-    pub noncurrent_days: u32,
+    /// `NoncurrentVersionExpiration`: a version is removed this many days after it became non-current (0 when the
+    /// rule names no number of days).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noncurrent_days: Option<u32>,
+    /// `Expiration` `Days`: a current object expires this many days after it was written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_days: Option<u32>,
+    /// `Expiration` `Date`: current objects expire from this date on (as the bucket wrote it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_date: Option<String>,
+    /// `NoncurrentVersionTransition`s: non-current versions move to another storage class.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub noncurrent_transitions: Vec<LifecycleTransition>,
+    /// `Transition`s: current objects move to another storage class.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<LifecycleTransition>,
 }
 
-impl NoncurrentExpiry {
-    /// Whether the rule may remove the non-current version of the object at `key` (in the bucket) of `size` bytes.
+impl LifecycleRule {
+    /// Whether the rule may act on the object at `key` (in the bucket) of `size` bytes.
     #[must_use]
     pub fn may_apply(&self, key: &str, size: u64) -> bool {
         key.starts_with(&self.prefix)
             && self.size_greater_than.is_none_or(|n| size > n)
             && self.size_less_than.is_none_or(|n| size < n)
     }
+
+    /// The earliest moment the rule removes an object held as `held` since `since` (the marker written, or the copy
+    /// written); `None` when it never does. S3 counts whole days and rounds up to the next midnight UTC, so this is
+    /// a lower bound. A date that does not parse counts as `since`.
+    #[must_use]
+    pub fn removes_at(&self, held: Held, since: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let days = |d: u32| since + chrono::Duration::days(i64::from(d));
+        match held {
+            Held::BehindMarker => self.noncurrent_days.map(days),
+            Held::Current => {
+                let by_date = self
+                    .expiration_date
+                    .as_deref()
+                    .map(|d| DateTime::parse_from_rfc3339(d).map_or(since, |t| t.with_timezone(&Utc).max(since)));
+                [self.expiration_days.map(days), by_date].into_iter().flatten().min()
+            }
+        }
+    }
+
+    /// The earliest move of an object held as `held` since `since` to another storage class, with the class.
+    #[must_use]
+    pub fn archives_at(&self, held: Held, since: DateTime<Utc>) -> Option<(DateTime<Utc>, &str)> {
+        let list = match held {
+            Held::BehindMarker => &self.noncurrent_transitions,
+            Held::Current => &self.transitions,
+        };
+        list.iter()
+            .map(|t| {
+                let at = match (t.days, t.date.as_deref()) {
+                    (Some(d), _) => since + chrono::Duration::days(i64::from(d)),
+                    (None, Some(d)) => {
+                        DateTime::parse_from_rfc3339(d).map_or(since, |x| x.with_timezone(&Utc).max(since))
+                    }
+                    (None, None) => since,
+                };
+                (at, t.storage_class.as_str())
+            })
+            .min_by_key(|(at, _)| *at)
+    }
+
+    /// The rule's name for messages: its ID, or `(no ID)`.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        if self.rule_id.is_empty() {
+            "(no ID)"
+        } else {
+            &self.rule_id
+        }
+    }
 }
 
-/// Of `rules`, the one that removes non-current versions soonest among those that may apply to one of `objects`
-/// (each its `s3://bucket/key` URI and size).
+/// What a lifecycle rule does to held objects, found by [`soonest`].
+#[derive(Debug, Clone)]
+pub struct LifecycleEnd<'a> {
+    /// The rule.
+    pub rule: &'a LifecycleRule,
+    /// When it acts at the earliest.
+    pub at: DateTime<Utc>,
+    /// How many of the objects it may act on.
+    pub objects: usize,
+    /// The first of them (its URI).
+    pub first: String,
+    /// The storage class it moves them to (`None`: it removes them).
+    pub storage_class: Option<&'a str>,
+}
+
+/// Of `rules`, the one that acts soonest on one of `objects` (each its `s3://bucket/key` URI and size) held as
+/// `held` since `since`: by removing them (`archive` false) or by moving them to another storage class (`archive`
+/// true).
 #[must_use]
-pub fn soonest_expiry<'a>(
-    rules: Vec<NoncurrentExpiry>,
-    objects: impl IntoIterator<Item = (&'a str, u64)> + Clone,
-) -> Option<NoncurrentExpiry> {
-    let key = |uri: &'a str| {
+pub fn soonest<'a, 'o>(
+    rules: &'a [LifecycleRule],
+    held: Held,
+    since: DateTime<Utc>,
+    archive: bool,
+    objects: impl IntoIterator<Item = (&'o str, u64)> + Clone,
+) -> Option<LifecycleEnd<'a>> {
+    let key = |uri: &'o str| {
         uri.strip_prefix("s3://")
             .and_then(|r| r.split_once('/'))
             .map_or(uri, |(_, k)| k)
     };
     rules
-        .into_iter()
-        .filter(|r| {
-            objects
+        .iter()
+        .filter_map(|r| {
+            let (at, storage_class) = if archive {
+                let (at, c) = r.archives_at(held, since)?;
+                (at, Some(c))
+            } else {
+                (r.removes_at(held, since)?, None)
+            };
+            let mut hits = objects
                 .clone()
                 .into_iter()
-                .any(|(uri, size)| r.may_apply(key(uri), size))
+                .filter(|(uri, size)| r.may_apply(key(uri), *size));
+            let first = hits.next()?.0.to_owned();
+            Some(LifecycleEnd {
+                rule: r,
+                at,
+                objects: 1 + hits.count(),
+                first,
+                storage_class,
+            })
         })
-        .min_by_key(|r| r.noncurrent_days)
+        .min_by_key(|e| e.at)
 }
 
-/// The rules of a lifecycle configuration that remove non-current versions, enabled ones only.
-fn noncurrent_expiries(c: LifecycleConfiguration) -> Vec<NoncurrentExpiry> {
+/// The enabled rules of a lifecycle configuration (every status but `Disabled` counts as enabled), each reduced to
+/// what ends or archives held objects; rules that do neither are left out.
+fn lifecycle_rules(c: LifecycleConfiguration) -> Vec<LifecycleRule> {
+    let transitions = |list: Vec<XmlTransition>| -> Vec<LifecycleTransition> {
+        list.into_iter()
+            .map(|t| LifecycleTransition {
+                days: t.days.or(t.noncurrent_days),
+                date: t.date,
+                storage_class: t.storage_class.unwrap_or_default(),
+            })
+            .collect()
+    };
     c.rules
         .into_iter()
-        .filter(|r| r.status.as_deref() == Some("Enabled"))
+        .filter(|r| r.status.as_deref() != Some("Disabled"))
         .filter_map(|r| {
-            let days = r.noncurrent_version_expiration?.noncurrent_days.unwrap_or(0);
             let f = r.filter.unwrap_or_default();
             let inner = f.and.as_deref();
-            let pick = |a: Option<u64>, b: Option<u64>| a.or(b);
-            Some(NoncurrentExpiry {
+            let rule = LifecycleRule {
                 rule_id: r.id.unwrap_or_default(),
                 prefix: f
                     .prefix
@@ -202,16 +365,52 @@ fn noncurrent_expiries(c: LifecycleConfiguration) -> Vec<NoncurrentExpiry> {
                     .or_else(|| inner.and_then(|a| a.prefix.clone()))
                     .or(r.prefix)
                     .unwrap_or_default(),
-                size_greater_than: pick(
-                    f.object_size_greater_than,
-                    inner.and_then(|a| a.object_size_greater_than),
-                ),
-                size_less_than: pick(f.object_size_less_than, inner.and_then(|a| a.object_size_less_than)),
+                size_greater_than: f
+                    .object_size_greater_than
+                    .or(inner.and_then(|a| a.object_size_greater_than)),
+                size_less_than: f.object_size_less_than.or(inner.and_then(|a| a.object_size_less_than)),
                 tag_filtered: !f.tags.is_empty() || inner.is_some_and(|a| !a.tags.is_empty()),
-                noncurrent_days: days,
-            })
+                noncurrent_days: r.noncurrent_version_expiration.map(|n| n.noncurrent_days.unwrap_or(0)),
+                expiration_days: r.expiration.as_ref().and_then(|e| e.days),
+                expiration_date: r.expiration.and_then(|e| e.date),
+                noncurrent_transitions: transitions(r.noncurrent_transitions),
+                transitions: transitions(r.transitions),
+            };
+            let acts = rule.noncurrent_days.is_some()
+                || rule.expiration_days.is_some()
+                || rule.expiration_date.is_some()
+                || !rule.noncurrent_transitions.is_empty()
+                || !rule.transitions.is_empty();
+            acts.then_some(rule)
         })
         .collect()
+}
+
+/// Reads a lifecycle configuration: the document's root must be `LifecycleConfiguration` (serde does not check a
+/// root's name, and another document read as one would have no rules) and every element known.
+fn parse_lifecycle(body: &[u8]) -> std::result::Result<Vec<LifecycleRule>, String> {
+    let mut reader = quick_xml::Reader::from_reader(body);
+    let mut buf = Vec::new();
+    loop {
+        match reader.read_event_into(&mut buf) {
+            Ok(quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e)) => {
+                let name = e.local_name();
+                if name.as_ref() != b"LifecycleConfiguration" {
+                    return Err(format!(
+                        "the answer is a <{}> document, not a LifecycleConfiguration",
+                        String::from_utf8_lossy(name.as_ref())
+                    ));
+                }
+                break;
+            }
+            Ok(quick_xml::events::Event::Eof) => return Err("the answer is empty".into()),
+            Ok(_) => buf.clear(),
+            Err(e) => return Err(format!("unreadable answer: {e}")),
+        }
+    }
+    let c: LifecycleConfiguration =
+        quick_xml::de::from_reader(body).map_err(|e| format!("unreadable or unknown rule element: {e}"))?;
+    Ok(lifecycle_rules(c))
 }
 
 /// How a delete was sent (receipts name it).
@@ -914,13 +1113,14 @@ impl Storage {
         Ok(c.status.as_deref() == Some("Enabled"))
     }
 
-    /// The enabled lifecycle rules of the bucket of `uri` that remove non-current versions
+    /// The enabled lifecycle rules of the bucket of `uri` that end or archive objects
     /// (`GetBucketLifecycleConfiguration`); empty when the bucket has no lifecycle configuration.
     ///
     /// # Errors
-    /// [`Error::Storage`] when the provider answers neither a configuration nor "none configured" (not
-    /// implemented, access denied, garbage): whether such rules exist is then unknown.
-    pub async fn s3_noncurrent_expiries(&self, uri: &str) -> Result<Vec<NoncurrentExpiry>> {
+    /// [`Error::Storage`] when the provider answers neither a configuration lakedrill understands whole nor "none
+    /// configured" (not implemented, access denied — it needs `s3:GetLifecycleConfiguration` —, another document,
+    /// an element it does not know): whether such rules exist is then unknown.
+    pub async fn s3_lifecycle_rules(&self, uri: &str) -> Result<Vec<LifecycleRule>> {
         let a = self
             .s3_send(
                 uri,
@@ -932,14 +1132,7 @@ impl Storage {
             )
             .await?;
         if a.status == 200 {
-            let c: LifecycleConfiguration = quick_xml::de::from_reader(a.body.as_ref()).map_err(|e| {
-                s3_error(
-                    "get bucket lifecycle configuration",
-                    uri,
-                    format!("unreadable answer: {e}"),
-                )
-            })?;
-            return Ok(noncurrent_expiries(c));
+            return parse_lifecycle(&a.body).map_err(|why| s3_error("get bucket lifecycle configuration", uri, why));
         }
         if a.status == 404 && a.error().code.as_deref() == Some("NoSuchLifecycleConfiguration") {
             return Ok(Vec::new());
@@ -1122,36 +1315,104 @@ mod tests {
     }
 
     #[test]
-    fn lifecycle_rules_that_remove_noncurrent_versions_are_read_with_their_filters() {
+    fn lifecycle_rules_are_read_with_their_filters_and_what_they_do() {
         let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
 <LifecycleConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
-<Rule><ID>nc</ID><Filter><Prefix>wh/</Prefix></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+<Rule>
+  <ID>nc</ID>
+  <Filter>
+    <Prefix>wh/</Prefix>
+  </Filter>
+  <Status>Enabled</Status>
+  <NoncurrentVersionExpiration>
+    <NoncurrentDays>1</NoncurrentDays>
+  </NoncurrentVersionExpiration>
+</Rule>
 <Rule><ID>tagged</ID><Filter><And><Prefix>x/</Prefix><Tag><Key>a</Key><Value>b</Value></Tag><ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></And></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays><NewerNoncurrentVersions>2</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>
 <Rule><ID>off</ID><Filter><Prefix></Prefix></Filter><Status>Disabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>
-<Rule><ID>current-only</ID><Filter/><Status>Enabled</Status><Expiration><Days>5</Days></Expiration></Rule>
+<Rule><ID>current</ID><Filter></Filter><Status>Enabled</Status><Expiration><Days>5</Days></Expiration><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>
 <Rule><ID>legacy</ID><Prefix>old/</Prefix><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>9</NoncurrentDays></NoncurrentVersionExpiration></Rule>
 <Rule><ID>small</ID><Filter><ObjectSizeLessThan>10</ObjectSizeLessThan></Filter><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays></NoncurrentVersionExpiration></Rule>
+<Rule><ID>cold</ID><Filter><Prefix>wh/</Prefix></Filter><Status>Enabled</Status><NoncurrentVersionTransition><NoncurrentDays>0</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition><Transition><Date>2020-01-01T00:00:00.000Z</Date><StorageClass>DEEP_ARCHIVE</StorageClass></Transition></Rule>
+<Rule><ID>markers-only</ID><Filter/><Status>Enabled</Status><Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>
+<Rule><ID>odd-status</ID><Prefix>wh/</Prefix><Status>enabled</Status><Expiration><Date>2030-01-01T00:00:00Z</Date></Expiration></Rule>
 </LifecycleConfiguration>"#;
-        let c: LifecycleConfiguration = quick_xml::de::from_reader(xml.as_bytes()).unwrap();
-        let r = noncurrent_expiries(c);
+        let r = parse_lifecycle(xml.as_bytes()).unwrap();
         let ids: Vec<&str> = r.iter().map(|x| x.rule_id.as_str()).collect();
-        // Disabled rules and rules that only expire current versions do not end a hold behind a marker.
-        assert_eq!(ids, ["nc", "tagged", "legacy", "small"]);
-        assert_eq!((r[0].prefix.as_str(), r[0].noncurrent_days), ("wh/", 1));
+        // Disabled rules and rules that act on neither versions nor objects (only expired delete markers) are left
+        // out; any status but `Disabled` counts as enabled.
+        assert_eq!(
+            ids,
+            ["nc", "tagged", "current", "legacy", "small", "cold", "odd-status"]
+        );
+        assert_eq!((r[0].prefix.as_str(), r[0].noncurrent_days), ("wh/", Some(1)));
         assert!(r[0].may_apply("wh/t/data/a.parquet", 5) && !r[0].may_apply("other/a", 5));
         // Tags are not evaluated (the rule is taken to apply); prefix and size narrow it.
         assert!(r[1].tag_filtered && r[1].prefix == "x/" && r[1].size_greater_than == Some(100));
         assert!(r[1].may_apply("x/a", 101) && !r[1].may_apply("x/a", 100) && !r[1].may_apply("y/a", 101));
-        assert_eq!((r[2].prefix.as_str(), r[2].noncurrent_days), ("old/", 9));
-        assert!(r[3].prefix.is_empty() && r[3].may_apply("any/key", 9) && !r[3].may_apply("any/key", 10));
-        let objects = [("s3://b/x/a", 200_u64), ("s3://b/old/z", 1)];
-        let soonest = soonest_expiry(r.clone(), objects.iter().map(|(u, n)| (*u, *n)));
-        assert_eq!(soonest.map(|x| x.rule_id), Some("small".to_owned()));
-        let soonest = soonest_expiry(r.clone(), [("s3://b/x/a", 200_u64)]);
-        assert_eq!(soonest.map(|x| x.rule_id), Some("tagged".to_owned()));
-        assert_eq!(soonest_expiry(r, [("s3://b/elsewhere/a", 200_u64)]), None);
-        let none: LifecycleConfiguration = quick_xml::de::from_reader(b"<LifecycleConfiguration/>".as_ref()).unwrap();
-        assert!(noncurrent_expiries(none).is_empty());
+        // An empty filter is the whole bucket.
+        assert!(r[2].prefix.is_empty() && r[2].expiration_days == Some(5) && r[2].noncurrent_days.is_none());
+        assert_eq!((r[3].prefix.as_str(), r[3].noncurrent_days), ("old/", Some(9)));
+        assert!(r[4].may_apply("any/key", 9) && !r[4].may_apply("any/key", 10));
+
+        // What ends a hold: behind a marker, the non-current expiry; a current copy, the expiration.
+        let t0 = DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let day = chrono::Duration::days(1);
+        assert_eq!(r[0].removes_at(Held::BehindMarker, t0), Some(t0 + day));
+        assert_eq!(r[0].removes_at(Held::Current, t0), None);
+        assert_eq!(r[2].removes_at(Held::Current, t0), Some(t0 + day * 5));
+        assert_eq!(r[2].removes_at(Held::BehindMarker, t0), None);
+        let date = DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(r[6].removes_at(Held::Current, t0), Some(date));
+        let objects = [("s3://b/x/a", 200_u64), ("s3://b/old/z", 1), ("s3://b/wh/t/f", 50)];
+        let marker = soonest(&r, Held::BehindMarker, t0, false, objects.iter().map(|(u, n)| (*u, *n))).unwrap();
+        assert_eq!(
+            (marker.rule.rule_id.as_str(), marker.at, marker.objects),
+            ("nc", t0 + day, 1)
+        );
+        assert_eq!(marker.first, "s3://b/wh/t/f");
+        let copy = soonest(&r, Held::Current, t0, false, [("s3://b/q/c", 50_u64)]).unwrap();
+        assert_eq!((copy.rule.rule_id.as_str(), copy.at), ("current", t0 + day * 5));
+        assert!(soonest(&r, Held::BehindMarker, t0, false, [("s3://b/elsewhere/a", 200_u64)]).is_none());
+        // Moves to another storage class: a past date counts from the hold.
+        let cold = soonest(&r, Held::BehindMarker, t0, true, [("s3://b/wh/t/f", 50_u64)]).unwrap();
+        assert_eq!(
+            (cold.rule.rule_id.as_str(), cold.at, cold.storage_class),
+            ("cold", t0, Some("GLACIER"))
+        );
+        let cold = soonest(&r, Held::Current, t0, true, [("s3://b/wh/t/f", 50_u64)]).unwrap();
+        assert_eq!((cold.at, cold.storage_class), (t0, Some("DEEP_ARCHIVE")));
+
+        assert!(parse_lifecycle(b"<LifecycleConfiguration/>").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_lifecycle_answer_that_is_not_a_configuration_understood_whole_is_unknown() {
+        // Another document answered with 200 (a provider or proxy that ignores `?lifecycle`), an error document, an
+        // element lakedrill does not know (GCS's XML rules): never read as "no rules".
+        for (body, needle) in [
+            (
+                &br#"<?xml version="1.0"?><ListBucketResult><Name>b</Name></ListBucketResult>"#[..],
+                "ListBucketResult",
+            ),
+            (b"<Error><Code>AccessDenied</Code></Error>", "<Error>"),
+            (
+                b"<LifecycleConfiguration><Rule><Action><Delete/></Action><Condition><DaysSinceNoncurrentTime>1</DaysSinceNoncurrentTime></Condition></Rule></LifecycleConfiguration>",
+                "unknown",
+            ),
+            (
+                b"<LifecycleConfiguration><Rule><Status>Enabled</Status><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><Tomorrow/></NoncurrentVersionExpiration></Rule></LifecycleConfiguration>",
+                "unknown",
+            ),
+            (b"", "empty"),
+        ] {
+            let e = parse_lifecycle(body).unwrap_err();
+            assert!(e.contains(needle), "{}: {e}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]
