@@ -114,6 +114,61 @@ pub async fn overlong_writers(
         .collect())
 }
 
+/// Quarantined orphan candidates whose hold a bucket lifecycle rule ends (`hold_ends_at`, recorded at quarantine)
+/// soon — within 7 days — or before the policy lets a purge take them (a `minQuarantinePeriod` bound since), as
+/// warnings: the held files go when the rule acts, and no put-back can bring them then.
+///
+/// # Errors
+/// Registry errors.
+pub async fn ending_orphan_holds(
+    reg: &Registry,
+    table: &Table,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let uuid = table.metadata().uuid().to_string();
+    let soon = chrono::Duration::days(7);
+    Ok(reg
+        .candidate_heads(&uuid)
+        .await?
+        .into_iter()
+        .filter(|h| {
+            matches!(
+                h.state,
+                crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
+            )
+        })
+        .filter_map(|h| {
+            let (ends, rule) = h.hold_ends?;
+            let purge_from = h.quarantined_at.zip(policy.min_quarantine_period()).map(|(q, m)| q + m);
+            let action = "purge or release it (`lakedrill quarantine release`) before then";
+            if let Some(from) = purge_from.filter(|from| *from > ends) {
+                Some(format!(
+                    "orphan candidate {}: lifecycle rule {rule} ends its hold at {}, before the policy's \
+                     minQuarantinePeriod lets a purge take it ({}): the held files will be gone first; release it, or \
+                     change the rule and quarantine the files again",
+                    h.candidate_id,
+                    ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ))
+            } else if ends - now <= soon {
+                Some(format!(
+                    "orphan candidate {}: lifecycle rule {rule} ends its hold at {} ({}): {action}",
+                    h.candidate_id,
+                    ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    if ends <= now {
+                        "already passed: the held files may be gone".to_owned()
+                    } else {
+                        format!("in {}", crate::clock::format_duration(ends - now))
+                    }
+                ))
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
 /// Loads a table and checks it against the policy's binding.
 ///
 /// # Errors
@@ -927,6 +982,8 @@ pub async fn plan_output(
     let mut p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     p.warnings.extend(overlong_writers(&reg, &table, &policy, now).await?);
+    p.warnings
+        .extend(ending_orphan_holds(&reg, &table, &policy, now).await?);
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
     let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
     let b = BaselineDoc::from(&input.baseline);

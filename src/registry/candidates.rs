@@ -210,6 +210,10 @@ pub struct CandidateHead {
     pub mode: Option<String>,
     /// Whether a quarantine or purge run holds its claim now (or died holding it).
     pub claimed: bool,
+    /// When its quarantine began (`quarantined_at` of the quarantine record).
+    pub quarantined_at: Option<DateTime<Utc>>,
+    /// An orphan hold a bucket lifecycle rule ends: when at the earliest (`hold_ends_at`) and the rule's ID.
+    pub hold_ends: Option<(DateTime<Utc>, String)>,
 }
 
 impl CandidateRecord {
@@ -676,19 +680,28 @@ impl Registry {
             &[&table_uuid],
             |r| {
                 let quarantine: Option<String> = r.try_get("quarantine_json")?;
-                let mode = match quarantine {
-                    Some(q) => serde_json::from_str::<serde_json::Value>(&q)
-                        .map_err(|e| decode("quarantine_json", e))?["mode"]
-                        .as_str()
-                        .map(ToOwned::to_owned),
-                    None => None,
+                let q = match quarantine {
+                    Some(q) => {
+                        serde_json::from_str::<serde_json::Value>(&q).map_err(|e| decode("quarantine_json", e))?
+                    }
+                    None => serde_json::Value::Null,
+                };
+                let time = |k: &str| {
+                    q[k].as_str()
+                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                        .map(|t| t.with_timezone(&Utc))
                 };
                 let run: Option<String> = r.try_get("run_id")?;
                 Ok(CandidateHead {
                     candidate_id: r.try_get("candidate_id")?,
                     state: state(r, "state")?,
-                    mode,
+                    mode: q["mode"].as_str().map(ToOwned::to_owned),
                     claimed: run.is_some(),
+                    quarantined_at: time("quarantined_at"),
+                    hold_ends: time("hold_ends_at").map(|t| {
+                        let rule = q["hold_lifecycle_rule"]["rule_id"].as_str().unwrap_or("(no ID)");
+                        (t, rule.to_owned())
+                    }),
                 })
             },
         )

@@ -948,6 +948,23 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
     let held = &q["candidate"]["quarantine"];
     assert_eq!(held["hold"], "delete-marker", "{q}");
     assert_eq!(held["hold_lifecycle_rule"]["noncurrent_days"], 1, "{q}");
+    // `plan` warns of a hold ending within 7 days, and of one ending before a minQuarantinePeriod bound since lets
+    // a purge take it; the holds that end in 30 days are not named.
+    let c_id = q["candidate"]["candidate_id"].as_str().unwrap().to_owned();
+    let warned = |needle: &str| {
+        let w: Vec<String> = g.plan()["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w.as_str().unwrap().contains("ends its hold"))
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect();
+        assert!(w.len() == 1 && w[0].contains(&c_id) && w[0].contains(needle), "{w:?}");
+    };
+    warned("expire-noncurrent ends its hold");
+    g.write_policy(&policy);
+    warned("before the policy's minQuarantinePeriod lets a purge take it");
+    g.write_policy(&no_min);
 
     // A marker-only purge of a snapshot candidate on this bucket says how long `undelete` can bring its objects
     // back: the 1-day rule's window. Bundles beside the orphan bundles above: the weekly gate wants every
