@@ -674,6 +674,20 @@ impl Storage {
         Ok(Answer { status, headers, body })
     }
 
+    /// One setting of the bucket of `uri` (`GET /?versioning`, `?lifecycle`, `?object-lock`), answered as the provider
+    /// said it.
+    async fn s3_bucket_setting(&self, uri: &str, setting: &str) -> Result<Answer> {
+        self.s3_send(
+            uri,
+            http::Method::GET,
+            &Path::from(""),
+            vec![(setting.to_owned(), String::new())],
+            vec![],
+            None,
+        )
+        .await
+    }
+
     /// Every version and delete marker of one S3 object, newest first as S3 lists them.
     ///
     /// # Errors
@@ -1095,16 +1109,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Storage`] when the provider does not answer the request.
     pub async fn s3_versioning_enabled(&self, uri: &str) -> Result<bool> {
-        let a = self
-            .s3_send(
-                uri,
-                http::Method::GET,
-                &Path::from(""),
-                vec![("versioning".to_owned(), String::new())],
-                vec![],
-                None,
-            )
-            .await?;
+        let a = self.s3_bucket_setting(uri, "versioning").await?;
         if a.status != 200 {
             return Err(s3_error("get bucket versioning", uri, a.describe()));
         }
@@ -1121,16 +1126,7 @@ impl Storage {
     /// configured" (not implemented, access denied — it needs `s3:GetLifecycleConfiguration` —, another document,
     /// an element it does not know): whether such rules exist is then unknown.
     pub async fn s3_lifecycle_rules(&self, uri: &str) -> Result<Vec<LifecycleRule>> {
-        let a = self
-            .s3_send(
-                uri,
-                http::Method::GET,
-                &Path::from(""),
-                vec![("lifecycle".to_owned(), String::new())],
-                vec![],
-                None,
-            )
-            .await?;
+        let a = self.s3_bucket_setting(uri, "lifecycle").await?;
         if a.status == 200 {
             return parse_lifecycle(&a.body).map_err(|why| s3_error("get bucket lifecycle configuration", uri, why));
         }
@@ -1145,16 +1141,7 @@ impl Storage {
     /// # Errors
     /// [`Error::Storage`] when the provider answers neither a configuration nor "none configured".
     pub async fn s3_bucket_lock_enabled(&self, uri: &str) -> Result<bool> {
-        let a = self
-            .s3_send(
-                uri,
-                http::Method::GET,
-                &Path::from(""),
-                vec![("object-lock".to_owned(), String::new())],
-                vec![],
-                None,
-            )
-            .await?;
+        let a = self.s3_bucket_setting(uri, "object-lock").await?;
         if a.status == 200 {
             let c: ObjectLockConfiguration = quick_xml::de::from_reader(a.body.as_ref()).unwrap_or_default();
             return Ok(c.object_lock_enabled.as_deref() == Some("Enabled"));
