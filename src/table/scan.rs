@@ -921,19 +921,6 @@ pub async fn history(
         .collect())
 }
 
-/// An error and its sources in one line (`uri: reason: cause`), for a snapshot whose layers could not be read:
-/// the plan names the object so that the operator can act on it.
-fn describe(e: &Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// [`history`] with, for each snapshot whose layers could not be read, the error of the first layer that
 /// failed (naming the manifest list or manifest), instead of `None`.
 ///
@@ -984,7 +971,7 @@ pub async fn history_explained(
             Ok(m) => manifests[i] = Ok(m),
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
             // Unreadable: every snapshot that lists it is unknown, and says why.
-            Err(e) => manifests[i] = Err(describe(&e)),
+            Err(e) => manifests[i] = Err(e.with_causes()),
         }
     }
     let mut out = Vec::with_capacity(ids.len());
@@ -1001,7 +988,7 @@ pub async fn history_explained(
                     manifests: m,
                 }),
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
-            Err(e) => Err(describe(&e)),
+            Err(e) => Err(e.with_causes()),
         };
         out.push((id, objects));
     }

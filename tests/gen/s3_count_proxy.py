@@ -63,6 +63,16 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def refuse(self, status, reason, code, message):
+        """Answers as S3 refuses a request (an XML error document), without forwarding it."""
+        data = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                f"<Message>{message}</Message></Error>").encode()
+        self.send_response_only(status, reason)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
@@ -82,22 +92,13 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 status = subprocess.run([sys.executable, RACE[1]]).returncode
                 with LOCK, open(LOGFILE, "a") as log:
                     log.write(f"{time.time():.6f} RACE {status}\n")
-        if NO_DELETE_OBJECTS and self.command == "POST" and "delete" in urllib.parse.parse_qs(query, keep_blank_values=True):
-            data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
-                    b"<Message>A header you provided implies functionality that is not implemented</Message></Error>")
-            self.send_response_only(501, "Not Implemented")
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        asked = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if NO_DELETE_OBJECTS and self.command == "POST" and "delete" in asked:
+            self.refuse(501, "Not Implemented", "NotImplemented",
+                        "A header you provided implies functionality that is not implemented")
             return
-        if NO_LIFECYCLE and self.command == "GET" and "lifecycle" in urllib.parse.parse_qs(query, keep_blank_values=True):
-            data = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'
-            self.send_response_only(403, "Forbidden")
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        if NO_LIFECYCLE and self.command == "GET" and "lifecycle" in asked:
+            self.refuse(403, "Forbidden", "AccessDenied", "Access Denied")
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=300)
