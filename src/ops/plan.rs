@@ -382,12 +382,12 @@ async fn outside_root(
 /// Registry errors.
 pub async fn snapshot_candidate_files(
     reg: &Registry,
+    heads: &[crate::registry::CandidateHead],
     table: &Table,
     listing: &[ListedObject],
     held: &[String],
 ) -> Result<BTreeMap<String, std::sync::Arc<str>>> {
     use crate::registry::State;
-    let uuid = table.metadata().uuid().to_string();
     let tagged = |id: &str| {
         let prefix = format!("{QUARANTINE_TAG_PREFIX}{id}");
         table
@@ -397,7 +397,7 @@ pub async fn snapshot_candidate_files(
     };
     let held: BTreeSet<&str> = held.iter().map(String::as_str).collect();
     let mut out = BTreeMap::new();
-    for h in reg.candidate_heads(&uuid).await? {
+    for h in heads {
         let unfinished = match h.state {
             State::Verified | State::Released => false,
             State::Discovered | State::UnreferencedEligible => h.claimed && h.candidate_id.starts_with("c-"),
@@ -439,17 +439,15 @@ pub async fn snapshot_candidate_files(
 async fn bundle_mode_files(
     storage: &crate::io::store::Storage,
     reg: &Registry,
+    heads: &[crate::registry::CandidateHead],
     table: &Table,
     snapshots: &[SnapshotInfo],
 ) -> Result<(BTreeMap<String, std::sync::Arc<str>>, Vec<String>)> {
     use crate::registry::State;
-    let uuid = table.metadata().uuid().to_string();
     let mut out = BTreeMap::new();
     let mut unreadable = Vec::new();
-    let heads: Vec<_> = reg
-        .candidate_heads(&uuid)
-        .await?
-        .into_iter()
+    let heads: Vec<_> = heads
+        .iter()
         .filter(|h| {
             h.candidate_id.starts_with("c-")
                 && h.mode.as_deref() == Some("bundle")
@@ -717,15 +715,17 @@ pub async fn gather(
             .push((w.writer_id, relative_prefix(table, &w.prefix).unwrap_or_default()));
     }
     protections.deletion_rights = deletion_rights(table, reg).await?;
+    // The table's candidates, read once for both questions below (without their inventories).
+    let heads = reg.candidate_heads(&uuid).await?;
     (protections.bundle_files, protections.unreadable_bundles) =
-        bundle_mode_files(&ctx.storage, reg, table, &snapshots).await?;
+        bundle_mode_files(&ctx.storage, reg, &heads, table, &snapshots).await?;
     // What keeps an unreferenced file from being an orphan beyond the table's metadata: asked only while orphans
     // are judged at all (every layer read, no hold over the whole table).
     let table_hold = protections.holds.iter().any(|(_, s)| matches!(s, PlanHold::Table));
     if unreadable.is_empty() && !table_hold {
         protections.outside_root = outside_root(&ctx.storage, &root, &listing).await?;
         protections.snapshot_candidate_files =
-            snapshot_candidate_files(reg, table, &listing, &protections.held_orphans).await?;
+            snapshot_candidate_files(reg, &heads, table, &listing, &protections.held_orphans).await?;
     }
     let mut statistics_files: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     let md = table.metadata();
