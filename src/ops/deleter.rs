@@ -2296,10 +2296,7 @@ async fn execute(
 /// `unknown` with the reason when the bucket's settings could not be read) and one line.
 async fn undelete_window(ctx: &Context, root: &str, objects: &[ObjectRef]) -> (serde_json::Value, String) {
     use crate::io::store::s3::{Held, soonest};
-    let bucket = root
-        .strip_prefix("s3://")
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_default();
+    let bucket = crate::io::store::s3::bucket_and_key(root).map_or("", |(b, _)| b);
     let unknown = |what: &str, e: Error| {
         (
             serde_json::json!({"rule": null, "days": null, "unknown": format!("{what}: {}", e.with_causes())}),

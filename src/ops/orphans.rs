@@ -26,7 +26,7 @@ use crate::evidence::keys::SigningKey;
 use crate::govern::closure::{Candidate, PlanInput};
 use crate::govern::policy::Policy;
 use crate::io::store::Storage;
-use crate::io::store::s3::{DeleteKey, Held, LifecycleEnd, LifecycleRule, soonest};
+use crate::io::store::s3::{DeleteKey, Held, LifecycleEnd, LifecycleRule, bucket_and_key, soonest};
 use crate::model::location;
 use crate::ops::context::Context;
 use crate::registry::{Registry, State, WorldStamp};
@@ -93,7 +93,10 @@ async fn hold_for(
                 return Ok(Ok(HoldChoice {
                     hold: OrphanHold::DeleteMarker,
                     quarantine_root: None,
-                    reason: format!("held behind delete markers on bucket {}: {reason}", bucket_of(root)),
+                    reason: format!(
+                        "held behind delete markers on bucket {}: {reason}",
+                        bucket_and_key(root).map_or("", |(b, _)| b)
+                    ),
                     lifecycle,
                 }));
             }
@@ -136,13 +139,6 @@ async fn hold_for(
     }))
 }
 
-/// The bucket of an `s3://` URI.
-fn bucket_of(uri: &str) -> &str {
-    uri.strip_prefix("s3://")
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_default()
-}
-
 /// Whether the lifecycle rules of the S3 bucket of `bucket_uri` let files held there as `held` since `since` (each
 /// `uris` entry a file's URI and size) stay until a purge may take them: no enabled rule that may apply to one of
 /// them removes it before the policy's `minQuarantinePeriod` has passed (a rule counts its days from the marker or
@@ -157,7 +153,7 @@ async fn lifecycle_allows(
     since: DateTime<Utc>,
     policy: &Policy,
 ) -> std::result::Result<(String, Option<LifecycleRule>), String> {
-    let bucket = bucket_of(bucket_uri);
+    let bucket = bucket_and_key(bucket_uri).map_or("", |(b, _)| b);
     let rules = storage.s3_lifecycle_rules(bucket_uri).await.map_err(|e| {
         format!(
             "the lifecycle configuration of bucket {bucket} could not be read ({}; reading it needs \

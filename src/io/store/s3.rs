@@ -20,6 +20,13 @@ use super::{ObjectInfo, ObjectVersion, Storage};
 use crate::error::{Error, Result};
 use crate::io::fault_store::KeyFault;
 
+/// The bucket and the key of an `s3://` URI; `None` for any other URI.
+#[must_use]
+pub fn bucket_and_key(uri: &str) -> Option<(&str, &str)> {
+    let rest = uri.strip_prefix("s3://")?;
+    Some(rest.split_once('/').unwrap_or((rest, "")))
+}
+
 /// Most keys S3 accepts in one `DeleteObjects` request.
 pub const MAX_DELETE_OBJECTS_KEYS: usize = 1000;
 
@@ -309,11 +316,7 @@ pub fn soonest<'a, 'o>(
     archive: bool,
     objects: impl IntoIterator<Item = (&'o str, u64)> + Clone,
 ) -> Option<LifecycleEnd<'a>> {
-    let key = |uri: &'o str| {
-        uri.strip_prefix("s3://")
-            .and_then(|r| r.split_once('/'))
-            .map_or(uri, |(_, k)| k)
-    };
+    let key = |uri: &'o str| bucket_and_key(uri).map_or(uri, |(_, k)| k);
     rules
         .iter()
         .filter_map(|r| {
@@ -616,10 +619,8 @@ impl Storage {
     /// The concrete S3 client and key of an `s3://` URI (for the requests object_store lacks).
     fn s3_client(&self, uri: &str) -> Result<(Arc<object_store::aws::AmazonS3>, Path)> {
         let (_, path) = self.resolve(uri)?;
-        let bucket = uri
-            .strip_prefix("s3://")
-            .and_then(|r| r.split('/').next())
-            .ok_or_else(|| Error::invalid(uri, "this S3 request needs an s3:// object"))?;
+        let (bucket, _) =
+            bucket_and_key(uri).ok_or_else(|| Error::invalid(uri, "this S3 request needs an s3:// object"))?;
         let m = self
             .s3
             .lock()
@@ -879,11 +880,7 @@ impl Storage {
                 ),
             ));
         }
-        let bucket_of = |u: &str| {
-            u.strip_prefix("s3://")
-                .and_then(|r| r.split('/').next())
-                .map(str::to_owned)
-        };
+        let bucket_of = |u: &str| bucket_and_key(u).map(|(b, _)| b.to_owned());
         let bucket = bucket_of(&first.uri);
         // `drill faults`: keys refused before sending, answers lost after, copies kept by a lagging replica.
         let mut out = BTreeMap::new();
@@ -1400,6 +1397,13 @@ mod tests {
             let e = parse_lifecycle(body).unwrap_err();
             assert!(e.contains(needle), "{}: {e}", String::from_utf8_lossy(body));
         }
+    }
+
+    #[test]
+    fn an_s3_uri_splits_into_bucket_and_key() {
+        assert_eq!(bucket_and_key("s3://b/wh/t/x.parquet"), Some(("b", "wh/t/x.parquet")));
+        assert_eq!(bucket_and_key("s3://b"), Some(("b", "")));
+        assert_eq!(bucket_and_key("file:///tmp/x"), None);
     }
 
     #[test]
