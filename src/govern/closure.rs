@@ -343,9 +343,9 @@ impl Rebase {
 
 /// Re-judges a quarantined candidate (its `snapshot_ids` and exact `objects`) against the table as it is
 /// now (`input`, gathered with the candidate's own quarantine tags left out, and the `plan` of it): a
-/// snapshot stays in only while the planner still finds it expirable (a table-wide hold keeps every one);
-/// an object stays in only while no snapshot outside the remaining set reaches it, and no open writer's
-/// prefix or prefix hold covers it. Everything else is released with its reason. Pure.
+/// snapshot stays in only while the planner still finds it expirable; an object stays in only while no snapshot
+/// outside the remaining set reaches it, and no open writer's prefix or prefix hold covers it. A table-wide hold
+/// keeps every snapshot and every object. Everything else is released with its reason. Pure.
 #[must_use]
 pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[ObjectRef]) -> Rebase {
     let retained: BTreeMap<i64, &Vec<String>> = plan.protected.iter().map(|p| (p.snapshot_id, &p.reasons)).collect();
@@ -381,7 +381,12 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         input.distinct_paths_hint(),
     );
     for o in objects {
-        let why = if referenced.contains(o.path.as_str()) {
+        // A table-wide hold keeps every file too: where the candidate's snapshots already left the table (bundle
+        // mode, or a purge resumed after its catalog commit) nothing the table keeps reaches them, and only the
+        // hold itself stands between them and the deleter.
+        let why = if let Some(h) = &table_hold {
+            Some(format!("hold:{h} (table)"))
+        } else if referenced.contains(o.path.as_str()) {
             Some("referenced by a snapshot the table keeps".to_owned())
         } else {
             writer_or_prefix_hold(input, &o.path).or_else(|| kept_by_bundle(input, &o.path))
@@ -1698,6 +1703,47 @@ mod tests {
         // The object only plain expiry would remove names the snapshot and the reason that kept it.
         assert_eq!(why("a"), Some(vec!["lease:L (snapshot 1)".to_owned()]));
         assert_eq!(p.differences.len(), 2);
+    }
+
+    #[test]
+    fn a_table_hold_keeps_every_object_of_a_candidate_whose_snapshots_left_the_table() {
+        // Bundle mode (or a purge resumed after its catalog commit): snapshot 1 is out of the table, so nothing
+        // the table keeps reaches "a". Only the table-wide hold stands between "a" and the deleter.
+        let now = 100 * DAY;
+        let mut input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 2,
+                parent_id: Some(1),
+                timestamp_ms: now - 80 * DAY,
+                objects: Some(vec![obj("b", Layer::Data)].into()),
+            }],
+            refs: vec![],
+            current_snapshot_id: Some(2),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: None,
+            protections: Protections::default(),
+            min_snapshot_age_ms: 30 * DAY,
+            orphan_safety_interval_ms: DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, 30 * DAY, DAY),
+            statistics_files: BTreeMap::new(),
+        };
+        let objects = [obj("a", Layer::Data)];
+        let r = rebase(&input, &plan(&input), &[1], &objects);
+        assert!(r.unchanged(), "{:?}", r.released_objects);
+        input.protections.holds.push(("case-1".into(), HoldScope::Table));
+        let r = rebase(&input, &plan(&input), &[1], &objects);
+        assert!(r.objects.is_empty(), "{:?}", r.objects);
+        assert!(r.snapshot_ids.is_empty());
+        assert_eq!(
+            r.released_objects,
+            vec![("a".to_owned(), "hold:case-1 (table)".to_owned())]
+        );
+        assert_eq!(r.released_snapshots, vec![(1, "hold:case-1 (table)".to_owned())]);
     }
 
     #[test]

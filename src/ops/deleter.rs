@@ -1867,11 +1867,33 @@ async fn execute(
                 let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
                 let plan = crate::govern::closure::plan(&input);
                 let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
+                // Nothing done: no object deleted or uncertain, and no delete intent without its answer (a run
+                // that stopped between sending a batch and recording it).
                 let nothing_done = reg
                     .object_states(candidate_id)
                     .await?
                     .iter()
-                    .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
+                    .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
+                    && reg.in_flight_deletes(candidate_id).await?.is_empty();
+                // What the rebase would keep, held to the independent closure check on the new generation before
+                // its stamp (which would count every protection in it as judged) is recorded: a legal hold, lease
+                // or checkpoint on a snapshot that already left the table reaches nothing the table keeps.
+                let conflicts = if r.unchanged() {
+                    Vec::new()
+                } else {
+                    crate::govern::closure::nondeletable_conflicts(&input, &r.snapshot_ids, &r.objects)
+                };
+                if !conflicts.is_empty() {
+                    return Err(Error::corrupt(
+                        table.metadata_uri(),
+                        format!(
+                            "cannot decide: a commit landed between the acceptance of candidate {candidate_id} and its \
+                             catalog commit, and what a rebase onto it would keep conflicts with the independent \
+                             closure check: {}; nothing more was deleted",
+                            conflicts.join("; ")
+                        ),
+                    ));
+                }
                 if !r.unreadable.is_empty() || (!r.unchanged() && (!nothing_done || r.objects.is_empty())) {
                     return Err(Error::corrupt(
                         table.metadata_uri(),
@@ -3184,7 +3206,15 @@ async fn reconcile_claimed(
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
     let binding = crate::ops::binding::policy_binding(reg, &rec.table_uuid, policy).await?;
-    let mut withheld = if !digest.allows_purge() {
+    // A protected candidate's objects are never deleted again: its unknowns are only re-checked (gone: the delete
+    // took effect; present: it did not, and the object is kept with its candidate).
+    let protected = rec.state == State::Protected;
+    let mut withheld = if protected {
+        Some(format!(
+            "candidate {candidate_id} is PROTECTED ({}): no delete is retried for it",
+            rec.reason
+        ))
+    } else if !digest.allows_purge() {
         digest.message()
     } else if let Some(why) = binding.refusal() {
         Some(why)
@@ -3325,7 +3355,9 @@ async fn reconcile_claimed(
             },
         };
         let gone = ctx.storage.head_version(&uri, held_version.as_deref()).await?.is_none();
-        if !gone {
+        if !gone && protected {
+            how.push_str("; kept: its delete did not take effect and it stays PROTECTED with its candidate");
+        } else if !gone {
             how.push_str("; still present: needs a human");
         }
         let r = serde_json::json!({"phase": "reconciled", "key": o.path, "how": how, "recheck": if gone { "absent" } else { "present" }, "at": ctx.now().to_rfc3339()});
@@ -3336,7 +3368,10 @@ async fn reconcile_claimed(
             }
         } else {
             reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
-            if gone {
+            if protected && !gone {
+                reg.object_transition(candidate_id, &o.path, State::Protected, ctx.now())
+                    .await?;
+            } else if gone {
                 reg.object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
                     .await?;
                 reg.object_transition(candidate_id, &o.path, State::Verified, ctx.now())

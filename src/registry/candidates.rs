@@ -116,6 +116,14 @@ impl State {
         )
     }
 
+    /// Whether one object may move from this state to `to`: as a candidate may ([`State::can_move_to`]), and
+    /// from `DELETE_UNKNOWN` back to `PROTECTED` — an object of a protected candidate whose delete intent had no
+    /// answer and that `reconcile` found still present (its delete did not take effect; it is kept).
+    #[must_use]
+    pub fn object_can_move_to(self, to: State) -> bool {
+        self.can_move_to(to) || (self == State::DeleteUnknown && to == State::Protected)
+    }
+
     /// Why a candidate in this state cannot be released (`quarantine release`), naming the state; `None` when
     /// it can (`QUARANTINED`, `RESTORE_VERIFIED`, `PROTECTED`).
     #[must_use]
@@ -529,6 +537,33 @@ pub struct QuarantineExtension {
     pub extended_at: DateTime<Utc>,
 }
 
+/// The objects of `candidate_id` still `DELETE_APPROVED` whose newest receipt is a delete intent (`requested`)
+/// with nothing recorded after it: a run sent (or was about to send) their deletes and stopped before it recorded
+/// the answer, so whether they are gone is unknown until a re-check. A receipt that does not parse counts as an
+/// intent (it cannot show the delete was answered).
+pub(super) async fn in_flight_deletes(
+    conn: &mut AnyConnection,
+    candidate_id: &str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT r.path, r.receipt_json FROM receipts r JOIN object_states s \
+         ON s.candidate_id = r.candidate_id AND s.path = r.path \
+         WHERE r.candidate_id = $1 AND s.state = 'DELETE_APPROVED' AND r.attempt = \
+         (SELECT MAX(q.attempt) FROM receipts q WHERE q.candidate_id = r.candidate_id AND q.path = r.path) \
+         ORDER BY r.path",
+    )
+    .bind(candidate_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter(|(_, receipt)| {
+            serde_json::from_str::<serde_json::Value>(receipt).map_or(true, |r| r["phase"] == "requested")
+        })
+        .map(|(path, _)| path)
+        .collect())
+}
+
 async fn read_not_before(conn: &mut AnyConnection, candidate_id: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
     let t: Option<String> =
         sqlx::query_scalar("SELECT MAX(not_before) FROM quarantine_extensions WHERE candidate_id = $1")
@@ -751,7 +786,9 @@ impl Registry {
     }
 
     /// Moves a candidate (and its objects not yet past it) to `to`, if the move is legal from its current
-    /// state; optionally stores new quarantine details and a new world stamp. A move to `PROTECTED` of a
+    /// state; optionally stores new quarantine details and a new world stamp. An approved candidate sent back to
+    /// `PROTECTED` or `QUARANTINED` leaves every object whose delete intent has no recorded answer in
+    /// `DELETE_UNKNOWN` (the delete may have happened). A move to `PROTECTED` of a
     /// candidate already `PROTECTED` is a no-op (nothing written, no event): protecting is the safe direction, and
     /// two actors may decide it at once (a `lease add` covering the candidate while its purge finds a ref on it).
     ///
@@ -769,6 +806,19 @@ impl Registry {
         self.candidate_move(candidate_id, to, reason, quarantine, stamp, now)
             .await?;
         self.candidate(candidate_id).await
+    }
+
+    /// The objects of a candidate still `DELETE_APPROVED` whose delete intent has no recorded answer (a run
+    /// stopped between sending the delete and recording what came back): whether they are gone is unknown.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn in_flight_deletes(&self, candidate_id: &str) -> Result<Vec<String>, RegistryError> {
+        const OP: &str = "in_flight_deletes";
+        let mut tx = self.read_snapshot(OP).await?;
+        let out = in_flight_deletes(&mut tx, candidate_id).await.map_err(query(OP))?;
+        tx.rollback().await.map_err(query(OP))?;
+        Ok(out)
     }
 
     /// [`Registry::candidate_transition`] without reading the record back: the state and table are all it reads
@@ -826,6 +876,30 @@ impl Registry {
         .execute(&mut *change.tx)
         .await
         .map_err(query(OP))?;
+        // An approved candidate sent back (to PROTECTED, or to QUARANTINED for re-planning) may have deletes in
+        // flight: an object whose delete intent has no answer recorded is DELETE_UNKNOWN, never kept as if
+        // untouched (`reconcile` re-checks it).
+        let in_flight = if current_state == State::DeleteApproved && matches!(to, State::Protected | State::Quarantined)
+        {
+            in_flight_deletes(&mut change.tx, candidate_id)
+                .await
+                .map_err(query(OP))?
+        } else {
+            Vec::new()
+        };
+        for path in &in_flight {
+            sqlx::query(
+                "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 \
+                 AND state = 'DELETE_APPROVED'",
+            )
+            .bind(State::DeleteUnknown.as_str())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(path)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        }
         // Objects follow the candidate through the pre-deletion states.
         if matches!(
             to,
@@ -840,8 +914,11 @@ impl Registry {
                 .await
                 .map_err(query(OP))?;
         }
-        let detail =
+        let mut detail =
             serde_json::json!({"candidate_id": candidate_id, "from": current_state, "to": to, "reason": reason});
+        if !in_flight.is_empty() {
+            detail["in_flight_to_delete_unknown"] = serde_json::json!(in_flight);
+        }
         change
             .commit(now, EventKind::CandidateState, Some(&table), &detail)
             .await?;
@@ -880,7 +957,13 @@ impl Registry {
         .fetch_one(&mut *change.tx)
         .await
         .map_err(query(OP))?;
-        let approved_untouched = rec.state == State::DeleteApproved && untouched == 0;
+        // A delete intent with no answer recorded counts as touched: the object may be gone.
+        let approved_untouched = rec.state == State::DeleteApproved
+            && untouched == 0
+            && in_flight_deletes(&mut change.tx, candidate_id)
+                .await
+                .map_err(query(OP))?
+                .is_empty();
         if !matches!(rec.state, State::Quarantined | State::RestoreVerified) && !approved_untouched {
             return Err(RegistryError::Invalid {
                 field: "state",

@@ -241,7 +241,7 @@ async fn set_object_state(
     if cur == to {
         return Ok(());
     }
-    if !cur.can_move_to(to) {
+    if !cur.object_can_move_to(to) {
         return Err(RegistryError::Invalid {
             field: "state",
             reason: format!("object {path} of {candidate_id} cannot move from {cur} to {to}"),
@@ -597,7 +597,7 @@ async fn write_moves(tx: &mut AnyConnection, pending: Vec<PendingMove>) -> Resul
             if step == *to {
                 continue;
             }
-            if !to.can_move_to(step) {
+            if !to.object_can_move_to(step) {
                 return Err(RegistryError::Invalid {
                     field: "state",
                     reason: format!(

@@ -1623,3 +1623,110 @@ fn the_weekly_gate_fails_on_a_failure_beside_the_pass_that_the_registry_never_sa
         "{weekly}"
     );
 }
+
+/// A purge killed inside a batch, after its deletes went out and before their answers were recorded, leaves those
+/// objects `DELETE_APPROVED` with an intent and no answer. A hold that then protects the candidate sends them to
+/// `DELETE_UNKNOWN`, not `PROTECTED` (before, they were recorded as kept although one of them was gone, `reconcile`
+/// ignored them and said "none is uncertain"); `reconcile` re-checks them without retrying any delete: the one
+/// gone is recorded deleted, the others go back to `PROTECTED` with their candidate.
+#[test]
+fn a_hold_after_a_purge_killed_mid_batch_leaves_its_unanswered_deletes_unknown_not_kept() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n > 2, "{c}");
+    // One delete at a time, so the kill after the first leaves exactly one gone and none answered.
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nio_concurrency = 1\n")).unwrap();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
+        None
+    );
+    let gone = n - g.present(&c);
+    assert_eq!(gone, 1, "one delete took effect before the kill");
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let count = |state: &str| -> usize {
+        sql_text(
+            &registry,
+            &format!(
+                "SELECT CAST(COUNT(*) AS TEXT) FROM object_states WHERE candidate_id = '{id}' AND state = '{state}'"
+            ),
+        )
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0)
+    };
+    let unanswered = count("DELETE_APPROVED");
+    assert!(unanswered >= 1, "the batch's intents have no answer");
+    g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 9"])
+        .expect_code(0);
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    assert_eq!(
+        count("DELETE_UNKNOWN"),
+        unanswered,
+        "every unanswered delete is uncertain"
+    );
+    assert_eq!(count("PROTECTED"), n - unanswered);
+    // Not released while a delete may have happened.
+    let r = g
+        .on_table(&["--json", "quarantine", "release", id, "--reason", "hold"])
+        .expect_code(1)
+        .json();
+    assert!(
+        r["reason"].as_str().unwrap().contains("went through the deleter"),
+        "{r}"
+    );
+    // Reconcile settles them and retries nothing.
+    let r = g.reconcile(id);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(g.present(&c), n - gone, "no delete retried for a protected candidate");
+    assert_eq!(count("DELETE_UNKNOWN"), 0, "{}", r.stdout);
+    assert_eq!(count("VERIFIED"), gone, "the deletes that took effect are recorded");
+    assert_eq!(count("PROTECTED"), n - gone);
+    assert!(r.stdout.contains("PROTECTED"), "{}", r.stdout);
+}
+
+/// A purge stopped after its catalog commit and before its first batch resumes with a rebase onto the table as it
+/// is (its own commit moved the generation). A legal hold on the whole table that did not get to protect the
+/// candidate (its command died between recording the hold and protecting the candidates — played here by putting
+/// the states back) must still keep every file: the rebase may not take the hold into the stamp that the batches
+/// judge protections against. Before, the snapshots (already out of the table) were "released" by the hold but
+/// their files stayed in the inventory, the stamp absorbed the hold and every file was deleted.
+#[test]
+fn a_resumed_purge_never_rebases_past_a_table_hold() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(g.present(&c), n, "stopped before any delete");
+    let hold = g
+        .on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 11"])
+        .expect_code(0)
+        .json();
+    let hold_id = hold["hold_id"].as_str().unwrap().to_owned();
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    crate::util::sql_exec(
+        &registry,
+        "UPDATE candidates SET state = 'DELETE_APPROVED' WHERE candidate_id = $1",
+        &[id],
+    );
+    crate::util::sql_exec(
+        &registry,
+        "UPDATE object_states SET state = 'DELETE_APPROVED' WHERE candidate_id = $1 AND state = 'PROTECTED'",
+        &[id],
+    );
+    let r = g.on_table(&args);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert_eq!(g.present(&c), n, "nothing deleted under the hold: {}", r.stdout);
+    assert!(
+        r.stdout.contains(&hold_id) || r.stderr.contains(&hold_id),
+        "the refusal names the hold: {}{}",
+        r.stdout,
+        r.stderr
+    );
+}
