@@ -575,6 +575,51 @@ pub async fn seal_and_hold(
     // written: a root that cannot be examined stops the quarantine with nothing done).
     let confined = ctx.storage.confine(r.table.location().root_uri()).await?;
     let bundle_uri = crate::bundle::write_bundle(&ctx.storage, pred.clone(), Vec::new(), r.key, &out).await?;
+    let bundle = serde_json::json!({
+        "bundle_id": pred.bundle_id,
+        "bundle_root": root,
+        "snapshot_id": 0,
+        "objects": pred.objects,
+        "bytes": pred.bytes,
+        "uri": bundle_uri,
+    });
+    let record = |held: &[serde_json::Value], stayed: &[serde_json::Value], taking_out: bool| {
+        let mut q = serde_json::json!({
+            "mode": "orphans",
+            "hold": hold,
+            "hold_reason": hold_reason,
+            "hold_lifecycle_rule": hold_lifecycle,
+            "hold_ends_at": hold_ends_at,
+            "quarantine_root": quarantine_root,
+            "bundles": [bundle],
+            "held": held,
+            "stayed_in_place": stayed,
+            "plan_stamp": r.stamp,
+            "held_stamp": stamp,
+            "policy_digest": r.policy_digest,
+            // When the hold began (before the first copy or marker): `minQuarantinePeriod` counts from here, as
+            // the lifecycle rules were judged.
+            "quarantined_at": held_since,
+            "implementation_digest": r.digest,
+        });
+        if taking_out {
+            q["taking_out"] = serde_json::json!(true);
+        }
+        q
+    };
+    // Recorded before the first file leaves: a run that dies during the take-out leaves a QUARANTINED candidate
+    // with its bundle (every later plan puts back what a late commit references; its purge is refused until a
+    // release puts every file back), never files out of the table that no record names.
+    r.reg
+        .candidate_transition(
+            id,
+            State::Quarantined,
+            "orphans sealed; taking them out of the table",
+            Some(&record(&[], &[], true)),
+            Some(stamp),
+            r.now,
+        )
+        .await?;
     ctx.storage
         .failpoint_delay(crate::io::store::DelayPoint::OrphanTakeOut)
         .await;
@@ -603,42 +648,9 @@ pub async fn seal_and_hold(
             }
         }
     }
-    let bundle = serde_json::json!({
-        "bundle_id": pred.bundle_id,
-        "bundle_root": root,
-        "snapshot_id": 0,
-        "objects": pred.objects,
-        "bytes": pred.bytes,
-        "uri": bundle_uri,
-    });
-    let q = serde_json::json!({
-        "mode": "orphans",
-        "hold": hold,
-        "hold_reason": hold_reason,
-        "hold_lifecycle_rule": hold_lifecycle,
-        "hold_ends_at": hold_ends_at,
-        "quarantine_root": quarantine_root,
-        "bundles": [bundle],
-        "held": removed,
-        "stayed_in_place": stayed,
-        "plan_stamp": r.stamp,
-        "held_stamp": stamp,
-        "policy_digest": r.policy_digest,
-        // When the hold began (before the first copy or marker): `minQuarantinePeriod` counts from here, as the
-        // lifecycle rules were judged.
-        "quarantined_at": held_since,
-        "implementation_digest": r.digest,
-    });
     let mut rec = r
         .reg
-        .candidate_transition(
-            id,
-            State::Quarantined,
-            "orphans sealed and held",
-            Some(&q),
-            Some(stamp),
-            r.now,
-        )
+        .candidate_quarantine_update(id, &record(&removed, &stayed, false), "orphans sealed and held", r.now)
         .await?;
     // A file that stayed in place is not held: it leaves the candidate (PROTECTED), so that no purge claims it.
     if !stayed_paths.is_empty() {

@@ -116,7 +116,8 @@ pub async fn overlong_writers(
 
 /// Quarantined orphan candidates whose hold a bucket lifecycle rule ends (`hold_ends_at`, recorded at quarantine)
 /// soon — within 7 days — or before the policy lets a purge take them (a `minQuarantinePeriod` bound since), as
-/// warnings: the held files go when the rule acts, and no put-back can bring them then.
+/// warnings: the held files go when the rule acts, and no put-back can bring them then. Also one whose quarantine
+/// died during its take-out (recorded with `taking_out`).
 ///
 /// # Errors
 /// Registry errors.
@@ -139,6 +140,14 @@ pub async fn ending_orphan_holds(
             )
         })
         .filter_map(|h| {
+            if h.taking_out {
+                return Some(format!(
+                    "orphan candidate {}: its quarantine died while the files left the table; which of them are held \
+                     is not recorded, its purge is refused, and a late commit's file is put back by every plan: \
+                     release it (`lakedrill quarantine release {} --reason …` puts every file back), then plan again",
+                    h.candidate_id, h.candidate_id
+                ));
+            }
             let (ends, rule) = h.hold_ends?;
             let purge_from = h.quarantined_at.zip(policy.min_quarantine_period()).map(|(q, m)| q + m);
             let action = "purge or release it (`lakedrill quarantine release`) before then";

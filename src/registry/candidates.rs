@@ -222,6 +222,9 @@ pub struct CandidateHead {
     pub quarantined_at: Option<DateTime<Utc>>,
     /// An orphan hold a bucket lifecycle rule ends: when at the earliest (`hold_ends_at`) and the rule's ID.
     pub hold_ends: Option<(DateTime<Utc>, String)>,
+    /// An orphan quarantine recorded before its files left the table whose take-out never finished (the run
+    /// died in it): some of its files may be out of the table, others not.
+    pub taking_out: bool,
 }
 
 impl CandidateRecord {
@@ -737,6 +740,7 @@ impl Registry {
                         let rule = q["hold_lifecycle_rule"]["rule_id"].as_str().unwrap_or("(no ID)");
                         (t, rule.to_owned())
                     }),
+                    taking_out: q["taking_out"] == true,
                 })
             },
         )
@@ -819,6 +823,38 @@ impl Registry {
         let out = in_flight_deletes(&mut tx, candidate_id).await.map_err(query(OP))?;
         tx.rollback().await.map_err(query(OP))?;
         Ok(out)
+    }
+
+    /// Replaces the quarantine record of a candidate, leaving its state as it is (an orphan quarantine records
+    /// itself before its files leave the table, and what happened to each after: facts, whatever a hold or writer
+    /// made of the candidate meanwhile). Returns the record.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate_quarantine_update(
+        &self,
+        candidate_id: &str,
+        quarantine: &serde_json::Value,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<CandidateRecord, RegistryError> {
+        const OP: &str = "candidate_quarantine_update";
+        let mut change = self.change(OP).await?;
+        let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        sqlx::query("UPDATE candidates SET quarantine_json = $1, updated_at = $2 WHERE candidate_id = $3")
+            .bind(quarantine.to_string())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        let detail =
+            serde_json::json!({"candidate_id": candidate_id, "state": rec.state, "quarantine_updated": reason});
+        let table = rec.table_uuid.clone();
+        change
+            .commit(now, EventKind::CandidateState, Some(&table), &detail)
+            .await?;
+        self.candidate(candidate_id).await
     }
 
     /// [`Registry::candidate_transition`] without reading the record back: the state and table are all it reads
@@ -1370,6 +1406,13 @@ async fn standing_refusals(
             "candidate is {}, not QUARANTINED or RESTORE_VERIFIED",
             rec.state
         ));
+    }
+    if rec.quarantine.as_ref().is_some_and(|q| q["taking_out"] == true) {
+        reasons.push(
+            "its orphan quarantine died while the files left the table (the take-out never finished): which files \
+             are held is not recorded; `lakedrill quarantine release` puts every file back, then plan again"
+                .to_owned(),
+        );
     }
     let switch = read_deleter_switch(&mut *tx).await.map_err(query(OP))?;
     if switch.stopped {

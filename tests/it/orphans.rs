@@ -1271,3 +1271,65 @@ fn a_table_writing_into_this_location_through_a_location_property_is_refused_nam
     )
     .expect_code(0);
 }
+
+/// An orphan quarantine killed while its files leave the table (after the first one left) leaves a record: the
+/// candidate is QUARANTINED with its bundle and `taking_out`, `plan` says so, its purge is refused, and a release
+/// puts back every file (the one out of the table from its copy, the others already in place). Before, the first
+/// registry write came after the take-out: the killed run left a file out of the table that no record named, and
+/// only a hand-run `restore --put-back` of a bundle nobody knew of could bring it back.
+#[test]
+fn an_orphan_quarantine_killed_during_its_take_out_is_recorded_and_released_whole() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let names = [
+        "data/killed-a.parquet",
+        "data/killed-b.parquet",
+        "data/killed-c.parquet",
+    ];
+    for n in names {
+        put(&root.join(n), format!("PAR1 {n} PAR1").as_bytes(), old);
+    }
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    assert_eq!(c["objects"].as_array().unwrap().len(), names.len(), "{c}");
+    let args = g.quarantine_args(&id, "tag");
+    // Killed right after the first original was removed.
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-after=1", &args), None);
+    let gone: Vec<&str> = names.iter().copied().filter(|n| !root.join(n).exists()).collect();
+    assert_eq!(gone.len(), 1, "one file left the table before the kill");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let cand = &st["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "QUARANTINED", "{st}");
+    assert_eq!(cand["quarantine"]["taking_out"], true, "{st}");
+    assert!(cand["quarantine"]["bundles"][0]["uri"].is_string(), "{st}");
+    // The plan says so.
+    let p = g.plan();
+    assert!(
+        p["warnings"].to_string().contains(&id) && p["warnings"].to_string().contains("died while the files left"),
+        "{}",
+        p["warnings"]
+    );
+    // Its purge is refused at the acceptance point.
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("take-out never finished"), "{}", r.stdout);
+    assert!(
+        !root.join(gone[0]).exists(),
+        "nothing put back or deleted by the refusal"
+    );
+    assert!(!files_under(&vault).is_empty(), "its copy is kept");
+    // A release puts every file back.
+    let r = crate::release::release(&g, &id, "the quarantine was killed")
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RELEASED", "{r}");
+    for n in names {
+        assert_eq!(
+            std::fs::read(root.join(n)).unwrap(),
+            format!("PAR1 {n} PAR1").as_bytes(),
+            "{n}"
+        );
+    }
+}
