@@ -996,7 +996,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 let covering: Vec<String> = table
                     .refs()
                     .iter()
-                    .filter(|(name, r)| !name.starts_with(&tag_prefix) && ids.contains(&r.snapshot_id))
+                    .filter(|(name, r)| {
+                        !crate::ops::plan::is_quarantine_tag(name, &tag_prefix) && ids.contains(&r.snapshot_id)
+                    })
                     .map(|(name, r)| format!("ref {name} now points at snapshot {}", r.snapshot_id))
                     .collect();
                 if !covering.is_empty() && !opts.dry_run && rec.state.can_move_to(State::Protected) {
@@ -1929,7 +1931,7 @@ async fn execute(
             let tags: Vec<String> = table
                 .refs()
                 .keys()
-                .filter(|n| n.starts_with(&tag_prefix))
+                .filter(|n| crate::ops::plan::is_quarantine_tag(n, &tag_prefix))
                 .cloned()
                 .collect();
             let present: Vec<i64> = ids

@@ -30,6 +30,14 @@ use crate::table::{Table, TableSource};
 /// Prefix of the tags quarantine pins snapshots with.
 pub const QUARANTINE_TAG_PREFIX: &str = "quarantine/";
 
+/// Whether ref `name` is one of the quarantine tags under `prefix` (`quarantine/<candidate id>`): the prefix itself
+/// or `<prefix>/…`. A user's ref that merely begins with the same characters is not (a purge would remove it).
+#[must_use]
+pub fn is_quarantine_tag(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// The deletion rights of the table's latest applied decision, with paths relative to the table location.
 ///
 /// # Errors
@@ -234,7 +242,7 @@ pub fn check_bindings(table: &Table, policy: &Policy) -> Result<()> {
 pub fn protected_ref_root(table: &Table, protected: &[String], exclude_prefix: Option<&str>) -> String {
     let mut lines = Vec::new();
     for (name, r) in table.refs() {
-        if exclude_prefix.is_some_and(|p| name.starts_with(p)) {
+        if exclude_prefix.is_some_and(|p| is_quarantine_tag(name, p)) {
             continue;
         }
         let retention = serde_json::to_value(&r.retention).unwrap_or_default();
@@ -399,10 +407,7 @@ pub async fn snapshot_candidate_files(
     use crate::registry::State;
     let tagged = |id: &str| {
         let prefix = format!("{QUARANTINE_TAG_PREFIX}{id}");
-        table
-            .refs()
-            .keys()
-            .any(|n| n == &prefix || n.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/')))
+        table.refs().keys().any(|n| is_quarantine_tag(n, &prefix))
     };
     let held: BTreeSet<&str> = held.iter().map(String::as_str).collect();
     let mut out = BTreeMap::new();
@@ -635,7 +640,7 @@ pub async fn gather(
     let refs = table
         .refs()
         .iter()
-        .filter(|(name, _)| !exclude_tags_of.is_some_and(|p| name.starts_with(p)))
+        .filter(|(name, _)| !exclude_tags_of.is_some_and(|p| is_quarantine_tag(name, p)))
         .map(|(name, r)| match &r.retention {
             SnapshotRetention::Branch {
                 min_snapshots_to_keep,
@@ -1255,4 +1260,19 @@ pub async fn status(
     }
     doc.insert("candidates".into(), serde_json::Value::Array(docs));
     Outcome::new(Verdict::Ok, &doc, human)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quarantine_tag_is_the_prefix_or_under_it_never_a_ref_that_only_begins_like_it() {
+        let p = "quarantine/c-0123456789abcdef";
+        assert!(is_quarantine_tag(p, p));
+        assert!(is_quarantine_tag("quarantine/c-0123456789abcdef/42", p));
+        assert!(!is_quarantine_tag("quarantine/c-0123456789abcdef-keep", p));
+        assert!(!is_quarantine_tag("quarantine/c-0123456789abcdefX/42", p));
+        assert!(!is_quarantine_tag("main", p));
+    }
 }

@@ -597,10 +597,7 @@ fn own_tags(table: &Table, candidate_id: &str) -> Vec<(String, i64)> {
     let mut tags: Vec<(String, i64)> = table
         .refs()
         .iter()
-        .filter(|(name, _)| {
-            name.strip_prefix(&prefix)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        })
+        .filter(|(name, _)| crate::ops::plan::is_quarantine_tag(name, &prefix))
         .map(|(name, r)| (name.clone(), r.snapshot_id))
         .collect();
     tags.sort();
