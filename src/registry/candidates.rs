@@ -1471,7 +1471,70 @@ mod tests {
         protecting_a_protected_candidate_again_is_a_no_op,
         a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole,
         acceptance_relates_new_checkpoints_and_writers_to_the_candidate,
+        an_unanswered_delete_intent_is_unknown_when_the_candidate_is_sent_back,
     );
+
+    /// An approved candidate protected while one object's delete intent has no answer: that object is
+    /// DELETE_UNKNOWN, one whose intent was answered ("not deleted") and one never sent are PROTECTED, and no
+    /// rebase is allowed while such an intent is open.
+    async fn an_unanswered_delete_intent_is_unknown_when_the_candidate_is_sent_back(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000009";
+        let objects: Vec<String> = ["a", "b", "c"].iter().map(|s| (*s).to_owned()).collect();
+        reg.candidate_record(table, "c-i", &serde_json::json!({}), &stamp(), &objects, now)
+            .await
+            .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-i", to, "", None, None, now).await.unwrap();
+        }
+        reg.receipt_add("c-i", "a", &serde_json::json!({"phase": "requested"}), now)
+            .await
+            .unwrap();
+        reg.receipt_add("c-i", "b", &serde_json::json!({"phase": "requested"}), now)
+            .await
+            .unwrap();
+        reg.receipt_add(
+            "c-i",
+            "b",
+            &serde_json::json!({"phase": "confirmed", "provider_result": "not deleted"}),
+            now,
+        )
+        .await
+        .unwrap();
+        assert_eq!(reg.in_flight_deletes("c-i").await.unwrap(), vec!["a".to_owned()]);
+        let r = reg
+            .candidate_rebase(
+                "c-i",
+                &stamp(),
+                &stamp(),
+                &serde_json::json!({}),
+                &[],
+                &serde_json::json!({}),
+                now,
+            )
+            .await;
+        assert!(matches!(r, Err(RegistryError::Invalid { .. })), "{r:?}");
+        reg.candidate_transition("c-i", State::Protected, "hold h-1 covers it", None, None, now)
+            .await
+            .unwrap();
+        let states: Vec<(String, State)> = reg
+            .object_states("c-i")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("a".to_owned(), State::DeleteUnknown),
+                ("b".to_owned(), State::Protected),
+                ("c".to_owned(), State::Protected),
+            ]
+        );
+        assert!(reg.in_flight_deletes("c-i").await.unwrap().is_empty());
+    }
 
     async fn acceptance_relates_new_checkpoints_and_writers_to_the_candidate(b: Backend) {
         let (_d, _u, reg) = fresh_on(b).await;
