@@ -209,6 +209,18 @@ fn encryption(value: &serde_json::Value) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
+/// The first `snapshot-id` that two entries of the raw metadata's `snapshots` array share, if any.
+fn duplicate_snapshot_id(value: &serde_json::Value) -> Option<i64> {
+    let mut seen = std::collections::BTreeSet::new();
+    value
+        .get("snapshots")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.get("snapshot-id").and_then(serde_json::Value::as_i64))
+        .find(|id| !seen.insert(*id))
+}
+
 /// The refusal of an encrypted table: lakedrill cannot read encrypted manifest lists and manifests,
 /// so it cannot know what the table reaches, and fails closed (exit 2) rather than guess.
 fn encrypted(uri: &str, value: &serde_json::Value, reason: &str) -> Error {
@@ -253,10 +265,11 @@ pub fn refuse_encrypted(uri: &str, bytes: &[u8], max_bytes: u64) -> Result<()> {
 /// (see [`crate::io::store::StorageOptions::max_metadata_bytes`]).
 ///
 /// An encrypted table (`encryption-keys`, a snapshot `key-id`) is refused: lakedrill cannot read what it
-/// reaches.
+/// reaches. So is metadata in which two snapshots share an id.
 ///
 /// # Errors
-/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it);
+/// [`Error::Parse`] or [`Error::Corrupt`] naming `uri` (and the limit, for a file over it, or the duplicated
+/// snapshot id);
 /// [`Error::Invalid`] naming `encryption` for an encrypted table.
 pub fn parse_metadata(
     uri: &str,
@@ -287,6 +300,14 @@ pub fn parse_metadata(
     }
     if let Some(reason) = encryption(&value) {
         return Err(encrypted(uri, &value, &reason));
+    }
+    if let Some(id) = duplicate_snapshot_id(&value) {
+        // The iceberg crate keys snapshots by id in a map, so the second silently replaces the first (and what
+        // only the first reaches would drop out of the closure); Iceberg Java refuses such metadata.
+        return Err(Error::corrupt(
+            uri,
+            format!("snapshot id {id} appears more than once in `snapshots`: which snapshot it names is ambiguous"),
+        ));
     }
     let mut value = value;
     lenient_schemas(&mut value, &mut Vec::new());
@@ -898,5 +919,51 @@ mod tests {
             lenient_manifest_header(orig).is_none(),
             "nothing to change in a modelled manifest"
         );
+    }
+
+    /// Two snapshots sharing an id are refused, naming the id and the metadata file, where the iceberg crate alone
+    /// keeps one of them.
+    #[test]
+    fn metadata_with_two_snapshots_sharing_an_id_is_refused_naming_it() {
+        let snapshot = |ts: i64, list: &str| {
+            serde_json::json!({
+                "snapshot-id": 7, "sequence-number": 1, "timestamp-ms": ts, "manifest-list": list,
+                "summary": {"operation": "append"}, "schema-id": 0
+            })
+        };
+        let mut md = serde_json::json!({
+            "format-version": 2,
+            "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location": "s3://b/t",
+            "last-sequence-number": 1,
+            "last-updated-ms": 1_700_000_000_000_i64,
+            "last-column-id": 1,
+            "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "long"}]}],
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": {},
+            "current-snapshot-id": 7,
+            "refs": {"main": {"snapshot-id": 7, "type": "branch"}},
+            "snapshots": [snapshot(1_700_000_000_000, "s3://b/t/metadata/snap-7-a.avro")],
+            "snapshot-log": [],
+            "metadata-log": []
+        });
+        let uri = "s3://b/t/metadata/00001-x.metadata.json";
+        let bytes = serde_json::to_vec(&md).unwrap();
+        parse_metadata(uri, &bytes, u64::MAX).unwrap();
+        md["snapshots"]
+            .as_array_mut()
+            .unwrap()
+            .push(snapshot(1_700_000_000_001, "s3://b/t/metadata/snap-7-b.avro"));
+        let bytes = serde_json::to_vec(&md).unwrap();
+        let e = parse_metadata(uri, &bytes, u64::MAX).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains(uri) && text.contains("snapshot id 7"), "{text}");
     }
 }

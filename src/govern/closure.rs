@@ -331,6 +331,11 @@ pub struct Rebase {
     /// Snapshots outside the still-expirable set whose layers could not be read: nothing can be shown
     /// unreachable while one is listed (the caller cannot decide).
     pub unreadable: Vec<i64>,
+    /// Active protections that name a snapshot missing from the generation ([`protections_of_missing_snapshots`];
+    /// [`orphan_rebase`] only): what that snapshot reaches is unknown, so no file can be shown unreferenced while
+    /// one is listed (the caller cannot decide).
+    #[serde(default)]
+    pub missing_protected: Vec<String>,
 }
 
 impl Rebase {
@@ -439,6 +444,14 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
             out.push(format!("snapshot {id} is non-deletable: {}", w.join(", ")));
         }
     }
+    // A gone protected ref's snapshot is unknown: it may be among the candidate's.
+    if !snapshot_ids.is_empty() {
+        out.extend(
+            missing_protected_refs(input)
+                .into_iter()
+                .map(|m| format!("{m}: the snapshot it protected may be in the candidate")),
+        );
+    }
     let known: Vec<&SnapshotInfo> = input
         .snapshots
         .iter()
@@ -544,7 +557,8 @@ pub fn with_inventory(candidate: &serde_json::Value, snapshot_ids: &[i64], objec
 /// Where a quarantined orphan candidate stands at a later generation (pure): an object that the table now
 /// references (a late commit of a slow writer, an `add_files`), or that lies under an open writer's prefix or a
 /// legal hold, leaves it with the reason; the rest stays. When some snapshot's layers cannot be read, nothing
-/// can be shown unreferenced: those snapshots are listed in `unreadable` and the caller cannot decide.
+/// can be shown unreferenced: those snapshots are listed in `unreadable` and the caller cannot decide; so too
+/// while a lease, checkpoint or snapshot hold names a snapshot missing from the generation (`missing_protected`).
 #[must_use]
 pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
     let mut out = Rebase {
@@ -554,6 +568,7 @@ pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
             .filter(|s| s.objects.is_none())
             .map(|s| s.snapshot_id)
             .collect(),
+        missing_protected: protections_of_missing_snapshots(input),
         ..Rebase::default()
     };
     let referenced = crate::govern::baseline::referenced_paths(input);
@@ -579,6 +594,53 @@ pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
         }
     }
     out
+}
+
+/// Every active protection that names a snapshot missing from the table generation (pure): a valid lease, a
+/// disaster-recovery checkpoint or policy DR point, a snapshot-scoped legal hold, each as `legal hold h1 on
+/// snapshot 7`.
+///
+/// Such a snapshot left the metadata (a bundle-mode quarantine took it out while the protection was set, or
+/// another engine expired it without deleting its files), so what it reaches is unknown here, yet its leftover
+/// files are exactly what the protection keeps, and nothing in the generation references them: they look like
+/// orphans. Non-empty means lakedrill cannot decide which unreferenced files are orphans: [`plan`] proposes no
+/// orphan candidate (with a warning per protection) and [`orphan_rebase`] lists them in `missing_protected`, on
+/// which quarantine and purge of an orphan candidate refuse. Resolving that snapshot's files from a bundle is not
+/// attempted (DESIGN.md, "Protections on snapshots that left the table").
+#[must_use]
+pub fn protections_of_missing_snapshots(input: &PlanInput) -> Vec<String> {
+    let known: HashSet<i64> = input.snapshots.iter().map(|s| s.snapshot_id).collect();
+    let p = &input.protections;
+    let leases = p.leases.iter().map(|(id, l)| (*id, format!("lease {l}")));
+    let checkpoints = p.checkpoints.iter().map(|(id, c)| (*id, format!("checkpoint {c}")));
+    let holds = p.holds.iter().filter_map(|(h, scope)| match scope {
+        HoldScope::Snapshot(id) => Some((*id, format!("legal hold {h}"))),
+        _ => None,
+    });
+    leases
+        .chain(checkpoints)
+        .chain(holds)
+        .filter(|(id, _)| !known.contains(id))
+        .map(|(id, what)| format!("{what} on snapshot {id}"))
+        .collect()
+}
+
+/// Every ref of the policy's `protectedRefs` that does not exist in the table generation (pure), each as
+/// `protected ref "audit" (policy protectedRefs) does not exist in this table generation`.
+///
+/// Non-empty means lakedrill cannot decide which snapshots are expirable: the snapshot such a ref protected is
+/// unknown and may now look expirable. [`plan`] proposes no snapshot candidate (with a warning per ref), and
+/// quarantine and purge of a snapshot candidate refuse, exit 2, naming them ([`nondeletable_conflicts`] names them
+/// too).
+#[must_use]
+pub fn missing_protected_refs(input: &PlanInput) -> Vec<String> {
+    input
+        .protections
+        .protected_refs
+        .iter()
+        .filter(|name| !input.refs.iter().any(|r| &r.name == *name))
+        .map(|name| format!("protected ref {name:?} (policy protectedRefs) does not exist in this table generation"))
+        .collect()
 }
 
 /// Why a snapshot's layers could not be read, as [`PlanInput::unreadable`] records it.
@@ -837,14 +899,20 @@ pub fn plan(input: &PlanInput) -> Plan {
         ));
     }
     for name in &input.protections.protected_refs {
-        match input.refs.iter().find(|r| &r.name == name) {
-            // A protected ref pins its head and is never treated as expired; a protected branch's older
-            // history follows the branch's retention like any other branch's.
-            Some(r) => add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons),
-            None => warnings.push(format!(
-                "protected ref {name:?} does not exist in this table generation"
-            )),
+        // A protected ref pins its head and is never treated as expired; a protected branch's older
+        // history follows the branch's retention like any other branch's.
+        if let Some(r) = input.refs.iter().find(|r| &r.name == name) {
+            add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons);
         }
+    }
+    // A protected ref that is gone (dropped, renamed, or never created) protected some snapshot that lakedrill can
+    // no longer name: the snapshot may now look expirable. Cannot decide: no snapshot candidate.
+    let missing_refs = missing_protected_refs(input);
+    for m in &missing_refs {
+        warnings.push(format!(
+            "{m}: the snapshot it protected is unknown, so no snapshot candidate is proposed (restore the ref, or \
+             take it out of the policy's protectedRefs)"
+        ));
     }
     if let Some(c) = input.current_snapshot_id {
         add(c, "current".into(), &mut reasons);
@@ -958,6 +1026,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     if !unknown_retained
         && table_hold.is_none()
         && input.protections.unreadable_bundles.is_empty()
+        && missing_refs.is_empty()
         && !expirable.is_empty()
     {
         let mut objs: BTreeMap<&str, &ObjectRef> = BTreeMap::new();
@@ -1011,7 +1080,23 @@ pub fn plan(input: &PlanInput) -> Plan {
              commit takes longer than that would find its files quarantined as orphans"
         ));
     }
-    match (&input.listing, any_unknown, &table_hold, &referenced) {
+    // A protection on a snapshot that left the metadata keeps that snapshot's leftover files, which nothing in
+    // this generation references: they cannot be told from orphans, so none is proposed.
+    let missing_protected = protections_of_missing_snapshots(input);
+    if input.listing.is_some() {
+        for m in &missing_protected {
+            warnings.push(format!(
+                "{m}, which is not in this table generation: what it reaches is unknown, so orphan detection is off \
+                 (its leftover files would look unreferenced)"
+            ));
+        }
+    }
+    match (
+        &input.listing,
+        any_unknown || !missing_protected.is_empty(),
+        &table_hold,
+        &referenced,
+    ) {
         (Some(listing), false, None, Some(referenced)) => {
             // Statistics files are named by the metadata, not by a snapshot's layers: never orphans. Each listed
             // object is judged on its own, so the listing (200k entries on a Spark-written table: every file and
@@ -1094,7 +1179,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 });
             }
         }
-        (Some(_), true, _, _) => warnings.push(format!(
+        (Some(_), true, _, _) if any_unknown => warnings.push(format!(
             "the layers of snapshot(s) {} could not be read: orphan detection is off",
             input
                 .snapshots
@@ -2147,5 +2232,147 @@ mod tests {
         // Once the snapshots are gone, it is fulfilled.
         input.protections.deletion_rights[0].scope = DeletionScope::Snapshot(99);
         assert_eq!(plan(&input).deletion_rights[0].status, "fulfilled");
+    }
+
+    /// A table whose current snapshot 1 references `data/live.parquet`, with the leftover manifest list and data
+    /// file of a snapshot 0 that left the metadata listed, ten days old.
+    fn gone_snapshot_input() -> PlanInput {
+        let now = 100 * DAY;
+        let old = now - 10 * DAY;
+        let listed = |p: &str| ListedObject {
+            path: p.into(),
+            size: 1,
+            last_modified_ms: old,
+        };
+        PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 1,
+                parent_id: None,
+                timestamp_ms: old,
+                objects: Some([obj("data/live.parquet", Layer::Data)].into_iter().collect()),
+            }],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 1,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(1),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: Some(vec![
+                listed("data/live.parquet"),
+                listed("data/s0.parquet"),
+                listed("metadata/snap-0.avro"),
+            ]),
+            protections: Protections::default(),
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: 2 * DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, DAY, 2 * DAY),
+            statistics_files: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_protection_on_a_snapshot_gone_from_the_metadata_switches_orphan_detection_off() {
+        let orphan_ids = |p: &Plan| -> Vec<String> {
+            p.candidates
+                .iter()
+                .filter(|c| c.kind == "orphans")
+                .map(|c| c.candidate_id.clone())
+                .collect()
+        };
+        // Unprotected, the leftovers of snapshot 0 are orphans.
+        let input = gone_snapshot_input();
+        let p = plan(&input);
+        let orphans: Vec<&str> = p
+            .candidates
+            .iter()
+            .filter(|c| c.kind == "orphans")
+            .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+            .collect();
+        assert_eq!(orphans, ["data/s0.parquet", "metadata/snap-0.avro"]);
+        let objects = p.candidates[0].objects.clone();
+        assert!(orphan_rebase(&input, &objects).missing_protected.is_empty());
+        type Protect = fn(&mut Protections);
+        let cases: [(&str, Protect); 3] = [
+            ("legal hold h1", |p| p.holds.push(("h1".into(), HoldScope::Snapshot(0)))),
+            ("lease l1", |p| p.leases.push((0, "l1".into()))),
+            ("checkpoint cp1", |p| p.checkpoints.push((0, "cp1".into()))),
+        ];
+        for (name, protect) in cases {
+            let mut input = gone_snapshot_input();
+            protect(&mut input.protections);
+            let p = plan(&input);
+            assert!(orphan_ids(&p).is_empty(), "{name}: {:?}", p.candidates);
+            assert!(
+                p.warnings
+                    .iter()
+                    .any(|w| w.contains(&format!("{name} on snapshot 0")) && w.contains("orphan detection is off")),
+                "{name}: {:?}",
+                p.warnings
+            );
+            // The quarantine and purge of an orphan candidate planned before cannot decide.
+            let r = orphan_rebase(&input, &objects);
+            assert_eq!(r.missing_protected, [format!("{name} on snapshot 0")]);
+            // A protection on a snapshot still in the table changes nothing about orphans.
+            let mut on_live = gone_snapshot_input();
+            on_live.protections.leases.push((1, "l2".into()));
+            assert_eq!(orphan_ids(&plan(&on_live)).len(), 1);
+            assert!(protections_of_missing_snapshots(&on_live).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_missing_protected_ref_means_no_snapshot_candidate() {
+        let now = 100 * DAY;
+        let mut input = gone_snapshot_input();
+        input.listing = None;
+        input.snapshots = vec![
+            crate::govern::input::test_snapshot(0, None, now - 30 * DAY, &["data/s0.parquet"], 10),
+            crate::govern::input::test_snapshot(1, Some(0), now - 10 * DAY, &["data/live.parquet"], 10),
+        ];
+        let c_ids = |p: &Plan| -> Vec<Vec<i64>> {
+            p.candidates
+                .iter()
+                .filter(|c| c.kind == "expired-snapshots")
+                .map(|c| c.snapshot_ids.clone())
+                .collect()
+        };
+        // Snapshot 0 is on no ref and old: expirable.
+        assert_eq!(c_ids(&plan(&input)), [vec![0]]);
+        assert!(nondeletable_conflicts(&input, &[0], &[]).is_empty());
+        input.protections.protected_refs = vec!["audit".into()];
+        let p = plan(&input);
+        assert!(c_ids(&p).is_empty(), "{:?}", p.candidates);
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("protected ref \"audit\"") && w.contains("no snapshot candidate")),
+            "{:?}",
+            p.warnings
+        );
+        let conflicts = nondeletable_conflicts(&input, &[0], &[]);
+        assert!(
+            conflicts.len() == 1 && conflicts[0].contains("protected ref \"audit\""),
+            "{conflicts:?}"
+        );
+        // Once the ref exists (here on the current snapshot), snapshot 0 is a candidate again.
+        input.refs.push(RefInfo {
+            name: "audit".into(),
+            snapshot_id: 1,
+            is_branch: false,
+            max_ref_age_ms: None,
+            max_snapshot_age_ms: None,
+            min_snapshots_to_keep: None,
+        });
+        assert_eq!(c_ids(&plan(&input)), [vec![0]]);
+        assert!(missing_protected_refs(&input).is_empty());
     }
 }

@@ -969,6 +969,24 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                     ),
                 ));
             }
+            // Cannot decide either while a protection names a snapshot that left the table (an orphan candidate:
+            // its leftover files look unreferenced) or a protected ref is missing (a snapshot candidate: the
+            // snapshot it protected is unknown).
+            let undecided = if orphans {
+                crate::govern::closure::protections_of_missing_snapshots(&input)
+            } else {
+                crate::govern::closure::missing_protected_refs(&input)
+            };
+            if !undecided.is_empty() {
+                return Err(Error::corrupt(
+                    table.metadata_uri(),
+                    format!(
+                        "cannot decide: {}; nothing of candidate {} is deleted",
+                        undecided.join("; "),
+                        opts.candidate_id
+                    ),
+                ));
+            }
             let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &ids, &rec.objects);
             if !conflicts.is_empty() {
                 reasons.push(format!("independent closure check: {}", conflicts.join("; ")));
@@ -1425,6 +1443,7 @@ async fn orphan_rebase(
             ),
         ));
     }
+    refuse_missing_protected(&current.metadata_location, &r, &rec.candidate_id, "")?;
     if dry_run {
         if r.unchanged() && !stamp_changed(&rec.stamp, current) {
             return Ok(Rebased::Onto);
@@ -1470,6 +1489,30 @@ async fn orphan_rebase(
     Ok(Rebased::Onto)
 }
 
+/// Cannot decide on orphan candidate `candidate_id` while a protection names a snapshot missing from the
+/// generation (`metadata`): that snapshot's leftover files look unreferenced ([`crate::govern::closure::Rebase::missing_protected`]).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the metadata, each such protection and its snapshot.
+fn refuse_missing_protected(
+    metadata: &str,
+    r: &crate::govern::closure::Rebase,
+    candidate_id: &str,
+    tail: &str,
+) -> Result<()> {
+    if r.missing_protected.is_empty() {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        metadata,
+        format!(
+            "cannot decide: {} of this generation, so what it reaches is unknown and no file of orphan candidate \
+             {candidate_id} can be shown unreferenced{tail}",
+            r.missing_protected.join("; ")
+        ),
+    ))
+}
+
 /// The orphan candidate's final check after acceptance, at the generation of `table`: every held file that the
 /// table references now, or that an open writer's prefix or a legal hold covers, is put back where it was
 /// (verified) and leaves the candidate as `PROTECTED` while no object was deleted yet (the rest goes on, `rec`
@@ -1496,6 +1539,12 @@ async fn orphan_recheck(
             ),
         ));
     }
+    refuse_missing_protected(
+        table.metadata_uri(),
+        &r,
+        &rec.candidate_id,
+        "; nothing more was deleted",
+    )?;
     if r.released_objects.is_empty() {
         return Ok(None);
     }

@@ -474,6 +474,13 @@ pub fn standing_refusal(input: &PlanInput, objects: &[crate::model::object::Obje
             standing.unreadable
         ));
     }
+    if !standing.missing_protected.is_empty() {
+        return Some(format!(
+            "cannot decide: {} of the table's current generation, so what it reaches is unknown and the orphans \
+             cannot be shown unreferenced: re-plan (nothing left the table)",
+            standing.missing_protected.join("; ")
+        ));
+    }
     if standing.released_objects.is_empty() {
         return None;
     }
@@ -937,7 +944,7 @@ pub async fn put_back_protected(
             continue;
         }
         let judged = crate::govern::closure::orphan_rebase(input, &rec.objects);
-        if !judged.unreadable.is_empty() || judged.released_objects.is_empty() {
+        if !judged.unreadable.is_empty() || !judged.missing_protected.is_empty() || judged.released_objects.is_empty() {
             continue;
         }
         let why: BTreeMap<&str, &str> = judged

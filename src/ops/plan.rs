@@ -588,10 +588,47 @@ async fn refuse_later_generation(ctx: &Context, table: &Table, listed: impl Iter
     ))
 }
 
+/// The table's retention defaults from its `history.expire.*` properties (pure), Iceberg's defaults where a
+/// property is absent.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the property, its value and the metadata file `uri` when a property does not parse as
+/// the integer Iceberg reads it as (a long, an int for `min-snapshots-to-keep`): Iceberg Java refuses it too, and
+/// a default in its place would expire what the table's owner meant to keep.
+pub fn table_defaults(uri: &str, props: &std::collections::HashMap<String, String>) -> Result<TableDefaults> {
+    fn parsed<T: std::str::FromStr>(
+        uri: &str,
+        props: &std::collections::HashMap<String, String>,
+        key: &str,
+        kind: &str,
+    ) -> Result<Option<T>> {
+        props
+            .get(key)
+            .map(|v| {
+                v.parse::<T>().map_err(|_| {
+                    Error::invalid(
+                        format!("{uri}: table property {key}"),
+                        format!("value {v:?} is not {kind}, so the table's retention is unknown"),
+                    )
+                })
+            })
+            .transpose()
+    }
+    let fallback = TableDefaults::default();
+    Ok(TableDefaults {
+        max_snapshot_age_ms: parsed(uri, props, "history.expire.max-snapshot-age-ms", "a 64-bit integer")?
+            .unwrap_or(fallback.max_snapshot_age_ms),
+        min_snapshots_to_keep: parsed(uri, props, "history.expire.min-snapshots-to-keep", "a 32-bit integer")?
+            .unwrap_or(fallback.min_snapshots_to_keep),
+        max_ref_age_ms: parsed(uri, props, "history.expire.max-ref-age-ms", "a 64-bit integer")?,
+    })
+}
+
 /// Reads every snapshot's layers and the registry's protections into a [`PlanInput`].
 ///
 /// # Errors
-/// Storage and registry errors; unreadable layers of a snapshot are not errors (they are `None`).
+/// Storage and registry errors; [`Error::Invalid`] for a `history.expire.*` table property that does not parse
+/// ([`table_defaults`]); unreadable layers of a snapshot are not errors (they are `None`).
 pub async fn gather(
     ctx: &Context,
     table: &Table,
@@ -664,16 +701,7 @@ pub async fn gather(
             },
         })
         .collect();
-    let props = table.metadata().properties();
-    let prop = |k: &str| props.get(k).and_then(|v| v.parse::<i64>().ok());
-    let defaults = TableDefaults {
-        max_snapshot_age_ms: prop("history.expire.max-snapshot-age-ms")
-            .unwrap_or(TableDefaults::default().max_snapshot_age_ms),
-        min_snapshots_to_keep: prop("history.expire.min-snapshots-to-keep")
-            .and_then(|v| i32::try_from(v).ok())
-            .unwrap_or(1),
-        max_ref_age_ms: prop("history.expire.max-ref-age-ms"),
-    };
+    let defaults = table_defaults(table.metadata_uri(), table.metadata().properties())?;
     let mut live_metadata_files: BTreeSet<String> = own_metadata_path(table).into_iter().collect();
     for m in table.metadata().metadata_log() {
         if let Ok(r) = table.location().relative(&m.metadata_file) {
@@ -1264,7 +1292,47 @@ pub async fn status(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    /// Retention properties parse as Iceberg reads them; one that does not (or overflows an int) is an error
+    /// naming the property, its value and the metadata, never a default.
+    #[test]
+    fn retention_properties_that_do_not_parse_are_refused_naming_them() {
+        let uri = "s3://b/t/metadata/00003-x.metadata.json";
+        let props = |kv: &[(&str, &str)]| -> std::collections::HashMap<String, String> {
+            kv.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        assert_eq!(table_defaults(uri, &props(&[])).unwrap(), TableDefaults::default());
+        let d = table_defaults(
+            uri,
+            &props(&[
+                ("history.expire.max-snapshot-age-ms", "86400000"),
+                ("history.expire.min-snapshots-to-keep", "3"),
+                ("history.expire.max-ref-age-ms", "604800000"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (d.max_snapshot_age_ms, d.min_snapshots_to_keep, d.max_ref_age_ms),
+            (86_400_000, 3, Some(604_800_000))
+        );
+        for (key, value) in [
+            ("history.expire.max-snapshot-age-ms", "5d"),
+            ("history.expire.min-snapshots-to-keep", "2147483648"),
+            ("history.expire.min-snapshots-to-keep", " 3"),
+            ("history.expire.max-ref-age-ms", "1e9"),
+        ] {
+            let e = table_defaults(uri, &props(&[(key, value)])).unwrap_err();
+            assert!(matches!(e, Error::Invalid { .. }), "{key}={value}: {e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains(uri) && text.contains(key) && text.contains(&format!("{value:?}")),
+                "{key}={value}: {text}"
+            );
+        }
+    }
 
     #[test]
     fn a_quarantine_tag_is_the_prefix_or_under_it_never_a_ref_that_only_begins_like_it() {

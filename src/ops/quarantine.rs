@@ -75,6 +75,25 @@ pub async fn quarantine(
     let input = gather(ctx, &table, &policy, &reg, now, None).await?;
     let p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
+    // Cannot decide (the plan proposes no such candidate; this says why): an orphan candidate while a protection
+    // names a snapshot that left the table (its leftover files look unreferenced), a snapshot candidate while a
+    // protected ref is missing (the snapshot it protected is unknown).
+    let undecided = if candidate_id.starts_with("o-") {
+        closure::protections_of_missing_snapshots(&input)
+    } else if candidate_id.starts_with("c-") {
+        closure::missing_protected_refs(&input)
+    } else {
+        Vec::new()
+    };
+    if !undecided.is_empty() {
+        return Err(Error::corrupt(
+            table.metadata_uri(),
+            format!(
+                "cannot decide: {}; candidate {candidate_id} is not quarantined",
+                undecided.join("; ")
+            ),
+        ));
+    }
     let Some(candidate) = p.candidates.iter().find(|c| c.candidate_id == candidate_id).cloned() else {
         // A candidate that went on (quarantined, purged, protected, released) is no longer planned: its recorded
         // state says why, where "re-plan" would send the operator after a candidate that will not come back.

@@ -247,7 +247,11 @@ fn read_blocks(
             Err(_) if !last => return Ok(at),
             Err(e) => return Err(e),
         };
-        if sync != framing.sync {
+        // A block's datum count is never negative in an object container (the spec's "a long indicating the count
+        // of objects in this block"; apache-avro and Java refuse one): read as `0..count`, a flipped sign bit would
+        // make a manifest list or manifest read as empty, and the closure smaller. See:
+        // https://avro.apache.org/docs/1.11.1/specification/#object-container-files
+        if sync != framing.sync || count < 0 {
             return Err(Stop::Decode);
         }
         let block: &[u8] = if let Some(inflater) = inflater.as_mut() {
@@ -273,6 +277,15 @@ fn serde_block<T: serde::de::DeserializeOwned>(
         serde_avro_fast::de::DeserializerState::with_config(serde_avro_fast::de::read::SliceRead::new(block), config);
     for _ in 0..count {
         each(T::deserialize(state.deserializer()).map_err(|_| Stop::Decode)?)?;
+    }
+    // Bytes left over after `count` datums: the count or a datum is not what was written; the reference parser
+    // decides.
+    let mut rest = state.into_reader();
+    if !std::io::BufRead::fill_buf(&mut rest)
+        .map_err(|_| Stop::Decode)?
+        .is_empty()
+    {
+        return Err(Stop::Decode);
     }
     Ok(())
 }
@@ -309,6 +322,10 @@ fn entry_block(
                 content_size_in_bytes: e.content_size_in_bytes,
             },
         })?;
+    }
+    // As in `serde_block`: bytes left over mean the count or an entry is not what was written.
+    if !rest.is_empty() {
+        return Err(Stop::Decode);
     }
     Ok(())
 }
@@ -1393,11 +1410,16 @@ mod tests {
         // Avro longs are zigzag varints: 0 is the byte 0, so a block of zeros holds records of 0.
         let full = deflated(&vec![0u8; AVRO_MAX_ALLOCATION]);
         let over = deflated(&vec![0u8; AVRO_MAX_ALLOCATION + 1]);
-        let at_limit = container("deflate", &[(1, one(5)), (1, full.clone()), (1, one(-3)), (1, full)]);
-        assert_eq!(longs(&at_limit), Some(vec![5, 0, -3, 0]));
+        // Each zero byte is a record (a block's bytes are all its datums': bytes left over refuse it).
+        let n = i64::try_from(AVRO_MAX_ALLOCATION).unwrap();
+        let at_limit = container("deflate", &[(1, one(5)), (n, full.clone()), (1, one(-3)), (n, full)]);
+        let read = longs(&at_limit).unwrap();
+        assert_eq!(read.len(), 2 * AVRO_MAX_ALLOCATION + 2);
+        assert_eq!(read.iter().filter(|v| **v != 0).collect::<Vec<_>>(), [&5, &-3]);
+        drop(read);
         let mut many: Vec<(i64, Vec<u8>)> = (0..1_000).map(|i| (1, one(i))).collect();
         assert_eq!(longs(&container("deflate", &many)), Some((0..1_000).collect()));
-        many.push((1, over));
+        many.push((n + 1, over));
         assert_eq!(longs(&container("deflate", &many)), None);
         let plain: Vec<(i64, Vec<u8>)> = (0..1_000).map(|i| (1, i.encode_var_vec())).collect();
         assert_eq!(longs(&container("null", &plain)), Some((0..1_000).collect()));
@@ -1593,7 +1615,7 @@ mod tests {
         let paths = fixture_avro_files();
         assert!(paths.len() > 20, "{}", paths.len());
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x5ca1ab1e);
-        let (mut agreed, mut fast_only_real) = (0, 0);
+        let (mut agreed, mut fast_only_real, mut refused_both) = (0, 0, 0);
         for p in &paths {
             let real = std::fs::read(p).unwrap();
             let is_list = p.file_name().unwrap().to_string_lossy().starts_with("snap-");
@@ -1606,6 +1628,7 @@ mod tests {
                 files(&real, Decoder::FastOnly).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             }
             fast_only_real += 1;
+            let (_, header) = read_header(&real).unwrap();
             for _ in 0..40 {
                 let b = mutated(&real, &mut rng, 4);
                 if is_list {
@@ -1616,6 +1639,18 @@ mod tests {
                             assert_eq!(f, r, "{}: mutated list", p.display());
                             agreed += 1;
                         }
+                        // Bytes the reference parser refuses are never read by the fast decoder alone: with the header
+                        // untouched (the reference also reads its metadata, which the fast decoder does not need),
+                        // under a format version the reference reads the real list with.
+                        let judged = b.get(..header) == real.get(..header)
+                            && manifest_list_entries("l", &real, v, Decoder::Reference).is_ok();
+                        assert!(
+                            !judged || reference.is_ok() || fast.is_err(),
+                            "{}: mutated list the reference refuses read as {:?}",
+                            p.display(),
+                            fast
+                        );
+                        refused_both += usize::from(reference.is_err() && fast.is_err());
                     }
                 } else {
                     let fast = files(&b, Decoder::FastOnly);
@@ -1624,11 +1659,55 @@ mod tests {
                         assert_eq!(f, r, "{}: mutated manifest", p.display());
                         agreed += 1;
                     }
+                    // A manifest's header names its schema and partition spec, which the reference parser reads and
+                    // the fast decoder does not need: a header mutation can fail the first alone. With the header
+                    // untouched, bytes the reference parser refuses are not read by the fast decoder alone.
+                    assert!(
+                        b.get(..header) != real.get(..header) || reference.is_ok() || fast.is_err(),
+                        "{}: mutated manifest the reference refuses read as {:?}",
+                        p.display(),
+                        fast.map(|f| f.len())
+                    );
+                    refused_both += usize::from(reference.is_err() && fast.is_err());
                 }
             }
         }
         assert_eq!(fast_only_real, paths.len());
-        assert!(agreed > 100, "{agreed}");
+        assert!(agreed > 100 && refused_both > 100, "{agreed} {refused_both}");
+    }
+
+    /// One flipped bit makes a block's datum count negative (zig-zag: the sign is the first byte's low bit): the
+    /// fast decoder refuses it, and with the fallback the reference parser's refusal stands; nothing reads as empty.
+    #[test]
+    fn a_negative_block_count_is_refused_not_read_as_empty() {
+        let (mut lists, mut manifests) = (0, 0);
+        for p in fixture_avro_files() {
+            let real = std::fs::read(&p).unwrap();
+            let (_, header) = read_header(&real).unwrap();
+            let mut b = real.clone();
+            b[header] ^= 1;
+            let Ok(count) = Cursor(&b[header..]).long() else {
+                panic!("{}: no block count after the header", p.display());
+            };
+            assert!(count < 0, "{}: {count}", p.display());
+            if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                for v in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+                    for d in [Decoder::FastOnly, Decoder::Fast, Decoder::Reference] {
+                        let read = manifest_list_entries("l", &b, v, d);
+                        assert!(read.is_err(), "{} ({d:?}): {read:?}", p.display());
+                    }
+                }
+                lists += 1;
+            } else {
+                for d in [Decoder::FastOnly, Decoder::Fast, Decoder::Reference] {
+                    let read = files(&b, d);
+                    assert!(read.is_err(), "{} ({d:?}): {:?}", p.display(), read.map(|f| f.len()));
+                }
+                assert!(in_pieces(&b, 7).is_none(), "{}: in pieces", p.display());
+                manifests += 1;
+            }
+        }
+        assert!(lists > 5 && manifests > 10, "{lists} {manifests}");
     }
 
     /// `bytes` fed to [`ManifestPieces`] in pieces of `piece` bytes: its live files, or `None` when the fast
