@@ -1159,15 +1159,7 @@ async fn resume_problems(
         // Signed by the purge's own key (or any trusted key with the deleter role: a resume after the deleter's key
         // was rotated).
         let key = crate::evidence::keys::load_signing_key(&opts.key)?;
-        let mut keys = trust.for_role(crate::evidence::keys::Role::Deleter).keys().to_vec();
-        if !keys.iter().any(|k| k.keyid() == key.keyid()) {
-            keys.push(crate::evidence::keys::PublicKey::new(
-                "the purge's key",
-                &opts.key,
-                key.verifying_key(),
-            ));
-        }
-        let keys = TrustStore::from_keys(keys).map_err(|e| Error::invalid(&uri, e.to_string()))?;
+        let keys = archive_keys(&uri, Some(trust), &opts.key, &key)?;
         return archived_problems(rec, &uri, f.bytes, &keys);
     }
     if rec.state != State::DeleteApproved {
@@ -1235,6 +1227,26 @@ async fn resume_problems(
         .into_iter()
         .map(|p| format!("resuming without a signed inventory archive ({uri}): {p}"))
         .collect())
+}
+
+/// The keys a candidate's signed inventory archive (at `uri`) verifies under: every key of `trust` with the
+/// deleter role, and the key the run signs with (`key`, read from `key_path`: a run with the purge's own key needs
+/// no trust store).
+///
+/// # Errors
+/// Two keys of the trust store with one key id.
+fn archive_keys(uri: &str, trust: Option<&TrustStore>, key_path: &Path, key: &SigningKey) -> Result<TrustStore> {
+    let mut keys = trust
+        .map(|t| t.for_role(crate::evidence::keys::Role::Deleter).keys().to_vec())
+        .unwrap_or_default();
+    if !keys.iter().any(|k| k.keyid() == key.keyid()) {
+        keys.push(crate::evidence::keys::PublicKey::new(
+            "the run's key",
+            key_path,
+            key.verifying_key(),
+        ));
+    }
+    TrustStore::from_keys(keys).map_err(|e| Error::invalid(uri, e.to_string()))
 }
 
 /// [`resume_problems`] when the archive exists: its signature under `keys`, its subject naming the candidate, and
@@ -3148,7 +3160,9 @@ async fn finish(
 }
 
 /// `lakedrill reconcile CANDIDATE`: settles every `DELETE_UNKNOWN` object by re-checking it, retrying the
-/// delete once where the object is still there, and reporting what stays uncertain for a human.
+/// delete once where the object is still there, and reporting what stays uncertain for a human. Refused (exit 1)
+/// before any of that when the registry row is not backed by the purge's signed inventory archive and intent
+/// receipts (see `reconcile_problems`).
 ///
 /// # Errors
 /// Registry and storage errors.
@@ -3194,22 +3208,7 @@ pub async fn reconcile(
     // Not while a quarantine or purge of the candidate runs (it would settle objects under that run's feet).
     let run = match crate::ops::binding::claim_run(&reg, candidate_id, ctx.now(), "reconcile").await? {
         Ok(run) => run,
-        Err(why) => {
-            return Outcome::new(
-                Verdict::Findings,
-                &PurgeReport {
-                    status: "REFUSED".into(),
-                    candidate_id: candidate_id.to_owned(),
-                    reasons: vec![why.clone()],
-                    objects: BTreeMap::new(),
-                    summary: None,
-                    gates: vec![],
-                    requests: None,
-                    registry_transactions: None,
-                },
-                format!("REFUSED: {candidate_id} is not reconciled\n  - {why}\n"),
-            );
-        }
+        Err(why) => return reconcile_refused(candidate_id, vec![why]),
     };
     let out = reconcile_claimed(
         ctx,
@@ -3217,7 +3216,7 @@ pub async fn reconcile(
         &rec,
         &table,
         &policy,
-        &key,
+        (key_path, &key),
         trust.as_ref(),
         receipts,
         &run.run_id,
@@ -3229,6 +3228,128 @@ pub async fn reconcile(
     Ok(out)
 }
 
+/// `reconcile`'s refusal (exit 1): nothing re-checked, retried or recorded, with the reasons.
+fn reconcile_refused(candidate_id: &str, reasons: Vec<String>) -> Result<Outcome> {
+    let mut human = format!("REFUSED: {candidate_id} is not reconciled\n");
+    for r in &reasons {
+        human.push_str(&format!("  - {r}\n"));
+    }
+    Outcome::new(
+        Verdict::Findings,
+        &PurgeReport {
+            status: "REFUSED".into(),
+            candidate_id: candidate_id.to_owned(),
+            reasons,
+            objects: BTreeMap::new(),
+            summary: None,
+            gates: vec![],
+            requests: None,
+            registry_transactions: None,
+        },
+        human,
+    )
+}
+
+/// Why `reconcile` may not settle the candidate's `DELETE_UNKNOWN` objects from its registry row. A retry is a
+/// delete, and the row can be edited by anyone who can write the database, so the row is held to what the purge
+/// signed before its first delete, as a resumed purge is ([`resume_problems`]):
+/// - the candidate is in a purge (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`), or `PROTECTED` during one
+///   (its retries are then withheld by the batch check: re-checks only); a `PROTECTED` candidate with no
+///   `DELETE_UNKNOWN` object (one `undelete` brought back) has nothing to settle, and a summary signed for it
+///   would call objects deleted that are back;
+/// - its signed inventory archive (`<receipts>/<candidate>/inventory.dsse.json`) exists, verifies under the run's
+///   key or a deleter key of `trust`, names the candidate, and holds every object of the row with its size;
+/// - every `DELETE_UNKNOWN` object has an intent receipt (`requested`, newest for it) for its size: a delete that
+///   was never requested is not uncertain, so a row saying it is was changed.
+///
+/// A candidate with no `DELETE_UNKNOWN` object in any other state has nothing to retry and passes (its summary
+/// is written again, as before).
+///
+/// # Errors
+/// Storage errors reading the archive; an archive whose candidate cannot be parsed.
+async fn reconcile_problems(
+    ctx: &Context,
+    rec: &CandidateRecord,
+    states: &[crate::registry::ObjectState],
+    prior: &[crate::registry::ReceiptRow],
+    receipts: &str,
+    trust: Option<&TrustStore>,
+    (key_path, key): (&Path, &SigningKey),
+) -> Result<Vec<String>> {
+    let by_path: BTreeMap<&str, &ObjectRef> = rec.objects.iter().map(|o| (o.path.as_str(), o)).collect();
+    let unknown: Vec<&ObjectRef> = states
+        .iter()
+        .filter(|s| s.state == State::DeleteUnknown)
+        .filter_map(|s| by_path.get(s.path.as_str()).copied())
+        .collect();
+    let id = &rec.candidate_id;
+    if unknown.is_empty() {
+        if rec.state == State::Protected {
+            return Ok(vec![format!(
+                "{id} is PROTECTED and none of its objects is DELETE_UNKNOWN: there is nothing to reconcile (a \
+                 candidate `undelete` brought back is PROTECTED, and a purge summary signed for it would call its \
+                 objects deleted)"
+            )]);
+        }
+        return Ok(Vec::new());
+    }
+    if !matches!(
+        rec.state,
+        State::DeleteApproved | State::Deleted | State::DeleteUnknown | State::Protected
+    ) {
+        return Ok(vec![format!(
+            "the registry says {} object(s) of {id} are DELETE_UNKNOWN, but the candidate is {}: no purge of it is \
+             under way, so no delete of it is uncertain (the registry was changed); nothing is retried",
+            unknown.len(),
+            rec.state
+        )]);
+    }
+    let uri = archive_uri(receipts, id)?;
+    let Some(f) = ctx.storage.get_opt(&uri).await? else {
+        return Ok(vec![format!(
+            "{id} has {} DELETE_UNKNOWN object(s) but its signed inventory archive {uri} does not exist: the purge \
+             that sent those deletes wrote it before its first (give the same --receipts as that purge); nothing \
+             is retried from the registry row alone",
+            unknown.len()
+        )]);
+    };
+    let keys = archive_keys(&uri, trust, key_path, key)?;
+    let mut problems = archived_problems(rec, &uri, f.bytes, &keys)?;
+    if problems.iter().any(|p| p.contains("does not verify")) && trust.is_none() {
+        problems.push(
+            "the archive is verified under the reconcile's --key: give the purge's key, or the trust store whose \
+             deleter keys signed it (--trust DIR)"
+                .to_owned(),
+        );
+    }
+    // Each object's newest intent receipt (receipts come in order: a later one replaces an earlier one).
+    let intents: BTreeMap<&str, &crate::registry::ReceiptRow> = prior
+        .iter()
+        .filter(|r| r.receipt["phase"] == "requested")
+        .map(|r| (r.path.as_str(), r))
+        .collect();
+    let unsent: Vec<String> = unknown
+        .iter()
+        .filter(|o| {
+            intents
+                .get(o.path.as_str())
+                .is_none_or(|r| r.receipt["expected_size"].as_u64() != Some(o.size))
+        })
+        .map(|o| format!("{} ({} bytes)", o.path, o.size))
+        .collect();
+    if !unsent.is_empty() {
+        let shown: Vec<&str> = unsent.iter().take(10).map(String::as_str).collect();
+        problems.push(format!(
+            "{} DELETE_UNKNOWN object(s) of {id} have no intent receipt for that size: their delete was never \
+             requested, so it is not uncertain (the registry was changed): {}{}",
+            unsent.len(),
+            shown.join(", "),
+            if unsent.len() > shown.len() { ", …" } else { "" }
+        ));
+    }
+    Ok(problems)
+}
+
 /// [`reconcile`] while the candidate is claimed.
 #[allow(clippy::too_many_arguments)]
 async fn reconcile_claimed(
@@ -3237,7 +3358,7 @@ async fn reconcile_claimed(
     rec: &CandidateRecord,
     table: &crate::table::Table,
     policy: &Policy,
-    key: &SigningKey,
+    (key_path, key): (&Path, &SigningKey),
     trust: Option<&TrustStore>,
     receipts: &str,
     run_id: &str,
@@ -3254,6 +3375,12 @@ async fn reconcile_claimed(
     let confined = ctx.storage.confine(&target_root).await?;
     let objects = &rec.objects;
     let states = reg.object_states(candidate_id).await?;
+    let prior = reg.receipts(candidate_id).await?;
+    // Nothing is settled from a registry row that the purge's signed archive and its intents do not back.
+    let problems = reconcile_problems(ctx, rec, &states, &prior, receipts, trust, (key_path, key)).await?;
+    if !problems.is_empty() {
+        return reconcile_refused(candidate_id, problems);
+    }
     // Re-checks always run; a retried delete only by the pinned build on a table whose stage deletes.
     let digest = crate::ops::binding::digest_binding(ctx, policy)?;
     let binding = crate::ops::binding::policy_binding(reg, &rec.table_uuid, policy).await?;
@@ -3274,7 +3401,6 @@ async fn reconcile_claimed(
     } else {
         None
     };
-    let prior = reg.receipts(candidate_id).await?;
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
     let by_path: BTreeMap<&str, &ObjectRef> = objects.iter().map(|o| (o.path.as_str(), o)).collect();
@@ -3476,7 +3602,8 @@ pub async fn switch(ctx: &Context, stop: bool, reason: &str) -> Result<Outcome> 
 
 /// `lakedrill undelete CANDIDATE --trust DIR`: on a versioned bucket, removes the delete markers a
 /// marker-only purge left, and verifies every object brought back against the candidate's bundles
-/// (BLAKE3 and size). The candidate becomes `PROTECTED`: reclaiming it again needs a new plan.
+/// (BLAKE3 and size). The candidate becomes `PROTECTED`: reclaiming it again needs a new plan. Only a purge that
+/// can delete no more is undone (`VERIFIED` or `PROTECTED`): one in progress is refused (exit 1), naming its state.
 ///
 /// # Errors
 /// Non-S3 tables; registry and storage errors. Objects that cannot be brought back are findings (exit 1).
@@ -3554,6 +3681,26 @@ async fn undelete_claimed(
             format!("REFUSED: {reason}\n"),
         );
     }
+    // Only a purge that can delete no more is undone: a finished one (`VERIFIED`), or one a hold, lease or ref
+    // stopped (`PROTECTED`: never purged again, and `reconcile` withholds its retries). Under a purge still in
+    // progress (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) a resume or `reconcile` would delete again what was
+    // brought back, and the objects' states would still say VERIFIED, so the signed summary would call them
+    // deleted.
+    if !matches!(rec.state, State::Verified | State::Protected) {
+        let next = match rec.state {
+            State::DeleteApproved | State::Deleted | State::DeleteUnknown => {
+                "its purge is not finished: settle it first (`lakedrill reconcile` for DELETE_UNKNOWN objects, \
+                 `lakedrill purge` to resume a stopped run) until it is VERIFIED, then undelete"
+            }
+            _ => "only a VERIFIED (purged) or PROTECTED candidate is undeleted",
+        };
+        let reason = format!("{candidate_id} is {}: {next}", rec.state);
+        return Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "REFUSED", "candidate_id": candidate_id, "state": rec.state.as_str(), "reason": reason}),
+            format!("REFUSED: {reason}\n"),
+        );
+    }
     let table = ctx.table(source).await?;
     let root = table.location().root_uri().to_owned();
     if !root.starts_with("s3://") {
@@ -3617,7 +3764,7 @@ async fn undelete_claimed(
     if let Some((key, dir)) = seal {
         crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, None, ctx.now()).await?;
     }
-    if all_ok && rec.state == State::Verified {
+    if all_ok {
         reg.candidate_transition(
             candidate_id,
             State::Protected,

@@ -688,6 +688,101 @@ fn a_resumed_purge_refuses_an_object_added_to_the_registry_after_its_acceptance(
     );
 }
 
+/// `reconcile` retries deletes, so it holds the registry row to the purge's signed inventory archive as a resumed
+/// purge does. A purge ends `DELETE_UNKNOWN` (every second delete refused); an attacker with write access to the
+/// registry adds the table's current metadata file to the candidate's row (its inventory root recomputed) with an
+/// object state `DELETE_UNKNOWN`. `reconcile` refuses (exit 1, naming the file and the archive it is missing from),
+/// the file stays, and no other delete is retried. Before, it deleted the file: its only screen, the closure check,
+/// does not cover the live metadata file.
+#[test]
+fn reconcile_refuses_an_object_added_to_the_registry_that_its_signed_archive_does_not_hold() {
+    let g = Gov::new("maxUnreconciledUnknowns: 0\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
+        Some(1)
+    );
+    let left = g.present(&c);
+    assert!(left > 0, "every second delete was refused by the failpoint");
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let root = g.table_root();
+    let rel = crate::bounds::current_metadata(&g)
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
+    let mut row: Value = serde_json::from_str(
+        &sql_text(
+            &db,
+            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut objects: Vec<lakedrill::model::object::ObjectRef> = serde_json::from_value(row["objects"].clone()).unwrap();
+    objects.push(lakedrill::model::object::ObjectRef {
+        path: rel.clone(),
+        layer: lakedrill::model::object::Layer::Metadata,
+        size,
+    });
+    row["objects"] = serde_json::to_value(&objects).unwrap();
+    row["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET candidate_json = $1 WHERE candidate_id = $2",
+        &[&row.to_string(), id],
+    );
+    crate::util::sql_exec(
+        &db,
+        "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, 'DELETE_UNKNOWN', '2026-01-01T00:00:00Z')",
+        &[id, &rel],
+    );
+    let r = g.reconcile(id);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert_eq!(r.json()["status"], "REFUSED", "{out}");
+    assert!(
+        out.contains("not in its signed inventory archive") && out.contains(&rel),
+        "{out}"
+    );
+    assert!(root.join(&rel).exists(), "{rel} was deleted");
+    assert_eq!(g.present(&c), left, "no other delete was retried");
+}
+
+/// A `DELETE_UNKNOWN` object is one whose delete was requested (its intent receipt recorded) and not confirmed. A
+/// purge killed after its acceptance and archive, before its first batch, requested nothing; an object state set to
+/// `DELETE_UNKNOWN` by hand is refused by `reconcile` (exit 1, naming the object), and it stays. Before, the retry
+/// went out with no intent to take its ETag condition from (on S3: an unconditional delete).
+#[test]
+fn reconcile_refuses_a_delete_unknown_object_whose_delete_was_never_requested() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let args = g.purge_args(id, Some(&ev));
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-at-batch=1", &args), None);
+    assert!(
+        g.dir.join("receipts").join(id).join("inventory.dsse.json").exists(),
+        "the archive was written before the first batch"
+    );
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(g.present(&c), n, "nothing deleted yet");
+    let rel = c["objects"][0]["path"].as_str().unwrap().to_owned();
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    crate::util::sql_exec(
+        &db,
+        "UPDATE object_states SET state = 'DELETE_UNKNOWN' WHERE candidate_id = $1 AND path = $2",
+        &[id, &rel],
+    );
+    let r = g.reconcile(id);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert!(out.contains("no intent receipt") && out.contains(&rel), "{out}");
+    assert_eq!(g.present(&c), n, "{rel} was deleted");
+}
+
 /// A candidate the registry says is `DELETE_APPROVED` with no signed inventory archive beside its receipts — a row
 /// set to it by hand, or a run killed between its acceptance and its first write — is held to the acceptance's
 /// checks again: without `--evidence` it is refused and nothing is deleted; a run killed after its archive, whose

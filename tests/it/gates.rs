@@ -102,6 +102,8 @@ fn gates_report_all_six_with_their_figures() {
         "keys/gov-TEST-ONLY.key",
         "--receipts",
         "receipts",
+        "--trust",
+        "keys",
     ])
     .expect_code(0);
 

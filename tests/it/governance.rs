@@ -314,7 +314,8 @@ impl Gov {
             .count()
     }
 
-    /// `reconcile ID` with the fixture's policy, key and receipts.
+    /// `reconcile ID` with the fixture's policy, key, receipts and trust store (whose deleter keys verify the
+    /// purge's signed inventory archive).
     pub fn reconcile(&self, id: &str) -> Run {
         self.on_table(&[
             "--json",
@@ -326,6 +327,8 @@ impl Gov {
             "keys/gov-TEST-ONLY.key",
             "--receipts",
             "receipts",
+            "--trust",
+            "keys",
         ])
     }
 
@@ -1295,6 +1298,8 @@ fn lost_responses_and_5xx_end_in_delete_unknown_that_reconcile_settles() {
                 "keys/gov-TEST-ONLY.key",
                 "--receipts",
                 "receipts",
+                "--trust",
+                "keys",
             ])
             .expect_code(0)
             .json();
@@ -1884,6 +1889,8 @@ fn an_object_overwritten_since_quarantine_is_not_deleted_and_ends_delete_unknown
         g.policy.to_str().unwrap(),
         "--key",
         "keys/gov-TEST-ONLY.key",
+        "--trust",
+        "keys",
     ]);
     assert_eq!(
         std::fs::read(&path).unwrap(),

@@ -376,6 +376,8 @@ fn an_object_overwritten_since_quarantine_is_refused_by_the_provider_and_ends_de
                 "keys/gov-TEST-ONLY.key",
                 "--receipts",
                 "receipts",
+                "--trust",
+                "keys",
                 "--policy",
                 g.policy.to_str().unwrap(),
             ])
@@ -1114,4 +1116,72 @@ fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_b
         "{}",
         r.stdout
     );
+}
+
+/// `undelete` only undoes a purge that can delete no more. A marker-only purge on a versioned bucket whose
+/// responses were lost (every second single delete: each took effect, its answer never came) ends
+/// `DELETE_UNKNOWN`: `undelete` is refused (exit 1, naming the state and `reconcile`) and every object stays behind
+/// its delete marker. Before, it brought them back (exit 0, UNDELETED), and `reconcile` then deleted the
+/// `DELETE_UNKNOWN` ones again and signed a summary calling every object deleted. Once `reconcile` settled the
+/// purge (VERIFIED), `undelete` brings every object back, and a `reconcile` of the undeleted (`PROTECTED`)
+/// candidate is refused, deleting nothing and signing nothing.
+#[test]
+fn undelete_of_a_delete_unknown_purge_waits_for_reconcile_and_reconcile_leaves_an_undeleted_candidate_alone() {
+    let prefix = format!("undel-unknown-{}", uuid::Uuid::new_v4());
+    let (g, _proxy) = on_seaweed(&prefix, "s3_delete_objects = false", "");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let keys: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| format!("{prefix}/db/retention/{}", o["path"].as_str().unwrap()))
+        .collect();
+    let present = || -> usize {
+        let listed: Vec<String> = serde_json::from_str(&boto(
+            &g,
+            &format!(
+                "import json\nk = []\nfor page in s3.get_paginator('list_objects_v2').paginate(Bucket=bucket, Prefix='{prefix}/db/retention/'):\n\
+                 \x20   k.extend(o['Key'] for o in page.get('Contents', []))\n\
+                 print(json.dumps(k))"
+            ),
+        ))
+        .unwrap();
+        keys.iter().filter(|k| listed.contains(k)).count()
+    };
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "lose-every=2", &g.purge_args(id, Some(&ev))),
+        Some(1)
+    );
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "DELETE_UNKNOWN", "{st}");
+    assert_eq!(present(), 0, "every delete took effect; only answers were lost");
+    let undelete = || g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
+    let u = undelete();
+    assert_eq!(u.code, 1, "{}{}", u.stdout, u.stderr);
+    let u = u.json();
+    assert_eq!(u["status"], "REFUSED", "{u}");
+    let reason = u["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("DELETE_UNKNOWN") && reason.contains("reconcile"),
+        "names the state and what to do: {u}"
+    );
+    assert_eq!(present(), 0, "nothing was brought back");
+    // reconcile settles the purge; then undelete brings every object back.
+    let r = g.reconcile(id).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let u = undelete().expect_code(0).json();
+    assert_eq!(u["status"], "UNDELETED", "{u}");
+    assert!(
+        u["objects"].as_array().unwrap().iter().all(|o| o["verified"] == true),
+        "{u}"
+    );
+    assert_eq!(present(), keys.len());
+    // The undeleted candidate is PROTECTED: reconcile has nothing to settle, deletes nothing, signs nothing.
+    let r = g.reconcile(id);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let r = r.json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    assert!(r["summary"].is_null(), "{r}");
+    assert_eq!(present(), keys.len(), "every object stays");
 }
