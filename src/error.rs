@@ -152,6 +152,19 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A catalog commit was sent, but whether the catalog applied it is unknown (a REST server answered 5xx,
+    /// the connection broke after the request went out, or the answer to it could not be read), and reading the
+    /// table again did not settle it. Unlike [`Error::Catalog`] it never means "nothing changed": the table may
+    /// carry the commit, now or later, so nothing the commit was to make safe may be discarded or deleted.
+    #[error("catalog {catalog}: the commit to {table} was sent but its outcome is unknown: {reason}")]
+    CommitUnknown {
+        /// The catalog's name in the configuration.
+        catalog: String,
+        /// The table committed to.
+        table: String,
+        /// What was answered (or not) and what the table showed when read again.
+        reason: String,
+    },
     /// A local file operation failed.
     #[error("cannot {op} {}", path.display())]
     Io {
@@ -204,7 +217,9 @@ impl Error {
             | Error::PathOutsideTable { .. } => ErrorKind::BadInput,
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::Module(e) => e.kind,
-            Error::Storage { .. } | Error::Io { .. } | Error::Catalog { .. } => ErrorKind::Storage,
+            Error::Storage { .. } | Error::Io { .. } | Error::Catalog { .. } | Error::CommitUnknown { .. } => {
+                ErrorKind::Storage
+            }
             Error::Corrupt { .. } | Error::Parse { .. } => ErrorKind::Corrupt,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Error::Iceberg { .. } | Error::Internal(_) => ErrorKind::Internal,

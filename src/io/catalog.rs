@@ -147,7 +147,9 @@ impl Catalog {
     /// # Errors
     /// [`Error::Catalog`] for a lost race or a refused commit; storage errors writing the metadata file;
     /// [`Error::Corrupt`] when a REST server applied the commit on top of a concurrent one and so dropped refs
-    /// that one created (see [`crate::io::rest::RestCatalog::commit`]).
+    /// that one created (see [`crate::io::rest::RestCatalog::commit`]); [`Error::CommitUnknown`] when a REST
+    /// commit was sent, got no clear answer and the table read again does not carry it: the table may change
+    /// yet, so the caller must neither discard nor delete anything on its account.
     pub async fn commit(
         &self,
         storage: &Storage,

@@ -99,6 +99,15 @@ struct ErrorResponse {
     error: ErrorModel,
 }
 
+/// A request that got no answer ([`RestCatalog::send_raw`]).
+#[derive(Debug)]
+struct SendFailure {
+    /// Whether the request may have reached the server (anything but a failure to connect).
+    sent: bool,
+    /// What failed, the URL named, no secret.
+    why: String,
+}
+
 /// A table loaded through the catalog: its metadata location and the metadata the catalog returned.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -249,6 +258,18 @@ impl RestCatalog {
 
     /// One request; the bearer token and the configured headers are added. Returns the status and the body.
     async fn send(&self, method: reqwest::Method, url: &str, json: Option<Vec<u8>>) -> Result<(u16, bytes::Bytes)> {
+        self.send_raw(method, url, json).await.map_err(|f| self.err(f.why))
+    }
+
+    /// [`RestCatalog::send`], with a failure telling whether the request may have reached the server: only a
+    /// failure to connect (or to build the request) means it did not; a timeout, a connection broken after the
+    /// request went out or an answer that cannot be read may follow a request the server acted on.
+    async fn send_raw(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        json: Option<Vec<u8>>,
+    ) -> std::result::Result<(u16, bytes::Bytes), SendFailure> {
         let mut req = self.client.request(method.clone(), url);
         for (k, v) in &self.headers {
             req = req.header(k.as_str(), v.as_str());
@@ -259,15 +280,15 @@ impl RestCatalog {
         if let Some(b) = json {
             req = req.header("content-type", "application/json").body(b);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| self.err(format!("cannot reach {method} {url}: {}", without_url(&e))))?;
+        let resp = req.send().await.map_err(|e| SendFailure {
+            sent: !(e.is_connect() || e.is_builder()),
+            why: format!("cannot reach {method} {url}: {}", without_url(&e)),
+        })?;
         let status = resp.status().as_u16();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| self.err(format!("{method} {url}: unreadable answer: {}", without_url(&e))))?;
+        let body = resp.bytes().await.map_err(|e| SendFailure {
+            sent: true,
+            why: format!("{method} {url}: unreadable answer (HTTP {status}): {}", without_url(&e)),
+        })?;
         Ok((status, body))
     }
 
@@ -435,16 +456,24 @@ impl RestCatalog {
     /// see the module documentation. Returns the new metadata location.
     ///
     /// # Errors
-    /// [`Error::Catalog`] when the table moved since `expected` or the server refuses a requirement (409: the
-    /// commit lost the race, nothing changed), or when `new` differs from the current metadata in more than refs
-    /// and removed snapshots.
+    /// [`Error::Catalog`] only when nothing changed: the table moved since `expected`, the server refused a
+    /// requirement (409: the commit lost the race) or the request (another 4xx), the server could not be
+    /// reached, or `new` differs from the current metadata in more than refs and removed snapshots.
+    ///
+    /// [`Error::CommitUnknown`] when the commit was sent and its outcome is unknown (the REST spec's 500, 502 and
+    /// 504, any other 5xx, a connection broken or timed out after the request went out, a 200 whose body cannot
+    /// be read or names no metadata location) and reading the table again does not show it applied: it may
+    /// have been, or be later. When the table read again carries every change of the commit, the commit is
+    /// taken as landed (and checked as below) and its location is that generation's.
     ///
     /// A REST server applies the updates to the table as it is when the commit arrives, and requirements can
     /// only pin refs lakedrill knows of: a ref another writer created between lakedrill's read and its commit
     /// on a snapshot the commit removes is silently dropped by the server (Iceberg's metadata builder removes
     /// refs to removed snapshots). So the answer is checked: when the new metadata's log shows another commit
-    /// in between, that generation is read, and refs it had on a removed snapshot that are gone now are an
-    /// [`Error::Corrupt`] naming them (the caller must not delete anything).
+    /// in between, that generation is read, and refs it had on a removed snapshot (dropped, or moved on to a
+    /// snapshot of their own), or a snapshot lakedrill did not know descending from a removed one, are an
+    /// [`Error::Corrupt`] naming them (the caller must not delete anything). Any failure of that check is an
+    /// [`Error::Corrupt`] as well.
     pub async fn commit(
         &self,
         storage: &crate::io::store::Storage,
@@ -464,111 +493,279 @@ impl RestCatalog {
         if updates.is_empty() {
             return Ok(current.metadata_location);
         }
+        let removed: std::collections::BTreeSet<i64> = current
+            .metadata
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .filter(|id| new.snapshot_by_id(*id).is_none())
+            .collect();
         let body = serde_json::to_vec(&serde_json::json!({
             "identifier": {"namespace": ident.namespace.split('.').collect::<Vec<_>>(), "name": ident.name},
             "requirements": requirements,
             "updates": updates,
         }))
         .map_err(|e| Error::Internal(format!("encode a REST commit: {e}")))?;
-        let (status, body) = self
-            .send(reqwest::Method::POST, &self.table_url(ident), Some(body))
-            .await?;
-        match status {
-            200 => {
-                let r: LoadTableResponse = serde_json::from_slice(&body)
-                    .map_err(|e| self.err(format!("commit to {ident}: unreadable answer ({e})")))?;
-                let loc = r
-                    .metadata_location
-                    .ok_or_else(|| self.err(format!("commit to {ident}: the answer names no metadata location")))?;
-                let removed: std::collections::BTreeSet<i64> = current
-                    .metadata
-                    .snapshots()
-                    .map(|s| s.snapshot_id())
-                    .filter(|id| new.snapshot_by_id(*id).is_none())
-                    .collect();
-                if !removed.is_empty() {
-                    let known: std::collections::BTreeSet<String> = refs_of(&current.metadata)
-                        .map_err(|why| self.err(why))?
-                        .into_keys()
-                        .collect();
-                    self.check_nothing_dropped(storage, ident, (expected, &known), &loc, &r.metadata, &removed)
-                        .await?;
-                }
-                Ok(loc)
+        let answered = match self
+            .send_raw(reqwest::Method::POST, &self.table_url(ident), Some(body))
+            .await
+        {
+            Ok((200, body)) => match serde_json::from_slice::<LoadTableResponse>(&body) {
+                Ok(LoadTableResponse {
+                    metadata_location: Some(loc),
+                    metadata,
+                }) => Ok((loc, metadata)),
+                Ok(_) => Err(format!(
+                    "commit to {ident}: HTTP 200, but the answer names no metadata location"
+                )),
+                Err(e) => Err(format!(
+                    "commit to {ident}: HTTP 200, but the answer cannot be read ({e})"
+                )),
+            },
+            Ok((409, _)) => {
+                return Err(self.err(format!(
+                    "commit to {ident} refused (HTTP 409): a requirement failed, another writer committed first: \
+                     the commit lost the race, nothing changed"
+                )));
             }
-            409 => Err(self.err(format!(
-                "commit to {ident} refused (HTTP 409): a requirement failed, another writer committed first: the \
-                 commit lost the race, nothing changed"
-            ))),
-            _ => Err(self.refusal(&format!("commit to {ident}"), status, &body)),
+            // See: the REST spec's CommitTableResponse errors, "500/502/504: the commit state is unknown"
+            // (Iceberg Java's commit error handler treats every 5xx so).
+            Ok((status, body)) if status >= 500 => {
+                Err(self.refusal(&format!("commit to {ident}"), status, &body).to_string())
+            }
+            Ok((status, body)) => return Err(self.refusal(&format!("commit to {ident}"), status, &body)),
+            Err(f) if !f.sent => return Err(self.err(f.why)),
+            Err(f) => Err(f.why),
+        };
+        let (loc, result) = match answered {
+            Ok(a) => a,
+            Err(why) => {
+                return self
+                    .settle(storage, ident, (expected, &current.metadata), new, &removed, &why)
+                    .await;
+            }
+        };
+        if !removed.is_empty() {
+            self.check_nothing_dropped(storage, ident, (expected, &current.metadata), &loc, &result, &removed)
+                .await?;
         }
+        Ok(loc)
+    }
+
+    /// After a commit whose outcome is unknown (`why`): reads the table again, and when it carries every change
+    /// of the commit takes it as landed (running the dropped-ref check over the generations since `expected`),
+    /// returning the location read; otherwise [`Error::CommitUnknown`].
+    async fn settle(
+        &self,
+        storage: &crate::io::store::Storage,
+        ident: &TableIdent,
+        (expected, before): (&str, &TableMetadata),
+        new: &TableMetadata,
+        removed: &std::collections::BTreeSet<i64>,
+        why: &str,
+    ) -> Result<String> {
+        let unknown = |more: String| Error::CommitUnknown {
+            catalog: self.section.clone(),
+            table: ident.to_string(),
+            reason: format!("{why}; {more}"),
+        };
+        let now = match self.load(ident).await {
+            Ok(now) => now,
+            Err(e) => {
+                return Err(unknown(format!(
+                    "the table could not be read again to see whether it carries the commit ({})",
+                    e.with_causes()
+                )));
+            }
+        };
+        if let Err(missing) = carries(before, new, &now.metadata) {
+            return Err(unknown(format!(
+                "the table, read again at {}, does not carry it ({missing}): it may not have been applied, or may \
+                 still be",
+                now.metadata_location
+            )));
+        }
+        crate::report::output::warn(format!(
+            "catalog {}: the commit to {ident} got no clear answer ({why}), but the table read again at {} carries \
+             it: taken as committed",
+            self.section, now.metadata_location
+        ));
+        if !removed.is_empty() {
+            self.check_nothing_dropped(
+                storage,
+                ident,
+                (expected, before),
+                &now.metadata_location,
+                &now.metadata,
+                removed,
+            )
+            .await?;
+        }
+        Ok(now.metadata_location)
     }
 }
 
+/// Whether `now` carries every change the commit from `before` to `new` makes (the refs it sets at their
+/// snapshots, the refs it removes absent, the snapshots it removes absent); otherwise the first one missing.
+fn carries(before: &TableMetadata, new: &TableMetadata, now: &TableMetadata) -> std::result::Result<(), String> {
+    let (_, updates) = commit_request(before, new)?;
+    let refs = refs_of(now)?;
+    for u in &updates {
+        match u {
+            TableUpdate::SetSnapshotRef { ref_name, reference } => {
+                let at = refs.get(ref_name).map(|r| r.snapshot_id);
+                if at != Some(reference.snapshot_id) {
+                    return Err(format!(
+                        "ref {ref_name} is at {} instead of {}",
+                        at.map_or_else(|| "nothing".to_owned(), |id| id.to_string()),
+                        reference.snapshot_id
+                    ));
+                }
+            }
+            TableUpdate::RemoveSnapshotRef { ref_name } => {
+                if refs.contains_key(ref_name) {
+                    return Err(format!("ref {ref_name} is still there"));
+                }
+            }
+            TableUpdate::RemoveSnapshots { snapshot_ids } => {
+                if let Some(id) = snapshot_ids.iter().find(|id| now.snapshot_by_id(**id).is_some()) {
+                    return Err(format!("snapshot {id} is still there"));
+                }
+            }
+            other => return Err(format!("an update lakedrill does not send: {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// What a commit that removed `removed` from `before` lost through concurrent commits (pure): in each
+/// generation `between` (location, metadata) lakedrill's read and `result`, a ref lakedrill did not know on a
+/// removed snapshot that `result` does not have at that snapshot (dropped by the server, or moved on to a
+/// snapshot of its own); and in `result`, a snapshot lakedrill did not know whose parents, followed through
+/// snapshots it did not know, reach a removed snapshot (it may reuse that snapshot's manifests and files).
+fn dropped_refs(
+    before: &TableMetadata,
+    removed: &std::collections::BTreeSet<i64>,
+    between: &[(&str, &TableMetadata)],
+    result: &TableMetadata,
+) -> std::result::Result<Vec<String>, String> {
+    let known: std::collections::BTreeSet<String> = refs_of(before)?.into_keys().collect();
+    let result_refs = refs_of(result)?;
+    let mut dropped = Vec::new();
+    for (m, md) in between {
+        for (name, r) in refs_of(md)? {
+            // Refs lakedrill read were pinned by requirements or removed on purpose; only new ones count.
+            if removed.contains(&r.snapshot_id)
+                && !known.contains(&name)
+                && result_refs.get(&name).map(|x| x.snapshot_id) != Some(r.snapshot_id)
+            {
+                let now = result_refs
+                    .get(&name)
+                    .map_or_else(|| "dropped".to_owned(), |x| format!("now at {}", x.snapshot_id));
+                dropped.push(format!("{name} -> {} (in {m}; {now})", r.snapshot_id));
+            }
+        }
+    }
+    // Parents of every snapshot seen in a generation after lakedrill's read.
+    let mut parent: BTreeMap<i64, Option<i64>> = BTreeMap::new();
+    for md in between.iter().map(|(_, md)| *md).chain([result]) {
+        for s in md.snapshots() {
+            parent.insert(s.snapshot_id(), s.parent_snapshot_id());
+        }
+    }
+    for s in result.snapshots() {
+        if before.snapshot_by_id(s.snapshot_id()).is_some() {
+            continue;
+        }
+        let mut at = s.parent_snapshot_id();
+        // Bounded by the snapshots seen: a parent cycle in a broken metadata file ends the walk.
+        for _ in 0..=parent.len() {
+            let Some(p) = at else { break };
+            if removed.contains(&p) {
+                dropped.push(format!(
+                    "snapshot {} (new, descends from removed snapshot {p})",
+                    s.snapshot_id()
+                ));
+                break;
+            }
+            if before.snapshot_by_id(p).is_some() {
+                break;
+            }
+            at = parent.get(&p).copied().flatten();
+        }
+    }
+    dropped.sort();
+    dropped.dedup();
+    Ok(dropped)
+}
+
 impl RestCatalog {
-    /// After a commit that removed `removed` from the generation at `expected` (whose refs were `known`): when
-    /// the new metadata's log names another generation as its parent, the commits in between are read and any
-    /// ref of theirs lakedrill did not know, on a removed snapshot, that the result no longer has is refused
-    /// ([`RestCatalog::commit`]).
+    /// After a commit that removed `removed` from `before`, the generation at `expected`: when the new
+    /// metadata's log names another generation as its parent, the commits in between are read and what they
+    /// made on the removed snapshots that the result lost is refused ([`dropped_refs`], [`RestCatalog::commit`]).
+    /// Every failure here is an [`Error::Corrupt`]: what cannot be checked is not deleted.
     async fn check_nothing_dropped(
         &self,
         storage: &crate::io::store::Storage,
         ident: &TableIdent,
-        (expected, known): (&str, &std::collections::BTreeSet<String>),
+        (expected, before): (&str, &TableMetadata),
         committed: &str,
         result: &TableMetadata,
         removed: &std::collections::BTreeSet<i64>,
     ) -> Result<()> {
+        let undecided = |why: String| {
+            Error::corrupt(
+                committed,
+                format!(
+                    "catalog {}: the commit to {ident} removed snapshots {removed:?}, but {why}, so whether a \
+                     concurrent commit referenced them cannot be decided; nothing was deleted",
+                    self.section
+                ),
+            )
+        };
         let same = |a: &str| {
             a == expected
                 || crate::model::location::canonical_uri(a).ok() == crate::model::location::canonical_uri(expected).ok()
         };
         let log: Vec<&str> = result.metadata_log().iter().map(|m| m.metadata_file.as_str()).collect();
         let Some(parent) = log.last() else {
-            return Err(Error::corrupt(
-                committed,
-                format!(
-                    "catalog {}: the commit to {ident} removed snapshots {removed:?}, but its metadata has no \
-                     metadata-log, so whether a concurrent commit referenced them cannot be decided; nothing was \
-                     deleted",
-                    self.section
-                ),
-            ));
+            return Err(undecided("its metadata has no metadata-log".to_owned()));
         };
         if same(parent) {
             return Ok(());
         }
         // Every generation after the one lakedrill read (all of them, when the log does not reach back to it).
         let start = log.iter().rposition(|m| same(m)).map_or(0, |i| i + 1);
-        let result_refs = refs_of(result).map_err(|why| self.err(why))?;
-        let mut dropped = Vec::new();
+        let mut between = Vec::new();
         for m in &log[start..] {
-            let uri = crate::model::location::canonical_uri(m)?;
-            let bytes = storage
-                .get_bounded(&uri, storage.options().max_metadata_bytes, "table metadata")
-                .await?
-                .bytes;
-            let between: TableMetadata =
-                serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(&uri, format!("not table metadata: {e}")))?;
-            for (name, r) in refs_of(&between).map_err(|why| self.err(why))? {
-                // Refs lakedrill read were pinned by requirements or removed on purpose; only new ones count.
-                if removed.contains(&r.snapshot_id) && !result_refs.contains_key(&name) && !known.contains(&name) {
-                    dropped.push(format!("{name} -> {} (in {m})", r.snapshot_id));
-                }
-            }
+            let read = async {
+                let uri = crate::model::location::canonical_uri(m)?;
+                let bytes = storage
+                    .get_bounded(&uri, storage.options().max_metadata_bytes, "table metadata")
+                    .await?
+                    .bytes;
+                serde_json::from_slice::<TableMetadata>(&bytes)
+                    .map_err(|e| Error::corrupt(&uri, format!("not table metadata: {e}")))
+            };
+            let md = read.await.map_err(|e| {
+                undecided(format!(
+                    "generation {m} between lakedrill's read and the commit cannot be read ({})",
+                    e.with_causes()
+                ))
+            })?;
+            between.push(((*m).to_owned(), md));
         }
+        let between: Vec<(&str, &TableMetadata)> = between.iter().map(|(m, md)| (m.as_str(), md)).collect();
+        let dropped = dropped_refs(before, removed, &between, result).map_err(undecided)?;
         if dropped.is_empty() {
             return Ok(());
         }
-        dropped.sort();
-        dropped.dedup();
         Err(Error::corrupt(
             committed,
             format!(
                 "catalog {}: another writer committed to {ident} between lakedrill's read ({expected}) and its \
-                 commit, creating ref(s) on snapshots the commit removed; the server applied the removal on top \
-                 and dropped them: {}. Nothing was deleted: the snapshots' files and quarantine bundles are \
-                 intact (restore a bundle with `lakedrill restore`, then re-create the refs)",
+                 commit, creating ref(s) or snapshot(s) on snapshots the commit removed; the server applied the \
+                 removal on top and the result lost them: {}. Nothing was deleted: the snapshots' files and \
+                 quarantine bundles are intact (restore a bundle with `lakedrill restore`, then re-create the refs)",
                 self.section,
                 dropped.join(", ")
             ),
@@ -882,4 +1079,165 @@ pub fn commit_request(
         updates.push(TableUpdate::RemoveSnapshots { snapshot_ids: removed });
     }
     Ok((requirements, updates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metadata with `snapshots` (id, parent) and `refs` (name, snapshot, branch?); main's target is current.
+    fn md(snapshots: &[(i64, Option<i64>)], refs: &[(&str, i64, bool)]) -> TableMetadata {
+        let snaps: Vec<serde_json::Value> = snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, (id, parent))| {
+                serde_json::json!({"snapshot-id": id, "parent-snapshot-id": parent, "sequence-number": i + 1,
+                    "timestamp-ms": 1_700_000_000_000_i64 + i64::try_from(i).unwrap(),
+                    "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+                    "summary": {"operation": "append"}, "schema-id": 0})
+            })
+            .collect();
+        let r: serde_json::Map<String, serde_json::Value> = refs
+            .iter()
+            .map(|(n, id, branch)| {
+                (
+                    (*n).to_owned(),
+                    serde_json::json!({"snapshot-id": id, "type": if *branch { "branch" } else { "tag" }}),
+                )
+            })
+            .collect();
+        let main = refs.iter().find(|(n, _, _)| *n == "main").map(|(_, id, _)| *id);
+        serde_json::from_value(serde_json::json!({
+            "format-version": 2, "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1", "location": "s3://b/t",
+            "last-sequence-number": snapshots.len(), "last-updated-ms": 1_700_000_000_000_i64, "last-column-id": 1,
+            "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]}],
+            "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": []}], "last-partition-id": 999,
+            "default-sort-order-id": 0, "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
+            "current-snapshot-id": main, "snapshots": snaps, "refs": r, "snapshot-log": [], "metadata-log": []
+        }))
+        .unwrap()
+    }
+
+    /// Lakedrill read 1 <- 2 (main) and 3 (child of 1, unreferenced), and removes 3.
+    fn before() -> TableMetadata {
+        md(&[(1, None), (2, Some(1)), (3, Some(1))], &[("main", 2, true)])
+    }
+
+    fn removed(ids: &[i64]) -> std::collections::BTreeSet<i64> {
+        ids.iter().copied().collect()
+    }
+
+    /// See: the 2026-12-06 review, finding 2. Between lakedrill's read and the server applying its removal of S = 3,
+    /// a writer creates branch b at S, then appends to b (4, parent S, which may reuse S's manifests). The result
+    /// still has a ref named b, now at 4: before, only a ref gone by name was flagged, and this passed.
+    #[test]
+    fn a_new_ref_moved_off_a_removed_snapshot_and_its_new_snapshot_are_flagged() {
+        let b = before();
+        let at_s = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 2, true), ("b", 3, true)],
+        );
+        let appended = md(
+            &[(1, None), (2, Some(1)), (3, Some(1)), (4, Some(3))],
+            &[("main", 2, true), ("b", 4, true)],
+        );
+        let result = md(
+            &[(1, None), (2, Some(1)), (4, Some(3))],
+            &[("main", 2, true), ("b", 4, true)],
+        );
+        let between = [("v2.metadata.json", &at_s), ("v3.metadata.json", &appended)];
+        let dropped = dropped_refs(&b, &removed(&[3]), &between, &result).unwrap();
+        assert_eq!(
+            dropped,
+            vec![
+                "b -> 3 (in v2.metadata.json; now at 4)".to_owned(),
+                "snapshot 4 (new, descends from removed snapshot 3)".to_owned()
+            ]
+        );
+        // The same branch and snapshot made in one commit: no generation has b at S, the new snapshot is flagged.
+        let dropped = dropped_refs(&b, &removed(&[3]), &[("v2.metadata.json", &appended)], &result).unwrap();
+        assert_eq!(
+            dropped,
+            vec!["snapshot 4 (new, descends from removed snapshot 3)".to_owned()]
+        );
+        // Through a new snapshot lakedrill did not know either (5 <- 4 <- S).
+        let deeper = md(
+            &[(1, None), (2, Some(1)), (4, Some(3)), (5, Some(4))],
+            &[("main", 2, true), ("b", 5, true)],
+        );
+        let dropped = dropped_refs(&b, &removed(&[3]), &[], &deeper).unwrap();
+        assert_eq!(
+            dropped,
+            vec![
+                "snapshot 4 (new, descends from removed snapshot 3)".to_owned(),
+                "snapshot 5 (new, descends from removed snapshot 3)".to_owned()
+            ]
+        );
+    }
+
+    /// A ref dropped with the removed snapshot (the case the check was written for) is still flagged; an append to
+    /// main meanwhile, and a removed ancestor of main's history, are not.
+    #[test]
+    fn a_dropped_ref_is_flagged_and_ordinary_appends_are_not() {
+        let b = before();
+        let tagged = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 2, true), ("keep-me", 3, false)],
+        );
+        let result = md(&[(1, None), (2, Some(1))], &[("main", 2, true)]);
+        assert_eq!(
+            dropped_refs(&b, &removed(&[3]), &[("v2.metadata.json", &tagged)], &result).unwrap(),
+            vec!["keep-me -> 3 (in v2.metadata.json; dropped)".to_owned()]
+        );
+        let appended = md(
+            &[(1, None), (2, Some(1)), (3, Some(1)), (4, Some(2))],
+            &[("main", 4, true)],
+        );
+        let result = md(&[(1, None), (2, Some(1)), (4, Some(2))], &[("main", 4, true)]);
+        assert!(
+            dropped_refs(&b, &removed(&[3]), &[("v2.metadata.json", &appended)], &result)
+                .unwrap()
+                .is_empty()
+        );
+        // Expiring main's oldest ancestor (1) while main moves on: 4's parent is 2, which lakedrill knew.
+        let result = md(&[(2, Some(1)), (3, Some(1)), (4, Some(2))], &[("main", 4, true)]);
+        assert!(
+            dropped_refs(&b, &removed(&[1]), &[("v2.metadata.json", &appended)], &result)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    /// After an unknown outcome the table read again carries the commit only with every change in it.
+    #[test]
+    fn carries_needs_every_change_of_the_commit() {
+        let b = before();
+        let tagged = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 2, true), ("q", 3, false)],
+        );
+        let gone = md(&[(1, None), (2, Some(1))], &[("main", 2, true)]);
+        // Tag mode: the tag at its snapshot.
+        assert_eq!(carries(&b, &tagged, &tagged), Ok(()));
+        assert_eq!(
+            carries(&b, &tagged, &b),
+            Err("ref q is at nothing instead of 3".to_owned())
+        );
+        let elsewhere = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 2, true), ("q", 2, false)],
+        );
+        assert_eq!(
+            carries(&b, &tagged, &elsewhere),
+            Err("ref q is at 2 instead of 3".to_owned())
+        );
+        // Bundle mode and the purge: the snapshot and its refs gone.
+        assert_eq!(carries(&b, &gone, &gone), Ok(()));
+        assert_eq!(carries(&b, &gone, &b), Err("snapshot 3 is still there".to_owned()));
+        assert_eq!(carries(&tagged, &gone, &tagged), Err("ref q is still there".to_owned()));
+        // Later commits by others on top do not hide it.
+        let later = md(&[(1, None), (2, Some(1)), (4, Some(2))], &[("main", 4, true)]);
+        assert_eq!(carries(&b, &gone, &later), Ok(()));
+    }
 }

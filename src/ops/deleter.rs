@@ -2039,9 +2039,12 @@ async fn execute(
             match committed {
                 Ok(_) => break table,
                 Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
-                Err(e @ Error::Corrupt { .. }) => {
-                    // The catalog may already have lost refs to the candidate's snapshots (a REST server applying
-                    // the removal over a concurrent commit): the candidate is protected for good, nothing deleted.
+                // Corrupt: the catalog may already have lost refs to the candidate's snapshots (a REST server
+                // applying the removal over a concurrent commit). CommitUnknown: the commit was sent and the table,
+                // read again, does not show it applied; it may still be, with no check of what it dropped, and the
+                // next run would find the snapshots gone and delete. Either way the candidate is protected for
+                // good, nothing deleted.
+                Err(e @ (Error::Corrupt { .. } | Error::CommitUnknown { .. })) => {
                     reg.candidate_transition(
                         candidate_id,
                         State::Protected,

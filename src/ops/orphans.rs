@@ -117,7 +117,11 @@ async fn hold_for(
             ),
         }));
     };
-    if location::is_under(q, root) || location::is_under(root, q) {
+    // The same folder overlaps as much as one under the other (`is_under` is strict).
+    if q.trim_end_matches('/') == root.trim_end_matches('/')
+        || location::is_under(q, root)
+        || location::is_under(root, q)
+    {
         return Ok(Err(format!(
             "the policy's orphanQuarantine {q} overlaps the table location {root}: the copies would be listed as \
              the table's files"

@@ -522,6 +522,57 @@ async fn seal_and_commit(
                 }
                 on = Some(now_table);
             }
+            // The commit was sent and the catalog, read again, does not show whether it applied: it may have
+            // taken the snapshots out of the table (bundle mode), now or later, and then the bundles are the only
+            // way back. Nothing is discarded; the candidate goes to PROTECTED with its bundles recorded, so that
+            // no purge acts on it and `quarantine release` can remove any of its tags that landed.
+            // The same when the commit landed but the dropped-ref check refused what it did (Corrupt): the catalog
+            // may have lost refs to the snapshots, and the bundles are the way back.
+            Err(e @ (Error::CommitUnknown { .. } | Error::Corrupt { .. })) => {
+                let kept: Vec<&str> = sealed.iter().map(|b| b.uri.as_str()).collect();
+                let outcome = if matches!(e, Error::CommitUnknown { .. }) {
+                    "unknown"
+                } else {
+                    "committed, not trusted"
+                };
+                let why = format!(
+                    "the quarantine commit's outcome is {outcome} ({}); the bundles sealed for it are kept: {}",
+                    e.with_causes(),
+                    kept.join(", ")
+                );
+                let q = serde_json::json!({
+                    "mode": match mode { QuarantineMode::Tag => "tag", QuarantineMode::Bundle => "bundle" },
+                    "tag_prefix": tag_prefix,
+                    "tags": tags.iter().map(|(n, id)| serde_json::json!({"name": n, "snapshot_id": id})).collect::<Vec<_>>(),
+                    "bundles": sealed,
+                    "commit_outcome": outcome,
+                    "commit_based_on": expected,
+                    "plan_stamp": stamp,
+                    "policy_digest": policy.digest(),
+                    "implementation_digest": digest,
+                });
+                reg.candidate_transition(candidate_id, State::Protected, &why, Some(&q), None, ctx.now())
+                    .await?;
+                let kept = format!(
+                    ". Nothing was discarded: the bundles sealed for {candidate_id} are kept ({}) and the candidate is \
+                     now PROTECTED; read the table: if its snapshots left it, the bundles are the way back \
+                     (`set-current --from-bundle`, `restore`); `quarantine release` removes any of its tags that \
+                     landed",
+                    kept.join(", ")
+                );
+                return Err(match e {
+                    Error::CommitUnknown { catalog, table, reason } => Error::CommitUnknown {
+                        catalog,
+                        table,
+                        reason: format!("{reason}{kept}"),
+                    },
+                    Error::Corrupt { uri, reason } => Error::Corrupt {
+                        uri,
+                        reason: format!("{reason}{kept}"),
+                    },
+                    e => e,
+                });
+            }
             Err(e) => return Err(e),
         }
     };
@@ -801,7 +852,9 @@ async fn release_claimed(
                 committed = Some(loc);
                 break;
             }
-            Err(Error::Catalog { .. }) if attempt < RELEASE_COMMIT_ATTEMPTS => {
+            // An unknown outcome is read again like a lost race: tags gone from the table read again were removed
+            // (by this commit or another), and what is left is removed on the next attempt.
+            Err(Error::Catalog { .. } | Error::CommitUnknown { .. }) if attempt < RELEASE_COMMIT_ATTEMPTS => {
                 (table, cat, ident) = ctx.catalog_table(source).await?;
             }
             Err(Error::Catalog { reason, .. }) => {

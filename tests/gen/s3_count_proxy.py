@@ -4,7 +4,7 @@ requests lakedrill sends with it (DeleteObjects batches, single deletes) instead
 counters, and the REST tests use it to land another writer's commit at the worst moment.
 
 Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-lifecycle] [--race-post REGEX SCRIPT]
-                          [--delay-ms MS]
+                          [--lose-post REGEX 504|drop|unsent-504] [--delay-ms MS]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -25,6 +25,12 @@ With --race-post, the first POST whose path matches REGEX (say, a REST table com
 `python SCRIPT` runs to completion (another writer committing through the catalog directly, after lakedrill read
 the table and before its commit arrives), then is forwarded. The script's exit status is logged as
 `<time> RACE <status>`; it runs once.
+
+With --lose-post, the first POST whose path matches REGEX (after --race-post's writer, when both match it) is
+forwarded and its answer read, then lost: `504` answers 504 Gateway Timeout instead (a gateway whose upstream
+applied the commit too late), `drop` closes the connection without an answer. `unsent-504` answers 504 without forwarding it at all (the
+gateway gave up before its upstream saw the request). Logged as `<time> LOST <mode> <upstream status or ->`; it
+happens once.
 
 With --delay-ms, every request waits MS milliseconds before it is forwarded: a store behind that much latency per
 request (`benches/scale.rs`, h, the purge behind 20 ms).
@@ -49,6 +55,12 @@ RACE = None
 if "--race-post" in sys.argv[4:]:
     i = sys.argv.index("--race-post")
     RACE = (re.compile(sys.argv[i + 1]), sys.argv[i + 2])
+LOSE = None
+if "--lose-post" in sys.argv[4:]:
+    i = sys.argv.index("--lose-post")
+    LOSE = (re.compile(sys.argv[i + 1]), sys.argv[i + 2])
+    assert LOSE[1] in ("504", "drop", "unsent-504"), f"--lose-post: 504, drop or unsent-504, not {LOSE[1]}"
+LOSE_FIRED = threading.Event()
 DELAY = 0.0
 if "--delay-ms" in sys.argv[4:]:
     DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
@@ -69,6 +81,31 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 f"<Message>{message}</Message></Error>").encode()
         self.send_response_only(status, reason)
         self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def losing(self, status):
+        """Whether this request's answer is the one --lose-post loses: asked before forwarding (status None, only
+        for unsent-504) and after (with the upstream status, for 504 and drop). Logs LOST once."""
+        if not LOSE or self.command != "POST" or not LOSE[0].search(urllib.parse.urlsplit(self.path).path):
+            return False
+        if (status is None) != (LOSE[1] == "unsent-504"):
+            return False
+        with LOCK:
+            if LOSE_FIRED.is_set():
+                return False
+            LOSE_FIRED.set()
+            with open(LOGFILE, "a") as log:
+                log.write(f"{time.time():.6f} LOST {LOSE[1]} {status if status is not None else '-'}\n")
+        return True
+
+    def gateway_timeout(self):
+        """Answers 504 Gateway Timeout with a REST error document."""
+        data = (b'{"error": {"message": "gateway timeout (the test proxy lost the answer)", '
+                b'"type": "GatewayTimeout", "code": 504}}')
+        self.send_response_only(504, "Gateway Timeout")
+        self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -100,12 +137,23 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         if NO_LIFECYCLE and self.command == "GET" and "lifecycle" in asked:
             self.refuse(403, "Forbidden", "AccessDenied", "Access Denied")
             return
+        lose = self.losing(None)
+        if lose and LOSE[1] == "unsent-504":
+            self.gateway_timeout()
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         conn = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=300)
         try:
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
+            if self.losing(resp.status):
+                if LOSE[1] == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                else:
+                    self.gateway_timeout()
+                return
             self.send_response_only(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 # A HEAD answer keeps the object's Content-Length (its size); others get the body's.

@@ -1333,3 +1333,27 @@ fn an_orphan_quarantine_killed_during_its_take_out_is_recorded_and_released_whol
         );
     }
 }
+
+/// An `orphanQuarantine` that is the table location itself overlaps it as much as a folder inside it does (the
+/// copies would land among the table's files): `quarantine o-…` is refused (exit 1) and the orphan stays where it
+/// is. Before 2026-12-06 only a folder strictly inside the table, or holding it, was refused (the check was strict).
+#[test]
+fn an_orphan_quarantine_at_the_table_location_itself_is_refused() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let mut text = std::fs::read_to_string(&g.policy).unwrap();
+    text.push_str(&format!("orphanQuarantine: {}/\n", root.display()));
+    g.write_policy(&text);
+    let orphan = root.join("data/uncommitted-writer.parquet");
+    put(
+        &orphan,
+        b"PAR1 a writer that never committed PAR1",
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    let c = orphan_candidate(&g.plan());
+    let q = g.quarantine(c["candidate_id"].as_str().unwrap(), "tag");
+    let out = format!("{}{}", q.stdout, q.stderr);
+    assert_eq!(q.code, 1, "{out}");
+    assert!(out.contains("overlaps the table location"), "{out}");
+    assert!(orphan.exists(), "the orphan stays in the table: {out}");
+}

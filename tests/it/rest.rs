@@ -681,3 +681,181 @@ fn recovered_tables_register_in_the_rest_catalog_and_pyiceberg_reads_them_there(
         "no table left behind"
     );
 }
+
+impl RestFx {
+    /// A proxy in front of the REST catalog that loses the answer to lakedrill's first commit to `db.events`
+    /// (`--lose-post`, `mode`: `504` and `drop` after forwarding it, `unsent-504` without), running `code` as
+    /// another writer first when given (`--race-post`).
+    fn lose(&self, name: &str, mode: &str, code: Option<&str>) -> CountingProxy {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let re = "/namespaces/db/tables/events$";
+        let mut flags = vec!["--lose-post".to_owned(), re.to_owned(), mode.to_owned()];
+        if let Some(code) = code {
+            let script = dir.join("writer.py");
+            std::fs::write(&script, self.py_script(code)).unwrap();
+            flags.extend([
+                "--race-post".to_owned(),
+                re.to_owned(),
+                script.to_str().unwrap().to_owned(),
+            ]);
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        CountingProxy::start(&rest_uri(), &dir, &flags)
+    }
+}
+
+/// Whether the proxy lost an answer in `mode`, and the upstream status it had.
+fn lost(proxy: &CountingProxy, mode: &str) -> Option<String> {
+    proxy
+        .requests()
+        .into_iter()
+        .find(|(_, m, p)| m == "LOST" && p.starts_with(mode))
+        .map(|(_, _, p)| p)
+}
+
+/// The bundles (`bundle.dsse.json`) under the fixture's `bundles` folder.
+fn bundles_of(f: &RestFx) -> Vec<PathBuf> {
+    files_under(&f.dir.join("bundles"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "bundle.dsse.json"))
+        .collect()
+}
+
+/// A quarantine commit that the catalog applied but whose answer was lost (a gateway's 504 after its upstream
+/// committed; the connection dropped after the request went out): the quarantine reads the table again, finds its
+/// commit in it (bundle mode: the snapshot gone; tag mode: its tag there), records the quarantine and keeps its
+/// bundles. Before 2026-12-06 the lost answer counted as "nothing changed": bundle mode re-judged the candidate on
+/// the new generation, found its snapshot gone, refused (exit 1) and deleted the bundles, the only way back to a
+/// snapshot the catalog had already dropped.
+#[test]
+fn a_quarantine_commit_whose_answer_is_lost_is_settled_from_the_table_and_keeps_its_bundles() {
+    for (mode, lose) in [("bundle", "504"), ("tag", "drop")] {
+        let f = RestFx::new();
+        let c = f.candidate();
+        let id = c["candidate_id"].as_str().unwrap().to_owned();
+        let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+        f.enable();
+        let proxy = f.lose("lost", lose, None);
+        let cfg = f.through(&proxy, "lost.toml");
+        let mut args = f.quarantine_args(&id);
+        args.extend(["--mode".to_owned(), mode.to_owned()]);
+        let q = f.on_table_with(Some(&cfg), &args);
+        let text = format!("{}{}", q.stdout, q.stderr);
+        assert_eq!(
+            lost(&proxy, lose).as_deref(),
+            Some(format!("{lose} 200").as_str()),
+            "{mode}: the proxy forwarded the commit and lost its answer: {:?}",
+            proxy.requests()
+        );
+        assert_eq!(q.code, 0, "{mode}: {text}");
+        assert_eq!(q.json()["status"], "QUARANTINED", "{mode}: {text}");
+        assert!(text.contains("taken as committed"), "{mode}: {text}");
+        assert_eq!(bundles_of(&f).len(), 1, "{mode}: the bundle is kept: {text}");
+        let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+        assert_eq!(status["candidates"][0]["candidate"]["state"], "QUARANTINED", "{status}");
+        let seen = f.py(&format!(
+            "print({orphaned} in [s.snapshot_id for s in t.metadata.snapshots], \
+             sorted(n for n in t.metadata.refs if n.startswith('quarantine/')))"
+        ));
+        if mode == "bundle" {
+            assert_eq!(seen, "False []", "bundle mode: the snapshot left the table");
+        } else {
+            assert_eq!(
+                seen,
+                format!("True ['quarantine/{id}']"),
+                "tag mode: the tag is in the table"
+            );
+        }
+    }
+}
+
+/// A quarantine commit whose answer is lost before the catalog saw it (a gateway's 504 without forwarding): the
+/// table read again does not carry it, and lakedrill cannot know whether it will (a gateway may still pass it
+/// on). The quarantine exits 2 saying so, keeps the bundles and records them, and the candidate goes to PROTECTED:
+/// nothing acts on it, `quarantine release` can take it out. Before 2026-12-06 it was refused as "nothing changed"
+/// (exit 1) and the bundles were deleted.
+#[test]
+fn a_quarantine_commit_of_unknown_outcome_the_table_does_not_show_exits_2_and_keeps_its_bundles() {
+    let f = RestFx::new();
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    f.enable();
+    let proxy = f.lose("unsent", "unsent-504", None);
+    let cfg = f.through(&proxy, "unsent.toml");
+    let mut args = f.quarantine_args(&id);
+    args.extend(["--mode".to_owned(), "bundle".to_owned()]);
+    let q = f.on_table_with(Some(&cfg), &args);
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert!(lost(&proxy, "unsent-504").is_some(), "{:?}", proxy.requests());
+    assert_eq!(q.code, 2, "{text}");
+    assert!(
+        text.contains("outcome is unknown") && text.contains("are kept") && text.contains("PROTECTED"),
+        "{text}"
+    );
+    assert!(!text.contains("REFUSED"), "{text}");
+    assert_eq!(bundles_of(&f).len(), 1, "the bundle is kept: {text}");
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    let cand = &status["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "PROTECTED", "{status}");
+    assert_eq!(cand["quarantine"]["commit_outcome"], "unknown", "{status}");
+    assert_eq!(
+        cand["quarantine"]["bundles"].as_array().map(Vec::len),
+        Some(1),
+        "the bundle is recorded: {status}"
+    );
+    assert_eq!(
+        f.py(&format!(
+            "print({orphaned} in [s.snapshot_id for s in t.metadata.snapshots])"
+        )),
+        "True",
+        "the commit never reached the catalog"
+    );
+}
+
+/// The purge's catalog commit lands over a writer that tagged the candidate's snapshot meanwhile (the server
+/// drops the new tag with the snapshot), and its answer is lost (504). lakedrill reads the table again, finds its
+/// commit there and runs the dropped-ref check on it: the tag the server dropped is named, the candidate is
+/// PROTECTED and nothing is deleted. Before 2026-12-06 the lost answer sent the purge round its retry, whose
+/// rebase found the snapshot gone and deleted its files without the check.
+#[test]
+fn a_purge_commit_whose_answer_is_lost_is_checked_for_dropped_refs_before_any_delete() {
+    let f = RestFx::new();
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    f.enable();
+    f.quarantine(&id);
+    let report = f.drill();
+    let proxy = f.lose(
+        "p-lost",
+        "504",
+        Some(&format!(
+            "t.manage_snapshots().create_tag({orphaned}, 'keep-me').commit()"
+        )),
+    );
+    let cfg = f.through(&proxy, "lost-p.toml");
+    let p = f.on_table_with(Some(&cfg), &f.purge_args(&id, &report));
+    let text = format!("{}{}", p.stdout, p.stderr);
+    assert!(
+        raced(&proxy),
+        "the writer ran inside the commit: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(
+        lost(&proxy, "504").as_deref(),
+        Some("504 200"),
+        "{:?}",
+        proxy.requests()
+    );
+    assert_eq!(p.code, 2, "{text}");
+    assert!(
+        text.contains("keep-me") && text.contains("Nothing was deleted"),
+        "{text}"
+    );
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(status["candidates"][0]["candidate"]["state"], "PROTECTED", "{status}");
+    let (present, keys) = f.present(&c);
+    assert_eq!(present, keys.len(), "every file of the snapshot stays: {status}");
+}
