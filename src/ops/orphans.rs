@@ -354,6 +354,21 @@ async fn take_out(
     }
 }
 
+/// After a take-out step of `f` failed: whether the file left the table location anyway and is held as recorded
+/// (`Some(true)`), is still in place (`Some(false)`), or left but is not where it should be held (`None`: its
+/// version is gone behind the marker, or its copy is missing).
+async fn left_anyway(storage: &Storage, f: &HeldFile) -> Result<Option<bool>> {
+    let e = &f.entry;
+    if storage.head(&e.uri).await?.is_some() {
+        return Ok(Some(false));
+    }
+    let held = match &f.version {
+        Some(version) => storage.head_version(&e.uri, Some(version)).await?,
+        None => storage.head(&f.uri).await?,
+    };
+    Ok(held.is_some_and(|h| h.size == e.size).then_some(true))
+}
+
 /// What [`read_and_copy`] read: every file's entry and how the files are held.
 pub struct Prepared {
     entries: Vec<InventoryEntry>,
@@ -594,7 +609,8 @@ pub async fn seal_and_hold(
         "bytes": pred.bytes,
         "uri": bundle_uri,
     });
-    let record = |held: &[serde_json::Value], stayed: &[serde_json::Value], taking_out: bool| {
+    // `uncertain`: the take-out is unfinished (`taking_out`): before it began, or files whose leaving is unknown.
+    let record = |held: &[serde_json::Value], stayed: &[serde_json::Value], uncertain: Option<&[serde_json::Value]>| {
         let mut q = serde_json::json!({
             "mode": "orphans",
             "hold": hold,
@@ -613,8 +629,9 @@ pub async fn seal_and_hold(
             "quarantined_at": held_since,
             "implementation_digest": r.digest,
         });
-        if taking_out {
+        if let Some(uncertain) = uncertain {
             q["taking_out"] = serde_json::json!(true);
+            q["uncertain"] = serde_json::json!(uncertain);
         }
         q
     };
@@ -626,7 +643,7 @@ pub async fn seal_and_hold(
             id,
             State::Quarantined,
             "orphans sealed; taking them out of the table",
-            Some(&record(&[], &[], true)),
+            Some(&record(&[], &[], Some(&[]))),
             Some(stamp),
             r.now,
         )
@@ -639,6 +656,7 @@ pub async fn seal_and_hold(
     let mut removed = Vec::new();
     let mut stayed = Vec::new();
     let mut stayed_paths = Vec::new();
+    let mut uncertain = Vec::new();
     let mut failure = None;
     for f in &files {
         let outcome = if failure.is_some() {
@@ -653,15 +671,43 @@ pub async fn seal_and_hold(
                 stayed_paths.push(f.entry.path.clone());
             }
             Err(e) => {
-                stayed.push(serde_json::json!({"path": f.entry.path, "reason": e.to_string()}));
-                stayed_paths.push(f.entry.path.clone());
+                // The step failed, but its request may have taken effect (a lost answer): where the file is now
+                // decides, never the error. One out of the table is held (it stays in the candidate, so that every
+                // way back knows it); one whose place cannot be told leaves the take-out unfinished.
+                match left_anyway(&ctx.storage, f).await {
+                    Ok(Some(true)) => removed.push(serde_json::json!({
+                        "path": f.entry.path, "held_at": f.describe(),
+                        "how": format!("its take-out failed ({e}), yet it is out of the table location and held there, checked"),
+                    })),
+                    Ok(Some(false)) => {
+                        stayed.push(serde_json::json!({"path": f.entry.path, "reason": e.to_string()}));
+                        stayed_paths.push(f.entry.path.clone());
+                    }
+                    Ok(None) => uncertain.push(serde_json::json!({
+                        "path": f.entry.path,
+                        "reason": format!("{e}; out of the table location, but not held as recorded"),
+                    })),
+                    Err(probe) => uncertain.push(serde_json::json!({
+                        "path": f.entry.path,
+                        "reason": format!("{e}; where it is now cannot be read: {probe}"),
+                    })),
+                }
                 failure = Some(e);
             }
         }
     }
     let mut rec = r
         .reg
-        .candidate_quarantine_update(id, &record(&removed, &stayed, false), "orphans sealed and held", r.now)
+        .candidate_quarantine_update(
+            id,
+            &record(
+                &removed,
+                &stayed,
+                (!uncertain.is_empty()).then_some(uncertain.as_slice()),
+            ),
+            "orphans sealed and held",
+            r.now,
+        )
         .await?;
     // A file that stayed in place is not held: it leaves the candidate (PROTECTED), so that no purge claims it.
     if !stayed_paths.is_empty() {

@@ -150,8 +150,8 @@ pub async fn ending_orphan_holds(
         .filter_map(|h| {
             if h.taking_out {
                 return Some(format!(
-                    "orphan candidate {}: its quarantine died while the files left the table; which of them are held \
-                     is not recorded, its purge is refused, and a late commit's file is put back by every plan: \
+                    "orphan candidate {}: its quarantine did not finish taking the files out of the table (the run \
+                     died in it, or whether a file left could not be told); which of them are held is not recorded, its purge is refused, and a late commit's file is put back by every plan: \
                      release it (`lakedrill quarantine release {} --reason …` puts every file back), then plan again",
                     h.candidate_id, h.candidate_id
                 ));

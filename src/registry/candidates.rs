@@ -1409,8 +1409,9 @@ async fn standing_refusals(
     }
     if rec.quarantine.as_ref().is_some_and(|q| q["taking_out"] == true) {
         reasons.push(
-            "its orphan quarantine died while the files left the table (the take-out never finished): which files \
-             are held is not recorded; `lakedrill quarantine release` puts every file back, then plan again"
+            "its orphan quarantine did not finish taking the files out of the table (the run died in it, or whether \
+             a file left could not be told): which files are held is not recorded; `lakedrill quarantine release` \
+             puts every file back, then plan again"
                 .to_owned(),
         );
     }

@@ -1306,7 +1306,10 @@ fn an_orphan_quarantine_killed_during_its_take_out_is_recorded_and_released_whol
     // The plan says so.
     let p = g.plan();
     assert!(
-        p["warnings"].to_string().contains(&id) && p["warnings"].to_string().contains("died while the files left"),
+        p["warnings"].to_string().contains(&id)
+            && p["warnings"]
+                .to_string()
+                .contains("did not finish taking the files out"),
         "{}",
         p["warnings"]
     );
@@ -1314,7 +1317,7 @@ fn an_orphan_quarantine_killed_during_its_take_out_is_recorded_and_released_whol
     let ev = g.drill("bundles");
     let r = g.purge(&id, Some(&ev), &[]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("take-out never finished"), "{}", r.stdout);
+    assert!(r.stdout.contains("did not finish taking the files out"), "{}", r.stdout);
     assert!(
         !root.join(gone[0]).exists(),
         "nothing put back or deleted by the refusal"
@@ -1356,4 +1359,57 @@ fn an_orphan_quarantine_at_the_table_location_itself_is_refused() {
     assert_eq!(q.code, 1, "{out}");
     assert!(out.contains("overlaps the table location"), "{out}");
     assert!(orphan.exists(), "the orphan stays in the table: {out}");
+}
+
+/// A take-out step whose request took effect but whose answer was lost (the original removed, the call failing)
+/// is judged by where the file is, not by the error: the file out of the table is recorded held and stays in the
+/// candidate (every way back knows it); the file the quarantine then stopped before stays in place and leaves the
+/// candidate. Before, the lost answer recorded the removed file as `stayed_in_place` and dropped it from the
+/// candidate: out of the table, and named by nothing.
+#[test]
+fn a_take_out_whose_answer_was_lost_is_judged_by_where_the_file_is() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let names = ["data/lost-a.parquet", "data/lost-b.parquet", "data/lost-c.parquet"];
+    for n in names {
+        put(&root.join(n), format!("PAR1 {n} PAR1").as_bytes(), old);
+    }
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    // The second removal takes effect and its answer is lost.
+    let code = crate::governance::with_failpoints(&g, "lose-every=2", &g.quarantine_args(&id, "tag"));
+    assert_eq!(code, Some(2), "the lost answer stops the quarantine");
+    let out: Vec<&str> = names.iter().copied().filter(|n| !root.join(n).exists()).collect();
+    assert_eq!(out.len(), 2, "two files left the table: {out:?}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let cand = &st["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "QUARANTINED", "{st}");
+    let held: Vec<String> = cand["quarantine"]["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap().to_owned())
+        .collect();
+    for n in &out {
+        assert!(held.iter().any(|h| h.ends_with(n)), "{n} is held: {st}");
+    }
+    let objects: Vec<&str> = cand["candidate"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        objects, out,
+        "the candidate holds exactly the files out of the table: {st}"
+    );
+    assert!(cand["quarantine"]["taking_out"].is_null(), "nothing is uncertain: {st}");
+    assert_eq!(files_under(&vault).len(), names.len(), "every file was copied first");
+    // A release brings both back.
+    let r = crate::release::release(&g, &id, "lost answer").expect_code(0).json();
+    assert_eq!(r["status"], "RELEASED", "{r}");
+    for n in names {
+        assert!(root.join(n).exists(), "{n} is back");
+    }
 }
