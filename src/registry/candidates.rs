@@ -540,6 +540,32 @@ pub struct QuarantineExtension {
     pub extended_at: DateTime<Utc>,
 }
 
+/// Moves each object of `candidate_id` among `paths` that is in one of the states `from` to `to`.
+async fn move_objects(
+    conn: &mut AnyConnection,
+    candidate_id: &str,
+    paths: &[String],
+    from: &[State],
+    to: State,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let from: Vec<String> = from.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let sql = format!(
+        "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 AND state IN ({})",
+        from.join(", ")
+    );
+    for path in paths {
+        sqlx::query(&sql)
+            .bind(to.as_str())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(path)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 /// The objects of `candidate_id` still `DELETE_APPROVED` whose newest receipt is a delete intent (`requested`)
 /// with nothing recorded after it: a run sent (or was about to send) their deletes and stopped before it recorded
 /// the answer, so whether they are gone is unknown until a re-check. A receipt that does not parse counts as an
@@ -923,19 +949,16 @@ impl Registry {
         } else {
             Vec::new()
         };
-        for path in &in_flight {
-            sqlx::query(
-                "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 \
-                 AND state = 'DELETE_APPROVED'",
-            )
-            .bind(State::DeleteUnknown.as_str())
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .bind(path)
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        }
+        move_objects(
+            &mut change.tx,
+            candidate_id,
+            &in_flight,
+            &[State::DeleteApproved],
+            State::DeleteUnknown,
+            now,
+        )
+        .await
+        .map_err(query(OP))?;
         // Objects follow the candidate through the pre-deletion states.
         if matches!(
             to,
@@ -1037,19 +1060,16 @@ impl Registry {
         .execute(&mut *change.tx)
         .await
         .map_err(query(OP))?;
-        for path in released {
-            sqlx::query(
-                "UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND path = $4 \
-                 AND state IN ('QUARANTINED', 'RESTORE_VERIFIED', 'DELETE_APPROVED')",
-            )
-            .bind(State::Protected.as_str())
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .bind(path)
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        }
+        move_objects(
+            &mut change.tx,
+            candidate_id,
+            released,
+            &[State::Quarantined, State::RestoreVerified, State::DeleteApproved],
+            State::Protected,
+            now,
+        )
+        .await
+        .map_err(query(OP))?;
         let detail = serde_json::json!({"candidate_id": candidate_id, "rebase": record});
         let table = rec.table_uuid.clone();
         change

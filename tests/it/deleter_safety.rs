@@ -615,6 +615,48 @@ fn an_edited_candidate_row_adding_a_retained_file_is_refused_before_acceptance()
     }
 }
 
+/// Plays an attacker who can write the registry: adds the table's current metadata file to candidate `id`'s row
+/// (its inventory root recomputed to match) with an object state `state`. Returns the file's path in the table.
+fn add_current_metadata_to_the_row(g: &Gov, db: &str, id: &str, state: &str) -> String {
+    let root = g.table_root();
+    let rel = crate::bounds::current_metadata(g)
+        .strip_prefix(&root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
+    let mut row: Value = serde_json::from_str(
+        &sql_text(
+            db,
+            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut objects: Vec<lakedrill::model::object::ObjectRef> = serde_json::from_value(row["objects"].clone()).unwrap();
+    objects.push(lakedrill::model::object::ObjectRef {
+        path: rel.clone(),
+        layer: lakedrill::model::object::Layer::Metadata,
+        size,
+    });
+    row["objects"] = serde_json::to_value(&objects).unwrap();
+    row["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
+    crate::util::sql_exec(
+        db,
+        "UPDATE candidates SET candidate_json = $1 WHERE candidate_id = $2",
+        &[&row.to_string(), id],
+    );
+    crate::util::sql_exec(
+        db,
+        &format!(
+            "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, '{state}', '2026-01-01T00:00:00Z')"
+        ),
+        &[id, &rel],
+    );
+    rel
+}
+
 /// An attacker with write access to the registry, once a purge was accepted and stopped (killed before its first
 /// batch), adds a file the table keeps (its current metadata file) to the candidate's row and its object states.
 /// The resume refuses (exit 1, naming the file and the signed inventory archive it is missing from) and the file
@@ -637,39 +679,7 @@ fn a_resumed_purge_refuses_an_object_added_to_the_registry_after_its_acceptance(
         "killed after the acceptance, before any delete"
     );
     let root = g.table_root();
-    let rel = crate::bounds::current_metadata(&g)
-        .strip_prefix(&root)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
-    let mut row: Value = serde_json::from_str(
-        &sql_text(
-            &db,
-            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let mut objects: Vec<lakedrill::model::object::ObjectRef> = serde_json::from_value(row["objects"].clone()).unwrap();
-    objects.push(lakedrill::model::object::ObjectRef {
-        path: rel.clone(),
-        layer: lakedrill::model::object::Layer::Metadata,
-        size,
-    });
-    row["objects"] = serde_json::to_value(&objects).unwrap();
-    row["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
-    crate::util::sql_exec(
-        &db,
-        "UPDATE candidates SET candidate_json = $1 WHERE candidate_id = $2",
-        &[&row.to_string(), id],
-    );
-    crate::util::sql_exec(
-        &db,
-        "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, 'DELETE_APPROVED', '2026-01-01T00:00:00Z')",
-        &[id, &rel],
-    );
+    let rel = add_current_metadata_to_the_row(&g, &db, id, "DELETE_APPROVED");
     let r = g.purge(id, Some(&ev), &[]);
     let out = format!("{}{}", r.stdout, r.stderr);
     assert_eq!(r.code, 1, "{out}");
@@ -707,39 +717,7 @@ fn reconcile_refuses_an_object_added_to_the_registry_that_its_signed_archive_doe
     assert!(left > 0, "every second delete was refused by the failpoint");
     let db = format!("sqlite:{}", g.dir.join("registry.db").display());
     let root = g.table_root();
-    let rel = crate::bounds::current_metadata(&g)
-        .strip_prefix(&root)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let size = std::fs::metadata(root.join(&rel)).unwrap().len();
-    let mut row: Value = serde_json::from_str(
-        &sql_text(
-            &db,
-            &format!("SELECT candidate_json FROM candidates WHERE candidate_id = '{id}'"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let mut objects: Vec<lakedrill::model::object::ObjectRef> = serde_json::from_value(row["objects"].clone()).unwrap();
-    objects.push(lakedrill::model::object::ObjectRef {
-        path: rel.clone(),
-        layer: lakedrill::model::object::Layer::Metadata,
-        size,
-    });
-    row["objects"] = serde_json::to_value(&objects).unwrap();
-    row["inventory_root"] = Value::String(lakedrill::govern::closure::candidate_root(&objects));
-    crate::util::sql_exec(
-        &db,
-        "UPDATE candidates SET candidate_json = $1 WHERE candidate_id = $2",
-        &[&row.to_string(), id],
-    );
-    crate::util::sql_exec(
-        &db,
-        "INSERT INTO object_states (candidate_id, path, state, updated_at) VALUES ($1, $2, 'DELETE_UNKNOWN', '2026-01-01T00:00:00Z')",
-        &[id, &rel],
-    );
+    let rel = add_current_metadata_to_the_row(&g, &db, id, "DELETE_UNKNOWN");
     let r = g.reconcile(id);
     let out = format!("{}{}", r.stdout, r.stderr);
     assert_eq!(r.code, 1, "{out}");
