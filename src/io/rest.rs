@@ -584,7 +584,7 @@ impl RestCatalog {
                 now.metadata_location
             )));
         }
-        crate::report::output::warn(format!(
+        crate::error::warn(format!(
             "catalog {}: the commit to {ident} got no clear answer ({why}), but the table read again at {} carries \
              it: taken as committed",
             self.section, now.metadata_location

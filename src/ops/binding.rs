@@ -174,6 +174,14 @@ fn pid_alive(pid: i64) -> Option<bool> {
     Some(proc.join(pid.to_string()).exists())
 }
 
+/// Whether a run's claim may still be acted on by its holder: not provably dead (same host, its process gone) and
+/// not silent for [`PURGE_RUN_SILENCE_MINUTES`] — what [`claim_run`] would not take over.
+#[must_use]
+pub fn claim_is_live(run: &PurgeRun, now: chrono::DateTime<Utc>) -> bool {
+    let silence = chrono::Duration::minutes(PURGE_RUN_SILENCE_MINUTES);
+    !((run.host == this_host() && pid_alive(run.pid) == Some(false)) || now - run.heartbeat_at > silence)
+}
+
 /// Claims the candidate for this process's quarantine or purge (`what`). A holder may be taken over only when it is provably dead
 /// (same host, its process gone) or silent for [`PURGE_RUN_SILENCE_MINUTES`]; otherwise the reason to refuse.
 pub async fn claim_run(
@@ -190,10 +198,9 @@ pub async fn claim_run(
         heartbeat_at: now,
     };
     let held = reg.purge_run(candidate_id).await?;
-    let silence = chrono::Duration::minutes(PURGE_RUN_SILENCE_MINUTES);
     let take_over = held
         .as_ref()
-        .filter(|h| (h.host == me.host && pid_alive(h.pid) == Some(false)) || now - h.heartbeat_at > silence)
+        .filter(|h| !claim_is_live(h, now))
         .map(|h| h.run_id.clone());
     Ok(match reg.purge_claim(candidate_id, &me, take_over.as_deref()).await? {
         Ok(()) => Ok(me),

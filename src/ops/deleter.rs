@@ -1518,8 +1518,8 @@ fn refuse_missing_protected(
     Err(Error::corrupt(
         metadata,
         format!(
-            "cannot decide: {} of this generation, so what it reaches is unknown and no file of orphan candidate \
-             {candidate_id} can be shown unreferenced{tail}",
+            "cannot decide: {}, missing from this generation, so what it reaches is unknown and no file of orphan \
+             candidate {candidate_id} can be shown unreferenced{tail}",
             r.missing_protected.join("; ")
         ),
     ))
@@ -1583,11 +1583,13 @@ async fn orphan_recheck(
             )
         })
         .collect();
+    // Nothing done: no object deleted or uncertain, and no delete intent without its answer.
     let nothing_done = reg
         .object_states(&rec.candidate_id)
         .await?
         .iter()
-        .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown));
+        .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
+        && reg.in_flight_deletes(&rec.candidate_id).await?.is_empty();
     if !nothing_done || r.objects.is_empty() {
         if r.objects.is_empty() && rec.state.can_move_to(State::Protected) {
             reg.candidate_transition(
@@ -2999,6 +3001,14 @@ async fn finish(
             states.join(", ")
         ));
     }
+    // Every object gone, but the candidate was protected meanwhile (a hold came while its deletes were in flight,
+    // and `reconcile` found each of them taken effect): the deletes stand, and no summary signs them as a purge.
+    if halted.is_empty() && all_verified && rec_state == State::Protected {
+        halted.push(format!(
+            "candidate {candidate_id} is PROTECTED: all {total} of its objects were deleted (VERIFIED) before its \
+             protection could stop them; nothing more is deleted and no purge summary is signed"
+        ));
+    }
     let now = ctx.now();
     let target = if all_verified {
         Some(State::Verified)
@@ -3755,11 +3765,25 @@ async fn undelete_claimed(
     .buffered(ctx.storage.options().io_concurrency.get())
     .collect()
     .await;
+    // An object brought back is no longer deleted: VERIFIED becomes PROTECTED per object (also when the candidate
+    // is PROTECTED already and its own move below is a no-op), so that no plan takes it for an orphan and the
+    // registry does not say deleted of a file that is present.
+    let deleted: std::collections::BTreeSet<String> = reg
+        .object_states(candidate_id)
+        .await?
+        .into_iter()
+        .filter(|s| s.state == State::Verified)
+        .map(|s| s.path)
+        .collect();
     for (o, c) in objects.iter().zip(checked) {
         let (action, ok, check) = c?;
         all_ok &= ok;
         let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
         reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
+        if ok && deleted.contains(&o.path) {
+            reg.object_transition(candidate_id, &o.path, State::Protected, ctx.now())
+                .await?;
+        }
         results.push(r);
     }
     // The undelete's receipts, sealed as the next batch of the candidate's signed receipts chain (unlocked:

@@ -495,8 +495,8 @@ pub fn standing_refusal(input: &PlanInput, objects: &[crate::model::object::Obje
     }
     if !standing.missing_protected.is_empty() {
         return Some(format!(
-            "cannot decide: {} of the table's current generation, so what it reaches is unknown and the orphans \
-             cannot be shown unreferenced: re-plan (nothing left the table)",
+            "cannot decide: {}, missing from the table's current generation, so what it reaches is unknown and \
+             the orphans cannot be shown unreferenced: re-plan (nothing left the table)",
             standing.missing_protected.join("; ")
         ));
     }
@@ -984,6 +984,17 @@ pub async fn put_back_protected(
         if rec.candidate["kind"].as_str() != Some("orphans") {
             continue;
         }
+        // A quarantine still taking its files out (its run alive) is left to that run: it reads the table again
+        // once they are out and puts back what a late commit references; judged here meanwhile, its record would be
+        // rewritten under it. One whose run died is judged like any other.
+        if rec.quarantine.as_ref().is_some_and(|q| q["taking_out"] == true)
+            && reg
+                .purge_run(&rec.candidate_id)
+                .await?
+                .is_some_and(|run| crate::ops::binding::claim_is_live(&run, now))
+        {
+            continue;
+        }
         // Sent to PROTECTED whole (a hold or writer over every file, a planner conflict): every file still held
         // goes back, and the candidate ends RELEASED, so that this happens once.
         if rec.state == State::Protected && rec.quarantine.is_some() {
@@ -994,7 +1005,9 @@ pub async fn put_back_protected(
             continue;
         }
         let judged = crate::govern::closure::orphan_rebase(input, &rec.objects);
-        if !judged.unreadable.is_empty() || !judged.missing_protected.is_empty() || judged.released_objects.is_empty() {
+        // A protection on a snapshot missing from the metadata leaves the rest undecided, but a file the table
+        // references (or a writer or hold covers) goes back all the same: putting back is always safe.
+        if !judged.unreadable.is_empty() || judged.released_objects.is_empty() {
             continue;
         }
         let why: BTreeMap<&str, &str> = judged

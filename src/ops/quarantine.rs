@@ -551,7 +551,11 @@ async fn seal_and_commit(
                     "policy_digest": policy.digest(),
                     "implementation_digest": digest,
                 });
-                reg.candidate_transition(candidate_id, State::Protected, &why, Some(&q), None, ctx.now())
+                // The record first: a hold may have made the candidate PROTECTED already, and then the move
+                // below writes nothing.
+                reg.candidate_quarantine_update(candidate_id, &q, &why, ctx.now())
+                    .await?;
+                reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
                     .await?;
                 let kept = format!(
                     ". Nothing was discarded: the bundles sealed for {candidate_id} are kept ({}) and the candidate is \

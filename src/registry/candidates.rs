@@ -851,9 +851,10 @@ impl Registry {
         Ok(out)
     }
 
-    /// Replaces the quarantine record of a candidate, leaving its state as it is (an orphan quarantine records
-    /// itself before its files leave the table, and what happened to each after: facts, whatever a hold or writer
-    /// made of the candidate meanwhile). Returns the record.
+    /// Writes `quarantine`'s fields into the quarantine record of a candidate (others it holds stay; `taking_out`
+    /// and `uncertain` go unless `quarantine` sets them), leaving its state as it is: an orphan quarantine records
+    /// itself before its files leave the table, and what happened to each after — facts, whatever a hold or writer
+    /// made of the candidate meanwhile. Returns the record.
     ///
     /// # Errors
     /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
@@ -867,8 +868,18 @@ impl Registry {
         const OP: &str = "candidate_quarantine_update";
         let mut change = self.change(OP).await?;
         let rec = require_candidate(&mut change.tx, candidate_id, OP).await?;
+        // Merged into what is recorded: what others added meanwhile (a rebase, a release) stays; the take-out
+        // marks go unless the new record sets them.
+        let mut merged = rec.quarantine.clone().unwrap_or_else(|| serde_json::json!({}));
+        if let (Some(m), Some(new)) = (merged.as_object_mut(), quarantine.as_object()) {
+            m.remove("taking_out");
+            m.remove("uncertain");
+            for (k, v) in new {
+                m.insert(k.clone(), v.clone());
+            }
+        }
         sqlx::query("UPDATE candidates SET quarantine_json = $1, updated_at = $2 WHERE candidate_id = $3")
-            .bind(quarantine.to_string())
+            .bind(merged.to_string())
             .bind(fmt_time(now))
             .bind(candidate_id)
             .execute(&mut *change.tx)

@@ -1803,3 +1803,34 @@ fn a_resumed_purge_never_rebases_past_a_table_hold() {
         r.stderr
     );
 }
+
+/// As above, but every delete of the killed run took effect: `reconcile` of the protected candidate records them all
+/// `VERIFIED` and says `HALTED` (exit 1, no purge summary signed) — the candidate stays `PROTECTED` and its deletes
+/// stand. Before, it said `VERIFIED` (exit 0) and signed a summary for a candidate whose record stayed `PROTECTED`.
+#[test]
+fn reconcile_of_a_protected_candidate_whose_deletes_all_took_effect_halts_and_signs_nothing() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nio_concurrency = 1\n")).unwrap();
+    let after = format!("abort-after={n}");
+    assert_eq!(
+        crate::governance::with_failpoints(&g, &after, &g.purge_args(id, Some(&ev))),
+        None
+    );
+    assert_eq!(g.present(&c), 0, "every delete took effect before the kill");
+    g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 13"])
+        .expect_code(0);
+    let r = g.reconcile(id);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["status"], "HALTED", "{v}");
+    assert!(v["summary"].is_null(), "no purge summary signed: {v}");
+    assert!(v.to_string().contains("before its protection"), "{v}");
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    assert_eq!(st["candidates"][0]["object_counts"]["VERIFIED"], n, "{st}");
+}

@@ -1499,6 +1499,44 @@ fn plan_quarantine_drill_purge_on_a_versioned_s3_bucket() {
 /// Recovery behind delete markers: after a marker-only purge, `undelete` removes the markers, the
 /// objects verify against the bundles, and the runbook brings a purged snapshot back into the table.
 /// With `objectVersioning: permanent` the exact versions are deleted and nothing is left to undelete.
+/// A purge killed mid-batch on a versioned bucket (one delete out, unanswered), then a hold: the candidate is
+/// `PROTECTED`, its unanswered deletes `DELETE_UNKNOWN`; `reconcile` finds the one that took effect (`VERIFIED`) and
+/// puts the rest back to `PROTECTED`; `undelete` brings that one back and moves it out of `VERIFIED` too, although
+/// the candidate was `PROTECTED` already (before, its own move was a no-op and the object stayed `VERIFIED`: the
+/// registry said deleted of a present file, and no plan kept it from becoming an orphan candidate).
+#[test]
+fn undelete_of_a_protected_candidate_moves_what_it_brings_back_out_of_verified() {
+    let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
+    let prefix = format!("undel-prot-{}", uuid::Uuid::new_v4());
+    let g = Gov::with_warehouse("", Some(format!("s3://{bucket}/{prefix}")));
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    // One single delete at a time: the kill after the first leaves exactly one gone.
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nio_concurrency = 1\ns3_delete_objects = false\n")).unwrap();
+    assert_eq!(with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))), None);
+    let count = |state: &str| -> usize {
+        let st = g.run(&["--json", "status", id]).expect_code(0).json();
+        st["candidates"][0]["object_counts"][state].as_u64().unwrap_or(0) as usize
+    };
+    g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 12"])
+        .expect_code(0);
+    assert!(count("DELETE_UNKNOWN") >= 1, "the unanswered deletes are uncertain");
+    let r = g.reconcile(id);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(count("VERIFIED"), 1, "the one delete that took effect: {}", r.stdout);
+    assert_eq!(count("PROTECTED"), n - 1);
+    let u = g
+        .on_table(&["--json", "undelete", id, "--trust", "keys"])
+        .expect_code(0)
+        .json();
+    assert_eq!(u["status"], "UNDELETED", "{u}");
+    assert_eq!(count("VERIFIED"), 0, "nothing present is recorded deleted");
+    assert_eq!(count("PROTECTED"), n);
+}
+
 #[test]
 fn undelete_recovers_objects_behind_delete_markers_and_permanent_mode_deletes_versions() {
     let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
