@@ -1515,7 +1515,11 @@ fn undelete_of_a_protected_candidate_moves_what_it_brings_back_out_of_verified()
     // One single delete at a time: the kill after the first leaves exactly one gone.
     let cfg = g.dir.join("lakedrill.toml");
     let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{text}[storage]\nio_concurrency = 1\ns3_delete_objects = false\n")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{text}[storage]\nio_concurrency = 1\ns3_delete_objects = false\n"),
+    )
+    .unwrap();
     assert_eq!(with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))), None);
     let count = |state: &str| -> usize {
         let st = g.run(&["--json", "status", id]).expect_code(0).json();
