@@ -1583,13 +1583,7 @@ async fn orphan_recheck(
             )
         })
         .collect();
-    // Nothing done: no object deleted or uncertain, and no delete intent without its answer.
-    let nothing_done = reg
-        .object_states(&rec.candidate_id)
-        .await?
-        .iter()
-        .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
-        && reg.in_flight_deletes(&rec.candidate_id).await?.is_empty();
+    let nothing_done = nothing_done(reg, &rec.candidate_id).await?;
     if !nothing_done || r.objects.is_empty() {
         if r.objects.is_empty() && rec.state.can_move_to(State::Protected) {
             reg.candidate_transition(
@@ -1812,6 +1806,18 @@ async fn rebase(
     Ok(Rebased::Onto)
 }
 
+/// Whether no delete of the candidate happened or may have happened: no object deleted or uncertain, and no
+/// delete intent without its answer (a run that stopped between sending a batch and recording it). Only then may
+/// an approved candidate still be rebased.
+async fn nothing_done(reg: &Registry, candidate_id: &str) -> Result<bool> {
+    Ok(reg
+        .object_states(candidate_id)
+        .await?
+        .iter()
+        .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
+        && reg.in_flight_deletes(candidate_id).await?.is_empty())
+}
+
 /// Executes an approved purge (or resumes one).
 #[allow(clippy::too_many_lines)]
 #[allow(clippy::too_many_arguments)]
@@ -1932,14 +1938,7 @@ async fn execute(
                 let input = crate::ops::plan::gather(ctx, &table, policy, reg, ctx.now(), Some(&tag_prefix)).await?;
                 let plan = crate::govern::closure::plan(&input);
                 let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
-                // Nothing done: no object deleted or uncertain, and no delete intent without its answer (a run
-                // that stopped between sending a batch and recording it).
-                let nothing_done = reg
-                    .object_states(candidate_id)
-                    .await?
-                    .iter()
-                    .all(|o| !matches!(o.state, State::Deleted | State::Verified | State::DeleteUnknown))
-                    && reg.in_flight_deletes(candidate_id).await?.is_empty();
+                let nothing_done = nothing_done(reg, candidate_id).await?;
                 // What the rebase would keep, held to the independent closure check on the new generation before
                 // its stamp (which would count every protection in it as judged) is recorded: a legal hold, lease
                 // or checkpoint on a snapshot that already left the table reaches nothing the table keeps.
