@@ -128,7 +128,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
-/// s3-conditions-ignored=1`). Used by the crash,
+/// purge-intent-delay-ms=MS,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -161,6 +161,9 @@ pub struct Failpoints {
     /// `quarantine o-…` waits this many milliseconds after its bundle is written and before the first file leaves
     /// the table (a late commit can land after its last check).
     pub orphan_take_out_delay_ms: Option<u64>,
+    /// The purge waits this many milliseconds after each batch recorded its intents, before it checks the
+    /// registry again and sends them (a hold or the stop switch can land in between).
+    pub purge_intent_delay_ms: Option<u64>,
     /// The S3 delete-condition probe reports both conditions ignored, whatever the server answered (a provider
     /// that ignores them; the probe itself still runs): `s3-conditions-ignored=1`.
     pub s3_conditions_ignored: Option<u64>,
@@ -179,6 +182,8 @@ pub enum DelayPoint {
     OrphanHold,
     /// After an orphan quarantine wrote its bundle, before the first file leaves the table.
     OrphanTakeOut,
+    /// After a purge batch recorded its delete intents, before its second check and its requests.
+    PurgeIntent,
 }
 
 impl Failpoints {
@@ -204,6 +209,7 @@ impl Failpoints {
                 "purge-plan-delay-ms" => f.purge_plan_delay_ms = v,
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
                 "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
+                "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
@@ -338,6 +344,7 @@ impl Storage {
             DelayPoint::PurgePlanRead => ("purge-plan-delay-ms", self.failpoints.purge_plan_delay_ms),
             DelayPoint::OrphanHold => ("orphan-hold-delay-ms", self.failpoints.orphan_hold_delay_ms),
             DelayPoint::OrphanTakeOut => ("orphan-take-out-delay-ms", self.failpoints.orphan_take_out_delay_ms),
+            DelayPoint::PurgeIntent => ("purge-intent-delay-ms", self.failpoints.purge_intent_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

@@ -2264,17 +2264,25 @@ async fn execute(
         if send.is_empty() {
             continue;
         }
+        ctx.storage
+            .failpoint_delay(crate::io::store::DelayPoint::PurgeIntent)
+            .await;
         // 2. The requests, in a second batch whose checks see any hold set since the intent was recorded.
         let mut batch = match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
             Ok(b) => b,
             Err(why) => {
+                // Nothing of this batch was sent: each intent gets that answer.
+                let answers = unsent_answers(ctx, &send, &why.join("; "));
+                let recorded = reg.purge_unsent(candidate_id, &base.run_id, answers, ctx.now()).await?;
+                seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
                 halted.extend(why);
                 break;
             }
         };
         let mut going = Vec::with_capacity(send.len());
         let mut stop = false;
-        for (o, ex) in send {
+        let mut send = send.into_iter();
+        while let Some((o, ex)) = send.next() {
             // An object that is no longer the one sealed (another size or ETag now: overwritten since
             // quarantine) is not deleted: lakedrill deletes only bytes it verified. It stays DELETE_UNKNOWN.
             if let Some(why) = ex.changed(o) {
@@ -2289,7 +2297,13 @@ async fn execute(
             }
             // `drill faults` lands its races here (a hold set from another connection, which waits).
             if let Err(e) = ctx.hooks.before_delete(sent).await {
-                halted.push(format!("fault hook: {e}"));
+                let why = format!("fault hook: {e}");
+                // This object's intent and the rest of the batch's: never sent.
+                let rest: Vec<(&ObjectRef, Expected)> = std::iter::once((o, ex)).chain(send.by_ref()).collect();
+                for (path, r) in unsent_answers(ctx, &rest, &why) {
+                    batch.receipt(candidate_id, &path, &r, ctx.now());
+                }
+                halted.push(why);
                 stop = true;
                 break;
             }
@@ -2376,6 +2390,20 @@ async fn execute(
         out.human.push_str(&format!("  {line}\n"));
     }
     Ok(out)
+}
+
+/// The answers to delete intents whose requests were never sent (`why`): one `confirmed` receipt per object,
+/// "not sent", so that none of them is left as a delete that may have happened.
+fn unsent_answers(ctx: &Context, unsent: &[(&ObjectRef, Expected)], why: &str) -> Vec<(String, serde_json::Value)> {
+    let at = ctx.now().to_rfc3339();
+    unsent
+        .iter()
+        .map(|(o, ex)| {
+            let mut r = receipt("confirmed", o, ex, None, &format!("not sent: {why}"), None);
+            r["confirmed_at"] = serde_json::json!(at);
+            (o.path.clone(), r)
+        })
+        .collect()
 }
 
 /// How long the objects of a marker-only purge on the S3 bucket at `root` stay recoverable with `undelete`: not at

@@ -434,7 +434,7 @@ fn insert_rows(into: &str, rows: usize, columns: usize) -> String {
 }
 
 /// For each distinct path of `candidate_id` among `paths`, the value of `select` (`path` and one more column,
-/// then `group_by`, empty or `GROUP BY path`), read in chunks.
+/// then `group_by`: empty, `GROUP BY path`, or a further condition), read in chunks.
 async fn per_path<T>(
     tx: &mut AnyConnection,
     select: &str,
@@ -980,6 +980,98 @@ impl Registry {
         }))
     }
 
+    /// Answers the delete intents of a batch whose requests were never sent (the run halted between recording its
+    /// intents and sending them: a hold, the stop switch, a fault), in one write transaction, so that nothing
+    /// stays uncertain that was never asked for. Only while `run_id` still holds the candidate's claim (another
+    /// run's intents are its own to answer), and only for objects whose newest receipt is still an intent: an
+    /// object still `DELETE_APPROVED` keeps its state (the intent answered: a later run re-checks and sends it
+    /// anew); one the candidate's move to `PROTECTED` made `DELETE_UNKNOWN` meanwhile (an unanswered intent may
+    /// have been sent) is `PROTECTED` again. `answers` are the receipts, by path. Returns the receipts written,
+    /// for the signed receipts chain (none when the claim is gone).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_unsent(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        answers: Vec<(String, serde_json::Value)>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ReceiptRow>, RegistryError> {
+        const OP: &str = "purge_unsent";
+        let mut tx = self.begin_write(OP).await?;
+        let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        if run.as_deref() != Some(run_id) {
+            return Ok(Vec::new());
+        }
+        let candidate: Option<String> = sqlx::query_scalar("SELECT state FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query(OP))?;
+        let protected = candidate.as_deref() == Some(State::Protected.as_str());
+        let paths: Vec<&str> = answers.iter().map(|(p, _)| p.as_str()).collect();
+        let states = per_path(
+            &mut tx,
+            "SELECT path, state FROM object_states",
+            "",
+            candidate_id,
+            &paths,
+            |r| r.try_get::<String, _>("state"),
+        )
+        .await
+        .map_err(query(OP))?;
+        let newest = per_path(
+            &mut tx,
+            "SELECT r.path AS path, r.receipt_json AS receipt_json FROM receipts r",
+            "AND r.attempt = (SELECT MAX(q.attempt) FROM receipts q WHERE q.candidate_id = r.candidate_id AND \
+             q.path = r.path)",
+            candidate_id,
+            &paths,
+            |r| r.try_get::<String, _>("receipt_json"),
+        )
+        .await
+        .map_err(query(OP))?;
+        let mut receipts = Vec::new();
+        let mut moves = Vec::new();
+        for (path, receipt) in answers {
+            let intent = newest
+                .get(&path)
+                .is_some_and(|r| serde_json::from_str::<serde_json::Value>(r).is_ok_and(|r| r["phase"] == "requested"));
+            let state = states.get(&path).and_then(|s| State::parse(s));
+            let back = match state {
+                Some(State::DeleteApproved) => None,
+                Some(State::DeleteUnknown) if protected => Some(State::Protected),
+                _ => continue,
+            };
+            if !intent {
+                continue;
+            }
+            if let Some(to) = back {
+                moves.push(PendingMove {
+                    candidate_id: candidate_id.to_owned(),
+                    path: path.clone(),
+                    steps: vec![to],
+                    now,
+                });
+            }
+            receipts.push(PendingReceipt {
+                candidate_id: candidate_id.to_owned(),
+                path,
+                receipt,
+                now,
+            });
+        }
+        let recorded = write_receipts(&mut tx, receipts).await.map_err(query(OP))?;
+        write_moves(&mut tx, moves).await?;
+        tx.commit().await.map_err(query(OP))?;
+        Ok(recorded)
+    }
+
     /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
     /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
     /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
@@ -1043,7 +1135,87 @@ mod tests {
     use super::*;
     use crate::registry::tests::{Backend, fresh_on, on_both_backends, stamp, t};
 
-    on_both_backends!(a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate,);
+    on_both_backends!(
+        a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate,
+        unsent_intents_are_answered_only_by_the_run_holding_the_claim,
+    );
+
+    /// A batch's intents answered "not sent": an object a protection made `DELETE_UNKNOWN` meanwhile is
+    /// `PROTECTED` again, one whose intent already has an answer is left alone, and a run that no longer holds
+    /// the claim writes nothing.
+    async fn unsent_intents_are_answered_only_by_the_run_holding_the_claim(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000004";
+        let objects: Vec<String> = ["a", "b", "c"].iter().map(|s| (*s).to_owned()).collect();
+        reg.candidate_record(table, "c-u", &serde_json::json!({}), &stamp(), &objects, t(0))
+            .await
+            .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-u", to, "", None, None, t(0)).await.unwrap();
+        }
+        let run = |id: &str| PurgeRun {
+            run_id: id.into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(0),
+            heartbeat_at: t(0),
+        };
+        reg.purge_claim("c-u", &run("r1"), None).await.unwrap().unwrap();
+        for p in ["a", "b", "c"] {
+            reg.receipt_add("c-u", p, &serde_json::json!({"phase": "requested"}), t(1))
+                .await
+                .unwrap();
+        }
+        reg.receipt_add(
+            "c-u",
+            "c",
+            &serde_json::json!({"phase": "confirmed", "provider_result": "deleted"}),
+            t(1),
+        )
+        .await
+        .unwrap();
+        reg.candidate_transition("c-u", State::Protected, "hold h-1 covers it", None, None, t(2))
+            .await
+            .unwrap();
+        let not_sent = |p: &str| {
+            (
+                p.to_owned(),
+                serde_json::json!({"phase": "confirmed", "provider_result": "not sent"}),
+            )
+        };
+        let answers = || vec![not_sent("a"), not_sent("b"), not_sent("c")];
+        // Another run's claim: nothing written.
+        assert!(reg.purge_unsent("c-u", "r0", answers(), t(3)).await.unwrap().is_empty());
+        let states = async |reg: &Registry| {
+            reg.object_states("c-u")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|o| (o.path, o.state))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            states(&reg).await,
+            vec![
+                ("a".to_owned(), State::DeleteUnknown),
+                ("b".to_owned(), State::DeleteUnknown),
+                ("c".to_owned(), State::Protected),
+            ]
+        );
+        let written = reg.purge_unsent("c-u", "r1", answers(), t(3)).await.unwrap();
+        let paths: Vec<&str> = written.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, vec!["a", "b"], "c's intent had its answer");
+        assert_eq!(
+            states(&reg).await,
+            vec![
+                ("a".to_owned(), State::Protected),
+                ("b".to_owned(), State::Protected),
+                ("c".to_owned(), State::Protected),
+            ]
+        );
+        // Answered once: a second call finds no open intent.
+        assert!(reg.purge_unsent("c-u", "r1", answers(), t(4)).await.unwrap().is_empty());
+    }
 
     async fn a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate(b: Backend) {
         let (_d, _u, reg) = fresh_on(b).await;

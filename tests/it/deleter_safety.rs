@@ -1762,6 +1762,71 @@ fn a_hold_after_a_purge_killed_mid_batch_leaves_its_unanswered_deletes_unknown_n
     assert!(r.stdout.contains("PROTECTED"), "{}", r.stdout);
 }
 
+/// A hold that lands in a live purge after a batch recorded its delete intents and before it sent them: the batch
+/// is not sent, and its intents are answered "not sent" in the registry and in the signed receipts chain, so that
+/// the candidate is `PROTECTED` with every object kept and none uncertain. Before, the batch's objects stayed
+/// `DELETE_UNKNOWN` (their deletes might have happened) until a `reconcile`.
+#[test]
+fn a_hold_between_a_batchs_intents_and_its_requests_leaves_nothing_uncertain() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    let mut p = Paused::purge(&g, "purge-intent-delay-ms=120000", id, &ev);
+    p.wait_until_paused();
+    g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 12"])
+        .expect_code(0);
+    let (code, out, stderr) = p.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert!(out.to_string().contains("legal hold"), "{out}");
+    assert_eq!(g.present(&c), n, "nothing deleted");
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let count = |sql: &str| -> usize {
+        sql_text(&registry, &format!("SELECT CAST(COUNT(*) AS TEXT) FROM {sql}"))
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0)
+    };
+    let in_state = |state: &str| {
+        count(&format!(
+            "object_states WHERE candidate_id = '{id}' AND state = '{state}'"
+        ))
+    };
+    assert_eq!(in_state("DELETE_UNKNOWN"), 0, "nothing was sent: nothing is uncertain");
+    assert_eq!(in_state("PROTECTED"), n);
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    // Every intent has its answer, in the registry and sealed in the signed chain.
+    assert_eq!(
+        count(&format!(
+            "receipts WHERE candidate_id = '{id}' AND receipt_json LIKE '%not sent: a legal hold%'"
+        )),
+        n
+    );
+    let mut sealed = 0;
+    for e in std::fs::read_dir(g.dir.join("receipts").join(id)).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        let p = lakedrill::evidence::peek_unverified(&bytes).unwrap()["predicate"].clone();
+        sealed += p["receipts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r.to_string().contains("not sent: a legal hold"))
+            .count();
+    }
+    assert_eq!(sealed, n, "the answers are sealed");
+    // `reconcile` has nothing left to settle.
+    let r = g.reconcile(id);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("none of its objects is DELETE_UNKNOWN: there is nothing to reconcile"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(g.present(&c), n);
+}
+
 /// A purge stopped after its catalog commit and before its first batch resumes with a rebase onto the table as it
 /// is (its own commit moved the generation). A legal hold on the whole table that did not get to protect the
 /// candidate (its command died between recording the hold and protecting the candidates — played here by putting
