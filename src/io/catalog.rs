@@ -304,7 +304,21 @@ impl SqlCatalog {
     /// # Errors
     /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
     pub async fn swap_metadata_location(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<()> {
-        let res = sqlx::query(
+        self.swap(ident, expected, new, (false, false)).await
+    }
+
+    /// [`SqlCatalog::swap_metadata_location`] with the test-only answer failpoints `(lost, unanswered)`
+    /// ([`Storage::failpoint_catalog_answer`]). A statement that got no answer from the database (the connection
+    /// failed once it may have been sent) is settled by reading the row again: naming `new`, the update was
+    /// applied; otherwise [`Error::CommitUnknown`], since it may not have been applied, or may still be.
+    async fn swap(
+        &self,
+        ident: &TableIdent,
+        expected: &str,
+        new: &str,
+        (lost, unanswered): (bool, bool),
+    ) -> Result<()> {
+        let statement = sqlx::query(
             "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
              WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $6",
         )
@@ -313,14 +327,36 @@ impl SqlCatalog {
         .bind(&self.catalog_name)
         .bind(&ident.namespace)
         .bind(&ident.name)
-        .bind(expected)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| Error::Catalog {
-            catalog: self.section.clone(),
-            reason: format!("cannot commit table {ident}"),
-            source: Some(Box::new(e)),
-        })?;
+        .bind(expected);
+        let sent = if unanswered {
+            Err(sqlx::Error::Io(std::io::Error::other(
+                "failpoint catalog-update-unanswered: the connection failed with no answer",
+            )))
+        } else {
+            match statement.execute(&self.pool).await {
+                Ok(_) if lost => Err(sqlx::Error::Io(std::io::Error::other(
+                    "failpoint catalog-answer-lost: the connection failed with no answer",
+                ))),
+                other => other,
+            }
+        };
+        let res = match sent {
+            Ok(res) => res,
+            // No connection was had, or the database answered with an error: nothing was applied.
+            Err(
+                e @ (sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Configuration(_)
+                | sqlx::Error::Database(_)),
+            ) => {
+                return Err(Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: format!("cannot commit table {ident}: nothing was committed"),
+                    source: Some(Box::new(e)),
+                });
+            }
+            Err(e) => return self.settle(ident, expected, new, &e).await,
+        };
         if res.rows_affected() == 1 {
             Ok(())
         } else {
@@ -381,8 +417,45 @@ impl SqlCatalog {
             }
             Err(e) => return Err(e),
         }
-        self.swap_metadata_location(ident, expected, &next).await?;
+        self.swap(ident, expected, &next, storage.failpoint_catalog_answer())
+            .await?;
         Ok(next)
+    }
+
+    /// After a compare-and-set that got no answer (`why`): the row read again names `new` (applied), or the
+    /// outcome is [`Error::CommitUnknown`].
+    async fn settle(&self, ident: &TableIdent, expected: &str, new: &str, why: &sqlx::Error) -> Result<()> {
+        let unknown = |more: String| Error::CommitUnknown {
+            catalog: self.section.clone(),
+            table: ident.to_string(),
+            reason: format!("the database gave no answer to the update from {expected} to {new} ({why}); {more}"),
+        };
+        let row: std::result::Result<Option<Option<String>>, sqlx::Error> = sqlx::query_scalar(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND \
+             table_name = $3",
+        )
+        .bind(&self.catalog_name)
+        .bind(&ident.namespace)
+        .bind(&ident.name)
+        .fetch_optional(&self.pool)
+        .await;
+        match row {
+            Ok(Some(Some(now))) if now == new => {
+                crate::error::warn(format!(
+                    "catalog {}: the commit to {ident} got no answer ({why}), but the catalog row read again names \
+                     {new}: taken as committed",
+                    self.section
+                ));
+                Ok(())
+            }
+            Ok(row) => Err(unknown(format!(
+                "the catalog row read again names {}: the update may not have been applied, or may still be",
+                row.flatten().unwrap_or_else(|| "nothing".to_owned())
+            ))),
+            Err(e) => Err(unknown(format!(
+                "the catalog row could not be read again to see whether it was applied ({e})"
+            ))),
+        }
     }
 }
 

@@ -128,7 +128,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
-/// purge-intent-delay-ms=MS,s3-conditions-ignored=1`). Used by the crash,
+/// purge-intent-delay-ms=MS,catalog-answer-lost=1,catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -164,6 +164,12 @@ pub struct Failpoints {
     /// The purge waits this many milliseconds after each batch recorded its intents, before it checks the
     /// registry again and sends them (a hold or the stop switch can land in between).
     pub purge_intent_delay_ms: Option<u64>,
+    /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
+    /// statement reached the database): `catalog-answer-lost=1`.
+    pub catalog_answer_lost: Option<u64>,
+    /// A SQL catalog's compare-and-set `UPDATE` fails without an answer and is not applied (as a connection
+    /// dropped before the statement reached the database): `catalog-update-unanswered=1`.
+    pub catalog_update_unanswered: Option<u64>,
     /// The S3 delete-condition probe reports both conditions ignored, whatever the server answered (a provider
     /// that ignores them; the probe itself still runs): `s3-conditions-ignored=1`.
     pub s3_conditions_ignored: Option<u64>,
@@ -210,6 +216,8 @@ impl Failpoints {
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
                 "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
                 "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
+                "catalog-answer-lost" => f.catalog_answer_lost = v,
+                "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
@@ -332,6 +340,17 @@ impl Storage {
             eprintln!("lakedrill: failpoint {point}={batch}: aborting the process");
             std::process::abort();
         }
+    }
+
+    /// The SQL-catalog answer failpoints of `LAKEDRILL_FAILPOINTS` (test-only): whether a compare-and-set
+    /// `UPDATE`'s answer is lost after it ran (`catalog-answer-lost`), or the statement fails unanswered without
+    /// running (`catalog-update-unanswered`).
+    #[must_use]
+    pub fn failpoint_catalog_answer(&self) -> (bool, bool) {
+        (
+            self.failpoints.catalog_answer_lost.is_some(),
+            self.failpoints.catalog_update_unanswered.is_some(),
+        )
     }
 
     /// The `*-delay-ms` failpoints of `LAKEDRILL_FAILPOINTS` (test-only): waits at `point` for as long as its

@@ -788,6 +788,104 @@ fn quarantine_in_bundle_mode_removes_the_snapshots_and_a_bundle_brings_one_back(
     assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), sid);
 }
 
+/// A SQL catalog's compare-and-set whose answer is lost (the connection failed after the `UPDATE` reached the
+/// database): lakedrill reads the row again. A bundle-mode quarantine whose update was applied is taken as
+/// committed (the snapshots out of the table, the bundle kept, `QUARANTINED`); one whose update the row does not
+/// show exits 2, keeps and records its bundle and sends the candidate to `PROTECTED`, the table unchanged. Before,
+/// any failed statement was read as "nothing was committed" and the quarantine deleted its bundles, also when the
+/// update had been applied.
+#[test]
+fn a_sql_catalog_commit_whose_answer_is_lost_is_settled_from_the_catalog_row() {
+    let bundles_of = |g: &Gov| -> usize {
+        std::fs::read_dir(g.dir.join("bundles"))
+            .map(|d| {
+                d.filter(|e| e.as_ref().unwrap().path().join("bundle.dsse.json").exists())
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let snapshots = |g: &Gov| g.py("print(sorted(s.snapshot_id for s in t.metadata.snapshots))");
+    // Applied, answer lost: taken as committed.
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let mut args = g.quarantine_args(id, "bundle");
+    args.extend(T);
+    let q = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "catalog-answer-lost=1")]);
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert_eq!(q.code, 0, "{text}");
+    assert_eq!(q.json()["status"], "QUARANTINED", "{text}");
+    assert!(text.contains("taken as committed"), "{text}");
+    assert_eq!(
+        Some(bundles_of(&g)),
+        q.json()["bundles"].as_array().map(Vec::len),
+        "the bundles are kept: {text}"
+    );
+    let ids = snapshots(&g);
+    for sid in c["snapshot_ids"].as_array().unwrap() {
+        assert!(!ids.contains(&sid.to_string()), "the snapshot left the table: {ids}");
+    }
+    // Not applied, no answer: unknown, exit 2, the bundle kept and recorded, the candidate PROTECTED.
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let before = snapshots(&g);
+    let mut args = g.quarantine_args(id, "bundle");
+    args.extend(T);
+    let q = crate::util::lakedrill_in_env(
+        &g.dir,
+        &args,
+        &[("LAKEDRILL_FAILPOINTS", "catalog-update-unanswered=1")],
+    );
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert_eq!(q.code, 2, "{text}");
+    assert!(
+        text.contains("outcome is unknown") && text.contains("PROTECTED"),
+        "{text}"
+    );
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    let cand = &st["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "PROTECTED", "{st}");
+    assert_eq!(cand["quarantine"]["commit_outcome"], "unknown", "{st}");
+    assert!(bundles_of(&g) > 0, "the bundles are kept: {text}");
+    assert_eq!(
+        Some(bundles_of(&g)),
+        cand["quarantine"]["bundles"].as_array().map(Vec::len),
+        "and recorded: {st}"
+    );
+    assert_eq!(snapshots(&g), before, "the update never ran");
+}
+
+/// The purge's SQL-catalog commit whose answer is lost after it was applied: the row read again names the new
+/// metadata, the commit counts as made and the purge deletes its inventory (`VERIFIED`). One the row does not show
+/// deletes nothing, exits 2 and protects the candidate (the update may still land).
+#[test]
+fn a_purge_whose_sql_catalog_answer_is_lost_settles_it_from_the_row_before_any_delete() {
+    for (spec, code) in [("catalog-update-unanswered=1", 2), ("catalog-answer-lost=1", 0)] {
+        let g = Gov::new("");
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        let mut args = g.purge_args(id, Some(&ev));
+        args.extend(T);
+        let p = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", spec)]);
+        let text = format!("{}{}", p.stdout, p.stderr);
+        assert_eq!(p.code, code, "{spec}: {text}");
+        let st = g.run(&["--json", "status", id]).expect_code(0).json();
+        let state = &st["candidates"][0]["candidate"]["state"];
+        if code == 2 {
+            assert!(text.contains("outcome is unknown"), "{spec}: {text}");
+            assert_eq!(g.present(&c), n, "{spec}: nothing deleted: {text}");
+            assert_eq!(state, "PROTECTED", "{spec}: {st}");
+        } else {
+            assert!(text.contains("taken as committed"), "{spec}: {text}");
+            assert_eq!(p.json()["status"], "VERIFIED", "{spec}: {text}");
+            assert_eq!(g.present(&c), 0, "{spec}: {text}");
+            assert_eq!(state, "VERIFIED", "{spec}: {st}");
+        }
+    }
+}
+
 #[test]
 fn a_commit_between_plan_and_quarantine_makes_quarantine_refuse() {
     let g = Gov::new("");
