@@ -95,7 +95,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                 commands::restore_share_signed(ctx, bundle, trust, &share).await
             }
             (Some(into), Some(catalog), Some(table)) => {
-                crate::ops::materialize::restore_into(ctx, bundle, trust, into, catalog, table).await
+                crate::ops::recover::restore_into(ctx, bundle, trust, into, catalog, table).await
             }
             _ => {
                 let opts = crate::bundle::VerifyOptions {

@@ -1030,7 +1030,8 @@ pub fn commit_request(
     for s in new.snapshots() {
         if current.snapshot_by_id(s.snapshot_id()).is_none() {
             return Err(format!(
-                "snapshot {} is new: adding snapshots through a REST catalog is not supported",
+                "snapshot {} is new: adding snapshots through a REST catalog is not supported (REST catalogs cannot \
+                 take a snapshot back from a bundle yet)",
                 s.snapshot_id()
             ));
         }
@@ -1239,5 +1240,19 @@ mod tests {
         // Later commits by others on top do not hide it.
         let later = md(&[(1, None), (2, Some(1)), (4, Some(2))], &[("main", 4, true)]);
         assert_eq!(carries(&b, &gone, &later), Ok(()));
+    }
+
+    /// `set-current --from-bundle` adds a snapshot back to the metadata: through a REST catalog the commit is
+    /// refused saying so plainly (the runbook refuses before it: README "Status", known limits).
+    #[test]
+    fn a_snapshot_added_back_is_refused_saying_rest_cannot_take_it_from_a_bundle() {
+        let gone = md(&[(1, None), (2, Some(1))], &[("main", 2, true)]);
+        let back = md(&[(1, None), (2, Some(1)), (3, Some(1))], &[("main", 3, true)]);
+        let why = commit_request(&gone, &back).map(|_| ()).unwrap_err();
+        assert!(
+            why.contains("snapshot 3 is new")
+                && why.contains("REST catalogs cannot take a snapshot back from a bundle yet"),
+            "{why}"
+        );
     }
 }

@@ -505,26 +505,39 @@ impl Storage {
     /// [`Error::NotFound`] or [`Error::Storage`], naming the URI; [`Error::Corrupt`] naming the URI and the
     /// limit when it is over `max` bytes.
     pub async fn get_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Fetched> {
+        match self.get_at_most(uri, max).await? {
+            Ok(f) => Ok(f),
+            Err(size) => Err(over_limit(uri, what, size, max)),
+        }
+    }
+
+    /// Reads a whole object of at most `max` bytes, as [`Storage::get_bounded`] does, answering `Err(size)` for one
+    /// over it: the size the store gave when the read began, or the bytes read when it grew past `max` while read.
+    /// Nothing past `max` is held (a data file larger than its manifest says is refused on the store's first answer).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get_at_most(&self, uri: &str, max: u64) -> Result<std::result::Result<Fetched, u64>> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
         let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
         let info = Self::info(uri, &res.meta);
         if info.size > max {
-            return Err(over_limit(uri, what, info.size, max));
+            return Ok(Err(info.size));
         }
         let mut stream = res.into_stream();
         let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
             if (buf.len() + chunk.len()) as u64 > max {
-                return Err(over_limit(uri, what, (buf.len() + chunk.len()) as u64, max));
+                return Ok(Err((buf.len() + chunk.len()) as u64));
             }
             buf.extend_from_slice(&chunk);
         }
-        Ok(Fetched {
+        Ok(Ok(Fetched {
             info,
             bytes: Bytes::from(buf),
-        })
+        }))
     }
 
     /// Reads a whole object, `None` when it does not exist.
@@ -2009,6 +2022,30 @@ mod tests {
         assert!(s.head("memory:///a/missing").await.unwrap().is_none());
         let err = s.get("memory:///a/missing").await.unwrap_err();
         assert!(err.to_string().contains("memory:///a/missing"), "{err}");
+    }
+
+    /// An object over the bound is answered with its size, not its bytes; one at the bound is read whole.
+    #[tokio::test]
+    async fn get_at_most_answers_the_size_of_an_object_over_the_bound() {
+        let s = Storage::new(StorageOptions::default());
+        s.put_new("memory:///a/data.parquet", Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.get_at_most("memory:///a/data.parquet", 4).await.unwrap().err(),
+            Some(10)
+        );
+        let f = s.get_at_most("memory:///a/data.parquet", 10).await.unwrap().unwrap();
+        assert_eq!(&f.bytes[..], b"0123456789");
+        let err = s
+            .get_bounded("memory:///a/data.parquet", 4, "the test object")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("memory:///a/data.parquet"), "{err}");
+        assert!(matches!(
+            s.get_at_most("memory:///a/missing", 4).await,
+            Err(Error::NotFound { .. })
+        ));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

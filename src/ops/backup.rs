@@ -21,7 +21,8 @@
 //! bundle and is never drilled. A snapshot whose objects are missing or disagree with their
 //! manifests is refused (exit 1) before any checkpoint is recorded.
 //!
-//! Memory: an object is held in memory while it is copied, at most `io_concurrency` at a time.
+//! Memory: an object is held in memory while it is copied, at most `io_concurrency` at a time, and never more of it
+//! than its manifest's size (a larger file is refused, `SIZE_MISMATCH`, on the store's first answer).
 
 use std::collections::BTreeSet;
 
@@ -100,9 +101,10 @@ struct Copied {
     copied: bool,
 }
 
-/// A data file read for the backup: copied, absent (`None`), or (`Err`) where a path that leaves the table
-/// resolves to, not read.
-type DataRead = std::result::Result<Option<Copied>, String>;
+/// A data file read for the backup: copied, another size than its manifest's (`Some(Err(size))`: the size the
+/// store gave, or the bytes read when it grew past the manifest's), absent (`None`), or (`Err`) where a path that
+/// leaves the table resolves to, not read.
+type DataRead = std::result::Result<Option<std::result::Result<Copied, u64>>, String>;
 
 fn object_uri(root: &str, digest: &str) -> String {
     location::join(root, &format!("objects/{digest}"))
@@ -183,6 +185,18 @@ pub async fn backup(
     let to = location::canonical_uri(to)?;
     let table = ctx.table(source).await?;
     let uuid = table.metadata().uuid().to_string();
+    // A backup inside the table would be listed as its files: planned as orphans and purged.
+    let table_root = table.location().root_uri();
+    if to == table_root || location::is_under(&to, table_root) {
+        return Err(Error::invalid(
+            "--to",
+            format!(
+                "{to} lies inside the location {table_root} of table {} ({uuid}): the table's listing would take the \
+                 backup's objects for orphans and a purge would delete them; back up to a location outside it",
+                table.name()
+            ),
+        ));
+    }
     let reg = crate::ops::plan::registry(ctx).await?;
     let existing_checkpoint = match point {
         BackupPoint::Checkpoint(id) => Some(
@@ -347,24 +361,23 @@ pub async fn backup(
                 if let Some(target) = confined.escape(&f.uri).await? {
                     return Ok(Err(target));
                 }
-                let src = match storage.get(&f.uri).await {
-                    Ok(s) => s,
+                // Never more than the manifest's size is read: a larger file is refused on the store's first answer.
+                let src = match storage.get_at_most(&f.uri, f.file_size_in_bytes).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(size)) => return Ok(Ok(Some(Err(size)))),
                     Err(Error::NotFound { .. }) => return Ok(Ok(None)),
                     Err(e) => return Err(e),
                 };
                 if src.bytes.len() as u64 != f.file_size_in_bytes {
-                    return Ok(Ok(Some(Copied {
-                        blake3: String::new(),
-                        size: src.bytes.len() as u64,
-                        info: src.info,
-                        copied: false,
-                    })));
+                    return Ok(Ok(Some(Err(src.bytes.len() as u64))));
                 }
                 let (bytes, digest) = hash_bytes(src.bytes).await?;
-                store_object(storage, to_ref, &digest, bytes).await.map(|c| Ok(Some(c)))
+                store_object(storage, to_ref, &digest, bytes)
+                    .await
+                    .map(|c| Ok(Some(Ok(c))))
             }
             .await;
-            let backed_up = matches!(&res, Ok(Ok(Some(c))) if !c.blake3.is_empty());
+            let backed_up = matches!(&res, Ok(Ok(Some(Ok(_)))));
             progress.tick_checked(f.file_size_in_bytes, !backed_up);
             (f, res)
         })
@@ -383,16 +396,16 @@ pub async fn backup(
                 )
                 .read_at(&f.uri),
             ),
-            Ok(Some(c)) if c.blake3.is_empty() => findings.push(
+            Ok(Some(Err(size))) => findings.push(
                 Finding::new(
                     FindingKind::SizeMismatch,
                     &f.file_path,
                     Some(f.file_size_in_bytes.to_string()),
-                    Some(c.size.to_string()),
+                    Some(size.to_string()),
                 )
                 .read_at(&f.uri),
             ),
-            Ok(Some(c)) => {
+            Ok(Some(Ok(c))) => {
                 if c.copied {
                     objects_copied += 1;
                     bytes_copied += c.size;
@@ -469,10 +482,9 @@ pub async fn backup(
     let objects = predicate.objects;
     let bundles = location::join(&to, "bundles");
     let bundle_uri = location::join(&bundles, &bundle_id);
-    let envelope_uri = location::join(&bundle_uri, bundle::ENVELOPE_FILE);
-    if ctx.storage.head(&envelope_uri).await?.is_none() {
-        bundle::write_bundle(&ctx.storage, predicate, copies, &key, &bundles).await?;
-    }
+    // A bundle already under this name (a rerun for the same checkpoint) stands only when its envelope is this
+    // key's seal of the same snapshot and root: `write_bundle` checks that and writes nothing over it.
+    bundle::write_bundle(&ctx.storage, predicate, copies, &key, &bundles).await?;
     #[allow(clippy::cast_precision_loss)]
     let rpo_seconds = (checkpoint.at.timestamp_millis() - snapshot.timestamp_ms()) as f64 / 1000.0;
     let report = BackupReport {

@@ -409,7 +409,8 @@ pub async fn restore(
 /// `lakedrill restore ORPHAN_BUNDLE --trust DIR --put-back`: every file of a verified orphan bundle goes back
 /// where it was ([`crate::ops::orphans::put_back`]) and is verified there; its candidate leaves reclamation as
 /// `PROTECTED` (re-plan to reclaim what is still unreferenced). Refused (exit 1) while a purge of the candidate is
-/// accepted or running. Exit 0 when every file is back and verified, 1 otherwise.
+/// accepted or running, or its deletes are `DELETE_UNKNOWN` (checked again once the run is claimed). Exit 0 when
+/// every file is back and verified, 1 otherwise.
 ///
 /// # Errors
 /// A bundle that does not verify or holds a snapshot, registry and storage errors.
@@ -435,25 +436,45 @@ pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Pa
             format!("REFUSED: {reason}\n"),
         )
     };
-    if matches!(
-        rec.state,
-        crate::registry::State::Deleted | crate::registry::State::Verified
-    ) {
-        return refuse(format!(
-            "candidate {} is {}: its purge deleted the held files for good; nothing can be put back",
-            info.candidate_id, rec.state
-        ));
-    }
-    if matches!(rec.state, crate::registry::State::DeleteApproved) {
-        return refuse(format!(
-            "candidate {} is DELETE_APPROVED: a purge of it is accepted; stop the deleter or let it finish first",
-            info.candidate_id
-        ));
+    // In the deleter's hands: a purge accepted, running, or ended with deletes whose outcome is unknown (some
+    // held files may be gone for good; `reconcile` settles them first).
+    let in_deleter = |state: crate::registry::State, candidate: &str| -> Option<String> {
+        use crate::registry::State;
+        match state {
+            State::Deleted | State::Verified => Some(format!(
+                "candidate {candidate} is {state}: its purge deleted the held files for good; nothing can be put back"
+            )),
+            State::DeleteApproved => Some(format!(
+                "candidate {candidate} is DELETE_APPROVED: a purge of it is accepted; stop the deleter or let it \
+                 finish first"
+            )),
+            State::DeleteUnknown => Some(format!(
+                "candidate {candidate} is DELETE_UNKNOWN: deletes of its purge may have taken effect; run \
+                 `reconcile` first"
+            )),
+            _ => None,
+        }
+    };
+    if let Some(why) = in_deleter(rec.state, &info.candidate_id) {
+        return refuse(why);
     }
     let run = match crate::ops::binding::claim_run(&reg, &info.candidate_id, ctx.now(), "put-back").await? {
         Ok(run) => run,
         Err(why) => return refuse(why),
     };
+    // Read again under the claim: a purge accepted between the read above and the claim (whose run has since
+    // ended, or never claimed) has moved the candidate into the deleter; nothing is put back over it.
+    let now_state = match reg.candidate(&info.candidate_id).await {
+        Ok(r) => r.state,
+        Err(e) => {
+            reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await?;
+            return Err(e.into());
+        }
+    };
+    if let Some(why) = in_deleter(now_state, &info.candidate_id) {
+        reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await?;
+        return refuse(why);
+    }
     let back = crate::ops::orphans::put_back(&ctx.storage, &files).await;
     let released = reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await;
     let back = back?;

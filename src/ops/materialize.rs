@@ -30,15 +30,12 @@ use iceberg::spec::{
     deserialize_data_file_from_json, serialize_data_file_to_json,
 };
 use iceberg::{Catalog, NamespaceIdent};
-use serde::Serialize;
 
-use crate::bundle::{self, BundlePredicate, Layer, RestoreStatus, VerifyOptions};
+use crate::bundle::{self, BundlePredicate, Layer};
 use crate::config::CatalogConfig;
 use crate::error::{Error, Result};
 use crate::io::store::Storage;
 use crate::model::location::{self, TableLocation};
-use crate::ops::context::Context;
-use crate::report::output::{Outcome, Verdict};
 use crate::table;
 
 /// Iceberg's reserved field id of `file_path` in position delete files.
@@ -102,6 +99,39 @@ pub fn target(option: &str, into: &str) -> Result<()> {
                 "{into}: recovery targets are local folders (file://, plain paths) or object storage prefixes (s3://, gs://, az://)"
             ),
         ))
+    }
+}
+
+/// Refuses a recovery target (`option`, canonical `into`) inside the location of the table `pred` was sealed from:
+/// the live table's listing would take the recovered files for its own orphans, and a purge of them would delete
+/// the recovered table. The location is where the bundle read the table (its inventory's root; a cold backup's
+/// inventory is in the backup store), and the root lakedrill infers from the metadata file it sealed, as it does
+/// for `--metadata` ([`TableLocation::infer_root`]). The location itself is not refused here: a restore goes only
+/// into an empty location, and an empty one holds no live table (a recovery may bring a lost table back where it
+/// was).
+///
+/// # Errors
+/// [`Error::Invalid`] naming `option`, the target and the table location.
+pub fn outside_table(option: &str, into: &str, pred: &BundlePredicate) -> Result<()> {
+    let mut roots: Vec<String> = Vec::new();
+    if pred.backup.is_none()
+        && let Ok(b) = bundle::UriBinding::new(pred)
+    {
+        roots.push(b.root().to_owned());
+    }
+    if let Ok(inferred) = TableLocation::infer_root(&pred.table_location, &pred.source_metadata_location) {
+        roots.push(inferred);
+    }
+    match roots.iter().find(|r| location::is_under(into, r)) {
+        Some(root) => Err(Error::invalid(
+            option,
+            format!(
+                "{into} lies inside the location {root} of table {} (the bundle's table): its listing would take the \
+                 recovered files for orphans; choose a location outside it",
+                pred.table_uuid
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -290,8 +320,18 @@ pub async fn rebuild(
     let written: Vec<Result<(String, String, u64, bool)>> = futures::stream::iter(objects)
         .map(|e| async move {
             let uri = binding.check(e).map_err(|f| Error::corrupt(&e.path, f.to_string()))?;
-            let src = match storage.get(&uri).await {
-                Ok(s) => s,
+            // Never more than the inventory's size is read.
+            let src = match storage.get_at_most(&uri, e.size).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(size)) => {
+                    return Err(Error::corrupt(
+                        &e.path,
+                        format!(
+                            "changed while restoring: {size} bytes or more at {uri}, bundle says {}",
+                            e.size
+                        ),
+                    ));
+                }
                 Err(Error::NotFound { .. }) => {
                     return Err(Error::corrupt(&e.path, format!("{uri} is missing")));
                 }
@@ -618,74 +658,4 @@ pub async fn ensure_unregistered(
         ));
     }
     Ok(())
-}
-
-#[derive(Serialize)]
-struct Restored {
-    status: &'static str,
-    table: String,
-    snapshot_id: i64,
-    metadata_location: String,
-    objects_copied: usize,
-    bytes_copied: u64,
-    position_deletes_rewritten: usize,
-}
-
-/// `lakedrill restore BUNDLE --trust DIR --into URI --catalog NAME --table NS.TABLE`.
-///
-/// # Errors
-/// Unsupported bundles or targets, storage and catalog errors. A bundle that does not verify is refused
-/// (exit 1) and nothing is written.
-pub async fn restore_into(
-    ctx: &Context,
-    bundle_uri: &str,
-    trust_dir: &std::path::Path,
-    into: &str,
-    catalog: &str,
-    table_name: &str,
-) -> Result<Outcome> {
-    let trust = crate::evidence::keys::TrustStore::load_dir(trust_dir)?;
-    let into = location::canonical_uri(into)?;
-    target("--into", &into)?;
-    let ident: crate::io::catalog::TableIdent = table_name.parse()?;
-    let cfg = ctx.config.catalog(catalog)?.clone();
-    ensure_unregistered(&ctx.storage, &cfg, catalog, &ident, &into).await?;
-    let report = bundle::verify(
-        &ctx.storage,
-        bundle_uri,
-        &trust,
-        &VerifyOptions {
-            deep: true,
-            table_root: None,
-            shard: None,
-        },
-    )
-    .await?;
-    if report.status != RestoreStatus::RestoreVerified {
-        let mut human = "REFUSED: the bundle does not verify; nothing was written\n".to_owned();
-        for f in &report.findings {
-            human.push_str(&format!("  {f}\n"));
-        }
-        return Outcome::new(Verdict::Findings, &report, human);
-    }
-    let (pred, copies) = bundle::verified_predicate(&ctx.storage, bundle_uri, &trust).await?;
-    let r = rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await?;
-    register(&ctx.storage, &cfg, catalog, &ident, &r.metadata_location, &into).await?;
-    let human = format!(
-        "RESTORED snapshot {} as {catalog}.{ident} at {into}\nmetadata {}\n{} objects ({} bytes) copied and checked, {} position delete files rewritten\n",
-        r.snapshot_id, r.metadata_location, r.objects_copied, r.bytes_copied, r.position_deletes_rewritten
-    );
-    Outcome::new(
-        Verdict::Ok,
-        &Restored {
-            status: "RESTORED",
-            table: format!("{catalog}.{ident}"),
-            snapshot_id: r.snapshot_id,
-            metadata_location: r.metadata_location,
-            objects_copied: r.objects_copied,
-            bytes_copied: r.bytes_copied,
-            position_deletes_rewritten: r.position_deletes_rewritten,
-        },
-        human,
-    )
 }

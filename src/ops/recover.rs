@@ -1,4 +1,5 @@
-//! Full recovery from a bundle into a new location: `lakedrill recover`, and the cold-backup drill.
+//! Full recovery from a bundle into a new location: `lakedrill recover`, the cold-backup drill, and
+//! `restore --into` ([`restore_into`]: the same steps for a copy with a new table UUID).
 //!
 //! 1. The bundle is verified deeply from the bundle alone (signature, root, layers, every data and
 //!    delete object by BLAKE3 where the inventory says it is: the backup store for a cold backup).
@@ -36,7 +37,9 @@ use crate::evidence::keys::TrustStore;
 use crate::io::store::Storage;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
+use crate::ops::context::Context;
 use crate::ops::materialize::{self, Identity, Rebuilt};
+use crate::report::output::{Outcome, Verdict};
 use crate::table::{self, Table, TableSource};
 
 /// Where to register a recovered table.
@@ -172,6 +175,7 @@ pub async fn recover(
         return Ok(report);
     }
     let (pred, copies) = bundle::verified_predicate(storage, bundle_uri, trust).await?;
+    materialize::outside_table("--into", &into, &pred)?;
     let (declared_snapshot, declared_at_ms) = match &pred.backup {
         Some(b) => {
             let at = chrono::DateTime::parse_from_rfc3339(&b.declared_at)
@@ -227,7 +231,16 @@ pub async fn recover(
     report.position_deletes_rewritten = rebuilt.position_deletes_rewritten;
 
     // 3. Check the recovered table as a reader sees it.
-    check_recovered(storage, config, &pred, &copies, &rebuilt, &mut report).await?;
+    check_recovered(
+        storage,
+        config,
+        &pred,
+        &copies,
+        &rebuilt,
+        &mut report,
+        Identity::SameTable,
+    )
+    .await?;
 
     // 4. Register only what verified.
     if report.findings.is_empty()
@@ -249,6 +262,151 @@ pub async fn recover(
         report.status = RestoreStatus::RestoreVerified;
     }
     Ok(report)
+}
+
+#[derive(Serialize)]
+struct Restored {
+    status: &'static str,
+    table: String,
+    snapshot_id: i64,
+    metadata_location: String,
+    objects_copied: usize,
+    bytes_copied: u64,
+    position_deletes_rewritten: usize,
+    rows_promised: Option<u64>,
+    rows_scanned: Option<u64>,
+    deletion_vectors_checked: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scan: Option<String>,
+    findings: Vec<Finding>,
+}
+
+/// `lakedrill restore BUNDLE --trust DIR --into URI --catalog NAME --table NS.TABLE`: the bundle's snapshot as a
+/// new table (a new UUID), checked as [`recover`] checks what it writes before it is registered.
+///
+/// # Errors
+/// Unsupported bundles or targets, storage and catalog errors. A bundle that does not verify is refused
+/// (exit 1) and nothing is written; a copy that does not check out as the bundle's snapshot (the findings
+/// `recover` reports) is `FAILED` (exit 1) and not registered.
+pub async fn restore_into(
+    ctx: &Context,
+    bundle_uri: &str,
+    trust_dir: &std::path::Path,
+    into: &str,
+    catalog: &str,
+    table_name: &str,
+) -> Result<Outcome> {
+    let trust = TrustStore::load_dir(trust_dir)?;
+    let into = location::canonical_uri(into)?;
+    materialize::target("--into", &into)?;
+    let ident: crate::io::catalog::TableIdent = table_name.parse()?;
+    let cfg = ctx.config.catalog(catalog)?.clone();
+    materialize::ensure_unregistered(&ctx.storage, &cfg, catalog, &ident, &into).await?;
+    let report = bundle::verify(
+        &ctx.storage,
+        bundle_uri,
+        &trust,
+        &VerifyOptions {
+            deep: true,
+            table_root: None,
+            shard: None,
+        },
+    )
+    .await?;
+    if report.status != RestoreStatus::RestoreVerified {
+        let mut human = "REFUSED: the bundle does not verify; nothing was written\n".to_owned();
+        for f in &report.findings {
+            human.push_str(&format!("  {f}\n"));
+        }
+        return Outcome::new(Verdict::Findings, &report, human);
+    }
+    let (pred, copies) = bundle::verified_predicate(&ctx.storage, bundle_uri, &trust).await?;
+    materialize::outside_table("--into", &into, &pred)?;
+    let r = materialize::rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await?;
+    // What `recover` checks before it registers (the copy loaded as a reader would, layers, objects, deletion
+    // vectors, a scan), reported as it reports it.
+    let mut checked = RecoverReport {
+        status: RestoreStatus::Failed,
+        bundle_id: report.bundle_id.clone(),
+        bundle_root: report.bundle_root.clone(),
+        table_uuid: None,
+        snapshot_id: Some(r.snapshot_id),
+        declared_snapshot_id: None,
+        declared_at: None,
+        checkpoint_id: None,
+        into: into.clone(),
+        metadata_location: Some(r.metadata_location.clone()),
+        registered_as: None,
+        objects_restored: r.objects_copied,
+        bytes_restored: r.bytes_copied,
+        position_deletes_rewritten: r.position_deletes_rewritten,
+        rows_promised: None,
+        rows_scanned: None,
+        deletion_vectors_checked: 0,
+        scan: None,
+        rto_seconds: 0.0,
+        rpo_seconds: None,
+        findings: Vec::new(),
+    };
+    check_recovered(
+        &ctx.storage,
+        &ctx.config,
+        &pred,
+        &copies,
+        &r,
+        &mut checked,
+        Identity::NewTable,
+    )
+    .await?;
+    checked
+        .findings
+        .sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    let verified = checked.findings.is_empty();
+    if verified {
+        materialize::register(&ctx.storage, &cfg, catalog, &ident, &r.metadata_location, &into).await?;
+    }
+    let rows = match (checked.rows_promised, checked.rows_scanned) {
+        (_, Some(n)) => format!("{n} rows scanned"),
+        (Some(p), None) => format!("{p} rows promised"),
+        (None, None) => "rows not counted".to_owned(),
+    };
+    let mut human = if verified {
+        format!(
+            "RESTORED snapshot {} as {catalog}.{ident} at {into}\nmetadata {}\n{} objects ({} bytes) copied and checked, {} position delete files rewritten, {} deletion vectors checked, {rows}\n",
+            r.snapshot_id,
+            r.metadata_location,
+            r.objects_copied,
+            r.bytes_copied,
+            r.position_deletes_rewritten,
+            checked.deletion_vectors_checked
+        )
+    } else {
+        format!(
+            "FAILED: the copy of snapshot {} at {into} does not check out; {catalog}.{ident} was not registered\n",
+            r.snapshot_id
+        )
+    };
+    for f in &checked.findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(
+        if verified { Verdict::Ok } else { Verdict::Findings },
+        &Restored {
+            status: if verified { "RESTORED" } else { "FAILED" },
+            table: format!("{catalog}.{ident}"),
+            snapshot_id: r.snapshot_id,
+            metadata_location: r.metadata_location,
+            objects_copied: r.objects_copied,
+            bytes_copied: r.bytes_copied,
+            position_deletes_rewritten: r.position_deletes_rewritten,
+            rows_promised: checked.rows_promised,
+            rows_scanned: checked.rows_scanned,
+            deletion_vectors_checked: checked.deletion_vectors_checked,
+            scan: checked.scan,
+            findings: checked.findings,
+        },
+        human,
+    )
 }
 
 /// Epoch milliseconds as RFC 3339 (UTC, milliseconds), or the number itself when out of range.
@@ -362,6 +520,9 @@ fn list_view(mf: &iceberg::spec::ManifestFile, loc: &TableLocation) -> Result<se
     }))
 }
 
+/// Checks the table [`materialize::rebuild`] wrote (module docs, step 3), adding a finding to `report` for each
+/// difference from the bundle's snapshot. A copy (`identity` [`Identity::NewTable`], `restore --into`) must have
+/// another table UUID and its snapshot no parent; otherwise it is the original but for paths.
 #[allow(clippy::too_many_lines)]
 async fn check_recovered(
     storage: &Storage,
@@ -370,6 +531,7 @@ async fn check_recovered(
     copies: &BTreeMap<String, Bytes>,
     rebuilt: &Rebuilt,
     report: &mut RecoverReport,
+    identity: Identity,
 ) -> Result<()> {
     let md_location = &rebuilt.metadata_location;
     let mismatch = |what: &str, path: &str, expected: String, actual: String| {
@@ -421,6 +583,22 @@ async fn check_recovered(
     let new_snap = recovered.snapshot(pred.snapshot_id).ok().cloned();
     let mut a = serde_json::to_value(&orig_md).map_err(|e| Error::Internal(e.to_string()))?;
     let mut b = serde_json::to_value(recovered.metadata()).map_err(|e| Error::Internal(e.to_string()))?;
+    if identity == Identity::NewTable {
+        // Another table: its own UUID, compared here and then left out of the comparison below.
+        if recovered.metadata().uuid() == orig_md.uuid() {
+            report.findings.push(mismatch(
+                "table uuid",
+                md_location,
+                format!("a new table UUID, not the original's {}", orig_md.uuid()),
+                recovered.metadata().uuid().to_string(),
+            ));
+        }
+        for doc in [&mut a, &mut b] {
+            if let Some(o) = doc.as_object_mut() {
+                o.remove("table-uuid");
+            }
+        }
+    }
     for doc in [&mut a, &mut b] {
         if let Some(o) = doc.as_object_mut() {
             for k in [
@@ -462,7 +640,12 @@ async fn check_recovered(
         Some(s)
             if s.sequence_number() == orig_snap.sequence_number()
                 && s.timestamp_ms() == orig_snap.timestamp_ms()
-                && s.parent_snapshot_id() == orig_snap.parent_snapshot_id()
+                && s.parent_snapshot_id()
+                    == match identity {
+                        Identity::SameTable => orig_snap.parent_snapshot_id(),
+                        // A copy holds no history: its one snapshot has no parent.
+                        Identity::NewTable => None,
+                    }
                 && s.summary() == orig_snap.summary()
                 && s.schema_id() == orig_snap.schema_id()
                 && new_loc.relative(s.manifest_list()).ok() == rel_old(orig_snap.manifest_list()).ok() => {}

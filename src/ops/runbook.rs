@@ -6,7 +6,9 @@
 //!   default ref from a protected tag), like `set_current_snapshot`;
 //! * [`set_current_from_bundle`] — to a snapshot that is gone from the metadata (bundle-mode
 //!   quarantine) but whose verified bundle still describes it: the snapshot is added back from
-//!   the bundle's metadata copy, after the bundle and its data verify.
+//!   the bundle's metadata copy, after the bundle and its data verify and every manifest list, manifest,
+//!   data and delete file it reaches is found in the table as sealed (a purge that finished deleted them:
+//!   refused). A cold-backup bundle is refused: `recover` is for it.
 //!
 //! Each is one compare-and-set commit on the catalog row, visible to every engine reading the
 //! catalog; a concurrent commit makes it fail without effect. None of them deletes anything. Moving `main` to the
@@ -17,6 +19,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::io::catalog::{Catalog, TableIdent};
+use crate::model::findings::{Finding, FindingKind};
+use crate::model::object::Layer;
 use crate::ops::context::Context;
 use crate::report::output::{Outcome, Verdict};
 use crate::table::resolve::{self, Selector};
@@ -146,10 +150,13 @@ pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selecto
 }
 
 /// `lakedrill set-current --from-bundle BUNDLE --trust DIR`: brings back a snapshot that is no
-/// longer in the metadata, from a bundle that verifies (data included).
+/// longer in the metadata, from a bundle that verifies (data included) and whose every object (but the old
+/// metadata file) is still in the table as sealed.
 ///
 /// # Errors
-/// Load and commit errors; a bundle that does not verify is refused (exit 1).
+/// Load and commit errors; a cold-backup bundle or another table's bundle (exit 2). A bundle that does not verify,
+/// a purge under way over its files, or an object of its snapshot missing from the table or changed there is
+/// refused (exit 1), naming the objects; nothing is committed.
 pub async fn set_current_from_bundle(
     ctx: &Context,
     source: &TableSource,
@@ -183,19 +190,70 @@ pub async fn set_current_from_bundle(
             "the bundle belongs to another table (its table UUID differs)",
         ));
     }
-    if let Some(why) = purging_overlap(ctx, &table, bundle, &trust).await? {
-        #[derive(serde::Serialize)]
-        struct Refused {
-            status: &'static str,
-            reason: String,
-        }
+    // A REST catalog commits ref moves and snapshot removals only (`crate::io::rest::commit_request`): a snapshot
+    // gone from the metadata cannot be added back through one. Said plainly here rather than by the commit.
+    if matches!(cat, Catalog::Rest(_)) && table.metadata().snapshot_by_id(snapshot_id).is_none() {
+        return Err(Error::invalid(
+            bundle,
+            format!(
+                "table {} is in a REST catalog, and REST catalogs cannot take a snapshot back from a bundle yet \
+                 (lakedrill does not add snapshots through the REST protocol): snapshot {snapshot_id} stays out of \
+                 the table; nothing was committed (`restore --into` brings it back as a new table)",
+                table.name()
+            ),
+        ));
+    }
+    // Held without its metadata copies (the deep verify checked them): the inventory is what is compared below.
+    let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, bundle, &trust, |_| Ok(None)).await?;
+    if let Some(b) = &pred.backup {
+        // Its deep verify read the data in the backup store, not in the table: `recover` makes a table of it.
+        return Err(Error::invalid(
+            bundle,
+            format!(
+                "a cold-backup bundle (checkpoint {}, objects in {}) cannot make a snapshot current in the live \
+                 table: `recover` brings a backup back as a table",
+                b.checkpoint_id, b.backup_root
+            ),
+        ));
+    }
+    #[derive(serde::Serialize)]
+    struct Refused {
+        status: &'static str,
+        reason: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        findings: Vec<Finding>,
+    }
+    if let Some(why) = purging_overlap(ctx, &table, &pred).await? {
         return Outcome::new(
             Verdict::Findings,
             &Refused {
                 status: "REFUSED",
                 reason: why.clone(),
+                findings: Vec::new(),
             },
             format!("REFUSED: {why}; nothing was committed\n"),
+        );
+    }
+    let findings = not_in_table(ctx, &table, &pred).await?;
+    if !findings.is_empty() {
+        let why = format!(
+            "{} object(s) snapshot {snapshot_id} reaches are not in the table as the bundle sealed them (a purge \
+             deleted them, or they changed): the snapshot would point at them (`recover` brings deleted files back \
+             from a backup)",
+            findings.len()
+        );
+        let mut human = format!("REFUSED: {why}; nothing was committed\n");
+        for f in &findings {
+            human.push_str(&format!("  {f}\n"));
+        }
+        return Outcome::new(
+            Verdict::Findings,
+            &Refused {
+                status: "REFUSED",
+                reason: why,
+                findings,
+            },
+            human,
         );
     }
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
@@ -236,8 +294,7 @@ pub async fn set_current_from_bundle(
 async fn purging_overlap(
     ctx: &Context,
     table: &crate::table::Table,
-    bundle: &str,
-    trust: &crate::evidence::keys::TrustStore,
+    pred: &crate::evidence::inventory::BundlePredicate,
 ) -> Result<Option<String>> {
     use crate::registry::State;
     let reg = crate::ops::plan::registry(ctx).await?;
@@ -251,7 +308,6 @@ async fn purging_overlap(
     if purging.is_empty() {
         return Ok(None);
     }
-    let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, bundle, trust).await?;
     let reached: std::collections::HashSet<String> = pred
         .inventory
         .iter()
@@ -277,4 +333,79 @@ async fn purging_overlap(
         }
     }
     Ok(None)
+}
+
+/// The objects the bundle's snapshot reaches that the table does not hold as the bundle sealed them, as findings
+/// naming each: absent at the table root, another size than the inventory's, or (a manifest list or manifest)
+/// other bytes than the bundle's copy. The deep verify checked the bundle's copies of the metadata layers, not the
+/// table's files, and a purge that finished (`VERIFIED`) has deleted the manifest list, manifests and files its
+/// candidate held: the snapshot added back would point at them. The table metadata file the bundle was sealed
+/// from is not looked for: the snapshot comes back from the bundle's copy of it and nothing the commit writes
+/// names that file (Iceberg itself removes old metadata files, `write.metadata.previous-versions-max`).
+///
+/// # Errors
+/// Storage errors other than absence.
+async fn not_in_table(
+    ctx: &Context,
+    table: &crate::table::Table,
+    pred: &crate::evidence::inventory::BundlePredicate,
+) -> Result<Vec<Finding>> {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    let storage = &ctx.storage;
+    let checks = pred
+        .inventory
+        .iter()
+        .filter(|e| e.layer != Layer::Metadata)
+        .map(|e| async move {
+            let uri = match table.location().resolve(&e.path) {
+                Ok(uri) => uri,
+                Err(_) => {
+                    return Ok(Some(Finding::new(
+                        FindingKind::PathOutsideTable,
+                        &e.path,
+                        Some(table.location().written().to_owned()),
+                        Some("outside; not opened".into()),
+                    )));
+                }
+            };
+            // (size, BLAKE3 of a metadata layer) as the table holds it now.
+            let found = if e.layer.is_metadata() {
+                match storage.hash(&uri).await {
+                    Ok(h) => Some((h.bytes_read, Some(h.blake3))),
+                    Err(Error::NotFound { .. }) => None,
+                    Err(err) => return Err(err),
+                }
+            } else {
+                storage.head(&uri).await?.map(|i| (i.size, None))
+            };
+            let finding = match found {
+                None => Finding::new(
+                    FindingKind::ObjectMissing,
+                    &e.path,
+                    Some(format!("{} bytes", e.size)),
+                    Some("absent".into()),
+                ),
+                Some((size, _)) if size != e.size => Finding::new(
+                    FindingKind::SizeMismatch,
+                    &e.path,
+                    Some(e.size.to_string()),
+                    Some(size.to_string()),
+                ),
+                Some((_, Some(d))) if d != e.blake3 => Finding::new(
+                    FindingKind::DigestMismatch,
+                    &e.path,
+                    Some(format!("{} (the bundle's copy)", e.blake3)),
+                    Some(d),
+                ),
+                Some(_) => return Ok(None),
+            };
+            Ok(Some(finding.read_at(&uri)))
+        });
+    let mut findings: Vec<Finding> = futures::stream::iter(checks)
+        .buffer_unordered(storage.options().io_concurrency.get())
+        .try_filter_map(|f| async move { Ok(f) })
+        .try_collect()
+        .await?;
+    findings.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    Ok(findings)
 }

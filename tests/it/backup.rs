@@ -848,3 +848,101 @@ fn a_zoneless_at_is_named_as_at() {
         );
     }
 }
+
+/// A rerun found `bundles/<id>/bundle.dsse.json` and reported `BACKED_UP`
+/// without reading it: an envelope that is not this key's seal of the same snapshot and root is refused now,
+/// naming the file (exit 2), and is left as it is.
+#[test]
+fn a_backup_rerun_over_an_envelope_that_is_not_its_seal_is_refused_naming_it() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let table = ["--metadata", pos.to_str().unwrap()];
+    let backups = site.dir().join("backups");
+    let first = site
+        .backup(&table, &[], backups.to_str().unwrap())
+        .expect_code(0)
+        .json();
+    let bundle = PathBuf::from(first["bundle_uri"].as_str().unwrap().trim_start_matches("file://"));
+    let envelope = bundle.join("bundle.dsse.json");
+    std::fs::write(&envelope, b"{\"payloadType\": \"junk\"}").unwrap();
+    let cp = first["checkpoint_id"].as_str().unwrap();
+    let again = site.backup(&table, &["--checkpoint", cp], backups.to_str().unwrap());
+    again.expect_code(2);
+    assert!(!again.stdout.contains("BACKED_UP"), "{}", again.stdout);
+    assert!(
+        again.stderr.contains(envelope.to_str().unwrap()) && again.stderr.contains("is not this key's seal"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(std::fs::read(&envelope).unwrap(), b"{\"payloadType\": \"junk\"}");
+}
+
+/// A backup under the table's own location is listed as the table's files
+/// (planned as orphans, purged): `backup --to` inside it is refused, and so is `recover --into` inside the location
+/// of the bundle's table, naming both, before anything is written (exit 2).
+#[test]
+fn a_backup_or_a_recovery_inside_the_tables_location_is_refused_naming_both() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let table = ["--metadata", pos.to_str().unwrap()];
+    let root = format!("file://{}", pos.display());
+    let inside = pos.join("backups");
+    let r = site.backup(&table, &[], inside.to_str().unwrap());
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--to")
+            && r.stderr
+                .contains(&format!("{root}/backups lies inside the location {root} ")),
+        "{}",
+        r.stderr
+    );
+    assert!(!inside.exists(), "nothing was written");
+    let b = site.backup(&table, &[], &site.path("backups")).expect_code(0).json();
+    let into = pos.join("recovered");
+    let r = site.recover(b["bundle_uri"].as_str().unwrap(), into.to_str().unwrap(), None);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--into")
+            && r.stderr
+                .contains(&format!("{root}/recovered lies inside the location {root} ")),
+        "{}",
+        r.stderr
+    );
+    assert!(!into.exists(), "nothing was written");
+}
+
+/// A data file larger than its manifest says is refused with
+/// `SIZE_MISMATCH` naming it (it is read no further than the manifest's size: the store's first answer gives it
+/// away), and nothing is backed up.
+#[test]
+fn a_data_file_larger_than_its_manifest_says_is_refused_naming_it() {
+    let site = Site::new();
+    let pos = pos_table(site.dir());
+    let table = ["--metadata", pos.to_str().unwrap()];
+    let files = site
+        .run(&["--json", "inspect", "files", "--metadata", pos.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let written = files["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["content"] == "data")
+        .map(|f| f["file_path"].as_str().unwrap().to_owned())
+        .expect("a live data file");
+    let name = written.rsplit('/').next().unwrap().to_owned();
+    let data = pos.join("data").join(&name);
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes.extend_from_slice(&[0; 4096]);
+    std::fs::write(&data, bytes).unwrap();
+    let r = site.backup(&table, &[], &site.path("backups"));
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    let named = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "SIZE_MISMATCH" && f["path"].as_str().unwrap().ends_with(&name));
+    assert!(named, "{name} is named: {v}");
+    assert!(!site.dir().join("backups/bundles").exists(), "nothing was backed up");
+}

@@ -886,6 +886,69 @@ fn a_purge_whose_sql_catalog_answer_is_lost_settles_it_from_the_row_before_any_d
     }
 }
 
+/// The deep verify of `set-current --from-bundle` reads the bundle's copies
+/// of the metadata layers, not the table's: with the snapshot's manifest list gone from the table (as a finished
+/// purge leaves it) the snapshot came back pointing at nothing (exit 0). Refused now, naming the file, and nothing
+/// is committed.
+#[test]
+fn set_current_from_a_bundle_whose_manifest_list_left_the_table_is_refused() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "bundle").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    let sid = q["bundles"][0]["snapshot_id"].as_i64().unwrap();
+    // PyIceberg names a manifest list `snap-<snapshot id>-…`.
+    let list = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["layer"] == "manifest_list")
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.contains(&format!("snap-{sid}-")))
+        .unwrap_or_else(|| panic!("the manifest list of {sid} among the candidate's objects: {c}"));
+    std::fs::remove_file(g.table_root().join(list)).unwrap();
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let r = g.on_table(&["--json", "set-current", "--from-bundle", bundle, "--trust", "keys"]);
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    let named = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["kind"] == "OBJECT_MISSING" && f["path"].as_str().unwrap().ends_with(list));
+    assert!(named, "the missing manifest list {list} is named: {v}");
+    assert_eq!(
+        g.py("print(t.metadata.current_snapshot_id)"),
+        current,
+        "nothing was committed"
+    );
+    assert!(
+        !g.py("print(sorted(s.snapshot_id for s in t.metadata.snapshots))")
+            .contains(&sid.to_string()),
+        "snapshot {sid} stays out of the table"
+    );
+    // A cold-backup bundle is `recover`'s: its deep verify read the backup store, not the table.
+    let b = g
+        .on_table(&["--json", "backup", "--key", "keys/gov-TEST-ONLY.key", "--to", "backups"])
+        .expect_code(0)
+        .json();
+    let r = g.on_table(&[
+        "--json",
+        "set-current",
+        "--from-bundle",
+        b["bundle_uri"].as_str().unwrap(),
+        "--trust",
+        "keys",
+    ]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("cold-backup bundle") && r.stderr.contains("`recover`"),
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn a_commit_between_plan_and_quarantine_makes_quarantine_refuse() {
     let g = Gov::new("");

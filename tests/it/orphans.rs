@@ -1413,3 +1413,42 @@ fn a_take_out_whose_answer_was_lost_is_judged_by_where_the_file_is() {
         assert!(root.join(n).exists(), "{n} is back");
     }
 }
+
+/// `restore --put-back` refused a candidate `DELETE_APPROVED`, `DELETED` or
+/// `VERIFIED`, but not one `DELETE_UNKNOWN`: deletes of its purge may have taken effect, and the files were put
+/// back (`PUT_BACK`, exit 0) under a candidate whose outcome `reconcile` has yet to settle. Refused now (exit 1),
+/// nothing put back, the state kept.
+#[test]
+fn put_back_of_a_candidate_whose_deletes_are_unknown_is_refused() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(&root.join("data/unknown.parquet"), b"PAR1 deletes unknown PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    assert!(!root.join("data/unknown.parquet").exists(), "{q}");
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET state = 'DELETE_UNKNOWN' WHERE candidate_id = $1",
+        &[&id],
+    );
+    let r = g.run(&["--json", "restore", &bundle, "--trust", "keys", "--put-back"]);
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("candidate {id} is DELETE_UNKNOWN")),
+        "{v}"
+    );
+    assert!(!root.join("data/unknown.parquet").exists(), "nothing was put back");
+    let state = crate::util::sql_text(
+        &db,
+        &format!("SELECT state FROM candidates WHERE candidate_id = '{id}'"),
+    );
+    assert_eq!(state.as_deref(), Some("DELETE_UNKNOWN"));
+}

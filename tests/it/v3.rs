@@ -628,3 +628,51 @@ fn v3_a_variant_column_plans_and_seals_and_materializing_it_is_refused_naming_th
         "nothing was written"
     );
 }
+
+/// `restore --into` registered what it wrote without the check `recover`
+/// makes of it (the copy loaded as a reader would, its layers, objects and deletion vectors, a scan): now it runs
+/// that check before it registers and reports it as `recover` does.
+#[test]
+fn v3_restore_into_checks_the_copy_and_its_deletion_vectors_before_it_registers() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("lakedrill.toml"),
+        format!(
+            "[catalog.dr]\ntype = \"sql\"\nuri = \"sqlite:{d}/dr.db\"\nwarehouse = \"file://{d}/rec\"\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let a = addr(&fixture(), "v6.metadata.json");
+    let (key, keys) = keygen(dir, "v3-TEST-ONLY");
+    let s = seal(&strs(&a), CURRENT, &key, &dir.join("bundles"))
+        .expect_code(0)
+        .json();
+    let trust = public_keys(&keys);
+    let into = dir.join("rec/v3");
+    let r = crate::util::lakedrill_in(
+        dir,
+        &[
+            "--json",
+            "restore",
+            s["uri"].as_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--into",
+            into.to_str().unwrap(),
+            "--catalog",
+            "dr",
+            "--table",
+            "db.v3",
+        ],
+    );
+    let v = r.expect_code(0).json();
+    assert_eq!(v["status"], "RESTORED", "{v}");
+    assert!(v["deletion_vectors_checked"].as_u64().unwrap_or(0) > 0, "{v}");
+    assert_eq!(v["findings"], serde_json::json!([]), "{v}");
+    assert!(
+        v["scan"].as_str().is_some_and(|s| s.contains("deletion vectors")),
+        "{v}"
+    );
+}

@@ -794,7 +794,7 @@ async fn delete_marker_recovery(env: &LabEnv<'_>) -> Result<(Obs, Vec<String>, A
         return Ok((obs, lab.lost(&acct).await?, lab.state));
     };
     let into = lab.dir.join("recovered");
-    let r = crate::ops::materialize::restore_into(
+    let r = crate::ops::recover::restore_into(
         &lab.truth,
         bundle,
         &lab.keys,
