@@ -1040,6 +1040,37 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     let at = own.iter().position(|a| *a == DELETER_KEY).unwrap();
     own[at] = "keys/gov-TEST-ONLY.key";
     refused_with(&g.on_table(&own), "the purge's own key");
+    // The same behind a merge: a shard report signed by the purge's own key, merged under the drills' key, is
+    // refused for that shard (the merged report's own signature is not the deleter's).
+    let shard_plan = g.dir.join("drill-deleter-shard.toml");
+    std::fs::write(
+        &shard_plan,
+        format!(
+            "name = \"deleter-shard\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"{DELETER_KEY}\"\nreports = \"reports\"\n"
+        ),
+    )
+    .unwrap();
+    let shard = g
+        .run(&["--json", "drill", "run", shard_plan.to_str().unwrap(), "--shard", "0/1"])
+        .expect_code(0)
+        .json();
+    let merged_ev = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .expect_code(0)
+        .json();
+    let merged_ev = PathBuf::from(merged_ev["report"].as_str().unwrap().trim_start_matches("file://"));
+    refused_with(&g.purge(id, Some(&merged_ev), &[]), "the purge's own key");
     // A roles file that does not give the drills' key the drill role: refused, naming the file.
     let roles = g.dir.join("keys/roles.toml");
     std::fs::write(
