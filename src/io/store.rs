@@ -93,6 +93,18 @@ pub struct Fetched {
     pub bytes: Bytes,
 }
 
+/// What [`Storage::get_within`] found.
+#[derive(Debug, Clone)]
+pub enum Within {
+    /// The whole object, at most the bound.
+    Read(Fetched),
+    /// The object is over the bound; it was not read whole.
+    Over {
+        /// Its size as the store reported it, or the bytes read before it passed the bound.
+        size: u64,
+    },
+}
+
 /// An object hashed while streaming, so memory does not grow with its size.
 #[derive(Debug, Clone)]
 pub struct Hashed {
@@ -486,26 +498,41 @@ impl Storage {
     /// [`Error::NotFound`] or [`Error::Storage`], naming the URI; [`Error::Corrupt`] naming the URI and the
     /// limit when it is over `max` bytes.
     pub async fn get_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Fetched> {
+        match self.get_within(uri, max).await? {
+            Within::Read(f) => Ok(f),
+            Within::Over { size } => Err(over_limit(uri, what, size, max)),
+        }
+    }
+
+    /// [`Storage::get_bounded`] without the error: an object over `max` bytes is [`Within::Over`], with the
+    /// size it was found to have (at least), and is never held whole. For callers to whom a larger object is a
+    /// finding (a bundle's byte copy larger than its signed size), not a reason to stop.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
+    pub async fn get_within(&self, uri: &str, max: u64) -> Result<Within> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
         let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
         let info = Self::info(uri, &res.meta);
         if info.size > max {
-            return Err(over_limit(uri, what, info.size, max));
+            return Ok(Within::Over { size: info.size });
         }
         let mut stream = res.into_stream();
         let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
             if (buf.len() + chunk.len()) as u64 > max {
-                return Err(over_limit(uri, what, (buf.len() + chunk.len()) as u64, max));
+                return Ok(Within::Over {
+                    size: (buf.len() + chunk.len()) as u64,
+                });
             }
             buf.extend_from_slice(&chunk);
         }
-        Ok(Fetched {
+        Ok(Within::Read(Fetched {
             info,
             bytes: Bytes::from(buf),
-        })
+        }))
     }
 
     /// Reads a whole object, `None` when it does not exist.

@@ -375,7 +375,9 @@ pub async fn newer_failures(
         if o.uri == evidence_uri || !o.uri.ends_with(".dsse.json") {
             continue;
         }
-        let bytes = storage.get(&o.uri).await?.bytes;
+        // Bounded as table metadata is: a file of any size can be written beside the evidence.
+        let max = storage.options().max_metadata_bytes;
+        let bytes = storage.get_bounded(&o.uri, max, "a drill report").await?.bytes;
         let mut findings = Vec::new();
         let Some((_, p)) = crate::ops::audit::check_report(&o.uri, &bytes, trust, &mut findings) else {
             continue; // not a drill report signed by a trusted key

@@ -94,7 +94,10 @@ pub async fn merge(
         }
     }
     for uri in uris {
-        let bytes = ctx.storage.get(&uri).await?.bytes;
+        // A shard report is a few MB at most: one past the metadata bound is refused (exit 2) before it is read
+        // whole, as a table metadata file would be.
+        let max = ctx.storage.options().max_metadata_bytes;
+        let bytes = ctx.storage.get_bounded(&uri, max, "a shard report").await?.bytes;
         let name = location::file_name(&uri).to_owned();
         let mut findings = Vec::new();
         let checked = crate::ops::audit::check_report(&name, &bytes, &trust, &mut findings);

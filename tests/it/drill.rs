@@ -132,16 +132,16 @@ fn every_snapshot_of_generated_and_interop_tables_seals_and_restores_deeply() {
 }
 
 /// A copy of the Spark position-deletes table, a key, and a sealed bundle of its current snapshot.
-struct Sealed {
+pub(crate) struct Sealed {
     _tmp: tempfile::TempDir,
     table: PathBuf,
-    trust: PathBuf,
+    pub(crate) trust: PathBuf,
     key: PathBuf,
-    bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     seal: Value,
 }
 
-fn sealed_pos_table() -> Sealed {
+pub(crate) fn sealed_pos_table() -> Sealed {
     let tmp = tmpdir();
     let table = tmp.path().join("t");
     copy_tree(
@@ -240,7 +240,7 @@ fn a_grown_data_file_is_a_size_mismatch() {
     expect_finding(&s, &s.trust, "SIZE_MISMATCH");
 }
 
-fn manifest_copy(s: &Sealed) -> PathBuf {
+pub(crate) fn manifest_copy(s: &Sealed) -> PathBuf {
     let inventory = crate::util::bundle_inventory(&s.bundle);
     let m = inventory.iter().find(|e| e["layer"] == "manifest").unwrap();
     s.bundle.join(m["copy"].as_str().unwrap())
