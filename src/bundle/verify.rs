@@ -768,13 +768,18 @@ fn check_layers_into(
         let seen = std::cell::RefCell::new(ManifestSeen::default());
         let each = |f: LiveFile| {
             let mut seen = seen.borrow_mut();
+            if shard.is_some_and(|s| !s.owns_path(f.layer, &f.file_path)) {
+                return Ok(()); // another share's object
+            }
             if let Some(l) = loc
                 && l.relative(&f.file_path).is_err()
             {
-                return Ok(()); // reported as PATH_OUTSIDE_TABLE with the inventory check
-            }
-            if shard.is_some_and(|s| !s.owns_path(f.layer, &f.file_path)) {
-                return Ok(()); // another share's object
+                // Never opened. One the inventory holds is reported as PATH_OUTSIDE_TABLE where the objects are
+                // opened; one it lacks is missing from it, as any other file a manifest names.
+                if find(f.file_path.as_str()).is_none() {
+                    seen.missing.push((f.file_path, f.layer));
+                }
+                return Ok(());
             }
             if f.is_deletion_vector() {
                 seen.vectors.push((f.file_path.clone(), DeletionVectorEntry::from(&f)));
