@@ -16,7 +16,7 @@ pub use crate::evidence::inventory::{
 };
 use crate::evidence::keys::TrustStore;
 pub use crate::evidence::predicate::RestoreStatus;
-use crate::io::store::Storage;
+use crate::io::store::{Storage, Within};
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
 pub use crate::model::object::Layer;
@@ -196,15 +196,28 @@ pub fn bundle_dir(uri: &str) -> Result<String> {
     })
 }
 
-/// Reads a bundle's byte copy, `None` when it is absent; the table metadata copy is read within
-/// [`crate::io::store::StorageOptions::max_metadata_bytes`], like the table's own metadata.
-pub(super) async fn get_copy(storage: &Storage, uri: &str, layer: Layer) -> Result<Option<crate::io::store::Fetched>> {
-    if layer != Layer::Metadata {
-        return storage.get_opt(uri).await;
+/// Reads a bundle's byte copy of a file the inventory signs as `size` bytes, `None` when it is absent. The copy
+/// itself is not signed, so at most `size + 1` bytes are read: a larger copy is [`Within::Over`] (a finding for
+/// the caller) and is never held whole. The table metadata copy is also held to
+/// [`crate::io::store::StorageOptions::max_metadata_bytes`], like the table's own metadata: an inventory that
+/// signs a larger one cannot be decided.
+///
+/// # Errors
+/// [`Error::Corrupt`] for a metadata copy signed as larger than `max_metadata_bytes`; storage errors.
+pub(super) async fn get_copy(storage: &Storage, uri: &str, layer: Layer, size: u64) -> Result<Option<Within>> {
+    if layer == Layer::Metadata {
+        let max = storage.options().max_metadata_bytes;
+        if size > max {
+            return Err(crate::io::store::over_limit(
+                uri,
+                "the bundle's table metadata copy (its size in the signed inventory)",
+                size,
+                max,
+            ));
+        }
     }
-    let max = storage.options().max_metadata_bytes;
-    match storage.get_bounded(uri, max, "the bundle's table metadata copy").await {
-        Ok(f) => Ok(Some(f)),
+    match storage.get_within(uri, size.saturating_add(1)).await {
+        Ok(w) => Ok(Some(w)),
         Err(Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
@@ -505,12 +518,15 @@ async fn intact_copies(
 ) -> Result<()> {
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };
-        let Some(copy) = get_copy(storage, &location::join(dir, member), e.layer).await? else {
+        let Some(copy) = get_copy(storage, &location::join(dir, member), e.layer, e.size).await? else {
             return Err(Error::NotFound {
                 uri: location::join(dir, member),
             });
         };
-        if blake3::hash(&copy.bytes).to_hex().as_str() == e.blake3 {
+        // A copy larger than its signed size differs: it is left out without being read whole.
+        if let Within::Read(copy) = copy
+            && blake3::hash(&copy.bytes).to_hex().as_str() == e.blake3
+        {
             intact(&e.path, copy.bytes);
         }
     }

@@ -24,7 +24,7 @@ use super::objects::{Object, ObjectIndex};
 use crate::error::{Error, Result};
 use crate::evidence;
 use crate::evidence::keys::TrustStore;
-use crate::io::store::Storage;
+use crate::io::store::{Storage, Within};
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::location::{self, TableLocation};
 use crate::table;
@@ -139,8 +139,11 @@ pub async fn verify(
     // bundle's are checked whole by `orphans::verify_held`); a share keeps only its own, and its part (count and
     // root) is computed on the way.
     let divert = pred.orphans.is_none();
+    // An orphan bundle is not divided as it streams: its files all belong to share 0 (see below), and every share
+    // reads its whole inventory.
+    let split = opts.shard.filter(|_| divert);
     let streamed = std::sync::Arc::new(std::sync::Mutex::new(StreamedBinding {
-        part: opts.shard.map(ObjectShard::streamed_part),
+        part: split.map(ObjectShard::streamed_part),
         objects: ObjectIndex::with_capacity(match (divert && pred.inventory_member.is_some(), opts.shard) {
             (false, _) => 0,
             (true, None) => pred.objects,
@@ -156,11 +159,11 @@ pub async fn verify(
             &streamed,
             pred.backup.as_ref().map(|b| b.backup_root.clone()),
             pred.table_location.clone(),
-            opts.shard,
+            split,
             divert,
         )
     });
-    let only = opts.shard.filter(|_| divert);
+    let only = split;
     let loaded = load_inventory_keeping(storage, &dir, &mut pred, keep, !divert, only).await?;
     let mut streamed = std::mem::take(&mut *streamed.lock().map_err(|_| Error::Internal("binding lock".into()))?);
     let CanonicalDigests { root, sha256: sha } = match loaded {
@@ -210,12 +213,29 @@ pub async fn verify(
     };
     // An orphan bundle holds unreferenced files, no snapshot: each must still be where it is held.
     if let Some(info) = &pred.orphans {
-        if opts.shard.is_some() {
+        // Its files are read where they are held (versions behind delete markers at the table location it signs,
+        // or write-once copies in the quarantine location): a relocated copy of the table holds neither.
+        if let Some(root) = &opts.table_root {
             return Err(Error::invalid(
                 &dir,
-                "an orphan bundle is verified whole: --shard splits the objects of a snapshot bundle",
+                format!(
+                    "an orphan bundle is verified where its files are held: --table-root {root} (a relocated copy of \
+                     a snapshot's table) does not apply to it"
+                ),
             ));
         }
+        // Every file belongs to share 0, which verifies the bundle whole; the other shares hold none of it (and, as
+        // for a snapshot bundle, leave the findings about the bundle as a whole to share 0), so the shares of a
+        // `--split objects` drill still add up to one whole verification.
+        if let Some(s) = opts.shard {
+            report.shard = Some(s.orphans_part(&pred.inventory));
+            if s.index != 0 {
+                report.findings.clear();
+                return Ok(finish(report));
+            }
+        }
+        // `--deep` adds nothing here: every held file is read whole and checked by size and BLAKE3 either way, and
+        // there are no manifests or Parquet footers to compare.
         super::orphans::verify_held(storage, &pred, info, &mut report).await?;
         return Ok(finish(report));
     }
@@ -322,14 +342,22 @@ pub async fn verify(
             ));
             continue;
         }
-        match get_copy(storage, &location::join(&dir, member), e.layer).await? {
+        match get_copy(storage, &location::join(&dir, member), e.layer, e.size).await? {
             None => report.findings.push(Finding::new(
                 FindingKind::CopyMissing,
                 &e.path,
                 Some(member.clone()),
                 Some("absent".into()),
             )),
-            Some(f) => {
+            // Larger than the inventory signs it: it differs, and is not read whole (a copy of any size can be
+            // written into a bundle folder).
+            Some(Within::Over { size }) => report.findings.push(Finding::new(
+                FindingKind::CopyDigestMismatch,
+                &e.path,
+                Some(format!("{member}: {} bytes, BLAKE3 {}", e.size, e.blake3)),
+                Some(format!("{size} bytes or more; not read")),
+            )),
+            Some(Within::Read(f)) => {
                 let d = blake3::hash(&f.bytes).to_hex().to_string();
                 if d != e.blake3 || f.bytes.len() as u64 != e.size {
                     report.findings.push(Finding::new(
@@ -760,13 +788,18 @@ fn check_layers_into(
         let seen = std::cell::RefCell::new(ManifestSeen::default());
         let each = |f: LiveFile| {
             let mut seen = seen.borrow_mut();
+            if shard.is_some_and(|s| !s.owns_path(f.layer, &f.file_path)) {
+                return Ok(()); // another share's object
+            }
             if let Some(l) = loc
                 && l.relative(&f.file_path).is_err()
             {
-                return Ok(()); // reported as PATH_OUTSIDE_TABLE with the inventory check
-            }
-            if shard.is_some_and(|s| !s.owns_path(f.layer, &f.file_path)) {
-                return Ok(()); // another share's object
+                // Never opened. One the inventory holds is reported as PATH_OUTSIDE_TABLE where the objects are
+                // opened; one it lacks is missing from it, as any other file a manifest names.
+                if find(f.file_path.as_str()).is_none() {
+                    seen.missing.push((f.file_path, f.layer));
+                }
+                return Ok(());
             }
             if f.is_deletion_vector() {
                 seen.vectors.push((f.file_path.clone(), DeletionVectorEntry::from(&f)));

@@ -604,6 +604,24 @@ impl ObjectShard {
         }
     }
 
+    /// What this share holds of an orphan bundle's `inventory`: every file belongs to share 0 (as a snapshot
+    /// bundle's metadata layers do), which verifies the bundle whole; every other share holds none of it.
+    #[must_use]
+    pub fn orphans_part(&self, inventory: &[InventoryEntry]) -> ShardPart {
+        let mine: Vec<&InventoryEntry> = if self.index == 0 {
+            inventory.iter().collect()
+        } else {
+            Vec::new()
+        };
+        ShardPart {
+            index: self.index,
+            count: self.count,
+            objects: mine.len(),
+            inventory_objects: inventory.len(),
+            root: root_of(mine),
+        }
+    }
+
     /// [`ObjectShard::part`] computed as an inventory in canonical order streams by: entries are given to
     /// [`SharePart::add`] one at a time (every entry; the share's own are counted), none is kept.
     #[must_use]

@@ -392,4 +392,9 @@ pub struct ShardRef {
     pub sha256: String,
     /// The shard run's drill id.
     pub drill_id: String,
+    /// The key ids whose signatures on the shard report verified when it was merged (under the merge's `--trust`,
+    /// its `drill` keys). `purge` refuses a merged report one of whose shards its own `--key` signed, and one
+    /// merged before this was recorded (absent), which cannot show who signed its shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyids: Option<Vec<String>>,
 }

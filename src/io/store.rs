@@ -93,6 +93,18 @@ pub struct Fetched {
     pub bytes: Bytes,
 }
 
+/// What [`Storage::get_within`] found.
+#[derive(Debug, Clone)]
+pub enum Within {
+    /// The whole object, at most the bound.
+    Read(Fetched),
+    /// The object is over the bound; it was not read whole.
+    Over {
+        /// Its size as the store reported it, or the bytes read before it passed the bound.
+        size: u64,
+    },
+}
+
 /// An object hashed while streaming, so memory does not grow with its size.
 #[derive(Debug, Clone)]
 pub struct Hashed {
@@ -505,36 +517,38 @@ impl Storage {
     /// [`Error::NotFound`] or [`Error::Storage`], naming the URI; [`Error::Corrupt`] naming the URI and the
     /// limit when it is over `max` bytes.
     pub async fn get_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Fetched> {
-        match self.get_at_most(uri, max).await? {
-            Ok(f) => Ok(f),
-            Err(size) => Err(over_limit(uri, what, size, max)),
+        match self.get_within(uri, max).await? {
+            Within::Read(f) => Ok(f),
+            Within::Over { size } => Err(over_limit(uri, what, size, max)),
         }
     }
 
-    /// Reads a whole object of at most `max` bytes, as [`Storage::get_bounded`] does, answering `Err(size)` for one
-    /// over it: the size the store gave when the read began, or the bytes read when it grew past `max` while read.
-    /// Nothing past `max` is held (a data file larger than its manifest says is refused on the store's first answer).
+    /// [`Storage::get_bounded`] without the error: an object over `max` bytes is [`Within::Over`], with the
+    /// size it was found to have (at least), and is never held whole. For callers to whom a larger object is a
+    /// finding (a bundle's byte copy larger than its signed size), not a reason to stop.
     ///
     /// # Errors
     /// [`Error::NotFound`] or [`Error::Storage`], naming the URI.
-    pub async fn get_at_most(&self, uri: &str, max: u64) -> Result<std::result::Result<Fetched, u64>> {
+    pub async fn get_within(&self, uri: &str, max: u64) -> Result<Within> {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
         let res = store.get(&path).await.map_err(|e| map_err("read", uri, e))?;
         let info = Self::info(uri, &res.meta);
         if info.size > max {
-            return Ok(Err(info.size));
+            return Ok(Within::Over { size: info.size });
         }
         let mut stream = res.into_stream();
         let mut buf = Vec::with_capacity(usize::try_from(info.size).unwrap_or(0));
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| map_err("read", uri, e))?;
             if (buf.len() + chunk.len()) as u64 > max {
-                return Ok(Err((buf.len() + chunk.len()) as u64));
+                return Ok(Within::Over {
+                    size: (buf.len() + chunk.len()) as u64,
+                });
             }
             buf.extend_from_slice(&chunk);
         }
-        Ok(Ok(Fetched {
+        Ok(Within::Read(Fetched {
             info,
             bytes: Bytes::from(buf),
         }))
@@ -2026,16 +2040,18 @@ mod tests {
 
     /// An object over the bound is answered with its size, not its bytes; one at the bound is read whole.
     #[tokio::test]
-    async fn get_at_most_answers_the_size_of_an_object_over_the_bound() {
+    async fn get_within_answers_the_size_of_an_object_over_the_bound() {
         let s = Storage::new(StorageOptions::default());
         s.put_new("memory:///a/data.parquet", Bytes::from_static(b"0123456789"))
             .await
             .unwrap();
-        assert_eq!(
-            s.get_at_most("memory:///a/data.parquet", 4).await.unwrap().err(),
-            Some(10)
-        );
-        let f = s.get_at_most("memory:///a/data.parquet", 10).await.unwrap().unwrap();
+        assert!(matches!(
+            s.get_within("memory:///a/data.parquet", 4).await.unwrap(),
+            Within::Over { size: 10 }
+        ));
+        let Within::Read(f) = s.get_within("memory:///a/data.parquet", 10).await.unwrap() else {
+            panic!("read whole at the bound")
+        };
         assert_eq!(&f.bytes[..], b"0123456789");
         let err = s
             .get_bounded("memory:///a/data.parquet", 4, "the test object")
@@ -2043,7 +2059,7 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("memory:///a/data.parquet"), "{err}");
         assert!(matches!(
-            s.get_at_most("memory:///a/missing", 4).await,
+            s.get_within("memory:///a/missing", 4).await,
             Err(Error::NotFound { .. })
         ));
     }

@@ -362,9 +362,9 @@ pub async fn backup(
                     return Ok(Err(target));
                 }
                 // Never more than the manifest's size is read: a larger file is refused on the store's first answer.
-                let src = match storage.get_at_most(&f.uri, f.file_size_in_bytes).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(size)) => return Ok(Ok(Some(Err(size)))),
+                let src = match storage.get_within(&f.uri, f.file_size_in_bytes).await {
+                    Ok(crate::io::store::Within::Read(s)) => s,
+                    Ok(crate::io::store::Within::Over { size }) => return Ok(Ok(Some(Err(size)))),
                     Err(Error::NotFound { .. }) => return Ok(Ok(None)),
                     Err(e) => return Err(e),
                 };

@@ -93,7 +93,9 @@ fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
 ///
 /// Only a signature by a key that holds the `drill` role of `trust` ([`crate::evidence::keys::Role`]) counts, and
 /// never one by `deleter_keyid`, the key the purge signs its receipts with: a deleter must not be able to vouch
-/// for the drill that allows its deletes, whatever the trust folder holds.
+/// for the drill that allows its deletes, whatever the trust folder holds. For a merged report that holds for
+/// every shard as well: the signers `report merge` recorded in `merged_from` must not include `deleter_keyid`,
+/// and a merged report without that record is refused.
 #[must_use]
 pub fn check_evidence(
     rec: &CandidateRecord,
@@ -149,6 +151,27 @@ pub fn check_evidence(
             .iter()
             .map(|f| format!("evidence {}: {} — {}", f.report, f.check, f.detail)),
     );
+    // A merged report is signed by the merging key, but the shards are the evidence of the restores: a shard signed
+    // by the purge's own key would let the deleter vouch for its deletes behind another key's signature. A report
+    // merged before `report merge` recorded the shards' signers cannot show they were not the purge's key: it is
+    // refused too (merging the same shards again records them).
+    for s in pred.merged_from.iter().flatten() {
+        match &s.keyids {
+            None => reasons.push(format!(
+                "evidence {name} was merged from shard report {} (shard {}/{}) without a record of who signed it (a \
+                 merge by an older lakedrill), so it cannot be shown that the purge's own key did not sign it: merge \
+                 the shards again with `report merge`",
+                s.report, s.index, s.count
+            )),
+            Some(ids) if ids.iter().any(|k| k == deleter_keyid) => reasons.push(format!(
+                "evidence {name} was merged from shard report {} (shard {}/{}), which is signed by the purge's own \
+                 key (keyid {deleter_keyid}, --key): a deleter must not vouch for the drill that allows its deletes; \
+                 sign drill reports with a key of their own",
+                s.report, s.index, s.count
+            )),
+            Some(_) => {}
+        }
+    }
     // A shard's report names every root it touched RESTORE_VERIFIED, but verified only its share of them: it is
     // refused by what it signs, wherever it lies (a copy outside `shards/` is still a shard).
     if pred.is_shard_partial() {
@@ -352,7 +375,9 @@ pub async fn newer_failures(
         if o.uri == evidence_uri || !o.uri.ends_with(".dsse.json") {
             continue;
         }
-        let bytes = storage.get(&o.uri).await?.bytes;
+        // Bounded as table metadata is: a file of any size can be written beside the evidence.
+        let max = storage.options().max_metadata_bytes;
+        let bytes = storage.get_bounded(&o.uri, max, "a drill report").await?.bytes;
         let mut findings = Vec::new();
         let Some((_, p)) = crate::ops::audit::check_report(&o.uri, &bytes, trust, &mut findings) else {
             continue; // not a drill report signed by a trusted key

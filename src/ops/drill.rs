@@ -262,7 +262,10 @@ pub fn default_seed(plan: &str, now: chrono::DateTime<chrono::Utc>) -> u64 {
 }
 
 /// When this plan last drilled each bundle id (epoch ms of the report's `finished_at`), from the reports of its
-/// chain folder that verify under `trust` (shard reports included: each drilled its share).
+/// chain folder that verify under `trust`. Shard reports of a split of the sample's items count (each drilled its
+/// items whole); a result that verified only a share of its bundle's objects (`object_shard`: a `--split objects`
+/// shard or a signed `restore --shard`) does not, since the bundle was drilled whole only if the shares were merged,
+/// and the merged report counts then.
 ///
 /// # Errors
 /// Storage errors while listing or reading the reports.
@@ -286,7 +289,7 @@ async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore)
         let Ok(t) = chrono::DateTime::parse_from_rfc3339(&p.finished_at) else {
             continue;
         };
-        for r in &p.results {
+        for r in p.results.iter().filter(|r| r.object_shard.is_none()) {
             let e = out.entry(r.bundle_id.clone()).or_insert(i64::MIN);
             *e = (*e).max(t.timestamp_millis());
         }

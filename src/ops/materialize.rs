@@ -321,9 +321,9 @@ pub async fn rebuild(
         .map(|e| async move {
             let uri = binding.check(e).map_err(|f| Error::corrupt(&e.path, f.to_string()))?;
             // Never more than the inventory's size is read.
-            let src = match storage.get_at_most(&uri, e.size).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(size)) => {
+            let src = match storage.get_within(&uri, e.size).await {
+                Ok(crate::io::store::Within::Read(s)) => s,
+                Ok(crate::io::store::Within::Over { size }) => {
                     return Err(Error::corrupt(
                         &e.path,
                         format!(

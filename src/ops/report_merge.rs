@@ -94,7 +94,10 @@ pub async fn merge(
         }
     }
     for uri in uris {
-        let bytes = ctx.storage.get(&uri).await?.bytes;
+        // A shard report is a few MB at most: one past the metadata bound is refused (exit 2) before it is read
+        // whole, as a table metadata file would be.
+        let max = ctx.storage.options().max_metadata_bytes;
+        let bytes = ctx.storage.get_bounded(&uri, max, "a shard report").await?.bytes;
         let name = location::file_name(&uri).to_owned();
         let mut findings = Vec::new();
         let checked = crate::ops::audit::check_report(&name, &bytes, &trust, &mut findings);
@@ -109,6 +112,14 @@ pub async fn merge(
         let subjects = evidence::verify(&bytes, &trust)
             .map(|v| v.subjects().to_vec())
             .unwrap_or_default();
+        // Who signed the shard: every signature by a key of `trust` verified (or the report was refused above), so
+        // these are the shard's signers. `purge` reads them to refuse shards signed by its own key.
+        let keyids: Vec<String> = serde_json::from_slice::<evidence::Envelope>(&bytes)
+            .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|k| trust.get(k).is_some())
+            .collect();
         shards.push((
             ShardRef {
                 index: shard.index,
@@ -116,6 +127,7 @@ pub async fn merge(
                 report: name,
                 sha256: evidence::sha256_hex(&bytes),
                 drill_id: p.drill.id.clone(),
+                keyids: Some(keyids),
             },
             p,
             subjects,

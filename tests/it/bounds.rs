@@ -286,3 +286,33 @@ fn r016_purge_refuses_naming_the_unreadable_layer_of_a_retained_snapshot() {
         assert!(p.exists(), "{} was deleted", p.display());
     }
 }
+
+/// A bundle's byte copies are not signed, only their inventory entries: a manifest copy grown to 64 GiB (sparse) is
+/// read no further than one byte past its signed size and is a finding naming it (exit 1), never read whole.
+#[test]
+fn a_huge_manifest_copy_is_a_finding_and_is_never_read_whole() {
+    let s = crate::drill::sealed_pos_table();
+    let m = crate::drill::manifest_copy(&s);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&m)
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let v = crate::drill::restore(s.bundle.to_str().unwrap(), &s.trust, &[])
+        .expect_code(1)
+        .json();
+    assert_eq!(v["status"], "FAILED", "{v}");
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "COPY_DIGEST_MISMATCH")
+        .unwrap_or_else(|| panic!("want COPY_DIGEST_MISMATCH: {v}"));
+    let member = format!("copies/{}", m.file_name().unwrap().to_str().unwrap());
+    assert!(f["expected"].as_str().unwrap().contains(&member), "{f}");
+    assert!(
+        f["actual"].as_str().unwrap().contains("68719476736 bytes or more"),
+        "{f}"
+    );
+}

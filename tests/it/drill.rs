@@ -132,16 +132,16 @@ fn every_snapshot_of_generated_and_interop_tables_seals_and_restores_deeply() {
 }
 
 /// A copy of the Spark position-deletes table, a key, and a sealed bundle of its current snapshot.
-struct Sealed {
+pub(crate) struct Sealed {
     _tmp: tempfile::TempDir,
     table: PathBuf,
-    trust: PathBuf,
+    pub(crate) trust: PathBuf,
     key: PathBuf,
-    bundle: PathBuf,
+    pub(crate) bundle: PathBuf,
     seal: Value,
 }
 
-fn sealed_pos_table() -> Sealed {
+pub(crate) fn sealed_pos_table() -> Sealed {
     let tmp = tmpdir();
     let table = tmp.path().join("t");
     copy_tree(
@@ -240,7 +240,7 @@ fn a_grown_data_file_is_a_size_mismatch() {
     expect_finding(&s, &s.trust, "SIZE_MISMATCH");
 }
 
-fn manifest_copy(s: &Sealed) -> PathBuf {
+pub(crate) fn manifest_copy(s: &Sealed) -> PathBuf {
     let inventory = crate::util::bundle_inventory(&s.bundle);
     let m = inventory.iter().find(|e| e["layer"] == "manifest").unwrap();
     s.bundle.join(m["copy"].as_str().unwrap())
@@ -421,6 +421,127 @@ fn an_inventory_path_outside_the_table_is_never_opened() {
             && !finding_kinds(&v).contains(&"OBJECT_MISSING".to_owned()),
         "{v}"
     );
+}
+
+/// A zigzag varint of Avro at `at`, which is moved past it.
+fn avro_long(b: &[u8], at: &mut usize) -> i64 {
+    let (mut n, mut shift) = (0u64, 0);
+    loop {
+        let x = b[*at];
+        *at += 1;
+        n |= u64::from(x & 0x7f) << shift;
+        if x & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (n >> 1) as i64 ^ -((n & 1) as i64)
+}
+
+fn put_avro_long(v: i64, out: &mut Vec<u8>) {
+    let mut n = ((v << 1) ^ (v >> 63)) as u64;
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// A deflate Avro container file with `edit` applied to each block's decoded bytes: the header (schema and
+/// metadata) is kept byte for byte, each block is compressed again and its size rewritten.
+fn edit_avro_blocks(bytes: &[u8], edit: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    use std::io::{Read as _, Write as _};
+    let mut at = 4;
+    loop {
+        let mut count = avro_long(bytes, &mut at);
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = -count;
+            avro_long(bytes, &mut at);
+        }
+        for _ in 0..count * 2 {
+            let len = avro_long(bytes, &mut at) as usize;
+            at += len;
+        }
+    }
+    at += 16;
+    let mut out = bytes[..at].to_vec();
+    while at < bytes.len() {
+        let start = at;
+        avro_long(bytes, &mut at);
+        let count = bytes[start..at].to_vec();
+        let size = avro_long(bytes, &mut at) as usize;
+        let mut raw = Vec::new();
+        flate2::read::DeflateDecoder::new(&bytes[at..at + size])
+            .read_to_end(&mut raw)
+            .unwrap();
+        at += size;
+        edit(&mut raw);
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&raw).unwrap();
+        let z = z.finish().unwrap();
+        out.extend_from_slice(&count);
+        put_avro_long(z.len() as i64, &mut out);
+        out.extend_from_slice(&z);
+        out.extend_from_slice(&bytes[at..at + 16]);
+        at += 16;
+    }
+    out
+}
+
+/// A live manifest entry outside the table location is never opened; when the inventory does not hold it either,
+/// it is still a finding naming it (it was skipped as if the inventory check would report it, which judges only
+/// what the inventory holds).
+#[test]
+fn a_manifest_entry_outside_the_table_and_absent_from_the_inventory_is_a_finding() {
+    let s = sealed_pos_table();
+    let env_path = s.bundle.join("bundle.dsse.json");
+    let mut st = read_statement(&env_path);
+    let mut inv = crate::util::bundle_inventory(&s.bundle);
+    // Every data manifest's files moved to a sibling folder of the table (a path of the same length: only the
+    // paths change), the copies re-hashed into the inventory and the bundle re-signed.
+    let (inside, outside) = (
+        b"pyspark_iceberg_table/data/".as_slice(),
+        b"pyspark_iceberg_tabl_/data/".as_slice(),
+    );
+    let mut edited = 0;
+    for e in inv.iter_mut().filter(|e| e["layer"] == "manifest") {
+        let old = std::fs::read(s.bundle.join(e["copy"].as_str().unwrap())).unwrap();
+        if !old.windows(12).any(|w| w == b"content\x08data") {
+            continue;
+        }
+        let new = edit_avro_blocks(&old, |raw| {
+            while let Some(i) = raw.windows(inside.len()).position(|w| w == inside) {
+                raw[i..i + inside.len()].copy_from_slice(outside);
+            }
+        });
+        let b3 = blake3::hash(&new).to_hex().to_string();
+        std::fs::write(s.bundle.join(format!("copies/{b3}")), &new).unwrap();
+        e["blake3"] = Value::String(b3.clone());
+        e["size"] = Value::from(new.len());
+        e["copy"] = Value::String(format!("copies/{b3}"));
+        edited += 1;
+    }
+    assert!(edited > 0, "no data manifest in {inv:?}");
+    crate::util::rewrite_inventory(&s.bundle, &mut st, &inv);
+    resign(&s, "application/vnd.in-toto+json", &st);
+    let v = restore(s.bundle.to_str().unwrap(), &s.trust, &[]).expect_code(1).json();
+    let named: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().contains("pyspark_iceberg_tabl_/data/"))
+        .collect();
+    assert!(
+        !named.is_empty()
+            && named
+                .iter()
+                .all(|f| f["kind"] == "LAYER_MISSING" || f["kind"] == "PATH_OUTSIDE_TABLE"),
+        "want a finding naming the outside path: {v}"
+    );
+    assert!(!finding_kinds(&v).contains(&"COPY_DIGEST_MISMATCH".to_owned()), "{v}");
 }
 
 /// `restore --shard I/N` matches the bundled manifests against its own objects only (#24): an inventory that

@@ -1201,6 +1201,37 @@ fn purge_refuses_without_valid_fresh_matching_evidence() {
     let at = own.iter().position(|a| *a == DELETER_KEY).unwrap();
     own[at] = "keys/gov-TEST-ONLY.key";
     refused_with(&g.on_table(&own), "the purge's own key");
+    // The same behind a merge: a shard report signed by the purge's own key, merged under the drills' key, is
+    // refused for that shard (the merged report's own signature is not the deleter's).
+    let shard_plan = g.dir.join("drill-deleter-shard.toml");
+    std::fs::write(
+        &shard_plan,
+        format!(
+            "name = \"deleter-shard\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"{DELETER_KEY}\"\nreports = \"reports\"\n"
+        ),
+    )
+    .unwrap();
+    let shard = g
+        .run(&["--json", "drill", "run", shard_plan.to_str().unwrap(), "--shard", "0/1"])
+        .expect_code(0)
+        .json();
+    let merged_ev = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .expect_code(0)
+        .json();
+    let merged_ev = PathBuf::from(merged_ev["report"].as_str().unwrap().trim_start_matches("file://"));
+    refused_with(&g.purge(id, Some(&merged_ev), &[]), "the purge's own key");
     // A roles file that does not give the drills' key the drill role: refused, naming the file.
     let roles = g.dir.join("keys/roles.toml");
     std::fs::write(
@@ -2425,6 +2456,68 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
         second["predicate"]["sample"]["selected"][0],
         population[1].as_str(),
         "the deleter-signed claim does not count: {}",
+        second["predicate"]["sample"]
+    );
+}
+
+/// The coverage rule counts a bundle as drilled only by a result that verified it whole: a `--split objects` shard's
+/// result (its `object_shard`, one share of the bundle's objects), merged or not, does not keep the bundle out of the
+/// next coverage pick; the merged report of all shares does.
+#[test]
+fn coverage_does_not_count_a_share_of_a_bundles_objects_as_a_drill() {
+    let g = Gov::new("");
+    g.quarantined();
+    let plan = g.dir.join("coverage.toml");
+    std::fs::write(
+        &plan,
+        "name = \"coverage\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\n\
+         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\nsample = 1\ncoverage_weeks = 1\n",
+    )
+    .unwrap();
+    let drill = || {
+        g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
+            .expect_code(0)
+            .json()
+    };
+    let first = drill();
+    let population: Vec<String> = first["predicate"]["sample"]["population_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert!(population.len() >= 3, "{first}");
+    assert_eq!(
+        first["predicate"]["sample"]["selected"][0],
+        population[0].as_str(),
+        "{first}"
+    );
+    // A shard report of the plan, signed by the drills' key, whose result verified share 0 of 2 of the next bundle's
+    // objects (never merged).
+    let report = std::path::PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
+    let env: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut st: Value = serde_json::from_slice(&b64.decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
+    let r = &mut st["predicate"]["results"][0];
+    r["bundle_id"] = Value::String(population[1].clone());
+    r["object_shard"] = serde_json::json!({
+        "index": 0, "count": 2, "objects": 1, "inventory_objects": 2, "root": "0".repeat(64)
+    });
+    st["predicate"]["shard"] = serde_json::json!({"index": 0, "count": 2, "run_id": "r1", "split": "objects"});
+    let shards = report.parent().unwrap().join("shards/r1");
+    std::fs::create_dir_all(&shards).unwrap();
+    let key = lakedrill::evidence::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key")).unwrap();
+    std::fs::write(
+        shards.join("shard-0-of-2.dsse.json"),
+        lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &key).to_json_bytes(),
+    )
+    .unwrap();
+    let second = drill();
+    assert_eq!(
+        second["predicate"]["sample"]["selected"][0],
+        population[1].as_str(),
+        "a share of a bundle's objects is not a drill of the bundle: {}",
         second["predicate"]["sample"]
     );
 }

@@ -402,7 +402,83 @@ fn orphans_are_held_as_write_once_copies_drilled_and_purged_through_the_acceptan
     ]);
     a.expect_code(0);
     assert_eq!(a.json()["status"], "VERIFIED", "{}", a.stdout);
+    // Its files are read where they are held, which a relocated copy of the table does not hold: `--table-root` is
+    // refused (exit 2, naming the bundle and the option), not ignored. `--deep` changes nothing: every file is
+    // read whole either way.
+    let relocated = g.run(&[
+        "--json",
+        "restore",
+        &bundle,
+        "--trust",
+        "keys",
+        "--table-root",
+        root.to_str().unwrap(),
+    ]);
+    relocated.expect_code(2);
+    assert!(
+        relocated.stderr.contains("--table-root")
+            && relocated.stderr.contains(bundle.trim_start_matches("file://"))
+            && relocated.stderr.contains("orphan bundle"),
+        "{}",
+        relocated.stderr
+    );
+    let deep = g
+        .run(&["--json", "restore", &bundle, "--trust", "keys", "--deep"])
+        .expect_code(0)
+        .json();
+    assert_eq!(deep["objects_verified"], 3, "{deep}");
     let ev = g.drill("bundles");
+    // A drill split by objects over a sample holding an orphan bundle: share 0 verifies it whole, share 1 holds
+    // none of it, and the merge of the two is the whole verification (one orphan bundle once made every share
+    // exit 2).
+    let split = g.dir.join("drill-split.toml");
+    std::fs::write(
+        &split,
+        "name = \"split\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let shares: Vec<Value> = ["0/2", "1/2"]
+        .iter()
+        .map(|s| {
+            g.run(&[
+                "--json",
+                "drill",
+                "run",
+                split.to_str().unwrap(),
+                "--shard",
+                s,
+                "--split",
+                "objects",
+                "--run-id",
+                "orphans",
+            ])
+            .expect_code(0)
+            .json()
+        })
+        .collect();
+    let held: Vec<&Value> = shares
+        .iter()
+        .map(|s| &s["predicate"]["results"][0]["object_shard"]["objects"])
+        .collect();
+    assert_eq!(held, [&Value::from(3), &Value::from(0)], "{shares:?}");
+    let merged = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            "reports/split/shards/orphans/",
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .expect_code(0)
+        .json();
+    let m = &merged["predicate"]["results"][0];
+    assert_eq!(m["status"], "RESTORE_VERIFIED", "{merged}");
+    assert_eq!(m["objects_verified"], 3, "{merged}");
     let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
     assert_eq!(r["status"], "VERIFIED", "{r}");
     assert_eq!(strings(&r["objects"]["VERIFIED"]), expected, "{r}");

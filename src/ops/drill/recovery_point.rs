@@ -98,11 +98,22 @@ pub async fn compare_with_registry(reg: &Registry, r: &mut DrillResult) -> Resul
 }
 
 /// The history age of a bundle whose snapshot was committed at `snapshot_ms`, against the live head `head`:
-/// the figure (seconds) and its basis.
+/// the figure (seconds) and its basis. No figure (its basis `not measured: …`) when the two times are too far
+/// apart to subtract: both come from metadata, which may be hostile.
 #[must_use]
 #[allow(clippy::cast_precision_loss)]
-pub fn history_age_of(snapshot_ms: i64, head: &LiveHead) -> (f64, String) {
-    let age = (head.timestamp_ms - snapshot_ms) as f64 / 1000.0;
+pub fn history_age_of(snapshot_ms: i64, head: &LiveHead) -> (Option<f64>, String) {
+    let Some(ms) = head.timestamp_ms.checked_sub(snapshot_ms) else {
+        return (
+            None,
+            format!(
+                "not measured: the live head snapshot {} (timestamp-ms {} in {}) and the bundle's snapshot \
+                 (timestamp-ms {snapshot_ms}) are too far apart to subtract",
+                head.snapshot_id, head.timestamp_ms, head.metadata_uri
+            ),
+        );
+    };
+    let age = ms as f64 / 1000.0;
     let at = chrono::DateTime::from_timestamp_millis(head.timestamp_ms).map_or_else(
         || format!("{} ms", head.timestamp_ms),
         |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -114,7 +125,7 @@ pub fn history_age_of(snapshot_ms: i64, head: &LiveHead) -> (f64, String) {
     if age < 0.0 {
         basis.push_str(" (older than the bundle's snapshot: the table was rolled back behind it)");
     }
-    (age, basis)
+    (Some(age), basis)
 }
 
 /// The live heads read during one drill run, by metadata folder and table UUID.
@@ -147,10 +158,7 @@ impl Heads {
             self.seen.insert(key.clone(), h);
         }
         match self.seen.get(&key) {
-            Some(Ok(h)) => {
-                let (age, basis) = history_age_of(snapshot_ms, h);
-                (Some(age), basis)
-            }
+            Some(Ok(h)) => history_age_of(snapshot_ms, h),
             Some(Err(why)) => not(why),
             None => not("the live head was not read"),
         }
@@ -247,15 +255,40 @@ mod tests {
             timestamp_ms: 1_767_225_600_000,
         };
         let (age, basis) = history_age_of(1_767_225_600_000 - 90_500, &head);
+        let age = age.unwrap();
         assert!((age - 90.5).abs() < f64::EPSILON, "{age}");
         assert_eq!(
             basis,
             "live head snapshot 42 committed 2026-01-01T00:00:00.000Z in file:///t/metadata/00003-x.metadata.json"
         );
         let (age, _) = history_age_of(head.timestamp_ms, &head);
-        assert!(age.abs() < f64::EPSILON);
+        assert!(age.unwrap().abs() < f64::EPSILON);
         let (age, basis) = history_age_of(head.timestamp_ms + 1_000, &head);
+        let age = age.unwrap();
         assert!((age + 1.0).abs() < f64::EPSILON, "{age}");
         assert!(basis.contains("rolled back"), "{basis}");
+    }
+
+    /// Both times come from metadata: ones too far apart to subtract give no figure and say why, never a panic (debug)
+    /// or a wrapped age (release).
+    #[test]
+    fn history_age_of_times_too_far_apart_is_not_measured() {
+        let head = LiveHead {
+            metadata_uri: "file:///t/metadata/00003-x.metadata.json".into(),
+            snapshot_id: 42,
+            timestamp_ms: i64::MAX,
+        };
+        let (age, basis) = history_age_of(-1, &head);
+        assert_eq!(age, None);
+        assert!(
+            basis.starts_with("not measured: ") && basis.contains("too far apart"),
+            "{basis}"
+        );
+        let head = LiveHead {
+            timestamp_ms: i64::MIN,
+            ..head
+        };
+        let (age, basis) = history_age_of(1, &head);
+        assert_eq!(age, None, "{basis}");
     }
 }
