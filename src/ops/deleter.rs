@@ -188,7 +188,7 @@ pub fn check_evidence(
                     max.num_hours()
                 ));
             }
-            if age < chrono::Duration::zero() - chrono::Duration::minutes(5) {
+            if age < -chrono::Duration::minutes(crate::ops::gates::FUTURE_SLACK_MINUTES) {
                 reasons.push(format!("evidence finished in the future ({})", pred.finished_at));
             }
         }
