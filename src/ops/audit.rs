@@ -62,21 +62,21 @@ pub struct AuditReport {
 }
 
 /// Reads `uri`'s Object Lock (on S3) into `locks` and adds an `EVIDENCE_NOT_LOCKED` finding when the file
-/// should be locked and is not (see [`crate::ops::evidence_lock::shortfall`]).
+/// should be locked and is not (see [`crate::ops::evidence_lock::shortfall`]). The file was written at the time
+/// its statement names (`written_at`), or else as the store dates it (`last_modified`,
+/// [`crate::ops::evidence_lock::written_at`]).
 async fn check_lock(
     storage: &Storage,
     uri: &str,
     claim: Option<&crate::evidence::predicate::RetentionClaim>,
-    written_at: Option<&str>,
+    (written_at, last_modified): (Option<&str>, chrono::DateTime<chrono::Utc>),
     locks: &mut Vec<crate::ops::evidence_lock::FileLock>,
     findings: &mut Vec<AuditFinding>,
 ) -> Result<()> {
     let Some(lock) = crate::ops::evidence_lock::status(storage, uri).await? else {
         return Ok(());
     };
-    let written = written_at
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&chrono::Utc));
+    let written = crate::ops::evidence_lock::written_at(written_at, Some(last_modified));
     if let Some(why) = crate::ops::evidence_lock::shortfall(&lock, claim, written) {
         findings.push(AuditFinding {
             check: "EVIDENCE_NOT_LOCKED".into(),
@@ -576,7 +576,8 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
     let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
     for uri in &targets {
-        let bytes = storage.get(uri).await?.bytes;
+        let fetched = storage.get(uri).await?;
+        let (bytes, modified) = (fetched.bytes, fetched.info.last_modified);
         let name = location::file_name(uri).to_owned();
         // A purge's signed inventory archive or receipts summary: its signature and its lock.
         if !chain
@@ -588,7 +589,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 let claim: Option<crate::evidence::predicate::RetentionClaim> =
                     serde_json::from_value(p["evidence_retention"].clone()).ok();
                 let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
-                check_lock(storage, uri, claim.as_ref(), at, &mut locks, &mut findings).await?;
+                check_lock(storage, uri, claim.as_ref(), (at, modified), &mut locks, &mut findings).await?;
                 // A summary: its signed receipts chain, from the files alone (#23 point 4).
                 if p["kind"] == "summary"
                     && let Some(read) = crate::ops::receipts::check_summary(storage, uri, p, trust).await?
@@ -618,12 +619,16 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
             };
             if let Some(keyid) = other {
                 keyids.extend(keyid);
+                // None of these claims a retention: on S3 its lock is shown, and on a bucket with Object Lock it
+                // must carry one.
+                check_lock(storage, uri, None, (None, modified), &mut locks, &mut findings).await?;
                 continue;
             }
         }
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is signed under the drill role
         // (drill evidence about the build) but never a drill report a purge accepts.
         if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {
+            check_lock(storage, uri, None, (None, modified), &mut locks, &mut findings).await?;
             let Some(f) = check_fault_report(&name, &bytes, &drill_keys, &mut findings) else {
                 prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
                 continue;
@@ -658,7 +663,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 storage,
                 uri,
                 p.drill.evidence_retention.as_ref(),
-                Some(&p.finished_at),
+                (Some(&p.finished_at), modified),
                 &mut locks,
                 &mut findings,
             )

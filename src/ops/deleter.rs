@@ -1842,6 +1842,8 @@ async fn execute(
         #[derive(serde::Serialize)]
         struct Archive<'a> {
             // In sorted order: the payload's keys are.
+            /// When it was written: the time its Object Lock retain-until is computed from (`audit verify`).
+            at: String,
             candidate: crate::registry::FullCandidate<'a>,
             evidence_retention: serde_json::Value,
             kind: &'static str,
@@ -1861,7 +1863,9 @@ async fn execute(
                 ),
             ]),
         }];
+        let now = ctx.now();
         let archive = Archive {
+            at: now.to_rfc3339(),
             candidate: full,
             evidence_retention: serde_json::json!(policy.evidence_retention().map(crate::ops::evidence_lock::claim)),
             kind: "inventory",
@@ -1875,7 +1879,7 @@ async fn execute(
             &archive_uri,
             Bytes::from(envelope),
             policy.evidence_retention(),
-            ctx.now(),
+            now,
         )
         .await?;
     }
