@@ -855,6 +855,14 @@ fn rollout_set_enforces_one_step_one_test_table_and_a_clean_test_period_and_gate
     ];
     a.extend(["--policy", twin_policy.as_str(), "--force"]);
     g.run(&a).expect_code(0);
+    // Back from enabled into test while the twin is there: refused as a step forward would be.
+    let r = set("db.retention", "test", &policy);
+    r.expect_code(1);
+    assert!(
+        reason(&r).contains("at most one table is in test at a time: rt.db.twin"),
+        "{}",
+        r.stdout
+    );
     // `gates` shows the forced change of db.retention with what it overrode.
     let gt = gates(&g).json();
     let forced = gt["rollout_forced"].as_array().unwrap();
