@@ -105,28 +105,38 @@ fn verified_envelope(
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
 ) -> Option<evidence::VerifiedStatement> {
-    let mut fail = |check: &str, detail: String| {
-        findings.push(AuditFinding {
-            check: check.to_owned(),
-            report: name.to_owned(),
-            detail,
-        });
-    };
-    let v = match evidence::verify(bytes, trust) {
-        Ok(v) => v,
-        Err(f) => {
-            fail(f.kind(), f.to_string());
-            return None;
-        }
-    };
+    let v = verified_signature(name, bytes, trust, findings)?;
     match serde_json::from_slice::<evidence::Envelope>(bytes) {
         Ok(env) if env.to_json_bytes() == bytes => {}
-        _ => fail(
-            "ENVELOPE_NOT_CANONICAL",
-            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
-        ),
+        _ => findings.push(AuditFinding {
+            check: "ENVELOPE_NOT_CANONICAL".to_owned(),
+            report: name.to_owned(),
+            detail: "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
+        }),
     }
     Some(v)
+}
+
+/// [`verified_envelope`] without the canonical-bytes rule: the envelope verifies under a key of `trust`, whatever
+/// JSON layout holds it. For files lakedrill does not write and no chain hashes (governance decisions, signed by
+/// any DSSE implementation): what is signed is the payload, and DSSE fixes no layout of the envelope around it.
+fn verified_signature(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<evidence::VerifiedStatement> {
+    match evidence::verify(bytes, trust) {
+        Ok(v) => Some(v),
+        Err(f) => {
+            findings.push(AuditFinding {
+                check: f.kind().to_owned(),
+                report: name.to_owned(),
+                detail: f.to_string(),
+            });
+            None
+        }
+    }
 }
 
 /// Checks one report's bytes (pure). Returns the predicate when it could be read.
@@ -491,11 +501,12 @@ async fn check_retirement(
 
 /// A signed governance decision: its signature under a key with the `governance` role (as `decision apply` reads
 /// it), the subject binding its predicate digest, and every field's rule (as `decision apply` checks them).
-/// Returns the signing key id.
+/// Any byte layout of the envelope is accepted, as `decision apply` accepts it: decisions are written by
+/// governance tooling with any DSSE implementation, and no chain hashes their bytes. Returns the signing key id.
 fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut Vec<AuditFinding>) -> Option<String> {
     let before = findings.len();
     let governance = trust.for_role(Role::Governance);
-    let Some(v) = verified_envelope(name, bytes, &governance, findings) else {
+    let Some(v) = verified_signature(name, bytes, &governance, findings) else {
         // A roles file from before the governance role: say why nothing verifies, and the fix.
         if let Some(hint) = trust.no_key_holds(Role::Governance) {
             for f in &mut findings[before..] {
