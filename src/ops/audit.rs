@@ -18,9 +18,9 @@ use crate::bundle::RestoreStatus;
 use crate::error::Result;
 use crate::evidence;
 use crate::evidence::keys::{Role, TrustStore};
+use crate::evidence::predicate::{DrillPredicate, PREDICATE_TYPE as DRILL_PREDICATE_TYPE};
 use crate::io::store::Storage;
 use crate::model::location;
-use crate::ops::drill::{self, DrillPredicate};
 
 /// One failed check.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -158,10 +158,10 @@ pub fn check_report(
             detail,
         });
     };
-    if v.predicate_type() != drill::PREDICATE_TYPE {
+    if v.predicate_type() != DRILL_PREDICATE_TYPE {
         fail(
             "PREDICATE_TYPE",
-            format!("expected {}, found {}", drill::PREDICATE_TYPE, v.predicate_type()),
+            format!("expected {DRILL_PREDICATE_TYPE}, found {}", v.predicate_type()),
         );
         return None;
     }
@@ -543,6 +543,20 @@ fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut V
     Some(v.keyid().to_owned())
 }
 
+/// Every report envelope in a plan's folder, oldest first (names sort by time).
+///
+/// # Errors
+/// [`crate::Error::Storage`].
+pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>> {
+    Ok(storage
+        .list(folder)
+        .await?
+        .into_iter()
+        .map(|o| o.uri)
+        .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
+        .collect())
+}
+
 /// `audit verify REPORT [--chain]`.
 ///
 /// # Errors
@@ -566,7 +580,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         } else {
             location::parent(&report_uri).unwrap_or_default()
         };
-        let t = drill::list_reports(storage, &folder).await?;
+        let t = list_reports(storage, &folder).await?;
         if folder_given {
             match t.last() {
                 Some(last) => report_uri = last.clone(),

@@ -1010,19 +1010,9 @@ pub async fn latest_report(storage: &Storage, folder: &str, check: ChainCheck<'_
     }
 }
 
-/// Every report envelope in a plan's folder, oldest first (names sort by time).
-///
-/// # Errors
-/// [`Error::Storage`].
-pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>> {
-    Ok(storage
-        .list(folder)
-        .await?
-        .into_iter()
-        .map(|o| o.uri)
-        .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
-        .collect())
-}
+// Where the chain is listed: in `audit`, which reads chains and must not import this module (the chain checks
+// here use its `check_report`).
+pub use crate::ops::audit::list_reports;
 
 /// The trend of a plan's report chain: every report in `folder` that verifies under `drill_keys` with no finding
 /// (as the gates count reports), oldest first. What the charts show and what the drill-staleness metric
