@@ -60,8 +60,15 @@ pub fn commit_time(ms: i64) -> String {
     }
 }
 
-/// Parses a duration: one whole number and one unit, `d`, `h`, `m` or `s` (`30d`, `12h`, `90m`, `30s`).
-/// The one duration syntax of lakedrill: policy fields, drill plans and command-line options all use it.
+/// The longest duration [`parse_duration`] reads: 100 years (36,500 days). Every duration is added to or taken
+/// from a time (`now - since`, `now + retention`, a quarantine's end `+ by`), and a time has a range: a duration
+/// of 1e11 days would overflow it (a panic in chrono's operators). A century is beyond any retention, window or
+/// age lakedrill is given, and keeps `now ± d` far inside that range.
+pub const MAX_DURATION_DAYS: i64 = 36_500;
+
+/// Parses a duration: one whole number and one unit, `d`, `h`, `m` or `s` (`30d`, `12h`, `90m`, `30s`), at
+/// most [`MAX_DURATION_DAYS`]. The one duration syntax of lakedrill: policy fields, drill plans and command-line
+/// options all use it.
 ///
 /// # Errors
 /// Why it is not one (the caller names the field): no unit, not a whole number, an unknown unit, too large.
@@ -78,7 +85,8 @@ pub fn parse_duration(s: &str) -> Result<chrono::Duration, String> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad("is not a whole number of units"));
     }
-    let n: i64 = digits.parse().map_err(|_| bad("is too large"))?;
+    let too_large = || bad(&format!("is too large: at most {MAX_DURATION_DAYS}d (100 years)"));
+    let n: i64 = digits.parse().map_err(|_| too_large())?;
     let duration = match unit {
         'd' => chrono::Duration::try_days(n),
         'h' => chrono::Duration::try_hours(n),
@@ -86,7 +94,10 @@ pub fn parse_duration(s: &str) -> Result<chrono::Duration, String> {
         's' => chrono::Duration::try_seconds(n),
         _ => return Err(bad(&format!("has an unknown unit {unit:?}"))),
     };
-    duration.ok_or_else(|| bad("is too large"))
+    match duration {
+        Some(d) if d <= chrono::Duration::days(MAX_DURATION_DAYS) => Ok(d),
+        _ => Err(too_large()),
+    }
 }
 
 /// Writes a duration in the syntax [`parse_duration`] reads, in the largest unit that holds it whole (`30d`,
@@ -114,6 +125,22 @@ mod tests {
         assert!(parse_duration("30").is_err());
         assert!(parse_duration("d").is_err());
         assert!(parse_duration("3w").is_err());
+    }
+
+    #[test]
+    fn durations_past_a_century_are_too_large_in_every_unit() {
+        assert_eq!(parse_duration("36500d").unwrap(), chrono::Duration::days(36_500));
+        assert_eq!(parse_duration("876000h").unwrap(), chrono::Duration::days(36_500));
+        for s in [
+            "36501d",
+            "876001h",
+            "100000000000d",
+            "9999999999999h",
+            "9223372036854775807s",
+        ] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(e.contains("is too large: at most 36500d"), "{s}: {e}");
+        }
     }
 
     #[test]

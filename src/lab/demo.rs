@@ -797,7 +797,10 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     // the deleter reads them there.
     let registry = crate::ops::plan::registry(demo_ctx).await?;
     record_and_anchor(demo_ctx, &registry, &drill.report, &drill.predicate).await?;
-    let pages = crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate).await?;
+    let drill_keys =
+        crate::evidence::keys::TrustStore::load_dir(&trust_dir)?.for_role(crate::evidence::keys::Role::Drill);
+    let pages =
+        crate::ops::drill::write_beside(&demo_ctx.storage, &drill.report, &drill.predicate, &drill_keys).await?;
     let html_path = pages.html_report.trim_start_matches("file://").to_owned();
     let trust = crate::evidence::keys::TrustStore::load_dir(&trust_dir)?;
     let audit = crate::ops::audit::verify(&demo_ctx.storage, &drill.report, &trust, true).await?;
@@ -884,7 +887,8 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     );
     record_and_anchor(demo_ctx, &registry, &cold.report, &cold.predicate).await?;
     // As `lakedrill drill run` does for every report: the HTML and Markdown pages beside the signed one.
-    let cold_pages = crate::ops::drill::write_beside(&demo_ctx.storage, &cold.report, &cold.predicate).await?;
+    let cold_pages =
+        crate::ops::drill::write_beside(&demo_ctx.storage, &cold.report, &cold.predicate, &drill_keys).await?;
     let cold_html = cold_pages.html_report.trim_start_matches("file://").to_owned();
     let cold_md = cold_pages.markdown_report.trim_start_matches("file://").to_owned();
     let cold_txt = cold.human_report.trim_start_matches("file://").to_owned();

@@ -210,7 +210,29 @@ pub async fn command(
     let mut report = None;
     if let Some(key) = key {
         let folder = location::join(&location::canonical_uri(reports.unwrap_or("reports"))?, "fault-matrix");
-        p.previous_report = crate::ops::drill::latest_report(&ctx.storage, &folder)
+        // With the trust folder the report will be verified under, the chain's newest file must verify as a
+        // fault-matrix report there before this one links to it; without one nothing says which keys count.
+        let drill_keys = match trust {
+            Some(t) => {
+                Some(crate::evidence::keys::TrustStore::load_dir(t)?.for_role(crate::evidence::keys::Role::Drill))
+            }
+            None => None,
+        };
+        let check = |name: &str, bytes: &[u8]| match &drill_keys {
+            Some(keys) => {
+                let mut findings = Vec::new();
+                match crate::ops::audit::check_fault_report(name, bytes, keys, &mut findings) {
+                    Some(_) => Ok(()),
+                    None => Err(findings
+                        .iter()
+                        .map(|f| format!("{}: {}", f.check, f.detail))
+                        .collect::<Vec<_>>()
+                        .join("; ")),
+                }
+            }
+            None => Ok(()),
+        };
+        p.previous_report = crate::ops::drill::latest_report(&ctx.storage, &folder, &check)
             .await?
             .map(|(_, sha)| sha);
         let env = evidence::sign_statement(&statement(&p), &key);

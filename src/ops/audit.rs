@@ -18,9 +18,9 @@ use crate::bundle::RestoreStatus;
 use crate::error::Result;
 use crate::evidence;
 use crate::evidence::keys::{Role, TrustStore};
+use crate::evidence::predicate::{DrillPredicate, PREDICATE_TYPE as DRILL_PREDICATE_TYPE};
 use crate::io::store::Storage;
 use crate::model::location;
-use crate::ops::drill::{self, DrillPredicate};
 
 /// One failed check.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -62,21 +62,21 @@ pub struct AuditReport {
 }
 
 /// Reads `uri`'s Object Lock (on S3) into `locks` and adds an `EVIDENCE_NOT_LOCKED` finding when the file
-/// should be locked and is not (see [`crate::ops::evidence_lock::shortfall`]).
+/// should be locked and is not (see [`crate::ops::evidence_lock::shortfall`]). The file was written at the time
+/// its statement names (`written_at`), or else as the store dates it (`last_modified`,
+/// [`crate::ops::evidence_lock::written_at`]).
 async fn check_lock(
     storage: &Storage,
     uri: &str,
     claim: Option<&crate::evidence::predicate::RetentionClaim>,
-    written_at: Option<&str>,
+    (written_at, last_modified): (Option<&str>, chrono::DateTime<chrono::Utc>),
     locks: &mut Vec<crate::ops::evidence_lock::FileLock>,
     findings: &mut Vec<AuditFinding>,
 ) -> Result<()> {
     let Some(lock) = crate::ops::evidence_lock::status(storage, uri).await? else {
         return Ok(());
     };
-    let written = written_at
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&chrono::Utc));
+    let written = crate::ops::evidence_lock::written_at(written_at, Some(last_modified));
     if let Some(why) = crate::ops::evidence_lock::shortfall(&lock, claim, written) {
         findings.push(AuditFinding {
             check: "EVIDENCE_NOT_LOCKED".into(),
@@ -105,28 +105,38 @@ fn verified_envelope(
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
 ) -> Option<evidence::VerifiedStatement> {
-    let mut fail = |check: &str, detail: String| {
-        findings.push(AuditFinding {
-            check: check.to_owned(),
-            report: name.to_owned(),
-            detail,
-        });
-    };
-    let v = match evidence::verify(bytes, trust) {
-        Ok(v) => v,
-        Err(f) => {
-            fail(f.kind(), f.to_string());
-            return None;
-        }
-    };
+    let v = verified_signature(name, bytes, trust, findings)?;
     match serde_json::from_slice::<evidence::Envelope>(bytes) {
         Ok(env) if env.to_json_bytes() == bytes => {}
-        _ => fail(
-            "ENVELOPE_NOT_CANONICAL",
-            "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
-        ),
+        _ => findings.push(AuditFinding {
+            check: "ENVELOPE_NOT_CANONICAL".to_owned(),
+            report: name.to_owned(),
+            detail: "the file's bytes are not the envelope as lakedrill wrote it (edited after signing?)".into(),
+        }),
     }
     Some(v)
+}
+
+/// [`verified_envelope`] without the canonical-bytes rule: the envelope verifies under a key of `trust`, whatever
+/// JSON layout holds it. For files lakedrill does not write and no chain hashes (governance decisions, signed by
+/// any DSSE implementation): what is signed is the payload, and DSSE fixes no layout of the envelope around it.
+fn verified_signature(
+    name: &str,
+    bytes: &[u8],
+    trust: &TrustStore,
+    findings: &mut Vec<AuditFinding>,
+) -> Option<evidence::VerifiedStatement> {
+    match evidence::verify(bytes, trust) {
+        Ok(v) => Some(v),
+        Err(f) => {
+            findings.push(AuditFinding {
+                check: f.kind().to_owned(),
+                report: name.to_owned(),
+                detail: f.to_string(),
+            });
+            None
+        }
+    }
 }
 
 /// Checks one report's bytes (pure). Returns the predicate when it could be read.
@@ -148,10 +158,10 @@ pub fn check_report(
             detail,
         });
     };
-    if v.predicate_type() != drill::PREDICATE_TYPE {
+    if v.predicate_type() != DRILL_PREDICATE_TYPE {
         fail(
             "PREDICATE_TYPE",
-            format!("expected {}, found {}", drill::PREDICATE_TYPE, v.predicate_type()),
+            format!("expected {DRILL_PREDICATE_TYPE}, found {}", v.predicate_type()),
         );
         return None;
     }
@@ -491,11 +501,12 @@ async fn check_retirement(
 
 /// A signed governance decision: its signature under a key with the `governance` role (as `decision apply` reads
 /// it), the subject binding its predicate digest, and every field's rule (as `decision apply` checks them).
-/// Returns the signing key id.
+/// Any byte layout of the envelope is accepted, as `decision apply` accepts it: decisions are written by
+/// governance tooling with any DSSE implementation, and no chain hashes their bytes. Returns the signing key id.
 fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut Vec<AuditFinding>) -> Option<String> {
     let before = findings.len();
     let governance = trust.for_role(Role::Governance);
-    let Some(v) = verified_envelope(name, bytes, &governance, findings) else {
+    let Some(v) = verified_signature(name, bytes, &governance, findings) else {
         // A roles file from before the governance role: say why nothing verifies, and the fix.
         if let Some(hint) = trust.no_key_holds(Role::Governance) {
             for f in &mut findings[before..] {
@@ -532,6 +543,20 @@ fn check_decision(name: &str, bytes: &[u8], trust: &TrustStore, findings: &mut V
     Some(v.keyid().to_owned())
 }
 
+/// Every report envelope in a plan's folder, oldest first (names sort by time).
+///
+/// # Errors
+/// [`crate::Error::Storage`].
+pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>> {
+    Ok(storage
+        .list(folder)
+        .await?
+        .into_iter()
+        .map(|o| o.uri)
+        .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
+        .collect())
+}
+
 /// `audit verify REPORT [--chain]`.
 ///
 /// # Errors
@@ -555,7 +580,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         } else {
             location::parent(&report_uri).unwrap_or_default()
         };
-        let t = drill::list_reports(storage, &folder).await?;
+        let t = list_reports(storage, &folder).await?;
         if folder_given {
             match t.last() {
                 Some(last) => report_uri = last.clone(),
@@ -576,7 +601,8 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
     let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
     for uri in &targets {
-        let bytes = storage.get(uri).await?.bytes;
+        let fetched = storage.get(uri).await?;
+        let (bytes, modified) = (fetched.bytes, fetched.info.last_modified);
         let name = location::file_name(uri).to_owned();
         // A purge's signed inventory archive or receipts summary: its signature and its lock.
         if !chain
@@ -588,7 +614,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 let claim: Option<crate::evidence::predicate::RetentionClaim> =
                     serde_json::from_value(p["evidence_retention"].clone()).ok();
                 let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
-                check_lock(storage, uri, claim.as_ref(), at, &mut locks, &mut findings).await?;
+                check_lock(storage, uri, claim.as_ref(), (at, modified), &mut locks, &mut findings).await?;
                 // A summary: its signed receipts chain, from the files alone (#23 point 4).
                 if p["kind"] == "summary"
                     && let Some(read) = crate::ops::receipts::check_summary(storage, uri, p, trust).await?
@@ -618,12 +644,16 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
             };
             if let Some(keyid) = other {
                 keyids.extend(keyid);
+                // None of these claims a retention: on S3 its lock is shown, and on a bucket with Object Lock it
+                // must carry one.
+                check_lock(storage, uri, None, (None, modified), &mut locks, &mut findings).await?;
                 continue;
             }
         }
         // A fault-matrix report (`drill faults`) is checked by its own rules; it is signed under the drill role
         // (drill evidence about the build) but never a drill report a purge accepts.
         if claimed_predicate_type(&bytes).as_deref() == Some(crate::evidence::fault_matrix::PREDICATE_TYPE) {
+            check_lock(storage, uri, None, (None, modified), &mut locks, &mut findings).await?;
             let Some(f) = check_fault_report(&name, &bytes, &drill_keys, &mut findings) else {
                 prev = Some((name, evidence::sha256_hex(&bytes), String::new()));
                 continue;
@@ -658,7 +688,7 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 storage,
                 uri,
                 p.drill.evidence_retention.as_ref(),
-                Some(&p.finished_at),
+                (Some(&p.finished_at), modified),
                 &mut locks,
                 &mut findings,
             )

@@ -594,14 +594,23 @@ pub async fn drill_run(ctx: &Context, plan: &std::path::Path, opts: &crate::ops:
         },
         |(p, _)| p.name,
     );
-    let chain = match crate::ops::drill::load_plan(plan) {
-        Ok((p, _)) if shard.is_none() => Some(crate::model::location::join(
-            &crate::model::location::canonical_uri(&p.reports)?,
-            &p.name,
-        )),
-        _ => None,
+    let (chain, trust) = match crate::ops::drill::load_plan(plan) {
+        Ok((p, _)) if shard.is_none() => (
+            Some(crate::model::location::join(
+                &crate::model::location::canonical_uri(&p.reports)?,
+                &p.name,
+            )),
+            Some(std::path::PathBuf::from(p.trust)),
+        ),
+        _ => (None, None),
     };
-    drill_finish(ctx, opts.metrics_file.as_deref(), &label, shard, chain, r).await
+    let finish = Finish {
+        metrics_file: opts.metrics_file.as_deref(),
+        plan_label: &label,
+        chain_folder: chain,
+        trust: trust.as_deref(),
+    };
+    drill_finish(ctx, &finish, shard, r).await
 }
 
 /// What `restore BUNDLE --shard I/N --key KEY` signs its share with and where it goes.
@@ -690,18 +699,44 @@ pub async fn restore_share_signed(
         },
     )
     .await;
-    drill_finish(ctx, None, &plan.name, Some(shard), None, r).await
+    let finish = Finish {
+        metrics_file: None,
+        plan_label: &plan.name,
+        chain_folder: None,
+        trust: Some(trust),
+    };
+    drill_finish(ctx, &finish, Some(shard), r).await
+}
+
+/// Where a drill run's (or merge's) human reports and metrics come from.
+struct Finish<'a> {
+    /// `--metrics-file`.
+    metrics_file: Option<&'a std::path::Path>,
+    /// The plan's name, the metrics' `plan` label.
+    plan_label: &'a str,
+    /// The plan's report chain (not for a shard).
+    chain_folder: Option<String>,
+    /// The trust folder the plan's reports verify under: only its drill keys' reports count for the trend and the
+    /// last success.
+    trust: Option<&'a std::path::Path>,
 }
 
 /// Writes the human reports and the metrics of a drill run (or merge), and builds its outcome.
 async fn drill_finish(
     ctx: &Context,
-    metrics_file: Option<&std::path::Path>,
-    plan_label: &str,
+    finish: &Finish<'_>,
     shard: Option<crate::ops::drill::Shard>,
-    chain_folder: Option<String>,
     r: Result<crate::ops::drill::DrillOutcome>,
 ) -> Result<Outcome> {
+    let Finish {
+        metrics_file,
+        plan_label,
+        ref chain_folder,
+        trust,
+    } = *finish;
+    let drill_keys = |t: &std::path::Path| {
+        crate::evidence::keys::TrustStore::load_dir(t).map(|k| k.for_role(crate::evidence::keys::Role::Drill))
+    };
     let now = ctx.now();
     let shard_label = shard.as_ref().map(|s| format!("{}/{}", s.index, s.count));
     let mut labels: Vec<(&str, &str)> = vec![("plan", plan_label)];
@@ -712,13 +747,14 @@ async fn drill_finish(
         Ok(o) => o,
         Err(e) => {
             if let Some(path) = metrics_file {
-                let last = match &chain_folder {
-                    Some(f) => last_pass(
-                        &crate::ops::drill::chain_trend(&ctx.storage, f)
+                let keys = trust.and_then(|t| drill_keys(t).ok());
+                let last = match (chain_folder, keys) {
+                    (Some(f), Some(keys)) => last_pass(
+                        &crate::ops::drill::chain_trend(&ctx.storage, f, &keys)
                             .await
                             .unwrap_or_default(),
                     ),
-                    None => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
+                    _ => previous_metric(path, "lakedrill_drill_last_success_timestamp_seconds"),
                 };
                 crate::report::metrics::drill(&labels, now, None, 2, last).write_atomic(path)?;
             }
@@ -727,8 +763,8 @@ async fn drill_finish(
     };
     let pass = o.predicate.summary.gate == "PASS";
     let verdict = if pass { Verdict::Ok } else { Verdict::Findings };
-    let human_reports = if shard.is_none() {
-        Some(crate::ops::drill::write_beside(&ctx.storage, &o.report, &o.predicate).await?)
+    let human_reports = if let (None, Some(trust)) = (&shard, trust) {
+        Some(crate::ops::drill::write_beside(&ctx.storage, &o.report, &o.predicate, &drill_keys(trust)?).await?)
     } else {
         None
     };
@@ -854,8 +890,13 @@ pub async fn report_merge(
         }
         Ok(crate::ops::report_merge::MergeResult::Merged(o)) => {
             let label = o.predicate.drill.plan.clone();
-            let chain = crate::model::location::parent(&o.report);
-            drill_finish(ctx, metrics_file, &label, None, chain, Ok(*o)).await
+            let finish = Finish {
+                metrics_file,
+                plan_label: &label,
+                chain_folder: crate::model::location::parent(&o.report),
+                trust: Some(trust),
+            };
+            drill_finish(ctx, &finish, None, Ok(*o)).await
         }
         Err(e) => Err(e),
     }

@@ -211,7 +211,7 @@ pub fn check_evidence(
                     max.num_hours()
                 ));
             }
-            if age < chrono::Duration::zero() - chrono::Duration::minutes(5) {
+            if age < -chrono::Duration::minutes(crate::ops::gates::FUTURE_SLACK_MINUTES) {
                 reasons.push(format!("evidence finished in the future ({})", pred.finished_at));
             }
         }
@@ -1867,6 +1867,8 @@ async fn execute(
         #[derive(serde::Serialize)]
         struct Archive<'a> {
             // In sorted order: the payload's keys are.
+            /// When it was written: the time its Object Lock retain-until is computed from (`audit verify`).
+            at: String,
             candidate: crate::registry::FullCandidate<'a>,
             evidence_retention: serde_json::Value,
             kind: &'static str,
@@ -1886,7 +1888,9 @@ async fn execute(
                 ),
             ]),
         }];
+        let now = ctx.now();
         let archive = Archive {
+            at: now.to_rfc3339(),
             candidate: full,
             evidence_retention: serde_json::json!(policy.evidence_retention().map(crate::ops::evidence_lock::claim)),
             kind: "inventory",
@@ -1900,7 +1904,7 @@ async fn execute(
             &archive_uri,
             Bytes::from(envelope),
             policy.evidence_retention(),
-            ctx.now(),
+            now,
         )
         .await?;
     }

@@ -461,6 +461,11 @@ pub async fn run_plan(
     let population_roots = population_roots(storage, &population, &population_ids).await?;
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
     let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
+    // The chain's newest report must verify for this run's report to link to it: checked before any work too.
+    let drill_keys = trust.for_role(keys::Role::Drill);
+    if opts.shard.is_none() {
+        latest_report(storage, &chain_folder, &drill_report_check(&drill_keys)).await?;
+    }
     // The coverage rule reads when this plan last drilled each bundle, from its own signed reports.
     let last_drilled = match plan.coverage_weeks {
         Some(_) => last_drilled(storage, &chain_folder, &trust).await?,
@@ -638,7 +643,7 @@ pub async fn run_plan(
         };
         (folder, None)
     } else {
-        let previous = latest_report(storage, &chain_folder).await?;
+        let previous = latest_report(storage, &chain_folder, &drill_report_check(&drill_keys)).await?;
         (chain_folder, previous)
     };
     let implementation_digest = implementation_digest()?;
@@ -956,45 +961,83 @@ fn sealed_at(envelope: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
-/// The newest report envelope in a plan's folder and its SHA-256.
+/// How a chain's newest file is checked before the next report links to it: `Err(why)` when it is no report of
+/// the chain ([`drill_report_check`], [`crate::ops::audit::check_fault_report`]).
+pub type ChainCheck<'a> = &'a (dyn Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync);
+
+/// The check of a drill report chain's newest file: it verifies as a drill report under `drill_keys` (a signature
+/// under a key with the drill role, the drill predicate type, a predicate that reads; the content checks of
+/// `audit verify` are not repeated, so a report an older lakedrill wrote still links).
+pub fn drill_report_check(drill_keys: &TrustStore) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync {
+    move |name, bytes| {
+        let mut findings = Vec::new();
+        match crate::ops::audit::check_report(name, bytes, drill_keys, &mut findings) {
+            Some(_) => Ok(()),
+            None => Err(findings
+                .iter()
+                .map(|f| format!("{}: {}", f.check, f.detail))
+                .collect::<Vec<_>>()
+                .join("; ")),
+        }
+    }
+}
+
+/// The newest report envelope in a plan's folder and its SHA-256: what the next report of the chain names as its
+/// `previous_report`.
+///
+/// The newest file must pass `check`: a file dropped into the folder (unsigned, or under a key without the drill
+/// role) is no report of the chain, and every later report would otherwise link to it. It is refused, not skipped:
+/// the folder needs an operator's look (audit verify --chain fails there too), and a chain that skipped it would be
+/// anchored with it counted.
 ///
 /// # Errors
-/// [`Error::Storage`].
-pub async fn latest_report(storage: &Storage, folder: &str) -> Result<Option<(String, String)>> {
+/// [`Error::Storage`]; [`Error::Invalid`] naming the newest file and why it does not verify.
+pub async fn latest_report(storage: &Storage, folder: &str, check: ChainCheck<'_>) -> Result<Option<(String, String)>> {
     let reports = list_reports(storage, folder).await?;
     match reports.last() {
         None => Ok(None),
         Some(uri) => {
             let b = storage.get(uri).await?;
+            if let Err(why) = check(location::file_name(uri), &b.bytes) {
+                return Err(Error::invalid(
+                    uri,
+                    format!(
+                        "is the newest file of the report chain in {folder} but does not verify as one of its \
+                         reports ({why}); the next report would link to it. Move it out of the folder (after \
+                         looking at how it got there) and run again"
+                    ),
+                ));
+            }
             Ok(Some((uri.clone(), evidence::sha256_hex(&b.bytes))))
         }
     }
 }
 
-/// Every report envelope in a plan's folder, oldest first (names sort by time).
-///
-/// # Errors
-/// [`Error::Storage`].
-pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>> {
-    Ok(storage
-        .list(folder)
-        .await?
-        .into_iter()
-        .map(|o| o.uri)
-        .filter(|u| u.ends_with(".dsse.json") && location::parent(u).as_deref() == Some(folder.trim_end_matches('/')))
-        .collect())
-}
+// Where the chain is listed: in `audit`, which reads chains and must not import this module (the chain checks
+// here use its `check_report`).
+pub use crate::ops::audit::list_reports;
 
-/// The trend of a plan's report chain: every report in `folder` that reads as a drill report, oldest first.
+/// The trend of a plan's report chain: every report in `folder` that verifies under `drill_keys` with no finding
+/// (as the gates count reports), oldest first. What the charts show and what the drill-staleness metric
+/// (`lakedrill_drill_last_success_timestamp_seconds`) is read from: a file that does not verify (an unsigned one
+/// claiming a PASS in the year 9999) counts for neither.
 ///
 /// # Errors
 /// [`crate::Error::Storage`] when the folder cannot be listed or a report read.
-pub async fn chain_trend(storage: &Storage, folder: &str) -> Result<Vec<crate::report::html::TrendPoint>> {
+pub async fn chain_trend(
+    storage: &Storage,
+    folder: &str,
+    drill_keys: &TrustStore,
+) -> Result<Vec<crate::report::html::TrendPoint>> {
     let mut out = Vec::new();
     for uri in list_reports(storage, folder).await? {
         let bytes = storage.get(&uri).await?.bytes;
-        if let Some(p) = crate::report::html::read_predicate(&bytes) {
-            out.push(crate::report::html::TrendPoint::of(location::file_name(&uri), &p));
+        let name = location::file_name(&uri);
+        let mut findings = Vec::new();
+        if let Some((_, p)) = crate::ops::audit::check_report(name, &bytes, drill_keys, &mut findings)
+            && findings.is_empty()
+        {
+            out.push(crate::report::html::TrendPoint::of(name, &p));
         }
     }
     Ok(out)
@@ -1008,10 +1051,11 @@ pub async fn write_beside(
     storage: &Storage,
     report: &str,
     predicate: &DrillPredicate,
+    drill_keys: &TrustStore,
 ) -> Result<crate::report::html::HumanReports> {
     let folder = location::parent(report).unwrap_or_default();
     let stem = location::file_name(report).trim_end_matches(".dsse.json").to_owned();
-    let trend = chain_trend(storage, &folder).await?;
+    let trend = chain_trend(storage, &folder, drill_keys).await?;
     let html = location::join(&folder, &format!("{stem}.html"));
     let md = location::join(&folder, &format!("{stem}.md"));
     storage

@@ -133,9 +133,27 @@ pub async fn status(storage: &Storage, uri: &str) -> Result<Option<FileLock>> {
     }))
 }
 
+/// How far the store's clock may be ahead of the writer's when a file's write time is read from the store
+/// ([`written_at`]): lakedrill computes a retain-until from its own clock, the store dates the object by its own.
+pub const STORE_CLOCK_SLACK_MINUTES: i64 = 5;
+
+/// When a file was written, for the check of its retain-until: the time its signed statement names (`signed`, the
+/// time lakedrill computed the retain-until from), or, for a file that names none (an inventory archive written
+/// before archives carried `at`) or an unreadable one, the store's `LastModified` less
+/// [`STORE_CLOCK_SLACK_MINUTES`] (so a retention shortened by less than that goes unnoticed for such a file).
+/// `None` when neither is known.
+#[must_use]
+pub fn written_at(signed: Option<&str>, last_modified: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    signed
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .or_else(|| last_modified.map(|t| t - chrono::Duration::minutes(STORE_CLOCK_SLACK_MINUTES)))
+}
+
 /// Why `lock` does not protect a file that should be locked, if it does not: on a bucket with Object Lock every
 /// evidence file must carry a retention; a file whose signed statement claims `claim` must carry that mode until
-/// at least `written_at + period`.
+/// at least `written_at + period` (when the write time is not known the retention cannot be checked, which is a
+/// shortfall too: it is not taken as kept).
 #[must_use]
 pub fn shortfall(lock: &FileLock, claim: Option<&RetentionClaim>, written_at: Option<DateTime<Utc>>) -> Option<String> {
     let until = lock
@@ -160,6 +178,12 @@ pub fn shortfall(lock: &FileLock, claim: Option<&RetentionClaim>, written_at: Op
                     "retained until {u}, before the {w} its claimed evidenceRetention needs"
                 )),
                 (Some(_), None) => Some("the file's retain-until date is missing or unreadable".to_owned()),
+                (None, Some(u)) => Some(format!(
+                    "retained until {u}, but the time the file was written is not known (its statement names none \
+                     and the store gave none): its claimed evidenceRetention of {} s cannot be checked",
+                    c.period_seconds
+                )),
+                (None, None) => Some("the file's retain-until date is missing or unreadable".to_owned()),
                 _ => None,
             }
         }
@@ -217,5 +241,38 @@ mod tests {
         );
         assert_eq!(shortfall(&lock(None, None, false), None, None), None);
         assert_eq!(shortfall(&ok, None, None), None);
+    }
+
+    #[test]
+    fn a_claim_whose_write_time_is_unknown_is_a_shortfall_and_the_store_time_is_the_fallback() {
+        let claim = RetentionClaim {
+            mode: "governance".into(),
+            period_seconds: 86_400,
+        };
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let short = lock(Some("GOVERNANCE"), Some("2026-12-01T12:00:00Z"), true);
+        // Neither signed nor given by the store: not passed.
+        assert!(
+            shortfall(&short, Some(&claim), None)
+                .unwrap()
+                .contains("the time the file was written is not known")
+        );
+        // An archive that names no time (written before archives carried `at`): the store's LastModified decides,
+        // less the clock slack.
+        let written = written_at(None, Some(t("2026-12-01T00:00:00Z")));
+        assert_eq!(written, Some(t("2026-11-30T23:55:00Z")));
+        assert!(shortfall(&short, Some(&claim), written).unwrap().contains("before"));
+        let kept = lock(Some("GOVERNANCE"), Some("2026-12-01T23:56:00Z"), true);
+        assert_eq!(shortfall(&kept, Some(&claim), written), None);
+        // A signed time is preferred to the store's; an unreadable one falls back to it.
+        assert_eq!(
+            written_at(Some("2026-12-02T00:00:00Z"), Some(t("2026-12-01T00:00:00Z"))),
+            Some(t("2026-12-02T00:00:00Z"))
+        );
+        assert_eq!(
+            written_at(Some("yesterday"), Some(t("2026-12-01T00:05:00Z"))),
+            Some(t("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(written_at(None, None), None);
     }
 }

@@ -48,6 +48,10 @@ pub const NOT_REQUIRED: &str = "NOT_REQUIRED";
 /// How far back the quarterly recovery gate looks by default.
 pub const QUARTERLY_WINDOW_DAYS: i64 = 92;
 
+/// How far in the future a drill report may say it finished (clock skew between hosts) and still count. A
+/// report past it is refused: by the deleter as evidence, by the gates as a finding naming it.
+pub const FUTURE_SLACK_MINUTES: i64 = 5;
+
 /// One gate and the figures behind it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Gate {
@@ -300,6 +304,11 @@ async fn report_gates(
 ) -> Result<(Gate, Gate)> {
     let folder = location::canonical_uri(&src.reports_uri)?;
     let (reports, unverified) = verified_reports(storage, src).await?;
+    // A report that says it finished in the future is never counted: it would pass any age, and it would hide
+    // every failure that finished before its claimed start.
+    let limit = now + Duration::minutes(FUTURE_SLACK_MINUTES);
+    let (future, reports): (Vec<VerifiedReport>, Vec<VerifiedReport>) =
+        reports.into_iter().partition(|r| r.finished > limit);
     let bundles = awaiting_bundles(candidates);
     let mut weekly = weekly_gate(
         &reports,
@@ -312,7 +321,7 @@ async fn report_gates(
     );
     newer_failures_in_registry(reg, &reports, candidates, &mut weekly).await?;
     let checkpoints = reg.checkpoints(table_uuid).await?;
-    let quarterly = quarterly_gate(
+    let mut quarterly = quarterly_gate(
         &reports,
         table_uuid,
         &QuarterlyRules {
@@ -324,7 +333,46 @@ async fn report_gates(
         src.since.unwrap_or_else(|| Duration::days(QUARTERLY_WINDOW_DAYS)),
         now,
     );
+    refuse_future_reports(&mut weekly, &future, "quarantine", now);
+    refuse_future_reports(&mut quarterly, &future, "cold-backup", now);
     Ok((weekly, quarterly))
+}
+
+/// Fails a gate (one that applies) when a verified report of its drill `kind` says it finished more than
+/// [`FUTURE_SLACK_MINUTES`] after `now`, naming the reports: a drill host's clock is wrong or the report is not
+/// what it says, and the gate cannot tell which of the folder's reports to believe. The report was not counted.
+fn refuse_future_reports(gate: &mut Gate, future: &[VerifiedReport], kind: &str, now: DateTime<Utc>) {
+    if gate.status == NOT_REQUIRED {
+        return;
+    }
+    let of_kind: Vec<&VerifiedReport> = future.iter().filter(|r| r.predicate.drill.kind == kind).collect();
+    let Some(first) = of_kind.first() else {
+        return;
+    };
+    let problem = format!(
+        "the drill report {} says it finished {}, more than {FUTURE_SLACK_MINUTES} minutes after now ({}): a report \
+         from the future is not counted (a drill host's clock is wrong, or the report is not what it says); move it \
+         away or fix the clock{}",
+        first.uri,
+        first.predicate.finished_at,
+        now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        if of_kind.len() > 1 {
+            format!(" ({} such reports)", of_kind.len())
+        } else {
+            String::new()
+        }
+    );
+    let mut figures = gate.figures.clone();
+    figures["future_reports"] = of_kind
+        .iter()
+        .map(|r| serde_json::json!({"report": r.uri, "finished_at": r.predicate.finished_at}))
+        .collect();
+    let detail = if gate.passed() {
+        problem
+    } else {
+        format!("{problem}; {}", gate.detail)
+    };
+    *gate = Gate::new(gate.name, false, figures, detail);
 }
 
 /// Fails a passing weekly gate whose covering report is older than a failure the registry recorded for one of the

@@ -238,7 +238,7 @@ pub async fn merge(
         .map(crate::ops::evidence_lock::from_claim)
         .transpose()?;
     crate::ops::evidence_lock::preflight(&ctx.storage, &folder, retention).await?;
-    let previous = drill::latest_report(&ctx.storage, &folder).await?;
+    let previous = drill::latest_report(&ctx.storage, &folder, &drill::drill_report_check(&trust)).await?;
     let started = shards
         .iter()
         .map(|(_, p, _)| p.started_at.clone())

@@ -281,8 +281,14 @@ pub async fn report(
         "baseline": baseline_doc,
         "comparison": cmp,
     });
+    // Before anything is recorded: a window reaching before the first time there is cannot be read.
+    let from: DateTime<Utc> = now.checked_sub_signed(since_d).ok_or_else(|| {
+        Error::invalid(
+            "--since",
+            format!("{since} before now is before the first time there is"),
+        )
+    })?;
     reg.observation_add(&uuid, &observation, now).await?;
-    let from: DateTime<Utc> = now - since_d;
     let observations = reg.observations(&uuid, from).await?;
     let mut cats = aggregate(&observations)?;
     let stage = reg.rollout_stage(&uuid).await?;
@@ -533,7 +539,13 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
             .quarantine_not_before(candidate_id)
             .await?
             .map_or(now, |c| c.max(now))
-            + d;
+            .checked_add_signed(d)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "--by",
+                    format!("{candidate_id}: extended by {by} its quarantine would end past the last time there is"),
+                )
+            })?;
         if not_before > ends {
             let rule = rec
                 .quarantine

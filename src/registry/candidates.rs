@@ -1306,7 +1306,15 @@ impl Registry {
             });
         }
         let current = read_not_before(&mut change.tx, candidate_id).await.map_err(query(OP))?;
-        let not_before = current.map_or(now, |c| c.max(now)) + by;
+        // Checked: extensions add up, and a time past chrono's range would panic in `+`.
+        let Some(not_before) = current.map_or(now, |c| c.max(now)).checked_add_signed(by) else {
+            return Err(RegistryError::Invalid {
+                field: "by",
+                reason: format!(
+                    "{candidate_id}: extended by {by} its quarantine would end past the last time there is"
+                ),
+            });
+        };
         sqlx::query(
             "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES ($1, $2, $3, $4, $5)",
         )

@@ -190,7 +190,8 @@ fn rank(s: &RolloutStage) -> u8 {
 }
 
 /// Why moving a table from `from` to `to` breaks the rollout rules (pure); empty when it does not. Moving back
-/// (towards `report-only`) is always allowed. Forward, one step at a time: `report-only` → `test` after
+/// (towards `report-only`) is allowed, except into `test` while another table is there: at most one table is in
+/// `test`, whichever way it came. Forward, one step at a time: `report-only` → `test` after
 /// `min_report_only` of observations and while no other table is in `test`; `test` → `cohort:NAME` after a clean
 /// test period (a purge `VERIFIED` since the table entered `test`, no `DELETE_UNKNOWN`); `cohort:NAME` →
 /// `enabled`.
@@ -208,7 +209,17 @@ pub fn rollout_refusals(
     now: DateTime<Utc>,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    let one_in_test = || {
+        format!(
+            "at most one table is in test at a time: {} is",
+            facts.others_in_test.join(", ")
+        )
+    };
     if rank(to) <= rank(from) {
+        // Back from a cohort or `enabled` into `test` puts the table there as surely as a step forward does.
+        if *to == RolloutStage::Test && *from != RolloutStage::Test && !facts.others_in_test.is_empty() {
+            out.push(one_in_test());
+        }
         return out;
     }
     let skips = rank(to) > rank(from) + 1;
@@ -236,10 +247,7 @@ pub fn rollout_refusals(
                     Some(_) => {}
                 }
                 if !skips && !facts.others_in_test.is_empty() {
-                    out.push(format!(
-                        "at most one table is in test at a time: {} is",
-                        facts.others_in_test.join(", ")
-                    ));
+                    out.push(one_in_test());
                 }
             }
             2 if rank(from) < 1 => out.push(
@@ -1041,8 +1049,20 @@ mod tests {
         let unknown = RolloutFacts { unknowns: 1, ..clean };
         assert!(!rollout_refusals(&test, &cohort, &unknown, &rules, now).is_empty());
         assert!(rollout_refusals(&cohort, &RolloutStage::Enabled, &RolloutFacts::default(), &rules, now).is_empty());
-        // Back is always allowed.
+        // Back is allowed, except into test while another table is there.
         assert!(rollout_refusals(&RolloutStage::Enabled, &ro, &RolloutFacts::default(), &rules, now).is_empty());
+        assert!(rollout_refusals(&RolloutStage::Enabled, &ro, &busy, &rules, now).is_empty());
+        assert!(rollout_refusals(&cohort, &test, &RolloutFacts::default(), &rules, now).is_empty());
+        for from in [&cohort, &RolloutStage::Enabled] {
+            let back = rollout_refusals(from, &test, &busy, &rules, now);
+            assert_eq!(back.len(), 1, "{back:?}");
+            assert!(
+                back[0].contains("at most one table is in test at a time: rt.db.other"),
+                "{back:?}"
+            );
+        }
+        // Setting test again on the table in test is no move into it.
+        assert!(rollout_refusals(&test, &test, &busy, &rules, now).is_empty());
     }
 
     async fn the_rollout_rules_read_their_facts_in_the_change_and_force_records_what_it_overrode(b: Backend) {

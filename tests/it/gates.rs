@@ -244,6 +244,65 @@ fn the_weekly_gate_holds_the_deleter_naming_its_figure() {
 }
 
 #[test]
+fn a_report_finished_in_the_future_is_refused_and_hides_no_newer_failure() {
+    let g = Gov::new("");
+    let (_, ev) = g.quarantined();
+    // The real weekly report; a drill of another plan (it does not cover the table) that failed one of the
+    // table's bundles a moment ago, after the real report started; and a passing copy dated in 2099.
+    resigned(&g, &ev, "future-reports", "a-real.dsse.json", |_| {});
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    resigned(&g, &ev, "future-reports", "b-failed.dsse.json", |st| {
+        let p = &mut st["predicate"];
+        p["sample"]["source"] = Value::String("file:///elsewhere/bundles".into());
+        p["results"][0]["status"] = Value::String("FAILED".into());
+        p["results"][0]["findings"] =
+            serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
+        let passed = p["summary"]["passed"].as_u64().unwrap();
+        p["summary"]["passed"] = Value::from(passed - 1);
+        p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
+        p["summary"]["gate"] = Value::String("FAIL".into());
+        p["finished_at"] = Value::String(now.clone());
+    });
+    let future = resigned(&g, &ev, "future-reports", "c-future.dsse.json", |st| {
+        st["predicate"]["started_at"] = Value::String("2099-01-01T00:00:00.000Z".into());
+        st["predicate"]["finished_at"] = Value::String("2099-01-01T00:00:00.000Z".into());
+    });
+    let v = gates_reading(&g, "future-reports").expect_code(1).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "FAIL", "{v}");
+    let detail = w["detail"].as_str().unwrap();
+    // The future report is named and not counted: the gate reads the real one, and the failure after it.
+    assert!(
+        detail.contains("c-future.dsse.json") && detail.contains("more than 5 minutes after now"),
+        "{detail}"
+    );
+    assert_eq!(
+        w["figures"]["future_reports"][0]["finished_at"], "2099-01-01T00:00:00.000Z",
+        "{w}"
+    );
+    assert!(
+        w["figures"]["covering_report"]
+            .as_str()
+            .unwrap()
+            .ends_with("a-real.dsse.json"),
+        "{w}"
+    );
+    assert!(
+        detail.contains("b-failed.dsse.json") && detail.contains("FAILED a bundle it covers"),
+        "{detail}"
+    );
+    // Without the failed report the real one passes, and the future one still fails the gate by itself.
+    std::fs::remove_file(future.with_file_name("b-failed.dsse.json")).unwrap();
+    let v = gates_reading(&g, "future-reports").expect_code(1).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "FAIL", "{v}");
+    assert!(w["detail"].as_str().unwrap().starts_with("the drill report "), "{w}");
+    std::fs::remove_file(&future).unwrap();
+    let v = gates_reading(&g, "future-reports").json();
+    assert_eq!(gate(&v, "weekly_restores")["status"], "PASS", "{v}");
+}
+
+#[test]
 fn the_quarterly_gate_holds_the_deleter_of_a_critical_table_over_its_rto() {
     let g = Gov::new("critical: true\nrecoveryRtoLimit: 2h\n");
     let (c, ev) = g.quarantined();

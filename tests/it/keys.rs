@@ -489,6 +489,24 @@ fn governance_decisions_are_signed_and_applied_only_under_the_governance_role() 
         .expect_code(0)
         .json();
     assert_eq!(a["status"], "VERIFIED", "{a}");
+    // The same envelope as another DSSE tool writes it (compact JSON): audit verify accepts it as decision apply
+    // does (a decision is no link of lakedrill's chains, so its bytes need not be lakedrill's layout).
+    let ours = std::fs::read(g.dir.join("v1.dsse.json")).unwrap();
+    let compact = serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(&ours).unwrap()).unwrap();
+    assert_ne!(compact, ours);
+    std::fs::write(g.dir.join("v1-compact.dsse.json"), &compact).unwrap();
+    let a = g
+        .run(&[
+            "--json",
+            "audit",
+            "verify",
+            "v1-compact.dsse.json",
+            "--trust",
+            "keys/trust",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
     let r = apply("v1.dsse.json").expect_code(0).json();
     assert_eq!(r["status"], "APPLIED", "{r}");
     assert_eq!(r["holds"][0]["action"], "set", "{r}");

@@ -702,6 +702,99 @@ fn metrics_files_parse_as_prometheus_text_and_carry_the_series() {
     );
 }
 
+/// An unsigned file in a plan's report folder, named after the year 9999 and claiming a PASS, neither sets the
+/// drill-staleness metric nor becomes the report the next one links to: the metric reads only reports that verify
+/// under the plan's drill keys, and the next drill refuses (exit 2, naming the file, nothing written) while the
+/// chain's newest file does not verify.
+#[test]
+fn an_unsigned_report_from_the_year_9999_neither_sets_the_last_success_nor_joins_the_chain() {
+    let g = Gov::new("");
+    g.quarantined();
+    let plan = drill_plan(&g, "forged", "");
+    let prom = g.dir.join("textfile/lakedrill-drill.prom");
+    std::fs::create_dir_all(prom.parent().unwrap()).unwrap();
+    let drill = |plan: &Path| {
+        g.run(&[
+            "--json",
+            "drill",
+            "run",
+            plan.to_str().unwrap(),
+            "--metrics-file",
+            prom.to_str().unwrap(),
+        ])
+    };
+    let r = drill(&plan).expect_code(0).json();
+    let first = std::fs::read(r["report"].as_str().unwrap().trim_start_matches("file://")).unwrap();
+    let last_success = |what: &str| {
+        let s = parse_prometheus(&std::fs::read_to_string(&prom).unwrap());
+        let v = metric(&s, "lakedrill_drill_last_success_timestamp_seconds");
+        assert!(v < 4.0e9, "{what}: the last success is {v}");
+        v
+    };
+    let real = last_success("after the real drill");
+
+    // The real report's statement, dated 9999, in an envelope without a signature.
+    let mut st = lakedrill::evidence::peek_unverified(&first).unwrap();
+    st["predicate"]["finished_at"] = Value::String("9999-12-31T00:00:00.000Z".into());
+    let signed = lakedrill::evidence::sign(
+        lakedrill::evidence::PAYLOAD_TYPE,
+        st.to_string().as_bytes(),
+        &lakedrill::evidence::keys::SigningKey::generate(),
+    )
+    .to_json_bytes();
+    let mut env: Value = serde_json::from_slice(&signed).unwrap();
+    env["signatures"] = Value::Array(Vec::new());
+    let folder = g.dir.join("reports/forged");
+    let forged = folder.join("99991231T000000.000Z.dsse.json");
+    std::fs::write(&forged, env.to_string()).unwrap();
+
+    // A run that cannot decide (no bundle at all) reads the last success from the chain: not from the forged file.
+    let empty = drill_plan(&g, "forged", "");
+    std::fs::write(
+        &empty,
+        std::fs::read_to_string(&empty)
+            .unwrap()
+            .replace("bundles = \"bundles\"", "bundles = \"no-bundles\""),
+    )
+    .unwrap();
+    std::fs::create_dir_all(g.dir.join("no-bundles")).unwrap();
+    drill(&empty).expect_code(2);
+    assert_eq!(last_success("after a run that could not decide"), real);
+
+    // The next real drill does not link to the forged file: it refuses, naming it, and writes no report.
+    std::fs::write(
+        &plan,
+        std::fs::read_to_string(&empty)
+            .unwrap()
+            .replace("no-bundles", "bundles"),
+    )
+    .unwrap();
+    let reports_before = std::fs::read_dir(&folder).unwrap().count();
+    let refused = drill(&plan);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("99991231T000000.000Z.dsse.json") && refused.stderr.contains("does not verify"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        std::fs::read_dir(&folder).unwrap().count(),
+        reports_before,
+        "nothing written"
+    );
+    assert_eq!(last_success("after the refused drill"), real);
+
+    // Moved away, the chain goes on from the last real report.
+    std::fs::remove_file(&forged).unwrap();
+    let r = drill(&plan).expect_code(0).json();
+    assert_eq!(
+        r["predicate"]["previous_report"].as_str(),
+        Some(lakedrill::evidence::sha256_hex(&first).as_str()),
+        "{r}"
+    );
+    assert!(last_success("after the next real drill") > real);
+}
+
 #[test]
 fn the_prometheus_reader_of_these_tests_rejects_malformed_files() {
     // The reader above is what the metrics test relies on; it must not accept what Prometheus refuses.

@@ -760,6 +760,58 @@ fn quarantine_extension_min_quarantine_period_and_the_stop_switch_hold_back_a_pu
     refused_with(&g.purge(id, Some(&ev), &[]), "incident 99");
 }
 
+/// A duration that would take a time out of its range (`--since 100000000000d`, `--by` the same) exits 2 naming
+/// the option, with nothing recorded; it panicked in the time arithmetic, `rollout report` after recording its
+/// observation.
+#[test]
+fn a_huge_since_or_by_exits_2_naming_the_option_and_records_nothing() {
+    let g = Gov::new("");
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let report = |since: &str| {
+        g.run(&[
+            "--json",
+            "rollout",
+            "report",
+            "db.retention",
+            "--catalog",
+            "rt",
+            "--policy",
+            &policy,
+            "--since",
+            since,
+        ])
+    };
+    let huge = "100000000000d";
+    let r = report(huge);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--since")
+            && r.stderr.contains("is too large: at most 36500d")
+            && !r.stderr.contains("panicked"),
+        "{}",
+        r.stderr
+    );
+    let v = report("1h").expect_code(0).json();
+    assert_eq!(
+        v["tables"][0]["observations"], 1,
+        "the refused report recorded nothing: {v}"
+    );
+
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let not_before = || g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["not_before"].clone();
+    let before = not_before();
+    let r = g.run(&["quarantine", "extend", id, "--by", huge, "--reason", "forever"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--by") && r.stderr.contains("is too large") && !r.stderr.contains("panicked"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(not_before(), before, "nothing recorded");
+}
+
 #[test]
 fn reconcile_rechecks_but_retries_no_delete_on_a_table_moved_back_to_report_only() {
     let g = Gov::new("maxUnreconciledUnknowns: 0\n");
@@ -855,6 +907,14 @@ fn rollout_set_enforces_one_step_one_test_table_and_a_clean_test_period_and_gate
     ];
     a.extend(["--policy", twin_policy.as_str(), "--force"]);
     g.run(&a).expect_code(0);
+    // Back from enabled into test while the twin is there: refused as a step forward would be.
+    let r = set("db.retention", "test", &policy);
+    r.expect_code(1);
+    assert!(
+        reason(&r).contains("at most one table is in test at a time: rt.db.twin"),
+        "{}",
+        r.stdout
+    );
     // `gates` shows the forced change of db.retention with what it overrode.
     let gt = gates(&g).json();
     let forced = gt["rollout_forced"].as_array().unwrap();

@@ -599,7 +599,9 @@ fn moto_ignores_a_wrong_per_key_etag_in_delete_objects_seaweedfs_refuses_it() {
 /// Issue 20, point 2: with `evidenceRetention` in the policy and `[evidence_retention]` in the drill plan, the
 /// signed drill report, the inventory archive, the purge summary and the retirement records land on the
 /// Object Lock bucket locked (GOVERNANCE, one day); removing the locked version with the plain S3 API fails;
-/// `audit verify` prints each file's lock and flags a copy that carries none. A location that cannot hold
+/// `audit verify` prints each file's lock (of every kind: reports, archives, summaries, retirement records,
+/// bundles, decisions) and flags a copy that carries none, a bundle or decision on the lock bucket without a
+/// retention, and an inventory archive whose retention was shortened. A location that cannot hold
 /// locked files is refused before anything runs.
 #[test]
 fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
@@ -774,6 +776,76 @@ fn evidence_is_written_under_object_lock_and_audit_verify_reports_the_lock() {
         .json();
     assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
     assert!(a["locks"][0]["mode"].is_null(), "{a}");
+
+    // Every other kind on S3 has its lock read too: a retirement record (locked) shows its lock and verifies; a
+    // bundle envelope and a governance decision on the Object Lock bucket without a retention are flagged.
+    let audit = |uri: &str, code: i32| {
+        g.run(&["--json", "audit", "verify", uri, "--trust", "keys"])
+            .expect_code(code)
+            .json()
+    };
+    let retired = format!("s3://{lock_bucket}/{}", files[3]);
+    let a = audit(&retired, 0);
+    assert_eq!(a["locks"][0]["mode"], "GOVERNANCE", "{a}");
+    let bundle = retired.replace("retired.dsse.json", "bundle.dsse.json");
+    let a = audit(&bundle, 1);
+    assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
+    assert!(
+        a["findings"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Object Lock enabled"),
+        "{a}"
+    );
+    assert_eq!(a["locks"][0]["file"], bundle.as_str(), "{a}");
+    let doc = g.dir.join("decision.json");
+    std::fs::write(
+        &doc,
+        serde_json::json!({"schema": "lakedrillGovernanceDecision.v1", "version": 1,
+            "issuer": "governance@example.test", "issued_at": "2026-11-29T10:00:00Z",
+            "table_uuid": g.py("print(t.metadata.table_uuid)"),
+            "legal_holds": [{"key": "case-1", "state": "on", "scope": "table", "reason": "litigation 1"}]})
+        .to_string(),
+    )
+    .unwrap();
+    g.run(&[
+        "decision",
+        "sign",
+        doc.to_str().unwrap(),
+        "--key",
+        key,
+        "--out",
+        "decision.dsse.json",
+    ])
+    .expect_code(0);
+    let decision_key = format!("{prefix}/decisions/decision.dsse.json");
+    boto(
+        &g,
+        &format!(
+            "s3.put_object(Bucket='{lock_bucket}', Key='{decision_key}', Body=open('{}', 'rb').read())",
+            g.dir.join("decision.dsse.json").display()
+        ),
+    );
+    let a = audit(&format!("s3://{lock_bucket}/{decision_key}"), 1);
+    assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
+
+    // The inventory archive verifies with its lock; its retention shortened (GOVERNANCE allows that with the
+    // bypass permission) falls short of the archive's claimed evidenceRetention, read from when it was written.
+    let a = audit(&inventory, 0);
+    assert_eq!(a["locks"][0]["mode"], "GOVERNANCE", "{a}");
+    boto(
+        &g,
+        &format!(
+            "import datetime
+s3.put_object_retention(Bucket='{lock_bucket}', Key='{}', BypassGovernanceRetention=True, \
+             Retention={{'Mode': 'GOVERNANCE', 'RetainUntilDate': datetime.datetime.now(datetime.timezone.utc) + \
+             datetime.timedelta(hours=1)}})",
+            key_of(&inventory)
+        ),
+    );
+    let a = audit(&inventory, 1);
+    assert_eq!(a["findings"][0]["check"], "EVIDENCE_NOT_LOCKED", "{a}");
+    assert!(a["findings"][0]["detail"].as_str().unwrap().contains("before"), "{a}");
 }
 
 /// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
