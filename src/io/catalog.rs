@@ -147,9 +147,9 @@ impl Catalog {
     /// # Errors
     /// [`Error::Catalog`] for a lost race or a refused commit; storage errors writing the metadata file;
     /// [`Error::Corrupt`] when a REST server applied the commit on top of a concurrent one and so dropped refs
-    /// that one created (see [`crate::io::rest::RestCatalog::commit`]); [`Error::CommitUnknown`] when a REST
-    /// commit was sent, got no clear answer and the table read again does not carry it: the table may change
-    /// yet, so the caller must neither discard nor delete anything on its account.
+    /// that one created (see [`crate::io::rest::RestCatalog::commit`]); [`Error::CommitUnknown`] when a commit
+    /// was sent and got no clear answer, and the table (REST) or the catalog row (SQL) read again does not show
+    /// it: the table may change yet, so the caller must neither discard nor delete anything on its account.
     pub async fn commit(
         &self,
         storage: &Storage,
@@ -302,7 +302,8 @@ impl SqlCatalog {
     /// `expected`, so a concurrent commit makes it fail instead of being overwritten.
     ///
     /// # Errors
-    /// [`Error::Catalog`] when the row changed since `expected` was read, or the update fails.
+    /// [`Error::Catalog`] when the row changed since `expected` was read, or the update was refused or never
+    /// sent; [`Error::CommitUnknown`] when it got no clear answer and the row read again does not name `new`.
     pub async fn swap_metadata_location(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<()> {
         self.swap(ident, expected, new, (false, false)).await
     }
@@ -342,13 +343,8 @@ impl SqlCatalog {
         };
         let res = match sent {
             Ok(res) => res,
-            // No connection was had, or the database answered with an error: nothing was applied.
-            Err(
-                e @ (sqlx::Error::PoolTimedOut
-                | sqlx::Error::PoolClosed
-                | sqlx::Error::Configuration(_)
-                | sqlx::Error::Database(_)),
-            ) => {
+            // No connection was had: nothing was sent.
+            Err(e @ (sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Configuration(_))) => {
                 return Err(Error::Catalog {
                     catalog: self.section.clone(),
                     reason: format!("cannot commit table {ident}: nothing was committed"),
@@ -379,7 +375,8 @@ impl SqlCatalog {
     /// outside the deleter's plan).
     ///
     /// # Errors
-    /// [`Error::Catalog`] when the table changed since `expected`; storage errors naming the file.
+    /// [`Error::Catalog`] when the table changed since `expected` (nothing committed); [`Error::CommitUnknown`]
+    /// as [`SqlCatalog::swap_metadata_location`]; storage errors naming the file.
     pub async fn commit(
         &self,
         storage: &Storage,
@@ -422,8 +419,12 @@ impl SqlCatalog {
         Ok(next)
     }
 
-    /// After a compare-and-set that got no answer (`why`): the row read again names `new` (applied), or the
-    /// outcome is [`Error::CommitUnknown`].
+    /// After a compare-and-set that failed (`why`): the row read again names `new` (applied); it names `expected`
+    /// after the database answered with an error (the statement was refused: nothing was committed,
+    /// [`Error::Catalog`]); otherwise the outcome is [`Error::CommitUnknown`] (no answer, or a row that moved on:
+    /// the update may have been applied under a later commit, or may still be). Every database error is settled
+    /// this way, not taken as "nothing applied" at its word: one answered at commit time (a failed WAL flush)
+    /// may leave the update applied.
     async fn settle(&self, ident: &TableIdent, expected: &str, new: &str, why: &sqlx::Error) -> Result<()> {
         let unknown = |more: String| Error::CommitUnknown {
             catalog: self.section.clone(),
@@ -448,6 +449,14 @@ impl SqlCatalog {
                 ));
                 Ok(())
             }
+            Ok(Some(Some(now))) if now == expected && matches!(why, sqlx::Error::Database(_)) => Err(Error::Catalog {
+                catalog: self.section.clone(),
+                reason: format!(
+                    "cannot commit table {ident}: the database refused the update ({why}) and its row still names \
+                     {expected}: nothing was committed"
+                ),
+                source: None,
+            }),
             Ok(row) => Err(unknown(format!(
                 "the catalog row read again names {}: the update may not have been applied, or may still be",
                 row.flatten().unwrap_or_else(|| "nothing".to_owned())

@@ -213,9 +213,9 @@ pub async fn command(
         // With the trust folder the report will be verified under, the chain's newest file must verify as a
         // fault-matrix report there before this one links to it; without one nothing says which keys count.
         let drill_keys = match trust {
-            Some(t) => {
-                Some(crate::evidence::keys::TrustStore::load_dir(t)?.for_role(crate::evidence::keys::Role::Drill))
-            }
+            // Any key of the folder: a report signed before a rotation withdrew its key's role is still the
+            // chain's (`drill::drill_report_check`).
+            Some(t) => Some(crate::evidence::keys::TrustStore::load_dir(t)?),
             None => None,
         };
         let check = |name: &str, bytes: &[u8]| match &drill_keys {
@@ -223,11 +223,7 @@ pub async fn command(
                 let mut findings = Vec::new();
                 match crate::ops::audit::check_fault_report(name, bytes, keys, &mut findings) {
                     Some(_) => Ok(()),
-                    None => Err(findings
-                        .iter()
-                        .map(|f| format!("{}: {}", f.check, f.detail))
-                        .collect::<Vec<_>>()
-                        .join("; ")),
+                    None => Err(crate::ops::audit::findings_reason(&findings)),
                 }
             }
             None => Ok(()),

@@ -33,6 +33,16 @@ pub struct AuditFinding {
     pub detail: String,
 }
 
+/// The findings as one reason: `CHECK: detail` each, joined by `; `.
+#[must_use]
+pub fn findings_reason(findings: &[AuditFinding]) -> String {
+    findings
+        .iter()
+        .map(|f| format!("{}: {}", f.check, f.detail))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The result of an audit.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditReport {

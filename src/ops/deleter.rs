@@ -2318,6 +2318,7 @@ async fn execute(
                 let now = ex.head.as_ref().map(|h| format!("present ({} bytes)", h.size));
                 let mut r = receipt("confirmed", o, &ex, None, &format!("not deleted: {why}"), now);
                 r["confirmed_at"] = serde_json::json!(ctx.now().to_rfc3339());
+                r["sent"] = serde_json::json!(false);
                 r["hold_generation"] = serde_json::json!(batch.hold_generation);
                 batch.receipt(candidate_id, &o.path, &r, ctx.now());
                 batch.object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now());
@@ -2430,6 +2431,7 @@ fn unsent_answers(ctx: &Context, unsent: &[(&ObjectRef, Expected)], why: &str) -
         .map(|(o, ex)| {
             let mut r = receipt("confirmed", o, ex, None, &format!("not sent: {why}"), None);
             r["confirmed_at"] = serde_json::json!(at);
+            r["sent"] = serde_json::json!(false);
             (o.path.clone(), r)
         })
         .collect()

@@ -462,9 +462,8 @@ pub async fn run_plan(
     let seed = plan.seed.unwrap_or_else(|| default_seed(&plan.name, started));
     let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
     // The chain's newest report must verify for this run's report to link to it: checked before any work too.
-    let drill_keys = trust.for_role(keys::Role::Drill);
     if opts.shard.is_none() {
-        latest_report(storage, &chain_folder, &drill_report_check(&drill_keys)).await?;
+        latest_report(storage, &chain_folder, &drill_report_check(&trust)).await?;
     }
     // The coverage rule reads when this plan last drilled each bundle, from its own signed reports.
     let last_drilled = match plan.coverage_weeks {
@@ -643,7 +642,7 @@ pub async fn run_plan(
         };
         (folder, None)
     } else {
-        let previous = latest_report(storage, &chain_folder, &drill_report_check(&drill_keys)).await?;
+        let previous = latest_report(storage, &chain_folder, &drill_report_check(&trust)).await?;
         (chain_folder, previous)
     };
     let implementation_digest = implementation_digest()?;
@@ -965,19 +964,17 @@ fn sealed_at(envelope: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
 /// the chain ([`drill_report_check`], [`crate::ops::audit::check_fault_report`]).
 pub type ChainCheck<'a> = &'a (dyn Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync);
 
-/// The check of a drill report chain's newest file: it verifies as a drill report under `drill_keys` (a signature
-/// under a key with the drill role, the drill predicate type, a predicate that reads; the content checks of
-/// `audit verify` are not repeated, so a report an older lakedrill wrote still links).
-pub fn drill_report_check(drill_keys: &TrustStore) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync {
+/// The check of a drill report chain's newest file: it verifies as a drill report under `keys` (a signature under
+/// one of them, the drill predicate type, a predicate that reads; the content checks of `audit verify` are not
+/// repeated, so a report an older lakedrill wrote still links). Callers pass the whole trust folder, not only the
+/// keys with the drill role: a report signed before a key rotation withdrew its key's role is still the chain's
+/// (it is no evidence for the deleter, which reads drill keys only), and an unsigned or unknown file is not.
+pub fn drill_report_check(keys: &TrustStore) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync {
     move |name, bytes| {
         let mut findings = Vec::new();
-        match crate::ops::audit::check_report(name, bytes, drill_keys, &mut findings) {
+        match crate::ops::audit::check_report(name, bytes, keys, &mut findings) {
             Some(_) => Ok(()),
-            None => Err(findings
-                .iter()
-                .map(|f| format!("{}: {}", f.check, f.detail))
-                .collect::<Vec<_>>()
-                .join("; ")),
+            None => Err(crate::ops::audit::findings_reason(&findings)),
         }
     }
 }

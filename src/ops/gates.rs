@@ -333,6 +333,18 @@ async fn report_gates(
         src.since.unwrap_or_else(|| Duration::days(QUARTERLY_WINDOW_DAYS)),
         now,
     );
+    // Only a report about this table (one of its results names it, or its population holds one of the bundles
+    // awaiting its purge) fails its gates: one drill host's clock does not hold every table of the folder.
+    let future: Vec<VerifiedReport> = future
+        .into_iter()
+        .filter(|r| {
+            r.predicate
+                .results
+                .iter()
+                .any(|x| x.table_uuid.as_deref() == Some(table_uuid))
+                || uncovered(&r.predicate, &bundles).len() < bundles.len()
+        })
+        .collect();
     refuse_future_reports(&mut weekly, &future, "quarantine", now);
     refuse_future_reports(&mut quarterly, &future, "cold-backup", now);
     Ok((weekly, quarterly))
@@ -497,8 +509,12 @@ async fn deletes_after_holds(
             .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
             .unwrap_or_default();
         for r in reg.receipts(&c.candidate_id).await? {
-            // A confirmation of a request that was sent (not one settled by a re-check alone).
+            // A confirmation of a request that was sent: not the answer to an intent whose request never went
+            // out (`sent: false`, or "not sent" as its result), nor one settled by a re-check alone.
+            let result = r.receipt["provider_result"].as_str().unwrap_or_default();
             let sent = r.receipt["phase"] == "confirmed"
+                && r.receipt["sent"] != serde_json::json!(false)
+                && !result.starts_with("not sent:")
                 && !r.receipt["provider_result"]
                     .as_str()
                     .is_some_and(|p| p.starts_with("absent at re-check"));

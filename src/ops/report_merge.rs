@@ -64,13 +64,13 @@ pub async fn merge(
     clock_now: chrono::DateTime<chrono::Utc>,
 ) -> Result<MergeResult> {
     // Shard reports are drill reports: only keys with the drill role count ([`crate::evidence::keys::Role`]).
-    let folder = TrustStore::load_dir(trust)?;
+    let folder_keys = TrustStore::load_dir(trust)?;
     let key_path = key;
     let key = keys::load_signing_key(key_path)?;
     // The merged report is a drill report: a key the roles file does not give the drill role would sign
     // evidence that no auditor or deleter accepts (or, a deleter's key, evidence the deleter must refuse).
-    folder.require_role(key_path, &key, crate::evidence::keys::Role::Drill, "drill reports")?;
-    let trust = folder.for_role(crate::evidence::keys::Role::Drill);
+    folder_keys.require_role(key_path, &key, crate::evidence::keys::Role::Drill, "drill reports")?;
+    let trust = folder_keys.for_role(crate::evidence::keys::Role::Drill);
     let mut reasons = Vec::new();
     let mut shards: Vec<(ShardRef, DrillPredicate, Vec<Subject>)> = Vec::new();
     let mut uris = Vec::new();
@@ -238,7 +238,7 @@ pub async fn merge(
         .map(crate::ops::evidence_lock::from_claim)
         .transpose()?;
     crate::ops::evidence_lock::preflight(&ctx.storage, &folder, retention).await?;
-    let previous = drill::latest_report(&ctx.storage, &folder, &drill::drill_report_check(&trust)).await?;
+    let previous = drill::latest_report(&ctx.storage, &folder, &drill::drill_report_check(&folder_keys)).await?;
     let started = shards
         .iter()
         .map(|(_, p, _)| p.started_at.clone())

@@ -300,6 +300,18 @@ fn a_report_finished_in_the_future_is_refused_and_hides_no_newer_failure() {
     std::fs::remove_file(&future).unwrap();
     let v = gates_reading(&g, "future-reports").json();
     assert_eq!(gate(&v, "weekly_restores")["status"], "PASS", "{v}");
+    // A report from the future about another table (another drill host's clock) holds only that table.
+    resigned(&g, &ev, "future-reports", "d-other-table.dsse.json", |st| {
+        let p = &mut st["predicate"];
+        p["sample"]["source"] = Value::String("file:///elsewhere/bundles".into());
+        for r in p["results"].as_array_mut().unwrap() {
+            r["table_uuid"] = Value::String("00000000-0000-4000-8000-000000000000".into());
+        }
+        p["started_at"] = Value::String("2099-01-01T00:00:00.000Z".into());
+        p["finished_at"] = Value::String("2099-01-01T00:00:00.000Z".into());
+    });
+    let v = gates_reading(&g, "future-reports").json();
+    assert_eq!(gate(&v, "weekly_restores")["status"], "PASS", "{v}");
 }
 
 #[test]

@@ -793,6 +793,38 @@ fn an_unsigned_report_from_the_year_9999_neither_sets_the_last_success_nor_joins
         "{r}"
     );
     assert!(last_success("after the next real drill") > real);
+
+    // A drill-key rotation: a new key gets the drill role, the old one stays in the folder without it. The chain's
+    // newest report, signed by the old key, still links (refusing it would leave no way on but removing a real
+    // report from the anchored chain); the new report is signed by the new key.
+    let newest = std::fs::read(r["report"].as_str().unwrap().trim_start_matches("file://")).unwrap();
+    g.run(&["keygen", "--name", "drill-2-TEST-ONLY", "--dir", "keys"])
+        .expect_code(0);
+    std::fs::copy(
+        g.dir.join("keys/drill-2-TEST-ONLY.pub"),
+        g.dir.join("keys/trust/drill-2-TEST-ONLY.pub"),
+    )
+    .unwrap();
+    std::fs::write(
+        g.dir.join("keys/trust/roles.toml"),
+        "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"drill-2-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &plan,
+        std::fs::read_to_string(&plan)
+            .unwrap()
+            .replace("keys/gov-TEST-ONLY.key", "keys/drill-2-TEST-ONLY.key"),
+    )
+    .unwrap();
+    let rotated = drill(&plan);
+    rotated.expect_code(0);
+    assert_eq!(
+        rotated.json()["predicate"]["previous_report"].as_str(),
+        Some(lakedrill::evidence::sha256_hex(&newest).as_str()),
+        "{}",
+        rotated.stdout
+    );
 }
 
 #[test]
