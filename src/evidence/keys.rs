@@ -810,6 +810,19 @@ impl TrustStore {
         })
     }
 
+    /// This store without the keys its [`ROLES_FILE`] gives `role` (the whole store without the file, where every
+    /// key holds every role): what may sign a drill chain's past, `without_granted(Role::Deleter)` — a key rotated
+    /// out of the drill role keeps its reports' place, a deleter's key never writes into the drills that allow its
+    /// deletes.
+    #[must_use]
+    pub fn without_granted(&self, role: Role) -> Self {
+        let mut out = self.clone();
+        if self.roles.is_some() {
+            out.keys.retain(|k| !self.roles_of(&k.keyid).contains(&role));
+        }
+        out
+    }
+
     /// This store without the key `keyid` (when it holds it).
     #[must_use]
     pub fn without(&self, keyid: &str) -> Self {

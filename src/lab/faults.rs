@@ -215,7 +215,9 @@ pub async fn command(
         let drill_keys = match trust {
             // Any key of the folder: a report signed before a rotation withdrew its key's role is still the
             // chain's (`drill::drill_report_check`).
-            Some(t) => Some(crate::evidence::keys::TrustStore::load_dir(t)?),
+            Some(t) => Some(
+                crate::evidence::keys::TrustStore::load_dir(t)?.without_granted(crate::evidence::keys::Role::Deleter),
+            ),
             None => None,
         };
         let check = |name: &str, bytes: &[u8]| match &drill_keys {

@@ -463,7 +463,12 @@ pub async fn run_plan(
     let chain_folder = location::join(&location::canonical_uri(&plan.reports)?, &plan.name);
     // The chain's newest report must verify for this run's report to link to it: checked before any work too.
     if opts.shard.is_none() {
-        latest_report(storage, &chain_folder, &drill_report_check(&trust)).await?;
+        latest_report(
+            storage,
+            &chain_folder,
+            &drill_report_check(&trust.without_granted(keys::Role::Deleter)),
+        )
+        .await?;
     }
     // The coverage rule reads when this plan last drilled each bundle, from its own signed reports.
     let last_drilled = match plan.coverage_weeks {
@@ -642,7 +647,12 @@ pub async fn run_plan(
         };
         (folder, None)
     } else {
-        let previous = latest_report(storage, &chain_folder, &drill_report_check(&trust)).await?;
+        let previous = latest_report(
+            storage,
+            &chain_folder,
+            &drill_report_check(&trust.without_granted(keys::Role::Deleter)),
+        )
+        .await?;
         (chain_folder, previous)
     };
     let implementation_digest = implementation_digest()?;
@@ -966,9 +976,10 @@ pub type ChainCheck<'a> = &'a (dyn Fn(&str, &[u8]) -> std::result::Result<(), St
 
 /// The check of a drill report chain's newest file: it verifies as a drill report under `keys` (a signature under
 /// one of them, the drill predicate type, a predicate that reads; the content checks of `audit verify` are not
-/// repeated, so a report an older lakedrill wrote still links). Callers pass the whole trust folder, not only the
-/// keys with the drill role: a report signed before a key rotation withdrew its key's role is still the chain's
-/// (it is no evidence for the deleter, which reads drill keys only), and an unsigned or unknown file is not.
+/// repeated, so a report an older lakedrill wrote still links). Callers pass the trust folder without its deleter
+/// keys ([`TrustStore::without_granted`]), not only the keys with the drill role: a report signed before a key
+/// rotation withdrew its key's role is still the chain's (it is no evidence for the deleter, which reads drill keys
+/// only); an unsigned file, one under an unknown key or one under a deleter's key is not.
 pub fn drill_report_check(keys: &TrustStore) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync {
     move |name, bytes| {
         let mut findings = Vec::new();

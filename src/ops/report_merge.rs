@@ -238,7 +238,12 @@ pub async fn merge(
         .map(crate::ops::evidence_lock::from_claim)
         .transpose()?;
     crate::ops::evidence_lock::preflight(&ctx.storage, &folder, retention).await?;
-    let previous = drill::latest_report(&ctx.storage, &folder, &drill::drill_report_check(&folder_keys)).await?;
+    let previous = drill::latest_report(
+        &ctx.storage,
+        &folder,
+        &drill::drill_report_check(&folder_keys.without_granted(crate::evidence::keys::Role::Deleter)),
+    )
+    .await?;
     let started = shards
         .iter()
         .map(|(_, p, _)| p.started_at.clone())

@@ -2437,7 +2437,8 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
         population[0].as_str(),
         "{first}"
     );
-    // A report by the deleter's key, in the plan's chain, claiming the next bundle was drilled just now.
+    // A report by the deleter's key, in the plan's folder (named before the chain's real report: a newest file that
+    // does not verify stops the next drill), claiming the next bundle was drilled just now.
     let report = std::path::PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
     let env: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     use base64::Engine;
@@ -2446,7 +2447,7 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
     st["predicate"]["results"][0]["bundle_id"] = Value::String(population[1].clone());
     let deleter = lakedrill::evidence::keys::load_signing_key(&g.dir.join(DELETER_KEY)).unwrap();
     std::fs::write(
-        report.with_file_name("29991231T000000.000Z.dsse.json"),
+        report.with_file_name("19700101T000000.000Z.dsse.json"),
         lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &deleter)
             .to_json_bytes(),
     )
