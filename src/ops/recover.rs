@@ -101,6 +101,35 @@ pub struct RecoverReport {
     pub findings: Vec<Finding>,
 }
 
+impl RecoverReport {
+    /// A recovery into `into` that has done nothing yet: `FAILED`, every figure empty.
+    fn failed(into: String) -> Self {
+        Self {
+            status: RestoreStatus::Failed,
+            bundle_id: None,
+            bundle_root: None,
+            table_uuid: None,
+            snapshot_id: None,
+            declared_snapshot_id: None,
+            declared_at: None,
+            checkpoint_id: None,
+            into,
+            metadata_location: None,
+            registered_as: None,
+            objects_restored: 0,
+            bytes_restored: 0,
+            position_deletes_rewritten: 0,
+            rows_promised: None,
+            rows_scanned: None,
+            deletion_vectors_checked: 0,
+            scan: None,
+            rto_seconds: 0.0,
+            rpo_seconds: None,
+            findings: Vec::new(),
+        }
+    }
+}
+
 /// Recovers the snapshot of a bundle into the empty location `into` (a local folder or an S3 prefix).
 ///
 /// # Errors
@@ -125,29 +154,7 @@ pub async fn recover(
         let cfg = config.catalog(&r.catalog)?.clone();
         materialize::ensure_unregistered(storage, &cfg, &r.catalog, ident, &into).await?;
     }
-    let mut report = RecoverReport {
-        status: RestoreStatus::Failed,
-        bundle_id: None,
-        bundle_root: None,
-        table_uuid: None,
-        snapshot_id: None,
-        declared_snapshot_id: None,
-        declared_at: None,
-        checkpoint_id: None,
-        into: into.clone(),
-        metadata_location: None,
-        registered_as: None,
-        objects_restored: 0,
-        bytes_restored: 0,
-        position_deletes_rewritten: 0,
-        rows_promised: None,
-        rows_scanned: None,
-        deletion_vectors_checked: 0,
-        scan: None,
-        rto_seconds: 0.0,
-        rpo_seconds: None,
-        findings: Vec::new(),
-    };
+    let mut report = RecoverReport::failed(into.clone());
     let elapsed = |clock: &dyn Clock| {
         #[allow(clippy::cast_precision_loss)]
         let s = (clock.now() - t0).num_milliseconds() as f64 / 1000.0;
@@ -326,27 +333,14 @@ pub async fn restore_into(
     // What `recover` checks before it registers (the copy loaded as a reader would, layers, objects, deletion
     // vectors, a scan), reported as it reports it.
     let mut checked = RecoverReport {
-        status: RestoreStatus::Failed,
         bundle_id: report.bundle_id.clone(),
         bundle_root: report.bundle_root.clone(),
-        table_uuid: None,
         snapshot_id: Some(r.snapshot_id),
-        declared_snapshot_id: None,
-        declared_at: None,
-        checkpoint_id: None,
-        into: into.clone(),
         metadata_location: Some(r.metadata_location.clone()),
-        registered_as: None,
         objects_restored: r.objects_copied,
         bytes_restored: r.bytes_copied,
         position_deletes_rewritten: r.position_deletes_rewritten,
-        rows_promised: None,
-        rows_scanned: None,
-        deletion_vectors_checked: 0,
-        scan: None,
-        rto_seconds: 0.0,
-        rpo_seconds: None,
-        findings: Vec::new(),
+        ..RecoverReport::failed(into.clone())
     };
     check_recovered(
         &ctx.storage,

@@ -1816,23 +1816,8 @@ fn a_hold_between_a_batchs_intents_and_its_requests_leaves_nothing_uncertain() {
     }
     assert_eq!(sealed, n, "the answers are sealed");
     // No request went out after the hold: the gate that looks for one finds none.
-    let v = g
-        .on_table(&[
-            "--json",
-            "gates",
-            "--policy",
-            g.policy.to_str().unwrap(),
-            "--trust",
-            "keys",
-        ])
-        .json();
-    let gate = v["safety_gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == "acceptances_after_hold")
-        .cloned()
-        .unwrap_or_else(|| panic!("{v}"));
+    let v = crate::gates::gates(&g).json();
+    let gate = crate::gates::gate(&v, "acceptances_after_hold");
     assert_eq!(gate["status"], "PASS", "{v}");
     assert_eq!(gate["figures"]["delete_requests"], 0, "{v}");
     // `reconcile` has nothing left to settle.

@@ -2412,31 +2412,7 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
         "seal = [\"gov-TEST-ONLY\"]\ndrill = [\"gov-TEST-ONLY\"]\ndeleter = [\"deleter-TEST-ONLY\"]\n",
     )
     .unwrap();
-    let plan = g.dir.join("coverage.toml");
-    std::fs::write(
-        &plan,
-        "name = \"coverage\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\n\
-         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\nsample = 1\ncoverage_weeks = 1\n",
-    )
-    .unwrap();
-    let drill = || {
-        g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
-            .expect_code(0)
-            .json()
-    };
-    let first = drill();
-    let population: Vec<String> = first["predicate"]["sample"]["population_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_owned())
-        .collect();
-    assert!(population.len() >= 3, "{first}");
-    assert_eq!(
-        first["predicate"]["sample"]["selected"][0],
-        population[0].as_str(),
-        "{first}"
-    );
+    let (drill, first, population) = coverage_plan(&g);
     // A report by the deleter's key, in the plan's folder (named before the chain's real report: a newest file that
     // does not verify stops the next drill), claiming the next bundle was drilled just now.
     let report = std::path::PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
@@ -2461,13 +2437,9 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
     );
 }
 
-/// The coverage rule counts a bundle as drilled only by a result that verified it whole: a `--split objects` shard's
-/// result (its `object_shard`, one share of the bundle's objects), merged or not, does not keep the bundle out of the
-/// next coverage pick; the merged report of all shares does.
-#[test]
-fn coverage_does_not_count_a_share_of_a_bundles_objects_as_a_drill() {
-    let g = Gov::new("");
-    g.quarantined();
+/// A drill plan `coverage` on the fixture's bundles (one bundle a run, `coverage_weeks = 1`), a runner of it
+/// (expecting exit 0), its first report (which picked the population's first bundle) and the population's ids.
+fn coverage_plan(g: &Gov) -> (impl Fn() -> Value + '_, Value, Vec<String>) {
     let plan = g.dir.join("coverage.toml");
     std::fs::write(
         &plan,
@@ -2475,7 +2447,7 @@ fn coverage_does_not_count_a_share_of_a_bundles_objects_as_a_drill() {
          key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\nsample = 1\ncoverage_weeks = 1\n",
     )
     .unwrap();
-    let drill = || {
+    let drill = move || {
         g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
             .expect_code(0)
             .json()
@@ -2493,6 +2465,17 @@ fn coverage_does_not_count_a_share_of_a_bundles_objects_as_a_drill() {
         population[0].as_str(),
         "{first}"
     );
+    (drill, first, population)
+}
+
+/// The coverage rule counts a bundle as drilled only by a result that verified it whole: a `--split objects` shard's
+/// result (its `object_shard`, one share of the bundle's objects), merged or not, does not keep the bundle out of the
+/// next coverage pick; the merged report of all shares does.
+#[test]
+fn coverage_does_not_count_a_share_of_a_bundles_objects_as_a_drill() {
+    let g = Gov::new("");
+    g.quarantined();
+    let (drill, first, population) = coverage_plan(&g);
     // A shard report of the plan, signed by the drills' key, whose result verified share 0 of 2 of the next bundle's
     // objects (never merged).
     let report = std::path::PathBuf::from(first["report"].as_str().unwrap().trim_start_matches("file://"));
