@@ -594,30 +594,28 @@ impl ObjectShard {
     /// canonical inventory lines, in canonical order, as the bundle root is over all of them).
     #[must_use]
     pub fn part(&self, inventory: &[InventoryEntry]) -> ShardPart {
-        let mine: Vec<&InventoryEntry> = inventory.iter().filter(|e| self.owns(e)).collect();
-        ShardPart {
-            index: self.index,
-            count: self.count,
-            objects: mine.len(),
-            inventory_objects: inventory.len(),
-            root: root_of(mine),
-        }
+        self.holding(inventory.iter().filter(|e| self.owns(e)).collect(), inventory.len())
     }
 
     /// What this share holds of an orphan bundle's `inventory`: every file belongs to share 0 (as a snapshot
     /// bundle's metadata layers do), which verifies the bundle whole; every other share holds none of it.
     #[must_use]
     pub fn orphans_part(&self, inventory: &[InventoryEntry]) -> ShardPart {
-        let mine: Vec<&InventoryEntry> = if self.index == 0 {
+        let mine = if self.index == 0 {
             inventory.iter().collect()
         } else {
             Vec::new()
         };
+        self.holding(mine, inventory.len())
+    }
+
+    /// This share's part when it holds `mine` of an inventory of `of` objects.
+    fn holding(&self, mine: Vec<&InventoryEntry>, of: usize) -> ShardPart {
         ShardPart {
             index: self.index,
             count: self.count,
             objects: mine.len(),
-            inventory_objects: inventory.len(),
+            inventory_objects: of,
             root: root_of(mine),
         }
     }
