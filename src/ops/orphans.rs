@@ -228,6 +228,106 @@ async fn lifecycle_allows(
     ))
 }
 
+/// What the lifecycle rules of a bucket, read now, do to the hold of one quarantined orphan candidate: the rule
+/// that ends it soonest, or why the rules could not be read. The rules a quarantine judged are recorded with it
+/// (`hold_ends_at`); a rule added afterwards is seen only here, so every `plan` reads them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldEndNow {
+    /// `rule` of `bucket` removes one of the held files at `at` at the earliest.
+    Ends {
+        /// When, counted from the quarantine.
+        at: DateTime<Utc>,
+        /// The rule's ID.
+        rule: String,
+        /// Its bucket.
+        bucket: String,
+    },
+    /// The bucket's lifecycle configuration could not be read: whether a rule ends the hold is unknown.
+    Unreadable {
+        /// The bucket.
+        bucket: String,
+        /// The reason.
+        why: String,
+    },
+}
+
+/// The lifecycle rules of the buckets that hold `rec`'s files on S3 (behind delete markers, or as copies), read
+/// now (each bucket once per `rules` cache): what ends the hold soonest, one answer per bucket that ends it or
+/// cannot be read. Nothing for a hold off S3, a candidate that is not an orphan quarantine, or a bucket whose rules
+/// leave the files alone.
+pub async fn hold_ends_now(
+    storage: &Storage,
+    rules: &mut BTreeMap<String, std::result::Result<Vec<LifecycleRule>, String>>,
+    table: &Table,
+    rec: &crate::registry::CandidateRecord,
+) -> Vec<HoldEndNow> {
+    let Some(q) = rec.quarantine.as_ref().filter(|q| q["mode"] == "orphans") else {
+        return Vec::new();
+    };
+    let held = match q["hold"].as_str() {
+        Some("delete-marker") => Held::BehindMarker,
+        Some("quarantine-copy") => Held::Current,
+        _ => return Vec::new(),
+    };
+    let Some(since) = q["quarantined_at"]
+        .as_str()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc))
+    else {
+        return Vec::new();
+    };
+    let sizes: std::collections::HashMap<&str, u64> = rec.objects.iter().map(|o| (o.path.as_str(), o.size)).collect();
+    // Each held file where it is held (`held_at`: the URI, with ` version …` after it behind a marker) and its
+    // size (a rule may be bounded by size), by bucket.
+    let mut by_bucket: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    for h in q["held"].as_array().into_iter().flatten() {
+        let (Some(at), Some(path)) = (h["held_at"].as_str(), h["path"].as_str()) else {
+            continue;
+        };
+        let uri = match held {
+            Held::BehindMarker => at.rsplit_once(" version ").map_or(at, |(u, _)| u),
+            Held::Current => at,
+        };
+        let Some((bucket, _)) = bucket_and_key(uri) else {
+            continue;
+        };
+        // A held file that is no longer one of the candidate's objects was put back: nothing holds it.
+        let rel = table.location().relative(path).unwrap_or_else(|_| path.to_owned());
+        if let Some(size) = sizes.get(rel.as_str()) {
+            by_bucket
+                .entry(bucket.to_owned())
+                .or_default()
+                .push((uri.to_owned(), *size));
+        }
+    }
+    let mut out = Vec::new();
+    for (bucket, files) in by_bucket {
+        if !rules.contains_key(&bucket) {
+            let read = storage
+                .s3_lifecycle_rules(&format!("s3://{bucket}/"))
+                .await
+                .map_err(|e| e.with_causes());
+            rules.insert(bucket.clone(), read);
+        }
+        match &rules[&bucket] {
+            Ok(r) => {
+                if let Some(end) = soonest(r, held, since, false, files.iter().map(|(u, n)| (u.as_str(), *n))) {
+                    out.push(HoldEndNow::Ends {
+                        at: end.at,
+                        rule: end.rule.name().to_owned(),
+                        bucket,
+                    });
+                }
+            }
+            Err(why) => out.push(HoldEndNow::Unreadable {
+                bucket,
+                why: why.clone(),
+            }),
+        }
+    }
+    out
+}
+
 /// How this release names the write-once copies of an orphan bundle.
 const COPY_NAMING: CopyNaming = CopyNaming::PerFile;
 

@@ -122,68 +122,112 @@ pub async fn overlong_writers(
         .collect())
 }
 
-/// Quarantined orphan candidates whose hold a bucket lifecycle rule ends (`hold_ends_at`, recorded at quarantine)
-/// soon — within 7 days — or before the policy lets a purge take them (a `minQuarantinePeriod` bound since), as
-/// warnings: the held files go when the rule acts, and no put-back can bring them then. Also one whose quarantine
-/// died during its take-out (recorded with `taking_out`).
+/// Quarantined orphan candidates whose hold a bucket lifecycle rule ends soon — within 7 days — or before the
+/// policy lets a purge take them (a `minQuarantinePeriod` bound since), as warnings: the held files go when the
+/// rule acts, and no put-back can bring them then. The rule judged at quarantine is recorded (`hold_ends_at`); the
+/// lifecycle rules of the buckets holding the files on S3 are also read again here (each bucket once), so that a
+/// rule added or shortened since is seen, and a bucket whose rules cannot be read is named. Also one whose
+/// quarantine died during its take-out (recorded with `taking_out`).
 ///
 /// # Errors
 /// Registry errors.
 pub async fn ending_orphan_holds(
+    storage: &crate::io::store::Storage,
     reg: &Registry,
     table: &Table,
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Result<Vec<String>> {
+    use crate::ops::orphans::HoldEndNow;
     let uuid = table.metadata().uuid().to_string();
     let soon = chrono::Duration::days(7);
-    Ok(reg
-        .candidate_heads(&uuid)
-        .await?
-        .into_iter()
-        .filter(|h| {
-            matches!(
-                h.state,
-                crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
-            )
-        })
-        .filter_map(|h| {
-            if h.taking_out {
-                return Some(format!(
-                    "orphan candidate {}: its quarantine did not finish taking the files out of the table (the run \
-                     died in it, or whether a file left could not be told); which of them are held is not recorded, its purge is refused, and a late commit's file is put back by every plan: \
-                     release it (`lakedrill quarantine release {} --reason …` puts every file back), then plan again",
-                    h.candidate_id, h.candidate_id
-                ));
-            }
-            let (ends, rule) = h.hold_ends?;
-            let purge_from = h.quarantined_at.zip(policy.min_quarantine_period()).map(|(q, m)| q + m);
-            let action = "purge or release it (`lakedrill quarantine release`) before then";
-            if let Some(from) = purge_from.filter(|from| *from > ends) {
-                Some(format!(
-                    "orphan candidate {}: lifecycle rule {rule} ends its hold at {}, before the policy's \
-                     minQuarantinePeriod lets a purge take it ({}): the held files will be gone first; release it, or \
-                     change the rule and quarantine the files again",
-                    h.candidate_id,
-                    ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ))
-            } else if ends - now <= soon {
-                Some(format!(
-                    "orphan candidate {}: lifecycle rule {rule} ends its hold at {} ({}): {action}",
-                    h.candidate_id,
-                    ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    if ends <= now {
-                        "already passed: the held files may be gone".to_owned()
-                    } else {
-                        format!("in {}", crate::clock::format_duration(ends - now))
+    let secs = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut rules = BTreeMap::new();
+    let mut unreadable: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    let mut out = Vec::new();
+    let heads = reg.candidate_heads(&uuid).await?;
+    for h in heads.into_iter().filter(|h| {
+        matches!(
+            h.state,
+            crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
+        )
+    }) {
+        if h.taking_out {
+            out.push(format!(
+                "orphan candidate {}: its quarantine did not finish taking the files out of the table (the run \
+                 died in it, or whether a file left could not be told); which of them are held is not recorded, its \
+                 purge is refused, and a late commit's file is put back by every plan: release it (`lakedrill \
+                 quarantine release {} --reason …` puts every file back), then plan again",
+                h.candidate_id, h.candidate_id
+            ));
+            continue;
+        }
+        // The soonest end: the recorded rule's, or one of the rules read now if it ends the hold sooner.
+        let mut end = h
+            .hold_ends
+            .clone()
+            .map(|(at, rule)| (at, format!("lifecycle rule {rule}")));
+        if h.mode.as_deref() == Some("orphans") {
+            let rec = reg.candidate(&h.candidate_id).await?;
+            for now_read in crate::ops::orphans::hold_ends_now(storage, &mut rules, table, &rec).await {
+                match now_read {
+                    HoldEndNow::Ends { at, rule, bucket } => {
+                        if end.as_ref().is_none_or(|(e, _)| at < *e) {
+                            end = Some((
+                                at,
+                                format!(
+                                    "lifecycle rule {rule} of bucket {bucket} (read now: not the rule judged at \
+                                     quarantine, added or changed since)"
+                                ),
+                            ));
+                        }
                     }
-                ))
-            } else {
-                None
+                    HoldEndNow::Unreadable { bucket, why } => {
+                        unreadable
+                            .entry(bucket)
+                            .or_insert_with(|| (why, Vec::new()))
+                            .1
+                            .push(h.candidate_id.clone());
+                    }
+                }
             }
-        })
-        .collect())
+        }
+        let Some((ends, rule)) = end else {
+            continue;
+        };
+        let purge_from = h.quarantined_at.zip(policy.min_quarantine_period()).map(|(q, m)| q + m);
+        if let Some(from) = purge_from.filter(|from| *from > ends) {
+            out.push(format!(
+                "orphan candidate {}: {rule} ends its hold at {}, before the policy's minQuarantinePeriod lets a \
+                 purge take it ({}): the held files will be gone first; release it, or change the rule and \
+                 quarantine the files again",
+                h.candidate_id,
+                secs(ends),
+                secs(from)
+            ));
+        } else if ends - now <= soon {
+            out.push(format!(
+                "orphan candidate {}: {rule} ends its hold at {} ({}): purge or release it (`lakedrill quarantine \
+                 release`) before then",
+                h.candidate_id,
+                secs(ends),
+                if ends <= now {
+                    "already passed: the held files may be gone".to_owned()
+                } else {
+                    format!("in {}", crate::clock::format_duration(ends - now))
+                }
+            ));
+        }
+    }
+    for (bucket, (why, ids)) in unreadable {
+        out.push(format!(
+            "the lifecycle configuration of bucket {bucket} could not be read now ({why}; reading it needs \
+             s3:GetLifecycleConfiguration): whether a rule added since their quarantine ends the hold of orphan \
+             candidate(s) {} before a purge may take them is unknown",
+            ids.join(", ")
+        ));
+    }
+    Ok(out)
 }
 
 /// Loads a table and checks it against the policy's binding.
@@ -1025,7 +1069,7 @@ pub async fn plan_output(
     refuse_unreadable_retained(&table, &input, &p)?;
     p.warnings.extend(overlong_writers(&reg, &table, &policy, now).await?);
     p.warnings
-        .extend(ending_orphan_holds(&reg, &table, &policy, now).await?);
+        .extend(ending_orphan_holds(&ctx.storage, &reg, &table, &policy, now).await?);
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
     let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
     let b = BaselineDoc::from(&input.baseline);

@@ -985,6 +985,7 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
         "{r}"
     );
     assert_eq!(extend("10d").expect_code(0).json()["status"], "EXTENDED");
+    let held_30 = id.clone();
 
     // 1 day again, with an orphanQuarantine on this bucket whose copies a 1-day rule expires: no hold at all, and
     // no copy written. With 30 days on the copies: held as write-once copies, that rule recorded.
@@ -1025,19 +1026,47 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
     // `plan` warns of a hold ending within 7 days, and of one ending before a minQuarantinePeriod bound since lets
     // a purge take it; the holds that end in 30 days are not named.
     let c_id = q["candidate"]["candidate_id"].as_str().unwrap().to_owned();
-    let warned = |needle: &str| {
-        let w: Vec<String> = g.plan()["warnings"]
+    let warnings = |about: &str| -> Vec<String> {
+        g.plan()["warnings"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|w| w.as_str().unwrap().contains("ends its hold"))
             .map(|w| w.as_str().unwrap().to_owned())
-            .collect();
-        assert!(w.len() == 1 && w[0].contains(&c_id) && w[0].contains(needle), "{w:?}");
+            .filter(|w| w.contains("ends its hold") && w.contains(&format!("orphan candidate {about}:")))
+            .collect()
     };
-    warned("expire-noncurrent ends its hold");
+    let warned = |about: &str, needle: &str| {
+        let w = warnings(about);
+        assert!(w.len() == 1 && w[0].contains(needle), "{about}: {w:?}");
+        w[0].clone()
+    };
+    warned(&c_id, "expire-noncurrent ends its hold");
     g.write_policy(&policy);
-    warned("before the policy's minQuarantinePeriod lets a purge take it");
+    warned(&c_id, "before the policy's minQuarantinePeriod lets a purge take it");
+    // The marker hold recorded under the 30-day rule: the rule was shortened to a day since, which its record
+    // does not know. Every plan reads the rules again and names the rule, its bucket and that it was read now; the
+    // copy hold, whose 30-day rule stands, is not named.
+    let w = warned(&held_30, "before the policy's minQuarantinePeriod lets a purge take it");
+    assert!(
+        w.contains("expire-noncurrent") && w.contains(&lc_bucket) && w.contains("read now"),
+        "{w}"
+    );
+    assert!(warnings(&id).is_empty(), "{:?}", warnings(&id));
+    // Credentials that may not read the rules now: named, with the candidates it leaves unjudged.
+    let proxy = CountingProxy::start(&seaweed(), &g.dir, &["--no-lifecycle"]);
+    endpoint(&proxy.endpoint);
+    let w: Vec<String> = g.plan()["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_owned())
+        .filter(|w| w.contains("could not be read now"))
+        .collect();
+    assert!(
+        w.len() == 1 && w[0].contains(&lc_bucket) && w[0].contains(&held_30) && w[0].contains(&c_id),
+        "{w:?}"
+    );
+    endpoint(&seaweed());
     g.write_policy(&no_min);
 
     // A marker-only purge of a snapshot candidate on this bucket says how long `undelete` can bring its objects
