@@ -79,7 +79,7 @@ pub fn select(
             population
                 .iter()
                 .map(|id| (c.last_drilled.get(id).copied(), id))
-                .filter(|(last, _)| last.is_none_or(|t| c.now_ms - t > window))
+                .filter(|(last, _)| last.is_none_or(|t| c.now_ms.saturating_sub(t) > window))
                 .collect()
         }
         None => Vec::new(),

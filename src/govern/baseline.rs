@@ -106,7 +106,9 @@ pub fn expired_snapshots(input: &PlanInput) -> Vec<i64> {
             referenced.insert(r.snapshot_id);
             continue;
         }
-        let older_than = r.max_snapshot_age_ms.map_or(b.older_than_ms, |a| input.now_ms - a);
+        let older_than = r
+            .max_snapshot_age_ms
+            .map_or(b.older_than_ms, |a| input.now_ms.saturating_sub(a));
         let min_keep = usize::try_from(r.min_snapshots_to_keep.unwrap_or(min_keep_default)).unwrap_or(0);
         let chain = ancestors(&by_id, r.snapshot_id);
         referenced.extend(chain.iter().map(|s| s.snapshot_id));

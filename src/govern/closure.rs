@@ -34,6 +34,7 @@ pub use crate::govern::input::{
     Baseline, DeletionRight, DeletionRightStatus, DeletionScope, PlanInput, Protections, RefInfo, SnapshotInfo,
     TableDefaults,
 };
+use crate::govern::policy::protects_ref;
 use crate::model::object::path_set;
 pub use crate::model::object::{
     HoldScope, Layer, ListedObject, ManifestObjects, ObjectRef, SnapshotObjects, distinct_objects,
@@ -256,7 +257,7 @@ fn branch_keeps(
             break;
         }
         let Some(s) = by_id.get(&id) else { break };
-        if n < min_keep || now_ms - s.timestamp_ms <= max_age_ms {
+        if n < min_keep || now_ms.saturating_sub(s.timestamp_ms) <= max_age_ms {
             out.push(id);
         } else {
             break;
@@ -638,7 +639,7 @@ pub fn missing_protected_refs(input: &PlanInput) -> Vec<String> {
         .protections
         .protected_refs
         .iter()
-        .filter(|name| !input.refs.iter().any(|r| &r.name == *name))
+        .filter(|name| !input.refs.iter().any(|r| protects_ref(name, &r.name)))
         .map(|name| format!("protected ref {name:?} (policy protectedRefs) does not exist in this table generation"))
         .collect()
 }
@@ -798,7 +799,7 @@ fn kept_objects(
                 "statistics-file: not sealed with its snapshot; an orphan once the metadata no longer names it".into(),
             );
         }
-        let age = modified.get(path).map(|m| (*m, input.now_ms - m));
+        let age = modified.get(path).map(|m| (*m, input.now_ms.saturating_sub(*m)));
         if age.is_some_and(|(m, _)| m <= 0) {
             push(
                 v,
@@ -901,8 +902,9 @@ pub fn plan(input: &PlanInput) -> Plan {
     for name in &input.protections.protected_refs {
         // A protected ref pins its head and is never treated as expired; a protected branch's older
         // history follows the branch's retention like any other branch's.
-        if let Some(r) = input.refs.iter().find(|r| &r.name == name) {
-            add(r.snapshot_id, format!("protected-ref:{name}"), &mut reasons);
+        // Matched ignoring case ([`protects_ref`]): every ref the entry names is pinned.
+        for r in input.refs.iter().filter(|r| protects_ref(name, &r.name)) {
+            add(r.snapshot_id, format!("protected-ref:{}", r.name), &mut reasons);
         }
     }
     // A protected ref that is gone (dropped, renamed, or never created) protected some snapshot that lakedrill can
@@ -918,7 +920,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         add(c, "current".into(), &mut reasons);
     }
     for s in &input.snapshots {
-        if input.now_ms - s.timestamp_ms < input.min_snapshot_age_ms && !exempt.contains(&s.snapshot_id) {
+        if input.now_ms.saturating_sub(s.timestamp_ms) < input.min_snapshot_age_ms && !exempt.contains(&s.snapshot_id) {
             add(s.snapshot_id, "min-snapshot-age".into(), &mut reasons);
         }
         if let Some(h) = &table_hold {
@@ -1125,7 +1127,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                             reasons: vec![Cow::Owned(why)],
                         }));
                     }
-                    if input.now_ms - l.last_modified_ms <= input.orphan_safety_interval_ms {
+                    if input.now_ms.saturating_sub(l.last_modified_ms) <= input.orphan_safety_interval_ms {
                         return None;
                     }
                     if let Some(why) = blocked(&l.path) {
@@ -2374,5 +2376,84 @@ mod tests {
         });
         assert_eq!(c_ids(&plan(&input)), [vec![0]]);
         assert!(missing_protected_refs(&input).is_empty());
+    }
+
+    /// A `protectedRefs` entry names the table's ref whatever the case of either (as `Policy::is_protected_ref`
+    /// says): `Audit` protects the tag `audit`, which pins snapshot 0 — not "missing", which would block every
+    /// snapshot candidate, and not unprotected.
+    #[test]
+    fn a_protected_ref_is_matched_ignoring_case() {
+        let now = 100 * DAY;
+        let mut input = gone_snapshot_input();
+        input.listing = None;
+        input.snapshots = vec![
+            crate::govern::input::test_snapshot(0, None, now - 30 * DAY, &["data/s0.parquet"], 10),
+            crate::govern::input::test_snapshot(1, Some(0), now - 20 * DAY, &["data/s1.parquet"], 10),
+            crate::govern::input::test_snapshot(2, Some(1), now - 10 * DAY, &["data/live.parquet"], 10),
+        ];
+        input.refs.push(RefInfo {
+            name: "audit".into(),
+            snapshot_id: 0,
+            is_branch: false,
+            max_ref_age_ms: None,
+            max_snapshot_age_ms: None,
+            min_snapshots_to_keep: None,
+        });
+        input.refs[0].snapshot_id = 2;
+        input.current_snapshot_id = Some(2);
+        input.protections.protected_refs = vec!["Audit".into()];
+        assert!(missing_protected_refs(&input).is_empty());
+        let p = plan(&input);
+        let expired: Vec<i64> = p
+            .candidates
+            .iter()
+            .filter(|c| c.kind == "expired-snapshots")
+            .flat_map(|c| c.snapshot_ids.clone())
+            .collect();
+        assert_eq!(expired, [1], "{:?}", p.candidates);
+        assert!(
+            !p.warnings.iter().any(|w| w.contains("does not exist")),
+            "{:?}",
+            p.warnings
+        );
+    }
+
+    /// Times at the ends of `i64` (a crafted `timestamp-ms`, a ref's `max-snapshot-age-ms`, a listed modification
+    /// time) plan without an overflow: a snapshot from `i64::MIN` is as old as can be, one from `i64::MAX` too new
+    /// to expire.
+    #[test]
+    fn extreme_times_plan_without_overflow() {
+        let now = 100 * DAY;
+        let mut input = gone_snapshot_input();
+        input.snapshots = vec![
+            crate::govern::input::test_snapshot(0, None, i64::MIN, &["data/s0.parquet"], 10),
+            crate::govern::input::test_snapshot(1, Some(0), i64::MAX, &["data/s1.parquet"], 10),
+            crate::govern::input::test_snapshot(2, Some(1), now - DAY, &["data/live.parquet"], 10),
+        ];
+        input.refs.push(RefInfo {
+            name: "b".into(),
+            snapshot_id: 1,
+            is_branch: true,
+            max_ref_age_ms: None,
+            max_snapshot_age_ms: Some(i64::MIN),
+            min_snapshots_to_keep: Some(1),
+        });
+        input.refs[0].snapshot_id = 2;
+        input.current_snapshot_id = Some(2);
+        if let Some(l) = input.listing.as_mut() {
+            for o in l.iter_mut() {
+                o.last_modified_ms = i64::MIN + 1;
+            }
+        }
+        let p = plan(&input);
+        assert!(
+            !p.candidates
+                .iter()
+                .any(|c| c.snapshot_ids.contains(&1) || c.snapshot_ids.contains(&2)),
+            "{:?}",
+            p.candidates
+        );
+        let plain = crate::govern::baseline::expired_snapshots(&input);
+        assert!(!plain.contains(&2), "{plain:?}");
     }
 }

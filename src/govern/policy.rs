@@ -485,6 +485,14 @@ impl DrPoint {
     }
 }
 
+/// Whether the `protectedRefs` entry `protected` names the table's ref `ref_name`: ignoring case, as
+/// [`Policy::is_protected_ref`] says why (a policy's `Audit-Q2` keeps the table's `audit-q2`, and both of `Main` and
+/// `main`).
+#[must_use]
+pub fn protects_ref(protected: &str, ref_name: &str) -> bool {
+    protected == ref_name || protected.to_lowercase() == ref_name.to_lowercase()
+}
+
 /// A validated `lakehouseRetentionPolicy.v1` document, with defaults applied. Built only by [`parse`] and
 /// [`load`].
 #[derive(Debug, Clone)]
@@ -595,8 +603,7 @@ impl Policy {
     /// only by case); protecting too much delays reclamation, protecting too little loses data.
     #[must_use]
     pub fn is_protected_ref(&self, ref_name: &str) -> bool {
-        let wanted = ref_name.to_lowercase();
-        self.protected_refs.iter().any(|r| r.to_lowercase() == wanted)
+        self.protected_refs.iter().any(|r| protects_ref(r, ref_name))
     }
 
     /// Snapshots younger than this are never expired (`minSnapshotAge`).

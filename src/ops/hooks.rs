@@ -97,7 +97,12 @@ fn inject_protected(input: &PlanInput, mut plan: Plan) -> Plan {
         .protections
         .protected_refs
         .iter()
-        .filter_map(|n| input.refs.iter().find(|r| &r.name == n))
+        .filter_map(|n| {
+            input
+                .refs
+                .iter()
+                .find(|r| crate::govern::policy::protects_ref(n, &r.name))
+        })
         .map(|r| r.snapshot_id)
         .find(|id| Some(*id) != input.current_snapshot_id);
     let Some(victim) = victim else { return plan };

@@ -260,7 +260,7 @@ pub async fn recover(
     report.rto_seconds = elapsed(clock);
     #[allow(clippy::cast_precision_loss)]
     {
-        report.rpo_seconds = Some((declared_at_ms - pred.snapshot_timestamp_ms) as f64 / 1000.0);
+        report.rpo_seconds = Some(declared_at_ms.saturating_sub(pred.snapshot_timestamp_ms) as f64 / 1000.0);
     }
     report
         .findings
