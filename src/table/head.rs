@@ -27,12 +27,17 @@
 //!   read's `last-updated-ms`: a log trimmed by `write.metadata.previous-versions-max` may no longer name
 //!   the file read itself), or
 //! * both are Hadoop versions (`vN.metadata.json`) and its number is higher: a Hadoop commit *is* the
-//!   rename to the next number, so a higher version is committed.
+//!   rename to the next number, so a higher version is committed, or
+//! * it was built on the file read's parent (the last file of the file read's log) and not on the file read: a
+//!   sibling. Two writers committed from the same generation and only one of them won the catalog; which one
+//!   cannot be told without the catalog, and a plan on the loser would make the winner's files (and everything
+//!   built on them) orphans. It is reported as "cannot decide" like a later generation.
 //!
 //! A higher-numbered file that meets none of these is not one: a racing writer whose catalog commit failed
-//! leaves its metadata file behind, built on the generation it started from, and such a file must not refuse
-//! every plan for good. Only files whose number is higher than the file read's (or that carry no number)
-//! are read: a writer numbers a commit one above the generation it builds on. A file built on the file read
+//! leaves its metadata file behind, built on an older generation it started from, and such a file must not
+//! refuse every plan for good. Only files whose number is at least the file read's (or that carry no number)
+//! are read: a writer numbers a commit one above the generation it builds on, so a sibling carries the same
+//! number as the file read and its successors higher ones. A file built on the file read
 //! whose commit failed (the writer died or lost the catalog swap) cannot be told from a committed one without
 //! a catalog: it is reported too, and the plan is made through the catalog or on the newest file.
 
@@ -179,7 +184,8 @@ pub fn maybe_later(read: &ReadFile<'_>, logged: &BTreeSet<String>, path: &str) -
         return false;
     }
     match (metadata_version(location::file_name(read.path)), metadata_version(name)) {
-        (Some(ours), Some(theirs)) => theirs > ours,
+        // The same number: a sibling built on the same parent (see [`later_because`]).
+        (Some(ours), Some(theirs)) => theirs >= ours,
         _ => true,
     }
 }
@@ -204,15 +210,30 @@ pub fn later_because(read: &ReadFile<'_>, path: &str, other: &TableMetadata) -> 
             ));
         }
     }
-    match (
+    if let (Some(a), Some(b)) = (
         crate::table::hadoop_version(location::file_name(read.path)),
         crate::table::hadoop_version(location::file_name(path)),
-    ) {
-        (Some(a), Some(b)) if b > a => Some(format!(
+    ) && b > a
+    {
+        return Some(format!(
             "Hadoop version {b} follows version {a} (a Hadoop commit is the rename to the next version)"
-        )),
-        _ => None,
+        ));
     }
+    // A sibling: built on the parent of the file read (its log names that parent, and not the file read, which
+    // the loop above would have found).
+    let parent = read.metadata.metadata_log().last()?;
+    let parent_path = read.location.relative(&parent.metadata_file).ok()?;
+    other
+        .metadata_log()
+        .iter()
+        .any(|m| read.location.relative(&m.metadata_file).ok().as_deref() == Some(parent_path.as_str()))
+        .then(|| {
+            format!(
+                "it was built on {}, as the file read was, and not on the file read: two commits raced from that \
+                 generation, and which of them the catalog took cannot be told without it",
+                parent.metadata_file
+            )
+        })
 }
 
 /// How many candidate metadata files are read at once.
@@ -360,6 +381,18 @@ mod tests {
         other["table-uuid"] = serde_json::Value::String("00000000-0000-4000-8000-000000000001".into());
         let other: TableMetadata = serde_json::from_value(other).unwrap();
         assert_eq!(later_because(&read, "metadata/v7.metadata.json", &other), None);
+        // A sibling of the file read (built on its parent v4 too, written later, numbered alike): which of the two
+        // the catalog took cannot be told, whichever was written last; read because its number is not lower.
+        let mut sibling = serde_json::from_slice::<serde_json::Value>(&fixture("v5.metadata.json")).unwrap();
+        sibling["last-updated-ms"] = serde_json::json!(v5.last_updated_ms() + 60_000);
+        let sibling: TableMetadata = serde_json::from_value(sibling).unwrap();
+        let why = later_because(&read, "metadata/00005-sibling.metadata.json", &sibling).unwrap();
+        assert!(why.contains("built on") && why.contains("v4.metadata.json"), "{why}");
+        assert!(maybe_later(
+            &read,
+            &read.logged(),
+            "metadata/00005-sibling.metadata.json"
+        ));
         // Only higher-numbered files (or unnumbered ones) not in the log are read.
         let logged = read.logged();
         assert!(logged.contains("metadata/v4.metadata.json"), "{logged:?}");

@@ -1269,6 +1269,28 @@ fn planning_an_older_metadata_file_beside_a_later_generation_is_refused_naming_i
         "{}",
         p.stdout
     );
+
+    // A sibling of the newest file: built on the same parent, numbered alike, written a minute later (two writers
+    // committed from one generation; only the catalog knows which won). A plan on either cannot decide: a plan on
+    // the loser would make the winner's files orphans.
+    let number = newest.split('-').next().unwrap();
+    let sibling = format!("{number}-sibling.metadata.json");
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(md.join(&newest)).unwrap()).unwrap();
+    doc["last-updated-ms"] = serde_json::json!(doc["last-updated-ms"].as_i64().unwrap() + 60_000);
+    put(
+        &md.join(&sibling),
+        &serde_json::to_vec(&doc).unwrap(),
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    for (file, names) in [(&newest, &sibling), (&sibling, &newest)] {
+        let r = plan_of(file);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("cannot decide") && r.stderr.contains(names.as_str()) && r.stderr.contains("raced"),
+            "{file}: {}",
+            r.stderr
+        );
+    }
 }
 
 /// A second catalog entry of the same table (same UUID) left at an older metadata file while the table went on
