@@ -34,5 +34,5 @@ mod verify;
 
 pub use format::*;
 pub use orphans::{HeldFile, check_held, held};
-pub use seal::{SealReport, seal, snapshot_predicate, write_bundle};
+pub use seal::{SealReport, seal, seal_for, snapshot_predicate, write_bundle};
 pub use verify::{VerifyOptions, verify};

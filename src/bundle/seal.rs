@@ -39,6 +39,11 @@ pub struct SealReport {
     pub bytes: u64,
     /// Where the bundle was written.
     pub uri: String,
+    /// Whether this seal wrote the bundle's envelope (`false`: a bundle of the same name, snapshot and root already
+    /// stood there, sealed by an earlier or a concurrent run, and was kept as it is). Only a run that created a
+    /// bundle folder may remove it: another run may have recorded the one it found.
+    #[serde(skip)]
+    pub created: bool,
 }
 
 fn format_version_number(t: &Table) -> u8 {
@@ -81,7 +86,7 @@ pub fn snapshot_predicate(
     }
 }
 
-/// Seals one snapshot of `table` into a bundle under `out_uri`.
+/// Seals one snapshot of `table` into a bundle under `out_uri`, named `<snapshot id>-<first 16 hex of the root>`.
 ///
 /// Returns `Ok(Err(findings))` when the snapshot cannot be sealed because objects are missing or
 /// disagree with their manifests: nothing is written then.
@@ -96,6 +101,25 @@ pub async fn seal(
     key: &SigningKey,
     out_uri: &str,
     now: chrono::DateTime<chrono::Utc>,
+) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
+    seal_for(table, storage, snapshot_id, key, out_uri, now, None).await
+}
+
+/// [`seal()`] for a quarantine of candidate `candidate_id` (`Some`): the bundle is named
+/// `<snapshot id>-<candidate id without its c->-<first 16 hex of the root>`, so that two candidates sharing a
+/// snapshot (planned at different times on one generation) never share a bundle folder, and the one refused
+/// never removes the other's recorded bundle. Nothing reads a bundle's name back: it only has to be unique.
+///
+/// # Errors
+/// As [`seal()`].
+pub async fn seal_for(
+    table: &Table,
+    storage: &Storage,
+    snapshot_id: i64,
+    key: &SigningKey,
+    out_uri: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    candidate_id: Option<&str>,
 ) -> Result<std::result::Result<SealReport, Vec<Finding>>> {
     let concurrency = storage.options().io_concurrency.get();
     let snapshot = table.snapshot(snapshot_id)?.clone();
@@ -326,13 +350,16 @@ pub async fn seal(
     let root = digests
         .map_err(|why| Error::Internal(format!("sealing snapshot {snapshot_id}: {why}")))?
         .root;
-    let bundle_id = format!("{snapshot_id}-{}", &root[..16]);
+    let bundle_id = match candidate_id {
+        Some(c) => format!("{snapshot_id}-{}-{}", c.trim_start_matches("c-"), &root[..16]),
+        None => format!("{snapshot_id}-{}", &root[..16]),
+    };
     let bytes_total: u64 = inventory.iter().map(|e| e.size).sum::<u64>() + objects.iter().map(|o| o.size).sum::<u64>();
     let count = inventory.len() + objects.len();
     let mut predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), Vec::new(), now, None);
     predicate.objects = count;
     predicate.bytes = bytes_total;
-    write_bundle_streamed(storage, predicate, entries(), copies, key, out_uri).await?;
+    let (_, created) = write_bundle_streamed(storage, predicate, entries(), copies, key, out_uri).await?;
     Ok(Ok(SealReport {
         bundle_id: bundle_id.clone(),
         bundle_root: root,
@@ -340,6 +367,7 @@ pub async fn seal(
         objects: count,
         bytes: bytes_total,
         uri: location::join(out_uri, &bundle_id),
+        created,
     }))
 }
 
@@ -363,7 +391,9 @@ pub async fn write_bundle(
         inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     }
     let copies = copies.into_iter().map(|(d, b)| (d, Copy::Held(b))).collect();
-    write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri).await
+    write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri)
+        .await
+        .map(|(dir, _)| dir)
 }
 
 /// The BLAKE3 (hex) of `bytes`, computed on the rayon pool, off the async workers (and on every core when they are
@@ -393,7 +423,8 @@ enum Copy {
 }
 
 /// [`write_bundle`] of a predicate whose inventory (not in it) is `entries`, in canonical order, each made as the
-/// member is written: sealing keeps a million entries compactly and gives each back whole only then.
+/// member is written: sealing keeps a million entries compactly and gives each back whole only then. Returns the
+/// folder and whether this call wrote its envelope (`false`: the same seal stood there already).
 async fn write_bundle_streamed(
     storage: &Storage,
     mut predicate: BundlePredicate,
@@ -401,14 +432,14 @@ async fn write_bundle_streamed(
     mut copies: Vec<(String, Copy)>,
     key: &SigningKey,
     out_uri: &str,
-) -> Result<String> {
+) -> Result<(String, bool)> {
     let bundle_id = predicate.bundle_id.clone();
     let root = predicate.bundle_root.clone();
     let dir = location::join(out_uri, &bundle_id);
     let env_uri = location::join(&dir, ENVELOPE_FILE);
     // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it.
     if let Some(existing) = storage.get_opt(&env_uri).await? {
-        return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| dir);
+        return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| (dir, false));
     }
     // The byte copies first, each dropped once written.
     copies.sort_by(|a, b| a.0.cmp(&b.0));
@@ -487,10 +518,10 @@ async fn write_bundle_streamed(
     let envelope = evidence::sign_statement(&statement, key).to_json_bytes();
     // The envelope goes last: a bundle folder without it is incomplete and never listed as a bundle.
     match storage.put_new(&env_uri, Bytes::from(envelope)).await {
-        Ok(_) => Ok(dir),
+        Ok(_) => Ok((dir, true)),
         Err(Error::AlreadyExists { .. }) => {
             let existing = storage.get(&env_uri).await?.bytes;
-            existing_bundle(existing, &predicate, key, &env_uri).map(|()| dir)
+            existing_bundle(existing, &predicate, key, &env_uri).map(|()| (dir, false))
         }
         Err(e) => Err(e),
     }

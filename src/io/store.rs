@@ -140,7 +140,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
-/// purge-intent-delay-ms=MS,catalog-answer-lost=1,catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
+/// purge-intent-delay-ms=MS,quarantine-committed-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
+/// catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -176,6 +177,12 @@ pub struct Failpoints {
     /// The purge waits this many milliseconds after each batch recorded its intents, before it checks the
     /// registry again and sends them (a hold or the stop switch can land in between).
     pub purge_intent_delay_ms: Option<u64>,
+    /// `quarantine c-…` waits this many milliseconds right after its catalog commit succeeded, before it records
+    /// anything (a hold, lease, checkpoint, writer or decision can land in between).
+    pub quarantine_committed_delay_ms: Option<u64>,
+    /// A quarantine renews its run claim's heartbeat every this many milliseconds instead of every
+    /// [`crate::ops::binding::CLAIM_HEARTBEAT_SECS`] seconds (so that a test sees a renewal without waiting).
+    pub claim_heartbeat_ms: Option<u64>,
     /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
     /// statement reached the database): `catalog-answer-lost=1`.
     pub catalog_answer_lost: Option<u64>,
@@ -202,6 +209,8 @@ pub enum DelayPoint {
     OrphanTakeOut,
     /// After a purge batch recorded its delete intents, before its second check and its requests.
     PurgeIntent,
+    /// After a snapshot quarantine's catalog commit succeeded, before it records the quarantine.
+    QuarantineCommitted,
 }
 
 impl Failpoints {
@@ -228,6 +237,8 @@ impl Failpoints {
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
                 "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
                 "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
+                "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
+                "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
@@ -365,6 +376,12 @@ impl Storage {
         )
     }
 
+    /// The `claim-heartbeat-ms` failpoint (test-only): how often a quarantine renews its run claim, when set.
+    #[must_use]
+    pub fn failpoint_claim_heartbeat(&self) -> Option<std::time::Duration> {
+        self.failpoints.claim_heartbeat_ms.map(std::time::Duration::from_millis)
+    }
+
     /// The `*-delay-ms` failpoints of `LAKEDRILL_FAILPOINTS` (test-only): waits at `point` for as long as its
     /// failpoint says (not at all without one), or until the file `LAKEDRILL_FAILPOINT_RELEASE` names exists. It
     /// says on stderr that it waits, so that a test knows the process got there.
@@ -376,6 +393,10 @@ impl Storage {
             DelayPoint::OrphanHold => ("orphan-hold-delay-ms", self.failpoints.orphan_hold_delay_ms),
             DelayPoint::OrphanTakeOut => ("orphan-take-out-delay-ms", self.failpoints.orphan_take_out_delay_ms),
             DelayPoint::PurgeIntent => ("purge-intent-delay-ms", self.failpoints.purge_intent_delay_ms),
+            DelayPoint::QuarantineCommitted => (
+                "quarantine-committed-delay-ms",
+                self.failpoints.quarantine_committed_delay_ms,
+            ),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

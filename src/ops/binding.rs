@@ -156,6 +156,56 @@ pub async fn policy_binding(reg: &Registry, table_uuid: &str, policy: &Policy) -
 /// A purge run not heard of for this long may be taken over (its process died on another host, or hangs).
 pub const PURGE_RUN_SILENCE_MINUTES: i64 = 10;
 
+/// How often a run that holds a claim between registry writes ([`with_heartbeat`]) renews it: a tenth of
+/// [`PURGE_RUN_SILENCE_MINUTES`], so that nine renewals in a row may fail (a registry briefly unreachable, a
+/// stalled host) before a live run looks silent.
+pub const CLAIM_HEARTBEAT_SECS: u64 = 60;
+
+/// Runs `work` while renewing run `run_id`'s claim on `candidate_id` every [`CLAIM_HEARTBEAT_SECS`] (the
+/// `claim-heartbeat-ms` failpoint shortens it in tests), so that a run busy for longer than
+/// [`PURGE_RUN_SILENCE_MINUTES`] without writing the registry (a quarantine sealing a large snapshot, or waiting on
+/// a slow catalog) is never taken over as silent by a second run of the same candidate. A renewal that fails is
+/// warned about and tried again at the next beat; the work is never interrupted. The renewal only writes the
+/// heartbeat of the run holding the claim ([`Registry::purge_heartbeat`]): a run taken over renews nothing.
+pub async fn with_heartbeat<T>(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    run_id: &str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let every = ctx
+        .storage
+        .failpoint_claim_heartbeat()
+        .unwrap_or(std::time::Duration::from_secs(CLAIM_HEARTBEAT_SECS));
+    let beat = beat_forever(ctx, reg, candidate_id, run_id, every);
+    tokio::pin!(work);
+    tokio::pin!(beat);
+    tokio::select! {
+        out = &mut work => out,
+        never = &mut beat => match never {},
+    }
+}
+
+/// The renewals of [`with_heartbeat`]: they never end (the work does).
+async fn beat_forever(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    run_id: &str,
+    every: std::time::Duration,
+) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = reg.purge_heartbeat(candidate_id, run_id, ctx.now()).await {
+            crate::report::output::warn(format!(
+                "{candidate_id}: the heartbeat of run {run_id} could not be written ({e}); tried again in {} ms",
+                every.as_millis()
+            ));
+        }
+    }
+}
+
 fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()

@@ -1378,7 +1378,7 @@ fn unreadable_outside(input: &crate::govern::closure::PlanInput, ids: &[i64]) ->
 fn rebased_meanwhile() -> Rebased {
     Rebased::Refused(
         "REFUSED".into(),
-        vec!["another purge rebased this candidate meanwhile; run purge again".into()],
+        vec!["another purge rebased or accepted this candidate meanwhile; run purge again".into()],
     )
 }
 
@@ -1516,6 +1516,7 @@ async fn orphan_rebase(
                 &after.full_candidate(),
                 &[],
                 &record,
+                None,
                 now,
             )
             .await?
@@ -1561,6 +1562,7 @@ async fn orphan_recheck(
     table: &crate::table::Table,
     rec: &mut CandidateRecord,
     tag_prefix: &str,
+    run_id: &str,
 ) -> Result<Option<String>> {
     // The stamp first, then what is judged (as in `purge`): a change in between moves the stamp's counters.
     let current = crate::ops::plan::world_stamp(table, policy, reg, Some(tag_prefix)).await?;
@@ -1636,6 +1638,7 @@ async fn orphan_recheck(
         &candidate,
         &released,
         &record,
+        Some(run_id),
         ctx.now(),
     )
     .await?;
@@ -1822,6 +1825,7 @@ async fn rebase(
             &candidate,
             &released,
             &record,
+            None,
             now,
         )
         .await?
@@ -1946,7 +1950,7 @@ async fn execute(
     };
     let table = if held.is_some() {
         let (table, _, _) = ctx.catalog_table(source).await?;
-        if let Some(why) = orphan_recheck(ctx, reg, policy, &table, &mut rec, &tag_prefix).await? {
+        if let Some(why) = orphan_recheck(ctx, reg, policy, &table, &mut rec, &tag_prefix, run_id).await? {
             return end_run(vec![why], None).await;
         }
         objects = rec.objects.clone();
@@ -2008,6 +2012,7 @@ async fn execute(
                         &candidate,
                         &released,
                         &record,
+                        Some(run_id),
                         ctx.now(),
                     )
                     .await?;
@@ -2223,7 +2228,7 @@ async fn execute(
         if held.is_some() && sent > 0 {
             let (now_table, _, _) = ctx.catalog_table(source).await?;
             if now_table.generation().metadata_location != rec.stamp.metadata_location
-                && let Some(why) = orphan_recheck(ctx, reg, policy, &now_table, &mut rec, &tag_prefix).await?
+                && let Some(why) = orphan_recheck(ctx, reg, policy, &now_table, &mut rec, &tag_prefix, run_id).await?
             {
                 halted.push(why);
                 break 'batches;

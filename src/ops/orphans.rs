@@ -836,7 +836,7 @@ pub async fn seal_and_hold(
                 "snapshot_ids": [], "objects": rest.len(),
             });
             r.reg
-                .candidate_rebase(id, stamp, stamp, &candidate, &rel, &record, r.now)
+                .candidate_rebase(id, stamp, stamp, &candidate, &rel, &record, None, r.now)
                 .await?;
             rec = r.reg.candidate(id).await?;
         }
@@ -1184,6 +1184,7 @@ pub async fn put_back_protected(
                 &candidate,
                 &released,
                 &record,
+                None,
                 now,
             )
             .await?;

@@ -151,40 +151,46 @@ pub async fn quarantine(
         Ok(run) => run,
         Err(why) => return refuse(why),
     };
-    let out = if orphans {
-        let request = crate::ops::orphans::HoldRequest {
-            table: &table,
-            input: &input,
-            policy: &policy,
-            reg: &reg,
-            candidate: &candidate,
-            stamp: &stamp,
-            key: &key,
-            bundles,
-            digest: serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
-            policy_digest: policy.digest().to_owned(),
-            now,
-        };
-        hold_orphans(ctx, source, &request).await
-    } else {
-        seal_and_commit(
-            ctx,
-            source,
-            candidate_id,
-            bundles,
-            mode,
-            (&table, &cat, &ident),
-            &policy,
-            &key,
-            &reg,
-            now,
-            &candidate,
-            &stamp,
-            &digest,
-            &run.run_id,
-        )
-        .await
+    // The claim is renewed while the quarantine works: sealing a large snapshot or waiting on a slow catalog writes
+    // nothing to the registry for longer than the silence after which a second run may take a claim over, and a
+    // second quarantine of the same candidate would then commit and record the same bundles this one may remove.
+    let work = async {
+        if orphans {
+            let request = crate::ops::orphans::HoldRequest {
+                table: &table,
+                input: &input,
+                policy: &policy,
+                reg: &reg,
+                candidate: &candidate,
+                stamp: &stamp,
+                key: &key,
+                bundles,
+                digest: serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
+                policy_digest: policy.digest().to_owned(),
+                now,
+            };
+            hold_orphans(ctx, source, &request).await
+        } else {
+            seal_and_commit(
+                ctx,
+                source,
+                candidate_id,
+                bundles,
+                mode,
+                (&table, &cat, &ident),
+                &policy,
+                &key,
+                &reg,
+                now,
+                &candidate,
+                &stamp,
+                &digest,
+                &run.run_id,
+            )
+            .await
+        }
     };
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, work).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -356,16 +362,47 @@ async fn rejudge(
     Ok(Ok(()))
 }
 
-/// Removes the bundles this quarantine sealed before it was refused: no registry record names them, and left in
-/// the bundles folder they would swell every drill's population with bundles of nothing quarantined. They are
-/// lakedrill's own output of this run, never table data.
-async fn discard_bundles(ctx: &Context, sealed: &[crate::bundle::SealReport]) -> Result<()> {
-    for b in sealed {
+/// Removes the bundle folders this quarantine created before it was refused: no registry record names them, and
+/// left in the bundles folder they would swell every drill's population with bundles of nothing quarantined. They
+/// are lakedrill's own output of this run, never table data. Returns what the refusal says about them.
+///
+/// A folder is removed only while this run still holds the candidate's claim, and only when this run wrote its
+/// envelope ([`crate::bundle::SealReport::created`]). A run that lost its claim (another quarantine of the candidate
+/// took it over) may be refused because that run committed: it sealed into the same folders and recorded them, and
+/// they are its candidate's only way back once its snapshots left the table. A folder this run found sealed already
+/// was written by another run, which may have recorded it. Either is kept; a bundle of nothing quarantined is only
+/// clutter in the drills, a removed recorded bundle is a lost snapshot.
+async fn discard_bundles(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    run_id: &str,
+    sealed: &[crate::bundle::SealReport],
+) -> Result<String> {
+    let uris = |b: &[&crate::bundle::SealReport]| b.iter().map(|b| b.uri.as_str()).collect::<Vec<_>>().join(", ");
+    let all: Vec<&crate::bundle::SealReport> = sealed.iter().collect();
+    let holder = reg.purge_run(candidate_id).await?;
+    if holder.as_ref().is_none_or(|h| h.run_id != run_id) {
+        return Ok(format!(
+            "the bundles sealed for it were kept, since this run no longer holds {candidate_id}'s claim and another \
+             run may have recorded them: {}",
+            uris(&all)
+        ));
+    }
+    let (ours, found): (Vec<_>, Vec<_>) = all.into_iter().partition(|b| b.created);
+    for b in &ours {
         for o in ctx.storage.list(&b.uri).await? {
             ctx.storage.delete(&o.uri).await?;
         }
     }
-    Ok(())
+    Ok(if found.is_empty() {
+        "the bundles sealed for it were removed".to_owned()
+    } else {
+        format!(
+            "the bundles sealed for it were removed but for those another run had sealed already, which were kept: {}",
+            uris(&found)
+        )
+    })
 }
 
 /// The second half of [`quarantine`], run while the candidate is claimed: seal every snapshot, re-check the
@@ -399,10 +436,10 @@ async fn seal_and_commit(
     let out = location::canonical_uri(bundles)?;
     let mut sealed = Vec::new();
     for id in &candidate.snapshot_ids {
-        match crate::bundle::seal(table, &ctx.storage, *id, key, &out, now).await? {
+        match crate::bundle::seal_for(table, &ctx.storage, *id, key, &out, now, Some(candidate_id)).await? {
             Ok(r) => sealed.push(r),
             Err(findings) => {
-                discard_bundles(ctx, &sealed).await?;
+                discard_bundles(ctx, reg, candidate_id, run_id, &sealed).await?;
                 reg.candidate_transition(
                     candidate_id,
                     State::Protected,
@@ -450,8 +487,8 @@ async fn seal_and_commit(
             rights.version.map_or_else(|| "(none)".to_owned(), |v| format!("v{v}"))
         );
         if let Err(why) = rejudge(ctx, table, policy, reg, candidate, &lead).await? {
-            discard_bundles(ctx, &sealed).await?;
-            return refuse(format!("{why}; re-plan (the bundles sealed for it were removed)"));
+            let note = discard_bundles(ctx, reg, candidate_id, run_id, &sealed).await?;
+            return refuse(format!("{why}; re-plan ({note})"));
         }
     }
     // The commit is made inside the registry's write lock, after checking there that no lease, hold, DR
@@ -462,7 +499,7 @@ async fn seal_and_commit(
     // new generation, once the candidate is judged there exactly as it was planned ([`rejudge`]).
     let mut on: Option<Table> = None;
     let mut attempt = 0;
-    let committed = loop {
+    let (committed, judged, committed_on) = loop {
         attempt += 1;
         let base_table = on.as_ref().unwrap_or(table);
         let new = quarantine_metadata(base_table, mode, &tags, &candidate.snapshot_ids)?;
@@ -472,18 +509,15 @@ async fn seal_and_commit(
         let lock = match reg.commit_guard(candidate_id, &mut base, ctx.now()).await? {
             Ok(lock) => lock,
             Err(halt) => {
-                discard_bundles(ctx, &sealed).await?;
-                return refuse(format!(
-                    "{}; re-plan (the bundles sealed for it were removed)",
-                    halt.join("; ")
-                ));
+                let note = discard_bundles(ctx, reg, candidate_id, run_id, &sealed).await?;
+                return refuse(format!("{}; re-plan ({note})", halt.join("; ")));
             }
         };
         let expected = base_table.generation().metadata_location.clone();
         let committed = cat.commit(&ctx.storage, ident, &expected, &new).await;
         lock.commit().await?;
         match committed {
-            Ok(loc) => break loc,
+            Ok(loc) => break (loc, base, base_table.clone()),
             Err(Error::Catalog { reason, .. }) => {
                 // A lost race moved the table on; anything else (the generation did not move) is refused as before.
                 // Nothing was committed: when the table cannot be read or judged again, the bundles go too.
@@ -512,13 +546,13 @@ async fn seal_and_commit(
                 let (now_table, why) = match judged.await {
                     Ok(j) => j,
                     Err(e) => {
-                        discard_bundles(ctx, &sealed).await?;
+                        discard_bundles(ctx, reg, candidate_id, run_id, &sealed).await?;
                         return Err(e);
                     }
                 };
                 if let Some(why) = why {
-                    discard_bundles(ctx, &sealed).await?;
-                    return refuse(format!("{why}; re-plan (the bundles sealed for it were removed)"));
+                    let note = discard_bundles(ctx, reg, candidate_id, run_id, &sealed).await?;
+                    return refuse(format!("{why}; re-plan ({note})"));
                 }
                 on = Some(now_table);
             }
@@ -580,23 +614,13 @@ async fn seal_and_commit(
             Err(e) => return Err(e),
         }
     };
-    // The world after the commit is what the deleter will compare against. Our commit stands (the tags are in
-    // the table), so the quarantine is recorded even when another commit already followed it: the stamp is
-    // then that later generation's, and the purge re-judges the candidate on the table as it is then (its
-    // independent closure check and, after any later change, its rebase) — a refusal here would leave tags
-    // no candidate owns.
-    let after = ctx.table(source).await?;
-    if after.generation().metadata_location != committed {
-        crate::report::output::warn(format!(
-            "{candidate_id}: another commit followed the quarantine commit ({} after {committed}); the quarantine \
-             is recorded against the later generation",
-            after.generation().metadata_location
-        ));
-    }
-    let mut post = world_stamp(&after, policy, reg, Some(&tag_prefix)).await?;
-    // The rights the candidate was judged with (the guard found them in force at the commit), not those read now: a
-    // decision landing after the commit then moves the stamp, and the purge re-plans the candidate.
-    post.deletion_rights = rights.digest;
+    // The commit stands: in bundle mode the snapshots left the table and the bundles are their only way back, in tag
+    // mode the tags are in the table. What it did is recorded at once, before anything else is read: a hold, lease,
+    // checkpoint, writer or decision queued on the guard's lock lands right after it and may move the candidate to
+    // PROTECTED, and any read below may fail; a candidate without this record keeps neither its files out of orphan
+    // detection nor its tags releasable (before, the record was written only with the move to QUARANTINED, and
+    // either left it UNREFERENCED_ELIGIBLE with no record of its bundles).
+    ctx.storage.failpoint_delay(DelayPoint::QuarantineCommitted).await;
     let q = serde_json::json!({
         "mode": match mode { QuarantineMode::Tag => "tag", QuarantineMode::Bundle => "bundle" },
         "tag_prefix": tag_prefix,
@@ -608,16 +632,81 @@ async fn seal_and_commit(
         "quarantined_at": ctx.now(),
         "implementation_digest": digest,
     });
-    let rec = reg
-        .candidate_transition(
+    if let Err(e) = reg
+        .candidate_quarantine_update(candidate_id, &q, "sealed and committed", ctx.now())
+        .await
+    {
+        let kept: Vec<&str> = sealed.iter().map(|b| b.uri.as_str()).collect();
+        return Err(Error::invalid(
             candidate_id,
-            State::Quarantined,
-            "sealed and committed",
-            Some(&q),
-            Some(&post),
-            now,
-        )
-        .await?;
+            format!(
+                "the quarantine committed {committed} but could not be recorded ({}); its bundles are the way back \
+                 to its snapshots: {}; record nothing by hand, run `lakedrill status {candidate_id}` once the \
+                 registry answers and `quarantine release` it",
+                Error::from(e).with_causes(),
+                kept.join(", ")
+            ),
+        ));
+    }
+    let finished = record_quarantined(
+        ctx,
+        reg,
+        candidate_id,
+        policy,
+        (&committed, &committed_on),
+        &judged,
+        &tag_prefix,
+        &rights.digest,
+        now,
+    )
+    .await;
+    let rec = match finished {
+        Ok(Ok(rec)) => rec,
+        // A protection landed after the commit: the candidate is PROTECTED with its quarantine recorded. It is
+        // handled as any quarantined candidate a protection sent to PROTECTED: no purge takes it, `plan` keeps its
+        // files out of other candidates and orphans, and `quarantine release` removes its tags (tag mode) or leaves
+        // its bundles as the way back (bundle mode).
+        Ok(Err(rec)) => {
+            let mut human = format!(
+                "{candidate_id} PROTECTED: committed {committed} ({} mode), but {}; its quarantine is recorded\n",
+                if mode == QuarantineMode::Tag { "tag" } else { "bundle" },
+                rec.reason
+            );
+            for b in &sealed {
+                human.push_str(&format!(
+                    "  snapshot {} → bundle {} root {}\n",
+                    b.snapshot_id, b.uri, b.bundle_root
+                ));
+            }
+            human.push_str(&format!(
+                "  no purge takes it; `lakedrill quarantine release {candidate_id} --reason …` ends it\n"
+            ));
+            return Outcome::new(
+                Verdict::Findings,
+                &serde_json::json!({"status": "PROTECTED", "candidate": rec, "bundles": sealed,
+                    "committed_metadata_location": committed}),
+                human,
+            );
+        }
+        Err(e) => {
+            // Not QUARANTINED, and it must not stay UNREFERENCED_ELIGIBLE (a plan would propose what is gone): it
+            // goes to PROTECTED with its quarantine recorded, releasable.
+            let why = format!(
+                "the quarantine committed {committed} and is recorded, but it could not be moved to QUARANTINED: {}",
+                e.with_causes()
+            );
+            if let Err(again) = reg
+                .candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
+                .await
+            {
+                crate::report::output::warn(format!(
+                    "{candidate_id}: {why}; and it could not be moved to PROTECTED either ({})",
+                    Error::from(again).with_causes()
+                ));
+            }
+            return Err(e);
+        }
+    };
     let mut human = format!(
         "{candidate_id} QUARANTINED ({} mode), committed {committed}\n",
         if mode == QuarantineMode::Tag { "tag" } else { "bundle" }
@@ -638,6 +727,72 @@ async fn seal_and_commit(
         &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": sealed}),
         human,
     )
+}
+
+/// Moves a candidate whose quarantine commit `committed` (made on `base_table`'s generation) is recorded to
+/// `QUARANTINED`, with the world stamp the commit guard judged: its lease, hold and protection counters as the
+/// guard advanced them (`judged`), the deletion rights it found unchanged, and the table generation and
+/// protected-ref root of the commit's own result (read from the metadata file it wrote, not from the catalog, which
+/// may name a later generation by now). A stamp read after the commit would count what landed since as judged: a
+/// lease on part of the candidate would then not move the stamp, the purge would not rebase, and its independent
+/// closure check would refuse the candidate for good instead of releasing the leased part. `Ok(Err(record))`
+/// when the candidate became `PROTECTED` meanwhile (the record says why).
+#[allow(clippy::too_many_arguments)]
+async fn record_quarantined(
+    ctx: &Context,
+    reg: &Registry,
+    candidate_id: &str,
+    policy: &Policy,
+    (committed, base_table): (&str, &Table),
+    judged: &PurgeBaseline,
+    tag_prefix: &str,
+    rights: &str,
+    now: DateTime<Utc>,
+) -> Result<std::result::Result<crate::registry::CandidateRecord, crate::registry::CandidateRecord>> {
+    let ours = Table::from_metadata_uri(
+        &ctx.storage,
+        base_table.name().to_owned(),
+        committed,
+        &location::canonical_uri(committed)?,
+        Some(base_table.location().root_uri()),
+    )
+    .await?;
+    let post = WorldStamp {
+        metadata_location: ours.generation().metadata_location.clone(),
+        metadata_blake3: ours.generation().metadata_blake3.clone(),
+        protected_ref_root: protected_ref_root(&ours, policy.protected_refs(), Some(tag_prefix)),
+        lease_watermark: judged.lease_watermark,
+        hold_generation: judged.hold_generation,
+        protection_generation: judged.protection_generation,
+        // The rights the candidate was judged with (the guard found them in force at the commit): a decision
+        // landing after the commit then moves the stamp, and the purge re-plans the candidate.
+        deletion_rights: rights.to_owned(),
+    };
+    if reg.candidate_state(candidate_id).await? == State::Protected {
+        return Ok(Err(reg.candidate(candidate_id).await?));
+    }
+    match reg
+        .candidate_transition(
+            candidate_id,
+            State::Quarantined,
+            "sealed and committed",
+            None,
+            Some(&post),
+            now,
+        )
+        .await
+    {
+        Ok(rec) => Ok(Ok(rec)),
+        // Protected between the read above and the move.
+        Err(e) => {
+            let rec = reg.candidate(candidate_id).await?;
+            if rec.state == State::Protected {
+                Ok(Err(rec))
+            } else {
+                Err(e.into())
+            }
+        }
+    }
 }
 
 /// Catalog commits `release` tries before giving up when other writers keep winning the compare-and-set.

@@ -996,9 +996,12 @@ impl Registry {
     }
 
     /// Rebases a quarantined candidate onto a later table generation, in one write transaction: only while it is
-    /// `QUARANTINED` or `RESTORE_VERIFIED` (or `DELETE_APPROVED` with no object deleted yet: the purge's catalog
-    /// commit lost a race) and its stamp is still `from` (another purge may have rebased it
-    /// first: then nothing is written and `false` comes back). The candidate's snapshots and inventory become
+    /// `QUARANTINED` or `RESTORE_VERIFIED` (or `DELETE_APPROVED` with no object deleted yet, by the run `run_id`
+    /// that holds its claim: the purge's catalog commit lost a race) and its stamp is still `from` (another purge
+    /// may have rebased it first: then nothing is written and `false` comes back). An approved candidate is the
+    /// run's that executes it, with its own copy of the inventory and of the stamp its batches judge from: a caller
+    /// that read the candidate before another run's acceptance (`run_id` `None`, or not the holder's) rewrites
+    /// nothing under that run and gets `false` too. The candidate's snapshots and inventory become
     /// `candidate`, its stamp `to`; each object in `released` leaves it as `PROTECTED`; `record` (from/to
     /// generation, what was released and why) is appended to the quarantine's `rebases` and to the event log.
     ///
@@ -1014,6 +1017,7 @@ impl Registry {
         candidate: &impl Serialize,
         released: &[String],
         record: &serde_json::Value,
+        run_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<bool, RegistryError> {
         const OP: &str = "candidate_rebase";
@@ -1043,6 +1047,16 @@ impl Registry {
                     rec.state
                 ),
             });
+        }
+        if rec.state == State::DeleteApproved {
+            let holder: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
+                .bind(candidate_id)
+                .fetch_optional(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+            if run_id.is_none() || holder.as_deref() != run_id {
+                return Ok(false);
+            }
         }
         if rec.stamp != *from {
             return Ok(false);
@@ -1502,6 +1516,7 @@ async fn standing_refusals(
 mod tests {
     use super::*;
     use crate::registry::HoldScope;
+    use crate::registry::PurgeRun;
     use crate::registry::tests::{Backend, fresh_on, loc, on_both_backends, stamp, t};
 
     on_both_backends!(
@@ -1512,7 +1527,67 @@ mod tests {
         a_candidate_over_the_part_size_is_stored_in_parts_and_read_back_whole,
         acceptance_relates_new_checkpoints_and_writers_to_the_candidate,
         an_unanswered_delete_intent_is_unknown_when_the_candidate_is_sent_back,
+        an_approved_candidate_is_rebased_only_by_the_run_holding_its_claim,
     );
+
+    /// A purge that read the candidate while it was quarantined, and rebases it after another run's acceptance, must
+    /// not rewrite the inventory and stamp of the candidate that run executes: nothing is written and `false` comes
+    /// back. The run holding the claim (its catalog commit lost a race) still rebases it.
+    async fn an_approved_candidate_is_rebased_only_by_the_run_holding_its_claim(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000009";
+        let objects: Vec<String> = ["a", "b"].iter().map(|s| (*s).to_owned()).collect();
+        reg.candidate_record(table, "c-r", &serde_json::json!({}), &stamp(), &objects, now)
+            .await
+            .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-r", to, "", None, None, now).await.unwrap();
+        }
+        let holder = PurgeRun {
+            run_id: "run-a".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: now,
+            heartbeat_at: now,
+        };
+        reg.purge_claim("c-r", &holder, None).await.unwrap().unwrap();
+        let mut later = stamp();
+        later.lease_watermark = 7;
+        let before = reg.candidate("c-r").await.unwrap();
+        for caller in [None, Some("run-b")] {
+            let r = reg
+                .candidate_rebase(
+                    "c-r",
+                    &stamp(),
+                    &later,
+                    &serde_json::json!({}),
+                    &["a".to_owned()],
+                    &serde_json::json!({}),
+                    caller,
+                    now,
+                )
+                .await
+                .unwrap();
+            assert!(!r, "{caller:?} does not hold the claim");
+            assert_eq!(reg.candidate("c-r").await.unwrap(), before, "{caller:?}");
+        }
+        let r = reg
+            .candidate_rebase(
+                "c-r",
+                &stamp(),
+                &later,
+                &serde_json::json!({}),
+                &["a".to_owned()],
+                &serde_json::json!({}),
+                Some("run-a"),
+                now,
+            )
+            .await
+            .unwrap();
+        assert!(r, "the holder rebases it");
+        assert_eq!(reg.candidate("c-r").await.unwrap().stamp, later);
+    }
 
     /// An approved candidate protected while one object's delete intent has no answer: that object is
     /// DELETE_UNKNOWN, one whose intent was answered ("not deleted") and one never sent are PROTECTED, and no
@@ -1551,6 +1626,7 @@ mod tests {
                 &serde_json::json!({}),
                 &[],
                 &serde_json::json!({}),
+                None,
                 now,
             )
             .await;

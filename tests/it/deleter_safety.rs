@@ -1383,6 +1383,237 @@ fn candidate_quarantine_paused(g: &Gov, mode: &str) -> (Value, String, i64, Paus
     (c, id, sid, q)
 }
 
+/// `quarantine ID --mode MODE` of the fixture paused at the failpoints `spec` until `go` exists.
+fn quarantine_paused_at(g: &Gov, id: &str, mode: &str, spec: &str) -> Paused {
+    let mut q = Paused::start(g, spec, &g.dir.join("go"), &g.quarantine_args(id, mode));
+    q.wait_until_paused();
+    q
+}
+
+/// The fixture's registry database.
+fn registry_uri(g: &Gov) -> String {
+    format!("sqlite:{}", g.dir.join("registry.db").display())
+}
+
+/// When the run holding `id`'s claim was last heard of, as the registry stores it.
+fn claim_heartbeat(g: &Gov, id: &str) -> Option<String> {
+    sql_text(
+        &registry_uri(g),
+        &format!("SELECT heartbeat_at FROM purge_runs WHERE candidate_id = '{id}'"),
+    )
+}
+
+/// Makes the run holding `id`'s claim look silent for 20 minutes (past the 10 after which it may be taken over).
+fn age_claim(g: &Gov, id: &str) {
+    let old = (chrono::Utc::now() - chrono::Duration::minutes(20)).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    crate::util::sql_exec(
+        &registry_uri(g),
+        "UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2",
+        &[&old, id],
+    );
+    assert_eq!(claim_heartbeat(g, id).as_deref(), Some(old.as_str()));
+}
+
+/// `restore BUNDLE --trust keys` of every bundle recorded for candidate `id`: each must restore (exit 0).
+fn assert_recorded_bundles_restore(g: &Gov, id: &str) {
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    let bundles = st["candidates"][0]["candidate"]["quarantine"]["bundles"]
+        .as_array()
+        .unwrap_or_else(|| panic!("bundles recorded for {id}: {st}"))
+        .clone();
+    assert!(!bundles.is_empty(), "{st}");
+    for b in &bundles {
+        let uri = b["uri"].as_str().unwrap();
+        let r = g.run(&["--json", "restore", uri, "--trust", "keys"]);
+        assert_eq!(r.code, 0, "{uri} restores: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(r.json()["status"], "RESTORE_VERIFIED", "{uri}");
+    }
+}
+
+// A quarantine writes nothing to the registry while it seals and waits on the catalog, and a claim silent for 10
+// minutes may be taken over. A second quarantine of the same candidate then sealed into the same bundle folders,
+// committed and recorded them; the first, refused at its commit guard ("another run took this candidate over"),
+// removed those folders: a QUARANTINED candidate whose snapshots had left the table and whose only bundles were
+// gone. A run that lost its claim now removes nothing.
+#[test]
+fn a_quarantine_whose_claim_was_taken_over_never_removes_the_bundles_the_other_run_recorded() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    // Run 1 renews its claim only once an hour here: a run that stalled past the silence limit.
+    let q1 = quarantine_paused_at(
+        &g,
+        &id,
+        "bundle",
+        "catalog-commit-delay-ms=120000,claim-heartbeat-ms=3600000",
+    );
+    age_claim(&g, &id);
+    let q2 = g.quarantine(&id, "bundle").expect_code(0).json();
+    assert_eq!(q2["candidate"]["state"], "QUARANTINED", "{q2}");
+    let (code, out, stderr) = q1.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    assert_recorded_bundles_restore(&g, &id);
+    let reason = out["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("another run took this candidate over") && reason.contains("were kept"),
+        "{out}"
+    );
+}
+
+// What keeps a live run from being taken over: its claim is renewed while it seals and commits, so a claim made to
+// look silent is live again before a second quarantine asks, which is refused; the first then finishes.
+#[test]
+fn a_quarantine_renews_its_claim_while_it_works_and_is_never_taken_over() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q1 = quarantine_paused_at(
+        &g,
+        &id,
+        "bundle",
+        "catalog-commit-delay-ms=120000,claim-heartbeat-ms=200",
+    );
+    age_claim(&g, &id);
+    let aged = claim_heartbeat(&g, &id);
+    let started = std::time::Instant::now();
+    while claim_heartbeat(&g, &id) == aged {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the claim of the paused quarantine was not renewed in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let r = g.quarantine(&id, "bundle");
+    r.expect_code(1);
+    let q2 = r.json();
+    assert!(
+        q2["reason"]
+            .as_str()
+            .unwrap()
+            .contains("another quarantine or purge of"),
+        "{q2}"
+    );
+    let (code, out, stderr) = q1.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    assert_recorded_bundles_restore(&g, &id);
+}
+
+// A writer begun right after a bundle-mode quarantine's catalog commit (queued on the guard's lock) sends the
+// candidate, still UNREFERENCED_ELIGIBLE, to PROTECTED. The quarantine then failed moving it to QUARANTINED (exit
+// 2) and recorded nothing: no mode, no bundles. Once the writer ended, the files of the snapshots that had left the
+// table were orphans for the planner, and the bundles were unrecorded. The quarantine is now recorded right after
+// the commit; the candidate stays PROTECTED with it, and its files stay out of orphan detection.
+#[test]
+fn a_protection_landing_right_after_a_bundle_mode_quarantine_commits_leaves_it_recorded_and_its_files_no_orphans() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let files = crate::orphans::object_paths(&c);
+    let data = files
+        .iter()
+        .find(|p| p.ends_with(".parquet"))
+        .unwrap_or_else(|| panic!("a data file in {c}"));
+    let folder = data.rsplit_once('/').unwrap().0.to_owned();
+    let q = quarantine_paused_at(&g, &id, "bundle", "quarantine-committed-delay-ms=120000");
+    let w = g
+        .on_table(&["--json", "writer", "begin", "--prefix", &folder])
+        .expect_code(0)
+        .json();
+    assert_eq!(w["protected_candidates"][0], id.as_str(), "{w}");
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "PROTECTED", "{out}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let cand = &st["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "PROTECTED", "{st}");
+    assert_eq!(cand["quarantine"]["mode"], "bundle", "{st}");
+    assert_eq!(
+        cand["quarantine"]["bundles"].as_array().map(Vec::len),
+        c["snapshot_ids"].as_array().map(Vec::len),
+        "{st}"
+    );
+    assert_recorded_bundles_restore(&g, &id);
+    g.run(&["writer", "end", w["writer_id"].as_str().unwrap()])
+        .expect_code(0);
+    // Past orphanSafetyInterval (12 h), with a stray file beside them so that orphan detection is seen working.
+    let root = g.table_root();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400);
+    for f in files.iter().filter(|f| root.join(f).exists()) {
+        std::fs::File::options()
+            .write(true)
+            .open(root.join(f))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let stray = root.join("data/stray.parquet");
+    std::fs::write(&stray, b"PAR1 a stray PAR1").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stray)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let p = g.plan();
+    let orphans: Vec<String> = p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "orphans")
+        .flat_map(crate::orphans::object_paths)
+        .collect();
+    assert!(orphans.contains(&"data/stray.parquet".to_owned()), "{p}");
+    for f in &files {
+        assert!(!orphans.contains(f), "{f} of {id} is an orphan: {p}");
+    }
+}
+
+// A commit landing right after a tag-mode quarantine's own commit (a tag on one of its snapshots) was in the stamp
+// the quarantine recorded, which it read after its commit: the purge saw no change, did not rebase, and its
+// independent closure check refused the candidate (PROTECTED for good). The stamp is now the generation of the
+// quarantine's own commit with the counters its guard judged, so the purge rebases: the tagged snapshot's part
+// leaves the candidate, the rest is purged.
+#[test]
+fn a_commit_landing_right_after_a_quarantine_commits_is_rebased_by_the_purge_not_refused() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let ids: Vec<i64> = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_i64().unwrap())
+        .collect();
+    assert!(ids.len() >= 2, "a candidate of two snapshots or more: {c}");
+    let q = quarantine_paused_at(&g, &id, "tag", "quarantine-committed-delay-ms=120000");
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({}, 'keep-for-audit').commit()",
+        ids[0]
+    ));
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    let ev = g.drill("bundles");
+    let r = g.purge(&id, Some(&ev), &[]);
+    let v = r.json();
+    assert_eq!(r.code, 0, "{v}\n{}", r.stderr);
+    assert_eq!(v["status"], "VERIFIED", "{v}");
+    let left = table_snapshots(&g);
+    assert!(left.contains(&ids[0]), "the tagged snapshot stays: {left:?}");
+    for s in &ids[1..] {
+        assert!(!left.contains(s), "{s} was purged: {left:?}");
+    }
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let rebases = &st["candidates"][0]["candidate"]["quarantine"]["rebases"];
+    assert!(
+        rebases.to_string().contains(&ids[0].to_string()),
+        "the rebase released snapshot {}: {st}",
+        ids[0]
+    );
+}
+
 const APPEND_ROW: &str = "import pyarrow as pa\nt.append(pa.table({'id': pa.array([999], pa.int64()), \
                           'category': pa.array(['z']), 'value': pa.array([1.0])}))";
 

@@ -581,6 +581,14 @@ fn run_cycle(
                 if log_lines(log_path) != commits {
                     std::thread::sleep(Duration::from_millis(1100));
                 }
+                // A protection landing right after its commit: the quarantine is recorded, PROTECTED, with its
+                // bundles (kept: a record names them).
+                if q.json()["status"] == "PROTECTED" {
+                    *c.refusal_reasons
+                        .entry("protected right after its commit".into())
+                        .or_default() += 1;
+                    continue;
+                }
                 let why = q.json()["reason"].as_str().unwrap_or("?").to_owned();
                 *c.refusal_reasons.entry(refusal_kind(&why)).or_default() += 1;
                 // A quarantine refused after sealing removes the bundles it sealed: none is left behind for the
