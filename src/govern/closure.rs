@@ -147,23 +147,49 @@ fn never_orphan_by_name(path: &str) -> Option<&'static str> {
 }
 
 /// Why an unreferenced listed object that could otherwise be an orphan is kept by what lies beyond the table's
-/// metadata (pure): its path resolves outside the table root (a symlink leaves the table, README "Symlinks"), or
-/// it is a file of a snapshot candidate that is not finished and whose snapshots left the table (a bundle-mode
+/// metadata (pure): its path resolves outside the table root (a symlink leaves the table, README "Symlinks"); it
+/// is a file of a snapshot candidate that is not finished and whose snapshots left the table (a bundle-mode
 /// quarantine: its bundles are the way back and point at this file; a purge past its catalog commit deletes it
-/// itself). `None`: neither.
+/// itself); the bundles of an unfinished bundle-mode candidate name it in place (its snapshot's way back, though
+/// another snapshot referenced it when it was quarantined); a symlink inside the table is on its way (the same
+/// file is listed under another path, which the table may reference); or it is an object store's folder marker
+/// (a key ending with `/`, listed without it). `None`: none of these.
 #[must_use]
 pub fn kept_beyond_metadata(input: &PlanInput, path: &str) -> Option<String> {
+    if input.protections.folder_markers.contains(path) {
+        return Some(
+            "folder-marker: a zero-byte object whose key ends with `/` (a folder marker of the S3 console or Hadoop \
+             S3A), listed without the slash, and no object has that name; never removed"
+                .to_owned(),
+        );
+    }
     if let Some(target) = input.protections.outside_root.get(path) {
         return Some(format!(
             "outside-table-root: resolves to {target}, outside the table root (a symlink leaves the table); never \
              removed"
         ));
     }
-    input.protections.snapshot_candidate_files.get(path).map(|id| {
-        format!(
+    if let Some(id) = input.protections.snapshot_candidate_files.get(path) {
+        return Some(format!(
             "candidate:{id}: a file of snapshot candidate {id}, which is not finished and whose snapshots left the \
              table (its bundles are the way back to them, or its own purge deletes it); never an orphan while it is"
-        )
+        ));
+    }
+    kept_by_bundle(input, path).or_else(|| kept_by_link(input, path))
+}
+
+/// Why `path` is reached through a symlink that stays inside the table, or is the real path of a file the table
+/// references through one, as a reason (`linked:…`, `link-target:…`): the same file under two paths, never an
+/// orphan and never in a snapshot candidate, since removing it under either name removes it under both.
+fn kept_by_link(input: &PlanInput, path: &str) -> Option<String> {
+    if let Some(target) = input.protections.linked.get(path) {
+        return Some(format!(
+            "linked: reaches its file through a symlink, which resolves to {target} in the table (the same file \
+             listed twice); never removed through the link"
+        ));
+    }
+    input.protections.link_targets.get(path).map(|alias| {
+        format!("link-target: the table references this file through a symlink as {alias}; never removed while it does")
     })
 }
 
@@ -395,7 +421,9 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         } else if referenced.contains(o.path.as_str()) {
             Some("referenced by a snapshot the table keeps".to_owned())
         } else {
-            writer_or_prefix_hold(input, &o.path).or_else(|| kept_by_bundle(input, &o.path))
+            writer_or_prefix_hold(input, &o.path)
+                .or_else(|| kept_by_bundle(input, &o.path))
+                .or_else(|| kept_by_link(input, &o.path))
         };
         match why {
             Some(w) => out.released_objects.push((o.path.clone(), w)),
@@ -512,6 +540,8 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
                 "{} is named in place by the bundles of candidate {id}, quarantined in bundle mode and not finished",
                 o.path
             ));
+        } else if let Some(why) = kept_by_link(input, &o.path) {
+            objs.push(format!("{}: {why}", o.path));
         }
     }
     let n = objs.len();
@@ -1016,6 +1046,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             .find(|(_, p)| under(path, p))
             .map(|(h, p)| format!("hold:{h} ({p})"))
             .or_else(|| kept_by_bundle(input, path))
+            .or_else(|| kept_by_link(input, path))
     };
     let mut differences = Vec::new();
     let mut candidates = Vec::new();
@@ -2153,6 +2184,113 @@ mod tests {
         assert_eq!(r.objects, vec![obj("data/stray.parquet", Layer::Data)]);
         assert_eq!(r.released_objects.len(), 1);
         assert!(r.released_objects[0].1.starts_with("candidate:c-1:"), "{r:?}");
+    }
+
+    /// A folder `alias` linked to `data` inside the table lists every file twice. A path through the link is never
+    /// an orphan (removing it removes the real file), and neither is the real path of a file the table references
+    /// only through the link; neither goes into a snapshot candidate with an expired snapshot that names it under
+    /// the other path. A file the bundles of an unfinished bundle-mode candidate name in place is never an orphan,
+    /// referenced or not.
+    #[test]
+    fn paths_through_a_link_inside_the_table_and_files_a_bundle_names_are_never_orphans() {
+        let now = 100 * DAY;
+        let old = now - 10 * DAY;
+        let listed = |p: &str| ListedObject {
+            path: p.into(),
+            size: 1,
+            last_modified_ms: old,
+        };
+        let snap = |id: i64, ts: i64, files: &[&str]| SnapshotInfo {
+            snapshot_id: id,
+            parent_id: None,
+            timestamp_ms: ts,
+            objects: Some(files.iter().map(|f| obj(f, Layer::Data)).collect()),
+        };
+        let input = PlanInput {
+            table_uuid: "t".into(),
+            generation_blake3: "g".into(),
+            // Snapshot 1 (expired) names the file as written, snapshot 2 (current) through the link.
+            snapshots: vec![
+                snap(1, old, &["data/f.parquet", "data/only-old.parquet"]),
+                snap(2, now - DAY / 2, &["alias/f.parquet"]),
+            ],
+            refs: vec![],
+            current_snapshot_id: Some(2),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable: BTreeMap::new(),
+            listing: Some(vec![
+                listed("alias/f.parquet"),
+                listed("alias/only-old.parquet"),
+                listed("alias/stray.parquet"),
+                listed("data/f.parquet"),
+                listed("data/in-a-bundle.parquet"),
+                listed("data/only-old.parquet"),
+                listed("data/stray.parquet"),
+            ]),
+            protections: Protections {
+                linked: [
+                    ("alias/f.parquet", "data/f.parquet"),
+                    ("alias/only-old.parquet", "data/only-old.parquet"),
+                    ("alias/stray.parquet", "data/stray.parquet"),
+                ]
+                .into_iter()
+                .map(|(a, t)| (a.to_owned(), t.to_owned()))
+                .collect(),
+                link_targets: [("data/f.parquet".to_owned(), "alias/f.parquet".to_owned())]
+                    .into_iter()
+                    .collect(),
+                bundle_files: [("data/in-a-bundle.parquet".to_owned(), Arc::<str>::from("c-9"))]
+                    .into_iter()
+                    .collect(),
+                ..Protections::default()
+            },
+            min_snapshot_age_ms: DAY,
+            orphan_safety_interval_ms: 2 * DAY,
+            now_ms: now,
+            baseline: Baseline::relative(now, DAY, 2 * DAY),
+            statistics_files: BTreeMap::new(),
+        };
+        let p = plan(&input);
+        let paths = |kind: &str| -> Vec<&str> {
+            p.candidates
+                .iter()
+                .filter(|c| c.kind == kind)
+                .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+                .collect()
+        };
+        assert_eq!(paths("orphans"), ["data/stray.parquet"]);
+        assert_eq!(paths("expired-snapshots"), ["data/only-old.parquet"]);
+        let kept: BTreeMap<&str, &str> = p
+            .kept_unreferenced
+            .iter()
+            .map(|k| (k.subject.as_str(), k.reasons[0].as_ref()))
+            .collect();
+        assert!(
+            kept["alias/stray.parquet"]
+                .starts_with("linked: reaches its file through a symlink, which resolves to data/stray.parquet"),
+            "{kept:?}"
+        );
+        assert!(kept["data/in-a-bundle.parquet"].starts_with("bundle:c-9:"), "{kept:?}");
+        let taken_out = p
+            .differences
+            .iter()
+            .find(|d| d.subject == "data/f.parquet")
+            .unwrap_or_else(|| panic!("{:?}", p.differences));
+        assert!(
+            taken_out.reasons.iter().any(|r| r.starts_with("link-target: ")),
+            "{taken_out:?}"
+        );
+        let held = [
+            obj("alias/stray.parquet", Layer::Data),
+            obj("data/f.parquet", Layer::Data),
+            obj("data/in-a-bundle.parquet", Layer::Data),
+            obj("data/stray.parquet", Layer::Data),
+        ];
+        let r = orphan_rebase(&input, &held);
+        assert_eq!(r.objects, vec![obj("data/stray.parquet", Layer::Data)]);
+        let conflicts = nondeletable_conflicts(&input, &[1], &[obj("alias/only-old.parquet", Layer::Data)]);
+        assert!(conflicts.iter().any(|c| c.contains("linked: ")), "{conflicts:?}");
     }
 
     #[test]

@@ -74,6 +74,19 @@ pub struct Protections {
     /// Listed files whose path with symlinks resolved lies outside the table root (a linked folder or file that
     /// leaves the table, README "Symlinks"), with where they resolve to: never orphans.
     pub outside_root: BTreeMap<String, String>,
+    /// Listed files that reach their file through a symlink staying inside the table (a linked folder or file),
+    /// with the path they resolve to (relative to the table root): the listing shows that file a second time
+    /// under its real path, so such a path is never an orphan and is never in a snapshot candidate (a removal
+    /// through it removes the other path's file).
+    pub linked: BTreeMap<String, String>,
+    /// The real paths (relative to the table root) that a path the table references reaches through such a link,
+    /// each with that referenced path: the file is live under its other name, so it is never an orphan and never
+    /// in a snapshot candidate.
+    pub link_targets: BTreeMap<String, String>,
+    /// Listed zero-byte objects that are folder markers: keys ending with `/` (`t/data/`, `t/`, written by the S3
+    /// console or Hadoop S3A), which object_store lists without the slash, so that no object has the listed name
+    /// (a read or a delete of it finds nothing). Never orphans.
+    pub folder_markers: BTreeSet<String>,
     /// How many orphan candidates of the table ended without a purge (`PROTECTED`, `RELEASED`: put back):
     /// bound into the next orphan candidate's id, so that files put back can be planned again under a new id.
     pub orphan_epoch: u64,

@@ -1579,6 +1579,36 @@ impl Confined {
             Ok(Some(resolved.display().to_string()))
         }
     }
+
+    /// `Some(resolved path)` when the local object at `uri` reaches its file through a symlink: its path with
+    /// symlinks resolved is not the resolved table root joined with its path below the root (a linked folder on
+    /// the way or a link as the file itself, whether it stays inside the table or leaves it); `None` when the path
+    /// is the file itself (or is not local). A removal through such a path removes another path's file: a
+    /// folder `alias` linked to `data` in the same table lists `data/f` twice, and `alias/f` is the same file.
+    /// Nothing is opened.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the object's folders cannot be examined (other than "does not exist").
+    pub async fn through_link(&self, uri: &str) -> Result<Option<String>> {
+        let Some((root_uri, root)) = &self.root else {
+            return Ok(None);
+        };
+        let Some(rel) = uri
+            .strip_prefix(root_uri.as_str())
+            .and_then(|r| r.strip_prefix('/'))
+            .filter(|r| !r.is_empty() && uri.starts_with("file://"))
+        else {
+            // Not under the root (or not local under a local root): it cannot be itself below the root.
+            return Ok(Some(uri.to_owned()));
+        };
+        let expected = root.join(rel);
+        let path = std::path::PathBuf::from(uri.trim_start_matches("file://"));
+        let resolved = tokio::task::spawn_blocking(move || resolve_existing(&path).map_err(|e| (path, e)))
+            .await
+            .map_err(|e| Error::Internal(format!("resolve task for {uri}: {e}")))?
+            .map_err(|(p, e)| Error::io("resolve symlinks", p, e))?;
+        Ok((resolved != expected).then(|| resolved.display().to_string()))
+    }
 }
 
 /// What [`Confined::outside`] found: the listed folders and files (relative to the table root) whose paths with
@@ -1589,6 +1619,11 @@ pub struct Outside {
     pub folders: std::collections::BTreeMap<String, String>,
     /// Linked files that leave the table.
     pub files: std::collections::BTreeMap<String, String>,
+    /// Linked folders that stay inside the table, each with where it resolves to (relative to the resolved
+    /// root): everything listed under one is listed a second time under its real path.
+    pub inside_folders: std::collections::BTreeMap<String, String>,
+    /// Linked files that stay inside the table, each with where it resolves to (relative to the resolved root).
+    pub inside_files: std::collections::BTreeMap<String, String>,
 }
 
 impl Outside {
@@ -1611,6 +1646,38 @@ impl Outside {
         }
         None
     }
+
+    /// Where the listed object `rel` really is, relative to the table root, when it reaches its file through a
+    /// link that stays inside the table: its own link, or the nearest linked folder above it. `None` when `rel`
+    /// is its file itself, or when it resolves outside the table ([`Outside::target`]).
+    #[must_use]
+    pub fn linked(&self, rel: &str) -> Option<String> {
+        if self.target(rel).is_some() {
+            return None;
+        }
+        if let Some(t) = self.inside_files.get(rel) {
+            return Some(t.clone());
+        }
+        if self.inside_folders.is_empty() {
+            return None;
+        }
+        let mut at = rel;
+        while let Some((folder, _)) = at.rsplit_once('/') {
+            if let Some(t) = self.inside_folders.get(folder) {
+                return Some(format!("{t}{}", &rel[folder.len()..]));
+            }
+            at = folder;
+        }
+        None
+    }
+}
+
+/// Where a link found by [`Confined::outside`] resolves to.
+enum Link {
+    /// Outside the resolved root: the resolved path.
+    Outside(String),
+    /// Under the resolved root: the resolved path relative to it.
+    Inside(String),
 }
 
 impl Confined {
@@ -1631,8 +1698,9 @@ impl Confined {
             return Ok(Outside::default());
         };
         tokio::task::spawn_blocking(move || {
-            // A link is outside unless its resolved path is under the resolved root (as `escape`).
-            let leaves = |path: &std::path::Path| -> std::result::Result<Option<String>, Error> {
+            // A link is outside unless its resolved path is under the resolved root (as `escape`); one under it
+            // is inside, with its path below the root.
+            let leaves = |path: &std::path::Path| -> std::result::Result<Option<Link>, Error> {
                 match std::fs::symlink_metadata(path) {
                     Ok(m) if m.file_type().is_symlink() => {}
                     Ok(_) => return Ok(None),
@@ -1641,8 +1709,14 @@ impl Confined {
                 }
                 let resolved =
                     resolve_existing(path).map_err(|e| Error::io("resolve symlinks", path.to_path_buf(), e))?;
-                Ok((!(resolved.starts_with(&resolved_root) && resolved != resolved_root))
-                    .then(|| resolved.display().to_string()))
+                Ok(Some(match resolved.strip_prefix(&resolved_root) {
+                    Ok(rel) if !rel.as_os_str().is_empty() => match rel.to_str() {
+                        Some(rel) => Link::Inside(rel.to_owned()),
+                        // A name that is no UTF-8 cannot be a listed path: taken as leaving the table.
+                        None => Link::Outside(resolved.display().to_string()),
+                    },
+                    _ => Link::Outside(resolved.display().to_string()),
+                }))
             };
             let mut all = std::collections::BTreeSet::new();
             for f in &folders {
@@ -1657,16 +1731,28 @@ impl Confined {
                 if out.target(&format!("{f}/")).is_some() {
                     continue;
                 }
-                if let Some(t) = leaves(&base.join(&f))? {
-                    out.folders.insert(f, t);
+                match leaves(&base.join(&f))? {
+                    Some(Link::Outside(t)) => {
+                        out.folders.insert(f, t);
+                    }
+                    Some(Link::Inside(t)) => {
+                        out.inside_folders.insert(f, t);
+                    }
+                    None => {}
                 }
             }
             for f in files {
                 if out.target(&f).is_some() {
                     continue;
                 }
-                if let Some(t) = leaves(&base.join(&f))? {
-                    out.files.insert(f, t);
+                match leaves(&base.join(&f))? {
+                    Some(Link::Outside(t)) => {
+                        out.files.insert(f, t);
+                    }
+                    Some(Link::Inside(t)) => {
+                        out.inside_files.insert(f, t);
+                    }
+                    None => {}
                 }
             }
             Ok(out)
@@ -1927,6 +2013,41 @@ mod tests {
         assert_eq!(m.escape("memory:///t/x").await.unwrap(), None);
     }
 
+    /// A path is its own file only when no link is on its way: a folder or a file linked inside the table, or to
+    /// outside it, is "through a link"; the root itself may be reached through one; a missing file under a plain
+    /// folder is itself.
+    #[tokio::test]
+    async fn through_link_tells_a_path_from_the_file_it_reaches() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (table, outside) = (tmp.path().join("t"), tmp.path().join("outside"));
+        std::fs::create_dir_all(table.join("data")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(table.join("data/f"), b"f").unwrap();
+        std::os::unix::fs::symlink(table.join("data"), table.join("alias")).unwrap();
+        std::os::unix::fs::symlink(table.join("data/f"), table.join("data/file-link")).unwrap();
+        std::os::unix::fs::symlink(&outside, table.join("ext")).unwrap();
+        std::os::unix::fs::symlink(&table, tmp.path().join("root-alias")).unwrap();
+        let s = Storage::new(StorageOptions::default());
+        let root = format!("file://{}", tmp.path().join("root-alias").display());
+        let at = |rel: &str| format!("{root}/{rel}");
+        let c = s.confine(&root).await.unwrap();
+        let real = std::fs::canonicalize(&table).unwrap();
+        assert_eq!(c.through_link(&at("data/f")).await.unwrap(), None);
+        assert_eq!(c.through_link(&at("data/missing")).await.unwrap(), None);
+        assert_eq!(
+            c.through_link(&at("alias/f")).await.unwrap(),
+            Some(real.join("data/f").display().to_string())
+        );
+        assert_eq!(
+            c.through_link(&at("data/file-link")).await.unwrap(),
+            Some(real.join("data/f").display().to_string())
+        );
+        assert!(c.through_link(&at("ext/x")).await.unwrap().is_some());
+        assert!(c.through_link("file:///elsewhere/x").await.unwrap().is_some());
+        let m = s.confine("memory:///t").await.unwrap();
+        assert_eq!(m.through_link("memory:///t/x").await.unwrap(), None);
+    }
+
     /// A listing's folders and files that leave the table root once links are resolved: a linked folder to
     /// outside (and everything under it, whatever its depth), a linked file to outside; a link that stays inside
     /// and plain folders are not; the root reached through a link is allowed.
@@ -1958,6 +2079,11 @@ mod tests {
         );
         assert_eq!(o.target("data/alias/x"), None);
         assert_eq!(o.target("data/in/p=1/x"), None);
+        // A link that stays inside: its paths are the same files as their real paths.
+        assert_eq!(o.inside_folders.keys().collect::<Vec<_>>(), ["data/alias"]);
+        assert_eq!(o.linked("data/alias/p=1/x"), Some("data/in/p=1/x".to_owned()));
+        assert_eq!(o.linked("data/in/p=1/x"), None);
+        assert_eq!(o.linked("data/ext/sub/b"), None, "outside is not inside");
         let m = s.confine("memory:///t").await.unwrap();
         assert_eq!(
             m.outside(vec!["data".into()], vec![]).await.unwrap(),

@@ -2245,6 +2245,16 @@ async fn execute(
                 ));
                 break 'batches;
             }
+            // Nor through a link to another path inside it: that path's file would go (`alias/f` when `alias`
+            // links to `data`, and a retained snapshot references `data/f`).
+            if let Some(target) = confined.through_link(&uri).await? {
+                halted.push(format!(
+                    "{} resolves to {target} through a symlink inside the table root {root} (the same file under \
+                     another path): not deleted, no further deletes",
+                    o.path
+                ));
+                break 'batches;
+            }
         }
         let expected: Vec<Expected> = futures::stream::iter(chunk.iter().map(|o| {
             let requested_before = requested_before.contains(o.path.as_str());
@@ -3537,7 +3547,12 @@ async fn reconcile_claimed(
                 .is_some_and(|now| now.version.as_deref() == Some(v.as_str())),
             None => false,
         };
-        let escape = confined.escape(&uri).await?;
+        let escape = match confined.escape(&uri).await? {
+            Some(t) => Some(format!("{t}, outside the table root {root}")),
+            None => confined.through_link(&uri).await?.map(|t| {
+                format!("{t} through a symlink inside the table root {root} (the same file under another path)")
+            }),
+        };
         // The ETag and version the purge's delete was conditional on (its intent receipt): a retry is
         // conditional on the same, so an object changed since quarantine is never deleted here either.
         let intent = intents.get(o.path.as_str()).copied();
@@ -3554,7 +3569,7 @@ async fn reconcile_claimed(
                                       live, not deleted"
                 .to_owned(),
             Some(_) if escape.is_some() => format!(
-                "present at re-check; retry refused: resolves to {}, outside the table root {root} (a symlink)",
+                "present at re-check; retry refused: resolves to {} (a symlink)",
                 escape.as_deref().unwrap_or_default()
             ),
             Some(i) if i.size != o.size => format!(

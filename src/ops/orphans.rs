@@ -386,8 +386,9 @@ async fn read_one(
 }
 
 /// Takes one held file out of the table location, reversibly. Returns what happened, or why it stayed. A local
-/// file whose path with symlinks resolved is not under the table root (`confined`) stays where it is: the listing
-/// follows links, and removing it would remove another folder's file (README "Symlinks").
+/// file whose path with symlinks resolved is not under the table root (`confined`), or is not the path itself (a
+/// link inside the table on its way), stays where it is: the listing follows links, and removing it would remove
+/// another folder's file (README "Symlinks").
 async fn take_out(
     storage: &Storage,
     confined: &crate::io::store::Confined,
@@ -437,11 +438,20 @@ async fn take_out(
             if now.blake3 != e.blake3 || now.bytes_read != e.size {
                 return Ok(Err("changed after it was copied: it stays in place".into()));
             }
-            // The last check before the delete: where the path leads now, not where it led at the plan.
+            // The last check before the delete: where the path leads now, not where it led at the plan. A path
+            // that reaches its file through a link (leaving the table, or to another path inside it) would remove
+            // that other file.
             if let Some(target) = confined.escape(&e.uri).await? {
                 return Ok(Err(format!(
                     "{} resolves to {target}, outside the table root (a symlink leaves the table): never removed, it \
                      stays in place",
+                    e.uri
+                )));
+            }
+            if let Some(target) = confined.through_link(&e.uri).await? {
+                return Ok(Err(format!(
+                    "{} resolves to {target} through a symlink (the same file under another path of the table): \
+                     never removed through the link, it stays in place",
                     e.uri
                 )));
             }

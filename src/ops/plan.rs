@@ -386,21 +386,24 @@ async fn read_needed_times(storage: &crate::io::store::Storage, root: &str, inpu
     Ok(())
 }
 
-/// The listed files whose path with symlinks resolved lies outside the table root `root` (README "Symlinks"),
-/// each with where it resolves to: the listing follows links, so a linked folder's files are listed as the
-/// table's, and such a file is never an orphan. Only links are resolved ([`crate::io::store::Confined::outside`]):
-/// one `lstat` per folder of the listing and per file listed with its stat (on the local filesystem, a link or a
-/// name the walk could not defer). Nothing to do off the local filesystem.
+/// Where symlinks lead the listed files (README "Symlinks"): those whose path with symlinks resolved lies outside
+/// the table root `root`, each with where it resolves to (the listing follows links, so a linked folder's files
+/// are listed as the table's), and those that reach their file through a link staying inside the table, each with
+/// its real path relative to the root (the listing shows that file twice: `alias/f` and `data/f` when `alias`
+/// links to `data`). Neither is ever an orphan. Only links are resolved
+/// ([`crate::io::store::Confined::outside`]): one `lstat` per folder of the listing and per file listed with its
+/// stat (on the local filesystem, a link or a name the walk could not defer). Nothing to do off the local
+/// filesystem.
 ///
 /// # Errors
 /// Storage errors naming the folder or file that could not be examined.
-async fn outside_root(
+async fn symlinked(
     storage: &crate::io::store::Storage,
     root: &str,
     listing: &[ListedObject],
-) -> Result<BTreeMap<String, String>> {
+) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     if !root.starts_with("file://") {
-        return Ok(BTreeMap::new());
+        return Ok((BTreeMap::new(), BTreeMap::new()));
     }
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut last = "";
@@ -419,13 +422,52 @@ async fn outside_root(
         .map(|l| l.path.clone())
         .collect();
     let outside = storage.confine(root).await?.outside(folders, files).await?;
-    if outside.folders.is_empty() && outside.files.is_empty() {
-        return Ok(BTreeMap::new());
+    if outside == crate::io::store::Outside::default() {
+        return Ok((BTreeMap::new(), BTreeMap::new()));
     }
-    Ok(listing
-        .iter()
-        .filter_map(|l| outside.target(&l.path).map(|t| (l.path.clone(), t)))
-        .collect())
+    let mut leaving = BTreeMap::new();
+    let mut linked = BTreeMap::new();
+    for l in listing {
+        if let Some(t) = outside.target(&l.path) {
+            leaving.insert(l.path.clone(), t);
+        } else if let Some(t) = outside.linked(&l.path) {
+            linked.insert(l.path.clone(), t);
+        }
+    }
+    Ok((leaving, linked))
+}
+
+/// The listed zero-byte objects under the table root `root` (not a local folder) that are folder markers: keys
+/// ending with `/` (`t/data/`, or `t/` itself), which the S3 console and Hadoop S3A write and object_store lists
+/// without the slash (its `Path` drops it), so the listed name is no object's (`t/data`). One `HEAD` per listed
+/// zero-byte object (a table holds few or none): the root's own marker lists as the empty path, any other is one
+/// the `HEAD` of its listed name does not find. Such a marker was an orphan candidate whose quarantine read
+/// nothing at its name and refused the whole candidate, plan after plan.
+///
+/// # Errors
+/// Storage errors of a `HEAD`, naming the object.
+async fn folder_markers(
+    storage: &crate::io::store::Storage,
+    root: &str,
+    listing: &[ListedObject],
+) -> Result<BTreeSet<String>> {
+    use futures::{StreamExt, TryStreamExt};
+    if root.starts_with("file://") {
+        return Ok(BTreeSet::new());
+    }
+    let concurrency = storage.options().io_concurrency.get();
+    let found: Vec<Option<String>> =
+        futures::stream::iter(listing.iter().filter(|l| l.size == 0).map(|l| async move {
+            if l.path.is_empty() {
+                return Ok(Some(l.path.clone()));
+            }
+            let gone = storage.head(&location::join(root, &l.path)).await?.is_none();
+            Ok::<_, Error>(gone.then(|| l.path.clone()))
+        }))
+        .buffered(concurrency)
+        .try_collect()
+        .await?;
+    Ok(found.into_iter().flatten().collect())
 }
 
 /// The files of the table's snapshot candidates that are not finished and whose snapshots may be out of the
@@ -479,18 +521,20 @@ pub async fn snapshot_candidate_files(
     Ok(out)
 }
 
-/// The files the table's snapshots reference that the bundles of its unfinished bundle-mode snapshot candidates
-/// also point at in place, each with that candidate's id, and the bundles that could not be read (URI and why).
+/// The files that the bundles of the table's unfinished bundle-mode snapshot candidates point at in place and that
+/// the table's snapshots reference, that are listed now or that are held as orphans (`held`), each with that
+/// candidate's id, and the bundles that could not be read (URI and why).
 ///
 /// A bundle-mode quarantine takes its snapshots out of the table; its bundles are the way back to them and name
 /// every data and delete file in place (the metadata layers are copies inside the bundle). A file such a snapshot
 /// shared with one the table still keeps is not the candidate's to delete, but the bundle still needs it: when the
 /// other snapshot expires later, the file must not go with it while the first candidate is unfinished (from its
-/// quarantine until its purge is `VERIFIED` or it is `RELEASED`). The bundles are read without a trust store: a
+/// quarantine until its purge is `VERIFIED` or it is `RELEASED`), neither in another snapshot candidate nor, once
+/// nothing in the table references it any more, as an orphan. The bundles are read without a trust store: a
 /// changed bundle can only keep more files here, and the drills and the deleter verify bundles for what they are.
 ///
-/// Memory: only candidates in that state are read, and of their inventories only the paths the table still
-/// references are kept.
+/// Memory: only candidates in that state are read, and of their inventories only the paths the table references,
+/// lists or holds are kept.
 ///
 /// # Errors
 /// Registry and storage errors other than a missing or unreadable bundle (listed instead).
@@ -500,6 +544,8 @@ async fn bundle_mode_files(
     heads: &[crate::registry::CandidateHead],
     table: &Table,
     snapshots: &[SnapshotInfo],
+    listing: &[ListedObject],
+    held: &[String],
 ) -> Result<(BTreeMap<String, std::sync::Arc<str>>, Vec<String>)> {
     use crate::registry::State;
     let mut out = BTreeMap::new();
@@ -522,6 +568,7 @@ async fn bundle_mode_files(
         &crate::model::object::distinct_objects(snapshots.iter().filter_map(|s| s.objects.as_ref())),
         0,
     );
+    let held: BTreeSet<&str> = held.iter().map(String::as_str).collect();
     for h in heads {
         let rec = reg.candidate(&h.candidate_id).await?;
         let id: std::sync::Arc<str> = h.candidate_id.as_str().into();
@@ -544,7 +591,8 @@ async fn bundle_mode_files(
                         let Ok(rel) = table.location().relative(&p) else {
                             continue;
                         };
-                        if referenced.contains(rel.as_str()) {
+                        let listed = || listing.binary_search_by(|l| l.path.as_str().cmp(&rel)).is_ok();
+                        if referenced.contains(rel.as_str()) || listed() || held.contains(rel.as_str()) {
                             out.entry(rel).or_insert_with(|| id.clone());
                         }
                     }
@@ -803,13 +851,24 @@ pub async fn gather(
     protections.deletion_rights = deletion_rights(table, reg).await?;
     // The table's candidates, read once for both questions below (without their inventories).
     let heads = reg.candidate_heads(&uuid).await?;
-    (protections.bundle_files, protections.unreadable_bundles) =
-        bundle_mode_files(&ctx.storage, reg, &heads, table, &snapshots).await?;
+    (protections.bundle_files, protections.unreadable_bundles) = bundle_mode_files(
+        &ctx.storage,
+        reg,
+        &heads,
+        table,
+        &snapshots,
+        &listing,
+        &protections.held_orphans,
+    )
+    .await?;
     // What keeps an unreferenced file from being an orphan beyond the table's metadata: asked only while orphans
     // are judged at all (every layer read, no hold over the whole table).
     let table_hold = protections.holds.iter().any(|(_, s)| matches!(s, PlanHold::Table));
+    // Where links lead is asked in every plan: a path reached through a link inside the table, and the real path
+    // of a referenced one, stay out of snapshot candidates too.
+    (protections.outside_root, protections.linked) = symlinked(&ctx.storage, &root, &listing).await?;
+    protections.folder_markers = folder_markers(&ctx.storage, &root, &listing).await?;
     if unreadable.is_empty() && !table_hold {
-        protections.outside_root = outside_root(&ctx.storage, &root, &listing).await?;
         protections.snapshot_candidate_files =
             snapshot_candidate_files(reg, &heads, table, &listing, &protections.held_orphans).await?;
     }
@@ -842,6 +901,18 @@ pub async fn gather(
         baseline: Baseline::relative(now.timestamp_millis(), min_snapshot_age_ms, orphan_safety_interval_ms),
         statistics_files,
     };
+    // The real path of a file the table references through a link is live under that other name.
+    if !input.protections.linked.is_empty() {
+        let referenced = crate::govern::baseline::referenced_paths(&input);
+        let targets: BTreeMap<String, String> = input
+            .protections
+            .linked
+            .iter()
+            .filter(|(alias, _)| referenced.contains(alias.as_str()) || input.live_metadata_files.contains(*alias))
+            .map(|(alias, target)| (target.clone(), alias.clone()))
+            .collect();
+        input.protections.link_targets = targets;
+    }
     read_needed_times(&ctx.storage, &root, &mut input).await?;
     Ok(input)
 }

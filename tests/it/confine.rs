@@ -312,6 +312,45 @@ fn r016_purge_never_deletes_through_a_folder_symlinked_outside_the_table() {
     assert!(text.contains(&victim) && text.contains("outside the table"), "{text}");
 }
 
+/// A folder of the table replaced after the quarantine by a symlink to an identical copy elsewhere in the same
+/// table (allowed: the link stays inside): a delete through it removes the copy's file, the same file under another
+/// path, which a retained snapshot may reference. The purge refuses it (exit 1, naming the path and where it
+/// resolves) and the copy's file stays.
+#[test]
+fn purge_never_deletes_through_a_folder_symlinked_inside_the_table() {
+    let g = crate::governance::Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let root = g.table_root();
+    let victim = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap().to_owned())
+        .find(|p| p.contains('/') && root.join(p).exists())
+        .unwrap();
+    let folder = root.join(victim.rsplit_once('/').unwrap().0);
+    let real = root.join("linked-copy");
+    copy_tree(&folder, &real);
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::os::unix::fs::symlink(&real, &folder).unwrap();
+    let real_file = real.join(victim.rsplit_once('/').unwrap().1);
+    assert!(real_file.exists());
+
+    // The independent closure check refuses it (the path reaches its file through a link); were it passed, the
+    // deleter's own last check halts before the delete.
+    let r = g.purge(id, Some(&ev), &[]);
+    let v = r.expect_code(1).json();
+    assert!(v["status"] == "REFUSED" || v["status"] == "HALTED", "{v}");
+    assert!(
+        real_file.exists(),
+        "the purge deleted {} through the link",
+        real_file.display()
+    );
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert!(text.contains(&victim) && text.contains("through a symlink"), "{text}");
+}
+
 // See: issue 16, point 4: a cold backup copies no bytes from outside the table either.
 #[test]
 fn r016_backup_refuses_a_partition_folder_or_manifest_list_symlinked_outside_the_table() {

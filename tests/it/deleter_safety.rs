@@ -1776,6 +1776,19 @@ fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate(
         .expect_code(0)
         .json();
     assert_eq!(restored["status"], "RESTORE_VERIFIED", "{restored}");
+
+    // s9 left the table with the purge: nothing references X now, yet c1's bundle still names it in place. Old
+    // enough, it is kept (naming c1) rather than proposed as an orphan whose purge would break that bundle.
+    std::fs::File::options()
+        .write(true)
+        .open(g.table_root().join(&x))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400))
+        .unwrap();
+    let p = g.plan();
+    assert!(!crate::orphans::orphan_paths(&p).contains(&x), "{x} an orphan: {p}");
+    let why = crate::orphans::reasons_of(&p["kept_unreferenced"], &x);
+    assert!(why[0].starts_with(&format!("bundle:{id1}:")), "{why:?}");
 }
 
 /// A purge deletes under the table root it reads now (the catalog's location, or `--table-root`), and the

@@ -32,7 +32,7 @@ fn subjects(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn reasons_of<'a>(v: &'a Value, subject: &str) -> Vec<&'a str> {
+pub(crate) fn reasons_of<'a>(v: &'a Value, subject: &str) -> Vec<&'a str> {
     v.as_array()
         .unwrap()
         .iter()
@@ -972,7 +972,7 @@ fn set_candidate_state(g: &Gov, id: &str, state: &str) {
 }
 
 /// The paths held by every orphan candidate of a plan.
-fn orphan_paths(p: &Value) -> Vec<String> {
+pub(crate) fn orphan_paths(p: &Value) -> Vec<String> {
     p["candidates"]
         .as_array()
         .unwrap()
@@ -1121,6 +1121,83 @@ fn files_under_a_symlink_that_leaves_the_table_are_never_orphans_and_never_remov
         std::fs::read(sibling.join("theirs.parquet")).unwrap(),
         b"PAR1 another table's file PAR1"
     );
+}
+
+/// A folder linked to another folder of the same table (allowed: the link stays inside) lists every data file a
+/// second time: `alias/f.parquet` beside the referenced `data/f.parquet`, the same file, referenced by nothing and
+/// old. Before, `plan` proposed every `alias/…` path as an orphan and the quarantine removed the live data files
+/// through the link. Now a path reached through a link is never an orphan (kept_unreferenced says where it
+/// resolves to); the table's own stray file is quarantined, and every data file of the current snapshot still
+/// exists and reads.
+#[test]
+fn files_under_a_symlink_that_stays_inside_the_table_are_never_orphans_and_never_removed_through_it() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(&root.join("data/stray.parquet"), b"PAR1 a stray PAR1", old);
+    std::os::unix::fs::symlink(root.join("data"), root.join("alias")).unwrap();
+    backdate(&root.join("data"), old);
+    let current: Vec<String> = g
+        .py("for f in t.inspect.files()['file_path'].to_pylist(): print(f[len(t.location().rstrip('/')) + 1:])")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !current.is_empty() && current.iter().all(|f| f.starts_with("data/")),
+        "{current:?}"
+    );
+    let bytes: Vec<Vec<u8>> = current.iter().map(|f| std::fs::read(root.join(f)).unwrap()).collect();
+
+    let p = g.plan();
+    let c = orphan_candidate(&p);
+    let paths = object_paths(&c);
+    assert!(!paths.iter().any(|f| f.starts_with("alias/")), "{c}");
+    assert_eq!(paths, vec!["data/stray.parquet".to_owned()], "{c}");
+    let alias = format!("alias/{}", &current[0]["data/".len()..]);
+    let why = reasons_of(&p["kept_unreferenced"], &alias);
+    assert!(
+        why[0].starts_with(&format!(
+            "linked: reaches its file through a symlink, which resolves to {}",
+            current[0]
+        )),
+        "{why:?}"
+    );
+
+    let q = g
+        .quarantine(c["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert!(!root.join("data/stray.parquet").exists(), "{q}");
+    for (f, b) in current.iter().zip(&bytes) {
+        assert_eq!(&std::fs::read(root.join(f)).unwrap_or_default(), b, "{f} after {q}");
+    }
+    let rows = g.py("print(t.scan().to_arrow().num_rows)");
+    assert!(rows.trim().parse::<u64>().unwrap() > 0, "{rows}");
+
+    // A folder planned as it was, then swapped for a link to another folder of the table holding the same bytes:
+    // the take-out's last check leaves the file in place, and the other folder's file with it.
+    let twin = b"PAR1 the same bytes PAR1";
+    put(&root.join("stray/x.parquet"), twin, old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["stray/x.parquet".to_owned()], "{c}");
+    let paused = paused_orphan_quarantine(
+        &g,
+        c["candidate_id"].as_str().unwrap(),
+        "orphan-take-out-delay-ms",
+        "go",
+    );
+    std::fs::remove_dir_all(root.join("stray")).unwrap();
+    put(&root.join("elsewhere/x.parquet"), twin, old);
+    std::os::unix::fs::symlink(root.join("elsewhere"), root.join("stray")).unwrap();
+    let (code, out, stderr) = paused.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    let stayed = out["stayed_in_place"].to_string();
+    assert!(
+        stayed.contains("stray/x.parquet") && stayed.contains("through a symlink"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(root.join("elsewhere/x.parquet")).unwrap(), twin);
 }
 
 /// The table's metadata files under `root/metadata`, oldest first (by the number their name starts with).

@@ -1083,6 +1083,50 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
 /// and the files are back byte for byte; quarantined again under a new id, drilled and purged through the
 /// acceptance point, their versions are gone for good with receipts quoting the provider, and the hidden `.crc`
 /// sidecar is never touched. Deleting the version behind a marker makes a drill FAIL naming the file.
+/// Folder markers (zero-byte objects whose key ends with `/`, as the S3 console and Hadoop S3A write them) are
+/// listed without the slash: `t/data/` as `data`, `t/` as the table root itself. They are unreferenced and old, and
+/// were proposed as orphans; the quarantine then read `t/data`, found nothing and refused the whole candidate
+/// ("gone since the plan"), plan after plan. Now they are kept (kept_unreferenced says why), never removed, and the
+/// table's real stray file is quarantined.
+#[test]
+fn folder_marker_keys_are_never_orphans_and_do_not_stop_an_orphan_quarantine() {
+    let (g, _proxy) = on_seaweed(&format!("orphans-folder-markers-{}", uuid::Uuid::new_v4()), "", "");
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
+        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
+    g.write_policy(&text);
+    let loc = g.py("print(t.location())");
+    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    boto(
+        &g,
+        &format!(
+            "for k, b in [('data/stray.parquet', b'PAR1 stray PAR1'), ('', b''), ('data/', b''), ('empty/', b'')]:\n    \
+             s3.put_object(Bucket=bucket, Key='{prefix}/' + k, Body=b)"
+        ),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let plan = g.plan();
+    let c = crate::orphans::orphan_candidate(&plan);
+    assert_eq!(crate::orphans::object_paths(&c), ["data/stray.parquet"], "{c}");
+    for marker in ["data", "empty"] {
+        let why = crate::orphans::reasons_of(&plan["kept_unreferenced"], marker);
+        assert!(why[0].starts_with("folder-marker: "), "{marker}: {why:?}");
+    }
+    let q = g
+        .quarantine(c["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    let left = boto(
+        &g,
+        &format!(
+            "print(sorted(o['Key'][len('{prefix}/'):] for o in s3.list_objects_v2(Bucket=bucket, Prefix='{prefix}/')['Contents'] if o['Size'] == 0))"
+        ),
+    );
+    assert_eq!(left.trim(), "['', 'data/', 'empty/']", "the markers stay");
+}
+
 #[test]
 fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_byte_and_purge_their_versions() {
     // A prefix of its own: files another run left at a shared location would be this table's orphans too.

@@ -242,23 +242,29 @@ impl LifecycleRule {
 
     /// The earliest moment the rule removes an object held as `held` since `since` (the marker written, or the copy
     /// written); `None` when it never does. S3 counts whole days and rounds up to the next midnight UTC, so this is
-    /// a lower bound. A date that does not parse counts as `since`.
+    /// a lower bound. A date that does not parse counts as `since`. A number of days whose end is past the last
+    /// time chrono represents (year 262143; `Days` may be up to 2³²−1) never comes: such a rule ends no hold (and
+    /// this is no panic on a bucket's crafted answer).
     #[must_use]
     pub fn removes_at(&self, held: Held, since: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let days = |d: u32| since + chrono::Duration::days(i64::from(d));
+        let days = |d: u32| after_days(since, d);
         match held {
-            Held::BehindMarker => self.noncurrent_days.map(days),
+            Held::BehindMarker => self.noncurrent_days.and_then(days),
             Held::Current => {
                 let by_date = self
                     .expiration_date
                     .as_deref()
                     .map(|d| DateTime::parse_from_rfc3339(d).map_or(since, |t| t.with_timezone(&Utc).max(since)));
-                [self.expiration_days.map(days), by_date].into_iter().flatten().min()
+                [self.expiration_days.and_then(days), by_date]
+                    .into_iter()
+                    .flatten()
+                    .min()
             }
         }
     }
 
-    /// The earliest move of an object held as `held` since `since` to another storage class, with the class.
+    /// The earliest move of an object held as `held` since `since` to another storage class, with the class. A
+    /// transition whose number of days ends past the last representable time never comes (as in [`Self::removes_at`]).
     #[must_use]
     pub fn archives_at(&self, held: Held, since: DateTime<Utc>) -> Option<(DateTime<Utc>, &str)> {
         let list = match held {
@@ -266,15 +272,15 @@ impl LifecycleRule {
             Held::Current => &self.transitions,
         };
         list.iter()
-            .map(|t| {
+            .filter_map(|t| {
                 let at = match (t.days, t.date.as_deref()) {
-                    (Some(d), _) => since + chrono::Duration::days(i64::from(d)),
+                    (Some(d), _) => after_days(since, d)?,
                     (None, Some(d)) => {
                         DateTime::parse_from_rfc3339(d).map_or(since, |x| x.with_timezone(&Utc).max(since))
                     }
                     (None, None) => since,
                 };
-                (at, t.storage_class.as_str())
+                Some((at, t.storage_class.as_str()))
             })
             .min_by_key(|(at, _)| *at)
     }
@@ -288,6 +294,14 @@ impl LifecycleRule {
             &self.rule_id
         }
     }
+}
+
+/// `days` days after `since`; `None` when that lies past the last time chrono represents (year 262143): a
+/// lifecycle rule's `Days` is any 32-bit number, and `DateTime + Duration` panics past that end. Such a rule acts
+/// later than any time lakedrill can name, which for a hold means never before its purge: treating it as "never"
+/// ends no hold sooner than it would.
+fn after_days(since: DateTime<Utc>, days: u32) -> Option<DateTime<Utc>> {
+    since.checked_add_signed(chrono::TimeDelta::try_days(i64::from(days))?)
 }
 
 /// What a lifecycle rule does to held objects, found by [`soonest`].
@@ -1362,6 +1376,44 @@ mod tests {
         let copy = soonest(&r, Held::Current, t0, false, [("s3://b/q/c", 50_u64)]).unwrap();
         assert_eq!((copy.rule.rule_id.as_str(), copy.at), ("current", t0 + day * 5));
         assert!(soonest(&r, Held::BehindMarker, t0, false, [("s3://b/elsewhere/a", 200_u64)]).is_none());
+        // A number of days past the last time chrono represents (S3 takes any 32-bit `Days`) never comes: no
+        // panic, and such a rule ends no hold.
+        let far = LifecycleRule {
+            noncurrent_days: Some(u32::MAX),
+            expiration_days: Some(u32::MAX),
+            expiration_date: Some("+262143-12-31T23:59:59Z".into()),
+            noncurrent_transitions: vec![LifecycleTransition {
+                days: Some(u32::MAX),
+                date: None,
+                storage_class: "GLACIER".into(),
+            }],
+            transitions: vec![LifecycleTransition {
+                days: Some(u32::MAX),
+                date: None,
+                storage_class: "GLACIER".into(),
+            }],
+            ..r[0].clone()
+        };
+        assert_eq!(far.removes_at(Held::BehindMarker, t0), None);
+        assert_eq!(
+            far.removes_at(Held::Current, t0),
+            Some(t0),
+            "an unreadable date counts from the hold"
+        );
+        assert_eq!(far.archives_at(Held::BehindMarker, t0), None);
+        assert_eq!(far.archives_at(Held::Current, t0), None);
+        let far = [LifecycleRule {
+            expiration_date: None,
+            ..far
+        }];
+        assert!(soonest(&far, Held::BehindMarker, t0, false, [("s3://b/wh/t/f", 50_u64)]).is_none());
+        assert!(soonest(&far, Held::Current, t0, true, [("s3://b/wh/t/f", 50_u64)]).is_none());
+        let end = DateTime::<Utc>::MAX_UTC - chrono::Duration::days(1);
+        assert_eq!(
+            r[0].removes_at(Held::BehindMarker, end),
+            Some(DateTime::<Utc>::MAX_UTC - chrono::Duration::days(1) + day)
+        );
+        assert_eq!(r[0].removes_at(Held::BehindMarker, DateTime::<Utc>::MAX_UTC), None);
         // Moves to another storage class: a past date counts from the hold.
         let cold = soonest(&r, Held::BehindMarker, t0, true, [("s3://b/wh/t/f", 50_u64)]).unwrap();
         assert_eq!(
