@@ -190,9 +190,22 @@ pub struct CatalogConfig {
     /// `CreateTable` with the full metadata, at the `[storage.s3]` endpoint; for SeaweedFS, whose `register`
     /// serves a table without its snapshots). Either way the table is loaded back and must match.
     pub register: Option<String>,
+    /// `rest`: seconds to wait for a connection to the catalog (and the OAuth2 endpoint) before giving up
+    /// (default [`CatalogConfig::DEFAULT_CONNECT_TIMEOUT_SECS`]). A connection never made sent nothing.
+    pub connect_timeout_secs: Option<u64>,
+    /// `rest`: seconds one request may take from sending to the end of its answer (default
+    /// [`CatalogConfig::DEFAULT_REQUEST_TIMEOUT_SECS`]). A catalog that accepts a request and never answers
+    /// must not hold the registry's write lock, which a purge's commit is made under, for ever; a commit that
+    /// times out after it was sent has an unknown outcome and is settled by reading the table again.
+    pub request_timeout_secs: Option<u64>,
 }
 
 impl CatalogConfig {
+    /// The default of `connect_timeout_secs`.
+    pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+    /// The default of `request_timeout_secs`.
+    pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 120;
+
     /// The environment variable holding a REST catalog's secret (`auth_env`, or
     /// `LAKEDRILL_CATALOG_<SECTION>_AUTH`).
     #[must_use]

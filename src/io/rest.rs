@@ -13,7 +13,12 @@
 //! be refs set or removed and snapshots removed (anything else is refused, naming it), sent as
 //! `set-snapshot-ref` / `remove-snapshot-ref` / `remove-snapshots` updates with the requirements
 //! `assert-table-uuid` and `assert-ref-snapshot-id` for every ref of the current metadata (and "absent" for every
-//! ref it creates): any concurrent change to a ref makes the server answer 409, reported as a lost race.
+//! ref it creates): any concurrent change to a ref makes the server answer 409, reported as a lost race. A 200
+//! counts as the commit made only when it names a new metadata location whose metadata carries every change
+//! sent; only 409, 400, 401, 403 and 404 count as "not applied"; every other answer is settled by reading the
+//! table again. The HTTP client follows no redirect (a commit's `POST` redirected by 301/302/303 would become
+//! a `GET` whose 200 is the unchanged table) and has connect and request timeouts (`connect_timeout_secs`,
+//! `request_timeout_secs`).
 //! Secrets (the OAuth2 client secret or the bearer token, read from the environment variable `auth_env` names)
 //! never appear in errors or output.
 
@@ -37,7 +42,7 @@ pub struct RestCatalog {
     prefix: Option<String>,
     headers: BTreeMap<String, String>,
     client: reqwest::Client,
-    auth: Arc<Mutex<Option<String>>>,
+    auth: Arc<Mutex<Option<Token>>>,
     credential: Option<(String, String)>,
     scope: String,
     token_uri: String,
@@ -57,7 +62,31 @@ struct ConfigResponse {
 #[derive(Debug, Deserialize)]
 struct TokenResponse {
     access_token: String,
+    /// Seconds the token is valid for (RFC 6749 section 5.1, optional).
+    #[serde(default)]
+    expires_in: Option<u64>,
 }
+
+/// The bearer token sent with every request, and when an OAuth2 token should be fetched again.
+#[derive(Clone)]
+struct Token {
+    value: String,
+    /// `None`: a configured bearer token, or an OAuth2 token without `expires_in` (fetched again after a 401).
+    refresh_at: Option<std::time::Instant>,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token")
+            .field("value", &"<redacted>")
+            .field("refresh_at", &self.refresh_at)
+            .finish()
+    }
+}
+
+/// How long before its `expires_in` ends an OAuth2 token is fetched again: a commit is never sent with a token
+/// about to expire (a sent commit is never sent twice, so a 401 on it cannot be mended by a retry).
+const TOKEN_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -170,9 +199,38 @@ impl RestCatalog {
                     .ok_or_else(|| err(format!("{var} must hold CLIENT_ID:CLIENT_SECRET for OAuth2")))?;
                 (Some((id.to_owned(), secret.to_owned())), None)
             }
-            Some("bearer") => (None, Some(secret()?)),
+            Some("bearer") => (
+                None,
+                Some(Token {
+                    value: secret()?,
+                    refresh_at: None,
+                }),
+            ),
             _ => (None, None),
         };
+        let seconds = |name: &str, v: Option<u64>, default: u64| match v {
+            Some(0) => Err(err(format!("catalog.{section}.{name} must be at least 1 (seconds)"))),
+            Some(n) => Ok(std::time::Duration::from_secs(n)),
+            None => Ok(std::time::Duration::from_secs(default)),
+        };
+        // Redirects are never followed: reqwest would turn a commit's POST answered 301/302/303 into a GET
+        // without its body, whose 200 (the table unchanged) would read as the commit's answer; and the OAuth2
+        // form carries the client secret. Timeouts: a catalog that accepts a request and never answers must not
+        // keep the registry's write lock (a purge commits under it) for ever.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(seconds(
+                "connect_timeout_secs",
+                cfg.connect_timeout_secs,
+                CatalogConfig::DEFAULT_CONNECT_TIMEOUT_SECS,
+            )?)
+            .timeout(seconds(
+                "request_timeout_secs",
+                cfg.request_timeout_secs,
+                CatalogConfig::DEFAULT_REQUEST_TIMEOUT_SECS,
+            )?)
+            .build()
+            .map_err(|e| err(format!("cannot build the HTTP client: {}", without_url(&e))))?;
         let mut cat = Self {
             section: section.to_owned(),
             token_uri: cfg
@@ -182,7 +240,7 @@ impl RestCatalog {
             base,
             prefix: cfg.prefix.clone(),
             headers: cfg.headers.clone(),
-            client: reqwest::Client::new(),
+            client,
             auth: Arc::new(Mutex::new(token)),
             credential,
             scope: cfg.scope.clone().unwrap_or_else(|| "catalog".to_owned()),
@@ -239,6 +297,15 @@ impl RestCatalog {
             .await
             .map_err(|e| self.err(format!("cannot reach the OAuth2 endpoint {}: {e}", self.token_uri)))?;
         let status = resp.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(self.err(format!(
+                "the OAuth2 endpoint {} answered HTTP {status}, a redirect{}: lakedrill does not follow redirects \
+                 (the form carries the client secret); set catalog.{}.oauth2_server_uri to the endpoint itself",
+                self.token_uri,
+                location_of(&resp),
+                self.section
+            )));
+        }
         let body = resp.bytes().await.unwrap_or_default();
         if status != 200 {
             return Err(self.err(format!(
@@ -252,13 +319,65 @@ impl RestCatalog {
                 self.token_uri
             ))
         })?;
-        *self.auth.lock().await = Some(t.access_token);
+        let refresh_at = t.expires_in.map(|s| {
+            let valid = std::time::Duration::from_secs(s);
+            // A token valid for less than twice the margin is fetched again after half its life.
+            std::time::Instant::now()
+                + valid
+                    .checked_sub(TOKEN_MARGIN)
+                    .filter(|d| *d >= valid / 2)
+                    .unwrap_or(valid / 2)
+        });
+        *self.auth.lock().await = Some(Token {
+            value: t.access_token,
+            refresh_at,
+        });
         Ok(())
     }
 
-    /// One request; the bearer token and the configured headers are added. Returns the status and the body.
+    /// Fetches the OAuth2 token again when its `expires_in` is (nearly) over; nothing for other credentials.
+    async fn fresh_token(&self) -> Result<()> {
+        if self.credential.is_none() {
+            return Ok(());
+        }
+        let due = match self.auth.lock().await.as_ref() {
+            Some(t) => t.refresh_at.is_some_and(|at| std::time::Instant::now() >= at),
+            None => true,
+        };
+        if due {
+            self.fetch_token().await?;
+        }
+        Ok(())
+    }
+
+    /// One request that changes nothing or may be sent twice (reads, listings, namespace creation,
+    /// registration): the bearer token and the configured headers are added, an OAuth2 token is fetched again
+    /// when it has expired and once more after a 401 (then the request is sent again). Returns the status and
+    /// the body. Commits go through [`RestCatalog::send_raw`] and are never sent twice.
+    ///
+    /// A redirect (3xx) is an error naming the URL: lakedrill follows none.
     async fn send(&self, method: reqwest::Method, url: &str, json: Option<Vec<u8>>) -> Result<(u16, bytes::Bytes)> {
-        self.send_raw(method, url, json).await.map_err(|f| self.err(f.why))
+        self.fresh_token().await?;
+        let mut answer = self
+            .send_raw(method.clone(), url, json.clone())
+            .await
+            .map_err(|f| self.err(f.why))?;
+        if answer.0 == 401 && self.credential.is_some() {
+            // The token may have been revoked or expired early: one new token, one more try.
+            self.fetch_token().await?;
+            answer = self
+                .send_raw(method.clone(), url, json)
+                .await
+                .map_err(|f| self.err(f.why))?;
+        }
+        if (300..400).contains(&answer.0) {
+            return Err(self.err(format!(
+                "{method} {url}: HTTP {}, a redirect: lakedrill does not follow redirects from a REST catalog \
+                 (set catalog.{}.uri to the address the catalog answers at)",
+                answer.0, self.section
+            )));
+        }
+        Ok(answer)
     }
 
     /// [`RestCatalog::send`], with a failure telling whether the request may have reached the server: only a
@@ -275,19 +394,33 @@ impl RestCatalog {
             req = req.header(k.as_str(), v.as_str());
         }
         if let Some(t) = self.auth.lock().await.as_ref() {
-            req = req.header("authorization", format!("Bearer {t}"));
+            req = req.header("authorization", format!("Bearer {}", t.value));
         }
         if let Some(b) = json {
             req = req.header("content-type", "application/json").body(b);
         }
+        let timed_out = |e: &reqwest::Error| {
+            if e.is_timeout() {
+                format!(
+                    " (timed out: see catalog.{}.connect_timeout_secs and request_timeout_secs)",
+                    self.section
+                )
+            } else {
+                String::new()
+            }
+        };
         let resp = req.send().await.map_err(|e| SendFailure {
             sent: !(e.is_connect() || e.is_builder()),
-            why: format!("cannot reach {method} {url}: {}", without_url(&e)),
+            why: format!("cannot reach {method} {url}: {}{}", without_url(&e), timed_out(&e)),
         })?;
         let status = resp.status().as_u16();
         let body = resp.bytes().await.map_err(|e| SendFailure {
             sent: true,
-            why: format!("{method} {url}: unreadable answer (HTTP {status}): {}", without_url(&e)),
+            why: format!(
+                "{method} {url}: unreadable answer (HTTP {status}): {}{}",
+                without_url(&e),
+                timed_out(&e)
+            ),
         })?;
         Ok((status, body))
     }
@@ -457,14 +590,17 @@ impl RestCatalog {
     ///
     /// # Errors
     /// [`Error::Catalog`] only when nothing changed: the table moved since `expected`, the server refused a
-    /// requirement (409: the commit lost the race) or the request (another 4xx), the server could not be
-    /// reached, or `new` differs from the current metadata in more than refs and removed snapshots.
+    /// requirement (409: the commit lost the race) or the request in a way Iceberg defines as not applied
+    /// (400, 401, 403, 404), the server could not be reached (no connection made), or `new` differs from the
+    /// current metadata in more than refs and removed snapshots.
     ///
     /// [`Error::CommitUnknown`] when the commit was sent and its outcome is unknown (the REST spec's 500, 502 and
-    /// 504, any other 5xx, a connection broken or timed out after the request went out, a 200 whose body cannot
-    /// be read or names no metadata location) and reading the table again does not show it applied: it may
-    /// have been, or be later. When the table read again carries every change of the commit, the commit is
-    /// taken as landed (and checked as below) and its location is that generation's.
+    /// 504, any other 5xx, a 2xx other than 200, a redirect — never followed —, any other 4xx, a connection
+    /// broken or timed out after the request went out, a 200 whose body cannot be read, names no new metadata
+    /// location or answers with metadata that does not carry every change sent) and reading the table again
+    /// does not show it applied: it may have been, or be later. When the table read again carries every change
+    /// of the commit, the commit is taken as landed (and checked as below) and its location is that
+    /// generation's.
     ///
     /// A REST server applies the updates to the table as it is when the commit arrives, and requirements can
     /// only pin refs lakedrill knows of: a ref another writer created between lakedrill's read and its commit
@@ -505,15 +641,34 @@ impl RestCatalog {
             "updates": updates,
         }))
         .map_err(|e| Error::Internal(format!("encode a REST commit: {e}")))?;
+        // The token is renewed before the commit goes out, never after: a sent commit is not sent again.
+        self.fresh_token().await?;
         let answered = match self
             .send_raw(reqwest::Method::POST, &self.table_url(ident), Some(body))
             .await
         {
+            // A 200 counts only with the commit in it: a new metadata location whose metadata carries every
+            // change sent. Anything else (the unchanged table, as a redirect followed as a GET would give) is
+            // settled by reading the table again, never taken as made.
             Ok((200, body)) => match serde_json::from_slice::<LoadTableResponse>(&body) {
                 Ok(LoadTableResponse {
                     metadata_location: Some(loc),
                     metadata,
-                }) => Ok((loc, metadata)),
+                }) => {
+                    if same_location(&loc, expected) {
+                        Err(format!(
+                            "commit to {ident}: HTTP 200, but the answer names the generation the commit was built \
+                             on ({loc}), not a new one"
+                        ))
+                    } else if let Err(missing) = carries(&current.metadata, new, &metadata) {
+                        Err(format!(
+                            "commit to {ident}: HTTP 200, but the metadata it answers with ({loc}) does not carry the \
+                             commit ({missing})"
+                        ))
+                    } else {
+                        Ok((loc, metadata))
+                    }
+                }
                 Ok(_) => Err(format!(
                     "commit to {ident}: HTTP 200, but the answer names no metadata location"
                 )),
@@ -527,12 +682,27 @@ impl RestCatalog {
                      the commit lost the race, nothing changed"
                 )));
             }
-            // See: the REST spec's CommitTableResponse errors, "500/502/504: the commit state is unknown"
-            // (Iceberg Java's commit error handler treats every 5xx so).
-            Ok((status, body)) if status >= 500 => {
-                Err(self.refusal(&format!("commit to {ident}"), status, &body).to_string())
+            // The answers Iceberg defines as "not applied" for a commit: 400 (malformed), 401 and 403 (refused
+            // credentials), 404 (no such table), besides 409 above.
+            // See: apache/iceberg core/src/main/java/org/apache/iceberg/rest/ErrorHandlers.java (CommitErrorHandler
+            // and DefaultErrorHandler), and the REST spec's `updateTable` responses.
+            Ok((status @ (400 | 401 | 403 | 404), body)) => {
+                return Err(self.refusal(&format!("commit to {ident}"), status, &body));
             }
-            Ok((status, body)) => return Err(self.refusal(&format!("commit to {ident}"), status, &body)),
+            // Everything else may have been applied: any 5xx (the spec's 500/502/504 "the commit state is
+            // unknown"), a 2xx other than 200 (the spec defines none for a commit), a redirect (never followed:
+            // where it leads, the commit may or may not have gone), any other 4xx (a gateway's 408 or 429 says
+            // nothing of what its upstream did).
+            Ok((status, body)) => {
+                let what = match status {
+                    200..=299 => format!("commit to {ident}: HTTP {status}, not the 200 and table of a commit made"),
+                    300..=399 => format!(
+                        "commit to {ident}: HTTP {status}, a redirect (not followed: lakedrill never sends a commit twice)"
+                    ),
+                    _ => self.refusal(&format!("commit to {ident}"), status, &body).to_string(),
+                };
+                Err(what)
+            }
             Err(f) if !f.sent => return Err(self.err(f.why)),
             Err(f) => Err(f.why),
         };
@@ -602,6 +772,23 @@ impl RestCatalog {
         }
         Ok(now.metadata_location)
     }
+}
+
+/// Whether two metadata locations name the same file (as written, or canonical).
+fn same_location(a: &str, b: &str) -> bool {
+    a == b
+        || crate::model::location::canonical_uri(a)
+            .ok()
+            .is_some_and(|x| crate::model::location::canonical_uri(b).ok().as_ref() == Some(&x))
+}
+
+/// `, to <where>` for a redirect's `Location` header (without its query, which could carry a token).
+fn location_of(resp: &reqwest::Response) -> String {
+    resp.headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|l| format!(", to {}", l.split('?').next().unwrap_or_default()))
+        .unwrap_or_default()
 }
 
 /// Whether `now` carries every change the commit from `before` to `new` makes (the refs it sets at their

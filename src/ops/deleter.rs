@@ -2067,12 +2067,22 @@ async fn execute(
                     .await;
                 }
             };
-            let committed = cat
-                .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
-                .await;
+            let judged = table.generation().metadata_location.clone();
+            let committed = cat.commit(&ctx.storage, &ident, &judged, &new).await;
             lock.commit().await?;
             match committed {
-                Ok(_) => break table,
+                // Nothing is deleted on the generation judged before the commit: the catalog is read again, and
+                // only a table at the committed generation, built directly on the one judged (its metadata log's
+                // last entry) and without the candidate's snapshots and tags, is deleted on as it is. Any other
+                // (a REST server applying the commit over another writer's commit that added a snapshot without
+                // moving a ref — a staged snapshot that may name the candidate's files — or a commit landing
+                // since) goes round the loop: re-judged and rebased on what the table is now, before any delete.
+                Ok(loc) => {
+                    let (now, _, _) = ctx.catalog_table(source).await?;
+                    if committed_on(&now, &loc, &judged) && !carries_candidate(&now, &ids, &tag_prefix) {
+                        break now;
+                    }
+                }
                 Err(Error::Catalog { .. }) if attempt < COMMIT_ATTEMPTS => {}
                 // Corrupt: the catalog may already have lost refs to the candidate's snapshots (a REST server
                 // applying the removal over a concurrent commit). CommitUnknown: the commit was sent and the table,
@@ -2371,7 +2381,13 @@ async fn execute(
                 Ok(Some(i)) => format!("present ({} bytes)", i.size),
                 Err(e) => format!("re-check failed: {e}"),
             };
+            let other_version = answer
+                .as_ref()
+                .ok()
+                .filter(|a| a.deleted)
+                .and_then(|a| other_version_deleted(a, ex));
             let (result, certain) = match &answer {
+                Ok(_) if let Some(why) = &other_version => (why.clone(), false),
                 Ok(a) if a.deleted => ("deleted".to_owned(), true),
                 Ok(a) if a.precondition_failed() => (
                     format!(
@@ -2689,12 +2705,17 @@ async fn recheck(
     on_s3: bool,
     going: &[(&ObjectRef, Expected)],
 ) -> Vec<Result<Option<crate::io::store::ObjectInfo>>> {
-    let version_of = |ex: &Expected| ex.version_id.clone().filter(|_| ex.permanent && ex.orphan);
+    // Permanent mode (a table object's sealed version, a held orphan's version): the version itself is asked
+    // for first. A HEAD of the current object (or a listing) alone would find it gone under a delete marker that
+    // a provider ignoring the version wrote, while the sealed version is still there. A table object whose
+    // version is gone is then judged by the current object as well: a newer version written since quarantine
+    // keeps it DELETE_UNKNOWN, for a human. A held orphan's current object is its delete marker: only the
+    // version counts.
+    let version_of = |ex: &Expected| ex.version_id.clone().filter(|_| ex.permanent);
+    let version_only = |ex: &Expected| ex.permanent && ex.orphan && ex.version_id.is_some();
     let mut listed: Vec<Option<Option<crate::io::store::ObjectInfo>>> = vec![None; going.len()];
     if on_s3 && ctx.storage.options().s3_recheck_by_listing {
-        let at: Vec<usize> = (0..going.len())
-            .filter(|i| version_of(&going[*i].1).is_none())
-            .collect();
+        let at: Vec<usize> = (0..going.len()).filter(|i| !version_only(&going[*i].1)).collect();
         if !at.is_empty() {
             let uris: Vec<&str> = at.iter().map(|i| going[*i].1.uri.as_str()).collect();
             // A listing that fails leaves its objects to their HEADs (the HEAD's own error is what counts).
@@ -2708,16 +2729,73 @@ async fn recheck(
     let concurrency = ctx.storage.options().io_concurrency.get();
     futures::stream::iter(going.iter().zip(listed).map(|((_, ex), listed)| {
         let version = version_of(ex);
+        let only = version_only(ex);
         async move {
+            if let Some(v) = version.as_deref() {
+                match ctx.storage.recheck_head(&ex.uri, Some(v)).await {
+                    Ok(None) if !only => {}
+                    answer => return answer,
+                }
+            }
             match listed {
                 Some(answer) => Ok(answer),
-                None => ctx.storage.recheck_head(&ex.uri, version.as_deref()).await,
+                None => ctx.storage.recheck_head(&ex.uri, None).await,
             }
         }
     }))
     .buffered(concurrency)
     .collect()
     .await
+}
+
+/// Why a delete the provider reported done is not the delete asked for, in permanent mode: the answer must
+/// name the very version requested and no delete marker. A provider that ignores `versionId` deletes the key
+/// instead (a delete marker on top, the sealed version kept) and says `DeleteMarker` with the marker's version.
+/// `None`: the answer is the version's delete (or no version was asked for).
+fn other_version_deleted(a: &DeleteAnswer, ex: &Expected) -> Option<String> {
+    let asked = ex.version_id.as_deref().filter(|_| ex.permanent)?;
+    if a.version_id.as_deref() == Some(asked) && a.delete_marker != Some(true) {
+        return None;
+    }
+    Some(format!(
+        "not certain: version {asked} was asked to be deleted, but the provider answered for {}{}: it may have \
+         written a delete marker and kept the version",
+        a.version_id
+            .as_deref()
+            .map_or_else(|| "no version".to_owned(), |v| format!("version {v}")),
+        if a.delete_marker == Some(true) {
+            " with DeleteMarker = true"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Whether `table` is the generation at `committed` and was built directly on `judged` (the last entry of its
+/// metadata log): then nothing but that commit lies between the generation a purge judged and the one it deletes
+/// on.
+fn committed_on(table: &crate::table::Table, committed: &str, judged: &str) -> bool {
+    let same = |a: &str, b: &str| {
+        a == b
+            || location::canonical_uri(a)
+                .ok()
+                .is_some_and(|x| location::canonical_uri(b).ok() == Some(x))
+    };
+    same(&table.generation().metadata_location, committed)
+        && table
+            .metadata()
+            .metadata_log()
+            .last()
+            .is_some_and(|m| same(&m.metadata_file, judged))
+}
+
+/// Whether `table` still has one of the snapshots `ids` or a quarantine tag (after a commit that removed them).
+fn carries_candidate(table: &crate::table::Table, ids: &[i64], tag_prefix: &str) -> bool {
+    ids.iter().any(|id| table.metadata().snapshot_by_id(*id).is_some())
+        || table
+            .refs()
+            .keys()
+            .any(|n| crate::ops::plan::is_quarantine_tag(n, tag_prefix))
 }
 
 /// Sends the deletes of one batch and returns each object's answer in order (`Err`: no answer, so the delete
@@ -3563,7 +3641,25 @@ async fn reconcile_claimed(
         let want_version = intent
             .and_then(|r| r.receipt["version_id"].as_str())
             .map(ToOwned::to_owned);
+        // Permanent mode asks for the table object's sealed version too: the current object may be gone under a
+        // delete marker (a provider that ignored the version) while the version is still there.
+        let table_version = want_version.clone().filter(|_| permanent && held_version.is_none());
+        let version_left = |v: Option<String>| {
+            let uri = uri.clone();
+            async move {
+                match v {
+                    Some(v) => Ok::<_, Error>(ctx.storage.head_version(&uri, Some(&v)).await?.is_some()),
+                    None => Ok(false),
+                }
+            }
+        };
+        let sealed_left = version_left(table_version.clone()).await?;
         let mut how = match ctx.storage.head_version(&uri, held_version.as_deref()).await? {
+            None if sealed_left => format!(
+                "absent at re-check, but version {} is still there (the provider may have written a delete marker \
+                 instead of deleting it): not deleted",
+                table_version.as_deref().unwrap_or_default()
+            ),
             None => "absent at re-check".to_owned(),
             Some(_) if live_again => "present at re-check and current again at the table location (put back): \
                                       live, not deleted"
@@ -3622,7 +3718,8 @@ async fn reconcile_claimed(
                 Err(e) => format!("present at re-check; retry failed: {e}"),
             },
         };
-        let gone = ctx.storage.head_version(&uri, held_version.as_deref()).await?.is_none();
+        let gone = ctx.storage.head_version(&uri, held_version.as_deref()).await?.is_none()
+            && !version_left(table_version.clone()).await?;
         if !gone && protected {
             how.push_str("; kept: its delete did not take effect and it stays PROTECTED with its candidate");
         } else if !gone {

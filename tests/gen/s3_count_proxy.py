@@ -4,7 +4,8 @@ requests lakedrill sends with it (DeleteObjects batches, single deletes) instead
 counters, and the REST tests use it to land another writer's commit at the worst moment.
 
 Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-lifecycle] [--race-post REGEX SCRIPT]
-                          [--lose-post REGEX 504|drop|unsent-504] [--delay-ms MS]
+                          [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
+                          [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -31,6 +32,22 @@ forwarded and its answer read, then lost: `504` answers 504 Gateway Timeout inst
 applied the commit too late), `drop` closes the connection without an answer. `unsent-504` answers 504 without forwarding it at all (the
 gateway gave up before its upstream saw the request). Logged as `<time> LOST <mode> <upstream status or ->`; it
 happens once.
+
+With --redirect-post, the first POST whose path matches REGEX is answered `303 See Other` with `Location:` the
+same URL, without forwarding it (a load balancer moving clients to another address). A client that follows it
+sends a GET of the same URL, whose 200 for a REST table is the table unchanged. Logged as
+`<time> REDIRECTED 303`; it happens once. --redirect-get does the same to the first matching GET.
+
+With --status-post, the first POST whose path matches REGEX is forwarded and its answer read, then answered with
+STATUS and an empty body instead (a gateway that answers a commit it passed on `204 No Content`). Logged as
+`<time> STATUS <STATUS> <upstream status>`; it happens once.
+
+With --ignore-version-deletes, it plays an S3 provider that ignores `versionId` in deletes: a `DeleteObjects`
+request (not the delete-condition probe) is served by deleting each key without its version (a plain delete:
+on a versioned bucket, a delete marker on top, the version named untouched), answered `<Deleted>` with
+`<DeleteMarker>true</DeleteMarker>` and the marker's `<DeleteMarkerVersionId>`; a single `DELETE ?versionId=`
+likewise, answered 204 with `x-amz-delete-marker: true` and the marker's `x-amz-version-id`. The plain deletes
+are sent with boto3 (the AWS_* variables of the environment) to UPSTREAM; logged as `<time> MARKER <key>`.
 
 With --delay-ms, every request waits MS milliseconds before it is forwarded: a store behind that much latency per
 request (`benches/scale.rs`, h, the purge behind 20 ms).
@@ -61,6 +78,20 @@ if "--lose-post" in sys.argv[4:]:
     LOSE = (re.compile(sys.argv[i + 1]), sys.argv[i + 2])
     assert LOSE[1] in ("504", "drop", "unsent-504"), f"--lose-post: 504, drop or unsent-504, not {LOSE[1]}"
 LOSE_FIRED = threading.Event()
+REDIRECT = None
+if "--redirect-post" in sys.argv[4:]:
+    REDIRECT = re.compile(sys.argv[sys.argv.index("--redirect-post") + 1])
+REDIRECT_FIRED = threading.Event()
+REDIRECT_GET = None
+if "--redirect-get" in sys.argv[4:]:
+    REDIRECT_GET = re.compile(sys.argv[sys.argv.index("--redirect-get") + 1])
+REDIRECT_GET_FIRED = threading.Event()
+STATUS = None
+if "--status-post" in sys.argv[4:]:
+    i = sys.argv.index("--status-post")
+    STATUS = (re.compile(sys.argv[i + 1]), int(sys.argv[i + 2]))
+STATUS_FIRED = threading.Event()
+IGNORE_VERSIONS = "--ignore-version-deletes" in sys.argv[4:]
 DELAY = 0.0
 if "--delay-ms" in sys.argv[4:]:
     DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
@@ -110,6 +141,63 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def once(self, regex, fired, method="POST"):
+        """Whether this request is a `method` request matching `regex` and the first one (sets `fired`)."""
+        if not regex or self.command != method or not regex.search(urllib.parse.urlsplit(self.path).path):
+            return False
+        with LOCK:
+            if fired.is_set():
+                return False
+            fired.set()
+        return True
+
+    def log(self, line):
+        with LOCK, open(LOGFILE, "a") as log:
+            log.write(f"{time.time():.6f} {line}\n")
+
+    def plain_delete(self, bucket, key):
+        """Deletes `key` without a version (a delete marker on a versioned bucket); returns the marker's version."""
+        import boto3
+        s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name=os.environ.get("AWS_REGION", "us-east-1"))
+        r = s3.delete_object(Bucket=bucket, Key=key)
+        self.log(f"MARKER {key}")
+        return r.get("VersionId", "")
+
+    def ignore_versions(self, body, asked):
+        """--ignore-version-deletes: serves a DeleteObjects request or a versioned DELETE with plain deletes.
+        Returns whether it answered."""
+        import xml.etree.ElementTree as ET
+        from xml.sax.saxutils import escape
+        parts = urllib.parse.urlsplit(self.path).path.lstrip("/").split("/", 1)
+        bucket = urllib.parse.unquote(parts[0])
+        if self.command == "POST" and "delete" in asked and body and b".lakedrill-probe" not in body:
+            root = ET.fromstring(body)
+            out = []
+            for obj in root.iter():
+                if obj.tag.split("}")[-1] != "Object":
+                    continue
+                key = next(c.text for c in obj if c.tag.split("}")[-1] == "Key")
+                marker = self.plain_delete(bucket, key)
+                out.append(f"<Deleted><Key>{escape(key)}</Key><DeleteMarker>true</DeleteMarker>"
+                           f"<DeleteMarkerVersionId>{escape(marker)}</DeleteMarkerVersionId></Deleted>")
+            data = ('<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                    + "".join(out) + "</DeleteResult>").encode()
+            self.send_response_only(200, "OK")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return True
+        if self.command == "DELETE" and "versionId" in asked and ".lakedrill-probe" not in self.path:
+            marker = self.plain_delete(bucket, urllib.parse.unquote(parts[1]))
+            self.send_response_only(204, "No Content")
+            self.send_header("x-amz-delete-marker", "true")
+            self.send_header("x-amz-version-id", marker)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+        return False
+
     def forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
@@ -137,6 +225,16 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         if NO_LIFECYCLE and self.command == "GET" and "lifecycle" in asked:
             self.refuse(403, "Forbidden", "AccessDenied", "Access Denied")
             return
+        if IGNORE_VERSIONS and self.ignore_versions(body, asked):
+            return
+        if self.once(REDIRECT, REDIRECT_FIRED) or self.once(REDIRECT_GET, REDIRECT_GET_FIRED, "GET"):
+            self.log("REDIRECTED 303")
+            self.send_response_only(303, "See Other")
+            self.send_header("Location", f"http://{self.headers.get('Host')}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        status_now = self.once(STATUS[0] if STATUS else None, STATUS_FIRED)
         lose = self.losing(None)
         if lose and LOSE[1] == "unsent-504":
             self.gateway_timeout()
@@ -147,6 +245,12 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
+            if status_now:
+                self.log(f"STATUS {STATUS[1]} {resp.status}")
+                self.send_response_only(STATUS[1])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.losing(resp.status):
                 if LOSE[1] == "drop":
                     self.close_connection = True

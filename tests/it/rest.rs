@@ -859,3 +859,261 @@ fn a_purge_commit_whose_answer_is_lost_is_checked_for_dropped_refs_before_any_de
     let (present, keys) = f.present(&c);
     assert_eq!(present, keys.len(), "every file of the snapshot stays: {status}");
 }
+
+impl RestFx {
+    /// A proxy in front of the REST catalog with `flags` for lakedrill's first commit to `db.events`.
+    fn proxy(&self, name: &str, flags: &[&str]) -> CountingProxy {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        CountingProxy::start(&rest_uri(), &dir, flags)
+    }
+}
+
+/// The purge's commit is answered `303 See Other` to the same URL (a load balancer), without reaching the
+/// catalog. An HTTP client following it sends a GET, whose 200 is the table unchanged: taken as the commit's
+/// answer, the purge deleted the candidate's files while its snapshot and tag were still in the table. Now no
+/// redirect is followed, a 200 counts only when it carries the commit, and the redirect is an unknown outcome:
+/// exit 2, the candidate PROTECTED, every file stays and PyIceberg reads the snapshot.
+#[test]
+fn a_purge_commit_answered_with_a_redirect_deletes_nothing() {
+    let f = RestFx::new();
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    f.enable();
+    f.quarantine(&id);
+    let report = f.drill();
+    let proxy = f.proxy("redirect", &["--redirect-post", "/namespaces/db/tables/events$"]);
+    let cfg = f.through(&proxy, "redirect.toml");
+    let p = f.on_table_with(Some(&cfg), &f.purge_args(&id, &report));
+    let text = format!("{}{}", p.stdout, p.stderr);
+    assert!(
+        proxy.requests().iter().any(|(_, m, _)| m == "REDIRECTED"),
+        "the proxy redirected the commit: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(p.code, 2, "{text}");
+    assert!(
+        text.contains("303") && text.contains("redirect") && text.contains("outcome is unknown"),
+        "{text}"
+    );
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(status["candidates"][0]["candidate"]["state"], "PROTECTED", "{status}");
+    let (present, keys) = f.present(&c);
+    assert_eq!(present, keys.len(), "every file of the snapshot stays: {status}");
+    assert_eq!(
+        f.py(&format!(
+            "print({orphaned} in [s.snapshot_id for s in t.metadata.snapshots], t.scan(snapshot_id={orphaned}).to_arrow().num_rows > 0)"
+        )),
+        "True True",
+        "the snapshot is in the table and reads"
+    );
+}
+
+/// A table read answered with a redirect, and an OAuth2 token request answered with one (its form carries the
+/// client secret), are errors naming the catalog and the URL and saying that redirects are not followed.
+#[test]
+fn rest_requests_answered_with_a_redirect_are_refused_naming_the_url() {
+    let f = RestFx::new();
+    let proxy = f.proxy("redirect-get", &["--redirect-get", "/namespaces/db/tables/events$"]);
+    let cfg = f.through(&proxy, "get.toml");
+    let r = f.on_table(&["--config", &cfg, "inspect", "refs"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("catalog rest")
+            && r.stderr.contains("303")
+            && r.stderr.contains("does not follow redirects")
+            && r.stderr.contains("/namespaces/db/tables/events"),
+        "{}",
+        r.stderr
+    );
+    let proxy = f.proxy("redirect-token", &["--redirect-post", "/v1/oauth/tokens$"]);
+    let text = std::fs::read_to_string(f.dir.join("lakedrill.toml")).unwrap();
+    std::fs::write(
+        f.dir.join("token.toml"),
+        text.replace(
+            "register = \"s3tables\"\n",
+            &format!(
+                "register = \"s3tables\"\noauth2_server_uri = \"{}/v1/oauth/tokens\"\n",
+                proxy.endpoint
+            ),
+        ),
+    )
+    .unwrap();
+    let r = f.on_table(&["--config", "token.toml", "inspect", "refs"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("catalog rest")
+            && r.stderr.contains("303")
+            && r.stderr.contains("does not follow redirects")
+            && r.stderr.contains("/v1/oauth/tokens"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("testing:testing"), "{}", r.stderr);
+}
+
+/// The bundle-mode quarantine's commit reaches the catalog and is applied, but the answer is `204 No Content`
+/// (a gateway). Read as "not committed", the quarantine re-judged the candidate on the new generation, found its
+/// snapshot gone and discarded its bundles: the snapshot out of the table and its bundles deleted. Now any 2xx
+/// but a 200 carrying the commit is settled by reading the table again: it carries the commit, the quarantine
+/// stands and keeps its bundle.
+#[test]
+fn a_quarantine_commit_answered_204_is_settled_from_the_table_and_keeps_its_bundles() {
+    let f = RestFx::new();
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    f.enable();
+    let proxy = f.proxy("s204", &["--status-post", "/namespaces/db/tables/events$", "204"]);
+    let cfg = f.through(&proxy, "s204.toml");
+    let mut args = f.quarantine_args(&id);
+    args.extend(["--mode".to_owned(), "bundle".to_owned()]);
+    let q = f.on_table_with(Some(&cfg), &args);
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert!(
+        proxy.requests().iter().any(|(_, m, p)| m == "STATUS" && p == "204 200"),
+        "the commit was applied and answered 204: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(q.code, 0, "{text}");
+    assert_eq!(q.json()["status"], "QUARANTINED", "{text}");
+    assert!(
+        text.contains("taken as committed") && text.contains("HTTP 204"),
+        "{text}"
+    );
+    assert_eq!(bundles_of(&f).len(), 1, "the bundle is kept: {text}");
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(status["candidates"][0]["candidate"]["state"], "QUARANTINED", "{status}");
+    assert_eq!(
+        f.py(&format!(
+            "print({orphaned} in [s.snapshot_id for s in t.metadata.snapshots])"
+        )),
+        "False",
+        "the commit was applied"
+    );
+}
+
+/// Inside the purge's commit, another writer stages a snapshot that names one of the candidate's data files and
+/// moves no ref (a branch created, `add_files` on it, the branch removed: a write-audit-publish snapshot left to
+/// be cherry-picked). Requirements pin only refs, so the server applies the purge's removal on top and keeps the
+/// staged snapshot; no ref was dropped and the new snapshot descends from none of the removed ones. The purge
+/// deleted on the generation it had judged before the commit, so the staged snapshot lost its data file. Now it
+/// sees that the committed generation was not built on the one it judged, re-judges the candidate on it and
+/// keeps the data file: the staged snapshot still reads.
+#[test]
+fn a_snapshot_staged_inside_the_purge_commit_keeps_the_candidate_files_it_names() {
+    let f = RestFx::new();
+    // An unreferenced snapshot with a data file of its own (an append to a branch since removed): the fixture's
+    // expired snapshot only removed a file.
+    f.py(
+        "import pyarrow as pa\nt.manage_snapshots().create_branch(t.metadata.current_snapshot_id, 'tmp').commit()\n\
+         t = cat.load_table('db.events')\n\
+         t.append(pa.table({'id': pa.array([77], pa.int64()), 'category': pa.array(['tmp']), 'value': pa.array([7.0])}), branch='tmp')\n\
+         t = cat.load_table('db.events')\nt.manage_snapshots().remove_branch('tmp').commit()",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+    let c = f.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    f.enable();
+    f.quarantine(&id);
+    let report = f.drill();
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.starts_with("data/") && p.ends_with(".parquet"))
+        .unwrap_or_else(|| panic!("the candidate holds a data file: {c}"))
+        .to_owned();
+    let uri = format!("{}/{data}", f.fx["location"].as_str().unwrap().trim_end_matches('/'));
+    let staged_file = f.dir.join("staged.txt");
+    let proxy = f.race(
+        "stage",
+        &format!(
+            "t.manage_snapshots().create_branch(t.metadata.current_snapshot_id, 'stage').commit()\n\
+             t = cat.load_table('db.events')\n\
+             t.add_files(['{uri}'], branch='stage')\n\
+             t = cat.load_table('db.events')\n\
+             staged = t.metadata.refs['stage'].snapshot_id\n\
+             t.manage_snapshots().remove_branch('stage').commit()\n\
+             open('{}', 'w').write(str(staged))",
+            staged_file.display()
+        ),
+    );
+    let cfg = f.through(&proxy, "stage.toml");
+    let p = f.on_table_with(Some(&cfg), &f.purge_args(&id, &report));
+    let text = format!("{}{}", p.stdout, p.stderr);
+    assert!(
+        raced(&proxy),
+        "the writer ran inside the commit: {:?}",
+        proxy.requests()
+    );
+    let staged = std::fs::read_to_string(&staged_file).unwrap();
+    let seen = f.py(&format!(
+        "print('stage' in t.metadata.refs, {staged} in [s.snapshot_id for s in t.metadata.snapshots], {} in [s.snapshot_id for s in t.metadata.snapshots])",
+        f.fx["orphaned_snapshot_id"]
+    ));
+    assert_eq!(
+        seen, "False True False",
+        "the staged snapshot is kept without a ref, the candidate's removed: {text}"
+    );
+    let still = f.py(&format!(
+        "import boto3\ns3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\nb, k = '{uri}'.removeprefix('s3://').split('/', 1)\n\
+         s3.head_object(Bucket=b, Key=k)\nprint(t.scan(snapshot_id={staged}).to_arrow().num_rows > 0)",
+        s3_endpoint()
+    ));
+    assert_eq!(still, "True", "the data file the staged snapshot names is kept: {text}");
+    let status = f.run(&["--json", "status", &id]).expect_code(0).json();
+    let objects = status["candidates"][0]["object_counts"].to_string();
+    assert!(!objects.contains("DELETE_UNKNOWN"), "{status}");
+}
+
+/// A catalog that accepts connections and never answers: with `request_timeout_secs = 2` the command gives up
+/// after about that long, exit 2 naming the catalog and the timeout. Before, no timeout was set and lakedrill
+/// waited for ever (a purge holding the registry's write lock while its commit waited).
+#[test]
+fn a_catalog_that_never_answers_times_out() {
+    let dir = tmpdir();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s); // accepted, never answered
+        }
+    });
+    std::fs::write(
+        dir.path().join("lakedrill.toml"),
+        format!(
+            "[catalog.rest]\ntype = \"rest\"\nuri = \"http://127.0.0.1:{port}\"\nrequest_timeout_secs = 2\n[registry]\nuri = \"sqlite:{}\"\n",
+            dir.path().join("registry.db").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .current_dir(dir.path())
+        .args(["inspect", "refs"])
+        .args(T)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed().as_secs() > 60 {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    let status = status.unwrap_or_else(|| panic!("still waiting after 60 s: {text}"));
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(text.contains("catalog rest") && text.contains("timed out"), "{text}");
+}

@@ -1330,3 +1330,66 @@ fn undelete_of_a_delete_unknown_purge_waits_for_reconcile_and_reconcile_leaves_a
     assert!(r["summary"].is_null(), "{r}");
     assert_eq!(present(), keys.len(), "every object stays");
 }
+
+/// A provider that ignores `versionId` in deletes (the proxy plays one in front of SeaweedFS): asked to delete
+/// the sealed version of each key, it writes a delete marker on top instead and answers `DeleteMarker = true`
+/// with the marker's version, in `DeleteObjects` and in a single `DELETE ?versionId=`. A permanent purge took
+/// that for the version's delete and re-checked with a HEAD of the current object (404 under the marker): every
+/// object VERIFIED while every sealed version was still in the bucket. Now the answer must name the version asked
+/// for and no marker, and the re-check asks for the version: nothing is VERIFIED and every sealed version is
+/// still listed.
+#[test]
+fn a_provider_that_writes_a_delete_marker_instead_of_deleting_the_version_is_never_verified() {
+    for storage in ["", "s3_delete_objects = false"] {
+        let prefix = format!("ignorev-{}", uuid::Uuid::new_v4());
+        let (g, proxy) = on_seaweed_with(
+            &prefix,
+            storage,
+            "objectVersioning: permanent\n",
+            &["--ignore-version-deletes"],
+        );
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let mut args = g.purge_args(id, Some(&ev));
+        args.extend(T);
+        let p = g.run(&args);
+        let text = format!("{}{}", p.stdout, p.stderr);
+        let n = c["objects"].as_array().unwrap().len();
+        assert_eq!(
+            proxy.requests().iter().filter(|(_, m, _)| m == "MARKER").count(),
+            n,
+            "{storage}: the proxy wrote a marker for every key: {:?}",
+            proxy.requests()
+        );
+        assert_eq!(p.code, 1, "{storage}: {text}");
+        let p = p.json();
+        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        assert!(
+            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
+            "{storage}: {p}"
+        );
+        assert_eq!(
+            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
+            n,
+            "{storage}: {p}"
+        );
+        for r in receipts(&g, id, "confirmed") {
+            assert!(
+                r["provider_result"].as_str().unwrap().contains("DeleteMarker = true"),
+                "{storage}: {r}"
+            );
+        }
+        // Every sealed version is still in the bucket, under its marker.
+        let keys: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let v = versions_of(&g, &prefix, &keys);
+        for k in &keys {
+            assert_eq!(v[*k], serde_json::json!([1, 1]), "{storage}: {k}: {v}");
+        }
+    }
+}
