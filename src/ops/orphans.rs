@@ -393,8 +393,22 @@ async fn take_out(
     storage: &Storage,
     confined: &crate::io::store::Confined,
     f: &HeldFile,
+    unconditioned: Option<&str>,
 ) -> Result<std::result::Result<String, String>> {
     let e = &f.entry;
+    // On S3 the delete that takes a file out is conditional on the ETag read with its bytes (`If-Match`), so a file
+    // overwritten since is spared (a marker would hide the newer version; an unversioned removal would lose it).
+    // Only where the provider is known to honour the condition, and only with an ETag to name.
+    if e.uri.starts_with("s3://") {
+        if let Some(why) = unconditioned {
+            return Ok(Err(format!("{why}: it stays in place")));
+        }
+        if e.e_tag.is_none() {
+            return Ok(Err(
+                "the provider gave it no ETag to make its delete conditional on: it stays in place".into(),
+            ));
+        }
+    }
     match &f.version {
         Some(version) => {
             let answer = storage
@@ -455,7 +469,23 @@ async fn take_out(
                     e.uri
                 )));
             }
-            storage.delete(&e.uri).await?;
+            if e.uri.starts_with("s3://") {
+                let answer = storage
+                    .s3_delete_one(&DeleteKey {
+                        uri: e.uri.clone(),
+                        e_tag: e.e_tag.clone(),
+                        version_id: None,
+                    })
+                    .await?;
+                if !answer.deleted {
+                    return Ok(Err(format!(
+                        "the provider did not remove it ({}): it stays in place",
+                        answer.code.as_deref().unwrap_or("no code")
+                    )));
+                }
+            } else {
+                storage.delete(&e.uri).await?;
+            }
             if storage.head(&e.uri).await?.is_some() {
                 return Ok(Err("still present after its removal".into()));
             }
@@ -761,6 +791,24 @@ pub async fn seal_and_hold(
     ctx.storage
         .failpoint_delay(crate::io::store::DelayPoint::OrphanTakeOut)
         .await;
+    // Whether the S3 provider honours a delete's ETag condition, asked once (the deleter's probe: one object beside
+    // the table's files, removed again; `None` off S3). Where it does not, or that cannot be told, no file is taken
+    // out: the take-out's delete would hide or remove a file overwritten since it was read.
+    let unconditioned = if r.table.location().root_uri().starts_with("s3://") {
+        let probe = location::join(
+            r.table.location().root_uri(),
+            &format!(".lakedrill-probe/{}", uuid::Uuid::new_v4()),
+        );
+        match ctx.storage.s3_delete_conditions(&probe).await {
+            Ok(c) if c.if_match => None,
+            Ok(_) => Some("the S3 provider does not honour If-Match on a delete (probed)".to_owned()),
+            Err(e) => Some(format!(
+                "whether the S3 provider honours If-Match on a delete could not be found out ({e})"
+            )),
+        }
+    } else {
+        None
+    };
     // 5. Out of the table location, one file at a time, each checked. An error stops there; what left the table is
     // still recorded below, so that every way back knows it.
     let mut removed = Vec::new();
@@ -772,7 +820,7 @@ pub async fn seal_and_hold(
         let outcome = if failure.is_some() {
             Ok(Err("not taken out: an earlier file failed".to_owned()))
         } else {
-            take_out(&ctx.storage, &confined, f).await
+            take_out(&ctx.storage, &confined, f, unconditioned.as_deref()).await
         };
         match outcome {
             Ok(Ok(how)) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),

@@ -1078,11 +1078,6 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
     assert_eq!(r["undelete_window"]["days"], 1, "{r}");
 }
 
-/// Orphans on a versioned bucket (SeaweedFS): `quarantine o-…` hides them behind delete markers (the version
-/// stays, checked); the orphan bundle verifies against those versions; `restore --put-back` removes the markers
-/// and the files are back byte for byte; quarantined again under a new id, drilled and purged through the
-/// acceptance point, their versions are gone for good with receipts quoting the provider, and the hidden `.crc`
-/// sidecar is never touched. Deleting the version behind a marker makes a drill FAIL naming the file.
 /// Folder markers (zero-byte objects whose key ends with `/`, as the S3 console and Hadoop S3A write them) are
 /// listed without the slash: `t/data/` as `data`, `t/` as the table root itself. They are unreferenced and old, and
 /// were proposed as orphans; the quarantine then read `t/data`, found nothing and refused the whole candidate
@@ -1127,6 +1122,79 @@ fn folder_marker_keys_are_never_orphans_and_do_not_stop_an_orphan_quarantine() {
     assert_eq!(left.trim(), "['', 'data/', 'empty/']", "the markers stay");
 }
 
+/// The orphan take-out's delete is conditional on the ETag read (`If-Match`), so that a file overwritten since is
+/// never hidden or removed; it is sent only where the provider is known to honour that. Where the probe says it
+/// does not (played on SeaweedFS by the failpoint `s3-conditions-ignored`, which changes only what the real probe
+/// reports), every file stays in place, visible and without a marker, and the candidate ends (nothing of it is
+/// held: RELEASED), its record saying why.
+/// Quarantined again where the provider honours it, the same file is hidden behind a marker.
+#[test]
+fn the_orphan_take_out_stays_in_place_where_the_provider_ignores_if_match() {
+    let (g, proxy) = on_seaweed(&format!("orphans-if-match-{}", uuid::Uuid::new_v4()), "", "");
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
+        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
+    g.write_policy(&text);
+    let loc = g.py("print(t.location())");
+    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    boto(
+        &g,
+        &format!("s3.put_object(Bucket=bucket, Key='{prefix}/data/stray.parquet', Body=b'PAR1 stray PAR1')"),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let versions = || {
+        boto(
+            &g,
+            &format!(
+                "k = '{prefix}/data/stray.parquet'\nr = s3.list_object_versions(Bucket=bucket, Prefix=k)\n\
+                 print(len(r.get('Versions', [])), len(r.get('DeleteMarkers', [])))"
+            ),
+        )
+        .trim()
+        .to_owned()
+    };
+    let id = |p: &Value| {
+        crate::orphans::orphan_candidate(p)["candidate_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = id(&g.plan());
+    let mut args = g.quarantine_args(&first, "tag");
+    args.extend(T);
+    let q = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "s3-conditions-ignored=1")]);
+    let text = format!("{}{}", q.stdout, q.stderr);
+    assert!(
+        text.contains("does not honour If-Match") && text.contains("stays in place"),
+        "{text}"
+    );
+    assert_eq!(versions(), "1 0", "the file is neither hidden nor removed: {text}");
+    let status = g.run(&["--json", "status", &first]).expect_code(0).json();
+    let c = &status["candidates"][0]["candidate"];
+    assert_eq!(c["state"], "RELEASED", "{status}");
+    assert!(
+        c["quarantine"]["stayed_in_place"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not honour If-Match"),
+        "{status}"
+    );
+    assert!(
+        proxy.requests().iter().any(|(_, m, _)| m.starts_with("PROBE-")),
+        "the probe ran"
+    );
+    let second = id(&g.plan());
+    let q = g.quarantine(&second, "tag").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert_eq!(versions(), "1 1", "held behind a delete marker: {q}");
+}
+
+/// Orphans on a versioned bucket (SeaweedFS): `quarantine o-…` hides them behind delete markers (the version
+/// stays, checked); the orphan bundle verifies against those versions; `restore --put-back` removes the markers
+/// and the files are back byte for byte; quarantined again under a new id, drilled and purged through the
+/// acceptance point, their versions are gone for good with receipts quoting the provider, and the hidden `.crc`
+/// sidecar is never touched. Deleting the version behind a marker makes a drill FAIL naming the file.
 #[test]
 fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_byte_and_purge_their_versions() {
     // A prefix of its own: files another run left at a shared location would be this table's orphans too.
