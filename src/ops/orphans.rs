@@ -411,19 +411,10 @@ async fn take_out(
     }
     match &f.version {
         Some(version) => {
-            let answer = storage
-                .s3_delete_one(&DeleteKey {
-                    uri: e.uri.clone(),
-                    e_tag: e.e_tag.clone(),
-                    version_id: None,
-                })
-                .await?;
-            if !answer.deleted {
-                return Ok(Err(format!(
-                    "the provider did not hide it ({}): it stays in place",
-                    answer.code.as_deref().unwrap_or("no code")
-                )));
-            }
+            let answer = match delete_if_match(storage, e, "hide").await? {
+                Ok(a) => a,
+                Err(why) => return Ok(Err(why)),
+            };
             // The marker must hide it and its version must still be there, unchanged.
             let hidden = storage.head(&e.uri).await?.is_none();
             let kept = storage.head_version(&e.uri, Some(version)).await?;
@@ -470,18 +461,8 @@ async fn take_out(
                 )));
             }
             if e.uri.starts_with("s3://") {
-                let answer = storage
-                    .s3_delete_one(&DeleteKey {
-                        uri: e.uri.clone(),
-                        e_tag: e.e_tag.clone(),
-                        version_id: None,
-                    })
-                    .await?;
-                if !answer.deleted {
-                    return Ok(Err(format!(
-                        "the provider did not remove it ({}): it stays in place",
-                        answer.code.as_deref().unwrap_or("no code")
-                    )));
+                if let Err(why) = delete_if_match(storage, e, "remove").await? {
+                    return Ok(Err(why));
                 }
             } else {
                 storage.delete(&e.uri).await?;
@@ -492,6 +473,30 @@ async fn take_out(
             Ok(Ok(format!("copied to {} and removed", f.uri)))
         }
     }
+}
+
+/// The take-out's delete of `e` on S3, conditional on the ETag read with its bytes (`If-Match`): the provider's
+/// answer, or why the file stays in place when the provider did not `what` it (a file changed since is refused:
+/// `PreconditionFailed`).
+async fn delete_if_match(
+    storage: &Storage,
+    e: &InventoryEntry,
+    what: &str,
+) -> Result<std::result::Result<crate::io::store::s3::DeleteAnswer, String>> {
+    let answer = storage
+        .s3_delete_one(&DeleteKey {
+            uri: e.uri.clone(),
+            e_tag: e.e_tag.clone(),
+            version_id: None,
+        })
+        .await?;
+    if answer.deleted {
+        return Ok(Ok(answer));
+    }
+    Ok(Err(format!(
+        "the provider did not {what} it ({}): it stays in place",
+        answer.code.as_deref().unwrap_or("no code")
+    )))
 }
 
 /// After a take-out step of `f` failed: whether the file left the table location anyway and is held as recorded

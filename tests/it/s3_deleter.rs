@@ -94,6 +94,21 @@ impl Drop for CountingProxy {
     }
 }
 
+/// A table of its own on SeaweedFS (through a counting proxy) for orphan tests: S3 cannot backdate an object, so
+/// the policy's ages are short (`maxWriterDuration: 1s`, `orphanSafetyInterval: 2s`). Returns the fixture, the
+/// proxy and the table's key prefix in the bucket.
+fn orphans_on_seaweed(name: &str) -> (Gov, CountingProxy, String) {
+    let (g, proxy) = on_seaweed(&format!("{name}-{}", uuid::Uuid::new_v4()), "", "");
+    let text = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
+        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
+    g.write_policy(&text);
+    let loc = g.py("print(t.location())");
+    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    (g, proxy, prefix)
+}
+
 /// A fresh fixture table on the SeaweedFS bucket whose lakedrill configuration talks to S3 through `proxy`
 /// (PyIceberg writes directly), with `storage` added to `[storage]`.
 fn on_seaweed(prefix: &str, storage: &str, policy_extra: &str) -> (Gov, CountingProxy) {
@@ -1085,14 +1100,7 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
 /// table's real stray file is quarantined.
 #[test]
 fn folder_marker_keys_are_never_orphans_and_do_not_stop_an_orphan_quarantine() {
-    let (g, _proxy) = on_seaweed(&format!("orphans-folder-markers-{}", uuid::Uuid::new_v4()), "", "");
-    let text = std::fs::read_to_string(&g.policy)
-        .unwrap()
-        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
-        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
-    g.write_policy(&text);
-    let loc = g.py("print(t.location())");
-    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    let (g, _proxy, prefix) = orphans_on_seaweed("orphans-folder-markers");
     boto(
         &g,
         &format!(
@@ -1130,14 +1138,7 @@ fn folder_marker_keys_are_never_orphans_and_do_not_stop_an_orphan_quarantine() {
 /// Quarantined again where the provider honours it, the same file is hidden behind a marker.
 #[test]
 fn the_orphan_take_out_stays_in_place_where_the_provider_ignores_if_match() {
-    let (g, proxy) = on_seaweed(&format!("orphans-if-match-{}", uuid::Uuid::new_v4()), "", "");
-    let text = std::fs::read_to_string(&g.policy)
-        .unwrap()
-        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
-        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
-    g.write_policy(&text);
-    let loc = g.py("print(t.location())");
-    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    let (g, proxy, prefix) = orphans_on_seaweed("orphans-if-match");
     boto(
         &g,
         &format!("s3.put_object(Bucket=bucket, Key='{prefix}/data/stray.parquet', Body=b'PAR1 stray PAR1')"),
@@ -1198,15 +1199,7 @@ fn the_orphan_take_out_stays_in_place_where_the_provider_ignores_if_match() {
 #[test]
 fn orphans_on_a_versioned_bucket_hide_behind_delete_markers_come_back_byte_for_byte_and_purge_their_versions() {
     // A prefix of its own: files another run left at a shared location would be this table's orphans too.
-    let (g, _proxy) = on_seaweed(&format!("orphans-markers-{}", uuid::Uuid::new_v4()), "", "");
-    // S3 cannot backdate an object: short ages instead.
-    let text = std::fs::read_to_string(&g.policy)
-        .unwrap()
-        .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
-        .replace("orphanSafetyInterval: 12h", "orphanSafetyInterval: 2s");
-    g.write_policy(&text);
-    let loc = g.py("print(t.location())");
-    let prefix = loc.trim_start_matches(&format!("s3://{}/", bucket())).to_owned();
+    let (g, _proxy, prefix) = orphans_on_seaweed("orphans-markers");
     boto(
         &g,
         &format!(
