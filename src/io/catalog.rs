@@ -242,7 +242,7 @@ impl SqlCatalog {
              WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
         )
         .bind(&self.catalog_name)
-        .bind(&ident.namespace)
+        .bind(ident.jdbc_namespace())
         .bind(&ident.name)
         .fetch_optional(&self.pool)
         .await
@@ -293,7 +293,13 @@ impl SqlCatalog {
                 let namespace = row.try_get::<String, _>(0).ok()?;
                 let name = row.try_get::<String, _>(1).ok()?;
                 let md = row.try_get::<Option<String>, _>(2).ok()??;
-                Some((TableIdent { namespace, name }, md))
+                Some((
+                    TableIdent {
+                        namespace: namespace.split('.').map(str::to_owned).collect(),
+                        name,
+                    },
+                    md,
+                ))
             })
             .collect())
     }
@@ -326,7 +332,7 @@ impl SqlCatalog {
         .bind(new)
         .bind(expected)
         .bind(&self.catalog_name)
-        .bind(&ident.namespace)
+        .bind(ident.jdbc_namespace())
         .bind(&ident.name)
         .bind(expected);
         let sent = if unanswered {
@@ -436,7 +442,7 @@ impl SqlCatalog {
              table_name = $3",
         )
         .bind(&self.catalog_name)
-        .bind(&ident.namespace)
+        .bind(ident.jdbc_namespace())
         .bind(&ident.name)
         .fetch_optional(&self.pool)
         .await;

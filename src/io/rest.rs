@@ -451,7 +451,7 @@ impl RestCatalog {
     }
 
     fn table_url(&self, ident: &TableIdent) -> String {
-        let ns: Vec<String> = ident.namespace.split('.').map(segment).collect();
+        let ns: Vec<String> = ident.namespace.iter().map(|l| segment(l)).collect();
         format!(
             "{}/namespaces/{}/tables/{}",
             self.v1(),
@@ -570,7 +570,7 @@ impl RestCatalog {
                     .map_err(|e| self.err(format!("list tables: unreadable answer ({e})")))?;
                 for id in r.identifiers {
                     let ident = TableIdent {
-                        namespace: id.namespace.join("."),
+                        namespace: id.namespace,
                         name: id.name,
                     };
                     let md = self.metadata_location(&ident).await?;
@@ -636,7 +636,7 @@ impl RestCatalog {
             .filter(|id| new.snapshot_by_id(*id).is_none())
             .collect();
         let body = serde_json::to_vec(&serde_json::json!({
-            "identifier": {"namespace": ident.namespace.split('.').collect::<Vec<_>>(), "name": ident.name},
+            "identifier": {"namespace": ident.namespace, "name": ident.name},
             "requirements": requirements,
             "updates": updates,
         }))
@@ -959,22 +959,23 @@ impl RestCatalog {
         ))
     }
 
-    fn namespace_url(&self, namespace: &str) -> String {
-        let ns: Vec<String> = namespace.split('.').map(segment).collect();
+    fn namespace_url(&self, ident: &TableIdent) -> String {
+        let ns: Vec<String> = ident.namespace.iter().map(|l| segment(l)).collect();
         format!("{}/namespaces/{}", self.v1(), ns.join("%1F"))
     }
 
-    /// Creates the namespace when the catalog does not have it.
-    async fn ensure_namespace(&self, namespace: &str) -> Result<()> {
+    /// Creates the namespace of `ident` when the catalog does not have it.
+    async fn ensure_namespace(&self, ident: &TableIdent) -> Result<()> {
+        let shown = ident.namespace_display();
         let (status, body) = self
-            .send(reqwest::Method::GET, &self.namespace_url(namespace), None)
+            .send(reqwest::Method::GET, &self.namespace_url(ident), None)
             .await?;
         match status {
             200 => return Ok(()),
             404 => {}
-            _ => return Err(self.refusal(&format!("load namespace {namespace}"), status, &body)),
+            _ => return Err(self.refusal(&format!("load namespace {shown}"), status, &body)),
         }
-        let req = serde_json::json!({"namespace": namespace.split('.').collect::<Vec<_>>(), "properties": {}});
+        let req = serde_json::json!({"namespace": ident.namespace, "properties": {}});
         let (status, body) = self
             .send(
                 reqwest::Method::POST,
@@ -984,7 +985,7 @@ impl RestCatalog {
             .await?;
         match status {
             200 | 409 => Ok(()),
-            _ => Err(self.refusal(&format!("create namespace {namespace}"), status, &body)),
+            _ => Err(self.refusal(&format!("create namespace {shown}"), status, &body)),
         }
     }
 
@@ -1006,7 +1007,7 @@ impl RestCatalog {
         md_location: &str,
         md: &TableMetadata,
     ) -> Result<()> {
-        self.ensure_namespace(&ident.namespace).await?;
+        self.ensure_namespace(ident).await?;
         match self.register.as_deref().unwrap_or("rest") {
             "s3tables" => self.register_s3tables(storage, ident, md_location).await?,
             _ => {
@@ -1014,7 +1015,7 @@ impl RestCatalog {
                 let (status, body) = self
                     .send(
                         reqwest::Method::POST,
-                        &format!("{}/register", self.namespace_url(&ident.namespace)),
+                        &format!("{}/register", self.namespace_url(ident)),
                         Some(req.to_string().into_bytes()),
                     )
                     .await?;
@@ -1101,7 +1102,7 @@ impl RestCatalog {
             .and_then(|n| n.parse().ok());
         let mut body = serde_json::json!({
             "tableBucketARN": arn,
-            "namespace": ident.namespace.split('.').collect::<Vec<_>>(),
+            "namespace": ident.namespace,
             "name": ident.name,
             "format": "ICEBERG",
             "metadata": {"iceberg": {"tableUUID": full["table-uuid"]}, "fullMetadata": full},

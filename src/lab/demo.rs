@@ -174,7 +174,7 @@ async fn commit_metadata(
     )
     .await?;
     let ident = crate::io::catalog::TableIdent {
-        namespace: ident.namespace().as_ref().join("."),
+        namespace: ident.namespace().as_ref().clone(),
         name: ident.name().to_owned(),
     };
     let committed = cat.commit(&ctx.storage, &ident, current, new).await;

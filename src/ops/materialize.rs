@@ -589,7 +589,7 @@ pub async fn register(
     // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
     // database must exist; iceberg-catalog-sql creates its tables in it).
     let cat = open_sql_catalog(storage, cfg, catalog, into).await?;
-    let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
+    let ns = NamespaceIdent::from_strs(&ident.namespace).map_err(ice("namespace"))?;
     if !cat.namespace_exists(&ns).await.map_err(ice("namespace"))? {
         cat.create_namespace(&ns, HashMap::new())
             .await
@@ -641,7 +641,7 @@ pub async fn ensure_unregistered(
             .await?
     } else {
         let cat = open_sql_catalog(storage, cfg, catalog, into).await?;
-        let ns = NamespaceIdent::from_strs(ident.namespace.split('.')).map_err(ice("namespace"))?;
+        let ns = NamespaceIdent::from_strs(&ident.namespace).map_err(ice("namespace"))?;
         cat.namespace_exists(&ns).await.map_err(ice("namespace"))?
             && cat
                 .table_exists(&iceberg::TableIdent::new(ns, ident.name.clone()))

@@ -6,6 +6,7 @@ counters, and the REST tests use it to land another writer's commit at the worst
 Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-lifecycle] [--race-post REGEX SCRIPT]
                           [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
                           [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
+                          [--token-life SECONDS] [--revoke-first-token]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -52,6 +53,13 @@ are sent with boto3 (the AWS_* variables of the environment) to UPSTREAM; logged
 With --delay-ms, every request waits MS milliseconds before it is forwarded: a store behind that much latency per
 request (`benches/scale.rs`, h, the purge behind 20 ms).
 
+With --token-life, it plays an OAuth2 server whose tokens live SECONDS: every answer of a `POST .../oauth/tokens`
+gets `expires_in: SECONDS` (logged `<time> TOKEN <n>`, the nth token issued), and a request carrying a token issued
+more than SECONDS ago is answered `401` with a REST error document, never forwarded (logged `<time> EXPIRED <n>`).
+With --revoke-first-token (tokens rewritten likewise), the first token issued is revoked once it has been used
+once: its second use and every later one are answered `401` (logged `<time> REVOKED 1`). Tokens the proxy did not
+issue are forwarded as they are.
+
 Runs until killed.
 """
 import http.client
@@ -95,6 +103,11 @@ IGNORE_VERSIONS = "--ignore-version-deletes" in sys.argv[4:]
 DELAY = 0.0
 if "--delay-ms" in sys.argv[4:]:
     DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
+TOKEN_LIFE = None
+if "--token-life" in sys.argv[4:]:
+    TOKEN_LIFE = float(sys.argv[sys.argv.index("--token-life") + 1])
+REVOKE_FIRST = "--revoke-first-token" in sys.argv[4:]
+ISSUED = {}  # the proxy's token -> [n, issued at, uses, the upstream token]
 RACE_FIRED = threading.Event()
 LOCK = threading.Lock()
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}
@@ -198,6 +211,54 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             return True
         return False
 
+    def unauthorized(self, why):
+        """Answers 401 with a REST error document (a token the OAuth2 server no longer accepts)."""
+        data = ('{"error": {"message": "' + why + '", "type": "NotAuthorizedException", "code": 401}}').encode()
+        self.send_response_only(401, "Unauthorized")
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def refused_token(self):
+        """--token-life / --revoke-first-token: whether this request's bearer token is expired or revoked (then
+        answered 401 and logged). A token the proxy issued is put back to the upstream token it stands for."""
+        auth = self.headers.get("Authorization") or ""
+        if not auth.startswith("Bearer "):
+            return False
+        with LOCK:
+            seen = ISSUED.get(auth[len("Bearer "):])
+            if seen is None:
+                return False
+            seen[2] += 1
+            n, issued, uses, upstream = seen
+        if TOKEN_LIFE is not None and time.time() - issued > TOKEN_LIFE:
+            self.log(f"EXPIRED {n}")
+            self.unauthorized("token expired")
+            return True
+        if REVOKE_FIRST and n == 1 and uses >= 2:
+            self.log("REVOKED 1")
+            self.unauthorized("token revoked")
+            return True
+        self.headers.replace_header("Authorization", f"Bearer {upstream}")
+        return False
+
+    def issued(self, data):
+        """Replaces a token answer's access token by one of the proxy's own (`proxy-token-<n>`, standing for the
+        upstream one: an upstream server may issue the same token twice) and sets its `expires_in` under
+        --token-life; returns the answer to send."""
+        import json
+        answer = json.loads(data)
+        if TOKEN_LIFE is not None:
+            answer["expires_in"] = int(TOKEN_LIFE)
+        with LOCK:
+            n = len(ISSUED) + 1
+            mine = f"proxy-token-{n}"
+            ISSUED[mine] = [n, time.time(), 0, answer["access_token"]]
+        answer["access_token"] = mine
+        self.log(f"TOKEN {n}")
+        return json.dumps(answer).encode()
+
     def forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
@@ -206,6 +267,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         probe = ".lakedrill-probe" in self.path or (body is not None and b".lakedrill-probe" in body)
         with LOCK, open(LOGFILE, "a") as log:
             log.write(f"{time.time():.6f} {'PROBE-' if probe else ''}{self.command} {self.path}\n")
+        if (TOKEN_LIFE is not None or REVOKE_FIRST) and self.refused_token():
+            return
         if DELAY:
             time.sleep(DELAY)
         query = urllib.parse.urlsplit(self.path).query
@@ -245,6 +308,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             conn.request(self.command, self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
+            if ((TOKEN_LIFE is not None or REVOKE_FIRST) and self.command == "POST" and resp.status == 200
+                    and urllib.parse.urlsplit(self.path).path.endswith("/oauth/tokens")):
+                data = self.issued(data)
             if status_now:
                 self.log(f"STATUS {STATUS[1]} {resp.status}")
                 self.send_response_only(STATUS[1])

@@ -1117,3 +1117,82 @@ fn a_catalog_that_never_answers_times_out() {
     assert_eq!(status.code(), Some(2), "{text}");
     assert!(text.contains("catalog rest") && text.contains("timed out"), "{text}");
 }
+
+/// The lines of `proxy`'s log whose second field is `what` (TOKEN, EXPIRED, REVOKED), with the rest of the line.
+fn logged(proxy: &CountingProxy, what: &str) -> Vec<String> {
+    proxy
+        .requests()
+        .into_iter()
+        .filter(|(_, m, _)| m == what)
+        .map(|(_, _, rest)| rest)
+        .collect()
+}
+
+/// The OAuth2 server's tokens live 4 s (the proxy sets `expires_in: 4` and answers 401 to an older token); every
+/// request waits 2.1 s. lakedrill fetches a token again once half of a short life has passed (a minute before
+/// the end of a long one), so `plan`, whose requests outlast several tokens, never sends an expired token: the
+/// proxy issued more than one token and refused none. Before, the token was fetched once per command and the
+/// third request after it carried an expired token.
+#[test]
+fn an_oauth2_token_is_fetched_again_before_its_expires_in_ends() {
+    let f = RestFx::new();
+    let proxy = f.proxy("token-life", &["--token-life", "4", "--delay-ms", "2100"]);
+    let cfg = f.through(&proxy, "token-life.toml");
+    let policy = f.policy.to_str().unwrap().to_owned();
+    let r = f.on_table_with(Some(&cfg), &["--json", "plan", "--policy", &policy].map(str::to_owned));
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "{text}");
+    assert!(
+        r.json()["candidates"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["kind"] == "expired-snapshots")),
+        "{text}"
+    );
+    let tokens = logged(&proxy, "TOKEN");
+    let catalog_requests = proxy
+        .requests()
+        .iter()
+        .filter(|(_, m, p)| (m == "GET" || m == "POST") && !p.ends_with("/oauth/tokens"))
+        .count();
+    assert!(
+        tokens.len() >= 2 && catalog_requests >= 3,
+        "several tokens over several requests: {:?}",
+        proxy.requests()
+    );
+    assert!(
+        logged(&proxy, "EXPIRED").is_empty(),
+        "no request carried an expired token: {:?}",
+        proxy.requests()
+    );
+}
+
+/// The first token is revoked after its first use (the proxy answers 401 to it from then on). A read answered
+/// 401 fetches a new token and is sent once more: the command succeeds on the second token, and the 401 was
+/// answered once. Before this was tested, nothing showed a revoked token was mended rather than fatal.
+#[test]
+fn a_read_answered_401_fetches_a_new_token_and_is_sent_once_more() {
+    let f = RestFx::new();
+    let proxy = f.proxy("revoked", &["--revoke-first-token"]);
+    let cfg = f.through(&proxy, "revoked.toml");
+    let policy = f.policy.to_str().unwrap().to_owned();
+    let r = f.on_table_with(Some(&cfg), &["--json", "plan", "--policy", &policy].map(str::to_owned));
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "{text}");
+    let log = proxy.requests();
+    assert_eq!(logged(&proxy, "REVOKED").len(), 1, "{log:?}");
+    // The refused request, then a new token, then the same request again.
+    let at = log.iter().position(|(_, m, _)| m == "REVOKED").unwrap();
+    let refused = &log[at - 1];
+    assert_eq!(
+        log[at + 1..at + 4]
+            .iter()
+            .map(|(_, m, p)| (m.as_str(), p.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("POST", "/v1/oauth/tokens"),
+            ("TOKEN", "2"),
+            (refused.1.as_str(), refused.2.as_str())
+        ],
+        "{log:?}"
+    );
+}
