@@ -1055,8 +1055,20 @@ impl Storage {
             }
             previous = Some(at);
         }
-        // The listing ended: every key not listed is absent.
-        for (_, i) in &keys[next..] {
+        // The listing ended: every key not listed is absent, up to the first key the bucket holds beyond the
+        // last one listed (one more request: object_store ends a listing at a page without a continuation token,
+        // even one marked truncated). Keys from there on are not decided.
+        drop(_permit);
+        let listed_prefix = prefix.as_ref().map_or_else(String::new, |p| format!("{}/", p.as_ref()));
+        let after = previous.as_deref().or(offset.as_ref().map(|o| o.as_ref()));
+        let beyond = match s3::bucket_and_key(first) {
+            Some(_) if self.layer.is_none() => self.s3_first_key_after(first, &listed_prefix, after).await?,
+            _ => None,
+        };
+        for (key, i) in &keys[next..] {
+            if beyond.as_deref().is_some_and(|b| key.as_str() >= b) {
+                break;
+            }
             out[*i] = Some(None);
         }
         Ok(out)
@@ -1090,10 +1102,30 @@ impl Storage {
         } else {
             store.list(prefix)
         };
+        // On S3, keys come in byte order: one that does not follow the one before means pages repeated (a
+        // provider repeating its continuation token would list for ever) or went back; and where the listing
+        // ends, one more request checks that nothing lies beyond ([`Storage::s3_first_key_after`]).
+        let checked = s3::bucket_and_key(prefix_uri).is_some() && self.layer.is_none();
+        let mut last: Option<String> = None;
         let mut out = Vec::new();
         loop {
             match metas.try_next().await {
                 Ok(Some(m)) => {
+                    if checked {
+                        let key = m.location.as_ref();
+                        if last.as_deref().is_some_and(|l| l >= key) {
+                            return Err(s3::s3_error(
+                                "list",
+                                prefix_uri,
+                                format!(
+                                    "the provider listed {key} after {}: its pages repeat or go back, so the \
+                                     listing cannot be trusted to be complete",
+                                    last.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                        last = Some(key.to_owned());
+                    }
                     let info = ObjectInfo {
                         uri: format!("{base}{sep}{}", m.location),
                         size: m.size,
@@ -1107,6 +1139,30 @@ impl Storage {
                 // A prefix that does not exist lists nothing (whatever was yielded before it is dropped).
                 Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
                 Err(e) => return Err(map_err("list", prefix_uri, e)),
+            }
+        }
+        drop(_permit);
+        if checked {
+            let listed_prefix = if path.as_ref().is_empty() {
+                String::new()
+            } else {
+                format!("{}/", path.as_ref())
+            };
+            if let Some(beyond) = self
+                .s3_first_key_after(prefix_uri, &listed_prefix, last.as_deref())
+                .await?
+            {
+                return Err(s3::s3_error(
+                    "list",
+                    prefix_uri,
+                    format!(
+                        "the listing ended {} but the bucket holds {beyond} after it: the provider cut the \
+                         listing short (a page marked truncated without a continuation token), so nothing can be \
+                         concluded from what it did not list",
+                        last.as_deref()
+                            .map_or_else(|| "before its first key".to_owned(), |l| format!("at {l}"))
+                    ),
+                ));
             }
         }
         Ok(out)

@@ -6,7 +6,7 @@ counters, and the REST tests use it to land another writer's commit at the worst
 Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-lifecycle] [--race-post REGEX SCRIPT]
                           [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
                           [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
-                          [--token-life SECONDS] [--revoke-first-token]
+                          [--token-life SECONDS] [--revoke-first-token] [--truncate-listings N REGEX]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -60,6 +60,11 @@ With --revoke-first-token (tokens rewritten likewise), the first token issued is
 once: its second use and every later one are answered `401` (logged `<time> REVOKED 1`). Tokens the proxy did not
 issue are forwarded as they are.
 
+With --truncate-listings, it plays a provider that cuts listings short: an answer to a `GET ?list-type=2` whose
+query matches REGEX and that lists more than N keys keeps only the first N, says `<IsTruncated>true</IsTruncated>`
+and names no `NextContinuationToken` (as ListObjects V1 providers answer V2 requests). Logged as
+`<time> TRUNCATED <keys listed> <keys kept>`.
+
 Runs until killed.
 """
 import http.client
@@ -107,6 +112,10 @@ TOKEN_LIFE = None
 if "--token-life" in sys.argv[4:]:
     TOKEN_LIFE = float(sys.argv[sys.argv.index("--token-life") + 1])
 REVOKE_FIRST = "--revoke-first-token" in sys.argv[4:]
+TRUNCATE = None
+if "--truncate-listings" in sys.argv[4:]:
+    i = sys.argv.index("--truncate-listings")
+    TRUNCATE = (int(sys.argv[i + 1]), re.compile(sys.argv[i + 2]))
 ISSUED = {}  # the proxy's token -> [n, issued at, uses, the upstream token]
 RACE_FIRED = threading.Event()
 LOCK = threading.Lock()
@@ -259,6 +268,24 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         self.log(f"TOKEN {n}")
         return json.dumps(answer).encode()
 
+    def truncated(self, data):
+        """--truncate-listings: the listing answer `data` cut to its first N keys, marked truncated, without a
+        continuation token; `data` itself when it lists N keys or fewer."""
+        text = data.decode()
+        contents = re.findall(r"<Contents>.*?</Contents>", text, flags=re.S)
+        if len(contents) <= TRUNCATE[0]:
+            return data
+        head = text[:text.index("<Contents>")]
+        tail = text[text.rindex("</Contents>") + len("</Contents>"):]
+        head = re.sub(r"<IsTruncated>\w+</IsTruncated>", "<IsTruncated>true</IsTruncated>", head)
+        tail = re.sub(r"<IsTruncated>\w+</IsTruncated>", "<IsTruncated>true</IsTruncated>", tail)
+        head = re.sub(r"<NextContinuationToken>.*?</NextContinuationToken>", "", head, flags=re.S)
+        tail = re.sub(r"<NextContinuationToken>.*?</NextContinuationToken>", "", tail, flags=re.S)
+        if "<IsTruncated>" not in head + tail:
+            tail = "<IsTruncated>true</IsTruncated>" + tail
+        self.log(f"TRUNCATED {len(contents)} {TRUNCATE[0]}")
+        return (head + "".join(contents[:TRUNCATE[0]]) + tail).encode()
+
     def forward(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
@@ -311,6 +338,10 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             if ((TOKEN_LIFE is not None or REVOKE_FIRST) and self.command == "POST" and resp.status == 200
                     and urllib.parse.urlsplit(self.path).path.endswith("/oauth/tokens")):
                 data = self.issued(data)
+            query_now = urllib.parse.urlsplit(self.path).query
+            if (TRUNCATE and self.command == "GET" and resp.status == 200 and "list-type=2" in query_now
+                    and TRUNCATE[1].search(query_now)):
+                data = self.truncated(data)
             if status_now:
                 self.log(f"STATUS {STATUS[1]} {resp.status}")
                 self.send_response_only(STATUS[1])

@@ -98,7 +98,12 @@ impl Drop for CountingProxy {
 /// the policy's ages are short (`maxWriterDuration: 1s`, `orphanSafetyInterval: 2s`). Returns the fixture, the
 /// proxy and the table's key prefix in the bucket.
 fn orphans_on_seaweed(name: &str) -> (Gov, CountingProxy, String) {
-    let (g, proxy) = on_seaweed(&format!("{name}-{}", uuid::Uuid::new_v4()), "", "");
+    orphans_on_seaweed_with(name, "", &[])
+}
+
+/// [`orphans_on_seaweed`] with `storage` added to `[storage]` and flags for the proxy.
+fn orphans_on_seaweed_with(name: &str, storage: &str, flags: &[&str]) -> (Gov, CountingProxy, String) {
+    let (g, proxy) = on_seaweed_with(&format!("{name}-{}", uuid::Uuid::new_v4()), storage, "", flags);
     let text = std::fs::read_to_string(&g.policy)
         .unwrap()
         .replace("maxWriterDuration: 6h", "maxWriterDuration: 1s")
@@ -203,13 +208,15 @@ fn a_purge_of_3000_objects_is_3_delete_objects_requests_and_receipts_quote_the_p
     // With `s3_recheck_by_listing` the re-check after the deletes is one listing of the batch's key range (#24),
     // not a HEAD per object: the proxy sees its pages as ListObjectsV2 requests starting after a key, about one
     // per 1,000 objects. (By default each object is HEADed: the other S3 deleter tests and the fault matrix's
-    // lagging replica.)
+    // lagging replica.) Not counted: the one-key requests that check a listing reached its end.
     assert_eq!(r["requests"]["recheck_heads"], 0, "{r}");
     assert_eq!(r["requests"]["recheck_listings"], 1, "{r}");
     let pages = proxy
         .requests()
         .iter()
-        .filter(|(_, m, p)| m == "GET" && p.contains("list-type=2") && p.contains("start-after="))
+        .filter(|(_, m, p)| {
+            m == "GET" && p.contains("list-type=2") && p.contains("start-after=") && !p.contains("max-keys=1")
+        })
         .count();
     assert!(
         (1..=n.div_ceil(1000) + 2).contains(&pages),
@@ -1453,4 +1460,65 @@ fn a_provider_that_writes_a_delete_marker_instead_of_deleting_the_version_is_nev
             assert_eq!(v[*k], serde_json::json!([1, 1]), "{storage}: {k}: {v}");
         }
     }
+}
+
+/// A provider that cuts a listing short (a page of 3 keys marked truncated, without a continuation token, as
+/// ListObjects V1 providers answer V2 requests): object_store ends the listing there without reading
+/// `IsTruncated`, and the plan took the first keys for the whole table, so whatever it did not see (another
+/// table's metadata nested under this one, the files a later page names) could not keep anything. Now the end of
+/// every S3 listing is checked with one request for the first key after the last one listed: the plan is refused
+/// (exit 2) naming the listing and the key beyond it, and nothing is proposed.
+#[test]
+fn a_listing_cut_short_without_a_continuation_token_is_refused_not_read_as_the_whole_table() {
+    let (g, proxy, prefix) = orphans_on_seaweed_with(
+        "orphans-cut-listing",
+        "",
+        &["--truncate-listings", "3", "^(?!.*max-keys=1)"],
+    );
+    boto(
+        &g,
+        &format!("s3.put_object(Bucket=bucket, Key='{prefix}/data/stray.parquet', Body=b'PAR1 stray PAR1')"),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        proxy.requests().iter().any(|(_, m, _)| m == "TRUNCATED"),
+        "the proxy cut a listing: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(r.code, 2, "{text}");
+    assert!(
+        text.contains("cut the listing short") && text.contains(&prefix),
+        "{text}"
+    );
+}
+
+/// The purge's re-check by listing (`s3_recheck_by_listing`) concluded that every key of the batch the listing
+/// did not reach was absent once the listing ended, also where the provider had cut it short: a delete that
+/// never took effect would be VERIFIED. Now keys past the first key the bucket holds beyond the listing are not
+/// decided by it and are HEADed. Through a proxy cutting every re-check page to one key, the purge still ends
+/// VERIFIED, and the objects past the cut were HEADed (none before the fix).
+#[test]
+fn the_recheck_by_listing_decides_nothing_past_where_a_provider_cut_it_short() {
+    let prefix = format!("cut-recheck-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed_with(
+        &prefix,
+        "s3_recheck_by_listing = true",
+        "",
+        &["--truncate-listings", "1", "start-after=(?!.*max-keys=1)"],
+    );
+    let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n >= 3, "{c}");
+    assert!(
+        proxy.requests().iter().any(|(_, m, _)| m == "TRUNCATED"),
+        "the proxy cut a re-check listing: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(r["objects"]["VERIFIED"].as_array().unwrap().len(), n, "{r}");
+    assert!(
+        r["requests"]["recheck_heads"].as_u64().is_some_and(|h| h >= 1),
+        "the keys past the cut were HEADed: {r}"
+    );
 }

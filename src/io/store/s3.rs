@@ -43,6 +43,20 @@ struct ListVersionsResult {
     delete_markers: Vec<XmlVersion>,
 }
 
+/// One page of `ListObjectsV2`: only the keys (the completeness check reads nothing else).
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListV2Page {
+    #[serde(rename = "Contents", default)]
+    contents: Vec<ListV2Key>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListV2Key {
+    key: String,
+}
+
 #[derive(Debug, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct XmlVersion {
@@ -566,7 +580,7 @@ impl Answer {
     }
 }
 
-fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
+pub(super) fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
     Error::Storage {
         op,
         uri: uri.to_owned(),
@@ -747,11 +761,83 @@ impl Storage {
                     }),
             );
             match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
-                (true, Some(k), Some(v)) => markers = Some((k, v)),
-                _ => break,
+                (false, _, _) => break,
+                (true, Some(k), Some(v)) => {
+                    // A provider repeating its markers would be listed for ever; one that gives none has cut
+                    // the listing short. Either way the versions seen are not all of them.
+                    if markers.as_ref() == Some(&(k.clone(), v.clone())) {
+                        return Err(s3_error(
+                            "list versions",
+                            uri,
+                            format!("the answer repeated its markers (key {k}, version {v}): the listing cannot end"),
+                        ));
+                    }
+                    markers = Some((k, v));
+                }
+                (true, _, _) => {
+                    return Err(s3_error(
+                        "list versions",
+                        uri,
+                        "the answer says the listing is truncated but names no next key and version marker: the \
+                         versions after it cannot be listed"
+                            .to_owned(),
+                    ));
+                }
             }
         }
         Ok(out)
+    }
+
+    /// The first key after `after` (or the first key, with `None`) among the keys of the bucket of `uri` that
+    /// start with `prefix`, asked with one `ListObjectsV2` request of one key: the check that a listing
+    /// object_store ended really reached the end. (object_store ends an S3 listing at the first page without a
+    /// continuation token and never reads `IsTruncated`: a provider that answers a truncated page without a
+    /// token, as ListObjects V1 providers do, cuts every listing at its first page, silently.)
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when S3 refuses or answers garbage.
+    pub(super) async fn s3_first_key_after(
+        &self,
+        uri: &str,
+        prefix: &str,
+        after: Option<&str>,
+    ) -> Result<Option<String>> {
+        let mut q = vec![
+            ("list-type".to_owned(), "2".to_owned()),
+            ("max-keys".to_owned(), "1".to_owned()),
+            ("prefix".to_owned(), prefix.to_owned()),
+        ];
+        if let Some(a) = after {
+            q.push(("start-after".to_owned(), a.to_owned()));
+        }
+        let a = self
+            .s3_send(uri, http::Method::GET, &Path::from(""), q, vec![], None)
+            .await?;
+        if a.status != 200 {
+            return Err(s3_error("check the listing reached its end", uri, a.describe()));
+        }
+        let page: ListV2Page = quick_xml::de::from_reader(a.body.as_ref()).map_err(|e| {
+            s3_error(
+                "check the listing reached its end",
+                uri,
+                format!("unreadable answer: {e}"),
+            )
+        })?;
+        match page.contents.into_iter().next() {
+            None => Ok(None),
+            Some(k) if k.key.starts_with(prefix) && after.is_none_or(|a| k.key.as_str() > a) => Ok(Some(k.key)),
+            // A provider that ignores `start-after` or `prefix` cannot say whether the listing was complete.
+            Some(k) => Err(s3_error(
+                "check the listing reached its end",
+                uri,
+                format!(
+                    "asked for the first key after {:?} under {prefix:?}, the provider answered {:?}: it ignores \
+                     start-after or prefix, so whether its listings are complete cannot be checked",
+                    after.unwrap_or_default(),
+                    k.key
+                ),
+            )),
+        }
     }
 
     /// Deletes one version (or delete marker) of an S3 object for good (`undelete` removing a marker).
