@@ -453,6 +453,19 @@ async fn verified_in(
     let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
     let v = evidence::verify_payload(envelope, &trust.for_role(crate::evidence::keys::Role::Seal))
         .map_err(|f| Error::invalid(dir, format!("bundle signature (keys with the seal role): {f}")))?;
+    // As `restore` checks a bundle: a bundle statement, its one subject binding the inventory's digests and the
+    // root the predicate signs (a seal-signed statement of another kind, or one whose root is not its
+    // inventory's, is no bundle).
+    if v.predicate_type() != PREDICATE_TYPE {
+        return Err(Error::invalid(
+            dir,
+            format!(
+                "the signed statement is a {}, not a bundle ({PREDICATE_TYPE})",
+                v.predicate_type()
+            ),
+        ));
+    }
+    let subjects = v.subjects().to_vec();
     let mut pred: BundlePredicate = v
         .parse_predicate()
         .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
@@ -461,6 +474,27 @@ async fn verified_in(
     let digests = load_inventory_keeping(storage, dir, &mut pred, keep, false, None)
         .await?
         .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
+    if digests.root != pred.bundle_root {
+        return Err(Error::invalid(
+            dir,
+            format!(
+                "bundle root: the predicate signs {}, its inventory's root is {}",
+                pred.bundle_root, digests.root
+            ),
+        ));
+    }
+    let subject_ok = subjects.len() == 1
+        && subjects[0].digest.get("sha256") == Some(&digests.sha256)
+        && subjects[0].digest.get("blake3") == Some(&pred.bundle_root);
+    if !subject_ok {
+        return Err(Error::invalid(
+            dir,
+            format!(
+                "bundle subject: the statement's subject does not bind the inventory (sha256 {}, blake3 {})",
+                digests.sha256, pred.bundle_root
+            ),
+        ));
+    }
     Ok((pred, digests))
 }
 

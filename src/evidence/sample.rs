@@ -73,19 +73,7 @@ pub fn select(
     coverage: Option<&Coverage<'_>>,
     forced: &[String],
 ) -> Selection {
-    let mut due: Vec<(Option<i64>, &String)> = match coverage {
-        Some(c) => {
-            let window = i64::from(c.weeks) * 7 * 86_400_000;
-            population
-                .iter()
-                .map(|id| (c.last_drilled.get(id).copied(), id))
-                .filter(|(last, _)| last.is_none_or(|t| c.now_ms.saturating_sub(t) > window))
-                .collect()
-        }
-        None => Vec::new(),
-    };
-    due.sort();
-    let cov: Vec<String> = due.into_iter().take(k).map(|(_, id)| id.clone()).collect();
+    let cov: Vec<String> = coverage.map_or_else(Vec::new, |c| coverage_picks(population, k, c));
     let rest: Vec<String> = population.iter().filter(|id| !cov.contains(id)).cloned().collect();
     let mut selected = cov.clone();
     selected.extend(draw(seed, &rest, k - cov.len()));
@@ -98,6 +86,21 @@ pub fn select(
     }
 }
 
+/// The coverage picks [`select`] makes for `k` draws: the ids of `population` not drilled within `c.weeks`
+/// (never drilled first, then least recently), at most `k` of them. `audit verify --chain` recomputes a report's
+/// picks with it from the drills the chain recorded before the report started.
+#[must_use]
+pub fn coverage_picks(population: &[String], k: usize, c: &Coverage<'_>) -> Vec<String> {
+    let window = i64::from(c.weeks).saturating_mul(7 * 86_400_000);
+    let mut due: Vec<(Option<i64>, &String)> = population
+        .iter()
+        .map(|id| (c.last_drilled.get(id).copied(), id))
+        .filter(|(last, _)| last.is_none_or(|t| c.now_ms.saturating_sub(t) > window))
+        .collect();
+    due.sort();
+    due.into_iter().take(k).map(|(_, id)| id.clone()).collect()
+}
+
 /// Recomputes a recorded selection: the coverage picks and forced ids must lie in the population, and what is
 /// between them must be the draw over the rest of the population with the recorded seed. `Err` says what
 /// differs.
@@ -108,9 +111,22 @@ pub fn check(
     seed: u64,
     population: &[String],
     selected: &[String],
-    coverage: &[String],
+    coverage: (Option<u32>, &[String]),
     forced: &[String],
 ) -> Result<(), String> {
+    let (coverage_weeks, coverage) = coverage;
+    // One bundle drilled twice is not two bundles sampled: every id is selected once.
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = selected.iter().find(|id| !seen.insert(id.as_str())) {
+        return Err(format!("the selection names {twice} more than once"));
+    }
+    // Coverage picks come only from a plan with a coverage rule.
+    if coverage_weeks.is_none() && !coverage.is_empty() {
+        return Err(format!(
+            "the report has {} coverage picks but no coverage rule (coverage_weeks)",
+            coverage.len()
+        ));
+    }
     let outside: Vec<&String> = coverage
         .iter()
         .chain(forced)
@@ -169,11 +185,29 @@ mod tests {
         assert_eq!(d.len(), 30);
         assert_eq!(draw(1, &ids(5), 30).len(), 5);
         let s = select(42, &pop, 30, None, &["b007".to_owned()]);
-        assert_eq!(check(42, &pop, &s.selected, &s.coverage, &s.forced), Ok(()));
-        assert!(check(43, &pop, &s.selected, &s.coverage, &s.forced).is_err());
+        assert_eq!(check(42, &pop, &s.selected, (None, &s.coverage), &s.forced), Ok(()));
+        assert!(check(43, &pop, &s.selected, (None, &s.coverage), &s.forced).is_err());
         let mut fewer = pop.clone();
         fewer.retain(|b| b != &s.selected[3]);
-        assert!(check(42, &fewer, &s.selected, &s.coverage, &s.forced).is_err());
+        assert!(check(42, &fewer, &s.selected, (None, &s.coverage), &s.forced).is_err());
+    }
+
+    /// One bundle drilled thirty times is not thirty bundles sampled, and coverage picks need a coverage rule:
+    /// a report labelling a hand-picked selection `coverage` without one, or repeating an id, does not recompute.
+    #[test]
+    fn a_selection_repeating_an_id_or_claiming_coverage_without_a_rule_does_not_recompute() {
+        let pop = ids(30);
+        let thirty = vec!["b007".to_owned(); 30];
+        let why = check(1, &pop, &thirty, (None, &thirty), &[]).unwrap_err();
+        assert!(why.contains("b007 more than once"), "{why}");
+        let why = check(1, &pop, &thirty, (Some(2), &thirty), &[]).unwrap_err();
+        assert!(why.contains("more than once"), "{why}");
+        let picked: Vec<String> = pop[..10].to_vec();
+        let why = check(1, &pop, &picked, (None, &picked), &[]).unwrap_err();
+        assert!(why.contains("no coverage rule"), "{why}");
+        // The draw itself never repeats: an honest selection still recomputes.
+        let s = select(1, &pop, 10, None, &[]);
+        assert_eq!(check(1, &pop, &s.selected, (None, &s.coverage), &s.forced), Ok(()));
     }
 
     /// `coverage_weeks = 2` over 90 bundles with `sample = 30`, one drill a week (the clock advanced a week per
@@ -194,7 +228,13 @@ mod tests {
             let s = select(u64::try_from(run).unwrap(), &pop, 30, Some(&c), &[]);
             assert_eq!(s.selected.len(), 30);
             assert_eq!(
-                check(u64::try_from(run).unwrap(), &pop, &s.selected, &s.coverage, &s.forced),
+                check(
+                    u64::try_from(run).unwrap(),
+                    &pop,
+                    &s.selected,
+                    (Some(2), &s.coverage),
+                    &s.forced
+                ),
                 Ok(())
             );
             for id in &s.selected {

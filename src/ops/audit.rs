@@ -294,7 +294,7 @@ pub fn check_report(
                 p.sample.seed,
                 &p.sample.population_ids,
                 &p.sample.selected,
-                &p.sample.coverage,
+                (p.sample.coverage_weeks, &p.sample.coverage),
                 &p.sample.forced,
             ) {
                 fail("SAMPLE_MISMATCH", why);
@@ -567,6 +567,56 @@ pub async fn list_reports(storage: &Storage, folder: &str) -> Result<Vec<String>
         .collect())
 }
 
+/// With `--chain`: each report's coverage picks, recomputed from the drills the chain's reports recorded as
+/// finished before it started (what the drill read, [`crate::ops::drill`]'s `last_drilled`): a report whose
+/// picks differ drilled bundles of its signer's choosing under the coverage label (`SAMPLE_MISMATCH`). Shard
+/// reports are not recomputed (their selection is the overall run's).
+fn coverage_recomputed(drilled: &[(String, DrillPredicate)], findings: &mut Vec<AuditFinding>) {
+    let ms = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    };
+    for (name, p) in drilled {
+        let (Some(weeks), None, Some(started)) = (p.sample.coverage_weeks, &p.shard, ms(&p.started_at)) else {
+            continue;
+        };
+        if p.sample.population_ids.is_empty() {
+            continue;
+        }
+        let mut last: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+        for (_, e) in drilled {
+            let Some(finished) = ms(&e.finished_at).filter(|f| *f < started) else {
+                continue;
+            };
+            for r in e.results.iter().filter(|r| r.object_shard.is_none()) {
+                let at = last.entry(r.bundle_id.clone()).or_insert(i64::MIN);
+                *at = (*at).max(finished);
+            }
+        }
+        let k = p.sample.selected.len().saturating_sub(p.sample.forced.len());
+        let want = crate::evidence::sample::coverage_picks(
+            &p.sample.population_ids,
+            k,
+            &crate::evidence::sample::Coverage {
+                weeks,
+                last_drilled: &last,
+                now_ms: started,
+            },
+        );
+        if want != p.sample.coverage {
+            findings.push(AuditFinding {
+                check: "SAMPLE_MISMATCH".into(),
+                report: name.clone(),
+                detail: format!(
+                    "the coverage picks recomputed from the chain's earlier drills are {want:?}, the report has {:?}",
+                    p.sample.coverage
+                ),
+            });
+        }
+    }
+}
+
 /// `audit verify REPORT [--chain]`.
 ///
 /// # Errors
@@ -610,8 +660,13 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
     let mut gate = None;
     let mut locks = Vec::new();
     let mut prev: Option<(String, String, String)> = None; // (name, sha256, plan)
+    // With --chain, the drill reports verified, for recomputing their coverage picks afterwards.
+    let mut drilled: Vec<(String, DrillPredicate)> = Vec::new();
     for uri in &targets {
-        let fetched = storage.get(uri).await?;
+        // Bounded as table metadata is: a file of any size can be written into a reports folder.
+        let fetched = storage
+            .get_bounded(uri, storage.options().max_metadata_bytes, "a signed file")
+            .await?;
         let (bytes, modified) = (fetched.bytes, fetched.info.last_modified);
         let name = location::file_name(uri).to_owned();
         // A purge's signed inventory archive or receipts summary: its signature and its lock.
@@ -735,11 +790,16 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                     });
                 }
             }
-            prev = Some((name, sha, p.drill.plan));
+            let plan = p.drill.plan.clone();
+            if chain {
+                drilled.push((name.clone(), p));
+            }
+            prev = Some((name, sha, plan));
         } else {
             prev = Some((name, sha, String::new()));
         }
     }
+    coverage_recomputed(&drilled, &mut findings);
     Ok(AuditReport {
         status: if findings.is_empty() {
             "VERIFIED".into()
@@ -759,4 +819,200 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         chain_folder,
         anchored: None,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod sample_tests {
+    use super::*;
+    use crate::evidence::keys::{PublicKey, SigningKey};
+    use crate::evidence::predicate::*;
+    use crate::evidence::{Statement, Subject};
+
+    fn result(id: &str, root: &str) -> DrillResult {
+        DrillResult {
+            bundle_id: id.into(),
+            table_uuid: Some("u".into()),
+            snapshot_id: Some(1),
+            bundle_root: Some(root.into()),
+            status: RestoreStatus::RestoreVerified,
+            objects_verified: 1,
+            bytes_verified: 1,
+            rto_seconds: 1.0,
+            rpo_seconds: None,
+            findings: vec![],
+            declared_snapshot_id: None,
+            rto_limit_seconds: None,
+            rows_promised: None,
+            rows_scanned: None,
+            checkpoint_id: None,
+            declared_at: None,
+            history_age_seconds: None,
+            history_age_basis: None,
+            policy_digest: None,
+            object_shard: None,
+        }
+    }
+
+    /// A drill report of `selected` (every result RESTORE_VERIFIED with `root`) over the population b00..b29,
+    /// drilled 2026-12-01 00:00-00:01, signed by a drill key, with that key's trust.
+    fn signed(
+        selected: Vec<String>,
+        coverage: Vec<String>,
+        coverage_weeks: Option<u32>,
+        root: &str,
+    ) -> (Vec<u8>, TrustStore) {
+        let key = SigningKey::from(ed25519_dalek::SigningKey::from_bytes(&[9; 32]));
+        let trust = TrustStore::from_keys(vec![PublicKey::new("drill", "drill.pub", key.verifying_key())]).unwrap();
+        let p = predicate(
+            selected.clone(),
+            coverage,
+            coverage_weeks,
+            root,
+            "2026-12-01T00:00:00.000Z",
+        );
+        let mut subjects = vec![];
+        let mut seen = std::collections::BTreeSet::new();
+        for id in &selected {
+            if seen.insert(id.clone()) {
+                let mut s = Subject::sha256(format!("lakedrill-bundle:{id}"), "0".repeat(64));
+                s.digest.insert("blake3".into(), root.into());
+                subjects.push(s);
+            }
+        }
+        let st = Statement {
+            subject: subjects,
+            predicate_type: PREDICATE_TYPE.into(),
+            predicate: serde_json::to_value(&p).unwrap(),
+        };
+        (crate::evidence::sign_statement(&st, &key).to_json_bytes(), trust)
+    }
+
+    /// The predicate of [`signed`], started at `started` and finished a minute later.
+    fn predicate(
+        selected: Vec<String>,
+        coverage: Vec<String>,
+        coverage_weeks: Option<u32>,
+        root: &str,
+        started: &str,
+    ) -> DrillPredicate {
+        let finished = (chrono::DateTime::parse_from_rfc3339(started).unwrap() + chrono::Duration::minutes(1))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let population_ids: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
+        let results: Vec<DrillResult> = selected.iter().map(|id| result(id, root)).collect();
+        DrillPredicate {
+            drill: DrillInfo {
+                id: "d".into(),
+                kind: "quarantine".into(),
+                plan: "weekly".into(),
+                plan_digest: "p".into(),
+                policy_digest: None,
+                implementation_digest: "i".into(),
+                evidence_retention: None,
+                parallel_bundles: None,
+            },
+            started_at: started.into(),
+            finished_at: finished,
+            sample: SampleInfo {
+                seed: 1,
+                population: 30,
+                size: selected.len(),
+                selected: selected.clone(),
+                retired: 0,
+                source: Some("file:///b".into()),
+                population_ids,
+                population_roots: vec![],
+                sampler: Some(crate::evidence::sample::SAMPLER.into()),
+                coverage_weeks,
+                coverage,
+                forced: vec![],
+            },
+            summary: Summary::of(results.len(), 0),
+            results,
+            previous_report: None,
+            shard: None,
+            merged_from: None,
+        }
+    }
+
+    /// One bundle drilled 30 times read as "30 of 30 sampled", and the weekly gate counted it so: a repeated id in
+    /// the selection is a `SAMPLE_MISMATCH` now (and the report does not count for the gates, which read reports
+    /// through this check). The same report labelled as coverage picks without a coverage rule likewise.
+    #[test]
+    fn one_bundle_drilled_thirty_times_is_not_thirty_sampled() {
+        let one = vec!["b07".to_owned(); 30];
+        let (bytes, trust) = signed(one.clone(), one, None, &"a".repeat(64));
+        let mut findings = Vec::new();
+        let _ = check_report("r.dsse.json", &bytes, &trust, &mut findings);
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.check == "SAMPLE_MISMATCH" && f.detail.contains("b07 more than once")),
+            "{findings:?}"
+        );
+        let picked: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
+        let (bytes, trust) = signed(picked.clone(), picked[..5].to_vec(), None, &"a".repeat(64));
+        let mut findings = Vec::new();
+        let _ = check_report("r.dsse.json", &bytes, &trust, &mut findings);
+        assert!(
+            findings.iter().any(|f| f.detail.contains("no coverage rule")),
+            "{findings:?}"
+        );
+    }
+
+    /// A plan with a coverage rule: the coverage picks of each report are recomputed from the drills the chain
+    /// recorded before it started. A report whose picks are the bundles drilled the week before (hand-picked, not
+    /// the least recently drilled) is a `SAMPLE_MISMATCH`; the honest picks pass.
+    #[test]
+    fn coverage_picks_are_recomputed_from_the_chain() {
+        let root = "a".repeat(64);
+        let all: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
+        // Week 1 drilled b00..b09; week 2 (a week later, rule: 1 week) must first take never-drilled bundles.
+        let week1 = predicate(
+            all[..10].to_vec(),
+            all[..10].to_vec(),
+            Some(1),
+            &root,
+            "2026-11-20T00:00:00.000Z",
+        );
+        let honest = crate::evidence::sample::coverage_picks(
+            &all,
+            10,
+            &crate::evidence::sample::Coverage {
+                weeks: 1,
+                last_drilled: &all[..10]
+                    .iter()
+                    .map(|id| {
+                        (
+                            id.clone(),
+                            chrono::DateTime::parse_from_rfc3339("2026-11-20T00:01:00.000Z")
+                                .unwrap()
+                                .timestamp_millis(),
+                        )
+                    })
+                    .collect(),
+                now_ms: chrono::DateTime::parse_from_rfc3339("2026-11-25T00:00:00.000Z")
+                    .unwrap()
+                    .timestamp_millis(),
+            },
+        );
+        assert_eq!(honest, all[10..20].to_vec(), "never-drilled first");
+        let good = predicate(honest.clone(), honest, Some(1), &root, "2026-11-25T00:00:00.000Z");
+        let mut findings = Vec::new();
+        coverage_recomputed(&[("w1".into(), week1.clone()), ("w2".into(), good)], &mut findings);
+        assert!(findings.is_empty(), "{findings:?}");
+        // The same week drilling b00..b09 again, labelled coverage.
+        let picked = predicate(
+            all[..10].to_vec(),
+            all[..10].to_vec(),
+            Some(1),
+            &root,
+            "2026-11-25T00:00:00.000Z",
+        );
+        let mut findings = Vec::new();
+        coverage_recomputed(&[("w1".into(), week1), ("w2".into(), picked)], &mut findings);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].check, "SAMPLE_MISMATCH");
+        assert_eq!(findings[0].report, "w2");
+    }
 }

@@ -856,7 +856,12 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
             None => reasons.push("no evidence given (--evidence REPORT), and no covering weekly report found".into()),
             Some(ev) => {
                 let uri = location::canonical_uri(ev)?;
-                match ctx.storage.get_opt(&uri).await? {
+                let max = ctx.storage.options().max_metadata_bytes;
+                let read = match ctx.storage.get_bounded(&uri, max, "the evidence").await {
+                    Err(Error::NotFound { .. }) => None,
+                    read => Some(read?),
+                };
+                match read {
                     None => reasons.push(format!("evidence {uri} does not exist")),
                     Some(f) => {
                         let mut problems = check_evidence(

@@ -275,7 +275,10 @@ async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore)
         if !o.uri.ends_with(".dsse.json") {
             continue;
         }
-        let bytes = storage.get(&o.uri).await?.bytes;
+        let bytes = storage
+            .get_bounded(&o.uri, storage.options().max_metadata_bytes, "a drill report")
+            .await?
+            .bytes;
         // Only drill reports count, and only under keys with the drill role (the deleter's key is never one).
         let Ok(v) = evidence::verify(&bytes, &trust.for_role(keys::Role::Drill)) else {
             continue;
@@ -1005,7 +1008,9 @@ pub async fn latest_report(storage: &Storage, folder: &str, check: ChainCheck<'_
     match reports.last() {
         None => Ok(None),
         Some(uri) => {
-            let b = storage.get(uri).await?;
+            let b = storage
+                .get_bounded(uri, storage.options().max_metadata_bytes, "a drill report")
+                .await?;
             if let Err(why) = check(location::file_name(uri), &b.bytes) {
                 return Err(Error::invalid(
                     uri,
@@ -1039,7 +1044,10 @@ pub async fn chain_trend(
 ) -> Result<Vec<crate::report::html::TrendPoint>> {
     let mut out = Vec::new();
     for uri in list_reports(storage, folder).await? {
-        let bytes = storage.get(&uri).await?.bytes;
+        let bytes = storage
+            .get_bounded(&uri, storage.options().max_metadata_bytes, "a drill report")
+            .await?
+            .bytes;
         let name = location::file_name(&uri);
         let mut findings = Vec::new();
         if let Some((_, p)) = crate::ops::audit::check_report(name, &bytes, drill_keys, &mut findings)

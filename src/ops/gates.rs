@@ -579,7 +579,11 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
     let mut good = Vec::new();
     let mut unverified = Vec::new();
     for uri in report_files(storage, &folder).await? {
-        let bytes = storage.get(&uri).await?.bytes;
+        // Bounded as table metadata is: a file of any size can be written into the reports folder.
+        let bytes = storage
+            .get_bounded(&uri, storage.options().max_metadata_bytes, "a drill report")
+            .await?
+            .bytes;
         let mut findings = Vec::new();
         // Only keys with the drill role sign drill reports ([`crate::evidence::keys::Role`]), as for the deleter.
         let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, &drill_keys, &mut findings) else {

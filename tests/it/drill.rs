@@ -1462,3 +1462,50 @@ async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
         "{msg}"
     );
 }
+
+/// Commands that read a bundle's predicate without restoring it (`restore --put-back`, `set-current
+/// --from-bundle`'s metadata copy, `recover`, `audit verify` of a retired bundle) checked only its signature: a
+/// seal-signed statement whose root is not its inventory's, or that is no bundle statement at all, was read as a
+/// bundle (an audit of a retired bundle said VERIFIED). Now they check the statement type, the root recomputed
+/// from the inventory and the subject, as `restore` does, and refuse naming what differs.
+#[test]
+fn a_signed_bundle_whose_root_is_not_its_inventorys_is_refused_by_every_reader() {
+    let s = sealed_pos_table();
+    let env_path = s.bundle.join("bundle.dsse.json");
+    let st = read_statement(&env_path);
+    let bundle = s.bundle.to_str().unwrap();
+    // Another root, signed by the bundle's own (trusted) seal key, subject and predicate agreeing with each other.
+    let mut other = st.clone();
+    let fake = "ab".repeat(32);
+    other["predicate"]["bundle_root"] = Value::String(fake.clone());
+    other["subject"][0]["digest"]["blake3"] = Value::String(fake.clone());
+    resign(&s, "application/vnd.in-toto+json", &other);
+    let r = lakedrill(&[
+        "--json",
+        "restore",
+        bundle,
+        "--trust",
+        s.trust.to_str().unwrap(),
+        "--put-back",
+    ]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("bundle root") && r.stderr.contains(&fake),
+        "{}",
+        r.stderr
+    );
+    // Another statement type, validly signed.
+    let mut kind = st.clone();
+    kind["predicateType"] = Value::String("https://example.com/not-a-bundle/v1".into());
+    resign(&s, "application/vnd.in-toto+json", &kind);
+    let r = lakedrill(&[
+        "--json",
+        "restore",
+        bundle,
+        "--trust",
+        s.trust.to_str().unwrap(),
+        "--put-back",
+    ]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("not a bundle"), "{}", r.stderr);
+}

@@ -589,3 +589,43 @@ fn a_drill_names_each_tables_policy_digest_and_a_changed_policy_voids_it_for_the
     let v = purge_reading(&g, id, &ev, "reports").expect_code(0).json();
     assert_eq!(v["status"], "VERIFIED", "{v}");
 }
+
+/// A file of any size can be written into a reports folder: the gates, the drill's coverage and chain reads,
+/// `audit verify --chain` and the purge's evidence read each report whole, so a planted multi-GB `x.dsse.json`
+/// ended in an out-of-memory abort. Each read is now bounded as table metadata is (`max_metadata_bytes`): a
+/// larger file is refused as soon as its size is known, exit 2 naming it and the limit, and is never held.
+#[test]
+fn a_planted_report_larger_than_the_metadata_limit_is_refused_naming_it_not_read() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let folder = std::path::Path::new(&ev).parent().unwrap().to_path_buf();
+    let junk = folder.join("zz-junk.dsse.json");
+    // Sparse: 600 MiB that take no disk, over the default limit of 512 MiB.
+    std::fs::File::create(&junk).unwrap().set_len(600 << 20).unwrap();
+    let over = |r: &crate::util::Run| {
+        assert!(
+            r.stderr.contains("zz-junk.dsse.json") && r.stderr.contains("over the limit"),
+            "{}",
+            r.stderr
+        );
+    };
+    let r = gates(&g);
+    r.expect_code(2);
+    over(&r);
+    let r = g.run(&[
+        "--json",
+        "audit",
+        "verify",
+        folder.to_str().unwrap(),
+        "--chain",
+        "--trust",
+        "keys",
+    ]);
+    r.expect_code(2);
+    over(&r);
+    // The evidence itself.
+    let r = g.purge(id, Some(&junk), &[]);
+    r.expect_code(2);
+    over(&r);
+}
