@@ -30,7 +30,7 @@
 //! # Guarantees
 //!
 //! - Every change runs in one transaction that holds a database-wide write lock from its start, so concurrent
-//!   processes serialize on it (waiting up to [`BUSY_TIMEOUT`]) and no update is lost: on `SQLite` a
+//!   processes serialize on it (waiting up to [`WRITE_WAIT`], in attempts of [`BUSY_TIMEOUT`]) and no update is lost: on `SQLite` a
 //!   `BEGIN IMMEDIATE` transaction on a WAL database with `synchronous = FULL` (a committed hold survives a
 //!   power cut); on PostgreSQL a `READ COMMITTED` transaction that first takes a transaction-scoped advisory
 //!   lock. Both run the same statements through sqlx's `Any` driver and store the same types (times as RFC 3339

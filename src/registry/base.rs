@@ -35,8 +35,15 @@ pub const SCHEMA_VERSION: i64 = 5;
 /// share it (they serialize, they do not conflict).
 pub(super) const PG_WRITE_LOCK_KEY: i64 = 0x6c61_6b65_6472_696c;
 
-/// How long a change waits for another process's write transaction before it fails.
+/// How long one attempt at the write lock waits for another process's write transaction (SQLite's busy
+/// timeout, PostgreSQL's `lock_timeout`); [`WRITE_WAIT`] bounds the attempts.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a change waits in all for the registry's write lock before it fails. A purge batch holds the lock
+/// across its delete requests and their re-checks (and a REST catalog commit, up to its request timeout), which
+/// can take minutes on a slow store; a protection (`hold set`, `lease add`, …) must wait for it and land, not fail
+/// after [`BUSY_TIMEOUT`] while the purge goes on.
+pub const WRITE_WAIT: Duration = Duration::from_secs(30 * 60);
 
 /// How long the deleter leaves the SQLite write lock free between two batches ([`Registry::yield_to_writers`]):
 /// longer than the longest sleep of SQLite's busy handler (100 ms), so a waiting writer always gets in.
@@ -714,17 +721,31 @@ impl Registry {
         op: &'static str,
     ) -> Result<sqlx::Transaction<'static, sqlx::Any>, RegistryError> {
         self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut tx = self
-            .pool
-            .begin_with(self.dialect.begin_write())
-            .await
-            .map_err(query(op))?;
+        let started = std::time::Instant::now();
+        let mut told = false;
+        loop {
+            match self.try_begin_write().await {
+                Err(e) if lock_busy(&e) && started.elapsed() < WRITE_WAIT => {
+                    if !told {
+                        // Said once: a protection that waits here lands as soon as the batch holding the lock ends.
+                        eprintln!(
+                            "registry: {op}: waiting for the write lock, which another lakedrill holds (a purge \
+                             batch holds it while its deletes are sent); waiting up to {} minutes",
+                            WRITE_WAIT.as_secs() / 60
+                        );
+                        told = true;
+                    }
+                }
+                other => return other.map_err(query(op)),
+            }
+        }
+    }
+
+    /// One attempt at [`Registry::begin_write`], waiting up to [`BUSY_TIMEOUT`].
+    async fn try_begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        let mut tx = self.pool.begin_with(self.dialect.begin_write()).await?;
         if let Some(lock) = self.dialect.write_lock() {
-            sqlx::query(lock)
-                .bind(PG_WRITE_LOCK_KEY)
-                .execute(&mut *tx)
-                .await
-                .map_err(query(op))?;
+            sqlx::query(lock).bind(PG_WRITE_LOCK_KEY).execute(&mut *tx).await?;
         }
         Ok(tx)
     }
@@ -741,6 +762,21 @@ impl Registry {
         let mut tx = self.begin_write(op).await?;
         let generation = bump_generation(&mut tx).await.map_err(query(op))?;
         Ok(Change { tx, generation, op })
+    }
+}
+
+/// Whether `e` says the write lock was not had within [`BUSY_TIMEOUT`]: SQLite's `SQLITE_BUSY` ("database is
+/// locked", extended codes included) or PostgreSQL's `lock_not_available` (`55P03`, `lock_timeout`).
+fn lock_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            let code = d.code();
+            let code = code.as_deref().unwrap_or_default();
+            code == "55P03"
+                || code.parse::<i32>().is_ok_and(|c| c & 0xff == 5)
+                || d.message().contains("database is locked")
+        }
+        _ => false,
     }
 }
 

@@ -2148,3 +2148,59 @@ fn reconcile_of_a_protected_candidate_whose_deletes_all_took_effect_halts_and_si
     assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
     assert_eq!(st["candidates"][0]["object_counts"]["VERIFIED"], n, "{st}");
 }
+
+/// A purge batch holds the registry's write lock while its delete requests go out (here each delete waits 15 s,
+/// a slow store). A protection set meanwhile waited 10 s for the lock and failed (exit 2, "database is locked"),
+/// and nothing retried it while the purge went on. Now a change waits for the lock as long as a batch may hold it
+/// (up to 30 minutes, saying so once): the hold lands when the batch ends, exit 0, and the purge halts there,
+/// the other objects kept.
+#[test]
+fn a_hold_set_while_a_batch_sends_its_deletes_waits_for_it_and_lands() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n >= 3, "{c}");
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\npurge_batch_objects = 1\n")).unwrap();
+    let registry = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let mut a = g.purge_args(&id, Some(&ev));
+    a.extend(T);
+    let purge = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
+        .args(&a)
+        .current_dir(&g.dir)
+        .env("LAKEDRILL_FAILPOINTS", "delay-ms=15000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first batch's intent is recorded: its request batch (holding the lock) follows at once.
+    let started = std::time::Instant::now();
+    while sql_text(
+        &registry,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}'"),
+    )
+    .is_none_or(|n| n == "0")
+    {
+        assert!(started.elapsed().as_secs() < 120, "no intent recorded in 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let hold = g.on_table(&["--json", "hold", "set", "--scope", "table", "--reason", "litigation 14"]);
+    assert_eq!(hold.code, 0, "{}{}", hold.stdout, hold.stderr);
+    assert!(hold.stderr.contains("waiting for the write lock"), "{}", hold.stderr);
+    let out = purge.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("legal hold"), "{stdout}");
+    assert!(
+        g.present(&c) >= n - 1,
+        "the purge halted after the batch the hold waited for"
+    );
+}
