@@ -56,6 +56,9 @@ pub const SCHEMA_V1: &str = "lakehouseRetentionPolicy.v1";
 /// Default of `evidenceMaxAge`: drill evidence older than this does not approve a delete.
 pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
 
+/// The longest `evidenceMaxAge` a policy may set, in days.
+pub const MAX_EVIDENCE_MAX_AGE_DAYS: i64 = 31;
+
 /// Fewest hex digits a UUID prefix in `table` may have (#23 point 5). Eight hex digits (the first group of the
 /// hyphenated form, as in `orders/7f31c2a9...`) leave a 1 in 4 billion chance that another table matches; four
 /// left 1 in 65,536, too close for a binding that decides what may be deleted.
@@ -1095,6 +1098,18 @@ impl RawPolicy {
             }
         };
         let evidence_max_age = duration("evidenceMaxAge", &self.evidence_max_age, Some(DEFAULT_EVIDENCE_MAX_AGE))?;
+        // The weekly gate's freshness: a policy cannot turn it into a yearly one (a bound policy with `3650d` let a
+        // drill from years ago keep deleting).
+        if evidence_max_age.value > chrono::Duration::days(MAX_EVIDENCE_MAX_AGE_DAYS) {
+            return Err(FieldError::new(
+                "evidenceMaxAge",
+                format!(
+                    "must be at most {MAX_EVIDENCE_MAX_AGE_DAYS}d (drill evidence older than a month proves little \
+                     about bundles drilled weekly), got {}",
+                    evidence_max_age.text
+                ),
+            ));
+        }
         let max_unreconciled_unknowns = integer("maxUnreconciledUnknowns", &self.max_unreconciled_unknowns, Some(0))?;
         let max_unreconciled_unknowns = u32::try_from(max_unreconciled_unknowns).map_err(|_| {
             FieldError::new(
@@ -1540,6 +1555,8 @@ maxUnreconciledUnknowns: 3
             ),
             ("evidenceMaxAge", "0m", "evidenceMaxAge", "greater than zero"),
             ("evidenceMaxAge", "", "evidenceMaxAge", "null"),
+            ("evidenceMaxAge", "3650d", "evidenceMaxAge", "at most 31d"),
+            ("evidenceMaxAge", "745h", "evidenceMaxAge", "at most 31d"),
             ("legalHoldGeneration", ABSENT, "legalHoldGeneration", "is required"),
             ("legalHoldGeneration", "-1", "legalHoldGeneration", "negative"),
             ("legalHoldGeneration", "1.5", "legalHoldGeneration", "integer"),

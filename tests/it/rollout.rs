@@ -1043,7 +1043,7 @@ fn purge_and_quarantine_refuse_a_policy_other_than_the_one_bound_at_rollout_set(
     let p1 = g.policy.to_str().unwrap().to_owned();
     let p1_text = std::fs::read_to_string(&g.policy).unwrap();
     let p2 = g.dir.join("policy-relaxed.yaml");
-    std::fs::write(&p2, p1_text.replace("evidenceMaxAge: 1h", "evidenceMaxAge: 3650d")).unwrap();
+    std::fs::write(&p2, p1_text.replace("evidenceMaxAge: 1h", "evidenceMaxAge: 31d")).unwrap();
     let p2 = p2.to_str().unwrap().to_owned();
     let digest = |p: &str| {
         g.run(&["--json", "policy", "check", p]).expect_code(0).json()["digest"]
