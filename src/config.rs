@@ -125,8 +125,8 @@ pub struct RolloutConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryConfig {
-    /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DATABASE`; default `sqlite:lakedrill-registry.db` in the
-    /// current directory.
+    /// `sqlite:PATH` or `postgres://USER@HOST:PORT/DATABASE`; default `sqlite:lakedrill-registry.db` beside the
+    /// configuration file (a relative path is the file's neighbour; without a file, the current directory's).
     pub uri: Option<String>,
 }
 
@@ -219,6 +219,23 @@ impl CatalogConfig {
     }
 }
 
+/// `uri` with a relative SQLite path (`sqlite:PATH`, `sqlite://PATH`) made absolute under `base`; any other URI
+/// as it is.
+fn anchored_sqlite(uri: &str, base: &Path) -> String {
+    let Some(rest) = uri.strip_prefix("sqlite://").or_else(|| uri.strip_prefix("sqlite:")) else {
+        return uri.to_owned();
+    };
+    let (file, query) = rest.split_once('?').map_or((rest, None), |(f, q)| (f, Some(q)));
+    if file.is_empty() || file.starts_with('/') || file.starts_with(':') {
+        return uri.to_owned();
+    }
+    let joined = base.join(file);
+    match query {
+        Some(q) => format!("sqlite:{}?{q}", joined.display()),
+        None => format!("sqlite:{}", joined.display()),
+    }
+}
+
 impl Config {
     /// Reads a configuration file. `explicit` says whether the user named it (then it must exist).
     ///
@@ -244,10 +261,20 @@ impl Config {
                 reason,
             });
         }
-        let cfg: Config = toml::from_str(&text).map_err(|e| Error::Config {
+        let mut cfg: Config = toml::from_str(&text).map_err(|e| Error::Config {
             file: path.display().to_string(),
             reason: e.to_string(),
         })?;
+        // A relative SQLite path (the registry's, the default one included, or a SQL catalog's) is the file's
+        // neighbour, not the working directory's: the same `--config` run from another folder must reach the
+        // same registry, or its leases, holds and checkpoints would protect nothing there.
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let base = std::path::absolute(folder.unwrap_or_else(|| Path::new(".")))
+            .map_err(|e| Error::io("resolve the configuration file's folder", path, e))?;
+        cfg.registry.uri = Some(anchored_sqlite(&cfg.registry_uri(), &base));
+        for c in cfg.catalog.values_mut() {
+            c.uri = anchored_sqlite(&c.uri, &base);
+        }
         if let Some(n) = cfg.storage.purge_batch_objects
             && n.get() > MAX_PURGE_BATCH_OBJECTS
         {
@@ -492,6 +519,39 @@ mod tests {
         let path = dir.path().join("lakedrill.toml");
         std::fs::write(&path, text).map_err(|e| Error::io("write", &path, e))?;
         Config::load(&path, true)
+    }
+
+    /// The same `--config` run from two folders reached two registries: the default `lakedrill-registry.db` (and
+    /// any relative `sqlite:` path) was the working directory's, so a lease added from one folder protected nothing
+    /// in a plan run from the other. Relative SQLite paths are now the configuration file's neighbours.
+    #[test]
+    fn relative_sqlite_paths_are_the_configuration_files_neighbours() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lakedrill.toml");
+        let base = std::path::absolute(dir.path()).unwrap();
+        std::fs::write(
+            &path,
+            "[catalog.c]\ntype = \"sql\"\nuri = \"sqlite:cat/c.db?mode=rw\"\nwarehouse = \"/w\"\n",
+        )
+        .unwrap();
+        let cfg = Config::load(&path, true).unwrap();
+        assert_eq!(
+            cfg.registry_uri(),
+            format!("sqlite:{}", base.join("lakedrill-registry.db").display())
+        );
+        assert_eq!(
+            cfg.catalog["c"].uri,
+            format!("sqlite:{}?mode=rw", base.join("cat/c.db").display())
+        );
+        std::fs::write(&path, "[registry]\nuri = \"sqlite://reg/r.db\"\n").unwrap();
+        assert_eq!(
+            Config::load(&path, true).unwrap().registry_uri(),
+            format!("sqlite:{}", base.join("reg/r.db").display())
+        );
+        for kept in ["sqlite:/abs/r.db", "sqlite:///abs/r.db", "postgres://u@h:5432/db"] {
+            std::fs::write(&path, format!("[registry]\nuri = \"{kept}\"\n")).unwrap();
+            assert_eq!(Config::load(&path, true).unwrap().registry_uri(), kept);
+        }
     }
 
     #[test]
