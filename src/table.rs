@@ -95,6 +95,14 @@ pub struct Table {
     given_file: bool,
 }
 
+/// [`maybe_gunzip`] for readers outside this module (the containment check reading another table's UUID).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `uri` when the gzip cannot be decompressed or expands past `max` bytes.
+pub fn gunzipped(uri: &str, bytes: &[u8], max: u64) -> Result<Vec<u8>> {
+    maybe_gunzip(uri, bytes, max)
+}
+
 /// Decompresses gzip metadata (`*.gz.metadata.json`, magic `1f 8b`) when needed, never to more than `max`
 /// bytes: a few MB of gzip can expand to gigabytes, so the decoder reads through `take(max + 1)` and one byte
 /// over the limit refuses the file.

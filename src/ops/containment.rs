@@ -292,6 +292,48 @@ fn same_table(table: &Table, other: &Table) -> Option<Generation> {
     }
 }
 
+/// The `table-uuid` a metadata file names, read from its first 16 KB (every writer puts it near the start:
+/// after `format-version` or `location`); the whole file (bounded by `max_metadata_bytes`, gzip undone) only
+/// when the start does not name it. `None`: the file names none.
+async fn uuid_of(storage: &crate::io::store::Storage, uri: &str, size: u64) -> Result<Option<String>> {
+    const START: u64 = 16 * 1024;
+    if size > 0 {
+        let head = storage.get_range(uri, 0..size.min(START)).await?;
+        if !head.starts_with(&[0x1f, 0x8b])
+            && let Some(u) = uuid_in(&head)
+        {
+            return Ok(Some(u));
+        }
+    }
+    let max = storage.options().max_metadata_bytes;
+    let bytes = storage.get_bounded(uri, max, "table metadata").await?.bytes;
+    let bytes = crate::table::gunzipped(uri, &bytes, max)?;
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "table-uuid")]
+        table_uuid: Option<String>,
+    }
+    let h: Head =
+        serde_json::from_slice(&bytes).map_err(|e| Error::corrupt(uri, format!("not table metadata: {e}")))?;
+    Ok(h.table_uuid)
+}
+
+/// The string value of the first `"table-uuid"` key in `bytes` (a prefix of a JSON document), if it is whole.
+fn uuid_in(bytes: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"table-uuid\"";
+    let at = bytes.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rest = std::str::from_utf8(&bytes[at..]).ok().or_else(|| {
+        // A prefix cut inside a multi-byte character: the valid part.
+        std::str::from_utf8(&bytes[at..])
+            .err()
+            .map(|e| std::str::from_utf8(&bytes[at..at + e.valid_up_to()]).unwrap_or_default())
+    })?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let value = &rest[..end];
+    (!value.contains('\\')).then(|| value.to_owned())
+}
+
 /// Refuses a table whose location holds lakedrill's own state or another table, or lies inside another
 /// table's location.
 ///
@@ -409,6 +451,60 @@ pub async fn check(
                 newer.join("; ")
             ),
         ));
+    }
+    // Metadata files in this table's own folders that neither the current file nor its log names may be another
+    // table's: one dropped without purging its files and re-created at the same location gets a new UUID, and
+    // every file of the old one (held ones too: protections name the old UUID) would read as this table's
+    // orphans. Their `table-uuid` is read (the first few KB).
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    if let Some(r) = relative(table.metadata_uri()) {
+        referenced.insert(r);
+    }
+    for m in table.metadata().metadata_log() {
+        if let Ok(r) = table.location().relative(&m.metadata_file) {
+            referenced.insert(r);
+        }
+    }
+    let this_uuid = table.metadata().uuid().to_string();
+    let unnamed: Vec<&ListedObject> = names
+        .metadata_files
+        .iter()
+        .map(|i| &listing[*i])
+        .filter(|l| {
+            own.contains(folder(&l.path))
+                && !referenced.contains(&l.path)
+                && (l.path.ends_with(".metadata.json") || l.path.ends_with(".metadata.json.gz"))
+        })
+        .collect();
+    use futures::StreamExt as _;
+    let others: Vec<(String, std::result::Result<Option<String>, Error>)> = futures::stream::iter(unnamed)
+        .map(|l| {
+            let uri = format!("{root}/{}", l.path);
+            async move {
+                let got = uuid_of(storage, &uri, l.size).await;
+                (uri, got)
+            }
+        })
+        .buffer_unordered(METADATA_READS)
+        .collect()
+        .await;
+    let mut others: Vec<(String, std::result::Result<Option<String>, Error>)> = others
+        .into_iter()
+        .filter(|(_, got)| {
+            !matches!(got, Ok(Some(u)) if u.eq_ignore_ascii_case(&this_uuid))
+                && !matches!(got, Err(Error::NotFound { .. }))
+        })
+        .collect();
+    others.sort_by(|a, b| a.0.cmp(&b.0));
+    for (uri, got) in others {
+        let what = match got {
+            Ok(Some(u)) => format!(
+                "metadata of another table (table-uuid {u}, this table's is {this_uuid}) in this table's metadata                  folder, {uri}: a table dropped without purging its files and re-created here?"
+            ),
+            Ok(None) => format!("metadata naming no table-uuid in this table's metadata folder, {uri}"),
+            Err(e) => format!("metadata in this table's metadata folder whose table-uuid cannot be read, {uri} ({e})"),
+        };
+        push(what, &uri, &mut found);
     }
     let foreign = names
         .metadata_files

@@ -126,13 +126,14 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
             table.name()
         ));
     }
+    let known = crate::ops::protect::candidate_snapshots(&crate::ops::plan::registry(ctx).await?, &uuid).await?;
     let mut holds = Vec::new();
     for h in &doc.legal_holds {
         let want = match (h.state.as_str(), &h.scope) {
             ("on", Some(s)) => {
                 let scope: HoldScope = s.parse()?;
                 // As `hold set`: an unknown snapshot or a prefix outside the table would hold nothing (exit 2).
-                crate::ops::protect::check_hold_scope(&table, &scope)?;
+                crate::ops::protect::check_hold_scope(&table, &scope, &known)?;
                 Some((scope, h.reason.clone()))
             }
             _ => None,

@@ -5,6 +5,7 @@
 //! rebased by its purge, which releases exactly the covered snapshots and objects (`protect_covered`). Part of the
 //! floor of `ops`: it uses only [`crate::ops::plan`].
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -195,13 +196,32 @@ pub fn recovery_point(t: &str, snapshot_id: i64, snapshot_ms: i64) -> Result<Dat
     DateTime::from_timestamp_millis(ms).ok_or_else(|| Error::invalid("--at", "out of range"))
 }
 
-/// Whether a hold's scope names something of `table`: a snapshot it has, or a prefix under its location (one
-/// outside would hold nothing). Shared by `hold set` and `decision apply`.
+/// The snapshots the registry's candidates of `table_uuid` name (those a quarantine may have taken out of the
+/// metadata while their files wait for the purge).
+///
+/// # Errors
+/// Registry errors.
+pub async fn candidate_snapshots(reg: &Registry, table_uuid: &str) -> Result<BTreeSet<i64>> {
+    Ok(reg
+        .candidates(table_uuid)
+        .await?
+        .iter()
+        .flat_map(|c| c.candidate["snapshot_ids"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_i64())
+        .collect())
+}
+
+/// Whether a hold's scope names something of `table`: a snapshot it has or one of its candidates names
+/// (`candidates`, [`candidate_snapshots`]), or a prefix under its location (one outside would hold nothing).
+/// Shared by `hold set` and `decision apply`.
 ///
 /// # Errors
 /// An unknown snapshot, or a prefix that is not a folder under the table location (exit 2, naming it).
-pub fn check_hold_scope(table: &Table, scope: &HoldScope) -> Result<()> {
+pub fn check_hold_scope(table: &Table, scope: &HoldScope, candidates: &BTreeSet<i64>) -> Result<()> {
     match scope {
+        // A snapshot a bundle-mode quarantine took out of the metadata still has its files until the purge: a
+        // candidate of the table that names it makes it holdable (the hold protects that candidate).
+        HoldScope::Snapshot(id) if candidates.contains(id) => {}
         HoldScope::Snapshot(id) => {
             table.snapshot(*id)?;
         }
@@ -221,11 +241,11 @@ pub fn check_hold_scope(table: &Table, scope: &HoldScope) -> Result<()> {
 pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: &str) -> Result<Outcome> {
     let table = ctx.table(source).await?;
     let scope: HoldScope = scope.parse()?;
-    check_hold_scope(&table, &scope)?;
-    ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let reg = registry(ctx).await?;
-    let now = ctx.now();
     let uuid = table.metadata().uuid().to_string();
+    check_hold_scope(&table, &scope, &candidate_snapshots(&reg, &uuid).await?)?;
+    ctx.storage.failpoint_delay(DelayPoint::Protection).await;
+    let now = ctx.now();
     let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
     let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
     let mut human = format!(

@@ -314,6 +314,22 @@ impl Registry {
     pub async fn hold_clear(&self, hold_id: &str, now: DateTime<Utc>) -> Result<Hold, RegistryError> {
         const OP: &str = "hold_clear";
         let mut change = self.change(OP).await?;
+        // A hold a signed governance decision set is cleared only by a later decision turning its key off: one
+        // unsigned command must not undo it.
+        let key: Option<String> = sqlx::query_scalar("SELECT hold_key FROM governance_holds WHERE hold_id = $1")
+            .bind(hold_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        if let Some(key) = key {
+            return Err(RegistryError::Invalid {
+                field: "hold_id",
+                reason: format!(
+                    "hold {hold_id} was set by a signed governance decision (hold key {key:?}); only a later decision \
+                     that turns {key:?} off clears it (`decision apply`)"
+                ),
+            });
+        }
         let row = end_record(&mut change, EndedRecord::HOLD, hold_id, now).await?;
         let mut hold = hold_from_row(&row).map_err(query(OP))?;
         bump_table_counter(&mut change.tx, &hold.table_uuid, Counter::Hold)

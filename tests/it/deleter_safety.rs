@@ -2204,3 +2204,34 @@ fn a_hold_set_while_a_batch_sends_its_deletes_waits_for_it_and_lands() {
         "the purge halted after the batch the hold waited for"
     );
 }
+
+/// A bundle-mode quarantine takes its snapshots out of the metadata; their files stay until the purge. A legal
+/// hold on one of them was refused ("snapshot not found", exit 2), nothing recorded, and the purge then deleted
+/// the snapshot's files. Now a snapshot a candidate of the table names may be held: the hold is recorded, and the
+/// purge refuses naming it (exit 1) and deletes nothing. A snapshot no candidate names is still refused.
+#[test]
+fn a_snapshot_a_bundle_mode_quarantine_took_out_of_the_table_can_be_held() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    let sid = c["snapshot_ids"][0].as_i64().unwrap();
+    g.quarantine(&id, "bundle").expect_code(0);
+    let ev = g.drill("bundles");
+    let scope = format!("snapshot:{sid}");
+    let r = g.on_table(&["--json", "hold", "set", "--scope", &scope, "--reason", "litigation 15"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["snapshot_left_table"], true, "{v}");
+    let hold_id = v["hold_id"].as_str().unwrap().to_owned();
+    // The hold covers one of the candidate's snapshots: the purge refuses naming it, and deletes nothing.
+    let p = g.purge(&id, Some(&ev), &[]);
+    assert_eq!(p.code, 1, "{}{}", p.stdout, p.stderr);
+    let out = p.json();
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    assert!(out["reasons"].to_string().contains(&hold_id), "{out}");
+    assert_eq!(g.present(&c), n, "nothing deleted");
+    // A snapshot nothing names is still unknown.
+    g.on_table(&["--json", "hold", "set", "--scope", "snapshot:42", "--reason", "x"])
+        .expect_code(2);
+}

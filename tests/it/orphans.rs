@@ -1627,3 +1627,32 @@ fn put_back_of_a_candidate_whose_deletes_are_unknown_is_refused() {
     );
     assert_eq!(state.as_deref(), Some("DELETE_UNKNOWN"));
 }
+
+/// A table dropped without purging its files (Spark's `DROP TABLE`) and re-created at the same location gets a
+/// new UUID; the old table's metadata stays in `metadata/`, beside the new one's. Its files were taken for the new
+/// table's orphans, held ones too (protections name the old UUID, which the new table's plan never asks about).
+/// Now a metadata file in the table's own folders that its metadata
+/// log does not name is read for its `table-uuid`: another table's is refused (exit 2) naming both UUIDs and the
+/// file, and nothing is proposed.
+#[test]
+fn metadata_of_a_dropped_table_re_created_at_the_same_location_is_never_an_orphan() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let current = current_metadata(&g);
+    let mut md: Value = serde_json::from_slice(&std::fs::read(&current).unwrap()).unwrap();
+    let old_uuid = "0b9a1c4e-7d2f-4e61-9a3b-5c8d7e6f1a20";
+    md["table-uuid"] = Value::String(old_uuid.into());
+    let old = root.join("metadata/00000-dropped-table.metadata.json");
+    let long_ago = SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
+    put(&old, &serde_json::to_vec(&md).unwrap(), long_ago);
+    let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains(old_uuid) && r.stderr.contains("00000-dropped-table.metadata.json"),
+        "{}",
+        r.stderr
+    );
+    // Its own older metadata (the same UUID) is never a reason: without the other table's file the plan works.
+    std::fs::remove_file(&old).unwrap();
+    g.plan();
+}

@@ -580,6 +580,17 @@ fn a_deletion_right_on_a_held_scope_is_a_conflict_until_a_newer_decision_release
     assert_eq!(gt["gate"], "FAIL");
     let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
     assert_eq!(holds["holds"][0]["active"], true, "{holds}");
+    // One unsigned `hold clear` cannot undo the signed decision's hold (it could, before): refused naming the key.
+    let hold_id = holds["holds"][0]["hold_id"].as_str().unwrap();
+    let r = g.run(&["--json", "hold", "clear", hold_id]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("case-17") && r.stderr.contains("decision"),
+        "{}",
+        r.stderr
+    );
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert_eq!(holds["holds"][0]["active"], true, "{holds}");
 
     // v2 releases the hold; the deletion right stands.
     let v2 = decision(
