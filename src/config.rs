@@ -457,6 +457,9 @@ impl Default for StorageOptions {
 /// Words that mark a configuration key as a secret (compared case-insensitively, `-` read as `_`).
 const SECRET_WORDS: &[&str] = &[
     "secret",
+    "master_key",
+    "customer_key",
+    "encryption_key",
     "password",
     "passwd",
     "token",
@@ -497,11 +500,29 @@ fn walk_secrets(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
         match v {
             toml::Value::Table(t) => walk_secrets(t, &field, out),
             toml::Value::String(s) => {
-                if let Ok(u) = url::Url::parse(s)
-                    && u.password().is_some()
-                {
+                if let Ok(u) = url::Url::parse(s) {
+                    // A password in the authority, or in the query (sqlx reads `?password=`, and `sslpassword`).
+                    let in_query = u.query_pairs().find(|(q, _)| {
+                        let q = q.to_ascii_lowercase().replace('-', "_");
+                        SECRET_WORDS.iter().any(|w| q.contains(*w))
+                    });
+                    if u.password().is_some() {
+                        out.push(format!(
+                            "{field}: the URL carries a password; put credentials in the environment, not in the file"
+                        ));
+                    } else if let Some((q, _)) = in_query {
+                        out.push(format!(
+                            "{field}: the URL carries a credential in its query ({q}=…); put credentials in the \
+                             environment (PGPASSWORD, ~/.pgpass), not in the file"
+                        ));
+                    }
+                }
+                // A header that carries a credential (`Authorization`, `X-Api-Key`): the value is the secret.
+                let header = prefix.ends_with(".headers") || prefix == "headers";
+                if header && (norm == "authorization" || norm == "proxy_authorization" || norm.contains("cookie")) {
                     out.push(format!(
-                        "{field}: the URL carries a password; put credentials in the environment, not in the file"
+                        "{field}: an HTTP header carrying a credential; use the catalog's `auth` with its secret in \
+                         the environment (`auth_env`), not a header in the file"
                     ));
                 }
             }

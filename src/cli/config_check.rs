@@ -409,6 +409,26 @@ mod tests {
         assert!(p.iter().any(|s| s.starts_with("storage.s3.aws_secret_access_key:")));
         assert!(p.iter().any(|s| s.starts_with("catalog.a.uri:")));
         assert!(p.iter().any(|s| s.starts_with("x.Session-Token:")));
+        // The review of 2026-12-07 found these passing: a password in the URL's query (sqlx reads it), a bearer
+        // token in a catalog header, Azure's `master_key` alias of the account key, an SSE-C key.
+        let raw: toml::Table = toml::from_str(
+            "[registry]\nuri = \"postgres://u@h/db?password=hunter2\"\n[catalog.r]\nuri = \"postgres://u@h/db?sslpassword=x\"\n\
+             [catalog.r.headers]\nAuthorization = \"Bearer abc\"\nX-Iceberg-Access-Delegation = \"vended-credentials\"\n\
+             [storage.azure]\nmaster_key = \"k\"\nencryption_key = \"e\"\n[storage.s3]\nsse_customer_key_base64 = \"c\"\n",
+        )
+        .unwrap_or_default();
+        let p = secret_problems(&raw);
+        for field in [
+            "registry.uri:",
+            "catalog.r.uri:",
+            "catalog.r.headers.Authorization:",
+            "storage.azure.master_key:",
+            "storage.azure.encryption_key:",
+            "storage.s3.sse_customer_key_base64:",
+        ] {
+            assert!(p.iter().any(|s| s.starts_with(field)), "{field} in {p:?}");
+        }
+        assert_eq!(p.len(), 6, "the access-delegation header is no secret: {p:?}");
         let ok: toml::Table = toml::from_str("[keys]\nsigning_key = \"k\"\ntrust = \"keys\"\n").unwrap_or_default();
         assert!(secret_problems(&ok).is_empty());
     }
