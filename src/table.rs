@@ -95,7 +95,8 @@ pub struct Table {
     given_file: bool,
 }
 
-/// [`maybe_gunzip`] for readers outside this module (the containment check reading another table's UUID).
+/// Table metadata bytes with gzip undone (magic `1f 8b`), never past `max` bytes, for readers outside this
+/// module (the containment check reading another table's UUID).
 ///
 /// # Errors
 /// [`Error::Corrupt`] naming `uri` when the gzip cannot be decompressed or expands past `max` bytes.
