@@ -1061,9 +1061,10 @@ impl Storage {
         drop(_permit);
         let listed_prefix = prefix.as_ref().map_or_else(String::new, |p| format!("{}/", p.as_ref()));
         let after = previous.as_deref().or(offset.as_ref().map(|o| o.as_ref()));
-        let beyond = match s3::bucket_and_key(first) {
-            Some(_) if self.layer.is_none() => self.s3_first_key_after(first, &listed_prefix, after).await?,
-            _ => None,
+        let beyond = if self.s3_listing_checked(first) {
+            self.s3_first_key_after(first, &listed_prefix, after).await?
+        } else {
+            None
         };
         for (key, i) in &keys[next..] {
             if beyond.as_deref().is_some_and(|b| key.as_str() >= b) {
@@ -1105,7 +1106,7 @@ impl Storage {
         // On S3, keys come in byte order: one that does not follow the one before means pages repeated (a
         // provider repeating its continuation token would list for ever) or went back; and where the listing
         // ends, one more request checks that nothing lies beyond ([`Storage::s3_first_key_after`]).
-        let checked = s3::bucket_and_key(prefix_uri).is_some() && self.layer.is_none();
+        let checked = self.s3_listing_checked(prefix_uri);
         let mut last: Option<String> = None;
         let mut out = Vec::new();
         loop {
@@ -1113,16 +1114,8 @@ impl Storage {
                 Ok(Some(m)) => {
                     if checked {
                         let key = m.location.as_ref();
-                        if last.as_deref().is_some_and(|l| l >= key) {
-                            return Err(s3::s3_error(
-                                "list",
-                                prefix_uri,
-                                format!(
-                                    "the provider listed {key} after {}: its pages repeat or go back, so the \
-                                     listing cannot be trusted to be complete",
-                                    last.unwrap_or_default()
-                                ),
-                            ));
+                        if let Some(l) = last.as_deref().filter(|l| *l >= key) {
+                            return Err(Self::s3_listing_went_back(prefix_uri, l, key));
                         }
                         last = Some(key.to_owned());
                     }
@@ -1148,22 +1141,8 @@ impl Storage {
             } else {
                 format!("{}/", path.as_ref())
             };
-            if let Some(beyond) = self
-                .s3_first_key_after(prefix_uri, &listed_prefix, last.as_deref())
-                .await?
-            {
-                return Err(s3::s3_error(
-                    "list",
-                    prefix_uri,
-                    format!(
-                        "the listing ended {} but the bucket holds {beyond} after it: the provider cut the \
-                         listing short (a page marked truncated without a continuation token), so nothing can be \
-                         concluded from what it did not list",
-                        last.as_deref()
-                            .map_or_else(|| "before its first key".to_owned(), |l| format!("at {l}"))
-                    ),
-                ));
-            }
+            self.s3_listing_reached_its_end(prefix_uri, &listed_prefix, last.as_deref())
+                .await?;
         }
         Ok(out)
     }

@@ -580,7 +580,7 @@ impl Answer {
     }
 }
 
-pub(super) fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
+fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
     Error::Storage {
         op,
         uri: uri.to_owned(),
@@ -786,6 +786,50 @@ impl Storage {
             }
         }
         Ok(out)
+    }
+
+    /// Whether listings under `uri` are S3's and checked for completeness ([`Storage::s3_first_key_after`]): an
+    /// `s3://` URI on a storage without a fault layer (`drill faults` plays its own store).
+    pub(super) fn s3_listing_checked(&self, uri: &str) -> bool {
+        bucket_and_key(uri).is_some() && self.layer.is_none()
+    }
+
+    /// The error for an S3 listing that yielded `key` after `last` (pages repeated or went back).
+    pub(super) fn s3_listing_went_back(prefix_uri: &str, last: &str, key: &str) -> Error {
+        s3_error(
+            "list",
+            prefix_uri,
+            format!(
+                "the provider listed {key} after {last}: its pages repeat or go back, so the listing cannot be \
+                 trusted to be complete"
+            ),
+        )
+    }
+
+    /// Checks that a listing of `prefix_uri` (keys under `listed_prefix`) that ended at `last` left nothing
+    /// beyond it.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the prefix and the first key beyond, or when the check cannot be made.
+    pub(super) async fn s3_listing_reached_its_end(
+        &self,
+        prefix_uri: &str,
+        listed_prefix: &str,
+        last: Option<&str>,
+    ) -> Result<()> {
+        match self.s3_first_key_after(prefix_uri, listed_prefix, last).await? {
+            None => Ok(()),
+            Some(beyond) => Err(s3_error(
+                "list",
+                prefix_uri,
+                format!(
+                    "the listing ended {} but the bucket holds {beyond} after it: the provider cut the listing \
+                     short (a page marked truncated without a continuation token), so nothing can be concluded \
+                     from what it did not list",
+                    last.map_or_else(|| "before its first key".to_owned(), |l| format!("at {l}"))
+                ),
+            )),
+        }
     }
 
     /// The first key after `after` (or the first key, with `None`) among the keys of the bucket of `uri` that
