@@ -2904,10 +2904,19 @@ async fn expect(
         || sealed_e_tag.is_none()
         || (permanent && sealed_version.is_none());
     let held_version = held.as_ref().and_then(|f| f.version.clone());
-    let head = if head_done {
-        ctx.storage.head_version(&uri, held_version.as_deref()).await?
-    } else {
+    let head = if !head_done {
         None
+    } else if let (true, true, None, Some(v)) = (permanent, requested_before, &held_version, &sealed_version) {
+        // A resumed request in permanent mode is settled by the sealed version, as the re-check after a delete
+        // is ([`recheck`]): a provider that ignored `versionId` wrote a delete marker instead, so the current object
+        // is gone while the version is still there. Only once the version is gone is the current object asked for
+        // (a newer version written since keeps it present, for the comparison with what was sealed).
+        match ctx.storage.head_version(&uri, Some(v)).await? {
+            Some(h) => Some(h),
+            None => ctx.storage.head_version(&uri, None).await?,
+        }
+    } else {
+        ctx.storage.head_version(&uri, held_version.as_deref()).await?
     };
     let live_again = match &held_version {
         Some(v) => ctx
