@@ -82,6 +82,17 @@ pub struct PurgeOptions {
     pub dry_run: bool,
 }
 
+/// The drill report a purge deletes on: its URI and the SHA-256 of its bytes. The accepting run names it in the
+/// signed inventory archive (`evidence`), so that a resume without `--evidence` judges the same report again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RunEvidence {
+    // In sorted order: a signed payload's keys are.
+    /// SHA-256 of the report's bytes (hex).
+    pub sha256: String,
+    /// Where the report lies.
+    pub uri: String,
+}
+
 fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
     rec.candidate["snapshot_ids"]
         .as_array()
@@ -195,6 +206,36 @@ pub fn check_evidence(
              the shards with `report merge` and give the merged report"
         ));
     }
+    reasons.extend(evidence_age(&pred, policy, now));
+    let bundles = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default();
+    if bundles.is_empty() {
+        reasons.push("the candidate has no recorded bundles".into());
+    }
+    for b in bundles {
+        let root = b["bundle_root"].as_str().unwrap_or_default();
+        let ok = pred.results.iter().any(|r| {
+            r.bundle_root.as_deref() == Some(root) && r.status == crate::bundle::RestoreStatus::RestoreVerified
+        });
+        if !ok && !crate::safety::weakened(crate::safety::Check::EvidenceCoverage) {
+            reasons.push(format!(
+                "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",
+                b["snapshot_id"]
+            ));
+        }
+    }
+    reasons
+}
+
+/// Why the evidence `pred` is too old, or claims to come from the future, at `now` under the policy's
+/// `evidenceMaxAge` (pure). A merged report is as old as its oldest shard. Judged at the time a purge decides: at
+/// its acceptance (the clock read again right before the acceptance transaction), and at each resume before
+/// further deletes.
+fn evidence_age(pred: &crate::ops::drill::DrillPredicate, policy: &Policy, now: chrono::DateTime<Utc>) -> Vec<String> {
+    let mut reasons = Vec::new();
     let max = policy.evidence_max_age();
     let age_of = |field: &str, at: &str| {
         chrono::DateTime::parse_from_rfc3339(at)
@@ -230,26 +271,6 @@ pub fn check_evidence(
             )),
             Ok(_) => {}
             Err(why) => reasons.push(why),
-        }
-    }
-    let bundles = rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
-        .unwrap_or_default();
-    if bundles.is_empty() {
-        reasons.push("the candidate has no recorded bundles".into());
-    }
-    for b in bundles {
-        let root = b["bundle_root"].as_str().unwrap_or_default();
-        let ok = pred.results.iter().any(|r| {
-            r.bundle_root.as_deref() == Some(root) && r.status == crate::bundle::RestoreStatus::RestoreVerified
-        });
-        if !ok && !crate::safety::weakened(crate::safety::Check::EvidenceCoverage) {
-            reasons.push(format!(
-                "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",
-                b["snapshot_id"]
-            ));
         }
     }
     reasons
@@ -714,6 +735,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
             .await?
             .refusal())
     };
+    // The drill report this run deletes on: the one its acceptance judged, or on a resume the one judged again
+    // before any further delete. Named in the signed inventory archive (the accepting run's) and in the output.
+    let mut run_evidence: Option<RunEvidence> = None;
     if resuming {
         // A resumed purge is held to the policy's bindings too (table UUID, formatVersion, catalog).
         let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
@@ -729,9 +753,35 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         // What the registry holds now is not trusted as it stands: every object it would delete must be in the
         // signed inventory archive the accepting run wrote before its first delete; without one, the acceptance's
         // checks run again.
-        let problems = resume_problems(ctx, &reg, &rec, opts, &table, &policy, &trust, now).await?;
-        if !problems.is_empty() {
-            return refused("REFUSED", problems);
+        let resume = resume_problems(ctx, &reg, &rec, opts, &table, &policy, &trust, now).await?;
+        if !resume.problems.is_empty() {
+            return refused("REFUSED", resume.problems);
+        }
+        // Nothing the acceptance judged is taken as still true when more deletes are to go out: days may have
+        // passed since (DESIGN "A resume judges its evidence and the gates again").
+        if !resume.archived || approved_left(&reg, &opts.candidate_id).await? {
+            let (evidence, reasons, gates) = resume_checks(
+                ctx,
+                &reg,
+                &rec,
+                opts,
+                &table,
+                &policy,
+                &trust,
+                deleter.keyid(),
+                resume.accepted.as_ref(),
+            )
+            .await?;
+            if !reasons.is_empty() {
+                let mut reasons = reasons;
+                reasons.push(format!(
+                    "nothing more of {} is deleted: it stays {} with its receipts; run a drill of its bundles and \
+                     resume with `purge --evidence <fresh report>` once the reasons above are gone",
+                    opts.candidate_id, rec.state
+                ));
+                return refused_with("REFUSED", reasons, gates);
+            }
+            run_evidence = evidence;
         }
     }
     if !resuming {
@@ -852,6 +902,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 .find(|g| g.name == "weekly_restores")
                 .and_then(|g| g.figures["covering_report"].as_str().map(str::to_owned))
         });
+        // What the acceptance runs on, recorded in the signed inventory archive for a resume to judge again, and
+        // its predicate, whose age is judged again right before the acceptance transaction.
+        let mut accepted_on: Option<(RunEvidence, crate::ops::drill::DrillPredicate)> = None;
         match &evidence {
             None => reasons.push("no evidence given (--evidence REPORT), and no covering weekly report found".into()),
             Some(ev) => {
@@ -892,6 +945,20 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                             if problems.is_empty() {
                                 problems.extend(inventory_covered(&rec, &verified)?);
                             }
+                        }
+                        if problems.is_empty() {
+                            let mut none = Vec::new();
+                            accepted_on =
+                                crate::ops::audit::check_report(location::file_name(&uri), &f.bytes, &trust, &mut none)
+                                    .map(|(_, pred)| {
+                                        (
+                                            RunEvidence {
+                                                uri: uri.clone(),
+                                                sha256: crate::evidence::sha256_hex(&f.bytes),
+                                            },
+                                            pred,
+                                        )
+                                    });
                         }
                         if problems.is_empty() && rec.state == State::Quarantined && !opts.dry_run {
                             let moved = reg
@@ -1024,6 +1091,12 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         }
         // `drill faults` injects its races here (a hold landing just before the compare-and-set).
         ctx.hooks.before_accept().await?;
+        // The evidence's age is judged when the acceptance is made, not when this try began: reading and judging a
+        // large table (above) can take long enough for fresh evidence to go stale.
+        let accept_now = ctx.now();
+        if let Some((_, pred)) = &accepted_on {
+            reasons.extend(evidence_age(pred, &policy, accept_now));
+        }
         match reg
             .candidate_accept(
                 &opts.candidate_id,
@@ -1032,7 +1105,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 policy.max_unreconciled_unknowns(),
                 reasons,
                 opts.dry_run,
-                now,
+                accept_now,
             )
             .await?
         {
@@ -1106,6 +1179,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
             }
             Acceptance::Approved => {}
         }
+        run_evidence = accepted_on.map(|(e, _)| e);
     } else if opts.dry_run {
         return refused(
             "DRY_RUN",
@@ -1144,12 +1218,17 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         &trust,
         &opts.receipts,
         &run.run_id,
+        run_evidence.as_ref(),
         &mut conditions,
     )
     .await;
     let released = reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await;
     let mut out = out?;
     released?;
+    if let Some(e) = &run_evidence {
+        // The drill report this run deleted on (a resume's may be newer than the one its acceptance judged).
+        out.json["evidence"] = serde_json::json!(e);
+    }
     if let Some(c) = conditions {
         // What the S3 provider did with a delete's ETag condition (asked once per run).
         out.json["delete_conditions"] = c;
@@ -1165,14 +1244,26 @@ fn archive_uri(receipts: &str, candidate_id: &str) -> Result<String> {
     ))
 }
 
+/// What [`resume_problems`] found.
+struct ResumeCheck {
+    /// Why the purge may not resume.
+    problems: Vec<String>,
+    /// Whether the signed inventory archive exists.
+    archived: bool,
+    /// The evidence the archive says the purge was accepted on (`None` without an archive, or in one written
+    /// before archives named it).
+    accepted: Option<RunEvidence>,
+}
+
 /// Why a purge in progress (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) may not resume: the run that accepted
 /// it wrote the signed inventory archive before its catalog commit and its first delete, so every object the
 /// registry now names must be in it (a rebase only takes objects out). A registry row edited after the acceptance
 /// (an object added to the candidate, a state set to `DELETE_APPROVED` by hand) is refused here. Without an archive:
 /// a candidate with deletes behind it is refused (its archive is elsewhere: the same `--receipts` must be given);
 /// a `DELETE_APPROVED` one (a run killed between its acceptance and its archive) is held to the acceptance's checks
-/// again — the evidence given with `--evidence`, every bundle whole and covering the inventory, the independent
-/// closure check on the table as it is now.
+/// again — the evidence given with `--evidence` (judged by [`resume_checks`], which every resume that still has
+/// deletes to send runs), every bundle whole and covering the inventory, the independent closure check on the
+/// table as it is now.
 #[allow(clippy::too_many_arguments)]
 async fn resume_problems(
     ctx: &Context,
@@ -1183,55 +1274,43 @@ async fn resume_problems(
     policy: &Policy,
     trust: &TrustStore,
     now: chrono::DateTime<Utc>,
-) -> Result<Vec<String>> {
+) -> Result<ResumeCheck> {
     let uri = archive_uri(&opts.receipts, &opts.candidate_id)?;
+    let no_archive = |problems: Vec<String>| ResumeCheck {
+        problems,
+        archived: false,
+        accepted: None,
+    };
     if let Some(f) = ctx.storage.get_opt(&uri).await? {
         // Signed by the purge's own key (or any trusted key with the deleter role: a resume after the deleter's key
         // was rotated).
         let key = crate::evidence::keys::load_signing_key(&opts.key)?;
         let keys = archive_keys(&uri, Some(trust), &opts.key, &key)?;
-        return archived_problems(rec, &uri, f.bytes, &keys);
+        let (problems, accepted) = archived_problems(rec, &uri, f.bytes, &keys)?;
+        return Ok(ResumeCheck {
+            problems,
+            archived: true,
+            accepted,
+        });
     }
     if rec.state != State::DeleteApproved {
-        return Ok(vec![format!(
+        return Ok(no_archive(vec![format!(
             "the candidate is {} but its signed inventory archive {uri} does not exist: the run that deleted from it \
              wrote one first (give the same --receipts as that run)",
             rec.state
-        )]);
+        )]));
     }
-    let Some(ev) = &opts.evidence else {
-        return Ok(vec![format!(
+    if opts.evidence.is_none() {
+        return Ok(no_archive(vec![format!(
             "the candidate is DELETE_APPROVED but its signed inventory archive {uri} does not exist (a run stopped \
              between its acceptance and its first write, or the registry row was changed): the acceptance's checks \
              run again, and they need the evidence (--evidence REPORT)"
-        )]);
-    };
-    let ev = location::canonical_uri(ev)?;
-    let Some(f) = ctx.storage.get_opt(&ev).await? else {
-        return Ok(vec![format!("evidence {ev} does not exist")]);
-    };
-    let deleter = crate::evidence::keys::load_signing_key(&opts.key)?;
-    let mut problems = check_evidence(
-        rec,
-        location::file_name(&ev),
-        &f.bytes,
-        trust,
-        deleter.keyid(),
-        policy,
-        now,
-    );
-    problems.extend(evidence_unlocked(&ctx.storage, &ev, &f.bytes, policy).await?);
+        )]));
+    }
+    let bundles = bundles_of(rec);
+    let (mut problems, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, trust).await?;
     if problems.is_empty() {
-        let bundles = bundles_of(rec);
-        let mut none = Vec::new();
-        if let Some((_, pred)) = crate::ops::audit::check_report(location::file_name(&ev), &f.bytes, trust, &mut none) {
-            problems.extend(newer_failures(&ctx.storage, reg, &ev, &f.bytes, &pred, &bundles, trust).await?);
-        }
-        let (broken, verified) = bundles_intact(&ctx.storage, &bundles, &rec.objects, trust).await?;
-        problems.extend(broken);
-        if problems.is_empty() {
-            problems.extend(inventory_covered(rec, &verified)?);
-        }
+        problems.extend(inventory_covered(rec, &verified)?);
     }
     if problems.is_empty() && !is_orphans(rec) {
         let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", rec.candidate_id);
@@ -1253,10 +1332,144 @@ async fn resume_problems(
             problems.push(format!("independent closure check: {}", conflicts.join("; ")));
         }
     }
-    Ok(problems
-        .into_iter()
-        .map(|p| format!("resuming without a signed inventory archive ({uri}): {p}"))
-        .collect())
+    Ok(no_archive(
+        problems
+            .into_iter()
+            .map(|p| format!("resuming without a signed inventory archive ({uri}): {p}"))
+            .collect(),
+    ))
+}
+
+/// Whether any object of the candidate is still `DELETE_APPROVED`: a run would send deletes for it.
+async fn approved_left(reg: &Registry, candidate_id: &str) -> Result<bool> {
+    let mut any = false;
+    reg.for_each_object_state(candidate_id, |o| any |= o.state == State::DeleteApproved)
+        .await?;
+    Ok(any)
+}
+
+/// What a resumed purge that still has deletes to send judges again first, at the time of the resume, as a new
+/// acceptance would (DESIGN "A resume judges its evidence and the gates again"): the evidence (the one given with
+/// `--evidence`, or else the one the signed inventory archive says the purge was accepted on, byte for byte),
+/// verified under a drill key of `trust` and never signed by the purge's own key, covering every bundle root of
+/// the candidate, within `evidenceMaxAge` now, under Object Lock where the policy asks, with no newer failed drill
+/// of those roots; the gates for the table ([`crate::ops::gates::deleter_gates`]); and the policy's
+/// `maxUnreconciledUnknowns` over the table's `DELETE_UNKNOWN` objects. Returns the evidence it judged, every
+/// reason to refuse, and the gates.
+///
+/// # Errors
+/// Storage and registry errors (a missing or broken report is a reason).
+#[allow(clippy::too_many_arguments)]
+async fn resume_checks(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &CandidateRecord,
+    opts: &PurgeOptions,
+    table: &crate::table::Table,
+    policy: &Policy,
+    trust: &TrustStore,
+    deleter_keyid: &str,
+    accepted: Option<&RunEvidence>,
+) -> Result<(Option<RunEvidence>, Vec<String>, Vec<crate::ops::gates::Gate>)> {
+    // The time of the resume: not the time this command began reading.
+    let now = ctx.now();
+    let mut reasons = Vec::new();
+    let (uri, recorded) = match (&opts.evidence, accepted) {
+        (Some(ev), _) => (location::canonical_uri(ev)?, None),
+        (None, Some(a)) => (a.uri.clone(), Some(a.sha256.as_str())),
+        (None, None) => {
+            return Ok((
+                None,
+                vec![format!(
+                    "the purge of {} is resumed without evidence (--evidence REPORT), and its signed inventory \
+                     archive names none to judge again (written by a lakedrill before archives named it)",
+                    rec.candidate_id
+                )],
+                Vec::new(),
+            ));
+        }
+    };
+    let mut judged = None;
+    match ctx.storage.get_opt(&uri).await? {
+        None => reasons.push(format!("evidence {uri} does not exist")),
+        Some(f) => {
+            let sha256 = crate::evidence::sha256_hex(&f.bytes);
+            match recorded {
+                Some(want) if want != sha256 => reasons.push(format!(
+                    "evidence {uri}, which the purge was accepted on, is no longer the report it was: its signed \
+                     inventory archive records SHA-256 {want}, the file now has {sha256}"
+                )),
+                _ => {
+                    let name = location::file_name(&uri);
+                    let mut problems = check_evidence(rec, name, &f.bytes, trust, deleter_keyid, policy, now);
+                    problems.extend(evidence_unlocked(&ctx.storage, &uri, &f.bytes, policy).await?);
+                    if problems.is_empty() {
+                        let mut none = Vec::new();
+                        if let Some((_, pred)) = crate::ops::audit::check_report(name, &f.bytes, trust, &mut none)
+                            && !crate::safety::weakened(crate::safety::Check::NewerFailure)
+                        {
+                            let bundles = bundles_of(rec);
+                            problems.extend(
+                                newer_failures(&ctx.storage, reg, &uri, &f.bytes, &pred, &bundles, trust).await?,
+                            );
+                        }
+                    }
+                    reasons.extend(problems.into_iter().map(|p| format!("resuming on {uri}: {p}")));
+                    judged = Some(RunEvidence {
+                        uri: uri.clone(),
+                        sha256,
+                    });
+                }
+            }
+        }
+    }
+    // The gates a new acceptance passes, for the table as it is now.
+    let reports_uri = match &opts.reports {
+        Some(r) => Some(location::canonical_uri(r)?),
+        None => reports_folder_of(&ctx.storage, &uri).await?,
+    };
+    let gates = match &reports_uri {
+        Some(r) => {
+            let tag_prefix = format!("{QUARANTINE_TAG_PREFIX}{}", rec.candidate_id);
+            let input = crate::ops::plan::gather(ctx, table, policy, reg, now, Some(&tag_prefix)).await?;
+            crate::ops::gates::deleter_gates(
+                &ctx.storage,
+                reg,
+                &input,
+                table.location(),
+                policy,
+                &crate::ops::gates::ReportSource {
+                    reports_uri: r.clone(),
+                    trust,
+                    since: None,
+                },
+                now,
+            )
+            .await?
+        }
+        None => {
+            reasons.push(format!(
+                "the gates cannot be evaluated: no reports folder (--reports DIR), and the evidence {uri} does not lie \
+                 in its plan's folder (<reports>/<plan>/) to find it from"
+            ));
+            Vec::new()
+        }
+    };
+    for g in gates.iter().filter(|g| !g.passed()) {
+        reasons.push(format!("gate {} {}: {}", g.name, g.status, g.detail));
+    }
+    let unknowns = reg.table_unknowns(&rec.table_uuid).await?;
+    let max = policy.max_unreconciled_unknowns();
+    if unknowns > i64::from(max) {
+        reasons.push(format!(
+            "gate unknowns_reconciled FAIL: {unknowns} DELETE_UNKNOWN objects of this table await reconciliation \
+             (the policy's maxUnreconciledUnknowns is {max}): `reconcile` them first"
+        ));
+    }
+    if !reasons.is_empty() {
+        judged = None;
+    }
+    Ok((judged, reasons, gates))
 }
 
 /// The keys a candidate's signed inventory archive (at `uri`) verifies under: every key of `trust` with the
@@ -1281,29 +1494,56 @@ fn archive_keys(uri: &str, trust: Option<&TrustStore>, key_path: &Path, key: &Si
 
 /// [`resume_problems`] when the archive exists: its signature under `keys`, its subject naming the candidate, and
 /// every object of the record in it with the same size. When the record's inventory root is the archived one, the
-/// archive's inventory is not parsed.
-fn archived_problems(rec: &CandidateRecord, uri: &str, bytes: Bytes, keys: &TrustStore) -> Result<Vec<String>> {
+/// archive's inventory is not parsed (only skimmed for the evidence it names). Returns every reason to refuse and
+/// the evidence the archive says the purge was accepted on (`None` in an archive written before archives named
+/// it, or one that does not verify).
+fn archived_problems(
+    rec: &CandidateRecord,
+    uri: &str,
+    bytes: Bytes,
+    keys: &TrustStore,
+) -> Result<(Vec<String>, Option<RunEvidence>)> {
     let verified = match evidence::verify_payload(bytes, keys) {
         Ok(v) => v,
-        Err(f) => return Ok(vec![format!("the signed inventory archive {uri} does not verify: {f}")]),
+        Err(f) => {
+            return Ok((
+                vec![format!("the signed inventory archive {uri} does not verify: {f}")],
+                None,
+            ));
+        }
     };
     let name = format!("lakedrill-candidate:{}", rec.candidate_id);
     let Some(subject) = verified.subjects().iter().find(|s| s.name == name) else {
-        return Ok(vec![format!(
-            "the signed inventory archive {uri} is not {}'s (no subject {name})",
-            rec.candidate_id
-        )]);
+        return Ok((
+            vec![format!(
+                "the signed inventory archive {uri} is not {}'s (no subject {name})",
+                rec.candidate_id
+            )],
+            None,
+        ));
     };
     if verified.predicate_type() != RECEIPTS_PREDICATE_TYPE {
-        return Ok(vec![format!(
-            "the signed inventory archive {uri} has predicate type {}, not {RECEIPTS_PREDICATE_TYPE}",
-            verified.predicate_type()
-        )]);
+        return Ok((
+            vec![format!(
+                "the signed inventory archive {uri} has predicate type {}, not {RECEIPTS_PREDICATE_TYPE}",
+                verified.predicate_type()
+            )],
+            None,
+        ));
     }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        #[serde(default)]
+        evidence: Option<RunEvidence>,
+    }
+    let accepted = verified
+        .parse_predicate::<Named>()
+        .map_err(|e| Error::invalid(uri, format!("the signed inventory archive's evidence: {e}")))?
+        .evidence;
     if subject.digest.get("blake3").map(String::as_str)
         == Some(crate::govern::closure::candidate_root(&rec.objects).as_str())
     {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), accepted));
     }
     #[derive(serde::Deserialize)]
     struct Archived {
@@ -1329,16 +1569,19 @@ fn archived_problems(rec: &CandidateRecord, uri: &str, bytes: Bytes, keys: &Trus
         .map(|o| format!("{} ({} bytes)", o.path, o.size))
         .collect();
     if outside.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), accepted));
     }
     let shown: Vec<&String> = outside.iter().take(10).collect();
-    Ok(vec![format!(
-        "{} object(s) the registry names for this purge are not in its signed inventory archive {uri} (the registry \
-         row was changed after the acceptance): {}{}",
-        outside.len(),
-        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
-        if outside.len() > shown.len() { ", …" } else { "" }
-    )])
+    Ok((
+        vec![format!(
+            "{} object(s) the registry names for this purge are not in its signed inventory archive {uri} (the \
+             registry row was changed after the acceptance): {}{}",
+            outside.len(),
+            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+            if outside.len() > shown.len() { ", …" } else { "" }
+        )],
+        accepted,
+    ))
 }
 
 /// How often the purge's catalog commit is tried when writers keep winning the race.
@@ -1865,6 +2108,7 @@ async fn execute(
     trust: &TrustStore,
     receipts: &str,
     run_id: &str,
+    evidence: Option<&RunEvidence>,
     conditions: &mut Option<serde_json::Value>,
 ) -> Result<Outcome> {
     let mut rec = reg.candidate(candidate_id).await?;
@@ -1879,6 +2123,8 @@ async fn execute(
             /// When it was written: the time its Object Lock retain-until is computed from (`audit verify`).
             at: String,
             candidate: crate::registry::FullCandidate<'a>,
+            /// The drill report the purge was accepted on: a resume without `--evidence` judges it again.
+            evidence: Option<&'a RunEvidence>,
             evidence_retention: serde_json::Value,
             kind: &'static str,
             quarantine: &'a Option<serde_json::Value>,
@@ -1901,6 +2147,7 @@ async fn execute(
         let archive = Archive {
             at: now.to_rfc3339(),
             candidate: full,
+            evidence,
             evidence_retention: serde_json::json!(policy.evidence_retention().map(crate::ops::evidence_lock::claim)),
             kind: "inventory",
             quarantine: &rec.quarantine,
@@ -2662,10 +2909,19 @@ async fn expect(
         || sealed_e_tag.is_none()
         || (permanent && sealed_version.is_none());
     let held_version = held.as_ref().and_then(|f| f.version.clone());
-    let head = if head_done {
-        ctx.storage.head_version(&uri, held_version.as_deref()).await?
-    } else {
+    let head = if !head_done {
         None
+    } else if let (true, true, None, Some(v)) = (permanent, requested_before, &held_version, &sealed_version) {
+        // A resumed request in permanent mode is settled by the sealed version, as the re-check after a delete
+        // is ([`recheck`]): a provider that ignored `versionId` wrote a delete marker instead, so the current object
+        // is gone while the version is still there. Only once the version is gone is the current object asked for
+        // (a newer version written since keeps it present, for the comparison with what was sealed).
+        match ctx.storage.head_version(&uri, Some(v)).await? {
+            Some(h) => Some(h),
+            None => ctx.storage.head_version(&uri, None).await?,
+        }
+    } else {
+        ctx.storage.head_version(&uri, held_version.as_deref()).await?
     };
     let live_again = match &held_version {
         Some(v) => ctx
@@ -3483,7 +3739,7 @@ async fn reconcile_problems(
         )]);
     };
     let keys = archive_keys(&uri, trust, key_path, key)?;
-    let mut problems = archived_problems(rec, &uri, f.bytes, &keys)?;
+    let (mut problems, _) = archived_problems(rec, &uri, f.bytes, &keys)?;
     if problems.iter().any(|p| p.contains("does not verify")) && trust.is_none() {
         problems.push(
             "the archive is verified under the reconcile's --key: give the purge's key, or the trust store whose \

@@ -248,6 +248,7 @@ async fn hold_gate(
     candidates: &[crate::registry::CandidateRecord],
 ) -> Result<Gate> {
     let events = reg.events(&input.table_uuid).await?;
+    let holds = holds_set(reg, &input.table_uuid, &events).await?;
     let mut late = Vec::new();
     for e in events
         .iter()
@@ -260,11 +261,10 @@ async fn hold_gate(
             continue;
         };
         let stamped = c.stamp.hold_generation;
-        if let Some(h) = events.iter().find(|h| {
-            h.kind == EventKind::HoldSet
-                && h.generation < e.generation
-                && h.detail["hold_generation"].as_i64().is_some_and(|g| g > stamped)
-        }) {
+        if let Some(h) = holds
+            .iter()
+            .find(|h| h.generation < e.generation && h.detail["hold_generation"].as_i64().is_some_and(|g| g > stamped))
+        {
             late.push(serde_json::json!({"candidate_id": id, "accepted_at": e.at, "hold": h.detail["hold_id"], "hold_set_at": h.at}));
         }
     }
@@ -277,7 +277,7 @@ async fn hold_gate(
     // that holds the write lock, so a request sent before a hold committed is confirmed before the hold's
     // event; a confirmation after it means the request may have gone out under the hold.
     let (deletes_after_hold, deletes_total) =
-        deletes_after_holds(reg, input, table_location, candidates, &events).await?;
+        deletes_after_holds(reg, input, table_location, candidates, &events, &holds).await?;
     Ok(Gate::new(
         "acceptances_after_hold",
         late.is_empty() && deletes_after_hold.is_empty(),
@@ -449,6 +449,56 @@ async fn newer_failures_in_registry(
     Ok(())
 }
 
+/// A hold of the table and the change that set it.
+struct HoldSetAt {
+    /// The registry generation of the change that set it.
+    generation: i64,
+    /// When it was set.
+    at: DateTime<Utc>,
+    /// The hold as stored (what a `hold_set` event records).
+    detail: serde_json::Value,
+}
+
+/// Every hold the table ever had, however it was set — `hold set` or a governance decision (which records one
+/// `decision_applied` event for all the holds it sets, no `hold_set` event) — read from the holds themselves, each
+/// placed at the registry generation of the change that set it: its `hold_set` event, or the `decision_applied`
+/// event that names it as set. A hold no event names (a row written by hand) is placed before everything
+/// (generation 0): it counts against every acceptance and delete that did not judge it.
+///
+/// # Errors
+/// Registry errors.
+async fn holds_set(reg: &Registry, table_uuid: &str, events: &[crate::registry::Event]) -> Result<Vec<HoldSetAt>> {
+    let mut set_by: BTreeMap<String, (i64, DateTime<Utc>)> = BTreeMap::new();
+    for e in events {
+        match e.kind {
+            EventKind::HoldSet => {
+                if let Some(id) = e.detail["hold_id"].as_str() {
+                    set_by.entry(id.to_owned()).or_insert((e.generation, e.at));
+                }
+            }
+            EventKind::DecisionApplied => {
+                for h in e.detail["holds"].as_array().into_iter().flatten() {
+                    if h["action"] == "set"
+                        && let Some(id) = h["hold_id"].as_str()
+                    {
+                        set_by.entry(id.to_owned()).or_insert((e.generation, e.at));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for h in reg.holds(table_uuid).await? {
+        let (generation, at) = set_by.get(&h.hold_id).copied().unwrap_or((0, h.set_at));
+        let detail =
+            serde_json::to_value(&h).map_err(|e| crate::Error::Internal(format!("hold {}: {e}", h.hold_id)))?;
+        out.push(HoldSetAt { generation, at, detail });
+    }
+    out.sort_by_key(|h| h.generation);
+    Ok(out)
+}
+
 /// Whether the hold of a `hold_set` event (its detail) covers `path` of a candidate with `snapshot_ids`.
 /// Prefixes are compared relative to the table location: an active hold's as the planner resolved it, a
 /// cleared one's as the planner would (one that cannot be related to the table counts as covering).
@@ -485,8 +535,8 @@ async fn deletes_after_holds(
     location: &TableLocation,
     candidates: &[crate::registry::CandidateRecord],
     events: &[crate::registry::Event],
+    holds: &[HoldSetAt],
 ) -> Result<(Vec<String>, usize)> {
-    let holds: Vec<&crate::registry::Event> = events.iter().filter(|e| e.kind == EventKind::HoldSet).collect();
     let recorded: BTreeMap<(&str, &str, i64), i64> = events
         .iter()
         .filter(|e| e.kind == EventKind::ReceiptRecorded)
@@ -1267,5 +1317,113 @@ mod tests {
         );
         assert_eq!(g.status, NOT_REQUIRED);
         assert!(g.passed());
+    }
+
+    /// Gate 5 must see every hold, however it was set. A governance decision sets its holds in the registry and
+    /// records one `decision_applied` event (no `hold_set` event); the gate read only `hold_set` events, so a delete
+    /// confirmed after a decision's table hold passed it. The same run with `hold set` is the control.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_delete_after_a_hold_set_by_a_governance_decision_fails_the_hold_gate() {
+        use crate::registry::{NewDecision, RolloutStage, WorldStamp};
+        for by_decision in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let reg = Registry::open(&format!("sqlite:{}", dir.path().join("registry.db").display()))
+                .await
+                .unwrap();
+            let now = t("2026-02-01T00:00:00Z");
+            let stamp = WorldStamp {
+                metadata_location: "m1".into(),
+                metadata_blake3: "b1".into(),
+                protected_ref_root: "r1".into(),
+                lease_watermark: 0,
+                hold_generation: 0,
+                protection_generation: 0,
+                deletion_rights: String::new(),
+            };
+            let candidate = serde_json::json!({
+                "kind": "expired-snapshots",
+                "snapshot_ids": [7],
+                "objects": [{"path": "data/a.parquet", "layer": "data", "size": 1}],
+            });
+            reg.candidate_record(TABLE, "c-1", &candidate, &stamp, &["data/a.parquet".into()], now)
+                .await
+                .unwrap();
+            reg.candidate_transition("c-1", State::Quarantined, "sealed", None, None, now)
+                .await
+                .unwrap();
+            reg.rollout_set(TABLE, "t", &RolloutStage::Test, "tests", "me", None, None, now)
+                .await
+                .unwrap()
+                .unwrap();
+            let location = TableLocation::new("s3://b/t", "s3://b/t".into(), "s3://b/t/metadata/v1.json").unwrap();
+            // Accepted at hold generation 0, before any hold.
+            let accepted = reg
+                .candidate_accept("c-1", &stamp, &location, 0, vec![], false, now)
+                .await
+                .unwrap();
+            assert_eq!(accepted, crate::registry::Acceptance::Approved);
+            reg.receipt_add("c-1", "data/a.parquet", &serde_json::json!({"phase": "requested"}), now)
+                .await
+                .unwrap();
+            let doc = serde_json::json!({"deletion_rights": []});
+            if by_decision {
+                let d = NewDecision {
+                    version: 1,
+                    table_uuid: TABLE,
+                    issuer: "gov",
+                    keyid: "k",
+                    envelope_sha256: "e",
+                    decision: &doc,
+                    holds: vec![("case-1".into(), Some((HoldScope::Table, "litigation".to_owned())))],
+                };
+                reg.decision_apply(&d, now).await.unwrap();
+            } else {
+                reg.hold_set(TABLE, HoldScope::Table, "litigation", now).await.unwrap();
+            }
+            // The delete's answer recorded after the hold: its request may have gone out under it.
+            reg.receipt_add(
+                "c-1",
+                "data/a.parquet",
+                &serde_json::json!({"phase": "confirmed", "provider_result": "deleted"}),
+                now,
+            )
+            .await
+            .unwrap();
+            let input = PlanInput {
+                table_uuid: TABLE.into(),
+                generation_blake3: "g".into(),
+                snapshots: Vec::new(),
+                refs: Vec::new(),
+                current_snapshot_id: None,
+                defaults: crate::govern::input::TableDefaults::default(),
+                live_metadata_files: BTreeSet::new(),
+                unreadable: BTreeMap::new(),
+                listing: None,
+                protections: crate::govern::input::Protections {
+                    holds: reg
+                        .holds(TABLE)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .map(|h| (h.hold_id, h.scope))
+                        .collect(),
+                    ..Default::default()
+                },
+                min_snapshot_age_ms: 0,
+                orphan_safety_interval_ms: 0,
+                now_ms: 0,
+                baseline: crate::govern::input::Baseline::relative(0, 0, 0),
+                statistics_files: BTreeMap::new(),
+            };
+            assert_eq!(input.protections.holds.len(), 1);
+            let candidates = reg.candidates(TABLE).await.unwrap();
+            let g = hold_gate(&reg, &input, &location, &candidates).await.unwrap();
+            let how = if by_decision { "decision" } else { "hold set" };
+            assert_eq!(g.name, "acceptances_after_hold");
+            assert_eq!(g.status, "FAIL", "{how}: {g:?}");
+            assert_eq!(g.figures["deletes_after_a_hold"], 1, "{how}: {g:?}");
+            assert_eq!(g.figures["delete_requests"], 1, "{how}: {g:?}");
+            reg.close().await;
+        }
     }
 }

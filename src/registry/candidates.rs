@@ -1123,6 +1123,19 @@ impl Registry {
         Ok(reasons)
     }
 
+    /// How many objects of the table's candidates are `DELETE_UNKNOWN`, whatever their candidate's state: what the
+    /// policy's `maxUnreconciledUnknowns` limits, at an acceptance and at a resumed purge.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
+    pub async fn table_unknowns(&self, table_uuid: &str) -> Result<i64, RegistryError> {
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        self.read("table_unknowns", async |conn| {
+            read_table_unknowns(conn, &table_uuid).await
+        })
+        .await
+    }
+
     /// The acceptance point: in one write transaction, checks the candidate's state, the deleter switch, the
     /// unreconciled-unknowns limit, and compares the recorded world stamp with `current_table` (table
     /// generation and protected-ref root, read by the caller from the catalog) and with the registry's own
@@ -1494,14 +1507,9 @@ async fn standing_refusals(
             not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
         ));
     }
-    let unknowns: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
-             WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
-    )
-    .bind(&rec.table_uuid)
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(query(OP))?;
+    let unknowns = read_table_unknowns(&mut *tx, &rec.table_uuid)
+        .await
+        .map_err(query(OP))?;
     if unknowns > i64::from(max_unknowns) {
         reasons.push(format!(
             "gate unknowns_reconciled FAIL: {unknowns} DELETE_UNKNOWN objects of this table await reconciliation \
@@ -1509,6 +1517,18 @@ async fn standing_refusals(
         ));
     }
     Ok(reasons)
+}
+
+/// How many objects of `table_uuid`'s candidates are `DELETE_UNKNOWN` (the candidates' own states aside: an
+/// uncertain delete can sit under a `PROTECTED` or `DELETED` candidate), read on `conn`.
+pub(super) async fn read_table_unknowns(conn: &mut AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
+         WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
+    )
+    .bind(table_uuid)
+    .fetch_one(conn)
+    .await
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::base::{
-    EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, fmt_time, json, optional_row, query, record_event,
-    time,
+    EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, decode, fmt_time, json, optional_row, query,
+    record_event, time,
 };
 use super::candidates::{State, read_candidate_table, state};
 use super::protections::{
@@ -232,12 +232,13 @@ async fn set_object_state(
             .fetch_optional(&mut *tx)
             .await
             .map_err(query(op))?;
-    let Some(cur) = cur.as_deref().and_then(State::parse) else {
+    let Some(cur) = cur else {
         return Err(RegistryError::NotFound {
             what: "object",
             id: format!("{candidate_id}:{path}"),
         });
     };
+    let cur = parse_object_state(candidate_id, path, &cur).map_err(query(op))?;
     if cur == to {
         return Ok(());
     }
@@ -460,6 +461,58 @@ async fn per_path<T>(
     Ok(out)
 }
 
+/// The phases of each of `paths`' receipts (`requested`, `confirmed`, …), oldest first, for `candidate_id`.
+async fn receipt_phases(
+    tx: &mut AnyConnection,
+    candidate_id: &str,
+    paths: &[&str],
+) -> Result<std::collections::HashMap<String, Vec<String>>, sqlx::Error> {
+    let mut out: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for chunk in paths.chunks(ROWS_PER_STATEMENT * 4) {
+        let sql = format!(
+            "SELECT path, attempt, receipt_json FROM receipts WHERE candidate_id = $1 AND path IN ({}) \
+             ORDER BY path, attempt",
+            placeholders(2, chunk.len())
+        );
+        let mut q = sqlx::query(&sql).bind(candidate_id);
+        for p in chunk {
+            q = q.bind(*p);
+        }
+        for row in q.fetch_all(&mut *tx).await? {
+            let receipt: serde_json::Value = json(&row, "receipt_json")?;
+            out.entry(row.try_get::<String, _>("path")?)
+                .or_default()
+                .push(receipt["phase"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Of one object's receipt phases (oldest first): whether the newest is an intent (`requested`), and whether an
+/// intent before it was never answered (another intent followed it with no answer — `confirmed`, `reconciled` —
+/// in between: the run that recorded it died, and its request may have gone out).
+fn open_intents(phases: &[String]) -> (bool, bool) {
+    let mut open = false;
+    let mut earlier_open = false;
+    let Some((newest, before)) = phases.split_last() else {
+        return (false, false);
+    };
+    for p in before {
+        if p == "requested" {
+            earlier_open |= open;
+            open = true;
+        } else {
+            open = false;
+        }
+    }
+    if newest == "requested" {
+        earlier_open |= open;
+        (true, earlier_open)
+    } else {
+        (false, earlier_open)
+    }
+}
+
 /// Writes `pending` in order: each receipt the next attempt number of its object and the next registry
 /// generation, with its `receipt_recorded` event (what [`insert_receipt`] does for one).
 async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) -> Result<Vec<ReceiptRow>, sqlx::Error> {
@@ -554,6 +607,17 @@ async fn write_receipts(tx: &mut AnyConnection, pending: Vec<PendingReceipt>) ->
     Ok(rows)
 }
 
+/// An object's stored state, read back: a value no lakedrill writes is an error naming the object and the value,
+/// never taken for a missing object or skipped.
+fn parse_object_state(candidate_id: &str, path: &str, state: &str) -> Result<State, sqlx::Error> {
+    State::parse(state).ok_or_else(|| {
+        decode(
+            "state",
+            format!("object {path} of candidate {candidate_id} has the state {state:?}, which is no object state"),
+        )
+    })
+}
+
 /// Applies `pending` in order (each object's steps checked from the state it is in, as [`set_object_state`]
 /// does), then writes each object's final state: one read and a few updates per batch.
 async fn write_moves(tx: &mut AnyConnection, pending: Vec<PendingMove>) -> Result<(), RegistryError> {
@@ -579,9 +643,8 @@ async fn write_moves(tx: &mut AnyConnection, pending: Vec<PendingMove>) -> Resul
         .await
         .map_err(query(OP))?;
         for (path, s) in found {
-            if let Some(s) = State::parse(&s) {
-                states.insert((c.to_owned(), path), (s, s));
-            }
+            let s = parse_object_state(c, &path, &s).map_err(query(OP))?;
+            states.insert((c.to_owned(), path), (s, s));
         }
     }
     let mut at = pending[0].now;
@@ -1025,26 +1088,21 @@ impl Registry {
         )
         .await
         .map_err(query(OP))?;
-        let newest = per_path(
-            &mut tx,
-            "SELECT r.path AS path, r.receipt_json AS receipt_json FROM receipts r",
-            "AND r.attempt = (SELECT MAX(q.attempt) FROM receipts q WHERE q.candidate_id = r.candidate_id AND \
-             q.path = r.path)",
-            candidate_id,
-            &paths,
-            |r| r.try_get::<String, _>("receipt_json"),
-        )
-        .await
-        .map_err(query(OP))?;
+        // Each object's receipts in order: whether its newest is an intent, and whether an earlier intent was
+        // left unanswered (a run that sent it died, and a later run recorded a new intent over it).
+        let history = receipt_phases(&mut tx, candidate_id, &paths).await.map_err(query(OP))?;
         let mut receipts = Vec::new();
         let mut moves = Vec::new();
         for (path, receipt) in answers {
-            let intent = newest
-                .get(&path)
-                .is_some_and(|r| serde_json::from_str::<serde_json::Value>(r).is_ok_and(|r| r["phase"] == "requested"));
-            let state = states.get(&path).and_then(|s| State::parse(s));
+            let (intent, earlier_open) = history.get(&path).map_or((false, false), |phases| open_intents(phases));
+            let state = match states.get(&path) {
+                Some(s) => Some(parse_object_state(candidate_id, &path, s).map_err(query(OP))?),
+                None => None,
+            };
             let back = match state {
                 Some(State::DeleteApproved) => None,
+                // This run's intent was never sent, but an earlier run's may have been: still uncertain.
+                Some(State::DeleteUnknown) if protected && earlier_open => None,
                 Some(State::DeleteUnknown) if protected => Some(State::Protected),
                 _ => continue,
             };
@@ -1138,7 +1196,167 @@ mod tests {
     on_both_backends!(
         a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate,
         unsent_intents_are_answered_only_by_the_run_holding_the_claim,
+        an_unsent_intent_never_erases_an_earlier_runs_unanswered_one,
+        an_unknown_object_state_is_an_error_naming_the_object_and_the_state,
     );
+
+    /// Every message of an error's chain, joined: what `main` prints with `{:#}`.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            next = s.source();
+        }
+        out
+    }
+
+    /// Run A sent the delete of `x` and died unanswered; run B recorded a new intent for `x` (the re-check found it
+    /// present) and one for `y`; a hold made both `DELETE_UNKNOWN` (their newest receipts were intents); B halts
+    /// and answers its intents "not sent". `y` was only ever B's: `PROTECTED` again. `x` keeps `DELETE_UNKNOWN`: A's
+    /// request may still have taken effect. Before, `x` went back to `PROTECTED` as if no delete had been sent.
+    async fn an_unsent_intent_never_erases_an_earlier_runs_unanswered_one(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000005";
+        reg.candidate_record(
+            table,
+            "c-e",
+            &serde_json::json!({}),
+            &stamp(),
+            &["x".into(), "y".into()],
+            t(0),
+        )
+        .await
+        .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-e", to, "", None, None, t(0)).await.unwrap();
+        }
+        // Run A's intent for x, never answered.
+        reg.receipt_add("c-e", "x", &serde_json::json!({"phase": "requested"}), t(1))
+            .await
+            .unwrap();
+        let run = PurgeRun {
+            run_id: "b".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(2),
+            heartbeat_at: t(2),
+        };
+        reg.purge_claim("c-e", &run, None).await.unwrap().unwrap();
+        for p in ["x", "y"] {
+            reg.receipt_add("c-e", p, &serde_json::json!({"phase": "requested"}), t(2))
+                .await
+                .unwrap();
+        }
+        reg.candidate_transition("c-e", State::Protected, "hold h-1 covers it", None, None, t(3))
+            .await
+            .unwrap();
+        let not_sent = |p: &str| {
+            (
+                p.to_owned(),
+                serde_json::json!({"phase": "confirmed", "provider_result": "not sent: a legal hold"}),
+            )
+        };
+        let written = reg
+            .purge_unsent("c-e", "b", vec![not_sent("x"), not_sent("y")], t(4))
+            .await
+            .unwrap();
+        let paths: Vec<&str> = written.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, vec!["x", "y"], "both of B's intents are answered");
+        let states: Vec<(String, State)> = reg
+            .object_states("c-e")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("x".to_owned(), State::DeleteUnknown),
+                ("y".to_owned(), State::Protected)
+            ]
+        );
+        assert_eq!(reg.in_flight_deletes("c-e").await.unwrap(), Vec::<String>::new());
+    }
+
+    /// An object state no lakedrill writes (a row changed by hand, a newer build's state) is an error naming the
+    /// object and the value: in a batch's state changes it was reported as "object … does not exist", and
+    /// answering unsent intents skipped the object without a word.
+    async fn an_unknown_object_state_is_an_error_naming_the_object_and_the_state(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000006";
+        reg.candidate_record(table, "c-s", &serde_json::json!({}), &stamp(), &["data/a".into()], t(0))
+            .await
+            .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-s", to, "", None, None, t(0)).await.unwrap();
+        }
+        let run = PurgeRun {
+            run_id: "r1".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(0),
+            heartbeat_at: t(0),
+        };
+        reg.purge_claim("c-s", &run, None).await.unwrap().unwrap();
+        reg.receipt_add("c-s", "data/a", &serde_json::json!({"phase": "requested"}), t(1))
+            .await
+            .unwrap();
+        sqlx::query("UPDATE object_states SET state = 'HALF_DELETED' WHERE candidate_id = 'c-s'")
+            .execute(&reg.pool)
+            .await
+            .unwrap();
+        let names = |what: &str, e: &RegistryError| {
+            let text = chain(e);
+            assert!(
+                text.contains("object data/a of candidate c-s") && text.contains("HALF_DELETED"),
+                "{what}: {text}"
+            );
+            assert!(!matches!(e, RegistryError::NotFound { .. }), "{what}: {e:?}");
+        };
+        // A batch's state changes.
+        let mut tx = reg.begin_write("test").await.unwrap();
+        let moved = write_moves(
+            &mut tx,
+            vec![PendingMove {
+                candidate_id: "c-s".into(),
+                path: "data/a".into(),
+                steps: vec![State::Deleted, State::Verified],
+                now: t(2),
+            }],
+        )
+        .await
+        .unwrap_err();
+        names("write_moves", &moved);
+        tx.rollback().await.unwrap();
+        // One object's change.
+        let one = reg
+            .object_transition("c-s", "data/a", State::Verified, t(2))
+            .await
+            .unwrap_err();
+        names("object_transition", &one);
+        // The answers to a halted batch's intents.
+        let unsent = reg
+            .purge_unsent(
+                "c-s",
+                "r1",
+                vec![(
+                    "data/a".into(),
+                    serde_json::json!({"phase": "confirmed", "provider_result": "not sent"}),
+                )],
+                t(3),
+            )
+            .await
+            .unwrap_err();
+        names("purge_unsent", &unsent);
+        // Nothing was written: the intent is the only receipt.
+        assert_eq!(reg.receipt_count("c-s").await.unwrap(), 1);
+        // A registry error is exit 2 ("could not decide"), never a missing object.
+        let e: crate::Error = unsent.into();
+        assert_ne!(e.kind(), crate::ErrorKind::NotFound);
+    }
 
     /// A batch's intents answered "not sent": an object a protection made `DELETE_UNKNOWN` meanwhile is
     /// `PROTECTED` again, one whose intent already has an answer is left alone, and a run that no longer holds

@@ -176,7 +176,7 @@ pub struct RolloutFacts {
     pub others_in_test: Vec<String>,
     /// Candidates of the table purged to `VERIFIED` since it last entered `test`.
     pub verified_in_test: i64,
-    /// Candidates of the table in `DELETE_UNKNOWN`.
+    /// Objects of the table's candidates in `DELETE_UNKNOWN`, whatever their candidate's state.
     pub unknowns: i64,
 }
 
@@ -257,7 +257,7 @@ pub fn rollout_refusals(
             ),
             2 if facts.verified_in_test == 0 || facts.unknowns > 0 => out.push(format!(
                 "a cohort needs a clean test period: at least one purge VERIFIED since the table entered test ({} so \
-                 far) and none DELETE_UNKNOWN ({} now)",
+                 far) and no object DELETE_UNKNOWN ({} now)",
                 facts.verified_in_test, facts.unknowns
             )),
             _ => {}
@@ -456,11 +456,9 @@ async fn rollout_facts(conn: &mut AnyConnection, table_uuid: &str) -> Result<Rol
         }
         None => 0,
     };
-    let unknowns: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM candidates WHERE table_uuid = $1 AND state = 'DELETE_UNKNOWN'")
-            .bind(table_uuid)
-            .fetch_one(&mut *conn)
-            .await?;
+    // Objects, not candidates: an uncertain delete can sit under a PROTECTED or DELETED candidate (as the
+    // acceptance's unknowns limit and gate 6 count them).
+    let unknowns = super::candidates::read_table_unknowns(&mut *conn, table_uuid).await?;
     Ok(RolloutFacts {
         first_observation: first
             .map(|t| super::base::parse_time("observed_at", &t))
@@ -891,7 +889,92 @@ mod tests {
         observations_get_increasing_ids_and_filter_by_time,
         the_rollout_rules_read_their_facts_in_the_change_and_force_records_what_it_overrode,
         a_decision_that_changes_the_rights_in_force_refuses_the_acceptance_as_a_compare_and_set,
+        a_delete_unknown_object_under_a_protected_candidate_keeps_the_table_out_of_a_cohort,
     );
+
+    /// "No DELETE_UNKNOWN before a cohort" counts objects, not candidates: a candidate a hold sent to `PROTECTED`
+    /// while one of its deletes was in flight keeps that object `DELETE_UNKNOWN` under a candidate that is not. The
+    /// rule counted candidates in `DELETE_UNKNOWN` and let the table into a cohort.
+    async fn a_delete_unknown_object_under_a_protected_candidate_keeps_the_table_out_of_a_cohort(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000031";
+        reg.rollout_set(table, "t", &RolloutStage::Test, "r", "tests", None, None, t(0))
+            .await
+            .unwrap()
+            .unwrap();
+        // A clean purge in test: VERIFIED.
+        reg.candidate_record(table, "c-v", &serde_json::json!({}), &stamp(), &["v".into()], t(1))
+            .await
+            .unwrap();
+        for to in [
+            State::Quarantined,
+            State::DeleteApproved,
+            State::Deleted,
+            State::Verified,
+        ] {
+            reg.candidate_transition("c-v", to, "", None, None, t(1)).await.unwrap();
+        }
+        // A purge a hold stopped with one delete in flight: the candidate PROTECTED, the object DELETE_UNKNOWN.
+        reg.candidate_record(
+            table,
+            "c-p",
+            &serde_json::json!({}),
+            &stamp(),
+            &["x".into(), "y".into()],
+            t(1),
+        )
+        .await
+        .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-p", to, "", None, None, t(1)).await.unwrap();
+        }
+        reg.receipt_add("c-p", "x", &serde_json::json!({"phase": "requested"}), t(2))
+            .await
+            .unwrap();
+        reg.candidate_transition("c-p", State::Protected, "hold h-1 covers it", None, None, t(3))
+            .await
+            .unwrap();
+        let states: Vec<(String, State)> = reg
+            .object_states("c-p")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("x".to_owned(), State::DeleteUnknown),
+                ("y".to_owned(), State::Protected)
+            ]
+        );
+        let cohort = |force: bool| {
+            let reg = &reg;
+            async move {
+                reg.rollout_set(
+                    table,
+                    "t",
+                    &"cohort:a".parse().unwrap(),
+                    "wave 1",
+                    "tests",
+                    Some("d1"),
+                    Some(&RolloutRules {
+                        min_report_only: MIN_REPORT_ONLY,
+                        force,
+                    }),
+                    t(4),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let refused = cohort(false).await.unwrap_err();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("no object DELETE_UNKNOWN (1 now)"), "{refused:?}");
+        assert_eq!(reg.rollout_stage(table).await.unwrap().stage, RolloutStage::Test);
+        let forced = cohort(true).await.unwrap();
+        assert!(forced.forced && forced.overrode == refused, "{forced:?}");
+    }
 
     #[test]
     fn the_rights_digest_counts_scopes_only() {

@@ -2234,4 +2234,198 @@ fn a_snapshot_a_bundle_mode_quarantine_took_out_of_the_table_can_be_held() {
     // A snapshot nothing names is still unknown.
     g.on_table(&["--json", "hold", "set", "--scope", "snapshot:42", "--reason", "x"])
         .expect_code(2);
+
+/// How many receipts the registry holds for candidate `id`.
+fn receipt_count(g: &Gov, id: &str) -> usize {
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    sql_text(
+        &db,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}'"),
+    )
+    .unwrap_or_default()
+    .parse()
+    .unwrap()
+}
+
+/// A purge killed after its acceptance, its archive and its catalog commit (`abort-at-batch=1`), resumed after a
+/// drill FAILED the candidate's bundle root: the resume judges its evidence again — the one its signed archive
+/// says it was accepted on (a plain `purge`), or the one given — and refuses (exit 1) naming the failing report,
+/// sending no delete; the candidate keeps its state and receipts. A drill that passes again gives fresh evidence,
+/// and the resume on it finishes VERIFIED. Before, a resume judged nothing but the archive and deleted everything.
+#[test]
+fn a_resumed_purge_is_refused_after_a_newer_drill_failed_its_bundle_root_and_finishes_on_fresh_evidence() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let ev = g.drill("bundles");
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-at-batch=1", &g.purge_args(id, Some(&ev))),
+        None
+    );
+    let status =
+        |g: &Gov| g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"].clone();
+    assert_eq!(status(&g), "DELETE_APPROVED");
+    assert_eq!(g.present(&c), n, "killed before its first batch");
+    let receipts = receipt_count(&g, id);
+    // A drill fails the candidate's bundle root: its bundle's manifest-list copy damaged.
+    let copy = manifest_list_copy(&g, q["bundles"][0]["uri"].as_str().unwrap());
+    flip_a_byte(&copy);
+    let plan = g.dir.join("drill-bundles.toml");
+    let failed = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    assert_eq!(failed["predicate"]["summary"]["gate"], "FAIL", "{failed}");
+    let failed_name = Path::new(failed["report"].as_str().unwrap())
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // The copy is as it was again (the failure is still on record): only a newer passing drill lifts it.
+    flip_a_byte(&copy);
+    for evidence in [None, Some(ev.as_path())] {
+        let r = g.purge(id, evidence, &[]);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(r.code, 1, "{evidence:?}: {out}");
+        let p = r.json();
+        assert_eq!(p["status"], "REFUSED", "{evidence:?}: {p}");
+        let why = p["reasons"].to_string();
+        assert!(
+            why.contains("newer drill report") && why.contains(&failed_name) && why.contains("FAILED bundle root"),
+            "{evidence:?}: names the failing drill: {why}"
+        );
+        assert!(why.contains("--evidence"), "{evidence:?}: says what to do: {why}");
+        assert_eq!(g.present(&c), n, "{evidence:?}: nothing was deleted");
+        assert_eq!(receipt_count(&g, id), receipts, "{evidence:?}: no delete was asked for");
+        assert_eq!(status(&g), "DELETE_APPROVED", "{evidence:?}");
+    }
+    // A drill that passes after the failure: the resume on it finishes.
+    let fresh = g.drill("bundles");
+    let p = g.purge(id, Some(&fresh), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(
+        p["evidence"]["uri"].as_str().unwrap().trim_start_matches("file://"),
+        fresh.to_str().unwrap(),
+        "{p}"
+    );
+    assert_eq!(g.present(&c), 0);
+}
+
+/// A context over the fixture's configuration whose clock stands at `clock`, and the purge options the CLI would
+/// build for `purge ID [--evidence EV]` in the fixture's folder.
+fn in_process(
+    g: &Gov,
+    id: &str,
+    evidence: Option<&Path>,
+    clock: std::sync::Arc<lakedrill::clock::TestClock>,
+) -> (
+    lakedrill::ops::context::Context,
+    lakedrill::table::TableSource,
+    lakedrill::ops::deleter::PurgeOptions,
+) {
+    let config = lakedrill::config::Config::load(&g.dir.join("lakedrill.toml"), true).unwrap();
+    let ctx = lakedrill::ops::context::Context::new(config).with_clock(clock);
+    let source = lakedrill::table::TableSource::Catalog {
+        catalog: "rt".into(),
+        table: "db.retention".into(),
+        table_root: None,
+    };
+    let opts = lakedrill::ops::deleter::PurgeOptions {
+        candidate_id: id.to_owned(),
+        evidence: evidence.map(|e| e.to_str().unwrap().to_owned()),
+        reports: None,
+        trust: g.dir.join("keys"),
+        policy: g.policy.clone(),
+        key: g.dir.join(crate::governance::DELETER_KEY),
+        receipts: g.dir.join("receipts").to_str().unwrap().to_owned(),
+        dry_run: false,
+    };
+    (ctx, source, opts)
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// A purge killed before its first batch and resumed eight days later (the policy's `evidenceMaxAge` is 7 days;
+/// the resume runs on a context whose clock says so): refused naming the stale evidence — the one its archive
+/// records, and the same report given with `--evidence` — nothing deleted, no receipt written. A fresh drill's
+/// report finishes it. Before, a resume never judged the evidence's age.
+#[test]
+fn a_resumed_purge_judges_its_evidence_age_at_the_time_of_the_resume() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-at-batch=1", &g.purge_args(id, Some(&ev))),
+        None
+    );
+    let receipts = receipt_count(&g, id);
+    let later = chrono::Utc::now().timestamp_millis() + 8 * DAY_MS;
+    for evidence in [None, Some(ev.as_path())] {
+        let clock = std::sync::Arc::new(lakedrill::clock::TestClock::new(later, 0));
+        let (ctx, source, opts) = in_process(&g, id, evidence, clock);
+        let out = crate::util::block_on(async {
+            let out = lakedrill::ops::deleter::purge(&ctx, &source, &opts).await;
+            ctx.close().await;
+            out
+        })
+        .unwrap();
+        assert_eq!(out.verdict.exit_code(), 1, "{evidence:?}: {}", out.json);
+        assert_eq!(out.json["status"], "REFUSED", "{evidence:?}: {}", out.json);
+        let why = out.json["reasons"].to_string();
+        assert!(
+            why.contains("evidence is stale") && why.contains(ev.file_name().unwrap().to_str().unwrap()),
+            "{evidence:?}: names the stale evidence: {why}"
+        );
+        assert_eq!(g.present(&c), n, "{evidence:?}: nothing was deleted");
+        assert_eq!(receipt_count(&g, id), receipts, "{evidence:?}: no delete was asked for");
+    }
+    let fresh = g.drill("bundles");
+    let p = g.purge(id, Some(&fresh), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(g.present(&c), 0);
+}
+
+/// The evidence's age is judged when the acceptance is made. Reading and judging a large table takes time; here
+/// the clock moves eight days while the purge judges (the hook right before its acceptance): the evidence, fresh
+/// when the purge began, is stale at its acceptance, which refuses it; nothing is deleted. Before, the age was
+/// judged with the time the purge began, and it deleted everything.
+#[test]
+fn the_evidence_age_is_judged_when_the_acceptance_is_made() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    let clock = std::sync::Arc::new(lakedrill::clock::TestClock::new(
+        chrono::Utc::now().timestamp_millis(),
+        0,
+    ));
+    let (mut ctx, source, opts) = in_process(&g, id, Some(&ev), clock.clone());
+    ctx.hooks.before_accept = Some(std::sync::Arc::new(
+        move || -> futures::future::BoxFuture<'static, lakedrill::Result<()>> {
+            clock.tick(8 * DAY_MS);
+            Box::pin(async { Ok(()) })
+        },
+    ));
+    let out = crate::util::block_on(async {
+        let out = lakedrill::ops::deleter::purge(&ctx, &source, &opts).await;
+        ctx.close().await;
+        out
+    })
+    .unwrap();
+    assert_eq!(out.verdict.exit_code(), 1, "{}", out.json);
+    assert_eq!(out.json["status"], "REFUSED", "{}", out.json);
+    assert!(
+        out.json["reasons"].to_string().contains("evidence is stale"),
+        "{}",
+        out.json
+    );
+    assert_eq!(g.present(&c), n, "nothing was deleted");
+    assert_ne!(
+        g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"],
+        "DELETE_APPROVED"
+    );
 }

@@ -870,6 +870,79 @@ s3.put_object_retention(Bucket='{lock_bucket}', Key='{}', BypassGovernanceRetent
     assert!(a["findings"][0]["detail"].as_str().unwrap().contains("before"), "{a}");
 }
 
+/// The resume of an interrupted permanent delete on a provider that ignores `versionId` (the proxy writes a
+/// delete marker instead, and keeps the sealed version): the first run sent its `DeleteObjects` (every key got a
+/// marker) and died before recording the answers (`abort-after=1`). A plain `purge` resumes: each object has an
+/// unanswered intent and is read first. That read was a HEAD of the current object, which the marker hides, so
+/// every object was settled "absent at re-check after an interrupted request" and went VERIFIED, every sealed
+/// version still in the bucket. Now the read asks for the sealed version: present, it is deleted again (the
+/// provider writes another marker) and stays DELETE_UNKNOWN.
+#[test]
+fn a_resumed_permanent_delete_under_a_provider_that_ignores_the_version_is_never_verified() {
+    for storage in ["", "s3_delete_objects = false"] {
+        let prefix = format!("ignorev-resume-{}", uuid::Uuid::new_v4());
+        let (g, _proxy) = on_seaweed_with(
+            &prefix,
+            storage,
+            "objectVersioning: permanent\n",
+            &["--ignore-version-deletes"],
+        );
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        let keys: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        // Killed after its first delete request went out, before any answer was recorded.
+        assert_eq!(
+            crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
+            None,
+            "{storage}"
+        );
+        assert!(
+            receipts(&g, id, "confirmed").is_empty(),
+            "{storage}: no answer recorded"
+        );
+        let marked = versions_of(&g, &prefix, &keys);
+        assert!(
+            keys.iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
+            "{storage}: the request went out and the proxy wrote a marker: {marked}"
+        );
+        // The plain resume.
+        let mut args = g.purge_args(id, None);
+        args.extend(T);
+        let p = g.run(&args);
+        let text = format!("{}{}", p.stdout, p.stderr);
+        assert_eq!(p.code, 1, "{storage}: {text}");
+        let p = p.json();
+        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        assert!(
+            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
+            "{storage}: nothing is VERIFIED while its sealed version is in the bucket: {p}"
+        );
+        assert_eq!(
+            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
+            n,
+            "{storage}: {p}"
+        );
+        assert!(
+            receipts(&g, id, "confirmed")
+                .iter()
+                .all(|r| r["provider_result"] != "absent at re-check after an interrupted request"),
+            "{storage}: no object settled by a HEAD of its marker"
+        );
+        // Every sealed version is still there.
+        let v = versions_of(&g, &prefix, &keys);
+        for k in &keys {
+            assert_eq!(v[*k][0], 1, "{storage}: {k}: {v}");
+        }
+    }
+}
+
 /// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
 fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
     let list = keys.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
