@@ -2234,6 +2234,7 @@ fn a_snapshot_a_bundle_mode_quarantine_took_out_of_the_table_can_be_held() {
     // A snapshot nothing names is still unknown.
     g.on_table(&["--json", "hold", "set", "--scope", "snapshot:42", "--reason", "x"])
         .expect_code(2);
+}
 
 /// How many receipts the registry holds for candidate `id`.
 fn receipt_count(g: &Gov, id: &str) -> usize {
