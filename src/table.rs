@@ -92,6 +92,7 @@ pub struct Table {
     generation: TableGeneration,
     location: TableLocation,
     refs: BTreeMap<String, SnapshotReference>,
+    statistics: StatisticsEntries,
     given_file: bool,
 }
 
@@ -285,6 +286,15 @@ pub fn parse_metadata(
     bytes: &[u8],
     max_bytes: u64,
 ) -> Result<(TableMetadata, BTreeMap<String, SnapshotReference>)> {
+    let full = parse_full_metadata(uri, bytes, max_bytes)?;
+    Ok((full.metadata, full.refs))
+}
+
+/// [`parse_metadata`], keeping what the iceberg crate's model of the metadata loses ([`FullMetadata`]).
+///
+/// # Errors
+/// As [`parse_metadata`].
+pub fn parse_full_metadata(uri: &str, bytes: &[u8], max_bytes: u64) -> Result<FullMetadata> {
     if bytes.len() as u64 > max_bytes {
         return Err(crate::io::store::over_limit(
             uri,
@@ -320,14 +330,24 @@ pub fn parse_metadata(
     }
     let mut value = value;
     lenient_schemas(&mut value, &mut Vec::new());
-    let md: TableMetadata = serde_json::from_value(value).map_err(|e| Error::Parse {
-        uri: uri.to_owned(),
-        what: "table metadata",
-        source: Box::new(e),
-    })?;
-    let reparsed =
-        serde_json::to_value(&md).map_err(|e| Error::Internal(format!("re-encoding metadata of {uri}: {e}")))?;
-    let refs: BTreeMap<String, SnapshotReference> = match reparsed.get("refs") {
+    FullMetadata::from_json_value(uri, &value)
+}
+
+/// The refs a table has: `refs` as written in its metadata JSON, for every format version, and the `main` a table
+/// written without one implies at its current snapshot (spec). The iceberg crate 0.10's model of a format-v1
+/// table holds only that implied `main` (its v1 reader ignores `refs`), yet Iceberg Java reads and writes `refs`
+/// in v1 metadata and Spark creates tags and branches on v1 tables: read from the crate, their snapshots looked
+/// unreferenced and expirable. See: apache/iceberg-rust#3693.
+///
+/// # Errors
+/// [`Error::Parse`] for refs that do not parse; [`Error::Corrupt`] for a ref naming a snapshot the metadata does not
+/// hold, or a `main` that is not the current snapshot (Iceberg Java refuses both).
+fn refs_of_json(
+    uri: &str,
+    value: &serde_json::Value,
+    md: &TableMetadata,
+) -> Result<BTreeMap<String, SnapshotReference>> {
+    let mut refs: BTreeMap<String, SnapshotReference> = match value.get("refs").filter(|r| !r.is_null()) {
         Some(r) => serde_json::from_value(r.clone()).map_err(|e| Error::Parse {
             uri: uri.to_owned(),
             what: "table metadata refs",
@@ -335,15 +355,321 @@ pub fn parse_metadata(
         })?,
         None => BTreeMap::new(),
     };
-    let mut refs = refs;
-    // Spec: tables written without `refs` (v1 writers) have an implied `main` at the current snapshot.
-    if let (false, Some(id)) = (refs.contains_key("main"), md.current_snapshot_id()) {
-        refs.insert(
-            "main".to_owned(),
-            SnapshotReference::new(id, iceberg::spec::SnapshotRetention::branch(None, None, None)),
-        );
+    for (name, r) in &refs {
+        if md.snapshot_by_id(r.snapshot_id).is_none() {
+            return Err(Error::corrupt(
+                uri,
+                format!(
+                    "ref {name:?} names snapshot {}, which is not in `snapshots`",
+                    r.snapshot_id
+                ),
+            ));
+        }
     }
-    Ok((md, refs))
+    match (refs.get("main").map(|r| r.snapshot_id), md.current_snapshot_id()) {
+        (Some(main), Some(current)) if main != current => {
+            return Err(Error::corrupt(
+                uri,
+                format!("ref \"main\" names snapshot {main}, but the current snapshot is {current}"),
+            ));
+        }
+        (Some(main), None) => {
+            return Err(Error::corrupt(
+                uri,
+                format!("ref \"main\" names snapshot {main}, but the table has no current snapshot"),
+            ));
+        }
+        (None, Some(current)) => {
+            // Spec: tables written without `refs` (v1 writers) have an implied `main` at the current snapshot.
+            refs.insert("main".to_owned(), implied_main(current));
+        }
+        _ => {}
+    }
+    Ok(refs)
+}
+
+/// The `main` branch a table without a written `main` has at its current snapshot.
+fn implied_main(current: i64) -> SnapshotReference {
+    SnapshotReference::new(current, iceberg::spec::SnapshotRetention::branch(None, None, None))
+}
+
+/// The refs the iceberg crate writes for `md` (the `refs` of its JSON, with the implied `main`): every ref for
+/// format v2 and v3, only the implied `main` for v1.
+fn refs_of_model(md: &TableMetadata) -> Result<BTreeMap<String, SnapshotReference>> {
+    let v = serde_json::to_value(md).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+    let mut refs: BTreeMap<String, SnapshotReference> = match v.get("refs").filter(|r| !r.is_null()) {
+        Some(r) => {
+            serde_json::from_value(r.clone()).map_err(|e| Error::Internal(format!("decode encoded refs: {e}")))?
+        }
+        None => BTreeMap::new(),
+    };
+    if let (false, Some(id)) = (refs.contains_key("main"), md.current_snapshot_id()) {
+        refs.insert("main".to_owned(), implied_main(id));
+    }
+    Ok(refs)
+}
+
+/// The statistics files table metadata names, every entry as written (`statistics` and `partition-statistics`):
+/// the iceberg crate keys both by snapshot id and so keeps one of each per snapshot, where the spec allows more
+/// (a second file of a snapshot, dropped by the crate, looked unreferenced and became an orphan).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatisticsEntries {
+    statistics: Vec<serde_json::Value>,
+    partition_statistics: Vec<serde_json::Value>,
+}
+
+impl StatisticsEntries {
+    /// Reads both lists from metadata JSON; an entry without an integer `snapshot-id` and a string
+    /// `statistics-path` is refused.
+    fn of_json(uri: &str, value: &serde_json::Value) -> Result<Self> {
+        let list = |key: &str| -> Result<Vec<serde_json::Value>> {
+            let entries = match value.get(key) {
+                None | Some(serde_json::Value::Null) => return Ok(Vec::new()),
+                Some(serde_json::Value::Array(a)) => a.clone(),
+                Some(_) => return Err(Error::corrupt(uri, format!("`{key}` is not an array"))),
+            };
+            for e in &entries {
+                if e.get("snapshot-id").and_then(serde_json::Value::as_i64).is_none()
+                    || e.get("statistics-path").and_then(serde_json::Value::as_str).is_none()
+                {
+                    return Err(Error::corrupt(
+                        uri,
+                        format!("an entry of `{key}` lacks an integer `snapshot-id` or a `statistics-path`: {e}"),
+                    ));
+                }
+            }
+            Ok(entries)
+        };
+        Ok(Self {
+            statistics: list("statistics")?,
+            partition_statistics: list("partition-statistics")?,
+        })
+    }
+
+    /// Every statistics and partition-statistics file: its snapshot and its path as written.
+    pub fn paths(&self) -> impl Iterator<Item = (i64, &str)> {
+        self.statistics
+            .iter()
+            .chain(&self.partition_statistics)
+            .filter_map(|e| Some((e.get("snapshot-id")?.as_i64()?, e.get("statistics-path")?.as_str()?)))
+    }
+}
+
+/// Table metadata as lakedrill reads and commits it: the iceberg crate's model together with what that model
+/// loses — every ref (its format-v1 model holds only `main`) and every statistics entry (it keeps one per
+/// snapshot). Commits write those back ([`FullMetadata::to_json`]), so that a commit on a v1 table keeps its tags
+/// and branches (and stores the quarantine's), and no statistics file drops out of the metadata.
+///
+/// Not kept: anything else the crate's model does not hold (a column of a type beyond it is written as `binary`
+/// by a commit, see [`types_beyond_the_model`]).
+#[derive(Debug, Clone)]
+pub struct FullMetadata {
+    metadata: TableMetadata,
+    refs: BTreeMap<String, SnapshotReference>,
+    statistics: StatisticsEntries,
+}
+
+impl FullMetadata {
+    /// Table metadata JSON already parsed into a value (a REST catalog's answer, or a metadata file): the crate's
+    /// model of it, its refs as written and its statistics entries.
+    ///
+    /// # Errors
+    /// [`Error::Parse`] naming `uri` for metadata the crate does not read; [`Error::Corrupt`] for refs or
+    /// statistics entries that are not valid (a ref naming a snapshot the metadata lacks, a `main` off the current
+    /// snapshot).
+    pub fn from_json_value(uri: &str, value: &serde_json::Value) -> Result<Self> {
+        use serde::Deserialize;
+        let statistics = StatisticsEntries::of_json(uri, value)?;
+        let metadata = TableMetadata::deserialize(value).map_err(|e| Error::Parse {
+            uri: uri.to_owned(),
+            what: "table metadata",
+            source: Box::new(e),
+        })?;
+        let refs = refs_of_json(uri, value, &metadata)?;
+        Ok(Self {
+            metadata,
+            refs,
+            statistics,
+        })
+    }
+
+    /// Metadata built by the iceberg crate alone (the demo lakehouse), its refs and statistics as the crate
+    /// writes them.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a format-v1 model: its refs other than `main` are not in what the crate writes, so
+    /// they could not be committed.
+    pub fn from_model(metadata: TableMetadata) -> Result<Self> {
+        if metadata.format_version() == FormatVersion::V1 {
+            return Err(Error::invalid(
+                metadata.location(),
+                "format-v1 metadata built by the iceberg crate alone cannot be committed: the crate does not \
+                 write the refs of a v1 table",
+            ));
+        }
+        let refs = refs_of_model(&metadata)?;
+        let v = serde_json::to_value(&metadata).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        let statistics = StatisticsEntries::of_json(metadata.location(), &v)?;
+        Ok(Self {
+            metadata,
+            refs,
+            statistics,
+        })
+    }
+
+    /// The iceberg crate's model.
+    #[must_use]
+    pub fn metadata(&self) -> &TableMetadata {
+        &self.metadata
+    }
+
+    /// Every ref (branches and tags) with `main`.
+    #[must_use]
+    pub fn refs(&self) -> &BTreeMap<String, SnapshotReference> {
+        &self.refs
+    }
+
+    /// Every statistics entry as written.
+    #[must_use]
+    pub fn statistics(&self) -> &StatisticsEntries {
+        &self.statistics
+    }
+
+    /// The metadata JSON a commit writes: what the iceberg crate writes for its model, with the refs of a
+    /// format-v1 table (`refs`, as Iceberg Java writes them for every version) and every statistics entry of a
+    /// snapshot the model still has statistics for put back where the crate's JSON lacks them. Bytes as the crate
+    /// writes them when nothing is missing.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the metadata cannot be encoded, or when the refs of a v2/v3 model are not those
+    /// lakedrill followed (a bug: the two must agree).
+    pub fn to_json(&self) -> Result<Vec<u8>> {
+        let encode = |e: serde_json::Error| Error::Internal(format!("encode metadata: {e}"));
+        let mut doc = serde_json::to_value(&self.metadata).map_err(encode)?;
+        let mut patched = false;
+        if self.metadata.format_version() == FormatVersion::V1 {
+            let implied: BTreeMap<String, SnapshotReference> = self
+                .metadata
+                .current_snapshot_id()
+                .map(|id| ("main".to_owned(), implied_main(id)))
+                .into_iter()
+                .collect();
+            if self.refs != implied {
+                doc["refs"] = serde_json::to_value(&self.refs).map_err(encode)?;
+                patched = true;
+            }
+        } else if refs_of_model(&self.metadata)? != self.refs {
+            return Err(Error::Internal(format!(
+                "the refs of the metadata to commit for {} are not the ones lakedrill followed",
+                self.metadata.location()
+            )));
+        }
+        for (key, raw, kept) in [
+            (
+                "statistics",
+                &self.statistics.statistics,
+                self.metadata
+                    .statistics_iter()
+                    .map(|s| s.snapshot_id)
+                    .collect::<std::collections::BTreeSet<_>>(),
+            ),
+            (
+                "partition-statistics",
+                &self.statistics.partition_statistics,
+                self.metadata
+                    .partition_statistics_iter()
+                    .map(|s| s.snapshot_id)
+                    .collect(),
+            ),
+        ] {
+            let keep: Vec<serde_json::Value> = raw
+                .iter()
+                .filter(|e| {
+                    e.get("snapshot-id")
+                        .and_then(serde_json::Value::as_i64)
+                        .is_some_and(|id| kept.contains(&id))
+                })
+                .cloned()
+                .collect();
+            if keep.len() > kept.len() {
+                doc[key] = serde_json::Value::Array(keep);
+                patched = true;
+            }
+        }
+        if patched {
+            serde_json::to_vec(&doc).map_err(encode)
+        } else {
+            serde_json::to_vec(&self.metadata).map_err(encode)
+        }
+    }
+}
+
+/// The next generation of a table's metadata, built from one it read ([`Table::change`]): the iceberg crate's
+/// builder, with the refs followed beside it, since the crate's model of a format-v1 table holds only `main`.
+/// Its ref and snapshot changes are the builder's; a ref whose snapshot is removed goes, as in the builder.
+#[derive(Debug)]
+pub struct MetadataChange {
+    builder: iceberg::spec::TableMetadataBuilder,
+    refs: BTreeMap<String, SnapshotReference>,
+    statistics: StatisticsEntries,
+}
+
+impl MetadataChange {
+    /// Points ref `name` at `reference`'s snapshot.
+    ///
+    /// # Errors
+    /// [`Error::Iceberg`] when the snapshot is not in the metadata.
+    pub fn set_ref(mut self, name: &str, reference: SnapshotReference) -> Result<Self> {
+        self.builder = self
+            .builder
+            .set_ref(name, reference.clone())
+            .map_err(|e| Error::iceberg(format!("set ref {name}"), e))?;
+        self.refs.insert(name.to_owned(), reference);
+        Ok(self)
+    }
+
+    /// Removes ref `name` (for `main`, the current snapshot too, as the builder does).
+    #[must_use]
+    pub fn remove_ref(mut self, name: &str) -> Self {
+        self.builder = self.builder.remove_ref(name);
+        self.refs.remove(name);
+        self
+    }
+
+    /// Removes snapshots; refs to them go with them.
+    #[must_use]
+    pub fn remove_snapshots(mut self, snapshot_ids: &[i64]) -> Self {
+        self.builder = self.builder.remove_snapshots(snapshot_ids);
+        self
+    }
+
+    /// The new metadata.
+    ///
+    /// # Errors
+    /// [`Error::Iceberg`] when the builder refuses it; [`Error::Internal`] when `main` and the current snapshot
+    /// disagree.
+    pub fn build(self) -> Result<FullMetadata> {
+        let metadata = self
+            .builder
+            .build()
+            .map_err(|e| Error::iceberg("build metadata", e))?
+            .metadata;
+        let mut refs = self.refs;
+        refs.retain(|_, r| metadata.snapshot_by_id(r.snapshot_id).is_some());
+        if refs.get("main").map(|r| r.snapshot_id) != metadata.current_snapshot_id() {
+            return Err(Error::Internal(format!(
+                "the new metadata of {} has main at {:?} but current snapshot {:?}",
+                metadata.location(),
+                refs.get("main").map(|r| r.snapshot_id),
+                metadata.current_snapshot_id()
+            )));
+        }
+        Ok(FullMetadata {
+            metadata,
+            refs,
+            statistics: self.statistics,
+        })
+    }
 }
 
 impl Table {
@@ -442,7 +768,11 @@ impl Table {
         table_root: Option<&str>,
         max_metadata_bytes: u64,
     ) -> Result<Table> {
-        let (metadata, refs) = parse_metadata(metadata_uri, &bytes, max_metadata_bytes)?;
+        let FullMetadata {
+            metadata,
+            refs,
+            statistics,
+        } = parse_full_metadata(metadata_uri, &bytes, max_metadata_bytes)?;
         let root = match table_root {
             Some(r) => location::canonical_uri(r)?,
             None => TableLocation::infer_root(metadata.location(), metadata_uri)?,
@@ -460,6 +790,7 @@ impl Table {
             generation,
             location,
             refs,
+            statistics,
             given_file: false,
         })
     }
@@ -513,6 +844,29 @@ impl Table {
     #[must_use]
     pub fn refs(&self) -> &BTreeMap<String, SnapshotReference> {
         &self.refs
+    }
+
+    /// Every statistics and partition-statistics entry of the metadata, as written.
+    #[must_use]
+    pub fn statistics(&self) -> &StatisticsEntries {
+        &self.statistics
+    }
+
+    /// The next generation's metadata, built on this one (a commit's `expected` is this generation's location).
+    #[must_use]
+    pub fn change(&self) -> MetadataChange {
+        self.change_from(self.metadata.as_ref().clone())
+    }
+
+    /// [`Table::change`] from `metadata`, this generation's with a change the builder cannot make (a snapshot
+    /// put back from a bundle), its refs and statistics this generation's.
+    #[must_use]
+    pub fn change_from(&self, metadata: TableMetadata) -> MetadataChange {
+        MetadataChange {
+            builder: metadata.into_builder(Some(self.generation.metadata_location.clone())),
+            refs: self.refs.clone(),
+            statistics: self.statistics.clone(),
+        }
     }
 
     /// Snapshots sorted by sequence number, then timestamp.
@@ -610,6 +964,7 @@ impl Table {
         let manifest = tokio::task::spawn_blocking(move || parse_manifest(&uri2, &bytes))
             .await
             .map_err(|e| Error::Internal(format!("manifest parse task for {uri}: {e}")))??;
+        scan::ListEntry::of(mf).check_counts(&uri, &scan::EntryTally::of_manifest(&manifest))?;
         Ok((uri, fetched, manifest))
     }
 }
@@ -631,12 +986,25 @@ pub(crate) fn check_manifest_length(uri: &str, actual: usize, recorded: i64) -> 
 
 pub use crate::io::avro::{AVRO_MAX_ALLOCATION, bound_avro_allocations};
 
-/// Parses a manifest list (pure), guarding against parser panics on hostile bytes.
+/// [`scan::check_container`] (what apache-avro would misread), a panic of its datum decoder an error too.
+fn check_container_unwinding(uri: &str, bytes: &[u8], what: &str) -> Result<()> {
+    std::panic::catch_unwind(|| scan::check_container(uri, bytes)).unwrap_or_else(|_| {
+        Err(Error::corrupt(
+            uri,
+            format!("{what} is malformed (the Avro decoder gave up)"),
+        ))
+    })
+}
+
+/// Parses a manifest list (pure), guarding against parser panics on hostile bytes. Its Avro framing is checked
+/// first (`scan::check_container`): apache-avro reads a lowered block count as fewer entries, and a count of 0 as
+/// the end of the file.
 ///
 /// # Errors
-/// [`Error::Parse`] naming the URI.
+/// [`Error::Parse`] naming the URI; [`Error::Corrupt`] naming it when its framing is broken.
 pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> Result<ManifestList> {
     bound_avro_allocations();
+    check_container_unwinding(uri, bytes, "manifest list")?;
     let res = std::panic::catch_unwind(|| ManifestList::parse_with_version(bytes, version));
     match res {
         Ok(Ok(l)) => Ok(l),
@@ -652,12 +1020,14 @@ pub fn parse_manifest_list(uri: &str, bytes: &[u8], version: FormatVersion) -> R
     }
 }
 
-/// Parses a manifest (pure), guarding against parser panics on hostile bytes.
+/// Parses a manifest (pure), guarding against parser panics on hostile bytes, its Avro framing checked first as
+/// [`parse_manifest_list`]'s.
 ///
 /// # Errors
 /// [`Error::Parse`] naming the URI.
 pub fn parse_manifest(uri: &str, bytes: &[u8]) -> Result<Manifest> {
     bound_avro_allocations();
+    check_container_unwinding(uri, bytes, "manifest")?;
     let mut res = std::panic::catch_unwind(|| Manifest::parse_avro(bytes));
     // A manifest carries its table schema as JSON in the Avro header: columns of types the iceberg crate
     // cannot model (`variant`, …) are read as `binary` there too, as in the metadata (reachability needs none).
@@ -820,8 +1190,21 @@ async fn hadoop_metadata_file(storage: &Storage, table_uri: &str, hint: &str) ->
         return Ok(hinted);
     };
     let mut current = hinted.clone();
-    while let Some(next) = hadoop_version_file(storage, &meta_dir, n.saturating_add(1)).await? {
-        n += 1;
+    loop {
+        // A version number at the top of u64 has no next one to look for: refused, never wrapped (a wrapped
+        // counter would stop the walk at a stale version) or a panic.
+        let Some(after) = n.checked_add(1) else {
+            return Err(Error::corrupt(
+                hint_uri,
+                format!(
+                    "{current} is version {n}, the largest version number there can be: a later version cannot be looked for"
+                ),
+            ));
+        };
+        let Some(next) = hadoop_version_file(storage, &meta_dir, after).await? else {
+            break;
+        };
+        n = after;
         current = next;
     }
     if current != hinted {
@@ -974,5 +1357,170 @@ mod tests {
         assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
         let text = e.to_string();
         assert!(text.contains(uri) && text.contains("snapshot id 7"), "{text}");
+    }
+
+    /// Format-v1 metadata as Spark writes it, with `refs` (main, and `audit`/`dev` on the first snapshot) and two
+    /// statistics files for the current snapshot.
+    fn v1_with_refs() -> serde_json::Value {
+        let snapshot = |id: i64, parent: Option<i64>, ts: i64| {
+            serde_json::json!({
+                "snapshot-id": id, "parent-snapshot-id": parent, "timestamp-ms": ts,
+                "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"),
+                "summary": {"operation": "append"}, "schema-id": 0
+            })
+        };
+        let stats = |path: &str| {
+            serde_json::json!({"snapshot-id": 2, "statistics-path": path, "file-size-in-bytes": 10,
+                "file-footer-size-in-bytes": 5, "blob-metadata": []})
+        };
+        serde_json::json!({
+            "format-version": 1,
+            "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location": "s3://b/t",
+            "last-updated-ms": 1_700_000_000_002_i64,
+            "last-column-id": 1,
+            "schema": {"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "long"}]},
+            "current-schema-id": 0,
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "long"}]}],
+            "partition-spec": [],
+            "default-spec-id": 0,
+            "partition-specs": [{"spec-id": 0, "fields": []}],
+            "last-partition-id": 999,
+            "default-sort-order-id": 0,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "properties": {},
+            "current-snapshot-id": 2,
+            "refs": {
+                "main": {"snapshot-id": 2, "type": "branch"},
+                "audit": {"snapshot-id": 1, "type": "tag", "max-ref-age-ms": 86_400_000},
+                "dev": {"snapshot-id": 1, "type": "branch", "min-snapshots-to-keep": 3}
+            },
+            "snapshots": [snapshot(1, None, 1_700_000_000_000), snapshot(2, Some(1), 1_700_000_000_001)],
+            "statistics": [stats("s3://b/t/metadata/a.stats"), stats("s3://b/t/metadata/b.stats")],
+            "snapshot-log": [{"snapshot-id": 1, "timestamp-ms": 1_700_000_000_000_i64},
+                {"snapshot-id": 2, "timestamp-ms": 1_700_000_000_001_i64}],
+            "metadata-log": []
+        })
+    }
+
+    fn v1_table(doc: &serde_json::Value) -> Table {
+        Table::from_bytes(
+            "t".into(),
+            "s3://b/t/metadata/00002-9c12d441-03fe-4693-9a96-a0705ddf69c1.metadata.json",
+            "s3://b/t/metadata/00002-9c12d441-03fe-4693-9a96-a0705ddf69c1.metadata.json",
+            Bytes::from(serde_json::to_vec(doc).unwrap()),
+            None,
+            u64::MAX,
+        )
+        .unwrap()
+    }
+
+    /// See: apache/iceberg-rust#3693. The iceberg crate reads a v1 table's `refs` as `main` alone; lakedrill reads
+    /// every ref with its retention fields from the JSON.
+    #[test]
+    fn a_v1_tables_tags_and_branches_are_read_with_their_retention() {
+        let t = v1_table(&v1_with_refs());
+        let refs = t.refs();
+        assert_eq!(refs.keys().collect::<Vec<_>>(), ["audit", "dev", "main"]);
+        assert_eq!(refs["audit"].snapshot_id, 1);
+        assert_eq!(
+            refs["audit"].retention,
+            iceberg::spec::SnapshotRetention::Tag {
+                max_ref_age_ms: Some(86_400_000)
+            }
+        );
+        assert_eq!(
+            refs["dev"].retention,
+            iceberg::spec::SnapshotRetention::branch(Some(3), None, None)
+        );
+        assert_eq!(refs["main"].snapshot_id, 2);
+        // A v1 table written without `refs` has the implied main.
+        let mut doc = v1_with_refs();
+        doc.as_object_mut().unwrap().remove("refs");
+        assert_eq!(v1_table(&doc).refs().keys().collect::<Vec<_>>(), ["main"]);
+        // A ref to a snapshot the metadata does not hold, or a main away from the current snapshot, is refused.
+        for (name, target) in [("gone", 7), ("main", 1)] {
+            let mut doc = v1_with_refs();
+            doc["refs"][name] = serde_json::json!({"snapshot-id": target, "type": "tag"});
+            let e = parse_metadata("m.json", &serde_json::to_vec(&doc).unwrap(), u64::MAX).unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+            assert!(e.to_string().contains(name), "{e}");
+        }
+    }
+
+    /// A commit on a v1 table writes every ref back (the crate's JSON of the model has none), including the ones
+    /// it sets, and drops only the ones it removes; both statistics files of a snapshot stay.
+    #[test]
+    fn a_commit_on_a_v1_table_writes_its_refs_and_statistics_back() {
+        let t = v1_table(&v1_with_refs());
+        let tag = SnapshotReference::new(1, iceberg::spec::SnapshotRetention::Tag { max_ref_age_ms: None });
+        let new = t
+            .change()
+            .set_ref("quarantine/c-1", tag.clone())
+            .unwrap()
+            .build()
+            .unwrap();
+        // What the crate alone would write: no refs at all, one statistics file.
+        let crate_alone: serde_json::Value = serde_json::to_value(new.metadata()).unwrap();
+        assert!(crate_alone.get("refs").is_none());
+        assert_eq!(crate_alone["statistics"].as_array().unwrap().len(), 1);
+        let written = new.to_json().unwrap();
+        let back = parse_full_metadata("next.json", &written, u64::MAX).unwrap();
+        assert_eq!(
+            back.refs().keys().collect::<Vec<_>>(),
+            ["audit", "dev", "main", "quarantine/c-1"]
+        );
+        let mut want = t.refs().clone();
+        want.insert("quarantine/c-1".to_owned(), tag);
+        assert_eq!(back.refs(), &want);
+        let paths: Vec<(i64, &str)> = back.statistics().paths().collect();
+        assert_eq!(
+            paths,
+            [(2, "s3://b/t/metadata/a.stats"), (2, "s3://b/t/metadata/b.stats")]
+        );
+        assert_eq!(back.metadata().format_version(), FormatVersion::V1);
+        // Removing a ref removes that one only; removing a snapshot drops the refs on it, as the builder does.
+        let next = Table::from_bytes(
+            "t".into(),
+            "s3://b/t/metadata/00003-9c12d441-03fe-4693-9a96-a0705ddf69c1.metadata.json",
+            "s3://b/t/metadata/00003-9c12d441-03fe-4693-9a96-a0705ddf69c1.metadata.json",
+            Bytes::from(written),
+            None,
+            u64::MAX,
+        )
+        .unwrap();
+        let released = next.change().remove_ref("quarantine/c-1").build().unwrap();
+        let back = parse_full_metadata("n.json", &released.to_json().unwrap(), u64::MAX).unwrap();
+        assert_eq!(back.refs(), t.refs());
+        let expired = t.change().remove_snapshots(&[1]).build().unwrap();
+        let back = parse_full_metadata("n.json", &expired.to_json().unwrap(), u64::MAX).unwrap();
+        assert_eq!(back.refs().keys().collect::<Vec<_>>(), ["main"]);
+    }
+
+    /// A version hint at the top of u64 is an error naming the hint, never a wrapped counter or a panic.
+    #[tokio::test]
+    async fn a_version_hint_at_the_largest_version_number_is_refused_not_wrapped() {
+        let storage = Storage::new(crate::io::store::StorageOptions::default());
+        let max = u64::MAX;
+        for v in [max - 1, max] {
+            storage
+                .put(
+                    &format!("memory:///t/metadata/v{v}.metadata.json"),
+                    Bytes::from_static(b"{}"),
+                )
+                .await
+                .unwrap();
+        }
+        for hint in [max.to_string(), (max - 1).to_string()] {
+            let e = hadoop_metadata_file(&storage, "memory:///t", &hint).await.unwrap_err();
+            assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("version-hint.text") && text.contains("largest version number"),
+                "{text}"
+            );
+        }
     }
 }

@@ -155,7 +155,7 @@ impl Catalog {
         storage: &Storage,
         ident: &TableIdent,
         expected: &str,
-        new: &iceberg::spec::TableMetadata,
+        new: &crate::table::FullMetadata,
     ) -> Result<String> {
         match self {
             Self::Sql(c) => c.commit(storage, ident, expected, new).await,
@@ -388,7 +388,7 @@ impl SqlCatalog {
         storage: &Storage,
         ident: &TableIdent,
         expected: &str,
-        new: &iceberg::spec::TableMetadata,
+        new: &crate::table::FullMetadata,
     ) -> Result<String> {
         use std::str::FromStr;
         let next = iceberg::MetadataLocation::from_str(expected)
@@ -399,9 +399,11 @@ impl SqlCatalog {
                 )
             })?
             .with_next_version()
-            .with_new_metadata(new)
+            .with_new_metadata(new.metadata())
             .to_string();
-        let bytes = serde_json::to_vec(new).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
+        // Not `serde_json::to_vec` of the crate's model: it drops the refs of a format-v1 table (every tag and
+        // branch, and the quarantine's own tags) and all but one statistics file per snapshot.
+        let bytes = new.to_json()?;
         match storage
             .put_new(
                 &crate::model::location::canonical_uri(&next)?,

@@ -26,6 +26,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
+
+use crate::table::FullMetadata;
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -92,7 +94,8 @@ const TOKEN_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
 #[serde(rename_all = "kebab-case")]
 struct LoadTableResponse {
     metadata_location: Option<String>,
-    metadata: TableMetadata,
+    /// Read as JSON first: its refs as written (the iceberg crate's model of a v1 table holds only `main`).
+    metadata: serde_json::Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,8 +145,8 @@ struct SendFailure {
 pub struct Loaded {
     /// The current metadata location.
     pub metadata_location: String,
-    /// The current metadata.
-    pub metadata: TableMetadata,
+    /// The current metadata, with every ref as written.
+    pub metadata: FullMetadata,
 }
 
 /// Percent-encodes one path segment (RFC 3986 unreserved characters stay).
@@ -478,9 +481,15 @@ impl RestCatalog {
         let metadata_location = r
             .metadata_location
             .ok_or_else(|| self.err(format!("table {ident} has no metadata location (a staged table?)")))?;
+        let metadata = FullMetadata::from_json_value(&metadata_location, &r.metadata).map_err(|e| {
+            self.err(format!(
+                "load table {ident}: not a LoadTableResult ({})",
+                e.with_causes()
+            ))
+        })?;
         Ok(Loaded {
             metadata_location,
-            metadata: r.metadata,
+            metadata,
         })
     }
 
@@ -615,7 +624,7 @@ impl RestCatalog {
         storage: &crate::io::store::Storage,
         ident: &TableIdent,
         expected: &str,
-        new: &TableMetadata,
+        new: &FullMetadata,
     ) -> Result<String> {
         let current = self.load(ident).await?;
         if current.metadata_location != expected {
@@ -631,9 +640,10 @@ impl RestCatalog {
         }
         let removed: std::collections::BTreeSet<i64> = current
             .metadata
+            .metadata()
             .snapshots()
             .map(|s| s.snapshot_id())
-            .filter(|id| new.snapshot_by_id(*id).is_none())
+            .filter(|id| new.metadata().snapshot_by_id(*id).is_none())
             .collect();
         let body = serde_json::to_vec(&serde_json::json!({
             "identifier": {"namespace": ident.namespace, "name": ident.name},
@@ -654,21 +664,23 @@ impl RestCatalog {
                 Ok(LoadTableResponse {
                     metadata_location: Some(loc),
                     metadata,
-                }) => {
-                    if same_location(&loc, expected) {
-                        Err(format!(
-                            "commit to {ident}: HTTP 200, but the answer names the generation the commit was built \
+                }) => match FullMetadata::from_json_value(&loc, &metadata) {
+                    _ if same_location(&loc, expected) => Err(format!(
+                        "commit to {ident}: HTTP 200, but the answer names the generation the commit was built \
                              on ({loc}), not a new one"
-                        ))
-                    } else if let Err(missing) = carries(&current.metadata, new, &metadata) {
-                        Err(format!(
-                            "commit to {ident}: HTTP 200, but the metadata it answers with ({loc}) does not carry the \
-                             commit ({missing})"
-                        ))
-                    } else {
-                        Ok((loc, metadata))
-                    }
-                }
+                    )),
+                    Err(e) => Err(format!(
+                        "commit to {ident}: HTTP 200, but the metadata it answers with ({loc}) cannot be read ({})",
+                        e.with_causes()
+                    )),
+                    Ok(metadata) => match carries(&current.metadata, new, &metadata) {
+                        Err(missing) => Err(format!(
+                            "commit to {ident}: HTTP 200, but the metadata it answers with ({loc}) does not carry \
+                                 the commit ({missing})"
+                        )),
+                        Ok(()) => Ok((loc, metadata)),
+                    },
+                },
                 Ok(_) => Err(format!(
                     "commit to {ident}: HTTP 200, but the answer names no metadata location"
                 )),
@@ -728,8 +740,8 @@ impl RestCatalog {
         &self,
         storage: &crate::io::store::Storage,
         ident: &TableIdent,
-        (expected, before): (&str, &TableMetadata),
-        new: &TableMetadata,
+        (expected, before): (&str, &FullMetadata),
+        new: &FullMetadata,
         removed: &std::collections::BTreeSet<i64>,
         why: &str,
     ) -> Result<String> {
@@ -793,9 +805,9 @@ fn location_of(resp: &reqwest::Response) -> String {
 
 /// Whether `now` carries every change the commit from `before` to `new` makes (the refs it sets at their
 /// snapshots, the refs it removes absent, the snapshots it removes absent); otherwise the first one missing.
-fn carries(before: &TableMetadata, new: &TableMetadata, now: &TableMetadata) -> std::result::Result<(), String> {
+fn carries(before: &FullMetadata, new: &FullMetadata, now: &FullMetadata) -> std::result::Result<(), String> {
     let (_, updates) = commit_request(before, new)?;
-    let refs = refs_of(now)?;
+    let refs = now.refs();
     for u in &updates {
         match u {
             TableUpdate::SetSnapshotRef { ref_name, reference } => {
@@ -814,7 +826,10 @@ fn carries(before: &TableMetadata, new: &TableMetadata, now: &TableMetadata) -> 
                 }
             }
             TableUpdate::RemoveSnapshots { snapshot_ids } => {
-                if let Some(id) = snapshot_ids.iter().find(|id| now.snapshot_by_id(**id).is_some()) {
+                if let Some(id) = snapshot_ids
+                    .iter()
+                    .find(|id| now.metadata().snapshot_by_id(**id).is_some())
+                {
                     return Err(format!("snapshot {id} is still there"));
                 }
             }
@@ -830,23 +845,23 @@ fn carries(before: &TableMetadata, new: &TableMetadata, now: &TableMetadata) -> 
 /// snapshot of its own); and in `result`, a snapshot lakedrill did not know whose parents, followed through
 /// snapshots it did not know, reach a removed snapshot (it may reuse that snapshot's manifests and files).
 fn dropped_refs(
-    before: &TableMetadata,
+    before: &FullMetadata,
     removed: &std::collections::BTreeSet<i64>,
-    between: &[(&str, &TableMetadata)],
-    result: &TableMetadata,
+    between: &[(&str, &FullMetadata)],
+    result: &FullMetadata,
 ) -> std::result::Result<Vec<String>, String> {
-    let known: std::collections::BTreeSet<String> = refs_of(before)?.into_keys().collect();
-    let result_refs = refs_of(result)?;
+    let known: std::collections::BTreeSet<&String> = before.refs().keys().collect();
+    let result_refs = result.refs();
     let mut dropped = Vec::new();
     for (m, md) in between {
-        for (name, r) in refs_of(md)? {
+        for (name, r) in md.refs() {
             // Refs lakedrill read were pinned by requirements or removed on purpose; only new ones count.
             if removed.contains(&r.snapshot_id)
-                && !known.contains(&name)
-                && result_refs.get(&name).map(|x| x.snapshot_id) != Some(r.snapshot_id)
+                && !known.contains(name)
+                && result_refs.get(name).map(|x| x.snapshot_id) != Some(r.snapshot_id)
             {
                 let now = result_refs
-                    .get(&name)
+                    .get(name)
                     .map_or_else(|| "dropped".to_owned(), |x| format!("now at {}", x.snapshot_id));
                 dropped.push(format!("{name} -> {} (in {m}; {now})", r.snapshot_id));
             }
@@ -855,10 +870,11 @@ fn dropped_refs(
     // Parents of every snapshot seen in a generation after lakedrill's read.
     let mut parent: BTreeMap<i64, Option<i64>> = BTreeMap::new();
     for md in between.iter().map(|(_, md)| *md).chain([result]) {
-        for s in md.snapshots() {
+        for s in md.metadata().snapshots() {
             parent.insert(s.snapshot_id(), s.parent_snapshot_id());
         }
     }
+    let (before, result) = (before.metadata(), result.metadata());
     for s in result.snapshots() {
         if before.snapshot_by_id(s.snapshot_id()).is_some() {
             continue;
@@ -894,9 +910,9 @@ impl RestCatalog {
         &self,
         storage: &crate::io::store::Storage,
         ident: &TableIdent,
-        (expected, before): (&str, &TableMetadata),
+        (expected, before): (&str, &FullMetadata),
         committed: &str,
-        result: &TableMetadata,
+        result: &FullMetadata,
         removed: &std::collections::BTreeSet<i64>,
     ) -> Result<()> {
         let undecided = |why: String| {
@@ -913,7 +929,12 @@ impl RestCatalog {
             a == expected
                 || crate::model::location::canonical_uri(a).ok() == crate::model::location::canonical_uri(expected).ok()
         };
-        let log: Vec<&str> = result.metadata_log().iter().map(|m| m.metadata_file.as_str()).collect();
+        let log: Vec<&str> = result
+            .metadata()
+            .metadata_log()
+            .iter()
+            .map(|m| m.metadata_file.as_str())
+            .collect();
         let Some(parent) = log.last() else {
             return Err(undecided("its metadata has no metadata-log".to_owned()));
         };
@@ -926,12 +947,10 @@ impl RestCatalog {
         for m in &log[start..] {
             let read = async {
                 let uri = crate::model::location::canonical_uri(m)?;
-                let bytes = storage
-                    .get_bounded(&uri, storage.options().max_metadata_bytes, "table metadata")
-                    .await?
-                    .bytes;
-                serde_json::from_slice::<TableMetadata>(&bytes)
-                    .map_err(|e| Error::corrupt(&uri, format!("not table metadata: {e}")))
+                let max = storage.options().max_metadata_bytes;
+                let bytes = storage.get_bounded(&uri, max, "table metadata").await?.bytes;
+                // With its refs as written (a v1 table's too).
+                crate::table::parse_full_metadata(&uri, &bytes, max)
             };
             let md = read.await.map_err(|e| {
                 undecided(format!(
@@ -941,7 +960,7 @@ impl RestCatalog {
             })?;
             between.push(((*m).to_owned(), md));
         }
-        let between: Vec<(&str, &TableMetadata)> = between.iter().map(|(m, md)| (m.as_str(), md)).collect();
+        let between: Vec<(&str, &FullMetadata)> = between.iter().map(|(m, md)| (m.as_str(), md)).collect();
         let dropped = dropped_refs(before, removed, &between, result).map_err(undecided)?;
         if dropped.is_empty() {
             return Ok(());
@@ -1118,7 +1137,8 @@ impl RestCatalog {
 
 /// Whether the catalog serves `served` for the registered `md`: table UUID, current snapshot, the snapshot ids
 /// and the refs (name, snapshot) agree; otherwise what differs.
-fn same_table(md: &TableMetadata, served: &TableMetadata) -> std::result::Result<(), String> {
+fn same_table(md: &TableMetadata, served: &FullMetadata) -> std::result::Result<(), String> {
+    let (served_refs, served) = (served.refs(), served.metadata());
     if md.uuid() != served.uuid() {
         return Err(format!("table-uuid {} instead of {}", served.uuid(), md.uuid()));
     }
@@ -1141,11 +1161,14 @@ fn same_table(md: &TableMetadata, served: &TableMetadata) -> std::result::Result
             ids(md).len()
         ));
     }
-    let refs = |m: &TableMetadata| -> std::result::Result<BTreeMap<String, i64>, String> {
-        Ok(refs_of(m)?.into_iter().map(|(n, r)| (n, r.snapshot_id)).collect())
+    // What lakedrill registers is a recovered table with `main` alone (`materialize`), so the crate's refs of it
+    // are all of them; what the catalog serves is read as written.
+    let ids_of = |refs: &BTreeMap<String, iceberg::spec::SnapshotReference>| -> BTreeMap<String, i64> {
+        refs.iter().map(|(n, r)| (n.clone(), r.snapshot_id)).collect()
     };
-    if refs(md)? != refs(served)? {
-        return Err(format!("refs {:?} instead of {:?}", refs(served)?, refs(md)?));
+    let (registered, served) = (ids_of(&refs_of(md)?), ids_of(served_refs));
+    if registered != served {
+        return Err(format!("refs {served:?} instead of {registered:?}"));
     }
     Ok(())
 }
@@ -1189,9 +1212,11 @@ fn refs_of(md: &TableMetadata) -> std::result::Result<BTreeMap<String, iceberg::
 /// # Errors
 /// A sentence naming what differs beyond refs and removed snapshots.
 pub fn commit_request(
-    current: &TableMetadata,
-    new: &TableMetadata,
+    current: &FullMetadata,
+    new: &FullMetadata,
 ) -> std::result::Result<(Vec<TableRequirement>, Vec<TableUpdate>), String> {
+    let (current_refs, new_refs) = (current.refs(), new.refs());
+    let (current, new) = (current.metadata(), new.metadata());
     let same = |what: &str, eq: bool| {
         if eq {
             Ok(())
@@ -1226,7 +1251,6 @@ pub fn commit_request(
     }
     let mut requirements = vec![TableRequirement::UuidMatch { uuid: current.uuid() }];
     let mut updates = Vec::new();
-    let (current_refs, new_refs) = (refs_of(current)?, refs_of(new)?);
     let current_refs: BTreeMap<&String, &iceberg::spec::SnapshotReference> = current_refs.iter().collect();
     let new_refs: BTreeMap<&String, &iceberg::spec::SnapshotReference> = new_refs.iter().collect();
     for (name, r) in &current_refs {
@@ -1275,7 +1299,7 @@ mod tests {
     use super::*;
 
     /// Metadata with `snapshots` (id, parent) and `refs` (name, snapshot, branch?); main's target is current.
-    fn md(snapshots: &[(i64, Option<i64>)], refs: &[(&str, i64, bool)]) -> TableMetadata {
+    fn md(snapshots: &[(i64, Option<i64>)], refs: &[(&str, i64, bool)]) -> FullMetadata {
         let snaps: Vec<serde_json::Value> = snapshots
             .iter()
             .enumerate()
@@ -1296,7 +1320,7 @@ mod tests {
             })
             .collect();
         let main = refs.iter().find(|(n, _, _)| *n == "main").map(|(_, id, _)| *id);
-        serde_json::from_value(serde_json::json!({
+        let doc = serde_json::json!({
             "format-version": 2, "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1", "location": "s3://b/t",
             "last-sequence-number": snapshots.len(), "last-updated-ms": 1_700_000_000_000_i64, "last-column-id": 1,
             "current-schema-id": 0,
@@ -1304,12 +1328,12 @@ mod tests {
             "default-spec-id": 0, "partition-specs": [{"spec-id": 0, "fields": []}], "last-partition-id": 999,
             "default-sort-order-id": 0, "sort-orders": [{"order-id": 0, "fields": []}], "properties": {},
             "current-snapshot-id": main, "snapshots": snaps, "refs": r, "snapshot-log": [], "metadata-log": []
-        }))
-        .unwrap()
+        });
+        FullMetadata::from_json_value("md", &doc).unwrap()
     }
 
     /// Lakedrill read 1 <- 2 (main) and 3 (child of 1, unreferenced), and removes 3.
-    fn before() -> TableMetadata {
+    fn before() -> FullMetadata {
         md(&[(1, None), (2, Some(1)), (3, Some(1))], &[("main", 2, true)])
     }
 
@@ -1442,5 +1466,46 @@ mod tests {
                 && why.contains("REST catalogs cannot take a snapshot back from a bundle yet"),
             "{why}"
         );
+    }
+
+    /// See: the review of 2026-12-07, item 1. A format-v1 table's refs are in its JSON, not in the iceberg crate's
+    /// model of it (`main` alone): a commit tagging a snapshot of such a table pins every ref read and sends the tag.
+    /// Computed from the model, it pinned `main` alone and found nothing to send: the commit "succeeded" with no tag.
+    #[test]
+    fn a_commit_on_a_v1_table_pins_its_refs_and_sends_the_tag_it_sets() {
+        let snapshot = |id: i64, parent: Option<i64>| {
+            serde_json::json!({"snapshot-id": id, "parent-snapshot-id": parent, "timestamp-ms": 1_700_000_000_000_i64 + id,
+                "manifest-list": format!("s3://b/t/metadata/snap-{id}.avro"), "summary": {"operation": "append"}})
+        };
+        let doc = serde_json::json!({
+            "format-version": 1, "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1", "location": "s3://b/t",
+            "last-updated-ms": 1_700_000_000_009_i64, "last-column-id": 1,
+            "schema": {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "required": false, "type": "long"}]},
+            "partition-spec": [], "properties": {}, "current-snapshot-id": 2,
+            "refs": {"main": {"snapshot-id": 2, "type": "branch"}, "audit": {"snapshot-id": 1, "type": "tag"}},
+            "snapshots": [snapshot(1, None), snapshot(2, Some(1))],
+            "snapshot-log": [], "metadata-log": []
+        });
+        let current = FullMetadata::from_json_value("v1.json", &doc).unwrap();
+        let mut tagged_doc = doc.clone();
+        tagged_doc["refs"]["quarantine/c-1"] = serde_json::json!({"snapshot-id": 1, "type": "tag"});
+        let tagged = FullMetadata::from_json_value("v2.json", &tagged_doc).unwrap();
+        let (requirements, updates) = commit_request(&current, &tagged).unwrap();
+        let pinned: Vec<String> = requirements
+            .iter()
+            .filter_map(|r| match r {
+                TableRequirement::RefSnapshotIdMatch { r#ref, .. } => Some(r#ref.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pinned, ["audit", "main", "quarantine/c-1"]);
+        assert!(
+            matches!(&updates[..], [TableUpdate::SetSnapshotRef { ref_name, reference }]
+                if ref_name == "quarantine/c-1" && reference.snapshot_id == 1),
+            "{updates:?}"
+        );
+        // And the table read again carries it only with the tag in its JSON.
+        assert_eq!(carries(&current, &tagged, &tagged), Ok(()));
+        assert!(carries(&current, &tagged, &current).is_err());
     }
 }

@@ -177,7 +177,14 @@ async fn commit_metadata(
         namespace: ident.namespace().as_ref().clone(),
         name: ident.name().to_owned(),
     };
-    let committed = cat.commit(&ctx.storage, &ident, current, new).await;
+    let committed = cat
+        .commit(
+            &ctx.storage,
+            &ident,
+            current,
+            &crate::table::FullMetadata::from_model(new.clone())?,
+        )
+        .await;
     cat.close().await;
     committed
 }

@@ -2290,15 +2290,11 @@ async fn execute(
             if tags.is_empty() && present.is_empty() {
                 break table;
             }
-            let mut b = table
-                .metadata()
-                .clone()
-                .into_builder(Some(table.generation().metadata_location.clone()));
+            let mut b = table.change();
             for t in &tags {
                 b = b.remove_ref(t);
             }
-            b = b.remove_snapshots(&present);
-            let new = b.build().map_err(|e| Error::iceberg("build metadata", e))?.metadata;
+            let new = b.remove_snapshots(&present).build()?;
             // The commit is made inside the registry's write lock, after checking there that nothing came to
             // protect the candidate since the world it was accepted (or last rebased) in: a lease or hold on one
             // of its snapshots, the candidate moved to PROTECTED, the deleter stopped, the stage changed. A lease

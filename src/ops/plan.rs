@@ -631,6 +631,31 @@ async fn in_place_paths(
 }
 
 /// The path of the metadata file the table was read from, relative to the table root (`None` outside it).
+/// A path the metadata names outside any snapshot's layers (a metadata-log entry, a statistics file), relative to
+/// the table root: through the written location, as every path; or, for an absolute URI under the root, by where it
+/// is (lakedrill's own catalog commits name the previous metadata file by its full URI, also for a table whose
+/// location is relative). Anything else is refused as a snapshot layer outside the table is (`PATH_OUTSIDE_TABLE`,
+/// exit 2): skipped, or kept as written, a file spelled another way (`hdfs://nn/…` under the location
+/// `hdfs://nn:8020/…`) is listed, referenced by nothing, and proposed as an orphan while the metadata names it.
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] naming the path and the location.
+fn referenced_path(table: &Table, written: &str) -> Result<String> {
+    let outside = match table.location().relative(written) {
+        Ok(r) => return Ok(r),
+        Err(e) => e,
+    };
+    let root = table.location().root_uri().trim_end_matches('/');
+    let absolute = written.contains("://") || written.starts_with("file:") || written.starts_with('/');
+    if absolute
+        && let Ok(uri) = crate::model::location::canonical_uri(written)
+        && crate::model::location::is_under(&uri, root)
+    {
+        return Ok(uri[root.len() + 1..].to_owned());
+    }
+    Err(outside)
+}
+
 fn own_metadata_path(table: &Table) -> Option<String> {
     if let Ok(r) = table.location().relative(&table.generation().metadata_location) {
         Some(r)
@@ -796,9 +821,7 @@ pub async fn gather(
     let defaults = table_defaults(table.metadata_uri(), table.metadata().properties())?;
     let mut live_metadata_files: BTreeSet<String> = own_metadata_path(table).into_iter().collect();
     for m in table.metadata().metadata_log() {
-        if let Ok(r) = table.location().relative(&m.metadata_file) {
-            live_metadata_files.insert(r);
-        }
+        live_metadata_files.insert(referenced_path(table, &m.metadata_file)?);
     }
     let listing = listing?;
     let mut protections = Protections {
@@ -872,15 +895,15 @@ pub async fn gather(
         protections.snapshot_candidate_files =
             snapshot_candidate_files(reg, &heads, table, &listing, &protections.held_orphans).await?;
     }
+    // Every statistics file as written (the iceberg crate keeps one of each kind per snapshot), each mapped into
+    // the table or refused like a metadata-log path: kept as written, it never matched the listing, and the file
+    // was proposed as an orphan while the metadata named it.
     let mut statistics_files: BTreeMap<i64, Vec<String>> = BTreeMap::new();
-    let md = table.metadata();
-    let stats = md.statistics_iter().map(|f| (f.snapshot_id, &f.statistics_path)).chain(
-        md.partition_statistics_iter()
-            .map(|f| (f.snapshot_id, &f.statistics_path)),
-    );
-    for (id, path) in stats {
-        let rel = table.location().relative(path).unwrap_or_else(|_| path.clone());
-        statistics_files.entry(id).or_default().push(rel);
+    for (id, path) in table.statistics().paths() {
+        statistics_files
+            .entry(id)
+            .or_default()
+            .push(referenced_path(table, path)?);
     }
     let min_snapshot_age_ms = policy.min_snapshot_age().num_milliseconds();
     let orphan_safety_interval_ms = policy.orphan_safety_interval().num_milliseconds();

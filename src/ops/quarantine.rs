@@ -282,28 +282,22 @@ fn quarantine_metadata(
     mode: QuarantineMode,
     tags: &[(String, i64)],
     snapshot_ids: &[i64],
-) -> Result<iceberg::spec::TableMetadata> {
-    let mut builder = table
-        .metadata()
-        .clone()
-        .into_builder(Some(table.generation().metadata_location.clone()));
+) -> Result<crate::table::FullMetadata> {
+    // Through `Table::change`, which follows every ref: the iceberg crate alone writes no refs for a v1 table, so
+    // the quarantine tags were never stored there and the table's own tags and branches were dropped.
+    let mut change = table.change();
     match mode {
         QuarantineMode::Tag => {
             for (name, id) in tags {
-                builder = builder
-                    .set_ref(
-                        name,
-                        SnapshotReference::new(*id, SnapshotRetention::Tag { max_ref_age_ms: None }),
-                    )
-                    .map_err(|e| Error::iceberg(format!("tag {name}"), e))?;
+                change = change.set_ref(
+                    name,
+                    SnapshotReference::new(*id, SnapshotRetention::Tag { max_ref_age_ms: None }),
+                )?;
             }
         }
-        QuarantineMode::Bundle => builder = builder.remove_snapshots(snapshot_ids),
+        QuarantineMode::Bundle => change = change.remove_snapshots(snapshot_ids),
     }
-    Ok(builder
-        .build()
-        .map_err(|e| Error::iceberg("build metadata", e))?
-        .metadata)
+    change.build()
 }
 
 /// Judges the planned candidate on a generation that a commit by another writer made while the quarantine sealed
@@ -991,17 +985,11 @@ async fn release_claimed(
         if tags.is_empty() {
             break;
         }
-        let mut builder = table
-            .metadata()
-            .clone()
-            .into_builder(Some(table.generation().metadata_location.clone()));
+        let mut change = table.change();
         for (name, _) in &tags {
-            builder = builder.remove_ref(name);
+            change = change.remove_ref(name);
         }
-        let new = builder
-            .build()
-            .map_err(|e| Error::iceberg("build metadata", e))?
-            .metadata;
+        let new = change.build()?;
         match cat
             .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
             .await

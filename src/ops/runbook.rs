@@ -68,22 +68,16 @@ async fn move_main(
             format!("main: {to} is already the current snapshot; nothing committed ({loc} stays current)\n"),
         );
     }
-    let new = md
-        .into_builder(Some(table.generation().metadata_location.clone()))
-        .set_ref("main", main_ref(table, to))
-        .map_err(|e| Error::iceberg("set main", e))?
-        .build()
-        .map_err(|e| Error::iceberg("build metadata", e))?
-        .metadata;
+    let new = table.change_from(md).set_ref("main", main_ref(table, to))?.build()?;
     // Row lineage (v3): row ids already handed out are never handed out again, so moving main back must not
     // lower `next-row-id` (the builder keeps it; this is the guard should that ever change).
-    if new.next_row_id() < table.metadata().next_row_id() {
+    if new.metadata().next_row_id() < table.metadata().next_row_id() {
         return Err(Error::invalid(
             table.name(),
             format!(
                 "moving main to {to} would lower next-row-id from {} to {}: row ids would be reused",
                 table.metadata().next_row_id(),
-                new.next_row_id()
+                new.metadata().next_row_id()
             ),
         ));
     }

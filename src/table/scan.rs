@@ -17,11 +17,19 @@
 //! column statistics and the other fields a walk does not read by their encoding alone); a manifest list, and a
 //! manifest whose schema does not compile to a program, by `serde_avro_fast` (serde straight from the Avro
 //! bytes, no intermediate values). Whenever the fast path cannot decode an object — a codec it lacks, a schema
-//! it does not take, hostile bytes — the iceberg crate's parser decodes the same bytes and its verdict stands,
-//! so errors always come from the reference parser. Tests walk every fixture table both ways and compare the
-//! results object by object, check that the fast decoder alone reads every real manifest (it is not silently
-//! falling back), and decode thousands of mutated manifests both ways: no panic, and where both decoders accept
-//! the bytes they agree.
+//! it does not take, hostile bytes — the iceberg crate's parser decodes the same bytes and its verdict stands.
+//! Never when the container's framing is broken (a block with bytes left after its datums, a negative count, a
+//! wrong sync marker, a file ending inside a block): that is an error naming the object, since the reference
+//! parser (apache-avro) reads a lowered block count as fewer entries — a count of 0 as the end of the file — at the
+//! same length; and what the reference parser reads is checked the same way first (`check_container`). Each
+//! manifest's entries, counted by status, must be what its list records ([`ListEntry::check_counts`]), and each
+//! snapshot's manifests must reach its summary's totals ([`check_snapshot_totals`]). Tests walk every fixture table
+//! both ways and compare the results object by object, check that the fast decoder alone reads every real manifest
+//! (it is not silently falling back), and decode thousands of mutated manifests both ways: no panic, and where both
+//! decoders accept the bytes they agree.
+//!
+//! Not checked: a manifest list's own entries against anything but the snapshot's summary (its length is recorded
+//! nowhere; its `added_snapshot_id` and sequence numbers are not compared with the snapshots).
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -37,13 +45,213 @@ use crate::model::object::{Layer, ManifestObjects, ObjectRef, SnapshotObjects};
 use crate::table::entry_program::EntryProgram;
 use crate::table::{AVRO_MAX_ALLOCATION, Table, check_manifest_length, parse_manifest, parse_manifest_list};
 
-/// A manifest as a manifest list names it: path as written and length.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+/// A manifest as a manifest list names it: path as written, length, and the entry counts the list records for it
+/// (required from format v2 on; v1 lists name them `added_data_files_count`, … before Iceberg 1.5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 pub struct ListEntry {
     /// The manifest's path as written.
     pub manifest_path: String,
     /// Its length in bytes, as the list records it.
     pub manifest_length: i64,
+    /// Entries with status ADDED.
+    #[serde(default, alias = "added_data_files_count")]
+    pub added_files_count: Option<i64>,
+    /// Entries with status EXISTING.
+    #[serde(default, alias = "existing_data_files_count")]
+    pub existing_files_count: Option<i64>,
+    /// Entries with status DELETED.
+    #[serde(default, alias = "deleted_data_files_count")]
+    pub deleted_files_count: Option<i64>,
+    /// Rows of the ADDED entries' files.
+    #[serde(default)]
+    pub added_rows_count: Option<i64>,
+    /// Rows of the EXISTING entries' files.
+    #[serde(default)]
+    pub existing_rows_count: Option<i64>,
+    /// Rows of the DELETED entries' files.
+    #[serde(default)]
+    pub deleted_rows_count: Option<i64>,
+}
+
+impl ListEntry {
+    /// The list's entry for a manifest as the iceberg crate reads it.
+    #[must_use]
+    pub fn of(m: &iceberg::spec::ManifestFile) -> Self {
+        Self {
+            manifest_path: m.manifest_path.clone(),
+            manifest_length: m.manifest_length,
+            added_files_count: m.added_files_count.map(i64::from),
+            existing_files_count: m.existing_files_count.map(i64::from),
+            deleted_files_count: m.deleted_files_count.map(i64::from),
+            added_rows_count: m.added_rows_count.and_then(|n| i64::try_from(n).ok()),
+            existing_rows_count: m.existing_rows_count.and_then(|n| i64::try_from(n).ok()),
+            deleted_rows_count: m.deleted_rows_count.and_then(|n| i64::try_from(n).ok()),
+        }
+    }
+
+    /// Refuses a manifest whose entries, counted by status (and their rows), differ from what this list entry
+    /// records for it, where it records them: entries lost from a manifest (a lowered Avro block count that some
+    /// reader took at its word) or a list that names it wrongly. Iceberg writers (Java's `ManifestWriter`,
+    /// PyIceberg, iceberg-rust) count them exactly.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the manifest, both counts and the difference.
+    pub fn check_counts(&self, uri: &str, found: &EntryTally) -> Result<()> {
+        let pairs = [
+            ("ADDED entries", self.added_files_count, found.added),
+            ("EXISTING entries", self.existing_files_count, found.existing),
+            ("DELETED entries", self.deleted_files_count, found.deleted),
+            ("rows of ADDED entries", self.added_rows_count, found.added_rows),
+            (
+                "rows of EXISTING entries",
+                self.existing_rows_count,
+                found.existing_rows,
+            ),
+            ("rows of DELETED entries", self.deleted_rows_count, found.deleted_rows),
+        ];
+        for (what, recorded, counted) in pairs {
+            if let Some(recorded) = recorded
+                && u64::try_from(recorded).ok() != Some(counted)
+            {
+                return Err(Error::corrupt(
+                    uri,
+                    format!(
+                        "the manifest holds {counted} {what}, but the manifest list records {recorded}: entries are \
+                         missing from the manifest as read, or the list does not describe it"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A manifest's entries counted as its manifest list counts them (by status, with their rows) and its live files
+/// as a snapshot summary totals them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryTally {
+    /// Entries with status ADDED.
+    pub added: u64,
+    /// Entries with status EXISTING.
+    pub existing: u64,
+    /// Entries with status DELETED.
+    pub deleted: u64,
+    /// Rows (`record_count`) of the ADDED entries.
+    pub added_rows: u64,
+    /// Rows of the EXISTING entries.
+    pub existing_rows: u64,
+    /// Rows of the DELETED entries.
+    pub deleted_rows: u64,
+    /// Live (ADDED or EXISTING) data file entries.
+    pub live_data_files: u64,
+    /// Live delete file entries (each deletion vector one).
+    pub live_delete_files: u64,
+    /// Rows of the live data files.
+    pub live_data_records: u64,
+}
+
+impl EntryTally {
+    /// Counts one entry: its status (0 EXISTING, 1 ADDED, 2 DELETED), whether it is a data file, its rows.
+    /// `false` for a status the spec does not define.
+    fn count(&mut self, status: i32, data: bool, rows: u64) -> bool {
+        let (entries, status_rows) = match status {
+            0 => (&mut self.existing, &mut self.existing_rows),
+            1 => (&mut self.added, &mut self.added_rows),
+            2 => (&mut self.deleted, &mut self.deleted_rows),
+            _ => return false,
+        };
+        *entries += 1;
+        *status_rows = status_rows.saturating_add(rows);
+        if status != 2 {
+            if data {
+                self.live_data_files += 1;
+                self.live_data_records = self.live_data_records.saturating_add(rows);
+            } else {
+                self.live_delete_files += 1;
+            }
+        }
+        true
+    }
+
+    /// Counts one entry the iceberg crate decoded.
+    fn count_reference(&mut self, e: &iceberg::spec::ManifestEntry) {
+        let status = match e.status() {
+            ManifestStatus::Existing => 0,
+            ManifestStatus::Added => 1,
+            ManifestStatus::Deleted => 2,
+        };
+        let data = e.data_file().content_type() == DataContentType::Data;
+        self.count(status, data, e.data_file().record_count());
+    }
+
+    /// The tally of a manifest the iceberg crate parsed.
+    #[must_use]
+    pub fn of_manifest(manifest: &iceberg::spec::Manifest) -> Self {
+        let mut t = Self::default();
+        for e in manifest.entries() {
+            t.count_reference(e);
+        }
+        t
+    }
+
+    /// Adds another manifest's tally (a snapshot's totals).
+    pub fn add(&mut self, other: &EntryTally) {
+        for (a, b) in [
+            (&mut self.added, other.added),
+            (&mut self.existing, other.existing),
+            (&mut self.deleted, other.deleted),
+            (&mut self.added_rows, other.added_rows),
+            (&mut self.existing_rows, other.existing_rows),
+            (&mut self.deleted_rows, other.deleted_rows),
+            (&mut self.live_data_files, other.live_data_files),
+            (&mut self.live_delete_files, other.live_delete_files),
+            (&mut self.live_data_records, other.live_data_records),
+        ] {
+            *a = a.saturating_add(b);
+        }
+    }
+}
+
+/// Refuses a snapshot whose manifests, as its manifest list names them, hold fewer live data files, delete files
+/// or data rows than its summary's totals (`total-data-files`, `total-delete-files`, `total-records`) say. The
+/// length of a manifest list is recorded nowhere, and an Avro file cut at a block boundary (even right after its
+/// header) decodes cleanly with manifests missing: every file only those manifests reach would look unreferenced.
+/// The totals are what a writer recorded of the same state: Iceberg Java carries them from the parent's summary
+/// with each commit's added and removed counts (`SnapshotProducer.updateTotal`), as PyIceberg and iceberg-rust do.
+///
+/// Only fewer is refused: more than the total is not a loss (it keeps files), and a writer that under-counted once
+/// would otherwise stop every later plan of the table, the totals being carried from commit to commit. A summary
+/// without a total (a writer that keeps none, or a parent without one: Java then writes none either), or with one
+/// that does not parse, checks nothing. The cost of the rule: a total that a writer's bug left too high is carried
+/// into every later snapshot, and such a table cannot be planned (exit 2 naming the total) — lakedrill cannot tell it
+/// from a list that lost manifests, and refusing is the side that deletes nothing.
+///
+/// # Errors
+/// A sentence naming the snapshot, its manifest list and the total that is not reached.
+pub fn check_snapshot_totals(
+    snapshot: &iceberg::spec::Snapshot,
+    manifest_list: &str,
+    found: &EntryTally,
+) -> std::result::Result<(), String> {
+    let summary = &snapshot.summary().additional_properties;
+    for (key, counted) in [
+        ("total-data-files", found.live_data_files),
+        ("total-delete-files", found.live_delete_files),
+        ("total-records", found.live_data_records),
+    ] {
+        let Some(total) = summary.get(key).and_then(|v| v.trim().parse::<u64>().ok()) else {
+            continue;
+        };
+        if counted < total {
+            return Err(format!(
+                "snapshot {}: its manifest list {manifest_list} names manifests holding {counted} for its summary's \
+                 {key} of {total}: manifests are missing from the list as read (truncated?), so what the snapshot \
+                 reaches is unknown",
+                snapshot.snapshot_id()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The part of a manifest entry a walk reads.
@@ -73,11 +281,24 @@ struct DataFileRecord {
     content_size_in_bytes: Option<i64>,
 }
 
-/// Why the fast decoder stopped: the bytes (then the reference parser decides) or the caller.
+/// Why the fast decoder stopped: bytes it cannot decode (then the reference parser decides), a container whose
+/// framing is broken (an error: the reference parser would read such a file with entries missing), or the caller.
 #[derive(Debug)]
 enum Stop {
     Decode,
+    Corrupt(String),
     Caller(Error),
+}
+
+impl Stop {
+    /// The error a broken container is, naming `uri`; `None` for bytes the reference parser decides on.
+    fn into_error(self, uri: &str) -> Option<Error> {
+        match self {
+            Stop::Decode => None,
+            Stop::Corrupt(why) => Some(Error::corrupt(uri, why)),
+            Stop::Caller(e) => Some(e),
+        }
+    }
 }
 
 /// The most one array or map in a datum may hold on the fast path (column statistics maps, split
@@ -178,9 +399,37 @@ fn parsed_schema(text: &[u8]) -> std::result::Result<Arc<ParsedSchema>, Stop> {
     SCHEMAS.parsed(text)
 }
 
+/// An Avro object container's header as written: its schema's text, its codec's name, its sync marker, and how
+/// many bytes the header took.
+struct RawHeader<'a> {
+    schema: &'a [u8],
+    codec: &'a [u8],
+    sync: [u8; 16],
+    len: usize,
+}
+
 /// Reads the header of an Avro object container at the start of `bytes`: its framing and how many bytes the
 /// header took. Codecs other than `null` and `deflate` are left to the reference parser.
 fn read_header(bytes: &[u8]) -> std::result::Result<(Framing, usize), Stop> {
+    let raw = read_raw_header(bytes)?;
+    let schema = parsed_schema(raw.schema)?;
+    let deflate = match raw.codec {
+        b"null" => false,
+        b"deflate" => true,
+        _ => return Err(Stop::Decode),
+    };
+    Ok((
+        Framing {
+            schema,
+            sync: raw.sync,
+            deflate,
+        },
+        raw.len,
+    ))
+}
+
+/// Reads the header of an Avro object container without parsing its schema or judging its codec.
+fn read_raw_header(bytes: &[u8]) -> std::result::Result<RawHeader<'_>, Stop> {
     let mut c = Cursor(bytes.strip_prefix(b"Obj\x01").ok_or(Stop::Decode)?);
     // Header metadata: a map of bytes, in blocks (a negative count is followed by the block's byte size).
     let (mut schema, mut codec): (Option<&[u8]>, &[u8]) = (None, b"null");
@@ -206,13 +455,12 @@ fn read_header(bytes: &[u8]) -> std::result::Result<(Framing, usize), Stop> {
         }
     }
     let sync: [u8; 16] = c.take(16)?.try_into().map_err(|_| Stop::Decode)?;
-    let schema = parsed_schema(schema.ok_or(Stop::Decode)?)?;
-    let deflate = match codec {
-        b"null" => false,
-        b"deflate" => true,
-        _ => return Err(Stop::Decode),
-    };
-    Ok((Framing { schema, sync, deflate }, bytes.len() - c.0.len()))
+    Ok(RawHeader {
+        schema: schema.ok_or(Stop::Decode)?,
+        codec,
+        sync,
+        len: bytes.len() - c.0.len(),
+    })
 }
 
 /// Decodes every whole block at the start of `bytes` (which follow a header read by [`read_header`]), each datum
@@ -234,26 +482,14 @@ fn read_blocks(
     let mut inflated = Vec::new();
     while !c.0.is_empty() {
         let at = bytes.len() - c.0.len();
-        let frame = (|| {
-            let count = c.long()?;
-            let size = c.long()?;
-            let raw = c.take(size)?;
-            let sync = c.take(16)?;
-            Ok((count, raw, sync))
-        })();
-        let (count, raw, sync) = match frame {
-            Ok(f) => f,
-            // Cut short here, or broken: a later call with the rest (or the last) decides.
-            Err(_) if !last => return Ok(at),
-            Err(e) => return Err(e),
+        let (count, raw) = match next_block(&mut c, &framing.sync) {
+            Ok(b) => b,
+            // Cut short here: a later call with the rest decides.
+            Err(Frame::Short) if !last => return Ok(at),
+            // Broken framing is never a reason to hand the bytes to the reference parser, which reads such a file
+            // with entries missing: the container is refused.
+            Err(f) => return Err(Stop::Corrupt(f.describe(at))),
         };
-        // A block's datum count is never negative in an object container (the spec's "a long indicating the count
-        // of objects in this block"; apache-avro and Java refuse one): read as `0..count`, a flipped sign bit would
-        // make a manifest list or manifest read as empty, and the closure smaller. See:
-        // https://avro.apache.org/docs/1.11.1/specification/#object-container-files
-        if sync != framing.sync || count < 0 {
-            return Err(Stop::Decode);
-        }
         let block: &[u8] = if let Some(inflater) = inflater.as_mut() {
             inflate_block(inflater, raw, &mut inflated)?
         } else {
@@ -262,6 +498,160 @@ fn read_blocks(
         each_block(block, count)?;
     }
     Ok(bytes.len())
+}
+
+/// Checks the framing of an Avro object container that the reference parser (apache-avro, under the iceberg crate)
+/// is about to read, and refuses what it would misread. apache-avro ends a file at a block whose datum count is 0
+/// or whose count cannot be read whole, and never looks at the bytes a block has left after its datums: a count
+/// lowered by one flipped bit reads as fewer entries (1 → 0: none, and every later block is skipped) from a file of
+/// the same length, which no length check sees. Here the file must be whole blocks to its last byte, each ending
+/// with the sync marker, each with a datum count above 0 (an empty block of 0 at the very end aside), and the
+/// block's datums, decoded by apache-avro's own datum decoder, must take exactly its bytes.
+///
+/// A header, schema or codec this cannot read is left to the parser, whose error stands.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming `uri` and the block.
+pub(crate) fn check_container(uri: &str, bytes: &[u8]) -> Result<()> {
+    use std::str::FromStr;
+    let Ok(header) = read_raw_header(bytes) else {
+        return Ok(());
+    };
+    let (Ok(schema), Ok(codec)) = (std::str::from_utf8(header.schema), std::str::from_utf8(header.codec)) else {
+        return Ok(());
+    };
+    let (Ok(schema), Ok(codec)) = (
+        apache_avro::Schema::parse_str(schema),
+        apache_avro::Codec::from_str(codec),
+    ) else {
+        return Ok(());
+    };
+    crate::io::avro::bound_avro_allocations();
+    let body = &bytes[header.len..];
+    let mut c = Cursor(body);
+    let mut inflater = None;
+    let mut inflated = Vec::new();
+    while !c.0.is_empty() {
+        let at = body.len() - c.0.len();
+        let (count, raw) = next_block(&mut c, &header.sync).map_err(|f| Error::corrupt(uri, f.describe(at)))?;
+        if count == 0 {
+            if raw.is_empty() && c.0.is_empty() {
+                break;
+            }
+            return Err(Error::corrupt(
+                uri,
+                format!(
+                    "the Avro block {at} bytes after the header holds 0 datums: Avro readers end the file there, so \
+                     what follows it would not be read"
+                ),
+            ));
+        }
+        let decompressed;
+        let block: &[u8] = match codec {
+            apache_avro::Codec::Null => raw,
+            apache_avro::Codec::Deflate(_) => inflate_block(
+                inflater.get_or_insert_with(libdeflater::Decompressor::new),
+                raw,
+                &mut inflated,
+            )
+            .map_err(|_| {
+                Error::corrupt(
+                    uri,
+                    format!(
+                        "the deflate block {at} bytes after the Avro header cannot be inflated (or inflates \
+                                 to more than {AVRO_MAX_ALLOCATION} bytes)"
+                    ),
+                )
+            })?,
+            other => {
+                let mut v = raw.to_vec();
+                other.decompress(&mut v).map_err(|e| {
+                    Error::corrupt(
+                        uri,
+                        format!("the Avro block {at} bytes after the header cannot be decompressed: {e}"),
+                    )
+                })?;
+                decompressed = v;
+                &decompressed
+            }
+        };
+        let mut rest = block;
+        for i in 0..count {
+            apache_avro::from_avro_datum(&schema, &mut rest, None).map_err(|e| {
+                Error::corrupt(
+                    uri,
+                    format!(
+                        "datum {} of the {count} the Avro block {at} bytes after the header holds cannot be decoded: \
+                         {e}",
+                        i + 1
+                    ),
+                )
+            })?;
+        }
+        if !rest.is_empty() {
+            let Some(e) = leftover(rest.len(), count).into_error(uri) else {
+                return Err(Error::Internal("a leftover is an error".into()));
+            };
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Why a block's framing could not be read.
+#[derive(Debug)]
+enum Frame {
+    /// The bytes end inside the block.
+    Short,
+    /// The block is not what a writer writes.
+    Broken(String),
+}
+
+impl Frame {
+    /// What is wrong with the block at `at` bytes after the container's header.
+    fn describe(self, at: usize) -> String {
+        match self {
+            Frame::Short => format!(
+                "the Avro container ends inside the block {at} bytes after its header: it is cut short (a file must \
+                 end right after a whole block)"
+            ),
+            Frame::Broken(why) => format!("the Avro block {at} bytes after the header {why}"),
+        }
+    }
+}
+
+/// The next block at `c`: its datum count and its bytes as written (compressed), `c` moved past its sync marker.
+fn next_block<'a>(c: &mut Cursor<'a>, sync: &[u8; 16]) -> std::result::Result<(i64, &'a [u8]), Frame> {
+    let count = c.long().map_err(|_| Frame::Short)?;
+    let size = c.long().map_err(|_| Frame::Short)?;
+    if size < 0 {
+        return Err(Frame::Broken(format!("has a negative byte size ({size})")));
+    }
+    let raw = c.take(size).map_err(|_| Frame::Short)?;
+    let marker = c.take(16).map_err(|_| Frame::Short)?;
+    if marker != sync {
+        return Err(Frame::Broken(
+            "does not end with the container's sync marker".to_owned(),
+        ));
+    }
+    // A block's datum count is never negative in an object container (the spec's "a long indicating the count of
+    // objects in this block"; apache-avro and Java refuse one): read as `0..count`, a flipped sign bit would make a
+    // manifest list or manifest read as empty, and the closure smaller. See:
+    // https://avro.apache.org/docs/1.11.1/specification/#object-container-files
+    if count < 0 {
+        return Err(Frame::Broken(format!("has a negative datum count ({count})")));
+    }
+    Ok((count, raw))
+}
+
+/// The refusal of a block with bytes left after its `count` datums: its count was lowered (one flipped bit takes 1
+/// to 0), or a datum is not what was written. apache-avro never looks at those bytes, and reads a count of 0 as the
+/// end of the file, so such a file read with fewer entries, none at all for a count of 0, at the same length.
+fn leftover(rest: usize, count: i64) -> Stop {
+    Stop::Corrupt(format!(
+        "an Avro block has {rest} byte(s) left after its {count} datum(s): its datum count is not the number of \
+         entries written (a lowered count makes Avro readers drop entries)"
+    ))
 }
 
 /// Decodes the `count` datums of a block with `serde_avro_fast`.
@@ -278,14 +668,11 @@ fn serde_block<T: serde::de::DeserializeOwned>(
     for _ in 0..count {
         each(T::deserialize(state.deserializer()).map_err(|_| Stop::Decode)?)?;
     }
-    // Bytes left over after `count` datums: the count or a datum is not what was written; the reference parser
-    // decides.
+    // Bytes left over after `count` datums: the count or a datum is not what was written.
     let mut rest = state.into_reader();
-    if !std::io::BufRead::fill_buf(&mut rest)
-        .map_err(|_| Stop::Decode)?
-        .is_empty()
-    {
-        return Err(Stop::Decode);
+    let left = std::io::BufRead::fill_buf(&mut rest).map_err(|_| Stop::Decode)?.len();
+    if left > 0 {
+        return Err(leftover(left, count));
     }
     Ok(())
 }
@@ -325,7 +712,7 @@ fn entry_block(
     }
     // As in `serde_block`: bytes left over mean the count or an entry is not what was written.
     if !rest.is_empty() {
-        return Err(Stop::Decode);
+        return Err(leftover(rest.len(), count));
     }
     Ok(())
 }
@@ -418,17 +805,20 @@ pub fn manifest_list_entries(
         });
         match (fast, decoder) {
             (Ok(()), _) => return Ok(out),
-            (Err(_), Decoder::FastOnly) => return Err(fast_failed(uri)),
-            _ => {}
+            (Err(stop), decoder) => {
+                if let Some(e) = stop.into_error(uri) {
+                    return Err(e);
+                }
+                if decoder == Decoder::FastOnly {
+                    return Err(fast_failed(uri));
+                }
+            }
         }
     }
     Ok(parse_manifest_list(uri, bytes, version)?
         .entries()
         .iter()
-        .map(|m| ListEntry {
-            manifest_path: m.manifest_path.clone(),
-            manifest_length: m.manifest_length,
-        })
+        .map(ListEntry::of)
         .collect())
 }
 
@@ -502,9 +892,9 @@ impl From<&LiveFile> for crate::table::puffin::DeletionVectorEntry {
     }
 }
 
-/// A manifest entry as a [`LiveFile`] when it is live (ADDED or EXISTING), `None` when DELETED; a value the
-/// spec does not define stops the fast decoder.
-fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
+/// A manifest entry as a [`LiveFile`] when it is live (ADDED or EXISTING), `None` when DELETED, counted in `tally`;
+/// a value the spec does not define stops the fast decoder.
+fn live_entry(e: EntryRecord, tally: &mut EntryTally) -> std::result::Result<Option<LiveFile>, Stop> {
     let live = match e.status {
         0 | 1 => true,
         2 => false,
@@ -514,6 +904,7 @@ fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
     let size = u64::try_from(e.data_file.file_size_in_bytes).map_err(|_| Stop::Decode)?;
     let record_count = u64::try_from(e.data_file.record_count).map_err(|_| Stop::Decode)?;
     let file_format = format_name(&e.data_file.file_format).ok_or(Stop::Decode)?;
+    tally.count(e.status, layer == Layer::Data, record_count);
     Ok(live.then_some(LiveFile {
         file_path: e.data_file.file_path,
         layer,
@@ -528,11 +919,18 @@ fn live_entry(e: EntryRecord) -> std::result::Result<Option<LiveFile>, Stop> {
 }
 
 /// Hands every live (ADDED or EXISTING) entry of a manifest to `each` as it is decoded. `Ok(false)` when the
-/// fast decoder could not read the bytes (`each` may have been called for some entries: the caller starts over).
-fn fast_live_files(bytes: &[u8], program_only: bool, mut each: impl FnMut(LiveFile) -> Result<()>) -> Result<bool> {
+/// fast decoder could not read the bytes (`each` may have been called for some entries: the caller starts over);
+/// an error naming `uri` when its framing is broken.
+fn fast_live_files(
+    uri: &str,
+    bytes: &[u8],
+    program_only: bool,
+    tally: &mut EntryTally,
+    mut each: impl FnMut(LiveFile) -> Result<()>,
+) -> Result<bool> {
     let fast = read_header(bytes).and_then(|(framing, header)| {
         read_blocks(&framing, &bytes[header..], true, |block, count| {
-            entry_block(&framing, block, count, program_only, |e| match live_entry(e)? {
+            entry_block(&framing, block, count, program_only, |e| match live_entry(e, tally)? {
                 Some(f) => each(f).map_err(Stop::Caller),
                 None => Ok(()),
             })
@@ -540,8 +938,7 @@ fn fast_live_files(bytes: &[u8], program_only: bool, mut each: impl FnMut(LiveFi
     });
     match fast {
         Ok(_) => Ok(true),
-        Err(Stop::Decode) => Ok(false),
-        Err(Stop::Caller(e)) => Err(e),
+        Err(stop) => stop.into_error(uri).map_or(Ok(false), Err),
     }
 }
 
@@ -550,25 +947,45 @@ fn fast_live_files(bytes: &[u8], program_only: bool, mut each: impl FnMut(LiveFi
 /// starts over, so that the caller drops what it collected.
 ///
 /// # Errors
-/// The reference parser's error naming `uri` when neither decoder can read the bytes; `each`'s errors.
+/// The reference parser's error naming `uri` when neither decoder can read the bytes, or an error naming it
+/// when its Avro framing is broken (a lowered block count, a cut, bytes left in a block: never a reason to let
+/// the reference parser read it with entries missing); `each`'s errors.
 pub fn live_files(
+    uri: &str,
+    bytes: &[u8],
+    decoder: Decoder,
+    each: impl FnMut(LiveFile) -> Result<()>,
+    restart: impl FnOnce(),
+) -> Result<()> {
+    live_files_tallied(uri, bytes, decoder, each, restart).map(|_| ())
+}
+
+/// [`live_files`], returning the manifest's entries counted ([`EntryTally`]) for the checks against its manifest
+/// list and the snapshot's summary.
+///
+/// # Errors
+/// As [`live_files`].
+pub fn live_files_tallied(
     uri: &str,
     bytes: &[u8],
     decoder: Decoder,
     mut each: impl FnMut(LiveFile) -> Result<()>,
     restart: impl FnOnce(),
-) -> Result<()> {
+) -> Result<EntryTally> {
+    let mut tally = EntryTally::default();
     if decoder != Decoder::Reference {
-        if fast_live_files(bytes, decoder == Decoder::FastOnly, &mut each)? {
-            return Ok(());
+        if fast_live_files(uri, bytes, decoder == Decoder::FastOnly, &mut tally, &mut each)? {
+            return Ok(tally);
         }
         if decoder == Decoder::FastOnly {
             return Err(fast_failed(uri));
         }
+        tally = EntryTally::default();
         restart();
     }
     let parsed = parse_manifest(uri, bytes)?;
     for e in parsed.entries() {
+        tally.count_reference(e);
         if e.status() == ManifestStatus::Deleted {
             continue;
         }
@@ -590,7 +1007,7 @@ pub fn live_files(
             content_size_in_bytes: df.content_size_in_bytes(),
         })?;
     }
-    Ok(())
+    Ok(tally)
 }
 
 /// Every live file of a manifest, collected in manifest order ([`live_files`]; what the fast decoder collected
@@ -626,15 +1043,26 @@ pub fn manifest_objects(
     manifest: ObjectRef,
     decoder: Decoder,
 ) -> Result<Vec<ObjectRef>> {
+    manifest_objects_tallied(uri, bytes, location, manifest, decoder).map(|(objects, _)| objects)
+}
+
+/// [`manifest_objects`] with the manifest's entries counted.
+fn manifest_objects_tallied(
+    uri: &str,
+    bytes: &[u8],
+    location: &TableLocation,
+    manifest: ObjectRef,
+    decoder: Decoder,
+) -> Result<(Vec<ObjectRef>, EntryTally)> {
     let objects = std::cell::RefCell::new(ManifestCollector::new(location.clone(), manifest));
-    live_files(
+    let tally = live_files_tallied(
         uri,
         bytes,
         decoder,
         |f| objects.borrow_mut().push(f),
         || objects.borrow_mut().restart(),
     )?;
-    Ok(objects.into_inner().finish())
+    Ok((objects.into_inner().finish(), tally))
 }
 
 /// A manifest's objects as [`manifest_objects`] makes them, gathered one live file at a time.
@@ -699,23 +1127,29 @@ impl LiveSink for Vec<LiveFile> {
 /// A manifest decoded by the fast decoder as its pieces arrive, so that it is never held whole (#24: a
 /// million-entry manifest is ~130 MB, and a purge re-plans the table while it holds its candidate).
 struct ManifestPieces<S> {
+    /// The manifest, named in errors.
+    uri: String,
     framing: Option<Framing>,
     /// The bytes of a block (or of the header) cut short by the end of the last piece.
     carry: Vec<u8>,
+    /// The entries decoded so far, counted.
+    tally: EntryTally,
     sink: S,
 }
 
 impl<S: LiveSink> ManifestPieces<S> {
-    fn new(sink: S) -> Self {
+    fn new(uri: &str, sink: S) -> Self {
         Self {
+            uri: uri.to_owned(),
             framing: None,
             carry: Vec::new(),
+            tally: EntryTally::default(),
             sink,
         }
     }
 
     /// Decodes what `piece` completes (`last`: the manifest's final piece). `Ok(false)` when the fast decoder cannot
-    /// read the manifest (the reference parser must then read it whole).
+    /// read the manifest (the reference parser must then read it whole); an error when its framing is broken.
     fn feed(&mut self, piece: &[u8], last: bool) -> Result<bool> {
         let bytes: &[u8] = if self.carry.is_empty() {
             piece
@@ -736,16 +1170,15 @@ impl<S: LiveSink> ManifestPieces<S> {
                     self.carry = keep;
                     return Ok(true);
                 }
-                Err(Stop::Decode) => return Ok(false),
-                Err(Stop::Caller(e)) => return Err(e),
+                Err(stop) => return stop.into_error(&self.uri).map_or(Ok(false), Err),
             }
         }
         let Some(framing) = &self.framing else {
             return Ok(false);
         };
-        let sink = &mut self.sink;
+        let (sink, tally) = (&mut self.sink, &mut self.tally);
         let decoded = read_blocks(framing, &bytes[used..], last, |block, count| {
-            entry_block(framing, block, count, false, |e| match live_entry(e)? {
+            entry_block(framing, block, count, false, |e| match live_entry(e, tally)? {
                 Some(f) => sink.live(f).map_err(Stop::Caller),
                 None => Ok(()),
             })
@@ -756,8 +1189,7 @@ impl<S: LiveSink> ManifestPieces<S> {
                 self.carry = rest;
                 Ok(true)
             }
-            Err(Stop::Decode) => Ok(false),
-            Err(Stop::Caller(e)) => Err(e),
+            Err(stop) => stop.into_error(&self.uri).map_or(Ok(false), Err),
         }
     }
 }
@@ -832,8 +1264,13 @@ const STREAM_MANIFESTS_OVER: i64 = 16 << 20;
 /// The size of each piece of a manifest read piece by piece.
 const MANIFEST_PIECE: usize = 8 << 20;
 
-/// One manifest's objects: the manifest itself, then its live data and delete files.
-async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> Result<Arc<ManifestObjects>> {
+/// One manifest's objects: the manifest itself, then its live data and delete files; with its entries counted,
+/// which must be the counts `entry` records.
+async fn read_manifest(
+    table: &Table,
+    storage: &Storage,
+    entry: &ListEntry,
+) -> Result<(Arc<ManifestObjects>, EntryTally)> {
     let uri = table.location().resolve(&entry.manifest_path)?;
     let manifest = ObjectRef {
         path: table.location().relative(&entry.manifest_path)?,
@@ -843,10 +1280,11 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
     let key = format!("{}#{}", entry.manifest_path, entry.manifest_length);
     let location = table.location().clone();
     if entry.manifest_length > STREAM_MANIFESTS_OVER
-        && let Some(objects) =
+        && let Some((objects, tally)) =
             read_manifest_in_pieces(storage, &uri, entry, &location, manifest.clone(), MANIFEST_PIECE).await?
     {
-        return Ok(Arc::new(ManifestObjects { key, objects }));
+        entry.check_counts(&uri, &tally)?;
+        return Ok((Arc::new(ManifestObjects { key, objects }), tally));
     }
     let bytes = fetch_manifest(storage, &uri, entry).await?.bytes;
     let manifest = ObjectRef {
@@ -854,11 +1292,12 @@ async fn read_manifest(table: &Table, storage: &Storage, entry: &ListEntry) -> R
         ..manifest
     };
     let u = uri.clone();
-    let objects = on_rayon(&uri, move || {
-        manifest_objects(&u, &bytes, &location, manifest, Decoder::Fast)
+    let (objects, tally) = on_rayon(&uri, move || {
+        manifest_objects_tallied(&u, &bytes, &location, manifest, Decoder::Fast)
     })
     .await?;
-    Ok(Arc::new(ManifestObjects { key, objects }))
+    entry.check_counts(&uri, &tally)?;
+    Ok((Arc::new(ManifestObjects { key, objects }), tally))
 }
 
 /// A large manifest's objects, decoded on the rayon pool piece by piece (of `piece` bytes) as one read of it
@@ -871,7 +1310,7 @@ async fn read_manifest_in_pieces(
     location: &TableLocation,
     manifest: ObjectRef,
     piece: usize,
-) -> Result<Option<Vec<ObjectRef>>> {
+) -> Result<Option<(Vec<ObjectRef>, EntryTally)>> {
     let (info, mut pieces) = match storage.get_pieces(uri, piece).await {
         Ok(p) => p,
         Err(Error::NotFound { .. }) => {
@@ -888,7 +1327,7 @@ async fn read_manifest_in_pieces(
         size: info.size,
         ..manifest
     };
-    let mut decoding = ManifestPieces::new(ManifestCollector::new(location.clone(), manifest));
+    let mut decoding = ManifestPieces::new(uri, ManifestCollector::new(location.clone(), manifest));
     let mut read = 0_u64;
     while let Some(piece) = pieces.next().await {
         let piece = piece?;
@@ -916,7 +1355,7 @@ async fn read_manifest_in_pieces(
             format!("ended after {read} of the {} bytes the store reported", info.size),
         ));
     }
-    Ok(Some(decoding.sink.finish()))
+    Ok(Some((decoding.sink.finish(), decoding.tally)))
 }
 
 /// Every snapshot of the table (in [`Table::snapshots_sorted`] order) with everything it reaches, or
@@ -976,13 +1415,14 @@ pub async fn history_explained(
     // a 1,000-snapshot Spark history: its newest manifests, named by the newest lists, are the merged ones of 1 MB
     // among a thousand of 8 KB).
     distinct.sort_unstable_by_key(|(i, e)| (std::cmp::Reverse(e.manifest_length), *i));
-    let read: Vec<(usize, Result<Arc<ManifestObjects>>)> = futures::stream::iter(&distinct)
+    type Counted = (Arc<ManifestObjects>, EntryTally);
+    let read: Vec<(usize, Result<Counted>)> = futures::stream::iter(&distinct)
         .map(|(i, e)| async move { (*i, read_manifest(table, storage, e).await) })
         .buffer_unordered(concurrency)
         .collect()
         .await;
-    let mut manifests: Vec<std::result::Result<Arc<ManifestObjects>, String>> =
-        vec![Err("not read".to_owned()); distinct.len()];
+    type Read = std::result::Result<Counted, String>;
+    let mut manifests: Vec<Read> = vec![Err("not read".to_owned()); distinct.len()];
     for (i, r) in read {
         match r {
             Ok(m) => manifests[i] = Ok(m),
@@ -1000,9 +1440,16 @@ pub async fn history_explained(
                 .collect::<std::result::Result<Vec<_>, String>>()
                 // The manifest list is named too: the length it records may be what is wrong.
                 .map_err(|why| format!("a manifest named by manifest list {}: {why}", own.path))
-                .map(|m| SnapshotObjects {
-                    own: vec![own],
-                    manifests: m,
+                .and_then(|m| {
+                    let mut totals = EntryTally::default();
+                    for (_, t) in &m {
+                        totals.add(t);
+                    }
+                    check_snapshot_totals(table.snapshot(id).map_err(|e| e.to_string())?, &own.path, &totals)?;
+                    Ok(SnapshotObjects {
+                        own: vec![own],
+                        manifests: m.into_iter().map(|(o, _)| o).collect(),
+                    })
                 }),
             Err(Error::PathOutsideTable { path, location }) => return Err(Error::PathOutsideTable { path, location }),
             Err(e) => Err(e.with_causes()),
@@ -1087,14 +1534,15 @@ pub async fn snapshot_files(
     let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
     let entries = on_rayon(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;
     type Vectors = Vec<(String, crate::table::puffin::DeletionVectorEntry)>;
-    let read: Vec<Result<(SnapshotManifest, Vec<SealFile>, Vectors)>> = futures::stream::iter(entries)
+    type Read = (SnapshotManifest, Vec<SealFile>, Vectors, EntryTally);
+    let read: Vec<Result<Read>> = futures::stream::iter(entries)
         .map(|e| async move {
             let uri = table.location().resolve(&e.manifest_path)?;
             let fetched = fetch_manifest(storage, &uri, &e).await?;
             let (u, b) = (uri.clone(), fetched.bytes.clone());
-            let (files, vectors) = on_rayon(&uri, move || {
+            let (files, vectors, tally) = on_rayon(&uri, move || {
                 let found = std::cell::RefCell::new((Vec::new(), Vec::new()));
-                live_files(
+                let tally = live_files_tallied(
                     &u,
                     &b,
                     Decoder::Fast,
@@ -1115,9 +1563,11 @@ pub async fn snapshot_files(
                     },
                     || *found.borrow_mut() = (Vec::new(), Vec::new()),
                 )?;
-                Ok(found.into_inner())
+                let (files, vectors) = found.into_inner();
+                Ok((files, vectors, tally))
             })
             .await?;
+            e.check_counts(&uri, &tally)?;
             Ok((
                 SnapshotManifest {
                     path: e.manifest_path,
@@ -1126,6 +1576,7 @@ pub async fn snapshot_files(
                 },
                 files,
                 vectors,
+                tally,
             ))
         })
         .buffered(concurrency.max(1))
@@ -1134,8 +1585,10 @@ pub async fn snapshot_files(
     let mut manifests = Vec::with_capacity(read.len());
     let mut files = Vec::new();
     let mut deletion_vectors: std::collections::BTreeMap<_, Vec<_>> = std::collections::BTreeMap::new();
+    let mut totals = EntryTally::default();
     for r in read {
-        let (m, f, vectors) = r?;
+        let (m, f, vectors, tally) = r?;
+        totals.add(&tally);
         manifests.push(m);
         if files.is_empty() {
             files = f;
@@ -1146,6 +1599,7 @@ pub async fn snapshot_files(
             deletion_vectors.entry(path).or_default().push(v);
         }
     }
+    check_snapshot_totals(snapshot, &written, &totals).map_err(|why| Error::corrupt(&list_uri, why))?;
     for entries in deletion_vectors.values_mut() {
         entries.sort_unstable();
         entries.dedup();
@@ -1220,6 +1674,28 @@ mod tests {
             }
         }
         b
+    }
+
+    /// Whether the fast decoder's list entries are the reference parser's: the same manifests, and the same counts
+    /// wherever the reference parser reads them (it drops those of a v1 list written under the names Iceberg 1.5
+    /// gave them, `added_files_count`, …, which the fast decoder reads under both names).
+    fn same_entries(fast: &[ListEntry], reference: &[ListEntry]) -> bool {
+        let counts = |e: &ListEntry| {
+            [
+                e.added_files_count,
+                e.existing_files_count,
+                e.deleted_files_count,
+                e.added_rows_count,
+                e.existing_rows_count,
+                e.deleted_rows_count,
+            ]
+        };
+        fast.len() == reference.len()
+            && fast.iter().zip(reference).all(|(f, r)| {
+                f.manifest_path == r.manifest_path
+                    && f.manifest_length == r.manifest_length
+                    && counts(f).into_iter().zip(counts(r)).all(|(f, r)| r.is_none() || f == r)
+            })
     }
 
     fn files(bytes: &[u8], decoder: Decoder) -> Result<Vec<LiveFile>> {
@@ -1335,14 +1811,17 @@ mod tests {
                     let v = version.unwrap();
                     let fast = manifest_list_entries("l", &bytes, v, Decoder::FastOnly)
                         .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                    assert_eq!(fast, manifest_list_entries("l", &bytes, v, Decoder::Reference).unwrap());
-                    assert_eq!(
-                        fast,
-                        times(
+                    assert!(same_entries(
+                        &fast,
+                        &manifest_list_entries("l", &bytes, v, Decoder::Reference).unwrap()
+                    ));
+                    assert!(same_entries(
+                        &fast,
+                        &times(
                             manifest_list_entries("l", &real, v, Decoder::Reference).unwrap(),
                             repeat
                         )
-                    );
+                    ));
                 } else {
                     let fast = files(&bytes, Decoder::FastOnly).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
                     assert_eq!(fast, files(&bytes, Decoder::Reference).unwrap(), "{}", p.display());
@@ -1636,7 +2115,7 @@ mod tests {
                         let fast = manifest_list_entries("l", &b, v, Decoder::FastOnly);
                         let reference = manifest_list_entries("l", &b, v, Decoder::Reference);
                         if let (Ok(f), Ok(r)) = (&fast, &reference) {
-                            assert_eq!(f, r, "{}: mutated list", p.display());
+                            assert!(same_entries(f, r), "{}: mutated list: {f:?} {r:?}", p.display());
                             agreed += 1;
                         }
                         // Bytes the reference parser refuses are never read by the fast decoder alone: with the header
@@ -1710,16 +2189,170 @@ mod tests {
         assert!(lists > 5 && manifests > 10, "{lists} {manifests}");
     }
 
+    /// `real` with the datum count of its first block (right after the header at `header`) set to `count`, when
+    /// that count is written in as many bytes as the old one (one flipped bit's worth: the file keeps its length).
+    fn with_first_count(real: &[u8], header: usize, count: i64) -> Option<Vec<u8>> {
+        use integer_encoding::VarInt;
+        let (_, old_len) = i64::decode_var(&real[header..])?;
+        let new = count.encode_var_vec();
+        (new.len() == old_len).then(|| [&real[..header], &new[..], &real[header + old_len..]].concat())
+    }
+
+    /// A block count lowered to 0 (one flipped bit for a block of one entry, as PyIceberg writes them) or by one
+    /// leaves bytes in the block after its datums: the fast decoder refuses the file instead of handing it to the
+    /// reference parser, which read such a file as fewer entries (0: none at all, every later block skipped) at the
+    /// same length; the reference parser alone refuses it too (`check_container`), and so does the decoder that
+    /// reads a manifest in pieces. Nothing reads as a shorter list.
+    #[test]
+    fn a_lowered_block_count_is_refused_by_every_decoder_not_read_as_fewer_entries() {
+        let (mut lists, mut manifests) = (0, 0);
+        for p in fixture_avro_files() {
+            let real = std::fs::read(&p).unwrap();
+            let (_, header) = read_header(&real).unwrap();
+            let count = Cursor(&real[header..]).long().unwrap();
+            assert!(count >= 1, "{}: {count}", p.display());
+            for lowered in [0, count - 1] {
+                let Some(b) = with_first_count(&real, header, lowered) else {
+                    continue;
+                };
+                if b == real {
+                    continue;
+                }
+                if p.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                    for v in [FormatVersion::V1, FormatVersion::V2, FormatVersion::V3] {
+                        for d in [Decoder::FastOnly, Decoder::Fast, Decoder::Reference] {
+                            let read = manifest_list_entries("l.avro", &b, v, d);
+                            let e = read.as_ref().map(Vec::len).unwrap_err();
+                            assert!(e.to_string().contains("l.avro"), "{} ({d:?}): {e}", p.display());
+                        }
+                    }
+                    lists += 1;
+                } else {
+                    for d in [Decoder::FastOnly, Decoder::Fast, Decoder::Reference] {
+                        let read = files(&b, d);
+                        assert!(
+                            read.is_err(),
+                            "{} ({d:?}, {count} -> {lowered}): {:?}",
+                            p.display(),
+                            read.map(|f| f.len())
+                        );
+                    }
+                    assert!(in_pieces(&b, 7).is_none(), "{}: in pieces", p.display());
+                    manifests += 1;
+                }
+            }
+        }
+        assert!(lists > 5 && manifests > 10, "{lists} {manifests}");
+    }
+
+    /// Every real manifest's entries, counted by status with their rows, are what its manifest list records for it
+    /// (both decoders); a list entry recording one more or one fewer is refused naming the manifest.
+    #[test]
+    fn manifest_list_counts_agree_with_every_real_manifest_and_a_difference_is_refused() {
+        let mut checked = 0;
+        for list in fixture_avro_files() {
+            if !list.file_name().unwrap().to_string_lossy().starts_with("snap-") {
+                continue;
+            }
+            let bytes = std::fs::read(&list).unwrap();
+            let Some(entries) = [FormatVersion::V2, FormatVersion::V1, FormatVersion::V3]
+                .into_iter()
+                .find_map(|v| manifest_list_entries("l", &bytes, v, Decoder::FastOnly).ok())
+            else {
+                panic!("{}: unreadable", list.display());
+            };
+            for e in entries {
+                let name = location_file_name(&e.manifest_path);
+                let manifest = list.with_file_name(name);
+                let Ok(m) = std::fs::read(&manifest) else {
+                    continue; // a manifest the fixture does not keep (a broken history on purpose)
+                };
+                assert!(e.added_files_count.is_some(), "{}: no counts read", list.display());
+                for d in [Decoder::FastOnly, Decoder::Reference] {
+                    let tally = live_files_tallied("m.avro", &m, d, |_| Ok(()), || {}).unwrap();
+                    e.check_counts("m.avro", &tally)
+                        .unwrap_or_else(|err| panic!("{} ({d:?}): {err}", manifest.display()));
+                    let mut off = e.clone();
+                    off.added_files_count = off.added_files_count.map(|n| n + 1);
+                    let err = off.check_counts("m.avro", &tally).unwrap_err();
+                    assert!(
+                        err.to_string().contains("m.avro") && err.to_string().contains("ADDED"),
+                        "{err}"
+                    );
+                    let mut off = e.clone();
+                    off.existing_rows_count = off.existing_rows_count.map(|n| n - 1);
+                    if off.existing_rows_count.is_some() {
+                        assert!(off.check_counts("m.avro", &tally).is_err());
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 20, "{checked}");
+    }
+
+    fn location_file_name(path: &str) -> &str {
+        path.rsplit('/').next().unwrap()
+    }
+
+    /// The summary's totals: fewer live files or rows than they say is refused naming the snapshot and the list;
+    /// equal or more, a total missing or one that does not parse, is not.
+    #[test]
+    fn fewer_live_files_than_the_summary_totals_is_refused() {
+        let snapshot = |props: &[(&str, &str)]| {
+            iceberg::spec::Snapshot::builder()
+                .with_snapshot_id(7)
+                .with_sequence_number(1)
+                .with_timestamp_ms(1)
+                .with_manifest_list("s3://b/t/metadata/snap-7.avro")
+                .with_summary(iceberg::spec::Summary {
+                    operation: iceberg::spec::Operation::Append,
+                    additional_properties: props.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+                })
+                .build()
+        };
+        let found = EntryTally {
+            live_data_files: 2,
+            live_delete_files: 1,
+            live_data_records: 10,
+            ..EntryTally::default()
+        };
+        let list = "metadata/snap-7.avro";
+        for props in [
+            vec![],
+            vec![
+                ("total-data-files", "2"),
+                ("total-delete-files", "1"),
+                ("total-records", "10"),
+            ],
+            vec![("total-data-files", "1"), ("total-records", "9")],
+            vec![("total-data-files", "many"), ("total-records", "-1")],
+        ] {
+            check_snapshot_totals(&snapshot(&props), list, &found).unwrap();
+        }
+        for (key, total) in [
+            ("total-data-files", "3"),
+            ("total-delete-files", "2"),
+            ("total-records", "11"),
+        ] {
+            let why = check_snapshot_totals(&snapshot(&[(key, total)]), list, &found).unwrap_err();
+            assert!(
+                why.contains("snapshot 7") && why.contains(list) && why.contains(key),
+                "{why}"
+            );
+        }
+    }
+
     /// `bytes` fed to [`ManifestPieces`] in pieces of `piece` bytes: its live files, or `None` when the fast
-    /// decoder gave up.
+    /// decoder gave up or refused the bytes.
     fn in_pieces(bytes: &[u8], piece: usize) -> Option<Vec<LiveFile>> {
-        let mut d = ManifestPieces::new(Vec::new());
+        let mut d = ManifestPieces::new("m.avro", Vec::new());
         let mut chunks = bytes.chunks(piece).peekable();
         if chunks.peek().is_none() {
-            return d.feed(&[], true).unwrap().then_some(d.sink);
+            return d.feed(&[], true).ok()?.then_some(d.sink);
         }
         while let Some(c) = chunks.next() {
-            if !d.feed(c, chunks.peek().is_none()).unwrap() {
+            if !d.feed(c, chunks.peek().is_none()).ok()? {
                 return None;
             }
         }
@@ -1793,10 +2426,11 @@ mod tests {
             let entry = ListEntry {
                 manifest_path: uri.clone(),
                 manifest_length: i64::try_from(bytes.len()).unwrap(),
+                ..ListEntry::default()
             };
             let whole = manifest_objects(&uri, &bytes, &location, manifest.clone(), Decoder::FastOnly).unwrap();
             for piece in [5, 1000, bytes.len()] {
-                let got = read_manifest_in_pieces(&storage, &uri, &entry, &location, manifest.clone(), piece)
+                let (got, _) = read_manifest_in_pieces(&storage, &uri, &entry, &location, manifest.clone(), piece)
                     .await
                     .unwrap()
                     .unwrap();
@@ -1821,6 +2455,7 @@ mod tests {
         let entry = ListEntry {
             manifest_path: missing.clone(),
             manifest_length: 1,
+            ..ListEntry::default()
         };
         let e = read_manifest_in_pieces(&storage, &missing, &entry, &location, manifest, 64)
             .await

@@ -146,7 +146,10 @@ fn a_path_outside_the_table_is_refused_and_never_opened() {
 }
 
 /// Truncations and bit flips of a metadata file and a manifest list never panic: every run ends
-/// in exit 0 (the change was harmless) or 2 (refused), and `lakedrill_in` fails on exit 101.
+/// in exit 0 (a flipped bit that changed nothing lakedrill reads) or 2 (refused), and `lakedrill_in` fails on
+/// exit 101. A truncation is always refused: a metadata file cut short is not JSON, and a manifest list cut short
+/// either ends inside a block (its framing) or loses manifests the snapshot's summary totals count (before, a list
+/// cut at a block boundary read as fewer manifests, exit 0).
 /// The manifest list the fuzzer found (fuzz/regressions/manifest-list-huge-allocation) made the Avro decoder
 /// reserve 10 GB. With lakedrill's allocation bound it is refused naming the file even when the process may
 /// not map more than 4 GiB (`ulimit -v`), and the panic input of the same run is a clear error as well.
@@ -200,8 +203,21 @@ fn fuzzed_metadata_and_manifest_lists_never_panic() {
             bytes[n] ^= 1 << (next() % 8);
         }
         std::fs::write(path, &bytes).unwrap();
-        let r = lakedrill(&["inspect", "files", "--metadata", t.to_str().unwrap()]);
-        assert!(r.code == 0 || r.code == 2, "run {i}: exit {}\n{}", r.code, r.stderr);
+        // The list is snapshot 3119545726281138740's: its files are what reads it.
+        let mut args = vec!["inspect", "files", "--metadata", t.to_str().unwrap()];
+        if i % 2 == 1 {
+            args.extend(["--snapshot-id", "3119545726281138740"]);
+        }
+        let r = lakedrill(&args);
+        if i % 4 < 2 {
+            assert_eq!(
+                r.code, 2,
+                "run {i}: truncated to {n} bytes, exit {}\n{}",
+                r.code, r.stderr
+            );
+        } else {
+            assert!(r.code == 0 || r.code == 2, "run {i}: exit {}\n{}", r.code, r.stderr);
+        }
         std::fs::write(path, orig).unwrap();
     }
 }
@@ -230,4 +246,196 @@ fn refs_that_differ_only_by_case_are_reported_and_never_picked() {
     r.expect_code(2);
     assert!(r.stderr.contains("differ only by case"), "{}", r.stderr);
     lakedrill(&["resolve", "--metadata", dir, "--ref", "main"]).expect_code(0);
+}
+
+/// The Spark-written v3 deletion-vector table of the fixtures, copied to `dir/t`: its folder and its address
+/// (`--metadata …/v6.metadata.json --table-root …`).
+fn v3_copy(dir: &Path) -> (std::path::PathBuf, Vec<String>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/lakedrill-spark/v3_dv");
+    let root = dir.join("t");
+    copy_tree(&src, &root);
+    let addr = vec![
+        "--metadata".to_owned(),
+        root.join("metadata/v6.metadata.json").display().to_string(),
+        "--table-root".to_owned(),
+        root.display().to_string(),
+    ];
+    (root, addr)
+}
+
+/// The v3 table's current snapshot.
+const V3_CURRENT: &str = "2945519146151961459";
+
+/// A policy for the copied table `t` whose metadata file is `metadata`, in `dir`.
+pub(crate) fn policy_for(dir: &Path, name: &str, metadata: &Path) -> std::path::PathBuf {
+    let policy = dir.join("p.yaml");
+    let binding = crate::util::table_binding(name, &metadata.display().to_string());
+    std::fs::write(
+        &policy,
+        format!(
+            "schema: lakehouseRetentionPolicy.v1\ntable: {binding}\nprotectedRefs: [main]\nminSnapshotAge: 1s\n\
+             maxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\n"
+        ),
+    )
+    .unwrap();
+    policy
+}
+
+/// Sets the modification time of every file under `dir` three days back: any file no snapshot references is then
+/// old enough to be an orphan candidate.
+pub(crate) fn backdate(dir: &Path) {
+    let then = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            backdate(&p);
+        } else {
+            std::fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(then)
+                .unwrap();
+        }
+    }
+}
+
+/// The datum count of the first block of the Avro file `path` set to `count`, written in as many bytes as the old
+/// one (a flipped bit: the file keeps its length); returns the old count.
+fn set_first_block_count(path: &Path, count: i64) -> i64 {
+    fn long(b: &[u8], at: &mut usize) -> i64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let x = b[*at];
+            *at += 1;
+            v |= u64::from(x & 0x7f) << shift;
+            shift += 7;
+            if x & 0x80 == 0 {
+                break;
+            }
+        }
+        #[allow(clippy::cast_possible_wrap)]
+        let v = ((v >> 1) as i64) ^ -((v & 1) as i64);
+        v
+    }
+    let mut b = std::fs::read(path).unwrap();
+    let mut at = 4;
+    loop {
+        let mut n = long(&b, &mut at);
+        if n == 0 {
+            break;
+        }
+        if n < 0 {
+            n = -n;
+            long(&b, &mut at);
+        }
+        for _ in 0..2 * n {
+            let len = usize::try_from(long(&b, &mut at)).unwrap();
+            at += len;
+        }
+    }
+    at += 16;
+    let start = at;
+    let old = long(&b, &mut at);
+    assert!(
+        (0..64).contains(&count) && (0..64).contains(&old),
+        "one-byte counts only"
+    );
+    #[allow(clippy::cast_sign_loss)]
+    let zigzag = (count << 1) as u8;
+    b[start] = zigzag;
+    let len = b.len();
+    std::fs::write(path, &b).unwrap();
+    assert_eq!(std::fs::metadata(path).unwrap().len(), len as u64);
+    old
+}
+
+/// See: the review of 2026-12-07, item 2. One flipped bit takes the datum count of a manifest's only block from 1
+/// to 0; the file keeps its length, so the manifest list's length check passes. apache-avro reads a count of 0 as
+/// the end of the file, and the fast decoder's refusal (bytes left in the block) fell back to it: `inspect files`
+/// exited 0 listing none of the manifest's files, and `plan` proposed the current snapshot's file as an orphan.
+/// Now both exit 2 naming the manifest, and nothing is proposed.
+#[test]
+fn a_manifest_block_count_lowered_to_zero_is_refused_and_nothing_is_proposed() {
+    let tmp = crate::util::tmpdir();
+    let (root, addr) = v3_copy(tmp.path());
+    let m1 = root.join("metadata/d27c4e91-5196-478e-989f-02147492ac35-m1.avro");
+    assert_eq!(set_first_block_count(&m1, 0), 1);
+    backdate(&root);
+    let policy = policy_for(tmp.path(), "t", &root.join("metadata/v6.metadata.json"));
+    let with = |args: &[&str]| {
+        let mut all: Vec<&str> = vec!["--json"];
+        all.extend(args);
+        all.extend(addr.iter().map(String::as_str));
+        lakedrill(&all)
+    };
+    let r = with(&["inspect", "files", "--snapshot-id", V3_CURRENT]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("-m1.avro") && r.stderr.contains("datum"),
+        "{}",
+        r.stderr
+    );
+    let r = with(&["plan", "--policy", policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("-m1.avro"), "{}", r.stderr);
+    assert!(!r.stdout.contains("candidate_id"), "{}", r.stdout);
+}
+
+/// The same lowered count in the current snapshot's manifest list (5 manifests in one block, read as 4): refused
+/// by the walk and by `inspect`, naming the list.
+#[test]
+fn a_manifest_list_block_count_lowered_by_one_is_refused() {
+    let tmp = crate::util::tmpdir();
+    let (root, addr) = v3_copy(tmp.path());
+    let list = root.join("metadata/snap-2945519146151961459-1-d27c4e91-5196-478e-989f-02147492ac35.avro");
+    assert_eq!(set_first_block_count(&list, 4), 5);
+    backdate(&root);
+    let policy = policy_for(tmp.path(), "t", &root.join("metadata/v6.metadata.json"));
+    for args in [
+        vec!["inspect", "manifests", "--snapshot-id", V3_CURRENT],
+        vec!["plan", "--policy", policy.to_str().unwrap()],
+    ] {
+        let mut all = args.clone();
+        all.extend(addr.iter().map(String::as_str));
+        let r = lakedrill(&all);
+        r.expect_code(2);
+        assert!(r.stderr.contains("snap-2945519146151961459"), "{args:?}: {}", r.stderr);
+    }
+}
+
+/// See: the review of 2026-12-07, item 3. A manifest list has no length recorded anywhere, and one cut right after
+/// its header decodes cleanly as no manifests: `plan` exited 0 proposing the current snapshot's data files and
+/// manifests as orphans. The snapshot summary's totals are what the list must reach: exit 2 naming the snapshot
+/// and the list, and nothing proposed. A list cut inside a block is refused by its framing (the file must end
+/// right after a whole block).
+#[test]
+fn a_manifest_list_cut_after_its_header_or_inside_a_block_is_refused() {
+    let tmp = crate::util::tmpdir();
+    let (root, addr) = v3_copy(tmp.path());
+    let list = root.join("metadata/snap-2945519146151961459-1-d27c4e91-5196-478e-989f-02147492ac35.avro");
+    let whole = std::fs::read(&list).unwrap();
+    let policy = policy_for(tmp.path(), "t", &root.join("metadata/v6.metadata.json"));
+    // The header ends with the sync marker that also ends the file's last block.
+    let sync = &whole[whole.len() - 16..];
+    let header = whole.windows(16).position(|w| w == sync).unwrap() + 16;
+    for (cut, needle) in [(header, "total-"), (whole.len() - 1, "cut short")] {
+        std::fs::write(&list, &whole[..cut]).unwrap();
+        backdate(&root);
+        for args in [
+            vec!["inspect", "files", "--snapshot-id", V3_CURRENT],
+            vec!["--json", "plan", "--policy", policy.to_str().unwrap()],
+        ] {
+            let mut all = args.clone();
+            all.extend(addr.iter().map(String::as_str));
+            let r = lakedrill(&all);
+            r.expect_code(2);
+            assert!(
+                r.stderr.contains("snap-2945519146151961459") && r.stderr.contains(needle),
+                "cut at {cut}: {args:?}: {}",
+                r.stderr
+            );
+            assert!(!r.stdout.contains("candidate_id"), "{}", r.stdout);
+        }
+    }
 }

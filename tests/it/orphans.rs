@@ -1656,3 +1656,132 @@ fn metadata_of_a_dropped_table_re_created_at_the_same_location_is_never_an_orpha
     std::fs::remove_file(&old).unwrap();
     g.plan();
 }
+
+/// The Spark-written format-v1 table of the fixtures (its location is relative, as written) copied to `dir/t`,
+/// its current metadata edited by `edit`, every file three days old, and a policy for it: the folder and policy.
+fn spark_v1_copy(dir: &Path, edit: impl FnOnce(&mut Value)) -> (std::path::PathBuf, std::path::PathBuf) {
+    let src = crate::util::interop().join("tree-31f6b388/data/iceberg/generated_spec1_0_001/pyspark_iceberg_table");
+    let root = dir.join("t");
+    crate::util::copy_tree(&src, &root);
+    let md = root.join("metadata/v9.metadata.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&md).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&md, serde_json::to_vec(&v).unwrap()).unwrap();
+    for f in [
+        "a.stats",
+        "b.stats",
+        "a-part.parquet",
+        "b-part.parquet",
+        "unnamed.stats",
+    ] {
+        std::fs::write(root.join("metadata").join(f), b"statistics").unwrap();
+    }
+    crate::malformed::backdate(&root);
+    let policy = crate::malformed::policy_for(dir, "t", &md);
+    (root, policy)
+}
+
+/// The Spark v1 table's location as written, and its current snapshot.
+const SPARK_V1_LOCATION: &str = "data/iceberg/generated_spec1_0_001/pyspark_iceberg_table";
+const SPARK_V1_CURRENT: i64 = 4_407_328_776_463_037_310;
+
+fn statistics_entry(path: &str) -> Value {
+    serde_json::json!({"snapshot-id": SPARK_V1_CURRENT, "statistics-path": path, "file-size-in-bytes": 10,
+        "file-footer-size-in-bytes": 4, "blob-metadata": []})
+}
+
+fn partition_statistics_entry(path: &str) -> Value {
+    serde_json::json!({"snapshot-id": SPARK_V1_CURRENT, "statistics-path": path, "file-size-in-bytes": 10})
+}
+
+/// See: the review of 2026-12-07, item 4. The iceberg crate keys statistics and partition-statistics files by
+/// snapshot id, so a snapshot's second file of each kind was referenced by nothing and proposed as an orphan. Now
+/// every entry of the metadata is referenced; a statistics file the metadata does not name still is an orphan.
+#[test]
+fn every_statistics_file_of_a_snapshot_is_referenced_and_never_an_orphan() {
+    let tmp = crate::util::tmpdir();
+    let (root, policy) = spark_v1_copy(tmp.path(), |v| {
+        let at = |f: &str| format!("{SPARK_V1_LOCATION}/metadata/{f}");
+        v["statistics"] = serde_json::json!([statistics_entry(&at("a.stats")), statistics_entry(&at("b.stats"))]);
+        v["partition-statistics"] = serde_json::json!([
+            partition_statistics_entry(&at("a-part.parquet")),
+            partition_statistics_entry(&at("b-part.parquet"))
+        ]);
+    });
+    let r = crate::util::lakedrill(&[
+        "--json",
+        "plan",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--metadata",
+        root.to_str().unwrap(),
+    ]);
+    r.expect_code(0);
+    let orphans = orphan_paths(&r.json());
+    assert_eq!(orphans, vec!["metadata/unnamed.stats".to_owned()], "{orphans:?}");
+}
+
+/// See: the review of 2026-12-07, item 5. A statistics or metadata-log path that did not map into the table was
+/// kept as written (never matching the listing) or skipped, and the file was proposed as an orphan while the
+/// metadata named it. One spelled as an absolute URI under the table root (the relative location's own files)
+/// now maps there; one that maps nowhere is refused naming it (PATH_OUTSIDE_TABLE, exit 2), as a snapshot layer
+/// outside the table is.
+#[test]
+fn statistics_and_metadata_log_paths_outside_the_location_are_mapped_or_refused() {
+    let tmp = crate::util::tmpdir();
+    let dir = tmp.path();
+    let abs = dir.join("t/metadata/a.stats").display().to_string();
+    let (root, policy) = spark_v1_copy(dir, |v| {
+        v["statistics"] = serde_json::json!([statistics_entry(&abs)]);
+    });
+    let plan = |root: &Path, policy: &Path| {
+        crate::util::lakedrill(&[
+            "--json",
+            "plan",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--metadata",
+            root.to_str().unwrap(),
+        ])
+    };
+    let r = plan(&root, &policy);
+    r.expect_code(0);
+    let orphans = orphan_paths(&r.json());
+    assert!(!orphans.contains(&"metadata/a.stats".to_owned()), "{orphans:?}");
+    assert!(orphans.contains(&"metadata/b.stats".to_owned()), "{orphans:?}");
+
+    for (n, edit) in [
+        (
+            "statistics",
+            Box::new(|v: &mut Value| {
+                v["statistics"] = serde_json::json!([statistics_entry("s3://elsewhere/t/metadata/a.stats")]);
+            }) as Box<dyn FnOnce(&mut Value)>,
+        ),
+        (
+            "metadata-log",
+            Box::new(|v: &mut Value| {
+                let log = v["metadata-log"].as_array_mut().unwrap();
+                let last = log.last_mut().unwrap();
+                assert!(
+                    last["metadata-file"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with("/metadata/v8.metadata.json")
+                );
+                last["metadata-file"] = "s3://elsewhere/t/metadata/v8.metadata.json".into();
+            }),
+        ),
+    ] {
+        let sub = dir.join(n);
+        std::fs::create_dir_all(&sub).unwrap();
+        let (root, policy) = spark_v1_copy(&sub, edit);
+        let r = plan(&root, &policy);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("PATH_OUTSIDE_TABLE") && r.stderr.contains("s3://elsewhere/t/metadata/"),
+            "{n}: {}",
+            r.stderr
+        );
+        assert!(!r.stdout.contains("candidate_id"), "{n}: {}", r.stdout);
+    }
+}

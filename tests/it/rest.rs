@@ -334,15 +334,11 @@ fn quarantine_release_is_a_rest_commit_and_a_stale_commit_loses_the_race() {
             .unwrap();
         let before = cat.metadata_location(&ident).await.unwrap();
         let uri = lakedrill::model::location::canonical_uri(&before).unwrap();
-        let md: iceberg::spec::TableMetadata = serde_json::from_slice(&storage.get(&uri).await.unwrap().bytes).unwrap();
+        let table = lakedrill::table::Table::from_metadata_uri(&storage, "db.events".into(), &before, &uri, None)
+            .await
+            .unwrap();
         f.py("import pyarrow as pa\nt.append(pa.table({'id': pa.array([7], pa.int64()), 'category': pa.array(['w']), 'value': pa.array([7.0])}))");
-        let new = md
-            .clone()
-            .into_builder(Some(before.clone()))
-            .remove_ref("audit")
-            .build()
-            .unwrap()
-            .metadata;
+        let new = table.change().remove_ref("audit").build().unwrap();
         let err = cat.commit(&storage, &ident, &before, &new).await.unwrap_err();
         assert!(err.to_string().contains("lost the race"), "{err}");
         assert!(err.to_string().contains("rest"), "names the catalog: {err}");

@@ -419,8 +419,10 @@ fn v3_edited_deletion_vector_record_count_is_a_finding() {
         .find(|s| s["snapshot-id"] == CURRENT)
         .unwrap();
     let list = local(snapshot["manifest-list"].as_str().unwrap());
-    // The vector at offset 4 of the shared Puffin file: 2 positions; the manifest is made to say 3.
+    // The vector at offset 4 of the shared Puffin file: 2 positions; the manifest is made to say 3, and its list
+    // entry's rows count for the entry's status one more, as a writer that wrote that count would.
     let mut lengths = BTreeMap::new();
+    let mut status = None;
     let entries: Vec<String> = {
         let bytes = std::fs::read(&list).unwrap();
         apache_avro::Reader::new(&bytes[..])
@@ -442,6 +444,9 @@ fn v3_edited_deletion_vector_record_count_is_a_finding() {
             if is_target && let apache_avro::types::Value::Long(n) = field(df, "record_count") {
                 assert_eq!(*n, 2);
                 *n = 3;
+                if let apache_avro::types::Value::Int(s) = field(e, "status") {
+                    status = Some(*s);
+                }
                 return true;
             }
             false
@@ -458,6 +463,15 @@ fn v3_edited_deletion_vector_record_count_is_a_finding() {
         match (lengths.get(&p), field(m, "manifest_length")) {
             (Some(len), apache_avro::types::Value::Long(l)) => {
                 *l = i64::try_from(*len).unwrap();
+                let rows = match status {
+                    Some(0) => "existing_rows_count",
+                    Some(1) => "added_rows_count",
+                    other => panic!("the vector's entry has status {other:?}"),
+                };
+                let apache_avro::types::Value::Long(n) = field(m, rows) else {
+                    panic!("{rows} is a long")
+                };
+                *n += 1;
                 true
             }
             _ => false,

@@ -1072,14 +1072,9 @@ async fn commit_ref(ctx: &Context, source: &TableSource, name: &str, id: i64, br
         SnapshotRetention::Tag { max_ref_age_ms: None }
     };
     let new = table
-        .metadata()
-        .clone()
-        .into_builder(Some(table.generation().metadata_location.clone()))
-        .set_ref(name, SnapshotReference::new(id, retention))
-        .map_err(|e| Error::iceberg(format!("ref {name}"), e))?
-        .build()
-        .map_err(|e| Error::iceberg("build metadata", e))?
-        .metadata;
+        .change()
+        .set_ref(name, SnapshotReference::new(id, retention))?
+        .build()?;
     cat.commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
         .await?;
     Ok(())
