@@ -612,6 +612,11 @@ pub struct MetadataChange {
     builder: iceberg::spec::TableMetadataBuilder,
     refs: BTreeMap<String, SnapshotReference>,
     statistics: StatisticsEntries,
+    /// The columns of the generation changed whose types the crate's model does not have: a commit would write
+    /// them as `binary`, so [`MetadataChange::build`] refuses.
+    beyond: Vec<String>,
+    /// That generation's metadata location (named in the refusal).
+    from: String,
 }
 
 impl MetadataChange {
@@ -649,6 +654,19 @@ impl MetadataChange {
     /// [`Error::Iceberg`] when the builder refuses it; [`Error::Internal`] when `main` and the current snapshot
     /// disagree.
     pub fn build(self) -> Result<FullMetadata> {
+        // The crate's model reads `variant`, `geometry`, `geography` and `unknown` columns as `binary` and would
+        // write them so: a commit would change the table's schema for every engine. Refused instead (exit 2).
+        if !self.beyond.is_empty() {
+            return Err(Error::invalid(
+                &self.from,
+                format!(
+                    "the table has columns of types lakedrill cannot write back ({}): a commit would rewrite them as \
+                     binary for every engine, so lakedrill makes no catalog commit on this table (plan, seal, \
+                     restore and drills work; quarantine, release, purge and rollback do not)",
+                    self.beyond.join(", ")
+                ),
+            ));
+        }
         let metadata = self
             .builder
             .build()
@@ -866,6 +884,8 @@ impl Table {
             builder: metadata.into_builder(Some(self.generation.metadata_location.clone())),
             refs: self.refs.clone(),
             statistics: self.statistics.clone(),
+            beyond: types_beyond_the_model(&self.generation.metadata_location, self.metadata_bytes(), u64::MAX),
+            from: self.generation.metadata_location.clone(),
         }
     }
 
@@ -1497,6 +1517,22 @@ mod tests {
         let expired = t.change().remove_snapshots(&[1]).build().unwrap();
         let back = parse_full_metadata("n.json", &expired.to_json().unwrap(), u64::MAX).unwrap();
         assert_eq!(back.refs().keys().collect::<Vec<_>>(), ["main"]);
+    }
+
+    /// The crate reads a `variant` column as `binary`, and a commit wrote it back so: after a quarantine or a
+    /// purge every engine saw the column's type changed. A change of such a table is refused when built, naming
+    /// the column; a table without one builds as before.
+    #[test]
+    fn a_change_of_a_table_with_a_variant_column_is_refused_not_written_as_binary() {
+        let mut doc = v1_with_refs();
+        let variant = serde_json::json!({"id": 2, "name": "payload", "required": false, "type": "variant"});
+        doc["schema"]["fields"].as_array_mut().unwrap().push(variant.clone());
+        doc["schemas"][0]["fields"].as_array_mut().unwrap().push(variant);
+        doc["last-column-id"] = serde_json::json!(2);
+        let t = v1_table(&doc);
+        let e = t.change().remove_ref("audit").build().unwrap_err().to_string();
+        assert!(e.contains("payload") && e.contains("binary"), "{e}");
+        assert!(v1_table(&v1_with_refs()).change().remove_ref("audit").build().is_ok());
     }
 
     /// A version hint at the top of u64 is an error naming the hint, never a wrapped counter or a panic.

@@ -514,6 +514,8 @@ fn read_blocks(
 /// [`Error::Corrupt`] naming `uri` and the block.
 pub(crate) fn check_container(uri: &str, bytes: &[u8]) -> Result<()> {
     use std::str::FromStr;
+    // Before anything of apache-avro runs: its first use fixes the process-wide allocation bound.
+    crate::io::avro::bound_avro_allocations();
     let Ok(header) = read_raw_header(bytes) else {
         return Ok(());
     };
@@ -526,7 +528,6 @@ pub(crate) fn check_container(uri: &str, bytes: &[u8]) -> Result<()> {
     ) else {
         return Ok(());
     };
-    crate::io::avro::bound_avro_allocations();
     let body = &bytes[header.len..];
     let mut c = Cursor(body);
     let mut inflater = None;
