@@ -403,7 +403,18 @@ impl SqlCatalog {
             .to_string();
         // Not `serde_json::to_vec` of the crate's model: it drops the refs of a format-v1 table (every tag and
         // branch, and the quarantine's own tags) and all but one statistics file per snapshot.
-        let bytes = new.to_json()?;
+        let mut bytes = new.to_json()?;
+        // The crate names the file `*.gz.metadata.json` when the table asks for gzip
+        // (`write.metadata.compression-codec`): Java and PyIceberg pick their reader by that name, so the bytes
+        // must be gzip too.
+        if next.ends_with(".gz.metadata.json") {
+            use std::io::Write as _;
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(&bytes)
+                .and_then(|()| gz.finish())
+                .map(|b| bytes = b)
+                .map_err(|e| Error::Internal(format!("gzip the metadata of {next}: {e}")))?;
+        }
         match storage
             .put_new(
                 &crate::model::location::canonical_uri(&next)?,

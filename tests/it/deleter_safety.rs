@@ -2430,3 +2430,26 @@ fn the_evidence_age_is_judged_when_the_acceptance_is_made() {
         "DELETE_APPROVED"
     );
 }
+
+/// A table that asks for gzip metadata (`write.metadata.compression-codec = gzip`): the iceberg crate names the
+/// next file `*.gz.metadata.json`, and lakedrill's commit wrote plain JSON under that name, which Java and
+/// PyIceberg (who pick their reader by the name) cannot read. The quarantine's commit now writes gzip under
+/// it, and PyIceberg reads the table with the quarantine's tag.
+#[test]
+fn a_commit_on_a_table_with_gzip_metadata_writes_gzip() {
+    let g = Gov::new("");
+    g.py("with t.transaction() as tx:\n    tx.set_properties({'write.metadata.compression-codec': 'gzip'})");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let current = crate::bounds::current_metadata(&g);
+    assert!(
+        current.to_str().unwrap().ends_with(".gz.metadata.json"),
+        "{}",
+        current.display()
+    );
+    let bytes = std::fs::read(&current).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzip bytes under a .gz name");
+    let refs = g.py("print(sorted(t.metadata.refs))");
+    assert!(refs.contains(&format!("quarantine/{id}")), "{refs}");
+}
