@@ -846,6 +846,24 @@ fn set_current_from_a_bundle_whose_files_a_purge_is_deleting_is_refused() {
     g.py("t.scan().to_arrow()");
 }
 
+/// A bundle-mode quarantine's bundles name its data files in place. The purge's independent closure check counted
+/// that as a protection of those files against every purge, the candidate's own included ("named in place by the
+/// bundles of candidate <itself>"), so no bundle-mode candidate could ever be purged. Its own bundles are left out
+/// of its own judgement now (another candidate's still keep its files): the purge deletes its inventory and the
+/// table still reads.
+#[test]
+fn a_bundle_mode_candidate_is_purged_though_its_own_bundles_name_its_files_in_place() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "bundle").expect_code(0);
+    let ev = g.drill("bundles");
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(g.present(&c), 0, "every object of the inventory was deleted: {r}");
+    g.py("t.scan().to_arrow()");
+}
+
 /// #24: a purge of several batches killed at three points — between two batches, inside a batch after its
 /// intents were recorded (no request sent), and inside a batch after part of its deletes took effect — resumes
 /// each time and ends VERIFIED: every object deleted once (no object has two receipts saying its delete removed
