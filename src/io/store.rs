@@ -183,6 +183,9 @@ pub struct Failpoints {
     /// A quarantine renews its run claim's heartbeat every this many milliseconds instead of every
     /// [`crate::ops::binding::CLAIM_HEARTBEAT_SECS`] seconds (so that a test sees a renewal without waiting).
     pub claim_heartbeat_ms: Option<u64>,
+    /// `set-current --from-bundle` waits this many milliseconds after it found every object of the snapshot in the
+    /// table and before its catalog commit (a purge can run in between).
+    pub set_current_commit_delay_ms: Option<u64>,
     /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
     /// statement reached the database): `catalog-answer-lost=1`.
     pub catalog_answer_lost: Option<u64>,
@@ -211,6 +214,8 @@ pub enum DelayPoint {
     PurgeIntent,
     /// After a snapshot quarantine's catalog commit succeeded, before it records the quarantine.
     QuarantineCommitted,
+    /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
+    SetCurrentCommit,
 }
 
 impl Failpoints {
@@ -239,6 +244,7 @@ impl Failpoints {
                 "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
                 "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
                 "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
+                "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
@@ -396,6 +402,10 @@ impl Storage {
             DelayPoint::QuarantineCommitted => (
                 "quarantine-committed-delay-ms",
                 self.failpoints.quarantine_committed_delay_ms,
+            ),
+            DelayPoint::SetCurrentCommit => (
+                "set-current-commit-delay-ms",
+                self.failpoints.set_current_commit_delay_ms,
             ),
         };
         let Some(ms) = ms else { return };
