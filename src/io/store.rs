@@ -186,6 +186,9 @@ pub struct Failpoints {
     /// `set-current --from-bundle` waits this many milliseconds after it found every object of the snapshot in the
     /// table and before its catalog commit (a purge can run in between).
     pub set_current_commit_delay_ms: Option<u64>,
+    /// `restore --into` and `recover` wait this many milliseconds after the bundle verified and before `rebuild`
+    /// copies its objects (an object can change in between).
+    pub rebuild_copy_delay_ms: Option<u64>,
     /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
     /// statement reached the database): `catalog-answer-lost=1`.
     pub catalog_answer_lost: Option<u64>,
@@ -216,6 +219,8 @@ pub enum DelayPoint {
     QuarantineCommitted,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
+    /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
+    RebuildCopy,
 }
 
 impl Failpoints {
@@ -245,6 +250,7 @@ impl Failpoints {
                 "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
                 "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
+                "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
@@ -407,6 +413,7 @@ impl Storage {
                 "set-current-commit-delay-ms",
                 self.failpoints.set_current_commit_delay_ms,
             ),
+            DelayPoint::RebuildCopy => ("rebuild-copy-delay-ms", self.failpoints.rebuild_copy_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");
