@@ -1108,6 +1108,57 @@ fn a_backup_that_cannot_be_recovered_fails_its_item_and_the_drill_goes_on() {
     assert_eq!(of(&in_b)["status"], "RESTORE_VERIFIED", "{v}");
 }
 
+/// `backup --to` a parent of the table whose `objects/` (or `bundles/`) folder is the table's own folder writes the
+/// backup's copies into the table (its listing takes them for orphans, a purge deletes them). Only a target inside
+/// the table was refused; one that writes into it is refused too now, naming where, before anything is written.
+#[test]
+fn a_backup_to_a_parent_whose_objects_or_bundles_folder_is_the_table_is_refused() {
+    let site = Site::new();
+    let source = interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table");
+    for sub in ["objects", "bundles"] {
+        let wh = site.dir().join(format!("wh-{sub}"));
+        let table = wh.join(sub);
+        copy_tree(&source, &table);
+        let before = walk(&wh);
+        let r = site.backup(&["--metadata", table.to_str().unwrap()], &[], wh.to_str().unwrap());
+        assert_eq!(r.code, 2, "{sub}: {}{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains("--to")
+                && r.stderr
+                    .contains(&format!("(it writes into file://{}/{sub})", wh.display()))
+                && r.stderr
+                    .contains(&format!("lies inside the location file://{} ", table.display())),
+            "{sub}: {}",
+            r.stderr
+        );
+        assert_eq!(walk(&wh), before, "{sub}: nothing was written");
+    }
+    // A parent whose `objects/` and `bundles/` lie beside the table is a valid target.
+    let wh = site.dir().join("wh-beside");
+    let table = wh.join("db/pos");
+    copy_tree(&source, &table);
+    site.backup(&["--metadata", table.to_str().unwrap()], &[], wh.to_str().unwrap())
+        .expect_code(0);
+}
+
+/// Every file under `dir`, sorted.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// A location property (`write.data.path`, …) outside the table's location cannot be rebased onto the recovered
 /// table's; it was kept as it was (and the check left properties out), so the recovered table sent its writes into
 /// the original table's folders. `recover` refuses it now (exit 2, naming the property and its value) before
