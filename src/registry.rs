@@ -66,7 +66,8 @@ mod rollout;
 pub use anchors::{ChainHead, DrillVerdict};
 pub use base::*;
 pub use candidates::{
-    Acceptance, CandidateHead, CandidateRecord, FullCandidate, QuarantineExtension, State, WorldStamp,
+    Acceptance, CandidateHead, CandidateRecord, CandidateVersion, CommitLock, FullCandidate, QuarantineExtension,
+    State, WorldStamp,
 };
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
 pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};

@@ -183,6 +183,12 @@ pub struct Failpoints {
     /// A quarantine renews its run claim's heartbeat every this many milliseconds instead of every
     /// [`crate::ops::binding::CLAIM_HEARTBEAT_SECS`] seconds (so that a test sees a renewal without waiting).
     pub claim_heartbeat_ms: Option<u64>,
+    /// `set-current --from-bundle` waits this many milliseconds after it found every object of the snapshot in the
+    /// table and before its catalog commit (a purge can run in between).
+    pub set_current_commit_delay_ms: Option<u64>,
+    /// `restore --into` and `recover` wait this many milliseconds after the bundle verified and before `rebuild`
+    /// copies its objects (an object can change in between).
+    pub rebuild_copy_delay_ms: Option<u64>,
     /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
     /// statement reached the database): `catalog-answer-lost=1`.
     pub catalog_answer_lost: Option<u64>,
@@ -211,6 +217,10 @@ pub enum DelayPoint {
     PurgeIntent,
     /// After a snapshot quarantine's catalog commit succeeded, before it records the quarantine.
     QuarantineCommitted,
+    /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
+    SetCurrentCommit,
+    /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
+    RebuildCopy,
 }
 
 impl Failpoints {
@@ -239,6 +249,8 @@ impl Failpoints {
                 "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
                 "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
                 "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
+                "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
+                "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
@@ -397,6 +409,11 @@ impl Storage {
                 "quarantine-committed-delay-ms",
                 self.failpoints.quarantine_committed_delay_ms,
             ),
+            DelayPoint::SetCurrentCommit => (
+                "set-current-commit-delay-ms",
+                self.failpoints.set_current_commit_delay_ms,
+            ),
+            DelayPoint::RebuildCopy => ("rebuild-copy-delay-ms", self.failpoints.rebuild_copy_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

@@ -67,6 +67,10 @@ pub enum FindingKind {
     /// The checkpoint a backup declares is not in the configured registry (for the backup's table): nothing
     /// vouches for the recovery point it signs.
     CheckpointUnregistered,
+    /// A recovery could not be carried out (one item of a cold-backup drill): the bundle could not be
+    /// materialized or its result checked, for the reason given (a layer lakedrill cannot write back, a target it
+    /// refuses, a store error). The item fails; the drill goes on with the others.
+    RecoveryFailed,
 }
 
 /// One problem, with the object it concerns and what was expected and found.

@@ -167,6 +167,18 @@ pub fn default_recovery_point_ms(snapshot_ms: i64, head_ms: Option<i64>) -> i64 
     head_ms.map_or(snapshot_ms, |h| h.max(snapshot_ms))
 }
 
+/// Of what `backup --to to` writes into — `to` itself, its `objects/` (the content-addressed copies) and its
+/// `bundles/` — the first at or under `table_root`, if one is.
+fn writes_inside(to: &str, table_root: &str) -> Option<String> {
+    [
+        to.to_owned(),
+        location::join(to, "objects"),
+        location::join(to, "bundles"),
+    ]
+    .into_iter()
+    .find(|w| w.trim_end_matches('/') == table_root.trim_end_matches('/') || location::is_under(w, table_root))
+}
+
 /// `lakedrill backup`.
 ///
 /// # Errors
@@ -185,14 +197,21 @@ pub async fn backup(
     let to = location::canonical_uri(to)?;
     let table = ctx.table(source).await?;
     let uuid = table.metadata().uuid().to_string();
-    // A backup inside the table would be listed as its files: planned as orphans and purged.
+    // A backup inside the table would be listed as its files: planned as orphans and purged. What counts is
+    // where it writes: `--to` a parent of the table still writes into it when the table's folder is the
+    // backup's `objects/` or `bundles/`.
     let table_root = table.location().root_uri();
-    if to == table_root || location::is_under(&to, table_root) {
+    if let Some(written) = writes_inside(&to, table_root) {
+        let through = if written == to {
+            String::new()
+        } else {
+            format!(" (it writes into {written})")
+        };
         return Err(Error::invalid(
             "--to",
             format!(
-                "{to} lies inside the location {table_root} of table {} ({uuid}): the table's listing would take the \
-                 backup's objects for orphans and a purge would delete them; back up to a location outside it",
+                "{to}{through} lies inside the location {table_root} of table {} ({uuid}): the table's listing would \
+                 take the backup's objects for orphans and a purge would delete them; back up to a location outside it",
                 table.name()
             ),
         ));
@@ -517,7 +536,29 @@ pub async fn backup(
 
 #[cfg(test)]
 mod tests {
-    use super::default_recovery_point_ms;
+    use super::{default_recovery_point_ms, writes_inside};
+
+    /// A parent of the table whose `objects/` or `bundles/` is the table's folder writes into the table.
+    #[test]
+    fn a_target_whose_objects_or_bundles_folder_is_the_table_writes_inside_it() {
+        let root = "file:///wh/objects";
+        assert_eq!(writes_inside("file:///wh", root).as_deref(), Some("file:///wh/objects"));
+        assert_eq!(
+            writes_inside("file:///wh", "file:///wh/bundles").as_deref(),
+            Some("file:///wh/bundles")
+        );
+        assert_eq!(
+            writes_inside("file:///wh/objects/b", root).as_deref(),
+            Some("file:///wh/objects/b")
+        );
+        assert_eq!(writes_inside(root, root).as_deref(), Some(root));
+        // A parent whose writes stay beside the table (a table inside `bundles/` is beside the bundle folders the
+        // backup writes there), and a sibling.
+        assert_eq!(writes_inside("file:///wh", "file:///wh/db/t"), None);
+        assert_eq!(writes_inside("file:///wh", "file:///wh/bundles/t"), None);
+        assert_eq!(writes_inside("file:///backups", root), None);
+        assert_eq!(writes_inside("file:///wh", "file:///wh/objectsx"), None);
+    }
 
     #[test]
     fn the_default_recovery_point_is_the_heads_commit_never_the_snapshots_own_time() {

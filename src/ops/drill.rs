@@ -889,7 +889,27 @@ async fn cold_backup_item(
 ) -> Result<(DrillResult, Subject)> {
     let bundle_id = location::file_name(dir).to_owned();
     let into = location::join(scratch, &bundle_id);
-    let mut r = crate::ops::recover::recover(storage, config, dir, trust, &into, None, clock).await?;
+    let t0 = clock.now();
+    let mut r = match crate::ops::recover::recover(storage, config, dir, trust, &into, None, clock).await {
+        Ok(r) => r,
+        // One bundle that cannot be recovered (a layer the rewrite cannot write back, a target it refuses, a
+        // store that fails on one of its objects) fails its item, naming the reason; the drill goes on with the
+        // others. Before, the error ended the whole drill (exit 2) and no item was recorded.
+        Err(e) => {
+            let mut r = crate::ops::recover::RecoverReport::failed(into.clone());
+            r.findings.push(Finding::new(
+                crate::model::findings::FindingKind::RecoveryFailed,
+                dir,
+                Some(format!("a recovery of bundle {bundle_id} into {into}")),
+                Some(with_causes(&e)),
+            ));
+            #[allow(clippy::cast_precision_loss)]
+            {
+                r.rto_seconds = (clock.now() - t0).num_milliseconds() as f64 / 1000.0;
+            }
+            r
+        }
+    };
     if r.rto_seconds > rto_limit_seconds {
         r.findings.push(Finding::new(
             crate::model::findings::FindingKind::RtoExceeded,
@@ -950,6 +970,18 @@ async fn cold_backup_item(
         },
         subject,
     ))
+}
+
+/// An error with its causes on one line, as `main` prints a chain (`{:#}`): the reason a finding records.
+fn with_causes(e: &Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// Removes a cold-backup drill's scratch recoveries (objects, then the local folders).

@@ -307,6 +307,44 @@ pub async fn rebuild(
         ));
     }
 
+    // What cannot be written back is refused before anything is written: a location property outside the old
+    // location, and an encrypted manifest.
+    let properties = location_properties(md.properties(), &old, into)?;
+    let snapshot = md
+        .snapshot_by_id(pred.snapshot_id)
+        .ok_or_else(|| {
+            Error::corrupt(
+                &pred.bundle_id,
+                format!("the bundled metadata lacks snapshot {}", pred.snapshot_id),
+            )
+        })?
+        .clone();
+    let list_bytes = copies
+        .get(snapshot.manifest_list())
+        .ok_or_else(|| Error::corrupt(snapshot.manifest_list(), "the manifest list copy is missing"))?;
+    let list = table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version())?;
+    if let Some(mf) = list
+        .entries()
+        .iter()
+        .find(|m| m.key_metadata.as_ref().is_some_and(|k| !k.is_empty()))
+    {
+        // Key metadata says the manifest is encrypted. lakedrill holds no keys and writes manifests unencrypted:
+        // carried over, the key metadata would describe a file it does not describe; dropped, the recovered table
+        // would silently differ from the original (the check compares it). So it is not materialized.
+        return Err(Error::invalid(
+            &mf.manifest_path,
+            format!(
+                "its manifest-list entry carries key_metadata ({} bytes: an encrypted manifest), which lakedrill \
+                 cannot write back (it writes manifests unencrypted and holds no keys): bundle {} is not \
+                 materialized; nothing was written",
+                mf.key_metadata.as_ref().map_or(0, Vec::len),
+                pred.bundle_id
+            ),
+        ));
+    }
+    // The bundle verified before this call; a test lands a change of one of its objects here.
+    storage.failpoint_delay(crate::io::store::DelayPoint::RebuildCopy).await;
+
     // 1. Data and delete objects, copied and checked (position deletes rewritten), in parallel.
     let objects: Vec<&bundle::InventoryEntry> = pred.inventory.iter().filter(|e| !e.layer.is_metadata()).collect();
     let concurrency = storage.options().io_concurrency.get();
@@ -393,22 +431,16 @@ pub async fn rebuild(
     }
 
     // 2. Manifests, entry by entry, then the manifest list.
-    let snapshot = md
-        .snapshot_by_id(pred.snapshot_id)
-        .ok_or_else(|| {
-            Error::corrupt(
-                &pred.bundle_id,
-                format!("the bundled metadata lacks snapshot {}", pred.snapshot_id),
-            )
-        })?
-        .clone();
-    let list_bytes = copies
-        .get(snapshot.manifest_list())
-        .ok_or_else(|| Error::corrupt(snapshot.manifest_list(), "the manifest list copy is missing"))?;
-    let list = table::parse_manifest_list(snapshot.manifest_list(), list_bytes, md.format_version())?;
     let io = file_io(storage);
     let id = snapshot.snapshot_id();
     let rebase_any = |p: &str| rebase(&old, into, p);
+    // A DELETED entry names no file to copy (seal, backup and the deep verify skip it): its paths are rebased when
+    // they lie under the old location, and kept as written when they do not (a file of a location the table had
+    // before, removed by a compaction since).
+    let rebase_deleted = |p: &str| match rebase(&old, into, p) {
+        Err(Error::PathOutsideTable { .. }) => Ok(p.to_owned()),
+        other => other,
+    };
     let mut manifests = Vec::new();
     let rewrite = crate::report::output::Progress::new(
         "recover: rewrite manifests",
@@ -451,9 +483,10 @@ pub async fn rebuild(
                 None if e.is_alive() => {
                     return Err(Error::corrupt(&old_path, "a live entry the inventory does not hold"));
                 }
-                None => rebase(&old, into, &old_path)?,
+                None => rebase_deleted(&old_path)?,
             };
-            let json = rebased_entry_json(&json, &new_path, rewritten_sizes.get(&old_path).copied(), &rebase_any)?;
+            let rebase_ref: &dyn Fn(&str) -> Result<String> = if e.is_alive() { &rebase_any } else { &rebase_deleted };
+            let json = rebased_entry_json(&json, &new_path, rewritten_sizes.get(&old_path).copied(), rebase_ref)?;
             let df = deserialize_data_file_from_json(&json, meta.partition_spec().spec_id(), &ptype, meta.schema())
                 .map_err(ice("decode entry"))?;
             // parse_avro applies no inheritance: an absent number is the manifest's.
@@ -473,6 +506,10 @@ pub async fn rebuild(
         // Row lineage (v3): the manifest keeps its first row id, so every row keeps its id (entries without
         // their own inherit it plus the rows before them, in the same order as the original).
         written.first_row_id = mf.first_row_id;
+        // The partition summaries describe the entries' partition values, which are written unchanged: the
+        // original's are kept as they were (the writer's own could differ in form, e.g. an absent `contains_nan`),
+        // and the check compares them.
+        written.partitions.clone_from(&mf.partitions);
         manifests.push(written);
     }
     let list_path = rebase(&old, into, snapshot.manifest_list())?;
@@ -499,7 +536,7 @@ pub async fn rebuild(
 
     // 3. Metadata: the one snapshot, as main; paths rebased.
     let doc = serde_json::to_value(&md).map_err(|e| Error::Internal(format!("encode metadata: {e}")))?;
-    let doc = rebased_metadata(doc, id, &list_path, into, &old, identity)?;
+    let doc = rebased_metadata(doc, id, &list_path, into, &properties, identity)?;
     let new_md: iceberg::spec::TableMetadata = serde_json::from_value(doc)
         .map_err(|e| Error::Internal(format!("restored metadata does not validate: {e}")))?;
     let md_location = format!("{into}/metadata/00000-{}.metadata.json", uuid::Uuid::new_v4());
@@ -526,7 +563,7 @@ fn rebased_metadata(
     id: i64,
     list_path: &str,
     into: &str,
-    old: &TableLocation,
+    location_properties: &[(String, String)],
     identity: Identity,
 ) -> Result<serde_json::Value> {
     let mut snap = doc["snapshots"]
@@ -553,18 +590,46 @@ fn rebased_metadata(
         o.remove("partition-statistics");
     }
     if let Some(props) = doc.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
-        // Table properties that hold locations are rebased with the table.
-        for key in table::LOCATION_PROPERTIES {
-            let rebased = props
-                .get(key)
-                .and_then(serde_json::Value::as_str)
-                .and_then(|v| rebase(old, into, v).ok());
-            if let Some(r) = rebased {
-                props.insert(key.to_owned(), serde_json::Value::String(r));
-            }
+        // Table properties that hold locations are rebased with the table ([`location_properties`]).
+        for (key, rebased) in location_properties {
+            props.insert(key.clone(), serde_json::Value::String(rebased.clone()));
         }
     }
     Ok(doc)
+}
+
+/// The table's location properties ([`table::LOCATION_PROPERTIES`]: where engines write data and metadata) rebased
+/// from `old` onto `into`, as (key, rebased value).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the property and its value when it lies outside `old`: it cannot be rebased, and kept
+/// as it is it would send the materialized table's writes into the folders of the table the bundle was sealed from
+/// (whose listing takes them for orphans). Iceberg's `rewrite_table_path` refuses such a property too.
+pub fn location_properties(
+    properties: &HashMap<String, String>,
+    old: &TableLocation,
+    into: &str,
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for key in table::LOCATION_PROPERTIES {
+        let Some(value) = properties.get(key) else { continue };
+        match rebase(old, into, value) {
+            Ok(r) => out.push((key.to_owned(), r)),
+            Err(Error::PathOutsideTable { .. }) => {
+                return Err(Error::invalid(
+                    format!("table property {key}"),
+                    format!(
+                        "{value} lies outside the table location {} the bundle was sealed from, so it cannot be \
+                         rebased onto {into}; kept, it would send the new table's writes into the original table's \
+                         folders (Iceberg's rewrite_table_path refuses it too): nothing was written",
+                        old.written()
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// Registers a metadata file as `NS.TABLE` in a SQL catalog of the configuration.
@@ -658,4 +723,46 @@ pub async fn ensure_unregistered(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Location properties under the old location are rebased; one outside it cannot be, and is refused naming the
+    /// property and its value (before, it was kept as it was: the recovered table wrote into the original's
+    /// folders).
+    #[test]
+    fn location_properties_are_rebased_and_one_outside_the_location_is_refused() {
+        let old = TableLocation::new("s3://b/t", "s3://b/t".into(), "s3://b/t/metadata/v1.metadata.json").unwrap();
+        let props = HashMap::from([
+            ("write.data.path".to_owned(), "s3://b/t/data/new".to_owned()),
+            ("write.metadata.path".to_owned(), "s3://b/t/meta".to_owned()),
+            ("owner".to_owned(), "s3://elsewhere/not-a-location".to_owned()),
+        ]);
+        let mut rebased = location_properties(&props, &old, "file:///rec/t").unwrap();
+        rebased.sort();
+        assert_eq!(
+            rebased,
+            [
+                ("write.data.path".to_owned(), "file:///rec/t/data/new".to_owned()),
+                ("write.metadata.path".to_owned(), "file:///rec/t/meta".to_owned()),
+            ]
+        );
+        for (key, value) in [
+            ("write.object-storage.path", "s3://other-bucket/objects"),
+            ("write.data.path", "s3://b/t-sibling/data"),
+        ] {
+            let mut p = props.clone();
+            p.insert(key.to_owned(), value.to_owned());
+            let e = location_properties(&p, &old, "file:///rec/t").unwrap_err();
+            let text = e.to_string();
+            assert!(matches!(e, Error::Invalid { .. }), "{text}");
+            assert!(
+                text.contains(key) && text.contains(value) && text.contains("s3://b/t"),
+                "{text}"
+            );
+        }
+    }
 }

@@ -884,6 +884,13 @@ pub async fn gather(
         &protections.held_orphans,
     )
     .await?;
+    // The candidate judged here (the one whose quarantine tags are left out) is not kept from its own purge by its
+    // own bundles: they name its files in place because they are its files. Before 2026-12-07 they were kept, so the
+    // independent closure check refused every bundle-mode candidate ("named in place by the bundles of candidate
+    // <itself>") and no bundle-mode quarantine could ever be purged.
+    if let Some(own) = exclude_tags_of.and_then(|p| p.strip_prefix(QUARANTINE_TAG_PREFIX)) {
+        protections.bundle_files.retain(|_, id| &**id != own);
+    }
     // What keeps an unreferenced file from being an orphan beyond the table's metadata: asked only while orphans
     // are judged at all (every layer read, no hold over the whole table).
     let table_hold = protections.holds.iter().any(|(_, s)| matches!(s, PlanHold::Table));

@@ -103,7 +103,7 @@ pub struct RecoverReport {
 
 impl RecoverReport {
     /// A recovery into `into` that has done nothing yet: `FAILED`, every figure empty.
-    fn failed(into: String) -> Self {
+    pub(crate) fn failed(into: String) -> Self {
         Self {
             status: RestoreStatus::Failed,
             bundle_id: None,
@@ -218,19 +218,15 @@ pub async fn recover(
     }
 
     // 2. Copy and rewrite.
-    let rebuilt = match materialize::rebuild(storage, &pred, &copies, &into, Identity::SameTable).await {
+    let rebuilt = match changed_since_verified(
+        materialize::rebuild(storage, &pred, &copies, &into, Identity::SameTable).await,
+    )? {
         Ok(r) => r,
-        Err(Error::Corrupt { uri, reason }) => {
-            report.findings.push(Finding::new(
-                FindingKind::DigestMismatch,
-                uri,
-                Some("the object the bundle verified".into()),
-                Some(reason),
-            ));
+        Err(finding) => {
+            report.findings.push(finding);
             report.rto_seconds = elapsed(clock);
             return Ok(report);
         }
-        Err(e) => return Err(e),
     };
     report.metadata_location = Some(rebuilt.metadata_location.clone());
     report.objects_restored = rebuilt.objects_copied;
@@ -276,7 +272,8 @@ struct Restored {
     status: &'static str,
     table: String,
     snapshot_id: i64,
-    metadata_location: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata_location: Option<String>,
     objects_copied: usize,
     bytes_copied: u64,
     position_deletes_rewritten: usize,
@@ -329,7 +326,37 @@ pub async fn restore_into(
     }
     let (pred, copies) = bundle::verified_predicate(&ctx.storage, bundle_uri, &trust).await?;
     materialize::outside_table("--into", &into, &pred)?;
-    let r = materialize::rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await?;
+    let r = match changed_since_verified(
+        materialize::rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await,
+    )? {
+        Ok(r) => r,
+        Err(finding) => {
+            // As `recover` reports it: a finding (exit 1), nothing registered.
+            let human = format!(
+                "FAILED: the copy of snapshot {} at {into} could not be made as the bundle verified it; \
+                 {catalog}.{ident} was not registered\n  {finding}\n",
+                pred.snapshot_id
+            );
+            return Outcome::new(
+                Verdict::Findings,
+                &Restored {
+                    status: "FAILED",
+                    table: format!("{catalog}.{ident}"),
+                    snapshot_id: pred.snapshot_id,
+                    metadata_location: None,
+                    objects_copied: 0,
+                    bytes_copied: 0,
+                    position_deletes_rewritten: 0,
+                    rows_promised: None,
+                    rows_scanned: None,
+                    deletion_vectors_checked: 0,
+                    scan: None,
+                    findings: vec![finding],
+                },
+                human,
+            );
+        }
+    };
     // What `recover` checks before it registers (the copy loaded as a reader would, layers, objects, deletion
     // vectors, a scan), reported as it reports it.
     let mut checked = RecoverReport {
@@ -389,7 +416,7 @@ pub async fn restore_into(
             status: if verified { "RESTORED" } else { "FAILED" },
             table: format!("{catalog}.{ident}"),
             snapshot_id: r.snapshot_id,
-            metadata_location: r.metadata_location,
+            metadata_location: Some(r.metadata_location),
             objects_copied: r.objects_copied,
             bytes_copied: r.bytes_copied,
             position_deletes_rewritten: r.position_deletes_rewritten,
@@ -401,6 +428,26 @@ pub async fn restore_into(
         },
         human,
     )
+}
+
+/// What `rebuild` answered, with [`Error::Corrupt`] — an object that no longer holds the bytes the bundle verified
+/// a moment before, or a layer that cannot be rewritten — turned into a `DIGEST_MISMATCH` finding naming it: a
+/// finding (exit 1), as every other difference from the bundle is, not "could not decide" (exit 2). `recover` and
+/// `restore --into` both read it so.
+///
+/// # Errors
+/// Every other error of `rebuild`.
+fn changed_since_verified(rebuilt: Result<Rebuilt>) -> Result<std::result::Result<Rebuilt, Finding>> {
+    match rebuilt {
+        Ok(r) => Ok(Ok(r)),
+        Err(Error::Corrupt { uri, reason }) => Ok(Err(Finding::new(
+            FindingKind::DigestMismatch,
+            uri,
+            Some("the object the bundle verified".into()),
+            Some(reason),
+        ))),
+        Err(e) => Err(e),
+    }
 }
 
 /// Epoch milliseconds as RFC 3339 (UTC, milliseconds), or the number itself when out of range.
@@ -491,7 +538,14 @@ fn manifest_view(
         .map_err(|e| Error::iceberg("partition type", e))?;
     let mut out = Vec::new();
     for e in manifest.entries() {
-        let rel = loc.relative(e.data_file().file_path())?;
+        // A DELETED entry names no file (seal, backup and the deep verify skip it) and may name one outside the
+        // location (the table's former one): such a path is compared as written, as `rebuild` keeps it.
+        let rel = match loc.relative(e.data_file().file_path()) {
+            Err(Error::PathOutsideTable { .. }) if e.status() == ManifestStatus::Deleted => {
+                e.data_file().file_path().to_owned()
+            }
+            other => other?,
+        };
         let json = serialize_data_file_to_json(e.data_file().clone(), &ptype, fv)
             .map_err(|x| Error::iceberg("encode entry", x))?;
         let seq = e.sequence_number().unwrap_or(mf.sequence_number);
@@ -500,6 +554,10 @@ fn manifest_view(
     Ok(out)
 }
 
+/// A manifest-list entry reduced to what a recovery must keep: everything but its path (made relative) and its
+/// length (the manifest is written again). The partition summaries are what a reader prunes whole manifests by: a
+/// narrowed bound skips a manifest holding matching rows, so they are compared as written (field by field: null,
+/// NaN, lower and upper bound bytes), and so is the key metadata.
 fn list_view(mf: &iceberg::spec::ManifestFile, loc: &TableLocation) -> Result<serde_json::Value> {
     Ok(serde_json::json!({
         "path": loc.relative(&mf.manifest_path)?,
@@ -511,6 +569,48 @@ fn list_view(mf: &iceberg::spec::ManifestFile, loc: &TableLocation) -> Result<se
         "files": [mf.added_files_count, mf.existing_files_count, mf.deleted_files_count],
         "rows": [mf.added_rows_count, mf.existing_rows_count, mf.deleted_rows_count],
         "first_row_id": mf.first_row_id,
+        "partitions": mf.partitions.as_ref().map(|fields| fields
+            .iter()
+            .map(|f| serde_json::json!({
+                "contains_null": f.contains_null,
+                "contains_nan": f.contains_nan,
+                "lower_bound": f.lower_bound.as_ref().map(|b| hex::encode(b.as_slice())),
+                "upper_bound": f.upper_bound.as_ref().map(|b| hex::encode(b.as_slice())),
+            }))
+            .collect::<Vec<_>>()),
+        // Empty and absent are the same to the writer (it writes no empty key metadata).
+        "key_metadata": mf.key_metadata.as_ref().filter(|k| !k.is_empty()).map(hex::encode),
+    }))
+}
+
+/// The finding for a manifest-list entry of the recovered table (`new`, under `new_loc`) that differs from the
+/// original's (`orig`, under `old_loc`) by more than its path and length, or `None`.
+///
+/// # Errors
+/// [`Error::PathOutsideTable`] for a manifest path outside its table's location.
+fn list_entry_mismatch(
+    orig: &iceberg::spec::ManifestFile,
+    old_loc: &TableLocation,
+    new: &iceberg::spec::ManifestFile,
+    new_loc: &TableLocation,
+) -> Result<Option<Finding>> {
+    let la = list_view(orig, old_loc)?;
+    let mut lb = list_view(new, new_loc)?;
+    // Counts are optional in v1 manifest lists: the writer fills in what the original left out.
+    for k in ["files", "rows"] {
+        for i in 0..3 {
+            if la[k][i].is_null() {
+                lb[k][i] = serde_json::Value::Null;
+            }
+        }
+    }
+    Ok((la != lb).then(|| {
+        Finding::new(
+            FindingKind::RewriteMismatch,
+            &new.manifest_path,
+            Some(format!("manifest list entry: {la}")),
+            Some(format!("differs in {}: {lb}", differing_keys(&la, &lb))),
+        )
     }))
 }
 
@@ -593,6 +693,23 @@ async fn check_recovered(
             }
         }
     }
+    // Properties are compared, the location ones rebased as `rebuild` rebases them (before, they were left out,
+    // and a location property left pointing at the original table's folders went unseen).
+    match materialize::location_properties(orig_md.properties(), &old_loc, &report.into) {
+        Ok(rebased) => {
+            if let Some(props) = a.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+                for (k, v) in rebased {
+                    props.insert(k, serde_json::Value::String(v));
+                }
+            }
+        }
+        Err(e) => report.findings.push(mismatch(
+            "properties",
+            md_location,
+            "location properties under the table location, rebased".into(),
+            e.to_string(),
+        )),
+    }
     for doc in [&mut a, &mut b] {
         if let Some(o) = doc.as_object_mut() {
             for k in [
@@ -604,7 +721,6 @@ async fn check_recovered(
                 "current-snapshot-id",
                 "statistics",
                 "partition-statistics",
-                "properties",
             ] {
                 o.remove(k);
             }
@@ -696,23 +812,8 @@ async fn check_recovered(
         ));
     }
     for (orig, new) in orig_list.entries().iter().zip(&tree.manifests) {
-        let la = list_view(orig, &old_loc)?;
-        let mut lb = list_view(&new.entry, &new_loc)?;
-        // Counts are optional in v1 manifest lists: the writer fills in what the original left out.
-        for k in ["files", "rows"] {
-            for i in 0..3 {
-                if la[k][i].is_null() {
-                    lb[k][i] = serde_json::Value::Null;
-                }
-            }
-        }
-        if la != lb {
-            report.findings.push(mismatch(
-                "manifest list entry",
-                &new.entry.manifest_path,
-                la.to_string(),
-                lb.to_string(),
-            ));
+        if let Some(f) = list_entry_mismatch(orig, &old_loc, &new.entry, &new_loc)? {
+            report.findings.push(f);
             continue;
         }
         let orig_bytes = copies
@@ -921,4 +1022,75 @@ async fn scan_rows(storage: &Storage, md_location: &str, snapshot_id: i64) -> Re
         .try_fold(0u64, |n, b| async move { Ok(n + b.num_rows() as u64) })
         .await
         .map_err(|e| Error::iceberg("scan", e))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use iceberg::spec::{FieldSummary, ManifestContentType, ManifestFile};
+
+    fn location(root: &str) -> TableLocation {
+        TableLocation::new(root, root.to_owned(), &format!("{root}/metadata/v1.metadata.json")).unwrap()
+    }
+
+    /// A manifest-list entry under `root` whose one partition field ranges over `[1, upper]` (4-byte ints).
+    fn entry(root: &str, upper: u8, key_metadata: Option<Vec<u8>>) -> ManifestFile {
+        let summary: FieldSummary = serde_json::from_value(serde_json::json!({
+            "contains_null": false,
+            "contains_nan": null,
+            "lower_bound": [1, 0, 0, 0],
+            "upper_bound": [upper, 0, 0, 0],
+        }))
+        .unwrap();
+        ManifestFile {
+            manifest_path: format!("{root}/metadata/m0.avro"),
+            manifest_length: 4_000,
+            partition_spec_id: 0,
+            content: ManifestContentType::Data,
+            sequence_number: 3,
+            min_sequence_number: 2,
+            added_snapshot_id: 7,
+            added_files_count: Some(2),
+            existing_files_count: Some(1),
+            deleted_files_count: Some(0),
+            added_rows_count: Some(20),
+            existing_rows_count: Some(10),
+            deleted_rows_count: Some(0),
+            partitions: Some(vec![summary]),
+            key_metadata,
+            first_row_id: None,
+        }
+    }
+
+    /// The manifest list's partition summaries are what a reader prunes whole manifests by: a rewritten list whose
+    /// upper bound is narrower than the original's skips a manifest that holds matching rows. The check left them
+    /// out (and the key metadata too), so such a recovery verified; it is a `REWRITE_MISMATCH` now, naming them.
+    #[test]
+    fn a_narrowed_partition_bound_or_dropped_key_metadata_in_the_rewritten_list_is_a_rewrite_mismatch() {
+        let (old, new) = (location("s3://b/t"), location("file:///rec/t"));
+        let orig = entry("s3://b/t", 9, None);
+        // The same entry under the new location (and another length: the manifest was written again) matches.
+        let mut same = entry("file:///rec/t", 9, None);
+        same.manifest_length = 4_100;
+        assert_eq!(list_entry_mismatch(&orig, &old, &same, &new).unwrap(), None);
+        let narrowed = entry("file:///rec/t", 5, None);
+        let f = list_entry_mismatch(&orig, &old, &narrowed, &new)
+            .unwrap()
+            .expect("a narrowed upper bound is found");
+        assert_eq!(f.kind, FindingKind::RewriteMismatch);
+        assert_eq!(f.path, "file:///rec/t/metadata/m0.avro");
+        let actual = f.actual.unwrap();
+        assert!(actual.starts_with("differs in partitions:"), "{actual}");
+        assert!(
+            actual.contains("05000000") && f.expected.unwrap().contains("09000000"),
+            "{actual}"
+        );
+        // Key metadata dropped by the rewrite.
+        let keyed = entry("s3://b/t", 9, Some(vec![1, 2, 3]));
+        let f = list_entry_mismatch(&keyed, &old, &same, &new)
+            .unwrap()
+            .expect("dropped key metadata is found");
+        assert!(f.actual.unwrap().starts_with("differs in key_metadata:"));
+    }
 }

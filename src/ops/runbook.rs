@@ -8,7 +8,9 @@
 //!   quarantine) but whose verified bundle still describes it: the snapshot is added back from
 //!   the bundle's metadata copy, after the bundle and its data verify and every manifest list, manifest,
 //!   data and delete file it reaches is found in the table as sealed (a purge that finished deleted them:
-//!   refused). A cold-backup bundle is refused: `recover` is for it.
+//!   refused). A cold-backup bundle is refused: `recover` is for it. Its catalog commit is made inside the
+//!   registry's write lock, after judging again there the candidates whose purge could delete what the snapshot
+//!   reaches (`BringBack`).
 //!
 //! Each is one compare-and-set commit on the catalog row, visible to every engine reading the
 //! catalog; a concurrent commit makes it fail without effect. None of them deletes anything. Moving `main` to the
@@ -19,6 +21,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::io::catalog::{Catalog, TableIdent};
+use crate::io::store::DelayPoint;
 use crate::model::findings::{Finding, FindingKind};
 use crate::model::object::Layer;
 use crate::ops::context::Context;
@@ -50,6 +53,7 @@ async fn move_main(
     ident: &TableIdent,
     to: i64,
     md: iceberg::spec::TableMetadata,
+    guard: Option<&BringBack>,
 ) -> Result<Outcome> {
     let from = table.metadata().current_snapshot_id();
     // Already there: a commit would only write a new metadata file, move the table's generation (every pending
@@ -81,9 +85,32 @@ async fn move_main(
             ),
         ));
     }
-    let loc = cat
+    // A snapshot brought back from a bundle: the commit is made inside the registry's write lock, once nothing
+    // found there can have deleted what it reaches since its files were checked (`BringBack`).
+    let lock = match guard {
+        Some(g) => {
+            let mut lock = g.reg.commit_lock().await?;
+            match g.refusal(&mut lock).await {
+                Ok(None) => Some(lock),
+                Ok(Some(why)) => {
+                    lock.release().await?;
+                    return refused(why, Vec::new());
+                }
+                Err(e) => {
+                    lock.release().await?;
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
+    let committed = cat
         .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
-        .await?;
+        .await;
+    if let Some(lock) = lock {
+        lock.release().await?;
+    }
+    let loc = committed?;
     let human = format!(
         "main: {} -> {to}\ncommitted {loc}\n",
         from.map_or_else(|| "-".into(), |f| f.to_string())
@@ -130,7 +157,7 @@ pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Ou
             format!("REFUSED: {reason}\n"),
         );
     }
-    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
+    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone(), None).await
 }
 
 /// `lakedrill set-current (--snapshot-id N | --ref NAME)`.
@@ -140,7 +167,7 @@ pub async fn rollback(ctx: &Context, source: &TableSource, to: i64) -> Result<Ou
 pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selector) -> Result<Outcome> {
     let (table, cat, ident) = ctx.catalog_table(source).await?;
     let to = resolve::resolve(&table, selector)?;
-    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone()).await
+    move_main(ctx, &table, &cat, &ident, to, table.metadata().clone(), None).await
 }
 
 /// `lakedrill set-current --from-bundle BUNDLE --trust DIR`: brings back a snapshot that is no
@@ -149,8 +176,9 @@ pub async fn set_current(ctx: &Context, source: &TableSource, selector: &Selecto
 ///
 /// # Errors
 /// Load and commit errors; a cold-backup bundle or another table's bundle (exit 2). A bundle that does not verify,
-/// a purge under way over its files, or an object of its snapshot missing from the table or changed there is
-/// refused (exit 1), naming the objects; nothing is committed.
+/// a purge under way over its files (or a candidate sharing them written while the files were checked), or an
+/// object of its snapshot missing from the table or changed there is refused (exit 1), naming the objects; nothing
+/// is committed.
 pub async fn set_current_from_bundle(
     ctx: &Context,
     source: &TableSource,
@@ -210,23 +238,11 @@ pub async fn set_current_from_bundle(
             ),
         ));
     }
-    #[derive(serde::Serialize)]
-    struct Refused {
-        status: &'static str,
-        reason: String,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        findings: Vec<Finding>,
-    }
-    if let Some(why) = purging_overlap(ctx, &table, &pred).await? {
-        return Outcome::new(
-            Verdict::Findings,
-            &Refused {
-                status: "REFUSED",
-                reason: why.clone(),
-                findings: Vec::new(),
-            },
-            format!("REFUSED: {why}; nothing was committed\n"),
-        );
+    // The registry as it is before the files are checked: what a purge does after this read, the check inside
+    // the commit's lock sees (`BringBack::refusal`).
+    let guard = BringBack::read(ctx, &table, &pred).await?;
+    if let Some(why) = guard.purging.clone() {
+        return refused(why, Vec::new());
     }
     let findings = not_in_table(ctx, &table, &pred).await?;
     if !findings.is_empty() {
@@ -236,20 +252,9 @@ pub async fn set_current_from_bundle(
              from a backup)",
             findings.len()
         );
-        let mut human = format!("REFUSED: {why}; nothing was committed\n");
-        for f in &findings {
-            human.push_str(&format!("  {f}\n"));
-        }
-        return Outcome::new(
-            Verdict::Findings,
-            &Refused {
-                status: "REFUSED",
-                reason: why,
-                findings,
-            },
-            human,
-        );
+        return refused(why, findings);
     }
+    ctx.storage.failpoint_delay(DelayPoint::SetCurrentCommit).await;
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
     let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
         // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
@@ -273,60 +278,162 @@ pub async fn set_current_from_bundle(
     } else {
         table.metadata().clone()
     };
-    move_main(ctx, &table, &cat, &ident, snapshot_id, md).await
+    move_main(ctx, &table, &cat, &ident, snapshot_id, md, Some(&guard)).await
 }
 
-/// Why a snapshot may not come back from `bundle` now: a candidate of the table whose purge is under way
-/// (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) deletes files the bundle's snapshot reaches. The deep verify
-/// passes while they are still there, and nothing in the purge's later batches reads the table again, so the
-/// snapshot would come back over files about to go. Read after the table: a purge accepted after this check commits
-/// against a generation that this command's commit (a compare-and-set on the generation read) changes, and then
-/// re-judges the candidate on it, which protects what the snapshot brought back reaches.
-///
-/// # Errors
-/// Registry and bundle read errors.
-async fn purging_overlap(
-    ctx: &Context,
-    table: &crate::table::Table,
-    pred: &crate::evidence::inventory::BundlePredicate,
-) -> Result<Option<String>> {
-    use crate::registry::State;
-    let reg = crate::ops::plan::registry(ctx).await?;
-    let uuid = table.metadata().uuid().to_string();
-    let purging = reg
-        .candidates_in(
-            &uuid,
-            Some(&[State::DeleteApproved, State::Deleted, State::DeleteUnknown]),
-        )
-        .await?;
-    if purging.is_empty() {
-        return Ok(None);
+/// `set-current --from-bundle` refused, nothing committed (exit 1), with the reason and the objects it names.
+fn refused(reason: String, findings: Vec<Finding>) -> Result<Outcome> {
+    #[derive(serde::Serialize)]
+    struct Refused {
+        status: &'static str,
+        reason: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        findings: Vec<Finding>,
     }
-    let reached: std::collections::HashSet<String> = pred
-        .inventory
-        .iter()
-        .filter_map(|e| table.location().relative(&e.path).ok())
-        .collect();
-    for rec in purging {
+    let mut human = format!("REFUSED: {reason}; nothing was committed\n");
+    for f in &findings {
+        human.push_str(&format!("  {f}\n"));
+    }
+    Outcome::new(
+        Verdict::Findings,
+        &Refused {
+            status: "REFUSED",
+            reason,
+            findings,
+        },
+        human,
+    )
+}
+
+/// What `set-current --from-bundle` read of the registry before it checked the table's files, to judge again
+/// inside the registry's write lock right before its catalog commit.
+///
+/// A candidate of the table whose purge is under way (`DELETE_APPROVED`, `DELETED`, `DELETE_UNKNOWN`) and that
+/// deletes files the bundle's snapshot reaches refuses the command: the deep verify and the file check pass while
+/// those files are still there, and nothing in the purge's later batches reads the table again. That is judged
+/// once before the files are checked ([`BringBack::purging`]) and again inside the lock of the commit
+/// ([`BringBack::refusal`]), where a candidate sharing files that was written since the first read (accepted,
+/// purged, sent back) refuses it too: its purge may have deleted files after the check found them. A purge that
+/// had finished (`VERIFIED`) before the first read is left to the file check, which saw what it deleted. A purge
+/// accepted after the lock is let go reads the table after the commit (its acceptance is a registry write too,
+/// behind the lock) and finds the snapshot back in it: its catalog-commit step re-judges the candidate on the new
+/// generation, keeping what the snapshot reaches (DESIGN "Nothing brings a snapshot back over files being
+/// deleted").
+struct BringBack {
+    reg: crate::registry::Registry,
+    uuid: String,
+    /// The paths (relative to the table location) of the objects the snapshot reaches.
+    reached: std::collections::HashSet<String>,
+    /// Each candidate of the table as first read: (state, `updated_at`).
+    seen: std::collections::HashMap<String, crate::registry::CandidateVersion>,
+    /// Why the command is refused at once (a purge under way over the snapshot's files), if it is.
+    purging: Option<String>,
+}
+
+impl BringBack {
+    /// Reads the table's candidates (their versions first) and judges the purges under way.
+    ///
+    /// # Errors
+    /// Registry errors.
+    async fn read(
+        ctx: &Context,
+        table: &crate::table::Table,
+        pred: &crate::evidence::inventory::BundlePredicate,
+    ) -> Result<Self> {
+        use crate::registry::State;
+        let reg = crate::ops::plan::registry(ctx).await?;
+        let uuid = table.metadata().uuid().to_string();
+        let seen = reg
+            .candidate_versions(&uuid)
+            .await?
+            .into_iter()
+            .map(|v| (v.candidate_id.clone(), v))
+            .collect();
+        let reached = pred
+            .inventory
+            .iter()
+            .filter_map(|e| table.location().relative(&e.path).ok())
+            .collect();
+        let mut me = Self {
+            reg,
+            uuid,
+            reached,
+            seen,
+            purging: None,
+        };
+        let purging = me
+            .reg
+            .candidates_in(
+                &me.uuid,
+                Some(&[State::DeleteApproved, State::Deleted, State::DeleteUnknown]),
+            )
+            .await?;
+        for rec in purging {
+            if let Some(why) = me.shared(&rec, None) {
+                me.purging = Some(why);
+                break;
+            }
+        }
+        Ok(me)
+    }
+
+    /// Why `rec` refuses the command, when it holds files the snapshot reaches: its purge is under way, or
+    /// (`moved_from`) it was written since the first read.
+    fn shared(
+        &self,
+        rec: &crate::registry::CandidateRecord,
+        moved_from: Option<Option<crate::registry::State>>,
+    ) -> Option<String> {
         let shared: Vec<&str> = rec
             .objects
             .iter()
-            .filter(|o| reached.contains(&o.path))
+            .filter(|o| self.reached.contains(&o.path))
             .map(|o| o.path.as_str())
             .collect();
-        if !shared.is_empty() {
-            return Ok(Some(format!(
-                "candidate {} is being purged ({}) and deletes {} file(s) the bundle's snapshot reaches (e.g. {}): \
-                 a snapshot cannot come back over files a purge is deleting (`deleter stop` halts it before its next \
-                 batch; `recover` brings deleted files back from a backup)",
+        let first = shared.first()?;
+        Some(match moved_from {
+            None => format!(
+                "candidate {} is being purged ({}) and deletes {} file(s) the bundle's snapshot reaches (e.g. \
+                 {first}): a snapshot cannot come back over files a purge is deleting (`deleter stop` halts it before \
+                 its next batch; `recover` brings deleted files back from a backup)",
                 rec.candidate_id,
                 rec.state,
                 shared.len(),
-                shared[0]
-            )));
-        }
+            ),
+            Some(from) => format!(
+                "candidate {} changed ({} -> {}) while set-current checked the table's files, and it holds {} file(s) \
+                 the bundle's snapshot reaches (e.g. {first}): a purge of it may have deleted them after they were \
+                 found; run set-current again to check them anew",
+                rec.candidate_id,
+                from.map_or_else(|| "not recorded".to_owned(), |s| s.to_string()),
+                rec.state,
+                shared.len(),
+            ),
+        })
     }
-    Ok(None)
+
+    /// Why the catalog commit may not be made, judged inside the registry's write lock: a candidate sharing files
+    /// with the snapshot whose purge is under way, or that was written since [`BringBack::read`].
+    ///
+    /// # Errors
+    /// Registry errors.
+    async fn refusal(&self, lock: &mut crate::registry::CommitLock) -> Result<Option<String>> {
+        use crate::registry::State;
+        for now in lock.candidate_versions(&self.uuid).await? {
+            let before = self.seen.get(&now.candidate_id);
+            let purging = matches!(now.state, State::DeleteApproved | State::Deleted | State::DeleteUnknown);
+            let moved = before != Some(&now);
+            if !purging && !moved {
+                continue;
+            }
+            let rec = lock.candidate(&now.candidate_id).await?;
+            let from = if moved { Some(before.map(|b| b.state)) } else { None };
+            if let Some(why) = self.shared(&rec, from) {
+                return Ok(Some(why));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// The objects the bundle's snapshot reaches that the table does not hold as the bundle sealed them, as findings

@@ -525,6 +525,81 @@ pub(super) async fn read_candidate_table(conn: &mut AnyConnection, id: &str) -> 
         .await
 }
 
+/// A candidate's state and when it was last written (`updated_at`, as stored): every write to the record moves
+/// the second, so a pair read again and found equal means the candidate did not move in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateVersion {
+    /// Candidate id.
+    pub candidate_id: String,
+    /// State.
+    pub state: State,
+    /// `updated_at`, as stored.
+    pub updated_at: String,
+}
+
+/// Every candidate of `table_uuid` (canonical) with its [`CandidateVersion`], oldest first.
+async fn read_candidate_versions(
+    conn: &mut AnyConnection,
+    table_uuid: &str,
+) -> Result<Vec<CandidateVersion>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT candidate_id, state, updated_at FROM candidates WHERE table_uuid = $1 ORDER BY created_at, candidate_id",
+    )
+    .bind(table_uuid)
+    .fetch_all(&mut *conn)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(CandidateVersion {
+                candidate_id: r.try_get("candidate_id")?,
+                state: state(r, "state")?,
+                updated_at: r.try_get("updated_at")?,
+            })
+        })
+        .collect()
+}
+
+/// The registry's write lock, held with nothing written ([`Registry::commit_lock`]). A catalog commit that brings a
+/// snapshot back into a table (`set-current --from-bundle`) is made while holding it, after reading again in it the
+/// candidates whose purge could delete what the snapshot reaches: a purge's acceptance and each of its delete
+/// batches need the same lock, so each either committed before that read (and is seen) or begins after the
+/// catalog commit (and finds the snapshot back in the table). Dropping it, or [`CommitLock::release`], lets the
+/// lock go. **Never call another [`Registry`] method that writes while it is held**: it would wait for this lock
+/// (on PostgreSQL, forever).
+pub struct CommitLock {
+    tx: sqlx::Transaction<'static, sqlx::Any>,
+}
+
+impl CommitLock {
+    /// Every candidate of a table with its [`CandidateVersion`], read inside the lock.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
+    pub async fn candidate_versions(&mut self, table_uuid: &str) -> Result<Vec<CandidateVersion>, RegistryError> {
+        const OP: &str = "commit_lock";
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        read_candidate_versions(&mut self.tx, &table_uuid)
+            .await
+            .map_err(query(OP))
+    }
+
+    /// A candidate by id, read inside the lock.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Query`].
+    pub async fn candidate(&mut self, candidate_id: &str) -> Result<CandidateRecord, RegistryError> {
+        require_candidate(&mut self.tx, candidate_id, "commit_lock").await
+    }
+
+    /// Lets the lock go (nothing was written).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn release(self) -> Result<(), RegistryError> {
+        self.tx.rollback().await.map_err(query("commit_lock"))
+    }
+}
+
 /// One quarantine extension.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuarantineExtension {
@@ -771,6 +846,29 @@ impl Registry {
             },
         )
         .await
+    }
+
+    /// Every candidate of a table with its [`CandidateVersion`] (no inventory), oldest first.
+    ///
+    /// # Errors
+    /// [`RegistryError::Invalid`] for a malformed table UUID; [`RegistryError::Query`].
+    pub async fn candidate_versions(&self, table_uuid: &str) -> Result<Vec<CandidateVersion>, RegistryError> {
+        let table_uuid = canonical_table_uuid(table_uuid)?;
+        self.read("candidate_versions", async |conn| {
+            read_candidate_versions(conn, &table_uuid).await
+        })
+        .await
+    }
+
+    /// Takes the registry's write lock and holds it, writing nothing, until the [`CommitLock`] is released or
+    /// dropped: the lock of a catalog commit that brings a snapshot back (see [`CommitLock`]).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn commit_lock(&self) -> Result<CommitLock, RegistryError> {
+        Ok(CommitLock {
+            tx: self.begin_write("commit_lock").await?,
+        })
     }
 
     /// Every candidate of a table, oldest first.

@@ -846,6 +846,64 @@ fn set_current_from_a_bundle_whose_files_a_purge_is_deleting_is_refused() {
     g.py("t.scan().to_arrow()");
 }
 
+/// A bundle-mode quarantine's bundles name its data files in place. The purge's independent closure check counted
+/// that as a protection of those files against every purge, the candidate's own included ("named in place by the
+/// bundles of candidate <itself>"), so no bundle-mode candidate could ever be purged. Its own bundles are left out
+/// of its own judgement now (another candidate's still keep its files): the purge deletes its inventory and the
+/// table still reads.
+#[test]
+fn a_bundle_mode_candidate_is_purged_though_its_own_bundles_name_its_files_in_place() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "bundle").expect_code(0);
+    let ev = g.drill("bundles");
+    let r = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(g.present(&c), 0, "every object of the inventory was deleted: {r}");
+    g.py("t.scan().to_arrow()");
+}
+
+/// `set-current --from-bundle` of a bundle-mode candidate's snapshot while a purge of that candidate starts and
+/// finishes: in bundle mode the purge has no catalog commit to make (no tags, the snapshots already out of the
+/// table) and its batches never read the table, and set-current judged the registry once, before its slow file
+/// check. Set-current found every file, the purge deleted them, set-current committed (exit 0) and the purge ended
+/// `VERIFIED`: `main` pointed at deleted files. Now set-current reads the candidates again inside the registry's
+/// write lock, which every purge batch needs too, and commits while holding it: a candidate sharing files that was
+/// written since its first read refuses it (exit 1), nothing committed, the table still readable.
+#[test]
+fn set_current_from_a_bundle_while_a_bundle_mode_purge_runs_never_commits_over_its_deletes() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "bundle").expect_code(0).json();
+    let ev = g.drill("bundles");
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let current = g.py("print(t.metadata.current_snapshot_id)");
+    let mut set_current = Paused::start(
+        &g,
+        "set-current-commit-delay-ms=120000",
+        &g.dir.join("go-set-current"),
+        &["--json", "set-current", "--from-bundle", &bundle, "--trust", "keys"],
+    );
+    set_current.wait_until_paused();
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let gone = c["objects"].as_array().unwrap().len() - g.present(&c);
+    assert!(gone > 0, "the purge deleted the candidate's files: {p}");
+    let (code, out, stderr) = set_current.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["status"], "REFUSED", "{out}");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(reason.contains(&id) && reason.contains("VERIFIED"), "{out}");
+    assert_eq!(
+        g.py("print(t.metadata.current_snapshot_id)"),
+        current,
+        "nothing was committed"
+    );
+    g.py("t.scan().to_arrow()");
+}
+
 /// #24: a purge of several batches killed at three points — between two batches, inside a batch after its
 /// intents were recorded (no request sent), and inside a batch after part of its deletes took effect — resumes
 /// each time and ends VERIFIED: every object deleted once (no object has two receipts saying its delete removed
