@@ -10,5 +10,6 @@ pub(crate) mod db;
 pub mod fault_store;
 pub mod iceberg_io;
 pub mod ident;
+pub mod metadata;
 pub mod rest;
 pub mod store;

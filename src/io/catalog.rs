@@ -155,7 +155,7 @@ impl Catalog {
         storage: &Storage,
         ident: &TableIdent,
         expected: &str,
-        new: &crate::table::FullMetadata,
+        new: &crate::io::metadata::FullMetadata,
     ) -> Result<String> {
         match self {
             Self::Sql(c) => c.commit(storage, ident, expected, new).await,
@@ -388,7 +388,7 @@ impl SqlCatalog {
         storage: &Storage,
         ident: &TableIdent,
         expected: &str,
-        new: &crate::table::FullMetadata,
+        new: &crate::io::metadata::FullMetadata,
     ) -> Result<String> {
         use std::str::FromStr;
         let next = iceberg::MetadataLocation::from_str(expected)

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
 
-use crate::table::FullMetadata;
+use crate::io::metadata::FullMetadata;
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -950,7 +950,7 @@ impl RestCatalog {
                 let max = storage.options().max_metadata_bytes;
                 let bytes = storage.get_bounded(&uri, max, "table metadata").await?.bytes;
                 // With its refs as written (a v1 table's too).
-                crate::table::parse_full_metadata(&uri, &bytes, max)
+                crate::io::metadata::parse_full_metadata(&uri, &bytes, max)
             };
             let md = read.await.map_err(|e| {
                 undecided(format!(

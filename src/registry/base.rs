@@ -939,3 +939,15 @@ pub(super) fn parse_uri(uri: &str) -> Result<DbUri<'_>, RegistryError> {
     }
     Ok(target)
 }
+
+/// How many objects of `table_uuid`'s candidates are `DELETE_UNKNOWN` (the candidates' own states aside: an
+/// uncertain delete can sit under a `PROTECTED` or `DELETED` candidate), read on `conn`.
+pub(super) async fn read_table_unknowns(conn: &mut sqlx::AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
+         WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
+    )
+    .bind(table_uuid)
+    .fetch_one(conn)
+    .await
+}

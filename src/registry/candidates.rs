@@ -1229,7 +1229,7 @@ impl Registry {
     pub async fn table_unknowns(&self, table_uuid: &str) -> Result<i64, RegistryError> {
         let table_uuid = canonical_table_uuid(table_uuid)?;
         self.read("table_unknowns", async |conn| {
-            read_table_unknowns(conn, &table_uuid).await
+            super::base::read_table_unknowns(conn, &table_uuid).await
         })
         .await
     }
@@ -1605,7 +1605,7 @@ async fn standing_refusals(
             not_before.to_rfc3339_opts(SecondsFormat::Secs, true)
         ));
     }
-    let unknowns = read_table_unknowns(&mut *tx, &rec.table_uuid)
+    let unknowns = super::base::read_table_unknowns(&mut *tx, &rec.table_uuid)
         .await
         .map_err(query(OP))?;
     if unknowns > i64::from(max_unknowns) {
@@ -1615,18 +1615,6 @@ async fn standing_refusals(
         ));
     }
     Ok(reasons)
-}
-
-/// How many objects of `table_uuid`'s candidates are `DELETE_UNKNOWN` (the candidates' own states aside: an
-/// uncertain delete can sit under a `PROTECTED` or `DELETED` candidate), read on `conn`.
-pub(super) async fn read_table_unknowns(conn: &mut AnyConnection, table_uuid: &str) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM object_states o JOIN candidates c ON c.candidate_id = o.candidate_id \
-         WHERE c.table_uuid = $1 AND o.state = 'DELETE_UNKNOWN'",
-    )
-    .bind(table_uuid)
-    .fetch_one(conn)
-    .await
 }
 
 #[cfg(test)]

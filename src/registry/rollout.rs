@@ -458,7 +458,7 @@ async fn rollout_facts(conn: &mut AnyConnection, table_uuid: &str) -> Result<Rol
     };
     // Objects, not candidates: an uncertain delete can sit under a PROTECTED or DELETED candidate (as the
     // acceptance's unknowns limit and gate 6 count them).
-    let unknowns = super::candidates::read_table_unknowns(&mut *conn, table_uuid).await?;
+    let unknowns = super::base::read_table_unknowns(&mut *conn, table_uuid).await?;
     Ok(RolloutFacts {
         first_observation: first
             .map(|t| super::base::parse_time("observed_at", &t))
