@@ -189,6 +189,29 @@ impl MetadataChange {
     }
 }
 
+/// A live table as [`Table::load`] gives it: one with an identity. lakedrill keys its registry (candidates, leases,
+/// holds, receipts), policies and evidence by the table's UUID; a format-v1 table written without `table-uuid`
+/// (the crate reads the missing field as the nil UUID), or one naming the nil UUID, would share one identity
+/// with every other such table, so a lease, hold or candidate of one would be taken for the other's. Refused
+/// (exit 2). Bundles sealed from such a table before this rule still verify and restore: only live tables are
+/// refused.
+fn identified(table: Table) -> Result<Table> {
+    if table.metadata.uuid().is_nil() {
+        return Err(Error::invalid(
+            &table.metadata_uri,
+            format!(
+                "table-uuid: the table {} has no table-uuid (a format-v{} table written without one, or the nil \
+                 UUID): lakedrill identifies a table in its registry, policies and evidence by its UUID and cannot \
+                 tell this table from another without one; give it a UUID first (upgrading it to format v2 with \
+                 Iceberg Java or PyIceberg writes one)",
+                table.name,
+                table.metadata.format_version() as u8
+            ),
+        ));
+    }
+    Ok(table)
+}
+
 impl Table {
     /// Reads a table's current metadata.
     ///
@@ -230,7 +253,7 @@ impl Table {
                 )
                 .await?;
                 table.given_file = is_file;
-                Ok(table)
+                identified(table)
             }
             TableSource::Catalog {
                 catalog,
@@ -244,14 +267,16 @@ impl Table {
                 Box::pin(cat.close()).await;
                 let location = location?;
                 let uri = location::canonical_uri(&location)?;
-                Self::from_metadata_uri(
-                    storage,
-                    format!("{catalog}.{ident}"),
-                    &location,
-                    &uri,
-                    table_root.as_deref(),
+                identified(
+                    Self::from_metadata_uri(
+                        storage,
+                        format!("{catalog}.{ident}"),
+                        &location,
+                        &uri,
+                        table_root.as_deref(),
+                    )
+                    .await?,
                 )
-                .await
             }
         }
     }

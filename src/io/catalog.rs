@@ -181,12 +181,21 @@ fn catalog_error(section: &str) -> impl Fn(String, Option<Box<dyn std::error::Er
     }
 }
 
-/// The catalog pool: two connections, the drivers' default settings.
+/// How long a catalog statement on PostgreSQL waits for a row lock another session holds (`lock_timeout`), and how
+/// long any one statement may run (`statement_timeout`). A commit is made inside the registry's write lock: without
+/// a bound, another session holding the table's catalog row (an engine's commit left open, a `SELECT … FOR UPDATE`
+/// in an idle transaction) kept lakedrill waiting there for ever, and every lease, hold and purge of the registry
+/// behind it. The update refused by the timeout is settled like any refused statement: the row read again still
+/// names the expected metadata, nothing was committed, exit 2.
+/// See: <https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-LOCK-TIMEOUT>
+pub(crate) const POSTGRES_CATALOG_SESSION: &[&str] = &["SET lock_timeout = '30s'", "SET statement_timeout = '120s'"];
+
+/// The catalog pool: two connections; PostgreSQL sessions bounded by [`POSTGRES_CATALOG_SESSION`].
 const POOL: PoolSettings = PoolSettings {
     max_connections: 2,
     acquire_timeout: Duration::from_secs(30),
     sqlite_session: &[],
-    postgres_session: &[],
+    postgres_session: POSTGRES_CATALOG_SESSION,
 };
 
 impl SqlCatalog {
@@ -550,6 +559,66 @@ mod tests {
     #[tokio::test]
     async fn read_and_compare_and_set_on_postgres() {
         read_and_swap(crate::io::db::fresh_postgres_database().await).await;
+    }
+
+    /// Another session holds the table's catalog row locked (an open transaction that selected it `FOR UPDATE`):
+    /// the commit's update gives up after the catalog's `lock_timeout` instead of waiting for ever, and is settled
+    /// as refused, with nothing committed.
+    #[tokio::test]
+    async fn a_commit_waits_for_a_locked_catalog_row_only_as_long_as_the_lock_timeout_on_postgres() {
+        let uri = crate::io::db::fresh_postgres_database().await;
+        let cfg = CatalogConfig {
+            kind: "sql".to_owned(),
+            uri: uri.clone(),
+            warehouse: None,
+            name: Some("lake".to_owned()),
+            ..Default::default()
+        };
+        let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
+        drop(
+            open_iceberg("t", &cfg, "file:///tmp/unused".to_owned(), storage, true)
+                .await
+                .unwrap(),
+        );
+        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind("lake")
+        .bind("db")
+        .bind("orders")
+        .bind("file:///w/00001.metadata.json")
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        let other = db::connect(&uri, db::Dialect::Postgres, &POOL).await.unwrap();
+        let mut holder = other.begin().await.unwrap();
+        sqlx::query("SELECT metadata_location FROM iceberg_tables WHERE table_name = 'orders' FOR UPDATE")
+            .fetch_all(&mut *holder)
+            .await
+            .unwrap();
+        let ident: TableIdent = "db.orders".parse().unwrap();
+        let wait = tokio::time::timeout(
+            Duration::from_secs(90),
+            cat.swap_metadata_location(&ident, "file:///w/00001.metadata.json", "file:///w/00002.metadata.json"),
+        )
+        .await
+        .expect("the commit still waits for the locked row after 90 s: no lock_timeout");
+        let err = wait.unwrap_err();
+        assert!(
+            matches!(&err, Error::Catalog { .. })
+                && err.to_string().contains("lock timeout")
+                && err.to_string().contains("nothing was committed"),
+            "{err}"
+        );
+        holder.rollback().await.unwrap();
+        assert_eq!(
+            cat.metadata_location(&ident).await.unwrap(),
+            "file:///w/00001.metadata.json"
+        );
+        other.close().await;
+        cat.close().await;
     }
 
     #[tokio::test]

@@ -34,13 +34,29 @@ fn uri(path: &str) -> iceberg::Result<String> {
 pub struct ObjectStoreFactory {
     #[serde(skip)]
     storage: Option<Arc<Storage>>,
+    #[serde(skip)]
+    write_once: bool,
 }
 
 impl ObjectStoreFactory {
     /// A factory over `storage`.
     #[must_use]
     pub fn new(storage: Arc<Storage>) -> Self {
-        Self { storage: Some(storage) }
+        Self {
+            storage: Some(storage),
+            write_once: false,
+        }
+    }
+
+    /// A factory over `storage` whose files are written only where nothing is (`PutMode::Create`): a write onto an
+    /// existing object fails naming it instead of replacing it. For writers that must never overwrite what another
+    /// process put there meanwhile (`restore --into` writes its manifests into a location it found empty).
+    #[must_use]
+    pub fn write_once(storage: Arc<Storage>) -> Self {
+        Self {
+            storage: Some(storage),
+            write_once: true,
+        }
     }
 }
 
@@ -51,7 +67,10 @@ impl StorageFactory for ObjectStoreFactory {
             .storage
             .clone()
             .ok_or_else(|| io_err("lakedrill object store factory without a storage (deserialized?)"))?;
-        Ok(Arc::new(ObjectStoreIo { storage: Some(storage) }))
+        Ok(Arc::new(ObjectStoreIo {
+            storage: Some(storage),
+            write_once: self.write_once,
+        }))
     }
 }
 
@@ -60,6 +79,9 @@ impl StorageFactory for ObjectStoreFactory {
 pub struct ObjectStoreIo {
     #[serde(skip)]
     storage: Option<Arc<Storage>>,
+    /// Writes with `PutMode::Create` ([`ObjectStoreFactory::write_once`]).
+    #[serde(skip)]
+    write_once: bool,
 }
 
 impl ObjectStoreIo {
@@ -92,6 +114,17 @@ struct Writer {
     storage: Arc<Storage>,
     uri: String,
     buf: Vec<u8>,
+    write_once: bool,
+}
+
+/// Writes `bytes` at `uri`: only where nothing is when `write_once`, otherwise replacing what is there.
+async fn put(storage: &Storage, uri: &str, bytes: Bytes, write_once: bool) -> iceberg::Result<()> {
+    if write_once {
+        storage.put_new(uri, bytes).await.map_err(io_err)?;
+    } else {
+        storage.put(uri, bytes).await.map_err(io_err)?;
+    }
+    Ok(())
 }
 
 #[async_trait::async_trait]
@@ -103,8 +136,7 @@ impl FileWrite for Writer {
 
     async fn close(&mut self) -> iceberg::Result<()> {
         let bytes = Bytes::from(std::mem::take(&mut self.buf));
-        self.storage.put(&self.uri, bytes).await.map_err(io_err)?;
-        Ok(())
+        put(&self.storage, &self.uri, bytes, self.write_once).await
     }
 }
 
@@ -135,8 +167,7 @@ impl IcebergStorage for ObjectStoreIo {
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
-        self.storage()?.put(&uri(path)?, bs).await.map_err(io_err)?;
-        Ok(())
+        put(self.storage()?, &uri(path)?, bs, self.write_once).await
     }
 
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
@@ -144,6 +175,7 @@ impl IcebergStorage for ObjectStoreIo {
             storage: Arc::clone(self.storage()?),
             uri: uri(path)?,
             buf: Vec::new(),
+            write_once: self.write_once,
         }))
     }
 
@@ -165,5 +197,50 @@ impl IcebergStorage for ObjectStoreIo {
 
     fn new_output(&self, path: &str) -> iceberg::Result<OutputFile> {
         Ok(OutputFile::new(Arc::new(self.clone()), path.to_owned()))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::io::store::StorageOptions;
+
+    /// The write-once IO (`restore --into`'s manifests) refuses to replace an object, by either of the crate's two
+    /// write paths; the plain IO replaces it.
+    #[tokio::test]
+    async fn a_write_once_io_never_replaces_an_object_and_the_plain_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Arc::new(Storage::new(StorageOptions::default()));
+        let at = format!(
+            "{}/m.avro",
+            location::canonical_uri(dir.path().to_str().unwrap()).unwrap()
+        );
+        let once =
+            iceberg::io::FileIOBuilder::new(Arc::new(ObjectStoreFactory::write_once(Arc::clone(&storage)))).build();
+        once.new_output(&at)
+            .unwrap()
+            .write(Bytes::from_static(b"first"))
+            .await
+            .unwrap();
+        let err = once
+            .new_output(&at)
+            .unwrap()
+            .write(Bytes::from_static(b"second"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("m.avro"), "{err}");
+        let mut w = once.new_output(&at).unwrap().writer().await.unwrap();
+        w.write(Bytes::from_static(b"third")).await.unwrap();
+        assert!(w.close().await.is_err());
+        assert_eq!(std::fs::read(dir.path().join("m.avro")).unwrap(), b"first");
+        let plain = iceberg::io::FileIOBuilder::new(Arc::new(ObjectStoreFactory::new(storage))).build();
+        plain
+            .new_output(&at)
+            .unwrap()
+            .write(Bytes::from_static(b"fourth"))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(dir.path().join("m.avro")).unwrap(), b"fourth");
     }
 }

@@ -101,6 +101,12 @@ pub fn canonical_uri(input: &str) -> Result<String> {
     if input.trim().is_empty() {
         return Err(bad("empty"));
     }
+    if let Some(scheme) = scheme_without_slashes(input) {
+        return Err(bad(&format!(
+            "starts with the scheme `{scheme}:` but not `{scheme}://` (a URI needs two slashes after its scheme: \
+             `{scheme}://bucket/prefix`); a local folder whose name holds a colon is written `./{input}`"
+        )));
+    }
     let owned;
     let input_abs = if input.contains("://") || input.starts_with("file:") || input.starts_with('/') {
         input
@@ -129,6 +135,20 @@ pub fn canonical_uri(input: &str) -> Result<String> {
             "unsupported scheme in {k}; lakedrill reads file://, s3://, gs://, az:// and memory://"
         ))),
     }
+}
+
+/// The scheme of `input` when it starts like a URI (`s3:`, `gs:`, `az:`, `memory:`, any RFC 3986 scheme of two
+/// or more characters before the first `/`) without the `//` that follows a scheme (`s3:/bucket/x`,
+/// `s3:bucket/x`). `file:` is left out: `file:/a/b` is a valid local path URI. Such input was once read as a
+/// relative local folder named `s3:` (a mistyped prefix became a new, empty table root).
+fn scheme_without_slashes(input: &str) -> Option<&str> {
+    let (scheme, rest) = input.split_once(':')?;
+    let is_scheme = scheme.len() > 1
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.');
+    (is_scheme && !scheme.eq_ignore_ascii_case("file") && !rest.starts_with("//")).then_some(scheme)
 }
 
 /// Joins a relative path onto a canonical URI.
@@ -434,6 +454,28 @@ mod tests {
         assert!(canonical_uri("file://otherhost/x").is_err());
         assert!(canonical_uri("/a/../../x").is_err());
         assert!(canonical_uri("").is_err());
+    }
+
+    #[test]
+    fn a_scheme_without_its_two_slashes_is_refused_not_read_as_a_relative_folder() {
+        for input in [
+            "s3:/bucket/wh/orders",
+            "s3:bucket/wh",
+            "S3A:/b/x",
+            "gs:/b",
+            "az:/c/x",
+            "memory:/x",
+        ] {
+            let err = canonical_uri(input).unwrap_err();
+            assert!(
+                matches!(&err, Error::BadUri { uri, reason } if uri == input && reason.contains("://")),
+                "{input}: {err}"
+            );
+        }
+        // A local folder whose name holds a colon is still reachable, and `file:` keeps its one-slash form.
+        assert!(canonical_uri("./s3:/bucket").unwrap().ends_with("/s3:/bucket"));
+        assert_eq!(canonical_uri("file:/a/b").unwrap(), "file:///a/b");
+        assert!(canonical_uri("a/b:c").unwrap().ends_with("/a/b:c"));
     }
 
     #[test]

@@ -135,11 +135,13 @@ pub fn outside_table(option: &str, into: &str, pred: &BundlePredicate) -> Result
     }
 }
 
-/// The `iceberg` crate's file IO on a storage with `storage`'s options (local files and S3 alike).
+/// The `iceberg` crate's file IO on a storage with `storage`'s options (local files and S3 alike). It writes only
+/// where nothing is (`PutMode::Create`): the manifests and lists it writes go into a location `restore --into`
+/// found empty, and an object another process put there since is refused naming it, never replaced.
 #[must_use]
 pub fn file_io(storage: &Storage) -> iceberg::io::FileIO {
     let s = Arc::new(Storage::new(storage.options().clone()));
-    FileIOBuilder::new(Arc::new(crate::io::iceberg_io::ObjectStoreFactory::new(s))).build()
+    FileIOBuilder::new(Arc::new(crate::io::iceberg_io::ObjectStoreFactory::write_once(s))).build()
 }
 
 /// Rewrites the `file_path` column of a position delete file through `map`.

@@ -439,3 +439,49 @@ fn a_manifest_list_cut_after_its_header_or_inside_a_block_is_refused() {
         }
     }
 }
+
+/// A format-v1 table written without a `table-uuid` (or naming the nil UUID) has no identity the registry can key
+/// it by: every such table would share one, and a lease, hold or candidate of one be taken for another's. Refused
+/// naming the field; the same document with its UUID is read.
+#[test]
+fn a_v1_table_without_a_table_uuid_is_refused_naming_the_field() {
+    let tmp = crate::util::tmpdir();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(apache("TableMetadataV1Valid.json")).unwrap()).unwrap();
+    let with = tmp.path().join("with/metadata/v1.metadata.json");
+    std::fs::create_dir_all(with.parent().unwrap()).unwrap();
+    std::fs::write(&with, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let r = lakedrill(&[
+        "inspect",
+        "snapshots",
+        "--metadata",
+        with.to_str().unwrap(),
+        "--table-root",
+        "/tmp/nowhere",
+    ]);
+    r.expect_code(0);
+    for (name, uuid) in [("without", None), ("nil", Some("00000000-0000-0000-0000-000000000000"))] {
+        let mut doc = doc.clone();
+        match uuid {
+            None => drop(doc.as_object_mut().unwrap().remove("table-uuid")),
+            Some(u) => doc["table-uuid"] = serde_json::Value::String(u.to_owned()),
+        }
+        let p = tmp.path().join(name).join("metadata/v1.metadata.json");
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let r = lakedrill(&[
+            "inspect",
+            "snapshots",
+            "--metadata",
+            p.to_str().unwrap(),
+            "--table-root",
+            "/tmp/nowhere",
+        ]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("v1.metadata.json") && r.stderr.contains("has no table-uuid"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+}
