@@ -70,7 +70,7 @@ pub use candidates::{
     State, WorldStamp,
 };
 pub use protections::{Checkpoint, DeleterSwitch, Hold, Lease, LeaseWatermark, NewLease, TableStamp, Writer};
-pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow};
+pub use purge_runs::{ObjectState, PurgeBaseline, PurgeBatch, PurgeRun, ReceiptRow, claim_named};
 pub use rollout::{
     DecisionRecord, GovernanceHoldChange, MIN_REPORT_ONLY, NewDecision, ObservationRecord, RightsInForce,
     RolloutChange, RolloutFacts, RolloutRecord, RolloutRules, RolloutStage, rollout_refusals,

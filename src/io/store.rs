@@ -140,7 +140,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
-/// purge-intent-delay-ms=MS,quarantine-committed-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
+/// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
 /// catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -177,11 +177,15 @@ pub struct Failpoints {
     /// The purge waits this many milliseconds after each batch recorded its intents, before it checks the
     /// registry again and sends them (a hold or the stop switch can land in between).
     pub purge_intent_delay_ms: Option<u64>,
+    /// The purge waits this many milliseconds after its last batch, before it settles the candidate's state and
+    /// signs its summary (another run can take its claim over in between).
+    pub purge_finish_delay_ms: Option<u64>,
     /// `quarantine c-…` waits this many milliseconds right after its catalog commit succeeded, before it records
     /// anything (a hold, lease, checkpoint, writer or decision can land in between).
     pub quarantine_committed_delay_ms: Option<u64>,
-    /// A quarantine renews its run claim's heartbeat every this many milliseconds instead of every
-    /// [`crate::ops::binding::CLAIM_HEARTBEAT_SECS`] seconds (so that a test sees a renewal without waiting).
+    /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
+    /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
+    /// without waiting).
     pub claim_heartbeat_ms: Option<u64>,
     /// `set-current --from-bundle` waits this many milliseconds after it found every object of the snapshot in the
     /// table and before its catalog commit (a purge can run in between).
@@ -213,8 +217,10 @@ pub enum DelayPoint {
     OrphanHold,
     /// After an orphan quarantine wrote its bundle, before the first file leaves the table.
     OrphanTakeOut,
-    /// After a purge batch recorded its delete intents, before its second check and its requests.
+    /// After a purge batch (or a reconcile) recorded its delete intents, before its second check and its requests.
     PurgeIntent,
+    /// After a purge's last batch, before it settles the candidate and signs its summary.
+    PurgeFinish,
     /// After a snapshot quarantine's catalog commit succeeded, before it records the quarantine.
     QuarantineCommitted,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
@@ -247,6 +253,7 @@ impl Failpoints {
                 "orphan-hold-delay-ms" => f.orphan_hold_delay_ms = v,
                 "orphan-take-out-delay-ms" => f.orphan_take_out_delay_ms = v,
                 "purge-intent-delay-ms" => f.purge_intent_delay_ms = v,
+                "purge-finish-delay-ms" => f.purge_finish_delay_ms = v,
                 "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
                 "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
@@ -388,7 +395,7 @@ impl Storage {
         )
     }
 
-    /// The `claim-heartbeat-ms` failpoint (test-only): how often a quarantine renews its run claim, when set.
+    /// The `claim-heartbeat-ms` failpoint (test-only): how often a run renews its claim on a candidate, when set.
     #[must_use]
     pub fn failpoint_claim_heartbeat(&self) -> Option<std::time::Duration> {
         self.failpoints.claim_heartbeat_ms.map(std::time::Duration::from_millis)
@@ -405,6 +412,7 @@ impl Storage {
             DelayPoint::OrphanHold => ("orphan-hold-delay-ms", self.failpoints.orphan_hold_delay_ms),
             DelayPoint::OrphanTakeOut => ("orphan-take-out-delay-ms", self.failpoints.orphan_take_out_delay_ms),
             DelayPoint::PurgeIntent => ("purge-intent-delay-ms", self.failpoints.purge_intent_delay_ms),
+            DelayPoint::PurgeFinish => ("purge-finish-delay-ms", self.failpoints.purge_finish_delay_ms),
             DelayPoint::QuarantineCommitted => (
                 "quarantine-committed-delay-ms",
                 self.failpoints.quarantine_committed_delay_ms,

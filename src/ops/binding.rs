@@ -163,8 +163,10 @@ pub const CLAIM_HEARTBEAT_SECS: u64 = 60;
 
 /// Runs `work` while renewing run `run_id`'s claim on `candidate_id` every [`CLAIM_HEARTBEAT_SECS`] (the
 /// `claim-heartbeat-ms` failpoint shortens it in tests), so that a run busy for longer than
-/// [`PURGE_RUN_SILENCE_MINUTES`] without writing the registry (a quarantine sealing a large snapshot, or waiting on
-/// a slow catalog) is never taken over as silent by a second run of the same candidate. A renewal that fails is
+/// [`PURGE_RUN_SILENCE_MINUTES`] without writing the registry (a quarantine sealing a large snapshot, a purge
+/// verifying bundles, rebasing or waiting on a slow catalog before its first batch, a reconcile re-checking a
+/// large candidate) is never taken over as silent by a second run of the same candidate. Quarantine, purge, reconcile and
+/// undelete run their whole claimed part in it. A renewal that fails is
 /// warned about and tried again at the next beat; the work is never interrupted. The renewal only writes the
 /// heartbeat of the run holding the claim ([`Registry::purge_heartbeat`]): a run taken over renews nothing.
 pub async fn with_heartbeat<T>(

@@ -1198,33 +1198,45 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         Ok(run) => run,
         Err(why) => return refused("REFUSED", vec![why]),
     };
-    // Claimed now; another run may have finished the candidate between our checks and our claim.
-    let state = reg.candidate_state(&opts.candidate_id).await?;
-    if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
-        reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await?;
-        return refused(
-            "REFUSED",
-            vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
-        );
-    }
+    // Everything the run does under its claim renews it (`with_heartbeat`): reading bundles, the catalog commit
+    // and a large table can take longer than the silence after which a claim may be taken over, and the batches
+    // (which renew it too) only begin after them.
     let mut conditions = None;
-    let out = execute(
-        ctx,
-        source,
-        &reg,
-        &policy,
-        &opts.candidate_id,
-        &key,
-        &trust,
-        &opts.receipts,
-        &run.run_id,
-        run_evidence.as_ref(),
-        &mut conditions,
-    )
-    .await;
+    let claimed = async {
+        // Claimed now; another run may have finished the candidate between our checks and our claim.
+        let state = reg.candidate_state(&opts.candidate_id).await?;
+        if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
+            return Ok(Err(state));
+        }
+        execute(
+            ctx,
+            source,
+            &reg,
+            &policy,
+            &opts.candidate_id,
+            &key,
+            &trust,
+            &opts.receipts,
+            &run.run_id,
+            run_evidence.as_ref(),
+            &mut conditions,
+        )
+        .await
+        .map(Ok)
+    };
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, &opts.candidate_id, &run.run_id, claimed).await;
     let released = reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await;
-    let mut out = out?;
+    let out = out?;
     released?;
+    let mut out = match out {
+        Ok(out) => out,
+        Err(state) => {
+            return refused(
+                "REFUSED",
+                vec![format!("the candidate is {state}: another purge of it ran meanwhile")],
+            );
+        }
+    };
     if let Some(e) = &run_evidence {
         // The drill report this run deleted on (a resume's may be newer than the one its acceptance judged).
         out.json["evidence"] = serde_json::json!(e);
@@ -1234,6 +1246,35 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         out.json["delete_conditions"] = c;
     }
     Ok(out)
+}
+
+/// Stops the run (exit 2) unless run `run_id` still holds `candidate_id`'s claim, naming the run that took it
+/// over. Checked before every write of a run's that has no registry transaction of its own to check it in (its
+/// evidence files, the end of a run); the batches, the catalog commit and the final state moves check it inside
+/// their transaction.
+///
+/// # Errors
+/// [`Error::Invalid`] when the claim is another run's (or no run's); registry errors.
+async fn still_claimed(reg: &Registry, candidate_id: &str, run_id: &str, before: &str) -> Result<()> {
+    match reg.purge_claim_held(candidate_id, run_id).await? {
+        Ok(()) => Ok(()),
+        Err(holder) => Err(taken_over(candidate_id, run_id, holder.as_ref(), before)),
+    }
+}
+
+/// The error of a run that lost its claim on `candidate_id` to `holder` (exit 2): it names both runs and what was
+/// not done.
+fn taken_over(candidate_id: &str, run_id: &str, holder: Option<&crate::registry::PurgeRun>, before: &str) -> Error {
+    Error::invalid(
+        candidate_id,
+        format!(
+            "this run ({run_id}) no longer holds the candidate's claim ({}): another run took it over (this one was \
+             taken for silent for {} minutes, or dead); stopped before {before}, and nothing further is deleted or \
+             written by this run",
+            crate::registry::claim_named(holder),
+            crate::ops::binding::PURGE_RUN_SILENCE_MINUTES
+        ),
+    )
 }
 
 /// Where a candidate's signed inventory archive is: `<receipts>/<candidate>/inventory.dsse.json`.
@@ -2155,6 +2196,7 @@ async fn execute(
         };
         let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &archive, key)
             .map_err(|e| Error::Internal(format!("the inventory archive: {e}")))?;
+        still_claimed(reg, candidate_id, run_id, "writing the signed inventory archive").await?;
         crate::ops::evidence_lock::put(
             &ctx.storage,
             &archive_uri,
@@ -2193,6 +2235,7 @@ async fn execute(
             ctx,
             reg,
             candidate_id,
+            run_id,
             key,
             &dir,
             why,
@@ -2693,6 +2736,7 @@ async fn execute(
     drop(sealed);
     drop(objects);
     drop(rec);
+    ctx.storage.failpoint_delay(DelayPoint::PurgeFinish).await;
     let mut out = end_run(halted, Some(chain)).await?;
     if let Some((json, line)) = window {
         out.json["undelete_window"] = json;
@@ -3360,12 +3404,22 @@ async fn finish(
     ctx: &Context,
     reg: &Registry,
     candidate_id: &str,
+    run_id: &str,
     key: &SigningKey,
     dir: &str,
     halted: Vec<String>,
     retention: Option<crate::govern::policy::EvidenceRetention>,
     chain: Option<crate::ops::receipts::Chain>,
 ) -> Result<Outcome> {
+    // Only the run holding the claim settles the candidate: a run taken over (a batch halted on it, or it was
+    // silent) leaves the states, the summary and the retirement records to the run that took it.
+    still_claimed(
+        reg,
+        candidate_id,
+        run_id,
+        "settling the candidate's state and signing its summary",
+    )
+    .await?;
     let mut rec = reg.candidate(candidate_id).await?;
     // What the summary needs of the record; the rest goes (#24: nothing of a million objects is held twice).
     let mut verified = std::mem::take(&mut rec.objects);
@@ -3429,11 +3483,23 @@ async fn finish(
         let mut cur = rec_state;
         for step in [State::Deleted, t] {
             if cur != step && cur.can_move_to(step) {
-                reg.candidate_move(candidate_id, step, "purge", None, None, now).await?;
+                // The claim is checked in the move's own transaction.
+                if let Err(holder) = reg
+                    .candidate_move_claimed(candidate_id, run_id, step, "purge", now)
+                    .await?
+                {
+                    return Err(taken_over(
+                        candidate_id,
+                        run_id,
+                        holder.as_ref(),
+                        &format!("moving it to {step}"),
+                    ));
+                }
                 cur = step;
             }
         }
     }
+    still_claimed(reg, candidate_id, run_id, "sealing its receipts").await?;
     // Every receipt recorded so far (by this run, `reconcile` or an earlier run) sealed before the summary: the
     // purge hands over the chain it sealed every batch into (opened, and so completed, when it began, and it
     // holds the candidate's claim); anyone else opens it, which seals what is outstanding.
@@ -3500,6 +3566,7 @@ async fn finish(
         if ctx.storage.head(&uri).await?.is_none() {
             let envelope = evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &summary, key)
                 .map_err(|e| Error::Internal(format!("the purge summary: {e}")))?;
+            still_claimed(reg, candidate_id, run_id, "writing the signed purge summary").await?;
             crate::ops::evidence_lock::put(&ctx.storage, &uri, Bytes::from(envelope), retention, now).await?;
         }
         // The newest summary of the candidate, anchored in the registry (#23 point 4): `audit verify` of the
@@ -3512,10 +3579,12 @@ async fn finish(
             .filter(|o| location::file_name(&o.uri).starts_with("summary-"))
             .count();
         let head = evidence::sha256_hex(&ctx.storage.get(&uri).await?.bytes);
+        still_claimed(reg, candidate_id, run_id, "anchoring the purge summary").await?;
         reg.chain_anchor(dir, &head, i64::try_from(summaries).unwrap_or(i64::MAX), now)
             .await?;
         summary_uri = Some(uri);
     }
+    still_claimed(reg, candidate_id, run_id, "writing the bundles' retirement records").await?;
     retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref(), retention).await?;
     let status = if !halted.is_empty() {
         "HALTED"
@@ -3631,7 +3700,8 @@ pub async fn reconcile(
         Ok(run) => run,
         Err(why) => return reconcile_refused(candidate_id, vec![why]),
     };
-    let out = reconcile_claimed(
+    // The claim is renewed for as long as the reconcile holds it (its re-checks and retries, the chain it seals).
+    let claimed = reconcile_claimed(
         ctx,
         &reg,
         &rec,
@@ -3641,8 +3711,8 @@ pub async fn reconcile(
         trust.as_ref(),
         receipts,
         &run.run_id,
-    )
-    .await;
+    );
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, claimed).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -3771,6 +3841,55 @@ async fn reconcile_problems(
     Ok(problems)
 }
 
+/// One `DELETE_UNKNOWN` object as `reconcile` re-checked it.
+struct Recheck<'a> {
+    o: &'a ObjectRef,
+    /// The version behind a held orphan's marker, re-checked instead of the current object.
+    held_version: Option<String>,
+    /// In permanent mode, the table object's sealed version (gone too, or the delete did not take effect).
+    table_version: Option<String>,
+    /// What the re-check found when it settles the object; `None`: present as the purge's intent saw it, a delete
+    /// to retry.
+    found: Option<String>,
+    /// The retry's request: conditional on the ETag and version of the purge's intent.
+    key: DeleteKey,
+    /// The object's newest intent receipt (the purge's, or an earlier reconcile's).
+    intent: Option<&'a crate::registry::ReceiptRow>,
+}
+
+/// The intent receipt a `reconcile` records before it retries `it`'s delete: the object's newest intent (the
+/// purge's format, its ETag and version: what the retry is conditional on), requested again at `at` under hold
+/// generation `hold_generation`, and marked as a retry by `reconcile`.
+fn retry_intent(it: &Recheck<'_>, at: chrono::DateTime<Utc>, hold_generation: i64) -> serde_json::Value {
+    let mut req = it.intent.map_or_else(
+        || {
+            serde_json::json!({
+                "phase": "requested",
+                "key": it.o.path,
+                "layer": it.o.layer,
+                "expected_size": it.o.size,
+                "e_tag": it.key.e_tag,
+                "version_id": it.key.version_id,
+                "provider_result": "",
+            })
+        },
+        |r| r.receipt.clone(),
+    );
+    req["phase"] = serde_json::json!("requested");
+    req["requested_at"] = serde_json::json!(at.to_rfc3339());
+    req["hold_generation"] = serde_json::json!(hold_generation);
+    req["retried_by"] = serde_json::json!("reconcile");
+    req
+}
+
+/// Whether version `v` of `uri` is still there (`false` without a version to ask for).
+async fn version_left(ctx: &Context, uri: &str, v: Option<&str>) -> Result<bool> {
+    match v {
+        Some(v) => Ok(ctx.storage.head_version(uri, Some(v)).await?.is_some()),
+        None => Ok(false),
+    }
+}
+
 /// [`reconcile`] while the candidate is claimed.
 #[allow(clippy::too_many_arguments)]
 async fn reconcile_claimed(
@@ -3834,7 +3953,6 @@ async fn reconcile_claimed(
         .filter(|s| s.state == State::DeleteUnknown)
         .filter_map(|s| by_path.get(s.path.as_str()).map(|o| (*o).clone()))
         .collect();
-    let mut batch = None;
     let mut kept_back = 0usize;
     if withheld.is_none() && !unknown.is_empty() {
         let input = crate::ops::plan::gather(ctx, table, policy, reg, ctx.now(), None).await?;
@@ -3850,12 +3968,6 @@ async fn reconcile_claimed(
             ));
         } else if !conflicts.is_empty() {
             withheld = Some(format!("independent closure check: {}", conflicts.join("; ")));
-        } else {
-            let mut base = baseline(rec, table.location(), run_id);
-            match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
-                Ok(b) => batch = Some(b),
-                Err(halt) => withheld = Some(halt.join("; ")),
-            }
         }
     }
     // Each object's newest intent receipt (receipts come in order: a later one replaces an earlier one).
@@ -3864,6 +3976,9 @@ async fn reconcile_claimed(
         .filter(|r| r.receipt["phase"] == "requested")
         .map(|r| (r.path.as_str(), r))
         .collect();
+    // 1. Every DELETE_UNKNOWN object is re-checked; one still present as the purge's intent saw it is a delete to
+    // retry.
+    let mut items: Vec<Recheck<'_>> = Vec::new();
     for s in states.iter().filter(|s| s.state == State::DeleteUnknown) {
         let Some(&o) = by_path.get(s.path.as_str()) else {
             continue;
@@ -3901,82 +4016,126 @@ async fn reconcile_claimed(
         // Permanent mode asks for the table object's sealed version too: the current object may be gone under a
         // delete marker (a provider that ignored the version) while the version is still there.
         let table_version = want_version.clone().filter(|_| permanent && held_version.is_none());
-        let version_left = |v: Option<String>| {
-            let uri = uri.clone();
-            async move {
-                match v {
-                    Some(v) => Ok::<_, Error>(ctx.storage.head_version(&uri, Some(&v)).await?.is_some()),
-                    None => Ok(false),
-                }
-            }
-        };
-        let sealed_left = version_left(table_version.clone()).await?;
-        let mut how = match ctx.storage.head_version(&uri, held_version.as_deref()).await? {
-            None if sealed_left => format!(
+        let sealed_left = version_left(ctx, &uri, table_version.as_deref()).await?;
+        let found = match ctx.storage.head_version(&uri, held_version.as_deref()).await? {
+            None if sealed_left => Some(format!(
                 "absent at re-check, but version {} is still there (the provider may have written a delete marker \
                  instead of deleting it): not deleted",
                 table_version.as_deref().unwrap_or_default()
+            )),
+            None => Some("absent at re-check".to_owned()),
+            Some(_) if live_again => Some(
+                "present at re-check and current again at the table location (put back): live, not deleted".to_owned(),
             ),
-            None => "absent at re-check".to_owned(),
-            Some(_) if live_again => "present at re-check and current again at the table location (put back): \
-                                      live, not deleted"
-                .to_owned(),
-            Some(_) if escape.is_some() => format!(
+            Some(_) if escape.is_some() => Some(format!(
                 "present at re-check; retry refused: resolves to {} (a symlink)",
                 escape.as_deref().unwrap_or_default()
-            ),
-            Some(i) if i.size != o.size => format!(
+            )),
+            Some(i) if i.size != o.size => Some(format!(
                 "present at re-check with {} bytes, {} in the inventory: changed since quarantine, not deleted",
                 i.size, o.size
-            ),
+            )),
             Some(i)
                 if want_e_tag.is_some()
                     && nonempty(i.e_tag.as_deref()).is_some_and(|e| Some(e) != want_e_tag.as_deref()) =>
             {
-                format!(
+                Some(format!(
                     "present at re-check with ETag {}, {} when the purge was requested: changed since quarantine, not deleted",
                     i.e_tag.as_deref().unwrap_or_default(),
                     want_e_tag.as_deref().unwrap_or_default()
-                )
+                ))
             }
-            Some(_) if withheld.is_some() => {
+            Some(_) => None,
+        };
+        let key = DeleteKey {
+            uri: uri.clone(),
+            e_tag: want_e_tag,
+            version_id: held_version.clone().or(want_version.filter(|_| permanent)),
+        };
+        items.push(Recheck {
+            o,
+            held_version,
+            table_version,
+            found,
+            key,
+            intent,
+        });
+    }
+    // 2. The retries' intents, recorded (and sealed into the receipts chain) before any of them is sent, as a purge
+    // batch records its own: a reconcile that dies while its retries are out leaves each one as a delete that may
+    // have happened. Then 3. the retries, in a second batch whose checks see anything that came since, holding the
+    // registry's write lock while they go out.
+    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
+    let retention = policy.evidence_retention();
+    let mut batch = None;
+    if withheld.is_none() && items.iter().any(|i| i.found.is_none()) {
+        let mut chain =
+            crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, &dir, key, retention, ctx.now()).await?;
+        let mut base = baseline(rec, table.location(), run_id);
+        match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
+            Err(halt) => withheld = Some(halt.join("; ")),
+            Ok(mut b) => {
+                let at = ctx.now();
+                for it in items.iter().filter(|i| i.found.is_none()) {
+                    let req = retry_intent(it, at, b.hold_generation);
+                    b.receipt(candidate_id, &it.o.path, &req, at);
+                }
+                let recorded = b.commit().await?;
+                seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
+                ctx.storage.failpoint_purge_batch(1, true);
+                ctx.storage.failpoint_delay(DelayPoint::PurgeIntent).await;
+                match reg.purge_batch(candidate_id, &mut base, ctx.now()).await? {
+                    Ok(b) => batch = Some(b),
+                    // Nothing was sent: each retry's receipt below says it was withheld, and why.
+                    Err(halt) => withheld = Some(halt.join("; ")),
+                }
+            }
+        }
+    }
+    if batch.is_none() {
+        // What the re-checks found is recorded only by the run that holds the claim (the batch checks it itself).
+        still_claimed(reg, candidate_id, run_id, "recording what its re-checks found").await?;
+    }
+    for it in items {
+        let o = it.o;
+        let uri = it.key.uri.clone();
+        let mut how = match it.found {
+            Some(found) => found,
+            None if withheld.is_some() => {
                 kept_back += 1;
                 format!(
                     "present at re-check; retry withheld: {}",
                     withheld.as_deref().unwrap_or_default()
                 )
             }
-            Some(_) if on_s3 => {
-                let k = DeleteKey {
-                    uri: uri.clone(),
-                    e_tag: want_e_tag.clone(),
-                    version_id: held_version.clone().or(want_version.filter(|_| permanent)),
-                };
-                match ctx.storage.s3_delete_one(&k).await {
-                    Ok(a) if a.deleted => format!(
-                        "present at re-check; delete retried ({:?}, delete marker {:?}, request {})",
-                        a.method,
-                        a.delete_marker,
-                        a.request_id.as_deref().unwrap_or("?")
-                    ),
-                    Ok(a) if a.precondition_failed() => {
-                        "present at re-check; the retry's ETag condition failed: changed since quarantine, not deleted"
-                            .to_owned()
-                    }
-                    Ok(a) => format!(
-                        "present at re-check; retry refused by the provider: {}",
-                        a.code.as_deref().unwrap_or("no code")
-                    ),
-                    Err(e) => format!("present at re-check; retry failed: {e}"),
+            None if on_s3 => match ctx.storage.s3_delete_one(&it.key).await {
+                Ok(a) if a.deleted => format!(
+                    "present at re-check; delete retried ({:?}, delete marker {:?}, request {})",
+                    a.method,
+                    a.delete_marker,
+                    a.request_id.as_deref().unwrap_or("?")
+                ),
+                Ok(a) if a.precondition_failed() => {
+                    "present at re-check; the retry's ETag condition failed: changed since quarantine, not deleted"
+                        .to_owned()
                 }
-            }
-            Some(_) => match ctx.storage.delete(&uri).await {
+                Ok(a) => format!(
+                    "present at re-check; retry refused by the provider: {}",
+                    a.code.as_deref().unwrap_or("no code")
+                ),
+                Err(e) => format!("present at re-check; retry failed: {e}"),
+            },
+            None => match ctx.storage.delete(&uri).await {
                 Ok(()) | Err(Error::NotFound { .. }) => "present at re-check; delete retried".to_owned(),
                 Err(e) => format!("present at re-check; retry failed: {e}"),
             },
         };
-        let gone = ctx.storage.head_version(&uri, held_version.as_deref()).await?.is_none()
-            && !version_left(table_version.clone()).await?;
+        let gone = ctx
+            .storage
+            .head_version(&uri, it.held_version.as_deref())
+            .await?
+            .is_none()
+            && !version_left(ctx, &uri, it.table_version.as_deref()).await?;
         if !gone && protected {
             how.push_str("; kept: its delete did not take effect and it stays PROTECTED with its candidate");
         } else if !gone {
@@ -4004,18 +4163,7 @@ async fn reconcile_claimed(
     if let Some(b) = batch {
         b.commit().await?;
     }
-    let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
-    let mut out = finish(
-        ctx,
-        reg,
-        candidate_id,
-        key,
-        &dir,
-        Vec::new(),
-        policy.evidence_retention(),
-        None,
-    )
-    .await?;
+    let mut out = finish(ctx, reg, candidate_id, run_id, key, &dir, Vec::new(), retention, None).await?;
     // Why the objects still present were not retried, in the output too (the receipts say it per object).
     if let Some(why) = withheld.filter(|_| kept_back > 0) {
         let line = format!("{kept_back} retried delete(s) withheld: {why}");
@@ -4091,7 +4239,8 @@ pub async fn undelete(
         Ok(run) => run,
         Err(why) => return refuse(why),
     };
-    let out = undelete_claimed(ctx, source, &reg, candidate_id, &trust, seal.as_ref()).await;
+    let claimed = undelete_claimed(ctx, source, &reg, candidate_id, &run.run_id, &trust, seal.as_ref());
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, claimed).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -4104,6 +4253,7 @@ async fn undelete_claimed(
     source: &TableSource,
     reg: &Registry,
     candidate_id: &str,
+    run_id: &str,
     trust: &TrustStore,
     seal: Option<&(SigningKey, String)>,
 ) -> Result<Outcome> {
@@ -4157,6 +4307,8 @@ async fn undelete_claimed(
     // What each object must be, from the verified bundles of the quarantine.
     let expected: SealedByKey<(String, u64)> =
         sealed_inventories(ctx, &rec, &rec.objects, trust, |e| (e.blake3.clone(), e.size), None).await?;
+    // Only while this run still holds the claim are delete markers removed.
+    still_claimed(reg, candidate_id, run_id, "removing delete markers").await?;
     let mut results = Vec::new();
     let mut all_ok = true;
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.
@@ -4207,6 +4359,7 @@ async fn undelete_claimed(
         .filter(|s| s.state == State::Verified)
         .map(|s| s.path)
         .collect();
+    still_claimed(reg, candidate_id, run_id, "recording what it brought back").await?;
     for (o, c) in objects.iter().zip(checked) {
         let (action, ok, check) = c?;
         all_ok &= ok;
@@ -4223,16 +4376,23 @@ async fn undelete_claimed(
     if let Some((key, dir)) = seal {
         crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, None, ctx.now()).await?;
     }
-    if all_ok {
-        reg.candidate_transition(
+    if all_ok
+        && let Err(holder) = reg
+            .candidate_move_claimed(
+                candidate_id,
+                run_id,
+                State::Protected,
+                "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
+                ctx.now(),
+            )
+            .await?
+    {
+        return Err(taken_over(
             candidate_id,
-            State::Protected,
-            "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
-            None,
-            None,
-            ctx.now(),
-        )
-        .await?;
+            run_id,
+            holder.as_ref(),
+            "moving it to PROTECTED",
+        ));
     }
     let mut human = format!(
         "{}: {} objects of {candidate_id}\n",

@@ -21,8 +21,8 @@ use crate::model::location::TableLocation;
 use crate::model::object::ObjectRef;
 
 use super::base::{
-    EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, parse_time, query, require_text,
-    time,
+    Change, EventKind, Registry, RegistryError, canonical_table_uuid, decode, fmt_time, json, parse_time, query,
+    require_text, time,
 };
 use super::protections::{
     covering_new_protections, read_deleter_switch, read_hold_generation, read_lease_watermark,
@@ -1006,91 +1006,8 @@ impl Registry {
         stamp: Option<&WorldStamp>,
         now: DateTime<Utc>,
     ) -> Result<(), RegistryError> {
-        const OP: &str = "candidate_transition";
-        let mut change = self.change(OP).await?;
-        let row: Option<(String, String)> =
-            sqlx::query_as("SELECT state, table_uuid FROM candidates WHERE candidate_id = $1")
-                .bind(candidate_id)
-                .fetch_optional(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-        let Some((state, table)) = row else {
-            return Err(RegistryError::NotFound {
-                what: "candidate",
-                id: candidate_id.to_owned(),
-            });
-        };
-        let current_state = State::parse(&state).ok_or_else(|| RegistryError::Invalid {
-            field: "state",
-            reason: format!("candidate {candidate_id} has an unknown state {state:?}"),
-        })?;
-        if current_state == State::Protected && to == State::Protected {
-            // Dropping the change rolls it back, the generation bump included.
-            return Ok(());
-        }
-        if !current_state.can_move_to(to) {
-            return Err(RegistryError::Invalid {
-                field: "state",
-                reason: format!("candidate {candidate_id} cannot move from {current_state} to {to}"),
-            });
-        }
-        sqlx::query(
-            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, \
-             quarantine_json = COALESCE($4, quarantine_json), stamp_json = COALESCE($5, stamp_json) WHERE candidate_id = $6",
-        )
-        .bind(to.as_str())
-        .bind(reason)
-        .bind(fmt_time(now))
-        .bind(quarantine.map(ToString::to_string))
-        .bind(stamp.map(|s| serde_json::to_string(s).unwrap_or_default()))
-        .bind(candidate_id)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        // An approved candidate sent back (to PROTECTED, or to QUARANTINED for re-planning) may have deletes in
-        // flight: an object whose delete intent has no answer recorded is DELETE_UNKNOWN, never kept as if
-        // untouched (`reconcile` re-checks it).
-        let in_flight = if current_state == State::DeleteApproved && matches!(to, State::Protected | State::Quarantined)
-        {
-            in_flight_deletes(&mut change.tx, candidate_id)
-                .await
-                .map_err(query(OP))?
-        } else {
-            Vec::new()
-        };
-        move_objects(
-            &mut change.tx,
-            candidate_id,
-            &in_flight,
-            &[State::DeleteApproved],
-            State::DeleteUnknown,
-            now,
-        )
-        .await
-        .map_err(query(OP))?;
-        // Objects follow the candidate through the pre-deletion states.
-        if matches!(
-            to,
-            State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
-        ) {
-            sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
-                .bind(to.as_str())
-                .bind(fmt_time(now))
-                .bind(candidate_id)
-                .bind(current_state.as_str())
-                .execute(&mut *change.tx)
-                .await
-                .map_err(query(OP))?;
-        }
-        let mut detail =
-            serde_json::json!({"candidate_id": candidate_id, "from": current_state, "to": to, "reason": reason});
-        if !in_flight.is_empty() {
-            detail["in_flight_to_delete_unknown"] = serde_json::json!(in_flight);
-        }
-        change
-            .commit(now, EventKind::CandidateState, Some(&table), &detail)
-            .await?;
-        Ok(())
+        let change = self.change("candidate_transition").await?;
+        move_candidate(change, candidate_id, to, reason, quarantine, stamp, now).await
     }
 
     /// Rebases a quarantined candidate onto a later table generation, in one write transaction: only while it is
@@ -1615,6 +1532,101 @@ async fn standing_refusals(
         ));
     }
     Ok(reasons)
+}
+
+/// The body of [`Registry::candidate_move`] in the write transaction `change` (begun by the caller, which may
+/// have checked something else in it first: [`Registry::candidate_move_claimed`] checks the run's claim).
+pub(super) async fn move_candidate(
+    mut change: Change,
+    candidate_id: &str,
+    to: State,
+    reason: &str,
+    quarantine: Option<&serde_json::Value>,
+    stamp: Option<&WorldStamp>,
+    now: DateTime<Utc>,
+) -> Result<(), RegistryError> {
+    let op = change.op;
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT state, table_uuid FROM candidates WHERE candidate_id = $1")
+            .bind(candidate_id)
+            .fetch_optional(&mut *change.tx)
+            .await
+            .map_err(query(op))?;
+    let Some((state, table)) = row else {
+        return Err(RegistryError::NotFound {
+            what: "candidate",
+            id: candidate_id.to_owned(),
+        });
+    };
+    let current_state = State::parse(&state).ok_or_else(|| RegistryError::Invalid {
+        field: "state",
+        reason: format!("candidate {candidate_id} has an unknown state {state:?}"),
+    })?;
+    if current_state == State::Protected && to == State::Protected {
+        // Dropping the change rolls it back, the generation bump included.
+        return Ok(());
+    }
+    if !current_state.can_move_to(to) {
+        return Err(RegistryError::Invalid {
+            field: "state",
+            reason: format!("candidate {candidate_id} cannot move from {current_state} to {to}"),
+        });
+    }
+    sqlx::query(
+        "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, \
+         quarantine_json = COALESCE($4, quarantine_json), stamp_json = COALESCE($5, stamp_json) WHERE candidate_id = $6",
+    )
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(fmt_time(now))
+    .bind(quarantine.map(ToString::to_string))
+    .bind(stamp.map(|s| serde_json::to_string(s).unwrap_or_default()))
+    .bind(candidate_id)
+    .execute(&mut *change.tx)
+    .await
+    .map_err(query(op))?;
+    // An approved candidate sent back (to PROTECTED, or to QUARANTINED for re-planning) may have deletes in
+    // flight: an object whose delete intent has no answer recorded is DELETE_UNKNOWN, never kept as if
+    // untouched (`reconcile` re-checks it).
+    let in_flight = if current_state == State::DeleteApproved && matches!(to, State::Protected | State::Quarantined) {
+        in_flight_deletes(&mut change.tx, candidate_id)
+            .await
+            .map_err(query(op))?
+    } else {
+        Vec::new()
+    };
+    move_objects(
+        &mut change.tx,
+        candidate_id,
+        &in_flight,
+        &[State::DeleteApproved],
+        State::DeleteUnknown,
+        now,
+    )
+    .await
+    .map_err(query(op))?;
+    // Objects follow the candidate through the pre-deletion states.
+    if matches!(
+        to,
+        State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
+    ) {
+        sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
+            .bind(to.as_str())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .bind(current_state.as_str())
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(op))?;
+    }
+    let mut detail =
+        serde_json::json!({"candidate_id": candidate_id, "from": current_state, "to": to, "reason": reason});
+    if !in_flight.is_empty() {
+        detail["in_flight_to_delete_unknown"] = serde_json::json!(in_flight);
+    }
+    change
+        .commit(now, EventKind::CandidateState, Some(&table), &detail)
+        .await
 }
 
 #[cfg(test)]

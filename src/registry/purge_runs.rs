@@ -747,6 +747,39 @@ async fn write_heartbeat(
     Ok(())
 }
 
+/// Whether run `run_id` holds `candidate_id`'s claim: `Ok(())`, or the claim as it is now (another run's, or
+/// `None` when no run holds it: released by a run that took it over and ended).
+async fn check_claim(
+    conn: &mut AnyConnection,
+    candidate_id: &str,
+    run_id: &str,
+) -> Result<Result<(), Option<PurgeRun>>, sqlx::Error> {
+    let held = read_purge_run(conn, candidate_id).await?;
+    Ok(match held {
+        Some(h) if h.run_id == run_id => Ok(()),
+        other => Err(other),
+    })
+}
+
+/// A claim as a message names it: the run, its host and pid, and when it was last heard of; or that no run holds
+/// the candidate.
+#[must_use]
+pub fn claim_named(holder: Option<&PurgeRun>) -> String {
+    holder.map_or_else(
+        || "no run holds it now".to_owned(),
+        |h| {
+            format!(
+                "run {} on {} (pid {}) holds it since {}, last heard of {}",
+                h.run_id,
+                h.host,
+                h.pid,
+                h.started_at.to_rfc3339(),
+                h.heartbeat_at.to_rfc3339()
+            )
+        },
+    )
+}
+
 impl Registry {
     /// The run holding a candidate's purge, if any.
     ///
@@ -755,6 +788,51 @@ impl Registry {
     pub async fn purge_run(&self, candidate_id: &str) -> Result<Option<PurgeRun>, RegistryError> {
         self.read("purge_run", async |conn| read_purge_run(conn, candidate_id).await)
             .await
+    }
+
+    /// Whether run `run_id` still holds `candidate_id`'s claim: `Ok(())`, or the claim as it is now (the run that
+    /// took it over, or `None` when no run holds it). What a run checks before a write that has no transaction
+    /// of its own to check it in (a file of its evidence, the end of a run).
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn purge_claim_held(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+    ) -> Result<Result<(), Option<PurgeRun>>, RegistryError> {
+        self.read("purge_claim_held", async |conn| {
+            check_claim(conn, candidate_id, run_id).await
+        })
+        .await
+    }
+
+    /// [`Registry::candidate_move`] made only while run `run_id` still holds the candidate's claim, checked in
+    /// the same write transaction: otherwise nothing is written and the claim as it is now comes back (the run
+    /// that took it over, or `None`). A purge's and a reconcile's final state moves go through it, so that a run
+    /// taken over never settles a candidate another run is working on.
+    ///
+    /// # Errors
+    /// As [`Registry::candidate_move`].
+    pub async fn candidate_move_claimed(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        to: State,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<(), Option<PurgeRun>>, RegistryError> {
+        const OP: &str = "candidate_transition";
+        let mut change = self.change(OP).await?;
+        if let Err(holder) = check_claim(&mut change.tx, candidate_id, run_id)
+            .await
+            .map_err(query(OP))?
+        {
+            // Dropping the change rolls it back, the generation bump included.
+            return Ok(Err(holder));
+        }
+        super::candidates::move_candidate(change, candidate_id, to, reason, None, None, now).await?;
+        Ok(Ok(()))
     }
 
     /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
@@ -853,13 +931,14 @@ impl Registry {
         };
         let mut tx = self.begin_write(OP).await?;
         let mut halt = Vec::new();
-        let run: Option<String> = sqlx::query_scalar("SELECT run_id FROM purge_runs WHERE candidate_id = $1")
-            .bind(candidate_id)
-            .fetch_optional(&mut *tx)
+        if let Err(holder) = check_claim(&mut tx, candidate_id, &base.run_id)
             .await
-            .map_err(query(OP))?;
-        if run.as_deref() != Some(base.run_id.as_str()) {
-            halt.push(format!("another run took this candidate over{stop}"));
+            .map_err(query(OP))?
+        {
+            halt.push(format!(
+                "another run took this candidate over ({}){stop}",
+                claim_named(holder.as_ref())
+            ));
         }
         let switch = read_deleter_switch(&mut tx).await.map_err(query(OP))?;
         if switch.stopped && deletes {

@@ -2511,3 +2511,238 @@ fn a_commit_on_a_table_with_gzip_metadata_writes_gzip() {
     let refs = g.py("print(sorted(t.metadata.refs))");
     assert!(refs.contains(&format!("quarantine/{id}")), "{refs}");
 }
+
+/// Writes another run's claim on `id` into the registry, as `purge_claim` does for a second process that takes
+/// a silent claim over (run id, host, pid, start and heartbeat), and returns that run's id.
+fn take_claim_over(g: &Gov, id: &str) -> String {
+    let other = "run-of-another-process".to_owned();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    crate::util::sql_exec(
+        &registry_uri(g),
+        "UPDATE purge_runs SET run_id = $1, host = 'another-host', pid = 4242, started_at = $2, heartbeat_at = $2 \
+         WHERE candidate_id = $3",
+        &[&other, &now, id],
+    );
+    assert_eq!(
+        sql_text(
+            &registry_uri(g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
+    other
+}
+
+/// The candidate's state, as `status` reports it.
+fn candidate_state(g: &Gov, id: &str) -> String {
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    st["candidates"][0]["candidate"]["state"].as_str().unwrap().to_owned()
+}
+
+/// The signed summaries in the candidate's receipts folder.
+fn summaries(g: &Gov, id: &str) -> Vec<String> {
+    std::fs::read_dir(g.dir.join("receipts").join(id))
+        .map(|d| {
+            d.map_while(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("summary-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// A purge whose claim another process took over before its catalog commit (it was silent: reading and verifying
+// bundles, a slow catalog) went on to its first batch, which halted, and then settled the candidate and wrote its
+// evidence as if it still held it (exit 1, HALTED). It now stops there with exit 2 naming the run that took it over:
+// the snapshots stay in the table, nothing is deleted, and no state, summary or retirement record is written.
+#[test]
+fn a_purge_whose_claim_was_taken_over_before_its_catalog_commit_stops_with_exit_2_and_writes_nothing() {
+    let g = Gov::new("");
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000", &id, &ev);
+    purge.wait_until_paused();
+    let state = candidate_state(&g, &id);
+    let receipts = receipt_count(&g, &id);
+    let other = take_claim_over(&g, &id);
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&other) && error.contains("nothing further is deleted or written"),
+        "names the run that took the claim over: {out}"
+    );
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert_eq!(candidate_state(&g, &id), state);
+    assert_eq!(receipt_count(&g, &id), receipts, "no receipt was written");
+    assert!(summaries(&g, &id).is_empty(), "no summary was signed");
+    // The claim is the other run's still: the stopped run released nothing of it.
+    assert_eq!(
+        sql_text(
+            &registry_uri(&g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
+}
+
+// `finish` (the candidate's final state, the signed summary, the retirement records) was not guarded by the claim:
+// a purge taken over after its last batch still moved the candidate to VERIFIED and signed a summary of a
+// candidate another run held. It now stops with exit 2 naming that run, and writes none of it.
+#[test]
+fn a_purge_whose_claim_was_taken_over_before_it_finishes_settles_and_signs_nothing() {
+    let g = Gov::new("");
+    let (c, ev, id, _) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "purge-finish-delay-ms=120000", &id, &ev);
+    purge.wait_until_paused();
+    assert_eq!(g.present(&c), 0, "every batch went out before the pause");
+    let state = candidate_state(&g, &id);
+    assert_ne!(state, "VERIFIED");
+    let other = take_claim_over(&g, &id);
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    assert!(
+        out["error"].as_str().unwrap_or_default().contains(&other),
+        "names the run that took the claim over: {out}"
+    );
+    assert_eq!(candidate_state(&g, &id), state, "the candidate was not settled");
+    assert!(summaries(&g, &id).is_empty(), "no summary was signed");
+}
+
+// A purge renewed its claim only at its batches: one that spent longer than the 10-minute silence limit before its
+// first (verifying bundles, rebasing, a slow catalog commit) could be taken over while it still worked, and two
+// processes then purged one candidate. The claim is now renewed for as long as the purge holds it: a claim made to
+// look silent is live again before a second purge asks, which is refused; the first then finishes.
+#[test]
+fn a_purge_renews_its_claim_before_its_first_batch_and_is_never_taken_over() {
+    let g = Gov::new("");
+    let (c, ev, id, _) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000,claim-heartbeat-ms=200", &id, &ev);
+    purge.wait_until_paused();
+    age_claim(&g, &id);
+    let aged = claim_heartbeat(&g, &id);
+    let started = std::time::Instant::now();
+    while claim_heartbeat(&g, &id) == aged {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the claim of the paused purge was not renewed in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let second = g.purge(&id, Some(&ev), &[]);
+    assert_eq!(second.code, 1, "{}\n{}", second.stdout, second.stderr);
+    assert!(
+        second.stdout.contains("another quarantine or purge of"),
+        "the second purge is refused, naming the running one: {}",
+        second.stdout
+    );
+    g.assert_all_present(&c);
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["status"], "VERIFIED", "{out}");
+    assert_eq!(g.present(&c), 0);
+}
+
+/// The intent receipts (`requested`) recorded for candidate `id`, as (path, receipt) pairs, by path and attempt.
+fn intents(g: &Gov, id: &str) -> Vec<(String, Value)> {
+    let db = registry_uri(g);
+    let n: usize = sql_text(
+        &db,
+        &format!("SELECT CAST(COUNT(*) AS TEXT) FROM receipts WHERE candidate_id = '{id}'"),
+    )
+    .unwrap_or_default()
+    .parse()
+    .unwrap();
+    (0..n)
+        .filter_map(|i| {
+            let row = sql_text(
+                &db,
+                &format!(
+                    "SELECT path || char(10) || receipt_json FROM receipts WHERE candidate_id = '{id}' \
+                     ORDER BY path, attempt LIMIT 1 OFFSET {i}"
+                ),
+            )?;
+            let (path, json) = row.split_once('\n')?;
+            let v: Value = serde_json::from_str(json).ok()?;
+            (v["phase"] == "requested").then(|| (path.to_owned(), v))
+        })
+        .collect()
+}
+
+// `reconcile` retried a DELETE_UNKNOWN object's delete without recording an intent first: killed right after the
+// retry took effect, it left no record that a delete had gone out again. It now records and seals an intent (the
+// purge's format, marked as a reconcile retry) for every retry before the first is sent, so a reconcile killed
+// there leaves them, and the purge's receipts chain still verifies once a reconcile settles the candidate.
+#[test]
+fn reconcile_records_an_intent_before_each_retried_delete_and_the_chain_still_verifies() {
+    let g = Gov::new("maxUnreconciledUnknowns: 0\n");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "error-every=2", &g.purge_args(id, Some(&ev))),
+        Some(1)
+    );
+    let left = g.present(&c);
+    assert!(left > 1, "every second delete was refused by the failpoint");
+    let before = intents(&g, id);
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let args = [
+        "--json",
+        "reconcile",
+        id,
+        "--policy",
+        &policy,
+        "--key",
+        "keys/gov-TEST-ONLY.key",
+        "--receipts",
+        "receipts",
+        "--trust",
+        "keys",
+    ];
+    // Killed right after its first retried delete took effect.
+    assert_eq!(crate::governance::with_failpoints(&g, "abort-after=1", &args), None);
+    assert_eq!(g.present(&c), left - 1, "one retry went out");
+    assert!(before.iter().all(|(_, r)| r.get("retried_by").is_none()));
+    let after = intents(&g, id);
+    let retried: Vec<&(String, Value)> = after.iter().filter(|(_, r)| r["retried_by"] == "reconcile").collect();
+    assert_eq!(
+        retried.len(),
+        left,
+        "one intent per retry, all before the first was sent: {after:?}"
+    );
+    let root = g.table_root();
+    let gone: Vec<&&(String, Value)> = retried.iter().filter(|(p, _)| !root.join(p).exists()).collect();
+    assert_eq!(gone.len(), 1, "the retry that went out has its intent: {retried:?}");
+    for (path, r) in &retried {
+        assert_eq!(r["retried_by"], "reconcile", "{r}");
+        let purge_intent = &before.iter().rev().find(|(p, _)| p == path).unwrap().1;
+        for field in ["key", "expected_size", "e_tag", "version_id", "layer"] {
+            assert_eq!(r[field], purge_intent[field], "{field} as the purge's intent: {r}");
+        }
+    }
+    // Sealed into the purge's receipts chain before any retry was sent.
+    let sealed = std::fs::read_dir(g.dir.join("receipts").join(id))
+        .unwrap()
+        .map_while(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("batch-"))
+        .map(|e| {
+            use base64::Engine as _;
+            let env: Value = serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+            let payload = base64::engine::general_purpose::STANDARD
+                .decode(env["payload"].as_str().unwrap())
+                .unwrap();
+            String::from_utf8(payload).unwrap()
+        })
+        .filter(|p| p.contains("\"retried_by\""))
+        .count();
+    assert_eq!(sealed, 1, "one sealed batch holds the reconcile's intents");
+    // A reconcile now settles every object (the one killed mid-retry is absent at its re-check), and the signed
+    // summary with its receipts chain verifies against the registry.
+    let r = g.reconcile(id).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(g.present(&c), 0);
+    g.assert_audit_verified(r["summary"].as_str().unwrap());
+}
