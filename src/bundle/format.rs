@@ -163,8 +163,15 @@ pub struct RestoreReport {
     pub table_uuid: Option<String>,
     /// Snapshot.
     pub snapshot_id: Option<i64>,
-    /// Bundle root.
+    /// Bundle root (from the verified predicate; `None` when the envelope did not verify far enough to read it).
     pub bundle_root: Option<String>,
+    /// **Unverified.** The root the envelope claims (its bundle subject's `blake3` digest, else its predicate's
+    /// `bundle_root`), read without trusting it, when the bundle failed before its verified root could be read
+    /// (a signature that does not verify under the trust store, a predicate that does not parse). Set only
+    /// then, so that a failure can be charged to the root the bundle says it holds: a claim can only make
+    /// lakedrill refuse more (DESIGN "Stale evidence"). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_bundle_root: Option<String>,
     /// Commit time of the bundled snapshot (the declared recovery point).
     pub snapshot_timestamp_ms: Option<i64>,
     /// Objects whose bytes were verified.

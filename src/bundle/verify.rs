@@ -45,6 +45,33 @@ pub struct VerifyOptions {
     pub shard: Option<ObjectShard>,
 }
 
+/// **Unverified.** The bundle root an envelope claims, read without checking its signature: the `blake3` digest
+/// of its subject named for the bundle folder `bundle_id` (or of its only subject), else its predicate's
+/// `bundle_root`. Only a 64-hex-digit root is taken. Recorded on a bundle that failed before its verified root
+/// could be read, so that the failure counts against the root the bundle says it holds: a claim can only make
+/// lakedrill refuse more (DESIGN "Stale evidence"). `None` when the envelope names none.
+#[must_use]
+pub(crate) fn claimed_root(envelope: &[u8], bundle_id: &str) -> Option<String> {
+    let is_root = |r: &&String| r.len() == 64 && r.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let want = format!("lakedrill-bundle:{bundle_id}");
+    let from_subject = evidence::peek_subjects(envelope).ok().and_then(|subjects| {
+        let named = subjects.iter().find(|s| s.name == want);
+        let only = (subjects.len() == 1).then(|| &subjects[0]);
+        named
+            .or(only)
+            .and_then(|s| s.digest.get("blake3"))
+            .filter(is_root)
+            .cloned()
+    });
+    from_subject.or_else(|| {
+        let st = evidence::peek_unverified(envelope)?;
+        st["predicate"]["bundle_root"]
+            .as_str()
+            .map(str::to_owned)
+            .filter(|r| is_root(&r))
+    })
+}
+
 /// Verifies a bundle per DESIGN §5, from the bundle alone plus the data objects in storage.
 ///
 /// # Errors
@@ -66,6 +93,7 @@ pub async fn verify(
         table_uuid: None,
         snapshot_id: None,
         bundle_root: None,
+        claimed_bundle_root: None,
         snapshot_timestamp_ms: None,
         objects_verified: 0,
         bytes_verified: 0,
@@ -86,9 +114,14 @@ pub async fn verify(
     // straight into the typed inventory (no JSON value tree of a million entries).
     // Only keys that may seal count ([`crate::evidence::keys::Role::Seal`]; every key without a roles file).
     let sealers = trust.for_role(crate::evidence::keys::Role::Seal);
+    // Kept (a reference count) until the predicate is read: a bundle that fails before then is charged to the
+    // root its envelope claims ([`claimed_root`]).
+    let unverified = envelope.clone();
+    let claim = |r: &mut RestoreReport| r.claimed_bundle_root = claimed_root(&unverified, location::file_name(&dir));
     let verified = match evidence::verify_payload(envelope, &sealers) {
         Ok(v) => v,
         Err(f) => {
+            claim(&mut report);
             report.findings.push(Finding::new(
                 FindingKind::BundleSignature,
                 ENVELOPE_FILE,
@@ -106,6 +139,7 @@ pub async fn verify(
         }
     };
     if verified.predicate_type() != PREDICATE_TYPE {
+        claim(&mut report);
         report.findings.push(Finding::new(
             FindingKind::BundleSignature,
             ENVELOPE_FILE,
@@ -117,6 +151,7 @@ pub async fn verify(
     let mut pred: BundlePredicate = match verified.parse_predicate() {
         Ok(p) => p,
         Err(e) => {
+            claim(&mut report);
             report.findings.push(Finding::new(
                 FindingKind::BundleSignature,
                 ENVELOPE_FILE,
@@ -128,6 +163,7 @@ pub async fn verify(
     };
     let subjects = verified.subjects().to_vec();
     drop(verified);
+    drop(unverified);
     report.bundle_id = Some(pred.bundle_id.clone());
     report.table_uuid = Some(pred.table_uuid.clone());
     report.snapshot_id = Some(pred.snapshot_id);

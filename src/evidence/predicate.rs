@@ -121,8 +121,16 @@ pub struct DrillResult {
     pub table_uuid: Option<String>,
     /// Snapshot.
     pub snapshot_id: Option<i64>,
-    /// Bundle root.
+    /// Bundle root, as the bundle's verified envelope names it (`None` when it did not verify far enough).
     pub bundle_root: Option<String>,
+    /// **Unverified.** On a `FAILED` item without a `bundle_root` (the envelope's signature did not verify under
+    /// the drill's trust, or its predicate could not be read): the root the envelope *claims*, read without
+    /// trusting it (its bundle subject's `blake3` digest). The deleter and the weekly gate count the failure
+    /// against that root as if it were verified: an unverified claim can only make lakedrill refuse more (a
+    /// forged claim refuses a purge that a newer passing drill would allow again), never accept more. Absent
+    /// otherwise, and in older reports, which keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_bundle_root: Option<String>,
     /// `RESTORE_VERIFIED` or `FAILED`.
     pub status: RestoreStatus,
     /// Objects verified.
@@ -176,6 +184,20 @@ pub struct DrillResult {
     /// findings above are that share's). Absent otherwise, and in a merged report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_shard: Option<crate::evidence::inventory::ShardPart>,
+}
+
+impl DrillResult {
+    /// The root this item's verdict counts against: its verified `bundle_root`, or, for a `FAILED` item
+    /// without one, the root its envelope claims (`claimed_bundle_root`, unverified). A claim never makes an
+    /// item count as a pass of anything: a `RESTORE_VERIFIED` item without a verified root judges no root.
+    #[must_use]
+    pub fn judged_root(&self) -> Option<&str> {
+        self.bundle_root.as_deref().or_else(|| {
+            (self.status != RestoreStatus::RestoreVerified)
+                .then_some(self.claimed_bundle_root.as_deref())
+                .flatten()
+        })
+    }
 }
 
 /// The one policy digest that every result naming a policy names, if there is exactly one (the report-level
@@ -397,4 +419,51 @@ pub struct ShardRef {
     /// merged before this was recorded (absent), which cannot show who signed its shards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keyids: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(root: Option<&str>, claimed: Option<&str>, status: RestoreStatus) -> DrillResult {
+        DrillResult {
+            bundle_id: "b".into(),
+            table_uuid: None,
+            snapshot_id: None,
+            bundle_root: root.map(str::to_owned),
+            claimed_bundle_root: claimed.map(str::to_owned),
+            status,
+            objects_verified: 0,
+            bytes_verified: 0,
+            rto_seconds: 0.0,
+            rpo_seconds: None,
+            findings: Vec::new(),
+            declared_snapshot_id: None,
+            rto_limit_seconds: None,
+            rows_promised: None,
+            rows_scanned: None,
+            checkpoint_id: None,
+            declared_at: None,
+            history_age_seconds: None,
+            history_age_basis: None,
+            policy_digest: None,
+            object_shard: None,
+        }
+    }
+
+    /// A claimed root judges only a failure: never a pass, and never over a verified root.
+    #[test]
+    fn a_claimed_root_is_judged_only_on_a_failed_item_without_a_verified_root() {
+        use RestoreStatus::{Failed, RestoreVerified};
+        assert_eq!(item(None, Some("c"), Failed).judged_root(), Some("c"));
+        assert_eq!(item(None, Some("c"), RestoreVerified).judged_root(), None);
+        assert_eq!(item(Some("r"), Some("c"), Failed).judged_root(), Some("r"));
+        assert_eq!(item(Some("r"), None, RestoreVerified).judged_root(), Some("r"));
+        assert_eq!(item(None, None, Failed).judged_root(), None);
+        // Absent from the JSON when unset (older reports keep their bytes), read back when set.
+        let json = serde_json::to_value(item(Some("r"), None, RestoreVerified)).unwrap_or_default();
+        assert!(json.get("claimed_bundle_root").is_none(), "{json}");
+        let json = serde_json::to_value(item(None, Some("c"), Failed)).unwrap_or_default();
+        assert_eq!(json["claimed_bundle_root"], "c");
+    }
 }

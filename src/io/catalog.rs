@@ -139,6 +139,20 @@ impl Catalog {
         }
     }
 
+    /// Every table row of the catalog's database, under every `catalog_name`: `(None, ident, metadata)` for this
+    /// catalog's own tables, `(Some(name), ident, metadata)` for a row another catalog name holds (JDBC and
+    /// PyIceberg SQL catalogs of several names can share one database, and with it the storage). A REST catalog
+    /// lists only its own tables.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the listing fails.
+    pub async fn tables_of_every_name(&self) -> Result<Vec<(Option<String>, TableIdent, String)>> {
+        match self {
+            Self::Sql(c) => c.tables_of_every_name().await,
+            Self::Rest(c) => Ok(c.tables().await?.into_iter().map(|(i, m)| (None, i, m)).collect()),
+        }
+    }
+
     /// Commits `new`, computed from the metadata at `expected`: on a SQL catalog a new metadata file and a
     /// compare-and-set of the row ([`SqlCatalog::commit`]); on a REST catalog a commit with requirements
     /// ([`crate::io::rest::RestCatalog::commit`]). Either way a concurrent writer makes it fail with
@@ -303,6 +317,40 @@ impl SqlCatalog {
                 let name = row.try_get::<String, _>(1).ok()?;
                 let md = row.try_get::<Option<String>, _>(2).ok()??;
                 Some((
+                    TableIdent {
+                        namespace: namespace.split('.').map(str::to_owned).collect(),
+                        name,
+                    },
+                    md,
+                ))
+            })
+            .collect())
+    }
+
+    /// Every table row of the database under every `catalog_name` with its current metadata location (rows
+    /// without one are left out): `None` for this catalog's own `catalog_name`, the other name otherwise.
+    ///
+    /// # Errors
+    /// [`Error::Catalog`] when the query fails.
+    pub async fn tables_of_every_name(&self) -> Result<Vec<(Option<String>, TableIdent, String)>> {
+        let rows =
+            sqlx::query("SELECT catalog_name, table_namespace, table_name, metadata_location FROM iceberg_tables")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: "cannot list the tables of every catalog_name".into(),
+                    source: Some(Box::new(e)),
+                })?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let catalog_name = row.try_get::<String, _>(0).ok()?;
+                let namespace = row.try_get::<String, _>(1).ok()?;
+                let name = row.try_get::<String, _>(2).ok()?;
+                let md = row.try_get::<Option<String>, _>(3).ok()??;
+                Some((
+                    (catalog_name != self.catalog_name).then_some(catalog_name),
                     TableIdent {
                         namespace: namespace.split('.').map(str::to_owned).collect(),
                         name,

@@ -257,6 +257,21 @@ impl TableLocation {
         ))
     }
 
+    /// The root a table writes its files under, from the location written in its metadata *wherever the metadata
+    /// file lies*: an absolute location as it is (canonical), a relative one resolved from the metadata file's
+    /// `metadata/` folder as [`Self::infer_root`] does. Unlike [`Self::infer_root`], an absolute location that
+    /// does not hold the metadata file is not refused: what another table's files share with this one is decided
+    /// by where its writers put them, not by where its metadata file was registered from.
+    ///
+    /// # Errors
+    /// As [`Self::infer_root`] for a relative location; [`Error::BadUri`] for an absolute one that is not a URI.
+    pub fn written_root(written: &str, metadata_uri: &str) -> Result<String> {
+        match normalize(written) {
+            Some(norm) if !norm.key.is_empty() => canonical_uri(written),
+            _ => Self::infer_root(written, metadata_uri),
+        }
+    }
+
     /// The location as written in the metadata.
     #[must_use]
     pub fn written(&self) -> &str {
@@ -534,6 +549,24 @@ mod tests {
             "file:///w/t"
         );
         assert!(TableLocation::infer_root("file:/w/t", "s3://b/t/metadata/v2.metadata.json").is_err());
+    }
+
+    /// Another table's files go under the location its metadata names, wherever that metadata file lies.
+    #[test]
+    fn written_roots_do_not_depend_on_where_the_metadata_file_lies() {
+        assert_eq!(
+            TableLocation::written_root("file:/w/t", "s3://b/elsewhere/v2.metadata.json").unwrap(),
+            "file:///w/t"
+        );
+        assert_eq!(
+            TableLocation::written_root("s3://b/t/", "file:///w/t/metadata/v2.metadata.json").unwrap(),
+            "s3://b/t"
+        );
+        assert_eq!(
+            TableLocation::written_root("./t", "file:///fx/t/metadata/v2.metadata.json").unwrap(),
+            "file:///fx/t"
+        );
+        assert!(TableLocation::written_root("./t", "file:///fx/elsewhere/v2.metadata.json").is_err());
     }
 
     #[test]

@@ -835,6 +835,7 @@ mod sample_tests {
             table_uuid: Some("u".into()),
             snapshot_id: Some(1),
             bundle_root: Some(root.into()),
+            claimed_bundle_root: None,
             status: RestoreStatus::RestoreVerified,
             objects_verified: 1,
             bytes_verified: 1,

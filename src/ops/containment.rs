@@ -24,6 +24,7 @@ use crate::govern::closure::ListedObject;
 use crate::io::catalog::Catalog;
 use crate::io::db::{self, DbUri};
 use crate::model::location;
+use crate::model::location::TableLocation;
 use crate::table::{LOCATION_PROPERTIES, Table};
 
 /// Settings of `[defaults."<command>"]` that name a file or folder lakedrill keeps.
@@ -174,7 +175,8 @@ const METADATA_READS: usize = 16;
 /// Another table of a catalog, as the containment check compares it with this table.
 #[derive(Debug)]
 struct OtherTable {
-    /// Its root.
+    /// Its root: the `location` its metadata names, wherever that metadata file lies
+    /// ([`TableLocation::written_root`]).
     root: String,
     /// Its [`LOCATION_PROPERTIES`] that are set, each with its canonical URI.
     write_paths: Vec<(&'static str, String)>,
@@ -183,9 +185,27 @@ struct OtherTable {
     newer: bool,
 }
 
-/// Every table of catalog `section` other than `table` itself (its own entry, the same current metadata file,
-/// or an earlier generation of it), with its canonical metadata URI and what [`check`] compares (or why its
-/// metadata could not be read). A SQLite catalog whose file does not exist holds no table.
+/// One row of a catalog database other than this table's own, as [`check`] names it.
+#[derive(Debug)]
+struct OtherEntry {
+    /// `table <ident> of catalog <section>`, or for a row of another `catalog_name` in the same database,
+    /// `table <ident> of catalog_name "<name>" in the database of catalog <section>`.
+    who: String,
+    /// `<section>.<ident>`, or `<ident> (catalog_name "<name>" in the database of catalog <section>)`.
+    entry: String,
+    /// What tells the row apart from every other one (its database, its `catalog_name` and its identifier), so
+    /// that two sections over one database name it once.
+    key: String,
+    /// The canonical URI of its current metadata file.
+    metadata_uri: String,
+    /// What [`check`] compares, or why its metadata could not be read.
+    table: std::result::Result<OtherTable, String>,
+}
+
+/// Every table of catalog `section`'s database other than `table` itself (its own entry, the same current
+/// metadata file, or an earlier generation of it), under every `catalog_name` the database holds (catalogs of
+/// several names may share one database, and their tables the storage), with what [`check`] compares (or why
+/// its metadata could not be read). A SQLite catalog whose file does not exist holds no table.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the catalog when it cannot be opened or listed: whether another table shares
@@ -195,7 +215,7 @@ async fn other_tables(
     c: &crate::config::CatalogConfig,
     storage: &crate::io::store::Storage,
     table: &Table,
-) -> Result<Vec<(String, String, std::result::Result<OtherTable, String>)>> {
+) -> Result<Vec<OtherEntry>> {
     use futures::StreamExt as _;
     if sqlite_path(&c.uri).is_some_and(|p| !std::path::Path::new(&p).exists()) {
         return Ok(Vec::new());
@@ -211,53 +231,117 @@ async fn other_tables(
         )
     };
     let cat = Catalog::open(section, c).await.map_err(cannot)?;
-    let tables = cat.tables().await;
+    let tables = cat.tables_of_every_name().await;
     Box::pin(cat.close()).await;
     let tables = tables.map_err(cannot)?;
     let this = table.metadata_uri().to_owned();
+    let database = sqlite_path(&c.uri).unwrap_or_else(|| c.uri.clone());
+    let own_name = c.name.clone().unwrap_or_else(|| section.to_owned());
     let found: Vec<_> = futures::stream::iter(tables)
-        .filter_map(|(ident, md)| {
+        .filter_map(|(other_name, ident, md)| {
             let this = this.clone();
             async move {
                 let uri = location::canonical_uri(&md).ok()?;
-                // The table itself: its own catalog entry (which may have moved on since it was read).
-                (uri != this && format!("{section}.{ident}") != table.name()).then_some((ident, md, uri))
+                // The table itself: its own catalog entry (which may have moved on since it was read). A row of
+                // the same name under another `catalog_name` is another entry, and is compared.
+                let own_entry = other_name.is_none() && format!("{section}.{ident}") == table.name();
+                (uri != this && !own_entry).then_some((other_name, ident, uri))
             }
         })
-        .map(|(ident, md, uri)| async move {
-            let other = Table::from_metadata_uri(storage, format!("{section}.{ident}"), &md, &uri, None).await;
-            (ident.to_string(), uri, other)
+        .map(|(other_name, ident, uri)| async move {
+            let other = read_other(storage, &uri).await;
+            (other_name, ident, uri, other)
         })
         .buffer_unordered(METADATA_READS)
         .collect()
         .await;
     Ok(found
         .into_iter()
-        .filter(|(_, _, other)| {
+        .filter(|(_, _, _, other)| {
             !other
                 .as_ref()
-                .is_ok_and(|o| same_table(table, o) == Some(Generation::Earlier))
+                .is_ok_and(|(meta, uri)| same_table(table, meta, uri) == Some(Generation::Earlier))
         })
-        .map(|(ident, uri, other)| {
-            let other = other
-                .map(|t| OtherTable {
-                    root: t.location().root_uri().trim_end_matches('/').to_owned(),
-                    write_paths: write_paths(&t),
-                    newer: same_table(table, &t) == Some(Generation::Later),
-                })
-                .map_err(|e| e.to_string());
-            (ident, uri, other)
+        .map(|(other_name, ident, uri, other)| {
+            let (who, entry) = match &other_name {
+                None => (
+                    format!("table {ident} of catalog {section}"),
+                    format!("{section}.{ident}"),
+                ),
+                Some(name) => (
+                    format!("table {ident} of catalog_name {name:?} in the database of catalog {section}"),
+                    format!("{ident} (catalog_name {name:?} in the database of catalog {section})"),
+                ),
+            };
+            let key = format!(
+                "table:{database}|{}|{ident}",
+                other_name.as_deref().unwrap_or(&own_name)
+            );
+            let table = other.map(|(meta, other_uri)| OtherTable {
+                newer: same_table(table, &meta, &other_uri) == Some(Generation::Later),
+                root: meta.root,
+                write_paths: meta.write_paths,
+            });
+            OtherEntry {
+                who,
+                entry,
+                key,
+                metadata_uri: uri,
+                table,
+            }
         })
         .collect())
 }
 
+/// What [`check`] reads of another table's metadata file.
+#[derive(Debug)]
+struct OtherMetadata {
+    /// Its root ([`TableLocation::written_root`]).
+    root: String,
+    /// Its set [`LOCATION_PROPERTIES`].
+    write_paths: Vec<(&'static str, String)>,
+    /// Its `table-uuid`.
+    uuid: String,
+    /// The canonical URIs of its metadata log.
+    metadata_log: Vec<String>,
+}
+
+/// Reads another table's metadata file at `uri` (bounded, gzip undone) for what [`check`] compares, with the
+/// URI. Its root is the `location` it names **wherever the file lies**: a table registered from metadata kept
+/// outside its location (a copy, a migration, a catalog pointed at a metadata file elsewhere) still writes its
+/// files under that location. Until 2026-12 such a table could not be read as a table rooted at its file, and
+/// only where its metadata file lay was compared.
+async fn read_other(
+    storage: &crate::io::store::Storage,
+    uri: &str,
+) -> std::result::Result<(OtherMetadata, String), String> {
+    let max = storage.options().max_metadata_bytes;
+    let read = async {
+        let bytes = storage.get_bounded(uri, max, "table metadata").await?.bytes;
+        let full = crate::io::metadata::parse_full_metadata(uri, &bytes, max)?;
+        let m = full.metadata();
+        let root = TableLocation::written_root(m.location(), uri)?;
+        Ok::<_, Error>(OtherMetadata {
+            root: root.trim_end_matches('/').to_owned(),
+            write_paths: write_paths(m.properties()),
+            uuid: m.uuid().to_string(),
+            metadata_log: m
+                .metadata_log()
+                .iter()
+                .filter_map(|l| location::canonical_uri(&l.metadata_file).ok())
+                .collect(),
+        })
+    };
+    read.await.map(|m| (m, uri.to_owned())).map_err(|e| e.to_string())
+}
+
 /// The [`LOCATION_PROPERTIES`] a table sets, each with its canonical URI (a value that is no URI is left out:
 /// the table's own reads refuse it).
-fn write_paths(t: &Table) -> Vec<(&'static str, String)> {
+fn write_paths(properties: &std::collections::HashMap<String, String>) -> Vec<(&'static str, String)> {
     LOCATION_PROPERTIES
         .iter()
         .filter_map(|k| {
-            let v = t.metadata().properties().get(*k)?;
+            let v = properties.get(*k)?;
             Some((*k, location::canonical_uri(v).ok()?.trim_end_matches('/').to_owned()))
         })
         .collect()
@@ -272,20 +356,20 @@ enum Generation {
     Later,
 }
 
-/// Whether `other` is an earlier or later generation of `table` itself (the same UUID, and one's metadata
-/// log names the other's metadata file), or `None` (another table, or an unrelated copy with the same UUID).
-fn same_table(table: &Table, other: &Table) -> Option<Generation> {
-    let logged = |t: &Table, uri: &str| {
-        t.metadata()
-            .metadata_log()
-            .iter()
-            .any(|m| location::canonical_uri(&m.metadata_file).is_ok_and(|u| u == uri))
-    };
-    if table.metadata().uuid() != other.metadata().uuid() {
+/// Whether `other` (read at `other_uri`) is an earlier or later generation of `table` itself (the same UUID, and
+/// one's metadata log names the other's metadata file), or `None` (another table, or an unrelated copy with the
+/// same UUID).
+fn same_table(table: &Table, other: &OtherMetadata, other_uri: &str) -> Option<Generation> {
+    let ours_logs = table
+        .metadata()
+        .metadata_log()
+        .iter()
+        .any(|m| location::canonical_uri(&m.metadata_file).is_ok_and(|u| u == other_uri));
+    if !table.metadata().uuid().to_string().eq_ignore_ascii_case(&other.uuid) {
         None
-    } else if logged(table, other.metadata_uri()) {
+    } else if ours_logs {
         Some(Generation::Earlier)
-    } else if logged(other, table.metadata_uri()) {
+    } else if other.metadata_log.iter().any(|u| u == table.metadata_uri()) {
         Some(Generation::Later)
     } else {
         None
@@ -338,7 +422,8 @@ fn uuid_in(bytes: &[u8]) -> Option<String> {
 /// table's location.
 ///
 /// `listing` is the listing of the table root, by path relative to it, and `names` [`ListedNames::of`] it. Every
-/// table of every configured catalog is compared (its metadata read): one whose location equals this one, lies
+/// table of every configured catalog (of every `catalog_name` its SQL database holds) is compared by the
+/// location its metadata names, wherever that metadata file lies: one whose location equals this one, lies
 /// inside it or around it is named (Iceberg #17213: a table registered over another's location loses its files
 /// to the other's orphan removal, and expiring snapshots of one deletes files the other references). A SQLite
 /// catalog whose file does not exist holds no table; a catalog that cannot be listed makes the check fail.
@@ -395,12 +480,19 @@ pub async fn check(
     let mut named: BTreeSet<String> = BTreeSet::new();
     let mut newer: Vec<String> = Vec::new();
     for (section, c) in &config.catalog {
-        for (ident, md_uri, other) in other_tables(section, c, storage, table).await? {
+        for e in other_tables(section, c, storage, table).await? {
+            let OtherEntry {
+                who,
+                entry,
+                key,
+                metadata_uri: md_uri,
+                table: other,
+            } = e;
             if let Ok(o) = &other {
                 if o.newer {
                     newer.push(format!(
-                        "catalog entry {section}.{ident} holds a newer generation of this table (its metadata \
-                         {md_uri} names {} in its metadata log)",
+                        "catalog entry {entry} holds a newer generation of this table (its metadata {md_uri} names \
+                         {} in its metadata log)",
                         table.metadata_uri()
                     ));
                 }
@@ -416,19 +508,23 @@ pub async fn check(
                         }
                         push(
                             format!(
-                                "table {ident} of catalog {section} (location {}) writes files into this location: \
-                                 its `{property}` {path} {how}",
+                                "{who} (location {}) writes files into this location: its `{property}` {path} {how}",
                                 o.root
                             ),
-                            &format!("table:{section}.{ident}:{property}"),
+                            &format!("{key}:{property}"),
                             &mut found,
                         );
                     }
                 }
             }
+            // Judged by the location its metadata names, wherever its metadata file lies; an unreadable table by
+            // where its metadata file lies. A readable one whose metadata file lies inside this location is named
+            // too, whatever its location: that file is in this listing, unreferenced by this table.
+            let md_inside = overlap(&root, folder(&md_uri)).filter(|h| *h != "lies around this location");
             let how = match &other {
-                Ok(o) => overlap(&root, &o.root),
-                // An unreadable table is named when its metadata file lies in or around this location.
+                Ok(o) => {
+                    overlap(&root, &o.root).or_else(|| md_inside.map(|_| "keeps its metadata file in this location"))
+                }
                 Err(_) => overlap(&root, folder(&md_uri)),
             };
             let Some(how) = how else { continue };
@@ -436,10 +532,10 @@ pub async fn check(
                 named.insert(folder(&r).to_owned());
             }
             let text = match other {
-                Ok(o) => format!("table {ident} of catalog {section} (location {}) {how}", o.root),
-                Err(e) => format!("table {ident} of catalog {section} (metadata {md_uri}, unreadable: {e}) {how}"),
+                Ok(o) => format!("{who} (location {}, metadata {md_uri}) {how}", o.root),
+                Err(e) => format!("{who} (metadata {md_uri}, unreadable: {e}) {how}"),
             };
-            push(text, &format!("table:{section}.{ident}"), &mut found);
+            push(text, &key, &mut found);
         }
     }
     if !newer.is_empty() {

@@ -409,14 +409,21 @@ pub async fn newer_failures(
             continue;
         }
         for r in &p.results {
-            let Some((_, root, sid)) = roots.iter().find(|(_, root, _)| r.bundle_root.as_deref() == Some(root)) else {
+            // A failed item whose envelope did not verify names only the root it claims (unverified): it counts
+            // as a failure of that root all the same, since a claim can only refuse more.
+            let Some((_, root, sid)) = roots.iter().find(|(_, root, _)| r.judged_root() == Some(root)) else {
                 continue;
             };
             if r.status != crate::bundle::RestoreStatus::RestoreVerified {
+                let claimed = if r.bundle_root.is_none() {
+                    " (the root its envelope claims: the envelope did not verify)"
+                } else {
+                    ""
+                };
                 failures.entry((o.uri.clone(), root.clone())).or_insert_with(|| {
                     format!(
-                        "a newer drill report {} (finished {}) FAILED bundle root {root} (snapshot {sid}): the \
-                         evidence {evidence_uri} (started {}) no longer counts for it",
+                        "a newer drill report {} (finished {}) FAILED bundle root {root}{claimed} (snapshot {sid}): \
+                         the evidence {evidence_uri} (started {}) no longer counts for it",
                         o.uri, p.finished_at, evidence.started_at
                     )
                 });

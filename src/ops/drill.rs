@@ -599,6 +599,7 @@ pub async fn run_plan(
             table_uuid: r.table_uuid,
             snapshot_id: r.snapshot_id,
             bundle_root: r.bundle_root,
+            claimed_bundle_root: r.claimed_bundle_root,
             status: r.status,
             objects_verified: r.objects_verified,
             bytes_verified: r.bytes_verified,
@@ -631,6 +632,20 @@ pub async fn run_plan(
     if let (Some(scratch), false) = (&scratch, opts.keep) {
         remove_scratch(storage, scratch).await?;
     }
+    // A failed item whose root was never read (its envelope did not verify, a recovery failed before it) is
+    // charged to the root its envelope claims, as the population lists it (read unverified): otherwise the
+    // failure judges no root and an older pass of that root stays evidence (DESIGN "Stale evidence").
+    let listed: BTreeMap<&str, &str> = population_ids
+        .iter()
+        .zip(&population_roots)
+        .filter_map(|(id, root)| Some((id.as_str(), root.as_deref()?)))
+        .collect();
+    for r in &mut results {
+        if r.bundle_root.is_none() && r.claimed_bundle_root.is_none() && r.status != RestoreStatus::RestoreVerified {
+            r.claimed_bundle_root = listed.get(r.bundle_id.as_str()).map(|root| (*root).to_owned());
+        }
+    }
+    drop(listed);
     // Each item records the digest of the policy bound to its table (#23 point 5).
     for r in &mut results {
         r.policy_digest = policy_of(&policies, r.table_uuid.as_deref()).map(|p| p.digest().to_owned());
@@ -947,6 +962,7 @@ async fn cold_backup_item(
             table_uuid: r.table_uuid,
             snapshot_id: r.snapshot_id,
             bundle_root: r.bundle_root,
+            claimed_bundle_root: None,
             status,
             objects_verified: r.objects_restored,
             bytes_verified: r.bytes_restored,
@@ -1196,6 +1212,12 @@ pub fn render_human(p: &DrillPredicate, report: &str) -> String {
                 r.history_age_seconds.map_or_else(|| "-".into(), |v| format!("{v:.3}s"))
             );
         }
+        if let Some(root) = &r.claimed_bundle_root {
+            let _ = writeln!(
+                s,
+                "    claimed bundle root {root}  (unverified: the envelope did not verify)"
+            );
+        }
         if let Some(d) = &r.policy_digest {
             let _ = writeln!(
                 s,
@@ -1236,7 +1258,8 @@ pub async fn record_verdicts(
 }
 
 /// A drill report's verdict per bundle root (pure): verified only when every item of the root in the report was
-/// `RESTORE_VERIFIED`. Items without a root (nothing to judge a candidate by) are left out.
+/// `RESTORE_VERIFIED`. A failed item without a verified root counts as a failure of the root its envelope claims
+/// ([`DrillResult::judged_root`]: a claim only ever adds a failure); items with neither are left out.
 fn verdicts(
     report_uri: &str,
     report_sha256: &str,
@@ -1248,7 +1271,7 @@ fn verdicts(
         chrono::DateTime::parse_from_rfc3339(&p.finished_at).map_or(now, |t| t.with_timezone(&chrono::Utc));
     let mut roots: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
     for r in &p.results {
-        if let Some(root) = r.bundle_root.as_deref() {
+        if let Some(root) = r.judged_root() {
             let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
             *roots.entry(root).or_insert(true) &= ok;
         }

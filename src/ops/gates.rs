@@ -1119,6 +1119,7 @@ mod tests {
             table_uuid: Some(TABLE.into()),
             snapshot_id: Some(snapshot),
             bundle_root: None,
+            claimed_bundle_root: None,
             status: RestoreStatus::RestoreVerified,
             objects_verified: 3,
             bytes_verified: 30,

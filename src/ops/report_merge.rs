@@ -405,6 +405,10 @@ fn merge_object_shares(
             ));
         }
         let mut merged = (*first).clone();
+        // A share that failed before its root was read names the root its envelope claims (unverified).
+        if merged.bundle_root.is_none() {
+            merged.claimed_bundle_root = parts.iter().find_map(|(_, r)| r.claimed_bundle_root.clone());
+        }
         merged.status = if parts.iter().all(|(_, r)| r.status == RestoreStatus::RestoreVerified) {
             RestoreStatus::RestoreVerified
         } else {

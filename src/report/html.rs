@@ -511,6 +511,7 @@ mod tests {
                 table_uuid: Some("u".into()),
                 snapshot_id: Some(7),
                 bundle_root: None,
+                claimed_bundle_root: None,
                 status: RestoreStatus::Failed,
                 objects_verified: 3,
                 bytes_verified: 10,

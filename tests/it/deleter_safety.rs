@@ -173,6 +173,75 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
     );
 }
 
+/// Flips one bit of the first signature of the DSSE envelope at `path` (its payload and layout unchanged).
+fn tamper_signature(path: &Path) {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(path).unwrap();
+    let env: Value = serde_json::from_str(&text).unwrap();
+    let sig = env["signatures"][0]["sig"].as_str().unwrap().to_owned();
+    let mut raw = base64::engine::general_purpose::STANDARD.decode(&sig).unwrap();
+    raw[0] ^= 0x01;
+    let flipped = base64::engine::general_purpose::STANDARD.encode(raw);
+    assert_eq!(text.matches(&sig).count(), 1, "the signature appears once");
+    std::fs::write(path, text.replace(&sig, &flipped)).unwrap();
+}
+
+// See: README known limits — a drill failure found before a bundle's root is read (its envelope signature no
+// longer verifies under the drill's trust) recorded no verdict for that root, so an older PASS of it stayed
+// evidence until evidenceMaxAge. The failing item now names the root its envelope claims (unverified), and the
+// deleter and the weekly gate count the failure against it.
+#[test]
+fn an_older_pass_is_refused_after_a_newer_drill_found_the_bundle_signature_broken() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let root = q["bundles"][0]["bundle_root"].as_str().unwrap().to_owned();
+    let r1 = g.drill("bundles");
+    let bundle = lakedrill::bundle::bundle_dir(q["bundles"][0]["uri"].as_str().unwrap()).unwrap();
+    tamper_signature(&Path::new(bundle.trim_start_matches("file://")).join("bundle.dsse.json"));
+    let plan = g.dir.join("drill-bundles.toml");
+    let r2 = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    let tampered = bundle.rsplit('/').next().unwrap();
+    let item = r2["predicate"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["bundle_id"] == tampered)
+        .unwrap_or_else(|| panic!("a result for {tampered}: {r2}"));
+    assert_eq!(r2["predicate"]["summary"]["gate"], "FAIL", "{r2}");
+    assert_eq!(item["status"], "FAILED", "{item}");
+    assert!(item["bundle_root"].is_null(), "no verified root: {item}");
+    assert_eq!(item["claimed_bundle_root"], root.as_str(), "{item}");
+    let r2_uri = r2["report"].as_str().unwrap();
+    let r2_name = Path::new(r2_uri).file_name().unwrap().to_str().unwrap().to_owned();
+    // The report with the new field verifies, and so does the older one without it.
+    for report in [r2_uri.trim_start_matches("file://"), r1.to_str().unwrap()] {
+        let a = g.run(&["--json", "audit", "verify", report, "--trust", "keys"]).json();
+        assert_eq!(a["status"], "VERIFIED", "{report}: {a:#}");
+    }
+
+    // The old PASS beside the failure, and copied where nothing else lies: both refused naming the failure.
+    let before = walk(&g.table_root());
+    let p = g.purge(id, Some(&r1), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("newer drill report") && why.contains(&r2_name) && why.contains(&root),
+        "names the newer failure of the root: {why}"
+    );
+    let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
+    refused_for_a_recorded_failure(&g, id, &copied, &r2_name);
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    assert_eq!(
+        g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"],
+        "QUARANTINED"
+    );
+}
+
 /// `report`'s statement with `edit` applied, signed again by the fixture's trusted drill key, written to `to`.
 fn resigned(g: &Gov, report: &Path, to: &Path, edit: impl FnOnce(&mut Value)) {
     use base64::Engine as _;

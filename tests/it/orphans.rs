@@ -131,6 +131,12 @@ fn hidden_sidecars_and_files_without_a_modification_time_are_reported_and_never_
 /// Registers `db.<name>` in the fixture's catalog with a copy of the current metadata whose `location` is
 /// `location`, written at `metadata` (a path).
 pub(crate) fn register_twin(g: &Gov, name: &str, location: &Path, metadata: &Path) {
+    register_twin_as(g, "pyfix", name, location, metadata);
+}
+
+/// [`register_twin`] under `catalog_name` in the fixture's catalog database (another catalog name than the
+/// configured one's `pyfix`: a catalog sharing the database).
+pub(crate) fn register_twin_as(g: &Gov, catalog_name: &str, name: &str, location: &Path, metadata: &Path) {
     std::fs::create_dir_all(metadata.parent().unwrap()).unwrap();
     std::fs::copy(current_metadata(g), metadata).unwrap();
     set_location(metadata, &format!("file://{}", location.display()));
@@ -138,7 +144,7 @@ pub(crate) fn register_twin(g: &Gov, name: &str, location: &Path, metadata: &Pat
     md["table-uuid"] = Value::String(uuid::Uuid::new_v4().to_string());
     std::fs::write(metadata, serde_json::to_vec(&md).unwrap()).unwrap();
     let script = format!(
-        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"DELETE FROM iceberg_tables WHERE table_name = '{name}'\")\nc.execute(\"INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) VALUES ('pyfix', 'db', '{name}', 'file://{}')\")\nc.commit()\n",
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"DELETE FROM iceberg_tables WHERE table_name = '{name}'\")\nc.execute(\"INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) VALUES ('{catalog_name}', 'db', '{name}', 'file://{}')\")\nc.commit()\n",
         g.dir.join("fx/catalog.db").display(),
         metadata.display()
     );
@@ -207,6 +213,91 @@ fn a_table_sharing_its_location_with_another_table_is_refused_naming_both() {
         assert!(out.status.success());
         std::fs::remove_file(&metadata).unwrap();
     }
+    g.plan();
+}
+
+/// Removes `db.<name>` (under every catalog name) from the fixture's catalog database.
+fn unregister(g: &Gov, name: &str) {
+    let script = format!(
+        "import sqlite3\nc = sqlite3.connect('{}')\nc.execute(\"DELETE FROM iceberg_tables WHERE table_name = '{name}'\")\nc.commit()\n",
+        g.dir.join("fx/catalog.db").display()
+    );
+    let out = Command::new(python()).arg("-c").arg(script).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+// See: README known limits — the containment check read only its own `catalog_name`'s rows, so a table another
+// catalog of the same SQL database holds (PyIceberg/JDBC catalogs of several names may share one) was never
+// compared: a location inside or around this one planned as if alone.
+#[test]
+fn a_table_of_another_catalog_name_in_the_same_database_sharing_the_location_is_refused() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let elsewhere = g.dir.join("elsewhere");
+    let cases = [
+        (
+            "nested",
+            root.join("data/nested"),
+            elsewhere.join("nested/00000-n.metadata.json"),
+            "lies inside this location",
+        ),
+        (
+            "around",
+            root.parent().unwrap().to_path_buf(),
+            root.parent().unwrap().join("metadata/00000-a.metadata.json"),
+            "lies around this location",
+        ),
+    ];
+    for (name, location, metadata, how) in cases {
+        register_twin_as(&g, "other_catalog", name, &location, &metadata);
+        let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("db.retention")
+                && r.stderr
+                    .contains(&format!("table db.{name} of catalog_name \"other_catalog\""))
+                && r.stderr.contains(how),
+            "{name}: {}",
+            r.stderr
+        );
+        unregister(&g, name);
+        std::fs::remove_file(&metadata).unwrap();
+    }
+    g.plan();
+}
+
+// See: README known limits — another table was judged by where its metadata file lies when that file lies
+// outside the location it names (it could not be read as a table rooted at its file): one whose `location`, or
+// whose `write.data.path`, is inside this table's, registered from metadata kept elsewhere, was not seen.
+#[test]
+fn a_table_whose_metadata_lies_elsewhere_but_whose_location_or_write_path_is_inside_is_refused() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let metadata = g.dir.join("elsewhere/00000-n.metadata.json");
+    register_twin(&g, "nested", &root.join("data/nested"), &metadata);
+    let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("table db.nested of catalog rt") && r.stderr.contains("lies inside this location"),
+        "{}",
+        r.stderr
+    );
+    unregister(&g, "nested");
+
+    // Located elsewhere too, but writing its data files into this table's folder.
+    let other = g.dir.join("other-table");
+    register_twin(&g, "writer", &other, &metadata);
+    let mut md: Value = serde_json::from_slice(&std::fs::read(&metadata).unwrap()).unwrap();
+    md["properties"]["write.data.path"] = Value::String(format!("file://{}", root.join("data").display()));
+    std::fs::write(&metadata, serde_json::to_vec(&md).unwrap()).unwrap();
+    let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("table db.writer of catalog rt") && r.stderr.contains("`write.data.path`"),
+        "{}",
+        r.stderr
+    );
+    unregister(&g, "writer");
     g.plan();
 }
 

@@ -175,6 +175,7 @@ mod tests {
             table_uuid: Some("6f1c2a9e-0000-4000-8000-000000000001".into()),
             snapshot_id: Some(snapshot),
             bundle_root: None,
+            claimed_bundle_root: None,
             status: RestoreStatus::RestoreVerified,
             objects_verified: 1,
             bytes_verified: 1,
