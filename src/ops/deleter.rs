@@ -6,7 +6,8 @@
 //! policy that pins no build at all (only `reclamationImplementationDigest: any` accepts every build).
 //!
 //! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
-//! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
+//! the candidate with `RESTORE_VERIFIED` — signed by a drill key the policy's `evidenceSigners` lists when it lists
+//! any, of the kind the weekly gate counts and not drilled under another policy of the table — and only when a compare-and-set over the table generation,
 //! the protected-ref root, the lease watermark and the hold generation still matches what was
 //! recorded at quarantine. The comparison and the move to `DELETE_APPROVED` happen in one registry
 //! transaction ([`crate::registry::Registry::candidate_accept`]). Before it, the gates of DESIGN §7 are

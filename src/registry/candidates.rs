@@ -1718,7 +1718,47 @@ mod tests {
         acceptance_relates_new_checkpoints_and_writers_to_the_candidate,
         an_unanswered_delete_intent_is_unknown_when_the_candidate_is_sent_back,
         an_approved_candidate_is_rebased_only_by_the_run_holding_its_claim,
+        accepted_evidence_is_appended_once_each_to_the_quarantine_record,
     );
+
+    /// Each report a purge accepted is appended to the candidate's quarantine record once (by URI and SHA-256),
+    /// after what the record held; an entry without both is refused, and an unknown candidate is not found.
+    async fn accepted_evidence_is_appended_once_each_to_the_quarantine_record(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-00000000000a";
+        reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["a".into()], now)
+            .await
+            .unwrap();
+        let q = serde_json::json!({"bundles": [{"uri": "file:///b/1"}]});
+        reg.candidate_transition("c-e", State::Quarantined, "sealed", Some(&q), None, now)
+            .await
+            .unwrap();
+        let first = serde_json::json!({"uri": "file:///r/1.dsse.json", "sha256": "11", "on": "acceptance"});
+        let resumed = serde_json::json!({"uri": "file:///r/2.dsse.json", "sha256": "22", "on": "resume"});
+        assert!(reg.candidate_evidence_accepted("c-e", &first, now).await.unwrap());
+        let generation = reg.generation().await.unwrap();
+        assert!(!reg.candidate_evidence_accepted("c-e", &first, now).await.unwrap());
+        assert_eq!(
+            reg.generation().await.unwrap(),
+            generation,
+            "the same report again writes nothing"
+        );
+        assert!(reg.candidate_evidence_accepted("c-e", &resumed, now).await.unwrap());
+        let rec = reg.candidate("c-e").await.unwrap();
+        let q = rec.quarantine.unwrap();
+        assert_eq!(q["accepted_evidence"], serde_json::json!([first, resumed]), "{q}");
+        assert_eq!(
+            q["bundles"][0]["uri"], "file:///b/1",
+            "the rest of the record stays: {q}"
+        );
+        let r = reg
+            .candidate_evidence_accepted("c-e", &serde_json::json!({"uri": "x"}), now)
+            .await;
+        assert!(matches!(r, Err(RegistryError::Invalid { .. })), "{r:?}");
+        let r = reg.candidate_evidence_accepted("c-none", &first, now).await;
+        assert!(matches!(r, Err(RegistryError::NotFound { .. })), "{r:?}");
+    }
 
     /// A purge that read the candidate while it was quarantined, and rebases it after another run's acceptance, must
     /// not rewrite the inventory and stamp of the candidate that run executes: nothing is written and `false` comes
