@@ -831,6 +831,14 @@ impl TrustStore {
         out
     }
 
+    /// This store with only the keys whose key id is in `keyids` (a policy's `evidenceSigners`): their roles stay.
+    #[must_use]
+    pub fn only(&self, keyids: &[String]) -> Self {
+        let mut out = self.clone();
+        out.keys.retain(|k| keyids.contains(&k.keyid));
+        out
+    }
+
     /// The key with this key id (exact, lowercase hex), if trusted.
     #[must_use]
     pub fn get(&self, keyid: &str) -> Option<&PublicKey> {

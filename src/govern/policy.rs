@@ -28,7 +28,9 @@
 //!   most 4h (the default); `rpoTarget` (optional) is a positive duration: the largest RPO a cold-backup
 //!   recovery of the table may show for the quarterly gate, which without it wants RPO 0 (DESIGN §7: "RPO equal
 //!   to the declared checkpoint"); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
-//!   `period` (a positive duration);
+//!   `period` (a positive duration); `evidenceSigners` (optional) is a non-empty list of key ids, each the 64
+//!   lowercase hex digits [`crate::evidence::keys::keyid`] computes, without duplicates: the only keys whose drill
+//!   reports count as evidence for deletes of the table;
 //!   disaster-recovery points have distinct snapshot ids and RFC 3339 times; `table` is a valid
 //!   [`TableBinding`], which always binds the table's UUID (at least [`MIN_UUID_PREFIX_HEX_DIGITS`] hex
 //!   digits of it): a bare name is refused.
@@ -522,6 +524,7 @@ pub struct Policy {
     recovery_rto_limit: chrono::Duration,
     rpo_target: Option<chrono::Duration>,
     evidence_retention: Option<EvidenceRetention>,
+    evidence_signers: Option<Vec<String>>,
     orphan_quarantine: Option<String>,
 }
 
@@ -529,6 +532,15 @@ pub struct Policy {
 pub const DEFAULT_RECOVERY_RTO_LIMIT: &str = "4h";
 
 impl Policy {
+    /// `evidenceSigners`, if set: the key ids (lowercase hex, [`crate::evidence::keys::keyid`]) whose drill reports
+    /// count as evidence for this table. The policy binds the table, so this binds the drill keys to the table: the
+    /// deleter and the weekly gate count only a report signed by one of them (whatever else the trust folder's
+    /// drill role holds). `None`: every key with the drill role of the trust folder counts.
+    #[must_use]
+    pub fn evidence_signers(&self) -> Option<&[String]> {
+        self.evidence_signers.as_deref()
+    }
+
     /// `evidenceRetention`, if set: the Object Lock retention of the evidence lakedrill writes for this table.
     #[must_use]
     pub fn evidence_retention(&self) -> Option<EvidenceRetention> {
@@ -972,6 +984,8 @@ struct RawPolicy {
     #[serde(default)]
     evidence_retention: Given<RawEvidenceRetention>,
     #[serde(default)]
+    evidence_signers: Given<Vec<String>>,
+    #[serde(default)]
     orphan_quarantine: Given<String>,
 }
 
@@ -1175,9 +1189,15 @@ impl RawPolicy {
                 Some(EvidenceRetention { mode, period })
             }
         };
+        let evidence_signers = self
+            .evidence_signers
+            .optional("evidenceSigners")?
+            .map(validate_evidence_signers)
+            .transpose()?;
         Ok(Policy {
             orphan_quarantine,
             evidence_retention,
+            evidence_signers,
             regulated_data,
             min_quarantine_period,
             critical,
@@ -1286,6 +1306,36 @@ fn validate_protected_refs(refs: Vec<String>) -> Result<Vec<String>, FieldError>
         seen.insert(name.to_lowercase(), i);
     }
     Ok(refs)
+}
+
+/// `evidenceSigners`: a non-empty list of key ids as [`crate::evidence::keys::keyid`] writes them (64 lowercase hex
+/// digits, the SHA-256 of the public key), none twice.
+fn validate_evidence_signers(ids: Vec<String>) -> Result<Vec<String>, FieldError> {
+    if ids.is_empty() {
+        return Err(FieldError::new(
+            "evidenceSigners",
+            "must name at least one key id (leave the field out to accept every drill key of the trust folder)",
+        ));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let field = format!("evidenceSigners[{i}]");
+        if !is_sha256_hex(id) {
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "must be a key id: the 64 lowercase hex digits of the SHA-256 of the public key, as `keygen` \
+                     and the signatures' `keyid` write it, got {id:?}"
+                ),
+            ));
+        }
+        if let Some(first) = ids[..i].iter().position(|x| x == id) {
+            return Err(FieldError::new(
+                field,
+                format!("key id {id} is listed twice (also evidenceSigners[{first}])"),
+            ));
+        }
+    }
+    Ok(ids)
 }
 
 fn validate_dr_points(raw: Vec<RawDrPoint>) -> Result<Vec<DrPoint>, FieldError> {
@@ -2041,6 +2091,66 @@ maxUnreconciledUnknowns: 3
             let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, "rpoTarget", "{extra}: {reason}");
             assert!(reason.contains(why), "{extra}: {reason}");
+        }
+    }
+
+    #[test]
+    fn evidence_signers_are_distinct_key_ids() {
+        assert_eq!(parse_str(&example_with(&[])).unwrap().evidence_signers(), None);
+        let a = "ab".repeat(32);
+        let b = crate::evidence::keys::keyid(&ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key());
+        let p = parse_str(&format!("{}evidenceSigners: [{a}, {b}]\n", example_with(&[]))).unwrap();
+        assert_eq!(p.evidence_signers(), Some([a.clone(), b.clone()].as_slice()));
+        let p = parse_str(&format!("{}evidenceSigners:\n  - {b}\n", example_with(&[]))).unwrap();
+        assert_eq!(p.evidence_signers(), Some([b.clone()].as_slice()));
+        let upper = a.to_uppercase();
+        let short = &a[..63];
+        for (extra, field, why) in [
+            (
+                "evidenceSigners: []\n".to_owned(),
+                "evidenceSigners",
+                "at least one key id",
+            ),
+            ("evidenceSigners: ~\n".to_owned(), "evidenceSigners", "null"),
+            (
+                format!("evidenceSigners: [{upper}]\n"),
+                "evidenceSigners[0]",
+                "lowercase hex",
+            ),
+            (
+                format!("evidenceSigners: [{b}, {short}]\n"),
+                "evidenceSigners[1]",
+                "must be a key id",
+            ),
+            (
+                "evidenceSigners: [\"\"]\n".to_owned(),
+                "evidenceSigners[0]",
+                "must be a key id",
+            ),
+            (
+                "evidenceSigners: [drill-key]\n".to_owned(),
+                "evidenceSigners[0]",
+                "drill-key",
+            ),
+            (
+                format!("evidenceSigners: [{a}, {b}, {a}]\n"),
+                "evidenceSigners[2]",
+                "listed twice (also evidenceSigners[0])",
+            ),
+        ] {
+            let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
+            assert_eq!(f, field, "{extra}: {reason}");
+            assert!(reason.contains(why), "{extra}: {reason}");
+        }
+        // A single string is not a list: refused as the YAML parser reads it (the line of the field), as for
+        // protectedRefs.
+        let doc = format!("{}evidenceSigners: {a}\n", example_with(&[]));
+        let line = doc.lines().position(|l| l.starts_with("evidenceSigners")).unwrap() + 1;
+        match parse_str(&doc) {
+            Err(PolicyError::Syntax { message, .. }) => {
+                assert!(message.contains(&format!("line {line}")), "{message}");
+            }
+            other => panic!("expected a syntax error, got {other:?}"),
         }
     }
 }

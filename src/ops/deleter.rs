@@ -6,7 +6,8 @@
 //! policy that pins no build at all (only `reclamationImplementationDigest: any` accepts every build).
 //!
 //! A purge is accepted only with fresh, valid, signed drill evidence that covers every bundle root of
-//! the candidate with `RESTORE_VERIFIED`, and only when a compare-and-set over the table generation,
+//! the candidate with `RESTORE_VERIFIED` — signed by a drill key the policy's `evidenceSigners` lists when it lists
+//! any, of the kind the weekly gate counts and not drilled under another policy of the table — and only when a compare-and-set over the table generation,
 //! the protected-ref root, the lease watermark and the hold generation still matches what was
 //! recorded at quarantine. The comparison and the move to `DELETE_APPROVED` happen in one registry
 //! transaction ([`crate::registry::Registry::candidate_accept`]). Before it, the gates of DESIGN §7 are
@@ -106,7 +107,14 @@ fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
 /// never one by `deleter_keyid`, the key the purge signs its receipts with: a deleter must not be able to vouch
 /// for the drill that allows its deletes, whatever the trust folder holds. For a merged report that holds for
 /// every shard as well: the signers `report merge` recorded in `merged_from` must not include `deleter_keyid`,
-/// and a merged report without that record is refused.
+/// and a merged report without that record is refused. When the policy lists `evidenceSigners` (it binds the
+/// table), only a signature by a listed key counts, and every shard of a merged report must be signed by a listed
+/// key too.
+///
+/// The report must be one the weekly gate counts ([`crate::ops::gates::counts_as_weekly`]: a quarantine drill,
+/// a `restore --shard` report, or their merge — not a cold-backup drill), and one drilled under the policy the
+/// purge runs under: a report whose results name another policy digest for the candidate's table is refused,
+/// naming both digests (one naming none counts, as in the gate).
 #[must_use]
 pub fn check_evidence(
     rec: &CandidateRecord,
@@ -118,9 +126,13 @@ pub fn check_evidence(
     now: chrono::DateTime<Utc>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
-    let signers = trust
-        .for_role(crate::evidence::keys::Role::Drill)
-        .without(deleter_keyid);
+    let listed = policy.evidence_signers();
+    let drill_keys = trust.for_role(crate::evidence::keys::Role::Drill);
+    let signers = match listed {
+        Some(ids) => drill_keys.only(ids),
+        None => drill_keys,
+    }
+    .without(deleter_keyid);
     let keyids: Vec<String> = serde_json::from_slice::<crate::evidence::Envelope>(bytes)
         .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
         .unwrap_or_default();
@@ -130,6 +142,19 @@ pub fn check_evidence(
                 reasons.push(format!(
                     "evidence {name} is signed by the purge's own key (keyid {k}, --key): a deleter must not vouch \
                      for the drill that allows its deletes; sign drill reports with a key of their own"
+                ));
+            } else if let Some(ids) = listed
+                && !ids.contains(k)
+            {
+                reasons.push(format!(
+                    "evidence {name} is signed by {} (keyid {k}), which the policy {}'s evidenceSigners does not list \
+                     ({}): only a drill report signed by a listed key counts for this table",
+                    trust.get(k).map_or_else(
+                        || "a key outside the trust folder".to_owned(),
+                        |pk| pk.name().to_owned()
+                    ),
+                    policy.source_name(),
+                    ids.join(", ")
                 ));
             } else if let Some(pk) = trust.get(k) {
                 reasons.push(format!(
@@ -180,8 +205,55 @@ pub fn check_evidence(
                  sign drill reports with a key of their own",
                 s.report, s.index, s.count
             )),
-            Some(_) => {}
+            // Under evidenceSigners a shard counts only when a listed key signed it: the merging key's signature
+            // says nothing about who drilled.
+            Some(ids) => {
+                if let Some(listed) = listed {
+                    if ids.is_empty() {
+                        reasons.push(format!(
+                            "evidence {name} was merged from shard report {} (shard {}/{}) with no signer recorded, \
+                             so it cannot be shown that a key the policy {}'s evidenceSigners lists signed it",
+                            s.report,
+                            s.index,
+                            s.count,
+                            policy.source_name()
+                        ));
+                    }
+                    for k in ids.iter().filter(|k| !listed.contains(*k)) {
+                        reasons.push(format!(
+                            "evidence {name} was merged from shard report {} (shard {}/{}), which is signed by keyid \
+                             {k}, which the policy {}'s evidenceSigners does not list ({}): every shard of a merged \
+                             report must be signed by a listed key",
+                            s.report,
+                            s.index,
+                            s.count,
+                            policy.source_name(),
+                            listed.join(", ")
+                        ));
+                    }
+                }
+            }
         }
+    }
+    // What deletes is what the weekly gate counts: a drill of the quarantined bundles (not a cold-backup drill),
+    // drilled under the rules in force (#23 point 5).
+    if !crate::ops::gates::counts_as_weekly(&pred) {
+        reasons.push(format!(
+            "evidence {name} is a {:?} drill report (plan {}): only a {:?} drill of the bundles (`drill run` of a \
+             bundles plan, `restore --shard`, or their merge) is evidence of their restores, as the weekly gate counts",
+            pred.drill.kind,
+            pred.drill.plan,
+            crate::ops::gates::WEEKLY_KIND
+        ));
+    }
+    if let Some(other) = pred.other_policy_digest(&rec.table_uuid, policy.digest()) {
+        reasons.push(format!(
+            "evidence {name} drilled table {} under policy sha256 {other}, but the purge runs under policy {} with \
+             sha256 {}: the rules changed after the drill, so it is no evidence for them; drill again",
+            rec.table_uuid,
+            policy.source_name(),
+            policy.digest()
+        ));
     }
     // A shard's report names every root it touched RESTORE_VERIFIED, but verified only its share of them: it is
     // refused by what it signs, wherever it lies (a copy outside `shards/` is still a shard).
@@ -673,6 +745,16 @@ const PURGE_TRIES: usize = 3;
 async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, moved: &mut bool) -> Result<Outcome> {
     let policy = crate::govern::policy::load(&opts.policy)?;
     let trust = TrustStore::load_dir(&opts.trust)?;
+    // Without evidenceSigners the drill keys are whatever the caller's trust folder gives the drill role: nothing
+    // binds them to the table. Said on every purge, so that the operator sees it (and `--json` lists it).
+    if policy.evidence_signers().is_none() {
+        crate::report::output::warn(format!(
+            "the policy {} names no evidenceSigners, so any key with the drill role of --trust {} counts as drill \
+             evidence for this table: list the drill keys' ids in the policy's evidenceSigners to bind them to it",
+            policy.source_name(),
+            opts.trust.display()
+        ));
+    }
     // The key this purge signs with: read first (a key that cannot be used stops the purge before anything is
     // judged), and never a signer of the evidence it accepts.
     let deleter = crate::evidence::keys::load_signing_key(&opts.key)?;
@@ -745,6 +827,8 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
     // The drill report this run deletes on: the one its acceptance judged, or on a resume the one judged again
     // before any further delete. Named in the signed inventory archive (the accepting run's) and in the output.
     let mut run_evidence: Option<RunEvidence> = None;
+    // On a resume, the evidence the signed inventory archive says the purge was accepted on.
+    let mut archived_evidence: Option<RunEvidence> = None;
     if resuming {
         // A resumed purge is held to the policy's bindings too (table UUID, formatVersion, catalog).
         let table = crate::ops::plan::bound_table(ctx, source, &policy).await?;
@@ -764,6 +848,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         if !resume.problems.is_empty() {
             return refused("REFUSED", resume.problems);
         }
+        archived_evidence.clone_from(&resume.accepted);
         // Nothing the acceptance judged is taken as still true when more deletes are to go out: days may have
         // passed since (DESIGN "A resume judges its evidence and the gates again").
         if !resume.archived || approved_left(&reg, &opts.candidate_id).await? {
@@ -1214,6 +1299,26 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         let state = reg.candidate_state(&opts.candidate_id).await?;
         if !matches!(state, State::DeleteApproved | State::Deleted | State::DeleteUnknown) {
             return Ok(Err(state));
+        }
+        // Every report a purge of the candidate accepted goes into its registry record (`accepted_evidence`), which
+        // the signed purge summary names: the acceptance's, and a resume's newer one (before, only the run's output
+        // named it). The archive's is recorded first for a purge accepted before the record existed.
+        let record_evidence = async |e: &RunEvidence, on: &str| -> Result<bool> {
+            let entry = serde_json::json!({
+                "accepted_at": ctx.now().to_rfc3339(),
+                "on": on,
+                "run_id": run.run_id,
+                "sha256": e.sha256,
+                "uri": e.uri,
+            });
+            reg.candidate_evidence_accepted(&opts.candidate_id, &entry, ctx.now())
+                .await
+        };
+        if let Some(a) = &archived_evidence {
+            record_evidence(a, "acceptance").await?;
+        }
+        if let Some(e) = &run_evidence {
+            record_evidence(e, if resuming { "resume" } else { "acceptance" }).await?;
         }
         execute(
             ctx,
@@ -3434,6 +3539,13 @@ async fn finish(
     let rec_state = rec.state;
     let inventory_root = rec.candidate["inventory_root"].clone();
     let rebases = rec.quarantine.as_ref().and_then(|q| q.get("rebases")).cloned();
+    // Every drill report a purge of the candidate accepted, its acceptance's and each resume's (the registry's
+    // record of them; the summary signs it).
+    let accepted_evidence = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q.get("accepted_evidence"))
+        .cloned();
     drop(rec);
     // One pass over the states as they stream from the registry (a scan per object made `finish` quadratic in the
     // candidate's size, and a million state rows held at once were ~100 MB, #24); the inventory, sorted by path,
@@ -3535,6 +3647,10 @@ async fn finish(
             deleted: Paths<'a>,
             deleted_root: &'a str,
             equals_inventory: bool,
+            /// The drill reports the purge accepted (`uri`, `sha256`, `on`: `acceptance` or `resume`, `run_id`,
+            /// `accepted_at`), in the order they were accepted.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            evidence: Option<serde_json::Value>,
             evidence_retention: serde_json::Value,
             inventory_root: &'a serde_json::Value,
             kind: &'static str,
@@ -3559,6 +3675,7 @@ async fn finish(
             deleted: Paths(&verified),
             deleted_root: &root,
             equals_inventory: all_verified,
+            evidence: accepted_evidence,
             evidence_retention: serde_json::json!(retention.map(crate::ops::evidence_lock::claim)),
             inventory_root: &inventory_root,
             kind: "summary",

@@ -48,6 +48,22 @@ pub const NOT_REQUIRED: &str = "NOT_REQUIRED";
 /// How far back the quarterly recovery gate looks by default.
 pub const QUARTERLY_WINDOW_DAYS: i64 = 92;
 
+/// The drill kind the weekly gate counts: a `quarantine` drill of bundles — `drill run` of a bundles plan,
+/// `restore --shard --key` (whose plan is one) and their merge (`report merge` keeps the shards' kind). A
+/// `cold-backup` drill proves a recovery for the quarterly gate, not the restores of the quarantined bundles; a
+/// fault-matrix report has a predicate type of its own and verifies as no drill report at all.
+pub const WEEKLY_KIND: &str = "quarantine";
+
+/// The drill kind the quarterly gate counts.
+pub const QUARTERLY_KIND: &str = "cold-backup";
+
+/// Whether a drill report is of the kind the weekly gate counts ([`WEEKLY_KIND`]). The deleter holds its
+/// evidence to the same rule (`purge --evidence`), so that what deletes is what the gate counts.
+#[must_use]
+pub fn counts_as_weekly(p: &DrillPredicate) -> bool {
+    p.drill.kind == WEEKLY_KIND
+}
+
 /// How far in the future a drill report may say it finished (clock skew between hosts) and still count. A
 /// report past it is refused: by the deleter as evidence, by the gates as a finding naming it.
 pub const FUTURE_SLACK_MINUTES: i64 = 5;
@@ -303,7 +319,7 @@ async fn report_gates(
     now: DateTime<Utc>,
 ) -> Result<(Gate, Gate)> {
     let folder = location::canonical_uri(&src.reports_uri)?;
-    let (reports, unverified) = verified_reports(storage, src).await?;
+    let (reports, unverified) = verified_reports(storage, src, policy.evidence_signers()).await?;
     // A report that says it finished in the future is never counted: it would pass any age, and it would hide
     // every failure that finished before its claimed start.
     let limit = now + Duration::minutes(FUTURE_SLACK_MINUTES);
@@ -316,6 +332,7 @@ async fn report_gates(
         &folder,
         &bundles,
         (table_uuid, policy.digest()),
+        policy.evidence_signers(),
         src.since.unwrap_or_else(|| policy.evidence_max_age()),
         now,
     );
@@ -345,8 +362,8 @@ async fn report_gates(
                 || uncovered(&r.predicate, &bundles).len() < bundles.len()
         })
         .collect();
-    refuse_future_reports(&mut weekly, &future, "quarantine", now);
-    refuse_future_reports(&mut quarterly, &future, "cold-backup", now);
+    refuse_future_reports(&mut weekly, &future, WEEKLY_KIND, now);
+    refuse_future_reports(&mut quarterly, &future, QUARTERLY_KIND, now);
     Ok((weekly, quarterly))
 }
 
@@ -620,12 +637,26 @@ struct VerifiedReport {
     /// this is newer than the report (it may have seen an object after this drill read it), as the deleter reads it.
     started: DateTime<Utc>,
     predicate: DrillPredicate,
+    /// Whether it verifies under a key the policy's `evidenceSigners` lists and, merged, every shard it joins was
+    /// signed by a listed key too (always, for a policy that lists none): only such a report counts for the weekly
+    /// gate; any other still counts with its failures.
+    by_listed_signer: bool,
+    /// The key ids its envelope names (read for messages only; the signature is checked above).
+    keyids: Vec<String>,
+    /// When it is not `by_listed_signer`: which signer the policy does not list, in words.
+    unlisted: Option<String>,
 }
 
-/// Every report under the folder that verifies (newest first), and the URIs of those that do not.
-async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(Vec<VerifiedReport>, Vec<String>)> {
+/// Every report under the folder that verifies (newest first), and the URIs of those that do not. With
+/// `evidence_signers` (the policy's), each report also says whether one of those keys signed it.
+async fn verified_reports(
+    storage: &Storage,
+    src: &ReportSource<'_>,
+    evidence_signers: Option<&[String]>,
+) -> Result<(Vec<VerifiedReport>, Vec<String>)> {
     let folder = location::canonical_uri(&src.reports_uri)?;
     let drill_keys = src.trust.for_role(crate::evidence::keys::Role::Drill);
+    let listed_keys = evidence_signers.map(|ids| drill_keys.only(ids));
     let mut good = Vec::new();
     let mut unverified = Vec::new();
     for uri in report_files(storage, &folder).await? {
@@ -634,16 +665,56 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
             .get_bounded(&uri, storage.options().max_metadata_bytes, "a drill report")
             .await?
             .bytes;
-        let mut findings = Vec::new();
-        // Only keys with the drill role sign drill reports ([`crate::evidence::keys::Role`]), as for the deleter.
-        let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, &drill_keys, &mut findings) else {
-            unverified.push(uri);
-            continue;
+        // Under the policy's evidenceSigners first (when it lists any): a report one of them signed counts.
+        let by_listed = listed_keys.as_ref().and_then(|keys| {
+            let mut findings = Vec::new();
+            crate::ops::audit::check_report(&uri, &bytes, keys, &mut findings).filter(|_| findings.is_empty())
+        });
+        let (p, by_listed_signer) = match by_listed {
+            Some((_, p)) => (p, true),
+            None => {
+                let mut findings = Vec::new();
+                // Only keys with the drill role sign drill reports ([`crate::evidence::keys::Role`]), as for the
+                // deleter. A report by a drill key the policy does not list is kept: it does not count for the
+                // weekly gate, but its failures do.
+                let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, &drill_keys, &mut findings) else {
+                    unverified.push(uri);
+                    continue;
+                };
+                if !findings.is_empty() {
+                    unverified.push(uri);
+                    continue;
+                }
+                (p, listed_keys.is_none())
+            }
         };
-        if !findings.is_empty() {
-            unverified.push(uri);
-            continue;
-        }
+        let keyids: Vec<String> = serde_json::from_slice::<crate::evidence::Envelope>(&bytes)
+            .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
+            .unwrap_or_default();
+        // A merge's own signature says nothing about who drilled: under evidenceSigners every shard it joins must
+        // be signed by a listed key as well, as the deleter holds its evidence (`check_evidence`).
+        let unlisted_shard = evidence_signers.and_then(|ids| {
+            p.merged_from.iter().flatten().find(|s| {
+                s.keyids
+                    .as_ref()
+                    .is_none_or(|k| k.is_empty() || k.iter().any(|x| !ids.contains(x)))
+            })
+        });
+        let unlisted = if let Some(s) = unlisted_shard {
+            Some(format!(
+                "was merged from shard report {} signed by {}",
+                s.report,
+                s.keyids
+                    .as_ref()
+                    .filter(|k| !k.is_empty())
+                    .map_or_else(|| "no recorded key".to_owned(), |k| format!("key {}", k.join(", ")))
+            ))
+        } else if by_listed_signer {
+            None
+        } else {
+            Some(format!("is signed by key {}", keyids.join(", ")))
+        };
+        let by_listed_signer = unlisted.is_none();
         if p.is_shard_partial() {
             continue; // one shard's share: only the merge of all shards is a report the gates count
         }
@@ -664,6 +735,9 @@ async fn verified_reports(storage: &Storage, src: &ReportSource<'_>) -> Result<(
             as_of,
             started,
             predicate: p,
+            by_listed_signer,
+            keyids,
+            unlisted,
         });
     }
     good.sort_by(|a, b| b.finished.cmp(&a.finished).then_with(|| b.uri.cmp(&a.uri)));
@@ -721,21 +795,36 @@ fn uncovered<'b>(p: &DrillPredicate, bundles: &'b [String]) -> Vec<&'b str> {
 /// `(table_uuid, policy_digest)` is the table and the digest of the policy in force: a report whose results
 /// name another policy digest for this table does not count (#23 point 5: the rules changed after that drill,
 /// so it proves nothing about them); one that names none (its plan has no `policies`) counts as before.
+/// `evidence_signers` is the policy's list of drill keys for the table: when it is set, only a report signed by one
+/// of them counts (a report by another drill key of the trust folder is named, never counted; its failures still
+/// void the report that counts).
+#[allow(clippy::too_many_arguments)]
 fn weekly_gate(
     reports: &[VerifiedReport],
     unverified: &[String],
     folder: &str,
     bundles: &[String],
     (table_uuid, policy_digest): (&str, &str),
+    evidence_signers: Option<&[String]>,
     max_age: Duration,
     now: DateTime<Utc>,
 ) -> Gate {
     const NAME: &str = "weekly_restores";
+    let covering = |r: &&&VerifiedReport| uncovered(&r.predicate, bundles).is_empty();
+    // Covering weekly reports signed by no key of the policy's evidenceSigners, newest first: shown, never counted.
+    let unlisted: Vec<&VerifiedReport> = reports
+        .iter()
+        .filter(|r| counts_as_weekly(&r.predicate) && !r.by_listed_signer)
+        .filter(|r| uncovered(&r.predicate, bundles).is_empty())
+        .collect();
+    let unlisted_figure: Vec<serde_json::Value> = unlisted
+        .iter()
+        .map(|r| serde_json::json!({"report": r.uri, "keyids": r.keyids, "why": r.unlisted}))
+        .collect();
     let weekly: Vec<&VerifiedReport> = reports
         .iter()
-        .filter(|r| r.predicate.drill.kind == "quarantine")
+        .filter(|r| counts_as_weekly(&r.predicate) && r.by_listed_signer)
         .collect();
-    let covering = |r: &&&VerifiedReport| uncovered(&r.predicate, bundles).is_empty();
     let other_policy = |r: &VerifiedReport| {
         r.predicate
             .other_policy_digest(table_uuid, policy_digest)
@@ -748,15 +837,25 @@ fn weekly_gate(
         .filter_map(|r| Some((r.uri.as_str(), other_policy(r)?)))
         .collect();
     let Some(r) = weekly.iter().filter(covering).find(|r| other_policy(r).is_none()) else {
-        let detail = match (stale.first(), weekly.first()) {
-            (Some((uri, digest)), _) => format!(
+        let detail = match (stale.first(), unlisted.first(), weekly.first()) {
+            (None, Some(u), _) => format!(
+                "the newest weekly drill report covering the table's {} quarantined bundle(s), {}, {}, which the \
+                 policy's evidenceSigners does not list ({}): only a report signed by a listed key (every shard of \
+                 a merged one too) counts for this table ({} such report(s)); drill with a listed key",
+                bundles.len(),
+                u.uri,
+                u.unlisted.as_deref().unwrap_or("is signed by no listed key"),
+                evidence_signers.unwrap_or_default().join(", "),
+                unlisted.len()
+            ),
+            (Some((uri, digest)), _, _) => format!(
                 "the newest weekly drill report covering the table's {} quarantined bundle(s), {uri}, drilled table \
                  {table_uuid} under policy sha256 {digest}, but the policy in force has sha256 {policy_digest}: the \
                  rules changed after the drill, so it is no evidence for them ({} such report(s)); drill again",
                 bundles.len(),
                 stale.len()
             ),
-            (None, Some(n)) => {
+            (None, None, Some(n)) => {
                 let missing = uncovered(&n.predicate, bundles);
                 format!(
                     "no weekly drill report covers the table's {} quarantined bundle(s): the newest, {} (plan {}, \
@@ -779,7 +878,7 @@ fn weekly_gate(
                     }
                 )
             }
-            (None, None) => match unverified.first() {
+            (None, None, None) => match unverified.first() {
                 None => format!("no verified weekly (quarantine) drill report under {folder}"),
                 Some(first) => format!(
                     "no verified weekly (quarantine) drill report under {folder}: {} report(s) there do not verify \
@@ -794,7 +893,8 @@ fn weekly_gate(
             serde_json::json!({"report": weekly.first().map(|r| &r.uri), "covering_report": null,
                 "quarantined_bundles": bundles.len(), "unverified_reports": unverified,
                 "policy_digest": policy_digest,
-                "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>()}),
+                "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>(),
+                "evidence_signers": evidence_signers, "unlisted_signer_reports": unlisted_figure}),
             detail,
         );
     };
@@ -871,7 +971,9 @@ fn weekly_gate(
             "sampled": p.sample.size, "wanted": want, "population": p.sample.population, "retired": p.sample.retired,
             "passed": p.summary.passed, "failed": p.summary.failed, "quarantined_bundles": bundles.len(),
             "policy_digest": policy_digest, "report_policy_digest": report_policy,
-            "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>()}),
+            "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>(),
+            "evidence_signers": evidence_signers, "report_keyids": r.keyids,
+            "unlisted_signer_reports": unlisted_figure}),
         detail,
     )
 }
@@ -925,7 +1027,7 @@ fn quarterly_gate(
         };
     }
     let of_table = |x: &&crate::evidence::predicate::DrillResult| x.table_uuid.as_deref() == Some(table_uuid);
-    let cold = |r: &&VerifiedReport| r.predicate.drill.kind == "cold-backup";
+    let cold = |r: &&VerifiedReport| r.predicate.drill.kind == QUARTERLY_KIND;
     let newest_checkpoint = rules.checkpoints.last();
     let checkpoint_json = newest_checkpoint.map(|c| {
         serde_json::json!({"checkpoint_id": c.checkpoint_id, "snapshot_id": c.snapshot_id,
@@ -1183,6 +1285,9 @@ mod tests {
                 shard: None,
                 merged_from: None,
             },
+            by_listed_signer: true,
+            keyids: Vec::new(),
+            unlisted: None,
         }
     }
 

@@ -992,6 +992,90 @@ impl Registry {
         self.candidate(candidate_id).await
     }
 
+    /// Records in a candidate's quarantine record (`accepted_evidence`, a list) a drill report a purge of it
+    /// accepted — its acceptance's, or a resume's newer one — unless the list already names the same report
+    /// (`uri` and `sha256` equal). `evidence` is an object with at least `uri` and `sha256`. The purge summary
+    /// signs the list. Reads and writes the quarantine record only (a million-object candidate's record is
+    /// hundreds of MB, #24). Returns whether it was added.
+    ///
+    /// # Errors
+    /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for an `evidence` without `uri` or `sha256`, or a
+    /// stored quarantine record that is not a JSON object; [`RegistryError::Query`].
+    pub async fn candidate_evidence_accepted(
+        &self,
+        candidate_id: &str,
+        evidence: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<bool, RegistryError> {
+        const OP: &str = "candidate_evidence_accepted";
+        let key = |e: &serde_json::Value| {
+            (
+                e["uri"].as_str().map(str::to_owned),
+                e["sha256"].as_str().map(str::to_owned),
+            )
+        };
+        let (Some(uri), Some(sha256)) = key(evidence) else {
+            return Err(RegistryError::Invalid {
+                field: "accepted_evidence",
+                reason: format!(
+                    "the evidence accepted for candidate {candidate_id} names no uri and sha256: {evidence}"
+                ),
+            });
+        };
+        let mut change = self.change(OP).await?;
+        let row: Option<(String, String, Option<String>)> =
+            sqlx::query_as("SELECT state, table_uuid, quarantine_json FROM candidates WHERE candidate_id = $1")
+                .bind(candidate_id)
+                .fetch_optional(&mut *change.tx)
+                .await
+                .map_err(query(OP))?;
+        let Some((state, table, quarantine)) = row else {
+            return Err(RegistryError::NotFound {
+                what: "candidate",
+                id: candidate_id.to_owned(),
+            });
+        };
+        let mut q: serde_json::Value = match quarantine {
+            None => serde_json::json!({}),
+            Some(text) => serde_json::from_str(&text).map_err(|e| RegistryError::Invalid {
+                field: "quarantine_json",
+                reason: format!("candidate {candidate_id}'s quarantine record is not JSON: {e}"),
+            })?,
+        };
+        let Some(obj) = q.as_object_mut() else {
+            return Err(RegistryError::Invalid {
+                field: "quarantine_json",
+                reason: format!("candidate {candidate_id}'s quarantine record is not a JSON object"),
+            });
+        };
+        let list = obj
+            .entry("accepted_evidence")
+            .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+        let Some(list) = list.as_array_mut() else {
+            return Err(RegistryError::Invalid {
+                field: "quarantine_json",
+                reason: format!("candidate {candidate_id}'s quarantine record's accepted_evidence is not a list"),
+            });
+        };
+        if list.iter().any(|e| key(e) == (Some(uri.clone()), Some(sha256.clone()))) {
+            // Dropping the change rolls it back, the generation bump included.
+            return Ok(false);
+        }
+        list.push(evidence.clone());
+        sqlx::query("UPDATE candidates SET quarantine_json = $1, updated_at = $2 WHERE candidate_id = $3")
+            .bind(q.to_string())
+            .bind(fmt_time(now))
+            .bind(candidate_id)
+            .execute(&mut *change.tx)
+            .await
+            .map_err(query(OP))?;
+        let detail = serde_json::json!({"candidate_id": candidate_id, "state": state, "evidence_accepted": evidence});
+        change
+            .commit(now, EventKind::CandidateState, Some(&table), &detail)
+            .await?;
+        Ok(true)
+    }
+
     /// [`Registry::candidate_transition`] without reading the record back: the state and table are all it reads
     /// (a million-object candidate's record is hundreds of MB as JSON, #24).
     ///
@@ -1646,7 +1730,47 @@ mod tests {
         acceptance_relates_new_checkpoints_and_writers_to_the_candidate,
         an_unanswered_delete_intent_is_unknown_when_the_candidate_is_sent_back,
         an_approved_candidate_is_rebased_only_by_the_run_holding_its_claim,
+        accepted_evidence_is_appended_once_each_to_the_quarantine_record,
     );
+
+    /// Each report a purge accepted is appended to the candidate's quarantine record once (by URI and SHA-256),
+    /// after what the record held; an entry without both is refused, and an unknown candidate is not found.
+    async fn accepted_evidence_is_appended_once_each_to_the_quarantine_record(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let now = t(0);
+        let table = "7f31a2b4-09c1-4d5e-9f00-00000000000a";
+        reg.candidate_record(table, "c-e", &serde_json::json!({}), &stamp(), &["a".into()], now)
+            .await
+            .unwrap();
+        let q = serde_json::json!({"bundles": [{"uri": "file:///b/1"}]});
+        reg.candidate_transition("c-e", State::Quarantined, "sealed", Some(&q), None, now)
+            .await
+            .unwrap();
+        let first = serde_json::json!({"uri": "file:///r/1.dsse.json", "sha256": "11", "on": "acceptance"});
+        let resumed = serde_json::json!({"uri": "file:///r/2.dsse.json", "sha256": "22", "on": "resume"});
+        assert!(reg.candidate_evidence_accepted("c-e", &first, now).await.unwrap());
+        let generation = reg.generation().await.unwrap();
+        assert!(!reg.candidate_evidence_accepted("c-e", &first, now).await.unwrap());
+        assert_eq!(
+            reg.generation().await.unwrap(),
+            generation,
+            "the same report again writes nothing"
+        );
+        assert!(reg.candidate_evidence_accepted("c-e", &resumed, now).await.unwrap());
+        let rec = reg.candidate("c-e").await.unwrap();
+        let q = rec.quarantine.unwrap();
+        assert_eq!(q["accepted_evidence"], serde_json::json!([first, resumed]), "{q}");
+        assert_eq!(
+            q["bundles"][0]["uri"], "file:///b/1",
+            "the rest of the record stays: {q}"
+        );
+        let r = reg
+            .candidate_evidence_accepted("c-e", &serde_json::json!({"uri": "x"}), now)
+            .await;
+        assert!(matches!(r, Err(RegistryError::Invalid { .. })), "{r:?}");
+        let r = reg.candidate_evidence_accepted("c-none", &first, now).await;
+        assert!(matches!(r, Err(RegistryError::NotFound { .. })), "{r:?}");
+    }
 
     /// A purge that read the candidate while it was quarantined, and rebases it after another run's acceptance, must
     /// not rewrite the inventory and stamp of the candidate that run executes: nothing is written and `false` comes

@@ -2815,3 +2815,267 @@ fn reconcile_records_an_intent_before_each_retried_delete_and_the_chain_still_ve
     assert_eq!(g.present(&c), 0);
     g.assert_audit_verified(r["summary"].as_str().unwrap());
 }
+
+/// A second drill key in the fixture's trust folder (`keys/`, no `roles.toml`: every key holds every role), and
+/// the key ids of it and of the fixture's own drill key (`gov-TEST-ONLY`).
+pub(crate) fn second_drill_key(g: &Gov) -> (String, String) {
+    let k2 = g
+        .run(&["--json", "keygen", "--name", "drill2-TEST-ONLY", "--dir", "keys"])
+        .expect_code(0)
+        .json()["keyid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let gov = lakedrill::evidence::keys::load_signing_key(&g.dir.join("keys/gov-TEST-ONLY.key"))
+        .unwrap()
+        .keyid()
+        .to_owned();
+    (k2, gov)
+}
+
+/// The fixture's policy file with `extra` appended, bound to the table again (`rollout set --policy`).
+pub(crate) fn policy_with(g: &Gov, extra: &str) {
+    let text = std::fs::read_to_string(&g.policy).unwrap();
+    g.write_policy(&format!("{text}{extra}"));
+}
+
+/// `drill run` of a quarantine plan `name` over `bundles/`, signed with `key` (`extra`: more plan lines); the run's
+/// JSON (the report's path is its `report`).
+pub(crate) fn drill_with(g: &Gov, name: &str, key: &str, extra: &str, shard: Option<&str>) -> Value {
+    let plan = g.dir.join(format!("drill-{name}.toml"));
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"{name}\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"{key}\"\nreports = \"reports\"\n{extra}"
+        ),
+    )
+    .unwrap();
+    let mut args = vec!["--json", "drill", "run", plan.to_str().unwrap()];
+    if let Some(s) = shard {
+        args.extend(["--shard", s]);
+    }
+    g.run(&args).expect_code(0).json()
+}
+
+/// The local path of a run's `report`.
+pub(crate) fn report_path(run: &Value) -> std::path::PathBuf {
+    std::path::PathBuf::from(run["report"].as_str().unwrap().trim_start_matches("file://"))
+}
+
+/// The purge's warning about a policy without `evidenceSigners`.
+const NO_SIGNERS_WARNING: &str = "names no evidenceSigners";
+
+/// `evidenceSigners` binds the drill keys to the table (the policy binds its UUID). Without it a purge says that
+/// any drill key of `--trust` counts (stderr and the `--json` warnings). With it, a report signed by another drill
+/// key of the trust folder is refused naming the key and the field, also when it is the covering report of the
+/// weekly gate, which fails naming the field; a merged report signed by a listed key is refused when a shard was
+/// signed by an unlisted one, naming the shard report and its key; a report by the listed key deletes. Before,
+/// every key the caller's folder gave the drill role counted, and shard signers were held only to the deleter's key.
+#[test]
+fn the_policys_evidence_signers_bind_the_drill_keys_to_the_table() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    let (k2, gov) = second_drill_key(&g);
+
+    // No evidenceSigners: the purge judges as before, and warns.
+    let dry = g.purge(id, Some(&ev), &["--dry-run"]);
+    dry.expect_code(0);
+    assert!(dry.stderr.contains(NO_SIGNERS_WARNING), "{}", dry.stderr);
+    assert!(
+        dry.json()["warnings"].to_string().contains(NO_SIGNERS_WARNING),
+        "{}",
+        dry.stdout
+    );
+
+    // Only the second key counts for this table.
+    policy_with(&g, &format!("evidenceSigners: [{k2}]\n"));
+    let before = walk(&g.table_root());
+    for evidence in [Some(ev.as_path()), None] {
+        let r = g.purge(id, evidence, &["--reports", "reports"]);
+        r.expect_code(1);
+        let p = r.json();
+        assert_eq!(p["status"], "REFUSED", "{evidence:?}: {p}");
+        assert!(!r.stderr.contains(NO_SIGNERS_WARNING), "{}", r.stderr);
+        let why = p["reasons"].to_string();
+        // The weekly gate does not count the report either, and says why.
+        assert!(
+            why.contains("gate weekly_restores FAIL")
+                && why.contains("evidenceSigners does not list")
+                && why.contains(&gov),
+            "{evidence:?}: {why}"
+        );
+        if evidence.is_some() {
+            assert!(
+                why.contains(&format!("signed by gov-TEST-ONLY (keyid {gov}), which the policy"))
+                    && why.contains(&format!("evidenceSigners does not list ({k2})")),
+                "names the key and the field: {why}"
+            );
+        }
+    }
+
+    // A merge signed by the listed key of a shard the unlisted key signed.
+    let shard = drill_with(&g, "unlisted-shard", "keys/gov-TEST-ONLY.key", "", Some("0/1"));
+    let shard_name = report_path(&shard).file_name().unwrap().to_str().unwrap().to_owned();
+    let merged = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/drill2-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .expect_code(0)
+        .json();
+    let p = g.purge(id, Some(&report_path(&merged)), &[]).expect_code(1).json();
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains(&shard_name)
+            && why.contains(&format!("signed by keyid {gov}"))
+            && why.contains("every shard of a merged report must be signed by a listed key"),
+        "names the shard report and its key: {why}"
+    );
+    assert!(
+        !why.contains("is signed by drill2-TEST-ONLY"),
+        "the merged report's own signer is listed: {why}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+
+    // A drill signed by the listed key deletes.
+    let ev2 = report_path(&drill_with(&g, "listed", "keys/drill2-TEST-ONLY.key", "", None));
+    let p = g.purge(id, Some(&ev2), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(g.present(&c), 0);
+}
+
+/// `purge --evidence` is held to the weekly gate's rules: a cold-backup drill report is no evidence of the
+/// bundles' restores, and a report drilled under another policy of the table than the one in force is refused
+/// naming both digests — though the gate passes on a newer report of the folder. Before, the evidence was held to
+/// neither rule (only the gate was), so an older report drilled under the old rules deleted.
+#[test]
+fn purge_evidence_is_held_to_the_weekly_gates_kind_and_policy_rules() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let policies = format!("policies = \"{}\"\n", g.policy.display());
+    let a = drill_with(&g, "weekly-bundles", "keys/gov-TEST-ONLY.key", &policies, None);
+    let ev_a = report_path(&a);
+    let digest_a = a["predicate"]["results"][0]["policy_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = walk(&g.table_root());
+
+    // The same report as a cold-backup drill, beside it (the gate still counts the quarantine drill).
+    let cold = g.dir.join("reports/weekly-bundles/cold.dsse.json");
+    resigned(&g, &ev_a, &cold, |st| {
+        st["predicate"]["drill"]["kind"] = Value::String("cold-backup".into());
+    });
+    let p = g.purge(id, Some(&cold), &["--dry-run"]).expect_code(1).json();
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("cold.dsse.json is a \\\"cold-backup\\\" drill report") && !why.contains("gate weekly_restores"),
+        "{why}"
+    );
+
+    // The policy changes; a drill under the new one makes the gate pass.
+    policy_with(&g, "# evidence must be drilled under this version\n");
+    let b = drill_with(&g, "weekly-bundles", "keys/gov-TEST-ONLY.key", &policies, None);
+    let digest_b = b["predicate"]["results"][0]["policy_digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(digest_a, digest_b);
+    let r = g.purge(id, Some(&ev_a), &[]);
+    r.expect_code(1);
+    let why = r.json()["reasons"].to_string();
+    assert!(
+        why.contains(&format!("under policy sha256 {digest_a}"))
+            && why.contains(&format!("with sha256 {digest_b}"))
+            && !why.contains("gate weekly_restores"),
+        "names both digests: {why}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    // The report drilled under the policy in force deletes.
+    let p = g.purge(id, Some(&report_path(&b)), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(g.present(&c), 0);
+}
+
+/// The evidence a resume accepts is recorded, not only printed: a purge killed before its first batch and resumed
+/// on a newer drill report ends with the registry's candidate record naming both reports (URI and SHA-256: the
+/// acceptance's and the resume's), and the signed purge summary names both; `audit verify` of the summary and of
+/// the inventory archive passes. Before, the resume's report was named only in its output.
+#[test]
+fn a_resumes_newer_evidence_is_recorded_in_the_registry_and_signed_in_the_summary() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-at-batch=1", &g.purge_args(id, Some(&ev))),
+        None
+    );
+    let fresh = g.drill("bundles");
+    assert_ne!(fresh, ev);
+    let p = g.purge(id, Some(&fresh), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let sha = |p: &Path| lakedrill::evidence::sha256_hex(&std::fs::read(p).unwrap());
+    let named = |list: &Value| -> Vec<(String, String, String)> {
+        list.as_array()
+            .unwrap_or_else(|| panic!("not a list: {list}"))
+            .iter()
+            .map(|e| {
+                (
+                    e["uri"].as_str().unwrap().trim_start_matches("file://").to_owned(),
+                    e["sha256"].as_str().unwrap().to_owned(),
+                    e["on"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let want = vec![
+        (ev.to_str().unwrap().to_owned(), sha(&ev), "acceptance".to_owned()),
+        (fresh.to_str().unwrap().to_owned(), sha(&fresh), "resume".to_owned()),
+    ];
+    // The registry's candidate record.
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let q: Value = serde_json::from_str(
+        &sql_text(
+            &db,
+            &format!("SELECT quarantine_json FROM candidates WHERE candidate_id = '{id}'"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(named(&q["accepted_evidence"]), want, "{q}");
+    // The signed summary.
+    let summary = p["summary"].as_str().unwrap().to_owned();
+    let env: Value = serde_json::from_slice(&std::fs::read(summary.trim_start_matches("file://")).unwrap()).unwrap();
+    let statement: Value = {
+        use base64::Engine as _;
+        serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(env["payload"].as_str().unwrap())
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(named(&statement["predicate"]["evidence"]), want, "{statement}");
+    g.assert_audit_verified(&summary);
+    g.assert_audit_verified(
+        g.dir
+            .join("receipts")
+            .join(id)
+            .join("inventory.dsse.json")
+            .to_str()
+            .unwrap(),
+    );
+}

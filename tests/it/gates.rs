@@ -629,3 +629,74 @@ fn a_planted_report_larger_than_the_metadata_limit_is_refused_naming_it_not_read
     r.expect_code(2);
     over(&r);
 }
+
+/// Under a policy with `evidenceSigners` the weekly gate (of `gates` and of `purge`) counts only a report signed by
+/// a listed key: a covering report by another drill key of the trust folder fails it, naming the report, its key
+/// and the field; a drill by the listed key passes it; a newer merge signed by the listed key of a shard the other
+/// key signed is named, not counted. Before, every report a drill key of the caller's folder signed counted.
+#[test]
+fn the_weekly_gate_counts_only_reports_signed_by_a_key_the_policys_evidence_signers_list() {
+    use crate::deleter_safety::{drill_with, policy_with, report_path, second_drill_key};
+    let g = Gov::new("");
+    let (_, ev) = g.quarantined();
+    let (k2, gov) = second_drill_key(&g);
+    let v = gates(&g).json();
+    assert_eq!(gate(&v, "weekly_restores")["status"], "PASS", "{v}");
+
+    policy_with(&g, &format!("evidenceSigners: [{k2}]\n"));
+    let v = gates(&g).expect_code(1).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "FAIL", "{w}");
+    let detail = w["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(ev.file_name().unwrap().to_str().unwrap())
+            && detail.contains(&format!("is signed by key {gov}"))
+            && detail.contains(&format!("evidenceSigners does not list ({k2})")),
+        "{w}"
+    );
+    assert_eq!(
+        w["figures"]["unlisted_signer_reports"].as_array().unwrap().len(),
+        1,
+        "{w}"
+    );
+
+    let ev2 = report_path(&drill_with(&g, "listed", "keys/drill2-TEST-ONLY.key", "", None));
+    let name2 = ev2.file_name().unwrap().to_str().unwrap().to_owned();
+    let v = gates(&g).expect_code(0).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "PASS", "{w}");
+    assert!(
+        w["figures"]["covering_report"].as_str().unwrap().ends_with(&name2),
+        "{w}"
+    );
+
+    // A newer merge, signed by the listed key, of a shard the unlisted key signed.
+    let shard = drill_with(&g, "unlisted-shard", "keys/gov-TEST-ONLY.key", "", Some("0/1"));
+    let merged = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/drill2-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+        ])
+        .expect_code(0)
+        .json();
+    let merged_name = report_path(&merged).file_name().unwrap().to_str().unwrap().to_owned();
+    let v = gates(&g).expect_code(0).json();
+    let w = gate(&v, "weekly_restores");
+    assert!(
+        w["figures"]["covering_report"].as_str().unwrap().ends_with(&name2),
+        "{w}"
+    );
+    let unlisted = w["figures"]["unlisted_signer_reports"].to_string();
+    assert!(
+        unlisted.contains(&merged_name) && unlisted.contains("was merged from shard report") && unlisted.contains(&gov),
+        "{w}"
+    );
+}
