@@ -1311,8 +1311,9 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
                 "sha256": e.sha256,
                 "uri": e.uri,
             });
-            reg.candidate_evidence_accepted(&opts.candidate_id, &entry, ctx.now())
-                .await
+            Ok(reg
+                .candidate_evidence_accepted(&opts.candidate_id, &entry, ctx.now())
+                .await?)
         };
         if let Some(a) = &archived_evidence {
             record_evidence(a, "acceptance").await?;
