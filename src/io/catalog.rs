@@ -299,31 +299,11 @@ impl SqlCatalog {
     /// # Errors
     /// [`Error::Catalog`] when the query fails.
     pub async fn tables(&self) -> Result<Vec<(TableIdent, String)>> {
-        let rows = sqlx::query(
-            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables WHERE catalog_name = $1",
-        )
-        .bind(&self.catalog_name)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| Error::Catalog {
-            catalog: self.section.clone(),
-            reason: "cannot list tables".into(),
-            source: Some(Box::new(e)),
-        })?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let namespace = row.try_get::<String, _>(0).ok()?;
-                let name = row.try_get::<String, _>(1).ok()?;
-                let md = row.try_get::<Option<String>, _>(2).ok()??;
-                Some((
-                    TableIdent {
-                        namespace: namespace.split('.').map(str::to_owned).collect(),
-                        name,
-                    },
-                    md,
-                ))
-            })
+        Ok(self
+            .tables_of_every_name()
+            .await?
+            .into_iter()
+            .filter_map(|(other, ident, md)| other.is_none().then_some((ident, md)))
             .collect())
     }
 
