@@ -735,11 +735,12 @@ async fn pipeline(demo_ctx: &Context, db: &Path, dir: &Path, quiet: bool) -> Res
     // The demo's data is synthetic (regulatedData: false, so the table may enter the `test` rollout stage), and
     // the policy pins this very build as the only one allowed to quarantine and purge.
     let digest = crate::ops::context::implementation_digest()?;
-    // The binding names the table's UUID, so a policy can never govern another table of the same name.
+    // The binding names the table's UUID, so a policy can never govern another table of the same name, and
+    // `evidenceSigners` binds the drill key to the table: no other drill key of the trust folder vouches for it.
     let uuid = table.metadata().uuid();
     std::fs::write(
         &policy,
-        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders/{uuid}\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\ncritical: true\nreclamationImplementationDigest: {digest}\n"),
+        format!("# Written by `lakedrill demo`.\nschema: lakehouseRetentionPolicy.v1\ntable: orders/{uuid}\nprotectedRefs: [main, audit-q2]\nminSnapshotAge: 1s\nmaxReaderLease: 14d\nmaxWriterDuration: 6h\nlegalHoldGeneration: 0\norphanSafetyInterval: 12h\nregulatedData: false\ncritical: true\nreclamationImplementationDigest: {digest}\nevidenceSigners: [{}]\n", key.keyid),
     )
     .map_err(|e| Error::io("write", &policy, e))?;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await; // past minSnapshotAge
