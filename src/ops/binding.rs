@@ -169,6 +169,9 @@ pub const CLAIM_HEARTBEAT_SECS: u64 = 60;
 /// undelete run their whole claimed part in it. A renewal that fails is
 /// warned about and tried again at the next beat; the work is never interrupted. The renewal only writes the
 /// heartbeat of the run holding the claim ([`Registry::purge_heartbeat`]): a run taken over renews nothing.
+///
+/// Callers pass `work` boxed (`Box::pin`): a purge's claimed part is a large future, and held inline in its
+/// caller's it overflowed the 2 MiB stack of a test thread in debug builds (the fault matrix's unit test).
 pub async fn with_heartbeat<T>(
     ctx: &Context,
     reg: &Registry,

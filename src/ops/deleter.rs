@@ -1337,7 +1337,7 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
         .await
         .map(Ok)
     };
-    let out = crate::ops::binding::with_heartbeat(ctx, &reg, &opts.candidate_id, &run.run_id, claimed).await;
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, &opts.candidate_id, &run.run_id, Box::pin(claimed)).await;
     let released = reg.purge_release(&opts.candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -3837,7 +3837,7 @@ pub async fn reconcile(
         receipts,
         &run.run_id,
     );
-    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, claimed).await;
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, Box::pin(claimed)).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -4365,7 +4365,7 @@ pub async fn undelete(
         Err(why) => return refuse(why),
     };
     let claimed = undelete_claimed(ctx, source, &reg, candidate_id, &run.run_id, &trust, seal.as_ref());
-    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, claimed).await;
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, Box::pin(claimed)).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;

@@ -190,7 +190,7 @@ pub async fn quarantine(
             .await
         }
     };
-    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, work).await;
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, Box::pin(work)).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
