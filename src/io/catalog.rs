@@ -529,12 +529,11 @@ impl SqlCatalog {
 mod tests {
     use super::*;
 
-    /// The catalog row as iceberg-catalog-sql creates its tables, then lakedrill's read and compare-and-set,
-    /// on both databases (the statements are shared; the bind styles differ).
-    async fn read_and_swap(uri: String) {
+    /// A SQL catalog named `lake` over `uri`, its tables created as iceberg-catalog-sql creates them.
+    async fn fresh_catalog(uri: &str) -> SqlCatalog {
         let cfg = CatalogConfig {
             kind: "sql".to_owned(),
-            uri,
+            uri: uri.to_owned(),
             warehouse: None,
             name: Some("lake".to_owned()),
             ..Default::default()
@@ -545,10 +544,11 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
-        let ident: TableIdent = "db.orders".parse().unwrap();
-        let err = cat.metadata_location(&ident).await.unwrap_err();
-        assert!(err.to_string().contains("does not exist"), "{err}");
+        SqlCatalog::open("t", &cfg).await.unwrap()
+    }
+
+    /// The row of table `db.orders` in catalog `lake`, at `file:///w/00001.metadata.json`.
+    async fn orders_row(cat: &SqlCatalog) {
         sqlx::query(
             "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
              VALUES ($1, $2, $3, $4)",
@@ -560,6 +560,16 @@ mod tests {
         .execute(&cat.pool)
         .await
         .unwrap();
+    }
+
+    /// The catalog row as iceberg-catalog-sql creates its tables, then lakedrill's read and compare-and-set,
+    /// on both databases (the statements are shared; the bind styles differ).
+    async fn read_and_swap(uri: String) {
+        let cat = fresh_catalog(&uri).await;
+        let ident: TableIdent = "db.orders".parse().unwrap();
+        let err = cat.metadata_location(&ident).await.unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        orders_row(&cat).await;
         assert_eq!(
             cat.metadata_location(&ident).await.unwrap(),
             "file:///w/00001.metadata.json"
@@ -595,31 +605,8 @@ mod tests {
     #[tokio::test]
     async fn a_commit_waits_for_a_locked_catalog_row_only_as_long_as_the_lock_timeout_on_postgres() {
         let uri = crate::io::db::fresh_postgres_database().await;
-        let cfg = CatalogConfig {
-            kind: "sql".to_owned(),
-            uri: uri.clone(),
-            warehouse: None,
-            name: Some("lake".to_owned()),
-            ..Default::default()
-        };
-        let storage = Arc::new(iceberg::io::LocalFsStorageFactory);
-        drop(
-            open_iceberg("t", &cfg, "file:///tmp/unused".to_owned(), storage, true)
-                .await
-                .unwrap(),
-        );
-        let cat = SqlCatalog::open("t", &cfg).await.unwrap();
-        sqlx::query(
-            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
-             VALUES ($1, $2, $3, $4)",
-        )
-        .bind("lake")
-        .bind("db")
-        .bind("orders")
-        .bind("file:///w/00001.metadata.json")
-        .execute(&cat.pool)
-        .await
-        .unwrap();
+        let cat = fresh_catalog(&uri).await;
+        orders_row(&cat).await;
         let other = db::connect(&uri, db::Dialect::Postgres, &POOL).await.unwrap();
         let mut holder = other.begin().await.unwrap();
         sqlx::query("SELECT metadata_location FROM iceberg_tables WHERE table_name = 'orders' FOR UPDATE")
