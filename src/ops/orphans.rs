@@ -255,10 +255,14 @@ pub enum HoldEndNow {
 /// now (each bucket once per `rules` cache): what ends the hold soonest, one answer per bucket that ends it or
 /// cannot be read. Nothing for a hold off S3, a candidate that is not an orphan quarantine, or a bucket whose rules
 /// leave the files alone.
+///
+/// A held file counts while it is still one of the candidate's objects (a put-back takes it out of the candidate).
+/// `location` relates the held paths to the candidate's object paths; without it (`quarantine extend` names no
+/// table) a held path counts when one of its `/`-suffixes is an object path, which can only count more files.
 pub async fn hold_ends_now(
     storage: &Storage,
     rules: &mut BTreeMap<String, std::result::Result<Vec<LifecycleRule>, String>>,
-    table: &Table,
+    location: Option<&location::TableLocation>,
     rec: &crate::registry::CandidateRecord,
 ) -> Vec<HoldEndNow> {
     let Some(q) = rec.quarantine.as_ref().filter(|q| q["mode"] == "orphans") else {
@@ -292,12 +296,19 @@ pub async fn hold_ends_now(
             continue;
         };
         // A held file that is no longer one of the candidate's objects was put back: nothing holds it.
-        let rel = table.location().relative(path).unwrap_or_else(|_| path.to_owned());
-        if let Some(size) = sizes.get(rel.as_str()) {
+        let size = match location {
+            Some(loc) => sizes
+                .get(loc.relative(path).unwrap_or_else(|_| path.to_owned()).as_str())
+                .copied(),
+            None => std::iter::once(path)
+                .chain(path.match_indices('/').map(|(i, _)| &path[i + 1..]))
+                .find_map(|suffix| sizes.get(suffix).copied()),
+        };
+        if let Some(size) = size {
             by_bucket
                 .entry(bucket.to_owned())
                 .or_default()
-                .push((uri.to_owned(), *size));
+                .push((uri.to_owned(), size));
         }
     }
     let mut out = Vec::new();

@@ -169,7 +169,8 @@ pub async fn ending_orphan_holds(
             .map(|(at, rule)| (at, format!("lifecycle rule {rule}")));
         if h.mode.as_deref() == Some("orphans") {
             let rec = reg.candidate(&h.candidate_id).await?;
-            for now_read in crate::ops::orphans::hold_ends_now(storage, &mut rules, table, &rec).await {
+            for now_read in crate::ops::orphans::hold_ends_now(storage, &mut rules, Some(table.location()), &rec).await
+            {
                 match now_read {
                     HoldEndNow::Ends { at, rule, bucket } => {
                         if end.as_ref().is_none_or(|(e, _)| at < *e) {

@@ -525,16 +525,51 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
     let d = crate::clock::parse_duration(by).map_err(|why| Error::invalid("--by", why))?;
     let reg = crate::ops::plan::registry(ctx).await?;
     let now = ctx.now();
-    // An orphan hold a bucket lifecycle rule ends (`hold_ends_at`, recorded at quarantine) is never extended past
-    // that end: the files would be gone before the purge the extension waits for, and no put-back could bring them.
+    // An orphan hold a bucket lifecycle rule ends is never extended past that end: the files would be gone before
+    // the purge the extension waits for, and no put-back could bring them. The end is the sooner of the rule judged
+    // at quarantine (`hold_ends_at`) and the buckets' rules read now (a rule added or shortened since). Rules that
+    // cannot be read now do not stop the extension (it only postpones a purge); it warns, naming the bucket.
     let rec = reg.candidate(candidate_id).await?;
-    let ends = rec
+    let recorded = rec
         .quarantine
         .as_ref()
         .and_then(|q| q["hold_ends_at"].as_str())
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&chrono::Utc));
-    if let Some(ends) = ends {
+        .map(|t| {
+            let rule = rec
+                .quarantine
+                .as_ref()
+                .and_then(|q| q["hold_lifecycle_rule"]["rule_id"].as_str())
+                .unwrap_or("(no ID)");
+            (
+                t.with_timezone(&chrono::Utc),
+                format!("lifecycle rule {rule} of its bucket ends its hold at {{end}} (recorded at quarantine)"),
+            )
+        });
+    let mut end = recorded;
+    let mut warnings = Vec::new();
+    let mut rules = std::collections::BTreeMap::new();
+    for read in crate::ops::orphans::hold_ends_now(&ctx.storage, &mut rules, None, &rec).await {
+        match read {
+            crate::ops::orphans::HoldEndNow::Ends { at, rule, bucket } => {
+                if end.as_ref().is_none_or(|(e, _)| at < *e) {
+                    end = Some((
+                        at,
+                        format!(
+                            "lifecycle rule {rule} of bucket {bucket} ends its hold at {{end}} (read now: not the \
+                             rule judged at quarantine, added or changed since)"
+                        ),
+                    ));
+                }
+            }
+            crate::ops::orphans::HoldEndNow::Unreadable { bucket, why } => warnings.push(format!(
+                "the lifecycle configuration of bucket {bucket} could not be read now ({why}; reading it needs \
+                 s3:GetLifecycleConfiguration): whether a rule added since the quarantine ends the hold of \
+                 {candidate_id} before the extended purge is unknown"
+            )),
+        }
+    }
+    if let Some((ends, rule)) = end {
         let not_before = reg
             .quarantine_not_before(candidate_id)
             .await?
@@ -547,35 +582,32 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
                 )
             })?;
         if not_before > ends {
-            let rule = rec
-                .quarantine
-                .as_ref()
-                .and_then(|q| q["hold_lifecycle_rule"]["rule_id"].as_str())
-                .unwrap_or("(no ID)")
-                .to_owned();
             let why = format!(
-                "{candidate_id} cannot be extended to {}: lifecycle rule {rule} of its bucket ends its hold at {} \
-                 (recorded at quarantine), and the held files would be gone before the purge the extension waits \
-                 for; purge or release it before then, or change the rule and quarantine the files again",
+                "{candidate_id} cannot be extended to {}: {}, and the held files would be gone before the purge the \
+                 extension waits for; purge or release it before then, or change the rule and quarantine the files \
+                 again",
                 not_before.to_rfc3339(),
-                ends.to_rfc3339()
+                rule.replace("{end}", &ends.to_rfc3339())
             );
             return Outcome::new(
                 Verdict::Findings,
-                &serde_json::json!({"status": "REFUSED", "reasons": [why], "hold_ends_at": ends}),
+                &serde_json::json!({"status": "REFUSED", "reasons": [why], "hold_ends_at": ends, "warnings": warnings}),
                 format!("REFUSED: {why}\n"),
             );
         }
     }
     let ext = reg.quarantine_extend(candidate_id, d, reason, now).await?;
-    let human = format!(
+    let mut human = format!(
         "{candidate_id}: no purge before {} ({})\n",
         ext.not_before.to_rfc3339(),
         ext.reason
     );
+    for w in &warnings {
+        human.push_str(&format!("warning: {w}\n"));
+    }
     Outcome::new(
         Verdict::Ok,
-        &serde_json::json!({"status": "EXTENDED", "extension": ext}),
+        &serde_json::json!({"status": "EXTENDED", "extension": ext, "warnings": warnings}),
         human,
     )
 }

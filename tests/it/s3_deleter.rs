@@ -961,7 +961,8 @@ fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
 /// removes their versions before the policy's `minQuarantinePeriod`, and as copies in an S3 `orphanQuarantine` only
 /// when no `Expiration` there removes the copies sooner. Under a 7-day minimum: a 1-day rule refuses (naming the
 /// rule, the bucket and the first file; nothing hidden) without an `orphanQuarantine`; a 30-day rule holds behind
-/// markers with the rule and its end recorded, and `quarantine extend` past that end is refused; a 1-day rule on the
+/// markers with the rule and its end recorded, and `quarantine extend` past that end is refused (and past the end of
+/// a rule shortened since, which it reads again; rules it cannot read only warn); a 1-day rule on the
 /// copies refuses the copy hold too (nothing written), a 30-day one allows it. A lifecycle configuration the
 /// credentials may not read (403, by the proxy) is no marker hold either. Without a minimum the 1-day rule allows
 /// the marker hold and is recorded, and a marker-only purge reports that rule as its undelete window. A rule on
@@ -1147,9 +1148,39 @@ fn bucket_lifecycle_rules_decide_how_orphans_are_held_and_how_long() {
         "{w}"
     );
     assert!(warnings(&id).is_empty(), "{:?}", warnings(&id));
+    // `quarantine extend` reads the rules again too: extended by a day (to 11 days from now, inside the 30 days
+    // recorded), the hold the 1-day rule read now ends is refused, naming that rule as read now.
+    let extend_30 = |by: &str| {
+        g.run(&[
+            "--json",
+            "quarantine",
+            "extend",
+            &held_30,
+            "--by",
+            by,
+            "--reason",
+            "audit",
+        ])
+    };
+    let r = extend_30("1d").expect_code(1).json();
+    let why = r["reasons"][0].as_str().unwrap();
+    assert!(
+        r["status"] == "REFUSED"
+            && why.contains("expire-noncurrent")
+            && why.contains(&lc_bucket)
+            && why.contains("read now"),
+        "{r}"
+    );
     // Credentials that may not read the rules now: named, with the candidates it leaves unjudged.
     let proxy = CountingProxy::start(&seaweed(), &g.dir, &["--no-lifecycle"]);
     endpoint(&proxy.endpoint);
+    // An extension only postpones a purge: rules that cannot be read do not stop it, it warns naming the bucket.
+    let r = extend_30("1d").expect_code(0).json();
+    let w = r["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        r["status"] == "EXTENDED" && w.contains("could not be read now") && w.contains(&lc_bucket),
+        "{r}"
+    );
     let w: Vec<String> = g.plan()["warnings"]
         .as_array()
         .unwrap()
