@@ -763,11 +763,6 @@ async fn drill_finish(
     };
     let pass = o.predicate.summary.gate == "PASS";
     let verdict = if pass { Verdict::Ok } else { Verdict::Findings };
-    let human_reports = if let (None, Some(trust)) = (&shard, trust) {
-        Some(crate::ops::drill::write_beside(&ctx.storage, &o.report, &o.predicate, &drill_keys(trust)?).await?)
-    } else {
-        None
-    };
     // The registry the purge reads (the same `[registry]` of the same configuration), when one is configured.
     // Without one nothing is anchored or recorded, and the deleter sees only the reports beside the evidence.
     // Every bundle root the report judged, with its verdict (shard reports too: a shard that failed a root failed
@@ -789,8 +784,14 @@ async fn drill_finish(
         (None, String::new())
     };
     // The chain's new head, anchored in the configured registry (#23 point 4): `audit verify --chain` then finds a
-    // removed or replaced newest report.
-    let anchor = match (&chain_folder, shard.is_none(), &registry) {
+    // removed or replaced newest report. The folder the report was written to, not the plan's folder read again
+    // (the plan file may have changed during the run).
+    let written_to = crate::model::location::parent(&o.report);
+    let anchor = match (
+        chain_folder.as_ref().and(written_to.as_ref()),
+        shard.is_none(),
+        &registry,
+    ) {
         (Some(folder), true, Some(reg)) => {
             let reports = crate::ops::drill::list_reports(&ctx.storage, folder).await?;
             Some(
@@ -799,6 +800,13 @@ async fn drill_finish(
             )
         }
         _ => None,
+    };
+    // The human reports come after the registry's record and the anchor: a failure to write them (exit 2) must not
+    // leave a failed bundle root unrecorded, where the deleter looks for newer failures.
+    let human_reports = if let (None, Some(trust)) = (&shard, trust) {
+        Some(crate::ops::drill::write_beside(&ctx.storage, &o.report, &o.predicate, &drill_keys(trust)?).await?)
+    } else {
+        None
     };
     if let Some(path) = metrics_file {
         let last = match &human_reports {

@@ -173,6 +173,58 @@ fn an_older_pass_copied_to_another_reports_folder_is_refused_after_a_newer_fail_
     );
 }
 
+// See: the review of 2026-12-07 (`drill_finish`). A drill wrote its HTML and Markdown reports (which read every
+// report of the folder for the trend) before it recorded its verdicts in the registry: when that failed (here: a
+// stray report in the folder over `max_metadata_bytes`), the run exited 2 with its FAIL signed but not recorded,
+// and an older PASS copied elsewhere was accepted. The verdicts are now recorded first.
+#[test]
+fn a_failed_drill_whose_human_reports_cannot_be_written_is_still_recorded_and_refuses_an_older_pass() {
+    let g = Gov::new("");
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let r1 = g.drill("bundles");
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| g.table_root().join(o["path"].as_str().unwrap()))
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a candidate data file");
+    flip_a_byte(&data);
+    // A report-named file over the bound, sorted before every stamped report (not taken as the previous one).
+    let folder = r1.parent().unwrap().to_owned();
+    let stray = std::fs::File::create(folder.join("0000-stray.dsse.json")).unwrap();
+    stray.set_len(8 << 20).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let plan = g.dir.join("drill-bundles.toml");
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stdout.contains("0000-stray.dsse.json"),
+        "names the report it could not read: {}",
+        r.stdout
+    );
+    let failed = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .find(|n| !before.contains(n) && n.to_string_lossy().ends_with(".dsse.json"))
+        .expect("the failing run signed its report")
+        .to_string_lossy()
+        .into_owned();
+    std::fs::remove_file(folder.join("0000-stray.dsse.json")).unwrap();
+    let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
+    let before = walk(&g.table_root());
+    refused_for_a_recorded_failure(&g, id, &copied, &failed);
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+}
+
 /// Flips one bit of the first signature of the DSSE envelope at `path` (its payload and layout unchanged).
 fn tamper_signature(path: &Path) {
     use base64::Engine as _;
