@@ -331,9 +331,9 @@ pub enum Command {
         #[command(flatten)]
         select: SelectArgs,
         /// Bring the snapshot back from this bundle (bundle-mode quarantine).
-        #[arg(long, conflicts_with_all = ["snapshot_id", "ref_name", "as_of"], requires = "trust")]
+        #[arg(long, conflicts_with_all = ["snapshot_id", "ref_name", "as_of"])]
         from_bundle: Option<String>,
-        /// Trust store for --from-bundle.
+        /// Trust store for --from-bundle (needed with it; `[keys] trust` gives a default).
         #[arg(long)]
         trust: Option<PathBuf>,
     },
@@ -436,10 +436,10 @@ pub enum Command {
         #[arg(long)]
         trust: Option<PathBuf>,
         /// With --trust: the reports folder holding the drill plans' reports.
-        #[arg(long, default_value = "reports", requires = "trust")]
+        #[arg(long, default_value = "reports")]
         reports: String,
         /// With --trust: how far back a drill report counts (default 7d for the weekly gate, 92d for the quarterly one).
-        #[arg(long, requires = "trust")]
+        #[arg(long)]
         since: Option<String>,
     },
     /// Delete a quarantined candidate's exact inventory, only with fresh verified evidence and an unchanged world.

@@ -29,27 +29,33 @@ pub use crate::config::secret_problems;
 
 /// Applies `[keys]` and `[defaults.*]` of `config` to the command-line definition as clap defaults.
 ///
-/// `[keys] signing_key` becomes the default of every `--key`, `[keys] trust` of every `--trust`; a
+/// `[keys] signing_key` becomes the default of every required `--key`, `[keys] trust` of every `--trust`; a
 /// `[defaults."drill run"]` table sets defaults of `drill run`'s options by their long names (`-` or `_`).
 /// Returns the changed definition and the problems found (unknown command or option, a flag without a
 /// value, a global option, a value that is not a string or number).
 #[must_use]
 pub fn apply_defaults(mut cmd: clap::Command, config: &Config) -> (clap::Command, Vec<String>) {
     let mut problems = Vec::new();
-    let mut keyed: Vec<(&str, String)> = Vec::new();
+    let mut keyed: Vec<(&str, String, bool)> = Vec::new();
+    // (option, value, only where the option is required). An optional `--key` changes what a command does (a
+    // `restore --shard` signs its share and writes it, `undelete` seals its receipts, `drill faults` signs a
+    // report): a configured key must not switch that on, so it defaults only the `--key`s a command cannot run
+    // without. A trust folder only adds verification: it defaults every `--trust`.
     if let Some(k) = &config.keys.signing_key {
-        keyed.push(("key", k.display().to_string()));
+        keyed.push(("key", k.display().to_string(), true));
     }
     if let Some(t) = &config.keys.trust {
-        keyed.push(("trust", t.display().to_string()));
+        keyed.push(("trust", t.display().to_string(), false));
     }
     if !keyed.is_empty() {
         cmd = map_all_subcommands(cmd, &|c| {
             let mut c = c;
-            for (long, v) in &keyed {
+            for (long, v, only_required) in &keyed {
                 let id = c
                     .get_arguments()
-                    .find(|a| a.get_long() == Some(*long) && !a.is_global_set())
+                    .find(|a| {
+                        a.get_long() == Some(*long) && !a.is_global_set() && (!*only_required || a.is_required_set())
+                    })
                     .map(|a| a.get_id().clone());
                 if let Some(id) = id {
                     let v = v.clone();
@@ -431,6 +437,67 @@ mod tests {
         assert_eq!(p.len(), 6, "the access-delegation header is no secret: {p:?}");
         let ok: toml::Table = toml::from_str("[keys]\nsigning_key = \"k\"\ntrust = \"keys\"\n").unwrap_or_default();
         assert!(secret_problems(&ok).is_empty());
+    }
+
+    /// See: the review of 2026-12-07. `[keys] signing_key` defaulted every `--key`, the optional ones too: a plain
+    /// `restore --shard` then signed and wrote its share, `undelete` sealed receipts with a drill key. And a
+    /// configured `[keys] trust` did not satisfy clap's `requires = "trust"` (defaults do not count there), so
+    /// `set-current --from-bundle` and `gates --since` asked for a `--trust` the configuration gives.
+    #[test]
+    fn a_configured_key_defaults_only_required_keys_and_a_configured_trust_serves_every_trust() {
+        use clap::{CommandFactory, FromArgMatches};
+        let cfg = Config {
+            keys: crate::config::KeysConfig {
+                signing_key: Some("drill.key".into()),
+                trust: Some("keys".into()),
+            },
+            ..Config::default()
+        };
+        let (cmd, problems) = apply_defaults(crate::cli::Cli::command(), &cfg);
+        assert!(problems.is_empty(), "{problems:?}");
+        let parse = |args: &[&str]| {
+            cmd.clone()
+                .try_get_matches_from(std::iter::once("lakedrill").chain(args.iter().copied()))
+                .and_then(|m| crate::cli::Cli::from_arg_matches(&m))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        };
+        // Optional keys stay unset; the trust folder comes from the configuration.
+        match parse(&["restore", "b", "--shard", "0/4"]).command {
+            crate::cli::Command::Restore { key, trust, .. } => {
+                assert_eq!(key, None);
+                assert_eq!(trust, std::path::PathBuf::from("keys"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["undelete", "c-1", "--metadata", "m.json"]).command {
+            crate::cli::Command::Undelete { key, .. } => assert_eq!(key, None),
+            other => panic!("{other:?}"),
+        }
+        // A required key is defaulted.
+        match parse(&[
+            "quarantine",
+            "c-1",
+            "--metadata",
+            "m.json",
+            "--policy",
+            "p.yaml",
+            "--bundles",
+            "b",
+        ])
+        .command
+        {
+            crate::cli::Command::Quarantine { key, .. } => assert_eq!(key, Some("drill.key".into())),
+            other => panic!("{other:?}"),
+        }
+        // The configured trust serves the options that need one.
+        match parse(&["set-current", "--metadata", "m.json", "--from-bundle", "b"]).command {
+            crate::cli::Command::SetCurrent { trust, .. } => assert_eq!(trust, Some("keys".into())),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["gates", "--metadata", "m.json", "--policy", "p.yaml", "--since", "30d"]).command {
+            crate::cli::Command::Gates { trust, .. } => assert_eq!(trust, Some("keys".into())),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -134,7 +134,14 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             trust,
         } => match (from_bundle, trust) {
             (Some(b), Some(t)) => crate::ops::runbook::set_current_from_bundle(ctx, &table.source()?, b, t).await,
-            _ => crate::ops::runbook::set_current(ctx, &table.source()?, &select.selector()).await,
+            (Some(b), None) => Err(Error::invalid(
+                "--trust",
+                format!(
+                    "--from-bundle {b} needs a trust folder to verify the bundle under: give --trust DIR or set \
+                     [keys] trust in the configuration"
+                ),
+            )),
+            (None, _) => crate::ops::runbook::set_current(ctx, &table.source()?, &select.selector()).await,
         },
         Command::Policy {
             command: PolicyCommand::Check { file },
@@ -310,6 +317,15 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             reports,
             since,
         } => {
+            if let (None, Some(since)) = (trust, since) {
+                return Err(Error::invalid(
+                    "--since",
+                    format!(
+                        "--since {since} applies to the drill-report gates, which need a trust folder: give --trust \
+                         DIR or set [keys] trust in the configuration"
+                    ),
+                ));
+            }
             let safety = trust.as_ref().map(|t| crate::ops::rollout::SafetyOptions {
                 trust: t.clone(),
                 reports: reports.clone(),
