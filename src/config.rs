@@ -134,8 +134,8 @@ pub struct RegistryConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeysConfig {
-    /// The signing key (PKCS#8 PEM file): the default of every required `--key` (an optional `--key` changes what a command does, so it is never
-    /// defaulted).
+    /// The signing key (PKCS#8 PEM file): the default of every required `--key` (an optional `--key` changes what
+    /// a command does, so it is never defaulted).
     pub signing_key: Option<std::path::PathBuf>,
     /// The trust store (folder of `.pub` files): the default of every `--trust`.
     pub trust: Option<std::path::PathBuf>,
