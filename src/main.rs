@@ -69,7 +69,15 @@ fn main() -> ExitCode {
         lakedrill::cli::run::run(&cli, loaded),
         lakedrill::cli::runtime::SHUTDOWN_GRACE,
     ) {
-        Ok(r) => r,
+        // A panic is a bug of lakedrill's: "could not decide" (exit 2) with its message, never Rust's 101.
+        Ok((r, how)) => (
+            r.unwrap_or_else(|panic| {
+                Err(lakedrill::Error::Internal(format!(
+                    "lakedrill stopped on an internal error (a bug; please report it): {panic}"
+                )))
+            }),
+            how,
+        ),
         Err(e) => {
             eprintln!("lakedrill: error: cannot start the async runtime: {e}");
             return ExitCode::from(2);

@@ -28,11 +28,27 @@ pub enum Shutdown {
 /// Runs `future` to completion on a new multi-threaded runtime, then shuts the runtime down, waiting at most
 /// `grace` for the tasks still running.
 ///
+/// A panic of `future` is caught and returned as `Err` with its message, after the same bounded shutdown: left
+/// to unwind out of here, it dropped the runtime, which waits for every worker without a limit, and the process
+/// ended with Rust's exit code 101 and no `--json` document instead of "could not decide" (2).
+///
 /// # Errors
 /// The I/O error of building the runtime (threads or the I/O driver could not be created).
-pub fn block_on<F: Future>(future: F, grace: Duration) -> std::io::Result<(F::Output, Shutdown)> {
+pub fn block_on<F: Future>(
+    future: F,
+    grace: Duration,
+) -> std::io::Result<(std::result::Result<F::Output, String>, Shutdown)> {
+    use futures::FutureExt as _;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let out = rt.block_on(future);
+    let out = rt
+        .block_on(std::panic::AssertUnwindSafe(future).catch_unwind())
+        .map_err(|payload| {
+            payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned())
+        });
     let started = Instant::now();
     rt.shutdown_timeout(grace);
     let how = if started.elapsed() >= grace {
@@ -77,11 +93,45 @@ mod tests {
         let got = rx.recv_timeout(Duration::from_secs(30));
         STOP.store(true, Ordering::SeqCst);
         let (value, how) = got.expect("block_on must return although a task never yields").unwrap();
-        assert_eq!(value, 7);
+        assert_eq!(value, Ok(7));
         assert_eq!(how, Shutdown::TimedOut);
 
         // Nothing left running: a clean shutdown, well within the grace period.
         let (value, how) = block_on(async { 8 }, Duration::from_secs(10)).unwrap();
-        assert_eq!((value, how), (8, Shutdown::Clean));
+        assert_eq!((value, how), (Ok(8), Shutdown::Clean));
+    }
+
+    /// See: the review of 2026-12-07. A command's panic unwound out of `block_on`, past the bounded shutdown: the
+    /// runtime's drop then waited for every worker (one that never yields: forever) and the process exited 101.
+    #[test]
+    fn a_panic_is_returned_as_its_message_after_the_bounded_shutdown() {
+        static STARTED: AtomicBool = AtomicBool::new(false);
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = block_on(
+                async {
+                    tokio::spawn(async {
+                        STARTED.store(true, Ordering::SeqCst);
+                        while !STOP.load(Ordering::SeqCst) {
+                            std::hint::spin_loop();
+                        }
+                    });
+                    while !STARTED.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    let n: Option<u8> = std::hint::black_box(None);
+                    #[allow(clippy::expect_used)]
+                    n.expect("a command's bug")
+                },
+                Duration::from_millis(300),
+            );
+            let _ = tx.send(r.map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(Duration::from_secs(30));
+        STOP.store(true, Ordering::SeqCst);
+        let (value, how) = got.expect("block_on must return after a panic too").unwrap();
+        assert_eq!(value, Err("a command's bug".to_owned()));
+        assert_eq!(how, Shutdown::TimedOut);
     }
 }
