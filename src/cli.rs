@@ -239,7 +239,7 @@ pub enum Command {
         table_root: Option<String>,
         /// After a deep verification, materialize the snapshot as a new table at this empty location — a local
         /// folder or an `s3://`, `az://` or `gs://` prefix — with paths rebased, and register it.
-        #[arg(long, requires_all = ["catalog", "table"])]
+        #[arg(long, requires_all = ["catalog", "table"], conflicts_with = "table_root")]
         into: Option<String>,
         /// With --into: the catalog to register the restored table in.
         #[arg(long)]

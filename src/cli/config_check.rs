@@ -498,6 +498,22 @@ mod tests {
             crate::cli::Command::Gates { trust, .. } => assert_eq!(trust, Some("keys".into())),
             other => panic!("{other:?}"),
         }
+        // `restore --into` reads the table where its bundle says (it took no relocated root and ignored one).
+        let both = [
+            "lakedrill",
+            "restore",
+            "b",
+            "--into",
+            "x",
+            "--catalog",
+            "c",
+            "--table",
+            "n.t",
+            "--table-root",
+            "r",
+        ];
+        let e = cmd.clone().try_get_matches_from(both).map(|_| ()).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
     }
 
     #[test]

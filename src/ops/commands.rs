@@ -912,8 +912,12 @@ pub async fn report_merge(
 
 /// Writes the deleter metrics of a `purge` or `reconcile` run (when asked) and passes its result on.
 ///
+/// A metrics file that cannot be written makes the run "could not decide" (exit 2: a monitor would read a stale
+/// figure) without hiding what the run did: its document is kept with `error` and `exit_code` added, or its own
+/// error is returned with the metrics error as a warning.
+///
 /// # Errors
-/// The command's own error, or [`crate::Error::Io`] when the metrics file cannot be written.
+/// The command's own error.
 pub fn deleter_metrics(
     ctx: &Context,
     metrics_file: Option<&std::path::Path>,
@@ -921,16 +925,35 @@ pub fn deleter_metrics(
     candidate: &str,
     r: Result<Outcome>,
 ) -> Result<Outcome> {
-    if let Some(path) = metrics_file {
-        let previous = std::fs::read_to_string(path).ok();
-        let (json, code) = match &r {
-            Ok(o) => (Some(&o.json), o.verdict.exit_code()),
-            Err(_) => (None, 2),
-        };
-        crate::report::metrics::deleter(command, candidate, ctx.now(), json, code, previous.as_deref())
-            .write_atomic(path)?;
+    let Some(path) = metrics_file else {
+        return r;
+    };
+    let previous = std::fs::read_to_string(path).ok();
+    let (json, code) = match &r {
+        Ok(o) => (Some(&o.json), o.verdict.exit_code()),
+        Err(_) => (None, 2),
+    };
+    let Err(e) = crate::report::metrics::deleter(command, candidate, ctx.now(), json, code, previous.as_deref())
+        .write_atomic(path)
+    else {
+        return r;
+    };
+    match r {
+        Err(own) => {
+            crate::report::output::warn(format!("the metrics file was not written either: {e}"));
+            Err(own)
+        }
+        Ok(mut o) => {
+            let msg = format!("{command} finished (see the rest of this document), but {e}");
+            o.human.push_str(&format!("error: {msg}\n"));
+            if let Some(doc) = o.json.as_object_mut() {
+                doc.insert("error".into(), serde_json::Value::String(msg));
+                doc.insert("exit_code".into(), serde_json::json!(2));
+            }
+            o.verdict = Verdict::Undecided;
+            Ok(o)
+        }
     }
-    r
 }
 
 /// `lakedrill recover`.

@@ -690,6 +690,14 @@ fn metrics_files_parse_as_prometheus_text_and_carry_the_series() {
             .contains(&("status".into(), "VERIFIED".into()))
     );
     assert!(verified_status[0].labels.contains(&("candidate".into(), id.into())));
+    // A metrics file that cannot be written: exit 2, and the run's own document is still printed (it was lost
+    // behind the metrics error before the review of 2026-12-07).
+    let nowhere = g.dir.join("no-such-folder/lakedrill-purge.prom");
+    let r = g.purge(id, Some(Path::new(&ev)), &["--metrics-file", nowhere.to_str().unwrap()]);
+    let doc = r.expect_code(2).json();
+    assert_eq!(doc["status"], "REFUSED", "{doc}");
+    assert_eq!(doc["exit_code"], 2, "{doc}");
+    assert!(doc["error"].as_str().unwrap().contains("no-such-folder"), "{doc}");
     // A refused second purge keeps the last success and says REFUSED.
     g.purge(id, Some(Path::new(&ev)), &["--metrics-file", del.to_str().unwrap()])
         .expect_code(1);
