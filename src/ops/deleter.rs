@@ -4485,9 +4485,21 @@ async fn undelete_claimed(
         .map(|s| s.path)
         .collect();
     still_claimed(reg, candidate_id, run_id, "recording what it brought back").await?;
+    // Every object whose marker was removed is recorded, also after another object's error (returned once the
+    // rest is recorded): an object back in the bucket must not stay VERIFIED (deleted) in the registry.
+    let mut first_error = None;
+    let mut any_back = false;
     for (o, c) in objects.iter().zip(checked) {
-        let (action, ok, check) = c?;
+        let (action, ok, check) = match c {
+            Ok(c) => c,
+            Err(e) => {
+                all_ok = false;
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
         all_ok &= ok;
+        any_back |= ok;
         let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
         reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
         if ok && deleted.contains(&o.path) {
@@ -4501,15 +4513,18 @@ async fn undelete_claimed(
     if let Some((key, dir)) = seal {
         crate::ops::receipts::Chain::open(&ctx.storage, reg, candidate_id, dir, key, None, ctx.now()).await?;
     }
-    if all_ok
+    // The candidate becomes PROTECTED as soon as one object came back, not only when all did: a plan skips a
+    // VERIFIED candidate whole (its files are deleted), so the objects an INCOMPLETE undelete brought back would
+    // look unreferenced and be proposed as orphans. Its objects still gone stay VERIFIED.
+    let why = if all_ok {
+        "undeleted from delete markers and verified against the bundles; re-plan before reclaiming"
+    } else {
+        "partly undeleted (INCOMPLETE): the objects brought back and verified are PROTECTED, the others stay as \
+         recorded; re-plan before reclaiming"
+    };
+    if any_back
         && let Err(holder) = reg
-            .candidate_move_claimed(
-                candidate_id,
-                run_id,
-                State::Protected,
-                "undeleted from delete markers and verified against the bundles; re-plan before reclaiming",
-                ctx.now(),
-            )
+            .candidate_move_claimed(candidate_id, run_id, State::Protected, why, ctx.now())
             .await?
     {
         return Err(taken_over(
@@ -4518,6 +4533,9 @@ async fn undelete_claimed(
             holder.as_ref(),
             "moving it to PROTECTED",
         ));
+    }
+    if let Some(e) = first_error {
+        return Err(e);
     }
     let mut human = format!(
         "{}: {} objects of {candidate_id}\n",

@@ -1689,11 +1689,15 @@ pub(super) async fn move_candidate(
     )
     .await
     .map_err(query(op))?;
-    // Objects follow the candidate through the pre-deletion states.
-    if matches!(
-        to,
-        State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
-    ) {
+    // Objects follow the candidate through the pre-deletion states. Not out of VERIFIED (`undelete`): an object
+    // is deleted until the undelete brought it back and verified it, which moves it on its own; one still gone
+    // stays VERIFIED under a PROTECTED candidate.
+    if current_state != State::Verified
+        && matches!(
+            to,
+            State::Quarantined | State::RestoreVerified | State::DeleteApproved | State::Protected
+        )
+    {
         sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3 AND state = $4")
             .bind(to.as_str())
             .bind(fmt_time(now))

@@ -1733,6 +1733,45 @@ fn undelete_of_a_protected_candidate_moves_what_it_brings_back_out_of_verified()
     assert_eq!(count("PROTECTED"), n);
 }
 
+/// See: the review of 2026-12-07. An undelete that could not bring back every object (one object's versions gone
+/// for good, as a lifecycle rule removes them) ended INCOMPLETE with its candidate still `VERIFIED`: a plan skips a
+/// `VERIFIED` candidate whole, so the objects it did bring back looked unreferenced, orphans to be. The candidate is
+/// now `PROTECTED` as soon as one object came back; the object still gone stays `VERIFIED`.
+#[test]
+fn an_incomplete_undelete_protects_the_candidate_of_the_objects_it_brought_back() {
+    let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
+    let prefix = format!("undel-part-{}", uuid::Uuid::new_v4());
+    let g = Gov::with_warehouse("", Some(format!("s3://{bucket}/{prefix}")));
+    let (c, _, r) = g.chain(&format!("s3://{bucket}/{prefix}-vault"));
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    assert!(n >= 2, "{c}");
+    let location = g.py("print(t.location())");
+    let key = format!(
+        "{}/{}",
+        location.trim_start_matches(&format!("s3://{bucket}/")),
+        c["objects"][0]["path"].as_str().unwrap()
+    );
+    g.py(&format!(
+        "import boto3\ns3 = boto3.client('s3', endpoint_url=os.environ['LAKEDRILL_TEST_S3_ENDPOINT'], aws_access_key_id='testing', aws_secret_access_key='testing', region_name='us-east-1')\n\
+         r = s3.list_object_versions(Bucket='{bucket}', Prefix='{key}')\n\
+         for v in r.get('Versions', []) + r.get('DeleteMarkers', []):\n    \
+             if v['Key'] == '{key}': s3.delete_object(Bucket='{bucket}', Key='{key}', VersionId=v['VersionId'])"
+    ));
+    let u = g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
+    let v = u.expect_code(1).json();
+    assert_eq!(v["status"], "INCOMPLETE", "{v}");
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    let counts = &st["candidates"][0]["object_counts"];
+    assert_eq!(
+        (counts["VERIFIED"].as_u64(), counts["PROTECTED"].as_u64()),
+        (Some(1), Some(n as u64 - 1)),
+        "{st}"
+    );
+}
+
 #[test]
 fn undelete_recovers_objects_behind_delete_markers_and_permanent_mode_deletes_versions() {
     let bucket = std::env::var("LAKEDRILL_TEST_S3_BUCKET").expect("LAKEDRILL_TEST_S3_BUCKET: run scripts/test.sh");
