@@ -537,6 +537,50 @@ mod tests {
         assert_eq!(r.checkpoints(T1).await.unwrap(), vec![early, late]);
     }
 
+    /// A version-5 file (drill verdicts without `root_claimed`) is migrated on open: its rows stay readable and
+    /// say they cannot tell a verified root from a claimed one (`None`); rows added afterwards say which.
+    #[tokio::test]
+    async fn a_version_5_registry_is_migrated_to_version_6_keeping_its_drill_verdicts() {
+        let (_dir, uri, r) = fresh().await;
+        sqlx::query("ALTER TABLE drill_verdicts DROP COLUMN root_claimed")
+            .execute(&r.pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO drill_verdicts (report_sha256, bundle_root, verified, finished_at, report_uri, plan, shard, \
+             recorded_at) VALUES ('old', 'A', 0, '2025-06-01T00:02:00.000000000Z', 'file:///r/w/old.dsse.json', 'w', \
+             NULL, '2025-06-01T00:02:00.000000000Z')",
+        )
+        .execute(&r.pool)
+        .await
+        .unwrap();
+        set_schema_version(&r, 5).await;
+        let r = reopen_migrated(r, &uri).await;
+        let v = |sha: &str, claimed: Option<bool>| DrillVerdict {
+            report_uri: format!("file:///r/w/{sha}.dsse.json"),
+            report_sha256: sha.into(),
+            plan: "w".into(),
+            shard: None,
+            bundle_root: "A".into(),
+            verified: false,
+            finished_at: t(2),
+            root_claimed: claimed,
+        };
+        r.drill_record(&[v("new", Some(true))], t(3)).await.unwrap();
+        let found = r.drill_failures_after(&["A".to_owned()], t(0)).await.unwrap();
+        assert_eq!(found, vec![v("new", Some(true)), v("old", None)]);
+        assert!(
+            found[0]
+                .root_words()
+                .contains("whose envelope claims root A (not verified")
+        );
+        assert!(
+            found[1]
+                .root_words()
+                .contains("recorded before the registry marked claimed roots")
+        );
+    }
+
     /// A server that refuses connections is reported at once with its cause, not after the pool's timeout.
     #[tokio::test]
     async fn an_unreachable_postgres_server_is_reported_with_its_cause() {

@@ -534,8 +534,8 @@ pub const DEFAULT_RECOVERY_RTO_LIMIT: &str = "4h";
 impl Policy {
     /// `evidenceSigners`, if set: the key ids (lowercase hex, [`crate::evidence::keys::keyid`]) whose drill reports
     /// count as evidence for this table. The policy binds the table, so this binds the drill keys to the table: the
-    /// deleter and the weekly gate count only a report signed by one of them (whatever else the trust folder's
-    /// drill role holds). `None`: every key with the drill role of the trust folder counts.
+    /// deleter, the weekly gate and the quarterly gate count only a report signed by one of them (whatever else the
+    /// trust folder's drill role holds). `None`: every key with the drill role of the trust folder counts.
     #[must_use]
     pub fn evidence_signers(&self) -> Option<&[String]> {
         self.evidence_signers.as_deref()

@@ -383,6 +383,63 @@ pub fn check_fault_report(
     Some((v.keyid().to_owned(), p))
 }
 
+/// Every drill report a signed purge summary names under `evidence` (each with the URI and SHA-256 the purge
+/// accepted it by, the registry's `accepted_evidence`) must still be there with that SHA-256: a report whose bytes
+/// differ is an `EVIDENCE_CHANGED` finding naming the report and both digests, one that is gone an
+/// `EVIDENCE_MISSING` finding (as a removed receipts batch or a retirement record's missing bundle is: the store
+/// answered that it does not hold it), and an entry without a URI or digest an `EVIDENCE_UNNAMED` finding. A
+/// report the store cannot be asked about (no credentials, unreachable) is an error naming it (exit 2): nothing
+/// was decided about it. A summary written before summaries named their evidence names none: nothing to check.
+///
+/// # Errors
+/// Storage errors other than "not found" while reading a named report.
+async fn check_summary_evidence(
+    storage: &Storage,
+    summary_name: &str,
+    summary: &serde_json::Value,
+    findings: &mut Vec<AuditFinding>,
+) -> Result<()> {
+    for e in summary["evidence"].as_array().into_iter().flatten() {
+        let (Some(uri), Some(recorded)) = (e["uri"].as_str(), e["sha256"].as_str()) else {
+            findings.push(AuditFinding {
+                check: "EVIDENCE_UNNAMED".into(),
+                report: summary_name.to_owned(),
+                detail: format!("an evidence entry names no report URI or SHA-256: {e}"),
+            });
+            continue;
+        };
+        // Bounded as the deleter read it (`purge --evidence`): a report over the bound is not the one it accepted.
+        let max = storage.options().max_metadata_bytes;
+        let actual = match storage.get_within(uri, max).await {
+            Ok(crate::io::store::Within::Read(f)) => evidence::sha256_hex(&f.bytes),
+            Ok(crate::io::store::Within::Over { size }) => format!("unknown ({size} bytes, over the {max}-byte bound)"),
+            Err(crate::Error::NotFound { .. }) => {
+                findings.push(AuditFinding {
+                    check: "EVIDENCE_MISSING".into(),
+                    report: uri.to_owned(),
+                    detail: format!(
+                        "the purge summary {summary_name} names this drill report as evidence (SHA-256 {recorded}), \
+                         and it is gone"
+                    ),
+                });
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        if actual != recorded {
+            findings.push(AuditFinding {
+                check: "EVIDENCE_CHANGED".into(),
+                report: uri.to_owned(),
+                detail: format!(
+                    "the purge summary {summary_name} names this drill report as evidence with SHA-256 {recorded}, \
+                     but it now has SHA-256 {actual}: it was rewritten after the purge accepted it"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A bundle's envelope (`bundle.dsse.json`): verified as `restore` verifies it (signature, root, subject, every
 /// layer, every object where it lies or is held), each finding an audit finding. Returns the signing key id.
 async fn check_bundle(
@@ -680,6 +737,10 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                     serde_json::from_value(p["evidence_retention"].clone()).ok();
                 let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
                 check_lock(storage, uri, claim.as_ref(), (at, modified), &mut locks, &mut findings).await?;
+                // A summary: every drill report it names as evidence still hashes as accepted.
+                if p["kind"] == "summary" {
+                    check_summary_evidence(storage, &name, p, &mut findings).await?;
+                }
                 // A summary: its signed receipts chain, from the files alone (#23 point 4).
                 if p["kind"] == "summary"
                     && let Some(read) = crate::ops::receipts::check_summary(storage, uri, p, trust).await?

@@ -432,12 +432,12 @@ pub async fn newer_failures(
     for v in reg.drill_failures_after(&root_names, since).await? {
         let shard = v.shard.as_deref().map_or_else(String::new, |s| format!(", shard {s}"));
         let reason = format!(
-            "a newer drill report {} (plan {}{shard}, finished {}; recorded in the registry) FAILED bundle root {} \
+            "a newer drill report {} (plan {}{shard}, finished {}; recorded in the registry) FAILED {} \
              (snapshot {}): the evidence {evidence_uri} (started {}) no longer counts for it",
             v.report_uri,
             v.plan,
             v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            v.bundle_root,
+            v.root_words(),
             snapshot_of(&v.bundle_root).unwrap_or_default(),
             evidence.started_at
         );

@@ -1259,7 +1259,8 @@ pub async fn record_verdicts(
 
 /// A drill report's verdict per bundle root (pure): verified only when every item of the root in the report was
 /// `RESTORE_VERIFIED`. A failed item without a verified root counts as a failure of the root its envelope claims
-/// ([`DrillResult::judged_root`]: a claim only ever adds a failure); items with neither are left out.
+/// ([`DrillResult::judged_root`]: a claim only ever adds a failure); items with neither are left out. A root no
+/// item verified (only claimed) is recorded as claimed (`root_claimed`).
 fn verdicts(
     report_uri: &str,
     report_sha256: &str,
@@ -1269,16 +1270,19 @@ fn verdicts(
 ) -> Vec<crate::registry::DrillVerdict> {
     let finished_at =
         chrono::DateTime::parse_from_rfc3339(&p.finished_at).map_or(now, |t| t.with_timezone(&chrono::Utc));
-    let mut roots: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    // Per root: whether every item passed, and whether any item's root was verified (otherwise only claimed).
+    let mut roots: std::collections::BTreeMap<&str, (bool, bool)> = std::collections::BTreeMap::new();
     for r in &p.results {
         if let Some(root) = r.judged_root() {
             let ok = r.status == crate::bundle::RestoreStatus::RestoreVerified;
-            *roots.entry(root).or_insert(true) &= ok;
+            let e = roots.entry(root).or_insert((true, false));
+            e.0 &= ok;
+            e.1 |= r.bundle_root.is_some();
         }
     }
     roots
         .into_iter()
-        .map(|(root, verified)| crate::registry::DrillVerdict {
+        .map(|(root, (verified, root_verified))| crate::registry::DrillVerdict {
             report_uri: report_uri.to_owned(),
             report_sha256: report_sha256.to_owned(),
             plan: p.drill.plan.clone(),
@@ -1286,6 +1290,7 @@ fn verdicts(
             bundle_root: root.to_owned(),
             verified,
             finished_at,
+            root_claimed: Some(!root_verified),
         })
         .collect()
 }

@@ -17,6 +17,8 @@
 //!    within the policy's `rpoTarget` (0 without one), every recovered checkpoint is the registry's record,
 //!    and the table's newest DR checkpoint in the registry has a verified backup recovery (by checkpoint id;
 //!    reports written before results named their checkpoint never match, so a drill must run again).
+//!    Under the policy's `evidenceSigners` gates 3 and 4 count only a report signed by a listed key (merged: every
+//!    shard too); the others are named in `unlisted_signer_reports`, and their failures still count.
 //! 5. `acceptances_after_hold`: delete acceptances recorded after a hold of the table took effect (a hold
 //!    event between the stamp the candidate was accepted against and the acceptance), and delete requests
 //!    confirmed after a covering hold the candidate was not accepted against. Must be 0 and 0.
@@ -346,6 +348,7 @@ async fn report_gates(
             rto_limit: policy.recovery_rto_limit(),
             rpo_target: policy.rpo_target(),
             checkpoints: &checkpoints,
+            evidence_signers: policy.evidence_signers(),
         },
         src.since.unwrap_or_else(|| Duration::days(QUARTERLY_WINDOW_DAYS)),
         now,
@@ -440,8 +443,11 @@ async fn newer_failures_in_registry(
     };
     let newer: Vec<serde_json::Value> = failures
         .iter()
-        .map(|v| serde_json::json!({"report": v.report_uri, "plan": v.plan, "shard": v.shard,
-            "bundle_root": v.bundle_root, "finished_at": v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}))
+        .map(|v| {
+            serde_json::json!({"report": v.report_uri, "plan": v.plan, "shard": v.shard,
+            "bundle_root": v.bundle_root, "root_claimed": v.root_claimed,
+            "finished_at": v.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)})
+        })
         .collect();
     let mut figures = weekly.figures.clone();
     figures["newer_failures"] = serde_json::Value::Array(newer);
@@ -450,12 +456,12 @@ async fn newer_failures_in_registry(
         false,
         figures,
         format!(
-            "{}: a newer drill report {} (plan {}, finished {}; recorded in the registry) FAILED bundle root {}{}",
+            "{}: a newer drill report {} (plan {}, finished {}; recorded in the registry) FAILED {}{}",
             r.uri,
             first.report_uri,
             first.plan,
             first.finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            first.bundle_root,
+            first.root_words(),
             if failures.len() > 1 {
                 format!(" ({} failures in all)", failures.len())
             } else {
@@ -639,7 +645,7 @@ struct VerifiedReport {
     predicate: DrillPredicate,
     /// Whether it verifies under a key the policy's `evidenceSigners` lists and, merged, every shard it joins was
     /// signed by a listed key too (always, for a policy that lists none): only such a report counts for the weekly
-    /// gate; any other still counts with its failures.
+    /// and the quarterly gate ([`by_signer`]); any other still counts with its failures.
     by_listed_signer: bool,
     /// The key ids its envelope names (read for messages only; the signature is checked above).
     keyids: Vec<String>,
@@ -788,6 +794,36 @@ fn uncovered<'b>(p: &DrillPredicate, bundles: &'b [String]) -> Vec<&'b str> {
         .collect()
 }
 
+/// Splits verified reports by the policy's `evidenceSigners` ([`VerifiedReport::by_listed_signer`], computed once
+/// in [`verified_reports`]): those that count for the table, and those another drill key signed (or, merged, of a
+/// shard another key signed), order kept. Both report gates count only the first; the second are shown in their
+/// figures (`unlisted_signer_reports`), and their failures still count.
+fn by_signer<'r>(
+    reports: impl Iterator<Item = &'r VerifiedReport>,
+) -> (Vec<&'r VerifiedReport>, Vec<&'r VerifiedReport>) {
+    reports.partition(|r| r.by_listed_signer)
+}
+
+/// The `unlisted_signer_reports` figure of a report gate: each report, its key ids and why it does not count.
+fn unlisted_figure(unlisted: &[&VerifiedReport]) -> Vec<serde_json::Value> {
+    unlisted
+        .iter()
+        .map(|r| serde_json::json!({"report": r.uri, "keyids": r.keyids, "why": r.unlisted}))
+        .collect()
+}
+
+/// A report gate's detail when the newest report it would count, `u` (`what`), is signed by no key of the policy's
+/// `evidenceSigners`: names the report, its signer and the field (`count`: how many such reports).
+fn not_listed(what: &str, u: &VerifiedReport, evidence_signers: Option<&[String]>, count: usize) -> String {
+    format!(
+        "{what}, {}, {}, which the policy's evidenceSigners does not list ({}): only a report signed by a listed key \
+         (every shard of a merged one too) counts for this table ({count} such report(s)); drill with a listed key",
+        u.uri,
+        u.unlisted.as_deref().unwrap_or("is signed by no listed key"),
+        evidence_signers.unwrap_or_default().join(", "),
+    )
+}
+
 /// The weekly gate for one table: the newest verified weekly (`quarantine`) drill report whose population
 /// covers `bundles` (the table's bundles awaiting a purge) finished within `max_age`, sampled
 /// `min(30, population)` bundles, and every sampled bundle passed.
@@ -812,19 +848,12 @@ fn weekly_gate(
     const NAME: &str = "weekly_restores";
     let covering = |r: &&&VerifiedReport| uncovered(&r.predicate, bundles).is_empty();
     // Covering weekly reports signed by no key of the policy's evidenceSigners, newest first: shown, never counted.
-    let unlisted: Vec<&VerifiedReport> = reports
-        .iter()
-        .filter(|r| counts_as_weekly(&r.predicate) && !r.by_listed_signer)
+    let (weekly, unlisted) = by_signer(reports.iter().filter(|r| counts_as_weekly(&r.predicate)));
+    let unlisted: Vec<&VerifiedReport> = unlisted
+        .into_iter()
         .filter(|r| uncovered(&r.predicate, bundles).is_empty())
         .collect();
-    let unlisted_figure: Vec<serde_json::Value> = unlisted
-        .iter()
-        .map(|r| serde_json::json!({"report": r.uri, "keyids": r.keyids, "why": r.unlisted}))
-        .collect();
-    let weekly: Vec<&VerifiedReport> = reports
-        .iter()
-        .filter(|r| counts_as_weekly(&r.predicate) && r.by_listed_signer)
-        .collect();
+    let unlisted_figure = unlisted_figure(&unlisted);
     let other_policy = |r: &VerifiedReport| {
         r.predicate
             .other_policy_digest(table_uuid, policy_digest)
@@ -838,15 +867,14 @@ fn weekly_gate(
         .collect();
     let Some(r) = weekly.iter().filter(covering).find(|r| other_policy(r).is_none()) else {
         let detail = match (stale.first(), unlisted.first(), weekly.first()) {
-            (None, Some(u), _) => format!(
-                "the newest weekly drill report covering the table's {} quarantined bundle(s), {}, {}, which the \
-                 policy's evidenceSigners does not list ({}): only a report signed by a listed key (every shard of \
-                 a merged one too) counts for this table ({} such report(s)); drill with a listed key",
-                bundles.len(),
-                u.uri,
-                u.unlisted.as_deref().unwrap_or("is signed by no listed key"),
-                evidence_signers.unwrap_or_default().join(", "),
-                unlisted.len()
+            (None, Some(u), _) => not_listed(
+                &format!(
+                    "the newest weekly drill report covering the table's {} quarantined bundle(s)",
+                    bundles.len()
+                ),
+                u,
+                evidence_signers,
+                unlisted.len(),
             ),
             (Some((uri, digest)), _, _) => format!(
                 "the newest weekly drill report covering the table's {} quarantined bundle(s), {uri}, drilled table \
@@ -990,6 +1018,9 @@ struct QuarterlyRules<'a> {
     rpo_target: Option<Duration>,
     /// The table's checkpoints, ordered by `at` then declaration (the registry's order): the last is the newest.
     checkpoints: &'a [Checkpoint],
+    /// The policy's `evidenceSigners` (for messages and figures: whether each report counts was decided in
+    /// [`verified_reports`], as for the weekly gate).
+    evidence_signers: Option<&'a [String]>,
 }
 
 #[allow(clippy::cast_precision_loss)]
@@ -1009,6 +1040,11 @@ fn same_instant(a: &str, b: DateTime<Utc>) -> bool {
 /// as the report declares it, and the table's newest DR checkpoint has a verified recovery of a backup in
 /// a verified cold-backup report within `window` (matched by checkpoint id; the newest such result decides).
 /// `NOT_REQUIRED` for other tables.
+///
+/// Under the policy's `evidenceSigners` the rule is the weekly gate's ([`by_signer`]): only a report signed by a
+/// listed key (merged: every shard too) is the covering report or a verified recovery of the newest checkpoint; a
+/// report of another drill key is named in `unlisted_signer_reports`, and its failures still count (a failure of
+/// the table finished after the covering report started, or the newest recovery of the newest checkpoint failed).
 #[allow(clippy::too_many_lines)]
 fn quarterly_gate(
     reports: &[VerifiedReport],
@@ -1038,12 +1074,25 @@ fn quarterly_gate(
         Some(_) => format!("the rpoTarget of {target:.3}s"),
         None => "the target of 0s (no rpoTarget: recovery must be at the declared checkpoint)".to_owned(),
     };
-    let Some(r) = reports
-        .iter()
-        .filter(cold)
-        .find(|r| r.predicate.results.iter().any(|x| of_table(&x)))
-    else {
-        let mut detail = format!("no verified cold-backup drill report recovered table {table_uuid}");
+    // The cold-backup reports that recovered this table, newest first: those that count, and those signed by a drill
+    // key the policy's evidenceSigners does not list (shown, never counted).
+    let (counted, unlisted) = by_signer(
+        reports
+            .iter()
+            .filter(cold)
+            .filter(|r| r.predicate.results.iter().any(|x| of_table(&x))),
+    );
+    let unlisted_json = unlisted_figure(&unlisted);
+    let Some(r) = counted.first().copied() else {
+        let mut detail = match unlisted.first() {
+            Some(u) => not_listed(
+                &format!("the newest cold-backup drill report that recovered table {table_uuid}"),
+                u,
+                rules.evidence_signers,
+                unlisted.len(),
+            ),
+            None => format!("no verified cold-backup drill report recovered table {table_uuid}"),
+        };
         if let Some(c) = newest_checkpoint {
             detail.push_str(&format!(
                 "; its newest DR checkpoint {} (snapshot {}, at {}) has no verified backup recovery",
@@ -1056,7 +1105,8 @@ fn quarterly_gate(
             NAME,
             false,
             serde_json::json!({"critical": true, "report": null, "newest_checkpoint": checkpoint_json,
-                "newest_checkpoint_recovered_in": null, "rpo_target_seconds": rules.rpo_target.map(seconds)}),
+                "newest_checkpoint_recovered_in": null, "rpo_target_seconds": rules.rpo_target.map(seconds),
+                "evidence_signers": rules.evidence_signers, "unlisted_signer_reports": unlisted_json}),
             detail,
         );
     };
@@ -1131,7 +1181,23 @@ fn quarterly_gate(
             }
         }
     }
-    // The newest checkpoint: its newest recovery in a report within the window must have verified.
+    // A report of an unlisted drill key does not count, but its failures do: one that failed the table and finished
+    // after the counted report started voids it, as a newer failure voids the weekly gate's report.
+    let verified = |x: &crate::evidence::predicate::DrillResult| {
+        x.status == crate::evidence::predicate::RestoreStatus::RestoreVerified
+    };
+    if let Some(f) = unlisted
+        .iter()
+        .find(|u| u.finished > r.started && u.predicate.results.iter().any(|x| of_table(&x) && !verified(x)))
+    {
+        problems.push(format!(
+            "the drill report {} (signed by a key the policy's evidenceSigners does not list; finished {}, after this \
+             report started {}) FAILED a recovery of the table",
+            f.uri, f.predicate.finished_at, p.started_at
+        ));
+    }
+    // The newest checkpoint: its newest recovery in a report within the window must have verified (a pass counts
+    // only in a report that counts; a failure in any).
     let mut newest_recovered_in = None;
     if let Some(c) = newest_checkpoint {
         let newest_result = reports
@@ -1142,7 +1208,11 @@ fn quarterly_gate(
                 rep.predicate
                     .results
                     .iter()
-                    .find(|x| of_table(x) && x.checkpoint_id.as_deref() == Some(c.checkpoint_id.as_str()))
+                    .find(|x| {
+                        of_table(x)
+                            && x.checkpoint_id.as_deref() == Some(c.checkpoint_id.as_str())
+                            && (rep.by_listed_signer || !verified(x))
+                    })
                     .map(|x| (rep, x))
             });
         match newest_result {
@@ -1186,7 +1256,9 @@ fn quarterly_gate(
             "max_rto_seconds": rto, "rto_limit_seconds": limit, "max_rpo_seconds": rpo,
             "rpo_target_seconds": rules.rpo_target.map(seconds),
             "recovered_equals_declared": results.iter().all(|x| x.declared_snapshot_id.is_some() && x.declared_snapshot_id == x.snapshot_id),
-            "newest_checkpoint": checkpoint_json, "newest_checkpoint_recovered_in": newest_recovered_in}),
+            "newest_checkpoint": checkpoint_json, "newest_checkpoint_recovered_in": newest_recovered_in,
+            "evidence_signers": rules.evidence_signers, "report_keyids": r.keyids,
+            "unlisted_signer_reports": unlisted_json}),
         detail,
     )
 }
@@ -1300,6 +1372,7 @@ mod tests {
                 rto_limit: Duration::hours(4),
                 rpo_target,
                 checkpoints,
+                evidence_signers: None,
             },
             Duration::days(QUARTERLY_WINDOW_DAYS),
             t("2026-03-01T00:00:00Z"),
@@ -1407,6 +1480,64 @@ mod tests {
         );
     }
 
+    /// `report` as one signed by a drill key the policy's `evidenceSigners` does not list.
+    fn unlisted(mut r: VerifiedReport) -> VerifiedReport {
+        r.by_listed_signer = false;
+        r.keyids = vec!["other".into()];
+        r.unlisted = Some("is signed by key other".into());
+        r
+    }
+
+    /// The quarterly gate holds its reports to the policy's `evidenceSigners` as the weekly gate does: a newer
+    /// recovery signed by an unlisted key is named, not counted (the older listed one decides; alone, it fails the
+    /// gate naming it), and its failure still voids the listed one. Before, the newest cold-backup report counted
+    /// whoever signed it.
+    #[test]
+    fn the_quarterly_gate_counts_only_reports_by_a_listed_signer_and_their_failures_still_count() {
+        let cps = [checkpoint("c-1", 7, AT)];
+        let signers = ["listed".to_owned()];
+        let held = |reports: &[VerifiedReport]| {
+            quarterly_gate(
+                reports,
+                TABLE,
+                &QuarterlyRules {
+                    critical: true,
+                    rto_limit: Duration::hours(4),
+                    rpo_target: None,
+                    checkpoints: &cps,
+                    evidence_signers: Some(&signers),
+                },
+                Duration::days(QUARTERLY_WINDOW_DAYS),
+                t("2026-03-01T00:00:00Z"),
+            )
+        };
+        let pass = |uri: &str, at: &str| report(uri, at, vec![recovered("c-1", 7, AT, 0.0)]);
+        let g = held(&[unlisted(pass("r2", "2026-02-03T00:00:00Z"))]);
+        fails_naming(
+            &g,
+            "r2, is signed by key other, which the policy's evidenceSigners does not list (listed)",
+        );
+        assert_eq!(g.figures["unlisted_signer_reports"][0]["report"], "r2", "{}", g.figures);
+
+        let g = held(&[
+            unlisted(pass("r2", "2026-02-03T00:00:00Z")),
+            pass("r1", "2026-02-02T00:00:00Z"),
+        ]);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+        assert_eq!(g.figures["report"], "r1");
+        assert_eq!(g.figures["newest_checkpoint_recovered_in"], "r1");
+        assert_eq!(g.figures["unlisted_signer_reports"][0]["report"], "r2", "{}", g.figures);
+
+        let mut failed = recovered("c-1", 7, AT, 0.0);
+        failed.status = RestoreStatus::Failed;
+        let g = held(&[
+            unlisted(report("r2", "2026-02-03T00:00:00Z", vec![failed])),
+            pass("r1", "2026-02-02T00:00:00Z"),
+        ]);
+        fails_naming(&g, "r2 (signed by a key the policy's evidenceSigners does not list");
+        fails_naming(&g, "its newest, backup 7-root-c-1 in r2, FAILED");
+    }
+
     #[test]
     fn a_table_not_marked_critical_needs_no_recovery() {
         let g = quarterly_gate(
@@ -1417,6 +1548,7 @@ mod tests {
                 rto_limit: Duration::hours(4),
                 rpo_target: None,
                 checkpoints: &[checkpoint("c-1", 7, AT)],
+                evidence_signers: None,
             },
             Duration::days(92),
             t("2026-03-01T00:00:00Z"),

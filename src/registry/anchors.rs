@@ -11,7 +11,8 @@
 //! `finished_at`, URI and SHA-256. The deleter asks [`Registry::drill_failures_after`] whether a drill failed one
 //! of its candidate's roots after the evidence finished: a question whose answer does not depend on where the
 //! caller keeps the evidence or the reports. Rows are never changed or deleted. The registry does not verify the
-//! reports (it reads no store); it records what the drill that signed them judged.
+//! reports (it reads no store); it records what the drill that signed them judged, and whether the root it judged
+//! was verified or only claimed by an envelope that did not verify (`root_claimed`, schema version 6).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -45,10 +46,36 @@ pub struct DrillVerdict {
     pub shard: Option<String>,
     /// The bundle root judged.
     pub bundle_root: String,
+    /// Whether `bundle_root` is only the root the bundle's envelope *claims* (`claimed_bundle_root`, read without
+    /// trusting it: the envelope did not verify, so no item of the root had a verified one) rather than a root the
+    /// drill verified: `Some(true)`. `Some(false)`: verified. `None`: a row recorded before the registry kept the
+    /// distinction (schema version 5), which cannot say.
+    pub root_claimed: Option<bool>,
     /// Whether every item of this root in the report was `RESTORE_VERIFIED`.
     pub verified: bool,
     /// The report's `finished_at`.
     pub finished_at: DateTime<Utc>,
+}
+
+impl DrillVerdict {
+    /// The root judged, in words for a refusal: `bundle root R`, or for a root only the envelope claims `the
+    /// bundle whose envelope claims root R (not verified: …)`, or for a row that cannot say which it was, `bundle
+    /// root R (…)`.
+    #[must_use]
+    pub fn root_words(&self) -> String {
+        match self.root_claimed {
+            Some(false) => format!("bundle root {}", self.bundle_root),
+            Some(true) => format!(
+                "the bundle whose envelope claims root {} (not verified: the envelope did not verify)",
+                self.bundle_root
+            ),
+            None => format!(
+                "bundle root {} (recorded before the registry marked claimed roots: verified or only claimed by the \
+                 envelope)",
+                self.bundle_root
+            ),
+        }
+    }
 }
 
 impl Registry {
@@ -72,7 +99,7 @@ impl Registry {
         for v in verdicts {
             let n = sqlx::query(
                 "INSERT INTO drill_verdicts (report_sha256, bundle_root, verified, finished_at, report_uri, plan, \
-                 shard, recorded_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 shard, recorded_at, root_claimed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
                  ON CONFLICT (report_sha256, bundle_root) DO NOTHING",
             )
             .bind(&v.report_sha256)
@@ -83,6 +110,7 @@ impl Registry {
             .bind(&v.plan)
             .bind(v.shard.as_deref())
             .bind(fmt_time(now))
+            .bind(v.root_claimed.map(i64::from))
             .execute(&mut *change.tx)
             .await
             .map_err(query(OP))?
@@ -94,6 +122,11 @@ impl Registry {
             .filter(|v| !v.verified)
             .map(|v| v.bundle_root.as_str())
             .collect();
+        let claimed: Vec<&str> = verdicts
+            .iter()
+            .filter(|v| v.root_claimed == Some(true))
+            .map(|v| v.bundle_root.as_str())
+            .collect();
         let detail = serde_json::json!({
             "report_uri": first.report_uri,
             "report_sha256": first.report_sha256,
@@ -102,6 +135,7 @@ impl Registry {
             "finished_at": fmt_time(first.finished_at),
             "roots": verdicts.len(),
             "failed_roots": failed,
+            "claimed_roots": claimed,
         });
         change.commit(now, EventKind::DrillRecorded, None, &detail).await?;
         Ok(added)
@@ -133,6 +167,7 @@ impl Registry {
                 .await?;
                 for r in &rows {
                     let verified: i64 = r.try_get("verified")?;
+                    let claimed: Option<i64> = r.try_get("root_claimed")?;
                     out.push(DrillVerdict {
                         report_uri: r.try_get("report_uri")?,
                         report_sha256: r.try_get("report_sha256")?,
@@ -141,6 +176,7 @@ impl Registry {
                         bundle_root: r.try_get("bundle_root")?,
                         verified: verified != 0,
                         finished_at: time(r, "finished_at")?,
+                        root_claimed: claimed.map(|c| c != 0),
                     });
                 }
             }
@@ -277,6 +313,7 @@ mod tests {
             bundle_root: root.into(),
             verified,
             finished_at: t(at),
+            root_claimed: Some(false),
         };
         assert_eq!(
             reg.drill_record(&[v("r1", "A", true, 1), v("r1", "B", true, 1)], t(1))

@@ -28,7 +28,9 @@ use crate::model::object::HoldScopeError;
 /// Version 5 added `drill_verdicts`: each drill report's verdict per bundle root, which the deleter reads to
 /// refuse evidence a newer drill failed wherever its report lies. A version-4 drill would not record its
 /// failures, so it must not open a version-5 file.
-pub const SCHEMA_VERSION: i64 = 5;
+/// Version 6 added `root_claimed` to `drill_verdicts`: whether the judged root was verified or only claimed by an
+/// envelope that did not verify. A version-5 drill would record claimed roots as if verified.
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The key of the PostgreSQL advisory lock every registry change takes ([`Dialect::write_lock`]): the ASCII
 /// bytes of `lakedril`. Advisory locks are per database, so registries in several schemas of one database
@@ -235,6 +237,7 @@ CREATE TABLE IF NOT EXISTS drill_verdicts (
     plan             TEXT    NOT NULL,
     shard            TEXT,
     recorded_at      TEXT    NOT NULL,
+    root_claimed     INTEGER,
     PRIMARY KEY (report_sha256, bundle_root)
 );
 CREATE INDEX IF NOT EXISTS drill_verdicts_by_root ON drill_verdicts (bundle_root, finished_at);
@@ -573,16 +576,21 @@ impl Registry {
             }
         }
         // Migration 3 → 4 adds `forced` and `overrode` to rollout changes (a version-3 build would not record an
-        // override of the rollout rules).
-        for (column, ty) in [("forced", "INTEGER"), ("overrode", "TEXT")] {
+        // override of the rollout rules). Migration 5 → 6 adds `root_claimed` to drill verdicts; the rows before it
+        // keep NULL (not known whether their root was verified or only claimed).
+        for (table, column, ty) in [
+            ("rollout_changes", "forced", "INTEGER"),
+            ("rollout_changes", "overrode", "TEXT"),
+            ("drill_verdicts", "root_claimed", "INTEGER"),
+        ] {
             let has: i64 = sqlx::query_scalar(self.dialect.count_columns())
-                .bind("rollout_changes")
+                .bind(table)
                 .bind(column)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(query(OP))?;
             if has == 0 {
-                let add = format!("ALTER TABLE rollout_changes ADD COLUMN {column} {ty}");
+                let add = format!("ALTER TABLE {table} ADD COLUMN {column} {ty}");
                 sqlx::query(&self.dialect.ddl(&add))
                     .execute(&mut *tx)
                     .await

@@ -286,7 +286,30 @@ fn an_older_pass_is_refused_after_a_newer_drill_found_the_bundle_signature_broke
         "names the newer failure of the root: {why}"
     );
     let copied = copy_into_another_reports_root(&g, &r1, "weekly-bundles");
-    refused_for_a_recorded_failure(&g, id, &copied, &r2_name);
+    let weekly = refused_for_a_recorded_failure(&g, id, &copied, &r2_name);
+    // The registry's verdict row marks the root as the one the envelope claims, not a verified one, and the
+    // refusals through the registry say so (before, they named it as a verified bundle root).
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    assert_eq!(
+        sql_text(
+            &db,
+            &format!(
+                "SELECT CAST(root_claimed AS TEXT) FROM drill_verdicts WHERE bundle_root = '{root}' AND verified = 0"
+            ),
+        )
+        .as_deref(),
+        Some("1")
+    );
+    let claimed = format!("FAILED the bundle whose envelope claims root {root} (not verified");
+    assert!(weekly["detail"].as_str().unwrap().contains(&claimed), "{weekly}");
+    assert_eq!(weekly["figures"]["newer_failures"][0]["root_claimed"], true, "{weekly}");
+    let p = g.purge(id, Some(&copied), &[]).expect_code(1).json();
+    assert!(
+        p["reasons"]
+            .to_string()
+            .contains(&format!("recorded in the registry) {claimed}")),
+        "{p}"
+    );
     assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
     assert_eq!(
         g.run(&["--json", "status", id]).expect_code(0).json()["candidates"][0]["candidate"]["state"],
@@ -429,7 +452,7 @@ fn a_shard_report_is_refused_as_evidence_wherever_it_lies() {
     g.assert_all_present(&c);
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -3130,4 +3153,57 @@ fn a_resumes_newer_evidence_is_recorded_in_the_registry_and_signed_in_the_summar
             .to_str()
             .unwrap(),
     );
+}
+
+/// `audit verify` of a signed purge summary checks every drill report it names under `evidence` against the
+/// SHA-256 the purge accepted it by: one byte of the report rewritten is an `EVIDENCE_CHANGED` finding (exit 1)
+/// naming the report and both digests; the report removed is an `EVIDENCE_MISSING` finding (exit 1) naming it, as
+/// `audit verify` reports a removed receipts batch; put back, the summary verifies again. Before, the summary
+/// verified whatever had become of its evidence.
+#[test]
+fn audit_verify_of_a_purge_summary_finds_its_evidence_rewritten_or_removed() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let p = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let summary = p["summary"].as_str().unwrap().to_owned();
+    g.assert_audit_verified(&summary);
+    let audit = |code: i32| -> Value {
+        g.run(&["--json", "audit", "verify", &summary, "--trust", "keys"])
+            .expect_code(code)
+            .json()
+    };
+    let finding = |a: &Value, check: &str| -> Value {
+        a["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == check)
+            .unwrap_or_else(|| panic!("no {check} finding: {a:#}"))
+            .clone()
+    };
+    let ev_uri = |f: &Value| f["report"].as_str().unwrap().trim_start_matches("file://").to_owned();
+    let original = std::fs::read(&ev).unwrap();
+    let recorded = lakedrill::evidence::sha256_hex(&original);
+
+    flip_a_byte(&ev);
+    let now = lakedrill::evidence::sha256_hex(&std::fs::read(&ev).unwrap());
+    let a = audit(1);
+    assert_eq!(a["status"], "FAILED", "{a:#}");
+    let f = finding(&a, "EVIDENCE_CHANGED");
+    assert_eq!(ev_uri(&f), ev.to_str().unwrap(), "{f}");
+    let detail = f["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&recorded) && detail.contains(&now),
+        "names both digests: {f}"
+    );
+
+    std::fs::remove_file(&ev).unwrap();
+    let f = finding(&audit(1), "EVIDENCE_MISSING");
+    assert_eq!(ev_uri(&f), ev.to_str().unwrap(), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains(&recorded), "{f}");
+
+    std::fs::write(&ev, &original).unwrap();
+    g.assert_audit_verified(&summary);
 }

@@ -359,11 +359,18 @@ fn backup(g: &Gov, extra: &[&str]) -> Value {
 
 /// Runs the quarterly cold-backup drill over every backup under `backups` (exit 0: every recovery verified).
 fn cold_drill(g: &Gov) -> Value {
+    cold_drill_signed(g, "keys/gov-TEST-ONLY.key")
+}
+
+/// [`cold_drill`] with its report signed by `key`.
+fn cold_drill_signed(g: &Gov, key: &str) -> Value {
     let plan = g.dir.join("quarterly.toml");
     std::fs::write(
         &plan,
-        "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\ntrust = \"keys\"\n\
-         key = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+        format!(
+            "name = \"quarterly\"\nkind = \"cold-backup\"\nbackups = \"backups\"\ntarget = \"scratch\"\n\
+             trust = \"keys\"\nkey = \"{key}\"\nreports = \"reports\"\n"
+        ),
     )
     .unwrap();
     g.run(&["--json", "drill", "run", plan.to_str().unwrap()])
@@ -699,4 +706,61 @@ fn the_weekly_gate_counts_only_reports_signed_by_a_key_the_policys_evidence_sign
         unlisted.contains(&merged_name) && unlisted.contains("was merged from shard report") && unlisted.contains(&gov),
         "{w}"
     );
+}
+
+/// Under a policy with `evidenceSigners` the quarterly recovery gate (of `gates` and of `purge`, for a critical
+/// table) holds cold-backup reports to the list as the weekly gate does: a table whose only recovery was drilled by
+/// an unlisted drill key fails it, naming the report, its key and the field (the report is in
+/// `unlisted_signer_reports`), and the deleter is refused on that gate; a recovery drilled by the listed key passes
+/// it and the purge deletes. Before, any drill key of the trust folder counted for the quarterly gate.
+#[test]
+fn the_quarterly_gate_counts_only_cold_backup_reports_signed_by_a_key_the_policys_evidence_signers_list() {
+    use crate::deleter_safety::{drill_with, policy_with, report_path, second_drill_key};
+    let g = Gov::new("critical: true\n");
+    let (c, _) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    backup(&g, &[]);
+    let unlisted = cold_drill(&g);
+    let unlisted_name = report_path(&unlisted).file_name().unwrap().to_str().unwrap().to_owned();
+    let (k2, gov) = second_drill_key(&g);
+    policy_with(&g, &format!("evidenceSigners: [{k2}]\n"));
+    // The weekly evidence is drilled by the listed key: only the quarterly gate is left to judge.
+    let ev = report_path(&drill_with(&g, "listed", "keys/drill2-TEST-ONLY.key", "", None));
+
+    let v = gates(&g).expect_code(1).json();
+    assert_eq!(gate(&v, "weekly_restores")["status"], "PASS", "{v}");
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "FAIL", "{q}");
+    let detail = q["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&unlisted_name)
+            && detail.contains(&format!("is signed by key {gov}"))
+            && detail.contains(&format!("evidenceSigners does not list ({k2})")),
+        "{q}"
+    );
+    assert_eq!(
+        q["figures"]["unlisted_signer_reports"].as_array().unwrap().len(),
+        1,
+        "{q}"
+    );
+    let before = crate::deleter_safety::walk(&g.table_root());
+    let refused = g.purge(id, Some(&ev), &[]);
+    crate::governance::refused_with(&refused, "gate quarterly_recovery FAIL");
+    crate::governance::refused_with(&refused, &format!("evidenceSigners does not list ({k2})"));
+    assert_eq!(
+        crate::deleter_safety::walk(&g.table_root()),
+        before,
+        "nothing was deleted"
+    );
+
+    // The same recovery drilled by the listed key counts.
+    let listed = cold_drill_signed(&g, "keys/drill2-TEST-ONLY.key");
+    let v = gates(&g).expect_code(0).json();
+    let q = gate(&v, "quarterly_recovery");
+    assert_eq!(q["status"], "PASS", "{q}");
+    assert_eq!(q["figures"]["report"], listed["report"], "{q}");
+    assert_eq!(q["figures"]["report_keyids"], serde_json::json!([k2]), "{q}");
+    let p = g.purge(id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(g.present(&c), 0);
 }
