@@ -1034,6 +1034,9 @@ pub async fn audit_verify(
 ) -> Result<Outcome> {
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
     let mut a = crate::ops::audit::verify(&ctx.storage, report, &trust, chain).await?;
+    // Every file read here is read whole: bounded like a drill report (a file of any size can be written into a
+    // receipts or reports folder).
+    let max = ctx.storage.options().max_metadata_bytes;
     // The chain's head against its anchor: `--expect-head`, else the configured registry's (#23 point 4).
     // Why a chain is not anchored, for the human output: no anchor given, or none in the registry for this chain.
     let mut unanchored = "no [registry] configured and no --expect-head".to_owned();
@@ -1087,7 +1090,8 @@ pub async fn audit_verify(
         // A retirement record: the registry anchors the one the purge wrote, which must be this one unchanged.
         let uri = crate::model::location::canonical_uri(report)?;
         if let Some(h) = crate::ops::plan::registry(ctx).await?.chain_head(&uri).await? {
-            let sha = crate::evidence::sha256_hex(&ctx.storage.get(&uri).await?.bytes);
+            let sha =
+                crate::evidence::sha256_hex(&ctx.storage.get_bounded(&uri, max, "a retirement record").await?.bytes);
             if sha != h.head_sha256 {
                 a.findings.push(crate::ops::audit::AuditFinding {
                     check: "CHAIN_HEAD_MISMATCH".into(),
@@ -1110,7 +1114,9 @@ pub async fn audit_verify(
             let mut found = false;
             for o in ctx.storage.list(&folder).await? {
                 if crate::model::location::file_name(&o.uri).starts_with("summary-")
-                    && crate::evidence::sha256_hex(&ctx.storage.get(&o.uri).await?.bytes) == h.head_sha256
+                    && crate::evidence::sha256_hex(
+                        &ctx.storage.get_bounded(&o.uri, max, "a purge summary").await?.bytes,
+                    ) == h.head_sha256
                 {
                     found = true;
                 }
@@ -1130,9 +1136,10 @@ pub async fn audit_verify(
             a.anchored = Some("the registry".into());
         }
         // Every registry receipt of the candidate against its signed copy in the receipts chain.
-        let summary = crate::evidence::peek_unverified(&ctx.storage.get(&uri).await?.bytes)
-            .map(|s| s["predicate"].clone())
-            .unwrap_or_default();
+        let summary =
+            crate::evidence::peek_unverified(&ctx.storage.get_bounded(&uri, max, "a purge summary").await?.bytes)
+                .map(|s| s["predicate"].clone())
+                .unwrap_or_default();
         if let (Some(candidate), Some(read)) = (
             summary["candidate_id"].as_str(),
             crate::ops::receipts::check_summary(&ctx.storage, &uri, &summary, &trust).await?,

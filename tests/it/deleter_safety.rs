@@ -3206,4 +3206,20 @@ fn audit_verify_of_a_purge_summary_finds_its_evidence_rewritten_or_removed() {
 
     std::fs::write(&ev, &original).unwrap();
     g.assert_audit_verified(&summary);
+
+    // A stray summary over `max_metadata_bytes` beside it (the audit hashes every summary of the folder against
+    // the registry's anchor) is not read whole: could not decide, naming it (read unbounded before the review of
+    // 2026-12-07).
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let folder = std::path::Path::new(summary.trim_start_matches("file://"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let stray = std::fs::File::create(folder.join("summary-stray.dsse.json")).unwrap();
+    stray.set_len(8 << 20).unwrap();
+    let r = g.run(&["--json", "audit", "verify", &summary, "--trust", "keys"]);
+    r.expect_code(2);
+    assert!(r.stdout.contains("summary-stray.dsse.json"), "{}", r.stdout);
 }
