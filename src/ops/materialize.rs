@@ -278,6 +278,13 @@ pub async fn rebuild(
     into: &str,
     identity: Identity,
 ) -> Result<Rebuilt> {
+    if pred.orphans.is_some() {
+        return Err(Error::invalid(
+            &pred.bundle_id,
+            "is an orphan bundle: it holds files no snapshot references, not a snapshot to materialize as a table \
+             (`restore --put-back` puts them back where they were)",
+        ));
+    }
     target("--into", into)?;
     if !storage.list(into).await?.is_empty() {
         return Err(Error::invalid(

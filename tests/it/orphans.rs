@@ -1680,6 +1680,42 @@ fn a_take_out_whose_answer_was_lost_is_judged_by_where_the_file_is() {
     }
 }
 
+/// See: the review of 2026-12-07. `restore --into` of an orphan bundle (files, no snapshot) verified it and then
+/// failed in the rebuild with "the inventory has no metadata", reported as a `DIGEST_MISMATCH` finding (exit 1)
+/// on "the object the bundle verified": it read as tampering. It is refused up front now, naming the bundle as an
+/// orphan bundle (exit 2), nothing written.
+#[test]
+fn restore_into_of_an_orphan_bundle_is_refused_as_such() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(&root.join("data/stray-into.parquet"), b"PAR1 stray into PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let into = g.dir.join("restored-orphans");
+    let r = g.run(&[
+        "--json",
+        "restore",
+        &bundle,
+        "--trust",
+        "keys",
+        "--into",
+        into.to_str().unwrap(),
+        "--catalog",
+        "rt",
+        "--table",
+        "db.restored_orphans",
+    ]);
+    r.expect_code(2);
+    assert!(r.stdout.contains("is an orphan bundle"), "{}{}", r.stdout, r.stderr);
+    assert!(
+        !into.exists() || std::fs::read_dir(&into).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
+
 /// `restore --put-back` refused a candidate `DELETE_APPROVED`, `DELETED` or
 /// `VERIFIED`, but not one `DELETE_UNKNOWN`: deletes of its purge may have taken effect, and the files were put
 /// back (`PUT_BACK`, exit 0) under a candidate whose outcome `reconcile` has yet to settle. Refused now (exit 1),
