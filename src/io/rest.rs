@@ -10,8 +10,9 @@
 //! of `/v1/{prefix}/namespaces/{ns}/tables/{table}`, and the namespace and table listings.
 //!
 //! A commit is built from the metadata lakedrill computed: the difference to the catalog's current metadata must
-//! be refs set or removed and snapshots removed (anything else is refused, naming it), sent as
-//! `set-snapshot-ref` / `remove-snapshot-ref` / `remove-snapshots` updates with the requirements
+//! be snapshots added back (`set-current --from-bundle`, judged by [`add_snapshot_refusal`]), refs set or removed
+//! and snapshots removed (anything else is refused, naming it), sent as `add-snapshot` / `set-snapshot-ref` /
+//! `remove-snapshot-ref` / `remove-snapshots` updates with the requirements
 //! `assert-table-uuid` and `assert-ref-snapshot-id` for every ref of the current metadata (and "absent" for every
 //! ref it creates): any concurrent change to a ref makes the server answer 409, reported as a lost race. A 200
 //! counts as the commit made only when it names a new metadata location whose metadata carries every change
@@ -600,8 +601,11 @@ impl RestCatalog {
     /// # Errors
     /// [`Error::Catalog`] only when nothing changed: the table moved since `expected`, the server refused a
     /// requirement (409: the commit lost the race) or the request in a way Iceberg defines as not applied
-    /// (400, 401, 403, 404), the server could not be reached (no connection made), or `new` differs from the
-    /// current metadata in more than refs and removed snapshots.
+    /// (400, 401, 403, 404; a 400 to a commit adding a snapshot back says what Iceberg's metadata builders take),
+    /// the server could not be reached (no connection made), or `new` differs from the current metadata in more
+    /// than snapshots added back, refs and removed snapshots, or adds one [`add_snapshot_refusal`] refuses.
+    /// [`Error::Corrupt`] when a commit that added a snapshot landed with the table's last-sequence-number or
+    /// next-row-id lowered.
     ///
     /// [`Error::CommitUnknown`] when the commit was sent and its outcome is unknown (the REST spec's 500, 502 and
     /// 504, any other 5xx, a 2xx other than 200, a redirect — never followed —, any other 4xx, a connection
@@ -638,6 +642,7 @@ impl RestCatalog {
         if updates.is_empty() {
             return Ok(current.metadata_location);
         }
+        let adds = updates.iter().any(|u| matches!(u, TableUpdate::AddSnapshot { .. }));
         let removed: std::collections::BTreeSet<i64> = current
             .metadata
             .metadata()
@@ -699,7 +704,21 @@ impl RestCatalog {
             // See: apache/iceberg core/src/main/java/org/apache/iceberg/rest/ErrorHandlers.java (CommitErrorHandler
             // and DefaultErrorHandler), and the REST spec's `updateTable` responses.
             Ok((status @ (400 | 401 | 403 | 404), body)) => {
-                return Err(self.refusal(&format!("commit to {ident}"), status, &body));
+                let refused = self.refusal(&format!("commit to {ident}"), status, &body);
+                if status != 400 || !adds {
+                    return Err(refused);
+                }
+                // The server's builder refused the snapshot added back: said with what that means.
+                return Err(self.err(format!(
+                    "{}; nothing changed. The catalog refused to add the snapshot back: a REST server applies \
+                     `add-snapshot` with Iceberg's metadata builder, which takes only a snapshot newer than the \
+                     table's last commit (a sequence number above its last-sequence-number, or no parent; a \
+                     timestamp not more than a minute before its last update; v3: a first-row-id not below its \
+                     next-row-id), as new writes are. `restore --into` brings the snapshot back as a new table",
+                    refused
+                        .to_string()
+                        .trim_start_matches(&format!("catalog {}: ", self.section))
+                )));
             }
             // Everything else may have been applied: any 5xx (the spec's 500/502/504 "the commit state is
             // unknown"), a 2xx other than 200 (the spec defines none for a commit), a redirect (never followed:
@@ -730,7 +749,33 @@ impl RestCatalog {
             self.check_nothing_dropped(storage, ident, (expected, &current.metadata), &loc, &result, &removed)
                 .await?;
         }
+        if adds {
+            self.check_counters(ident, &current.metadata, &loc, &result)?;
+        }
         Ok(loc)
+    }
+
+    /// After a commit that added snapshots back, landed at `committed` with `result`: an
+    /// [`Error::Corrupt`] when the server lowered the table's last-sequence-number or next-row-id
+    /// ([`counters_lowered`]): nothing may be written on that table until they are mended.
+    fn check_counters(
+        &self,
+        ident: &TableIdent,
+        before: &FullMetadata,
+        committed: &str,
+        result: &FullMetadata,
+    ) -> Result<()> {
+        match counters_lowered(before.metadata(), result.metadata()) {
+            None => Ok(()),
+            Some(why) => Err(Error::corrupt(
+                committed,
+                format!(
+                    "catalog {}: the commit adding a snapshot back to {ident} landed, but {why}. Stop writers to the \
+                     table and mend its metadata before any further commit",
+                    self.section
+                ),
+            )),
+        }
     }
 
     /// After a commit whose outcome is unknown (`why`): reads the table again, and when it carries every change
@@ -782,6 +827,13 @@ impl RestCatalog {
             )
             .await?;
         }
+        if new
+            .metadata()
+            .snapshots()
+            .any(|s| before.metadata().snapshot_by_id(s.snapshot_id()).is_none())
+        {
+            self.check_counters(ident, before, &now.metadata_location, &now.metadata)?;
+        }
         Ok(now.metadata_location)
     }
 }
@@ -803,8 +855,9 @@ fn location_of(resp: &reqwest::Response) -> String {
         .unwrap_or_default()
 }
 
-/// Whether `now` carries every change the commit from `before` to `new` makes (the refs it sets at their
-/// snapshots, the refs it removes absent, the snapshots it removes absent); otherwise the first one missing.
+/// Whether `now` carries every change the commit from `before` to `new` makes (the snapshots it adds there, with
+/// their manifest lists, the refs it sets at their snapshots, the refs it removes absent, the snapshots it removes
+/// absent); otherwise the first one missing.
 fn carries(before: &FullMetadata, new: &FullMetadata, now: &FullMetadata) -> std::result::Result<(), String> {
     let (_, updates) = commit_request(before, new)?;
     let refs = now.refs();
@@ -831,6 +884,12 @@ fn carries(before: &FullMetadata, new: &FullMetadata, now: &FullMetadata) -> std
                     .find(|id| now.metadata().snapshot_by_id(**id).is_some())
                 {
                     return Err(format!("snapshot {id} is still there"));
+                }
+            }
+            TableUpdate::AddSnapshot { snapshot } => {
+                let at = now.metadata().snapshot_by_id(snapshot.snapshot_id());
+                if at.map(|s| s.manifest_list()) != Some(snapshot.manifest_list()) {
+                    return Err(format!("snapshot {} is not there", snapshot.snapshot_id()));
                 }
             }
             other => return Err(format!("an update lakedrill does not send: {other:?}")),
@@ -1206,11 +1265,73 @@ fn refs_of(md: &TableMetadata) -> std::result::Result<BTreeMap<String, iceberg::
     Ok(refs)
 }
 
-/// The requirements and updates that turn `current` into `new` (pure): refs set or removed, snapshots removed.
-/// Any other difference is refused with its name.
+/// Why the REST protocol's `add-snapshot` of `snap` (a snapshot coming back from a bundle, with the sequence number
+/// it was committed with) may not be sent to a table at `current`, if it may not (pure).
+///
+/// A REST server applies `add-snapshot` with Iceberg's metadata builder (Java `TableMetadata.Builder.addSnapshot`,
+/// Go `MetadataBuilder.AddSnapshot`, Rust `TableMetadataBuilder::add_snapshot`), which sets the table's
+/// `last-sequence-number` to the added snapshot's. A snapshot of a format-v2+ table whose sequence number is below
+/// the table's would lower it, and the next commit would hand out sequence numbers already in use (delete files
+/// would apply to the wrong data files): refused here, whatever the server would do. Its sequence number cannot be
+/// changed either: its manifest list and manifests were written with it. One above the table's is no snapshot of
+/// this table's history. Equal (the snapshot was the table's last commit) is sent; the builders then refuse a
+/// snapshot that has a parent (the server's answer names it), and a server that takes it keeps the table's
+/// `last-sequence-number`.
+#[must_use]
+pub fn add_snapshot_refusal(current: &TableMetadata, snap: &iceberg::spec::Snapshot) -> Option<String> {
+    if current.format_version() < iceberg::spec::FormatVersion::V2 {
+        return None;
+    }
+    let (id, seq, last) = (
+        snap.snapshot_id(),
+        snap.sequence_number(),
+        current.last_sequence_number(),
+    );
+    match seq.cmp(&last) {
+        std::cmp::Ordering::Greater => Some(format!(
+            "snapshot {id} has sequence number {seq}, above the table's last-sequence-number {last}: it is no \
+             snapshot of this table's history"
+        )),
+        std::cmp::Ordering::Less => Some(format!(
+            "snapshot {id} cannot be added back through a REST catalog: its sequence number {seq} is below the \
+             table's last-sequence-number {last} (commits were made after it), and a REST server applies \
+             `add-snapshot` with Iceberg's metadata builder, which sets last-sequence-number to the added \
+             snapshot's: it would go down to {seq} and later commits would reuse sequence numbers (the snapshot's \
+             own cannot change: its manifest list and manifests carry it). Nothing was committed; `restore --into` \
+             brings the snapshot back as a new table"
+        )),
+        std::cmp::Ordering::Equal => None,
+    }
+}
+
+/// Why the metadata a commit that added snapshots produced (`after`) is not safe to write on, compared with
+/// `before` (pure): its `last-sequence-number` or (v3) `next-row-id` went down, so sequence numbers or row ids
+/// would be handed out again.
+fn counters_lowered(before: &TableMetadata, after: &TableMetadata) -> Option<String> {
+    if after.last_sequence_number() < before.last_sequence_number() {
+        return Some(format!(
+            "its last-sequence-number went down from {} to {}: the next commit would reuse sequence numbers",
+            before.last_sequence_number(),
+            after.last_sequence_number()
+        ));
+    }
+    if after.next_row_id() < before.next_row_id() {
+        return Some(format!(
+            "its next-row-id went down from {} to {}: row ids would be handed out again",
+            before.next_row_id(),
+            after.next_row_id()
+        ));
+    }
+    None
+}
+
+/// The requirements and updates that turn `current` into `new` (pure): snapshots added (`add-snapshot`, each
+/// judged by [`add_snapshot_refusal`]), refs set or removed, snapshots removed. Any other difference is refused
+/// with its name.
 ///
 /// # Errors
-/// A sentence naming what differs beyond refs and removed snapshots.
+/// A sentence naming what differs beyond added snapshots, refs and removed snapshots, or why a snapshot may not be
+/// added.
 pub fn commit_request(
     current: &FullMetadata,
     new: &FullMetadata,
@@ -1222,7 +1343,8 @@ pub fn commit_request(
             Ok(())
         } else {
             Err(format!(
-                "{what} changed: only refs and snapshot removals are committed through a REST catalog"
+                "{what} changed: only snapshots added back, refs and snapshot removals are committed through a REST \
+                 catalog"
             ))
         }
     };
@@ -1240,17 +1362,22 @@ pub fn commit_request(
             && current.default_partition_spec_id() == new.default_partition_spec_id(),
     )?;
     same("the properties", current.properties() == new.properties())?;
-    for s in new.snapshots() {
-        if current.snapshot_by_id(s.snapshot_id()).is_none() {
-            return Err(format!(
-                "snapshot {} is new: adding snapshots through a REST catalog is not supported (REST catalogs cannot \
-                 take a snapshot back from a bundle yet)",
-                s.snapshot_id()
-            ));
+    // Snapshots added (`set-current --from-bundle`): sent first, so that the refs set after them may name them.
+    let mut added: Vec<&iceberg::spec::SnapshotRef> = new
+        .snapshots()
+        .filter(|s| current.snapshot_by_id(s.snapshot_id()).is_none())
+        .collect();
+    added.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms(), s.snapshot_id()));
+    let mut updates = Vec::new();
+    for s in added {
+        if let Some(why) = add_snapshot_refusal(current, s) {
+            return Err(why);
         }
+        updates.push(TableUpdate::AddSnapshot {
+            snapshot: s.as_ref().clone(),
+        });
     }
     let mut requirements = vec![TableRequirement::UuidMatch { uuid: current.uuid() }];
-    let mut updates = Vec::new();
     let current_refs: BTreeMap<&String, &iceberg::spec::SnapshotReference> = current_refs.iter().collect();
     let new_refs: BTreeMap<&String, &iceberg::spec::SnapshotReference> = new_refs.iter().collect();
     for (name, r) in &current_refs {
@@ -1455,17 +1582,122 @@ mod tests {
     }
 
     /// `set-current --from-bundle` adds a snapshot back to the metadata: through a REST catalog the commit is
-    /// refused saying so plainly (the runbook refuses before it: README "Status", known limits).
+    /// `add-snapshot` (the snapshot as it was, its sequence number kept) before `set-snapshot-ref main` to it, with
+    /// the table's UUID and every ref as read pinned; the answer carries it only with the snapshot in it. Before,
+    /// it was refused ("REST catalogs cannot take a snapshot back from a bundle yet").
     #[test]
-    fn a_snapshot_added_back_is_refused_saying_rest_cannot_take_it_from_a_bundle() {
-        let gone = md(&[(1, None), (2, Some(1))], &[("main", 2, true)]);
-        let back = md(&[(1, None), (2, Some(1)), (3, Some(1))], &[("main", 3, true)]);
+    fn a_snapshot_added_back_is_sent_as_add_snapshot_then_the_ref_with_every_ref_pinned() {
+        // 3 (child of 1, sequence number 3, the last) left the metadata; main at 2, a tag on 1.
+        let gone = md(&[(1, None), (2, Some(1))], &[("main", 2, true), ("audit", 1, false)]);
+        let back = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 3, true), ("audit", 1, false)],
+        );
+        let mut doc = serde_json::to_value(gone.metadata()).unwrap();
+        doc["last-sequence-number"] = serde_json::json!(3);
+        doc["refs"] = serde_json::json!({"main": {"snapshot-id": 2, "type": "branch"}, "audit": {"snapshot-id": 1, "type": "tag"}});
+        let gone = FullMetadata::from_json_value("v5.json", &doc).unwrap();
+        let (requirements, updates) = commit_request(&gone, &back).unwrap();
+        let body = serde_json::to_value(serde_json::json!({"requirements": requirements, "updates": updates})).unwrap();
+        assert_eq!(
+            body["requirements"],
+            serde_json::json!([
+                {"type": "assert-table-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"},
+                {"type": "assert-ref-snapshot-id", "ref": "audit", "snapshot-id": 1},
+                {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 2}
+            ]),
+            "{body}"
+        );
+        let updates = body["updates"].as_array().unwrap();
+        assert_eq!(updates.len(), 2, "{body}");
+        assert_eq!(updates[0]["action"], "add-snapshot", "{body}");
+        assert_eq!(updates[0]["snapshot"]["snapshot-id"], 3, "{body}");
+        assert_eq!(updates[0]["snapshot"]["parent-snapshot-id"], 1, "{body}");
+        assert_eq!(updates[0]["snapshot"]["sequence-number"], 3, "kept as it was: {body}");
+        assert_eq!(
+            updates[0]["snapshot"]["manifest-list"], "s3://b/t/metadata/snap-3.avro",
+            "{body}"
+        );
+        assert_eq!(updates[1]["action"], "set-snapshot-ref", "{body}");
+        assert_eq!(updates[1]["ref-name"], "main", "{body}");
+        assert_eq!(updates[1]["snapshot-id"], 3, "{body}");
+        // The table read again carries the commit only with the snapshot back in it.
+        assert_eq!(carries(&gone, &back, &back), Ok(()));
+        let moved_only = md(&[(1, None), (2, Some(1))], &[("main", 2, true), ("audit", 1, false)]);
+        assert_eq!(
+            carries(&gone, &back, &moved_only),
+            Err("snapshot 3 is not there".to_owned())
+        );
+    }
+
+    /// A snapshot whose sequence number is below the table's last-sequence-number is never sent: the server's
+    /// metadata builder would lower last-sequence-number to it. One above it is no snapshot of the table. A v1
+    /// table has no sequence numbers to guard.
+    #[test]
+    fn a_snapshot_below_the_last_sequence_number_is_refused_before_it_is_sent() {
+        let gone = md(&[(1, None), (2, Some(1)), (4, Some(2))], &[("main", 4, true)]);
+        let mut doc = serde_json::to_value(gone.metadata()).unwrap();
+        doc["last-sequence-number"] = serde_json::json!(4);
+        let gone = FullMetadata::from_json_value("v6.json", &doc).unwrap();
+        // 3: sequence number 3, parent 1.
+        let back = md(
+            &[(1, None), (2, Some(1)), (3, Some(1)), (4, Some(2))],
+            &[("main", 3, true)],
+        );
         let why = commit_request(&gone, &back).map(|_| ()).unwrap_err();
         assert!(
-            why.contains("snapshot 3 is new")
-                && why.contains("REST catalogs cannot take a snapshot back from a bundle yet"),
+            why.contains("snapshot 3 cannot be added back through a REST catalog")
+                && why.contains("sequence number 3 is below the table's last-sequence-number 4")
+                && why.contains("restore --into"),
             "{why}"
         );
+        let snap = |seq: i64| {
+            iceberg::spec::Snapshot::builder()
+                .with_snapshot_id(9)
+                .with_parent_snapshot_id(None)
+                .with_sequence_number(seq)
+                .with_timestamp_ms(1_700_000_000_000)
+                .with_manifest_list("s3://b/t/metadata/snap-9.avro")
+                .with_summary(iceberg::spec::Summary {
+                    operation: iceberg::spec::Operation::Append,
+                    additional_properties: std::collections::HashMap::new(),
+                })
+                .build()
+        };
+        // Without a parent too: the builders would still set last-sequence-number to it.
+        assert!(add_snapshot_refusal(gone.metadata(), &snap(2)).is_some());
+        assert!(
+            add_snapshot_refusal(gone.metadata(), &snap(5))
+                .is_some_and(|w| w.contains("above the table's last-sequence-number 4"))
+        );
+        assert_eq!(add_snapshot_refusal(gone.metadata(), &snap(4)), None);
+        let mut v1 = serde_json::to_value(gone.metadata()).unwrap();
+        v1["format-version"] = serde_json::json!(1);
+        v1["last-sequence-number"] = serde_json::json!(0);
+        v1["schema"] = v1["schemas"][0].clone();
+        v1["partition-spec"] = serde_json::json!([]);
+        for s in v1["snapshots"].as_array_mut().unwrap() {
+            s.as_object_mut().unwrap().remove("sequence-number");
+        }
+        let v1 = FullMetadata::from_json_value("v1.json", &v1).unwrap();
+        assert_eq!(add_snapshot_refusal(v1.metadata(), &snap(0)), None);
+    }
+
+    /// A server that lowered last-sequence-number or next-row-id while adding a snapshot back is caught.
+    #[test]
+    fn a_lowered_last_sequence_number_after_adding_a_snapshot_is_caught() {
+        let small = md(&[(1, None)], &[("main", 1, true)]);
+        let mut d2 = serde_json::to_value(small.metadata()).unwrap();
+        d2["last-sequence-number"] = serde_json::json!(5);
+        let high = FullMetadata::from_json_value("v8.json", &d2).unwrap();
+        assert_eq!(
+            counters_lowered(high.metadata(), small.metadata()),
+            Some(
+                "its last-sequence-number went down from 5 to 1: the next commit would reuse sequence numbers"
+                    .to_owned()
+            )
+        );
+        assert_eq!(counters_lowered(small.metadata(), high.metadata()), None);
     }
 
     /// See: the review of 2026-12-07, item 1. A format-v1 table's refs are in its JSON, not in the iceberg crate's

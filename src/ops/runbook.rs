@@ -12,8 +12,9 @@
 //!   registry's write lock, after judging again there the candidates whose purge could delete what the snapshot
 //!   reaches (`BringBack`).
 //!
-//! Each is one compare-and-set commit on the catalog row, visible to every engine reading the
-//! catalog; a concurrent commit makes it fail without effect. None of them deletes anything. Moving `main` to the
+//! Each is one compare-and-set commit on the catalog row (through a REST catalog, one commit with requirements;
+//! a snapshot from a bundle is an `add-snapshot` there, judged by `crate::io::rest::add_snapshot_refusal`), visible
+//! to every engine reading the catalog; a concurrent commit makes it fail without effect. None of them deletes anything. Moving `main` to the
 //! snapshot it already points at commits nothing (`ALREADY_CURRENT`, exit 0): the table's generation stays.
 
 use iceberg::spec::{SnapshotReference, SnapshotRetention};
@@ -212,19 +213,6 @@ pub async fn set_current_from_bundle(
             "the bundle belongs to another table (its table UUID differs)",
         ));
     }
-    // A REST catalog commits ref moves and snapshot removals only (`crate::io::rest::commit_request`): a snapshot
-    // gone from the metadata cannot be added back through one. Said plainly here rather than by the commit.
-    if matches!(cat, Catalog::Rest(_)) && table.metadata().snapshot_by_id(snapshot_id).is_none() {
-        return Err(Error::invalid(
-            bundle,
-            format!(
-                "table {} is in a REST catalog, and REST catalogs cannot take a snapshot back from a bundle yet \
-                 (lakedrill does not add snapshots through the REST protocol): snapshot {snapshot_id} stays out of \
-                 the table; nothing was committed (`restore --into` brings it back as a new table)",
-                table.name()
-            ),
-        ));
-    }
     // Held without its metadata copies (the deep verify checked them): the inventory is what is compared below.
     let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, bundle, &trust, |_| Ok(None)).await?;
     if let Some(b) = &pred.backup {
@@ -254,8 +242,11 @@ pub async fn set_current_from_bundle(
         );
         return refused(why, findings);
     }
-    ctx.storage.failpoint_delay(DelayPoint::SetCurrentCommit).await;
     let (bundled, _) = crate::table::parse_metadata(bundle, &copy, ctx.storage.options().max_metadata_bytes)?;
+    if let Some(why) = undefined_in_table(ctx, &table, &bundled, snapshot_id).await? {
+        return Err(Error::invalid(bundle, why));
+    }
+    ctx.storage.failpoint_delay(DelayPoint::SetCurrentCommit).await;
     let md = if table.metadata().snapshot_by_id(snapshot_id).is_none() {
         // The metadata builder only adds *new* snapshots (sequence number above the table's last); a
         // snapshot coming back from a bundle keeps its original sequence number, which the spec allows
@@ -279,6 +270,56 @@ pub async fn set_current_from_bundle(
         table.metadata().clone()
     };
     move_main(ctx, &table, &cat, &ident, snapshot_id, md, Some(&guard)).await
+}
+
+/// Why the bundle's snapshot cannot be read in the table as its metadata is now, if it cannot: its schema, or the
+/// partition spec of a manifest its manifest list (the table's copy, checked against the bundle's) names, is not in
+/// the table's metadata with the definition the snapshot was written with (removed since, as an expiry cleaning
+/// unused metadata does, or another). The snapshot added back would point at definitions no reader finds.
+///
+/// # Errors
+/// The manifest list cannot be read.
+async fn undefined_in_table(
+    ctx: &Context,
+    table: &Table,
+    bundled: &iceberg::spec::TableMetadata,
+    snapshot_id: i64,
+) -> Result<Option<String>> {
+    let Some(snap) = bundled.snapshot_by_id(snapshot_id) else {
+        return Ok(Some(format!("the bundled metadata lacks snapshot {snapshot_id}")));
+    };
+    let now = table.metadata();
+    if let Some(id) = snap.schema_id() {
+        let same = match (now.schema_by_id(id), bundled.schema_by_id(id)) {
+            (Some(a), Some(b)) => a.as_struct() == b.as_struct(),
+            _ => false,
+        };
+        if !same {
+            return Ok(Some(format!(
+                "snapshot {snapshot_id} was written with schema {id}, which the table's metadata no longer holds as \
+                 the bundle has it: the snapshot cannot come back into the table; nothing was committed \
+                 (`restore --into` brings it back as a new table)"
+            )));
+        }
+    }
+    let (_, _, list) = table.read_manifest_list(&ctx.storage, snap).await?;
+    let mut specs: Vec<i32> = list.entries().iter().map(|m| m.partition_spec_id).collect();
+    specs.sort_unstable();
+    specs.dedup();
+    for id in specs {
+        let same = match (now.partition_spec_by_id(id), bundled.partition_spec_by_id(id)) {
+            (Some(a), Some(b)) => a.fields() == b.fields(),
+            _ => false,
+        };
+        if !same {
+            return Ok(Some(format!(
+                "a manifest of snapshot {snapshot_id} was written with partition spec {id}, which the table's \
+                 metadata no longer holds as the bundle has it: the snapshot cannot come back into the table; \
+                 nothing was committed (`restore --into` brings it back as a new table)"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// `set-current --from-bundle` refused, nothing committed (exit 1), with the reason and the objects it names.

@@ -788,6 +788,40 @@ fn quarantine_in_bundle_mode_removes_the_snapshots_and_a_bundle_brings_one_back(
     assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), sid);
 }
 
+/// A snapshot whose schema the table's metadata no longer holds as the bundle has it (here: schema 0's first column
+/// renamed in a new generation, as a writer replacing the metadata would) is refused (exit 2, naming the schema):
+/// added back, it would be read with a schema it was not written with. Before, it was committed.
+#[test]
+fn set_current_from_a_bundle_whose_schema_the_table_no_longer_holds_is_refused() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "bundle").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    let head = g.py("print(t.metadata.current_snapshot_id)");
+    let db = g.dir.join("fx/catalog.db");
+    g.py(&format!(
+        "import json, os, sqlite3, uuid\n\
+         old = t.metadata_location\npath = old.removeprefix('file://')\nmd = json.load(open(path))\n\
+         for s in md['schemas']:\n    s['fields'][0]['name'] += '_renamed'\n\
+         n = int(os.path.basename(path).split('-')[0]) + 1\n\
+         new = os.path.join(os.path.dirname(path), f'{{n:05d}}-{{uuid.uuid4()}}.metadata.json')\n\
+         json.dump(md, open(new, 'w'))\n\
+         con = sqlite3.connect('{}')\n\
+         con.execute(\"UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = 'retention'\", ('file://' + new if old.startswith('file://') else new,))\n\
+         con.commit()",
+        db.display()
+    ));
+    let r = g.on_table(&["--json", "set-current", "--from-bundle", bundle, "--trust", "keys"]);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 2, "{text}");
+    assert!(
+        text.contains("was written with schema 0") && text.contains("no longer holds"),
+        "{text}"
+    );
+    assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), head, "nothing committed");
+}
+
 /// A SQL catalog's compare-and-set whose answer is lost (the connection failed after the `UPDATE` reached the
 /// database): lakedrill reads the row again. A bundle-mode quarantine whose update was applied is taken as
 /// committed (the snapshots out of the table, the bundle kept, `QUARANTINED`); one whose update the row does not

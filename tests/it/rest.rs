@@ -33,6 +33,11 @@ const T: [&str; 4] = ["--catalog", "rest", "--table", "db.events"];
 
 impl RestFx {
     fn new() -> RestFx {
+        RestFx::with(&[])
+    }
+
+    /// The fixture with `gen_args` after make_rest_table.py's own (`FORMAT_VERSION [no-last-append]`).
+    fn with(gen_args: &[&str]) -> RestFx {
         let tmp = tmpdir();
         let dir = tmp.path().to_path_buf();
         let bucket = format!("rest-{}", uuid::Uuid::new_v4());
@@ -43,6 +48,7 @@ impl RestFx {
             .arg(s3_endpoint())
             .arg(&bucket)
             .arg(dir.join("fx.json"))
+            .args(gen_args)
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1190,5 +1196,155 @@ fn a_read_answered_401_fetches_a_new_token_and_is_sent_once_more() {
             (refused.1.as_str(), refused.2.as_str())
         ],
         "{log:?}"
+    );
+}
+
+impl RestFx {
+    /// Quarantines the planned candidate in bundle mode (its snapshot leaves the metadata through a REST commit);
+    /// returns (candidate id, its bundle's URI).
+    fn quarantined_out(&self) -> (String, String) {
+        let c = self.candidate();
+        let id = c["candidate_id"].as_str().unwrap().to_owned();
+        let orphaned = self.fx["orphaned_snapshot_id"].as_i64().unwrap();
+        assert_eq!(c["snapshot_ids"], serde_json::json!([orphaned]), "{c}");
+        self.enable();
+        let mut args = self.quarantine_args(&id);
+        args.extend(["--mode".to_owned(), "bundle".to_owned()]);
+        let q = self.on_table_with(None, &args).expect_code(0).json();
+        assert_eq!(
+            self.py(&format!(
+                "print({orphaned} in [s.snapshot_id for s in t.metadata.snapshots])"
+            )),
+            "False",
+            "bundle mode took the snapshot out of the metadata: {q}"
+        );
+        (id, q["bundles"][0]["uri"].as_str().unwrap().to_owned())
+    }
+
+    /// `set-current --from-bundle BUNDLE --trust trust` on the table, with the configuration `config` when given.
+    fn set_current_from(&self, config: Option<&str>, bundle: &str) -> Run {
+        let args = ["--json", "set-current", "--from-bundle", bundle, "--trust", "trust"].map(str::to_owned);
+        self.on_table_with(config, &args)
+    }
+
+    /// (current snapshot, rows read, whether `id` is in the metadata, refs) as PyIceberg sees them through the
+    /// REST catalog.
+    fn seen(&self, id: i64) -> String {
+        self.py(&format!(
+            "print(t.metadata.current_snapshot_id, t.scan().to_arrow().num_rows, \
+             {id} in [s.snapshot_id for s in t.metadata.snapshots], sorted(t.metadata.refs))"
+        ))
+    }
+}
+
+/// A snapshot quarantined out of a REST table's metadata (bundle mode) comes back with `set-current --from-bundle`:
+/// one REST commit `add-snapshot` + `set-snapshot-ref main` (requirements: the table's UUID and every ref as read),
+/// and PyIceberg, through the REST catalog, reads it as current with the rows it had. The table is format v1:
+/// SeaweedFS's REST catalog (iceberg-go's metadata builder) takes an old snapshot back only there (the v2 cases are
+/// the tests below). Before, the command was refused (exit 2, "REST catalogs cannot take a snapshot back from a
+/// bundle yet").
+#[test]
+fn a_snapshot_quarantined_out_of_a_rest_table_comes_back_from_its_bundle_and_pyiceberg_reads_it() {
+    let f = RestFx::with(&["1"]);
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    let (_, bundle) = f.quarantined_out();
+    let r = f.set_current_from(None, &bundle);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["status"], "COMMITTED", "{v}");
+    assert_eq!(v["to_snapshot_id"], orphaned, "{v}");
+    assert_eq!(
+        f.seen(orphaned),
+        format!("{orphaned} {} True ['audit', 'main', 'what-if']", f.fx["orphaned_rows"]),
+        "PyIceberg reads the snapshot back as current, with its rows"
+    );
+}
+
+/// A snapshot that is not the table's last commit cannot come back through a REST catalog: the server's metadata
+/// builder would set last-sequence-number to its (lower) sequence number. lakedrill refuses before sending anything
+/// (exit 2, naming the numbers); the table, its refs and the bundle stay as they were.
+#[test]
+fn a_snapshot_older_than_the_last_commit_is_refused_before_any_rest_commit() {
+    let f = RestFx::new();
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    let (_, bundle) = f.quarantined_out();
+    let before = f.seen(orphaned);
+    let loc = f.py("print(t.metadata_location)");
+    let r = f.set_current_from(None, &bundle);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 2, "{text}");
+    assert!(
+        text.contains("below the table's last-sequence-number") && text.contains("restore --into"),
+        "{text}"
+    );
+    assert_eq!(f.seen(orphaned), before, "nothing changed");
+    assert_eq!(f.py("print(t.metadata_location)"), loc, "nothing was committed");
+    assert_eq!(bundles_of(&f).len(), 1, "the bundle stays");
+}
+
+/// Found by this test: SeaweedFS 4.48's REST catalog refuses `add-snapshot` of a v2 snapshot that has a parent and
+/// whose sequence number is not above the table's last-sequence-number (iceberg-go: "can't add snapshot with
+/// sequence number N, must be > than last sequence number N"), even when it was the table's last commit. The
+/// HTTP 400 exits 2 naming the server's reason and what it means; nothing changed, the bundle stays.
+#[test]
+fn a_v2_snapshot_the_rest_server_refuses_to_add_back_exits_2_naming_its_reason() {
+    let f = RestFx::with(&["2", "no-last-append"]);
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    let (_, bundle) = f.quarantined_out();
+    let before = f.seen(orphaned);
+    let r = f.set_current_from(None, &bundle);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 2, "{text}");
+    assert!(
+        text.contains("HTTP 400")
+            && text.contains("must be > than last sequence number")
+            && text.contains("refused to add the snapshot back"),
+        "{text}"
+    );
+    assert_eq!(f.seen(orphaned), before, "nothing changed");
+    assert_eq!(bundles_of(&f).len(), 1, "the bundle stays");
+}
+
+/// Another writer commits between lakedrill's read of the table and its `add-snapshot` commit (a proxy runs
+/// PyIceberg's append when the commit arrives): the server's `assert-ref-snapshot-id` on main fails (HTTP 409), the
+/// command exits 2 as a lost race, nothing of lakedrill's is in the table and the writer's append is kept. Run
+/// again, it judges the table anew and brings the snapshot back, the writer's snapshot still in the metadata.
+#[test]
+fn a_commit_by_another_writer_inside_set_current_from_bundle_makes_it_lose_the_race_and_nothing_is_lost() {
+    let f = RestFx::with(&["1"]);
+    let orphaned = f.fx["orphaned_snapshot_id"].as_i64().unwrap();
+    let (_, bundle) = f.quarantined_out();
+    let proxy = f.race(
+        "race",
+        "import pyarrow as pa\nt.append(pa.table({'id': pa.array([900], pa.int64()), 'category': pa.array(['w']), 'value': pa.array([9.0])}))\nprint(t.current_snapshot().snapshot_id)",
+    );
+    let cfg = f.through(&proxy, "race.toml");
+    let r = f.set_current_from(Some(&cfg), &bundle);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        raced(&proxy),
+        "the writer ran inside the commit: {:?}",
+        proxy.requests()
+    );
+    assert_eq!(r.code, 2, "{text}");
+    assert!(text.contains("HTTP 409") && text.contains("lost the race"), "{text}");
+    let rows = f.fx["rows"].as_u64().unwrap() + 1;
+    let writer = f.py("print(t.metadata.current_snapshot_id)");
+    assert_eq!(
+        f.seen(orphaned),
+        format!("{writer} {rows} False ['audit', 'main', 'what-if']"),
+        "the writer's append is the table's head, the snapshot is not back"
+    );
+    assert_eq!(bundles_of(&f).len(), 1, "the bundle stays");
+    // Again, on the table as it is now.
+    let r = f.set_current_from(None, &bundle);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["from_snapshot_id"].to_string(), writer);
+    assert_eq!(
+        f.py(&format!(
+            "print(t.metadata.current_snapshot_id, t.scan().to_arrow().num_rows, {writer} in [s.snapshot_id for s in t.metadata.snapshots])"
+        )),
+        format!("{orphaned} {} True", f.fx["orphaned_rows"]),
+        "the snapshot is back and the writer's snapshot is still in the metadata"
     );
 }
