@@ -108,10 +108,18 @@ async fn move_main(
     let committed = cat
         .commit(&ctx.storage, ident, &table.generation().metadata_location, &new)
         .await;
-    if let Some(lock) = lock {
-        lock.release().await?;
-    }
+    // The commit's own answer first: a lock that cannot be released after a commit that succeeded must not hide
+    // that the table moved (the lock's session ends with its connection anyway).
+    let released = match lock {
+        Some(lock) => lock.release().await,
+        None => Ok(()),
+    };
     let loc = committed?;
+    if let Err(e) = released {
+        crate::report::output::warn(format!(
+            "the registry's write lock could not be released after the commit (it ends with its session): {e}"
+        ));
+    }
     let human = format!(
         "main: {} -> {to}\ncommitted {loc}\n",
         from.map_or_else(|| "-".into(), |f| f.to_string())
@@ -260,10 +268,12 @@ pub async fn set_current_from_bundle(
             .and_then(|a| a.iter().find(|x| x["snapshot-id"].as_i64() == Some(snapshot_id)))
             .cloned()
             .ok_or_else(|| Error::corrupt(bundle, format!("the bundled metadata lacks snapshot {snapshot_id}")))?;
-        doc["snapshots"]
-            .as_array_mut()
-            .ok_or_else(|| Error::Internal("metadata without a snapshots array".into()))?
-            .push(snap_json);
+        // A table without snapshots (a `REPLACE TABLE` whose old snapshots all expired) is written without the
+        // array: the snapshot brought back is its first.
+        match doc.get_mut("snapshots").and_then(serde_json::Value::as_array_mut) {
+            Some(snapshots) => snapshots.push(snap_json),
+            None => doc["snapshots"] = serde_json::Value::Array(vec![snap_json]),
+        }
         serde_json::from_value::<iceberg::spec::TableMetadata>(doc)
             .map_err(|e| Error::invalid(bundle, format!("snapshot {snapshot_id} cannot be added back: {e}")))?
     } else {
