@@ -223,6 +223,21 @@ pub async fn set_current_from_bundle(
     }
     // Held without its metadata copies (the deep verify checked them): the inventory is what is compared below.
     let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, bundle, &trust, |_| Ok(None)).await?;
+    // The three reads are of one bundle: a bundle folder sealed again in between (by another trusted key) must not
+    // have its inventory checked and its snapshot committed on the strength of the first one's deep verify.
+    if report.bundle_root.as_deref() != Some(pred.bundle_root.as_str()) || pred.snapshot_id != snapshot_id {
+        return Err(Error::invalid(
+            bundle,
+            format!(
+                "changed while it was read: its deep verification was of bundle root {} (snapshot {}), it now holds \
+                 root {} (snapshot {}); nothing was committed, run it again",
+                report.bundle_root.as_deref().unwrap_or("none"),
+                report.snapshot_id.map_or_else(|| "none".to_owned(), |s| s.to_string()),
+                pred.bundle_root,
+                pred.snapshot_id
+            ),
+        ));
+    }
     if let Some(b) = &pred.backup {
         // Its deep verify read the data in the backup store, not in the table: `recover` makes a table of it.
         return Err(Error::invalid(
