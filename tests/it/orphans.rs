@@ -2070,3 +2070,37 @@ fn a_plan_leaves_the_put_back_of_a_candidate_another_run_holds_to_that_run() {
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
     assert_ne!(crate::deleter_safety::candidate_state(&g, &id), "QUARANTINED");
 }
+
+// Renamed aside, the file turned out changed (a writer holding it open wrote to it) while another writer created its
+// path again: renaming it back would replace that new file. It is left under its private name, never over the new
+// file, and the quarantine names both paths and exits 1; neither file is removed.
+#[test]
+fn a_changed_file_whose_path_was_taken_meanwhile_is_left_aside_and_named_with_exit_1() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/taken-meanwhile.parquet");
+    put(
+        &file,
+        b"PAR1 the bytes copied PAR1",
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", "go-aside");
+    let aside = private_names(&root);
+    assert_eq!(aside.len(), 1, "renamed aside: {aside:?}");
+    std::fs::write(&aside[0], b"PAR1 written through an open descriptor PAR1").unwrap();
+    std::fs::write(&file, b"PAR1 a new file at the same path PAR1").unwrap();
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    let left = out["left_aside"].to_string();
+    assert!(
+        left.contains(&aside[0].display().to_string()) && left.contains("data/taken-meanwhile.parquet"),
+        "names both paths: {out}"
+    );
+    assert_eq!(
+        std::fs::read(&aside[0]).unwrap(),
+        b"PAR1 written through an open descriptor PAR1"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"PAR1 a new file at the same path PAR1");
+}
