@@ -140,7 +140,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// Test-only fault injection for deletes and races, from `LAKEDRILL_FAILPOINTS`
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
-/// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
+/// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
+/// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
 /// catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -183,6 +184,16 @@ pub struct Failpoints {
     /// `quarantine c-…` waits this many milliseconds right after its catalog commit succeeded, before it records
     /// anything (a hold, lease, checkpoint, writer or decision can land in between).
     pub quarantine_committed_delay_ms: Option<u64>,
+    /// `quarantine o-…` waits this many milliseconds after a held file's last hash and before its removal (on
+    /// the local filesystem: before it is renamed aside); a writer can rewrite the file in between.
+    pub orphan_remove_delay_ms: Option<u64>,
+    /// `quarantine o-…` on the local filesystem waits this many milliseconds after a held file was renamed aside
+    /// and before it is hashed again and removed (a run killed there leaves the private name).
+    pub orphan_renamed_delay_ms: Option<u64>,
+    /// `quarantine release` and `restore --put-back` wait this many milliseconds once they hold the candidate's
+    /// claim (and put back any orphans), before their first catalog or registry write (another run can take their
+    /// claim over in between).
+    pub release_write_delay_ms: Option<u64>,
     /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
     /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
     /// without waiting).
@@ -223,6 +234,13 @@ pub enum DelayPoint {
     PurgeFinish,
     /// After a snapshot quarantine's catalog commit succeeded, before it records the quarantine.
     QuarantineCommitted,
+    /// After a held orphan's last hash, before its removal (local: before it is renamed aside).
+    OrphanRemove,
+    /// After a held local orphan was renamed aside, before it is hashed again and removed.
+    OrphanRenamed,
+    /// After `quarantine release` or `restore --put-back` claimed the candidate, before its first catalog or
+    /// registry write.
+    ReleaseWrite,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
@@ -256,6 +274,9 @@ impl Failpoints {
                 "purge-finish-delay-ms" => f.purge_finish_delay_ms = v,
                 "quarantine-committed-delay-ms" => f.quarantine_committed_delay_ms = v,
                 "claim-heartbeat-ms" => f.claim_heartbeat_ms = v,
+                "orphan-remove-delay-ms" => f.orphan_remove_delay_ms = v,
+                "orphan-renamed-delay-ms" => f.orphan_renamed_delay_ms = v,
+                "release-write-delay-ms" => f.release_write_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
@@ -422,6 +443,9 @@ impl Storage {
                 self.failpoints.set_current_commit_delay_ms,
             ),
             DelayPoint::RebuildCopy => ("rebuild-copy-delay-ms", self.failpoints.rebuild_copy_delay_ms),
+            DelayPoint::OrphanRemove => ("orphan-remove-delay-ms", self.failpoints.orphan_remove_delay_ms),
+            DelayPoint::OrphanRenamed => ("orphan-renamed-delay-ms", self.failpoints.orphan_renamed_delay_ms),
+            DelayPoint::ReleaseWrite => ("release-write-delay-ms", self.failpoints.release_write_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");
@@ -702,6 +726,52 @@ impl Storage {
         let (store, path) = self.resolve(uri)?;
         let _permit = self.permit().await?;
         store.get_range(&path, range).await.map_err(|e| map_err("read", uri, e))
+    }
+
+    /// Renames the local file at `from` to `to` (both `file://` URIs in one folder) in one step (`rename(2)`):
+    /// from that moment the old path no longer leads to the file, and a writer that creates the old path again
+    /// creates another file. `to` must be a name no one else uses (it is replaced). Only for the local filesystem:
+    /// an object store has no atomic rename.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when `from` is gone; [`Error::Io`] naming the path otherwise; [`Error::BadUri`] for a
+    /// URI that is not local.
+    pub async fn local_rename(&self, from: &str, to: &str) -> Result<()> {
+        let (a, b) = (local_path(from)?, local_path(to)?);
+        let _permit = self.permit().await?;
+        let uri = from.to_owned();
+        tokio::task::spawn_blocking(move || match std::fs::rename(&a, &b) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotFound { uri }),
+            Err(e) => Err(Error::io("rename", a, e)),
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("rename task for {from}: {e}")))?
+    }
+
+    /// Renames the local file at `from` to `to` unless `to` exists: `Ok(false)`, and nothing changes, when it
+    /// does. Made as a hard link at `to` (which the filesystem refuses, in one step, when the name is taken) and
+    /// the removal of `from`, so that a file another writer created at `to` meanwhile is never replaced.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when `from` is gone; [`Error::Io`] naming the path otherwise (a filesystem without
+    /// hard links); [`Error::BadUri`] for a URI that is not local.
+    pub async fn local_rename_no_clobber(&self, from: &str, to: &str) -> Result<bool> {
+        let (a, b) = (local_path(from)?, local_path(to)?);
+        let _permit = self.permit().await?;
+        let uri = from.to_owned();
+        tokio::task::spawn_blocking(move || {
+            match std::fs::hard_link(&a, &b) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotFound { uri }),
+                Err(e) => return Err(Error::io("link", b, e)),
+            }
+            std::fs::remove_file(&a).map_err(|e| Error::io("remove the old name after its link", a, e))?;
+            Ok(true)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("rename task for {from}: {e}")))?
     }
 
     /// Metadata of an object, `None` when it does not exist.
@@ -1561,6 +1631,17 @@ fn local_entry(entry: WalkEntry, folder: Option<&FolderFd>) -> object_store::Res
 pub struct Confined {
     /// The root's canonical URI and its local path with symlinks resolved (`None`: not local).
     root: Option<(String, std::path::PathBuf)>,
+}
+
+/// The local path of a `file://` URI.
+fn local_path(uri: &str) -> Result<std::path::PathBuf> {
+    uri.strip_prefix("file://")
+        .filter(|p| p.starts_with('/'))
+        .map(std::path::PathBuf::from)
+        .ok_or_else(|| Error::BadUri {
+            uri: uri.to_owned(),
+            reason: "not a local file (file:///…): only the local filesystem renames".to_owned(),
+        })
 }
 
 /// `path` with symlinks resolved; for a path (or a tail of it) that does not exist, the longest

@@ -9,7 +9,7 @@ use std::path::Path;
 use chrono::Utc;
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::govern::policy::{Policy, ReclamationImplementation};
 use crate::ops::context::Context;
 use crate::registry::{PurgeRun, Registry};
@@ -165,8 +165,8 @@ pub const CLAIM_HEARTBEAT_SECS: u64 = 60;
 /// `claim-heartbeat-ms` failpoint shortens it in tests), so that a run busy for longer than
 /// [`PURGE_RUN_SILENCE_MINUTES`] without writing the registry (a quarantine sealing a large snapshot, a purge
 /// verifying bundles, rebasing or waiting on a slow catalog before its first batch, a reconcile re-checking a
-/// large candidate) is never taken over as silent by a second run of the same candidate. Quarantine, purge, reconcile and
-/// undelete run their whole claimed part in it. A renewal that fails is
+/// large candidate) is never taken over as silent by a second run of the same candidate. Quarantine, purge, reconcile,
+/// undelete, `quarantine release` and `restore --put-back` run their whole claimed part in it. A renewal that fails is
 /// warned about and tried again at the next beat; the work is never interrupted. The renewal only writes the
 /// heartbeat of the run holding the claim ([`Registry::purge_heartbeat`]): a run taken over renews nothing.
 ///
@@ -209,6 +209,36 @@ async fn beat_forever(
             ));
         }
     }
+}
+
+/// Stops the run (exit 2) unless run `run_id` still holds `candidate_id`'s claim, naming the run that took it
+/// over. Checked before every write of a run's that has no registry transaction of its own to check it in (its
+/// evidence files, the end of a run); the batches, the catalog commit and the final state moves check it inside
+/// their transaction.
+///
+/// # Errors
+/// [`Error::Invalid`] when the claim is another run's (or no run's); registry errors.
+pub async fn still_claimed(reg: &Registry, candidate_id: &str, run_id: &str, before: &str) -> Result<()> {
+    match reg.purge_claim_held(candidate_id, run_id).await? {
+        Ok(()) => Ok(()),
+        Err(holder) => Err(taken_over(candidate_id, run_id, holder.as_ref(), before)),
+    }
+}
+
+/// The error of a run that lost its claim on `candidate_id` to `holder` (exit 2): it names both runs and what was
+/// not done (`before`).
+#[must_use]
+pub fn taken_over(candidate_id: &str, run_id: &str, holder: Option<&crate::registry::PurgeRun>, before: &str) -> Error {
+    Error::invalid(
+        candidate_id,
+        format!(
+            "this run ({run_id}) no longer holds the candidate's claim ({}): another run took it over (this one was \
+             taken for silent for {} minutes, or dead); stopped before {before}, and nothing further is deleted or \
+             written by this run",
+            crate::registry::claim_named(holder),
+            PURGE_RUN_SILENCE_MINUTES
+        ),
+    )
 }
 
 fn this_host() -> String {

@@ -409,8 +409,10 @@ pub async fn restore(
 /// `lakedrill restore ORPHAN_BUNDLE --trust DIR --put-back`: every file of a verified orphan bundle goes back
 /// where it was ([`crate::ops::orphans::put_back`]) and is verified there; its candidate leaves reclamation as
 /// `PROTECTED` (re-plan to reclaim what is still unreferenced). Refused (exit 1) while a purge of the candidate is
-/// accepted or running, or its deletes are `DELETE_UNKNOWN` (checked again once the run is claimed). Exit 0 when
-/// every file is back and verified, 1 otherwise.
+/// accepted or running, or its deletes are `DELETE_UNKNOWN` (checked again once the run is claimed). The claim is
+/// renewed while the files go back ([`crate::ops::binding::with_heartbeat`]) and checked in the state write's own
+/// transaction: a put-back taken over meanwhile stops (exit 2) naming the run that took it. Exit 0 when every file
+/// is back and verified, 1 otherwise.
 ///
 /// # Errors
 /// A bundle that does not verify or holds a snapshot, registry and storage errors.
@@ -462,60 +464,90 @@ pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Pa
         Ok(run) => run,
         Err(why) => return refuse(why),
     };
-    // Read again under the claim: a purge accepted between the read above and the claim (whose run has since
-    // ended, or never claimed) has moved the candidate into the deleter; nothing is put back over it.
-    let now_state = match reg.candidate(&info.candidate_id).await {
-        Ok(r) => r.state,
-        Err(e) => {
-            reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await?;
-            return Err(e.into());
+    // Renewed while the files go back, and checked before each registry write: a put-back taken over as silent
+    // writes nothing more (exit 2).
+    let (candidate_id, run_id) = (info.candidate_id.as_str(), run.run_id.as_str());
+    let work = async {
+        // Read again under the claim: a purge accepted between the read above and the claim (whose run has since
+        // ended, or never claimed) has moved the candidate into the deleter; nothing is put back over it.
+        let rec = reg.candidate(candidate_id).await?;
+        if let Some(why) = in_deleter(rec.state, candidate_id) {
+            return Ok(Err(why));
         }
-    };
-    if let Some(why) = in_deleter(now_state, &info.candidate_id) {
-        reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await?;
-        return refuse(why);
-    }
-    let back = crate::ops::orphans::put_back(&ctx.storage, &files).await;
-    let released = reg.purge_release(&info.candidate_id, &run.run_id, ctx.now()).await;
-    let back = back?;
-    released?;
-    let all = back.iter().all(|b| b.verified);
-    // Out of reclamation while it was held: RELEASED once every file is back (the next plan proposes what is still
-    // unreferenced under a new id), PROTECTED otherwise (the next plan or purge tries again); a candidate already
-    // purged or given up keeps its state.
-    let rec = reg.candidate(&info.candidate_id).await?;
-    if matches!(
-        rec.state,
-        crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
-    ) {
-        if all {
-            let record = serde_json::json!({
-                "from": rec.state, "reason": "restore --put-back", "released_at": ctx.now(), "mode": "orphans",
-                "put_back": back,
-            });
-            if let Err(why) = reg
-                .candidate_release(
-                    &info.candidate_id,
-                    "its orphans were put back by restore --put-back",
-                    &record,
+        // What a take-out killed between a rename aside and its removal left goes back first.
+        for line in crate::ops::orphans::settle_removing(&ctx.storage, &rec, &files).await? {
+            output::warn(line);
+        }
+        let back = crate::ops::orphans::put_back(&ctx.storage, &files).await?;
+        ctx.storage
+            .failpoint_delay(crate::io::store::DelayPoint::ReleaseWrite)
+            .await;
+        let all = back.iter().all(|b| b.verified);
+        // Out of reclamation while it was held: RELEASED once every file is back (the next plan proposes what is
+        // still unreferenced under a new id), PROTECTED otherwise (the next plan or purge tries again); a candidate
+        // already purged or given up keeps its state. Only while this run still holds the claim, checked in the
+        // write's own transaction.
+        let rec = reg.candidate(candidate_id).await?;
+        if matches!(
+            rec.state,
+            crate::registry::State::Quarantined | crate::registry::State::RestoreVerified
+        ) {
+            if all {
+                let record = serde_json::json!({
+                    "from": rec.state, "reason": "restore --put-back", "released_at": ctx.now(), "mode": "orphans",
+                    "put_back": back,
+                });
+                match reg
+                    .candidate_release_claimed(
+                        candidate_id,
+                        run_id,
+                        "its orphans were put back by restore --put-back",
+                        &record,
+                        ctx.now(),
+                    )
+                    .await?
+                {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(why)) => return Ok(Err(why)),
+                    Err(holder) => {
+                        return Err(crate::ops::binding::taken_over(
+                            candidate_id,
+                            run_id,
+                            holder.as_ref(),
+                            "releasing the candidate",
+                        ));
+                    }
+                }
+            } else if let Err(holder) = reg
+                .candidate_move_claimed(
+                    candidate_id,
+                    run_id,
+                    crate::registry::State::Protected,
+                    "restore --put-back could not put every orphan back",
                     ctx.now(),
                 )
                 .await?
             {
-                return refuse(why);
+                return Err(crate::ops::binding::taken_over(
+                    candidate_id,
+                    run_id,
+                    holder.as_ref(),
+                    "moving the candidate to PROTECTED",
+                ));
             }
-        } else {
-            reg.candidate_transition(
-                &info.candidate_id,
-                crate::registry::State::Protected,
-                "restore --put-back could not put every orphan back",
-                None,
-                None,
-                ctx.now(),
-            )
-            .await?;
         }
-    }
+        Ok(Ok(back))
+    };
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, run_id, Box::pin(work)).await;
+    let released = reg.purge_release(candidate_id, run_id, ctx.now()).await;
+    let out: Result<std::result::Result<Vec<crate::ops::orphans::PutBack>, String>> = out;
+    let out = out?;
+    released?;
+    let back = match out {
+        Ok(back) => back,
+        Err(why) => return refuse(why),
+    };
+    let all = back.iter().all(|b| b.verified);
     let mut human = format!(
         "{}: {} of {} files of orphan bundle {} put back and verified (candidate {})\n",
         if all { "PUT_BACK" } else { "INCOMPLETE" },

@@ -51,6 +51,7 @@ use crate::govern::policy::{ObjectVersioning, Policy};
 use crate::io::store::DelayPoint;
 use crate::io::store::s3::{DeleteAnswer, DeleteKey, DeleteMethod, MAX_DELETE_OBJECTS_KEYS};
 use crate::model::location;
+use crate::ops::binding::{still_claimed, taken_over};
 use crate::ops::context::Context;
 use crate::ops::plan::QUARANTINE_TAG_PREFIX;
 use crate::ops::retire::retire_bundles;
@@ -1361,35 +1362,6 @@ async fn purge_try(ctx: &Context, source: &TableSource, opts: &PurgeOptions, mov
     Ok(out)
 }
 
-/// Stops the run (exit 2) unless run `run_id` still holds `candidate_id`'s claim, naming the run that took it
-/// over. Checked before every write of a run's that has no registry transaction of its own to check it in (its
-/// evidence files, the end of a run); the batches, the catalog commit and the final state moves check it inside
-/// their transaction.
-///
-/// # Errors
-/// [`Error::Invalid`] when the claim is another run's (or no run's); registry errors.
-async fn still_claimed(reg: &Registry, candidate_id: &str, run_id: &str, before: &str) -> Result<()> {
-    match reg.purge_claim_held(candidate_id, run_id).await? {
-        Ok(()) => Ok(()),
-        Err(holder) => Err(taken_over(candidate_id, run_id, holder.as_ref(), before)),
-    }
-}
-
-/// The error of a run that lost its claim on `candidate_id` to `holder` (exit 2): it names both runs and what was
-/// not done.
-fn taken_over(candidate_id: &str, run_id: &str, holder: Option<&crate::registry::PurgeRun>, before: &str) -> Error {
-    Error::invalid(
-        candidate_id,
-        format!(
-            "this run ({run_id}) no longer holds the candidate's claim ({}): another run took it over (this one was \
-             taken for silent for {} minutes, or dead); stopped before {before}, and nothing further is deleted or \
-             written by this run",
-            crate::registry::claim_named(holder),
-            crate::ops::binding::PURGE_RUN_SILENCE_MINUTES
-        ),
-    )
-}
-
 /// Where a candidate's signed inventory archive is: `<receipts>/<candidate>/inventory.dsse.json`.
 fn archive_uri(receipts: &str, candidate_id: &str) -> Result<String> {
     Ok(location::join(
@@ -1895,7 +1867,7 @@ async fn orphan_rebase(
         return dry_run_rebase(rec, &r, human, "would_put_back", "put back");
     }
     let now = ctx.now();
-    let found = crate::ops::orphans::put_back_protected(&ctx.storage, reg, input, current, now).await?;
+    let found = crate::ops::orphans::put_back_protected(ctx, reg, input, current, now, None).await?;
     let after = reg.candidate(&rec.candidate_id).await?;
     if after.state == State::Protected {
         let mut reasons = vec![format!("the candidate is now PROTECTED: {}", after.reason)];
@@ -2014,16 +1986,18 @@ async fn orphan_recheck(
         .collect();
     let nothing_done = nothing_done(reg, &rec.candidate_id).await?;
     if !nothing_done || r.objects.is_empty() {
-        if r.objects.is_empty() && rec.state.can_move_to(State::Protected) {
-            reg.candidate_transition(
+        if r.objects.is_empty()
+            && rec.state.can_move_to(State::Protected)
+            && let Err(holder) = reg
+                .candidate_move_claimed(&rec.candidate_id, run_id, State::Protected, &said.join("; "), ctx.now())
+                .await?
+        {
+            return Err(taken_over(
                 &rec.candidate_id,
-                State::Protected,
-                &said.join("; "),
-                None,
-                None,
-                ctx.now(),
-            )
-            .await?;
+                run_id,
+                holder.as_ref(),
+                "moving the candidate to PROTECTED",
+            ));
         }
         return Ok(Some(format!(
             "the table changed during the purge and covers held orphans now; they were put back and nothing more was \
@@ -2033,6 +2007,7 @@ async fn orphan_recheck(
     }
     let record = rebase_record(rec, &current, &r, ctx.now(), true);
     let (candidate, released) = rebased_candidate(rec, &r)?;
+    still_claimed(reg, &rec.candidate_id, run_id, "rebasing the candidate").await?;
     reg.candidate_rebase(
         &rec.candidate_id,
         &rec.stamp,

@@ -57,6 +57,8 @@ pub struct HoldRequest<'a> {
     pub policy_digest: String,
     /// When.
     pub now: DateTime<Utc>,
+    /// The run holding the candidate's claim: it names the private names its local take-out renames files to.
+    pub run_id: &'a str,
 }
 
 /// How the files of a table are held, and why that way.
@@ -396,6 +398,36 @@ async fn read_one(
     }))
 }
 
+/// What [`take_out`] did with one held file.
+enum TakeOut {
+    /// Out of the table location and held; how.
+    Out(String),
+    /// Still in place (or put back in place); why.
+    Stayed(String),
+    /// Renamed aside and changed since it was copied, while another file took its path: it is left under its
+    /// private name (never removed, never put over the other file); why, naming both paths.
+    Aside(String),
+}
+
+/// The private name a take-out of run `run_id` renames the local file `uri` to before it removes it: the same
+/// folder, `.lakedrill-removing-<run>-<name>` (a hidden name: never listed as an orphan, never a table file).
+///
+/// # Errors
+/// [`Error::BadUri`] for a URI without a file name.
+pub fn removing_uri(uri: &str, run_id: &str) -> Result<String> {
+    let (dir, name) = uri
+        .rsplit_once('/')
+        .filter(|(_, n)| !n.is_empty())
+        .ok_or_else(|| Error::BadUri {
+            uri: uri.to_owned(),
+            reason: "no file name to rename aside".to_owned(),
+        })?;
+    Ok(format!("{dir}/{REMOVING_PREFIX}{run_id}-{name}"))
+}
+
+/// How the private name of a file being removed begins ([`removing_uri`]).
+pub const REMOVING_PREFIX: &str = ".lakedrill-removing-";
+
 /// Takes one held file out of the table location, reversibly. Returns what happened, or why it stayed. A local
 /// file whose path with symlinks resolved is not under the table root (`confined`), or is not the path itself (a
 /// link inside the table on its way), stays where it is: the listing follows links, and removing it would remove
@@ -405,17 +437,18 @@ async fn take_out(
     confined: &crate::io::store::Confined,
     f: &HeldFile,
     unconditioned: Option<&str>,
-) -> Result<std::result::Result<String, String>> {
+    run_id: &str,
+) -> Result<TakeOut> {
     let e = &f.entry;
     // On S3 the delete that takes a file out is conditional on the ETag read with its bytes (`If-Match`), so a file
     // overwritten since is spared (a marker would hide the newer version; an unversioned removal would lose it).
     // Only where the provider is known to honour the condition, and only with an ETag to name.
     if e.uri.starts_with("s3://") {
         if let Some(why) = unconditioned {
-            return Ok(Err(format!("{why}: it stays in place")));
+            return Ok(TakeOut::Stayed(format!("{why}: it stays in place")));
         }
         if e.e_tag.is_none() {
-            return Ok(Err(
+            return Ok(TakeOut::Stayed(
                 "the provider gave it no ETag to make its delete conditional on: it stays in place".into(),
             ));
         }
@@ -424,17 +457,19 @@ async fn take_out(
         Some(version) => {
             let answer = match delete_if_match(storage, e, "hide").await? {
                 Ok(a) => a,
-                Err(why) => return Ok(Err(why)),
+                Err(why) => return Ok(TakeOut::Stayed(why)),
             };
             // The marker must hide it and its version must still be there, unchanged.
             let hidden = storage.head(&e.uri).await?.is_none();
             let kept = storage.head_version(&e.uri, Some(version)).await?;
             match (hidden, kept) {
-                (true, Some(k)) if k.size == e.size => Ok(Ok(format!(
+                (true, Some(k)) if k.size == e.size => Ok(TakeOut::Out(format!(
                     "delete marker {} over version {version}",
                     answer.delete_marker_version_id.as_deref().unwrap_or("?")
                 ))),
-                (false, _) => Ok(Err("still visible after its delete marker was written".into())),
+                (false, _) => Ok(TakeOut::Stayed(
+                    "still visible after its delete marker was written".into(),
+                )),
                 (true, _) => Err(Error::corrupt(
                     &e.uri,
                     format!(
@@ -448,42 +483,156 @@ async fn take_out(
             // Removed only while it is still exactly the bytes copied.
             let now = match storage.hash(&e.uri).await {
                 Ok(h) => h,
-                Err(Error::NotFound { .. }) => return Ok(Err("gone before its removal".into())),
+                Err(Error::NotFound { .. }) => return Ok(TakeOut::Stayed("gone before its removal".into())),
                 Err(err) => return Err(err),
             };
             if now.blake3 != e.blake3 || now.bytes_read != e.size {
-                return Ok(Err("changed after it was copied: it stays in place".into()));
+                return Ok(TakeOut::Stayed("changed after it was copied: it stays in place".into()));
             }
             // The last check before the delete: where the path leads now, not where it led at the plan. A path
             // that reaches its file through a link (leaving the table, or to another path inside it) would remove
             // that other file.
             if let Some(target) = confined.escape(&e.uri).await? {
-                return Ok(Err(format!(
+                return Ok(TakeOut::Stayed(format!(
                     "{} resolves to {target}, outside the table root (a symlink leaves the table): never removed, it \
                      stays in place",
                     e.uri
                 )));
             }
             if let Some(target) = confined.through_link(&e.uri).await? {
-                return Ok(Err(format!(
+                return Ok(TakeOut::Stayed(format!(
                     "{} resolves to {target} through a symlink (the same file under another path of the table): \
                      never removed through the link, it stays in place",
                     e.uri
                 )));
             }
+            storage
+                .failpoint_delay(crate::io::store::DelayPoint::OrphanRemove)
+                .await;
+            if e.uri.starts_with("file://") {
+                return remove_local(storage, f, run_id).await;
+            }
             if e.uri.starts_with("s3://") {
                 if let Err(why) = delete_if_match(storage, e, "remove").await? {
-                    return Ok(Err(why));
+                    return Ok(TakeOut::Stayed(why));
                 }
             } else {
                 storage.delete(&e.uri).await?;
             }
             if storage.head(&e.uri).await?.is_some() {
-                return Ok(Err("still present after its removal".into()));
+                return Ok(TakeOut::Stayed("still present after its removal".into()));
             }
-            Ok(Ok(format!("copied to {} and removed", f.uri)))
+            Ok(TakeOut::Out(format!("copied to {} and removed", f.uri)))
         }
     }
+}
+
+/// The removal of a held file on the local filesystem, conditional as far as the filesystem allows (it has no
+/// conditional delete): the file is renamed aside to its private name ([`removing_uri`], one `rename(2)`: a
+/// writer that rewrites the path from then on writes another file), hashed there, and removed only while it is
+/// exactly the bytes copied; otherwise it is renamed back, never over a file that took its path meanwhile (then
+/// it stays under its private name and the quarantine names both paths: [`TakeOut::Aside`]). A run killed
+/// between the rename and the removal leaves the private name; [`settle_removing`] settles it. What stays open:
+/// a writer holding the file open from before the rename can still write to it until it is removed (DESIGN.md).
+async fn remove_local(storage: &Storage, f: &HeldFile, run_id: &str) -> Result<TakeOut> {
+    let e = &f.entry;
+    let private = removing_uri(&e.uri, run_id)?;
+    match storage.local_rename(&e.uri, &private).await {
+        Ok(()) => {}
+        Err(Error::NotFound { .. }) => return Ok(TakeOut::Stayed("gone before its removal".into())),
+        Err(err) => return Err(err),
+    }
+    storage
+        .failpoint_delay(crate::io::store::DelayPoint::OrphanRenamed)
+        .await;
+    let h = storage.hash(&private).await?;
+    if h.blake3 == e.blake3 && h.bytes_read == e.size {
+        storage.delete(&private).await?;
+        return Ok(TakeOut::Out(format!(
+            "copied to {}, renamed aside to {private}, hashed again there and removed",
+            f.uri
+        )));
+    }
+    let why = format!(
+        "changed after it was copied (BLAKE3 {} once renamed aside, {} when copied)",
+        h.blake3, e.blake3
+    );
+    if storage.local_rename_no_clobber(&private, &e.uri).await? {
+        Ok(TakeOut::Stayed(format!("{why}: renamed back, it stays in place")))
+    } else {
+        Ok(TakeOut::Aside(format!(
+            "{why}, and another file took its path {} meanwhile: it is left at {private} (not removed, not put \
+             over that file); move one of them yourself",
+            e.uri
+        )))
+    }
+}
+
+/// Settles what a take-out of candidate `rec` killed between a rename aside and its removal left (`remove_local`):
+/// for each of `files` (held as local copies) whose private name of the candidate's take-out run exists, the
+/// file goes back to its path when that path is free; when another file took the path, it is removed only when its
+/// bytes are the copy's and the copy holds them (the copy is its way back), and left otherwise, named. Returns one
+/// line per private name found, for the run's output; a line starting `ORPHAN_LEFT_ASIDE` is one left.
+///
+/// # Errors
+/// Storage errors.
+pub async fn settle_removing(
+    storage: &Storage,
+    rec: &crate::registry::CandidateRecord,
+    files: &[HeldFile],
+) -> Result<Vec<String>> {
+    let Some(run) = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["take_out_run"].as_str().map(str::to_owned))
+    else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.version.is_none() && f.entry.uri.starts_with("file://"))
+    {
+        let e = &f.entry;
+        let private = removing_uri(&e.uri, &run)?;
+        if storage.head(&private).await?.is_none() {
+            continue;
+        }
+        let id = &rec.candidate_id;
+        if storage.head(&e.uri).await?.is_none() && storage.local_rename_no_clobber(&private, &e.uri).await? {
+            out.push(format!(
+                "ORPHAN_SETTLED: {} of candidate {id}: a killed take-out left it renamed aside at {private}; put back \
+                 at its path",
+                e.path
+            ));
+            continue;
+        }
+        let h = storage.hash(&private).await?;
+        let copy = match storage.hash(&f.uri).await {
+            Ok(c) => Some(c),
+            Err(Error::NotFound { .. }) => None,
+            Err(err) => return Err(err),
+        };
+        let held = h.blake3 == e.blake3
+            && h.bytes_read == e.size
+            && copy.is_some_and(|c| c.blake3 == e.blake3 && c.bytes_read == e.size);
+        if held {
+            storage.delete(&private).await?;
+            out.push(format!(
+                "ORPHAN_SETTLED: {} of candidate {id}: a killed take-out left it renamed aside at {private}, and \
+                 another file is at its path now; its bytes are the copy's ({}), so the private name was removed",
+                e.path, f.uri
+            ));
+        } else {
+            out.push(format!(
+                "ORPHAN_LEFT_ASIDE: {} of candidate {id}: a killed take-out left it renamed aside at {private}, \
+                 another file is at its path {} now, and its bytes are not the quarantine copy's: it is left there \
+                 (not removed, not put over that file); move one of them yourself",
+                e.path, e.uri
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// The take-out's delete of `e` on S3, conditional on the ETag read with its bytes (`If-Match`): the provider's
@@ -513,10 +662,18 @@ async fn delete_if_match(
 /// After a take-out step of `f` failed: whether the file left the table location anyway and is held as recorded
 /// (`Some(true)`), is still in place (`Some(false)`), or left but is not where it should be held (`None`: its
 /// version is gone behind the marker, or its copy is missing).
-async fn left_anyway(storage: &Storage, f: &HeldFile) -> Result<Option<bool>> {
+async fn left_anyway(storage: &Storage, f: &HeldFile, run_id: &str) -> Result<Option<bool>> {
     let e = &f.entry;
     if storage.head(&e.uri).await?.is_some() {
         return Ok(Some(false));
+    }
+    // Renamed aside and not removed (the step failed between): neither in place nor settled; the candidate's
+    // record says the take-out is unfinished, and [`settle_removing`] settles the private name.
+    if f.version.is_none()
+        && e.uri.starts_with("file://")
+        && storage.head(&removing_uri(&e.uri, run_id)?).await?.is_some()
+    {
+        return Ok(None);
     }
     let held = match &f.version {
         Some(version) => storage.head_version(&e.uri, Some(version)).await?,
@@ -784,6 +941,9 @@ pub async fn seal_and_hold(
             // the lifecycle rules were judged.
             "quarantined_at": held_since,
             "implementation_digest": r.digest,
+            // The run taking the files out: it names the private names a local removal renames them to first, which
+            // a run killed in between leaves ([`settle_removing`]).
+            "take_out_run": r.run_id,
         });
         if let Some(uncertain) = uncertain {
             q["taking_out"] = serde_json::json!(true);
@@ -831,24 +991,34 @@ pub async fn seal_and_hold(
     let mut stayed = Vec::new();
     let mut stayed_paths = Vec::new();
     let mut uncertain = Vec::new();
+    let mut aside = Vec::new();
     let mut failure = None;
     for f in &files {
         let outcome = if failure.is_some() {
-            Ok(Err("not taken out: an earlier file failed".to_owned()))
+            Ok(TakeOut::Stayed("not taken out: an earlier file failed".to_owned()))
         } else {
-            take_out(&ctx.storage, &confined, f, unconditioned.as_deref()).await
+            take_out(&ctx.storage, &confined, f, unconditioned.as_deref(), r.run_id).await
         };
         match outcome {
-            Ok(Ok(how)) => removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how})),
-            Ok(Err(why)) => {
+            Ok(TakeOut::Out(how)) => {
+                removed.push(serde_json::json!({"path": f.entry.path, "held_at": f.describe(), "how": how}));
+            }
+            Ok(TakeOut::Stayed(why)) => {
                 stayed.push(serde_json::json!({"path": f.entry.path, "reason": why}));
                 stayed_paths.push(f.entry.path.clone());
+            }
+            // Not held (its bytes are not the copy's) and not in place: it leaves the candidate as one that stayed,
+            // and the run ends with findings naming both paths.
+            Ok(TakeOut::Aside(why)) => {
+                stayed.push(serde_json::json!({"path": f.entry.path, "reason": why, "left_aside": true}));
+                stayed_paths.push(f.entry.path.clone());
+                aside.push(format!("{}: {why}", f.entry.path));
             }
             Err(e) => {
                 // The step failed, but its request may have taken effect (a lost answer): where the file is now
                 // decides, never the error. One out of the table is held (it stays in the candidate, so that every
                 // way back knows it); one whose place cannot be told leaves the take-out unfinished.
-                match left_anyway(&ctx.storage, f).await {
+                match left_anyway(&ctx.storage, f, r.run_id).await {
                     Ok(Some(true)) => removed.push(serde_json::json!({
                         "path": f.entry.path, "held_at": f.describe(),
                         "how": format!("its take-out failed ({e}), yet it is out of the table location and held there, checked"),
@@ -935,9 +1105,18 @@ pub async fn seal_and_hold(
             s["reason"].as_str().unwrap_or_default()
         ));
     }
+    // A file left under its private name is neither held nor in place: the run says so and exits 1.
+    for a in &aside {
+        human.push_str(&format!("  ORPHAN_LEFT_ASIDE: {a}\n"));
+    }
     Outcome::new(
-        Verdict::Ok,
-        &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": [bundle], "held": removed, "stayed_in_place": stayed}),
+        if aside.is_empty() {
+            Verdict::Ok
+        } else {
+            Verdict::Findings
+        },
+        &serde_json::json!({"status": "QUARANTINED", "candidate": rec, "bundles": [bundle], "held": removed,
+            "stayed_in_place": stayed, "left_aside": aside}),
         human,
     )
 }
@@ -1144,24 +1323,32 @@ pub fn bound_to_record(
 /// rest of that candidate is rebased onto `current`. Returns one finding line per file put back, for the run's
 /// output. A candidate whose generation cannot be read completely is left as it is (the caller decides).
 ///
+/// Each candidate is put back and written under its run claim: `held` names the candidate and run whose claim the
+/// caller holds (a quarantine's own candidate); any other is claimed here for its put-back (renewed while the files
+/// go back, [`crate::ops::binding::with_heartbeat`]) and left, with a finding line, while another run holds it.
+/// Every registry write checks that the claim is still held; a put-back that lost it stops (exit 2).
+///
 /// # Errors
-/// Registry and storage errors.
+/// Registry and storage errors; [`Error::Invalid`] when another run took a claim over meanwhile.
 pub async fn put_back_protected(
-    storage: &Storage,
+    ctx: &Context,
     reg: &Registry,
     input: &PlanInput,
     current: &WorldStamp,
     now: DateTime<Utc>,
+    held: Option<(&str, &str)>,
 ) -> Result<Vec<String>> {
     let mut findings = Vec::new();
     for rec in reg.candidates(&input.table_uuid).await? {
         if rec.candidate["kind"].as_str() != Some("orphans") {
             continue;
         }
+        let own = held.filter(|(id, _)| *id == rec.candidate_id).map(|(_, run)| run);
+        let taking_out = rec.quarantine.as_ref().is_some_and(|q| q["taking_out"] == true);
         // A quarantine still taking its files out (its run alive) is left to that run: it reads the table again
         // once they are out and puts back what a late commit references; judged here meanwhile, its record would be
         // rewritten under it. One whose run died is judged like any other.
-        if rec.quarantine.as_ref().is_some_and(|q| q["taking_out"] == true)
+        if taking_out
             && reg
                 .purge_run(&rec.candidate_id)
                 .await?
@@ -1169,102 +1356,177 @@ pub async fn put_back_protected(
         {
             continue;
         }
-        // Sent to PROTECTED whole (a hold or writer over every file, a planner conflict): every file still held
-        // goes back, and the candidate ends RELEASED, so that this happens once.
-        if rec.state == State::Protected && rec.quarantine.is_some() {
-            findings.extend(put_back_protected_whole(storage, reg, &rec, now).await?);
-            continue;
-        }
-        if !matches!(rec.state, State::Quarantined | State::RestoreVerified) {
-            continue;
-        }
+        let whole = rec.state == State::Protected && rec.quarantine.is_some();
         let judged = crate::govern::closure::orphan_rebase(input, &rec.objects);
-        // A protection on a snapshot missing from the metadata leaves the rest undecided, but a file the table
-        // references (or a writer or hold covers) goes back all the same: putting back is always safe.
-        if !judged.unreadable.is_empty() || judged.released_objects.is_empty() {
+        let rebase = matches!(rec.state, State::Quarantined | State::RestoreVerified)
+            && judged.unreadable.is_empty()
+            && !judged.released_objects.is_empty();
+        if !(taking_out || whole || rebase) {
             continue;
         }
-        let why: BTreeMap<&str, &str> = judged
-            .released_objects
-            .iter()
-            .map(|(p, w)| (p.as_str(), w.as_str()))
-            .collect();
-        let uris: Vec<String> = rec
-            .quarantine
-            .as_ref()
-            .and_then(|q| q["bundles"].as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|b| b["uri"].as_str().map(ToOwned::to_owned))
-            .collect();
-        let mut files = Vec::new();
-        for u in &uris {
-            let (pred, held) = held_files(storage, u, &rec).await?;
-            let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
-            let loc = location::TableLocation::new(&pred.table_location, root, u)?;
-            files.extend(held.into_iter().filter_map(|f| {
-                let rel = loc.relative(&f.entry.path).ok()?;
-                why.get(rel.as_str()).map(|w| ((*w).to_owned(), f))
-            }));
+        // Written only under the candidate's claim (the caller's, or one taken here, renewed while the files go
+        // back and checked before each write), so that a put-back never writes under a purge, release or
+        // quarantine of the same candidate. A candidate another run holds is left to it; the next plan tries again.
+        let (rec, judged) = (&rec, &judged);
+        let work = |run_id: String| async move {
+            let mut findings = Vec::new();
+            // A take-out killed between a rename aside and its removal left private names: settled first (its run
+            // is dead or silent), so that a file renamed aside is back at its path before anything else.
+            if taking_out {
+                findings.extend(settle_candidate(&ctx.storage, rec).await?);
+            }
+            if whole {
+                findings.extend(put_back_protected_whole(&ctx.storage, reg, rec, now, &run_id).await?);
+            } else if rebase {
+                findings.extend(put_back_released(ctx, reg, rec, judged, current, now, &run_id).await?);
+            }
+            Ok::<_, Error>(findings)
+        };
+        if let Some(run_id) = own {
+            findings.extend(work(run_id.to_owned()).await?);
+            continue;
         }
-        let held: Vec<HeldFile> = files.iter().map(|(_, f)| f.clone()).collect();
-        let results = put_back(storage, &held).await?;
-        for ((w, _), p) in files.iter().zip(&results) {
-            findings.push(format!(
-                "ORPHAN_PUT_BACK: {} of quarantined candidate {} ({w}): {}{}",
-                p.path,
-                rec.candidate_id,
-                p.action,
-                if p.verified {
-                    ", verified in place"
-                } else {
-                    ", NOT verified in place"
-                }
-            ));
-        }
-        let released: Vec<String> = judged.released_objects.iter().map(|(p, _)| p.clone()).collect();
-        let reasons: Vec<String> = judged
-            .released_objects
-            .iter()
-            .map(|(p, w)| format!("{p}: {w}"))
-            .collect();
-        if judged.objects.is_empty() {
-            reg.candidate_transition(
-                &rec.candidate_id,
-                State::Protected,
-                &format!("put back: {}", reasons.join("; ")),
-                None,
-                None,
-                now,
-            )
-            .await?;
-        } else {
-            let rest = &judged.objects;
-            let candidate = crate::govern::closure::with_inventory(&rec.candidate, &[], rest);
-            let record = serde_json::json!({
-                "at": now.to_rfc3339(),
-                "from": rec.stamp,
-                "to": current,
-                "released_snapshots": [],
-                "released_objects": judged.released_objects.iter()
-                    .map(|(p, w)| serde_json::json!({"path": p, "reason": format!("{w}: put back")})).collect::<Vec<_>>(),
-                "snapshot_ids": [],
-                "objects": rest.len(),
-            });
-            reg.candidate_rebase(
-                &rec.candidate_id,
-                &rec.stamp,
-                current,
-                &candidate,
-                &released,
-                &record,
-                None,
-                now,
-            )
-            .await?;
-        }
+        let run = match crate::ops::binding::claim_run(reg, &rec.candidate_id, now, "put back its orphans").await? {
+            Ok(run) => run,
+            Err(why) => {
+                findings.push(format!(
+                    "ORPHAN_PUT_BACK_DEFERRED: candidate {}: {why}; the next plan or purge puts its files back",
+                    rec.candidate_id
+                ));
+                continue;
+            }
+        };
+        let out = crate::ops::binding::with_heartbeat(
+            ctx,
+            reg,
+            &rec.candidate_id,
+            &run.run_id,
+            Box::pin(work(run.run_id.clone())),
+        )
+        .await;
+        let released = reg.purge_release(&rec.candidate_id, &run.run_id, ctx.now()).await;
+        findings.extend(out?);
+        released?;
     }
     Ok(findings)
+}
+
+/// [`put_back_protected`] for a `QUARANTINED` or `RESTORE_VERIFIED` orphan candidate `rec` of which `judged`
+/// releases files, while run `run_id` holds its claim: those files go back and leave the candidate.
+async fn put_back_released(
+    ctx: &Context,
+    reg: &Registry,
+    rec: &crate::registry::CandidateRecord,
+    judged: &crate::govern::closure::Rebase,
+    current: &WorldStamp,
+    now: DateTime<Utc>,
+    run_id: &str,
+) -> Result<Vec<String>> {
+    let storage = &ctx.storage;
+    let mut findings = Vec::new();
+    let why: BTreeMap<&str, &str> = judged
+        .released_objects
+        .iter()
+        .map(|(p, w)| (p.as_str(), w.as_str()))
+        .collect();
+    let uris: Vec<String> = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|b| b["uri"].as_str().map(ToOwned::to_owned))
+        .collect();
+    let mut files = Vec::new();
+    for u in &uris {
+        let (pred, held) = held_files(storage, u, rec).await?;
+        let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
+        let loc = location::TableLocation::new(&pred.table_location, root, u)?;
+        files.extend(held.into_iter().filter_map(|f| {
+            let rel = loc.relative(&f.entry.path).ok()?;
+            why.get(rel.as_str()).map(|w| ((*w).to_owned(), f))
+        }));
+    }
+    let held: Vec<HeldFile> = files.iter().map(|(_, f)| f.clone()).collect();
+    let results = put_back(storage, &held).await?;
+    for ((w, _), p) in files.iter().zip(&results) {
+        findings.push(format!(
+            "ORPHAN_PUT_BACK: {} of quarantined candidate {} ({w}): {}{}",
+            p.path,
+            rec.candidate_id,
+            p.action,
+            if p.verified {
+                ", verified in place"
+            } else {
+                ", NOT verified in place"
+            }
+        ));
+    }
+    let released: Vec<String> = judged.released_objects.iter().map(|(p, _)| p.clone()).collect();
+    let reasons: Vec<String> = judged
+        .released_objects
+        .iter()
+        .map(|(p, w)| format!("{p}: {w}"))
+        .collect();
+    let id = &rec.candidate_id;
+    if judged.objects.is_empty() {
+        if let Err(holder) = reg
+            .candidate_move_claimed(
+                id,
+                run_id,
+                State::Protected,
+                &format!("put back: {}", reasons.join("; ")),
+                now,
+            )
+            .await?
+        {
+            return Err(crate::ops::binding::taken_over(
+                id,
+                run_id,
+                holder.as_ref(),
+                "moving the candidate to PROTECTED",
+            ));
+        }
+    } else {
+        let rest = &judged.objects;
+        let candidate = crate::govern::closure::with_inventory(&rec.candidate, &[], rest);
+        let record = serde_json::json!({
+            "at": now.to_rfc3339(),
+            "from": rec.stamp,
+            "to": current,
+            "released_snapshots": [],
+            "released_objects": judged.released_objects.iter()
+                .map(|(p, w)| serde_json::json!({"path": p, "reason": format!("{w}: put back")})).collect::<Vec<_>>(),
+            "snapshot_ids": [],
+            "objects": rest.len(),
+        });
+        crate::ops::binding::still_claimed(reg, id, run_id, "rebasing the candidate").await?;
+        reg.candidate_rebase(id, &rec.stamp, current, &candidate, &released, &record, None, now)
+            .await?;
+    }
+    Ok(findings)
+}
+
+/// [`settle_removing`] for every file of every orphan bundle of candidate `rec`.
+///
+/// # Errors
+/// A bundle that is not the one recorded ([`held_files`]); storage errors.
+pub async fn settle_candidate(storage: &Storage, rec: &crate::registry::CandidateRecord) -> Result<Vec<String>> {
+    if rec.quarantine.as_ref().is_none_or(|q| q["take_out_run"].is_null()) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for b in rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array().cloned())
+        .unwrap_or_default()
+    {
+        let Some(u) = b["uri"].as_str() else { continue };
+        let (_, files) = held_files(storage, u, rec).await?;
+        out.extend(settle_removing(storage, rec, &files).await?);
+    }
+    Ok(out)
 }
 
 /// [`put_back_protected`] for an orphan candidate that is `PROTECTED` as a whole: puts back every file it still
@@ -1274,6 +1536,7 @@ async fn put_back_protected_whole(
     reg: &Registry,
     rec: &crate::registry::CandidateRecord,
     now: DateTime<Utc>,
+    run_id: &str,
 ) -> Result<Vec<String>> {
     let gone: Vec<String> = reg
         .object_states(&rec.candidate_id)
@@ -1323,9 +1586,23 @@ async fn put_back_protected_whole(
             "put_back": back,
         });
         // A concurrent run may have released it first: that is the same outcome.
-        let _ = reg
-            .candidate_release(&rec.candidate_id, "its held orphans were put back", &record, now)
-            .await?;
+        if let Err(holder) = reg
+            .candidate_release_claimed(
+                &rec.candidate_id,
+                run_id,
+                "its held orphans were put back",
+                &record,
+                now,
+            )
+            .await?
+        {
+            return Err(crate::ops::binding::taken_over(
+                &rec.candidate_id,
+                run_id,
+                holder.as_ref(),
+                "releasing the candidate",
+            ));
+        }
     }
     Ok(findings)
 }

@@ -1173,7 +1173,7 @@ pub async fn plan_output(
     p.warnings
         .extend(ending_orphan_holds(&ctx.storage, &reg, &table, &policy, now).await?);
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.
-    let put_back = crate::ops::orphans::put_back_protected(&ctx.storage, &reg, &input, &stamp, now).await?;
+    let put_back = crate::ops::orphans::put_back_protected(ctx, &reg, &input, &stamp, now, None).await?;
     let b = BaselineDoc::from(&input.baseline);
     // Everything below reads only the plan: the walked history and the listing are freed meanwhile, on another
     // thread (on a 1,000-snapshot Spark table they were a third of the peak, and freeing them took 10 ms).

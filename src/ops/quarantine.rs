@@ -18,6 +18,7 @@ use crate::govern::closure::{self};
 use crate::govern::policy::Policy;
 use crate::io::store::DelayPoint;
 use crate::model::location;
+use crate::ops::binding::taken_over;
 use crate::ops::context::Context;
 use crate::ops::plan::*;
 use crate::registry::{PurgeBaseline, Registry, State, WorldStamp};
@@ -168,6 +169,7 @@ pub async fn quarantine(
                 digest: serde_json::to_value(&digest).map_err(|e| Error::Internal(e.to_string()))?,
                 policy_digest: policy.digest().to_owned(),
                 now,
+                run_id: &run.run_id,
             };
             hold_orphans(ctx, source, &request).await
         } else {
@@ -230,7 +232,8 @@ async fn hold_orphans(
         return refuse(why);
     }
     let mut out = crate::ops::orphans::seal_and_hold(ctx, r, prepared, &stamp, &input).await?;
-    if out.verdict != Verdict::Ok {
+    // Held (a file left aside under its private name makes the verdict findings, and the rest is held all the same).
+    if out.json["status"] != "QUARANTINED" {
         return Ok(out);
     }
     // The files left the table one at a time after that check; a late commit in between finds its file gone. The
@@ -240,7 +243,15 @@ async fn hold_orphans(
         let (table, _, _) = ctx.catalog_table(source).await?;
         let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
         let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
-        crate::ops::orphans::put_back_protected(&ctx.storage, r.reg, &input, &stamp, ctx.now()).await
+        crate::ops::orphans::put_back_protected(
+            ctx,
+            r.reg,
+            &input,
+            &stamp,
+            ctx.now(),
+            Some((r.candidate.candidate_id.as_str(), r.run_id)),
+        )
+        .await
     };
     let back = match again.await {
         Ok(back) => back,
@@ -869,7 +880,18 @@ pub async fn release(ctx: &Context, source: &TableSource, candidate_id: &str, re
         Ok(run) => run,
         Err(why) => return refuse_release(candidate_id, why),
     };
-    let out = release_claimed(ctx, source, &reg, candidate_id, reason, (table, cat, ident)).await;
+    // Renewed while the release works (putting orphans back, a slow catalog), and checked before each of its
+    // writes: a release taken over as silent writes nothing more (exit 2).
+    let work = release_claimed(
+        ctx,
+        source,
+        &reg,
+        candidate_id,
+        &run.run_id,
+        reason,
+        (table, cat, ident),
+    );
+    let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, Box::pin(work)).await;
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
@@ -903,12 +925,16 @@ fn refuse_release(candidate_id: &str, reason: String) -> Result<Outcome> {
     )
 }
 
-/// The part of [`release`] run while the candidate is claimed.
+/// The part of [`release`] run while the candidate is claimed by run `run_id`: every catalog commit and registry
+/// write checks that the run still holds the claim (in the write's own transaction, or under the registry's lock
+/// for the catalog commit), and a run that lost it stops there (exit 2) naming the run that took it over.
+#[allow(clippy::too_many_lines)]
 async fn release_claimed(
     ctx: &Context,
     source: &TableSource,
     reg: &Registry,
     candidate_id: &str,
+    run_id: &str,
     reason: &str,
     (mut table, mut cat, mut ident): (Table, crate::io::catalog::Catalog, crate::io::catalog::TableIdent),
 ) -> Result<Outcome> {
@@ -947,8 +973,15 @@ async fn release_claimed(
     if mode == "orphans" {
         for b in &bundles {
             let (_, files) = crate::ops::orphans::held_files(&ctx.storage, b, &rec).await?;
+            // What a take-out killed between a rename aside and its removal left goes back first.
+            for line in crate::ops::orphans::settle_removing(&ctx.storage, &rec, &files).await? {
+                crate::report::output::warn(line);
+            }
             put_back.extend(crate::ops::orphans::put_back(&ctx.storage, &files).await?);
         }
+    }
+    ctx.storage.failpoint_delay(DelayPoint::ReleaseWrite).await;
+    if mode == "orphans" {
         // A file not back in place is not released: the candidate leaves reclamation as PROTECTED, which the next
         // `plan` or `purge` tries to put back again (RELEASED is final, and nothing would try again).
         let missing: Vec<&crate::ops::orphans::PutBack> = put_back.iter().filter(|p| !p.verified).collect();
@@ -963,8 +996,17 @@ async fn release_claimed(
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
-                .await?;
+            if let Err(holder) = reg
+                .candidate_move_claimed(candidate_id, run_id, State::Protected, &why, ctx.now())
+                .await?
+            {
+                return Err(taken_over(
+                    candidate_id,
+                    run_id,
+                    holder.as_ref(),
+                    "moving the candidate to PROTECTED",
+                ));
+            }
             let mut human = format!("{candidate_id} INCOMPLETE: not released, now PROTECTED\n  {why}\n");
             human.push_str(&put_back_lines(&put_back));
             human.push_str("  the next `plan` or `purge` of the table tries to put the rest back\n");
@@ -990,10 +1032,24 @@ async fn release_claimed(
             change = change.remove_ref(name);
         }
         let new = change.build()?;
-        match cat
+        // The commit is made under the registry's lock, checked there to be this run's claim still: no run takes the
+        // claim over while it is made.
+        let lock = match reg.claim_lock(candidate_id, run_id, ctx.now()).await? {
+            Ok(lock) => lock,
+            Err(holder) => {
+                return Err(taken_over(
+                    candidate_id,
+                    run_id,
+                    holder.as_ref(),
+                    "its catalog commit removing the tags",
+                ));
+            }
+        };
+        let committed_now = cat
             .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
-            .await
-        {
+            .await;
+        lock.commit().await?;
+        match committed_now {
             Ok(loc) => {
                 removed = tags;
                 committed = Some(loc);
@@ -1030,11 +1086,19 @@ async fn release_claimed(
     };
     let value = serde_json::to_value(&record).map_err(|e| Error::Internal(e.to_string()))?;
     let rec = match reg
-        .candidate_release(candidate_id, reason, &value, record.released_at)
+        .candidate_release_claimed(candidate_id, run_id, reason, &value, record.released_at)
         .await?
     {
-        Ok(rec) => rec,
-        Err(why) => return refuse_release(candidate_id, why),
+        Ok(Ok(rec)) => rec,
+        Ok(Err(why)) => return refuse_release(candidate_id, why),
+        Err(holder) => {
+            return Err(taken_over(
+                candidate_id,
+                run_id,
+                holder.as_ref(),
+                "recording the release",
+            ));
+        }
     };
     let mut human = format!("{candidate_id} RELEASED (was {}): {reason}\n", record.from);
     match &committed {

@@ -1483,63 +1483,10 @@ impl Registry {
         release: &serde_json::Value,
         now: DateTime<Utc>,
     ) -> Result<Result<CandidateRecord, String>, RegistryError> {
-        const OP: &str = "candidate_release";
-        require_text("reason", reason)?;
-        let mut change = self.change(OP).await?;
-        let current = require_candidate(&mut change.tx, candidate_id, OP).await?;
-        if let Some(why) = current.state.release_refusal(candidate_id) {
+        let change = self.change("candidate_release").await?;
+        if let Err(why) = release_candidate(change, candidate_id, reason, release, now).await? {
             return Ok(Err(why));
         }
-        let past: Vec<(String, i64)> = sqlx::query(
-            "SELECT state, COUNT(*) AS n FROM object_states WHERE candidate_id = $1 \
-             AND state IN ('DELETE_APPROVED', 'DELETED', 'VERIFIED', 'DELETE_UNKNOWN') GROUP BY state ORDER BY state",
-        )
-        .bind(candidate_id)
-        .fetch_all(&mut *change.tx)
-        .await
-        .map_err(query(OP))?
-        .iter()
-        .map(|r| Ok((r.try_get::<String, _>("state")?, r.try_get::<i64, _>("n")?)))
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(query(OP))?;
-        if !past.is_empty() {
-            let counts: Vec<String> = past.iter().map(|(s, n)| format!("{n} {s}")).collect();
-            return Ok(Err(format!(
-                "{candidate_id} is {} but {} of its objects went through the deleter: it cannot be released",
-                current.state,
-                counts.join(", ")
-            )));
-        }
-        let mut quarantine = current.quarantine.clone().unwrap_or_else(|| serde_json::json!({}));
-        if let Some(q) = quarantine.as_object_mut() {
-            q.insert("release".into(), release.clone());
-        }
-        sqlx::query(
-            "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, quarantine_json = $4 WHERE candidate_id = $5",
-        )
-        .bind(State::Released.as_str())
-        .bind(reason)
-        .bind(fmt_time(now))
-        .bind(quarantine.to_string())
-        .bind(candidate_id)
-        .execute(&mut *change.tx)
-        .await
-        .map_err(query(OP))?;
-        sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3")
-            .bind(State::Released.as_str())
-            .bind(fmt_time(now))
-            .bind(candidate_id)
-            .execute(&mut *change.tx)
-            .await
-            .map_err(query(OP))?;
-        let detail = serde_json::json!({
-            "candidate_id": candidate_id, "from": current.state, "to": State::Released, "reason": reason,
-            "release": release,
-        });
-        let table = current.table_uuid.clone();
-        change
-            .commit(now, EventKind::CandidateState, Some(&table), &detail)
-            .await?;
         self.candidate(candidate_id).await.map(Ok)
     }
 
@@ -1616,6 +1563,75 @@ async fn standing_refusals(
         ));
     }
     Ok(reasons)
+}
+
+/// The write of [`Registry::candidate_release`] inside `change` (committed here; a refusal rolls it back): the
+/// caller may have checked something else in it first ([`Registry::candidate_release_claimed`] checks the run's
+/// claim). `Ok(Err(why))` is a refusal naming the state.
+pub(super) async fn release_candidate(
+    mut change: Change,
+    candidate_id: &str,
+    reason: &str,
+    release: &serde_json::Value,
+    now: DateTime<Utc>,
+) -> Result<Result<(), String>, RegistryError> {
+    const OP: &str = "candidate_release";
+    require_text("reason", reason)?;
+    let current = require_candidate(&mut change.tx, candidate_id, OP).await?;
+    if let Some(why) = current.state.release_refusal(candidate_id) {
+        return Ok(Err(why));
+    }
+    let past: Vec<(String, i64)> = sqlx::query(
+        "SELECT state, COUNT(*) AS n FROM object_states WHERE candidate_id = $1 \
+         AND state IN ('DELETE_APPROVED', 'DELETED', 'VERIFIED', 'DELETE_UNKNOWN') GROUP BY state ORDER BY state",
+    )
+    .bind(candidate_id)
+    .fetch_all(&mut *change.tx)
+    .await
+    .map_err(query(OP))?
+    .iter()
+    .map(|r| Ok((r.try_get::<String, _>("state")?, r.try_get::<i64, _>("n")?)))
+    .collect::<Result<_, sqlx::Error>>()
+    .map_err(query(OP))?;
+    if !past.is_empty() {
+        let counts: Vec<String> = past.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        return Ok(Err(format!(
+            "{candidate_id} is {} but {} of its objects went through the deleter: it cannot be released",
+            current.state,
+            counts.join(", ")
+        )));
+    }
+    let mut quarantine = current.quarantine.clone().unwrap_or_else(|| serde_json::json!({}));
+    if let Some(q) = quarantine.as_object_mut() {
+        q.insert("release".into(), release.clone());
+    }
+    sqlx::query(
+        "UPDATE candidates SET state = $1, reason = $2, updated_at = $3, quarantine_json = $4 WHERE candidate_id = $5",
+    )
+    .bind(State::Released.as_str())
+    .bind(reason)
+    .bind(fmt_time(now))
+    .bind(quarantine.to_string())
+    .bind(candidate_id)
+    .execute(&mut *change.tx)
+    .await
+    .map_err(query(OP))?;
+    sqlx::query("UPDATE object_states SET state = $1, updated_at = $2 WHERE candidate_id = $3")
+        .bind(State::Released.as_str())
+        .bind(fmt_time(now))
+        .bind(candidate_id)
+        .execute(&mut *change.tx)
+        .await
+        .map_err(query(OP))?;
+    let detail = serde_json::json!({
+        "candidate_id": candidate_id, "from": current.state, "to": State::Released, "reason": reason,
+        "release": release,
+    });
+    let table = current.table_uuid.clone();
+    change
+        .commit(now, EventKind::CandidateState, Some(&table), &detail)
+        .await?;
+    Ok(Ok(()))
 }
 
 /// The body of [`Registry::candidate_move`] in the write transaction `change` (begun by the caller, which may

@@ -345,7 +345,8 @@ impl PurgeBaseline {
 /// this lock (on PostgreSQL, forever).
 pub struct PurgeBatch {
     tx: sqlx::Transaction<'static, sqlx::Any>,
-    /// The hold generation read inside the lock (equal to the baseline's).
+    /// The hold generation read inside the lock (equal to the baseline's; 0 for a [`Registry::claim_lock`],
+    /// which reads none).
     pub hold_generation: i64,
     /// The receipts recorded in this batch, in order (written, and handed back, by [`PurgeBatch::commit`]).
     receipts: Vec<PendingReceipt>,
@@ -833,6 +834,66 @@ impl Registry {
         }
         super::candidates::move_candidate(change, candidate_id, to, reason, None, None, now).await?;
         Ok(Ok(()))
+    }
+
+    /// [`Registry::candidate_release`] made only while run `run_id` still holds the candidate's claim, checked in
+    /// the same write transaction: otherwise nothing is written and the claim as it is now comes back (the run
+    /// that took it over, or `None`). `quarantine release`, `restore --put-back` and the put-back of a candidate
+    /// sent to `PROTECTED` whole release through it.
+    ///
+    /// # Errors
+    /// As [`Registry::candidate_release`].
+    pub async fn candidate_release_claimed(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        reason: &str,
+        release: &serde_json::Value,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Result<super::candidates::CandidateRecord, String>, Option<PurgeRun>>, RegistryError> {
+        const OP: &str = "candidate_release";
+        let mut change = self.change(OP).await?;
+        if let Err(holder) = check_claim(&mut change.tx, candidate_id, run_id)
+            .await
+            .map_err(query(OP))?
+        {
+            // Dropping the change rolls it back, the generation bump included.
+            return Ok(Err(holder));
+        }
+        if let Err(why) = super::candidates::release_candidate(change, candidate_id, reason, release, now).await? {
+            return Ok(Ok(Err(why)));
+        }
+        self.candidate(candidate_id).await.map(|r| Ok(Ok(r)))
+    }
+
+    /// Takes the registry's write lock and, inside it, checks that run `run_id` still holds `candidate_id`'s claim
+    /// and records its heartbeat: the lock of a catalog commit that takes nothing out of the table (`quarantine
+    /// release` removing its tags). No run can take the claim over while the lock is held, so the commit is made
+    /// by the holder; commit the returned batch once the catalog answered. `Err` is the claim as it is now (the run
+    /// that took it over, or `None`), nothing written.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`].
+    pub async fn claim_lock(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<PurgeBatch, Option<PurgeRun>>, RegistryError> {
+        const OP: &str = "claim_lock";
+        let mut tx = self.begin_write(OP).await?;
+        if let Err(holder) = check_claim(&mut tx, candidate_id, run_id).await.map_err(query(OP))? {
+            return Ok(Err(holder));
+        }
+        write_heartbeat(&mut tx, candidate_id, run_id, now)
+            .await
+            .map_err(query(OP))?;
+        Ok(Ok(PurgeBatch {
+            tx,
+            hold_generation: 0,
+            receipts: Vec::new(),
+            moves: Vec::new(),
+        }))
     }
 
     /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when

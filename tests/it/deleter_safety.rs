@@ -1164,8 +1164,13 @@ impl Paused {
     pub(crate) fn start(g: &Gov, spec: &str, release: &Path, args: &[&str]) -> Paused {
         let mut a = args.to_vec();
         a.extend(T);
+        Paused::start_as_given(g, spec, release, &a)
+    }
+
+    /// [`Paused::start`] with `args` as given (no table arguments: `restore`).
+    pub(crate) fn start_as_given(g: &Gov, spec: &str, release: &Path, a: &[&str]) -> Paused {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lakedrill"))
-            .args(&a)
+            .args(a)
             .current_dir(&g.dir)
             .env("LAKEDRILL_FAILPOINTS", spec)
             .env("LAKEDRILL_FAILPOINT_RELEASE", release)
@@ -1209,6 +1214,12 @@ impl Paused {
                 self.seen
             );
         }
+    }
+
+    /// Kills the process where it waits (SIGKILL: nothing of it runs on) and waits for it to end.
+    pub(crate) fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     /// Ends the wait (the release file) and returns (exit code, stdout as JSON, stderr).
@@ -1593,7 +1604,7 @@ fn quarantine_paused_at(g: &Gov, id: &str, mode: &str, spec: &str) -> Paused {
 }
 
 /// The fixture's registry database.
-fn registry_uri(g: &Gov) -> String {
+pub(crate) fn registry_uri(g: &Gov) -> String {
     format!("sqlite:{}", g.dir.join("registry.db").display())
 }
 
@@ -2658,7 +2669,7 @@ fn a_commit_on_a_table_with_gzip_metadata_writes_gzip() {
 
 /// Writes another run's claim on `id` into the registry, as `purge_claim` does for a second process that takes
 /// a silent claim over (run id, host, pid, start and heartbeat), and returns that run's id.
-fn take_claim_over(g: &Gov, id: &str) -> String {
+pub(crate) fn take_claim_over(g: &Gov, id: &str) -> String {
     let other = "run-of-another-process".to_owned();
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     crate::util::sql_exec(
@@ -2679,7 +2690,7 @@ fn take_claim_over(g: &Gov, id: &str) -> String {
 }
 
 /// The candidate's state, as `status` reports it.
-fn candidate_state(g: &Gov, id: &str) -> String {
+pub(crate) fn candidate_state(g: &Gov, id: &str) -> String {
     let st = g.run(&["--json", "status", id]).expect_code(0).json();
     st["candidates"][0]["candidate"]["state"].as_str().unwrap().to_owned()
 }
@@ -2723,6 +2734,53 @@ fn a_purge_whose_claim_was_taken_over_before_its_catalog_commit_stops_with_exit_
     assert_eq!(receipt_count(&g, &id), receipts, "no receipt was written");
     assert!(summaries(&g, &id).is_empty(), "no summary was signed");
     // The claim is the other run's still: the stopped run released nothing of it.
+    assert_eq!(
+        sql_text(
+            &registry_uri(&g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
+}
+
+// `quarantine release` took the candidate's claim but neither renewed it nor checked it again: one taken over as
+// silent before its catalog commit still removed the candidate's quarantine tag and moved it to RELEASED under the run
+// that took it over. It now stops with exit 2 naming that run: no catalog commit (the tag stays), the candidate stays
+// QUARANTINED, and the claim stays the other run's.
+#[test]
+fn a_release_whose_claim_was_taken_over_before_its_catalog_commit_stops_with_exit_2_and_writes_nothing() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let metadata = crate::bounds::current_metadata(&g);
+    let mut release = Paused::start(
+        &g,
+        "release-write-delay-ms=120000",
+        &g.dir.join("go"),
+        &[
+            "--json",
+            "quarantine",
+            "release",
+            &id,
+            "--reason",
+            "taken over meanwhile",
+        ],
+    );
+    release.wait_until_paused();
+    let other = take_claim_over(&g, &id);
+    let (code, out, stderr) = release.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&other) && error.contains("nothing further is deleted or written"),
+        "names the run that took the claim over: {out}"
+    );
+    assert_eq!(crate::bounds::current_metadata(&g), metadata, "no catalog commit");
+    let refs = g.py("print(sorted(t.metadata.refs))");
+    assert!(refs.contains(&format!("quarantine/{id}")), "the tag stays: {refs}");
+    assert_eq!(candidate_state(&g, &id), "QUARANTINED");
     assert_eq!(
         sql_text(
             &registry_uri(&g),

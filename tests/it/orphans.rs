@@ -1912,3 +1912,231 @@ fn statistics_and_metadata_log_paths_outside_the_location_are_mapped_or_refused(
         assert!(!r.stdout.contains("candidate_id"), "{n}: {}", r.stdout);
     }
 }
+
+/// The private names (`.lakedrill-removing-…`) under a folder, recursively.
+fn private_names(dir: &Path) -> Vec<std::path::PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(".lakedrill-removing-")
+        })
+        .collect()
+}
+
+// On the local filesystem the take-out removed a held file unconditionally after its last hash: a writer that
+// rewrote it in between lost its bytes. The file is now renamed aside, hashed there and removed only when its
+// bytes are the copy's: the rewritten file is back at its path with the writer's bytes (and leaves the candidate),
+// the unchanged one is removed (held in its copy), and no private name is left.
+#[test]
+fn a_file_rewritten_after_its_last_hash_is_not_removed_and_the_unchanged_one_is() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let (rewritten, unchanged) = (
+        root.join("data/a-rewritten.parquet"),
+        root.join("data/b-unchanged.parquet"),
+    );
+    let first = b"PAR1 the bytes copied PAR1";
+    put(&rewritten, first, old);
+    put(&unchanged, b"PAR1 left alone PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    // Paused after the first file's last hash (files go out in path order), before its removal.
+    let q = paused_orphan_quarantine(&g, &id, "orphan-remove-delay-ms", "go-rm");
+    assert!(rewritten.exists() && unchanged.exists(), "nothing left the table yet");
+    let new = b"PAR1 a writer's new bytes, written in place PAR1";
+    std::fs::write(&rewritten, new).unwrap();
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(
+        std::fs::read(&rewritten).unwrap(),
+        new,
+        "the rewritten file is not removed: {out}"
+    );
+    assert!(!unchanged.exists(), "the unchanged file is removed: {out}");
+    assert!(
+        out["stayed_in_place"].to_string().contains("data/a-rewritten.parquet")
+            && out["stayed_in_place"]
+                .to_string()
+                .contains("changed after it was copied"),
+        "{out}"
+    );
+    assert!(out["held"].to_string().contains("data/b-unchanged.parquet"), "{out}");
+    assert!(private_names(&root).is_empty(), "{:?}", private_names(&root));
+    assert!(
+        copy_path(&g, &vault, &id, "data/a-rewritten.parquet", first).exists(),
+        "the copy stays"
+    );
+}
+
+// A take-out killed between a file's rename aside and its removal left the file under its private name, out of the
+// table and named by nothing that settles it. The quarantine records its run, and the next plan puts the file
+// back at its path (its run is dead); a release then releases the candidate whole.
+#[test]
+fn a_private_name_left_by_a_killed_take_out_is_settled_by_the_next_plan() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let file = root.join("data/killed-aside.parquet");
+    let bytes = b"PAR1 renamed aside, then killed PAR1";
+    put(&file, bytes, old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", "go-k");
+    assert!(!file.exists(), "renamed aside");
+    assert_eq!(private_names(&root).len(), 1, "{:?}", files_under(&root.join("data")));
+    q.kill();
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(
+        st["candidates"][0]["candidate"]["quarantine"]["taking_out"], true,
+        "{st}"
+    );
+    let p = g
+        .on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "back at its path: {}",
+        p["orphans_put_back"]
+    );
+    assert!(private_names(&root).is_empty(), "{:?}", private_names(&root));
+    assert!(
+        p["orphans_put_back"].to_string().contains("ORPHAN_SETTLED")
+            && p["orphans_put_back"].to_string().contains("data/killed-aside.parquet"),
+        "{}",
+        p["orphans_put_back"]
+    );
+    let r = crate::release::release(&g, &id, "the take-out was killed")
+        .expect_code(0)
+        .json();
+    assert_eq!(r["status"], "RELEASED", "{r}");
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+}
+
+// `restore --put-back` took the candidate's claim but checked it no more: one taken over as silent before its state
+// write still released the candidate another run held (and it released the claim before writing). It now stops with
+// exit 2 naming that run and writes no state: the candidate stays QUARANTINED. The files it put back stay back.
+#[test]
+fn a_put_back_whose_claim_was_taken_over_before_its_state_write_stops_with_exit_2_and_writes_nothing() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/put-back-me.parquet");
+    let bytes = b"PAR1 put back under a lost claim PAR1";
+    put(&file, bytes, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    assert!(!file.exists());
+    let mut back = crate::deleter_safety::Paused::start_as_given(
+        &g,
+        "release-write-delay-ms=120000",
+        &g.dir.join("go-pb"),
+        &["--json", "restore", &bundle, "--trust", "keys", "--put-back"],
+    );
+    back.wait_until_paused();
+    let other = crate::deleter_safety::take_claim_over(&g, &id);
+    let (code, out, stderr) = back.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&other) && error.contains("nothing further is deleted or written"),
+        "names the run that took the claim over: {out}"
+    );
+    assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "QUARANTINED");
+    assert_eq!(std::fs::read(&file).unwrap(), bytes, "the file it put back stays back");
+    assert_eq!(
+        crate::util::sql_text(
+            &crate::deleter_safety::registry_uri(&g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
+}
+
+// The put-back a plan makes of a held orphan that a writer now covers wrote the candidate's state under no claim: it
+// could rewrite a candidate a release or purge of it was working on. It now claims the candidate first; while
+// another run holds it, the plan leaves it to that run (ORPHAN_PUT_BACK_DEFERRED, naming it) and writes nothing, and
+// once that run is gone the next plan puts the file back.
+#[test]
+fn a_plan_leaves_the_put_back_of_a_candidate_another_run_holds_to_that_run() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/w/staged.parquet");
+    let bytes = b"PAR1 staged by writer w PAR1";
+    put(&file, bytes, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    assert!(!file.exists());
+    g.on_table(&["writer", "begin", "--prefix", "data/w"]).expect_code(0);
+    let state = crate::deleter_safety::candidate_state(&g, &id);
+    // Another run, alive on another host, holds the candidate.
+    let db = crate::deleter_safety::registry_uri(&g);
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    crate::util::sql_exec(
+        &db,
+        "INSERT INTO purge_runs (candidate_id, run_id, host, pid, started_at, heartbeat_at) \
+         VALUES ($1, 'run-of-another-process', 'another-host', 4242, $2, $2)",
+        &[&id, &now],
+    );
+    let plan = || g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    let r = plan();
+    let found = r.json()["orphans_put_back"].to_string();
+    assert!(
+        found.contains("ORPHAN_PUT_BACK_DEFERRED") && found.contains(&id) && found.contains("run-of-another-process"),
+        "{found}"
+    );
+    assert!(!file.exists(), "not put back under another run's claim: {found}");
+    assert_eq!(
+        crate::deleter_safety::candidate_state(&g, &id),
+        state,
+        "no state written"
+    );
+    crate::util::sql_exec(&db, "DELETE FROM purge_runs WHERE candidate_id = $1", &[&id]);
+    let found = plan().json()["orphans_put_back"].to_string();
+    assert!(found.contains("ORPHAN_PUT_BACK:"), "{found}");
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    assert_ne!(crate::deleter_safety::candidate_state(&g, &id), "QUARANTINED");
+}
+
+// Renamed aside, the file turned out changed (a writer holding it open wrote to it) while another writer created its
+// path again: renaming it back would replace that new file. It is left under its private name, never over the new
+// file, and the quarantine names both paths and exits 1; neither file is removed.
+#[test]
+fn a_changed_file_whose_path_was_taken_meanwhile_is_left_aside_and_named_with_exit_1() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/taken-meanwhile.parquet");
+    put(
+        &file,
+        b"PAR1 the bytes copied PAR1",
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", "go-aside");
+    let aside = private_names(&root);
+    assert_eq!(aside.len(), 1, "renamed aside: {aside:?}");
+    std::fs::write(&aside[0], b"PAR1 written through an open descriptor PAR1").unwrap();
+    std::fs::write(&file, b"PAR1 a new file at the same path PAR1").unwrap();
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    let left = out["left_aside"].to_string();
+    assert!(
+        left.contains(&aside[0].display().to_string()) && left.contains("data/taken-meanwhile.parquet"),
+        "names both paths: {out}"
+    );
+    assert_eq!(
+        std::fs::read(&aside[0]).unwrap(),
+        b"PAR1 written through an open descriptor PAR1"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"PAR1 a new file at the same path PAR1");
+}
