@@ -65,34 +65,44 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    /// See: issue 16 point 6 — a worker spinning in sqlx's `pop_idle` kept the process alive for minutes.
-    #[test]
-    fn r16_a_task_that_never_yields_cannot_keep_the_runtime_alive() {
-        static STARTED: AtomicBool = AtomicBool::new(false);
-        static STOP: AtomicBool = AtomicBool::new(false);
+    /// `block_on` (300 ms of grace) of a future that first starts a task that never yields (like sqlx#3645's
+    /// reaper: a loop with no await in it), then returns `then()`; on another thread, which must come back within 30
+    /// s. The task stops once `block_on` has returned.
+    fn beside_a_task_that_never_yields<T: Send + 'static>(
+        started: &'static AtomicBool,
+        stop: &'static AtomicBool,
+        then: fn() -> T,
+    ) -> (std::result::Result<T, String>, Shutdown) {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let r = block_on(
-                async {
-                    tokio::spawn(async {
-                        STARTED.store(true, Ordering::SeqCst);
-                        // Like sqlx#3645's reaper: a loop with no await in it.
-                        while !STOP.load(Ordering::SeqCst) {
+                async move {
+                    tokio::spawn(async move {
+                        started.store(true, Ordering::SeqCst);
+                        while !stop.load(Ordering::SeqCst) {
                             std::hint::spin_loop();
                         }
                     });
-                    while !STARTED.load(Ordering::SeqCst) {
+                    while !started.load(Ordering::SeqCst) {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    7
+                    then()
                 },
                 Duration::from_millis(300),
             );
             let _ = tx.send(r.map_err(|e| e.to_string()));
         });
         let got = rx.recv_timeout(Duration::from_secs(30));
-        STOP.store(true, Ordering::SeqCst);
-        let (value, how) = got.expect("block_on must return although a task never yields").unwrap();
+        stop.store(true, Ordering::SeqCst);
+        got.expect("block_on must return although a task never yields").unwrap()
+    }
+
+    /// See: issue 16 point 6 — a worker spinning in sqlx's `pop_idle` kept the process alive for minutes.
+    #[test]
+    fn r16_a_task_that_never_yields_cannot_keep_the_runtime_alive() {
+        static STARTED: AtomicBool = AtomicBool::new(false);
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let (value, how) = beside_a_task_that_never_yields(&STARTED, &STOP, || 7);
         assert_eq!(value, Ok(7));
         assert_eq!(how, Shutdown::TimedOut);
 
@@ -107,30 +117,10 @@ mod tests {
     fn a_panic_is_returned_as_its_message_after_the_bounded_shutdown() {
         static STARTED: AtomicBool = AtomicBool::new(false);
         static STOP: AtomicBool = AtomicBool::new(false);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let r = block_on(
-                async {
-                    tokio::spawn(async {
-                        STARTED.store(true, Ordering::SeqCst);
-                        while !STOP.load(Ordering::SeqCst) {
-                            std::hint::spin_loop();
-                        }
-                    });
-                    while !STARTED.load(Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    let n: Option<u8> = std::hint::black_box(None);
-                    #[allow(clippy::expect_used)]
-                    n.expect("a command's bug")
-                },
-                Duration::from_millis(300),
-            );
-            let _ = tx.send(r.map_err(|e| e.to_string()));
+        let (value, how) = beside_a_task_that_never_yields(&STARTED, &STOP, || -> u8 {
+            let n: Option<u8> = std::hint::black_box(None);
+            n.expect("a command's bug")
         });
-        let got = rx.recv_timeout(Duration::from_secs(30));
-        STOP.store(true, Ordering::SeqCst);
-        let (value, how) = got.expect("block_on must return after a panic too").unwrap();
         assert_eq!(value, Err("a command's bug".to_owned()));
         assert_eq!(how, Shutdown::TimedOut);
     }

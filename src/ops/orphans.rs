@@ -1429,16 +1429,8 @@ async fn put_back_released(
         .iter()
         .map(|(p, w)| (p.as_str(), w.as_str()))
         .collect();
-    let uris: Vec<String> = rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|b| b["uri"].as_str().map(ToOwned::to_owned))
-        .collect();
     let mut files = Vec::new();
-    for u in &uris {
+    for u in &bundle_uris(rec) {
         let (pred, held) = held_files(storage, u, rec).await?;
         let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
         let loc = location::TableLocation::new(&pred.table_location, root, u)?;
@@ -1507,6 +1499,17 @@ async fn put_back_released(
     Ok(findings)
 }
 
+/// The URIs of the bundles `rec`'s quarantine record names.
+fn bundle_uris(rec: &crate::registry::CandidateRecord) -> Vec<String> {
+    rec.quarantine
+        .as_ref()
+        .and_then(|q| q["bundles"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["uri"].as_str().map(ToOwned::to_owned))
+        .collect()
+}
+
 /// [`settle_removing`] for every file of every orphan bundle of candidate `rec`.
 ///
 /// # Errors
@@ -1516,13 +1519,7 @@ pub async fn settle_candidate(storage: &Storage, rec: &crate::registry::Candidat
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    for b in rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
-        .unwrap_or_default()
-    {
-        let Some(u) = b["uri"].as_str() else { continue };
+    for u in &bundle_uris(rec) {
         let (_, files) = held_files(storage, u, rec).await?;
         out.extend(settle_removing(storage, rec, &files).await?);
     }
@@ -1547,13 +1544,7 @@ async fn put_back_protected_whole(
         .collect();
     let mut findings = Vec::new();
     let mut back = Vec::new();
-    for b in rec
-        .quarantine
-        .as_ref()
-        .and_then(|q| q["bundles"].as_array().cloned())
-        .unwrap_or_default()
-    {
-        let Some(u) = b["uri"].as_str() else { continue };
+    for u in &bundle_uris(rec) {
         let (pred, held) = held_files(storage, u, rec).await?;
         let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
         let loc = location::TableLocation::new(&pred.table_location, root, u)?;
