@@ -410,7 +410,9 @@ enum TakeOut {
 }
 
 /// The private name a take-out of run `run_id` renames the local file `uri` to before it removes it: the same
-/// folder, `.lakedrill-removing-<run>-<name>` (a hidden name: never listed as an orphan, never a table file).
+/// folder, `.lakedrill-removing-<run>-<name>` (a hidden name: never listed as an orphan, never a table file). A
+/// name over 128 bytes is replaced by the first 32 hex digits of its BLAKE3 (the prefix and the run take 57 bytes,
+/// and a longer private name would pass the filesystem's 255 and stop every take-out of the candidate at it).
 ///
 /// # Errors
 /// [`Error::BadUri`] for a URI without a file name.
@@ -422,6 +424,10 @@ pub fn removing_uri(uri: &str, run_id: &str) -> Result<String> {
             uri: uri.to_owned(),
             reason: "no file name to rename aside".to_owned(),
         })?;
+    if name.len() > 128 {
+        let digest = blake3::hash(name.as_bytes()).to_hex();
+        return Ok(format!("{dir}/{REMOVING_PREFIX}{run_id}-{}", &digest.as_str()[..32]));
+    }
     Ok(format!("{dir}/{REMOVING_PREFIX}{run_id}-{name}"))
 }
 
@@ -599,7 +605,24 @@ pub async fn settle_removing(
             continue;
         }
         let id = &rec.candidate_id;
-        if storage.head(&e.uri).await?.is_none() && storage.local_rename_no_clobber(&private, &e.uri).await? {
+        let back = if storage.head(&e.uri).await?.is_none() {
+            match storage.local_rename_no_clobber(&private, &e.uri).await {
+                Ok(back) => back,
+                // A filesystem without hard links, for one: the file stays under its private name, named.
+                Err(err) => {
+                    out.push(format!(
+                        "ORPHAN_LEFT_ASIDE: {} of candidate {id}: a killed take-out left it renamed aside at \
+                         {private}, and it could not be put back at its free path ({}): move it back yourself",
+                        e.path,
+                        err.with_causes()
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            false
+        };
+        if back {
             out.push(format!(
                 "ORPHAN_SETTLED: {} of candidate {id}: a killed take-out left it renamed aside at {private}; put back \
                  at its path",
@@ -1515,13 +1538,28 @@ fn bundle_uris(rec: &crate::registry::CandidateRecord) -> Vec<String> {
 /// # Errors
 /// A bundle that is not the one recorded ([`held_files`]); storage errors.
 pub async fn settle_candidate(storage: &Storage, rec: &crate::registry::CandidateRecord) -> Result<Vec<String>> {
-    if rec.quarantine.as_ref().is_none_or(|q| q["take_out_run"].is_null()) {
+    // Only a copy hold renames files aside (on the local filesystem); a marker hold has nothing to settle, and
+    // reading its bundles here would make every plan depend on them.
+    if rec
+        .quarantine
+        .as_ref()
+        .is_none_or(|q| q["take_out_run"].is_null() || q["hold"] != "quarantine-copy")
+    {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for u in &bundle_uris(rec) {
-        let (_, files) = held_files(storage, u, rec).await?;
-        out.extend(settle_removing(storage, rec, &files).await?);
+        // A bundle that cannot be read leaves its private names where they are, named: it must not stop every
+        // plan of the table (the candidate stays `taking_out`, its purge refused, until a release settles it).
+        match held_files(storage, u, rec).await {
+            Ok((_, files)) => out.extend(settle_removing(storage, rec, &files).await?),
+            Err(e) => out.push(format!(
+                "ORPHAN_SETTLE_UNDECIDED: candidate {}: its bundle {u} could not be read ({}): files a killed \
+                 take-out renamed aside (`.lakedrill-removing-…` beside their paths) are left as they are",
+                rec.candidate_id,
+                e.with_causes()
+            )),
+        }
     }
     Ok(out)
 }
@@ -1637,4 +1675,28 @@ pub async fn held_paths(reg: &Registry, table_uuid: &str) -> Result<(Vec<String>
         );
     }
     Ok((out, epoch))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// See: the review of 2026-12-07. The private name carried the whole file name after 57 bytes of prefix and
+    /// run: a name over about 198 bytes passed the filesystem's 255, the rename failed, and every take-out of the
+    /// candidate stopped at that file.
+    #[test]
+    fn a_long_file_name_gets_a_private_name_within_the_filesystems_limit() {
+        let run = "6a9157b6-4e27-46fc-b2f9-eda9ed907e95";
+        assert_eq!(
+            removing_uri("file:///t/data/a.parquet", run).unwrap(),
+            format!("file:///t/data/.lakedrill-removing-{run}-a.parquet")
+        );
+        let long = |c: char| removing_uri(&format!("file:///t/data/{}", c.to_string().repeat(250)), run).unwrap();
+        let private = long('x');
+        assert!(private.rsplit('/').next().unwrap().len() <= 255, "{private}");
+        assert_eq!(private, long('x'), "the same file gets the same name");
+        assert_ne!(private, long('y'));
+        assert!(removing_uri("file:///t/data/", run).is_err());
+    }
 }

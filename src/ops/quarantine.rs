@@ -243,18 +243,22 @@ async fn hold_orphans(
         let (table, _, _) = ctx.catalog_table(source).await?;
         let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
         let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
-        crate::ops::orphans::put_back_protected(
-            ctx,
-            r.reg,
-            &input,
-            &stamp,
-            ctx.now(),
-            Some((r.candidate.candidate_id.as_str(), r.run_id)),
-        )
-        .await
+        Ok::<_, Error>((stamp, input))
     };
+    // Only the read is left to the next plan when it fails: the put-back's own error (a claim another run took
+    // over, a registry or storage error while files go back) stops the run (exit 2), never a quarantine "done".
     let back = match again.await {
-        Ok(back) => back,
+        Ok((stamp, input)) => {
+            crate::ops::orphans::put_back_protected(
+                ctx,
+                r.reg,
+                &input,
+                &stamp,
+                ctx.now(),
+                Some((r.candidate.candidate_id.as_str(), r.run_id)),
+            )
+            .await?
+        }
         Err(e) => {
             crate::report::output::warn(format!(
                 "{id}: the table could not be read again once the orphans left it ({e}); the next plan or purge puts \
@@ -1048,7 +1052,17 @@ async fn release_claimed(
         let committed_now = cat
             .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
             .await;
-        lock.commit().await?;
+        // The commit's own answer first: a lock transaction that cannot be ended after a commit that removed the
+        // tags must not hide that it did (the release is then recorded under the claim below).
+        if let Err(e) = lock.commit().await {
+            if committed_now.is_err() {
+                return Err(e.into());
+            }
+            crate::report::output::warn(format!(
+                "{candidate_id}: the registry's lock could not be ended after the catalog commit that removed the \
+                 tags ({e}); the release is recorded next"
+            ));
+        }
         match committed_now {
             Ok(loc) => {
                 removed = tags;

@@ -224,8 +224,17 @@ pub async fn set_current_from_bundle(
     // Held without its metadata copies (the deep verify checked them): the inventory is what is compared below.
     let (pred, _, _) = crate::bundle::verified_predicate_keeping(&ctx.storage, bundle, &trust, |_| Ok(None)).await?;
     // The three reads are of one bundle: a bundle folder sealed again in between (by another trusted key) must not
-    // have its inventory checked and its snapshot committed on the strength of the first one's deep verify.
-    if report.bundle_root.as_deref() != Some(pred.bundle_root.as_str()) || pred.snapshot_id != snapshot_id {
+    // have its inventory checked and its snapshot committed on the strength of the first one's deep verify. The
+    // metadata copy must be the one this root's inventory names.
+    let copy_of_this_root = pred
+        .inventory
+        .iter()
+        .find(|e| e.layer == Layer::Metadata)
+        .is_some_and(|e| blake3::hash(&copy).to_hex().as_str() == e.blake3);
+    if report.bundle_root.as_deref() != Some(pred.bundle_root.as_str())
+        || pred.snapshot_id != snapshot_id
+        || !copy_of_this_root
+    {
         return Err(Error::invalid(
             bundle,
             format!(

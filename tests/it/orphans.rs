@@ -2019,6 +2019,41 @@ fn a_private_name_left_by_a_killed_take_out_is_settled_by_the_next_plan() {
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
 }
 
+// See: the review of 2026-12-07. Every plan settles the private names a killed take-out left, reading its
+// bundles: one bundle that could not be read stopped every plan of the table (exit 2). It is a line now, and the
+// private name stays where it is.
+#[test]
+fn a_killed_take_out_whose_bundle_is_gone_does_not_stop_the_plans_of_the_table() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(
+        &root.join("data/aside-no-bundle.parquet"),
+        b"PAR1 aside, bundle gone PAR1",
+        old,
+    );
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", "go-nb");
+    assert_eq!(private_names(&root).len(), 1, "{:?}", files_under(&root.join("data")));
+    q.kill();
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let bundle = st["candidates"][0]["candidate"]["quarantine"]["bundles"][0]["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::remove_dir_all(bundle.trim_start_matches("file://")).unwrap();
+    let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    assert!(r.code == 0 || r.code == 1, "{}{}", r.stdout, r.stderr);
+    let p = r.json();
+    assert!(
+        p["orphans_put_back"].to_string().contains("ORPHAN_SETTLE_UNDECIDED"),
+        "{}",
+        p["orphans_put_back"]
+    );
+    assert_eq!(private_names(&root).len(), 1, "left where it is");
+}
+
 // `restore --put-back` took the candidate's claim but checked it no more: one taken over as silent before its state
 // write still released the candidate another run held (and it released the claim before writing). It now stops with
 // exit 2 naming that run and writes no state: the candidate stays QUARANTINED. The files it put back stay back.
