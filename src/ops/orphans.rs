@@ -1516,8 +1516,17 @@ async fn put_back_released(
             "objects": rest.len(),
         });
         crate::ops::binding::still_claimed(reg, id, run_id, "rebasing the candidate").await?;
-        reg.candidate_rebase(id, &rec.stamp, current, &candidate, &released, &record, None, now)
-            .await?;
+        // Refused when the candidate's stamp or state moved since it was read: the files are back all the same, and
+        // the candidate still lists them until the next plan rebases it (a purge re-judges every file first).
+        if !reg
+            .candidate_rebase(id, &rec.stamp, current, &candidate, &released, &record, None, now)
+            .await?
+        {
+            findings.push(format!(
+                "ORPHAN_PUT_BACK_NOT_RECORDED: candidate {id} changed since it was read (its stamp or state moved): \
+                 the files put back above are back, and the candidate still lists them until the next plan"
+            ));
+        }
     }
     Ok(findings)
 }
