@@ -1874,6 +1874,17 @@ async fn orphan_rebase(
         reasons.extend(found);
         return Ok(Rebased::Refused("REFUSED".into(), reasons));
     }
+    // Its own files' put-back left to another run holding the claim (a plan putting them back): the candidate
+    // may still list files that are back in the table; this purge does not go on over them.
+    let own = format!("ORPHAN_PUT_BACK_DEFERRED: candidate {}:", rec.candidate_id);
+    if found.iter().any(|f| f.starts_with(&own)) {
+        let mut reasons = vec![format!(
+            "another run is putting back files of {} (it holds the candidate's claim); purge again once it is done",
+            rec.candidate_id
+        )];
+        reasons.extend(found);
+        return Ok(Rebased::Refused("REFUSED".into(), reasons));
+    }
     for f in &found {
         crate::report::output::warn(f);
     }
