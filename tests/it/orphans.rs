@@ -2019,6 +2019,43 @@ fn a_private_name_left_by_a_killed_take_out_is_settled_by_the_next_plan() {
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
 }
 
+// A take-out killed between a file's rename aside and its removal, after which another file took the path: the next
+// plan removes the private name only when its bytes are still the held file's and the quarantine copy holds them
+// (the copy is its way back); a private name whose bytes changed is left there, named. The new file at the path is
+// never touched.
+#[test]
+fn a_private_name_whose_path_another_file_took_is_removed_only_when_the_copy_holds_its_bytes() {
+    for changed in [false, true] {
+        let (g, _vault) = with_orphan_vault();
+        let root = g.table_root();
+        let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+        let file = root.join("data/aside-then-taken.parquet");
+        put(&file, b"PAR1 held, renamed aside, then killed PAR1", old);
+        let c = orphan_candidate(&g.plan());
+        let id = c["candidate_id"].as_str().unwrap().to_owned();
+        let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", "go-taken");
+        q.kill();
+        let private = private_names(&root);
+        assert_eq!(private.len(), 1, "{:?}", files_under(&root.join("data")));
+        if changed {
+            std::fs::write(&private[0], b"PAR1 written through a descriptor held open PAR1").unwrap();
+        }
+        let newer = b"PAR1 another writer's file at the same path PAR1";
+        std::fs::write(&file, newer).unwrap();
+        let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+        assert!(r.code == 0 || r.code == 1, "{}{}", r.stdout, r.stderr);
+        let lines = r.json()["orphans_put_back"].to_string();
+        assert_eq!(std::fs::read(&file).unwrap(), newer, "the file at the path is untouched: {lines}");
+        if changed {
+            assert!(lines.contains("ORPHAN_LEFT_ASIDE") && lines.contains(&id), "{lines}");
+            assert!(private[0].exists(), "a changed private name is kept: {lines}");
+        } else {
+            assert!(lines.contains("the private name was removed"), "{lines}");
+            assert!(!private[0].exists(), "{lines}");
+        }
+    }
+}
+
 // See: the review of 2026-12-07. Every plan settles the private names a killed take-out left, reading its
 // bundles: one bundle that could not be read stopped every plan of the table (exit 2). It is a line now, and the
 // private name stays where it is.
