@@ -384,7 +384,8 @@ pub fn check_fault_report(
 }
 
 /// Every drill report a signed purge summary names under `evidence` (each with the URI and SHA-256 the purge
-/// accepted it by, the registry's `accepted_evidence`) must still be there with that SHA-256: a report whose bytes
+/// accepted it by, the registry's `accepted_evidence`), or the signed inventory archive names (the one report the
+/// purge was accepted on, an object), must still be there with that SHA-256: a report whose bytes
 /// differ is an `EVIDENCE_CHANGED` finding naming the report and both digests, one that is gone an
 /// `EVIDENCE_MISSING` finding (as a removed receipts batch or a retirement record's missing bundle is: the store
 /// answered that it does not hold it), and an entry without a URI or digest an `EVIDENCE_UNNAMED` finding. A
@@ -399,7 +400,17 @@ async fn check_summary_evidence(
     summary: &serde_json::Value,
     findings: &mut Vec<AuditFinding>,
 ) -> Result<()> {
-    for e in summary["evidence"].as_array().into_iter().flatten() {
+    let named: Vec<&serde_json::Value> = match &summary["evidence"] {
+        serde_json::Value::Array(all) => all.iter().collect(),
+        one @ serde_json::Value::Object(_) => vec![one],
+        _ => Vec::new(),
+    };
+    let what = if summary["kind"] == "inventory" {
+        "the signed inventory archive"
+    } else {
+        "the purge summary"
+    };
+    for e in named {
         let (Some(uri), Some(recorded)) = (e["uri"].as_str(), e["sha256"].as_str()) else {
             findings.push(AuditFinding {
                 check: "EVIDENCE_UNNAMED".into(),
@@ -418,8 +429,8 @@ async fn check_summary_evidence(
                     check: "EVIDENCE_MISSING".into(),
                     report: uri.to_owned(),
                     detail: format!(
-                        "the purge summary {summary_name} names this drill report as evidence (SHA-256 {recorded}), \
-                         and it is gone"
+                        "{what} {summary_name} names this drill report as evidence (SHA-256 {recorded}), and it is \
+                         gone"
                     ),
                 });
                 continue;
@@ -431,8 +442,8 @@ async fn check_summary_evidence(
                 check: "EVIDENCE_CHANGED".into(),
                 report: uri.to_owned(),
                 detail: format!(
-                    "the purge summary {summary_name} names this drill report as evidence with SHA-256 {recorded}, \
-                     but it now has SHA-256 {actual}: it was rewritten after the purge accepted it"
+                    "{what} {summary_name} names this drill report as evidence with SHA-256 {recorded}, but it now \
+                     has SHA-256 {actual}: it was rewritten after the purge accepted it"
                 ),
             });
         }
@@ -737,8 +748,9 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                     serde_json::from_value(p["evidence_retention"].clone()).ok();
                 let at = p["at"].as_str().or_else(|| p["stamp"]["at"].as_str());
                 check_lock(storage, uri, claim.as_ref(), (at, modified), &mut locks, &mut findings).await?;
-                // A summary: every drill report it names as evidence still hashes as accepted.
-                if p["kind"] == "summary" {
+                // A summary or an inventory archive: every drill report it names as evidence still hashes as
+                // accepted.
+                if p["kind"] == "summary" || p["kind"] == "inventory" {
                     check_summary_evidence(storage, &name, p, &mut findings).await?;
                 }
                 // A summary: its signed receipts chain, from the files alone (#23 point 4).

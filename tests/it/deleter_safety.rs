@@ -3213,9 +3213,9 @@ fn a_resumes_newer_evidence_is_recorded_in_the_registry_and_signed_in_the_summar
     );
 }
 
-/// `audit verify` of a signed purge summary checks every drill report it names under `evidence` against the
-/// SHA-256 the purge accepted it by: one byte of the report rewritten is an `EVIDENCE_CHANGED` finding (exit 1)
-/// naming the report and both digests; the report removed is an `EVIDENCE_MISSING` finding (exit 1) naming it, as
+/// `audit verify` of a signed purge summary (and of its inventory archive) checks every drill report it names
+/// under `evidence` against the SHA-256 the purge accepted it by: one byte of the report rewritten is an
+/// `EVIDENCE_CHANGED` finding (exit 1) naming the report and both digests; the report removed is an `EVIDENCE_MISSING` finding (exit 1) naming it, as
 /// `audit verify` reports a removed receipts batch; put back, the summary verifies again. Before, the summary
 /// verified whatever had become of its evidence.
 #[test]
@@ -3256,6 +3256,15 @@ fn audit_verify_of_a_purge_summary_finds_its_evidence_rewritten_or_removed() {
         detail.contains(&recorded) && detail.contains(&now),
         "names both digests: {f}"
     );
+    // The signed inventory archive names the report the purge was accepted on: the same finding there.
+    let archive = summary.replace(summary.rsplit('/').next().unwrap(), "inventory.dsse.json");
+    let a = g
+        .run(&["--json", "audit", "verify", &archive, "--trust", "keys"])
+        .expect_code(1)
+        .json();
+    let f = finding(&a, "EVIDENCE_CHANGED");
+    assert_eq!(ev_uri(&f), ev.to_str().unwrap(), "{f}");
+    assert!(f["detail"].as_str().unwrap().contains("inventory archive"), "{f}");
 
     std::fs::remove_file(&ev).unwrap();
     let f = finding(&audit(1), "EVIDENCE_MISSING");

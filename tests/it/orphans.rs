@@ -2045,7 +2045,11 @@ fn a_private_name_whose_path_another_file_took_is_removed_only_when_the_copy_hol
         let r = g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
         assert!(r.code == 0 || r.code == 1, "{}{}", r.stdout, r.stderr);
         let lines = r.json()["orphans_put_back"].to_string();
-        assert_eq!(std::fs::read(&file).unwrap(), newer, "the file at the path is untouched: {lines}");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            newer,
+            "the file at the path is untouched: {lines}"
+        );
         if changed {
             assert!(lines.contains("ORPHAN_LEFT_ASIDE") && lines.contains(&id), "{lines}");
             assert!(private[0].exists(), "a changed private name is kept: {lines}");
