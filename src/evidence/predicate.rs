@@ -187,6 +187,35 @@ pub struct DrillResult {
 }
 
 impl DrillResult {
+    /// An item of bundle `bundle_id` with `status` and nothing else measured: no ids, roots or figures (0), no
+    /// findings. Builders set what they measured over it (`DrillResult { … ..DrillResult::new(id, status) }`).
+    #[must_use]
+    pub fn new(bundle_id: impl Into<String>, status: RestoreStatus) -> Self {
+        Self {
+            bundle_id: bundle_id.into(),
+            table_uuid: None,
+            snapshot_id: None,
+            bundle_root: None,
+            claimed_bundle_root: None,
+            status,
+            objects_verified: 0,
+            bytes_verified: 0,
+            rto_seconds: 0.0,
+            rpo_seconds: None,
+            findings: Vec::new(),
+            declared_snapshot_id: None,
+            rto_limit_seconds: None,
+            rows_promised: None,
+            rows_scanned: None,
+            checkpoint_id: None,
+            declared_at: None,
+            history_age_seconds: None,
+            history_age_basis: None,
+            policy_digest: None,
+            object_shard: None,
+        }
+    }
+
     /// The root this item's verdict counts against: its verified `bundle_root`, or, for a `FAILED` item
     /// without one, the root its envelope claims (`claimed_bundle_root`, unverified). A claim never makes an
     /// item count as a pass of anything: a `RESTORE_VERIFIED` item without a verified root judges no root.
@@ -427,27 +456,9 @@ mod tests {
 
     fn item(root: Option<&str>, claimed: Option<&str>, status: RestoreStatus) -> DrillResult {
         DrillResult {
-            bundle_id: "b".into(),
-            table_uuid: None,
-            snapshot_id: None,
             bundle_root: root.map(str::to_owned),
             claimed_bundle_root: claimed.map(str::to_owned),
-            status,
-            objects_verified: 0,
-            bytes_verified: 0,
-            rto_seconds: 0.0,
-            rpo_seconds: None,
-            findings: Vec::new(),
-            declared_snapshot_id: None,
-            rto_limit_seconds: None,
-            rows_promised: None,
-            rows_scanned: None,
-            checkpoint_id: None,
-            declared_at: None,
-            history_age_seconds: None,
-            history_age_basis: None,
-            policy_digest: None,
-            object_shard: None,
+            ..DrillResult::new("b", status)
         }
     }
 

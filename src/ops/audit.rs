@@ -904,27 +904,13 @@ mod sample_tests {
 
     fn result(id: &str, root: &str) -> DrillResult {
         DrillResult {
-            bundle_id: id.into(),
             table_uuid: Some("u".into()),
             snapshot_id: Some(1),
             bundle_root: Some(root.into()),
-            claimed_bundle_root: None,
-            status: RestoreStatus::RestoreVerified,
             objects_verified: 1,
             bytes_verified: 1,
             rto_seconds: 1.0,
-            rpo_seconds: None,
-            findings: vec![],
-            declared_snapshot_id: None,
-            rto_limit_seconds: None,
-            rows_promised: None,
-            rows_scanned: None,
-            checkpoint_id: None,
-            declared_at: None,
-            history_age_seconds: None,
-            history_age_basis: None,
-            policy_digest: None,
-            object_shard: None,
+            ..DrillResult::new(id, RestoreStatus::RestoreVerified)
         }
     }
 

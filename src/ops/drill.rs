@@ -595,27 +595,18 @@ pub async fn run_plan(
         // here). What it has is a history age: how far behind the live table's head its snapshot is.
         let (history_age, history_basis) = heads.history_age(storage, &r).await;
         results.push(DrillResult {
-            bundle_id,
             table_uuid: r.table_uuid,
             snapshot_id: r.snapshot_id,
             bundle_root: r.bundle_root,
             claimed_bundle_root: r.claimed_bundle_root,
-            status: r.status,
             objects_verified: r.objects_verified,
             bytes_verified: r.bytes_verified,
             rto_seconds: rto,
-            rpo_seconds: None,
             findings: r.findings,
-            declared_snapshot_id: None,
-            rto_limit_seconds: None,
-            rows_promised: None,
-            rows_scanned: None,
-            checkpoint_id: None,
-            declared_at: None,
             history_age_seconds: history_age,
             history_age_basis: Some(history_basis),
-            policy_digest: None,
             object_shard: r.shard,
+            ..DrillResult::new(bundle_id, r.status)
         });
         if let Some(last) = results.last() {
             let status = if last.status == RestoreStatus::RestoreVerified {
@@ -958,12 +949,9 @@ async fn cold_backup_item(
     };
     Ok((
         DrillResult {
-            bundle_id,
             table_uuid: r.table_uuid,
             snapshot_id: r.snapshot_id,
             bundle_root: r.bundle_root,
-            claimed_bundle_root: None,
-            status,
             objects_verified: r.objects_restored,
             bytes_verified: r.bytes_restored,
             rto_seconds: r.rto_seconds,
@@ -979,10 +967,7 @@ async fn cold_backup_item(
             rows_scanned: r.rows_scanned,
             checkpoint_id: r.checkpoint_id,
             declared_at: r.declared_at,
-            history_age_seconds: None,
-            history_age_basis: None,
-            policy_digest: None,
-            object_shard: None,
+            ..DrillResult::new(bundle_id, status)
         },
         subject,
     ))

@@ -1289,27 +1289,19 @@ mod tests {
     /// A verified recovery of `snapshot` from a backup declaring checkpoint `id` at `declared_at`, RPO `rpo`.
     fn recovered(id: &str, snapshot: i64, declared_at: &str, rpo: f64) -> DrillResult {
         DrillResult {
-            bundle_id: format!("{snapshot}-root-{id}"),
             table_uuid: Some(TABLE.into()),
             snapshot_id: Some(snapshot),
-            bundle_root: None,
-            claimed_bundle_root: None,
-            status: RestoreStatus::RestoreVerified,
             objects_verified: 3,
             bytes_verified: 30,
             rto_seconds: 2.0,
             rpo_seconds: Some(rpo),
-            findings: Vec::new(),
             declared_snapshot_id: Some(snapshot),
             rto_limit_seconds: Some(14_400.0),
             rows_promised: Some(1),
             rows_scanned: Some(1),
             checkpoint_id: Some(id.into()),
             declared_at: Some(declared_at.into()),
-            history_age_seconds: None,
-            history_age_basis: None,
-            policy_digest: None,
-            object_shard: None,
+            ..DrillResult::new(format!("{snapshot}-root-{id}"), RestoreStatus::RestoreVerified)
         }
     }
 

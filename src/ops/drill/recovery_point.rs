@@ -171,27 +171,17 @@ mod tests {
 
     fn cold(checkpoint: Option<&str>, snapshot: i64, at: &str) -> DrillResult {
         DrillResult {
-            bundle_id: "7-abc-1234".into(),
             table_uuid: Some("6f1c2a9e-0000-4000-8000-000000000001".into()),
             snapshot_id: Some(snapshot),
-            bundle_root: None,
-            claimed_bundle_root: None,
-            status: RestoreStatus::RestoreVerified,
             objects_verified: 1,
             bytes_verified: 1,
             rto_seconds: 1.0,
             rpo_seconds: Some(0.0),
-            findings: Vec::new(),
             declared_snapshot_id: Some(snapshot),
             rto_limit_seconds: Some(14_400.0),
-            rows_promised: None,
-            rows_scanned: None,
             checkpoint_id: checkpoint.map(str::to_owned),
             declared_at: Some(at.to_owned()),
-            history_age_seconds: None,
-            history_age_basis: None,
-            policy_digest: None,
-            object_shard: None,
+            ..DrillResult::new("7-abc-1234", RestoreStatus::RestoreVerified)
         }
     }
 
