@@ -66,10 +66,35 @@ pub struct Config {
     /// `[rollout]`: the rollout rules' settings.
     #[serde(default)]
     pub rollout: RolloutConfig,
+    /// `[[summary_excess."<table-uuid>"]]`: summary totals a writer is known to have left too high, accepted
+    /// exactly (see [`SummaryExcessConfig`]).
+    #[serde(default)]
+    pub summary_excess: BTreeMap<String, Vec<SummaryExcessConfig>>,
     /// Progress lines on stderr (set from `-q`, not from the file).
     #[serde(skip)]
     pub progress: bool,
 }
+
+/// One `[[summary_excess."<table-uuid>"]]` entry: the operator's statement that from the snapshot committed at
+/// `since` on, the table's snapshot summaries carry `total` exactly `excess` above what their manifests hold,
+/// because a writer over-counted it once (the totals are carried from commit to commit). Only that exact excess
+/// is accepted, on snapshots committed at or after `since`: a manifest list that loses entries later changes the
+/// excess and is refused again ([`crate::table::counts::check_snapshot_totals`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryExcessConfig {
+    /// The commit time (RFC 3339) of the first snapshot that carries the excess.
+    pub since: String,
+    /// `total-data-files`, `total-delete-files` or `total-records`.
+    pub total: String,
+    /// How far above the manifests' count the total is (at least 1).
+    pub excess: u64,
+    /// Why it is accepted (the writer, its bug); printed by every `plan` of the table.
+    pub reason: String,
+}
+
+/// The summary totals [`SummaryExcessConfig::total`] may name.
+pub const SUMMARY_TOTALS: [&str; 3] = ["total-data-files", "total-delete-files", "total-records"];
 
 /// `[storage]`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -237,6 +262,39 @@ fn anchored_sqlite(uri: &str, base: &Path) -> String {
     }
 }
 
+impl SummaryExcessConfig {
+    /// Checks the entry (`i` of table `uuid`) and returns `since` in milliseconds since the epoch.
+    ///
+    /// # Errors
+    /// A sentence naming the setting and the rule it breaks.
+    pub fn since_ms(&self, uuid: &str, i: usize) -> std::result::Result<i64, String> {
+        let at = format!("summary_excess.\"{uuid}\"[{i}]");
+        if uuid.parse::<uuid::Uuid>().is_err() {
+            return Err(format!(
+                "summary_excess.\"{uuid}\": the key must be the table's UUID (as `plan` prints it)"
+            ));
+        }
+        if !SUMMARY_TOTALS.contains(&self.total.as_str()) {
+            return Err(format!(
+                "{at}.total = {:?}: must be one of {}",
+                self.total,
+                SUMMARY_TOTALS.join(", ")
+            ));
+        }
+        if self.excess == 0 {
+            return Err(format!("{at}.excess = 0: must be at least 1"));
+        }
+        if self.reason.trim().is_empty() {
+            return Err(format!(
+                "{at}.reason is empty: say which writer over-counted and why the excess is safe to accept"
+            ));
+        }
+        chrono::DateTime::parse_from_rfc3339(&self.since)
+            .map(|t| t.timestamp_millis())
+            .map_err(|e| format!("{at}.since = {:?}: not an RFC 3339 time ({e})", self.since))
+    }
+}
+
 impl Config {
     /// Reads a configuration file. `explicit` says whether the user named it (then it must exist).
     ///
@@ -286,6 +344,16 @@ impl Config {
                      registry's write lock while its requests go out)"
                 ),
             });
+        }
+        for (uuid, entries) in &cfg.summary_excess {
+            for (i, e) in entries.iter().enumerate() {
+                if let Err(reason) = e.since_ms(uuid, i) {
+                    return Err(Error::Config {
+                        file: path.display().to_string(),
+                        reason,
+                    });
+                }
+            }
         }
         if let Some(d) = cfg.rollout.min_report_only_days
             && i64::from(d) < i64::from(MIN_REPORT_ONLY_DAYS)

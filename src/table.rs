@@ -101,6 +101,8 @@ pub struct Table {
     refs: BTreeMap<String, SnapshotReference>,
     statistics: StatisticsEntries,
     given_file: bool,
+    /// The table's UUID as text and the summary excesses the configuration accepts for it ([`Table::load`]).
+    totals: (String, Vec<counts::AcceptedExcess>),
 }
 
 /// The next generation of a table's metadata, built from one it read ([`Table::change`]): the iceberg crate's
@@ -195,7 +197,7 @@ impl MetadataChange {
 /// with every other such table, so a lease, hold or candidate of one would be taken for the other's. Refused
 /// (exit 2). Bundles sealed from such a table before this rule still verify and restore: only live tables are
 /// refused.
-fn identified(table: Table) -> Result<Table> {
+fn identified(mut table: Table, config: &Config) -> Result<Table> {
     if table.metadata.uuid().is_nil() {
         return Err(Error::invalid(
             &table.metadata_uri,
@@ -208,6 +210,22 @@ fn identified(table: Table) -> Result<Table> {
                 table.metadata.format_version() as u8
             ),
         ));
+    }
+    if let Some(entries) = config.summary_excess.get(&table.totals.0) {
+        let uuid = table.totals.0.clone();
+        for (i, e) in entries.iter().enumerate() {
+            let since_ms = e.since_ms(&uuid, i).map_err(|reason| Error::Config {
+                file: "configuration".into(),
+                reason,
+            })?;
+            table.totals.1.push(counts::AcceptedExcess {
+                setting: format!("summary_excess.\"{uuid}\"[{i}]"),
+                since_ms,
+                total: e.total.clone(),
+                excess: e.excess,
+                reason: e.reason.clone(),
+            });
+        }
     }
     Ok(table)
 }
@@ -253,7 +271,7 @@ impl Table {
                 )
                 .await?;
                 table.given_file = is_file;
-                identified(table)
+                identified(table, config)
             }
             TableSource::Catalog {
                 catalog,
@@ -276,6 +294,7 @@ impl Table {
                         table_root.as_deref(),
                     )
                     .await?,
+                    config,
                 )
             }
         }
@@ -320,6 +339,7 @@ impl Table {
             None => TableLocation::infer_root(metadata.location(), metadata_uri)?,
         };
         let location = TableLocation::new(metadata.location(), root, metadata_uri)?;
+        let metadata_uuid_text = metadata.uuid().to_string();
         let generation = TableGeneration {
             metadata_location: metadata_location.to_owned(),
             metadata_blake3: blake3::hash(&bytes).to_hex().to_string(),
@@ -334,6 +354,7 @@ impl Table {
             refs,
             statistics,
             given_file: false,
+            totals: (metadata_uuid_text, Vec::new()),
         })
     }
 
@@ -350,6 +371,22 @@ impl Table {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What [`counts::check_snapshot_totals`] needs of this table: its UUID and the summary excesses the
+    /// configuration accepts for it (`[[summary_excess."<uuid>"]]`; none for a table not read by [`Table::load`]).
+    #[must_use]
+    pub fn totals_rules(&self) -> counts::TotalsRules<'_> {
+        counts::TotalsRules {
+            table_uuid: &self.totals.0,
+            accepted: &self.totals.1,
+        }
+    }
+
+    /// The summary excesses the configuration accepts for this table.
+    #[must_use]
+    pub fn accepted_excess(&self) -> &[counts::AcceptedExcess] {
+        &self.totals.1
     }
 
     /// The parsed metadata.

@@ -1170,6 +1170,21 @@ pub async fn plan_output(
     let mut p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;
     p.warnings.extend(overlong_writers(&reg, &table, &policy, now).await?);
+    // An accepted summary excess weakens the truncated-list check: every plan says so.
+    p.warnings.extend(table.accepted_excess().iter().map(|a| {
+        format!(
+            "{}: the snapshots committed since {} may carry {} exactly {} above what their manifests hold ({}); a \
+             manifest list that lost manifests is still refused",
+            a.setting,
+            DateTime::from_timestamp_millis(a.since_ms).map_or_else(
+                || a.since_ms.to_string(),
+                |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ),
+            a.total,
+            a.excess,
+            a.reason
+        )
+    }));
     p.warnings
         .extend(ending_orphan_holds(&ctx.storage, &reg, &table, &policy, now).await?);
     // A quarantined orphan that the table references again (or a writer or hold now covers) goes back now.

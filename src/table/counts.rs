@@ -174,6 +174,32 @@ impl EntryTally {
     }
 }
 
+/// A summary total's excess over what the manifests hold that the configuration accepts for one table
+/// (`[[summary_excess."<table-uuid>"]]`, [`crate::config::SummaryExcessConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedExcess {
+    /// The setting, as messages name it (`summary_excess."<uuid>"[0]`).
+    pub setting: String,
+    /// Snapshots committed at or after this instant (milliseconds since the epoch) are covered.
+    pub since_ms: i64,
+    /// The total (`total-data-files`, `total-delete-files`, `total-records`).
+    pub total: String,
+    /// The exact excess accepted.
+    pub excess: u64,
+    /// Why, as the operator wrote it.
+    pub reason: String,
+}
+
+/// What [`check_snapshot_totals`] needs of its table: its UUID (for the hint it gives) and the excesses the
+/// configuration accepts for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TotalsRules<'a> {
+    /// The table's UUID.
+    pub table_uuid: &'a str,
+    /// The accepted excesses.
+    pub accepted: &'a [AcceptedExcess],
+}
+
 /// Refuses a snapshot whose manifests, as its manifest list names them, hold fewer live data files, delete files
 /// or data rows than its summary's totals (`total-data-files`, `total-delete-files`, `total-records`) say. The
 /// length of a manifest list is recorded nowhere, and an Avro file cut at a block boundary (even right after its
@@ -184,9 +210,12 @@ impl EntryTally {
 /// Only fewer is refused: more than the total is not a loss (it keeps files), and a writer that under-counted once
 /// would otherwise stop every later plan of the table, the totals being carried from commit to commit. A summary
 /// without a total (a writer that keeps none, or a parent without one: Java then writes none either), or with one
-/// that does not parse, checks nothing. The cost of the rule: a total that a writer's bug left too high is carried
-/// into every later snapshot, and such a table cannot be planned (exit 2 naming the total) — lakedrill cannot tell it
-/// from a list that lost manifests, and refusing is the side that deletes nothing.
+/// that does not parse, checks nothing. A total that a writer's bug left too high is carried into every later
+/// snapshot; lakedrill cannot tell it from a list that lost manifests, and refuses (exit 2 naming the total and
+/// the setting that would accept it). The operator who knows the writer's bug accepts that exact excess from the
+/// first snapshot that carries it on (`rules.accepted`): the latest accepted entry of the total committed at or
+/// before the snapshot applies, and only when the excess is exactly its own — a list that loses manifests later
+/// changes the excess and is refused again.
 ///
 /// # Errors
 /// A sentence naming the snapshot, its manifest list and the total that is not reached.
@@ -194,6 +223,7 @@ pub fn check_snapshot_totals(
     snapshot: &iceberg::spec::Snapshot,
     manifest_list: &str,
     found: &EntryTally,
+    rules: TotalsRules<'_>,
 ) -> std::result::Result<(), String> {
     let summary = &snapshot.summary().additional_properties;
     for (key, counted) in [
@@ -204,14 +234,41 @@ pub fn check_snapshot_totals(
         let Some(total) = summary.get(key).and_then(|v| v.trim().parse::<u64>().ok()) else {
             continue;
         };
-        if counted < total {
-            return Err(format!(
-                "snapshot {}: its manifest list {manifest_list} names manifests holding {counted} for its summary's \
-                 {key} of {total}: manifests are missing from the list as read (truncated?), so what the snapshot \
-                 reaches is unknown",
-                snapshot.snapshot_id()
-            ));
+        if counted >= total {
+            continue;
         }
+        let excess = total - counted;
+        let applies = rules
+            .accepted
+            .iter()
+            .filter(|a| a.total == key && a.since_ms <= snapshot.timestamp_ms())
+            .max_by_key(|a| a.since_ms);
+        let id = snapshot.snapshot_id();
+        let lost = format!(
+            "snapshot {id}: its manifest list {manifest_list} names manifests holding {counted} for its summary's \
+             {key} of {total}: manifests are missing from the list as read (truncated?), so what the snapshot \
+             reaches is unknown"
+        );
+        return Err(match applies {
+            Some(a) if a.excess == excess => continue,
+            Some(a) => format!(
+                "{lost}; {} accepts an excess of exactly {} ({}), not {excess}",
+                a.setting, a.excess, a.reason
+            ),
+            None => {
+                let committed = chrono::DateTime::from_timestamp_millis(snapshot.timestamp_ms()).map_or_else(
+                    || snapshot.timestamp_ms().to_string(),
+                    |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                );
+                format!(
+                    "{lost}; if a writer is known to have left the total {excess} too high (it is carried from \
+                     commit to commit), accept exactly that in the configuration: [[summary_excess.\"{}\"]] \
+                     since = \"<commit time of the first snapshot that carries it; this one: {committed}>\", \
+                     total = \"{key}\", excess = {excess}, reason = \"<the writer and its bug>\"",
+                    rules.table_uuid
+                )
+            }
+        });
     }
     Ok(())
 }

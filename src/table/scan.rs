@@ -48,7 +48,7 @@ use crate::table::{Table, check_manifest_length, parse_manifest, parse_manifest_
 
 #[allow(clippy::wildcard_imports)]
 use crate::table::container::*;
-pub use crate::table::counts::{EntryTally, ListEntry, check_snapshot_totals};
+pub use crate::table::counts::{AcceptedExcess, EntryTally, ListEntry, TotalsRules, check_snapshot_totals};
 
 /// The part of a manifest entry a walk reads.
 #[derive(Deserialize)]
@@ -833,7 +833,12 @@ pub async fn history_explained(
                     for (_, t) in &m {
                         totals.add(t);
                     }
-                    check_snapshot_totals(table.snapshot(id).map_err(|e| e.to_string())?, &own.path, &totals)?;
+                    check_snapshot_totals(
+                        table.snapshot(id).map_err(|e| e.to_string())?,
+                        &own.path,
+                        &totals,
+                        table.totals_rules(),
+                    )?;
                     Ok(SnapshotObjects {
                         own: vec![own],
                         manifests: m.into_iter().map(|(o, _)| o).collect(),
@@ -987,7 +992,8 @@ pub async fn snapshot_files(
             deletion_vectors.entry(path).or_default().push(v);
         }
     }
-    check_snapshot_totals(snapshot, &written, &totals).map_err(|why| Error::corrupt(&list_uri, why))?;
+    check_snapshot_totals(snapshot, &written, &totals, table.totals_rules())
+        .map_err(|why| Error::corrupt(&list_uri, why))?;
     for entries in deletion_vectors.values_mut() {
         entries.sort_unstable();
         entries.dedup();
@@ -1716,19 +1722,88 @@ mod tests {
             vec![("total-data-files", "1"), ("total-records", "9")],
             vec![("total-data-files", "many"), ("total-records", "-1")],
         ] {
-            check_snapshot_totals(&snapshot(&props), list, &found).unwrap();
+            check_snapshot_totals(&snapshot(&props), list, &found, TotalsRules::default()).unwrap();
         }
         for (key, total) in [
             ("total-data-files", "3"),
             ("total-delete-files", "2"),
             ("total-records", "11"),
         ] {
-            let why = check_snapshot_totals(&snapshot(&[(key, total)]), list, &found).unwrap_err();
+            let why =
+                check_snapshot_totals(&snapshot(&[(key, total)]), list, &found, TotalsRules::default()).unwrap_err();
             assert!(
                 why.contains("snapshot 7") && why.contains(list) && why.contains(key),
                 "{why}"
             );
+            assert!(
+                why.contains("summary_excess.\"\"") && why.contains("excess = 1"),
+                "{why}"
+            );
         }
+    }
+
+    /// An excess the configuration accepts passes only when it is exactly the accepted one, on a snapshot committed
+    /// at or after the entry's `since`; of two entries of a total the later one applies.
+    #[test]
+    fn an_accepted_summary_excess_passes_only_exactly_and_from_its_time_on() {
+        let snapshot = |ts: i64, total: &str| {
+            iceberg::spec::Snapshot::builder()
+                .with_snapshot_id(7)
+                .with_sequence_number(1)
+                .with_timestamp_ms(ts)
+                .with_manifest_list("s3://b/t/metadata/snap-7.avro")
+                .with_summary(iceberg::spec::Summary {
+                    operation: iceberg::spec::Operation::Append,
+                    additional_properties: [("total-data-files".to_owned(), total.to_owned())]
+                        .into_iter()
+                        .collect(),
+                })
+                .build()
+        };
+        let found = EntryTally {
+            live_data_files: 10,
+            ..EntryTally::default()
+        };
+        let entry = |since_ms: i64, excess: u64| AcceptedExcess {
+            setting: format!("summary_excess.\"u\"[{since_ms}]"),
+            since_ms,
+            total: "total-data-files".into(),
+            excess,
+            reason: "writer bug".into(),
+        };
+        let accepted = [entry(100, 2), entry(200, 5)];
+        let rules = TotalsRules {
+            table_uuid: "u",
+            accepted: &accepted,
+        };
+        let check = |ts, total| check_snapshot_totals(&snapshot(ts, total), "l", &found, rules);
+        assert!(check(150, "12").is_ok());
+        assert!(check(250, "15").is_ok());
+        // Not the exact excess: a list that lost manifests since changes it.
+        let why = check(150, "13").unwrap_err();
+        assert!(
+            why.contains("summary_excess.\"u\"[100] accepts an excess of exactly 2") && why.contains("not 3"),
+            "{why}"
+        );
+        // The later entry applies from its time on: the earlier excess is no longer accepted there.
+        assert!(
+            check(250, "12")
+                .unwrap_err()
+                .contains("[200] accepts an excess of exactly 5")
+        );
+        // Before the first entry's time nothing is accepted.
+        assert!(check(50, "12").unwrap_err().contains("excess = 2"));
+        // Another total is not covered, and an equal or higher count needs nothing.
+        assert!(check(150, "10").is_ok());
+        let other = [AcceptedExcess {
+            total: "total-records".into(),
+            ..entry(100, 2)
+        }];
+        let rules = TotalsRules {
+            table_uuid: "u",
+            accepted: &other,
+        };
+        assert!(check_snapshot_totals(&snapshot(150, "12"), "l", &found, rules).is_err());
     }
 
     /// `bytes` fed to [`ManifestPieces`] in pieces of `piece` bytes: its live files, or `None` when the fast

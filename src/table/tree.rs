@@ -213,7 +213,7 @@ pub async fn read_tree(table: &Table, storage: &Storage, snapshot_id: i64, concu
             ..crate::table::scan::EntryTally::default()
         });
     }
-    crate::table::scan::check_snapshot_totals(&snapshot, snapshot.manifest_list(), &totals)
+    crate::table::scan::check_snapshot_totals(&snapshot, snapshot.manifest_list(), &totals, table.totals_rules())
         .map_err(|why| crate::error::Error::corrupt(&list_uri, why))?;
     Ok(SnapshotTree {
         snapshot_id,

@@ -440,6 +440,122 @@ fn a_manifest_list_cut_after_its_header_or_inside_a_block_is_refused() {
     }
 }
 
+/// A writer that left a summary total too high (carried into every later snapshot) made every plan of the table
+/// exit 2 forever, with no way for an operator who knows the bug to go on. `[[summary_excess."<uuid>"]]` accepts
+/// exactly that excess from the first snapshot that carries it: the plan goes on and says so; another excess, a
+/// list that loses manifests under the accepted excess, or a malformed entry is still refused.
+#[test]
+fn a_summary_total_left_too_high_is_accepted_only_as_exactly_the_configured_excess() {
+    let tmp = crate::util::tmpdir();
+    let (root, addr) = v3_copy(tmp.path());
+    let metadata = root.join("metadata/v6.metadata.json");
+    let policy = policy_for(tmp.path(), "t", &metadata);
+    // From the third snapshot on, total-data-files is 2 above what the manifests hold.
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&metadata).unwrap()).unwrap();
+    let first_ms = doc["snapshots"][2]["timestamp-ms"].as_i64().unwrap();
+    for s in doc["snapshots"].as_array_mut().unwrap() {
+        if s["timestamp-ms"].as_i64().unwrap() >= first_ms {
+            let t: u64 = s["summary"]["total-data-files"].as_str().unwrap().parse().unwrap();
+            s["summary"]["total-data-files"] = serde_json::Value::String((t + 2).to_string());
+        }
+    }
+    std::fs::write(&metadata, serde_json::to_vec(&doc).unwrap()).unwrap();
+    backdate(&root);
+    let uuid = crate::util::table_uuid(metadata.to_str().unwrap());
+    let since = chrono::DateTime::from_timestamp_millis(first_ms).unwrap().to_rfc3339();
+    let plan = |config: Option<&str>| {
+        let cfg = tmp.path().join("lakedrill.toml");
+        std::fs::write(&cfg, config.unwrap_or("")).unwrap();
+        let mut all = vec![
+            "--config",
+            cfg.to_str().unwrap(),
+            "--json",
+            "plan",
+            "--policy",
+            policy.to_str().unwrap(),
+        ];
+        all.extend(addr.iter().map(String::as_str));
+        lakedrill(&all)
+    };
+    let entry = |since: &str, total: &str, excess: u64| {
+        format!(
+            "[[summary_excess.\"{uuid}\"]]\nsince = \"{since}\"\ntotal = \"{total}\"\nexcess = {excess}\nreason = \"writer X over-counted a rewrite\"\n"
+        )
+    };
+    // Without the setting: exit 2, naming the total and the setting that would accept it.
+    let r = plan(None);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("total-data-files of 8")
+            && r.stderr.contains(&format!("[[summary_excess.\"{uuid}\"]]"))
+            && r.stderr.contains("excess = 2"),
+        "{}",
+        r.stderr
+    );
+    // Exactly the excess, from the first snapshot that carries it: the plan goes on and says so.
+    let r = plan(Some(&entry(&since, "total-data-files", 2)));
+    r.expect_code(0);
+    let out: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(
+        out["warnings"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains(&format!("summary_excess.\"{uuid}\"[0]"))
+            && w.as_str().unwrap().contains("writer X over-counted")),
+        "{}",
+        r.stdout
+    );
+    // Another excess, a later start, or another total: still refused.
+    // (A later start that leaves the current snapshot uncovered: an older snapshot's unreadable layers do not stop
+    // a plan, they leave that snapshot unknown.)
+    let current_ms = doc["snapshots"][4]["timestamp-ms"].as_i64().unwrap();
+    let later = chrono::DateTime::from_timestamp_millis(current_ms + 1)
+        .unwrap()
+        .to_rfc3339();
+    for (config, needle) in [
+        (entry(&since, "total-data-files", 3), "accepts an excess of exactly 3"),
+        (entry(&later, "total-data-files", 2), "excess = 2"),
+        (entry(&since, "total-records", 2), "total-data-files of 8"),
+    ] {
+        let r = plan(Some(&config));
+        r.expect_code(2);
+        assert!(r.stderr.contains(needle), "{config}: {}", r.stderr);
+    }
+    // Malformed entries are refused naming the setting.
+    for (config, needle) in [
+        (entry(&since, "total-data-files", 0), "excess = 0"),
+        (entry(&since, "total-files", 2), "must be one of"),
+        (entry("yesterday", "total-data-files", 2), "not an RFC 3339 time"),
+        (
+            entry(&since, "total-data-files", 2).replace(&uuid, "orders"),
+            "must be the table's UUID",
+        ),
+    ] {
+        let r = plan(Some(&config));
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(needle) && r.stderr.contains("summary_excess"),
+            "{config}: {}",
+            r.stderr
+        );
+    }
+    // Under the accepted excess, a current manifest list that loses its manifests is still refused.
+    let list = root.join("metadata/snap-2945519146151961459-1-d27c4e91-5196-478e-989f-02147492ac35.avro");
+    let whole = std::fs::read(&list).unwrap();
+    let sync = &whole[whole.len() - 16..];
+    let header = whole.windows(16).position(|w| w == sync).unwrap() + 16;
+    std::fs::write(&list, &whole[..header]).unwrap();
+    backdate(&root);
+    let r = plan(Some(&entry(&since, "total-data-files", 2)));
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("snap-2945519146151961459") && r.stderr.contains("accepts an excess of exactly 2"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("candidate_id"), "{}", r.stdout);
+}
+
 /// A format-v1 table written without a `table-uuid` (or naming the nil UUID) has no identity the registry can key
 /// it by: every such table would share one, and a lease, hold or candidate of one be taken for another's. Refused
 /// naming the field; the same document with its UUID is read.
