@@ -641,31 +641,74 @@ async fn move_objects(
     Ok(())
 }
 
-/// The objects of `candidate_id` still `DELETE_APPROVED` whose newest receipt is a delete intent (`requested`)
-/// with nothing recorded after it: a run sent (or was about to send) their deletes and stopped before it recorded
-/// the answer, so whether they are gone is unknown until a re-check. A receipt that does not parse counts as an
-/// intent (it cannot show the delete was answered).
+/// The objects of `candidate_id` still `DELETE_APPROVED` whose delete may be in flight: their newest receipt is a
+/// delete intent (`requested`) with nothing recorded after it, or an earlier intent was never answered (a run sent,
+/// or was about to send, the delete and died; a later run's intent over it was answered "not sent", which says
+/// nothing of the earlier request). Whether they are gone is unknown until a re-check. A receipt that does not
+/// parse counts as an intent (it cannot show the delete was answered).
 pub(super) async fn in_flight_deletes(
     conn: &mut AnyConnection,
     candidate_id: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let rows: Vec<(String, String)> = sqlx::query_as(
+    use futures::TryStreamExt;
+    let mut rows = sqlx::query_as::<_, (String, String)>(
         "SELECT r.path, r.receipt_json FROM receipts r JOIN object_states s \
          ON s.candidate_id = r.candidate_id AND s.path = r.path \
-         WHERE r.candidate_id = $1 AND s.state = 'DELETE_APPROVED' AND r.attempt = \
-         (SELECT MAX(q.attempt) FROM receipts q WHERE q.candidate_id = r.candidate_id AND q.path = r.path) \
-         ORDER BY r.path",
+         WHERE r.candidate_id = $1 AND s.state = 'DELETE_APPROVED' ORDER BY r.path, r.attempt",
     )
     .bind(candidate_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter(|(_, receipt)| {
-            serde_json::from_str::<serde_json::Value>(receipt).map_or(true, |r| r["phase"] == "requested")
-        })
-        .map(|(path, _)| path)
-        .collect())
+    .fetch(&mut *conn);
+    let mut out = Vec::new();
+    let mut current: Option<(String, Vec<String>)> = None;
+    let mut judge = |path: String, phases: Vec<String>| {
+        let (newest_open, earlier_open) = open_intents(&phases);
+        if newest_open || earlier_open {
+            out.push(path);
+        }
+    };
+    while let Some((path, receipt)) = rows.try_next().await? {
+        let phase = serde_json::from_str::<serde_json::Value>(&receipt)
+            .ok()
+            .and_then(|r| r["phase"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "requested".to_owned());
+        match &mut current {
+            Some((p, phases)) if *p == path => phases.push(phase),
+            _ => {
+                if let Some((p, phases)) = current.replace((path, vec![phase])) {
+                    judge(p, phases);
+                }
+            }
+        }
+    }
+    if let Some((p, phases)) = current {
+        judge(p, phases);
+    }
+    Ok(out)
+}
+
+/// Of one object's receipt phases (oldest first): whether the newest is an intent (`requested`), and whether an
+/// intent before it was never answered (another intent followed it with no answer — `confirmed`, `reconciled` —
+/// in between: the run that recorded it died, and its request may have gone out).
+pub(super) fn open_intents(phases: &[String]) -> (bool, bool) {
+    let mut open = false;
+    let mut earlier_open = false;
+    let Some((newest, before)) = phases.split_last() else {
+        return (false, false);
+    };
+    for p in before {
+        if p == "requested" {
+            earlier_open |= open;
+            open = true;
+        } else {
+            open = false;
+        }
+    }
+    if newest == "requested" {
+        earlier_open |= open;
+        (true, earlier_open)
+    } else {
+        (false, earlier_open)
+    }
 }
 
 async fn read_not_before(conn: &mut AnyConnection, candidate_id: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {

@@ -18,7 +18,7 @@ use super::base::{
     EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, decode, fmt_time, json, optional_row, query,
     record_event, time,
 };
-use super::candidates::{State, read_candidate_table, state};
+use super::candidates::{State, open_intents, read_candidate_table, state};
 use super::protections::{
     HOLDS_OF_TABLE, covering_new_protections, hold_from_row, prefix_covers, read_deleter_switch, read_hold_generation,
     read_lease_watermark, read_protection_generation,
@@ -487,31 +487,6 @@ async fn receipt_phases(
         }
     }
     Ok(out)
-}
-
-/// Of one object's receipt phases (oldest first): whether the newest is an intent (`requested`), and whether an
-/// intent before it was never answered (another intent followed it with no answer — `confirmed`, `reconciled` —
-/// in between: the run that recorded it died, and its request may have gone out).
-fn open_intents(phases: &[String]) -> (bool, bool) {
-    let mut open = false;
-    let mut earlier_open = false;
-    let Some((newest, before)) = phases.split_last() else {
-        return (false, false);
-    };
-    for p in before {
-        if p == "requested" {
-            earlier_open |= open;
-            open = true;
-        } else {
-            open = false;
-        }
-    }
-    if newest == "requested" {
-        earlier_open |= open;
-        (true, earlier_open)
-    } else {
-        (false, earlier_open)
-    }
 }
 
 /// Writes `pending` in order: each receipt the next attempt number of its object and the next registry
@@ -1337,6 +1312,7 @@ mod tests {
         a_batch_halts_on_a_checkpoint_or_writer_that_came_to_cover_the_candidate,
         unsent_intents_are_answered_only_by_the_run_holding_the_claim,
         an_unsent_intent_never_erases_an_earlier_runs_unanswered_one,
+        an_earlier_runs_unanswered_intent_stays_in_flight_after_a_later_unsent_one_is_answered,
         an_unknown_object_state_is_an_error_naming_the_object_and_the_state,
     );
 
@@ -1419,6 +1395,73 @@ mod tests {
             ]
         );
         assert_eq!(reg.in_flight_deletes("c-e").await.unwrap(), Vec::<String>::new());
+    }
+
+    /// The other order of the test above (review of 2026-12-07, R2-1): run A sent the delete of `x` and died
+    /// unanswered; run B recorded a new intent for `x` and answered it "not sent" while the candidate was still
+    /// `DELETE_APPROVED` (a stop switch halted B before its request); only then did a hold make the candidate
+    /// `PROTECTED`. `x`'s newest receipt is B's answer, but A's request may have taken effect: `x` is in flight
+    /// and goes to `DELETE_UNKNOWN`, and a release is refused. Before, `x` went to `PROTECTED` and the release was
+    /// allowed over it.
+    async fn an_earlier_runs_unanswered_intent_stays_in_flight_after_a_later_unsent_one_is_answered(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000015";
+        reg.candidate_record(
+            table,
+            "c-f",
+            &serde_json::json!({}),
+            &stamp(),
+            &["x".into(), "y".into()],
+            t(0),
+        )
+        .await
+        .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition("c-f", to, "", None, None, t(0)).await.unwrap();
+        }
+        reg.receipt_add("c-f", "x", &serde_json::json!({"phase": "requested"}), t(1))
+            .await
+            .unwrap();
+        let run = PurgeRun {
+            run_id: "b".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(2),
+            heartbeat_at: t(2),
+        };
+        reg.purge_claim("c-f", &run, None).await.unwrap().unwrap();
+        for p in ["x", "y"] {
+            reg.receipt_add("c-f", p, &serde_json::json!({"phase": "requested"}), t(2))
+                .await
+                .unwrap();
+        }
+        let not_sent = |p: &str| {
+            (
+                p.to_owned(),
+                serde_json::json!({"phase": "confirmed", "provider_result": "not sent: the stop switch"}),
+            )
+        };
+        reg.purge_unsent("c-f", "b", vec![not_sent("x"), not_sent("y")], t(3))
+            .await
+            .unwrap();
+        assert_eq!(reg.in_flight_deletes("c-f").await.unwrap(), vec!["x".to_owned()]);
+        reg.candidate_transition("c-f", State::Protected, "hold h-1 covers it", None, None, t(4))
+            .await
+            .unwrap();
+        let states: Vec<(String, State)> = reg
+            .object_states("c-f")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("x".to_owned(), State::DeleteUnknown),
+                ("y".to_owned(), State::Protected)
+            ]
+        );
     }
 
     /// An object state no lakedrill writes (a row changed by hand, a newer build's state) is an error naming the
