@@ -580,6 +580,27 @@ impl Answer {
     }
 }
 
+/// How long one presigned S3 request (a conditional or batch delete, a version listing) may take, answer
+/// included, unless `[storage.s3] timeout` says otherwise.
+pub const PRESIGNED_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long connecting for a presigned S3 request may take, unless `[storage.s3] connect_timeout` says otherwise.
+pub const PRESIGNED_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `30`, `30s` or `2m` as a duration; `None` for anything else.
+fn parse_seconds(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    let (n, unit) = match v.strip_suffix('m') {
+        Some(n) => (n, 60),
+        None => (v.strip_suffix('s').unwrap_or(v), 1),
+    };
+    n.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(|n| Duration::from_secs(n * unit))
+}
+
 fn s3_error(op: &'static str, uri: &str, reason: String) -> Error {
     Error::Storage {
         op,
@@ -683,7 +704,7 @@ impl Storage {
             .signed_url_opts(method.clone(), path, Duration::from_secs(300), &opts)
             .await
             .map_err(|e| super::map_err("sign", uri, e))?;
-        let mut req = self.http.get_or_init(reqwest::Client::new).request(method, url);
+        let mut req = self.presign_client(uri)?.request(method, url);
         for (k, v) in signed {
             req = req.header(k, v);
         }
@@ -701,6 +722,34 @@ impl Storage {
             .await
             .map_err(|e| s3_error("S3 request", uri, e.to_string()))?;
         Ok(Answer { status, headers, body })
+    }
+
+    /// The HTTP client of the presigned requests, built on first use with the S3 settings' `timeout` and
+    /// `connect_timeout` (object_store's own client reads the same keys), else [`PRESIGNED_TIMEOUT`] and
+    /// [`PRESIGNED_CONNECT_TIMEOUT`]. A purge sends its deletes while it holds the registry's write lock: a request
+    /// that never answers must end (as "no answer": the objects go to `DELETE_UNKNOWN`) before the lock's waiters
+    /// — `hold set`, `deleter stop` — give up.
+    fn presign_client(&self, uri: &str) -> Result<&reqwest::Client> {
+        if let Some(c) = self.http.get() {
+            return Ok(c);
+        }
+        let setting = |key: &str, default: Duration| -> Result<Duration> {
+            match self.options.s3.get(key) {
+                None => Ok(default),
+                Some(v) => parse_seconds(v).ok_or_else(|| {
+                    Error::invalid(
+                        format!("storage.s3.{key}"),
+                        format!("{v:?}: give whole seconds (\"30s\", \"2m\" or \"30\") for the presigned S3 requests"),
+                    )
+                }),
+            }
+        };
+        let client = reqwest::Client::builder()
+            .timeout(setting("timeout", PRESIGNED_TIMEOUT)?)
+            .connect_timeout(setting("connect_timeout", PRESIGNED_CONNECT_TIMEOUT)?)
+            .build()
+            .map_err(|e| s3_error("build the HTTP client for", uri, e.to_string()))?;
+        Ok(self.http.get_or_init(|| client))
     }
 
     /// One setting of the bucket of `uri` (`GET /?versioning`, `?lifecycle`, `?object-lock`), answered as the provider
@@ -1424,6 +1473,54 @@ impl Storage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A delete request that the server takes and never answers ends after `[storage.s3] timeout` as an error
+    /// ("no answer": the deleter records the object `DELETE_UNKNOWN`) instead of holding the purge — and the
+    /// registry's write lock it sends under — for ever: the client had no timeout at all.
+    #[test]
+    fn a_delete_the_server_never_answers_ends_at_the_timeout_as_no_answer() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for c in listener.incoming() {
+                held.push(c);
+            }
+        });
+        let mut options = crate::config::StorageOptions::default();
+        for (k, v) in [
+            ("endpoint", format!("http://127.0.0.1:{port}")),
+            ("allow_http", "true".into()),
+            ("region", "us-east-1".into()),
+            ("access_key_id", "k".into()),
+            ("secret_access_key", "s".into()),
+            ("timeout", "1s".into()),
+        ] {
+            options.s3.insert(k.into(), v);
+        }
+        let storage = crate::io::store::Storage::new(options);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let key = DeleteKey {
+            uri: "s3://b/t/data/x.parquet".into(),
+            e_tag: Some("\"e\"".into()),
+            version_id: None,
+        };
+        let r = rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), storage.s3_delete_one(&key)).await });
+        let r = r.expect("the request must end by itself, long before 60 s");
+        let e = r.expect_err("no answer is an error");
+        assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+        assert!(
+            matches!(e, Error::Storage { .. }) && e.to_string().contains("s3://b/t/data/x.parquet"),
+            "{e}"
+        );
+        assert_eq!(parse_seconds("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_seconds("30"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_seconds("1 min"), None);
+    }
 
     #[test]
     fn a_delete_objects_answer_is_read_key_by_key() {
