@@ -573,11 +573,20 @@ async fn bundle_mode_files(
     for h in heads {
         let rec = reg.candidate(&h.candidate_id).await?;
         let id: std::sync::Arc<str> = h.candidate_id.as_str().into();
-        let bundles: Vec<String> = rec
+        // Each bundle with the root the registry recorded when it was sealed: the envelope is read unsigned, and
+        // only the inventory whose recomputed root is that one may say which files it names in place.
+        let bundles: Vec<(String, Option<String>)> = rec
             .quarantine
             .as_ref()
             .and_then(|q| q["bundles"].as_array())
-            .map(|b| b.iter().filter_map(|b| b["uri"].as_str().map(str::to_owned)).collect())
+            .map(|b| {
+                b.iter()
+                    .filter_map(|b| {
+                        let uri = b["uri"].as_str()?.to_owned();
+                        Some((uri, b["bundle_root"].as_str().map(str::to_owned)))
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         if bundles.is_empty() {
             unreadable.push(format!(
@@ -585,8 +594,8 @@ async fn bundle_mode_files(
                 h.state
             ));
         }
-        for uri in bundles {
-            match in_place_paths(storage, &uri).await {
+        for (uri, recorded_root) in bundles {
+            match in_place_paths(storage, &uri, recorded_root.as_deref()).await {
                 Ok(Ok(paths)) => {
                     for p in paths {
                         let Ok(rel) = table.location().relative(&p) else {
@@ -607,15 +616,23 @@ async fn bundle_mode_files(
 }
 
 /// The paths (as written) of a bundle's objects that it names in place, not as copies inside it: its data and
-/// delete files. Read without a trust store. `Ok(Err(why))`: the bundle does not hold together.
+/// delete files. Read without a trust store, so bound to what the registry recorded when the bundle was sealed:
+/// its inventory's recomputed root must be `recorded_root` (the root covers each entry's layer and path; an
+/// inventory edited to drop entries, or a layer changed, has another root). Which entries are in place is told by
+/// their layer (covered by the root), not by their `copy` field (which it does not cover). `Ok(Err(why))`: the
+/// bundle does not hold together or is not the one recorded — the caller keeps the candidate's files unknown.
 async fn in_place_paths(
     storage: &crate::io::store::Storage,
     bundle_uri: &str,
+    recorded_root: Option<&str>,
 ) -> Result<std::result::Result<Vec<String>, String>> {
+    let Some(recorded_root) = recorded_root else {
+        return Ok(Err("the registry records no bundle root for it".into()));
+    };
     let dir = crate::bundle::bundle_dir(bundle_uri)?;
     // Only the path of each object named in place is kept.
     let keep: crate::evidence::inventory::Keep = Box::new(|e| {
-        if e.copy.is_some() {
+        if e.layer.is_metadata() {
             return false;
         }
         e.uri = String::new();
@@ -625,7 +642,13 @@ async fn in_place_paths(
         true
     });
     let pred = match crate::bundle::unverified_predicate_keeping(storage, &dir, Some(keep)).await? {
-        Ok((pred, _)) => pred,
+        Ok((pred, digests)) if digests.root == recorded_root => pred,
+        Ok((_, digests)) => {
+            return Ok(Err(format!(
+                "its inventory's root is {}, the registry recorded {recorded_root} when it was sealed",
+                digests.root
+            )));
+        }
         Err(why) => return Ok(Err(why)),
     };
     Ok(Ok(pred.inventory.into_iter().map(|e| e.path).collect()))

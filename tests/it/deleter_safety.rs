@@ -2004,6 +2004,125 @@ fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate(
     assert!(why[0].starts_with(&format!("bundle:{id1}:")), "{why:?}");
 }
 
+/// Review of 2026-12-07 (R1-1): `plan` read which files an unfinished bundle-mode quarantine names in place from the
+/// bundle's envelope without its signature, and chose them by their `copy` field, which the bundle root does not
+/// cover. Someone who can write to the bundle store but holds no key could add a `copy` to a data entry, or drop
+/// it from the inventory (with the member digests made to agree): the file lost its protection and the next
+/// candidate took it — its purge would break the quarantined snapshot's restore. Now the entries are chosen by
+/// their layer (covered by the root) and the inventory's recomputed root must be the one the registry recorded
+/// at sealing; another root makes the bundle unreadable, and no snapshot candidate is proposed.
+#[test]
+fn a_bundle_edited_without_its_key_does_not_release_the_files_it_names_in_place() {
+    use base64::Engine;
+    let g = Gov::new("");
+    let out = g.py(
+        "import pyarrow as pa, time\n\
+         from pyiceberg.expressions import EqualTo\n\
+         def rows(i, c):\n    return pa.table({'id': pa.array([i], pa.int64()), 'category': pa.array([c], pa.string()), \
+         'value': pa.array([1.0], pa.float64())})\n\
+         files = lambda: set(t.inspect.files()['file_path'].to_pylist())\n\
+         before = files()\n\
+         t.append(rows(9001, 'x'))\n\
+         s8 = t.current_snapshot().snapshot_id\n\
+         x = (files() - before).pop()\n\
+         time.sleep(0.01)\n\
+         t.append(rows(9002, 'y'))\n\
+         s9 = t.current_snapshot().snapshot_id\n\
+         time.sleep(0.01)\n\
+         t.delete(delete_filter=EqualTo('category', 'x'))\n\
+         assert x not in files()\n\
+         print(s8); print(s9); print(x[len(t.location().rstrip('/')) + 1:])",
+    );
+    let mut lines = out.lines();
+    let (s8, s9, x) = (
+        lines.next().unwrap().to_owned(),
+        lines.next().unwrap().to_owned(),
+        lines.next().unwrap().to_owned(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+    let lease = g.on_table(&g.lease_add_args(&s9, "1h")).expect_code(0).json();
+    let c1 = g.candidate();
+    let id1 = c1["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id1, "bundle").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    let bundle1 = q["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["snapshot_id"].as_i64() == s8.parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("a bundle of s8: {q}"))["uri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    g.run(&["lease", "release", lease["lease_id"].as_str().unwrap()])
+        .expect_code(0);
+    let dir = std::path::PathBuf::from(bundle1.strip_prefix("file://").unwrap_or(&bundle1));
+    let env_path = dir.join("bundle.dsse.json");
+    let original_env = std::fs::read(&env_path).unwrap();
+    let original_member = std::fs::read(dir.join(lakedrill::bundle::INVENTORY_MEMBER)).unwrap();
+    // (The inventory names each path as the metadata wrote it.)
+    let is_x = |e: &Value| e["path"].as_str().is_some_and(|p| p.ends_with(&format!("/{x}")));
+    // The statement put back unsigned (the old signature kept): `plan` does not check it.
+    let tamper = |edit: &dyn Fn(&mut Vec<Value>)| {
+        std::fs::write(&env_path, &original_env).unwrap();
+        std::fs::write(dir.join(lakedrill::bundle::INVENTORY_MEMBER), &original_member).unwrap();
+        let mut env: Value = serde_json::from_slice(&original_env).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut st: Value = serde_json::from_slice(&b64.decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
+        let mut inventory = crate::util::bundle_inventory(&dir);
+        assert!(inventory.iter().any(|e| is_x(e)), "{x} in c1's bundle");
+        edit(&mut inventory);
+        crate::util::rewrite_inventory(&dir, &mut st, &inventory);
+        env["payload"] = Value::String(b64.encode(serde_json::to_vec(&st).unwrap()));
+        std::fs::write(&env_path, serde_json::to_vec(&env).unwrap()).unwrap();
+    };
+    let takes_x = |p: &Value| {
+        p["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| crate::orphans::object_paths(c).contains(&x))
+    };
+    // A `copy` added to x's entry: the root is unchanged (it does not cover `copy`), and x is still kept.
+    tamper(&|inv| {
+        for e in inv.iter_mut().filter(|e| is_x(e)) {
+            e["copy"] = Value::String(format!("copies/{}", "00".repeat(32)));
+        }
+    });
+    let p = g.plan();
+    assert!(!takes_x(&p), "{x} taken after a copy was added to its entry: {p}");
+    // x dropped from the inventory: another root than the registry recorded, the bundle unreadable, nothing taken.
+    tamper(&|inv| inv.retain(|e| !is_x(e)));
+    let p = g.plan();
+    assert!(!takes_x(&p), "{x} taken after it was dropped from the inventory: {p}");
+    let warnings = p["warnings"].to_string();
+    assert!(
+        warnings.contains("could not be read") && warnings.contains("the registry recorded") && warnings.contains(&id1),
+        "{p}"
+    );
+    assert!(
+        !p["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "expired-snapshots"),
+        "{p}"
+    );
+    // Put back as sealed, the bundle is read again and the later candidate is proposed without x.
+    std::fs::write(&env_path, &original_env).unwrap();
+    std::fs::write(dir.join(lakedrill::bundle::INVENTORY_MEMBER), &original_member).unwrap();
+    let p = g.plan();
+    assert!(!takes_x(&p), "{p}");
+    assert!(
+        p["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "expired-snapshots"),
+        "{p}"
+    );
+}
+
 /// A purge deletes under the table root it reads now (the catalog's location, or `--table-root`), and the
 /// quarantine sealed and the drill verified the objects at the root they read. A purge pointed at another copy of
 /// the table (here a hard-linked one, whose files have the same ETags, as a single-part S3 copy has) is refused
