@@ -954,6 +954,10 @@ pub async fn seal_and_hold(
             "hold_lifecycle_rule": hold_lifecycle,
             "hold_ends_at": hold_ends_at,
             "quarantine_root": quarantine_root,
+            // Where the held files return: the bundle root does not cover its entries' URIs, so the table root
+            // and location they derive from are recorded here and compared by `bound_to_record`.
+            "table_root": info.table_root,
+            "table_location": pred.table_location,
             "bundles": [bundle],
             "held": held,
             "stayed_in_place": stayed,
@@ -1278,8 +1282,11 @@ pub async fn held_files(
 /// was read) is the one the registry recorded when candidate `rec` was quarantined: the recorded `bundle_root` of
 /// that URI, this candidate and table, and the recorded hold and quarantine folder. Every way a held file goes back
 /// or is deleted reads its bundle through this check, so that where a file is held and where it returns is what
-/// was recorded, not what a bundle rewritten since says (the root covers every entry's path, URI, BLAKE3 and
-/// version; the hold and the folder are compared here).
+/// was recorded, not what a bundle rewritten since says. The root covers every entry's layer, path, size, BLAKE3,
+/// ETag and version — not its URI, which [`crate::bundle::held`] derives from the path under the bundle's table root
+/// and location: those are compared with the record here, as are the hold and the quarantine folder. A record
+/// written before 2026-12-07 has no table root or location; for it only a signed reader (`restore --put-back`, a
+/// purge given `--trust`) binds them.
 ///
 /// # Errors
 /// [`Error::Corrupt`] naming the bundle and the first difference.
@@ -1317,6 +1324,20 @@ pub fn bound_to_record(
         Some(format!(
             "it holds its files by {hold:?}, the registry recorded {}",
             q["hold"]
+        ))
+    } else if let Some(recorded) = q["table_root"].as_str()
+        && info.map(|i| i.table_root.as_str()) != Some(recorded)
+    {
+        Some(format!(
+            "its files return under the table root {:?}, the registry recorded {recorded}",
+            info.map(|i| i.table_root.as_str())
+        ))
+    } else if let Some(recorded) = q["table_location"].as_str()
+        && pred.table_location != recorded
+    {
+        Some(format!(
+            "it names the table location {}, the registry recorded {recorded}",
+            pred.table_location
         ))
     } else if info.and_then(|i| i.quarantine_root.as_deref()) != q["quarantine_root"].as_str() {
         Some(format!(

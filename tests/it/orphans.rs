@@ -717,7 +717,49 @@ fn a_release_puts_orphans_back_only_through_the_recorded_bundle_and_only_all_of_
     );
     assert!(!root.join("data/release-me.parquet").exists());
     assert_eq!(state(), "QUARANTINED");
+
+    // Review of 2026-12-07 (R1-2): the table root and every entry's URI pointed elsewhere, consistently. The bundle
+    // root does not cover the URIs, so the recomputed root still matched and the file was "copied back" to the
+    // other place while the table's path stayed empty. Now the table root is compared with the registry's record.
+    let mut st: Value = serde_json::from_slice(
+        &b64.decode(
+            serde_json::from_slice::<Value>(&whole).unwrap()["payload"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let table_root = st["predicate"]["orphans"]["table_root"].as_str().unwrap().to_owned();
+    let other_root = format!("file://{}", g.dir.join("other-table").display());
+    st["predicate"]["orphans"]["table_root"] = Value::String(other_root.clone());
+    let dir = std::path::PathBuf::from(bundle.trim_start_matches("file://"));
+    let member = dir.join(lakedrill::bundle::INVENTORY_MEMBER);
+    let whole_member = std::fs::read(&member).unwrap();
+    let mut inventory = crate::util::bundle_inventory(&dir);
+    for e in &mut inventory {
+        let moved = e["uri"].as_str().unwrap().replacen(&table_root, &other_root, 1);
+        e["uri"] = Value::String(moved);
+    }
+    crate::util::rewrite_inventory(&dir, &mut st, &inventory);
+    assert_eq!(
+        st["predicate"]["bundle_root"], q["bundles"][0]["bundle_root"],
+        "the root does not cover URIs"
+    );
+    let mut env: Value = serde_json::from_slice(&whole).unwrap();
+    env["payload"] = Value::String(b64.encode(st.to_string()));
+    std::fs::write(&envelope, env.to_string()).unwrap();
+    let r = release();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("not the one recorded at its quarantine") && r.stdout.contains("table root"),
+        "{}",
+        r.stdout
+    );
+    assert!(!g.dir.join("other-table").exists(), "a file was put back elsewhere");
+    assert_eq!(state(), "QUARANTINED");
     std::fs::write(&envelope, &whole).unwrap();
+    std::fs::write(&member, &whole_member).unwrap();
 
     // The copy is gone: not released, PROTECTED, the file named.
     std::fs::rename(&copy, copy.with_extension("aside")).unwrap();
