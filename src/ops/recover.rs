@@ -182,6 +182,7 @@ pub async fn recover(
         return Ok(report);
     }
     let (pred, copies) = bundle::verified_predicate(storage, bundle_uri, trust).await?;
+    same_bundle(bundle_uri, &verified, &pred)?;
     materialize::outside_table("--into", &into, &pred)?;
     let (declared_snapshot, declared_at_ms) = match &pred.backup {
         Some(b) => {
@@ -325,6 +326,7 @@ pub async fn restore_into(
         return Outcome::new(Verdict::Findings, &report, human);
     }
     let (pred, copies) = bundle::verified_predicate(&ctx.storage, bundle_uri, &trust).await?;
+    same_bundle(bundle_uri, &report, &pred)?;
     materialize::outside_table("--into", &into, &pred)?;
     let r = match changed_since_verified(
         materialize::rebuild(&ctx.storage, &pred, &copies, &into, Identity::NewTable).await,
@@ -437,6 +439,35 @@ pub async fn restore_into(
 ///
 /// # Errors
 /// Every other error of `rebuild`.
+/// Whether the predicate read again for the rebuild (`pred`, its signature checked again) is of the bundle the deep
+/// verification judged (`verified`): the same id, root and snapshot. Between the two reads the folder may have been
+/// replaced by another bundle validly signed by the same key (an older snapshot, another backup): that one would be
+/// materialized and registered with no deep verification, under the first one's report.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the bundle and both roots (exit 2: nothing was written).
+fn same_bundle(bundle_uri: &str, verified: &bundle::RestoreReport, pred: &BundlePredicate) -> Result<()> {
+    if verified.bundle_root.as_deref() == Some(pred.bundle_root.as_str())
+        && verified.bundle_id.as_deref() == Some(pred.bundle_id.as_str())
+        && verified.snapshot_id == Some(pred.snapshot_id)
+    {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        bundle_uri,
+        format!(
+            "the bundle changed between its verification and its read for the rebuild: verified {} (root {}, \
+             snapshot {}), read {} (root {}, snapshot {}); nothing was written",
+            verified.bundle_id.as_deref().unwrap_or("?"),
+            verified.bundle_root.as_deref().unwrap_or("?"),
+            verified.snapshot_id.map_or_else(|| "?".to_owned(), |s| s.to_string()),
+            pred.bundle_id,
+            pred.bundle_root,
+            pred.snapshot_id
+        ),
+    ))
+}
+
 fn changed_since_verified(rebuilt: Result<Rebuilt>) -> Result<std::result::Result<Rebuilt, Finding>> {
     match rebuilt {
         Ok(r) => Ok(Ok(r)),
@@ -1032,6 +1063,53 @@ mod tests {
 
     fn location(root: &str) -> TableLocation {
         TableLocation::new(root, root.to_owned(), &format!("{root}/metadata/v1.metadata.json")).unwrap()
+    }
+
+    /// Review of 2026-12-07 (R1-3): the predicate read again for the rebuild must be of the bundle the deep
+    /// verification judged; another bundle signed by the same key, swapped in between, is refused naming both.
+    #[test]
+    fn the_bundle_read_for_the_rebuild_must_be_the_one_verified() {
+        let pred = BundlePredicate {
+            bundle_id: "7-a".into(),
+            table_uuid: "u".into(),
+            table_location: "wh/t".into(),
+            snapshot_id: 7,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: String::new(),
+            source_metadata_blake3: String::new(),
+            bundle_root: "r1".into(),
+            objects: 0,
+            bytes: 0,
+            inventory: Vec::new(),
+            inventory_member: None,
+            backup: None,
+            orphans: None,
+        };
+        let verified: bundle::RestoreReport = serde_json::from_value(serde_json::json!({
+            "status": "RESTORE_VERIFIED", "bundle_id": "7-a", "table_uuid": "u", "snapshot_id": 7,
+            "bundle_root": "r1", "objects_verified": 0, "bytes_verified": 0, "findings": [],
+        }))
+        .unwrap();
+        same_bundle("file:///b/7-a", &verified, &pred).unwrap();
+        for (field, value) in [
+            ("bundle_root", serde_json::json!("r0")),
+            ("bundle_id", serde_json::json!("6-a")),
+            ("snapshot_id", serde_json::json!(6)),
+        ] {
+            let mut other = serde_json::to_value(&verified).unwrap();
+            other[field] = value;
+            let other: bundle::RestoreReport = serde_json::from_value(other).unwrap();
+            let e = same_bundle("file:///b/7-a", &other, &pred).unwrap_err();
+            assert!(
+                matches!(e, Error::Corrupt { .. })
+                    && e.to_string().contains("file:///b/7-a")
+                    && e.to_string().contains("changed between"),
+                "{field}: {e}"
+            );
+        }
     }
 
     /// A manifest-list entry under `root` whose one partition field ranges over `[1, upper]` (4-byte ints).
