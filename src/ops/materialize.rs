@@ -122,7 +122,12 @@ pub fn outside_table(option: &str, into: &str, pred: &BundlePredicate) -> Result
     if let Ok(inferred) = TableLocation::infer_root(&pred.table_location, &pred.source_metadata_location) {
         roots.push(inferred);
     }
-    match roots.iter().find(|r| location::is_under(into, r)) {
+    // On the local filesystem both sides are compared also with their symlinks resolved: a target under a link into
+    // the table (or a table root reached through one) is inside it, whatever its spelling.
+    let resolved: Vec<String> = roots.iter().filter_map(|r| resolved_local(r)).collect();
+    roots.extend(resolved);
+    let intos: Vec<String> = std::iter::once(into.to_owned()).chain(resolved_local(into)).collect();
+    match roots.iter().find(|r| intos.iter().any(|i| location::is_under(i, r))) {
         Some(root) => Err(Error::invalid(
             option,
             format!(
@@ -132,6 +137,27 @@ pub fn outside_table(option: &str, into: &str, pred: &BundlePredicate) -> Result
             ),
         )),
         None => Ok(()),
+    }
+}
+
+/// A `file://` URI with the symlinks of its longest existing ancestor resolved (the rest, not yet made, appended as
+/// it is); `None` for another scheme or a path that cannot be resolved at all.
+fn resolved_local(uri: &str) -> Option<String> {
+    let path = uri.strip_prefix("file://")?;
+    let mut existing = std::path::PathBuf::from(path);
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut p = real;
+            for c in rest.iter().rev() {
+                p.push(c);
+            }
+            return Some(format!("file://{}", p.display()));
+        }
+        rest.push(existing.file_name()?.to_owned());
+        if !existing.pop() {
+            return None;
+        }
     }
 }
 
@@ -738,6 +764,44 @@ pub async fn ensure_unregistered(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Review of 2026-12-07 (R1-4): a recovery target under a symlink that leads into the bundle's table was
+    /// compared by its spelling only and accepted; its files would land in the live table's listing as orphans.
+    /// Refused now; a target under a link that leads elsewhere is not.
+    #[test]
+    fn a_recovery_target_reached_through_a_symlink_into_the_table_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("wh/t");
+        std::fs::create_dir_all(table.join("metadata")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(table.join("metadata"), dir.path().join("into-table")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join("outside")).unwrap();
+        let root = format!("file://{}", table.display());
+        let pred = BundlePredicate {
+            bundle_id: "7-a".into(),
+            table_uuid: "u".into(),
+            table_location: root.clone(),
+            snapshot_id: 7,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: format!("{root}/metadata/v1.metadata.json"),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: 0,
+            bytes: 0,
+            inventory: Vec::new(),
+            inventory_member: None,
+            backup: None,
+            orphans: None,
+        };
+        let target = |name: &str| format!("file://{}/recovered", dir.path().join(name).display());
+        let e = outside_table("--into", &target("into-table"), &pred).unwrap_err();
+        assert!(e.to_string().contains("lies inside the location"), "{e}");
+        outside_table("--into", &target("outside"), &pred).unwrap();
+        assert!(outside_table("--into", &format!("{root}/metadata/x"), &pred).is_err());
+    }
 
     /// Location properties under the old location are rebased; one outside it cannot be, and is refused naming the
     /// property and its value (before, it was kept as it was: the recovered table wrote into the original's
