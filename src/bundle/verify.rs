@@ -544,11 +544,13 @@ pub async fn verify(
                 Some(format!("{} bytes", e.size)),
                 Some("absent".into()),
             )),
-            Err(Error::Storage { .. }) => report.findings.push(Finding::new(
+            // Named with the operation and the store's own words (before, only "storage error"): an operator must
+            // tell a throttled or forbidden read from a lost object.
+            Err(err @ Error::Storage { .. }) => report.findings.push(Finding::new(
                 FindingKind::ReadFailed,
                 e.path,
                 None,
-                Some("storage error".into()),
+                Some(err.with_causes()),
             )),
             Err(other) => return Err(other),
             Ok(Err(target)) => {
