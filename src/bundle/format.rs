@@ -412,6 +412,23 @@ pub async fn load_inventory_keeping(
     }
 }
 
+/// The envelope (`bundle.dsse.json`) of the bundle in folder `dir`, read within `max_metadata_bytes` (`[storage]`):
+/// a drill reads the envelope of every bundle of its population, and a file of gigabytes dropped in as one must be
+/// refused naming it (exit 2), not take the process down. Only envelopes with an inline inventory (bundles sealed
+/// before the inventory member) are large.
+///
+/// # Errors
+/// [`Error::NotFound`], storage errors, and [`Error::Corrupt`] naming the envelope when it is over the limit.
+pub async fn read_envelope(storage: &Storage, dir: &str) -> Result<crate::io::store::Fetched> {
+    storage
+        .get_bounded(
+            &location::join(dir, ENVELOPE_FILE),
+            storage.options().max_metadata_bytes,
+            "the bundle envelope",
+        )
+        .await
+}
+
 /// The predicate of the bundle in folder `dir` as written, its signature not checked, with its inventory as `keep`
 /// keeps it, and the inventory's canonical digests: for readers that bind the bundle to something else they trust
 /// (the registry's record of it) or that may only ever keep more files because of it. `Ok(Err(why))`: the
@@ -424,7 +441,7 @@ pub async fn unverified_predicate_keeping(
     dir: &str,
     keep: Option<crate::evidence::inventory::Keep>,
 ) -> Result<std::result::Result<(BundlePredicate, CanonicalDigests), String>> {
-    let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+    let envelope = read_envelope(storage, dir).await?.bytes;
     let Some(st) = evidence::peek_unverified(&envelope) else {
         return Ok(Err("not a bundle envelope".into()));
     };
@@ -457,7 +474,7 @@ async fn verified_in(
     trust: &TrustStore,
     keep: impl FnOnce(&BundlePredicate) -> Result<Option<crate::evidence::inventory::Keep>>,
 ) -> Result<(BundlePredicate, CanonicalDigests)> {
-    let envelope = storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+    let envelope = read_envelope(storage, dir).await?.bytes;
     let v = evidence::verify_payload(envelope, &trust.for_role(crate::evidence::keys::Role::Seal))
         .map_err(|f| Error::invalid(dir, format!("bundle signature (keys with the seal role): {f}")))?;
     // As `restore` checks a bundle: a bundle statement, its one subject binding the inventory's digests and the

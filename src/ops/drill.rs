@@ -415,7 +415,7 @@ pub async fn run_plan(
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
         for b in population {
-            let env = storage.get(&location::join(&b, bundle::ENVELOPE_FILE)).await?;
+            let env = bundle::read_envelope(storage, &b).await?;
             match sealed_at(&env.bytes) {
                 Some(t) if started - t <= max => keep.push(b),
                 Some(_) => aged_out.0 += 1,
@@ -581,7 +581,7 @@ pub async fn run_plan(
         }
         #[allow(clippy::cast_precision_loss)]
         let rto = (t1 - t0).num_milliseconds() as f64 / 1000.0;
-        let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
+        let env = bundle::read_envelope(storage, dir).await?;
         let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
         if let Some(root) = &r.bundle_root {
             digest.insert("blake3".into(), root.clone());
@@ -798,7 +798,7 @@ async fn population_roots(storage: &Storage, population: &[String], ids: &[Strin
         let dir = by_id.get(id.as_str()).copied();
         async move {
             let Some(dir) = dir else { return Ok(None) };
-            let bytes = match storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await {
+            let bytes = match bundle::read_envelope(storage, dir).await {
                 Ok(o) => o.bytes,
                 Err(Error::NotFound { .. }) => return Ok(None),
                 Err(e) => return Err(e),
@@ -849,7 +849,7 @@ async fn partition_retired(
             continue;
         }
         let record = storage.get(&record_uri).await?.bytes;
-        let envelope = storage.get(&location::join(&dir, bundle::ENVELOPE_FILE)).await?.bytes;
+        let envelope = bundle::read_envelope(storage, &dir).await?.bytes;
         // Under the keys that may seal, as everywhere bundles are verified: a bundle signed by another key of the
         // folder is no bundle to retire (it stays in the population, where its drill fails).
         let checked = match evidence::verify(&envelope, &trust.for_role(keys::Role::Seal)) {
@@ -933,7 +933,7 @@ async fn cold_backup_item(
             Some("a bundle without one".into()),
         ));
     }
-    let env = storage.get(&location::join(dir, bundle::ENVELOPE_FILE)).await?;
+    let env = bundle::read_envelope(storage, dir).await?;
     let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
     if let Some(root) = &r.bundle_root {
         digest.insert("blake3".into(), root.clone());

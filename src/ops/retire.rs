@@ -108,7 +108,7 @@ pub async fn retire_bundles(
             if ctx.storage.head(&uri).await?.is_some() {
                 return Ok(());
             }
-            let envelope = ctx.storage.get(&location::join(dir, ENVELOPE_FILE)).await?.bytes;
+            let envelope = crate::bundle::read_envelope(&ctx.storage, dir).await?.bytes;
             let p = RetirementPredicate {
                 bundle_id: bundle_id.clone(),
                 bundle_root: root.to_owned(),

@@ -200,6 +200,37 @@ fn expect_finding(s: &Sealed, trust: &Path, kind: &str) -> Value {
     v
 }
 
+/// A bundle envelope over `max_metadata_bytes` is refused naming it and the limit (exit 2) before it is read whole
+/// (review of 2026-12-07, R1-7: a file of gigabytes dropped in as an envelope was read into memory by every drill of
+/// the folder). Within the limit it verifies.
+#[test]
+fn a_bundle_envelope_over_the_metadata_limit_is_refused_naming_it() {
+    let s = sealed_pos_table();
+    let size = std::fs::metadata(s.bundle.join("bundle.dsse.json")).unwrap().len();
+    let config = s.bundle.parent().unwrap().join("limited.toml");
+    let bundle = s.bundle.to_str().unwrap();
+    for (limit, code) in [(size - 1, 2), (1 << 20, 0)] {
+        std::fs::write(&config, format!("[storage]\nmax_metadata_bytes = {limit}\n")).unwrap();
+        let r = lakedrill(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "restore",
+            bundle,
+            "--trust",
+            s.trust.to_str().unwrap(),
+        ]);
+        r.expect_code(code);
+        if code == 2 {
+            assert!(
+                r.stderr.contains("bundle.dsse.json") && r.stderr.contains("max_metadata_bytes"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+}
+
 #[test]
 fn a_flipped_byte_in_a_data_file_is_a_digest_mismatch() {
     let s = sealed_pos_table();
