@@ -2282,10 +2282,10 @@ fn a_private_name_left_by_a_killed_take_out_is_settled_by_quarantine_release_and
 // See: the review of 2026-12-07 (no test reached the interleaving). A purge re-judges its orphan candidate and puts
 // back, under the candidate's claim, what a hold now covers; when another run holds that claim (a plan putting the
 // same files back), the put-back is deferred to it. The purge went on over the candidate still listing the file
-// the hold covers: accepted (`DELETE_APPROVED`), refused only when its own claim failed after. It is refused now
-// before its acceptance, naming why: the candidate stays `RESTORE_VERIFIED`, nothing is deleted, nothing is put
-// back under the other run's claim. Once that run is gone, the purge puts the held file back and deletes only the
-// free one.
+// the hold covers, and only its independent closure check refused it (naming the hold, not the deferred put-back:
+// exit 1 all the same). It is refused now right at the deferral, naming the run
+// that holds the claim: the candidate stays `RESTORE_VERIFIED`, nothing is deleted, nothing is put back under the
+// other run's claim. Once that run is gone, the purge puts the held file back and deletes only the free one.
 #[test]
 fn a_purge_whose_own_put_back_is_deferred_to_another_run_is_refused_before_its_acceptance() {
     let (g, vault) = with_orphan_vault();
