@@ -141,8 +141,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
 /// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
-/// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,claim-heartbeat-ms=MS,catalog-answer-lost=1,
-/// catalog-update-unanswered=1,s3-conditions-ignored=1`). Used by the crash,
+/// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,claim-heartbeat-ms=MS,
+/// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -194,6 +194,10 @@ pub struct Failpoints {
     /// claim (and put back any orphans), before their first catalog or registry write (another run can take their
     /// claim over in between).
     pub release_write_delay_ms: Option<u64>,
+    /// A `plan` or `purge` putting back held orphans of a quarantined candidate (a late commit, a writer or a hold
+    /// covers them) waits this many milliseconds once the files are back, before it rebases the candidate without
+    /// them (its stamp or state can move in between).
+    pub put_back_rebase_delay_ms: Option<u64>,
     /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
     /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
     /// without waiting).
@@ -210,6 +214,10 @@ pub struct Failpoints {
     /// A SQL catalog's compare-and-set `UPDATE` fails without an answer and is not applied (as a connection
     /// dropped before the statement reached the database): `catalog-update-unanswered=1`.
     pub catalog_update_unanswered: Option<u64>,
+    /// `quarantine release` cannot end the registry lock it made its catalog commit under: the lock's transaction
+    /// is rolled back and an injected error returned in place of its commit, after the catalog answered (as a
+    /// registry connection dropped right then): `release-lock-end-fails=1`.
+    pub release_lock_end_fails: Option<u64>,
     /// The S3 delete-condition probe reports both conditions ignored, whatever the server answered (a provider
     /// that ignores them; the probe itself still runs): `s3-conditions-ignored=1`.
     pub s3_conditions_ignored: Option<u64>,
@@ -241,6 +249,8 @@ pub enum DelayPoint {
     /// After `quarantine release` or `restore --put-back` claimed the candidate, before its first catalog or
     /// registry write.
     ReleaseWrite,
+    /// After a plan's or purge's put-back of a quarantined candidate's files, before it rebases the candidate.
+    PutBackRebase,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
@@ -277,10 +287,12 @@ impl Failpoints {
                 "orphan-remove-delay-ms" => f.orphan_remove_delay_ms = v,
                 "orphan-renamed-delay-ms" => f.orphan_renamed_delay_ms = v,
                 "release-write-delay-ms" => f.release_write_delay_ms = v,
+                "put-back-rebase-delay-ms" => f.put_back_rebase_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
+                "release-lock-end-fails" => f.release_lock_end_fails = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
@@ -416,6 +428,13 @@ impl Storage {
         )
     }
 
+    /// The `release-lock-end-fails` failpoint of `LAKEDRILL_FAILPOINTS` (test-only): whether `quarantine release`
+    /// fails to end the registry lock of its catalog commit (the lock is rolled back, an injected error returned).
+    #[must_use]
+    pub fn failpoint_release_lock_end_fails(&self) -> bool {
+        self.failpoints.release_lock_end_fails.is_some()
+    }
+
     /// The `claim-heartbeat-ms` failpoint (test-only): how often a run renews its claim on a candidate, when set.
     #[must_use]
     pub fn failpoint_claim_heartbeat(&self) -> Option<std::time::Duration> {
@@ -446,6 +465,7 @@ impl Storage {
             DelayPoint::OrphanRemove => ("orphan-remove-delay-ms", self.failpoints.orphan_remove_delay_ms),
             DelayPoint::OrphanRenamed => ("orphan-renamed-delay-ms", self.failpoints.orphan_renamed_delay_ms),
             DelayPoint::ReleaseWrite => ("release-write-delay-ms", self.failpoints.release_write_delay_ms),
+            DelayPoint::PutBackRebase => ("put-back-rebase-delay-ms", self.failpoints.put_back_rebase_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

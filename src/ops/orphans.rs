@@ -1498,6 +1498,9 @@ async fn put_back_released(
             }
         ));
     }
+    storage
+        .failpoint_delay(crate::io::store::DelayPoint::PutBackRebase)
+        .await;
     let released: Vec<String> = judged.released_objects.iter().map(|(p, _)| p.clone()).collect();
     let reasons: Vec<String> = judged
         .released_objects

@@ -1054,7 +1054,12 @@ async fn release_claimed(
             .await;
         // The commit's own answer first: a lock transaction that cannot be ended after a commit that removed the
         // tags must not hide that it did (the release is then recorded under the claim below).
-        if let Err(e) = lock.commit().await {
+        let ended = if ctx.storage.failpoint_release_lock_end_fails() {
+            Err(lock.abandon("claim_lock").await)
+        } else {
+            lock.commit().await.map(drop)
+        };
+        if let Err(e) = ended {
             if committed_now.is_err() {
                 return Err(e.into());
             }

@@ -398,6 +398,19 @@ impl PurgeBatch {
         self.tx.commit().await.map_err(query("purge_batch_commit"))?;
         Ok(recorded)
     }
+
+    /// Rolls the batch back (nothing it recorded is written) and returns the error of a commit that failed: what
+    /// the test-only failpoint `release-lock-end-fails` puts in place of [`PurgeBatch::commit`]
+    /// ([`crate::io::store::Storage::failpoint_release_lock_end_fails`]), so that a test reaches a lock that could
+    /// not be ended after the catalog commit made under it.
+    pub async fn abandon(self, op: &'static str) -> RegistryError {
+        if let Err(e) = self.tx.rollback().await {
+            return query(op)(e);
+        }
+        query(op)(sqlx::Error::Protocol(format!(
+            "failpoint release-lock-end-fails: the transaction of {op} was rolled back instead of committed"
+        )))
+    }
 }
 
 /// A receipt a [`PurgeBatch`] writes when it commits.

@@ -822,6 +822,64 @@ fn set_current_from_a_bundle_whose_schema_the_table_no_longer_holds_is_refused()
     assert_eq!(g.py("print(t.metadata.current_snapshot_id)"), head, "nothing committed");
 }
 
+/// See: the review of 2026-12-07 (no test had a table without snapshots). A table that holds no snapshot (a
+/// `REPLACE TABLE` whose old snapshots all expired; here: every snapshot and ref dropped from the metadata in a new
+/// generation) is serialized without its `snapshots` array: `set-current --from-bundle` stopped with exit 2 ("metadata
+/// without a snapshots array") where the bundled snapshot should come back as the table's first. It is committed
+/// now: the snapshot is the table's only one and current, and reads as it was sealed.
+#[test]
+fn set_current_from_a_bundle_on_a_table_without_snapshots_takes_the_snapshot_as_its_first() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let rows: std::collections::BTreeMap<i64, String> = c["snapshot_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let s = s.as_i64().unwrap();
+            (s, g.py(&format!("print(t.scan(snapshot_id={s}).to_arrow().num_rows)")))
+        })
+        .collect();
+    let q = g.quarantine(id, "bundle").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    let sid = q["bundles"][0]["snapshot_id"].as_i64().unwrap();
+    let db = g.dir.join("fx/catalog.db");
+    g.py(&format!(
+        "import json, os, sqlite3, uuid\n\
+         old = t.metadata_location\npath = old.removeprefix('file://')\nmd = json.load(open(path))\n\
+         md['snapshots'] = []\nmd['refs'] = {{}}\nmd['snapshot-log'] = []\nmd['current-snapshot-id'] = -1\n\
+         md['statistics'] = []\nmd['partition-statistics'] = []\n\
+         n = int(os.path.basename(path).split('-')[0]) + 1\n\
+         new = os.path.join(os.path.dirname(path), f'{{n:05d}}-{{uuid.uuid4()}}.metadata.json')\n\
+         json.dump(md, open(new, 'w'))\n\
+         con = sqlite3.connect('{}')\n\
+         con.execute(\"UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = 'retention'\", ('file://' + new if old.startswith('file://') else new,))\n\
+         con.commit()",
+        db.display()
+    ));
+    assert_eq!(
+        g.py("print(len(t.metadata.snapshots), t.metadata.current_snapshot_id, len(t.metadata.refs))"),
+        "0 None 0"
+    );
+    let r = g.on_table(&["--json", "set-current", "--from-bundle", bundle, "--trust", "keys"]);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 0, "{text}");
+    let out = r.json();
+    assert_eq!(out["status"], "COMMITTED", "{out}");
+    assert_eq!(out["from_snapshot_id"], Value::Null, "{out}");
+    assert_eq!(out["to_snapshot_id"], sid, "{out}");
+    assert_eq!(
+        g.py("print([s.snapshot_id for s in t.metadata.snapshots], t.metadata.current_snapshot_id, sorted(t.metadata.refs))"),
+        format!("[{sid}] {sid} ['main']")
+    );
+    assert_eq!(
+        g.py("print(t.scan().to_arrow().num_rows)"),
+        rows[&sid],
+        "it reads as it was sealed"
+    );
+}
+
 /// A SQL catalog's compare-and-set whose answer is lost (the connection failed after the `UPDATE` reached the
 /// database): lakedrill reads the row again. A bundle-mode quarantine whose update was applied is taken as
 /// committed (the snapshots out of the table, the bundle kept, `QUARANTINED`); one whose update the row does not

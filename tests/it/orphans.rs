@@ -2258,3 +2258,221 @@ fn a_changed_file_whose_path_was_taken_meanwhile_is_left_aside_and_named_with_ex
     );
     assert_eq!(std::fs::read(&file).unwrap(), b"PAR1 a new file at the same path PAR1");
 }
+
+/// A take-out of a one-file orphan candidate killed between the file's rename aside and its removal: the file
+/// under its private name, the candidate `taking_out`. Returns the fixture, the candidate id, the file, its bytes
+/// and its orphan bundle's URI.
+fn killed_take_out(go: &str) -> (Gov, std::path::PathBuf, String, std::path::PathBuf, Vec<u8>, String) {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/killed-aside.parquet");
+    let bytes = b"PAR1 renamed aside, then killed PAR1".to_vec();
+    put(&file, &bytes, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = paused_orphan_quarantine(&g, &id, "orphan-renamed-delay-ms", go);
+    q.kill();
+    assert!(!file.exists(), "renamed aside");
+    assert_eq!(private_names(&root).len(), 1, "{:?}", files_under(&root.join("data")));
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let q = &st["candidates"][0]["candidate"]["quarantine"];
+    assert_eq!(q["taking_out"], true, "{st}");
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    (g, vault, id, file, bytes, bundle)
+}
+
+// See: the review of 2026-12-07 (only the settle through `plan` was tested). `quarantine release` and `restore
+// --put-back` of a candidate whose take-out was killed between a file's rename aside and its removal settle the
+// private name first: the file goes back to its free path under its own name and the private name is gone, with
+// an `ORPHAN_SETTLED` warning naming the file. Without the settle, both put the file back from its quarantine copy
+// and left the private name beside it for good (no later run of a RELEASED candidate settles it).
+#[test]
+fn a_private_name_left_by_a_killed_take_out_is_settled_by_quarantine_release_and_by_restore_put_back() {
+    for by in ["quarantine release", "restore --put-back"] {
+        let (g, _vault, id, file, bytes, bundle) = killed_take_out(&format!("go-{}", by.len()));
+        let root = g.table_root();
+        let r = if by == "quarantine release" {
+            crate::release::release(&g, &id, "the take-out was killed")
+        } else {
+            g.run(&["--json", "restore", &bundle, "--trust", "keys", "--put-back"])
+        };
+        let out = r.expect_code(0).json();
+        assert_eq!(
+            out["status"],
+            if by == "quarantine release" {
+                "RELEASED"
+            } else {
+                "PUT_BACK"
+            },
+            "{by}: {out}"
+        );
+        let warnings = out["warnings"].to_string();
+        assert!(
+            warnings.contains("ORPHAN_SETTLED: file://")
+                && warnings.contains(&format!(
+                    "data/killed-aside.parquet of candidate {id}: a killed take-out"
+                ))
+                && warnings.contains("put back at its path"),
+            "{by}: {out}"
+        );
+        assert!(private_names(&root).is_empty(), "{by}: {:?}", private_names(&root));
+        assert_eq!(std::fs::read(&file).unwrap(), bytes, "{by}: back at its path");
+        assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "RELEASED", "{by}");
+    }
+}
+
+// See: the review of 2026-12-07 (no test reached the interleaving). A purge re-judges its orphan candidate and puts
+// back, under the candidate's claim, what a hold now covers; when another run holds that claim (a plan putting the
+// same files back), the put-back is deferred to it. The purge went on over the candidate still listing the file
+// the hold covers, and only its independent closure check refused it (naming the hold, not the deferred put-back:
+// exit 1 all the same). It is refused now right at the deferral, naming the run
+// that holds the claim: the candidate stays `RESTORE_VERIFIED`, nothing is deleted, nothing is put back under the
+// other run's claim. Once that run is gone, the purge puts the held file back and deletes only the free one.
+#[test]
+fn a_purge_whose_own_put_back_is_deferred_to_another_run_is_refused_before_its_acceptance() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let names = ["data/free.parquet", "data/h/held.parquet"];
+    let bytes: [&[u8]; 2] = [b"PAR1 nothing covers me PAR1", b"PAR1 a hold will cover me PAR1"];
+    for (n, b) in names.iter().zip(bytes) {
+        put(&root.join(n), b, old);
+    }
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), names.to_vec(), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let ev = g.drill("bundles");
+    let copies: Vec<_> = (0..2).map(|i| copy_path(&g, &vault, &id, names[i], bytes[i])).collect();
+    g.on_table(&["hold", "set", "--scope", "prefix:data/h", "--reason", "litigation"])
+        .expect_code(0);
+    // Another run, alive on another host, holds the candidate (a plan putting its held file back).
+    let db = crate::deleter_safety::registry_uri(&g);
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    crate::util::sql_exec(
+        &db,
+        "INSERT INTO purge_runs (candidate_id, run_id, host, pid, started_at, heartbeat_at) \
+         VALUES ($1, 'run-of-another-process', 'another-host', 4242, $2, $2)",
+        &[&id, &now],
+    );
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(1).json();
+    assert_eq!(r["status"], "REFUSED", "{r}");
+    let reasons = r["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!(
+            "another run is putting back files of {id} (it holds the candidate's claim)"
+        )) && reasons.contains(&format!("ORPHAN_PUT_BACK_DEFERRED: candidate {id}:"))
+            && reasons.contains("run-of-another-process"),
+        "{r}"
+    );
+    assert_eq!(
+        crate::deleter_safety::candidate_state(&g, &id),
+        "RESTORE_VERIFIED",
+        "not accepted: {r}"
+    );
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(
+        object_paths(&st["candidates"][0]["candidate"]["candidate"]),
+        names.to_vec(),
+        "{st}"
+    );
+    for (copy, n) in copies.iter().zip(names) {
+        assert!(copy.exists(), "{n}: its quarantine copy is kept");
+        assert!(
+            !root.join(n).exists(),
+            "{n}: nothing put back under another run's claim"
+        );
+    }
+    assert!(!g.dir.join("receipts").join(&id).exists(), "no receipt: {r}");
+
+    // That run gone, the purge puts the held file back and deletes only the free one's copy.
+    crate::util::sql_exec(&db, "DELETE FROM purge_runs WHERE candidate_id = $1", &[&id]);
+    let r = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    assert_eq!(strings(&r["objects"]["VERIFIED"]), vec![names[0].to_owned()], "{r}");
+    assert_eq!(std::fs::read(root.join(names[1])).unwrap(), bytes[1]);
+    assert!(!copies[0].exists());
+}
+
+// See: the review of 2026-12-07 (no test reached the interleaving). A plan putting back a held file a writer now
+// covers rebases the candidate without it only while the candidate's stamp is still the one it read; a candidate
+// whose stamp moved meanwhile is not rebased, and the refusal was silent: the file was back and the plan said
+// nothing of the candidate still listing it. It is an `ORPHAN_PUT_BACK_NOT_RECORDED` line now, the file stays
+// back, the candidate keeps both files and the stamp written meanwhile; the next plan rebases it.
+#[test]
+fn a_put_back_whose_candidate_moved_before_its_rebase_is_named_not_recorded() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let names = ["data/free.parquet", "data/w/staged.parquet"];
+    let staged = b"PAR1 staged by writer w PAR1";
+    put(&root.join(names[0]), b"PAR1 nothing covers me PAR1", old);
+    put(&root.join(names[1]), staged, old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), names.to_vec(), "{c}");
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    g.on_table(&["writer", "begin", "--prefix", "data/w"]).expect_code(0);
+    let policy = g.policy.to_str().unwrap().to_owned();
+    let mut plan = crate::deleter_safety::Paused::start(
+        &g,
+        "put-back-rebase-delay-ms=120000",
+        &g.dir.join("go-nr"),
+        &["--json", "plan", "--policy", &policy],
+    );
+    plan.wait_until_paused();
+    assert_eq!(
+        std::fs::read(root.join(names[1])).unwrap(),
+        staged,
+        "put back before the pause"
+    );
+    // The candidate's stamp moves while the plan waits (as a rebase of another run would move it).
+    let db = crate::deleter_safety::registry_uri(&g);
+    let stamp_sql = format!("SELECT stamp_json FROM candidates WHERE candidate_id = '{id}'");
+    let mut stamp: Value = serde_json::from_str(&crate::util::sql_text(&db, &stamp_sql).unwrap()).unwrap();
+    stamp["lease_watermark"] = serde_json::json!(stamp["lease_watermark"].as_i64().unwrap() + 1000);
+    let moved = stamp.to_string();
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET stamp_json = $1 WHERE candidate_id = $2",
+        &[&moved, &id],
+    );
+    let (code, out, stderr) = plan.finish();
+    assert!(code == Some(0) || code == Some(1), "{out}\n{stderr}");
+    let found = out["orphans_put_back"].to_string();
+    assert!(
+        found.contains(&format!("{} of quarantined candidate {id}", names[1])) && found.contains("copied back from"),
+        "{found}"
+    );
+    assert!(
+        found.contains(&format!(
+            "ORPHAN_PUT_BACK_NOT_RECORDED: candidate {id} changed since it was read (its stamp or state moved)"
+        )),
+        "{found}"
+    );
+    assert_eq!(
+        std::fs::read(root.join(names[1])).unwrap(),
+        staged,
+        "the file stays back"
+    );
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(
+        object_paths(&st["candidates"][0]["candidate"]["candidate"]),
+        names.to_vec(),
+        "not rebased: {st}"
+    );
+    assert_eq!(
+        crate::util::sql_text(&db, &stamp_sql).unwrap(),
+        moved,
+        "the stamp written meanwhile stays"
+    );
+    // The next plan rebases it without the file.
+    let found = g.on_table(&["--json", "plan", "--policy", &policy]).json()["orphans_put_back"].to_string();
+    assert!(!found.contains("ORPHAN_PUT_BACK_NOT_RECORDED"), "{found}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(
+        object_paths(&st["candidates"][0]["candidate"]["candidate"]),
+        vec![names[0].to_owned()],
+        "{st}"
+    );
+}

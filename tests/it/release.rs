@@ -305,3 +305,48 @@ fn purge_releases_a_candidate_whose_snapshots_an_engine_tagged_since_quarantine(
     let again = g.candidate();
     assert_eq!(ids(&again["snapshot_ids"]), sids, "{again}");
 }
+
+// See: the review of 2026-12-07 (no test reached it). The release's catalog commit removing its tags is made under
+// the registry's lock; a lock that could not be ended after a commit that succeeded returned its error at once: the
+// tags were out of the table, the release unrecorded (exit 2, the candidate still QUARANTINED with nothing left to
+// protect its snapshots). The commit's own answer comes first now: the lock's error is a warning and the release is
+// recorded under the claim (failpoint `release-lock-end-fails`: the lock's transaction is rolled back instead).
+#[test]
+fn a_release_whose_lock_cannot_be_ended_after_its_catalog_commit_still_records_the_release() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let sids = ids(&c["snapshot_ids"]);
+    g.quarantine(&id, "tag").expect_code(0);
+    assert!(refs(&g).contains("'quarantine/"));
+    let mut args = vec!["--json", "quarantine", "release", &id, "--reason", REASON];
+    args.extend(crate::governance::T);
+    let r = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "release-lock-end-fails=1")]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = r.json();
+    assert_eq!(out["status"], "RELEASED", "{out}");
+    assert_eq!(out["tags_removed"].as_array().unwrap().len(), sids.len(), "{out}");
+    assert!(out["committed_metadata_location"].is_string(), "{out}");
+    let warnings = out["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "{id}: the registry's lock could not be ended after the catalog commit that removed the tags"
+        )) && warnings.contains("the release is recorded next"),
+        "{out}"
+    );
+    assert!(!refs(&g).contains("quarantine/"), "{}", refs(&g));
+    let st = state(&g, &id);
+    assert_eq!(st["candidate"]["state"], "RELEASED", "{st}");
+    assert_eq!(st["candidate"]["reason"], REASON, "{st}");
+    assert_eq!(
+        st["candidate"]["quarantine"]["release"]["committed_metadata_location"], out["committed_metadata_location"],
+        "{st}"
+    );
+    // The claim was let go, and the next plan proposes the snapshots again.
+    let claim = crate::util::sql_text(
+        &crate::deleter_safety::registry_uri(&g),
+        &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'"),
+    );
+    assert_eq!(claim, None, "the claim was let go");
+    assert_eq!(ids(&g.candidate()["snapshot_ids"]), sids);
+}
