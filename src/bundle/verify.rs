@@ -72,6 +72,10 @@ pub(crate) fn claimed_root(envelope: &[u8], bundle_id: &str) -> Option<String> {
     })
 }
 
+/// The most objects the verifier reserves room for up front (16M): a signed count above it is read all the same,
+/// the index growing as the inventory streams.
+const MAX_RESERVED_OBJECTS: usize = 1 << 24;
+
 /// Verifies a bundle per DESIGN §5, from the bundle alone plus the data objects in storage.
 ///
 /// # Errors
@@ -180,11 +184,19 @@ pub async fn verify(
     let split = opts.shard.filter(|_| divert);
     let streamed = std::sync::Arc::new(std::sync::Mutex::new(StreamedBinding {
         part: split.map(ObjectShard::streamed_part),
-        objects: ObjectIndex::with_capacity(match (divert && pred.inventory_member.is_some(), opts.shard) {
-            (false, _) => 0,
-            (true, None) => pred.objects,
-            (true, Some(s)) => pred.objects / s.count + pred.objects / (8 * s.count) + 16,
-        }),
+        // A reservation, not a bound: `objects` is the signed count, checked against the member only as it is
+        // read, so an absurd one (a signer's bug) must not abort the process here. The index grows past it.
+        objects: ObjectIndex::with_capacity(
+            match (divert && pred.inventory_member.is_some(), opts.shard) {
+                (false, _) => 0,
+                (true, None) => pred.objects,
+                (true, Some(s)) => {
+                    let count = s.count.max(1);
+                    pred.objects / count + pred.objects / count.saturating_mul(8) + 16
+                }
+            }
+            .min(MAX_RESERVED_OBJECTS),
+        ),
         ..StreamedBinding::default()
     }));
     // Only a member's lines are checked to be in canonical order before they are kept (an inline inventory is

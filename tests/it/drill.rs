@@ -393,6 +393,21 @@ fn resign(s: &Sealed, payload_type: &str, statement: &Value) {
     std::fs::write(s.bundle.join("bundle.dsse.json"), env.to_json_bytes()).unwrap();
 }
 
+/// A validly signed predicate whose object count is absurd (a signer's bug) is a finding (exit 1): the verifier
+/// reserved room for that many objects before checking the count against the inventory, and aborted (review of
+/// 2026-12-07, R1-8: "capacity overflow", exit 2 at best).
+#[test]
+fn a_signed_object_count_beyond_reason_is_a_finding_not_an_abort() {
+    let s = sealed_pos_table();
+    let mut st = read_statement(&s.bundle.join("bundle.dsse.json"));
+    st["predicate"]["objects"] = Value::from(u64::MAX / 2);
+    resign(&s, "application/vnd.in-toto+json", &st);
+    let r = restore(s.bundle.to_str().unwrap(), &s.trust, &["--deep"]);
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "FAILED", "{v}");
+    assert!(r.stdout.contains("objects") || r.stdout.contains("inventory"), "{v}");
+}
+
 #[test]
 fn a_changed_payload_type_or_subject_fails_even_when_re_signed() {
     let s = sealed_pos_table();
