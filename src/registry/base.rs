@@ -733,7 +733,7 @@ impl Registry {
         let mut told = false;
         loop {
             match self.try_begin_write().await {
-                Err(e) if lock_busy(&e) && started.elapsed() < WRITE_WAIT => {
+                Err(e) if lock_busy(self.dialect, &e) && started.elapsed() < WRITE_WAIT => {
                     if !told {
                         // Said once: a protection that waits here lands as soon as the batch holding the lock ends.
                         eprintln!(
@@ -775,16 +775,51 @@ impl Registry {
 
 /// Whether `e` says the write lock was not had within [`BUSY_TIMEOUT`]: SQLite's `SQLITE_BUSY` ("database is
 /// locked", extended codes included) or PostgreSQL's `lock_not_available` (`55P03`, `lock_timeout`).
-fn lock_busy(e: &sqlx::Error) -> bool {
+fn lock_busy(dialect: crate::io::db::Dialect, e: &sqlx::Error) -> bool {
     match e {
-        sqlx::Error::Database(d) => {
-            let code = d.code();
-            let code = code.as_deref().unwrap_or_default();
-            code == "55P03"
-                || code.parse::<i32>().is_ok_and(|c| c & 0xff == 5)
-                || d.message().contains("database is locked")
-        }
+        sqlx::Error::Database(d) => busy_code(dialect, d.code().as_deref(), d.message()),
         _ => false,
+    }
+}
+
+/// [`lock_busy`] on an error's code and message. SQLite's codes are numbers whose low byte is the primary code
+/// (`SQLITE_BUSY` = 5; 261, 517, 773 are its extended forms); PostgreSQL's are five-character SQLSTATEs, of which
+/// only `55P03` is busy. The numeric rule applied to a SQLSTATE took `42501` (insufficient privilege: 0xA605) for
+/// busy, and a registry user without the right retried for 30 minutes.
+fn busy_code(dialect: crate::io::db::Dialect, code: Option<&str>, message: &str) -> bool {
+    let code = code.unwrap_or_default();
+    match dialect {
+        crate::io::db::Dialect::Postgres => code == "55P03",
+        crate::io::db::Dialect::Sqlite => {
+            code.parse::<i32>().is_ok_and(|c| c & 0xff == 5) || message.contains("database is locked")
+        }
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::busy_code;
+    use crate::io::db::Dialect;
+
+    #[test]
+    fn only_a_busy_code_of_the_registrys_own_database_is_busy() {
+        for code in ["5", "261", "517", "773"] {
+            assert!(busy_code(Dialect::Sqlite, Some(code), ""), "{code}");
+        }
+        assert!(busy_code(Dialect::Sqlite, None, "database is locked"));
+        assert!(!busy_code(
+            Dialect::Sqlite,
+            Some("8"),
+            "attempt to write a readonly database"
+        ));
+        assert!(busy_code(
+            Dialect::Postgres,
+            Some("55P03"),
+            "canceling statement due to lock timeout"
+        ));
+        for code in ["42501", "28P01", "40001", "53300"] {
+            assert!(!busy_code(Dialect::Postgres, Some(code), "permission denied"), "{code}");
+        }
     }
 }
 
