@@ -5,6 +5,9 @@
 //! means "do not delete". Problems found *in* a table or a bundle (a digest that
 //! differs, a missing data file during a drill) are not errors but findings
 //! (see [`crate::model::findings`]); they are collected and reported, and exit with 1.
+//! One variant is a finding carried as an error: [`Error::BundleNotVerified`], a bundle that was read and does
+//! not verify. It is an error so that every reader refuses it by `?`; the commands whose subject is that bundle
+//! answer it with exit 1 (see `DESIGN.md`, "A bundle that does not verify"), the others keep it as exit 2.
 //!
 //! Every variant names the object it is about (a storage URI, a snapshot id, a
 //! configuration field). Messages never interpolate their `source`; the binary
@@ -31,6 +34,9 @@ pub enum ErrorKind {
     AlreadyExists,
     /// A bug or an unexpected state inside lakedrill.
     Internal,
+    /// An object was read and does not verify (a bad or untrusted signature, a digest or root that differs):
+    /// a finding about it, not a failure to read it.
+    NotVerified,
 }
 
 /// Everything that makes lakedrill unable to decide.
@@ -197,6 +203,17 @@ pub enum Error {
         #[source]
         source: Box<iceberg::Error>,
     },
+    /// A bundle that was read and does not verify: its signature is not by a trusted key with the seal role, the
+    /// signed statement is not a bundle, its inventory is not the one signed (root, subject) or a member it names
+    /// is missing or differs. Unlike [`Error::Storage`] or [`Error::NotFound`] of its envelope, the bundle could be
+    /// read and is wrong: a command whose subject is the bundle reports it as a finding (exit 1).
+    #[error("{bundle}: {reason}")]
+    BundleNotVerified {
+        /// The bundle folder.
+        bundle: String,
+        /// What does not verify.
+        reason: String,
+    },
     /// Something lakedrill did not expect; a bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -223,6 +240,7 @@ impl Error {
             Error::Corrupt { .. } | Error::Parse { .. } => ErrorKind::Corrupt,
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Error::Iceberg { .. } | Error::Internal(_) => ErrorKind::Internal,
+            Error::BundleNotVerified { .. } => ErrorKind::NotVerified,
         }
     }
 
@@ -253,6 +271,14 @@ impl Error {
     pub(crate) fn corrupt(uri: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Corrupt {
             uri: uri.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::BundleNotVerified`].
+    pub(crate) fn not_verified(bundle: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::BundleNotVerified {
+            bundle: bundle.into(),
             reason: reason.into(),
         }
     }

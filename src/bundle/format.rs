@@ -461,7 +461,8 @@ pub async fn unverified_predicate_keeping(
 /// into its typed form ([`evidence::verify_payload`]: no JSON value tree of its inventory).
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the folder when the bundle does not verify or is not a bundle predicate.
+/// [`Error::BundleNotVerified`] naming the folder when the bundle does not verify or is not a bundle predicate;
+/// a storage error when it cannot be read.
 pub async fn verified_bundle_predicate(storage: &Storage, dir: &str, trust: &TrustStore) -> Result<BundlePredicate> {
     Ok(verified_in(storage, dir, trust, |_| Ok(None)).await?.0)
 }
@@ -476,12 +477,12 @@ async fn verified_in(
 ) -> Result<(BundlePredicate, CanonicalDigests)> {
     let envelope = read_envelope(storage, dir).await?.bytes;
     let v = evidence::verify_payload(envelope, &trust.for_role(crate::evidence::keys::Role::Seal))
-        .map_err(|f| Error::invalid(dir, format!("bundle signature (keys with the seal role): {f}")))?;
+        .map_err(|f| Error::not_verified(dir, format!("bundle signature (keys with the seal role): {f}")))?;
     // As `restore` checks a bundle: a bundle statement, its one subject binding the inventory's digests and the
     // root the predicate signs (a seal-signed statement of another kind, or one whose root is not its
     // inventory's, is no bundle).
     if v.predicate_type() != PREDICATE_TYPE {
-        return Err(Error::invalid(
+        return Err(Error::not_verified(
             dir,
             format!(
                 "the signed statement is a {}, not a bundle ({PREDICATE_TYPE})",
@@ -492,14 +493,14 @@ async fn verified_in(
     let subjects = v.subjects().to_vec();
     let mut pred: BundlePredicate = v
         .parse_predicate()
-        .map_err(|e| Error::invalid(dir, format!("bundle predicate: {e}")))?;
+        .map_err(|e| Error::not_verified(dir, format!("bundle predicate: {e}")))?;
     drop(v);
     let keep = keep(&pred)?;
     let digests = load_inventory_keeping(storage, dir, &mut pred, keep, false, None)
         .await?
-        .map_err(|(_, why)| Error::invalid(dir, format!("bundle inventory: {why}")))?;
+        .map_err(|(_, why)| Error::not_verified(dir, format!("bundle inventory: {why}")))?;
     if digests.root != pred.bundle_root {
-        return Err(Error::invalid(
+        return Err(Error::not_verified(
             dir,
             format!(
                 "bundle root: the predicate signs {}, its inventory's root is {}",
@@ -511,7 +512,7 @@ async fn verified_in(
         && subjects[0].digest.get("sha256") == Some(&digests.sha256)
         && subjects[0].digest.get("blake3") == Some(&pred.bundle_root);
     if !subject_ok {
-        return Err(Error::invalid(
+        return Err(Error::not_verified(
             dir,
             format!(
                 "bundle subject: the statement's subject does not bind the inventory (sha256 {}, blake3 {})",
@@ -526,7 +527,8 @@ async fn verified_in(
 /// inventory digest, by path as written.
 ///
 /// # Errors
-/// [`Error::Invalid`] when the bundle does not verify.
+/// [`Error::BundleNotVerified`] when the bundle was read and does not verify (a metadata copy it names missing
+/// included); a storage error when it cannot be read.
 pub async fn verified_predicate(
     storage: &Storage,
     bundle_uri: &str,
@@ -548,7 +550,8 @@ pub async fn verified_predicate(
 /// their recorded BLAKE3 — checked one at a time, not held (a million-file snapshot's manifests are large, #24).
 ///
 /// # Errors
-/// [`Error::Invalid`] when the bundle does not verify, or what `keep` returns.
+/// [`Error::BundleNotVerified`] when the bundle was read and does not verify, a storage error when it cannot be
+/// read, or what `keep` returns.
 pub async fn verified_predicate_keeping(
     storage: &Storage,
     bundle_uri: &str,
@@ -577,9 +580,10 @@ async fn intact_copies(
     for e in pred.inventory.iter().filter(|e| e.layer.is_metadata()) {
         let Some(member) = &e.copy else { continue };
         let Some(copy) = get_copy(storage, &location::join(dir, member), e.layer, e.size).await? else {
-            return Err(Error::NotFound {
-                uri: location::join(dir, member),
-            });
+            return Err(Error::not_verified(
+                dir,
+                format!("{member}: the metadata copy its inventory names is missing"),
+            ));
         };
         // A copy larger than its signed size differs: it is left out without being read whole.
         if let Within::Read(copy) = copy

@@ -412,14 +412,28 @@ pub async fn restore(
 /// accepted or running, or its deletes are `DELETE_UNKNOWN` (checked again once the run is claimed). The claim is
 /// renewed while the files go back ([`crate::ops::binding::with_heartbeat`]) and checked in the state write's own
 /// transaction: a put-back taken over meanwhile stops (exit 2) naming the run that took it. Exit 0 when every file
-/// is back and verified, 1 otherwise.
+/// is back and verified, 1 otherwise; a bundle that was read and does not verify is refused with exit 1
+/// (`NOT_VERIFIED`, naming the bundle and what does not verify) and nothing is put back.
 ///
 /// # Errors
-/// A bundle that does not verify or holds a snapshot, registry and storage errors.
+/// A bundle that cannot be read or holds a snapshot, registry and storage errors.
 pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Path) -> Result<Outcome> {
     let trust = crate::evidence::keys::TrustStore::load_dir(trust)?;
-    let (pred, _) = crate::bundle::verified_predicate(&ctx.storage, bundle, &trust).await?;
     let dir = crate::bundle::bundle_dir(bundle)?;
+    // A bundle that was read and does not verify is a finding (exit 1), as `restore` reports it; one that cannot
+    // be read stays "could not decide" (exit 2). Nothing is put back either way.
+    let not_verified = |bundle: String, reason: String| {
+        Outcome::new(
+            Verdict::Findings,
+            &serde_json::json!({"status": "NOT_VERIFIED", "bundle": bundle, "reason": reason}),
+            format!("NOT_VERIFIED: bundle {bundle} does not verify: {reason}; nothing was put back\n"),
+        )
+    };
+    let pred = match crate::bundle::verified_predicate(&ctx.storage, bundle, &trust).await {
+        Ok((pred, _)) => pred,
+        Err(Error::BundleNotVerified { bundle, reason }) => return not_verified(bundle, reason),
+        Err(e) => return Err(e),
+    };
     let Some(info) = pred.orphans.clone() else {
         return Err(Error::invalid(
             &dir,
@@ -427,8 +441,13 @@ pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Pa
              --from-bundle` or `restore --into`",
         ));
     };
-    let files = crate::bundle::held(&pred, &info)
-        .map_err(|f| Error::invalid(&dir, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+    // An entry not bound under the table root it names is a finding of the signed bundle (as `restore` reports it).
+    let files = match crate::bundle::held(&pred, &info) {
+        Ok(files) => files,
+        Err(f) => {
+            return not_verified(dir, f.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+        }
+    };
     let reg = crate::ops::plan::registry(ctx).await?;
     let rec = reg.candidate(&info.candidate_id).await?;
     let refuse = |reason: String| {

@@ -1867,7 +1867,13 @@ async fn orphan_rebase(
         return dry_run_rebase(rec, &r, human, "would_put_back", "put back");
     }
     let now = ctx.now();
-    let found = crate::ops::orphans::put_back_protected(ctx, reg, input, current, now, None).await?;
+    let crate::ops::orphans::PutBackLines {
+        findings: found,
+        standing,
+    } = crate::ops::orphans::put_back_protected(ctx, reg, input, current, now, None).await?;
+    for line in &standing {
+        crate::report::output::warn(line);
+    }
     let after = reg.candidate(&rec.candidate_id).await?;
     if after.state == State::Protected {
         let mut reasons = vec![format!("the candidate is now PROTECTED: {}", after.reason)];

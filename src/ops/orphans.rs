@@ -1372,6 +1372,11 @@ pub fn bound_to_record(
 /// go back, [`crate::ops::binding::with_heartbeat`]) and left, with a finding line, while another run holds it.
 /// Every registry write checks that the claim is still held; a put-back that lost it stops (exit 2).
 ///
+/// A `PROTECTED` candidate whose files could not all go back because other bytes sit at their paths records them
+/// once (`put_back_blocked` in its quarantine record, a finding); while each of those paths holds what it held
+/// then and every other file was in place, later calls do not try again and report each as a standing line
+/// ([`PutBackLines::standing`]); a path that changed makes the next call try the candidate again.
+///
 /// # Errors
 /// Registry and storage errors; [`Error::Invalid`] when another run took a claim over meanwhile.
 pub async fn put_back_protected(
@@ -1381,8 +1386,9 @@ pub async fn put_back_protected(
     current: &WorldStamp,
     now: DateTime<Utc>,
     held: Option<(&str, &str)>,
-) -> Result<Vec<String>> {
+) -> Result<PutBackLines> {
     let mut findings = Vec::new();
+    let mut standing = Vec::new();
     for rec in reg.candidates(&input.table_uuid).await? {
         if rec.candidate["kind"].as_str() != Some("orphans") {
             continue;
@@ -1412,6 +1418,16 @@ pub async fn put_back_protected(
         // back and checked before each write), so that a put-back never writes under a purge, release or
         // quarantine of the same candidate. A candidate another run holds is left to it; the next plan tries again.
         let (rec, judged) = (&rec, &judged);
+        // A candidate whose last put-back was kept from some paths by other bytes there, every other file in
+        // place: while each of those paths holds what it held then, nothing is tried again (no claim, no copy, no
+        // hash) and each stays a standing line; the held copies stay.
+        if whole
+            && !taking_out
+            && let Some(lines) = blocked_standing(&ctx.storage, rec).await?
+        {
+            standing.extend(lines);
+            continue;
+        }
         let work = |run_id: String| async move {
             let mut findings = Vec::new();
             // A take-out killed between a rename aside and its removal left private names: settled first (its run
@@ -1452,7 +1468,64 @@ pub async fn put_back_protected(
         findings.extend(out?);
         released?;
     }
-    Ok(findings)
+    Ok(PutBackLines { findings, standing })
+}
+
+/// What [`put_back_protected`] reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PutBackLines {
+    /// Findings of this call: files put back, files it could not put back, candidates left to another run.
+    pub findings: Vec<String>,
+    /// Files recorded before as kept from their paths by other bytes there, whose paths have not changed since:
+    /// not tried again, still held (never purged), reported on every call.
+    pub standing: Vec<String>,
+}
+
+/// The key of a candidate's quarantine record listing the files its last put-back could not put back because
+/// other bytes sit at their paths ([`put_back_protected_whole`]).
+const PUT_BACK_BLOCKED: &str = "put_back_blocked";
+
+/// What sits at a path, as a HEAD answers it (`null`: nothing): two answers that are equal say the path did not
+/// change between them.
+fn at_path(info: Option<&crate::io::store::ObjectInfo>) -> serde_json::Value {
+    info.map_or(serde_json::Value::Null, |i| {
+        serde_json::json!({"size": i.size, "e_tag": i.e_tag, "version": i.version,
+            "last_modified": i.last_modified.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)})
+    })
+}
+
+/// The standing lines of a `PROTECTED` candidate whose last put-back recorded files kept from their paths by other
+/// bytes (`put_back_blocked`) and found every other file in place, when each of those paths still holds what it
+/// held then; `None` (try again) when nothing is recorded, another file was not in place, or a path changed.
+async fn blocked_standing(storage: &Storage, rec: &crate::registry::CandidateRecord) -> Result<Option<Vec<String>>> {
+    let Some(b) = rec.quarantine.as_ref().map(|q| &q[PUT_BACK_BLOCKED]) else {
+        return Ok(None);
+    };
+    let files = b["files"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if files.is_empty() || b["others_in_place"] != true {
+        return Ok(None);
+    }
+    let mut lines = Vec::new();
+    for f in files {
+        let Some(uri) = f["uri"].as_str() else {
+            return Ok(None);
+        };
+        if at_path(storage.head(uri).await?.as_ref()) != f["at_path"] {
+            return Ok(None);
+        }
+        lines.push(format!(
+            "ORPHAN_PUT_BACK_STANDING: {} of candidate {}: other bytes have sat at its path since {} (unchanged: \
+             size {}, ETag {}), so it was not put back; its held copy {} is kept and never purged; not tried again \
+             until that path changes (or by `quarantine release` / `restore --put-back`)",
+            f["path"].as_str().unwrap_or(uri),
+            rec.candidate_id,
+            b["at"].as_str().unwrap_or("?"),
+            f["at_path"]["size"],
+            f["at_path"]["e_tag"].as_str().unwrap_or("none"),
+            f["held_at"].as_str().unwrap_or("?"),
+        ));
+    }
+    Ok(Some(lines))
 }
 
 /// [`put_back_protected`] for a `QUARANTINED` or `RESTORE_VERIFIED` orphan candidate `rec` of which `judged`
@@ -1615,6 +1688,7 @@ async fn put_back_protected_whole(
         .collect();
     let mut findings = Vec::new();
     let mut back = Vec::new();
+    let mut tried = Vec::new();
     for u in &bundle_uris(rec) {
         let (pred, held) = held_files(storage, u, rec).await?;
         let root = pred.orphans.as_ref().map(|i| i.table_root.clone()).unwrap_or_default();
@@ -1624,6 +1698,63 @@ async fn put_back_protected_whole(
             .filter(|f| loc.relative(&f.entry.path).is_ok_and(|rel| !gone.contains(&rel)))
             .collect();
         back.extend(put_back(storage, &files).await?);
+        tried.extend(files);
+    }
+    // A file not back because other bytes sit at its path (a file on a filesystem, a newer version on a bucket) is
+    // never overwritten: recorded once with what its path holds, so that the next plans do not try again while it
+    // holds the same (`blocked_standing`). A file not back for another reason (its copy gone) is tried every time.
+    let mut blocked = Vec::new();
+    for (f, p) in tried.iter().zip(&back).filter(|(_, p)| !p.verified) {
+        if let Some(info) = storage.head(&f.entry.uri).await? {
+            blocked.push(serde_json::json!({
+                "path": p.path, "uri": f.entry.uri, "held_at": f.describe(), "action": p.action,
+                "at_path": at_path(Some(&info)),
+            }));
+        }
+    }
+    let others_in_place = back.iter().filter(|p| !p.verified).count() == blocked.len();
+    let recorded = rec.quarantine.as_ref().map(|q| &q[PUT_BACK_BLOCKED]);
+    let entry = if blocked.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::json!({"at": now.to_rfc3339(), "files": blocked, "others_in_place": others_in_place})
+    };
+    // Written when it differs from what is recorded (not on every attempt that finds the same).
+    let same = match recorded {
+        None => entry.is_null(),
+        Some(r) if r.is_null() || entry.is_null() => r.is_null() && entry.is_null(),
+        Some(r) => r["files"] == entry["files"] && r["others_in_place"] == entry["others_in_place"],
+    };
+    if !same {
+        crate::ops::binding::still_claimed(reg, &rec.candidate_id, run_id, "recording the files not put back").await?;
+        // `candidate_quarantine_update` drops the take-out marks unless they are set again.
+        let mut patch = serde_json::json!({ PUT_BACK_BLOCKED: entry });
+        if let Some(q) = &rec.quarantine {
+            for k in ["taking_out", "uncertain"] {
+                if !q[k].is_null() {
+                    patch[k] = q[k].clone();
+                }
+            }
+        }
+        reg.candidate_quarantine_update(
+            &rec.candidate_id,
+            &patch,
+            "files its put-back could not put back: other bytes sit at their paths",
+            now,
+        )
+        .await?;
+    }
+    for b in &blocked {
+        findings.push(format!(
+            "ORPHAN_PUT_BACK_BLOCKED: {} of candidate {}: other bytes sit at its path (size {}, ETag {}); it is never \
+             overwritten, its held copy {} is kept and never purged, and the next plans report it without trying \
+             again until that path changes",
+            b["path"].as_str().unwrap_or("?"),
+            rec.candidate_id,
+            b["at_path"]["size"],
+            b["at_path"]["e_tag"].as_str().unwrap_or("none"),
+            b["held_at"].as_str().unwrap_or("?"),
+        ));
     }
     for p in back.iter().filter(|p| p.moved || !p.verified) {
         findings.push(format!(

@@ -1100,6 +1100,10 @@ struct PlanDoc {
     /// covers them now).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     orphans_put_back: Vec<String>,
+    /// Standing findings, not of this plan: held orphans an earlier put-back could not put back because other
+    /// bytes sit at their paths, unchanged since (not tried again; their copies are kept).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    orphans_put_back_standing: Vec<String>,
     table: String,
     table_uuid: String,
     table_generation: crate::table::TableGeneration,
@@ -1217,7 +1221,8 @@ pub async fn plan_output(
     // thread (on a 1,000-snapshot Spark table they were a third of the peak, and freeing them took 10 ms).
     rayon::spawn(move || drop(input));
     let mut doc = PlanDoc {
-        orphans_put_back: put_back,
+        orphans_put_back: put_back.findings,
+        orphans_put_back_standing: put_back.standing,
         table: table.name().to_owned(),
         table_uuid: table.metadata().uuid().to_string(),
         table_generation: table.generation().clone(),
@@ -1256,7 +1261,12 @@ pub async fn plan_output(
 
 /// `plan`'s text; `kept` is the plan's `kept_unreferenced`.
 fn plan_text(doc: &PlanDoc, kept: &[closure::KeptUnreferenced]) -> String {
-    let (p, b, put_back) = (&doc.plan, &doc.baseline, &doc.orphans_put_back);
+    let (p, b, put_back, standing) = (
+        &doc.plan,
+        &doc.baseline,
+        &doc.orphans_put_back,
+        &doc.orphans_put_back_standing,
+    );
     let mut human = format!(
         "table {} (uuid {}) at generation {}\nprotected-ref root {}  lease watermark {}  hold generation {}\n\nprotected snapshots:\n",
         doc.table,
@@ -1312,7 +1322,8 @@ fn plan_text(doc: &PlanDoc, kept: &[closure::KeptUnreferenced]) -> String {
         .warnings
         .iter()
         .chain(put_back)
-        .map(|l| l.len() + "warning: \n".len())
+        .chain(standing)
+        .map(|l| l.len() + "standing finding: \n".len())
         .sum();
     human.reserve_exact(kept_text + rest_text);
     for d in kept {
@@ -1332,6 +1343,9 @@ fn plan_text(doc: &PlanDoc, kept: &[closure::KeptUnreferenced]) -> String {
     }
     for f in put_back {
         human.push_str(&format!("finding: {f}\n"));
+    }
+    for f in standing {
+        human.push_str(&format!("standing finding: {f}\n"));
     }
     human
 }

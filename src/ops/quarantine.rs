@@ -249,7 +249,7 @@ async fn hold_orphans(
     // over, a registry or storage error while files go back) stops the run (exit 2), never a quarantine "done".
     let back = match again.await {
         Ok((stamp, input)) => {
-            crate::ops::orphans::put_back_protected(
+            let back = crate::ops::orphans::put_back_protected(
                 ctx,
                 r.reg,
                 &input,
@@ -257,7 +257,11 @@ async fn hold_orphans(
                 ctx.now(),
                 Some((r.candidate.candidate_id.as_str(), r.run_id)),
             )
-            .await?
+            .await?;
+            for line in &back.standing {
+                crate::report::output::warn(line);
+            }
+            back.findings
         }
         Err(e) => {
             crate::report::output::warn(format!(

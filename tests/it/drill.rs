@@ -1513,45 +1513,61 @@ async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
 /// --from-bundle`'s metadata copy, `recover`, `audit verify` of a retired bundle) checked only its signature: a
 /// seal-signed statement whose root is not its inventory's, or that is no bundle statement at all, was read as a
 /// bundle (an audit of a retired bundle said VERIFIED). Now they check the statement type, the root recomputed
-/// from the inventory and the subject, as `restore` does, and refuse naming what differs.
+/// from the inventory and the subject, as `restore` does, and refuse naming what differs. `restore --put-back`
+/// refused such a bundle with exit 2 ("could not decide"); a bundle that was read and does not verify is a finding
+/// (exit 1, README "Exit codes"), as `restore` reports it; only a bundle that cannot be read stays exit 2.
 #[test]
 fn a_signed_bundle_whose_root_is_not_its_inventorys_is_refused_by_every_reader() {
     let s = sealed_pos_table();
     let env_path = s.bundle.join("bundle.dsse.json");
+    let original = std::fs::read(&env_path).unwrap();
     let st = read_statement(&env_path);
     let bundle = s.bundle.to_str().unwrap();
+    let put_back = |trust: &Path| {
+        lakedrill(&[
+            "--json",
+            "restore",
+            bundle,
+            "--trust",
+            trust.to_str().unwrap(),
+            "--put-back",
+        ])
+    };
+    // A bundle that was read and does not verify is a finding (exit 1, README "Exit codes"), as `restore` reports
+    // it, with the bundle and the reason in the document; nothing is put back.
+    let not_verified = |r: &crate::util::Run, reason: &str| {
+        r.expect_code(1);
+        let v = r.json();
+        assert_eq!(v["status"], "NOT_VERIFIED", "{v}");
+        assert!(v["bundle"].as_str().unwrap().ends_with(bundle), "{v}");
+        assert!(v["reason"].as_str().unwrap().contains(reason), "{v}");
+    };
     // Another root, signed by the bundle's own (trusted) seal key, subject and predicate agreeing with each other.
     let mut other = st.clone();
     let fake = "ab".repeat(32);
     other["predicate"]["bundle_root"] = Value::String(fake.clone());
     other["subject"][0]["digest"]["blake3"] = Value::String(fake.clone());
     resign(&s, "application/vnd.in-toto+json", &other);
-    let r = lakedrill(&[
-        "--json",
-        "restore",
-        bundle,
-        "--trust",
-        s.trust.to_str().unwrap(),
-        "--put-back",
-    ]);
-    r.expect_code(2);
-    assert!(
-        r.stderr.contains("bundle root") && r.stderr.contains(&fake),
-        "{}",
-        r.stderr
-    );
+    let r = put_back(&s.trust);
+    not_verified(&r, "bundle root");
+    assert!(r.json()["reason"].as_str().unwrap().contains(&fake), "{}", r.stdout);
     // Another statement type, validly signed.
     let mut kind = st.clone();
     kind["predicateType"] = Value::String("https://example.com/not-a-bundle/v1".into());
     resign(&s, "application/vnd.in-toto+json", &kind);
-    let r = lakedrill(&[
-        "--json",
-        "restore",
-        bundle,
-        "--trust",
-        s.trust.to_str().unwrap(),
-        "--put-back",
-    ]);
+    not_verified(&put_back(&s.trust), "not a bundle");
+    // The bundle as sealed, checked against a trust folder without its key: an untrusted signature.
+    std::fs::write(&env_path, &original).unwrap();
+    let tmp = tmpdir();
+    let (_, stranger) = keygen(tmp.path(), "stranger-TEST-ONLY");
+    not_verified(&put_back(&stranger), "bundle signature");
+    // What cannot be read stays "could not decide" (exit 2): a bundle folder without its envelope.
+    std::fs::remove_file(&env_path).unwrap();
+    let r = put_back(&s.trust);
     r.expect_code(2);
-    assert!(r.stderr.contains("not a bundle"), "{}", r.stderr);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("bundle.dsse.json"),
+        "{}",
+        r.stdout
+    );
 }

@@ -2476,3 +2476,71 @@ fn a_put_back_whose_candidate_moved_before_its_rebase_is_named_not_recorded() {
         "{st}"
     );
 }
+
+// A `PROTECTED` orphan candidate whose file cannot go back because another file now sits at its path tried its
+// put-back on every plan, and every plan exited 1 with the same finding, forever. The first plan records it
+// (`ORPHAN_PUT_BACK_BLOCKED`, exit 1); the next plans, while that path holds the same file, neither copy nor hash
+// again, report it as a standing finding (exit 0) and keep the held copy; once the path changes, the next plan
+// tries again and puts the file back.
+#[test]
+fn a_put_back_kept_from_its_path_by_another_file_is_recorded_once_and_stands_until_the_path_changes() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let file = root.join("data/taken-later.parquet");
+    let bytes = b"PAR1 held in quarantine PAR1";
+    put(&file, bytes, SystemTime::now() - Duration::from_secs(3 * 86_400));
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    g.quarantine(&id, "tag").expect_code(0);
+    let copy = copy_path(&g, &vault, &id, "data/taken-later.parquet", bytes);
+    assert!(copy.exists() && !file.exists());
+    // Another file takes the path; a release cannot put the orphan back over it and leaves the candidate PROTECTED.
+    let other = b"PAR1 another file at the same path PAR1";
+    std::fs::write(&file, other).unwrap();
+    let r = crate::release::release(&g, &id, "the writer came back")
+        .expect_code(1)
+        .json();
+    assert_eq!(r["status"], "INCOMPLETE", "{r}");
+    assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "PROTECTED");
+    let plan = || g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+
+    // The first plan tries, is refused by the other file, and records it: a finding (exit 1).
+    let r = plan();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let found = r.json()["orphans_put_back"].to_string();
+    assert!(
+        found.contains("ORPHAN_PUT_BACK_BLOCKED") && found.contains("taken-later.parquet") && found.contains(&id),
+        "{found}"
+    );
+    // The next plans do not try again: a standing finding, exit 0; the other file and the held copy untouched.
+    for _ in 0..2 {
+        let r = plan();
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        let v = r.json();
+        assert!(v.get("orphans_put_back").is_none(), "{v}");
+        let standing = v["orphans_put_back_standing"].to_string();
+        assert!(
+            standing.contains("ORPHAN_PUT_BACK_STANDING")
+                && standing.contains("taken-later.parquet")
+                && standing.contains(&id),
+            "{v}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), other);
+        assert_eq!(std::fs::read(&copy).unwrap(), bytes, "the held copy is kept");
+        assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "PROTECTED");
+    }
+    // The path changed (the other file went away): the next plan tries again and puts the orphan back.
+    std::fs::remove_file(&file).unwrap();
+    let r = plan();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.json()["orphans_put_back"].to_string().contains("ORPHAN_PUT_BACK:"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
+    assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "RELEASED");
+    let r = plan();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.json().get("orphans_put_back_standing").is_none(), "{}", r.stdout);
+}
