@@ -796,33 +796,6 @@ fn busy_code(dialect: crate::io::db::Dialect, code: Option<&str>, message: &str)
     }
 }
 
-#[cfg(test)]
-mod busy_tests {
-    use super::busy_code;
-    use crate::io::db::Dialect;
-
-    #[test]
-    fn only_a_busy_code_of_the_registrys_own_database_is_busy() {
-        for code in ["5", "261", "517", "773"] {
-            assert!(busy_code(Dialect::Sqlite, Some(code), ""), "{code}");
-        }
-        assert!(busy_code(Dialect::Sqlite, None, "database is locked"));
-        assert!(!busy_code(
-            Dialect::Sqlite,
-            Some("8"),
-            "attempt to write a readonly database"
-        ));
-        assert!(busy_code(
-            Dialect::Postgres,
-            Some("55P03"),
-            "canceling statement due to lock timeout"
-        ));
-        for code in ["42501", "28P01", "40001", "53300"] {
-            assert!(!busy_code(Dialect::Postgres, Some(code), "permission denied"), "{code}");
-        }
-    }
-}
-
 /// One change in progress. Dropping it without [`Change::commit`] rolls everything back, the generation bump
 /// included, so a refused change (unknown id, already ended) leaves no trace.
 pub(super) struct Change {
@@ -993,4 +966,31 @@ pub(super) async fn read_table_unknowns(conn: &mut sqlx::AnyConnection, table_uu
     .bind(table_uuid)
     .fetch_one(conn)
     .await
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::busy_code;
+    use crate::io::db::Dialect;
+
+    #[test]
+    fn only_a_busy_code_of_the_registrys_own_database_is_busy() {
+        for code in ["5", "261", "517", "773"] {
+            assert!(busy_code(Dialect::Sqlite, Some(code), ""), "{code}");
+        }
+        assert!(busy_code(Dialect::Sqlite, None, "database is locked"));
+        assert!(!busy_code(
+            Dialect::Sqlite,
+            Some("8"),
+            "attempt to write a readonly database"
+        ));
+        assert!(busy_code(
+            Dialect::Postgres,
+            Some("55P03"),
+            "canceling statement due to lock timeout"
+        ));
+        for code in ["42501", "28P01", "40001", "53300"] {
+            assert!(!busy_code(Dialect::Postgres, Some(code), "permission denied"), "{code}");
+        }
+    }
 }

@@ -2070,7 +2070,7 @@ fn a_bundle_edited_without_its_key_does_not_release_the_files_it_names_in_place(
         let b64 = base64::engine::general_purpose::STANDARD;
         let mut st: Value = serde_json::from_slice(&b64.decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
         let mut inventory = crate::util::bundle_inventory(&dir);
-        assert!(inventory.iter().any(|e| is_x(e)), "{x} in c1's bundle");
+        assert!(inventory.iter().any(&is_x), "{x} in c1's bundle");
         edit(&mut inventory);
         crate::util::rewrite_inventory(&dir, &mut st, &inventory);
         env["payload"] = Value::String(b64.encode(serde_json::to_vec(&st).unwrap()));
