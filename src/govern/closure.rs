@@ -2519,7 +2519,66 @@ mod tests {
             );
             // The quarantine and purge of an orphan candidate planned before cannot decide.
             let r = orphan_rebase(&input, &objects);
-            assert_eq!(r.missing_protected, [format!("{name} on snapshot 0")]);
+            assert_eq!(
+                r.missing_protected,
+                [format!(
+                    "{name} on snapshot 0 (not resolved: this command does not resolve it from a bundle)"
+                )]
+            );
+            // Resolved from its verified bundle (by `ops`), with what ops gave as the reason it could not be
+            // resolved: detection is on, snapshot 0's files are kept for the protection, a stray file is an orphan.
+            let mut unresolved = input.clone();
+            unresolved
+                .protections
+                .unresolved_missing
+                .insert(0, "no trust store".into());
+            assert_eq!(
+                protections_of_missing_snapshots(&unresolved),
+                [format!("{name} on snapshot 0 (not resolved: no trust store)")]
+            );
+            let mut resolved = input.clone();
+            resolved
+                .protections
+                .resolved_missing
+                .insert(0, "bundle b of candidate c-1, verified".into());
+            for f in ["data/s0.parquet", "metadata/snap-0.avro"] {
+                resolved.protections.missing_snapshot_files.insert(f.into(), 0);
+            }
+            if let Some(l) = resolved.listing.as_mut() {
+                l.push(ListedObject {
+                    path: "data/stray.parquet".into(),
+                    size: 1,
+                    last_modified_ms: 90 * DAY,
+                });
+            }
+            let p = plan(&resolved);
+            let orphans: Vec<&str> = p
+                .candidates
+                .iter()
+                .filter(|c| c.kind == "orphans")
+                .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+                .collect();
+            assert_eq!(orphans, ["data/stray.parquet"], "{name}: {:?}", p.warnings);
+            assert!(
+                !p.warnings.iter().any(|w| w.contains("orphan detection is off")),
+                "{:?}",
+                p.warnings
+            );
+            let tag = match name.split_once(' ') {
+                Some(("legal", rest)) => format!("hold:{}", rest.trim_start_matches("hold ")),
+                Some((kind, id)) => format!("{kind}:{id}"),
+                None => unreachable!(),
+            };
+            for f in ["data/s0.parquet", "metadata/snap-0.avro"] {
+                let k = p.kept_unreferenced.iter().find(|k| k.subject == f).unwrap();
+                assert!(
+                    k.reasons[0].starts_with(&format!("{tag} on snapshot 0, which left the table")),
+                    "{f}: {:?}",
+                    k.reasons
+                );
+            }
+            let r = orphan_rebase(&resolved, &objects);
+            assert!(r.missing_protected.is_empty() && r.objects.is_empty(), "{r:?}");
             // A protection on a snapshot still in the table changes nothing about orphans.
             let mut on_live = gone_snapshot_input();
             on_live.protections.leases.push((1, "l2".into()));
