@@ -2285,7 +2285,7 @@ fn plan_trusting(g: &Gov, trust: Option<&str>) -> Value {
 /// trust folder), keeps them by name with the hold as the reason, and proposes the stray file alone.
 #[test]
 fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_bundle_verifies() {
-    let g = Gov::new("");
+    let (g, _vault) = with_orphan_vault();
     let root = g.table_root();
     let (hold, snapshot, _dir, reached, files) = held_quarantined_snapshot(&g);
     let p = plan_trusting(&g, Some("keys/trust"));
@@ -2319,6 +2319,18 @@ fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_b
     std::fs::write(&cfg, text).unwrap();
     let p = plan_trusting(&g, None);
     assert_eq!(orphan_paths(&p), vec!["data/stray.parquet".to_owned()], "{p}");
+    // The orphan candidate is quarantined (it resolves under `[keys] trust` too): the stray file alone is held.
+    let o = orphan_candidate(&p);
+    let q = g
+        .quarantine(o["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert!(!root.join("data/stray.parquet").exists(), "{q}");
+    for f in reached.iter().chain(&files) {
+        let listed_before = kept.as_array().unwrap().iter().any(|k| k["subject"] == f.as_str());
+        assert!(!listed_before || root.join(f).exists(), "{f} left the table: {q}");
+    }
 }
 
 /// Orphan detection stays off (no orphan candidate, a warning naming the hold, the snapshot and why it was not
