@@ -372,6 +372,12 @@ pub enum Command {
         policy: PathBuf,
         #[command(flatten)]
         baseline: BaselineArgs,
+        /// Trust store (a folder of .pub keys; `[keys] trust` gives a default): a lease, checkpoint or snapshot hold
+        /// on a snapshot that left the table keeps orphan detection on only when the bundle sealed for that snapshot
+        /// verifies under it (its files are then kept by name); without it such a protection turns orphan detection
+        /// off for the table.
+        #[arg(long)]
+        trust: Option<PathBuf>,
     },
     /// Candidate and object states, the table's rollout stage and the deleter switch.
     Status {

@@ -178,7 +178,18 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             table,
             policy,
             baseline,
-        } => plan::plan_output(ctx, &table.source()?, policy, &baseline.options(), !cli.json).await,
+            trust,
+        } => {
+            plan::plan_output(
+                ctx,
+                &table.source()?,
+                policy,
+                &baseline.options(),
+                trust.as_deref(),
+                !cli.json,
+            )
+            .await
+        }
         Command::Status {
             candidate,
             table,

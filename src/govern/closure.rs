@@ -153,7 +153,8 @@ fn never_orphan_by_name(path: &str) -> Option<&'static str> {
 /// itself); the bundles of an unfinished bundle-mode candidate name it in place (its snapshot's way back, though
 /// another snapshot referenced it when it was quarantined); a symlink inside the table is on its way (the same
 /// file is listed under another path, which the table may reference); or it is an object store's folder marker
-/// (a key ending with `/`, listed without it). `None`: none of these.
+/// (a key ending with `/`, listed without it); or an active protection names a snapshot that left the table and
+/// whose files were resolved from its verified bundle, and that snapshot reaches it. `None`: none of these.
 #[must_use]
 pub fn kept_beyond_metadata(input: &PlanInput, path: &str) -> Option<String> {
     if input.protections.folder_markers.contains(path) {
@@ -168,6 +169,9 @@ pub fn kept_beyond_metadata(input: &PlanInput, path: &str) -> Option<String> {
             "outside-table-root: resolves to {target}, outside the table root (a symlink leaves the table); never \
              removed"
         ));
+    }
+    if let Some(why) = kept_by_missing_protection(input, path) {
+        return Some(why);
     }
     if let Some(id) = input.protections.snapshot_candidate_files.get(path) {
         return Some(format!(
@@ -627,19 +631,44 @@ pub fn orphan_rebase(input: &PlanInput, objects: &[ObjectRef]) -> Rebase {
     out
 }
 
-/// Every active protection that names a snapshot missing from the table generation (pure): a valid lease, a
-/// disaster-recovery checkpoint or policy DR point, a snapshot-scoped legal hold, each as `legal hold h1 on
-/// snapshot 7`.
+/// Every active protection that names a snapshot missing from the table generation and whose files were not
+/// resolved (pure): a valid lease, a disaster-recovery checkpoint or policy DR point, a snapshot-scoped legal hold,
+/// each as `legal hold h1 on snapshot 7 (not resolved: why)`.
 ///
 /// Such a snapshot left the metadata (a bundle-mode quarantine took it out while the protection was set, or
 /// another engine expired it without deleting its files), so what it reaches is unknown here, yet its leftover
 /// files are exactly what the protection keeps, and nothing in the generation references them: they look like
-/// orphans. Non-empty means lakedrill cannot decide which unreferenced files are orphans: [`plan`] proposes no
-/// orphan candidate (with a warning per protection) and [`orphan_rebase`] lists them in `missing_protected`, on
-/// which quarantine and purge of an orphan candidate refuse. Resolving that snapshot's files from a bundle is not
-/// attempted (DESIGN.md, "Protections on snapshots that left the table").
+/// orphans. A snapshot whose files `ops` resolved from lakedrill's own records (the candidate that took it out and
+/// its bundle, verified: [`Protections::resolved_missing`]) is not listed: its files are kept by name
+/// ([`kept_beyond_metadata`]). Non-empty means lakedrill cannot decide which unreferenced files are orphans:
+/// [`plan`] proposes no orphan candidate (with a warning per protection) and [`orphan_rebase`] lists them in
+/// `missing_protected`, on which quarantine and purge of an orphan candidate refuse (DESIGN.md, "Protections on
+/// snapshots that left the table").
 #[must_use]
 pub fn protections_of_missing_snapshots(input: &PlanInput) -> Vec<String> {
+    let p = &input.protections;
+    missing_protections(input)
+        .into_iter()
+        .filter(|(id, _)| !p.resolved_missing.contains_key(id))
+        .map(|(id, what)| {
+            let why = p
+                .unresolved_missing
+                .get(&id)
+                .map_or("this command does not resolve it from a bundle", String::as_str);
+            format!("{what} on snapshot {id} (not resolved: {why})")
+        })
+        .collect()
+}
+
+/// The snapshots missing from the table generation that an active protection names, resolved or not (pure): what
+/// `ops` tries to resolve from lakedrill's records.
+#[must_use]
+pub fn snapshots_of_missing_protections(input: &PlanInput) -> BTreeSet<i64> {
+    missing_protections(input).into_iter().map(|(id, _)| id).collect()
+}
+
+/// Every active protection on a snapshot missing from the generation, as (snapshot id, `lease L`).
+fn missing_protections(input: &PlanInput) -> Vec<(i64, String)> {
     let known: HashSet<i64> = input.snapshots.iter().map(|s| s.snapshot_id).collect();
     let p = &input.protections;
     let leases = p.leases.iter().map(|(id, l)| (*id, format!("lease {l}")));
@@ -652,8 +681,37 @@ pub fn protections_of_missing_snapshots(input: &PlanInput) -> Vec<String> {
         .chain(checkpoints)
         .chain(holds)
         .filter(|(id, _)| !known.contains(id))
-        .map(|(id, what)| format!("{what} on snapshot {id}"))
         .collect()
+}
+
+/// Why `path` is kept for a protection on a snapshot that left the table and whose files were resolved
+/// ([`Protections::missing_snapshot_files`]), as a reason naming each protection (`lease:L`, `checkpoint:C`,
+/// `hold:H`), the snapshot and where its files were resolved from.
+fn kept_by_missing_protection(input: &PlanInput, path: &str) -> Option<String> {
+    let id = *input.protections.missing_snapshot_files.get(path)?;
+    let p = &input.protections;
+    let mut named: Vec<String> = p
+        .leases
+        .iter()
+        .filter(|(s, _)| *s == id)
+        .map(|(_, l)| format!("lease:{l}"))
+        .collect();
+    named.extend(
+        p.checkpoints
+            .iter()
+            .filter(|(s, _)| *s == id)
+            .map(|(_, c)| format!("checkpoint:{c}")),
+    );
+    named.extend(p.holds.iter().filter_map(|(h, scope)| match scope {
+        HoldScope::Snapshot(s) if *s == id => Some(format!("hold:{h}")),
+        _ => None,
+    }));
+    let from = p.resolved_missing.get(&id).map_or("", String::as_str);
+    Some(format!(
+        "{} on snapshot {id}, which left the table: the snapshot reaches this file (resolved from {from}); never an \
+         orphan while the protection lasts",
+        named.join(", ")
+    ))
 }
 
 /// Every ref of the policy's `protectedRefs` that does not exist in the table generation (pure), each as
@@ -1114,7 +1172,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         ));
     }
     // A protection on a snapshot that left the metadata keeps that snapshot's leftover files, which nothing in
-    // this generation references: they cannot be told from orphans, so none is proposed.
+    // this generation references: unless `ops` resolved them from the snapshot's verified bundle (then they are
+    // kept by name, `kept_beyond_metadata`), they cannot be told from orphans, so none is proposed.
     let missing_protected = protections_of_missing_snapshots(input);
     if input.listing.is_some() {
         for m in &missing_protected {
@@ -2460,7 +2519,66 @@ mod tests {
             );
             // The quarantine and purge of an orphan candidate planned before cannot decide.
             let r = orphan_rebase(&input, &objects);
-            assert_eq!(r.missing_protected, [format!("{name} on snapshot 0")]);
+            assert_eq!(
+                r.missing_protected,
+                [format!(
+                    "{name} on snapshot 0 (not resolved: this command does not resolve it from a bundle)"
+                )]
+            );
+            // Resolved from its verified bundle (by `ops`), with what ops gave as the reason it could not be
+            // resolved: detection is on, snapshot 0's files are kept for the protection, a stray file is an orphan.
+            let mut unresolved = input.clone();
+            unresolved
+                .protections
+                .unresolved_missing
+                .insert(0, "no trust store".into());
+            assert_eq!(
+                protections_of_missing_snapshots(&unresolved),
+                [format!("{name} on snapshot 0 (not resolved: no trust store)")]
+            );
+            let mut resolved = input.clone();
+            resolved
+                .protections
+                .resolved_missing
+                .insert(0, "bundle b of candidate c-1, verified".into());
+            for f in ["data/s0.parquet", "metadata/snap-0.avro"] {
+                resolved.protections.missing_snapshot_files.insert(f.into(), 0);
+            }
+            if let Some(l) = resolved.listing.as_mut() {
+                l.push(ListedObject {
+                    path: "data/stray.parquet".into(),
+                    size: 1,
+                    last_modified_ms: 90 * DAY,
+                });
+            }
+            let p = plan(&resolved);
+            let orphans: Vec<&str> = p
+                .candidates
+                .iter()
+                .filter(|c| c.kind == "orphans")
+                .flat_map(|c| c.objects.iter().map(|o| o.path.as_str()))
+                .collect();
+            assert_eq!(orphans, ["data/stray.parquet"], "{name}: {:?}", p.warnings);
+            assert!(
+                !p.warnings.iter().any(|w| w.contains("orphan detection is off")),
+                "{:?}",
+                p.warnings
+            );
+            let tag = match name.split_once(' ') {
+                Some(("legal", rest)) => format!("hold:{}", rest.trim_start_matches("hold ")),
+                Some((kind, id)) => format!("{kind}:{id}"),
+                None => unreachable!(),
+            };
+            for f in ["data/s0.parquet", "metadata/snap-0.avro"] {
+                let k = p.kept_unreferenced.iter().find(|k| k.subject == f).unwrap();
+                assert!(
+                    k.reasons[0].starts_with(&format!("{tag} on snapshot 0, which left the table")),
+                    "{f}: {:?}",
+                    k.reasons
+                );
+            }
+            let r = orphan_rebase(&resolved, &objects);
+            assert!(r.missing_protected.is_empty() && r.objects.is_empty(), "{r:?}");
             // A protection on a snapshot still in the table changes nothing about orphans.
             let mut on_live = gone_snapshot_input();
             on_live.protections.leases.push((1, "l2".into()));

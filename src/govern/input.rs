@@ -87,6 +87,20 @@ pub struct Protections {
     /// console or Hadoop S3A), which object_store lists without the slash, so that no object has the listed name
     /// (a read or a delete of it finds nothing). Never orphans.
     pub folder_markers: BTreeSet<String>,
+    /// Snapshots missing from the generation that an active protection names (a lease, a checkpoint or DR point,
+    /// a snapshot hold) and whose files lakedrill resolved from its own records: the unfinished snapshot candidate
+    /// that took the snapshot out of the table and the bundle sealed for it, verified under a trust store (its
+    /// signature, its inventory root and subject; `ops::plan::resolve_missing_protected`). Snapshot id → where the
+    /// paths came from (the bundle's URI and the candidate). Such a protection does not switch orphan detection off.
+    pub resolved_missing: BTreeMap<i64, String>,
+    /// The listed or held paths (relative to the table location) that a snapshot of `resolved_missing` reaches (its
+    /// metadata file, manifest list, manifests, data and delete files, deletion-vector files), with that snapshot:
+    /// never orphans while the protection lasts.
+    pub missing_snapshot_files: BTreeMap<String, i64>,
+    /// Why a snapshot missing from the generation that an active protection names could not be resolved, by id
+    /// (no trust store, no record of the candidate that took it out, a bundle missing or not verifying): orphan
+    /// detection stays off while one is listed, and the warning gives the reason.
+    pub unresolved_missing: BTreeMap<i64, String>,
     /// How many orphan candidates of the table ended without a purge (`PROTECTED`, `RELEASED`: put back):
     /// bound into the next orphan candidate's id, so that files put back can be planned again under a new id.
     pub orphan_epoch: u64,

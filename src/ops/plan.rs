@@ -615,6 +615,190 @@ async fn bundle_mode_files(
     Ok((out, unreadable))
 }
 
+/// Resolves, from lakedrill's own records, what each snapshot reaches that an active protection names and that
+/// is missing from the table generation (`closure::snapshots_of_missing_protections`), so that such a protection
+/// does not switch orphan detection off for the whole table.
+///
+/// A snapshot is resolved from a bundle the registry recorded for it: a bundle-mode quarantine of one of the
+/// table's snapshot candidates (the candidate that took it out of the table) records one bundle per snapshot, and
+/// the bundle's inventory lists every object the snapshot reaches: its metadata file, manifest list, manifests,
+/// data and delete files (deletion-vector Puffin files among them). The bundle counts only when it verifies under
+/// `trust` (the seal role's signature over the predicate, the inventory's root and subject bound to it: the path
+/// list is exactly what the sealer signed), names this table and this snapshot, and has the root the registry
+/// recorded for it. The objects' bytes are not hashed again: which paths to keep depends on the signed list only,
+/// and a missing or changed file is the drills' finding, not a reason to delete another. Each path is related to
+/// the table location as the metadata's own paths are (`referenced_path`), so it matches the listing as the
+/// closure's referenced paths do; of those only the paths listed now or held as orphans are kept
+/// ([`Protections::missing_snapshot_files`]).
+///
+/// A snapshot that cannot be resolved — no trust store (`no_trust` says what would give one), no bundle-mode
+/// candidate of the table that names it (another engine expired it), no recorded bundle of it, a bundle missing,
+/// unreadable or not verifying, a path it names outside the table location — goes to
+/// [`Protections::unresolved_missing`] with why: orphan detection stays off while one is listed.
+///
+/// [`gather`] resolves under the configured `[keys] trust`, so that every command judging orphans (`plan`,
+/// `quarantine`, `purge`, the put-back) sees the same; `plan --trust DIR` resolves again under its own folder. What
+/// an earlier call resolved is replaced.
+///
+/// # Errors
+/// Registry errors.
+pub async fn resolve_missing_protected(
+    storage: &crate::io::store::Storage,
+    reg: &Registry,
+    table: &Table,
+    input: &mut PlanInput,
+    trust: Option<&Path>,
+    no_trust: &str,
+) -> Result<()> {
+    use crate::registry::State;
+    input.protections.resolved_missing.clear();
+    input.protections.unresolved_missing.clear();
+    input.protections.missing_snapshot_files.clear();
+    let ids = closure::snapshots_of_missing_protections(input);
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let Some(trust) = trust else {
+        for id in ids {
+            input.protections.unresolved_missing.insert(
+                id,
+                format!("no trust store to verify the bundle sealed for it under ({no_trust})"),
+            );
+        }
+        return Ok(());
+    };
+    let trust = match crate::evidence::keys::TrustStore::load_dir(trust) {
+        Ok(t) => t,
+        Err(e) => {
+            let why = format!(
+                "the trust store {} does not load: {}",
+                trust.display(),
+                Error::from(e).with_causes()
+            );
+            for id in ids {
+                input.protections.unresolved_missing.insert(id, why.clone());
+            }
+            return Ok(());
+        }
+    };
+    let uuid = table.metadata().uuid().to_string();
+    // Every bundle the table's bundle-mode snapshot candidates recorded, by snapshot: (bundle URI, recorded root,
+    // candidate id).
+    let mut bundles: BTreeMap<i64, Vec<(String, Option<String>, String)>> = BTreeMap::new();
+    for h in reg.candidate_heads(&uuid).await? {
+        if !h.candidate_id.starts_with("c-")
+            || h.mode.as_deref() != Some("bundle")
+            || matches!(h.state, State::Discovered | State::UnreferencedEligible)
+        {
+            continue;
+        }
+        let rec = reg.candidate(&h.candidate_id).await?;
+        let recorded = rec
+            .quarantine
+            .as_ref()
+            .and_then(|q| q["bundles"].as_array().cloned())
+            .unwrap_or_default();
+        for b in recorded {
+            let (Some(id), Some(uri)) = (b["snapshot_id"].as_i64(), b["uri"].as_str()) else {
+                continue;
+            };
+            if ids.contains(&id) {
+                bundles.entry(id).or_default().push((
+                    uri.to_owned(),
+                    b["bundle_root"].as_str().map(str::to_owned),
+                    h.candidate_id.clone(),
+                ));
+            }
+        }
+    }
+    let listing = input.listing.as_deref().unwrap_or_default();
+    let held: BTreeSet<&str> = input.protections.held_orphans.iter().map(String::as_str).collect();
+    let mut files: BTreeMap<String, i64> = BTreeMap::new();
+    for id in ids {
+        let Some(found) = bundles.get(&id) else {
+            input.protections.unresolved_missing.insert(
+                id,
+                "no bundle-mode quarantine in lakedrill's registry took it out of the table (another engine \
+                 expired it?), so no bundle of lakedrill's records what it reaches"
+                    .to_owned(),
+            );
+            continue;
+        };
+        let mut failures = Vec::new();
+        let mut resolved = None;
+        for (uri, root, candidate) in found {
+            match bundle_paths(storage, table, &uuid, id, uri, root.as_deref(), &trust).await {
+                Ok(paths) => {
+                    resolved = Some((format!("bundle {uri} of candidate {candidate}, verified"), paths));
+                    break;
+                }
+                Err(why) => failures.push(format!("bundle {uri} of candidate {candidate}: {why}")),
+            }
+        }
+        match resolved {
+            Some((from, paths)) => {
+                for rel in paths {
+                    let listed = listing.binary_search_by(|l| l.path.as_str().cmp(&rel)).is_ok();
+                    if listed || held.contains(rel.as_str()) {
+                        files.entry(rel).or_insert(id);
+                    }
+                }
+                input.protections.resolved_missing.insert(id, from);
+            }
+            None => {
+                input.protections.unresolved_missing.insert(id, failures.join("; "));
+            }
+        }
+    }
+    input.protections.missing_snapshot_files = files;
+    Ok(())
+}
+
+/// The paths (relative to the table location) of every object the bundle at `uri` lists, once it verifies under
+/// `trust` as the bundle of snapshot `snapshot_id` of table `uuid` with the root the registry recorded (`root`).
+/// `Err(why)`: it does not (missing, unreadable, not verifying, another snapshot's, a path outside the table).
+async fn bundle_paths(
+    storage: &crate::io::store::Storage,
+    table: &Table,
+    uuid: &str,
+    snapshot_id: i64,
+    uri: &str,
+    root: Option<&str>,
+    trust: &crate::evidence::keys::TrustStore,
+) -> std::result::Result<Vec<String>, String> {
+    let dir = crate::bundle::bundle_dir(uri).map_err(|e| e.with_causes())?;
+    let pred = crate::bundle::verified_bundle_predicate(storage, &dir, trust)
+        .await
+        .map_err(|e| format!("does not verify under the trust store: {}", e.with_causes()))?;
+    if pred.snapshot_id != snapshot_id || pred.table_uuid != uuid {
+        return Err(format!(
+            "it is the bundle of snapshot {} of table {}, not of snapshot {snapshot_id} of table {uuid}",
+            pred.snapshot_id, pred.table_uuid
+        ));
+    }
+    if let Some(root) = root
+        && root != pred.bundle_root
+    {
+        return Err(format!(
+            "its root is {}, the registry recorded {root}",
+            pred.bundle_root
+        ));
+    }
+    pred.inventory
+        .iter()
+        .map(|e| {
+            referenced_path(table, &e.path).map_err(|_| {
+                format!(
+                    "it names {} ({:?}) outside the table location {}, so the listing cannot be matched to it",
+                    e.path,
+                    e.layer,
+                    table.location().written()
+                )
+            })
+        })
+        .collect()
+}
+
 /// The paths (as written) of a bundle's objects that it names in place, not as copies inside it: its data and
 /// delete files. Read without a trust store, so bound to what the registry recorded when the bundle was sealed:
 /// its inventory's recomputed root must be `recorded_root` (the root covers each entry's layer and path; an
@@ -967,6 +1151,16 @@ pub async fn gather(
             .collect();
         input.protections.link_targets = targets;
     }
+    // What a protected snapshot that left the table reaches, from its verified bundle (else orphan detection is off).
+    resolve_missing_protected(
+        &ctx.storage,
+        reg,
+        table,
+        &mut input,
+        ctx.config.keys.trust.as_deref(),
+        "set `[keys] trust` in the configuration, or give `plan --trust DIR`",
+    )
+    .await?;
     read_needed_times(&ctx.storage, &root, &mut input).await?;
     Ok(input)
 }
@@ -1146,20 +1340,26 @@ const KEPT_LINE: &str = "  unreferenced, never an orphan: ";
 /// # Errors
 /// Load, policy, registry and storage errors.
 pub async fn plan(ctx: &Context, source: &TableSource, policy_path: &Path, opts: &BaselineOptions) -> Result<Outcome> {
-    plan_output(ctx, source, policy_path, opts, true).await?.materialize()
+    let trust = ctx.config.keys.trust.clone();
+    plan_output(ctx, source, policy_path, opts, trust.as_deref(), true)
+        .await?
+        .materialize()
 }
 
 /// [`plan`] as the binary prints it: the kept hidden files (`kept_unreferenced`, 100k on a Spark-written table)
 /// deferred to the writer ([`Outcome::deferred`]), and the text rendered only when `text` (the binary prints
-/// either the text or the JSON document).
+/// either the text or the JSON document). `trust` (`--trust`, `[keys] trust`) verifies the bundles that resolve
+/// what a protected snapshot missing from the table reaches ([`resolve_missing_protected`]); without it such a
+/// protection switches orphan detection off, as the plan's warning says.
 ///
 /// # Errors
-/// [`plan`]'s.
+/// [`plan`]'s; a trust folder that does not load.
 pub async fn plan_output(
     ctx: &Context,
     source: &TableSource,
     policy_path: &Path,
     opts: &BaselineOptions,
+    trust: Option<&Path>,
     text: bool,
 ) -> Result<Outcome> {
     let policy = match crate::govern::policy::load(policy_path) {
@@ -1193,6 +1393,18 @@ pub async fn plan_output(
     // The stamp before the leases and holds the plan judges (as in `quarantine` and `purge`).
     let stamp = world_stamp(&table, &policy, &reg, None).await?;
     let mut input = gather(ctx, &table, &policy, &reg, now, None).await?;
+    // `gather` resolved under the configured trust; a `--trust` of its own is resolved under again.
+    if trust != ctx.config.keys.trust.as_deref() {
+        resolve_missing_protected(
+            &ctx.storage,
+            &reg,
+            &table,
+            &mut input,
+            trust,
+            "give `plan --trust DIR` or set `[keys] trust` in the configuration",
+        )
+        .await?;
+    }
     input.baseline = baseline(ctx, &table, &input, opts)?;
     let mut p = ctx.hooks.planned(&input, closure::plan(&input));
     refuse_unreadable_retained(&table, &input, &p)?;

@@ -2544,3 +2544,183 @@ fn a_put_back_kept_from_its_path_by_another_file_is_recorded_once_and_stands_unt
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.json().get("orphans_put_back_standing").is_none(), "{}", r.stdout);
 }
+
+/// A snapshot candidate quarantined in bundle mode, then a legal hold on the first snapshot it took out of the
+/// table (the candidate becomes PROTECTED): the hold id, that snapshot, its bundle's folder, the table files that
+/// snapshot reaches (relative to the table location, from the bundle's inventory) and every file of the candidate.
+/// The candidate's files and a stray file (`data/stray.parquet`) are made older than orphanSafetyInterval.
+fn held_quarantined_snapshot(g: &Gov) -> (String, i64, std::path::PathBuf, Vec<String>, Vec<String>) {
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let files = object_paths(&c);
+    let q = g.quarantine(&id, "bundle").expect_code(0).json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    let snapshot = q["bundles"][0]["snapshot_id"].as_i64().unwrap();
+    let dir = lakedrill::bundle::bundle_dir(q["bundles"][0]["uri"].as_str().unwrap()).unwrap();
+    let dir = std::path::PathBuf::from(dir.strip_prefix("file://").unwrap_or(&dir));
+    let h = g
+        .on_table(&[
+            "--json",
+            "hold",
+            "set",
+            "--scope",
+            &format!("snapshot:{snapshot}"),
+            "--reason",
+            "litigation",
+        ])
+        .expect_code(0)
+        .json();
+    let hold = h["hold_id"].as_str().unwrap().to_owned();
+    let location = g.py("print(t.location())").trim().trim_end_matches('/').to_owned();
+    let reached: Vec<String> = crate::util::bundle_inventory(&dir)
+        .iter()
+        .filter_map(|e| {
+            let p = e["path"].as_str().unwrap();
+            p.strip_prefix(&format!("{location}/"))
+                .or_else(|| p.strip_prefix(&format!("{}/", location.trim_start_matches("file://"))))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(reached.iter().any(|p| p.ends_with(".parquet")), "{reached:?}");
+    for f in &files {
+        if root.join(f).exists() {
+            std::fs::File::options()
+                .write(true)
+                .open(root.join(f))
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+    }
+    put(&root.join("data/stray.parquet"), b"PAR1 a stray PAR1", old);
+    (hold, snapshot, dir, reached, files)
+}
+
+/// `plan` with the fixture's policy and the trust folder `trust`, if any.
+fn plan_trusting(g: &Gov, trust: Option<&str>) -> Value {
+    let mut args = vec!["--json", "plan", "--policy", g.policy.to_str().unwrap()];
+    if let Some(t) = trust {
+        args.extend(["--trust", t]);
+    }
+    g.on_table(&args).expect_code(0).json()
+}
+
+/// A legal hold on a snapshot that a bundle-mode quarantine took out of the table switched orphan detection off
+/// for the whole table for as long as the hold lasted ("what it reaches is unknown"): a genuine orphan was never
+/// proposed. Now `plan --trust` resolves the snapshot's files from the bundle sealed for it (verified under the
+/// trust folder), keeps them by name with the hold as the reason, and proposes the stray file alone.
+#[test]
+fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_bundle_verifies() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let (hold, snapshot, _dir, reached, files) = held_quarantined_snapshot(&g);
+    let p = plan_trusting(&g, Some("keys/trust"));
+    assert_eq!(orphan_paths(&p), vec!["data/stray.parquet".to_owned()], "{p}");
+    assert!(
+        !p["warnings"].to_string().contains("orphan detection is off"),
+        "{}",
+        p["warnings"]
+    );
+    // Every listed file the held snapshot reaches that the table no longer references is kept for the hold.
+    let kept = &p["kept_unreferenced"];
+    let mut held_files = 0;
+    for f in reached.iter().filter(|f| root.join(f).exists()) {
+        if let Some(k) = kept.as_array().unwrap().iter().find(|k| k["subject"] == f.as_str()) {
+            let why = k["reasons"][0].as_str().unwrap();
+            assert!(
+                why.starts_with(&format!("hold:{hold} on snapshot {snapshot}, which left the table")),
+                "{f}: {why}"
+            );
+            held_files += 1;
+        }
+    }
+    assert!(held_files > 0, "some file only the held snapshot reaches: {kept}");
+    for f in &files {
+        assert!(!orphan_paths(&p).contains(f), "{f} is an orphan: {p}");
+    }
+    // `[keys] trust` in the configuration does the same without the option.
+    let cfg = g.dir.join("lakedrill.toml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("[keys]\ntrust = \"keys/trust\"\n");
+    std::fs::write(&cfg, text).unwrap();
+    let p = plan_trusting(&g, None);
+    assert_eq!(orphan_paths(&p), vec!["data/stray.parquet".to_owned()], "{p}");
+    // The orphan candidate is quarantined (it resolves under `[keys] trust` too): the stray file alone is held.
+    let o = orphan_candidate(&p);
+    let q = g
+        .quarantine(o["candidate_id"].as_str().unwrap(), "tag")
+        .expect_code(0)
+        .json();
+    assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
+    assert!(!root.join("data/stray.parquet").exists(), "{q}");
+    for f in reached.iter().chain(&files) {
+        let listed_before = kept.as_array().unwrap().iter().any(|k| k["subject"] == f.as_str());
+        assert!(!listed_before || root.join(f).exists(), "{f} left the table: {q}");
+    }
+}
+
+/// Orphan detection stays off (no orphan candidate, a warning naming the hold, the snapshot and why it was not
+/// resolved) whenever the held snapshot's files cannot be resolved: without a trust folder (the warning says what
+/// would give one), with its bundle changed (it no longer verifies), and with its bundle gone.
+#[test]
+fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_off_without_a_verified_bundle() {
+    let g = Gov::new("");
+    let (hold, snapshot, dir, _reached, _files) = held_quarantined_snapshot(&g);
+    let off = |p: &Value, why: &str| {
+        assert!(orphan_paths(p).is_empty(), "{p}");
+        let warnings: Vec<&str> = p["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        assert!(
+            warnings.iter().any(
+                |w| w.contains(&format!("legal hold {hold} on snapshot {snapshot} (not resolved: "))
+                    && w.contains(why)
+                    && w.contains("orphan detection is off")
+            ),
+            "{why}: {warnings:#?}"
+        );
+    };
+    // No trust folder.
+    off(
+        &plan_trusting(&g, None),
+        "no trust store to verify the bundle sealed for it under",
+    );
+    assert!(
+        plan_trusting(&g, None)["warnings"]
+            .to_string()
+            .contains("plan --trust DIR")
+    );
+    // A trust folder without the sealing key.
+    let other = g.dir.join("other-trust");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(
+        g.dir.join("keys/deleter-TEST-ONLY.pub"),
+        other.join("deleter-TEST-ONLY.pub"),
+    )
+    .unwrap();
+    off(
+        &plan_trusting(&g, Some("other-trust")),
+        "does not verify under the trust store",
+    );
+    // The bundle's inventory changed: one path renamed.
+    let member = dir.join(lakedrill::bundle::INVENTORY_MEMBER);
+    let text = std::fs::read_to_string(&member).unwrap();
+    let changed = text.replacen(".parquet", ".parquex", 1);
+    assert_ne!(text, changed);
+    std::fs::write(&member, changed).unwrap();
+    off(
+        &plan_trusting(&g, Some("keys/trust")),
+        "does not verify under the trust store",
+    );
+    // The bundle gone.
+    std::fs::remove_dir_all(&dir).unwrap();
+    off(
+        &plan_trusting(&g, Some("keys/trust")),
+        "does not verify under the trust store",
+    );
+}
