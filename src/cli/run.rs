@@ -36,6 +36,16 @@ pub async fn run(cli: &Cli, loaded: Result<Config>) -> Result<Outcome> {
     }
     let mut config = loaded?;
     config.progress = !cli.quiet;
+    // The trust a deleter run is given is the one it judges with everywhere, also where the plan it repeats reads
+    // the bundles of protected snapshots that left the table (`[keys] trust` there otherwise): a purge that plan
+    // --trust proposed an orphan candidate to must see the same orphans.
+    if config.keys.trust.is_none() {
+        match &cli.command {
+            Command::Purge { trust, .. } => config.keys.trust = Some(trust.clone()),
+            Command::Reconcile { trust: Some(t), .. } => config.keys.trust = Some(t.clone()),
+            _ => {}
+        }
+    }
     let ctx = Context::new(config);
     // The pools the command opened are closed before the runtime ends, whether it succeeded or not (sqlx#3645).
     let r = dispatch(cli, &ctx).await;

@@ -2659,6 +2659,21 @@ fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_b
         let listed_before = kept.as_array().unwrap().iter().any(|k| k["subject"] == f.as_str());
         assert!(!listed_before || root.join(f).exists(), "{f} left the table: {q}");
     }
+    // Its purge, given only `--trust` (no `[keys] trust`), judges with that trust too: its re-plan resolved the
+    // held snapshot only under `[keys] trust`, and without it the purge exited 2 ("cannot decide").
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("[keys]\ntrust = \"keys/trust\"\n", "")).unwrap();
+    let ev = g.drill("bundles");
+    let r = g.purge(o["candidate_id"].as_str().unwrap(), Some(&ev), &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.json()["status"], "VERIFIED", "{}", r.stdout);
+    for f in reached.iter().chain(&files) {
+        let listed_before = kept.as_array().unwrap().iter().any(|k| k["subject"] == f.as_str());
+        assert!(
+            !listed_before || root.join(f).exists(),
+            "{f} left the table with the purge"
+        );
+    }
 }
 
 /// Orphan detection stays off (no orphan candidate, a warning naming the hold, the snapshot and why it was not
