@@ -18,7 +18,7 @@ use super::base::{
     EventKind, Registry, RegistryError, WRITER_GAP, bump_generation, decode, fmt_time, json, optional_row, query,
     record_event, time,
 };
-use super::candidates::{State, open_intents, read_candidate_table, state};
+use super::candidates::{State, open_intents, read_candidate_table};
 use super::protections::{
     HOLDS_OF_TABLE, covering_new_protections, hold_from_row, prefix_covers, read_deleter_switch, read_hold_generation,
     read_lease_watermark, read_protection_generation,
@@ -65,9 +65,11 @@ impl Registry {
             "SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path",
             &[candidate_id],
             |r| {
+                let path: String = r.try_get("path")?;
+                let state = parse_object_state(candidate_id, &path, &r.try_get::<String, _>("state")?)?;
                 Ok(ObjectState {
-                    path: r.try_get("path")?,
-                    state: state(r, "state")?,
+                    path,
+                    state,
                     updated_at: time(r, "updated_at")?,
                 })
             },
@@ -90,9 +92,11 @@ impl Registry {
             "SELECT path, state, updated_at FROM object_states WHERE candidate_id = $1 ORDER BY path",
             candidate_id,
             |r| {
+                let path: String = r.try_get("path")?;
+                let state = parse_object_state(candidate_id, &path, &r.try_get::<String, _>("state")?)?;
                 Ok(ObjectState {
-                    path: r.try_get("path")?,
-                    state: state(r, "state")?,
+                    path,
+                    state,
                     updated_at: time(r, "updated_at")?,
                 })
             },
@@ -1547,6 +1551,13 @@ mod tests {
             .await
             .unwrap_err();
         names("purge_unsent", &unsent);
+        // The purge's own reads of the object states (review of 2026-12-07, R2-3: "unknown state" in column
+        // `state`, naming neither the object nor the candidate).
+        names("object_states", &reg.object_states("c-s").await.unwrap_err());
+        names(
+            "for_each_object_state",
+            &reg.for_each_object_state("c-s", |_| {}).await.unwrap_err(),
+        );
         // Nothing was written: the intent is the only receipt.
         assert_eq!(reg.receipt_count("c-s").await.unwrap(), 1);
         // A registry error is exit 2 ("could not decide"), never a missing object.
