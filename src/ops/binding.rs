@@ -283,11 +283,8 @@ pub async fn claim_run(
         heartbeat_at: now,
     };
     let held = reg.purge_run(candidate_id).await?;
-    let take_over = held
-        .as_ref()
-        .filter(|h| !claim_is_live(h, now))
-        .map(|h| h.run_id.clone());
-    Ok(match reg.purge_claim(candidate_id, &me, take_over.as_deref()).await? {
+    let take_over = held.as_ref().filter(|h| !claim_is_live(h, now));
+    Ok(match reg.purge_claim(candidate_id, &me, take_over).await? {
         Ok(()) => Ok(me),
         Err(h) => Err(format!(
             "refused to {what}: another quarantine or purge of {candidate_id} is running: run {} on {} (pid {}) since \

@@ -889,7 +889,8 @@ impl Registry {
     }
 
     /// Claims a candidate's purge for `me`, in one registry transaction: granted when no run holds it, when
-    /// `me` already does, or when the holder is exactly `take_over` (a run the caller found dead or silent).
+    /// `me` already does, or when the holder is exactly `take_over` as the caller judged it dead or silent: the same
+    /// run with the same last heartbeat (a run that was heard of since the caller read it is not taken over).
     /// Otherwise the holder is returned and nothing changes: two purges of one candidate never run at once.
     ///
     /// # Errors
@@ -898,14 +899,14 @@ impl Registry {
         &self,
         candidate_id: &str,
         me: &PurgeRun,
-        take_over: Option<&str>,
+        take_over: Option<&PurgeRun>,
     ) -> Result<Result<(), PurgeRun>, RegistryError> {
         const OP: &str = "purge_claim";
         let mut change = self.change(OP).await?;
         let held = read_purge_run(&mut change.tx, candidate_id).await.map_err(query(OP))?;
         if let Some(h) = &held
             && h.run_id != me.run_id
-            && take_over != Some(h.run_id.as_str())
+            && !take_over.is_some_and(|t| t.run_id == h.run_id && t.heartbeat_at == h.heartbeat_at)
         {
             return Ok(Err(h.clone()));
         }
@@ -1331,7 +1332,43 @@ mod tests {
         an_unsent_intent_never_erases_an_earlier_runs_unanswered_one,
         an_earlier_runs_unanswered_intent_stays_in_flight_after_a_later_unsent_one_is_answered,
         an_unknown_object_state_is_an_error_naming_the_object_and_the_state,
+        a_run_heard_of_after_it_was_judged_silent_is_not_taken_over,
     );
+
+    /// Review of 2026-12-07 (R2-5): a take-over was conditional on the run id only, so a run that sent a heartbeat
+    /// between the caller's "it is silent" and the claim was taken over anyway. Now it must be the run as judged,
+    /// with the same last heartbeat.
+    async fn a_run_heard_of_after_it_was_judged_silent_is_not_taken_over(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let table = "7f31a2b4-09c1-4d5e-9f00-000000000016";
+        reg.candidate_record(table, "c-h", &serde_json::json!({}), &stamp(), &["a".into()], t(0))
+            .await
+            .unwrap();
+        let run = |id: &str, at: i64| PurgeRun {
+            run_id: id.into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(at),
+            heartbeat_at: t(at),
+        };
+        reg.purge_claim("c-h", &run("old", 0), None).await.unwrap().unwrap();
+        let judged = reg.purge_run("c-h").await.unwrap().unwrap();
+        // The holder is heard of after it was judged.
+        reg.purge_heartbeat("c-h", "old", t(5)).await.unwrap();
+        let held = reg
+            .purge_claim("c-h", &run("new", 6), Some(&judged))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(held.run_id, "old");
+        // Judged again (silent since its last heartbeat), it is taken over.
+        let judged = reg.purge_run("c-h").await.unwrap().unwrap();
+        reg.purge_claim("c-h", &run("new", 7), Some(&judged))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(reg.purge_run("c-h").await.unwrap().unwrap().run_id, "new");
+    }
 
     /// Every message of an error's chain, joined: what `main` prints with `{:#}`.
     fn chain(e: &dyn std::error::Error) -> String {
