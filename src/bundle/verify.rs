@@ -90,7 +90,7 @@ pub async fn verify(
 ) -> Result<RestoreReport> {
     let dir = bundle_dir(bundle_uri)?;
     let env_uri = location::join(&dir, ENVELOPE_FILE);
-    let envelope = crate::bundle::read_envelope(storage, &dir).await?.bytes;
+    let envelope = crate::bundle::format::read_envelope(storage, &dir).await?.bytes;
     let mut report = RestoreReport {
         status: RestoreStatus::Failed,
         bundle_id: None,
