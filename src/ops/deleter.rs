@@ -2025,17 +2025,28 @@ async fn orphan_recheck(
     let record = rebase_record(rec, &current, &r, ctx.now(), true);
     let (candidate, released) = rebased_candidate(rec, &r)?;
     still_claimed(reg, &rec.candidate_id, run_id, "rebasing the candidate").await?;
-    reg.candidate_rebase(
-        &rec.candidate_id,
-        &rec.stamp,
-        &current,
-        &candidate,
-        &released,
-        &record,
-        Some(run_id),
-        ctx.now(),
-    )
-    .await?;
+    if !reg
+        .candidate_rebase(
+            &rec.candidate_id,
+            &rec.stamp,
+            &current,
+            &candidate,
+            &released,
+            &record,
+            Some(run_id),
+            ctx.now(),
+        )
+        .await?
+    {
+        return Err(Error::invalid(
+            &rec.candidate_id,
+            format!(
+                "cannot decide: the rebase onto {} was not recorded (the candidate's stamp or claim moved \
+                 meanwhile); nothing more was deleted",
+                current.metadata_location
+            ),
+        ));
+    }
     for line in &said {
         crate::report::output::warn(line);
     }
@@ -2405,17 +2416,30 @@ async fn execute(
                 if !r.unchanged() {
                     let record = rebase_record(&rec, &current, &r, ctx.now(), true);
                     let (candidate, released) = rebased_candidate(&rec, &r)?;
-                    reg.candidate_rebase(
-                        candidate_id,
-                        &rec.stamp,
-                        &current,
-                        &candidate,
-                        &released,
-                        &record,
-                        Some(run_id),
-                        ctx.now(),
-                    )
-                    .await?;
+                    // Not written (the candidate's stamp or claim moved meanwhile): the inventory read next would be
+                    // the one before the rebase, holding what the new generation references. Nothing is deleted.
+                    if !reg
+                        .candidate_rebase(
+                            candidate_id,
+                            &rec.stamp,
+                            &current,
+                            &candidate,
+                            &released,
+                            &record,
+                            Some(run_id),
+                            ctx.now(),
+                        )
+                        .await?
+                    {
+                        return Err(Error::corrupt(
+                            table.metadata_uri(),
+                            format!(
+                                "cannot decide: the rebase of candidate {candidate_id} onto {} was not recorded (its \
+                                 stamp or claim moved meanwhile); nothing more was deleted",
+                                current.metadata_location
+                            ),
+                        ));
+                    }
                     rec = reg.candidate(candidate_id).await?;
                     objects = std::mem::take(&mut rec.objects);
                     if attempt < COMMIT_ATTEMPTS {
