@@ -2556,6 +2556,21 @@ async fn execute(
     let confined = ctx.storage.confine(&target_root).await?;
     let on_s3 = target_root.starts_with("s3://");
     let permanent = policy.object_versioning() == ObjectVersioning::Permanent;
+    // An orphan candidate's objects are deleted only where they are held: one its bundles do not hold (the
+    // acceptance checks the coverage, so only an edited record gets here) is never deleted at the table's path,
+    // where it would be a live file: the run stops before any request.
+    if let Some(h) = held.as_ref()
+        && let Some(o) = objects.iter().find(|o| !h.contains_key(&o.path))
+    {
+        return Err(Error::invalid(
+            candidate_id,
+            format!(
+                "cannot decide: orphan {} is in the candidate but in none of its bundles' held files; nothing is \
+                 deleted at the table's path",
+                o.path
+            ),
+        ));
+    }
     let target = |o: &ObjectRef| -> (String, Option<crate::bundle::HeldFile>) {
         match held.as_ref().and_then(|h| h.get(&o.path)) {
             Some(f) => (f.uri.clone(), Some(f.clone())),
