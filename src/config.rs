@@ -78,12 +78,14 @@ pub struct Config {
 /// One `[[summary_excess."<table-uuid>"]]` entry: the operator's statement that from the snapshot committed at
 /// `since` on, the table's snapshot summaries carry `total` exactly `excess` above what their manifests hold,
 /// because a writer over-counted it once (the totals are carried from commit to commit). Only that exact excess
-/// is accepted, on snapshots committed at or after `since`: a manifest list that loses entries later changes the
-/// excess and is refused again ([`crate::table::counts::check_snapshot_totals`]).
+/// is accepted, on `snapshot` and the snapshots descending from it: a manifest list that loses entries later
+/// changes the excess and is refused again ([`crate::table::counts::check_snapshot_totals`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SummaryExcessConfig {
-    /// The commit time (RFC 3339) of the first snapshot that carries the excess.
+    /// The first snapshot that carries the excess: only it and the snapshots descending from it are covered.
+    pub snapshot: i64,
+    /// Its commit time (RFC 3339): what covers its descendants once it has left the metadata.
     pub since: String,
     /// `total-data-files`, `total-delete-files` or `total-records`.
     pub total: String,

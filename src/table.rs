@@ -211,8 +211,14 @@ fn identified(mut table: Table, config: &Config) -> Result<Table> {
             ),
         ));
     }
-    if let Some(entries) = config.summary_excess.get(&table.totals.0) {
-        let uuid = table.totals.0.clone();
+    // Keys are compared as UUIDs (an uppercase or braced spelling names the same table).
+    let own = table.metadata.uuid();
+    if let Some((key, entries)) = config
+        .summary_excess
+        .iter()
+        .find(|(k, _)| uuid::Uuid::parse_str(k.trim()).ok() == Some(own))
+    {
+        let uuid = key.clone();
         for (i, e) in entries.iter().enumerate() {
             let since_ms = e.since_ms(&uuid, i).map_err(|reason| Error::Config {
                 file: "configuration".into(),
@@ -220,6 +226,7 @@ fn identified(mut table: Table, config: &Config) -> Result<Table> {
             })?;
             table.totals.1.push(counts::AcceptedExcess {
                 setting: format!("summary_excess.\"{uuid}\"[{i}]"),
+                snapshot_id: e.snapshot,
                 since_ms,
                 total: e.total.clone(),
                 excess: e.excess,
@@ -380,6 +387,7 @@ impl Table {
         counts::TotalsRules {
             table_uuid: &self.totals.0,
             accepted: &self.totals.1,
+            lineage: Some(self.metadata.as_ref()),
         }
     }
 

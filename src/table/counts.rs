@@ -180,7 +180,11 @@ impl EntryTally {
 pub struct AcceptedExcess {
     /// The setting, as messages name it (`summary_excess."<uuid>"[0]`).
     pub setting: String,
-    /// Snapshots committed at or after this instant (milliseconds since the epoch) are covered.
+    /// The first snapshot that carries the excess: it and its descendants are covered.
+    pub snapshot_id: i64,
+    /// Its commit time (milliseconds since the epoch): a descendant whose line of parents leaves the metadata
+    /// before reaching [`AcceptedExcess::snapshot_id`] is covered only when that snapshot left the metadata too and
+    /// every parent on the way was committed at or after this time.
     pub since_ms: i64,
     /// The total (`total-data-files`, `total-delete-files`, `total-records`).
     pub total: String,
@@ -190,14 +194,70 @@ pub struct AcceptedExcess {
     pub reason: String,
 }
 
-/// What [`check_snapshot_totals`] needs of its table: its UUID (for the hint it gives) and the excesses the
-/// configuration accepts for it.
-#[derive(Debug, Clone, Copy, Default)]
+/// The snapshots of a table as far as an accepted excess needs them: each one's commit time and parent.
+pub trait Lineage {
+    /// Commit time (ms) and parent of snapshot `id`; `None` when the table's metadata does not hold it.
+    fn snapshot(&self, id: i64) -> Option<(i64, Option<i64>)>;
+}
+
+impl Lineage for iceberg::spec::TableMetadata {
+    fn snapshot(&self, id: i64) -> Option<(i64, Option<i64>)> {
+        self.snapshot_by_id(id)
+            .map(|s| (s.timestamp_ms(), s.parent_snapshot_id()))
+    }
+}
+
+impl Lineage for std::collections::BTreeMap<i64, (i64, Option<i64>)> {
+    fn snapshot(&self, id: i64) -> Option<(i64, Option<i64>)> {
+        self.get(&id).copied()
+    }
+}
+
+/// What [`check_snapshot_totals`] needs of its table: its UUID (for the hint it gives), the excesses the
+/// configuration accepts for it, and its snapshots' lineage (an excess is accepted only down the line of the
+/// snapshot that first carried it).
+#[derive(Clone, Copy, Default)]
 pub struct TotalsRules<'a> {
     /// The table's UUID.
     pub table_uuid: &'a str,
     /// The accepted excesses.
     pub accepted: &'a [AcceptedExcess],
+    /// The table's snapshots; without it no excess is accepted.
+    pub lineage: Option<&'a dyn Lineage>,
+}
+
+impl std::fmt::Debug for TotalsRules<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TotalsRules")
+            .field("table_uuid", &self.table_uuid)
+            .field("accepted", &self.accepted)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether snapshot `id` (committed at `ts`) descends from the accepted excess's first snapshot: walking its parents,
+/// that snapshot is reached before one committed before [`AcceptedExcess::since_ms`]; or the line leaves the
+/// metadata first, every snapshot on it committed since, and the first snapshot has left the metadata too (it was
+/// expired: its descendants keep the acceptance). A line that leaves the metadata while the first snapshot is
+/// still there is another line: not covered.
+fn descends(lineage: &dyn Lineage, a: &AcceptedExcess, id: i64, ts: i64) -> bool {
+    let (mut id, mut ts) = (id, ts);
+    for _ in 0..100_000 {
+        if id == a.snapshot_id {
+            return true;
+        }
+        if ts < a.since_ms {
+            return false;
+        }
+        match lineage.snapshot(id).and_then(|(_, parent)| parent) {
+            Some(p) => match lineage.snapshot(p) {
+                Some((pts, _)) => (id, ts) = (p, pts),
+                None => return lineage.snapshot(a.snapshot_id).is_none(),
+            },
+            None => return lineage.snapshot(a.snapshot_id).is_none(),
+        }
+    }
+    false
 }
 
 /// Refuses a snapshot whose manifests, as its manifest list names them, hold fewer live data files, delete files
@@ -213,9 +273,10 @@ pub struct TotalsRules<'a> {
 /// that does not parse, checks nothing. A total that a writer's bug left too high is carried into every later
 /// snapshot; lakedrill cannot tell it from a list that lost manifests, and refuses (exit 2 naming the total and
 /// the setting that would accept it). The operator who knows the writer's bug accepts that exact excess from the
-/// first snapshot that carries it on (`rules.accepted`): the latest accepted entry of the total committed at or
-/// before the snapshot applies, and only when the excess is exactly its own — a list that loses manifests later
-/// changes the excess and is refused again.
+/// first snapshot that carries it on (`rules.accepted`): of the entries of the total whose first snapshot the
+/// snapshot descends from (see `descends`), the latest applies, and only when the excess is exactly its own — a
+/// list that loses manifests later changes the excess and is refused again, and a snapshot of another line (a
+/// rollback past the bug and new commits) is not covered whatever its time.
 ///
 /// # Errors
 /// A sentence naming the snapshot, its manifest list and the total that is not reached.
@@ -242,6 +303,11 @@ pub fn check_snapshot_totals(
             .accepted
             .iter()
             .filter(|a| a.total == key && a.since_ms <= snapshot.timestamp_ms())
+            .filter(|a| {
+                rules
+                    .lineage
+                    .is_some_and(|l| descends(l, a, snapshot.snapshot_id(), snapshot.timestamp_ms()))
+            })
             .max_by_key(|a| a.since_ms);
         let id = snapshot.snapshot_id();
         let lost = format!(
@@ -263,8 +329,9 @@ pub fn check_snapshot_totals(
                 format!(
                     "{lost}; if a writer is known to have left the total {excess} too high (it is carried from \
                      commit to commit), accept exactly that in the configuration: [[summary_excess.\"{}\"]] \
-                     since = \"<commit time of the first snapshot that carries it; this one: {committed}>\", \
-                     total = \"{key}\", excess = {excess}, reason = \"<the writer and its bug>\"",
+                     snapshot = <the first snapshot that carries it; this one: {id}>, since = \"<its commit time; \
+                     this one's: {committed}>\", total = \"{key}\", excess = {excess}, reason = \"<the writer and \
+                     its bug>\"",
                     rules.table_uuid
                 )
             }

@@ -1742,16 +1742,18 @@ mod tests {
         }
     }
 
-    /// An excess the configuration accepts passes only when it is exactly the accepted one, on a snapshot committed
-    /// at or after the entry's `since`; of two entries of a total the later one applies.
+    /// An excess the configuration accepts passes only when it is exactly the accepted one, on the entry's first
+    /// snapshot and its descendants; of two entries of a total on one line the later applies; a snapshot of another
+    /// line (a rollback past the bug, then new commits) is not covered whatever its time; once the first snapshot
+    /// has left the metadata, the line that led to it keeps the acceptance.
     #[test]
-    fn an_accepted_summary_excess_passes_only_exactly_and_from_its_time_on() {
-        let snapshot = |ts: i64, total: &str| {
+    fn an_accepted_summary_excess_passes_only_exactly_and_down_its_line() {
+        let snapshot = |id: i64, ts: i64, total: &str| {
             iceberg::spec::Snapshot::builder()
-                .with_snapshot_id(7)
+                .with_snapshot_id(id)
                 .with_sequence_number(1)
                 .with_timestamp_ms(ts)
-                .with_manifest_list("s3://b/t/metadata/snap-7.avro")
+                .with_manifest_list("s3://b/t/metadata/snap.avro")
                 .with_summary(iceberg::spec::Summary {
                     operation: iceberg::spec::Operation::Append,
                     additional_properties: [("total-data-files".to_owned(), total.to_owned())]
@@ -1764,46 +1766,83 @@ mod tests {
             live_data_files: 10,
             ..EntryTally::default()
         };
-        let entry = |since_ms: i64, excess: u64| AcceptedExcess {
-            setting: format!("summary_excess.\"u\"[{since_ms}]"),
+        let entry = |snapshot_id: i64, since_ms: i64, excess: u64| AcceptedExcess {
+            setting: format!("summary_excess.\"u\"[{snapshot_id}]"),
+            snapshot_id,
             since_ms,
             total: "total-data-files".into(),
             excess,
             reason: "writer bug".into(),
         };
-        let accepted = [entry(100, 2), entry(200, 5)];
+        // 1 before the bug; 2 the first that carries it; 3, 4 (a second bug), 5 after; 6 a rollback to 1, then a commit.
+        let mut lineage: std::collections::BTreeMap<i64, (i64, Option<i64>)> = [
+            (1, (50, None)),
+            (2, (100, Some(1))),
+            (3, (150, Some(2))),
+            (4, (200, Some(3))),
+            (5, (250, Some(4))),
+            (6, (300, Some(1))),
+        ]
+        .into_iter()
+        .collect();
+        let accepted = [entry(2, 100, 2), entry(4, 200, 5)];
+        let check = |lineage: &std::collections::BTreeMap<i64, (i64, Option<i64>)>, id: i64, total: &str| {
+            let ts = lineage.get(&id).map_or(0, |(t, _)| *t);
+            let rules = TotalsRules {
+                table_uuid: "u",
+                accepted: &accepted,
+                lineage: Some(lineage),
+            };
+            check_snapshot_totals(&snapshot(id, ts, total), "l", &found, rules)
+        };
+        assert!(check(&lineage, 2, "12").is_ok());
+        assert!(check(&lineage, 3, "12").is_ok());
+        assert!(check(&lineage, 5, "15").is_ok());
+        // Not the exact excess: a list that lost manifests since changes it.
+        let why = check(&lineage, 3, "13").unwrap_err();
+        assert!(
+            why.contains("summary_excess.\"u\"[2] accepts an excess of exactly 2") && why.contains("not 3"),
+            "{why}"
+        );
+        // The later entry applies from its snapshot on: the earlier excess is no longer accepted there.
+        assert!(
+            check(&lineage, 5, "12")
+                .unwrap_err()
+                .contains("[4] accepts an excess of exactly 5")
+        );
+        // Before the first snapshot nothing is accepted.
+        assert!(check(&lineage, 1, "12").unwrap_err().contains("excess = 2"));
+        // Another line, committed after both entries: not covered, whatever the excess.
+        assert!(check(&lineage, 6, "12").unwrap_err().contains("excess = 2"));
+        assert!(check(&lineage, 6, "15").unwrap_err().contains("excess = 5"));
+        // An equal or higher count needs nothing; without the lineage nothing is accepted.
+        assert!(check(&lineage, 6, "10").is_ok());
         let rules = TotalsRules {
             table_uuid: "u",
             accepted: &accepted,
+            lineage: None,
         };
-        let check = |ts, total| check_snapshot_totals(&snapshot(ts, total), "l", &found, rules);
-        assert!(check(150, "12").is_ok());
-        assert!(check(250, "15").is_ok());
-        // Not the exact excess: a list that lost manifests since changes it.
-        let why = check(150, "13").unwrap_err();
-        assert!(
-            why.contains("summary_excess.\"u\"[100] accepts an excess of exactly 2") && why.contains("not 3"),
-            "{why}"
-        );
-        // The later entry applies from its time on: the earlier excess is no longer accepted there.
-        assert!(
-            check(250, "12")
-                .unwrap_err()
-                .contains("[200] accepts an excess of exactly 5")
-        );
-        // Before the first entry's time nothing is accepted.
-        assert!(check(50, "12").unwrap_err().contains("excess = 2"));
-        // Another total is not covered, and an equal or higher count needs nothing.
-        assert!(check(150, "10").is_ok());
+        assert!(check_snapshot_totals(&snapshot(3, 150, "12"), "l", &found, rules).is_err());
+        // The first snapshots expired (1 and 2 gone): 3's line leaves the metadata after the entry's time, and the
+        // entry's first snapshot is gone too: still covered. The rollback line (6, whose parent 1 is gone) was
+        // committed after the entry's time as well, but it never led to 2: while 2 is held it is refused; once both
+        // are gone it cannot be told apart, and is covered (documented).
+        lineage.remove(&1);
+        assert!(check(&lineage, 6, "12").is_err(), "2 is still in the metadata");
+        lineage.remove(&2);
+        assert!(check(&lineage, 3, "12").is_ok());
+        assert!(check(&lineage, 5, "15").is_ok());
+        // Another total is not covered.
         let other = [AcceptedExcess {
             total: "total-records".into(),
-            ..entry(100, 2)
+            ..entry(2, 100, 2)
         }];
         let rules = TotalsRules {
             table_uuid: "u",
             accepted: &other,
+            lineage: Some(&lineage),
         };
-        assert!(check_snapshot_totals(&snapshot(150, "12"), "l", &found, rules).is_err());
+        assert!(check_snapshot_totals(&snapshot(3, 150, "12"), "l", &found, rules).is_err());
     }
 
     /// `bytes` fed to [`ManifestPieces`] in pieces of `piece` bytes: its live files, or `None` when the fast
