@@ -173,6 +173,9 @@ pub fn kept_beyond_metadata(input: &PlanInput, path: &str) -> Option<String> {
     if let Some(why) = kept_by_missing_protection(input, path) {
         return Some(why);
     }
+    if let Some(why) = kept_as_statistics_of_missing(input, path) {
+        return Some(why);
+    }
     if let Some(id) = input.protections.snapshot_candidate_files.get(path) {
         return Some(format!(
             "candidate:{id}: a file of snapshot candidate {id}, which is not finished and whose snapshots left the \
@@ -427,6 +430,7 @@ pub fn rebase(input: &PlanInput, plan: &Plan, snapshot_ids: &[i64], objects: &[O
         } else {
             writer_or_prefix_hold(input, &o.path)
                 .or_else(|| kept_by_bundle(input, &o.path))
+                .or_else(|| kept_by_missing_protection(input, &o.path))
                 .or_else(|| kept_by_link(input, &o.path))
         };
         match why {
@@ -544,6 +548,8 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
                 "{} is named in place by the bundles of candidate {id}, quarantined in bundle mode and not finished",
                 o.path
             ));
+        } else if let Some(why) = kept_by_missing_protection(input, &o.path) {
+            objs.push(format!("{}: {why}", o.path));
         } else if let Some(why) = kept_by_link(input, &o.path) {
             objs.push(format!("{}: {why}", o.path));
         }
@@ -711,6 +717,34 @@ fn kept_by_missing_protection(input: &PlanInput, path: &str) -> Option<String> {
         "{} on snapshot {id}, which left the table: the snapshot reaches this file (resolved from {from}); never an \
          orphan while the protection lasts",
         named.join(", ")
+    ))
+}
+
+/// Why `path` is kept as a possible statistics file of a protected snapshot that left the table and was resolved
+/// from its bundle ([`Protections::resolved_missing`]). A bundle seals what the snapshot reaches, not the table's
+/// statistics entries naming it (Puffin `*.stats`, partition statistics), and the quarantine's commit dropped those
+/// entries with the snapshot: nothing says which unreferenced file was its statistics. While such a protection
+/// lasts, an unreferenced file whose name ends in `.stats` or `.puffin`, or holds the snapshot's id, is kept
+/// (review of 2026-12-07, R4-5: they were proposed as orphans while the hold stood).
+fn kept_as_statistics_of_missing(input: &PlanInput, path: &str) -> Option<String> {
+    let p = &input.protections;
+    if p.resolved_missing.is_empty() {
+        return None;
+    }
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let id = p
+        .resolved_missing
+        .keys()
+        .find(|id| name.contains(&id.to_string()))
+        .copied()
+        .or_else(|| {
+            (name.ends_with(".stats") || name.ends_with(".puffin"))
+                .then(|| p.resolved_missing.keys().next().copied())
+                .flatten()
+        })?;
+    Some(format!(
+        "statistics-of:{id}: may be a statistics file of snapshot {id}, which left the table under a protection \
+         (its bundle does not seal statistics); never an orphan while the protection lasts"
     ))
 }
 
@@ -1104,6 +1138,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             .find(|(_, p)| under(path, p))
             .map(|(h, p)| format!("hold:{h} ({p})"))
             .or_else(|| kept_by_bundle(input, path))
+            .or_else(|| kept_by_missing_protection(input, path))
             .or_else(|| kept_by_link(input, path))
     };
     let mut differences = Vec::new();
@@ -2545,11 +2580,18 @@ mod tests {
                 resolved.protections.missing_snapshot_files.insert(f.into(), 0);
             }
             if let Some(l) = resolved.listing.as_mut() {
-                l.push(ListedObject {
-                    path: "data/stray.parquet".into(),
-                    size: 1,
-                    last_modified_ms: 90 * DAY,
-                });
+                for path in [
+                    "data/stray.parquet",
+                    "metadata/0-5a1e.stats",
+                    "metadata/partition-stats-0-5a1e.parquet",
+                ] {
+                    l.push(ListedObject {
+                        path: path.into(),
+                        size: 1,
+                        last_modified_ms: 90 * DAY,
+                    });
+                }
+                l.sort_by(|a, b| a.path.cmp(&b.path));
             }
             let p = plan(&resolved);
             let orphans: Vec<&str> = p
@@ -2569,6 +2611,15 @@ mod tests {
                 Some((kind, id)) => format!("{kind}:{id}"),
                 None => unreachable!(),
             };
+            // Its statistics files, which the bundle does not seal, are kept too.
+            for f in ["metadata/0-5a1e.stats", "metadata/partition-stats-0-5a1e.parquet"] {
+                let k = p.kept_unreferenced.iter().find(|k| k.subject == f);
+                assert!(
+                    k.is_some_and(|k| k.reasons[0].starts_with("statistics-of:0")),
+                    "{name}: {f}: {:?}",
+                    p.kept_unreferenced
+                );
+            }
             for f in ["data/s0.parquet", "metadata/snap-0.avro"] {
                 let k = p.kept_unreferenced.iter().find(|k| k.subject == f).unwrap();
                 assert!(
@@ -2579,6 +2630,24 @@ mod tests {
             }
             let r = orphan_rebase(&resolved, &objects);
             assert!(r.missing_protected.is_empty() && r.objects.is_empty(), "{r:?}");
+            // A snapshot candidate holding a file the protected snapshot reaches (one another engine's expiry left
+            // shared with a snapshot the table still has) is refused by the independent check and kept out of a
+            // rebase: the resolved files bind every candidate, not only orphans (review of 2026-12-07, R4-10).
+            let shared = [crate::model::object::ObjectRef {
+                path: "data/s0.parquet".into(),
+                layer: crate::model::object::Layer::Data,
+                size: 1,
+            }];
+            let c = nondeletable_conflicts(&resolved, &[], &shared);
+            assert!(
+                c.iter()
+                    .any(|w| w.contains("data/s0.parquet") && w.contains("which left the table")),
+                "{name}: {c:?}"
+            );
+            assert!(
+                nondeletable_conflicts(&input, &[], &shared).is_empty(),
+                "{name}: unresolved, nothing names it"
+            );
             // A protection on a snapshot still in the table changes nothing about orphans.
             let mut on_live = gone_snapshot_input();
             on_live.protections.leases.push((1, "l2".into()));
