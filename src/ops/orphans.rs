@@ -1505,6 +1505,19 @@ async fn blocked_standing(storage: &Storage, rec: &crate::registry::CandidateRec
     if files.is_empty() || b["others_in_place"] != true {
         return Ok(None);
     }
+    // Every file that was back then must still be as it was (a record without them, written before they were
+    // recorded, is tried again once).
+    let Some(in_place) = b["in_place"].as_array() else {
+        return Ok(None);
+    };
+    for f in in_place {
+        let Some(uri) = f["uri"].as_str() else {
+            return Ok(None);
+        };
+        if at_path(storage.head(uri).await?.as_ref()) != f["at_path"] {
+            return Ok(None);
+        }
+    }
     let mut lines = Vec::new();
     for f in files {
         let Some(uri) = f["uri"].as_str() else {
@@ -1515,7 +1528,8 @@ async fn blocked_standing(storage: &Storage, rec: &crate::registry::CandidateRec
         }
         lines.push(format!(
             "ORPHAN_PUT_BACK_STANDING: {} of candidate {}: other bytes have sat at its path since {} (unchanged: \
-             size {}, ETag {}), so it was not put back; its held copy {} is kept and never purged; not tried again \
+             size {}, ETag {}), so it was not put back; its held copy {} is kept (lakedrill never purges it; a bucket lifecycle rule on \
+             its hold can still end it); not tried again \
              until that path changes (or by `quarantine release` / `restore --put-back`)",
             f["path"].as_str().unwrap_or(uri),
             rec.candidate_id,
@@ -1713,17 +1727,31 @@ async fn put_back_protected_whole(
         }
     }
     let others_in_place = back.iter().filter(|p| !p.verified).count() == blocked.len();
+    // The files that are back, each with what its path holds: a standing record holds only while they stay as they
+    // are (one removed or replaced since is put back again, review of 2026-12-07, R4-3).
+    let mut in_place = Vec::new();
+    if !blocked.is_empty() {
+        for (f, _) in tried.iter().zip(&back).filter(|(_, p)| p.verified) {
+            let info = storage.head(&f.entry.uri).await?;
+            in_place.push(serde_json::json!({"uri": f.entry.uri, "at_path": at_path(info.as_ref())}));
+        }
+    }
     let recorded = rec.quarantine.as_ref().map(|q| &q[PUT_BACK_BLOCKED]);
     let entry = if blocked.is_empty() {
         serde_json::Value::Null
     } else {
-        serde_json::json!({"at": now.to_rfc3339(), "files": blocked, "others_in_place": others_in_place})
+        serde_json::json!({"at": now.to_rfc3339(), "files": blocked, "others_in_place": others_in_place,
+            "in_place": in_place})
     };
     // Written when it differs from what is recorded (not on every attempt that finds the same).
     let same = match recorded {
         None => entry.is_null(),
         Some(r) if r.is_null() || entry.is_null() => r.is_null() && entry.is_null(),
-        Some(r) => r["files"] == entry["files"] && r["others_in_place"] == entry["others_in_place"],
+        Some(r) => {
+            r["files"] == entry["files"]
+                && r["others_in_place"] == entry["others_in_place"]
+                && r["in_place"] == entry["in_place"]
+        }
     };
     if !same {
         crate::ops::binding::still_claimed(reg, &rec.candidate_id, run_id, "recording the files not put back").await?;
@@ -1747,7 +1775,8 @@ async fn put_back_protected_whole(
     for b in &blocked {
         findings.push(format!(
             "ORPHAN_PUT_BACK_BLOCKED: {} of candidate {}: other bytes sit at its path (size {}, ETag {}); it is never \
-             overwritten, its held copy {} is kept and never purged, and the next plans report it without trying \
+             overwritten, its held copy {} is kept (lakedrill never purges it; a bucket lifecycle rule on its hold \
+             can still end it), and the next plans report it without trying \
              again until that path changes",
             b["path"].as_str().unwrap_or("?"),
             rec.candidate_id,

@@ -2545,6 +2545,57 @@ fn a_put_back_kept_from_its_path_by_another_file_is_recorded_once_and_stands_unt
     assert!(r.json().get("orphans_put_back_standing").is_none(), "{}", r.stdout);
 }
 
+/// Review of 2026-12-07 (R4-3): a standing put-back finding HEADed only the blocked paths; a file of the same
+/// candidate that had gone back, removed from the table folder later, was never put back again while the blocked
+/// path stayed the same. Now the files that are back are recorded with what their paths hold, and a change there
+/// sends the candidate back to a whole put-back.
+#[test]
+fn a_standing_put_back_is_tried_again_when_a_file_that_went_back_is_gone() {
+    let (g, vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    let (a, b) = (root.join("data/back-a.parquet"), root.join("data/blocked-b.parquet"));
+    let (a_bytes, b_bytes) = (b"PAR1 file a PAR1".as_slice(), b"PAR1 file b PAR1".as_slice());
+    put(&a, a_bytes, old);
+    put(&b, b_bytes, old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    assert_eq!(object_paths(&c).len(), 2, "{c}");
+    g.quarantine(&id, "tag").expect_code(0);
+    assert!(!a.exists() && !b.exists());
+    let other = b"PAR1 another file at b's path PAR1";
+    std::fs::write(&b, other).unwrap();
+    crate::release::release(&g, &id, "the writer came back").expect_code(1);
+    assert_eq!(std::fs::read(&a).unwrap(), a_bytes, "a went back");
+    let plan = || g.on_table(&["--json", "plan", "--policy", g.policy.to_str().unwrap()]);
+    assert_eq!(plan().code, 1, "the first plan records b as blocked");
+    let r = plan();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.json()["orphans_put_back_standing"]
+            .to_string()
+            .contains("blocked-b.parquet"),
+        "{}",
+        r.stdout
+    );
+    // a is removed from the table folder (another tool): the next plan does not stand, it puts a back again.
+    std::fs::remove_file(&a).unwrap();
+    let r = plan();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.json()["orphans_put_back"].to_string().contains("back-a.parquet"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(std::fs::read(&a).unwrap(), a_bytes, "a is back again");
+    assert_eq!(std::fs::read(&b).unwrap(), other, "b's path is never overwritten");
+    assert!(
+        copy_path(&g, &vault, &id, "data/blocked-b.parquet", b_bytes).exists(),
+        "b's held copy is kept"
+    );
+    assert_eq!(crate::deleter_safety::candidate_state(&g, &id), "PROTECTED");
+}
+
 /// A snapshot candidate quarantined in bundle mode, then a legal hold on the first snapshot it took out of the
 /// table (the candidate becomes PROTECTED): the hold id, that snapshot, its bundle's folder, the table files that
 /// snapshot reaches (relative to the table location, from the bundle's inventory) and every file of the candidate.
