@@ -2343,6 +2343,17 @@ async fn execute(
     // delete must have been sealed at exactly that place, or the run would delete files no drill verified.
     let delete_root = ctx.catalog_table(source).await?.0.location().root_uri().to_owned();
     let sealed = sealed_inventories(ctx, &rec, &objects, trust, SealedObject::of, Some(&delete_root)).await?;
+    // Every object to delete was sealed by a bundle the drill verified: one that none holds (only a registry row
+    // edited after the acceptance's coverage check gets here) is never deleted on a plain HEAD.
+    if let Some(o) = objects.iter().find(|o| sealed.get(&o.path).is_none()) {
+        return Err(Error::invalid(
+            candidate_id,
+            format!(
+                "cannot decide: object {} is in the candidate but sealed by none of its bundles; nothing is deleted",
+                o.path
+            ),
+        ));
+    }
     // 2. Drop the quarantine tags and the candidate's snapshots from the table: one commit, a compare-and-set
     // against the generation read. A commit that loses the race to a writer is retried on the new generation,
     // after checking again that nothing there reaches the candidate; files are deleted only once it succeeded.
