@@ -4489,37 +4489,60 @@ async fn undelete_claimed(
     // Each object independently (bounded by the storage's request limit); receipts in inventory order.
     let objects = &rec.objects;
     let (root, expected) = (&root, &expected);
-    let checked: Vec<Result<(String, bool, String)>> = futures::stream::iter(objects.iter().map(|o| async move {
+    // Each object's action, whether it was verified back, the check, and whether it may be back (its marker was
+    // removed, or the removal's outcome is unknown): one that may be back is never left VERIFIED (deleted) in the
+    // registry, whatever went wrong after (review of 2026-12-07, R3-5).
+    type Checked = (String, bool, String, bool);
+    let checked: Vec<Result<Checked>> = futures::stream::iter(objects.iter().map(|o| async move {
         let uri = location::join(root, &o.path);
         let versions = ctx.storage.s3_versions(&uri).await?;
         let latest = versions.iter().find(|v| v.is_latest);
-        let action = match latest {
-            Some(m) if m.is_delete_marker => {
-                ctx.storage.s3_delete_version(&uri, &m.version_id).await?;
-                format!("delete marker {} removed", m.version_id)
-            }
-            Some(_) => "already present".to_owned(),
-            None => "no version left (deleted permanently)".to_owned(),
+        let (action, touched) = match latest {
+            Some(m) if m.is_delete_marker => match ctx.storage.s3_delete_version(&uri, &m.version_id).await {
+                Ok(()) => (format!("delete marker {} removed", m.version_id), true),
+                Err(e) => (
+                    format!(
+                        "removing delete marker {} failed ({}): it may have taken effect",
+                        m.version_id,
+                        e.with_causes()
+                    ),
+                    true,
+                ),
+            },
+            Some(_) => ("already present".to_owned(), false),
+            None => ("no version left (deleted permanently)".to_owned(), false),
         };
-        let (ok, check) = match (ctx.storage.head(&uri).await?, expected.get(&o.path)) {
-            (None, _) => (false, "absent".to_owned()),
-            (Some(_), Some((digest, size))) => {
-                let h = ctx.storage.hash(&uri).await?;
-                if &h.blake3 == digest && h.bytes_read == *size {
-                    (true, "matches the bundle".to_owned())
-                } else {
-                    (
-                        false,
-                        format!("differs from the bundle (blake3 {} size {})", h.blake3, h.bytes_read),
-                    )
+        let checked = async {
+            Ok::<_, Error>(match (ctx.storage.head(&uri).await?, expected.get(&o.path)) {
+                (None, _) => (false, "absent".to_owned()),
+                (Some(_), Some((digest, size))) => {
+                    let h = ctx.storage.hash(&uri).await?;
+                    if &h.blake3 == digest && h.bytes_read == *size {
+                        (true, "matches the bundle".to_owned())
+                    } else {
+                        (
+                            false,
+                            format!("differs from the bundle (blake3 {} size {})", h.blake3, h.bytes_read),
+                        )
+                    }
                 }
-            }
-            (Some(i), None) => (
-                i.size == o.size,
-                format!("not in any bundle; size {} (plan said {})", i.size, o.size),
-            ),
-        };
-        Ok((action, ok, check))
+                (Some(i), None) => (
+                    i.size == o.size,
+                    format!("not in any bundle; size {} (plan said {})", i.size, o.size),
+                ),
+            })
+        }
+        .await;
+        match checked {
+            Ok((ok, check)) => Ok((action, ok, check, touched)),
+            Err(e) if touched => Ok((
+                action,
+                false,
+                format!("could not be checked ({}): kept as possibly back", e.with_causes()),
+                true,
+            )),
+            Err(e) => Err(e),
+        }
     }))
     .buffered(ctx.storage.options().io_concurrency.get())
     .collect()
@@ -4540,7 +4563,7 @@ async fn undelete_claimed(
     let mut first_error = None;
     let mut any_back = false;
     for (o, c) in objects.iter().zip(checked) {
-        let (action, ok, check) = match c {
+        let (action, ok, check, touched) = match c {
             Ok(c) => c,
             Err(e) => {
                 all_ok = false;
@@ -4549,10 +4572,12 @@ async fn undelete_claimed(
             }
         };
         all_ok &= ok;
-        any_back |= ok;
+        // Back, or possibly back: the object (and its candidate) is PROTECTED, never left VERIFIED.
+        let back = ok || touched;
+        any_back |= back;
         let r = serde_json::json!({"phase": "undeleted", "key": o.path, "action": action, "verified": ok, "check": check, "at": ctx.now().to_rfc3339()});
         reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
-        if ok && deleted.contains(&o.path) {
+        if back && deleted.contains(&o.path) {
             reg.object_transition(candidate_id, &o.path, State::Protected, ctx.now())
                 .await?;
         }
