@@ -2745,6 +2745,25 @@ async fn execute(
         };
         let mut send = Vec::new();
         for (o, ex) in chunk.iter().zip(expected) {
+            // In permanent mode with no sealed version, the request a previous run sent named the version its HEAD
+            // read then, which this run does not know: the current object being absent (a provider that ignored
+            // `versionId` wrote a delete marker) says nothing of that version. `reconcile` settles it by the
+            // version its intent receipt recorded (review of 2026-12-07, R3-2).
+            if ex.requested_before && ex.head_done && ex.head.is_none() && ex.permanent && ex.version_id.is_none() {
+                let r = receipt(
+                    "confirmed",
+                    o,
+                    &ex,
+                    None,
+                    "absent at re-check after an interrupted request, but the version that request named is not \
+                     sealed: unknown until `reconcile` asks for it",
+                    Some("absent (current object only)".into()),
+                );
+                batch.receipt(candidate_id, &o.path, &r, ctx.now());
+                batch.object_transition(candidate_id, &o.path, State::DeleteUnknown, ctx.now());
+                progress.tick(o.size);
+                continue;
+            }
             if ex.requested_before && ex.head_done && ex.head.is_none() {
                 // A previous run sent this delete and died before confirming it: the re-check settles it.
                 let r = receipt(
