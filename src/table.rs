@@ -211,21 +211,26 @@ fn identified(mut table: Table, config: &Config) -> Result<Table> {
             ),
         ));
     }
-    // Keys are compared as UUIDs (an uppercase or braced spelling names the same table).
-    let own = table.metadata.uuid();
+    table.totals.1 = accepted_excess(config, table.metadata.uuid())?;
+    Ok(table)
+}
+
+/// The summary excesses `[[summary_excess."<uuid>"]]` accepts for the table with UUID `own` (keys compared as UUIDs:
+/// an uppercase or braced spelling names the same table).
+fn accepted_excess(config: &Config, own: uuid::Uuid) -> Result<Vec<counts::AcceptedExcess>> {
+    let mut out = Vec::new();
     if let Some((key, entries)) = config
         .summary_excess
         .iter()
         .find(|(k, _)| uuid::Uuid::parse_str(k.trim()).ok() == Some(own))
     {
-        let uuid = key.clone();
         for (i, e) in entries.iter().enumerate() {
-            let since_ms = e.since_ms(&uuid, i).map_err(|reason| Error::Config {
+            let since_ms = e.since_ms(key, i).map_err(|reason| Error::Config {
                 file: "configuration".into(),
                 reason,
             })?;
-            table.totals.1.push(counts::AcceptedExcess {
-                setting: format!("summary_excess.\"{uuid}\"[{i}]"),
+            out.push(counts::AcceptedExcess {
+                setting: format!("summary_excess.\"{key}\"[{i}]"),
                 snapshot_id: e.snapshot,
                 since_ms,
                 total: e.total.clone(),
@@ -234,7 +239,7 @@ fn identified(mut table: Table, config: &Config) -> Result<Table> {
             });
         }
     }
-    Ok(table)
+    Ok(out)
 }
 
 impl Table {
@@ -389,6 +394,18 @@ impl Table {
             accepted: &self.totals.1,
             lineage: Some(self.metadata.as_ref()),
         }
+    }
+
+    /// Accepts for this table the summary excesses the configuration accepts for the table `uuid` (a copy that
+    /// `restore --into` made of it under a new UUID carries the same summaries).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming a malformed entry.
+    pub fn accept_excess_of(&mut self, config: &Config, uuid: &str) -> Result<()> {
+        if let Ok(u) = uuid::Uuid::parse_str(uuid.trim()) {
+            self.totals.1 = accepted_excess(config, u)?;
+        }
+        Ok(())
     }
 
     /// The summary excesses the configuration accepts for this table.

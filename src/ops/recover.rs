@@ -667,7 +667,7 @@ async fn check_recovered(
             Some(actual),
         )
     };
-    let recovered = match Table::load(
+    let mut recovered = match Table::load(
         storage,
         config,
         &TableSource::Metadata {
@@ -688,6 +688,10 @@ async fn check_recovered(
             return Ok(());
         }
     };
+    // A copy under a new UUID carries the original's summaries: the excesses accepted for it hold here too.
+    if recovered.metadata().uuid().to_string() != pred.table_uuid.trim().to_lowercase() {
+        recovered.accept_excess_of(config, &pred.table_uuid)?;
+    }
     let old_loc = TableLocation::new(&pred.table_location, "memory:///unused".into(), &pred.bundle_id)?;
     let new_loc = recovered.location().clone();
     let rel_old = |p: &str| old_loc.relative(p);
