@@ -1362,6 +1362,16 @@ pub async fn plan_output(
     trust: Option<&Path>,
     text: bool,
 ) -> Result<Outcome> {
+    // A trust folder named (by `--trust` or `[keys] trust`) must be one: it would otherwise be read only when a
+    // protected snapshot has left the table, and a typo would pass unnoticed until that day.
+    if let Some(t) = trust
+        && !t.is_dir()
+    {
+        return Err(Error::invalid(
+            "--trust",
+            format!("{}: not a folder (give the folder of trusted *.pub keys)", t.display()),
+        ));
+    }
     let policy = match crate::govern::policy::load(policy_path) {
         Ok(p) => p,
         // A policy whose `table` binding does not parse (a bare name, most often): `plan` has the table, so it
@@ -1412,9 +1422,10 @@ pub async fn plan_output(
     // An accepted summary excess weakens the truncated-list check: every plan says so.
     p.warnings.extend(table.accepted_excess().iter().map(|a| {
         format!(
-            "{}: the snapshots committed since {} may carry {} exactly {} above what their manifests hold ({}); a \
-             manifest list that lost manifests is still refused",
+            "{}: snapshot {} (committed {}) and its descendants may carry {} exactly {} above what their manifests \
+             hold ({}); a manifest list that lost manifests is still refused",
             a.setting,
+            a.snapshot_id,
             DateTime::from_timestamp_millis(a.since_ms).map_or_else(
                 || a.since_ms.to_string(),
                 |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

@@ -2756,6 +2756,21 @@ fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_off_without_a
         &plan_trusting(&g, None),
         "no trust store to verify the bundle sealed for it under",
     );
+    // A trust folder named that is not one is an error (exit 2), not a quiet "not resolved".
+    let r = g.on_table(&[
+        "--json",
+        "plan",
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--trust",
+        "no-such-folder",
+    ]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--trust") && r.stderr.contains("no-such-folder: not a folder"),
+        "{}",
+        r.stderr
+    );
     assert!(
         plan_trusting(&g, None)["warnings"]
             .to_string()
