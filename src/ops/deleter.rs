@@ -2030,31 +2030,8 @@ async fn orphan_recheck(
             said.join("; ")
         )));
     }
-    let record = rebase_record(rec, &current, &r, ctx.now(), true);
-    let (candidate, released) = rebased_candidate(rec, &r)?;
     still_claimed(reg, &rec.candidate_id, run_id, "rebasing the candidate").await?;
-    if !reg
-        .candidate_rebase(
-            &rec.candidate_id,
-            &rec.stamp,
-            &current,
-            &candidate,
-            &released,
-            &record,
-            Some(run_id),
-            ctx.now(),
-        )
-        .await?
-    {
-        return Err(Error::invalid(
-            &rec.candidate_id,
-            format!(
-                "cannot decide: the rebase onto {} was not recorded (the candidate's stamp or claim moved \
-                 meanwhile); nothing more was deleted",
-                current.metadata_location
-            ),
-        ));
-    }
+    record_rebase(reg, rec, &current, &r, run_id, ctx.now()).await?;
     for line in &said {
         crate::report::output::warn(line);
     }
@@ -2248,6 +2225,44 @@ async fn rebase(
     Ok(Rebased::Onto)
 }
 
+/// Records run `run_id`'s rebase `r` of candidate `rec` onto `current` (with its `rebase` record). Not written — the
+/// candidate's stamp or claim moved meanwhile — the inventory read next would be the one before the rebase, holding
+/// what the new generation references: an error then (exit 2), and nothing more is deleted.
+async fn record_rebase(
+    reg: &Registry,
+    rec: &CandidateRecord,
+    current: &crate::registry::WorldStamp,
+    r: &crate::govern::closure::Rebase,
+    run_id: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<()> {
+    let record = rebase_record(rec, current, r, now, true);
+    let (candidate, released) = rebased_candidate(rec, r)?;
+    if reg
+        .candidate_rebase(
+            &rec.candidate_id,
+            &rec.stamp,
+            current,
+            &candidate,
+            &released,
+            &record,
+            Some(run_id),
+            now,
+        )
+        .await?
+    {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        &rec.candidate_id,
+        format!(
+            "cannot decide: the rebase onto {} was not recorded (the candidate's stamp or claim moved meanwhile); \
+             nothing more was deleted",
+            current.metadata_location
+        ),
+    ))
+}
+
 /// Whether no delete of the candidate happened or may have happened: no object deleted or uncertain, and no
 /// delete intent without its answer (a run that stopped between sending a batch and recording it). Only then may
 /// an approved candidate still be rebased.
@@ -2433,32 +2448,7 @@ async fn execute(
                     ));
                 }
                 if !r.unchanged() {
-                    let record = rebase_record(&rec, &current, &r, ctx.now(), true);
-                    let (candidate, released) = rebased_candidate(&rec, &r)?;
-                    // Not written (the candidate's stamp or claim moved meanwhile): the inventory read next would be
-                    // the one before the rebase, holding what the new generation references. Nothing is deleted.
-                    if !reg
-                        .candidate_rebase(
-                            candidate_id,
-                            &rec.stamp,
-                            &current,
-                            &candidate,
-                            &released,
-                            &record,
-                            Some(run_id),
-                            ctx.now(),
-                        )
-                        .await?
-                    {
-                        return Err(Error::corrupt(
-                            table.metadata_uri(),
-                            format!(
-                                "cannot decide: the rebase of candidate {candidate_id} onto {} was not recorded (its \
-                                 stamp or claim moved meanwhile); nothing more was deleted",
-                                current.metadata_location
-                            ),
-                        ));
-                    }
+                    record_rebase(reg, &rec, &current, &r, run_id, ctx.now()).await?;
                     rec = reg.candidate(candidate_id).await?;
                     objects = std::mem::take(&mut rec.objects);
                     if attempt < COMMIT_ATTEMPTS {

@@ -1893,16 +1893,9 @@ fn a_commit_keeping_part_of_the_candidate_while_a_quarantine_seals_refuses_it() 
     assert!(left.is_empty(), "bundle files left: {left:?}");
 }
 
-/// A bundle-mode quarantine takes its snapshots out of the table, and its bundles name their data files in place. A
-/// file such a snapshot shared with one the table kept (here under a reader's lease) was not that candidate's to
-/// delete; once the lease ended, the next candidate took the file with the other snapshot and its purge deleted it,
-/// while the first candidate was still QUARANTINED: its bundle no longer verified and its snapshot could not come
-/// back. Now `plan` keeps the file out of every other candidate while the first is unfinished, saying which one
-/// needs it; the later purge leaves it, and the first bundle still restores.
-#[test]
-fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate() {
-    let g = Gov::new("");
-    // X: appended at s8, still referenced by s9 (another append), dropped by a delete of its rows.
+/// Through PyIceberg: an append of file X (snapshot s8), another append (s9, which still references X), and a delete
+/// of X's rows (X referenced no more by the current snapshot). Returns s8, s9 and X relative to the table location.
+fn file_shared_by_two_appends_then_deleted(g: &Gov) -> (String, String, String) {
     let out = g.py(
         "import pyarrow as pa, time\n\
          from pyiceberg.expressions import EqualTo\n\
@@ -1922,11 +1915,24 @@ fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate(
          print(s8); print(s9); print(x[len(t.location().rstrip('/')) + 1:])",
     );
     let mut lines = out.lines();
-    let (s8, s9, x) = (
+    (
         lines.next().unwrap().to_owned(),
         lines.next().unwrap().to_owned(),
         lines.next().unwrap().to_owned(),
-    );
+    )
+}
+
+/// A bundle-mode quarantine takes its snapshots out of the table, and its bundles name their data files in place. A
+/// file such a snapshot shared with one the table kept (here under a reader's lease) was not that candidate's to
+/// delete; once the lease ended, the next candidate took the file with the other snapshot and its purge deleted it,
+/// while the first candidate was still QUARANTINED: its bundle no longer verified and its snapshot could not come
+/// back. Now `plan` keeps the file out of every other candidate while the first is unfinished, saying which one
+/// needs it; the later purge leaves it, and the first bundle still restores.
+#[test]
+fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate() {
+    let g = Gov::new("");
+    // X: appended at s8, still referenced by s9 (another append), dropped by a delete of its rows.
+    let (s8, s9, x) = file_shared_by_two_appends_then_deleted(&g);
     let ids = |c: &Value| -> Vec<String> {
         c["snapshot_ids"]
             .as_array()
@@ -2015,30 +2021,7 @@ fn a_file_a_bundle_mode_quarantine_names_in_place_is_never_in_a_later_candidate(
 fn a_bundle_edited_without_its_key_does_not_release_the_files_it_names_in_place() {
     use base64::Engine;
     let g = Gov::new("");
-    let out = g.py(
-        "import pyarrow as pa, time\n\
-         from pyiceberg.expressions import EqualTo\n\
-         def rows(i, c):\n    return pa.table({'id': pa.array([i], pa.int64()), 'category': pa.array([c], pa.string()), \
-         'value': pa.array([1.0], pa.float64())})\n\
-         files = lambda: set(t.inspect.files()['file_path'].to_pylist())\n\
-         before = files()\n\
-         t.append(rows(9001, 'x'))\n\
-         s8 = t.current_snapshot().snapshot_id\n\
-         x = (files() - before).pop()\n\
-         time.sleep(0.01)\n\
-         t.append(rows(9002, 'y'))\n\
-         s9 = t.current_snapshot().snapshot_id\n\
-         time.sleep(0.01)\n\
-         t.delete(delete_filter=EqualTo('category', 'x'))\n\
-         assert x not in files()\n\
-         print(s8); print(s9); print(x[len(t.location().rstrip('/')) + 1:])",
-    );
-    let mut lines = out.lines();
-    let (s8, s9, x) = (
-        lines.next().unwrap().to_owned(),
-        lines.next().unwrap().to_owned(),
-        lines.next().unwrap().to_owned(),
-    );
+    let (s8, s9, x) = file_shared_by_two_appends_then_deleted(&g);
     std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
     let lease = g.on_table(&g.lease_add_args(&s9, "1h")).expect_code(0).json();
     let c1 = g.candidate();
