@@ -102,6 +102,19 @@ fn snapshot_ids_of(rec: &CandidateRecord) -> Vec<i64> {
         .unwrap_or_default()
 }
 
+/// Why key `k` is not a drill key of `trust`, in words: a key the folder holds without the drill role, or one
+/// outside it.
+fn drill_key_status(trust: &TrustStore, k: &str) -> String {
+    match trust.get(k) {
+        Some(pk) => format!(
+            "{}, which the trust folder's {} does not give the drill role",
+            pk.name(),
+            crate::evidence::keys::ROLES_FILE
+        ),
+        None => "a key outside the trust folder".to_owned(),
+    }
+}
+
 /// Checks the evidence against the candidate (pure). Returns every reason to refuse.
 ///
 /// Only a signature by a key that holds the `drill` role of `trust` ([`crate::evidence::keys::Role`]) counts, and
@@ -170,6 +183,7 @@ pub fn check_evidence(
             return reasons;
         }
     }
+    let all_trust = trust;
     let trust = &signers;
     let mut findings = Vec::new();
     let Some((_, pred)) = crate::ops::audit::check_report(name, bytes, trust, &mut findings) else {
@@ -206,21 +220,27 @@ pub fn check_evidence(
                  sign drill reports with a key of their own",
                 s.report, s.index, s.count
             )),
-            // Under evidenceSigners a shard counts only when a listed key signed it: the merging key's signature
-            // says nothing about who drilled.
+            // A shard counts only when a key that may sign drill reports for this purge signed it: a drill key of the
+            // purge's trust folder (the merging key's trust folder may give the role to others) and, under
+            // evidenceSigners, a listed one. The merging key's signature says nothing about who drilled.
             Some(ids) => {
-                if let Some(listed) = listed {
-                    if ids.is_empty() {
-                        reasons.push(format!(
-                            "evidence {name} was merged from shard report {} (shard {}/{}) with no signer recorded, \
-                             so it cannot be shown that a key the policy {}'s evidenceSigners lists signed it",
-                            s.report,
-                            s.index,
-                            s.count,
+                if ids.is_empty() {
+                    reasons.push(format!(
+                        "evidence {name} was merged from shard report {} (shard {}/{}) with no signer recorded, so \
+                         it cannot be shown that a drill key{} signed it",
+                        s.report,
+                        s.index,
+                        s.count,
+                        listed.map_or_else(String::new, |_| format!(
+                            " the policy {}'s evidenceSigners lists",
                             policy.source_name()
-                        ));
-                    }
-                    for k in ids.iter().filter(|k| !listed.contains(*k)) {
+                        ))
+                    ));
+                }
+                for k in ids.iter().filter(|k| signers.get(k).is_none()) {
+                    if let Some(listed) = listed
+                        && !listed.contains(k)
+                    {
                         reasons.push(format!(
                             "evidence {name} was merged from shard report {} (shard {}/{}), which is signed by keyid \
                              {k}, which the policy {}'s evidenceSigners does not list ({}): every shard of a merged \
@@ -230,6 +250,16 @@ pub fn check_evidence(
                             s.count,
                             policy.source_name(),
                             listed.join(", ")
+                        ));
+                    } else {
+                        reasons.push(format!(
+                            "evidence {name} was merged from shard report {} (shard {}/{}), which is signed by keyid \
+                             {k}, {}: every shard of a merged report must be signed by a key with the drill role of \
+                             the purge's --trust",
+                            s.report,
+                            s.index,
+                            s.count,
+                            drill_key_status(&all_trust, k)
                         ));
                     }
                 }

@@ -697,13 +697,14 @@ async fn verified_reports(
         let keyids: Vec<String> = serde_json::from_slice::<crate::evidence::Envelope>(&bytes)
             .map(|e| e.signatures.into_iter().map(|s| s.keyid).collect())
             .unwrap_or_default();
-        // A merge's own signature says nothing about who drilled: under evidenceSigners every shard it joins must
-        // be signed by a listed key as well, as the deleter holds its evidence (`check_evidence`).
-        let unlisted_shard = evidence_signers.and_then(|ids| {
-            p.merged_from.iter().flatten().find(|s| {
-                s.keyids
-                    .as_ref()
-                    .is_none_or(|k| k.is_empty() || k.iter().any(|x| !ids.contains(x)))
+        // A merge's own signature says nothing about who drilled: every shard it joins must be signed by a drill
+        // key of this trust folder (the merging key's folder may give the role to others) and, under
+        // evidenceSigners, by a listed key as well, as the deleter holds its evidence (`check_evidence`).
+        let unlisted_shard = p.merged_from.iter().flatten().find(|s| {
+            s.keyids.as_ref().is_none_or(|k| {
+                k.is_empty()
+                    || k.iter()
+                        .any(|x| drill_keys.get(x).is_none() || evidence_signers.is_some_and(|ids| !ids.contains(x)))
             })
         });
         let unlisted = if let Some(s) = unlisted_shard {
@@ -813,8 +814,21 @@ fn unlisted_figure(unlisted: &[&VerifiedReport]) -> Vec<serde_json::Value> {
 }
 
 /// A report gate's detail when the newest report it would count, `u` (`what`), is signed by no key of the policy's
-/// `evidenceSigners`: names the report, its signer and the field (`count`: how many such reports).
+/// `evidenceSigners` (or, merged, joins a shard of such a key or, without the field, of no drill key): names the
+/// report, its signer and the field (`count`: how many such reports).
 fn not_listed(what: &str, u: &VerifiedReport, evidence_signers: Option<&[String]>, count: usize) -> String {
+    // Without evidenceSigners only a merged report lands here: one of its shards was signed by no drill key of
+    // the trust folder (or its signers were not recorded).
+    if evidence_signers.is_none() {
+        return format!(
+            "{what}, {}, {}, which is no key with the drill role of the trust folder: every shard of a merged report \
+             must be signed by one ({count} such report(s)); merge shards that drill keys signed",
+            u.uri,
+            u.unlisted
+                .as_deref()
+                .unwrap_or("was merged from a shard of no drill key"),
+        );
+    }
     format!(
         "{what}, {}, {}, which the policy's evidenceSigners does not list ({}): only a report signed by a listed key \
          (every shard of a merged one too) counts for this table ({count} such report(s)); drill with a listed key",

@@ -3190,6 +3190,101 @@ fn the_policys_evidence_signers_bind_the_drill_keys_to_the_table() {
     assert_eq!(g.present(&c), 0);
 }
 
+/// A merged report's shards are held to the drill role of the purge's own `--trust`, also without
+/// `evidenceSigners`: a shard signed by a key that only the merging key's trust folder gives the drill role is
+/// refused by the purge, naming the shard report and its key, and the weekly gate does not count the merge. Before,
+/// without `evidenceSigners`, a shard's recorded signer was held only to not being the purge's key, so the merging
+/// folder decided who could drill.
+#[test]
+fn a_merged_reports_shards_must_be_signed_by_drill_keys_of_the_purges_trust() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    // The merging side's trust folder: the table's keys and one more, which the purge's folder does not hold.
+    let merger = g.dir.join("merger-keys");
+    std::fs::create_dir(&merger).unwrap();
+    for e in std::fs::read_dir(g.dir.join("keys")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "pub") {
+            std::fs::copy(&p, merger.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let rogue = g
+        .run(&["--json", "keygen", "--name", "rogue-TEST-ONLY", "--dir", "merger-keys"])
+        .expect_code(0)
+        .json()["keyid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let plan = g.dir.join("drill-rogue-shard.toml");
+    std::fs::write(
+        &plan,
+        "name = \"rogue-shard\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"merger-keys\"\nkey = \"merger-keys/rogue-TEST-ONLY.key\"\nreports = \"rogue-reports\"\n",
+    )
+    .unwrap();
+    let shard = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap(), "--shard", "0/1"])
+        .expect_code(0)
+        .json();
+    let shard_name = report_path(&shard).file_name().unwrap().to_str().unwrap().to_owned();
+    let merged = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--trust",
+            "merger-keys",
+            "--reports",
+            "merged-reports",
+        ])
+        .expect_code(0)
+        .json();
+    let before = walk(&g.table_root());
+    let p = g.purge(id, Some(&report_path(&merged)), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains(&shard_name)
+            && why.contains(&format!("signed by keyid {rogue}, a key outside the trust folder"))
+            && why.contains("must be signed by a key with the drill role of the purge's --trust"),
+        "names the shard report and its key: {why}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+    // The weekly gate does not count the merge either, and says which shard.
+    let gates = crate::gates::gates_reading(&g, "merged-reports").json();
+    let weekly = crate::gates::gate(&gates, "weekly_restores");
+    assert_eq!(weekly["status"], "FAIL", "{weekly}");
+    let detail = weekly["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&shard_name) && detail.contains(&rogue) && detail.contains("no key with the drill role"),
+        "{weekly}"
+    );
+    // The same shard drilled again under the purge's folder, with a key it holds, merges into evidence that deletes.
+    let shard = drill_with(&g, "own-shard", "keys/gov-TEST-ONLY.key", "", Some("0/1"));
+    let merged = g
+        .run(&[
+            "--json",
+            "report",
+            "merge",
+            shard["report"].as_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--trust",
+            "keys",
+            "--reports",
+            "merged-reports",
+        ])
+        .expect_code(0)
+        .json();
+    let p = g.purge(id, Some(&report_path(&merged)), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert_eq!(g.present(&c), 0);
+}
+
 /// `purge --evidence` is held to the weekly gate's rules: a cold-backup drill report is no evidence of the
 /// bundles' restores, and a report drilled under another policy of the table than the one in force is refused
 /// naming both digests — though the gate passes on a newer report of the folder. Before, the evidence was held to
