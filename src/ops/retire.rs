@@ -3,7 +3,8 @@
 //! root and the purge summary, so that drills leave the bundle out of their population instead of finding its
 //! purged data missing.
 //!
-//! The bundles retired are the candidate's own and those a candidate given up earlier (`RELEASED`, or
+//! The bundles retired are the candidate's own (of a snapshot candidate, those of the snapshots it deleted: a
+//! snapshot a rebase released keeps its bundle in the drills) and those a candidate given up earlier (`RELEASED`, or
 //! `PROTECTED`) sealed of one of the snapshots this purge deleted: a released candidate's snapshots return to
 //! the plan, a later candidate purges them, and the old bundles must not fail every drill after.
 //!
@@ -68,15 +69,32 @@ pub async fn retire_bundles(
             .and_then(|q| q["bundles"].as_array().cloned())
             .unwrap_or_default()
     };
-    // The candidate's own bundles: a record must be written beside each (one that cannot be is an error).
-    let own = recorded(&rec).len();
-    let mut bundles = recorded(&rec);
-    // A candidate given up before its purge (RELEASED, or PROTECTED and not yet released) leaves its bundles
-    // behind; once this purge deleted one of their snapshots, they are as stale as this candidate's own.
+    // The snapshots this purge deleted: the candidate's as it ended, after any rebase.
     let purged: std::collections::BTreeSet<i64> = rec.candidate["snapshot_ids"]
         .as_array()
         .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
         .unwrap_or_default();
+    // The candidate's own bundles: a record must be written beside each (one that cannot be is an error). An
+    // orphan candidate's bundle holds what its purge deleted. A snapshot candidate's bundle is retired only when
+    // its snapshot was deleted: a rebase that released a snapshot (a hold, lease, checkpoint or ref landed on it)
+    // leaves that snapshot's bundle its way back, in every drill's population.
+    let orphans = rec.candidate["kind"].as_str() == Some("orphans");
+    let mut bundles = Vec::new();
+    for b in recorded(&rec) {
+        match b["snapshot_id"].as_i64() {
+            _ if orphans => bundles.push(b),
+            Some(s) if purged.contains(&s) => bundles.push(b),
+            Some(_) => {}
+            None => {
+                return Err(Error::Internal(format!(
+                    "candidate {candidate_id}: a recorded bundle without snapshot_id: {b}"
+                )));
+            }
+        }
+    }
+    let own = bundles.len();
+    // A candidate given up before its purge (RELEASED, or PROTECTED and not yet released) leaves its bundles
+    // behind; once this purge deleted one of their snapshots, they are as stale as this candidate's own.
     for other in reg.candidates(&rec.table_uuid).await? {
         if other.candidate_id == rec.candidate_id || !matches!(other.state, State::Released | State::Protected) {
             continue;

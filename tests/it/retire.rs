@@ -199,6 +199,53 @@ fn a_purge_that_deleted_data_files_retires_its_bundles_and_the_next_drill_passes
     assert_eq!(d["predicate"]["sample"]["retired"], bundles.len(), "{d}");
 }
 
+/// A purge whose rebase released one of its snapshots (a tag landed on it after the quarantine) retires only the
+/// bundles of the snapshots it deleted: the released snapshot's bundle gets no retirement record and stays in the
+/// next drill's population. Before, every bundle the quarantine recorded was retired, so a drill no longer
+/// restored the bundle of a snapshot the table keeps.
+#[test]
+fn a_purge_retires_only_the_bundles_of_the_snapshots_it_deleted() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let ids = c["snapshot_ids"].as_array().unwrap().clone();
+    assert!(
+        ids.len() >= 2,
+        "the fixture's candidate holds two snapshots or more: {c}"
+    );
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundles = q["bundles"].as_array().unwrap().clone();
+    assert_eq!(bundles.len(), ids.len(), "{q}");
+    let ev = g.drill("bundles");
+    let kept = ids[0].as_i64().unwrap();
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({kept}, 'keep-this').commit()"
+    ));
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    for b in &bundles {
+        let record = local(b["uri"].as_str().unwrap()).join("retired.dsse.json");
+        if b["snapshot_id"].as_i64() == Some(kept) {
+            assert!(
+                !record.exists(),
+                "the kept snapshot {kept}'s bundle is not retired: {}",
+                record.display()
+            );
+        } else {
+            assert!(record.exists(), "{} is retired", record.display());
+        }
+    }
+    // The next drill restores the kept snapshot's bundle and counts the others as retired.
+    let d = drill_again(&g, 0);
+    let results = d["predicate"]["results"].as_array().unwrap();
+    assert!(
+        results
+            .iter()
+            .any(|r| r["snapshot_id"].as_i64() == Some(kept) && r["status"] == "RESTORE_VERIFIED"),
+        "{d}"
+    );
+}
+
 #[test]
 fn a_folder_of_retired_bundles_only_is_named_as_such() {
     let g = Gov::new("");
