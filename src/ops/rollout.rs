@@ -569,19 +569,19 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
             )),
         }
     }
-    if let Some((ends, rule)) = end {
-        let not_before = reg
-            .quarantine_not_before(candidate_id)
-            .await?
-            .map_or(now, |c| c.max(now))
-            .checked_add_signed(d)
-            .ok_or_else(|| {
-                Error::invalid(
-                    "--by",
-                    format!("{candidate_id}: extended by {by} its quarantine would end past the last time there is"),
-                )
-            })?;
-        if not_before > ends {
+    // The bound is checked inside the registry's write transaction, against the extension in force there: two
+    // extensions at once cannot add up past the end of the hold.
+    let ext = match reg
+        .quarantine_extend(candidate_id, d, reason, now, end.as_ref().map(|(e, _)| *e))
+        .await?
+    {
+        Ok(ext) => ext,
+        Err(not_before) => {
+            let Some((ends, rule)) = end else {
+                return Err(Error::Internal(format!(
+                    "{candidate_id}: the registry refused an extension past a hold end that was not given"
+                )));
+            };
             let why = format!(
                 "{candidate_id} cannot be extended to {}: {}, and the held files would be gone before the purge the \
                  extension waits for; purge or release it before then, or change the rule and quarantine the files \
@@ -595,8 +595,7 @@ pub async fn extend(ctx: &Context, candidate_id: &str, by: &str, reason: &str) -
                 format!("REFUSED: {why}\n"),
             );
         }
-    }
-    let ext = reg.quarantine_extend(candidate_id, d, reason, now).await?;
+    };
     let mut human = format!(
         "{candidate_id}: no purge before {} ({})\n",
         ext.not_before.to_rfc3339(),

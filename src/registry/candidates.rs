@@ -1445,6 +1445,10 @@ impl Registry {
     /// Extends a candidate's quarantine: no purge before `max(now, the current extension) + by`. Only a
     /// candidate not yet approved for deletion (`QUARANTINED` or `RESTORE_VERIFIED`) can be extended.
     ///
+    /// With `ends` (when the held files' storage ends their hold, e.g. a bucket lifecycle rule), an extension
+    /// past it is not written: `Ok(Err(not_before))` names the time it would have set. The bound is checked in the
+    /// write transaction, against the extension in force there, so two extensions at once cannot add up past it.
+    ///
     /// # Errors
     /// [`RegistryError::NotFound`]; [`RegistryError::Invalid`] for a candidate in another state, a duration not
     /// above zero or an empty reason; [`RegistryError::Query`].
@@ -1454,7 +1458,8 @@ impl Registry {
         by: chrono::Duration,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> Result<QuarantineExtension, RegistryError> {
+        ends: Option<DateTime<Utc>>,
+    ) -> Result<std::result::Result<QuarantineExtension, DateTime<Utc>>, RegistryError> {
         const OP: &str = "quarantine_extend";
         require_text("reason", reason)?;
         if by <= chrono::Duration::zero() {
@@ -1484,6 +1489,9 @@ impl Registry {
                 ),
             });
         };
+        if ends.is_some_and(|e| not_before > e) {
+            return Ok(Err(not_before));
+        }
         sqlx::query(
             "INSERT INTO quarantine_extensions (generation, candidate_id, not_before, reason, extended_at) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -1506,7 +1514,7 @@ impl Registry {
         change
             .commit(now, EventKind::QuarantineExtended, Some(&table), &ext)
             .await?;
-        Ok(ext)
+        Ok(Ok(ext))
     }
 
     /// Releases a candidate (`quarantine release`): in one write transaction, checks that it may move to
@@ -2302,7 +2310,7 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            reg.quarantine_extend("c-e", chrono::Duration::hours(1), "early", now)
+            reg.quarantine_extend("c-e", chrono::Duration::hours(1), "early", now, None)
                 .await
                 .is_err()
         );
@@ -2310,14 +2318,35 @@ mod tests {
             .await
             .unwrap();
         let e1 = reg
-            .quarantine_extend("c-e", chrono::Duration::hours(1), "look", now)
+            .quarantine_extend("c-e", chrono::Duration::hours(1), "look", now, None)
             .await
+            .unwrap()
             .unwrap();
         let e2 = reg
-            .quarantine_extend("c-e", chrono::Duration::hours(2), "look more", now)
+            .quarantine_extend("c-e", chrono::Duration::hours(2), "look more", now, None)
             .await
+            .unwrap()
             .unwrap();
         assert_eq!(e2.not_before, e1.not_before + chrono::Duration::hours(2));
+        // Bounded by when the hold ends: checked against the extension in force in the write transaction, so an
+        // extension that fit the bound read before another one landed is not written.
+        let ends = e2.not_before + chrono::Duration::hours(2);
+        let past = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(3), "past the end", now, Some(ends))
+            .await
+            .unwrap();
+        assert_eq!(past.unwrap_err(), e2.not_before + chrono::Duration::hours(3));
+        assert_eq!(
+            reg.quarantine_not_before("c-e").await.unwrap(),
+            Some(e2.not_before),
+            "nothing was written"
+        );
+        let within = reg
+            .quarantine_extend("c-e", chrono::Duration::hours(2), "up to the end", now, Some(ends))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(within.not_before, ends);
         let r = reg
             .candidate_accept(
                 "c-e",
@@ -2335,7 +2364,7 @@ mod tests {
             "{r:?}"
         );
         assert_eq!(
-            reg.candidate_accept("c-e", &stamp(), &loc(), 0, vec![], true, e2.not_before)
+            reg.candidate_accept("c-e", &stamp(), &loc(), 0, vec![], true, within.not_before)
                 .await
                 .unwrap(),
             Acceptance::Approved
