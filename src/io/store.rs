@@ -208,6 +208,9 @@ pub struct Failpoints {
     /// `restore --into` and `recover` wait this many milliseconds after the bundle verified and before `rebuild`
     /// copies its objects (an object can change in between).
     pub rebuild_copy_delay_ms: Option<u64>,
+    /// A protection (`lease add`, `hold set`, `checkpoint add`, `writer begin`) waits this many milliseconds after
+    /// it was recorded and listed the candidates it covers, before it moves them (one can move on in between).
+    pub protect_covered_delay_ms: Option<u64>,
     /// A SQL catalog's compare-and-set `UPDATE` runs, and its answer is lost (as a connection dropped after the
     /// statement reached the database): `catalog-answer-lost=1`.
     pub catalog_answer_lost: Option<u64>,
@@ -255,6 +258,8 @@ pub enum DelayPoint {
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
     RebuildCopy,
+    /// After a protection was recorded and listed the candidates it covers, before it moves them to `PROTECTED`.
+    ProtectCovered,
 }
 
 impl Failpoints {
@@ -290,6 +295,7 @@ impl Failpoints {
                 "put-back-rebase-delay-ms" => f.put_back_rebase_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
+                "protect-covered-delay-ms" => f.protect_covered_delay_ms = v,
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "release-lock-end-fails" => f.release_lock_end_fails = v,
@@ -462,6 +468,7 @@ impl Storage {
                 self.failpoints.set_current_commit_delay_ms,
             ),
             DelayPoint::RebuildCopy => ("rebuild-copy-delay-ms", self.failpoints.rebuild_copy_delay_ms),
+            DelayPoint::ProtectCovered => ("protect-covered-delay-ms", self.failpoints.protect_covered_delay_ms),
             DelayPoint::OrphanRemove => ("orphan-remove-delay-ms", self.failpoints.orphan_remove_delay_ms),
             DelayPoint::OrphanRenamed => ("orphan-renamed-delay-ms", self.failpoints.orphan_renamed_delay_ms),
             DelayPoint::ReleaseWrite => ("release-write-delay-ms", self.failpoints.release_write_delay_ms),

@@ -465,6 +465,7 @@ pub async fn backup(
         None => {
             let c = reg.checkpoint_add(&uuid, snapshot_id, declared_at, now).await?;
             crate::ops::protect::protect_covered(
+                &ctx.storage,
                 &reg,
                 &uuid,
                 &format!("checkpoint {}", c.checkpoint_id),

@@ -173,7 +173,9 @@ pub async fn apply(ctx: &Context, source: &TableSource, file: &Path, trust: &Pat
         if c.action == "set"
             && let (Some(scope), Some(id)) = (&c.scope, &c.hold_id)
         {
-            protected.extend(crate::ops::protect::protect_covered_by_hold(&reg, &table, &uuid, id, scope, now).await?);
+            protected.extend(
+                crate::ops::protect::protect_covered_by_hold(&ctx.storage, &reg, &table, &uuid, id, scope, now).await?,
+            );
         }
     }
     let rights = crate::ops::plan::deletion_rights(&table, &reg).await?;

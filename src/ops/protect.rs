@@ -20,6 +20,7 @@ use crate::table::{Table, TableSource};
 
 /// Sends every candidate of the table that `covers` says is now protected back to `PROTECTED`.
 pub(crate) async fn protect_covered(
+    storage: &crate::io::store::Storage,
     reg: &Registry,
     table_uuid: &str,
     why: &str,
@@ -33,7 +34,11 @@ pub(crate) async fn protect_covered(
         State::RestoreVerified,
         State::DeleteApproved,
     ];
-    for c in reg.candidates_in(table_uuid, Some(&open)).await? {
+    let listed = reg.candidates_in(table_uuid, Some(&open)).await?;
+    storage
+        .failpoint_delay(crate::io::store::DelayPoint::ProtectCovered)
+        .await;
+    for c in listed {
         let ids: Vec<i64> = c.candidate["snapshot_ids"]
             .as_array()
             .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
@@ -50,9 +55,20 @@ pub(crate) async fn protect_covered(
         };
         let partial_is_enough = matches!(c.state, State::Quarantined | State::RestoreVerified) && !whole;
         if covers(&ids, &paths) && !partial_is_enough {
-            reg.candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)
-                .await?;
-            moved.push(c.candidate_id);
+            match reg
+                .candidate_transition(&c.candidate_id, State::Protected, why, None, None, now)
+                .await
+            {
+                Ok(_) => moved.push(c.candidate_id),
+                // It moved on since it was listed (a purge deleted it, a release released it): it needs no move,
+                // and the other candidates still do. The protection is recorded, and a purge's batch re-checks
+                // see it. An open candidate that could not be moved is still an error.
+                Err(e) => {
+                    if open.contains(&reg.candidate_state(&c.candidate_id).await?) {
+                        return Err(e.into());
+                    }
+                }
+            }
         }
     }
     Ok(moved)
@@ -63,6 +79,7 @@ pub(crate) async fn protect_covered(
 /// # Errors
 /// Registry errors.
 pub async fn protect_covered_by_hold(
+    storage: &crate::io::store::Storage,
     reg: &Registry,
     table: &Table,
     table_uuid: &str,
@@ -78,6 +95,7 @@ pub async fn protect_covered_by_hold(
         None
     };
     protect_covered(
+        storage,
         reg,
         table_uuid,
         &format!("hold {hold_id}"),
@@ -143,8 +161,11 @@ pub async fn lease_add(
     // commit checks the leases inside the registry's write lock first: a lease written before that is seen
     // there). A lease granted here would promise a snapshot no reader can open: it is released again and the
     // grant refused, before it sends any candidate to PROTECTED (the purge that removed the snapshot goes on).
-    if left_table(ctx, source, snapshot_id).await? {
-        reg.lease_release(&lease.lease_id, ctx.now()).await?;
+    let recorded = || after_recorded(format!("lease {}", lease.lease_id));
+    if left_table(ctx, source, snapshot_id).await.map_err(recorded())? {
+        reg.lease_release(&lease.lease_id, ctx.now())
+            .await
+            .map_err(|e| recorded()(e.into()))?;
         return Err(Error::invalid(
             format!("snapshot {snapshot_id}"),
             format!(
@@ -156,13 +177,15 @@ pub async fn lease_add(
         ));
     }
     let protected = protect_covered(
+        &ctx.storage,
         &reg,
         &uuid,
         &format!("lease {}", lease.lease_id),
         |ids, _| ids.contains(&snapshot_id),
         now,
     )
-    .await?;
+    .await
+    .map_err(recorded())?;
     let human = format!(
         "lease {} on snapshot {snapshot_id} until {}\n",
         lease.lease_id,
@@ -247,7 +270,10 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
     ctx.storage.failpoint_delay(DelayPoint::Protection).await;
     let now = ctx.now();
     let hold = reg.hold_set(&uuid, scope.clone(), reason, now).await?;
-    let protected = protect_covered_by_hold(&reg, &table, &uuid, &hold.hold_id, &scope, now).await?;
+    let recorded = || after_recorded(format!("hold {}", hold.hold_id));
+    let protected = protect_covered_by_hold(&ctx.storage, &reg, &table, &uuid, &hold.hold_id, &scope, now)
+        .await
+        .map_err(recorded())?;
     let mut human = format!(
         "hold {} ({}) at hold generation {}\n",
         hold.hold_id, hold.scope, hold.hold_generation
@@ -256,7 +282,7 @@ pub async fn hold_set(ctx: &Context, source: &TableSource, scope: &str, reason: 
     // above and the hold): it holds the snapshot's files, and the output says the snapshot must come back from
     // its bundle to be read.
     let left = match scope {
-        HoldScope::Snapshot(id) => left_table(ctx, source, id).await?,
+        HoldScope::Snapshot(id) => left_table(ctx, source, id).await.map_err(recorded())?,
         _ => false,
     };
     if left {
@@ -292,20 +318,24 @@ pub async fn checkpoint_add(
     let uuid = table.metadata().uuid().to_string();
     let cp = reg.checkpoint_add(&uuid, snapshot_id, at, now).await?;
     let protected = protect_covered(
+        &ctx.storage,
         &reg,
         &uuid,
         &format!("checkpoint {}", cp.checkpoint_id),
         |ids, _| ids.contains(&snapshot_id),
         now,
     )
-    .await?;
+    .await
+    .map_err(after_recorded(format!("checkpoint {}", cp.checkpoint_id)))?;
     let mut human = format!(
         "checkpoint {} on snapshot {snapshot_id} at {}\n",
         cp.checkpoint_id,
         cp.at.to_rfc3339()
     );
     // As a hold: the checkpoint is kept (its snapshot's files with it) when the snapshot left the table meanwhile.
-    let left = left_table(ctx, source, snapshot_id).await?;
+    let left = left_table(ctx, source, snapshot_id)
+        .await
+        .map_err(after_recorded(format!("checkpoint {}", cp.checkpoint_id)))?;
     if left {
         human.push_str(&left_warning("checkpoint", &protected));
     }
@@ -332,13 +362,15 @@ pub async fn writer_begin(ctx: &Context, source: &TableSource, prefix: &str) -> 
     // Nothing under an open writer's prefix is ever deleted: candidates with objects under it are protected
     // (in part: rebased by their purge), as by a hold on the prefix.
     let protected = protect_covered(
+        &ctx.storage,
         &reg,
         &uuid,
         &format!("writer {}", w.writer_id),
         |_, paths| paths.iter().any(|p| crate::govern::closure::under(p, &rel)),
         now,
     )
-    .await?;
+    .await
+    .map_err(after_recorded(format!("writer {}", w.writer_id)))?;
     let human = format!("writer {} on prefix {}\n", w.writer_id, w.prefix);
     Outcome::new(
         Verdict::Ok,
@@ -439,6 +471,21 @@ pub async fn end(ctx: &Context, what: &str, id: &str) -> Result<Outcome> {
     }
     .map_err(|e| Error::Internal(e.to_string()))?;
     Outcome::new(Verdict::Ok, &v, format!("{what} {id} ended\n"))
+}
+
+/// An error after a protection was written to the registry: the protection stands (named by its id), so the
+/// operator who reads the error does not record it again.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} was recorded and stands; what follows its recording failed")]
+struct AfterRecorded {
+    what: String,
+    #[source]
+    source: Error,
+}
+
+/// Maps an error after `what` (`hold h-…`) was recorded to one that says so, with the same exit code.
+fn after_recorded(what: String) -> impl FnOnce(Error) -> Error {
+    move |e| Error::module(e.kind(), AfterRecorded { what, source: e })
 }
 
 /// Whether `snapshot_id` is no longer in the table, read again (through its catalog) after a protection was

@@ -1393,6 +1393,34 @@ fn a_lease_or_hold_written_after_the_catalog_commit_that_read_the_table_before_i
     assert!(holds.to_string().contains(out["hold_id"].as_str().unwrap()), "{holds}");
 }
 
+// A hold whose candidate moved on (released) between the hold's listing of the candidates it covers and its move of
+// them: the hold is recorded and exits 0, the released candidate stays RELEASED and is not named as protected.
+// Before, the move failed ("cannot move from RELEASED to PROTECTED") and `hold set` exited 2 after recording the
+// hold, without naming it, so an operator would record it again; candidates later in the list were not moved.
+#[test]
+fn a_hold_whose_candidate_was_released_while_it_moved_the_candidates_it_covers_is_recorded_and_exits_0() {
+    let g = Gov::new("");
+    let (c, _ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let go = g.dir.join("go");
+    let mut hold = Paused::start(
+        &g,
+        "protect-covered-delay-ms=120000",
+        &go,
+        &["--json", "hold", "set", "--scope", "table", "--reason", "late hold"],
+    );
+    hold.wait_until_paused();
+    g.on_table(&["--json", "quarantine", "release", &id, "--reason", "given up"])
+        .expect_code(0);
+    let (code, out, stderr) = hold.finish();
+    assert_eq!(code, Some(0), "the hold stands and says so: {out}\n{stderr}");
+    assert_eq!(out["protected_candidates"], serde_json::json!([]), "{out}");
+    let holds = g.on_table(&["--json", "hold", "list"]).expect_code(0).json();
+    assert!(holds.to_string().contains(out["hold_id"].as_str().unwrap()), "{holds}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "RELEASED", "{st}");
+}
+
 // A lease landing after the purge read the table's world (its stamp, leases and holds) and before it judges the
 // candidate. When the stamp was read after the leases, such a lease was in the stamp but not in what the rebase
 // and the closure check judged: the acceptance passed, and a lease on part of the candidate (which leaves it
