@@ -828,6 +828,7 @@ fn check_layers_into(
     let mut named = vec![false; objects.len()];
     let mut missing: BTreeMap<String, Layer> = BTreeMap::new();
     let mut data_ranges = Vec::new();
+    let mut lineage_findings = Vec::new();
     for mf in list.entries() {
         let Some(bytes) = copies.get(&mf.manifest_path) else {
             continue;
@@ -860,7 +861,7 @@ fn check_layers_into(
             }
             Ok(())
         };
-        let read = match v3.then_some((mf.first_row_id, &mut data_ranges)) {
+        let read = match v3.then_some((mf.first_row_id, &mut data_ranges, &mut lineage_findings)) {
             None => table::scan::live_files(&mf.manifest_path, bytes, Decoder::Fast, each, || {
                 *seen.borrow_mut() = ManifestSeen::default();
             }),
@@ -894,6 +895,7 @@ fn check_layers_into(
         missing.extend(seen.missing);
     }
     if v3 {
+        findings.append(&mut lineage_findings);
         findings.extend(lineage::check_ranges(data_ranges, md.next_row_id(), &md_entry.path));
     }
     for (path, layer) in &missing {
@@ -933,7 +935,7 @@ struct ManifestSeen {
 fn manifest_live_files(
     path: &str,
     bytes: &[u8],
-    (first_row_id, ranges): (Option<u64>, &mut Vec<lineage::RowRange>),
+    (first_row_id, ranges, findings): (Option<u64>, &mut Vec<lineage::RowRange>, &mut Vec<Finding>),
 ) -> Result<Vec<LiveFile>> {
     let manifest = table::parse_manifest(path, bytes)?;
     ranges.extend(lineage::data_file_ranges(
@@ -948,6 +950,7 @@ fn manifest_live_files(
                 e.is_alive(),
             )
         }),
+        findings,
     ));
     Ok(manifest
         .entries()

@@ -505,8 +505,24 @@ pub async fn backup(
     // A bundle already under this name (a rerun for the same checkpoint) stands only when its envelope is this
     // key's seal of the same snapshot and root: `write_bundle` checks that and writes nothing over it.
     bundle::write_bundle(&ctx.storage, predicate, copies, &key, &bundles).await?;
+    // Checked: a snapshot's `timestamp-ms` comes from the metadata, and one far in the past would wrap.
+    let rpo_ms = checkpoint
+        .at
+        .timestamp_millis()
+        .checked_sub(snapshot.timestamp_ms())
+        .ok_or_else(|| {
+            Error::corrupt(
+                table.metadata_uri(),
+                format!(
+                    "snapshot {snapshot_id}'s timestamp-ms {} is too far from its checkpoint's time {} to measure the \
+                     recovery point",
+                    snapshot.timestamp_ms(),
+                    checkpoint.at.to_rfc3339()
+                ),
+            )
+        })?;
     #[allow(clippy::cast_precision_loss)]
-    let rpo_seconds = (checkpoint.at.timestamp_millis() - snapshot.timestamp_ms()) as f64 / 1000.0;
+    let rpo_seconds = rpo_ms as f64 / 1000.0;
     let report = BackupReport {
         status: "BACKED_UP",
         bundle_uri: bundle_uri.clone(),

@@ -31,6 +31,7 @@ pub struct RowRange {
 pub fn data_file_ranges<'a>(
     manifest_first_row_id: Option<u64>,
     entries: impl IntoIterator<Item = (&'a str, bool, Option<i64>, u64, bool)>,
+    findings: &mut Vec<Finding>,
 ) -> Vec<RowRange> {
     let mut next = manifest_first_row_id;
     let mut out = Vec::new();
@@ -38,8 +39,19 @@ pub fn data_file_ranges<'a>(
         if !is_data {
             continue;
         }
-        let first = match first_row_id.and_then(|f| u64::try_from(f).ok()) {
-            Some(f) => Some(f),
+        let first = match first_row_id {
+            // An explicit id below zero is no row id: a finding, and the file holds no range (it does not inherit
+            // one either, which would shift the ids of the files after it).
+            Some(f) if f < 0 => {
+                findings.push(Finding::new(
+                    FindingKind::RowLineageInvalid,
+                    path,
+                    Some("a first_row_id of zero or more".to_owned()),
+                    Some(f.to_string()),
+                ));
+                None
+            }
+            Some(f) => u64::try_from(f).ok(),
             None => {
                 let f = next;
                 next = next.map(|n| n.saturating_add(record_count));
@@ -82,19 +94,26 @@ pub fn check_ranges(mut ranges: Vec<RowRange>, next_row_id: u64, at: &str) -> Ve
             ));
         }
     }
-    for w in ranges.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        let a_end = a.first.saturating_add(a.count);
-        if b.first < a_end {
-            out.push(Finding::new(
-                FindingKind::RowLineageInvalid,
-                path(b),
-                Some(format!(
-                    "row ids of {} disjoint from those of {} [{}, {a_end})",
-                    b.owner, a.owner, a.first
-                )),
-                Some(format!("[{}, {})", b.first, b.first.saturating_add(b.count))),
-            ));
+    // Against the range reaching furthest so far, not only the one before: [0, 100) overlaps both [10, 20) and
+    // [50, 60), and each is a finding.
+    let mut furthest: Option<&RowRange> = None;
+    for b in &ranges {
+        if let Some(a) = furthest {
+            let a_end = a.first.saturating_add(a.count);
+            if b.first < a_end {
+                out.push(Finding::new(
+                    FindingKind::RowLineageInvalid,
+                    path(b),
+                    Some(format!(
+                        "row ids of {} disjoint from those of {} [{}, {a_end})",
+                        b.owner, a.owner, a.first
+                    )),
+                    Some(format!("[{}, {})", b.first, b.first.saturating_add(b.count))),
+                ));
+            }
+        }
+        if furthest.is_none_or(|a| b.first.saturating_add(b.count) > a.first.saturating_add(a.count)) {
+            furthest = Some(b);
         }
     }
     out
@@ -123,9 +142,25 @@ mod tests {
                 ("c", true, None, 2, false),
                 ("e", true, None, 4, true),
             ],
+            &mut Vec::new(),
         );
         assert_eq!(got, vec![r("a", 100, 5), r("b", 7, 3), r("e", 107, 4)]);
-        assert!(data_file_ranges(None, [("a", true, None, 5, true)]).is_empty());
+        assert!(data_file_ranges(None, [("a", true, None, 5, true)], &mut Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn a_negative_first_row_id_is_a_finding_and_shifts_no_inherited_range() {
+        let mut findings = Vec::new();
+        let got = data_file_ranges(
+            Some(100),
+            [("a", true, Some(-5), 5, true), ("b", true, None, 3, true)],
+            &mut findings,
+        );
+        assert_eq!(got, vec![r("b", 100, 3)]);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].kind, FindingKind::RowLineageInvalid);
+        assert_eq!(findings[0].path, "a");
+        assert_eq!(findings[0].actual.as_deref(), Some("-5"));
     }
 
     #[test]
@@ -138,6 +173,14 @@ mod tests {
         let f = check_ranges(vec![r("data/a.parquet", 10, 6)], 15, "m.json");
         assert_eq!(f[0].path, "data/a.parquet");
         assert_eq!(f[0].actual.as_deref(), Some("[10, 16)"));
+        // Each range overlapping an earlier one that reaches further is a finding, not only the one after it.
+        let f = check_ranges(
+            vec![r("data/a", 0, 100), r("data/b", 10, 10), r("data/c", 50, 10)],
+            100,
+            "m.json",
+        );
+        let owners: Vec<&str> = f.iter().map(|x| x.path.as_str()).collect();
+        assert_eq!(owners, ["data/b", "data/c"], "{f:?}");
         // Empty ranges hold no ids.
         assert!(check_ranges(vec![r("snapshot 1", 3, 0), r("snapshot 2", 3, 2)], 5, "m").is_empty());
     }
