@@ -2418,13 +2418,13 @@ async fn execute(
                 let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
                 let nothing_done = nothing_done(reg, candidate_id).await?;
                 // What the rebase would keep, held to the independent closure check on the new generation before
-                // its stamp (which would count every protection in it as judged) is recorded: a legal hold, lease
-                // or checkpoint on a snapshot that already left the table reaches nothing the table keeps.
-                let conflicts = if r.unchanged() {
-                    Vec::new()
-                } else {
-                    crate::govern::closure::nondeletable_conflicts(&input, &r.snapshot_ids, &r.objects)
-                };
+                // anything is committed or its stamp (which would count every protection in it as judged) is
+                // recorded: a legal hold, lease or checkpoint on a snapshot that already left the table reaches
+                // nothing the table keeps. On every new generation, also when the rebase changed nothing: the
+                // check is independent of the plan and the rebase, so it does not take their word that nothing
+                // changed (review R3-6: a protected ref dropped since the acceptance changes nothing the rebase
+                // judges, and the purge committed and deleted without this check). One pass over the generation.
+                let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &r.snapshot_ids, &r.objects);
                 if !conflicts.is_empty() {
                     return Err(Error::corrupt(
                         table.metadata_uri(),

@@ -3392,3 +3392,35 @@ fn audit_verify_of_a_purge_summary_finds_its_evidence_rewritten_or_removed() {
     r.expect_code(2);
     assert!(r.stdout.contains("summary-stray.dsse.json"), "{}", r.stdout);
 }
+
+// Review R3-6: at the purge's catalog commit, a commit landing since the acceptance made the purge rebase onto the
+// new generation, but the independent closure check ran on that generation only when the rebase changed something.
+// A protected ref (the policy's protectedRefs) dropped between the acceptance and the catalog commit changes
+// nothing the rebase judges (the planner proposes no new candidate then, but keeps the quarantined one as it was),
+// while the independent check cannot decide: the snapshot the ref protected is unknown and may be the candidate's.
+// The purge now stops there (exit 2, naming the ref), its snapshots still in the table and nothing deleted; before,
+// it committed and deleted.
+#[test]
+fn a_protected_ref_dropped_between_acceptance_and_the_catalog_commit_stops_the_purge() {
+    let g = Gov::new("");
+    g.py("t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, 'audit').commit()");
+    let policy = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("protectedRefs: [main]", "protectedRefs: [main, audit]");
+    g.write_policy(&policy);
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000", &id, &ev);
+    purge.wait_until_paused();
+    g.py("t.manage_snapshots().remove_tag('audit').commit()");
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("independent closure check") && error.contains("protected ref \"audit\""),
+        "names the dropped protected ref: {out}"
+    );
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+}
