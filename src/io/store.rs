@@ -141,7 +141,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// (`error-every=K,lose-every=K,abort-after=N,abort-at-batch=K,abort-after-intent=K,delay-ms=MS,
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
 /// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
-/// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,claim-heartbeat-ms=MS,
+/// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,purge-archive-delay-ms=MS,
+/// claim-heartbeat-ms=MS,
 /// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -198,6 +199,8 @@ pub struct Failpoints {
     /// covers them) waits this many milliseconds once the files are back, before it rebases the candidate without
     /// them (its stamp or state can move in between).
     pub put_back_rebase_delay_ms: Option<u64>,
+    /// Pause of a purge run once it claimed the candidate, before it reads the record it archives and deletes.
+    pub purge_archive_delay_ms: Option<u64>,
     /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
     /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
     /// without waiting).
@@ -254,6 +257,8 @@ pub enum DelayPoint {
     ReleaseWrite,
     /// After a plan's or purge's put-back of a quarantined candidate's files, before it rebases the candidate.
     PutBackRebase,
+    /// After a purge run claimed the candidate, before it reads the record it archives and deletes.
+    PurgeArchive,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
@@ -293,6 +298,7 @@ impl Failpoints {
                 "orphan-renamed-delay-ms" => f.orphan_renamed_delay_ms = v,
                 "release-write-delay-ms" => f.release_write_delay_ms = v,
                 "put-back-rebase-delay-ms" => f.put_back_rebase_delay_ms = v,
+                "purge-archive-delay-ms" => f.purge_archive_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "protect-covered-delay-ms" => f.protect_covered_delay_ms = v,
@@ -473,6 +479,7 @@ impl Storage {
             DelayPoint::OrphanRenamed => ("orphan-renamed-delay-ms", self.failpoints.orphan_renamed_delay_ms),
             DelayPoint::ReleaseWrite => ("release-write-delay-ms", self.failpoints.release_write_delay_ms),
             DelayPoint::PutBackRebase => ("put-back-rebase-delay-ms", self.failpoints.put_back_rebase_delay_ms),
+            DelayPoint::PurgeArchive => ("purge-archive-delay-ms", self.failpoints.purge_archive_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

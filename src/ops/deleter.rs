@@ -1707,6 +1707,7 @@ fn archived_problems(
     if subject.digest.get("blake3").map(String::as_str)
         == Some(crate::govern::closure::candidate_root(&rec.objects).as_str())
     {
+        hold_row_to_archive(rec, uri, &verified)?;
         return Ok((Vec::new(), accepted));
     }
     #[derive(serde::Deserialize)]
@@ -1733,6 +1734,7 @@ fn archived_problems(
         .map(|o| format!("{} ({} bytes)", o.path, o.size))
         .collect();
     if outside.is_empty() {
+        hold_row_to_archive(rec, uri, &verified)?;
         return Ok((Vec::new(), accepted));
     }
     let shown: Vec<&String> = outside.iter().take(10).collect();
@@ -1746,6 +1748,122 @@ fn archived_problems(
         )],
         accepted,
     ))
+}
+
+/// Holds the registry row of a purge in progress to its signed inventory archive (review R3-3): the row's
+/// `snapshot_ids`, its inventory (the root its objects hash to, and the `inventory_root` it records) and its
+/// quarantine's `bundles` must be what the archive signed — or, once a rebase was recorded after the acceptance
+/// (the catalog commit found a newer generation), what the last such rebase left: its snapshots, all among the
+/// archived ones, and its inventory root. The bundles never change after the quarantine. The row is what a resume
+/// commits (its snapshots leave the table) and deletes (its objects, conditional on what its bundles sealed), so a
+/// row edited after the acceptance (by hand or by a bug) could widen the catalog commit to a snapshot the table
+/// keeps, leave one of the candidate's snapshots in the table over files about to be deleted, or swap the bundles
+/// the acceptance was judged on. [`archived_problems`] has already required every object of the row to be in the
+/// archive with its size. Returns whether the row stands on a rebase recorded after the acceptance: the rebase
+/// record is in the same registry as the row, so the catalog-commit step then judges the table again (the
+/// independent closure check included) before it commits anything.
+///
+/// # Errors
+/// Any difference: "cannot decide" (exit 2), naming the candidate, the field and both values; nothing is deleted.
+/// An archive whose predicate does not parse.
+fn hold_row_to_archive(rec: &CandidateRecord, uri: &str, verified: &crate::evidence::VerifiedPayload) -> Result<bool> {
+    #[derive(serde::Deserialize)]
+    struct Archived {
+        candidate: ArchivedCandidate,
+        #[serde(default)]
+        quarantine: Option<serde_json::Value>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ArchivedCandidate {
+        #[serde(default)]
+        snapshot_ids: Vec<i64>,
+    }
+    let archived: Archived = verified
+        .parse_predicate()
+        .map_err(|e| Error::invalid(uri, format!("the signed inventory archive's candidate: {e}")))?;
+    let id = &rec.candidate_id;
+    let name = format!("lakedrill-candidate:{id}");
+    let archived_root = verified
+        .subjects()
+        .iter()
+        .find(|s| s.name == name)
+        .and_then(|s| s.digest.get("blake3"))
+        .cloned()
+        .unwrap_or_default();
+    let archive = format!("its signed inventory archive {uri}");
+    let differs = |field: &str, row: &dyn std::fmt::Display, signed: &dyn std::fmt::Display, against: &str| {
+        Error::invalid(
+            id,
+            format!(
+                "cannot decide: the registry row of candidate {id} was changed after its acceptance: its {field} is \
+                 {row} in the registry but {signed} in {against}; nothing is committed or deleted (put the row back, \
+                 or release the candidate)"
+            ),
+        )
+    };
+    let bundles = |q: Option<&serde_json::Value>| {
+        q.and_then(|q| q.get("bundles"))
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let (row_bundles, archived_bundles) = (bundles(rec.quarantine.as_ref()), bundles(archived.quarantine.as_ref()));
+    if row_bundles != archived_bundles {
+        return Err(differs("bundles", &row_bundles, &archived_bundles, &archive));
+    }
+    let root = crate::govern::closure::candidate_root(&rec.objects);
+    let recorded = rec.candidate["inventory_root"].as_str().unwrap_or_default();
+    if recorded != root {
+        return Err(differs(
+            "inventory_root",
+            &recorded,
+            &format_args!("its objects hash to {root}"),
+            "the registry row itself",
+        ));
+    }
+    let set = |ids: &[i64]| ids.iter().copied().collect::<std::collections::BTreeSet<i64>>();
+    let show = |ids: &std::collections::BTreeSet<i64>| format!("{ids:?}");
+    let row_ids = set(&snapshot_ids_of(rec));
+    let archived_ids = set(&archived.candidate.snapshot_ids);
+    let last = rec
+        .quarantine
+        .as_ref()
+        .and_then(|q| q["rebases"].as_array())
+        .and_then(|a| a.iter().rev().find(|r| r["after_acceptance"] == true));
+    let Some(last) = last else {
+        if row_ids != archived_ids {
+            return Err(differs("snapshot_ids", &show(&row_ids), &show(&archived_ids), &archive));
+        }
+        if root != archived_root {
+            return Err(differs("inventory root", &root, &archived_root, &archive));
+        }
+        return Ok(false);
+    };
+    let rebase = format!(
+        "the last rebase recorded after its acceptance (at {})",
+        last["at"].as_str().unwrap_or("an unknown time")
+    );
+    let rebased_ids: std::collections::BTreeSet<i64> = last["snapshot_ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_i64).collect())
+        .unwrap_or_default();
+    if !rebased_ids.is_subset(&archived_ids) {
+        return Err(differs(
+            &format!("snapshot_ids after {rebase}"),
+            &show(&rebased_ids),
+            &show(&archived_ids),
+            &format!("{archive} (a rebase only takes snapshots out)"),
+        ));
+    }
+    if row_ids != rebased_ids {
+        return Err(differs("snapshot_ids", &show(&row_ids), &show(&rebased_ids), &rebase));
+    }
+    // A rebase recorded before rebase records carried their root: the objects were held to the archive above.
+    if let Some(rebased_root) = last["inventory_root"].as_str()
+        && rebased_root != root
+    {
+        return Err(differs("inventory root", &root, &rebased_root, &rebase));
+    }
+    Ok(true)
 }
 
 /// How often the purge's catalog commit is tried when writers keep winning the race.
@@ -2133,6 +2251,8 @@ fn rebase_record(
             .map(|(path, why)| serde_json::json!({"path": path, "reason": why})).collect::<Vec<_>>(),
         "snapshot_ids": r.snapshot_ids,
         "objects": r.objects.len(),
+        // What a resume holds the row's inventory to once this rebase came after the acceptance (R3-3).
+        "inventory_root": crate::govern::closure::candidate_root(&r.objects),
     });
     if after_acceptance {
         record["after_acceptance"] = serde_json::json!(true);
@@ -2321,12 +2441,26 @@ async fn execute(
     evidence: Option<&RunEvidence>,
     conditions: &mut Option<serde_json::Value>,
 ) -> Result<Outcome> {
+    ctx.storage.failpoint_delay(DelayPoint::PurgeArchive).await;
     let mut rec = reg.candidate(candidate_id).await?;
     let dir = location::join(&location::canonical_uri(receipts)?, candidate_id);
     // 1. The signed archive of the exact inventory (write-once; kept from a previous run on resume), written
     // from the typed record: no JSON value of the inventory is built (#24).
     let archive_uri = archive_uri(receipts, candidate_id)?;
-    if ctx.storage.head(&archive_uri).await?.is_none() {
+    // A resume holds the row it read under its claim to the archive (a row edited after the resume's first checks
+    // is refused too), and judges the table again at its catalog-commit step when the row stands on a rebase made
+    // after the acceptance.
+    let mut rebased_since_archive = false;
+    if let Some(f) = ctx.storage.get_opt(&archive_uri).await? {
+        let keys = archive_keys(&archive_uri, Some(trust), Path::new("the purge's --key"), key)?;
+        let verified = evidence::verify_payload(f.bytes, &keys).map_err(|e| {
+            Error::invalid(
+                &archive_uri,
+                format!("cannot decide: the signed inventory archive does not verify: {e}; nothing is deleted"),
+            )
+        })?;
+        rebased_since_archive = hold_row_to_archive(&rec, &archive_uri, &verified)?;
+    } else {
         #[derive(serde::Serialize)]
         struct Archive<'a> {
             // In sorted order: the payload's keys are.
@@ -2437,7 +2571,9 @@ async fn execute(
             let (table, cat, ident) = ctx.catalog_table(source).await?;
             // The generation the acceptance compared is the one committed against; on any other the candidate is
             // re-judged first: what the new generation keeps leaves it as PROTECTED (before any delete).
-            if (attempt > 1 || table.generation().metadata_location != rec.stamp.metadata_location)
+            if (attempt > 1
+                || rebased_since_archive
+                || table.generation().metadata_location != rec.stamp.metadata_location)
                 && !crate::safety::weakened(crate::safety::Check::TableGenerationCas)
             {
                 // The stamp is read before what the rebase judges: a lease or hold that lands after it moves the
@@ -2448,13 +2584,13 @@ async fn execute(
                 let r = crate::govern::closure::rebase(&input, &plan, &ids, &objects);
                 let nothing_done = nothing_done(reg, candidate_id).await?;
                 // What the rebase would keep, held to the independent closure check on the new generation before
-                // its stamp (which would count every protection in it as judged) is recorded: a legal hold, lease
-                // or checkpoint on a snapshot that already left the table reaches nothing the table keeps.
-                let conflicts = if r.unchanged() {
-                    Vec::new()
-                } else {
-                    crate::govern::closure::nondeletable_conflicts(&input, &r.snapshot_ids, &r.objects)
-                };
+                // anything is committed or its stamp (which would count every protection in it as judged) is
+                // recorded: a legal hold, lease or checkpoint on a snapshot that already left the table reaches
+                // nothing the table keeps. On every new generation, also when the rebase changed nothing: the
+                // check is independent of the plan and the rebase, so it does not take their word that nothing
+                // changed (review R3-6: a protected ref dropped since the acceptance changes nothing the rebase
+                // judges, and the purge committed and deleted without this check). One pass over the generation.
+                let conflicts = crate::govern::closure::nondeletable_conflicts(&input, &r.snapshot_ids, &r.objects);
                 if !conflicts.is_empty() {
                     return Err(Error::corrupt(
                         table.metadata_uri(),

@@ -3515,3 +3515,156 @@ fn audit_verify_of_a_purge_summary_finds_its_evidence_rewritten_or_removed() {
     r.expect_code(2);
     assert!(r.stdout.contains("summary-stray.dsse.json"), "{}", r.stdout);
 }
+
+// Review R3-6: at the purge's catalog commit, a commit landing since the acceptance made the purge rebase onto the
+// new generation, but the independent closure check ran on that generation only when the rebase changed something.
+// A protected ref (the policy's protectedRefs) dropped between the acceptance and the catalog commit changes
+// nothing the rebase judges (the planner proposes no new candidate then, but keeps the quarantined one as it was),
+// while the independent check cannot decide: the snapshot the ref protected is unknown and may be the candidate's.
+// The purge now stops there (exit 2, naming the ref), its snapshots still in the table and nothing deleted; before,
+// it committed and deleted.
+#[test]
+fn a_protected_ref_dropped_between_acceptance_and_the_catalog_commit_stops_the_purge() {
+    let g = Gov::new("");
+    g.py("t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, 'audit').commit()");
+    let policy = std::fs::read_to_string(&g.policy)
+        .unwrap()
+        .replace("protectedRefs: [main]", "protectedRefs: [main, audit]");
+    g.write_policy(&policy);
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000", &id, &ev);
+    purge.wait_until_paused();
+    g.py("t.manage_snapshots().remove_tag('audit').commit()");
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("independent closure check") && error.contains("protected ref \"audit\""),
+        "names the dropped protected ref: {out}"
+    );
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+}
+
+/// Rewrites candidate `id`'s registry row as someone with write access to the registry would: `candidate_json` and
+/// `quarantine_json` through `edit`.
+fn edit_candidate_row(g: &Gov, id: &str, edit: impl FnOnce(&mut Value, &mut Value)) {
+    let db = registry_uri(g);
+    let read = |column: &str| -> Value {
+        serde_json::from_str(
+            &sql_text(
+                &db,
+                &format!("SELECT {column} FROM candidates WHERE candidate_id = '{id}'"),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let (mut candidate, mut quarantine) = (read("candidate_json"), read("quarantine_json"));
+    edit(&mut candidate, &mut quarantine);
+    crate::util::sql_exec(
+        &db,
+        "UPDATE candidates SET candidate_json = $1, quarantine_json = $2 WHERE candidate_id = $3",
+        &[&candidate.to_string(), &quarantine.to_string(), id],
+    );
+}
+
+// Review R3-3: a resumed purge trusted the candidate row's `snapshot_ids` and `bundles` as the registry holds them
+// now. A purge is accepted, archives its inventory and is killed before its catalog commit; the row is then edited:
+// (a) a snapshot the table keeps under the tag `audit-q2` is added to its `snapshot_ids` — the old resume's catalog
+// commit took that snapshot and its tag out of the table; (b) one of its own snapshots is taken out of
+// `snapshot_ids` — the old resume left that snapshot in the table and deleted the files it reads; (c) a bundle's
+// URI is pointed at a byte-identical copy elsewhere, which nobody drilled — the old resume went on with it. The
+// resume now holds the row to the signed inventory archive: exit 2 naming the candidate, the field and both
+// values, the table's snapshots and refs as they were and nothing deleted.
+#[test]
+fn a_resumed_purge_refuses_a_registry_row_whose_snapshots_or_bundles_differ_from_its_signed_archive() {
+    for edit in ["widen", "narrow", "bundle"] {
+        let g = Gov::new("");
+        let (c, ev, id, ids) = quarantined_with_ids(&g);
+        let tagged: i64 = g.py("print(t.metadata.refs['audit-q2'].snapshot_id)").parse().unwrap();
+        let purge = {
+            let mut p = Paused::purge(&g, "catalog-commit-delay-ms=120000", &id, &ev);
+            p.wait_until_paused();
+            p
+        };
+        purge.kill();
+        assert!(
+            g.dir.join("receipts").join(&id).join("inventory.dsse.json").exists(),
+            "{edit}: the archive was written before the catalog commit"
+        );
+        assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+        age_claim(&g, &id);
+        let field = match edit {
+            "widen" => {
+                edit_candidate_row(&g, &id, |cand, _| {
+                    cand["snapshot_ids"].as_array_mut().unwrap().push(tagged.into());
+                });
+                "snapshot_ids"
+            }
+            "narrow" => {
+                assert!(ids.len() >= 2, "{ids:?}");
+                edit_candidate_row(&g, &id, |cand, _| {
+                    cand["snapshot_ids"].as_array_mut().unwrap().remove(0);
+                });
+                "snapshot_ids"
+            }
+            _ => {
+                let copy = g.dir.join("bundle-copy");
+                edit_candidate_row(&g, &id, |_, q| {
+                    let uri = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+                    let out = Command::new("cp")
+                        .arg("-a")
+                        .arg(uri.trim_start_matches("file://"))
+                        .arg(&copy)
+                        .output()
+                        .unwrap();
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                    q["bundles"][0]["uri"] = Value::String(format!("file://{}", copy.display()));
+                });
+                "bundles"
+            }
+        };
+        let snapshots = table_snapshots(&g);
+        let before = walk(&g.table_root());
+        let r = g.purge(&id, Some(&ev), &[]);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(r.code, 2, "{edit}: {out}");
+        assert!(
+            out.contains(&id) && out.contains(field) && out.contains("signed inventory archive"),
+            "{edit}: names the candidate, the field and the archive: {out}"
+        );
+        assert_eq!(walk(&g.table_root()), before, "{edit}: nothing deleted");
+        assert_eq!(table_snapshots(&g), snapshots, "{edit}: no catalog commit");
+        assert!(snapshots.contains(&tagged));
+        g.assert_all_present(&c);
+    }
+}
+
+// Review R3-1 (fixed without a test: the acceptance's coverage check refuses such a row, so only an edit after it
+// gets there). A purge is accepted and pauses once it holds the claim, before it reads the record it archives and
+// deletes; meanwhile someone with write access to the registry adds the table's current metadata file to the row
+// (its inventory root recomputed, its object state `DELETE_APPROVED`). No verified bundle sealed that file: the run
+// stops before its catalog commit (exit 2, naming it), the file and every object of the candidate are still there
+// and the candidate's snapshots still in the table. Before the fix the file was deleted on a plain HEAD.
+#[test]
+fn an_object_no_verified_bundle_sealed_stops_the_purge_before_its_catalog_commit() {
+    let g = Gov::new("");
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    let mut purge = Paused::purge(&g, "purge-archive-delay-ms=120000", &id, &ev);
+    purge.wait_until_paused();
+    let rel = add_current_metadata_to_the_row(&g, &registry_uri(&g), &id, "DELETE_APPROVED");
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("sealed by none of its bundles") && error.contains(&rel),
+        "names the object: {out}"
+    );
+    assert!(g.table_root().join(&rel).exists(), "{rel} was deleted");
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+}
