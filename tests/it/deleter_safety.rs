@@ -1646,13 +1646,20 @@ fn claim_heartbeat(g: &Gov, id: &str) -> Option<String> {
 
 /// Makes the run holding `id`'s claim look silent for 20 minutes (past the 10 after which it may be taken over).
 fn age_claim(g: &Gov, id: &str) {
+    let old = set_claim_aged(g, id);
+    assert_eq!(claim_heartbeat(g, id).as_deref(), Some(old.as_str()));
+}
+
+/// Writes a heartbeat 20 minutes old into `id`'s claim; returns it. A run renewing its claim may overwrite it at
+/// once.
+fn set_claim_aged(g: &Gov, id: &str) -> String {
     let old = (chrono::Utc::now() - chrono::Duration::minutes(20)).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     crate::util::sql_exec(
         &registry_uri(g),
         "UPDATE purge_runs SET heartbeat_at = $1 WHERE candidate_id = $2",
         &[&old, id],
     );
-    assert_eq!(claim_heartbeat(g, id).as_deref(), Some(old.as_str()));
+    old
 }
 
 /// `restore BUNDLE --trust keys` of every bundle recorded for candidate `id`: each must restore (exit 0).
@@ -2954,8 +2961,9 @@ fn a_purge_renews_its_claim_before_its_first_batch_and_is_never_taken_over() {
     let (c, ev, id, _) = quarantined_with_ids(&g);
     let mut purge = Paused::purge(&g, "catalog-commit-delay-ms=120000,claim-heartbeat-ms=200", &id, &ev);
     purge.wait_until_paused();
-    age_claim(&g, &id);
-    let aged = claim_heartbeat(&g, &id);
+    // The paused purge renews every 200 ms, so the aged heartbeat may be overwritten before it is read back: wait
+    // for a heartbeat newer than the aged one.
+    let aged = Some(set_claim_aged(&g, &id));
     let started = std::time::Instant::now();
     while claim_heartbeat(&g, &id) == aged {
         assert!(
