@@ -1626,3 +1626,46 @@ fn the_recheck_by_listing_decides_nothing_past_where_a_provider_cut_it_short() {
         "the keys past the cut were HEADed: {r}"
     );
 }
+
+/// Review of 2026-12-07 (R2-7): a delete request that could not even be made was recorded as one that may have
+/// taken effect (`DELETE_UNKNOWN`), and an operator had to reconcile objects nothing had touched. Here every
+/// request fails before it is sent (`storage.s3.timeout = "1500ms"`: object_store takes it, the presigned delete
+/// requests' client takes whole seconds only): no request reaches the provider, every intent is answered "not
+/// sent", no object is `DELETE_UNKNOWN`, the run halts, and the next purge with a good configuration deletes them.
+#[test]
+fn a_delete_that_could_not_be_sent_is_answered_not_sent_and_left_for_the_next_purge() {
+    let prefix = format!("unsent-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let n = c["objects"].as_array().unwrap().len();
+    let cfg = g.dir.join("lakedrill.toml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    assert!(
+        good.trim_end().ends_with(&format!("endpoint = \"{}\"", proxy.endpoint)),
+        "{good}"
+    );
+    std::fs::write(&cfg, format!("{good}timeout = \"1500ms\"\n")).unwrap();
+    let mut args = g.purge_args(id, Some(&ev));
+    args.extend(T);
+    let p = g.run(&args).json();
+    assert_eq!(p["status"], "HALTED", "{p}");
+    assert!(p["objects"].get("DELETE_UNKNOWN").is_none(), "{p}");
+    assert_eq!(p["objects"]["DELETE_APPROVED"].as_array().map(Vec::len), Some(n), "{p}");
+    assert!(p["reasons"].to_string().contains("could not be sent"), "{p}");
+    assert_eq!(
+        proxy.deletes(),
+        (Vec::new(), 0),
+        "no delete request reached the provider"
+    );
+    let answers = receipts(&g, id, "confirmed");
+    assert_eq!(answers.len(), n);
+    for r in &answers {
+        assert_eq!(r["sent"], false, "{r}");
+        assert!(r["provider_result"].as_str().unwrap().starts_with("not sent: "), "{r}");
+    }
+    // Nothing is left to reconcile; the next purge sends them.
+    std::fs::write(&cfg, good).unwrap();
+    let p = g.run(&args).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+}
