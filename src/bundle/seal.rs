@@ -728,14 +728,15 @@ mod tests {
         )
         .await
         .unwrap_err();
+        // The first bundle still verifies: its member was not replaced.
+        let pred = super::super::format::verified_bundle_predicate(&storage, &dir, &trust(&key_a))
+            .await
+            .unwrap();
         let msg = err.to_string();
         assert!(
             msg.contains(INVENTORY_MEMBER) && msg.contains("never replaced"),
             "{msg}"
         );
-        let pred = super::super::format::verified_bundle_predicate(&storage, &dir, &trust(&key_a))
-            .await
-            .unwrap();
         assert_eq!(pred.inventory.len(), 2);
         assert!(
             pred.inventory.iter().all(|e| e.record_count.is_none()),
