@@ -214,6 +214,20 @@ pub enum Error {
         /// What does not verify.
         reason: String,
     },
+    /// A delete request that failed before any byte of it went out (its URI could not be resolved, its headers
+    /// or signature could not be made, its client could not be built, or its keys were refused locally): the
+    /// provider never saw it, so it cannot have taken effect. Only errors raised provably before sending are
+    /// wrapped in it; any error after the request may have left stays what it was ("may have taken effect").
+    #[error("the {op} request for {uri} was not sent")]
+    NotSent {
+        /// The request (`delete`, `DeleteObjects`).
+        op: &'static str,
+        /// The object (or bucket) it was for.
+        uri: String,
+        /// Why it could not be sent.
+        #[source]
+        source: Box<Error>,
+    },
     /// Something lakedrill did not expect; a bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -241,7 +255,28 @@ impl Error {
             Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
             Error::Iceberg { .. } | Error::Internal(_) => ErrorKind::Internal,
             Error::BundleNotVerified { .. } => ErrorKind::NotVerified,
+            Error::NotSent { source, .. } => source.kind(),
         }
+    }
+
+    /// `e`, raised before any byte of the `op` request for `uri` went out, marked as never sent ([`Error::NotSent`]).
+    #[must_use]
+    pub fn not_sent(op: &'static str, uri: &str, e: Error) -> Self {
+        match e {
+            Error::NotSent { .. } => e,
+            e => Error::NotSent {
+                op,
+                uri: uri.to_owned(),
+                source: Box::new(e),
+            },
+        }
+    }
+
+    /// Whether this error was raised before its request was sent ([`Error::NotSent`]): the request cannot have
+    /// taken effect.
+    #[must_use]
+    pub fn was_not_sent(&self) -> bool {
+        matches!(self, Error::NotSent { .. })
     }
 
     /// The message with every cause under it (`cannot get … s3://b: HTTP 403: …`): where an error becomes the

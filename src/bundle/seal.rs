@@ -359,7 +359,7 @@ pub async fn seal_for(
     let mut predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), Vec::new(), now, None);
     predicate.objects = count;
     predicate.bytes = bytes_total;
-    let (_, created) = write_bundle_streamed(storage, predicate, entries(), copies, key, out_uri).await?;
+    let (_, created) = write_bundle_streamed(storage, predicate, entries, copies, key, out_uri).await?;
     Ok(Ok(SealReport {
         bundle_id: bundle_id.clone(),
         bundle_root: root,
@@ -391,9 +391,16 @@ pub async fn write_bundle(
         inventory.sort_unstable_by(|a, b| (a.layer, &a.path).cmp(&(b.layer, &b.path)));
     }
     let copies = copies.into_iter().map(|(d, b)| (d, Copy::Held(b))).collect();
-    write_bundle_streamed(storage, predicate, inventory.into_iter().map(Ok), copies, key, out_uri)
-        .await
-        .map(|(dir, _)| dir)
+    write_bundle_streamed(
+        storage,
+        predicate,
+        || inventory.iter().cloned().map(Ok),
+        copies,
+        key,
+        out_uri,
+    )
+    .await
+    .map(|(dir, _)| dir)
 }
 
 /// The BLAKE3 (hex) of `bytes`, computed on the rayon pool, off the async workers (and on every core when they are
@@ -422,13 +429,42 @@ enum Copy {
     ReadAgain(String),
 }
 
-/// [`write_bundle`] of a predicate whose inventory (not in it) is `entries`, in canonical order, each made as the
-/// member is written: sealing keeps a million entries compactly and gives each back whole only then. Returns the
-/// folder and whether this call wrote its envelope (`false`: the same seal stood there already).
-async fn write_bundle_streamed(
+/// [`write_bundle`] of a predicate whose inventory (not in it) is what `entries` gives, in canonical order, each
+/// made as the member is written: sealing keeps a million entries compactly and gives each back whole only then.
+/// `entries` is called twice (the member's digests first, then its bytes). Returns the folder and whether this
+/// call wrote its envelope (`false`: the same seal stood there already).
+async fn write_bundle_streamed<I: Iterator<Item = Result<InventoryEntry>>>(
+    storage: &Storage,
+    predicate: BundlePredicate,
+    entries: impl Fn() -> I,
+    copies: Vec<(String, Copy)>,
+    key: &SigningKey,
+    out_uri: &str,
+) -> Result<(String, bool)> {
+    let dir = location::join(out_uri, &predicate.bundle_id);
+    let env_uri = location::join(&dir, ENVELOPE_FILE);
+    // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it.
+    if let Some(existing) = storage.get_opt(&env_uri).await? {
+        return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| (dir, false));
+    }
+    write_bundle_folder(storage, predicate, entries, copies, key, out_uri).await
+}
+
+/// The name of the create-only claim on a bundle's inventory member: `inventory.jsonl.sha256`, one line in
+/// `sha256sum`'s format naming the SHA-256 of the only bytes the member may hold.
+pub(crate) const MEMBER_CLAIM: &str = "inventory.jsonl.sha256";
+
+/// [`write_bundle_streamed`] once no envelope stood in the folder: what two seals of one bundle id racing each
+/// other both reach (neither saw the other's envelope). The inventory member is a separate object the envelope
+/// digests, written in chunks (a multipart upload, which no store makes create-only), so it is claimed first:
+/// its SHA-256 is computed in a pass that keeps nothing, and written create-only as [`MEMBER_CLAIM`]. A seal
+/// that finds the claim naming other bytes is refused and writes nothing over the member, so the bundle whose
+/// envelope signs the member keeps verifying (review of 2026-12-07, R1-9); one that finds the same bytes
+/// claimed writes them again (an interrupted seal retried, or two seals of the same inventory).
+async fn write_bundle_folder<I: Iterator<Item = Result<InventoryEntry>>>(
     storage: &Storage,
     mut predicate: BundlePredicate,
-    mut entries: impl Iterator<Item = Result<InventoryEntry>>,
+    entries: impl Fn() -> I,
     mut copies: Vec<(String, Copy)>,
     key: &SigningKey,
     out_uri: &str,
@@ -437,10 +473,21 @@ async fn write_bundle_streamed(
     let root = predicate.bundle_root.clone();
     let dir = location::join(out_uri, &bundle_id);
     let env_uri = location::join(&dir, ENVELOPE_FILE);
-    // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it.
-    if let Some(existing) = storage.get_opt(&env_uri).await? {
-        return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| (dir, false));
-    }
+    let member_uri = location::join(&dir, INVENTORY_MEMBER);
+    // The member's bytes, digested without being kept, then claimed before any byte of the bundle is written.
+    let claimed = {
+        let mut w = MemberWriter::new();
+        for e in entries() {
+            w.push(&e?).map_err(|why| Error::invalid(&member_uri, why))?;
+            if w.buffered() >= 4 << 20 {
+                w.take();
+            }
+        }
+        w.take();
+        w.finish().1
+    };
+    claim_member(storage, &dir, &claimed.sha256).await?;
+    let mut entries = entries();
     // The byte copies first, each dropped once written.
     copies.sort_by(|a, b| a.0.cmp(&b.0));
     copies.dedup_by(|a, b| a.0 == b.0);
@@ -475,9 +522,8 @@ async fn write_bundle_streamed(
             Err(e) => return Err(e),
         }
     }
-    // The inventory member, written in chunks of a few MiB as its entries are consumed (no envelope names it yet,
-    // so one left by an interrupted run is replaced).
-    let member_uri = location::join(&dir, INVENTORY_MEMBER);
+    // The inventory member, written in chunks of a few MiB as its entries are consumed: only ever the bytes this
+    // seal claimed (one left by an interrupted run of the same inventory is written again).
     let mut writer = MemberWriter::new();
     storage
         .put_chunks(&member_uri, || {
@@ -497,6 +543,12 @@ async fn write_bundle_streamed(
         })
         .await?;
     let (canonical, member) = writer.finish();
+    if member != claimed {
+        return Err(Error::Internal(format!(
+            "bundle {bundle_id}: the inventory member written (sha256 {}) is not the one claimed (sha256 {})",
+            member.sha256, claimed.sha256
+        )));
+    }
     if canonical.root != root || member.objects != predicate.objects {
         return Err(Error::Internal(format!(
             "bundle {bundle_id}: the inventory written ({} objects, root {}) is not the predicate's ({} objects, root {root})",
@@ -527,6 +579,36 @@ async fn write_bundle_streamed(
     }
 }
 
+/// Claims the inventory member of the bundle folder `dir` for the bytes of SHA-256 `sha256`, create-only: granted
+/// when no claim stands or the one standing names the same bytes; refused (nothing written) when it names others.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the member and both digests when another seal claimed other bytes; storage errors.
+async fn claim_member(storage: &Storage, dir: &str, sha256: &str) -> Result<()> {
+    let claim_uri = location::join(dir, MEMBER_CLAIM);
+    let line = format!("{sha256}  {INVENTORY_MEMBER}\n");
+    match storage.put_new(&claim_uri, Bytes::from(line.clone())).await {
+        Ok(_) => Ok(()),
+        Err(Error::AlreadyExists { .. }) => {
+            let standing = storage.get(&claim_uri).await?.bytes;
+            if standing.as_ref() == line.as_bytes() {
+                return Ok(());
+            }
+            let theirs = String::from_utf8_lossy(&standing);
+            let theirs = theirs.split_whitespace().next().unwrap_or_default();
+            Err(Error::invalid(
+                location::join(dir, INVENTORY_MEMBER),
+                format!(
+                    "another seal of this bundle claimed the inventory member for other bytes (sha256 {theirs} in \
+                     {claim_uri}; this seal's are {sha256}): a member an envelope may sign is never replaced. If \
+                     {dir} holds no {ENVELOPE_FILE} (an interrupted seal), remove the folder and seal again"
+                ),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// An envelope already under a bundle's name stands when this key signed it for the same snapshot and the same
 /// root; anything else is refused.
 fn existing_bundle(existing: Bytes, predicate: &BundlePredicate, key: &SigningKey, env_uri: &str) -> Result<()> {
@@ -552,5 +634,132 @@ fn existing_bundle(existing: Bytes, predicate: &BundlePredicate, key: &SigningKe
             env_uri,
             "exists and is not this key's seal of the same snapshot and root; bundles are never overwritten",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::keys::{PublicKey, TrustStore};
+
+    fn entry(layer: Layer, path: &str, record_count: Option<u64>) -> InventoryEntry {
+        InventoryEntry {
+            path: path.into(),
+            uri: format!("file:///wh/t/{path}"),
+            layer,
+            size: 1,
+            blake3: "ab".into(),
+            e_tag: None,
+            version: None,
+            record_count,
+            copy: None,
+        }
+    }
+
+    /// A predicate of snapshot 1 over `inventory`, its root computed.
+    fn predicate(inventory: Vec<InventoryEntry>) -> BundlePredicate {
+        BundlePredicate {
+            bundle_id: "1-race".into(),
+            table_uuid: "u".into(),
+            table_location: "file:///wh/t".into(),
+            snapshot_id: 1,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: String::new(),
+            source_metadata_blake3: String::new(),
+            bundle_root: crate::evidence::inventory::inventory_root(&inventory),
+            objects: inventory.len(),
+            bytes: inventory.len() as u64,
+            inventory,
+            inventory_member: None,
+            backup: None,
+            orphans: None,
+        }
+    }
+
+    fn trust(key: &SigningKey) -> TrustStore {
+        TrustStore::from_keys(vec![PublicKey::new("k", "k.pub", key.verifying_key())]).unwrap()
+    }
+
+    /// Review of 2026-12-07 (R1-9): two seals of one snapshot racing each other (neither saw the other's envelope)
+    /// both wrote the inventory member, a separate object the envelope digests: the second replaced the member
+    /// the first envelope already signed (here with a record count more per entry: the same root, other bytes),
+    /// and the first bundle stopped verifying. Now the member is claimed create-only for its bytes: the second
+    /// seal is refused, naming the member, and the first bundle still verifies.
+    #[tokio::test]
+    async fn a_racing_seal_never_replaces_the_inventory_member_an_envelope_signs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = location::canonical_uri(tmp.path().to_str().unwrap()).unwrap();
+        let storage = Storage::new(crate::config::StorageOptions::default());
+        let first = vec![
+            entry(Layer::Metadata, "metadata/v1.metadata.json", None),
+            entry(Layer::Data, "data/a.parquet", None),
+        ];
+        let second: Vec<InventoryEntry> = first
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                e.record_count = Some(7);
+                e
+            })
+            .collect();
+        assert_eq!(
+            crate::evidence::inventory::inventory_root(&first),
+            crate::evidence::inventory::inventory_root(&second),
+            "the same bundle id and root, other member bytes"
+        );
+        let (key_a, key_b) = (SigningKey::generate(), SigningKey::generate());
+        let dir = write_bundle(&storage, predicate(first), Vec::new(), &key_a, &out)
+            .await
+            .unwrap();
+        super::super::format::verified_bundle_predicate(&storage, &dir, &trust(&key_a))
+            .await
+            .unwrap();
+        // The second seal, as one whose check for an envelope ran before the first wrote it.
+        let err = write_bundle_folder(
+            &storage,
+            predicate(second.clone()),
+            || second.iter().cloned().map(Ok),
+            Vec::new(),
+            &key_b,
+            &out,
+        )
+        .await
+        .unwrap_err();
+        // The first bundle still verifies: its member was not replaced.
+        let pred = super::super::format::verified_bundle_predicate(&storage, &dir, &trust(&key_a))
+            .await
+            .unwrap();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(INVENTORY_MEMBER) && msg.contains("never replaced"),
+            "{msg}"
+        );
+        assert_eq!(pred.inventory.len(), 2);
+        assert!(
+            pred.inventory.iter().all(|e| e.record_count.is_none()),
+            "the first seal's member"
+        );
+        // A seal of the same bytes (an interrupted seal retried) is not refused by the claim.
+        let again = vec![
+            entry(Layer::Metadata, "metadata/v1.metadata.json", None),
+            entry(Layer::Data, "data/a.parquet", None),
+        ];
+        let (_, created) = write_bundle_folder(
+            &storage,
+            predicate(again.clone()),
+            || again.iter().cloned().map(Ok),
+            Vec::new(),
+            &key_a,
+            &out,
+        )
+        .await
+        .unwrap();
+        assert!(!created, "the same seal stood there already");
+        super::super::format::verified_bundle_predicate(&storage, &dir, &trust(&key_a))
+            .await
+            .unwrap();
     }
 }

@@ -1047,10 +1047,11 @@ impl Storage {
     /// failpoint can only make the deleter less certain, never delete more.
     ///
     /// # Errors
-    /// [`Error::NotFound`] when the object is already absent; [`Error::Storage`] otherwise.
+    /// [`Error::NotFound`] when the object is already absent; [`Error::NotSent`] when its URI cannot be resolved
+    /// (nothing was asked of the store); [`Error::Storage`] otherwise.
     pub async fn delete(&self, uri: &str) -> Result<()> {
-        let (store, path) = self.resolve(uri)?;
-        let _permit = self.permit().await?;
+        let (store, path) = self.resolve(uri).map_err(|e| Error::not_sent("delete", uri, e))?;
+        let _permit = self.permit().await.map_err(|e| Error::not_sent("delete", uri, e))?;
         let n = self.delete_failpoint_before(uri).await?;
         self.requests
             .single_deletes

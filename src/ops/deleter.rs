@@ -3004,12 +3004,34 @@ async fn execute(
         let started = std::time::Instant::now();
         let after = recheck(ctx, on_s3, &going).await;
         ctx.storage.note_request_phase(true, started.elapsed());
+        let mut unsent = Vec::new();
         for (((o, ex), answer), after) in going.iter().zip(answers).zip(after) {
             let recheck = match &after {
                 Ok(None) => "absent".to_owned(),
                 Ok(Some(i)) => format!("present ({} bytes)", i.size),
                 Err(e) => format!("re-check failed: {e}"),
             };
+            // A request that failed before it was sent (review R2-7): its intent is answered "not sent" and the
+            // object keeps DELETE_APPROVED, as a batch halted before its requests leaves it; nothing of it is
+            // uncertain, so nothing is left for `reconcile`. The next run re-checks it and sends it anew.
+            if let Err(Unanswered::NotSent(why)) = &answer {
+                let mut r = receipt(
+                    "confirmed",
+                    o,
+                    ex,
+                    None,
+                    &format!("not sent: {why}"),
+                    Some(recheck.clone()),
+                );
+                r["requested_at"] = serde_json::json!(requested_at);
+                r["confirmed_at"] = serde_json::json!(confirmed_at);
+                r["sent"] = serde_json::json!(false);
+                r["hold_generation"] = serde_json::json!(batch.hold_generation);
+                batch.receipt(candidate_id, &o.path, &r, ctx.now());
+                unsent.push(format!("{}: {why}", o.path));
+                progress.tick(o.size);
+                continue;
+            }
             let other_version = answer
                 .as_ref()
                 .ok()
@@ -3053,6 +3075,18 @@ async fn execute(
         }
         let recorded = batch.commit().await?;
         seal_batch(ctx, &mut chain, key, &recorded, retention).await?;
+        if !unsent.is_empty() {
+            // What failed before sending (a URI, a signature, the HTTP client) fails the next batch the same way.
+            let shown: Vec<&str> = unsent.iter().take(3).map(String::as_str).collect();
+            halted.push(format!(
+                "{} delete request(s) could not be sent, so none of them took effect (the objects stay \
+                 DELETE_APPROVED and the next purge sends them): {}{}; no further deletes",
+                unsent.len(),
+                shown.join("; "),
+                if unsent.len() > shown.len() { "; …" } else { "" }
+            ));
+            break 'batches;
+        }
         if stop {
             break 'batches;
         }
@@ -3445,7 +3479,7 @@ async fn send_deletes(
     ctx: &Context,
     on_s3: bool,
     going: &[(&ObjectRef, Expected)],
-) -> Vec<std::result::Result<DeleteAnswer, String>> {
+) -> Vec<std::result::Result<DeleteAnswer, Unanswered>> {
     if going.is_empty() {
         return Vec::new();
     }
@@ -3469,14 +3503,16 @@ async fn send_deletes(
             .buffered(concurrency)
             .collect()
             .await;
-            let mut answers: BTreeMap<String, std::result::Result<DeleteAnswer, String>> = BTreeMap::new();
+            let mut answers: BTreeMap<String, std::result::Result<DeleteAnswer, Unanswered>> = BTreeMap::new();
             let mut not_implemented = Vec::new();
             for (chunk, answer) in keys.chunks(MAX_DELETE_OBJECTS_KEYS).zip(answered) {
                 match answer {
                     Ok(Some(a)) => {
                         for k in chunk {
                             let got = a.get(&k.uri).cloned().ok_or_else(|| {
-                                "the provider's DeleteObjects answer does not mention this key".to_owned()
+                                Unanswered::Unknown(
+                                    "the provider's DeleteObjects answer does not mention this key".to_owned(),
+                                )
                             });
                             answers.insert(k.uri.clone(), got);
                         }
@@ -3484,22 +3520,29 @@ async fn send_deletes(
                     // Not implemented by this provider: nothing of this request was deleted; single conditional
                     // deletes follow for its keys.
                     Ok(None) => not_implemented.extend(chunk.iter()),
+                    // Failed before it was sent: none of its keys was deleted.
+                    Err(e) if e.was_not_sent() => {
+                        let why = e.with_causes();
+                        for k in chunk {
+                            answers.insert(k.uri.clone(), Err(Unanswered::NotSent(why.clone())));
+                        }
+                    }
                     Err(e) => {
                         let why = format!(
                             "the DeleteObjects request got no usable answer (it may or may not have taken effect): {}",
                             e.with_causes()
                         );
                         for k in chunk {
-                            answers.insert(k.uri.clone(), Err(why.clone()));
+                            answers.insert(k.uri.clone(), Err(Unanswered::Unknown(why.clone())));
                         }
                     }
                 }
             }
-            let singles: Vec<(String, std::result::Result<DeleteAnswer, String>)> =
+            let singles: Vec<(String, std::result::Result<DeleteAnswer, Unanswered>)> =
                 futures::stream::iter(not_implemented.into_iter().map(|k| async move {
                     (
                         k.uri.clone(),
-                        ctx.storage.s3_delete_one(k).await.map_err(|e| e.with_causes()),
+                        ctx.storage.s3_delete_one(k).await.map_err(|e| Unanswered::of(&e)),
                     )
                 }))
                 .buffered(concurrency)
@@ -3511,13 +3554,13 @@ async fn send_deletes(
                 .map(|k| {
                     answers
                         .remove(&k.uri)
-                        .unwrap_or_else(|| Err("no answer was recorded for this key".to_owned()))
+                        .unwrap_or_else(|| Err(Unanswered::Unknown("no answer was recorded for this key".to_owned())))
                 })
                 .collect();
         }
         return futures::stream::iter(
             keys.iter()
-                .map(|k| async move { ctx.storage.s3_delete_one(k).await.map_err(|e| e.with_causes()) }),
+                .map(|k| async move { ctx.storage.s3_delete_one(k).await.map_err(|e| Unanswered::of(&e)) }),
         )
         .buffered(concurrency)
         .collect()
@@ -3541,12 +3584,42 @@ async fn send_deletes(
         match ctx.storage.delete(&ex.uri).await {
             Ok(()) => Ok(answer(true, None)),
             Err(Error::NotFound { .. }) => Ok(answer(false, Some("NoSuchKey"))),
-            Err(e) => Err(e.with_causes()),
+            Err(e) => Err(Unanswered::of(&e)),
         }
     }))
     .buffered(concurrency)
     .collect()
     .await
+}
+
+/// Why a delete request has no answer of the provider.
+enum Unanswered {
+    /// It failed before any byte of it went out ([`Error::NotSent`]: its URI, header, signature or client could not
+    /// be made): it cannot have taken effect.
+    NotSent(String),
+    /// It went out, or may have, and no usable answer came back: it may or may not have taken effect.
+    Unknown(String),
+}
+
+impl Unanswered {
+    /// Only an error the storage layer marked as raised before sending is [`Unanswered::NotSent`]; every other one
+    /// may have come after the request left.
+    fn of(e: &Error) -> Self {
+        if e.was_not_sent() {
+            Unanswered::NotSent(e.with_causes())
+        } else {
+            Unanswered::Unknown(e.with_causes())
+        }
+    }
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::NotSent(why) => write!(f, "not sent: {why}"),
+            Unanswered::Unknown(why) => f.write_str(why),
+        }
+    }
 }
 
 /// A relative path's key for lookups while a bundle's inventory streams by: the first 128 bits of its BLAKE3.
@@ -4443,9 +4516,12 @@ async fn reconcile_claimed(
         }
     }
     if batch.is_none() {
-        // What the re-checks found is recorded only by the run that holds the claim (the batch checks it itself).
+        // What the re-checks found is recorded only by the run that holds the claim (the batch checks it itself;
+        // without one, the transaction that records them checks it again below).
         still_claimed(reg, candidate_id, run_id, "recording what its re-checks found").await?;
     }
+    // Without a batch: each object's receipt and its state, recorded together once every re-check is done.
+    let mut settled: Vec<(String, serde_json::Value, Vec<State>)> = Vec::new();
     for it in items {
         let o = it.o;
         let uri = it.key.uri.clone();
@@ -4498,20 +4574,29 @@ async fn reconcile_claimed(
                 b.object_transitions(candidate_id, &o.path, &[State::Deleted, State::Verified], ctx.now());
             }
         } else {
-            reg.receipt_add(candidate_id, &o.path, &r, ctx.now()).await?;
-            if protected && !gone {
-                reg.object_transition(candidate_id, &o.path, State::Protected, ctx.now())
-                    .await?;
+            let steps = if protected && !gone {
+                vec![State::Protected]
             } else if gone {
-                reg.object_transition(candidate_id, &o.path, State::Deleted, ctx.now())
-                    .await?;
-                reg.object_transition(candidate_id, &o.path, State::Verified, ctx.now())
-                    .await?;
-            }
+                vec![State::Deleted, State::Verified]
+            } else {
+                Vec::new()
+            };
+            settled.push((o.path.clone(), r, steps));
         }
     }
     if let Some(b) = batch {
         b.commit().await?;
+    } else if !settled.is_empty() {
+        // One transaction for every receipt and state, conditional on this run's claim (review R2-6): a crash
+        // leaves all of them or none, and a run that took the claim over meanwhile is never written over.
+        if let Err(holder) = reg.reconcile_record(candidate_id, run_id, settled, ctx.now()).await? {
+            return Err(taken_over(
+                candidate_id,
+                run_id,
+                holder.as_ref(),
+                "recording what its re-checks found",
+            ));
+        }
     }
     let mut out = finish(ctx, reg, candidate_id, run_id, key, &dir, Vec::new(), retention, None).await?;
     // Why the objects still present were not retried, in the output too (the receipts say it per object).

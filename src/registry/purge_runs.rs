@@ -1263,6 +1263,57 @@ impl Registry {
         Ok(recorded)
     }
 
+    /// Records what a `reconcile` found of its candidate's `DELETE_UNKNOWN` objects — for each object its receipt
+    /// and the states it moves through (none: it keeps its state) — in one write transaction, and only while
+    /// run `run_id` still holds the candidate's claim, checked inside it. Either every receipt and every state
+    /// lands or none does: a crash, an illegal transition or a lost claim never leaves an object with the
+    /// receipt of its settling and not the state (or the state and not the receipt). `Err` is the claim as it is
+    /// now (the run that took it over, or `None` when no run holds it), nothing written. Returns the receipts
+    /// written, for the signed receipts chain.
+    ///
+    /// # Errors
+    /// [`RegistryError::Query`]; [`RegistryError::NotFound`] for an object the candidate does not hold and
+    /// [`RegistryError::Invalid`] for an illegal transition (nothing is written then).
+    pub async fn reconcile_record(
+        &self,
+        candidate_id: &str,
+        run_id: &str,
+        settled: Vec<(String, serde_json::Value, Vec<State>)>,
+        now: DateTime<Utc>,
+    ) -> Result<Result<Vec<ReceiptRow>, Option<PurgeRun>>, RegistryError> {
+        const OP: &str = "reconcile_record";
+        let mut tx = self.begin_write(OP).await?;
+        if let Err(holder) = check_claim(&mut tx, candidate_id, run_id).await.map_err(query(OP))? {
+            // Dropping the transaction rolls it back.
+            return Ok(Err(holder));
+        }
+        write_heartbeat(&mut tx, candidate_id, run_id, now)
+            .await
+            .map_err(query(OP))?;
+        let mut receipts = Vec::with_capacity(settled.len());
+        let mut moves = Vec::new();
+        for (path, receipt, steps) in settled {
+            if !steps.is_empty() {
+                moves.push(PendingMove {
+                    candidate_id: candidate_id.to_owned(),
+                    path: path.clone(),
+                    steps,
+                    now,
+                });
+            }
+            receipts.push(PendingReceipt {
+                candidate_id: candidate_id.to_owned(),
+                path,
+                receipt,
+                now,
+            });
+        }
+        let recorded = write_receipts(&mut tx, receipts).await.map_err(query(OP))?;
+        write_moves(&mut tx, moves).await?;
+        tx.commit().await.map_err(query(OP))?;
+        Ok(Ok(recorded))
+    }
+
     /// Lets other writers in between two [`PurgeBatch`]es. PostgreSQL queues advisory-lock waiters, so nothing
     /// is needed there; SQLite's busy handler polls a waiting writer at most every 100 ms, so a deleter that
     /// takes the lock again at once could keep a `hold set` waiting for the whole purge (and fail it after
@@ -1333,7 +1384,141 @@ mod tests {
         an_earlier_runs_unanswered_intent_stays_in_flight_after_a_later_unsent_one_is_answered,
         an_unknown_object_state_is_an_error_naming_the_object_and_the_state,
         a_run_heard_of_after_it_was_judged_silent_is_not_taken_over,
+        a_reconcile_records_each_receipt_with_its_state_or_nothing,
+        a_reconcile_that_lost_the_claim_records_nothing,
     );
+
+    /// A candidate `c` of objects `x` and `y`, both `DELETE_UNKNOWN`, claimed by run `r1`.
+    async fn two_unknowns(reg: &Registry, table: &str, c: &str) -> PurgeRun {
+        reg.candidate_record(
+            table,
+            c,
+            &serde_json::json!({}),
+            &stamp(),
+            &["x".into(), "y".into()],
+            t(0),
+        )
+        .await
+        .unwrap();
+        for to in [State::Quarantined, State::DeleteApproved] {
+            reg.candidate_transition(c, to, "", None, None, t(0)).await.unwrap();
+        }
+        for p in ["x", "y"] {
+            reg.object_transition(c, p, State::DeleteUnknown, t(1)).await.unwrap();
+        }
+        let run = PurgeRun {
+            run_id: "r1".into(),
+            host: "h".into(),
+            pid: 1,
+            started_at: t(2),
+            heartbeat_at: t(2),
+        };
+        reg.purge_claim(c, &run, None).await.unwrap().unwrap();
+        run
+    }
+
+    async fn states_of(reg: &Registry, c: &str) -> Vec<(String, State)> {
+        reg.object_states(c)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.path, o.state))
+            .collect()
+    }
+
+    fn settled(path: &str, steps: &[State]) -> (String, serde_json::Value, Vec<State>) {
+        (
+            path.to_owned(),
+            serde_json::json!({"phase": "reconciled", "key": path, "recheck": "absent"}),
+            steps.to_vec(),
+        )
+    }
+
+    /// Review of 2026-12-07 (R2-6): `reconcile` wrote each object's receipt and its state in separate
+    /// transactions, so a failure between them (here: `y`'s state move is refused) left `y` with the receipt of
+    /// its settling and its old state, and `x` settled. Now the receipts and the states land together or not at
+    /// all.
+    async fn a_reconcile_records_each_receipt_with_its_state_or_nothing(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let c = "c-rr";
+        two_unknowns(&reg, "7f31a2b4-09c1-4d5e-9f00-000000000017", c).await;
+        let err = reg
+            .reconcile_record(
+                c,
+                "r1",
+                vec![
+                    settled("x", &[State::Deleted, State::Verified]),
+                    // A move no object may make from DELETE_UNKNOWN: the failure between receipt and state.
+                    settled("y", &[State::Quarantined]),
+                ],
+                t(3),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot move"), "{err}");
+        assert_eq!(reg.receipt_count(c).await.unwrap(), 0, "no receipt without its state");
+        assert_eq!(
+            states_of(&reg, c).await,
+            vec![
+                ("x".to_owned(), State::DeleteUnknown),
+                ("y".to_owned(), State::DeleteUnknown)
+            ],
+            "no state without its receipt"
+        );
+        // Both legal: both receipts and both states.
+        let written = reg
+            .reconcile_record(
+                c,
+                "r1",
+                vec![settled("x", &[State::Deleted, State::Verified]), settled("y", &[])],
+                t(4),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(written.len(), 2);
+        assert_eq!(
+            states_of(&reg, c).await,
+            vec![
+                ("x".to_owned(), State::Verified),
+                ("y".to_owned(), State::DeleteUnknown)
+            ]
+        );
+    }
+
+    /// Review of 2026-12-07 (R2-6): `reconcile` checked its claim once, then wrote; a purge or reconcile that
+    /// took the candidate over meanwhile had its objects settled under it. Now the record is conditional on the
+    /// claim, in its own transaction: the run that took it over comes back and nothing is written.
+    async fn a_reconcile_that_lost_the_claim_records_nothing(b: Backend) {
+        let (_d, _u, reg) = fresh_on(b).await;
+        let c = "c-rc";
+        two_unknowns(&reg, "7f31a2b4-09c1-4d5e-9f00-000000000018", c).await;
+        let judged = reg.purge_run(c).await.unwrap().unwrap();
+        let other = PurgeRun {
+            run_id: "r2".into(),
+            host: "h2".into(),
+            pid: 2,
+            started_at: t(9),
+            heartbeat_at: t(9),
+        };
+        reg.purge_claim(c, &other, Some(&judged)).await.unwrap().unwrap();
+        let holder = reg
+            .reconcile_record(c, "r1", vec![settled("x", &[State::Deleted, State::Verified])], t(10))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(holder.map(|h| h.run_id).as_deref(), Some("r2"));
+        assert_eq!(reg.receipt_count(c).await.unwrap(), 0);
+        assert_eq!(
+            states_of(&reg, c).await,
+            vec![
+                ("x".to_owned(), State::DeleteUnknown),
+                ("y".to_owned(), State::DeleteUnknown)
+            ]
+        );
+        // The claim is the other run's still, its heartbeat untouched.
+        assert_eq!(reg.purge_run(c).await.unwrap().unwrap(), other);
+    }
 
     /// Review of 2026-12-07 (R2-5): a take-over was conditional on the run id only, so a run that sent a heartbeat
     /// between the caller's "it is silent" and the claim was taken over anyway. Now it must be the run as judged,

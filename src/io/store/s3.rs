@@ -693,9 +693,23 @@ impl Storage {
         signed: Vec<(HeaderName, HeaderValue)>,
         body: Option<Bytes>,
     ) -> Result<Answer> {
+        let req = self.s3_request(uri, method, path, query, signed, body).await?;
+        self.s3_dispatch(uri, req).await
+    }
+
+    /// The presigned request [`Storage::s3_send`] sends, made and signed but not sent: an error here is raised
+    /// before any byte of the request goes out.
+    async fn s3_request(
+        &self,
+        uri: &str,
+        method: http::Method,
+        path: &Path,
+        query: Vec<(String, String)>,
+        signed: Vec<(HeaderName, HeaderValue)>,
+        body: Option<Bytes>,
+    ) -> Result<reqwest::RequestBuilder> {
         use object_store::signer::Signer;
         let (client, _) = self.s3_client(uri)?;
-        let _permit = self.permit().await?;
         let mut opts = object_store::signer::SignedUrlOptions::new().with_query(query);
         for (k, v) in &signed {
             opts = opts.with_signed_header(k.clone(), v.clone());
@@ -711,6 +725,12 @@ impl Storage {
         if let Some(b) = body {
             req = req.body(b);
         }
+        Ok(req)
+    }
+
+    /// Sends a request [`Storage::s3_request`] made, under the storage's request limit, and reads its answer.
+    async fn s3_dispatch(&self, uri: &str, req: reqwest::RequestBuilder) -> Result<Answer> {
+        let _permit = self.permit().await?;
         let resp = req
             .send()
             .await
@@ -997,17 +1017,25 @@ impl Storage {
     /// changed) is an answer, not an error.
     ///
     /// # Errors
-    /// [`Error::Storage`] when no answer came back (the delete may or may not have taken effect).
+    /// [`Error::NotSent`] when the request could not be made (its URI, header or signature, or the HTTP client):
+    /// nothing was sent; [`Error::Storage`] when no answer came back (the delete may or may not have taken effect).
     pub async fn s3_delete_one(&self, key: &DeleteKey) -> Result<DeleteAnswer> {
-        let (_, path) = self.s3_client(&key.uri)?;
-        let mut q = Vec::new();
-        if let Some(v) = &key.version_id {
-            q.push(("versionId".to_owned(), v.clone()));
+        // The request made and signed first: whatever fails up to here failed before anything was sent.
+        let req = async {
+            let (_, path) = self.s3_client(&key.uri)?;
+            let mut q = Vec::new();
+            if let Some(v) = &key.version_id {
+                q.push(("versionId".to_owned(), v.clone()));
+            }
+            let mut signed = Vec::new();
+            if let Some(e) = &key.e_tag {
+                signed.push(header("if-match", e, &key.uri)?);
+            }
+            self.s3_request(&key.uri, http::Method::DELETE, &path, q, signed, None)
+                .await
         }
-        let mut signed = Vec::new();
-        if let Some(e) = &key.e_tag {
-            signed.push(header("if-match", e, &key.uri)?);
-        }
+        .await
+        .map_err(|e| Error::not_sent("delete", &key.uri, e))?;
         let method = match (&key.e_tag, &key.version_id) {
             (Some(_), _) => DeleteMethod::S3DeleteObjectIfMatch,
             (None, Some(_)) => DeleteMethod::S3DeleteVersion,
@@ -1022,9 +1050,7 @@ impl Storage {
         self.requests
             .single_deletes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let a = self
-            .s3_send(&key.uri, http::Method::DELETE, &path, q, signed, None)
-            .await?;
+        let a = self.s3_dispatch(&key.uri, req).await?;
         self.delete_failpoint_after(&key.uri, n)?;
         let deleted = a.status == 204 || a.status == 200;
         if deleted {
@@ -1058,20 +1084,22 @@ impl Storage {
     /// `NotImplemented`); nothing was deleted and the caller falls back to single conditional deletes.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for keys of different buckets or too many keys; [`Error::Storage`] when the request
+    /// [`Error::NotSent`] when the request failed before it was sent (keys of different buckets or too many keys,
+    /// a key or signature that cannot be made: none of its keys was deleted); [`Error::Storage`] when the request
     /// failed or the answer is unreadable (then any of its keys may or may not be deleted).
     pub async fn s3_delete_objects(&self, keys: &[DeleteKey]) -> Result<Option<BTreeMap<String, DeleteAnswer>>> {
         let Some(first) = keys.first() else {
             return Ok(Some(BTreeMap::new()));
         };
         if keys.len() > MAX_DELETE_OBJECTS_KEYS {
-            return Err(Error::invalid(
+            let e = Error::invalid(
                 &first.uri,
                 format!(
                     "{} keys in one DeleteObjects request (at most {MAX_DELETE_OBJECTS_KEYS})",
                     keys.len()
                 ),
-            ));
+            );
+            return Err(Error::not_sent("DeleteObjects", &first.uri, e));
         }
         let bucket_of = |u: &str| bucket_and_key(u).map(|(b, _)| b.to_owned());
         let bucket = bucket_of(&first.uri);
@@ -1101,29 +1129,36 @@ impl Storage {
         }
         let keys = sending;
         let first = keys[0];
-        let mut named: Vec<(String, &DeleteKey)> = Vec::with_capacity(keys.len());
-        for k in keys {
-            if bucket_of(&k.uri) != bucket {
-                return Err(Error::invalid(
-                    &k.uri,
-                    "keys of one DeleteObjects request must share one bucket",
-                ));
+        let bucket_uri = format!("s3://{}", bucket.clone().unwrap_or_default());
+        // The request made and signed first: whatever fails up to here failed before anything was sent.
+        let (by_key, req) = async {
+            let mut named: Vec<(String, &DeleteKey)> = Vec::with_capacity(keys.len());
+            for &k in &keys {
+                if bucket_of(&k.uri) != bucket {
+                    return Err(Error::invalid(
+                        &k.uri,
+                        "keys of one DeleteObjects request must share one bucket",
+                    ));
+                }
+                let (_, path) = self.s3_client(&k.uri)?;
+                named.push((path.to_string(), k));
             }
-            let (_, path) = self.s3_client(&k.uri)?;
-            named.push((path.to_string(), k));
+            let body = delete_objects_body(
+                named
+                    .iter()
+                    .map(|(key, k)| (key.as_str(), k.version_id.as_deref(), k.e_tag.as_deref())),
+            );
+            let by_key: BTreeMap<String, &DeleteKey> = named.into_iter().collect();
+            let req = self.delete_objects_request(&first.uri, body).await?;
+            Ok((by_key, req))
         }
-        let body = delete_objects_body(
-            named
-                .iter()
-                .map(|(key, k)| (key.as_str(), k.version_id.as_deref(), k.e_tag.as_deref())),
-        );
-        let by_key: BTreeMap<String, &DeleteKey> = named.into_iter().collect();
-        let bucket_uri = format!("s3://{}", bucket.unwrap_or_default());
+        .await
+        .map_err(|e| Error::not_sent("DeleteObjects", &bucket_uri, e))?;
         let n = self.delete_failpoint_before(&bucket_uri).await?;
         self.requests
             .delete_objects
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let a = self.post_delete_objects(&first.uri, body).await?;
+        let a = self.s3_dispatch(&first.uri, req).await?;
         self.delete_failpoint_after(&bucket_uri, n)?;
         if a.status == 501 || (a.status != 200 && a.error().code.as_deref() == Some("NotImplemented")) {
             return Ok(None);
@@ -1179,11 +1214,17 @@ impl Storage {
 
     /// Sends one `DeleteObjects` request with `body` ([`delete_objects_body`]) to the bucket of `uri`.
     async fn post_delete_objects(&self, uri: &str, body: Bytes) -> Result<Answer> {
+        let req = self.delete_objects_request(uri, body).await?;
+        self.s3_dispatch(uri, req).await
+    }
+
+    /// The `DeleteObjects` request of [`Storage::post_delete_objects`], made and signed but not sent.
+    async fn delete_objects_request(&self, uri: &str, body: Bytes) -> Result<reqwest::RequestBuilder> {
         let signed = vec![
             header("content-md5", &content_md5(&body), uri)?,
             header("content-type", "application/xml", uri)?,
         ];
-        self.s3_send(
+        self.s3_request(
             uri,
             http::Method::POST,
             &Path::from(""),
@@ -1517,9 +1558,80 @@ mod tests {
             matches!(e, Error::Storage { .. }) && e.to_string().contains("s3://b/t/data/x.parquet"),
             "{e}"
         );
+        // Sent and never answered: it may have taken effect, never "not sent".
+        assert!(!e.was_not_sent(), "{e}");
         assert_eq!(parse_seconds("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_seconds("30"), Some(Duration::from_secs(30)));
         assert_eq!(parse_seconds("1 min"), None);
+    }
+
+    /// Review of 2026-12-07 (R2-7): a delete whose request could not even be made (here: the presigned requests'
+    /// HTTP client, whose `timeout` is not in whole seconds) was an error like a request sent and never answered,
+    /// so the deleter recorded it as a delete that may have taken effect. It is now [`Error::NotSent`], and the
+    /// server saw no connection at all.
+    #[test]
+    fn a_delete_that_fails_before_it_is_sent_is_marked_not_sent() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for c in listener.incoming() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(c);
+            }
+        });
+        let mut options = crate::config::StorageOptions::default();
+        for (k, v) in [
+            ("endpoint", format!("http://127.0.0.1:{port}")),
+            ("allow_http", "true".into()),
+            ("region", "us-east-1".into()),
+            ("access_key_id", "k".into()),
+            ("secret_access_key", "s".into()),
+            // object_store reads it; the presigned requests' client takes whole seconds only.
+            ("timeout", "1500ms".into()),
+        ] {
+            options.s3.insert(k.into(), v);
+        }
+        let storage = crate::io::store::Storage::new(options);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let key = DeleteKey {
+            uri: "s3://b/t/data/x.parquet".into(),
+            e_tag: Some("\"e\"".into()),
+            version_id: None,
+        };
+        let one = rt.block_on(storage.s3_delete_one(&key)).unwrap_err();
+        assert!(one.was_not_sent(), "{}", one.with_causes());
+        assert!(one.to_string().contains("s3://b/t/data/x.parquet"), "{one}");
+        assert!(
+            one.with_causes().contains("storage.s3.timeout"),
+            "{}",
+            one.with_causes()
+        );
+        let many = rt
+            .block_on(storage.s3_delete_objects(std::slice::from_ref(&key)))
+            .unwrap_err();
+        assert!(many.was_not_sent(), "{}", many.with_causes());
+        // A bad key is refused before sending too: keys of two buckets in one request.
+        let other = DeleteKey {
+            uri: "s3://c/t/data/y.parquet".into(),
+            e_tag: None,
+            version_id: None,
+        };
+        let mixed = rt
+            .block_on(storage.s3_delete_objects(&[key.clone(), other]))
+            .unwrap_err();
+        assert!(mixed.was_not_sent(), "{}", mixed.with_causes());
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            seen.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "nothing reached the server"
+        );
     }
 
     #[test]
