@@ -291,7 +291,8 @@ impl Table {
                 table_root,
             } => {
                 let ident: TableIdent = table.parse()?;
-                let cat = Catalog::open(catalog, config.catalog(catalog)?).await?;
+                let cat =
+                    Catalog::open(catalog, config.catalog(catalog)?, storage.options().max_metadata_bytes).await?;
                 let location = cat.metadata_location(&ident).await;
                 // Boxed, like the other pool futures: every command awaits Table::load.
                 Box::pin(cat.close()).await;
@@ -531,19 +532,7 @@ impl Table {
             ));
         }
         let uri = self.location.resolve(written)?;
-        let fetched = match storage.get(&uri).await {
-            Ok(f) => f,
-            Err(Error::NotFound { .. }) => {
-                return Err(Error::corrupt(
-                    &uri,
-                    format!(
-                        "the manifest list of snapshot {} does not exist",
-                        snapshot.snapshot_id()
-                    ),
-                ));
-            }
-            Err(e) => return Err(e),
-        };
+        let fetched = fetch_manifest_list(storage, &uri, snapshot.snapshot_id()).await?;
         let list = parse_manifest_list(&uri, &fetched.bytes, self.metadata.format_version())?;
         Ok((uri, fetched, list))
     }
@@ -554,17 +543,10 @@ impl Table {
     /// [`Error::PathOutsideTable`], or [`Error::Corrupt`] / [`Error::Parse`] naming the manifest.
     pub async fn read_manifest(&self, storage: &Storage, mf: &ManifestFile) -> Result<(String, Fetched, Manifest)> {
         let uri = self.location.resolve(&mf.manifest_path)?;
-        let fetched = match storage.get(&uri).await {
-            Ok(f) => f,
-            Err(Error::NotFound { .. }) => {
-                return Err(Error::corrupt(
-                    &uri,
-                    format!("manifest added by snapshot {} does not exist", mf.added_snapshot_id),
-                ));
-            }
-            Err(e) => return Err(e),
-        };
-        check_manifest_length(&uri, fetched.bytes.len(), mf.manifest_length)?;
+        let fetched = fetch_manifest_within(storage, &uri, mf.manifest_length, || {
+            format!("manifest added by snapshot {} does not exist", mf.added_snapshot_id)
+        })
+        .await?;
         let bytes = fetched.bytes.clone();
         let uri2 = uri.clone();
         let manifest = tokio::task::spawn_blocking(move || parse_manifest(&uri2, &bytes))
@@ -572,6 +554,61 @@ impl Table {
             .map_err(|e| Error::Internal(format!("manifest parse task for {uri}: {e}")))??;
         counts::ListEntry::of(mf).check_counts(&uri, &counts::EntryTally::of_manifest(&manifest))?;
         Ok((uri, fetched, manifest))
+    }
+}
+
+/// Reads a manifest that a manifest list records as `recorded` bytes long: it must exist (else an
+/// [`Error::Corrupt`] saying `missing()`) and have that length. One longer is refused as soon as that is known
+/// (the store's answer to the read, or the bytes read passing `recorded`) and never read whole: a manifest path
+/// holding a huge object must fail naming it, not exhaust memory.
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the manifest (missing, longer or shorter than recorded); storage errors.
+pub(crate) async fn fetch_manifest_within(
+    storage: &Storage,
+    uri: &str,
+    recorded: i64,
+    missing: impl FnOnce() -> String,
+) -> Result<crate::io::store::Fetched> {
+    // A negative recorded length: any object is longer, and `check_manifest_length` names the recorded value.
+    let bound = u64::try_from(recorded).unwrap_or(0);
+    match storage.get_within(uri, bound).await {
+        Ok(crate::io::store::Within::Read(f)) => {
+            check_manifest_length(uri, f.bytes.len(), recorded)?;
+            Ok(f)
+        }
+        Ok(crate::io::store::Within::Over { size }) => Err(Error::corrupt(
+            uri,
+            format!(
+                "manifest is {size} bytes or more, longer than the {recorded} the manifest list records (replaced?); \
+                 it was not read"
+            ),
+        )),
+        Err(Error::NotFound { .. }) => Err(Error::corrupt(uri, missing())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads snapshot `snapshot_id`'s manifest list, which must exist (else an [`Error::Corrupt`] naming it) and be
+/// at most `max_metadata_bytes` (`[storage]`) long: a manifest list has no recorded length, so the bound of a
+/// metadata file is its bound (a list of a million manifests is a few hundred MiB; the default bound is 512 MiB).
+///
+/// # Errors
+/// [`Error::Corrupt`] naming the list (missing, over the bound); storage errors.
+pub(crate) async fn fetch_manifest_list(
+    storage: &Storage,
+    uri: &str,
+    snapshot_id: i64,
+) -> Result<crate::io::store::Fetched> {
+    match storage
+        .get_bounded(uri, storage.options().max_metadata_bytes, "manifest list")
+        .await
+    {
+        Err(Error::NotFound { .. }) => Err(Error::corrupt(
+            uri,
+            format!("the manifest list of snapshot {snapshot_id} does not exist"),
+        )),
+        other => other,
     }
 }
 

@@ -88,14 +88,15 @@ pub enum Catalog {
 }
 
 impl Catalog {
-    /// Opens the catalog declared as `[catalog.<section>]`, of its `type`.
+    /// Opens the catalog declared as `[catalog.<section>]`, of its `type`; a REST catalog's answers are bounded
+    /// by `max_metadata_bytes` (`[storage]`) plus 1 MiB ([`crate::io::rest::RestCatalog::open`]).
     ///
     /// # Errors
     /// [`Error::Catalog`] naming the catalog when it cannot be opened (database, endpoint, credentials).
-    pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
+    pub async fn open(section: &str, cfg: &CatalogConfig, max_metadata_bytes: u64) -> Result<Self> {
         match cfg.kind.as_str() {
             "rest" => Ok(Self::Rest(Box::new(
-                Box::pin(crate::io::rest::RestCatalog::open(section, cfg)).await?,
+                Box::pin(crate::io::rest::RestCatalog::open(section, cfg, max_metadata_bytes)).await?,
             ))),
             _ => Ok(Self::Sql(SqlCatalog::open(section, cfg).await?)),
         }
@@ -308,10 +309,13 @@ impl SqlCatalog {
     }
 
     /// Every table row of the database under every `catalog_name` with its current metadata location (rows
-    /// without one are left out): `None` for this catalog's own `catalog_name`, the other name otherwise.
+    /// whose `metadata_location` is NULL are left out): `None` for this catalog's own `catalog_name`, the other
+    /// name otherwise.
     ///
     /// # Errors
-    /// [`Error::Catalog`] when the query fails.
+    /// [`Error::Catalog`] when the query fails, or naming the row when one of its columns cannot be read as text
+    /// (a NULL name, a BLOB): such a row is never skipped, since the listing must be whole (the plan's
+    /// containment check plans only when every catalog can be listed).
     pub async fn tables_of_every_name(&self) -> Result<Vec<(Option<String>, TableIdent, String)>> {
         let rows =
             sqlx::query("SELECT catalog_name, table_namespace, table_name, metadata_location FROM iceberg_tables")
@@ -322,23 +326,61 @@ impl SqlCatalog {
                     reason: "cannot list the tables of every catalog_name".into(),
                     source: Some(Box::new(e)),
                 })?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let catalog_name = row.try_get::<String, _>(0).ok()?;
-                let namespace = row.try_get::<String, _>(1).ok()?;
-                let name = row.try_get::<String, _>(2).ok()?;
-                let md = row.try_get::<Option<String>, _>(3).ok()??;
-                Some((
-                    (catalog_name != self.catalog_name).then_some(catalog_name),
-                    TableIdent {
-                        namespace: namespace.split('.').map(str::to_owned).collect(),
-                        name,
-                    },
-                    md,
-                ))
-            })
-            .collect())
+        let mut out = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            // The row as far as it reads, to name it in an error.
+            let shown = || {
+                (0..3)
+                    .map(|c| {
+                        row.try_get::<Option<String>, _>(c)
+                            .ok()
+                            .flatten()
+                            .map_or_else(|| "?".to_owned(), |v| format!("{v:?}"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let text = |col: usize, what: &str| -> Result<Option<String>> {
+                row.try_get::<Option<String>, _>(col).map_err(|e| Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: format!(
+                        "row {} of iceberg_tables (catalog_name, table_namespace, table_name: {}): its {what} \
+                         cannot be read as text, so the catalog cannot be listed whole",
+                        i + 1,
+                        shown()
+                    ),
+                    source: Some(Box::new(e)),
+                })
+            };
+            let required = |col: usize, what: &str| -> Result<String> {
+                text(col, what)?.ok_or_else(|| Error::Catalog {
+                    catalog: self.section.clone(),
+                    reason: format!(
+                        "row {} of iceberg_tables (catalog_name, table_namespace, table_name: {}): its {what} is \
+                         NULL, so the catalog cannot be listed whole",
+                        i + 1,
+                        shown()
+                    ),
+                    source: None,
+                })
+            };
+            let catalog_name = required(0, "catalog_name")?;
+            let namespace = required(1, "table_namespace")?;
+            let name = required(2, "table_name")?;
+            // A table without a metadata location (being created) has nothing to list.
+            let Some(md) = text(3, "metadata_location")? else {
+                continue;
+            };
+            out.push((
+                (catalog_name != self.catalog_name).then_some(catalog_name),
+                TableIdent {
+                    namespace: namespace.split('.').map(str::to_owned).collect(),
+                    name,
+                },
+                md,
+            ));
+        }
+        Ok(out)
     }
 
     /// Compare-and-set of a table's metadata location: succeeds only if the row still names
@@ -592,6 +634,43 @@ mod tests {
     async fn read_and_compare_and_set_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
         read_and_swap(format!("sqlite:{}", dir.path().join("catalog.db").display())).await;
+    }
+
+    /// See: the review of 2026-12-07 (rs), item 5. A row whose columns do not read as text (a BLOB table name,
+    /// as SQLite stores whatever it is given) stopped nothing: it was skipped, and the containment check, which
+    /// plans only when every catalog can be listed whole, never compared its table. Now it is an error naming the
+    /// row; a row whose metadata_location is NULL is still left out.
+    #[tokio::test]
+    async fn a_catalog_row_that_cannot_be_read_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cat = fresh_catalog(&format!("sqlite:{}", dir.path().join("catalog.db").display())).await;
+        orders_row(&cat).await;
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ('lake', 'db', 'staged', NULL)",
+        )
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        let listed = cat.tables_of_every_name().await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        sqlx::query(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) \
+             VALUES ('lake', 'db', X'FF00', 'file:///w/other/00001.metadata.json')",
+        )
+        .execute(&cat.pool)
+        .await
+        .unwrap();
+        let err = cat.tables_of_every_name().await.unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            matches!(err, Error::Catalog { .. })
+                && text.contains("row 3 of iceberg_tables")
+                && text.contains(r#""lake" "db" ?"#)
+                && text.contains("table_name cannot be read as text"),
+            "{text}"
+        );
+        assert!(cat.tables().await.is_err());
     }
 
     #[tokio::test]

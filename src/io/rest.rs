@@ -52,6 +52,8 @@ pub struct RestCatalog {
     auth_var: String,
     warehouse: Option<String>,
     register: Option<String>,
+    /// The most bytes of one answer: `max_metadata_bytes` plus [`ANSWER_SLACK`].
+    max_answer: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -90,6 +92,56 @@ impl std::fmt::Debug for Token {
 /// How long before its `expires_in` ends an OAuth2 token is fetched again: a commit is never sent with a token
 /// about to expire (a sent commit is never sent twice, so a 401 on it cannot be mended by a retry).
 const TOKEN_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest `expires_in` lakedrill schedules a refresh for; a token said to live longer (Iceberg servers
+/// answer `Long.MAX_VALUE` seconds for tokens that do not expire) is fetched again only after a 401.
+const TOKEN_REFRESH_CAP: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+
+/// When an OAuth2 token fetched at `now` and valid for `expires_in` seconds is fetched again: [`TOKEN_MARGIN`]
+/// before it ends, or after half its life when that is shorter; `None` (no scheduled refresh, only the one after
+/// a 401) for a life over [`TOKEN_REFRESH_CAP`] or one past what the clock can represent. Before, a huge
+/// `expires_in` overflowed `Instant + Duration` and panicked while the catalog was opened.
+fn refresh_at(now: std::time::Instant, expires_in: u64) -> Option<std::time::Instant> {
+    let valid = std::time::Duration::from_secs(expires_in);
+    if valid > TOKEN_REFRESH_CAP {
+        return None;
+    }
+    now.checked_add(
+        valid
+            .checked_sub(TOKEN_MARGIN)
+            .filter(|d| *d >= valid / 2)
+            .unwrap_or(valid / 2),
+    )
+}
+
+/// Bytes a REST answer may have beyond `max_metadata_bytes` (`[storage]`): a load-table answer holds one
+/// metadata document plus its location and config; every other answer is far smaller.
+const ANSWER_SLACK: u64 = 1 << 20;
+
+/// Why an answer's body was not read ([`read_capped`]).
+enum BodyFailure {
+    /// It is over the bound: its length as announced, or the bytes read before it passed the bound.
+    Over(u64),
+    /// The transport failed while it was read.
+    Read(reqwest::Error),
+}
+
+/// Reads an answer's body of at most `max` bytes: one announced longer is refused before it is read, one that
+/// turns out longer as soon as the bytes read pass `max`; it is never held whole.
+async fn read_capped(mut resp: reqwest::Response, max: u64) -> std::result::Result<bytes::Bytes, BodyFailure> {
+    if let Some(n) = resp.content_length().filter(|n| *n > max) {
+        return Err(BodyFailure::Over(n));
+    }
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(BodyFailure::Read)? {
+        let len = (buf.len() + chunk.len()) as u64;
+        if len > max {
+            return Err(BodyFailure::Over(len));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(bytes::Bytes::from(buf))
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -130,6 +182,39 @@ struct ErrorModel {
 struct ErrorResponse {
     #[serde(default)]
     error: ErrorModel,
+}
+
+/// The most pages lakedrill reads of one listing (namespaces under one parent, tables of one namespace).
+const MAX_PAGES: usize = 100_000;
+
+/// The page tokens of one paginated listing so far: a server that hands out a token again, or more than
+/// [`MAX_PAGES`] pages, would keep lakedrill listing for ever (the listing feeds the plan's containment check,
+/// which plans only when every catalog could be listed whole).
+#[derive(Default)]
+struct Pages {
+    seen: std::collections::HashSet<String>,
+}
+
+impl Pages {
+    /// Records the `next-page-token` of the page just read; why the listing must stop, if it must.
+    fn next(&mut self, token: Option<&str>) -> std::result::Result<(), String> {
+        let Some(t) = token.filter(|t| !t.is_empty()) else {
+            return Ok(());
+        };
+        if self.seen.len() + 1 >= MAX_PAGES {
+            return Err(format!(
+                "the catalog answered {MAX_PAGES} pages and names another; the listing cannot be completed"
+            ));
+        }
+        if !self.seen.insert(t.to_owned()) {
+            return Err(format!(
+                "the catalog handed out the next-page-token {:?} a second time (it would be listed for ever); the \
+                 listing cannot be completed",
+                t.chars().take(100).collect::<String>()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A request that got no answer ([`RestCatalog::send_raw`]).
@@ -173,12 +258,13 @@ impl RestCatalog {
     }
 
     /// Opens the REST catalog `[catalog.<section>]`: reads `GET /v1/config` (for the prefix) and, with a
-    /// credential, exchanges it for a token.
+    /// credential, exchanges it for a token. Every answer read from it later is bounded by `max_metadata_bytes`
+    /// (`[storage]`, the bound of a metadata file: a load-table answer carries one) plus 1 MiB.
     ///
     /// # Errors
     /// [`Error::Catalog`] naming the catalog: unreachable, refused credentials (HTTP 401/403), an answer that is
-    /// not the protocol's.
-    pub async fn open(section: &str, cfg: &CatalogConfig) -> Result<Self> {
+    /// not the protocol's or is over the bound (naming the URL).
+    pub async fn open(section: &str, cfg: &CatalogConfig, max_metadata_bytes: u64) -> Result<Self> {
         let base = cfg.uri.trim_end_matches('/').to_owned();
         let err = |reason: String| Error::Catalog {
             catalog: section.to_owned(),
@@ -251,6 +337,7 @@ impl RestCatalog {
             auth_var: var.clone(),
             warehouse: cfg.warehouse.clone(),
             register: cfg.register.clone(),
+            max_answer: max_metadata_bytes.saturating_add(ANSWER_SLACK),
         };
         if cat.credential.is_some() {
             cat.fetch_token().await?;
@@ -310,7 +397,11 @@ impl RestCatalog {
                 self.section
             )));
         }
-        let body = resp.bytes().await.unwrap_or_default();
+        let body = match read_capped(resp, self.max_answer).await {
+            Ok(b) => b,
+            Err(BodyFailure::Over(n)) => return Err(self.over(&format!("POST {}", self.token_uri), n)),
+            Err(BodyFailure::Read(_)) => bytes::Bytes::new(),
+        };
         if status != 200 {
             return Err(self.err(format!(
                 "the OAuth2 endpoint {} refused the client credentials (HTTP {status}): check the secret in {}",
@@ -323,15 +414,7 @@ impl RestCatalog {
                 self.token_uri
             ))
         })?;
-        let refresh_at = t.expires_in.map(|s| {
-            let valid = std::time::Duration::from_secs(s);
-            // A token valid for less than twice the margin is fetched again after half its life.
-            std::time::Instant::now()
-                + valid
-                    .checked_sub(TOKEN_MARGIN)
-                    .filter(|d| *d >= valid / 2)
-                    .unwrap_or(valid / 2)
-        });
+        let refresh_at = t.expires_in.and_then(|s| refresh_at(std::time::Instant::now(), s));
         *self.auth.lock().await = Some(Token {
             value: t.access_token,
             refresh_at,
@@ -418,15 +501,31 @@ impl RestCatalog {
             why: format!("cannot reach {method} {url}: {}{}", without_url(&e), timed_out(&e)),
         })?;
         let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| SendFailure {
+        let body = read_capped(resp, self.max_answer).await.map_err(|f| SendFailure {
             sent: true,
-            why: format!(
-                "{method} {url}: unreadable answer (HTTP {status}): {}{}",
-                without_url(&e),
-                timed_out(&e)
-            ),
+            why: match f {
+                BodyFailure::Read(e) => format!(
+                    "{method} {url}: unreadable answer (HTTP {status}): {}{}",
+                    without_url(&e),
+                    timed_out(&e)
+                ),
+                BodyFailure::Over(n) => self.over_text(&format!("{method} {url}"), n),
+            },
         })?;
         Ok((status, body))
+    }
+
+    /// An answer over [`RestCatalog::max_answer`] bytes, refused before it is read whole.
+    fn over_text(&self, what: &str, n: u64) -> String {
+        format!(
+            "{what}: the answer is {n} bytes or more, over the limit of {} bytes (`max_metadata_bytes` under \
+             [storage] in the configuration, plus {ANSWER_SLACK} for the rest of the answer): not read",
+            self.max_answer
+        )
+    }
+
+    fn over(&self, what: &str, n: u64) -> Error {
+        self.err(self.over_text(what, n))
     }
 
     fn refusal(&self, what: &str, status: u16, body: &[u8]) -> Error {
@@ -525,6 +624,7 @@ impl RestCatalog {
         let mut todo: Vec<Option<Vec<String>>> = vec![None];
         while let Some(parent) = todo.pop() {
             let mut token: Option<String> = None;
+            let mut pages = Pages::default();
             loop {
                 let mut url = format!("{}/namespaces", self.v1());
                 let mut q = Vec::new();
@@ -547,6 +647,13 @@ impl RestCatalog {
                 }
                 let r: ListNamespacesResponse = serde_json::from_slice(&body)
                     .map_err(|e| self.err(format!("list namespaces: unreadable answer ({e})")))?;
+                let what = match &parent {
+                    Some(p) => format!("list namespaces under {}", p.join(".")),
+                    None => "list namespaces".to_owned(),
+                };
+                pages
+                    .next(r.next_page_token.as_deref())
+                    .map_err(|why| self.err(format!("{what}: {why}")))?;
                 for ns in r.namespaces {
                     // A server that ignores `parent` lists the same namespaces again: each is visited once.
                     if !ns.is_empty() && !namespaces.contains(&ns) {
@@ -563,6 +670,7 @@ impl RestCatalog {
         let mut out = Vec::new();
         for ns in namespaces {
             let mut token: Option<String> = None;
+            let mut pages = Pages::default();
             loop {
                 let mut url = format!(
                     "{}/namespaces/{}/tables",
@@ -578,6 +686,9 @@ impl RestCatalog {
                 }
                 let r: ListTablesResponse = serde_json::from_slice(&body)
                     .map_err(|e| self.err(format!("list tables: unreadable answer ({e})")))?;
+                pages
+                    .next(r.next_page_token.as_deref())
+                    .map_err(|why| self.err(format!("list tables of namespace {}: {why}", ns.join("."))))?;
                 for id in r.identifiers {
                     let ident = TableIdent {
                         namespace: id.namespace,
@@ -857,9 +968,17 @@ fn location_of(resp: &reqwest::Response) -> String {
 
 /// Whether `now` carries every change the commit from `before` to `new` makes (the snapshots it adds there, with
 /// their manifest lists, the refs it sets at their snapshots, the refs it removes absent, the snapshots it removes
-/// absent); otherwise the first one missing.
+/// absent); otherwise the first one missing. `now` must be the table judged, by its UUID: a table dropped and
+/// created again under the same name carries any removal trivially (it has none of the snapshots), and its
+/// answer says nothing about the commit.
 fn carries(before: &FullMetadata, new: &FullMetadata, now: &FullMetadata) -> std::result::Result<(), String> {
     let (_, updates) = commit_request(before, new)?;
+    let (judged, read) = (before.metadata().uuid(), now.metadata().uuid());
+    if read != judged {
+        return Err(format!(
+            "its table-uuid is {read}, not {judged}: another table under the same name (dropped and created again)"
+        ));
+    }
     let refs = now.refs();
     for u in &updates {
         match u {
@@ -1464,6 +1583,11 @@ mod tests {
         md(&[(1, None), (2, Some(1)), (3, Some(1))], &[("main", 2, true)])
     }
 
+    /// [`before`], for the hostile-server tests.
+    pub(super) fn before_for_hostile() -> FullMetadata {
+        before()
+    }
+
     fn removed(ids: &[i64]) -> std::collections::BTreeSet<i64> {
         ids.iter().copied().collect()
     }
@@ -1579,6 +1703,37 @@ mod tests {
         // Later commits by others on top do not hide it.
         let later = md(&[(1, None), (2, Some(1)), (4, Some(2))], &[("main", 4, true)]);
         assert_eq!(carries(&b, &gone, &later), Ok(()));
+    }
+
+    /// See: the review of 2026-12-07 (rs), item 2. After an unknown outcome the table read again by name carried a
+    /// removal-only commit trivially when it was another table (dropped and created again under the name: none
+    /// of the snapshots is in it), and the commit was taken as landed. Now a table of another UUID carries nothing.
+    #[test]
+    fn a_table_created_again_under_the_name_does_not_carry_the_commit() {
+        let b = before();
+        let gone = md(&[(1, None), (2, Some(1))], &[("main", 2, true)]);
+        let mut doc = serde_json::to_value(md(&[(7, None)], &[("main", 7, true)]).metadata()).unwrap();
+        doc["table-uuid"] = serde_json::json!("0b7d7a2e-6a43-4c8e-9a55-3f1f0e1f7a10");
+        let recreated = FullMetadata::from_json_value("v1.json", &doc).unwrap();
+        assert_eq!(
+            carries(&b, &gone, &recreated),
+            Err(
+                "its table-uuid is 0b7d7a2e-6a43-4c8e-9a55-3f1f0e1f7a10, not 9c12d441-03fe-4693-9a96-a0705ddf69c1: \
+                 another table under the same name (dropped and created again)"
+                    .to_owned()
+            )
+        );
+        // Tag mode too: the new table happens to have the tag at the same id.
+        let tagged = md(
+            &[(1, None), (2, Some(1)), (3, Some(1))],
+            &[("main", 2, true), ("q", 3, false)],
+        );
+        let mut doc = serde_json::to_value(tagged.metadata()).unwrap();
+        doc["table-uuid"] = serde_json::json!("0b7d7a2e-6a43-4c8e-9a55-3f1f0e1f7a10");
+        doc["refs"] =
+            serde_json::json!({"main": {"snapshot-id": 2, "type": "branch"}, "q": {"snapshot-id": 3, "type": "tag"}});
+        let same_shape = FullMetadata::from_json_value("v1.json", &doc).unwrap();
+        assert!(carries(&b, &tagged, &same_shape).is_err());
     }
 
     /// `set-current --from-bundle` adds a snapshot back to the metadata: through a REST catalog the commit is
@@ -1739,5 +1894,168 @@ mod tests {
         // And the table read again carries it only with the tag in its JSON.
         assert_eq!(carries(&current, &tagged, &tagged), Ok(()));
         assert!(carries(&current, &tagged, &current).is_err());
+    }
+}
+
+/// The answers no real catalog gives (a token that never expires as `Long.MAX_VALUE`, answers over the bound,
+/// a page token handed out again), from a loopback HTTP server: a test double of a hostile server.
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    /// What the server answers to a request: status, body, whether to announce its length.
+    type Answer = (u16, Vec<u8>, bool);
+
+    /// A loopback HTTP/1.1 server answering each request (method, path with query) with `answer`, one
+    /// connection per request; returns its base URL.
+    fn serve(answer: impl Fn(&str, &str) -> Answer + Send + 'static) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0_u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if conn.read(&mut byte).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let mut first = text.split_whitespace();
+                let (method, path) = (first.next().unwrap_or_default(), first.next().unwrap_or_default());
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                let _ = conn.read_exact(&mut body);
+                let (status, body, announced) = answer(method, path);
+                let length = if announced {
+                    format!("content-length: {}\r\n", body.len())
+                } else {
+                    String::new()
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{length}connection: close\r\n\r\n"
+                );
+                let _ = conn.write_all(&body);
+            }
+        });
+        base
+    }
+
+    fn json(status: u16, v: &serde_json::Value) -> Answer {
+        (status, v.to_string().into_bytes(), true)
+    }
+
+    async fn open(base: &str, max_metadata_bytes: u64) -> RestCatalog {
+        let cfg = CatalogConfig {
+            kind: "rest".to_owned(),
+            uri: base.to_owned(),
+            request_timeout_secs: Some(20),
+            ..Default::default()
+        };
+        RestCatalog::open("hostile", &cfg, max_metadata_bytes).await.unwrap()
+    }
+
+    /// See: the review of 2026-12-07 (rs), item 1. Iceberg servers answer `expires_in` = `Long.MAX_VALUE` for a
+    /// token that does not expire: `Instant::now() + 2^63 s` overflowed and panicked while the catalog was
+    /// opened. Now such a token (any over a year) has no scheduled refresh (it is fetched again after a 401).
+    #[tokio::test]
+    async fn a_token_that_never_expires_is_taken_without_a_scheduled_refresh() {
+        let base = serve(|method, path| match (method, path) {
+            ("POST", "/v1/oauth/tokens") => json(
+                200,
+                &serde_json::json!({"access_token": "t", "token_type": "bearer", "expires_in": 9_223_372_036_854_775_807_u64}),
+            ),
+            _ => json(200, &serde_json::json!({})),
+        });
+        let mut cat = open(&base, 1 << 20).await;
+        cat.credential = Some(("id".to_owned(), "secret".to_owned()));
+        cat.fetch_token().await.unwrap();
+        let token = cat.auth.lock().await.clone().unwrap();
+        assert_eq!(token.value, "t");
+        assert_eq!(token.refresh_at, None);
+        let now = std::time::Instant::now();
+        assert_eq!(refresh_at(now, u64::MAX), None);
+        assert_eq!(refresh_at(now, 400 * 24 * 3600), None);
+        assert_eq!(refresh_at(now, 3600), Some(now + std::time::Duration::from_secs(3540)));
+        assert_eq!(refresh_at(now, 100), Some(now + std::time::Duration::from_secs(50)));
+    }
+
+    /// See: the review of 2026-12-07 (rs), item 3. A load-table answer was read whole, however large, and its
+    /// metadata parsed without `max_metadata_bytes`. Now an answer over that bound plus 1 MiB is refused naming
+    /// the URL and the limit: announced longer (refused before it is read), or streamed without a length.
+    #[tokio::test]
+    async fn an_answer_over_the_metadata_bound_is_refused_naming_the_url() {
+        let mut doc = serde_json::to_value(tests::before_for_hostile().metadata()).unwrap();
+        doc["properties"] = serde_json::json!({"pad": "x".repeat(1_200_000)});
+        let answer = serde_json::json!({"metadata-location": "s3://b/t/metadata/v1.metadata.json", "metadata": doc})
+            .to_string()
+            .into_bytes();
+        let base = serve(move |_, path| match path {
+            "/v1/namespaces/db/tables/announced" => (200, answer.clone(), true),
+            "/v1/namespaces/db/tables/streamed" => (200, answer.clone(), false),
+            _ => json(200, &serde_json::json!({})),
+        });
+        let cat = open(&base, 100_000).await;
+        for name in ["announced", "streamed"] {
+            let ident: TableIdent = format!("db.{name}").parse().unwrap();
+            let err = cat.load(&ident).await.unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("GET {base}/v1/namespaces/db/tables/{name}"))
+                    && err.contains("over the limit of 1148576 bytes")
+                    && err.contains("max_metadata_bytes"),
+                "{err}"
+            );
+        }
+        // Within the bound, the same answer loads.
+        let cat = open(&base, 2 << 20).await;
+        cat.load(&"db.streamed".parse().unwrap()).await.unwrap();
+    }
+
+    /// See: the review of 2026-12-07 (rs), item 4. A server handing out the same `next-page-token` again kept
+    /// the listing (and the plan's containment check waiting on it) going for ever. Now the listing stops with
+    /// an error naming the catalog, the listing and the token.
+    #[tokio::test]
+    async fn a_page_token_handed_out_again_stops_the_listing() {
+        let namespaces = serve(|_, path| match path.split('?').next().unwrap_or_default() {
+            "/v1/namespaces" => json(
+                200,
+                &serde_json::json!({"namespaces": [["db"]], "next-page-token": "again"}),
+            ),
+            _ => json(200, &serde_json::json!({})),
+        });
+        let tables = serve(|_, path| match path.split('?').next().unwrap_or_default() {
+            "/v1/namespaces" => json(200, &serde_json::json!({"namespaces": [["db"]]})),
+            "/v1/namespaces/db/tables" => {
+                json(200, &serde_json::json!({"identifiers": [], "next-page-token": "again"}))
+            }
+            _ => json(200, &serde_json::json!({})),
+        });
+        for (base, what) in [
+            (namespaces, "list namespaces: "),
+            (tables, "list tables of namespace db: "),
+        ] {
+            let cat = open(&base, 1 << 20).await;
+            let listed = tokio::time::timeout(std::time::Duration::from_secs(60), cat.tables())
+                .await
+                .expect("the listing ended");
+            let err = listed.unwrap_err().to_string();
+            assert!(
+                err.starts_with("catalog hostile: ")
+                    && err.contains(what)
+                    && err.contains(r#"next-page-token "again" a second time"#),
+                "{err}"
+            );
+        }
     }
 }

@@ -230,7 +230,9 @@ async fn other_tables(
             ),
         )
     };
-    let cat = Catalog::open(section, c).await.map_err(cannot)?;
+    let cat = Catalog::open(section, c, storage.options().max_metadata_bytes)
+        .await
+        .map_err(cannot)?;
     let tables = cat.tables_of_every_name().await;
     Box::pin(cat.close()).await;
     let tables = tables.map_err(cannot)?;

@@ -119,6 +119,7 @@ impl Context {
         let opened = Box::pin(crate::io::catalog::Catalog::open(
             section,
             self.config.catalog(section)?,
+            self.storage.options().max_metadata_bytes,
         ))
         .await?;
         // Two tasks may have opened it at once: keep the first, close the other.

@@ -683,7 +683,7 @@ pub async fn register(
         // Through the REST catalog's own registration route, then loaded back and compared.
         let uri = location::canonical_uri(md_location)?;
         let md = crate::table::Table::from_metadata_uri(storage, ident.to_string(), md_location, &uri, None).await?;
-        let cat = crate::io::rest::RestCatalog::open(catalog, cfg).await?;
+        let cat = crate::io::rest::RestCatalog::open(catalog, cfg, storage.options().max_metadata_bytes).await?;
         return cat.register(storage, ident, md_location, md.metadata()).await;
     }
     // A recovery may be the first table of a new catalog: a SQLite file is created when missing (a PostgreSQL
@@ -735,7 +735,7 @@ pub async fn ensure_unregistered(
     into: &str,
 ) -> Result<()> {
     let exists = if cfg.kind == "rest" {
-        crate::io::rest::RestCatalog::open(catalog, cfg)
+        crate::io::rest::RestCatalog::open(catalog, cfg, storage.options().max_metadata_bytes)
             .await?
             .exists(ident)
             .await?

@@ -600,22 +600,18 @@ async fn on_rayon<T: Send + 'static>(what: &str, f: impl FnOnce() -> Result<T> +
     }
 }
 
-async fn fetch_existing(storage: &Storage, uri: &str, missing: impl FnOnce() -> String) -> Result<Fetched> {
-    match storage.get(uri).await {
-        Ok(f) => Ok(f),
-        Err(Error::NotFound { .. }) => Err(Error::corrupt(uri, missing())),
-        Err(e) => Err(e),
-    }
-}
-
-/// A manifest named by a list: it must exist and have the length the list records.
+/// A manifest named by a list: it must exist and have the length the list records. One longer is refused
+/// before it is read whole ([`crate::table::fetch_manifest_within`]).
 async fn fetch_manifest(storage: &Storage, uri: &str, entry: &ListEntry) -> Result<Fetched> {
-    let fetched = fetch_existing(storage, uri, || {
+    crate::table::fetch_manifest_within(storage, uri, entry.manifest_length, || {
         "manifest named by a manifest list does not exist".into()
     })
-    .await?;
-    check_manifest_length(uri, fetched.bytes.len(), entry.manifest_length)?;
-    Ok(fetched)
+    .await
+}
+
+/// A snapshot's manifest list, bounded by `max_metadata_bytes` ([`crate::table::fetch_manifest_list`]).
+async fn fetch_list(storage: &Storage, uri: &str, snapshot_id: i64) -> Result<Fetched> {
+    crate::table::fetch_manifest_list(storage, uri, snapshot_id).await
 }
 
 /// A snapshot's manifest list: its own object and the manifests it names.
@@ -634,11 +630,7 @@ async fn read_list(table: &Table, storage: &Storage, snapshot_id: i64) -> Result
         layer: Layer::ManifestList,
         size: 0,
     };
-    let bytes = fetch_existing(storage, &uri, || {
-        format!("the manifest list of snapshot {snapshot_id} does not exist")
-    })
-    .await?
-    .bytes;
+    let bytes = fetch_list(storage, &uri, snapshot_id).await?.bytes;
     let version = table.metadata().format_version();
     let size = bytes.len() as u64;
     let u = uri.clone();
@@ -919,10 +911,7 @@ pub async fn snapshot_files(
         ));
     }
     let list_uri = table.location().resolve(&written)?;
-    let manifest_list = fetch_existing(storage, &list_uri, || {
-        format!("the manifest list of snapshot {snapshot_id} does not exist")
-    })
-    .await?;
+    let manifest_list = fetch_list(storage, &list_uri, snapshot_id).await?;
     let version = table.metadata().format_version();
     let (u, b) = (list_uri.clone(), manifest_list.bytes.clone());
     let entries = on_rayon(&list_uri, move || manifest_list_entries(&u, &b, version, Decoder::Fast)).await?;

@@ -187,6 +187,54 @@ fn r016_plan_exits_2_naming_the_unreadable_layer_of_a_retained_snapshot() {
     g.plan();
 }
 
+/// See: the review of 2026-12-07 (rs), item 6. A manifest replaced by an object longer than the manifest list
+/// records was read whole before its length was compared (a 30 GB object at a manifest's path ran plan, the
+/// gates and quarantine out of memory). Now it is refused as soon as the store says how long it is, naming it:
+/// `plan` and `inspect files` (which reads through `Table::read_manifest`, as backups do) exit 2, and a 64 GiB
+/// (sparse) object at the path is refused the same way, at once.
+#[test]
+fn a_manifest_longer_than_recorded_is_refused_before_it_is_read_whole() {
+    let g = Gov::new("");
+    let md_path = current_metadata(&g);
+    let md: Value = serde_json::from_slice(&std::fs::read(&md_path).unwrap()).unwrap();
+    let current = md["current-snapshot-id"].as_i64().unwrap();
+    let list = manifest_list(&md, current);
+    let orig = std::fs::read(&list).unwrap();
+    let manifest = set_manifest_length(&list, 0);
+    std::fs::write(&list, &orig).unwrap();
+    let path = PathBuf::from(manifest.trim_start_matches("file://"));
+    let recorded = std::fs::metadata(&path).unwrap().len();
+    let longer = format!("longer than the {recorded} the manifest list records");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"0123456789")
+        .unwrap();
+    for grown in [recorded + 10, 64 << 30] {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(grown)
+            .unwrap();
+        let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(file_name(&manifest)) && r.stderr.contains(&longer),
+            "{grown} bytes: {}",
+            r.stderr
+        );
+        let t = g.on_table(&["inspect", "files"]);
+        t.expect_code(2);
+        assert!(
+            t.stderr.contains(file_name(&manifest)) && t.stderr.contains(&longer),
+            "{grown} bytes: {}",
+            t.stderr
+        );
+    }
+}
+
 /// An expirable snapshot whose layers cannot be read is named in the plan's warnings.
 #[test]
 fn r016_plan_names_the_unreadable_layer_of_an_expirable_snapshot() {

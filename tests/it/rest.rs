@@ -335,9 +335,13 @@ fn quarantine_release_is_a_rest_commit_and_a_stale_commit_loses_the_race() {
     let storage = lakedrill::io::store::Storage::new(cfg.storage_options());
     let ident: lakedrill::io::catalog::TableIdent = "db.events".parse().unwrap();
     block_on(async {
-        let cat = lakedrill::io::catalog::Catalog::open("rest", cfg.catalog("rest").unwrap())
-            .await
-            .unwrap();
+        let cat = lakedrill::io::catalog::Catalog::open(
+            "rest",
+            cfg.catalog("rest").unwrap(),
+            storage.options().max_metadata_bytes,
+        )
+        .await
+        .unwrap();
         let before = cat.metadata_location(&ident).await.unwrap();
         let uri = lakedrill::model::location::canonical_uri(&before).unwrap();
         let table = lakedrill::table::Table::from_metadata_uri(&storage, "db.events".into(), &before, &uri, None)
