@@ -259,7 +259,7 @@ pub fn check_evidence(
                             s.report,
                             s.index,
                             s.count,
-                            drill_key_status(&all_trust, k)
+                            drill_key_status(all_trust, k)
                         ));
                     }
                 }
