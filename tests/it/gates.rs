@@ -840,7 +840,7 @@ fn a_failed_shard_report_after_the_covering_report_started_fails_the_weekly_gate
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let shard = resigned(&g, &ev, "shard-reports", "b-shard.dsse.json", |st| {
         let p = &mut st["predicate"];
-        p["shard"] = serde_json::json!({"index": 0, "count": 2, "run_id": "r-1"});
+        p["shard"] = serde_json::json!({"index": 0, "count": 1, "run_id": "r-1"});
         p["results"][0]["status"] = Value::String("FAILED".into());
         p["results"][0]["findings"] =
             serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
@@ -875,4 +875,9 @@ fn a_failed_shard_report_after_the_covering_report_started_fails_the_weekly_gate
     let w = gate(&v, "weekly_restores");
     assert_eq!(w["status"], "FAIL", "{v}");
     assert_eq!(w["figures"]["covering_report"], Value::Null, "{w}");
+    assert_eq!(
+        w["figures"]["unverified_reports"],
+        serde_json::json!([]),
+        "it verified: {w}"
+    );
 }
