@@ -2,8 +2,11 @@
 //! believed at the time:
 //!
 //! 1. `protected_objects_deleted`: objects in a `DELETED`/`VERIFIED` state that the table's protected
-//!    closure (refs, leases, checkpoints, holds and the current snapshot, as `plan` computes it now) still
-//!    reaches, or that lie under an open writer's prefix or a held prefix. Must be 0.
+//!    closure (refs, leases, checkpoints, holds and the current snapshot, as `plan` computes it now: their
+//!    layers, each one's manifest list as the metadata names it, their statistics files and the live metadata
+//!    files) still reaches, or that lie under an open writer's prefix or a held prefix. Must be 0, and every kept
+//!    snapshot's files must be readable: one that cannot be read (a deleted manifest reads so) fails the gate,
+//!    named with the object and the reason, since what it reaches is unknown.
 //! 2. `inventory_difference`: for every candidate, deleted objects outside its accepted inventory, and
 //!    inventory objects of a finished candidate (`DELETED`/`VERIFIED`) that are not deleted. Must be 0.
 //! 3. `weekly_restores`: the newest signed `quarantine` drill report within the window (default 7 days)
@@ -18,7 +21,10 @@
 //!    and the table's newest DR checkpoint in the registry has a verified backup recovery (by checkpoint id;
 //!    reports written before results named their checkpoint never match, so a drill must run again).
 //!    Under the policy's `evidenceSigners` gates 3 and 4 count only a report signed by a listed key (merged: every
-//!    shard too); the others are named in `unlisted_signer_reports`, and their failures still count.
+//!    shard too); the others are named in `unlisted_signer_reports`, and their failures still count. A shard's
+//!    partial report is never counted either, and its failures count too. The newest checkpoint's recovery, when it
+//!    is in an older report, is held to every rule the covering report's results are. A report file that cannot be
+//!    read (over `max_metadata_bytes`, or gone) is one that does not verify, named in `unverified_reports`.
 //! 5. `acceptances_after_hold`: delete acceptances recorded after a hold of the table took effect (a hold
 //!    event between the stamp the candidate was accepted against and the acceptance), and delete requests
 //!    confirmed after a covering hold the candidate was not accepted against. Must be 0 and 0.
@@ -39,6 +45,7 @@ use crate::io::store::Storage;
 use crate::model::location::{self, TableLocation};
 use crate::ops::drill::DrillPredicate;
 use crate::registry::{Checkpoint, EventKind, Registry, State};
+use crate::table::Table;
 
 /// The weekly drill sample the gate wants.
 pub const WEEKLY_SAMPLE: usize = 30;
@@ -117,22 +124,25 @@ fn under(path: &str, prefix: &str) -> bool {
     crate::govern::closure::under(path, prefix)
 }
 
-/// Computes the six gates for one table. `table_location` relates the prefixes of cleared holds (which the plan
+/// Computes the six gates for one table. `table` is the generation `input` was gathered from: its metadata names
+/// each snapshot's manifest list (gate 1), and its location relates the prefixes of cleared holds (which the plan
 /// input no longer carries) to the table.
 ///
 /// # Errors
-/// Registry and storage errors (an unreadable report is a failed gate, not an error).
+/// Registry and storage errors (a report file that cannot be read counts as one that does not verify, named in the
+/// weekly gate's `unverified_reports`; it is not an error).
 #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
 pub async fn safety_gates(
     storage: &Storage,
     reg: &Registry,
     input: &PlanInput,
-    table_location: &TableLocation,
+    table: &Table,
     plan: &Plan,
     policy: &Policy,
     reports: &ReportSource<'_>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Gate>> {
+    let table_location = table.location();
     let uuid = &input.table_uuid;
     let candidates = reg.candidates(uuid).await?;
     let mut states: BTreeMap<String, Vec<crate::registry::ObjectState>> = BTreeMap::new();
@@ -142,44 +152,8 @@ pub async fn safety_gates(
     let gone = |s: State| matches!(s, State::Deleted | State::Verified);
 
     // 1. Protected objects deleted.
-    let retained: BTreeSet<i64> = plan.protected.iter().map(|p| p.snapshot_id).collect();
-    let reachable: BTreeSet<&str> = crate::govern::closure::distinct_objects(
-        input
-            .snapshots
-            .iter()
-            .filter(|s| retained.contains(&s.snapshot_id))
-            .filter_map(|s| s.objects.as_ref()),
-    )
-    .into_iter()
-    .map(|o| o.path.as_str())
-    .chain(input.live_metadata_files.iter().map(String::as_str))
-    .collect();
-    let prefixes: Vec<String> = input
-        .protections
-        .writers
-        .iter()
-        .map(|(_, p)| p.clone())
-        .chain(input.protections.holds.iter().filter_map(|(_, h)| match h {
-            HoldScope::Prefix(p) => Some(p.clone()),
-            _ => None,
-        }))
-        .collect();
-    let mut protected_deleted = Vec::new();
-    for o in states.values().flatten().filter(|o| gone(o.state)) {
-        if reachable.contains(o.path.as_str()) || prefixes.iter().any(|p| under(&o.path, p)) {
-            protected_deleted.push(o.path.clone());
-        }
-    }
-    let deleted_total = states.values().flatten().filter(|o| gone(o.state)).count();
-    let g1 = Gate::new(
-        "protected_objects_deleted",
-        protected_deleted.is_empty(),
-        serde_json::json!({"protected_deleted": protected_deleted.len(), "deleted": deleted_total, "objects": protected_deleted}),
-        format!(
-            "{} of {deleted_total} deleted objects are reached by the protected closure",
-            protected_deleted.len()
-        ),
-    );
+    let manifest_lists = manifest_lists(table);
+    let g1 = protected_gate(input, plan, &manifest_lists, &states);
 
     // 2. Candidate inventory vs deleted set.
     let mut extra = Vec::new();
@@ -233,6 +207,99 @@ pub async fn safety_gates(
         format!("{} objects still DELETE_UNKNOWN", unknown.len()),
     );
     Ok(vec![g1, g2, weekly, quarterly, g5, g6])
+}
+
+/// Each snapshot's manifest list as the table's metadata names it (relative to the table), by snapshot id. Read
+/// from the metadata, not from the walk of the layers: a kept snapshot whose list was deleted still names it. A
+/// list outside the table is left out (the walk refuses such a table; no candidate holds a path outside it).
+fn manifest_lists(table: &Table) -> BTreeMap<i64, String> {
+    table
+        .snapshots_sorted()
+        .into_iter()
+        .filter_map(|s| Some((s.snapshot_id(), table.location().relative(s.manifest_list()).ok()?)))
+        .collect()
+}
+
+/// Gate 1 (pure): the deleted objects (`DELETED`/`VERIFIED` in `states`) that the protected closure of `plan`
+/// reaches, or that lie under an open writer's prefix or a held prefix.
+///
+/// What the closure reaches is every object of each kept snapshot (`plan.protected`) as walked, each kept
+/// snapshot's manifest list as the metadata names it (`manifest_lists`, whether or not it could be read), the
+/// statistics and partition-statistics files of the kept snapshots and of the current one, and the live metadata
+/// files. A kept snapshot whose layers could not be read fails the gate on its own, named with the object and the
+/// reason ([`crate::govern::closure::unreadable_retained`], the planner's refusal): what it reaches is unknown, and
+/// the likeliest reason a kept snapshot's manifest is missing is that it was deleted, so a PASS would hide the very
+/// loss this gate exists to find.
+fn protected_gate(
+    input: &PlanInput,
+    plan: &Plan,
+    manifest_lists: &BTreeMap<i64, String>,
+    states: &BTreeMap<String, Vec<crate::registry::ObjectState>>,
+) -> Gate {
+    let gone = |s: State| matches!(s, State::Deleted | State::Verified);
+    let retained: BTreeSet<i64> = plan.protected.iter().map(|p| p.snapshot_id).collect();
+    let kept_or_current = |id: &i64| retained.contains(id) || input.current_snapshot_id == Some(*id);
+    let reachable: BTreeSet<&str> = crate::govern::closure::distinct_objects(
+        input
+            .snapshots
+            .iter()
+            .filter(|s| retained.contains(&s.snapshot_id))
+            .filter_map(|s| s.objects.as_ref()),
+    )
+    .into_iter()
+    .map(|o| o.path.as_str())
+    .chain(input.live_metadata_files.iter().map(String::as_str))
+    .chain(
+        manifest_lists
+            .iter()
+            .filter(|(id, _)| retained.contains(id))
+            .map(|(_, p)| p.as_str()),
+    )
+    .chain(
+        input
+            .statistics_files
+            .iter()
+            .filter(|(id, _)| kept_or_current(id))
+            .flat_map(|(_, files)| files.iter().map(String::as_str)),
+    )
+    .collect();
+    let unreadable = crate::govern::closure::unreadable_retained(input, plan);
+    let prefixes: Vec<String> = input
+        .protections
+        .writers
+        .iter()
+        .map(|(_, p)| p.clone())
+        .chain(input.protections.holds.iter().filter_map(|(_, h)| match h {
+            HoldScope::Prefix(p) => Some(p.clone()),
+            _ => None,
+        }))
+        .collect();
+    let mut protected_deleted = Vec::new();
+    for o in states.values().flatten().filter(|o| gone(o.state)) {
+        if reachable.contains(o.path.as_str()) || prefixes.iter().any(|p| under(&o.path, p)) {
+            protected_deleted.push(o.path.clone());
+        }
+    }
+    let deleted_total = states.values().flatten().filter(|o| gone(o.state)).count();
+    let mut detail = format!(
+        "{} of {deleted_total} deleted objects are reached by the protected closure",
+        protected_deleted.len()
+    );
+    if !unreadable.is_empty() {
+        detail.push_str(&format!(
+            "; the files of {} kept snapshot(s) cannot be read, so what they reach is unknown (a deleted manifest or \
+             manifest list of a kept snapshot reads so): {}",
+            unreadable.len(),
+            unreadable.join("; ")
+        ));
+    }
+    Gate::new(
+        "protected_objects_deleted",
+        protected_deleted.is_empty() && unreadable.is_empty(),
+        serde_json::json!({"protected_deleted": protected_deleted.len(), "deleted": deleted_total,
+            "objects": protected_deleted, "unreadable_kept_snapshots": unreadable}),
+        detail,
+    )
 }
 
 /// The gates the deleter evaluates before it accepts a delete of a candidate of this table (DESIGN §7): the
@@ -619,7 +686,18 @@ async fn deletes_after_holds(
     Ok((after, total))
 }
 
-/// Every report envelope under the reports folder. Shard reports are among them and are skipped once verified,
+/// An error and its sources, one after another (`main` prints the chain so; a gate's figure has no `main`).
+fn error_chain(e: &crate::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
+}
+
+/// Every report envelope under the reports folder. Shard reports are among them and are told apart once verified,
 /// by their signed predicate ([`DrillPredicate::is_shard_partial`]), not by where they lie: a shard report copied
 /// out of `shards/` is still 1/N of a drill.
 async fn report_files(storage: &Storage, folder: &str) -> Result<Vec<String>> {
@@ -651,10 +729,17 @@ struct VerifiedReport {
     keyids: Vec<String>,
     /// When it is not `by_listed_signer`: which signer the policy does not list, in words.
     unlisted: Option<String>,
+    /// Whether it is one shard's partial report ([`DrillPredicate::is_shard_partial`]): never the report a gate
+    /// counts (only the merge of all shards is), but its failures count against older evidence, as the deleter's
+    /// `newer_failures` counts them.
+    shard_partial: bool,
 }
 
-/// Every report under the folder that verifies (newest first), and the URIs of those that do not. With
-/// `evidence_signers` (the policy's), each report also says whether one of those keys signed it.
+/// Every report under the folder that verifies (newest first, shard reports among them, marked), and those that do
+/// not: each URI, with the reason when the file could not be read at all (larger than `max_metadata_bytes`, or gone
+/// between the listing and the read). An unreadable file is a report that does not verify, not an error: one junk or
+/// vanished file in the folder must not stop the gates of every table. With `evidence_signers` (the policy's), each
+/// report also says whether one of those keys signed it.
 async fn verified_reports(
     storage: &Storage,
     src: &ReportSource<'_>,
@@ -667,10 +752,16 @@ async fn verified_reports(
     let mut unverified = Vec::new();
     for uri in report_files(storage, &folder).await? {
         // Bounded as table metadata is: a file of any size can be written into the reports folder.
-        let bytes = storage
+        let bytes = match storage
             .get_bounded(&uri, storage.options().max_metadata_bytes, "a drill report")
-            .await?
-            .bytes;
+            .await
+        {
+            Ok(f) => f.bytes,
+            Err(e) => {
+                unverified.push(format!("{uri} (could not be read: {})", error_chain(&e)));
+                continue;
+            }
+        };
         // Under the policy's evidenceSigners first (when it lists any): a report one of them signed counts.
         let by_listed = listed_keys.as_ref().and_then(|keys| {
             let mut findings = Vec::new();
@@ -722,9 +813,8 @@ async fn verified_reports(
             Some(format!("is signed by key {}", keyids.join(", ")))
         };
         let by_listed_signer = unlisted.is_none();
-        if p.is_shard_partial() {
-            continue; // one shard's share: only the merge of all shards is a report the gates count
-        }
+        // One shard's share: only the merge of all shards is a report the gates count, but its failures count.
+        let shard_partial = p.is_shard_partial();
         let Ok(finished) = DateTime::parse_from_rfc3339(&p.finished_at) else {
             unverified.push(uri);
             continue;
@@ -745,6 +835,7 @@ async fn verified_reports(
             by_listed_signer,
             keyids,
             unlisted,
+            shard_partial,
         });
     }
     good.sort_by(|a, b| b.finished.cmp(&a.finished).then_with(|| b.uri.cmp(&a.uri)));
@@ -862,7 +953,11 @@ fn weekly_gate(
     const NAME: &str = "weekly_restores";
     let covering = |r: &&&VerifiedReport| uncovered(&r.predicate, bundles).is_empty();
     // Covering weekly reports signed by no key of the policy's evidenceSigners, newest first: shown, never counted.
-    let (weekly, unlisted) = by_signer(reports.iter().filter(|r| counts_as_weekly(&r.predicate)));
+    let (weekly, unlisted) = by_signer(
+        reports
+            .iter()
+            .filter(|r| counts_as_weekly(&r.predicate) && !r.shard_partial),
+    );
     let unlisted: Vec<&VerifiedReport> = unlisted
         .into_iter()
         .filter(|r| uncovered(&r.predicate, bundles).is_empty())
@@ -1015,7 +1110,7 @@ fn weekly_gate(
             "policy_digest": policy_digest, "report_policy_digest": report_policy,
             "other_policy_reports": stale.iter().map(|(u, d)| serde_json::json!({"report": u, "policy_digest": d})).collect::<Vec<_>>(),
             "evidence_signers": evidence_signers, "report_keyids": r.keyids,
-            "unlisted_signer_reports": unlisted_figure}),
+            "unlisted_signer_reports": unlisted_figure, "unverified_reports": unverified}),
         detail,
     )
 }
@@ -1045,6 +1140,81 @@ fn seconds(d: Duration) -> f64 {
 /// Whether two RFC 3339 instants are the same instant (at millisecond precision).
 fn same_instant(a: &str, b: DateTime<Utc>) -> bool {
     DateTime::parse_from_rfc3339(a).is_ok_and(|t| t.timestamp_millis() == b.timestamp_millis())
+}
+
+/// What is wrong with one recovery of the table (one result of a cold-backup report) under the table's rules: it did
+/// not verify, it took longer than the policy's `recoveryRtoLimit` (whatever limit the drill plan set itself), it
+/// recovered another snapshot than the declared checkpoint, its RPO is over the `rpoTarget` (0 without one), or the
+/// checkpoint it declares is not the registry's record. Every recovery a quarterly gate relies on is held to all of
+/// them: the covering report's, and the newest checkpoint's (which may be in an older report).
+fn result_problems(x: &crate::evidence::predicate::DrillResult, rules: &QuarterlyRules<'_>) -> Vec<String> {
+    let limit = seconds(rules.rto_limit);
+    let target = rules.rpo_target.map_or(0.0, seconds);
+    let target_text = rpo_target_text(rules);
+    let mut problems = Vec::new();
+    if x.status != crate::evidence::predicate::RestoreStatus::RestoreVerified {
+        problems.push(format!(
+            "backup {} FAILED ({} finding(s))",
+            x.bundle_id,
+            x.findings.len()
+        ));
+    }
+    if x.rto_seconds > limit {
+        problems.push(format!(
+            "backup {} took RTO {:.1}s, over the limit of {limit:.0}s",
+            x.bundle_id, x.rto_seconds
+        ));
+    }
+    if x.declared_snapshot_id.is_none() || x.declared_snapshot_id != x.snapshot_id {
+        problems.push(format!(
+            "backup {} recovered snapshot {:?}, not the declared checkpoint {:?}",
+            x.bundle_id, x.snapshot_id, x.declared_snapshot_id
+        ));
+    }
+    if let Some(v) = x.rpo_seconds
+        && v > target
+    {
+        problems.push(format!(
+            "backup {} recovered snapshot {:?} with RPO {v:.3}s (checkpoint {} declared at {}), over {target_text}",
+            x.bundle_id,
+            x.snapshot_id,
+            x.checkpoint_id.as_deref().unwrap_or("-"),
+            x.declared_at.as_deref().unwrap_or("-")
+        ));
+    }
+    // The registry is the record of what was declared: a recovered checkpoint it does not hold, or holds
+    // otherwise, proves nothing about the table's recovery points.
+    if let Some(id) = &x.checkpoint_id {
+        match rules.checkpoints.iter().find(|c| &c.checkpoint_id == id) {
+            None => problems.push(format!(
+                "backup {} declares checkpoint {id}, which the registry does not hold for the table",
+                x.bundle_id
+            )),
+            Some(c)
+                if x.declared_snapshot_id != Some(c.snapshot_id)
+                    || !x.declared_at.as_deref().is_some_and(|a| same_instant(a, c.at)) =>
+            {
+                problems.push(format!(
+                    "backup {} declares checkpoint {id} as snapshot {:?} at {}, the registry as snapshot {} at {}",
+                    x.bundle_id,
+                    x.declared_snapshot_id,
+                    x.declared_at.as_deref().unwrap_or("-"),
+                    c.snapshot_id,
+                    c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// The RPO target in words, for a quarterly gate's detail.
+fn rpo_target_text(rules: &QuarterlyRules<'_>) -> String {
+    match rules.rpo_target {
+        Some(t) => format!("the rpoTarget of {:.3}s", seconds(t)),
+        None => "the target of 0s (no rpoTarget: recovery must be at the declared checkpoint)".to_owned(),
+    }
 }
 
 /// The quarterly gate for one table: for a table whose policy says `critical: true`, the newest verified
@@ -1083,18 +1253,14 @@ fn quarterly_gate(
         serde_json::json!({"checkpoint_id": c.checkpoint_id, "snapshot_id": c.snapshot_id,
             "at": c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)})
     });
-    let target = rules.rpo_target.map_or(0.0, seconds);
-    let target_text = match rules.rpo_target {
-        Some(_) => format!("the rpoTarget of {target:.3}s"),
-        None => "the target of 0s (no rpoTarget: recovery must be at the declared checkpoint)".to_owned(),
-    };
+    let target_text = rpo_target_text(rules);
     // The cold-backup reports that recovered this table, newest first: those that count, and those signed by a drill
-    // key the policy's evidenceSigners does not list (shown, never counted).
+    // key the policy's evidenceSigners does not list (shown, never counted). A shard's partial report is neither.
     let (counted, unlisted) = by_signer(
         reports
             .iter()
             .filter(cold)
-            .filter(|r| r.predicate.results.iter().any(|x| of_table(&x))),
+            .filter(|r| !r.shard_partial && r.predicate.results.iter().any(|x| of_table(&x))),
     );
     let unlisted_json = unlisted_figure(&unlisted);
     let Some(r) = counted.first().copied() else {
@@ -1140,73 +1306,24 @@ fn quarterly_gate(
         ));
     }
     for x in &results {
-        if x.status != crate::evidence::predicate::RestoreStatus::RestoreVerified {
-            problems.push(format!(
-                "backup {} FAILED ({} finding(s))",
-                x.bundle_id,
-                x.findings.len()
-            ));
-        }
-        if x.rto_seconds > limit {
-            problems.push(format!(
-                "backup {} took RTO {:.1}s, over the limit of {limit:.0}s",
-                x.bundle_id, x.rto_seconds
-            ));
-        }
-        if x.declared_snapshot_id.is_none() || x.declared_snapshot_id != x.snapshot_id {
-            problems.push(format!(
-                "backup {} recovered snapshot {:?}, not the declared checkpoint {:?}",
-                x.bundle_id, x.snapshot_id, x.declared_snapshot_id
-            ));
-        }
-        if let Some(v) = x.rpo_seconds
-            && v > target
-        {
-            problems.push(format!(
-                "backup {} recovered snapshot {:?} with RPO {v:.3}s (checkpoint {} declared at {}), over {target_text}",
-                x.bundle_id,
-                x.snapshot_id,
-                x.checkpoint_id.as_deref().unwrap_or("-"),
-                x.declared_at.as_deref().unwrap_or("-")
-            ));
-        }
-        // The registry is the record of what was declared: a recovered checkpoint it does not hold, or holds
-        // otherwise, proves nothing about the table's recovery points.
-        if let Some(id) = &x.checkpoint_id {
-            match rules.checkpoints.iter().find(|c| &c.checkpoint_id == id) {
-                None => problems.push(format!(
-                    "backup {} declares checkpoint {id}, which the registry does not hold for the table",
-                    x.bundle_id
-                )),
-                Some(c)
-                    if x.declared_snapshot_id != Some(c.snapshot_id)
-                        || !x.declared_at.as_deref().is_some_and(|a| same_instant(a, c.at)) =>
-                {
-                    problems.push(format!(
-                        "backup {} declares checkpoint {id} as snapshot {:?} at {}, the registry as snapshot {} at {}",
-                        x.bundle_id,
-                        x.declared_snapshot_id,
-                        x.declared_at.as_deref().unwrap_or("-"),
-                        c.snapshot_id,
-                        c.at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
+        problems.extend(result_problems(x, rules));
     }
-    // A report of an unlisted drill key does not count, but its failures do: one that failed the table and finished
-    // after the counted report started voids it, as a newer failure voids the weekly gate's report.
+    // Any other cold-backup report that failed the table and finished after the counted report started voids it,
+    // as a newer failure voids the weekly gate's report: one that counts, one of a drill key the policy does not
+    // list, or one shard's partial report (none of the last two counts, but their failures do).
     let verified = |x: &crate::evidence::predicate::DrillResult| {
         x.status == crate::evidence::predicate::RestoreStatus::RestoreVerified
     };
-    if let Some(f) = unlisted
-        .iter()
-        .find(|u| u.finished > r.started && u.predicate.results.iter().any(|x| of_table(&x) && !verified(x)))
-    {
+    if let Some(f) = reports.iter().filter(cold).find(|u| {
+        u.uri != r.uri && u.finished > r.started && u.predicate.results.iter().any(|x| of_table(&x) && !verified(x))
+    }) {
+        let what = match (f.by_listed_signer, f.shard_partial) {
+            (false, _) => "signed by a key the policy's evidenceSigners does not list; ",
+            (true, true) => "one shard's partial report; ",
+            (true, false) => "",
+        };
         problems.push(format!(
-            "the drill report {} (signed by a key the policy's evidenceSigners does not list; finished {}, after this \
-             report started {}) FAILED a recovery of the table",
+            "the drill report {} ({what}finished {}, after this report started {}) FAILED a recovery of the table",
             f.uri, f.predicate.finished_at, p.started_at
         ));
     }
@@ -1225,13 +1342,30 @@ fn quarterly_gate(
                     .find(|x| {
                         of_table(x)
                             && x.checkpoint_id.as_deref() == Some(c.checkpoint_id.as_str())
-                            && (rep.by_listed_signer || !verified(x))
+                            && ((rep.by_listed_signer && !rep.shard_partial) || !verified(x))
                     })
                     .map(|x| (rep, x))
             });
         match newest_result {
-            Some((rep, x)) if x.status == crate::evidence::predicate::RestoreStatus::RestoreVerified => {
-                newest_recovered_in = Some(rep.uri.clone());
+            // The covering report's own results were checked above.
+            Some((rep, x)) if verified(x) && rep.uri == r.uri => newest_recovered_in = Some(rep.uri.clone()),
+            // A recovery in an older report is held to the same rules as the covering report's: the policy's RTO
+            // limit (not the one its drill plan set itself), recovered = declared, the RPO target and the registry's
+            // record of the checkpoint. Before, its status alone was read.
+            Some((rep, x)) if verified(x) => {
+                let wrong = result_problems(x, rules);
+                if wrong.is_empty() {
+                    newest_recovered_in = Some(rep.uri.clone());
+                } else {
+                    problems.push(format!(
+                        "the newest DR checkpoint {} (snapshot {}) has no recovery that meets the table's rules: its \
+                         newest, in {}: {}",
+                        c.checkpoint_id,
+                        c.snapshot_id,
+                        rep.uri,
+                        wrong.join("; ")
+                    ));
+                }
             }
             Some((rep, x)) => problems.push(format!(
                 "the newest DR checkpoint {} (snapshot {}) has no verified backup recovery: its newest, backup {} in \
@@ -1366,6 +1500,7 @@ mod tests {
             by_listed_signer: true,
             keyids: Vec::new(),
             unlisted: None,
+            shard_partial: false,
         }
     }
 
@@ -1542,6 +1677,205 @@ mod tests {
         ]);
         fails_naming(&g, "r2 (signed by a key the policy's evidenceSigners does not list");
         fails_naming(&g, "its newest, backup 7-root-c-1 in r2, FAILED");
+    }
+
+    /// The newest checkpoint's recovery in an older report is held to the covering report's rules. Here the newest
+    /// report recovered an older checkpoint within every limit, and the newest checkpoint's only recovery, in an
+    /// older report, took longer than the policy's `recoveryRtoLimit` (4 h) though within the 10 h its drill plan
+    /// allowed itself, or recovered another snapshot than it declares: the gate read its status alone and passed.
+    #[test]
+    fn the_newest_checkpoints_recovery_in_an_older_report_is_held_to_the_policys_rules() {
+        let earlier = "2026-01-20T00:00:00.000Z";
+        let cps = [checkpoint("c-0", 5, earlier), checkpoint("c-1", 7, AT)];
+        let mut slow = recovered("c-1", 7, AT, 0.0);
+        slow.rto_seconds = 20_000.0;
+        slow.rto_limit_seconds = Some(36_000.0);
+        let reports = [
+            report("r1", "2026-02-03T00:00:00Z", vec![recovered("c-0", 5, earlier, 0.0)]),
+            report("r0", "2026-02-02T00:00:00Z", vec![slow]),
+        ];
+        let g = gate(&reports, None, &cps);
+        fails_naming(
+            &g,
+            "the newest DR checkpoint c-1 (snapshot 7) has no recovery that meets the table's rules: its newest, in r0",
+        );
+        fails_naming(&g, "took RTO 20000.0s, over the limit of 14400s");
+        assert_eq!(g.figures["newest_checkpoint_recovered_in"], serde_json::Value::Null);
+        // Recovered at another snapshot than the checkpoint declares.
+        let mut elsewhere = recovered("c-1", 7, AT, 0.0);
+        elsewhere.snapshot_id = Some(6);
+        let reports = [
+            report("r1", "2026-02-03T00:00:00Z", vec![recovered("c-0", 5, earlier, 0.0)]),
+            report("r0", "2026-02-02T00:00:00Z", vec![elsewhere]),
+        ];
+        fails_naming(
+            &gate(&reports, None, &cps),
+            "recovered snapshot Some(6), not the declared checkpoint Some(7)",
+        );
+        // Within the rules it counts (the control).
+        let reports = [
+            report("r1", "2026-02-03T00:00:00Z", vec![recovered("c-0", 5, earlier, 0.0)]),
+            report("r0", "2026-02-02T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)]),
+        ];
+        let g = gate(&reports, None, &cps);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+        assert_eq!(g.figures["newest_checkpoint_recovered_in"], "r0");
+    }
+
+    /// A failed recovery of the table in any other cold-backup report that finished after the covering report
+    /// started voids it, also one in a report that counts (the scan read only reports of unlisted signers).
+    #[test]
+    fn a_failure_in_a_counted_report_finished_after_the_covering_report_started_fails_the_quarterly_gate() {
+        let cps = [checkpoint("c-1", 7, AT)];
+        let started = "2026-02-01T12:00:00Z";
+        let mut covering = report("r1", "2026-02-03T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)]);
+        covering.started = t(started);
+        covering.predicate.started_at = started.into();
+        let mut failed = recovered("c-1", 7, AT, 0.0);
+        failed.status = RestoreStatus::Failed;
+        let during = report("r0", "2026-02-02T00:00:00Z", vec![failed]);
+        let g = gate(&[covering, during], None, &cps);
+        fails_naming(
+            &g,
+            "the drill report r0 (finished 2026-02-02T00:00:00Z, after this report started 2026-02-01T12:00:00Z) \
+             FAILED a recovery of the table",
+        );
+        // One that finished before the covering report started is older: it does not.
+        let covering = report("r1", "2026-02-03T00:00:00Z", vec![recovered("c-1", 7, AT, 0.0)]);
+        let mut failed = recovered("c-1", 7, AT, 0.0);
+        failed.status = RestoreStatus::Failed;
+        let before = report("r0", "2026-02-02T00:00:00Z", vec![failed]);
+        let g = gate(&[covering, before], None, &cps);
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+    }
+
+    /// A one-snapshot table (current, `main`) whose manifest list is `metadata/snap-1.avro`, with `objects` as read.
+    fn one_snapshot(objects: Option<crate::model::object::SnapshotObjects>) -> PlanInput {
+        use crate::govern::input::{Baseline, Protections, RefInfo, SnapshotInfo, TableDefaults};
+        let unreadable: BTreeMap<i64, String> = if objects.is_none() {
+            BTreeMap::from([(
+                1,
+                "file:///t/metadata/m-1.avro: manifest named by a manifest list does not exist".to_owned(),
+            )])
+        } else {
+            BTreeMap::new()
+        };
+        PlanInput {
+            table_uuid: TABLE.into(),
+            generation_blake3: "g".into(),
+            snapshots: vec![SnapshotInfo {
+                snapshot_id: 1,
+                parent_id: None,
+                timestamp_ms: 0,
+                objects,
+            }],
+            refs: vec![RefInfo {
+                name: "main".into(),
+                snapshot_id: 1,
+                is_branch: true,
+                max_ref_age_ms: None,
+                max_snapshot_age_ms: None,
+                min_snapshots_to_keep: None,
+            }],
+            current_snapshot_id: Some(1),
+            defaults: TableDefaults::default(),
+            live_metadata_files: BTreeSet::new(),
+            unreadable,
+            listing: None,
+            protections: Protections {
+                protected_refs: vec!["main".into()],
+                ..Protections::default()
+            },
+            min_snapshot_age_ms: 0,
+            orphan_safety_interval_ms: 0,
+            now_ms: 1,
+            baseline: Baseline::relative(1, 0, 0),
+            statistics_files: BTreeMap::new(),
+        }
+    }
+
+    /// Candidate `c-1` with `paths` deleted.
+    fn deleted(paths: &[&str]) -> BTreeMap<String, Vec<crate::registry::ObjectState>> {
+        BTreeMap::from([(
+            "c-1".to_owned(),
+            paths
+                .iter()
+                .map(|p| crate::registry::ObjectState {
+                    path: (*p).to_owned(),
+                    state: State::Deleted,
+                    updated_at: t(AT),
+                })
+                .collect(),
+        )])
+    }
+
+    fn objects(paths: &[(&str, crate::model::object::Layer)]) -> crate::model::object::SnapshotObjects {
+        paths
+            .iter()
+            .map(|(p, layer)| crate::model::object::ObjectRef {
+                path: (*p).to_owned(),
+                layer: *layer,
+                size: 1,
+            })
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    /// Gate 1 counts the statistics and partition-statistics files of the kept snapshots as the planner protects
+    /// them: one deleted is a protected object deleted. Before, it read only the walked layers.
+    #[test]
+    fn a_deleted_statistics_file_of_a_kept_snapshot_fails_gate_1() {
+        use crate::model::object::Layer;
+        let mut input = one_snapshot(Some(objects(&[
+            ("metadata/snap-1.avro", Layer::ManifestList),
+            ("metadata/m-1.avro", Layer::Manifest),
+            ("data/a.parquet", Layer::Data),
+        ])));
+        input
+            .statistics_files
+            .insert(1, vec!["metadata/1.stats".into(), "metadata/1.partition-stats".into()]);
+        let plan = crate::govern::closure::plan(&input);
+        let lists = BTreeMap::from([(1, "metadata/snap-1.avro".to_owned())]);
+        let g = protected_gate(
+            &input,
+            &plan,
+            &lists,
+            &deleted(&["metadata/1.partition-stats", "data/gone.parquet"]),
+        );
+        assert_eq!(g.status, "FAIL", "{}", g.detail);
+        assert_eq!(g.figures["objects"], serde_json::json!(["metadata/1.partition-stats"]));
+        assert!(g.detail.starts_with("1 of 2 deleted objects"), "{}", g.detail);
+        // The control: only an object nothing kept reaches.
+        let g = protected_gate(&input, &plan, &lists, &deleted(&["data/gone.parquet"]));
+        assert_eq!(g.status, "PASS", "{}", g.detail);
+    }
+
+    /// A kept snapshot whose files cannot be read fails gate 1, named with the object and the reason; its manifest
+    /// list, as the metadata names it, is reached all the same. Before, the snapshot was left out of what the
+    /// closure reaches and the gate passed: a wrongly deleted manifest of a kept snapshot hid itself.
+    #[test]
+    fn a_kept_snapshot_whose_files_cannot_be_read_fails_gate_1_naming_it() {
+        let input = one_snapshot(None);
+        let plan = crate::govern::closure::plan(&input);
+        let lists = BTreeMap::from([(1, "metadata/snap-1.avro".to_owned())]);
+        let g = protected_gate(&input, &plan, &lists, &deleted(&["metadata/m-1.avro"]));
+        assert_eq!(g.status, "FAIL", "{}", g.detail);
+        assert!(
+            g.detail.contains("the files of 1 kept snapshot(s) cannot be read")
+                && g.detail.contains("retained snapshot 1 (")
+                && g.detail
+                    .contains("metadata/m-1.avro: manifest named by a manifest list does not exist"),
+            "{}",
+            g.detail
+        );
+        assert_eq!(g.figures["unreadable_kept_snapshots"].as_array().map(Vec::len), Some(1));
+        let g = protected_gate(&input, &plan, &lists, &deleted(&["metadata/snap-1.avro"]));
+        assert_eq!(
+            g.figures["objects"],
+            serde_json::json!(["metadata/snap-1.avro"]),
+            "{}",
+            g.detail
+        );
     }
 
     #[test]

@@ -458,7 +458,7 @@ pub async fn gates(
                 &ctx.storage,
                 &reg,
                 &input,
-                table.location(),
+                &table,
                 &plan,
                 &policy,
                 &crate::ops::gates::ReportSource {
