@@ -18,8 +18,10 @@
 //! same. An object already in the backup under its digest is hashed again and kept when it
 //! matches, so a second backup of an unchanged table copies nothing and an interrupted backup
 //! resumes where it stopped. The envelope is written last: a backup that did not finish has no
-//! bundle and is never drilled. A snapshot whose objects are missing or disagree with their
-//! manifests is refused (exit 1) before any checkpoint is recorded.
+//! bundle and is never drilled. A snapshot whose data or delete files are missing or disagree with
+//! their manifests is refused (exit 1) before any checkpoint is recorded; one whose manifest list or
+//! a manifest is missing or not of its recorded length cannot be read at all (exit 2, naming it),
+//! also before any checkpoint is recorded.
 //!
 //! Memory: an object is held in memory while it is copied, at most `io_concurrency` at a time, and never more of it
 //! than its manifest's size (a larger file is refused, `SIZE_MISMATCH`, on the store's first answer).

@@ -896,6 +896,20 @@ fn by_signer<'r>(
     reports.partition(|r| r.by_listed_signer)
 }
 
+/// What a passing report gate adds about the folder's files that do not verify (none: nothing), so that the
+/// human output names them as the `unverified_reports` figure does.
+fn unverified_note(unverified: &[String]) -> String {
+    match unverified {
+        [] => String::new(),
+        [one] => format!("; 1 report file in the folder does not verify and was not counted: {one}"),
+        [first, rest @ ..] => format!(
+            "; {} report files in the folder do not verify and were not counted, the first {first} (all in \
+             unverified_reports)",
+            rest.len() + 1
+        ),
+    }
+}
+
 /// The `unlisted_signer_reports` figure of a report gate: each report, its key ids and why it does not count.
 fn unlisted_figure(unlisted: &[&VerifiedReport]) -> Vec<serde_json::Value> {
     unlisted
@@ -1095,7 +1109,7 @@ fn weekly_gate(
                 Some(_) => format!("drilled under the policy in force (sha256 {policy_digest})"),
                 None => "the report names no policy for the table".to_owned(),
             }
-        )
+        ) + &unverified_note(unverified)
     } else {
         format!("{}: {}", r.uri, problems.join("; "))
     };

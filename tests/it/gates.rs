@@ -628,6 +628,13 @@ fn a_planted_report_larger_than_the_metadata_limit_is_refused_naming_it_not_read
         named.contains("zz-junk.dsse.json") && named.contains("could not be read") && named.contains("over the limit"),
         "{w}"
     );
+    // The passing gate's detail (what the human output prints) names it too.
+    let detail = w["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("1 report file in the folder does not verify and was not counted")
+            && detail.contains("zz-junk.dsse.json"),
+        "{w}"
+    );
     // Alone in a folder, it is the reason no weekly report verifies.
     let alone = g.dir.join("junk-reports");
     std::fs::create_dir_all(&alone).unwrap();
