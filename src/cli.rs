@@ -412,6 +412,12 @@ pub enum Command {
         /// `tag` (default) or `bundle`.
         #[arg(long, value_enum, default_value_t = QuarantineModeArg::Tag)]
         mode: QuarantineModeArg,
+        /// Trust store (a folder of .pub keys; `[keys] trust` gives a default), as `plan --trust`: the quarantine
+        /// judges the candidate again with the plan's rules, and a lease, checkpoint or snapshot hold on a
+        /// snapshot that left the table keeps orphan detection on only when that snapshot's bundle verifies
+        /// under it.
+        #[arg(long)]
+        trust: Option<PathBuf>,
     },
     /// Print the version and the implementation digest (SHA-256 of this binary).
     Version,

@@ -43,6 +43,11 @@ pub async fn run(cli: &Cli, loaded: Result<Config>) -> Result<Outcome> {
         match &cli.command {
             Command::Purge { trust, .. } => config.keys.trust = Some(trust.clone()),
             Command::Reconcile { trust: Some(t), .. } => config.keys.trust = Some(t.clone()),
+            Command::Quarantine {
+                action: None,
+                trust: Some(t),
+                ..
+            } => config.keys.trust = Some(t.clone()),
             _ => {}
         }
     }
@@ -229,6 +234,7 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
             key,
             bundles,
             mode,
+            trust,
         } => {
             let (Some(candidate), Some(policy), Some(key), Some(bundles)) = (candidate, policy, key, bundles) else {
                 return Err(Error::invalid(
@@ -236,6 +242,16 @@ async fn dispatch(cli: &Cli, ctx: &Context) -> Result<Outcome> {
                     "give CANDIDATE, --policy, --key and --bundles",
                 ));
             };
+            // As `plan --trust`: a folder named must be one, or a typo passes unnoticed until a protected snapshot
+            // leaves the table.
+            if let Some(t) = trust
+                && !t.is_dir()
+            {
+                return Err(Error::invalid(
+                    "--trust",
+                    format!("{}: not a folder (give the folder of trusted *.pub keys)", t.display()),
+                ));
+            }
             quarantine::quarantine(ctx, &table.source()?, candidate, policy, key, bundles, (*mode).into()).await
         }
         Command::Purge {

@@ -2698,12 +2698,24 @@ fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_b
     std::fs::write(&cfg, text).unwrap();
     let p = plan_trusting(&g, None);
     assert_eq!(orphan_paths(&p), vec!["data/stray.parquet".to_owned()], "{p}");
-    // The orphan candidate is quarantined (it resolves under `[keys] trust` too): the stray file alone is held.
+    // The orphan candidate is quarantined given `quarantine --trust` alone (no `[keys] trust`), which its re-plan
+    // judges with: the stray file alone is held. A `--trust` that is not a folder exits 2 naming it.
     let o = orphan_candidate(&p);
-    let q = g
-        .quarantine(o["candidate_id"].as_str().unwrap(), "tag")
-        .expect_code(0)
-        .json();
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("[keys]\ntrust = \"keys/trust\"\n", "")).unwrap();
+    let oid = o["candidate_id"].as_str().unwrap();
+    let mut bad = g.quarantine_args(oid, "tag");
+    bad.extend(["--trust", "no-such-trust"]);
+    let r = g.on_table(&bad);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--trust") && r.stderr.contains("no-such-trust") && r.stderr.contains("not a folder"),
+        "{}",
+        r.stderr
+    );
+    let mut args = g.quarantine_args(oid, "tag");
+    args.extend(["--trust", "keys/trust"]);
+    let q = g.on_table(&args).expect_code(0).json();
     assert_eq!(q["candidate"]["state"], "QUARANTINED", "{q}");
     assert!(!root.join("data/stray.parquet").exists(), "{q}");
     for f in reached.iter().chain(&files) {
@@ -2712,8 +2724,6 @@ fn a_hold_on_a_snapshot_that_left_the_table_keeps_orphan_detection_on_when_its_b
     }
     // Its purge, given only `--trust` (no `[keys] trust`), judges with that trust too: its re-plan resolved the
     // held snapshot only under `[keys] trust`, and without it the purge exited 2 ("cannot decide").
-    let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, text.replace("[keys]\ntrust = \"keys/trust\"\n", "")).unwrap();
     let ev = g.drill("bundles");
     let r = g.purge(o["candidate_id"].as_str().unwrap(), Some(&ev), &[]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
