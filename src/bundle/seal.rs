@@ -450,9 +450,12 @@ async fn write_bundle_streamed<I: Iterator<Item = Result<InventoryEntry>>>(
     write_bundle_folder(storage, predicate, entries, copies, key, out_uri).await
 }
 
-/// The name of the create-only claim on a bundle's inventory member: `inventory.jsonl.sha256`, one line in
-/// `sha256sum`'s format naming the SHA-256 of the only bytes the member may hold.
-pub(crate) const MEMBER_CLAIM: &str = "inventory.jsonl.sha256";
+/// The name of the create-only claim on a bundle's inventory member: `inventory.sha256`, one line in
+/// `sha256sum`'s format naming the SHA-256 of the only bytes the member may hold. No other key of the bundle is a
+/// prefix of it: SeaweedFS 4.48 answers a listing that starts after a key (`start-after`) with the key that is
+/// that key's prefix (`inventory.jsonl` after `inventory.jsonl.sha256`), which fails lakedrill's check that a
+/// listing reached its end.
+pub(crate) const MEMBER_CLAIM: &str = "inventory.sha256";
 
 /// [`write_bundle_streamed`] once no envelope stood in the folder: what two seals of one bundle id racing each
 /// other both reach (neither saw the other's envelope). The inventory member is a separate object the envelope
