@@ -16,7 +16,7 @@ use serde::Serialize;
 use super::format::{BundlePredicate, ENVELOPE_FILE, InventoryEntry, Layer, PREDICATE_TYPE, symlink_finding};
 use super::objects::ObjectIndex;
 use crate::error::{Error, Result};
-use crate::evidence::inventory::{BackupInfo, INVENTORY_MEMBER, MemberWriter, canonical_digests_in_order};
+use crate::evidence::inventory::{BackupInfo, INVENTORY_MEMBER, InventoryMember, MemberWriter};
 use crate::evidence::keys::SigningKey;
 use crate::evidence::{self, Statement, Subject};
 use crate::io::store::Storage;
@@ -341,15 +341,22 @@ pub async fn seal_for(
             Ok(e)
         }))
     };
-    // The root over the entries as they are made, one at a time (the first that cannot be made stops it).
-    let mut failed = None;
-    let digests = canonical_digests_in_order(entries().map_while(|e| e.map_err(|err| failed = Some(err)).ok()));
-    if let Some(err) = failed {
-        return Err(err);
-    }
-    let root = digests
-        .map_err(|why| Error::Internal(format!("sealing snapshot {snapshot_id}: {why}")))?
-        .root;
+    // The root and the inventory member's digests over the entries as they are made, one at a time (the first
+    // that cannot be made stops it), the member's bytes dropped as they are digested: one pass gives the bundle
+    // id and the claim the member is written under.
+    let (digests, member) = {
+        let mut w = MemberWriter::new();
+        for e in entries() {
+            w.push(&e?)
+                .map_err(|why| Error::Internal(format!("sealing snapshot {snapshot_id}: {why}")))?;
+            if w.buffered() >= 4 << 20 {
+                w.take();
+            }
+        }
+        w.take();
+        w.finish()
+    };
+    let root = digests.root;
     let bundle_id = match candidate_id {
         Some(c) => format!("{snapshot_id}-{}-{}", c.trim_start_matches("c-"), &root[..16]),
         None => format!("{snapshot_id}-{}", &root[..16]),
@@ -359,7 +366,7 @@ pub async fn seal_for(
     let mut predicate = snapshot_predicate(table, &snapshot, bundle_id.clone(), root.clone(), Vec::new(), now, None);
     predicate.objects = count;
     predicate.bytes = bytes_total;
-    let (_, created) = write_bundle_streamed(storage, predicate, entries, copies, key, out_uri).await?;
+    let (_, created) = write_bundle_streamed(storage, predicate, entries, Some(member), copies, key, out_uri).await?;
     Ok(Ok(SealReport {
         bundle_id: bundle_id.clone(),
         bundle_root: root,
@@ -395,6 +402,7 @@ pub async fn write_bundle(
         storage,
         predicate,
         || inventory.iter().cloned().map(Ok),
+        None,
         copies,
         key,
         out_uri,
@@ -431,12 +439,14 @@ enum Copy {
 
 /// [`write_bundle`] of a predicate whose inventory (not in it) is what `entries` gives, in canonical order, each
 /// made as the member is written: sealing keeps a million entries compactly and gives each back whole only then.
-/// `entries` is called twice (the member's digests first, then its bytes). Returns the folder and whether this
-/// call wrote its envelope (`false`: the same seal stood there already).
+/// `claimed` is the member's description when the caller digested it already (its pass over the entries gave
+/// the root too); otherwise `entries` is called twice (the member's digests first, then its bytes). Returns the
+/// folder and whether this call wrote its envelope (`false`: the same seal stood there already).
 async fn write_bundle_streamed<I: Iterator<Item = Result<InventoryEntry>>>(
     storage: &Storage,
     predicate: BundlePredicate,
     entries: impl Fn() -> I,
+    claimed: Option<InventoryMember>,
     copies: Vec<(String, Copy)>,
     key: &SigningKey,
     out_uri: &str,
@@ -447,7 +457,7 @@ async fn write_bundle_streamed<I: Iterator<Item = Result<InventoryEntry>>>(
     if let Some(existing) = storage.get_opt(&env_uri).await? {
         return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| (dir, false));
     }
-    write_bundle_folder(storage, predicate, entries, copies, key, out_uri).await
+    write_bundle_folder(storage, predicate, entries, claimed, copies, key, out_uri).await
 }
 
 /// The name of the create-only claim on a bundle's inventory member: `inventory.sha256`, one line in
@@ -460,7 +470,8 @@ pub(crate) const MEMBER_CLAIM: &str = "inventory.sha256";
 /// [`write_bundle_streamed`] once no envelope stood in the folder: what two seals of one bundle id racing each
 /// other both reach (neither saw the other's envelope). The inventory member is a separate object the envelope
 /// digests, written in chunks (a multipart upload, which no store makes create-only), so it is claimed first:
-/// its SHA-256 is computed in a pass that keeps nothing, and written create-only as [`MEMBER_CLAIM`]. A seal
+/// its SHA-256 is computed in a pass that keeps nothing (the caller's, when it made one: a snapshot's seal gets
+/// it with the root), and written create-only as [`MEMBER_CLAIM`]. A seal
 /// that finds the claim naming other bytes is refused and writes nothing over the member, so the bundle whose
 /// envelope signs the member keeps verifying (review of 2026-12-07, R1-9); one that finds the same bytes
 /// claimed writes them again (an interrupted seal retried, or two seals of the same inventory).
@@ -468,6 +479,7 @@ async fn write_bundle_folder<I: Iterator<Item = Result<InventoryEntry>>>(
     storage: &Storage,
     mut predicate: BundlePredicate,
     entries: impl Fn() -> I,
+    claimed: Option<InventoryMember>,
     mut copies: Vec<(String, Copy)>,
     key: &SigningKey,
     out_uri: &str,
@@ -477,8 +489,11 @@ async fn write_bundle_folder<I: Iterator<Item = Result<InventoryEntry>>>(
     let dir = location::join(out_uri, &bundle_id);
     let env_uri = location::join(&dir, ENVELOPE_FILE);
     let member_uri = location::join(&dir, INVENTORY_MEMBER);
-    // The member's bytes, digested without being kept, then claimed before any byte of the bundle is written.
-    let claimed = {
+    // The member's bytes, digested without being kept (unless the caller did), then claimed before any byte of
+    // the bundle is written.
+    let claimed = if let Some(claimed) = claimed {
+        claimed
+    } else {
         let mut w = MemberWriter::new();
         for e in entries() {
             w.push(&e?).map_err(|why| Error::invalid(&member_uri, why))?;
@@ -725,6 +740,7 @@ mod tests {
             &storage,
             predicate(second.clone()),
             || second.iter().cloned().map(Ok),
+            None,
             Vec::new(),
             &key_b,
             &out,
@@ -750,10 +766,18 @@ mod tests {
             entry(Layer::Metadata, "metadata/v1.metadata.json", None),
             entry(Layer::Data, "data/a.parquet", None),
         ];
+        // Its member digested by the caller, as a snapshot's seal does in the pass that gives the root.
+        let mut w = MemberWriter::new();
+        for e in &again {
+            w.push(e).unwrap();
+        }
+        w.take();
+        let (_, member) = w.finish();
         let (_, created) = write_bundle_folder(
             &storage,
             predicate(again.clone()),
             || again.iter().cloned().map(Ok),
+            Some(member),
             Vec::new(),
             &key_a,
             &out,

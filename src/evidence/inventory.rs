@@ -761,21 +761,6 @@ pub fn canonical_digests(entries: &[InventoryEntry]) -> (String, String) {
     (b3.finalize().to_hex().to_string(), hex::encode(sha.finalize()))
 }
 
-/// [`canonical_digests`] of entries given in canonical order, as a sorted inventory streams by (none is held).
-///
-/// # Errors
-/// An entry out of canonical order (or repeated), as a sentence naming both paths.
-pub fn canonical_digests_in_order(
-    entries: impl IntoIterator<Item = impl std::borrow::Borrow<InventoryEntry>>,
-) -> std::result::Result<CanonicalDigests, String> {
-    let mut digests = Digests::new();
-    for e in entries {
-        // Only the canonical digests are used: the member-file digests see an empty line.
-        digests.add(e.borrow(), &[])?;
-    }
-    Ok(digests.finish().0)
-}
-
 /// BLAKE3 of the canonical lines of some of an inventory's entries (in canonical order, whatever the order
 /// given): the root of one share of a bundle's objects.
 #[must_use]
