@@ -714,6 +714,13 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
                 Some(last) => report_uri = last.clone(),
                 None => return Err(crate::Error::invalid(&folder, "holds no report (*.dsse.json)")),
             }
+        } else if !t
+            .iter()
+            .any(|u| location::file_name(u) == location::file_name(&report_uri))
+        {
+            // The report named is what the auditor asked about: the rest of its folder verifying says nothing
+            // of it (an empty folder, a mistyped or removed name), so it must be there, as without --chain.
+            return Err(crate::Error::NotFound { uri: report_uri });
         }
         t
     } else {

@@ -409,17 +409,19 @@ pub async fn run_plan(
         None => None,
     };
     let mut population = bundle::list_bundles(storage, &source).await?;
-    // Bundles `max_bundle_age` left out: (older than it, without a readable sealed time).
-    let mut aged_out = (0usize, 0usize);
+    // Bundles `max_bundle_age` left out: older than it by the sealed time their envelope states. One whose
+    // sealed time cannot be read (a corrupt or truncated envelope, read here unverified) stays in the population:
+    // leaving it out would drop its failure from the report and its claimed root's FAILED verdict from the
+    // registry, so an older pass of that root would go on counting.
+    let mut aged_out = 0usize;
     if let Some(age) = &plan.max_bundle_age {
         let max = clock::parse_duration(age).map_err(|r| Error::invalid("max_bundle_age", r))?;
         let mut keep = Vec::new();
         for b in population {
             let env = bundle::read_envelope(storage, &b).await?;
             match sealed_at(&env.bytes) {
-                Some(t) if started - t <= max => keep.push(b),
-                Some(_) => aged_out.0 += 1,
-                None => aged_out.1 += 1,
+                Some(t) if started - t > max => aged_out += 1,
+                _ => keep.push(b),
             }
         }
         population = keep;
@@ -437,19 +439,12 @@ pub async fn run_plan(
             ),
         ));
     }
-    if population.is_empty() && aged_out != (0, 0) {
-        let (older, unsealed) = aged_out;
+    if population.is_empty() && aged_out > 0 {
         let age = plan.max_bundle_age.as_deref().unwrap_or_default();
         return Err(Error::invalid(
             &source,
             format!(
-                "holds no bundle to drill: {} bundle(s) are there, but all are older than max_bundle_age = {age:?}{}",
-                older + unsealed,
-                if unsealed > 0 {
-                    format!(" or carry no readable sealed time ({unsealed} of them)")
-                } else {
-                    String::new()
-                }
+                "holds no bundle to drill: {aged_out} bundle(s) are there, but all are older than max_bundle_age = {age:?}"
             ),
         ));
     }

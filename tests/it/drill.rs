@@ -1072,6 +1072,27 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
     .expect_code(0)
     .json();
     assert_eq!(a["reports_checked"], 2);
+    // --chain with a report that is not there exits 2 naming it, however well the rest of its folder verifies
+    // (it said VERIFIED, reports_checked 2, for a mistyped name, and VERIFIED over 0 reports in an empty folder).
+    let missing = report2.with_file_name("20990101T000000.000Z.dsse.json");
+    let empty = tmp.path().join("no-reports-here");
+    std::fs::create_dir_all(&empty).unwrap();
+    for named in [missing, empty.join(report2.file_name().unwrap())] {
+        let r = lakedrill(&[
+            "audit",
+            "verify",
+            named.to_str().unwrap(),
+            "--trust",
+            trust.to_str().unwrap(),
+            "--chain",
+        ]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(named.file_name().unwrap().to_str().unwrap()) && r.stderr.contains("does not exist"),
+            "{}",
+            r.stderr
+        );
+    }
 
     // Changing any byte of a report makes verification fail (sampled positions, all kinds of bytes).
     let orig = std::fs::read(&report1).unwrap();
@@ -1507,6 +1528,58 @@ async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
         )) && !msg.contains("no */bundle.dsse.json"),
         "{msg}"
     );
+}
+
+/// A bundle whose envelope states no readable sealed time (corrupt, truncated) stays in a `max_bundle_age` plan's
+/// population and fails the drill naming it: it was left out silently, so the drill passed over the others and
+/// neither the report nor the registry recorded a failure of that bundle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_without_a_readable_sealed_time_is_drilled_and_fails_not_aged_out() {
+    use lakedrill::clock::TestClock;
+    let tmp = tmpdir();
+    let (key, trust) = keygen(tmp.path(), "aged-TEST-ONLY");
+    let bundles = tmp.path().join("bundles");
+    let table = tmp.path().join("t");
+    copy_tree(
+        &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
+        &table,
+    );
+    let addr = ["--metadata", table.to_str().unwrap()];
+    let ids = snapshot_ids(&addr);
+    assert!(ids.len() >= 2, "the table has {} snapshots", ids.len());
+    let mut dirs = Vec::new();
+    for id in &ids {
+        let sealed = seal(&addr, *id, &key, &bundles).expect_code(0).json();
+        dirs.push(PathBuf::from(
+            sealed["uri"].as_str().unwrap().trim_start_matches("file://"),
+        ));
+    }
+    // One envelope truncated: its sealed time cannot be read.
+    let victim = dirs[0].join("bundle.dsse.json");
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
+    let mut text = std::fs::read_to_string(&plan).unwrap();
+    text.push_str("max_bundle_age = \"36500d\"\n");
+    std::fs::write(&plan, text).unwrap();
+    let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
+    let out = lakedrill::ops::drill::run(&storage, &plan, &TestClock::new(4_102_444_800_000, 1), &|| {
+        Ok("0".repeat(64))
+    })
+    .await
+    .unwrap();
+    let p = serde_json::to_value(&out.predicate).unwrap();
+    assert_eq!(p["summary"]["gate"], "FAIL", "{p:#}");
+    let name = dirs[0].file_name().unwrap().to_str().unwrap();
+    let failed: Vec<&Value> = p["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] != "RESTORE_VERIFIED")
+        .collect();
+    assert_eq!(failed.len(), 1, "{p:#}");
+    assert!(failed[0].to_string().contains(name), "{p:#}");
+    assert_eq!(p["results"].as_array().unwrap().len(), ids.len(), "{p:#}");
 }
 
 /// Commands that read a bundle's predicate without restoring it (`restore --put-back`, `set-current
