@@ -321,16 +321,18 @@ pub fn check_evidence(
     for b in bundles {
         let root = b["bundle_root"].as_str().unwrap_or_default();
         // Every result of the root must have passed, not one of them: a report that verified the same bundle twice
-        // (two copies of it in the sample) with one failure is no evidence for it.
+        // (two copies of it in the sample) with one failure is no evidence for it. A result that only claims the
+        // root (its envelope's, unverified) counts against it when it failed and never for it: a pass shows the
+        // root only as the root it verified (review E4).
         let of_root: Vec<_> = pred
             .results
             .iter()
             .filter(|r| r.bundle_root.as_deref() == Some(root) || r.claimed_bundle_root.as_deref() == Some(root))
             .collect();
         let ok = !of_root.is_empty()
-            && of_root
-                .iter()
-                .all(|r| r.status == crate::bundle::RestoreStatus::RestoreVerified);
+            && of_root.iter().all(|r| {
+                r.status == crate::bundle::RestoreStatus::RestoreVerified && r.bundle_root.as_deref() == Some(root)
+            });
         if !ok && !crate::safety::weakened(crate::safety::Check::EvidenceCoverage) {
             reasons.push(format!(
                 "the evidence does not show bundle root {root} (snapshot {}) RESTORE_VERIFIED",

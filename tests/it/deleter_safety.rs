@@ -405,6 +405,37 @@ fn a_failure_that_finished_while_the_passing_drill_ran_refuses_its_evidence() {
     assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
 }
 
+// See (review E4): a RESTORE_VERIFIED result that named the candidate's bundle root only as its *claimed* root
+// (`bundle_root` null, the envelope's root unverified) was counted as showing that root verified: a claim could
+// make a pass count, which no drill of this lakedrill writes and a drill key's report must not be able to do.
+#[test]
+fn a_pass_that_only_claims_the_bundle_root_is_no_evidence_for_it() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let report = g.drill("bundles");
+    let before = walk(&g.table_root());
+    let claimed_only = g.dir.join("x/weekly-bundles/claimed.dsse.json");
+    resigned(&g, &report, &claimed_only, |st| {
+        for r in st["predicate"]["results"].as_array_mut().unwrap() {
+            r["claimed_bundle_root"] = r["bundle_root"].clone();
+            r["bundle_root"] = Value::Null;
+        }
+    });
+    let p = g.purge(id, Some(&claimed_only), &["--dry-run"]).expect_code(1).json();
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains("RESTORE_VERIFIED") && why.contains("does not show bundle root"),
+        "{p}"
+    );
+    // The same report with the roots it verified is evidence (a dry run).
+    let same = g.dir.join("y/weekly-bundles/same.dsse.json");
+    resigned(&g, &report, &same, |_| {});
+    g.purge(id, Some(&same), &["--dry-run"]).expect_code(0);
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+}
+
 // See: `check_evidence` read the results of a shard's partial report as a whole drill's, so one shard of a
 // `--split objects` run (RESTORE_VERIFIED for every root, 1/N of the objects verified) was accepted once it lay
 // outside `shards/`.
