@@ -464,7 +464,7 @@ pub async fn run_plan(
         latest_report(
             storage,
             &chain_folder,
-            &drill_report_check(&trust.without_granted(keys::Role::Deleter)),
+            &drill_report_check(&trust.without_granted(keys::Role::Deleter), &plan.name),
         )
         .await?;
     }
@@ -654,7 +654,7 @@ pub async fn run_plan(
         let previous = latest_report(
             storage,
             &chain_folder,
-            &drill_report_check(&trust.without_granted(keys::Role::Deleter)),
+            &drill_report_check(&trust.without_granted(keys::Role::Deleter), &plan.name),
         )
         .await?;
         (chain_folder, previous)
@@ -1010,11 +1010,20 @@ pub type ChainCheck<'a> = &'a (dyn Fn(&str, &[u8]) -> std::result::Result<(), St
 /// repeated, so a report an older lakedrill wrote still links). Callers pass the trust folder without its deleter
 /// keys ([`TrustStore::without_granted`]), not only the keys with the drill role: a report signed before a key
 /// rotation withdrew its key's role is still the chain's (it is no evidence for the deleter, which reads drill keys
-/// only); an unsigned file, one under an unknown key or one under a deleter's key is not.
-pub fn drill_report_check(keys: &TrustStore) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync {
+/// only); an unsigned file, one under an unknown key or one under a deleter's key is not, and neither is a report
+/// of another plan than `plan` (one copied into the folder).
+pub fn drill_report_check<'a>(
+    keys: &'a TrustStore,
+    plan: &'a str,
+) -> impl Fn(&str, &[u8]) -> std::result::Result<(), String> + Sync + 'a {
     move |name, bytes| {
         let mut findings = Vec::new();
         match crate::ops::audit::check_report(name, bytes, keys, &mut findings) {
+            // A report of another plan copied into the folder is no link of this chain (review E5).
+            Some((_, p)) if p.drill.plan != plan => Err(format!(
+                "it is a report of plan {:?}, not of this chain's plan {plan:?}",
+                p.drill.plan
+            )),
             Some(_) => Ok(()),
             None => Err(crate::ops::audit::findings_reason(&findings)),
         }

@@ -241,7 +241,10 @@ pub async fn merge(
     let previous = drill::latest_report(
         &ctx.storage,
         &folder,
-        &drill::drill_report_check(&folder_keys.without_granted(crate::evidence::keys::Role::Deleter)),
+        &drill::drill_report_check(
+            &folder_keys.without_granted(crate::evidence::keys::Role::Deleter),
+            &plan_name,
+        ),
     )
     .await?;
     let started = shards

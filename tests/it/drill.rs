@@ -1094,6 +1094,33 @@ fn a_weekly_drill_of_30_bundles_signs_a_verifiable_chained_report() {
         );
     }
 
+    // A report of another plan, signed by the drill key, as the chain's newest file: the next run refuses to link to
+    // it (exit 2 naming it and both plans); it linked, and every later drill forked from it.
+    {
+        use base64::Engine as _;
+        let env: Value = serde_json::from_slice(&std::fs::read(&report2).unwrap()).unwrap();
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(env["payload"].as_str().unwrap())
+            .unwrap();
+        let mut st: Value = serde_json::from_slice(&payload).unwrap();
+        st["predicate"]["drill"]["plan"] = Value::String("another-plan".into());
+        let k = lakedrill::evidence::keys::load_signing_key(&key).unwrap();
+        let foreign = report2.with_file_name("zzzz.dsse.json");
+        std::fs::write(
+            &foreign,
+            lakedrill::evidence::sign(lakedrill::evidence::PAYLOAD_TYPE, st.to_string().as_bytes(), &k).to_json_bytes(),
+        )
+        .unwrap();
+        let r = lakedrill_in(tmp.path(), &["drill", "run", plan.to_str().unwrap()]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("zzzz.dsse.json") && r.stderr.contains("another-plan"),
+            "{}",
+            r.stderr
+        );
+        std::fs::remove_file(&foreign).unwrap();
+    }
+
     // Changing any byte of a report makes verification fail (sampled positions, all kinds of bytes).
     let orig = std::fs::read(&report1).unwrap();
     for pos in (0..orig.len()).step_by(orig.len() / 40 + 1).chain([orig.len() - 1]) {
