@@ -767,22 +767,26 @@ async fn verified_reports(
             let mut findings = Vec::new();
             crate::ops::audit::check_report(&uri, &bytes, keys, &mut findings).filter(|_| findings.is_empty())
         });
-        let (p, by_listed_signer) = match by_listed {
-            Some((_, p)) => (p, true),
+        let (p, by_listed_signer, flawed) = match by_listed {
+            Some((_, p)) => (p, true, None),
             None => {
                 let mut findings = Vec::new();
                 // Only keys with the drill role sign drill reports ([`crate::evidence::keys::Role`]), as for the
                 // deleter. A report by a drill key the policy does not list is kept: it does not count for the
-                // weekly gate, but its failures do.
+                // weekly gate, but its failures do. So is one whose signature verifies but that carries audit
+                // findings (a re-indented envelope, an inconsistent sample): named among the files that do not
+                // verify, never counted, but its failures count, as the deleter's `newer_failures` counts them
+                // (review E6: the gate passed on an older PASS beside a re-serialised newer FAIL).
                 let Some((_, p)) = crate::ops::audit::check_report(&uri, &bytes, &drill_keys, &mut findings) else {
                     unverified.push(uri);
                     continue;
                 };
-                if !findings.is_empty() {
-                    unverified.push(uri);
-                    continue;
+                if findings.is_empty() {
+                    (p, listed_keys.is_none(), None)
+                } else {
+                    unverified.push(uri.clone());
+                    (p, false, Some(crate::ops::audit::findings_reason(&findings)))
                 }
-                (p, listed_keys.is_none())
             }
         };
         let keyids: Vec<String> = serde_json::from_slice::<crate::evidence::Envelope>(&bytes)
@@ -798,7 +802,9 @@ async fn verified_reports(
                         .any(|x| drill_keys.get(x).is_none() || evidence_signers.is_some_and(|ids| !ids.contains(x)))
             })
         });
-        let unlisted = if let Some(s) = unlisted_shard {
+        let unlisted = if let Some(why) = flawed {
+            Some(format!("does not verify as written ({why})"))
+        } else if let Some(s) = unlisted_shard {
             Some(format!(
                 "was merged from shard report {} signed by {}",
                 s.report,
@@ -1082,12 +1088,20 @@ fn weekly_gate(
         .iter()
         .map(|b| location::file_name(b.trim_end_matches('/')))
         .collect();
+    // By id, and by the root this report verified for them, as the deleter matches failures (by root): a failure
+    // recorded under another bundle id of the same root counts too.
+    let roots: BTreeSet<&str> = p
+        .results
+        .iter()
+        .filter(|res| ids.contains(res.bundle_id.as_str()))
+        .filter_map(|res| res.bundle_root.as_deref())
+        .collect();
     if let Some(f) = reports.iter().find(|x| {
         x.uri != r.uri
             && x.finished > r.started
             && x.predicate.results.iter().any(|res| {
                 res.status != crate::evidence::predicate::RestoreStatus::RestoreVerified
-                    && ids.contains(res.bundle_id.as_str())
+                    && (ids.contains(res.bundle_id.as_str()) || res.judged_root().is_some_and(|j| roots.contains(j)))
             })
     }) {
         problems.push(format!(
@@ -1332,9 +1346,14 @@ fn quarterly_gate(
         u.uri != r.uri && u.finished > r.started && u.predicate.results.iter().any(|x| of_table(&x) && !verified(x))
     }) {
         let what = match (f.by_listed_signer, f.shard_partial) {
-            (false, _) => "signed by a key the policy's evidenceSigners does not list; ",
-            (true, true) => "one shard's partial report; ",
-            (true, false) => "",
+            (false, _) => format!(
+                "it {}; ",
+                f.unlisted
+                    .as_deref()
+                    .unwrap_or("is signed by a key the policy's evidenceSigners does not list")
+            ),
+            (true, true) => "one shard's partial report; ".to_owned(),
+            (true, false) => String::new(),
         };
         problems.push(format!(
             "the drill report {} ({what}finished {}, after this report started {}) FAILED a recovery of the table",

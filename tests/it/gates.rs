@@ -836,6 +836,57 @@ fn a_deleted_manifest_of_a_kept_snapshot_fails_gate_1_naming_it() {
     );
 }
 
+/// Review E6: the weekly gate read a newer failure only from a report that verified without any audit finding, and
+/// matched it by bundle id: a re-serialised FAIL report (`ENVELOPE_NOT_CANONICAL`, its signature intact) or a
+/// failure recorded under another bundle id of the same root left the gate PASS on the older PASS, while the
+/// deleter's `newer_failures` counted both. Both now fail the gate naming the report.
+#[test]
+fn a_newer_failure_in_a_report_with_findings_or_under_another_id_of_the_root_fails_the_weekly_gate() {
+    let g = Gov::new("");
+    let (_, ev) = g.quarantined();
+    resigned(&g, &ev, "flawed-reports", "a-real.dsse.json", |_| {});
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let failed = |st: &mut Value| {
+        let p = &mut st["predicate"];
+        p["results"][0]["status"] = Value::String("FAILED".into());
+        p["results"][0]["findings"] =
+            serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
+        let passed = p["summary"]["passed"].as_u64().unwrap();
+        p["summary"]["passed"] = Value::from(passed - 1);
+        p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
+        p["summary"]["gate"] = Value::String("FAIL".into());
+        p["finished_at"] = Value::String(now.clone());
+    };
+    // 1. The FAIL re-serialised: its signature still verifies, its bytes are not the envelope as written.
+    let fail = resigned(&g, &ev, "flawed-reports", "b-fail.dsse.json", failed);
+    let env: Value = serde_json::from_slice(&std::fs::read(&fail).unwrap()).unwrap();
+    std::fs::write(&fail, serde_json::to_vec_pretty(&env).unwrap()).unwrap();
+    let v = gates_reading(&g, "flawed-reports").expect_code(1).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "FAIL", "{v}");
+    let detail = w["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("b-fail.dsse.json") && detail.contains("FAILED a bundle it covers"),
+        "{detail}"
+    );
+    assert!(
+        w["figures"]["unverified_reports"]
+            .to_string()
+            .contains("b-fail.dsse.json"),
+        "{w}"
+    );
+    // 2. The failure recorded under another bundle id of the same root (canonical this time).
+    std::fs::remove_file(&fail).unwrap();
+    resigned(&g, &ev, "flawed-reports", "c-fail.dsse.json", |st| {
+        failed(st);
+        st["predicate"]["results"][0]["bundle_id"] = Value::String("a-copy-of-the-bundle".into());
+    });
+    let v = gates_reading(&g, "flawed-reports").expect_code(1).json();
+    let w = gate(&v, "weekly_restores");
+    assert_eq!(w["status"], "FAIL", "{v}");
+    assert!(w["detail"].as_str().unwrap().contains("c-fail.dsse.json"), "{w}");
+}
+
 /// A shard's partial report is never the report a gate counts, but its failures count against older evidence
 /// (DESIGN, "Shard reports are not evidence"), as the deleter counts them: a failed shard report that finished
 /// after the covering report started fails the weekly gate. The gates dropped shard reports before looking.
