@@ -189,6 +189,10 @@ pub struct RestoreReport {
     /// load. Not part of the report's JSON.
     #[serde(skip)]
     pub metadata_uri: Option<String>,
+    /// The SHA-256 (hex) of the envelope bytes this verification read and judged: what a drill report's subject
+    /// names, so that it never names an envelope read again afterwards (review E7). Not part of the report's JSON.
+    #[serde(skip)]
+    pub envelope_sha256: Option<String>,
 }
 
 /// The canonical URI of a bundle folder given its folder or its envelope file.

@@ -104,6 +104,7 @@ pub async fn verify(
         findings: Vec::new(),
         shard: None,
         metadata_uri: None,
+        envelope_sha256: Some(evidence::sha256_hex(&envelope)),
     };
     let finish = |mut r: RestoreReport| {
         r.status = if r.findings.is_empty() {

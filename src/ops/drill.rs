@@ -576,8 +576,12 @@ pub async fn run_plan(
         }
         #[allow(clippy::cast_precision_loss)]
         let rto = (t1 - t0).num_milliseconds() as f64 / 1000.0;
-        let env = bundle::read_envelope(storage, dir).await?;
-        let mut digest = BTreeMap::from([("sha256".to_owned(), evidence::sha256_hex(&env.bytes))]);
+        // The envelope the verification judged (not one read again now, which may have been swapped since).
+        let sha256 = match r.envelope_sha256.take() {
+            Some(sha) => sha,
+            None => evidence::sha256_hex(&bundle::read_envelope(storage, dir).await?.bytes),
+        };
+        let mut digest = BTreeMap::from([("sha256".to_owned(), sha256)]);
         if let Some(root) = &r.bundle_root {
             digest.insert("blake3".into(), root.clone());
         }
