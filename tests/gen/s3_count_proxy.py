@@ -7,6 +7,7 @@ Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-l
                           [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
                           [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
                           [--token-life SECONDS] [--revoke-first-token] [--truncate-listings N REGEX]
+                          [--hide-get-versions]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -65,6 +66,10 @@ query matches REGEX and that lists more than N keys keeps only the first N, says
 and names no `NextContinuationToken` (as ListObjects V1 providers answer V2 requests). Logged as
 `<time> TRUNCATED <keys listed> <keys kept>`.
 
+With --hide-get-versions, every answer to a GET loses its `x-amz-version-id` header (HEAD answers keep it): a
+provider, or a gateway in front of one, that does not say which version a read returned, so a quarantine's seal
+records no version for the objects it reads.
+
 Runs until killed.
 """
 import http.client
@@ -105,6 +110,7 @@ if "--status-post" in sys.argv[4:]:
     STATUS = (re.compile(sys.argv[i + 1]), int(sys.argv[i + 2]))
 STATUS_FIRED = threading.Event()
 IGNORE_VERSIONS = "--ignore-version-deletes" in sys.argv[4:]
+HIDE_GET_VERSIONS = "--hide-get-versions" in sys.argv[4:]
 DELAY = 0.0
 if "--delay-ms" in sys.argv[4:]:
     DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
@@ -358,6 +364,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_response_only(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 # A HEAD answer keeps the object's Content-Length (its size); others get the body's.
+                if HIDE_GET_VERSIONS and self.command == "GET" and k.lower() == "x-amz-version-id":
+                    continue
                 if k.lower() not in HOP and (k.lower() != "content-length" or self.command == "HEAD"):
                     self.send_header(k, v)
             if self.command != "HEAD":

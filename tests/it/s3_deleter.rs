@@ -943,6 +943,85 @@ fn a_resumed_permanent_delete_under_a_provider_that_ignores_the_version_is_never
     }
 }
 
+/// Review R3-2: the same interrupted permanent delete, but of objects whose bundle sealed no version (the proxy
+/// hides `x-amz-version-id` from reads, so the seal's GETs record none; its HEADs keep it). The first run reads
+/// each object's version with a HEAD, names it in its requests (the proxy writes a marker instead) and is killed
+/// before any answer is recorded. The resume knows no version to ask for: the current object is absent under the
+/// marker, which says nothing of the version the request named. Before the fix every object was settled
+/// "absent at re-check after an interrupted request" and went VERIFIED, every version still in the bucket; now
+/// each goes DELETE_UNKNOWN, for `reconcile` to settle by the version its intent receipt recorded.
+#[test]
+fn a_resumed_permanent_delete_of_objects_sealed_without_a_version_is_never_verified_when_the_object_is_absent() {
+    for storage in ["", "s3_delete_objects = false"] {
+        let prefix = format!("unsealedv-resume-{}", uuid::Uuid::new_v4());
+        let (g, _proxy) = on_seaweed_with(
+            &prefix,
+            storage,
+            "objectVersioning: permanent\n",
+            &["--ignore-version-deletes", "--hide-get-versions"],
+        );
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        let keys: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(
+            crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
+            None,
+            "{storage}"
+        );
+        let requested = receipts(&g, id, "requested");
+        assert!(!requested.is_empty(), "{storage}: the first run recorded its intents");
+        assert!(
+            requested.iter().all(|r| r["version_id"].is_string()),
+            "{storage}: each request named the version its HEAD read: {requested:?}"
+        );
+        assert!(
+            receipts(&g, id, "confirmed").is_empty(),
+            "{storage}: no answer recorded"
+        );
+        let marked = versions_of(&g, &prefix, &keys);
+        assert!(
+            keys.iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
+            "{storage}: the request went out and the proxy wrote a marker: {marked}"
+        );
+        let mut args = g.purge_args(id, None);
+        args.extend(T);
+        let p = g.run(&args);
+        let text = format!("{}{}", p.stdout, p.stderr);
+        assert_eq!(p.code, 1, "{storage}: {text}");
+        let p = p.json();
+        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        assert!(
+            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
+            "{storage}: nothing is VERIFIED while its version is in the bucket: {p}"
+        );
+        assert_eq!(
+            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
+            n,
+            "{storage}: {p}"
+        );
+        let settled: Vec<Value> = receipts(&g, id, "confirmed")
+            .into_iter()
+            .filter(|r| r["provider_result"].as_str().is_some_and(|s| s.contains("not sealed")))
+            .collect();
+        assert!(
+            !settled.is_empty(),
+            "{storage}: the objects whose request went out are settled as unknown, naming the unsealed version: {:?}",
+            receipts(&g, id, "confirmed")
+        );
+        let v = versions_of(&g, &prefix, &keys);
+        for k in &keys {
+            assert_eq!(v[*k][0], 1, "{storage}: {k}: every version is still there: {v}");
+        }
+    }
+}
+
 /// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
 fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
     let list = keys.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
