@@ -1705,3 +1705,102 @@ fn the_recheck_by_listing_decides_nothing_past_where_a_provider_cut_it_short() {
         "the keys past the cut were HEADed: {r}"
     );
 }
+
+/// Review R3-5: an `undelete` whose check of an object fails after it removed the object's delete marker left the
+/// object `VERIFIED` (deleted) in the registry although the marker was gone. Two objects of a marker-only purge:
+/// one deleted again by another client after a new version was written at its key (the undelete removes that
+/// client's marker and finds bytes that differ from the bundle), and one whose reads the credentials of the undelete
+/// may not make (the proxy answers 403 to its HEAD and GET: the check after the removal fails with an error). Both
+/// markers are removed; both objects are `PROTECTED` (possibly back), none stays `VERIFIED`. Before the fix the
+/// first stayed `VERIFIED` and the error of the second aborted the undelete with it `VERIFIED` too.
+#[test]
+fn an_undelete_whose_check_fails_after_a_marker_removal_protects_the_object() {
+    let prefix = format!("undel-checkfail-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let id = c["candidate_id"].as_str().unwrap();
+    let paths: Vec<&str> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    let n = paths.len();
+    assert!(n >= 2, "{c}");
+    let (differs, unreadable) = (paths[0], paths[1]);
+    let key = |p: &str| format!("{prefix}/db/retention/{p}");
+    // Another client writes other bytes at the first key and deletes them (a marker on top of its version).
+    boto(
+        &g,
+        &format!(
+            "s3.put_object(Bucket=bucket, Key='{k}', Body=b'other bytes')\ns3.delete_object(Bucket=bucket, Key='{k}')",
+            k = key(differs)
+        ),
+    );
+    // The undelete goes through a proxy that forbids every read of the second key.
+    // (By its file name, which is unique, as the request path carries it: a regex of its characters escaped.)
+    let name = unreadable.rsplit('/').next().unwrap();
+    let forbid: String = name
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_string()
+            } else {
+                format!("\\{ch}")
+            }
+        })
+        .chain(std::iter::once("$".to_owned()))
+        .collect();
+    let p2 = g.dir.join("p2");
+    std::fs::create_dir_all(&p2).unwrap();
+    let proxy2 = CountingProxy::start(&seaweed(), &p2, &["--forbid-reads", &forbid]);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(&proxy.endpoint, &proxy2.endpoint);
+    std::fs::write(&cfg, text).unwrap();
+
+    let u = g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
+    let out = format!("{}{}", u.stdout, u.stderr);
+    let u = u.expect_code(1).json();
+    assert_eq!(u["status"], "INCOMPLETE", "{out}");
+    let of = |p: &str| {
+        u["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["key"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("{p} in {u}"))
+    };
+    let d = of(differs);
+    assert!(d["action"].as_str().unwrap().contains("removed"), "{d}");
+    assert_eq!(d["verified"], false, "{d}");
+    assert!(d["check"].as_str().unwrap().contains("differs from the bundle"), "{d}");
+    let x = of(unreadable);
+    assert!(x["action"].as_str().unwrap().contains("removed"), "{x}");
+    assert_eq!(x["verified"], false, "{x}");
+    assert!(x["check"].as_str().unwrap().contains("could not be checked"), "{x}");
+    assert!(
+        proxy2.requests().iter().any(|(_, m, _)| m == "FORBIDDEN"),
+        "the check's read was refused: {:?}",
+        proxy2.requests()
+    );
+
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    let counts = &st["candidates"][0]["object_counts"];
+    assert_eq!(
+        counts["VERIFIED"].as_u64().unwrap_or(0),
+        0,
+        "nothing possibly back is VERIFIED: {st}"
+    );
+    assert_eq!(counts["PROTECTED"].as_u64(), Some(n as u64), "{st}");
+    // The second object's marker is gone: its sealed version is current again.
+    let v = versions_of(&g, &prefix, &[&format!("db/retention/{unreadable}")]);
+    assert_eq!(
+        v[format!("db/retention/{unreadable}")],
+        serde_json::json!([1, 0]),
+        "{v}"
+    );
+}
