@@ -1804,3 +1804,78 @@ fn an_undelete_whose_check_fails_after_a_marker_removal_protects_the_object() {
         "{v}"
     );
 }
+
+/// Review R1-5: a deep verification whose read of an object fails with a store error (not a missing object) said
+/// only "storage error" in its `READ_FAILED` finding, so a forbidden or throttled read could not be told from
+/// another. A quarantined table on SeaweedFS, drilled through a proxy that answers 403 to every read of one data
+/// file: the drill fails that bundle with a `READ_FAILED` finding on the file that names the operation, the
+/// object and the store's answer.
+#[test]
+fn a_read_failed_finding_names_the_operation_and_the_stores_reason() {
+    let prefix = format!("readfailed-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.ends_with(".parquet"))
+        .expect("a candidate data file");
+    // The drill reads through a proxy that forbids every read of that file (by its unique file name).
+    let name = data.rsplit('/').next().unwrap();
+    let forbid: String = name
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_string()
+            } else {
+                format!("\\{ch}")
+            }
+        })
+        .chain(std::iter::once("$".to_owned()))
+        .collect();
+    let p2 = g.dir.join("p2");
+    std::fs::create_dir_all(&p2).unwrap();
+    let proxy2 = CountingProxy::start(&seaweed(), &p2, &["--forbid-reads", &forbid]);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace(&proxy.endpoint, &proxy2.endpoint)).unwrap();
+    let plan = g.dir.join("drill-bundles.toml");
+    std::fs::write(
+        &plan,
+        "name = \"weekly-bundles\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    let r = r.expect_code(1).json();
+    assert!(
+        proxy2.requests().iter().any(|(_, m, _)| m == "FORBIDDEN"),
+        "the read was refused: {:?}",
+        proxy2.requests()
+    );
+    let read_failed: Vec<&Value> = r["predicate"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| x["findings"].as_array().unwrap())
+        .filter(|f| f["kind"] == "READ_FAILED")
+        .collect();
+    assert_eq!(read_failed.len(), 1, "{out}");
+    let f = read_failed[0];
+    let uri = format!("s3://{}/{prefix}/db/retention/{data}", bucket());
+    assert_eq!(f["path"], uri.as_str(), "{f}");
+    let actual = f["actual"].as_str().unwrap();
+    assert_ne!(actual, "storage error", "{f}");
+    assert!(
+        actual.starts_with(&format!("cannot read {uri}: ")),
+        "names the operation and the object: {f}"
+    );
+    assert!(
+        actual.contains("403 Forbidden") && actual.contains("AccessDenied"),
+        "names the store's answer: {f}"
+    );
+}
