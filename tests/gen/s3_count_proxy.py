@@ -7,6 +7,7 @@ Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-l
                           [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
                           [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
                           [--token-life SECONDS] [--revoke-first-token] [--truncate-listings N REGEX]
+                          [--hide-get-versions] [--forbid-reads REGEX]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -65,6 +66,14 @@ query matches REGEX and that lists more than N keys keeps only the first N, says
 and names no `NextContinuationToken` (as ListObjects V1 providers answer V2 requests). Logged as
 `<time> TRUNCATED <keys listed> <keys kept>`.
 
+With --hide-get-versions, every answer to a GET loses its `x-amz-version-id` header (HEAD answers keep it): a
+provider, or a gateway in front of one, that does not say which version a read returned, so a quarantine's seal
+records no version for the objects it reads.
+
+With --forbid-reads, every GET or HEAD whose path matches REGEX is answered `403 AccessDenied` (logged as
+`<time> FORBIDDEN <method>`, never forwarded): credentials that may not read those objects (the read right after
+an `undelete`'s marker removal fails).
+
 Runs until killed.
 """
 import http.client
@@ -105,6 +114,10 @@ if "--status-post" in sys.argv[4:]:
     STATUS = (re.compile(sys.argv[i + 1]), int(sys.argv[i + 2]))
 STATUS_FIRED = threading.Event()
 IGNORE_VERSIONS = "--ignore-version-deletes" in sys.argv[4:]
+HIDE_GET_VERSIONS = "--hide-get-versions" in sys.argv[4:]
+FORBID_READS = None
+if "--forbid-reads" in sys.argv[4:]:
+    FORBID_READS = re.compile(sys.argv[sys.argv.index("--forbid-reads") + 1])
 DELAY = 0.0
 if "--delay-ms" in sys.argv[4:]:
     DELAY = float(sys.argv[sys.argv.index("--delay-ms") + 1]) / 1000.0
@@ -317,6 +330,16 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             return
         if IGNORE_VERSIONS and self.ignore_versions(body, asked):
             return
+        if (FORBID_READS and self.command in ("GET", "HEAD")
+                and FORBID_READS.search(urllib.parse.urlsplit(self.path).path)):
+            self.log(f"FORBIDDEN {self.command}")
+            if self.command == "HEAD":
+                self.send_response_only(403, "Forbidden")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.refuse(403, "Forbidden", "AccessDenied", "Access Denied")
+            return
         if self.once(REDIRECT, REDIRECT_FIRED) or self.once(REDIRECT_GET, REDIRECT_GET_FIRED, "GET"):
             self.log("REDIRECTED 303")
             self.send_response_only(303, "See Other")
@@ -358,6 +381,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             self.send_response_only(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 # A HEAD answer keeps the object's Content-Length (its size); others get the body's.
+                if HIDE_GET_VERSIONS and self.command == "GET" and k.lower() == "x-amz-version-id":
+                    continue
                 if k.lower() not in HOP and (k.lower() != "content-length" or self.command == "HEAD"):
                     self.send_header(k, v)
             if self.command != "HEAD":

@@ -1303,3 +1303,79 @@ fn an_object_changed_after_the_verify_of_a_restore_is_a_finding_not_an_error() {
         assert_eq!(registered, None, "nothing is registered");
     }
 }
+
+/// Review R4-2: a table whose current snapshot's summary claims 2 more data files than its manifests hold, an
+/// excess the configuration accepts for it (`[[summary_excess."<uuid>"]]`): it is backed up, and `restore --into`
+/// copies it under a new UUID. The copy carries the same summary, so its check must accept the same excess: before
+/// the fix the copy was checked as a table of its own, the excess was not accepted and the restore failed.
+#[test]
+fn restore_into_checks_the_copy_with_the_summary_excess_accepted_for_the_original() {
+    let site = Site::new();
+    let md = py_table(site.dir(), "t", "t.append(rows([4, 5]))");
+    let md_path = PathBuf::from(md.trim_start_matches("file://"));
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&md_path).unwrap()).unwrap();
+    let current = doc["current-snapshot-id"].as_i64().unwrap();
+    let mut since_ms = None;
+    for s in doc["snapshots"].as_array_mut().unwrap() {
+        if s["snapshot-id"].as_i64() == Some(current) {
+            let t: u64 = s["summary"]["total-data-files"].as_str().unwrap().parse().unwrap();
+            s["summary"]["total-data-files"] = Value::String((t + 2).to_string());
+            since_ms = s["timestamp-ms"].as_i64();
+        }
+    }
+    std::fs::write(&md_path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let uuid = crate::util::table_uuid(&md);
+    let since = chrono::DateTime::from_timestamp_millis(since_ms.unwrap())
+        .unwrap()
+        .to_rfc3339();
+    let cfg = site.dir().join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{text}[[summary_excess.\"{uuid}\"]]\nsnapshot = {current}\nsince = \"{since}\"\ntotal = \"total-data-files\"\nexcess = 2\nreason = \"writer X over-counted a rewrite\"\n"
+        ),
+    )
+    .unwrap();
+    let b = site
+        .backup(&["--metadata", &md], &[], &site.path("backups"))
+        .expect_code(0)
+        .json();
+    let bundle = b["bundle_uri"].as_str().unwrap();
+    let trust = site.trust.to_str().unwrap().to_owned();
+    let x = site.run(&[
+        "--json",
+        "restore",
+        bundle,
+        "--trust",
+        &trust,
+        "--into",
+        &site.path("rec/copy"),
+        "--catalog",
+        "dr",
+        "--table",
+        "dr.copy",
+    ]);
+    assert_eq!(x.code, 0, "{}{}", x.stdout, x.stderr);
+    let x = x.json();
+    assert_eq!(x["status"], "RESTORED", "{x}");
+    assert_eq!(site.pyiceberg_rows(&["dr.copy".to_owned()]), [5]);
+    let copy_md = site.run(&[
+        "--json",
+        "inspect",
+        "snapshots",
+        "--catalog",
+        "dr",
+        "--table",
+        "dr.copy",
+    ]);
+    let copy_md = copy_md.expect_code(0).json()["metadata_location"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(
+        crate::util::table_uuid(&copy_md),
+        uuid,
+        "the copy has a UUID of its own"
+    );
+}

@@ -81,6 +81,63 @@ fn r016_an_older_pass_is_refused_after_a_newer_fail_of_the_same_bundle_root() {
     );
 }
 
+// See: review R3-7. The deleter took a bundle root as shown RESTORE_VERIFIED when any one result of the report
+// for that root passed. Here one drill verifies two copies of the same bundle (same signed root): the original
+// passes, the copy (one manifest-list byte flipped) fails. The purge given that report must refuse naming the
+// root; before the fix the passing copy alone made it evidence for the root (the purge was refused only for the
+// report's failing gate, never for the root).
+#[test]
+fn a_drill_with_one_passing_and_one_failing_result_of_the_same_bundle_root_is_no_evidence_for_that_root() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    let q = g.quarantine(id, "tag").expect_code(0).json();
+    let root = q["bundles"][0]["bundle_root"]
+        .as_str()
+        .expect("a recorded bundle root")
+        .to_owned();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap();
+    // A second copy of the bundle beside the first, then damaged: same envelope (same root), one member differs.
+    let dir = lakedrill::bundle::bundle_dir(bundle).unwrap();
+    let dir = Path::new(dir.trim_start_matches("file://")).to_owned();
+    let copy = dir.with_file_name(format!("{}-copy", dir.file_name().unwrap().to_str().unwrap()));
+    crate::util::copy_tree(&dir, &copy);
+    let original_list = manifest_list_copy(&g, bundle);
+    let copied_list = copy.join(original_list.strip_prefix(&dir).unwrap());
+    flip_a_byte(&copied_list);
+
+    let plan = g.dir.join("drill-bundles.toml");
+    std::fs::write(
+        &plan,
+        "name = \"weekly-bundles\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let r = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap()])
+        .expect_code(1)
+        .json();
+    let results = r["predicate"]["results"].as_array().unwrap();
+    let of_root: Vec<_> = results
+        .iter()
+        .filter(|x| x["bundle_root"] == root.as_str() || x["claimed_bundle_root"] == root.as_str())
+        .map(|x| x["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(of_root.len(), 2, "both copies drilled under the same root: {r}");
+    assert!(of_root.iter().any(|s| s == "RESTORE_VERIFIED"), "{r}");
+    assert!(of_root.iter().any(|s| s != "RESTORE_VERIFIED"), "{r}");
+    let report = std::path::PathBuf::from(r["report"].as_str().unwrap().trim_start_matches("file://"));
+
+    let before = walk(&g.table_root());
+    let p = g.purge(id, Some(&report), &[]).expect_code(1).json();
+    assert_eq!(p["status"], "REFUSED", "{p}");
+    let why = p["reasons"].to_string();
+    assert!(
+        why.contains(&format!("the evidence does not show bundle root {root}")),
+        "names the root one of whose results failed: {why}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing was deleted");
+}
+
 /// `<dir>/x/<plan>/<file name of report>`: a copy of `report` in a plan folder of a reports root of the caller's
 /// choosing, byte for byte (it verifies, canonical and signed, like the original).
 fn copy_into_another_reports_root(g: &Gov, report: &Path, plan: &str) -> std::path::PathBuf {

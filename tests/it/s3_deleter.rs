@@ -943,6 +943,85 @@ fn a_resumed_permanent_delete_under_a_provider_that_ignores_the_version_is_never
     }
 }
 
+/// Review R3-2: the same interrupted permanent delete, but of objects whose bundle sealed no version (the proxy
+/// hides `x-amz-version-id` from reads, so the seal's GETs record none; its HEADs keep it). The first run reads
+/// each object's version with a HEAD, names it in its requests (the proxy writes a marker instead) and is killed
+/// before any answer is recorded. The resume knows no version to ask for: the current object is absent under the
+/// marker, which says nothing of the version the request named. Before the fix every object was settled
+/// "absent at re-check after an interrupted request" and went VERIFIED, every version still in the bucket; now
+/// each goes DELETE_UNKNOWN, for `reconcile` to settle by the version its intent receipt recorded.
+#[test]
+fn a_resumed_permanent_delete_of_objects_sealed_without_a_version_is_never_verified_when_the_object_is_absent() {
+    for storage in ["", "s3_delete_objects = false"] {
+        let prefix = format!("unsealedv-resume-{}", uuid::Uuid::new_v4());
+        let (g, _proxy) = on_seaweed_with(
+            &prefix,
+            storage,
+            "objectVersioning: permanent\n",
+            &["--ignore-version-deletes", "--hide-get-versions"],
+        );
+        let (c, ev) = g.quarantined();
+        let id = c["candidate_id"].as_str().unwrap();
+        let n = c["objects"].as_array().unwrap().len();
+        let keys: Vec<String> = c["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
+            .collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        assert_eq!(
+            crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
+            None,
+            "{storage}"
+        );
+        let requested = receipts(&g, id, "requested");
+        assert!(!requested.is_empty(), "{storage}: the first run recorded its intents");
+        assert!(
+            requested.iter().all(|r| r["version_id"].is_string()),
+            "{storage}: each request named the version its HEAD read: {requested:?}"
+        );
+        assert!(
+            receipts(&g, id, "confirmed").is_empty(),
+            "{storage}: no answer recorded"
+        );
+        let marked = versions_of(&g, &prefix, &keys);
+        assert!(
+            keys.iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
+            "{storage}: the request went out and the proxy wrote a marker: {marked}"
+        );
+        let mut args = g.purge_args(id, None);
+        args.extend(T);
+        let p = g.run(&args);
+        let text = format!("{}{}", p.stdout, p.stderr);
+        assert_eq!(p.code, 1, "{storage}: {text}");
+        let p = p.json();
+        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+        assert!(
+            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
+            "{storage}: nothing is VERIFIED while its version is in the bucket: {p}"
+        );
+        assert_eq!(
+            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
+            n,
+            "{storage}: {p}"
+        );
+        let settled: Vec<Value> = receipts(&g, id, "confirmed")
+            .into_iter()
+            .filter(|r| r["provider_result"].as_str().is_some_and(|s| s.contains("not sealed")))
+            .collect();
+        assert!(
+            !settled.is_empty(),
+            "{storage}: the objects whose request went out are settled as unknown, naming the unsealed version: {:?}",
+            receipts(&g, id, "confirmed")
+        );
+        let v = versions_of(&g, &prefix, &keys);
+        for k in &keys {
+            assert_eq!(v[*k][0], 1, "{storage}: {k}: every version is still there: {v}");
+        }
+    }
+}
+
 /// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
 fn versions_of(g: &Gov, prefix: &str, keys: &[&str]) -> Value {
     let list = keys.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
@@ -1624,5 +1703,179 @@ fn the_recheck_by_listing_decides_nothing_past_where_a_provider_cut_it_short() {
     assert!(
         r["requests"]["recheck_heads"].as_u64().is_some_and(|h| h >= 1),
         "the keys past the cut were HEADed: {r}"
+    );
+}
+
+/// Review R3-5: an `undelete` whose check of an object fails after it removed the object's delete marker left the
+/// object `VERIFIED` (deleted) in the registry although the marker was gone. Two objects of a marker-only purge:
+/// one deleted again by another client after a new version was written at its key (the undelete removes that
+/// client's marker and finds bytes that differ from the bundle), and one whose reads the credentials of the undelete
+/// may not make (the proxy answers 403 to its HEAD and GET: the check after the removal fails with an error). Both
+/// markers are removed; both objects are `PROTECTED` (possibly back), none stays `VERIFIED`. Before the fix the
+/// first stayed `VERIFIED` and the error of the second aborted the undelete with it `VERIFIED` too.
+#[test]
+fn an_undelete_whose_check_fails_after_a_marker_removal_protects_the_object() {
+    let prefix = format!("undel-checkfail-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let (c, _, r) = g.chain(&format!("s3://{}/{prefix}-vault", bucket()));
+    assert_eq!(r["status"], "VERIFIED", "{r}");
+    let id = c["candidate_id"].as_str().unwrap();
+    let paths: Vec<&str> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .collect();
+    let n = paths.len();
+    assert!(n >= 2, "{c}");
+    let (differs, unreadable) = (paths[0], paths[1]);
+    let key = |p: &str| format!("{prefix}/db/retention/{p}");
+    // Another client writes other bytes at the first key and deletes them (a marker on top of its version).
+    boto(
+        &g,
+        &format!(
+            "s3.put_object(Bucket=bucket, Key='{k}', Body=b'other bytes')\ns3.delete_object(Bucket=bucket, Key='{k}')",
+            k = key(differs)
+        ),
+    );
+    // The undelete goes through a proxy that forbids every read of the second key.
+    // (By its file name, which is unique, as the request path carries it: a regex of its characters escaped.)
+    let name = unreadable.rsplit('/').next().unwrap();
+    let forbid: String = name
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_string()
+            } else {
+                format!("\\{ch}")
+            }
+        })
+        .chain(std::iter::once("$".to_owned()))
+        .collect();
+    let p2 = g.dir.join("p2");
+    std::fs::create_dir_all(&p2).unwrap();
+    let proxy2 = CountingProxy::start(&seaweed(), &p2, &["--forbid-reads", &forbid]);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace(&proxy.endpoint, &proxy2.endpoint);
+    std::fs::write(&cfg, text).unwrap();
+
+    let u = g.on_table(&["--json", "undelete", id, "--trust", "keys"]);
+    let out = format!("{}{}", u.stdout, u.stderr);
+    let u = u.expect_code(1).json();
+    assert_eq!(u["status"], "INCOMPLETE", "{out}");
+    let of = |p: &str| {
+        u["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["key"] == p)
+            .cloned()
+            .unwrap_or_else(|| panic!("{p} in {u}"))
+    };
+    let d = of(differs);
+    assert!(d["action"].as_str().unwrap().contains("removed"), "{d}");
+    assert_eq!(d["verified"], false, "{d}");
+    assert!(d["check"].as_str().unwrap().contains("differs from the bundle"), "{d}");
+    let x = of(unreadable);
+    assert!(x["action"].as_str().unwrap().contains("removed"), "{x}");
+    assert_eq!(x["verified"], false, "{x}");
+    assert!(x["check"].as_str().unwrap().contains("could not be checked"), "{x}");
+    assert!(
+        proxy2.requests().iter().any(|(_, m, _)| m == "FORBIDDEN"),
+        "the check's read was refused: {:?}",
+        proxy2.requests()
+    );
+
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "PROTECTED", "{st}");
+    let counts = &st["candidates"][0]["object_counts"];
+    assert_eq!(
+        counts["VERIFIED"].as_u64().unwrap_or(0),
+        0,
+        "nothing possibly back is VERIFIED: {st}"
+    );
+    assert_eq!(counts["PROTECTED"].as_u64(), Some(n as u64), "{st}");
+    // The second object's marker is gone: its sealed version is current again.
+    let v = versions_of(&g, &prefix, &[&format!("db/retention/{unreadable}")]);
+    assert_eq!(
+        v[format!("db/retention/{unreadable}")],
+        serde_json::json!([1, 0]),
+        "{v}"
+    );
+}
+
+/// Review R1-5: a deep verification whose read of an object fails with a store error (not a missing object) said
+/// only "storage error" in its `READ_FAILED` finding, so a forbidden or throttled read could not be told from
+/// another. A quarantined table on SeaweedFS, drilled through a proxy that answers 403 to every read of one data
+/// file: the drill fails that bundle with a `READ_FAILED` finding on the file that names the operation, the
+/// object and the store's answer.
+#[test]
+fn a_read_failed_finding_names_the_operation_and_the_stores_reason() {
+    let prefix = format!("readfailed-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed(&prefix, "", "");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap();
+    g.quarantine(id, "tag").expect_code(0);
+    let data = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["path"].as_str().unwrap())
+        .find(|p| p.ends_with(".parquet"))
+        .expect("a candidate data file");
+    // The drill reads through a proxy that forbids every read of that file (by its unique file name).
+    let name = data.rsplit('/').next().unwrap();
+    let forbid: String = name
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_string()
+            } else {
+                format!("\\{ch}")
+            }
+        })
+        .chain(std::iter::once("$".to_owned()))
+        .collect();
+    let p2 = g.dir.join("p2");
+    std::fs::create_dir_all(&p2).unwrap();
+    let proxy2 = CountingProxy::start(&seaweed(), &p2, &["--forbid-reads", &forbid]);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace(&proxy.endpoint, &proxy2.endpoint)).unwrap();
+    let plan = g.dir.join("drill-bundles.toml");
+    std::fs::write(
+        &plan,
+        "name = \"weekly-bundles\"\nkind = \"quarantine\"\nbundles = \"bundles\"\ntrust = \"keys\"\nkey = \"keys/gov-TEST-ONLY.key\"\nreports = \"reports\"\n",
+    )
+    .unwrap();
+    let r = g.run(&["--json", "drill", "run", plan.to_str().unwrap()]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    let r = r.expect_code(1).json();
+    assert!(
+        proxy2.requests().iter().any(|(_, m, _)| m == "FORBIDDEN"),
+        "the read was refused: {:?}",
+        proxy2.requests()
+    );
+    let read_failed: Vec<&Value> = r["predicate"]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| x["findings"].as_array().unwrap())
+        .filter(|f| f["kind"] == "READ_FAILED")
+        .collect();
+    assert_eq!(read_failed.len(), 1, "{out}");
+    let f = read_failed[0];
+    let uri = format!("s3://{}/{prefix}/db/retention/{data}", bucket());
+    assert_eq!(f["path"], uri.as_str(), "{f}");
+    let actual = f["actual"].as_str().unwrap();
+    assert_ne!(actual, "storage error", "{f}");
+    assert!(
+        actual.starts_with(&format!("cannot read {uri}: ")),
+        "names the operation and the object: {f}"
+    );
+    assert!(
+        actual.contains("403 Forbidden") && actual.contains("AccessDenied"),
+        "names the store's answer: {f}"
     );
 }
