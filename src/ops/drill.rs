@@ -271,12 +271,11 @@ pub fn default_seed(plan: &str, now: chrono::DateTime<chrono::Utc>) -> u64 {
 /// Storage errors while listing or reading the reports.
 async fn last_drilled(storage: &Storage, chain_folder: &str, trust: &TrustStore) -> Result<BTreeMap<String, i64>> {
     let mut out: BTreeMap<String, i64> = BTreeMap::new();
-    for o in storage.list(chain_folder).await? {
-        if !o.uri.ends_with(".dsse.json") {
-            continue;
-        }
+    // The chain's own reports, as `audit verify --chain` recomputes the picks from them (review E8): not the
+    // shard reports under `shards/`, which only their merge (a report of the chain) brings in.
+    for uri in crate::ops::audit::list_reports(storage, chain_folder).await? {
         let bytes = storage
-            .get_bounded(&o.uri, storage.options().max_metadata_bytes, "a drill report")
+            .get_bounded(&uri, storage.options().max_metadata_bytes, "a drill report")
             .await?
             .bytes;
         // Only drill reports count, and only under keys with the drill role (the deleter's key is never one).

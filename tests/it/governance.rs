@@ -2568,6 +2568,50 @@ fn coverage_reads_only_reports_signed_by_drill_keys() {
     );
 }
 
+/// Review E8: the coverage rule read when the plan last drilled each bundle from every report under its folder,
+/// `shards/` included, while `audit verify --chain` recomputes the picks from the chain's own reports: a shard run
+/// never merged moved the next drill's picks, and the honest chain then failed its audit (`SAMPLE_MISMATCH`, exit
+/// 1). Both read the chain's own reports now.
+#[test]
+fn an_unmerged_shard_run_does_not_make_the_coverage_chain_fail_its_audit() {
+    let g = Gov::new("");
+    g.quarantined();
+    let (drill, _first, population) = coverage_plan(&g);
+    let plan = g.dir.join("coverage.toml");
+    let shard = g
+        .run(&["--json", "drill", "run", plan.to_str().unwrap(), "--shard", "0/1"])
+        .expect_code(0)
+        .json();
+    assert!(shard["report"].as_str().unwrap().contains("/shards/"), "{shard}");
+    assert_eq!(
+        shard["predicate"]["sample"]["selected"][0],
+        population[1].as_str(),
+        "{shard}"
+    );
+    let second = drill();
+    // The shard's drill is not one of the chain's: the bundle it drilled is still the one due.
+    assert_eq!(
+        second["predicate"]["sample"]["selected"][0],
+        population[1].as_str(),
+        "{}",
+        second["predicate"]["sample"]
+    );
+    let a = g
+        .run(&[
+            "--json",
+            "audit",
+            "verify",
+            "reports/coverage",
+            "--trust",
+            "keys",
+            "--chain",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(a["status"], "VERIFIED", "{a}");
+    assert_eq!(a["reports_checked"], 2, "{a}");
+}
+
 /// A drill plan `coverage` on the fixture's bundles (one bundle a run, `coverage_weeks = 1`), a runner of it
 /// (expecting exit 0), its first report (which picked the population's first bundle) and the population's ids.
 fn coverage_plan(g: &Gov) -> (impl Fn() -> Value + '_, Value, Vec<String>) {
