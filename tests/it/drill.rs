@@ -1517,28 +1517,39 @@ fn a_quarantine_drill_reports_how_much_history_each_bundle_preserves() {
     }
 }
 
-/// A plan whose `max_bundle_age` leaves out every bundle says that the bundles are there but all older than that age
-/// (it said the folder held no bundle at all, `no */bundle.dsse.json`), and still exits 2.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
-    use lakedrill::clock::TestClock;
-    let tmp = tmpdir();
-    let (key, trust) = keygen(tmp.path(), "aged-TEST-ONLY");
-    let bundles = tmp.path().join("bundles");
-    let table = tmp.path().join("t");
+/// Every snapshot of the interop table sealed into `dir/bundles`, and a drill plan over them with `max_bundle_age`
+/// = `age`: the snapshot ids, the bundle folders (in that order) and the plan.
+fn aged_plan(dir: &Path, age: &str) -> (Vec<i64>, Vec<PathBuf>, PathBuf) {
+    let (key, trust) = keygen(dir, "aged-TEST-ONLY");
+    let bundles = dir.join("bundles");
+    let table = dir.join("t");
     copy_tree(
         &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
         &table,
     );
     let addr = ["--metadata", table.to_str().unwrap()];
     let ids = snapshot_ids(&addr);
-    for id in &ids {
-        seal(&addr, *id, &key, &bundles).expect_code(0);
-    }
-    let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
+    let dirs = ids
+        .iter()
+        .map(|id| {
+            let sealed = seal(&addr, *id, &key, &bundles).expect_code(0).json();
+            PathBuf::from(sealed["uri"].as_str().unwrap().trim_start_matches("file://"))
+        })
+        .collect();
+    let plan = write_plan(dir, &bundles, &trust, &key, 1);
     let mut text = std::fs::read_to_string(&plan).unwrap();
-    text.push_str("max_bundle_age = \"1s\"\n");
+    text.push_str(&format!("max_bundle_age = \"{age}\"\n"));
     std::fs::write(&plan, text).unwrap();
+    (ids, dirs, plan)
+}
+
+/// A plan whose `max_bundle_age` leaves out every bundle says that the bundles are there but all older than that age
+/// (it said the folder held no bundle at all, `no */bundle.dsse.json`), and still exits 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
+    use lakedrill::clock::TestClock;
+    let tmp = tmpdir();
+    let (ids, _, plan) = aged_plan(tmp.path(), "1s");
     let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
     // The drill starts on 2100-01-01: every bundle was sealed more than a second before.
     let err = lakedrill::ops::drill::run(&storage, &plan, &TestClock::new(4_102_444_800_000, 1), &|| {
@@ -1564,31 +1575,12 @@ async fn bundles_all_older_than_max_bundle_age_are_named_as_such() {
 async fn a_bundle_without_a_readable_sealed_time_is_drilled_and_fails_not_aged_out() {
     use lakedrill::clock::TestClock;
     let tmp = tmpdir();
-    let (key, trust) = keygen(tmp.path(), "aged-TEST-ONLY");
-    let bundles = tmp.path().join("bundles");
-    let table = tmp.path().join("t");
-    copy_tree(
-        &interop().join("tree-31f6b388/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table"),
-        &table,
-    );
-    let addr = ["--metadata", table.to_str().unwrap()];
-    let ids = snapshot_ids(&addr);
+    let (ids, dirs, plan) = aged_plan(tmp.path(), "36500d");
     assert!(ids.len() >= 2, "the table has {} snapshots", ids.len());
-    let mut dirs = Vec::new();
-    for id in &ids {
-        let sealed = seal(&addr, *id, &key, &bundles).expect_code(0).json();
-        dirs.push(PathBuf::from(
-            sealed["uri"].as_str().unwrap().trim_start_matches("file://"),
-        ));
-    }
     // One envelope truncated: its sealed time cannot be read.
     let victim = dirs[0].join("bundle.dsse.json");
     let bytes = std::fs::read(&victim).unwrap();
     std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
-    let plan = write_plan(tmp.path(), &bundles, &trust, &key, 1);
-    let mut text = std::fs::read_to_string(&plan).unwrap();
-    text.push_str("max_bundle_age = \"36500d\"\n");
-    std::fs::write(&plan, text).unwrap();
     let storage = lakedrill::io::store::Storage::new(lakedrill::io::store::StorageOptions::default());
     let out = lakedrill::ops::drill::run(&storage, &plan, &TestClock::new(4_102_444_800_000, 1), &|| {
         Ok("0".repeat(64))

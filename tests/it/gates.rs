@@ -836,6 +836,20 @@ fn a_deleted_manifest_of_a_kept_snapshot_fails_gate_1_naming_it() {
     );
 }
 
+/// A drill report statement edited so that its first result FAILED (OBJECT_MISSING), its summary agreeing, finished
+/// at `now`.
+fn first_result_failed(st: &mut Value, now: &str) {
+    let p = &mut st["predicate"];
+    p["results"][0]["status"] = Value::String("FAILED".into());
+    p["results"][0]["findings"] =
+        serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
+    let passed = p["summary"]["passed"].as_u64().unwrap();
+    p["summary"]["passed"] = Value::from(passed - 1);
+    p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
+    p["summary"]["gate"] = Value::String("FAIL".into());
+    p["finished_at"] = Value::String(now.to_owned());
+}
+
 /// Review E6: the weekly gate read a newer failure only from a report that verified without any audit finding, and
 /// matched it by bundle id: a re-serialised FAIL report (`ENVELOPE_NOT_CANONICAL`, its signature intact) or a
 /// failure recorded under another bundle id of the same root left the gate PASS on the older PASS, while the
@@ -846,17 +860,7 @@ fn a_newer_failure_in_a_report_with_findings_or_under_another_id_of_the_root_fai
     let (_, ev) = g.quarantined();
     resigned(&g, &ev, "flawed-reports", "a-real.dsse.json", |_| {});
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let failed = |st: &mut Value| {
-        let p = &mut st["predicate"];
-        p["results"][0]["status"] = Value::String("FAILED".into());
-        p["results"][0]["findings"] =
-            serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
-        let passed = p["summary"]["passed"].as_u64().unwrap();
-        p["summary"]["passed"] = Value::from(passed - 1);
-        p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
-        p["summary"]["gate"] = Value::String("FAIL".into());
-        p["finished_at"] = Value::String(now.clone());
-    };
+    let failed = |st: &mut Value| first_result_failed(st, &now);
     // 1. The FAIL re-serialised: its signature still verifies, its bytes are not the envelope as written.
     let fail = resigned(&g, &ev, "flawed-reports", "b-fail.dsse.json", failed);
     let env: Value = serde_json::from_slice(&std::fs::read(&fail).unwrap()).unwrap();
@@ -897,16 +901,8 @@ fn a_failed_shard_report_after_the_covering_report_started_fails_the_weekly_gate
     resigned(&g, &ev, "shard-reports", "a-real.dsse.json", |_| {});
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let shard = resigned(&g, &ev, "shard-reports", "b-shard.dsse.json", |st| {
-        let p = &mut st["predicate"];
-        p["shard"] = serde_json::json!({"index": 0, "count": 1, "run_id": "r-1"});
-        p["results"][0]["status"] = Value::String("FAILED".into());
-        p["results"][0]["findings"] =
-            serde_json::json!([{"kind": "OBJECT_MISSING", "path": "x", "expected": null, "actual": null}]);
-        let passed = p["summary"]["passed"].as_u64().unwrap();
-        p["summary"]["passed"] = Value::from(passed - 1);
-        p["summary"]["failed"] = Value::from(p["summary"]["failed"].as_u64().unwrap() + 1);
-        p["summary"]["gate"] = Value::String("FAIL".into());
-        p["finished_at"] = Value::String(now.clone());
+        st["predicate"]["shard"] = serde_json::json!({"index": 0, "count": 1, "run_id": "r-1"});
+        first_result_failed(st, &now);
     });
     let v = gates_reading(&g, "shard-reports").expect_code(1).json();
     let w = gate(&v, "weekly_restores");
