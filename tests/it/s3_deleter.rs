@@ -880,65 +880,18 @@ s3.put_object_retention(Bucket='{lock_bucket}', Key='{}', BypassGovernanceRetent
 #[test]
 fn a_resumed_permanent_delete_under_a_provider_that_ignores_the_version_is_never_verified() {
     for storage in ["", "s3_delete_objects = false"] {
-        let prefix = format!("ignorev-resume-{}", uuid::Uuid::new_v4());
-        let (g, _proxy) = on_seaweed_with(
-            &prefix,
-            storage,
-            "objectVersioning: permanent\n",
-            &["--ignore-version-deletes"],
-        );
-        let (c, ev) = g.quarantined();
-        let id = c["candidate_id"].as_str().unwrap();
-        let n = c["objects"].as_array().unwrap().len();
-        let keys: Vec<String> = c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
-            .collect();
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        // Killed after its first delete request went out, before any answer was recorded.
-        assert_eq!(
-            crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
-            None,
-            "{storage}"
-        );
+        let r = resumed_permanent_delete("ignorev-resume", storage, &["--ignore-version-deletes"], |_, _| {});
+        let (g, id) = (&r.g, r.id.as_str());
         assert!(
-            receipts(&g, id, "confirmed").is_empty(),
-            "{storage}: no answer recorded"
-        );
-        let marked = versions_of(&g, &prefix, &keys);
-        assert!(
-            keys.iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
-            "{storage}: the request went out and the proxy wrote a marker: {marked}"
-        );
-        // The plain resume.
-        let mut args = g.purge_args(id, None);
-        args.extend(T);
-        let p = g.run(&args);
-        let text = format!("{}{}", p.stdout, p.stderr);
-        assert_eq!(p.code, 1, "{storage}: {text}");
-        let p = p.json();
-        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
-        assert!(
-            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
-            "{storage}: nothing is VERIFIED while its sealed version is in the bucket: {p}"
-        );
-        assert_eq!(
-            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
-            n,
-            "{storage}: {p}"
-        );
-        assert!(
-            receipts(&g, id, "confirmed")
+            receipts(g, id, "confirmed")
                 .iter()
                 .all(|r| r["provider_result"] != "absent at re-check after an interrupted request"),
             "{storage}: no object settled by a HEAD of its marker"
         );
         // Every sealed version is still there.
-        let v = versions_of(&g, &prefix, &keys);
-        for k in &keys {
-            assert_eq!(v[*k][0], 1, "{storage}: {k}: {v}");
+        let v = versions_of(g, &r.prefix, &r.keys());
+        for k in r.keys() {
+            assert_eq!(v[k][0], 1, "{storage}: {k}: {v}");
         }
     }
 }
@@ -953,73 +906,105 @@ fn a_resumed_permanent_delete_under_a_provider_that_ignores_the_version_is_never
 #[test]
 fn a_resumed_permanent_delete_of_objects_sealed_without_a_version_is_never_verified_when_the_object_is_absent() {
     for storage in ["", "s3_delete_objects = false"] {
-        let prefix = format!("unsealedv-resume-{}", uuid::Uuid::new_v4());
-        let (g, _proxy) = on_seaweed_with(
-            &prefix,
+        let r = resumed_permanent_delete(
+            "unsealedv-resume",
             storage,
-            "objectVersioning: permanent\n",
             &["--ignore-version-deletes", "--hide-get-versions"],
+            |g, id| {
+                let requested = receipts(g, id, "requested");
+                assert!(!requested.is_empty(), "{storage}: the first run recorded its intents");
+                assert!(
+                    requested.iter().all(|r| r["version_id"].is_string()),
+                    "{storage}: each request named the version its HEAD read: {requested:?}"
+                );
+            },
         );
-        let (c, ev) = g.quarantined();
-        let id = c["candidate_id"].as_str().unwrap();
-        let n = c["objects"].as_array().unwrap().len();
-        let keys: Vec<String> = c["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
-            .collect();
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        assert_eq!(
-            crate::governance::with_failpoints(&g, "abort-after=1", &g.purge_args(id, Some(&ev))),
-            None,
-            "{storage}"
-        );
-        let requested = receipts(&g, id, "requested");
-        assert!(!requested.is_empty(), "{storage}: the first run recorded its intents");
-        assert!(
-            requested.iter().all(|r| r["version_id"].is_string()),
-            "{storage}: each request named the version its HEAD read: {requested:?}"
-        );
-        assert!(
-            receipts(&g, id, "confirmed").is_empty(),
-            "{storage}: no answer recorded"
-        );
-        let marked = versions_of(&g, &prefix, &keys);
-        assert!(
-            keys.iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
-            "{storage}: the request went out and the proxy wrote a marker: {marked}"
-        );
-        let mut args = g.purge_args(id, None);
-        args.extend(T);
-        let p = g.run(&args);
-        let text = format!("{}{}", p.stdout, p.stderr);
-        assert_eq!(p.code, 1, "{storage}: {text}");
-        let p = p.json();
-        assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
-        assert!(
-            p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
-            "{storage}: nothing is VERIFIED while its version is in the bucket: {p}"
-        );
-        assert_eq!(
-            p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
-            n,
-            "{storage}: {p}"
-        );
-        let settled: Vec<Value> = receipts(&g, id, "confirmed")
+        let (g, id) = (&r.g, r.id.as_str());
+        let settled: Vec<Value> = receipts(g, id, "confirmed")
             .into_iter()
             .filter(|r| r["provider_result"].as_str().is_some_and(|s| s.contains("not sealed")))
             .collect();
         assert!(
             !settled.is_empty(),
             "{storage}: the objects whose request went out are settled as unknown, naming the unsealed version: {:?}",
-            receipts(&g, id, "confirmed")
+            receipts(g, id, "confirmed")
         );
-        let v = versions_of(&g, &prefix, &keys);
-        for k in &keys {
-            assert_eq!(v[*k][0], 1, "{storage}: {k}: every version is still there: {v}");
+        let v = versions_of(g, &r.prefix, &r.keys());
+        for k in r.keys() {
+            assert_eq!(v[k][0], 1, "{storage}: {k}: every version is still there: {v}");
         }
     }
+}
+
+/// What [`resumed_permanent_delete`] leaves: the fixture, its proxy, the candidate, the table prefix, its keys.
+struct Resumed {
+    g: Gov,
+    _proxy: CountingProxy,
+    id: String,
+    prefix: String,
+    keys: Vec<String>,
+}
+
+impl Resumed {
+    fn keys(&self) -> Vec<&str> {
+        self.keys.iter().map(String::as_str).collect()
+    }
+}
+
+/// A permanent-mode purge on SeaweedFS behind the counting proxy started with `flags`, killed after its first
+/// delete request went out and before any answer was recorded (checked: no answer, a marker written), then
+/// `between(g, candidate)`, then resumed plainly; the resume was checked to exit 1 with every object
+/// DELETE_UNKNOWN and none VERIFIED.
+fn resumed_permanent_delete(tag: &str, storage: &str, flags: &[&str], between: impl Fn(&Gov, &str)) -> Resumed {
+    let prefix = format!("{tag}-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed_with(&prefix, storage, "objectVersioning: permanent\n", flags);
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    let keys: Vec<String> = c["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| format!("db/retention/{}", o["path"].as_str().unwrap()))
+        .collect();
+    let r = Resumed {
+        g,
+        _proxy: proxy,
+        id,
+        prefix,
+        keys,
+    };
+    let (g, id) = (&r.g, r.id.as_str());
+    assert_eq!(
+        crate::governance::with_failpoints(g, "abort-after=1", &g.purge_args(id, Some(&ev))),
+        None,
+        "{storage}"
+    );
+    assert!(receipts(g, id, "confirmed").is_empty(), "{storage}: no answer recorded");
+    let marked = versions_of(g, &r.prefix, &r.keys());
+    assert!(
+        r.keys().iter().any(|k| marked[*k][1].as_u64().unwrap() > 0),
+        "{storage}: the request went out and the proxy wrote a marker: {marked}"
+    );
+    between(g, id);
+    // The plain resume.
+    let mut args = g.purge_args(id, None);
+    args.extend(T);
+    let p = g.run(&args);
+    let text = format!("{}{}", p.stdout, p.stderr);
+    assert_eq!(p.code, 1, "{storage}: {text}");
+    let p = p.json();
+    assert_eq!(p["status"], "DELETE_UNKNOWN", "{storage}: {p}");
+    assert!(
+        p["objects"]["VERIFIED"].as_array().is_none_or(Vec::is_empty),
+        "{storage}: nothing is VERIFIED while its version is in the bucket: {p}"
+    );
+    assert_eq!(
+        p["objects"]["DELETE_UNKNOWN"].as_array().unwrap().len(),
+        n,
+        "{storage}: {p}"
+    );
+    r
 }
 
 /// Versions and delete markers of each key under the table location on SeaweedFS: key → (versions, markers).
