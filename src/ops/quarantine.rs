@@ -1143,6 +1143,11 @@ async fn release_claimed(
             for b in &record.bundles {
                 human.push_str(&format!("    {b}\n"));
             }
+            human.push_str(
+                "  until a snapshot comes back, the files only it referenced stay where they are, unreferenced: a \
+                 later `plan` proposes them as an orphan candidate (`o-…`), which is quarantined and drilled before \
+                 any delete; a lease or legal hold on the snapshots keeps them\n",
+            );
         }
         None => human.push_str("  the table holds no quarantine tag of this candidate: only the state changed\n"),
     }

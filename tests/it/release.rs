@@ -194,6 +194,12 @@ fn a_bundle_mode_release_records_the_state_and_names_the_bundles() {
     text.expect_code(0);
     assert!(text.stdout.contains("RELEASED"), "{}", text.stdout);
     assert!(text.stdout.contains("set-current --from-bundle"), "{}", text.stdout);
+    // What happens to the files if no snapshot is brought back is said, not left to be found out.
+    assert!(
+        text.stdout.contains("orphan candidate") && text.stdout.contains("lease or legal hold"),
+        "{}",
+        text.stdout
+    );
     for b in &bundles {
         assert!(text.stdout.contains(b.as_str().unwrap()), "{b} in {}", text.stdout);
     }
