@@ -1216,6 +1216,33 @@ impl Paused {
         }
     }
 
+    /// Ends the wait at failpoint `name` alone (its own release file, `<release>.<name>`), then waits (at most
+    /// 120 s) until the process says it waits at failpoint `next`.
+    pub(crate) fn release_until(&mut self, name: &str, next: &str) {
+        let mut one = self.release.clone().into_os_string();
+        one.push(format!(".{name}"));
+        std::fs::write(&one, b"go").unwrap();
+        let started = std::time::Instant::now();
+        let said = format!("failpoint {next}=");
+        while !self.seen.lines().any(|l| l.contains(&said) && l.ends_with(": waiting")) {
+            match self.stderr.recv_timeout(std::time::Duration::from_secs(1)) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the process ended before failpoint {next}:\n{}", self.seen)
+                }
+            }
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "no failpoint {next} in 120 s:\n{}",
+                self.seen
+            );
+        }
+    }
+
     /// Kills the process where it waits (SIGKILL: nothing of it runs on) and waits for it to end.
     pub(crate) fn kill(mut self) {
         self.child.kill().unwrap();
@@ -3554,6 +3581,61 @@ fn a_protected_ref_dropped_between_acceptance_and_the_catalog_commit_stops_the_p
     let now = table_snapshots(&g);
     assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
     assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+}
+
+// See: review R3-4. A purge whose catalog commit finds a new generation re-judges its approved candidate there and
+// records the rebase; the registry refuses it when the candidate's stamp or claim moved meanwhile (here: the claim
+// was taken over while the purge paused right before the write). The refusal was ignored: the purge read the row
+// again (the inventory before the rebase, still holding the snapshot the new generation tags) and went on with it
+// round its commit loop. It now stops there with exit 2 naming the candidate and the rebase not recorded: the
+// snapshots stay in the table and nothing is deleted.
+#[test]
+fn a_rebase_the_registry_did_not_record_stops_the_purge_with_exit_2() {
+    let g = Gov::new("");
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    assert!(ids.len() >= 2, "a candidate of two snapshots or more: {c}");
+    let mut purge = Paused::purge(
+        &g,
+        "purge-archive-delay-ms=120000,purge-rebase-delay-ms=120000",
+        &id,
+        &ev,
+    );
+    purge.wait_until_paused();
+    // A commit lands after the acceptance: the purge re-judges the candidate, which the tag now keeps a part of.
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({}, 'keep-for-audit').commit()",
+        ids[0]
+    ));
+    purge.release_until("purge-archive-delay-ms", "purge-rebase-delay-ms");
+    let state = candidate_state(&g, &id);
+    assert_eq!(state, "DELETE_APPROVED");
+    let other = take_claim_over(&g, &id);
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&id) && error.contains("rebase onto") && error.contains("was not recorded"),
+        "names the candidate and the rebase the registry did not record: {out}"
+    );
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert_eq!(candidate_state(&g, &id), state);
+    assert_eq!(receipt_count(&g, &id), 0, "no delete receipt was written");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let rebases = &st["candidates"][0]["candidate"]["quarantine"]["rebases"];
+    assert!(
+        rebases.as_array().is_none_or(Vec::is_empty),
+        "no rebase was recorded: {st}"
+    );
+    assert_eq!(
+        sql_text(
+            &registry_uri(&g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
 }
 
 /// Rewrites candidate `id`'s registry row as someone with write access to the registry would: `candidate_json` and
