@@ -674,6 +674,19 @@ impl Storage {
         }))
     }
 
+    /// [`Storage::get_bounded`], `None` when the object does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI; [`Error::Corrupt`] naming the URI and the limit when it is over `max`
+    /// bytes (it is never read whole).
+    pub async fn get_opt_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Option<Fetched>> {
+        match self.get_bounded(uri, max, what).await {
+            Ok(f) => Ok(Some(f)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Reads a whole object, `None` when it does not exist.
     ///
     /// # Errors

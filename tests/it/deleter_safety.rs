@@ -3758,3 +3758,87 @@ fn an_object_no_verified_bundle_sealed_stops_the_purge_before_its_catalog_commit
     let now = table_snapshots(&g);
     assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
 }
+
+/// Replaces `path` with a sparse file of 8 MiB (over the 4 MiB bound these tests configure); returns what it held.
+fn plant_oversized(path: &Path) -> Vec<u8> {
+    let held = std::fs::read(path).unwrap();
+    std::fs::remove_file(path).unwrap();
+    std::fs::File::create(path).unwrap().set_len(8 << 20).unwrap();
+    held
+}
+
+// Review of 2026-12-07 (bounded reads): a purged candidate's receipts batches (read by `audit verify` of its
+// summary), the bundle envelope beside a retirement record (`audit verify` of the record) and a retirement record
+// beside a bundle (what a drill reads to leave a retired bundle out) were read whole, whatever their size: a file of
+// gigabytes written under one of those names was held in memory. Each is now read within `max_metadata_bytes` and
+// one over it stops the run (exit 2) naming it and the bound, never read whole.
+#[test]
+fn receipts_batches_retirement_records_and_their_envelopes_over_the_metadata_limit_are_refused_naming_them() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let bundles: Vec<std::path::PathBuf> = st["candidates"][0]["candidate"]["quarantine"]["bundles"]
+        .as_array()
+        .unwrap_or_else(|| panic!("bundles recorded for {id}: {st}"))
+        .iter()
+        .map(|b| std::path::PathBuf::from(b["uri"].as_str().unwrap().trim_start_matches("file://")))
+        .map(|b| {
+            if b.ends_with("bundle.dsse.json") {
+                b.parent().unwrap().to_owned()
+            } else {
+                b
+            }
+        })
+        .collect();
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let summary = p["summary"].as_str().unwrap().to_owned();
+    g.assert_audit_verified(&summary);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let refused = |r: crate::util::Run, file: &str| {
+        assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.contains(file) && r.stdout.contains("max_metadata_bytes"),
+            "names {file} and the bound: {}",
+            r.stdout
+        );
+    };
+
+    // A receipts batch of the summary's chain.
+    let batch = std::path::Path::new(summary.trim_start_matches("file://"))
+        .parent()
+        .unwrap()
+        .join("batch-000001.dsse.json");
+    let held = plant_oversized(&batch);
+    refused(
+        g.run(&["--json", "audit", "verify", &summary, "--trust", "keys"]),
+        "batch-000001.dsse.json",
+    );
+    std::fs::write(&batch, held).unwrap();
+    g.assert_audit_verified(&summary);
+
+    // The retirement record a drill reads beside a bundle.
+    let record = bundles[0].join("retired.dsse.json");
+    assert!(record.exists(), "the purge retired {}", bundles[0].display());
+    let held = plant_oversized(&record);
+    let plan = g.dir.join("drill-bundles.toml");
+    refused(
+        g.run(&["--json", "drill", "run", plan.to_str().unwrap()]),
+        "retired.dsse.json",
+    );
+    std::fs::write(&record, held).unwrap();
+
+    // The bundle envelope beside a retirement record (`audit verify` of the record).
+    let envelope = bundles[0].join("bundle.dsse.json");
+    let held = plant_oversized(&envelope);
+    refused(
+        g.run(&["--json", "audit", "verify", record.to_str().unwrap(), "--trust", "keys"]),
+        "bundle.dsse.json",
+    );
+    std::fs::write(&envelope, held).unwrap();
+    g.run(&["--json", "audit", "verify", record.to_str().unwrap(), "--trust", "keys"])
+        .expect_code(0);
+}
