@@ -1554,7 +1554,9 @@ async fn resume_checks(
         }
     };
     let mut judged = None;
-    match ctx.storage.get_opt(&uri).await? {
+    // Within `max_metadata_bytes`, as the acceptance reads it: a file of any size can be named as evidence.
+    let max = ctx.storage.options().max_metadata_bytes;
+    match ctx.storage.get_opt_bounded(&uri, max, "the evidence").await? {
         None => reasons.push(format!("evidence {uri} does not exist")),
         Some(f) => {
             let sha256 = crate::evidence::sha256_hex(&f.bytes);

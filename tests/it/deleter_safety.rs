@@ -3842,3 +3842,37 @@ fn receipts_batches_retirement_records_and_their_envelopes_over_the_metadata_lim
     g.run(&["--json", "audit", "verify", record.to_str().unwrap(), "--trust", "keys"])
         .expect_code(0);
 }
+
+// Review of 2026-12-07 (bounded reads): a resumed purge read the evidence it judges again whole (the acceptance
+// reads it within `max_metadata_bytes`): a file of gigabytes given as `--evidence` to a resume was held in memory,
+// then refused as a report that does not verify (exit 1). It is now refused unread, exit 2 naming it and the bound;
+// nothing is deleted.
+#[test]
+fn a_resumed_purge_refuses_evidence_over_the_metadata_limit_unread() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-at-batch=1", &g.purge_args(&id, Some(&ev))),
+        None
+    );
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+    assert_eq!(g.present(&c), n, "killed before its first batch");
+    let receipts = receipt_count(&g, &id);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let big = ev.parent().unwrap().join("big.dsse.json");
+    std::fs::File::create(&big).unwrap().set_len(8 << 20).unwrap();
+    let r = g.purge(&id, Some(&big), &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("big.dsse.json") && r.stdout.contains("max_metadata_bytes"),
+        "names the evidence and the bound: {}",
+        r.stdout
+    );
+    assert_eq!(g.present(&c), n, "nothing was deleted");
+    assert_eq!(receipt_count(&g, &id), receipts, "no delete was asked for");
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+}
