@@ -453,8 +453,10 @@ async fn write_bundle_streamed<I: Iterator<Item = Result<InventoryEntry>>>(
 ) -> Result<(String, bool)> {
     let dir = location::join(out_uri, &predicate.bundle_id);
     let env_uri = location::join(&dir, ENVELOPE_FILE);
-    // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it.
-    if let Some(existing) = storage.get_opt(&env_uri).await? {
+    // Sealed before (a quarantine that failed after sealing and is retried): nothing is written over it. Read
+    // within `max_metadata_bytes`, as every reader of an envelope reads it: a file of any size can stand there.
+    let max = storage.options().max_metadata_bytes;
+    if let Some(existing) = storage.get_opt_bounded(&env_uri, max, "a bundle envelope").await? {
         return existing_bundle(existing.bytes, &predicate, key, &env_uri).map(|()| (dir, false));
     }
     write_bundle_folder(storage, predicate, entries, claimed, copies, key, out_uri).await
@@ -590,7 +592,8 @@ async fn write_bundle_folder<I: Iterator<Item = Result<InventoryEntry>>>(
     match storage.put_new(&env_uri, Bytes::from(envelope)).await {
         Ok(_) => Ok((dir, true)),
         Err(Error::AlreadyExists { .. }) => {
-            let existing = storage.get(&env_uri).await?.bytes;
+            let max = storage.options().max_metadata_bytes;
+            let existing = storage.get_bounded(&env_uri, max, "a bundle envelope").await?.bytes;
             existing_bundle(existing, &predicate, key, &env_uri).map(|()| (dir, false))
         }
         Err(e) => Err(e),
@@ -608,7 +611,13 @@ async fn claim_member(storage: &Storage, dir: &str, sha256: &str) -> Result<()> 
     match storage.put_new(&claim_uri, Bytes::from(line.clone())).await {
         Ok(_) => Ok(()),
         Err(Error::AlreadyExists { .. }) => {
-            let standing = storage.get(&claim_uri).await?.bytes;
+            // One line is all a claim holds; read within `max_metadata_bytes` all the same (any file can stand
+            // there), never whole.
+            let max = storage.options().max_metadata_bytes;
+            let standing = storage
+                .get_bounded(&claim_uri, max, "the inventory member's claim")
+                .await?
+                .bytes;
             if standing.as_ref() == line.as_bytes() {
                 return Ok(());
             }

@@ -142,7 +142,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
 /// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
 /// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,purge-archive-delay-ms=MS,
-/// claim-heartbeat-ms=MS,
+/// purge-rebase-delay-ms=MS,claim-heartbeat-ms=MS,
 /// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -201,6 +201,10 @@ pub struct Failpoints {
     pub put_back_rebase_delay_ms: Option<u64>,
     /// Pause of a purge run once it claimed the candidate, before it reads the record it archives and deletes.
     pub purge_archive_delay_ms: Option<u64>,
+    /// A purge that re-judged its approved candidate at a new table generation waits this many milliseconds right
+    /// before it records the rebase (after its last claim check): its claim can be taken over in between, and the
+    /// registry then refuses the rebase.
+    pub purge_rebase_delay_ms: Option<u64>,
     /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
     /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
     /// without waiting).
@@ -259,6 +263,8 @@ pub enum DelayPoint {
     PutBackRebase,
     /// After a purge run claimed the candidate, before it reads the record it archives and deletes.
     PurgeArchive,
+    /// After a purge re-judged its approved candidate at a new table generation, right before it records the rebase.
+    PurgeRebase,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
@@ -299,6 +305,7 @@ impl Failpoints {
                 "release-write-delay-ms" => f.release_write_delay_ms = v,
                 "put-back-rebase-delay-ms" => f.put_back_rebase_delay_ms = v,
                 "purge-archive-delay-ms" => f.purge_archive_delay_ms = v,
+                "purge-rebase-delay-ms" => f.purge_rebase_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "protect-covered-delay-ms" => f.protect_covered_delay_ms = v,
@@ -454,8 +461,10 @@ impl Storage {
     }
 
     /// The `*-delay-ms` failpoints of `LAKEDRILL_FAILPOINTS` (test-only): waits at `point` for as long as its
-    /// failpoint says (not at all without one), or until the file `LAKEDRILL_FAILPOINT_RELEASE` names exists. It
-    /// says on stderr that it waits, so that a test knows the process got there.
+    /// failpoint says (not at all without one), or until the file `LAKEDRILL_FAILPOINT_RELEASE` names exists, or
+    /// that file's name followed by `.` and the failpoint's name (`go.purge-archive-delay-ms`: a test releases one
+    /// pause of a run and holds it at the next). It says on stderr that it waits, so that a test knows the process
+    /// got there.
     pub async fn failpoint_delay(&self, point: DelayPoint) {
         let (name, ms) = match point {
             DelayPoint::CatalogCommit => ("catalog-commit-delay-ms", self.failpoints.catalog_commit_delay_ms),
@@ -480,12 +489,19 @@ impl Storage {
             DelayPoint::ReleaseWrite => ("release-write-delay-ms", self.failpoints.release_write_delay_ms),
             DelayPoint::PutBackRebase => ("put-back-rebase-delay-ms", self.failpoints.put_back_rebase_delay_ms),
             DelayPoint::PurgeArchive => ("purge-archive-delay-ms", self.failpoints.purge_archive_delay_ms),
+            DelayPoint::PurgeRebase => ("purge-rebase-delay-ms", self.failpoints.purge_rebase_delay_ms),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");
-        let release = std::env::var_os("LAKEDRILL_FAILPOINT_RELEASE").map(std::path::PathBuf::from);
+        let release: Vec<std::path::PathBuf> = std::env::var_os("LAKEDRILL_FAILPOINT_RELEASE")
+            .map(|p| {
+                let mut one = p.clone();
+                one.push(format!(".{name}"));
+                vec![std::path::PathBuf::from(p), std::path::PathBuf::from(one)]
+            })
+            .unwrap_or_default();
         let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
-        while std::time::Instant::now() < until && !release.as_ref().is_some_and(|p| p.exists()) {
+        while std::time::Instant::now() < until && !release.iter().any(|p| p.exists()) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
@@ -656,6 +672,19 @@ impl Storage {
             info,
             bytes: Bytes::from(buf),
         }))
+    }
+
+    /// [`Storage::get_bounded`], `None` when the object does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming the URI; [`Error::Corrupt`] naming the URI and the limit when it is over `max`
+    /// bytes (it is never read whole).
+    pub async fn get_opt_bounded(&self, uri: &str, max: u64, what: &str) -> Result<Option<Fetched>> {
+        match self.get_bounded(uri, max, what).await {
+            Ok(f) => Ok(Some(f)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads a whole object, `None` when it does not exist.

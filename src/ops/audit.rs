@@ -452,27 +452,32 @@ async fn check_summary_evidence(
 }
 
 /// A bundle's envelope (`bundle.dsse.json`): verified as `restore` verifies it (signature, root, subject, every
-/// layer, every object where it lies or is held), each finding an audit finding. Returns the signing key id.
+/// layer, every object where it lies or is held), each finding an audit finding. `bytes` are the envelope's, as the
+/// audit read them (within `max_metadata_bytes`): it is not read a second time, whole. Returns the signing key id.
 async fn check_bundle(
     storage: &Storage,
     uri: &str,
     name: &str,
+    bytes: &[u8],
     trust: &TrustStore,
     findings: &mut Vec<AuditFinding>,
 ) -> Result<Option<String>> {
-    let bytes = storage.get(uri).await?.bytes;
     // Only keys with the seal role sign bundles. `bundle::verify` below checks the signature the same way and
     // reports a failure as BUNDLE_SIGNATURE; of this check only what it alone finds (edited bytes) is kept, so
     // a bad signature is reported once.
     let mut own = Vec::new();
-    let v = verified_envelope(name, &bytes, &trust.for_role(Role::Seal), &mut own);
+    let v = verified_envelope(name, bytes, &trust.for_role(Role::Seal), &mut own);
     findings.extend(own.into_iter().filter(|f| f.check == "ENVELOPE_NOT_CANONICAL"));
     // A bundle retired by a valid record (its candidate was purged) no longer restores by design: its envelope,
     // root and predicate are checked, not the objects the purge removed.
     let dir = location::parent(uri).unwrap_or_default();
     let record_uri = location::join(&dir, crate::evidence::retirement::RECORD_FILE);
-    if let Some(record) = storage.get_opt(&record_uri).await?
-        && retirement_check(&dir, &bytes, &record.bytes, trust).is_ok()
+    // Within `max_metadata_bytes`, as drills read it: a file of any size can be put beside the envelope.
+    let max = storage.options().max_metadata_bytes;
+    if let Some(record) = storage
+        .get_opt_bounded(&record_uri, max, "a bundle's retirement record")
+        .await?
+        && retirement_check(&dir, bytes, &record.bytes, trust).is_ok()
     {
         if let Err(e) = crate::bundle::verified_predicate(storage, uri, trust).await {
             findings.push(AuditFinding {
@@ -556,8 +561,13 @@ async fn check_retirement(
     // Only keys with the deleter role retire a bundle (as drills and `retirement::check` read it).
     let v = verified_envelope(name, bytes, &trust.for_role(Role::Deleter), findings);
     let dir = location::parent(uri).unwrap_or_default();
+    let max = storage.options().max_metadata_bytes;
     let Some(envelope) = storage
-        .get_opt(&location::join(&dir, crate::bundle::ENVELOPE_FILE))
+        .get_opt_bounded(
+            &location::join(&dir, crate::bundle::ENVELOPE_FILE),
+            max,
+            "a bundle envelope",
+        )
         .await?
     else {
         findings.push(AuditFinding {
@@ -778,7 +788,9 @@ pub async fn verify(storage: &Storage, report_uri: &str, trust: &TrustStore, cha
         // A bundle, a bundle's retirement record or a governance decision: each checked by its kind.
         if !chain && let Some(kind) = claimed_predicate_type(&bytes) {
             let other = match kind.as_str() {
-                crate::bundle::PREDICATE_TYPE => Some(check_bundle(storage, uri, &name, trust, &mut findings).await?),
+                crate::bundle::PREDICATE_TYPE => {
+                    Some(check_bundle(storage, uri, &name, &bytes, trust, &mut findings).await?)
+                }
                 crate::evidence::retirement::PREDICATE_TYPE => {
                     Some(check_retirement(storage, uri, &name, &bytes, trust, &mut findings).await?)
                 }

@@ -1556,7 +1556,9 @@ async fn resume_checks(
         }
     };
     let mut judged = None;
-    match ctx.storage.get_opt(&uri).await? {
+    // Within `max_metadata_bytes`, as the acceptance reads it: a file of any size can be named as evidence.
+    let max = ctx.storage.options().max_metadata_bytes;
+    match ctx.storage.get_opt_bounded(&uri, max, "the evidence").await? {
         None => reasons.push(format!("evidence {uri} does not exist")),
         Some(f) => {
             let sha256 = crate::evidence::sha256_hex(&f.bytes);
@@ -2181,7 +2183,7 @@ async fn orphan_recheck(
         )));
     }
     still_claimed(reg, &rec.candidate_id, run_id, "rebasing the candidate").await?;
-    record_rebase(reg, rec, &current, &r, run_id, ctx.now()).await?;
+    record_rebase(ctx, reg, rec, &current, &r, run_id, ctx.now()).await?;
     for line in &said {
         crate::report::output::warn(line);
     }
@@ -2381,6 +2383,7 @@ async fn rebase(
 /// candidate's stamp or claim moved meanwhile — the inventory read next would be the one before the rebase, holding
 /// what the new generation references: an error then (exit 2), and nothing more is deleted.
 async fn record_rebase(
+    ctx: &Context,
     reg: &Registry,
     rec: &CandidateRecord,
     current: &crate::registry::WorldStamp,
@@ -2390,6 +2393,7 @@ async fn record_rebase(
 ) -> Result<()> {
     let record = rebase_record(rec, current, r, now, true);
     let (candidate, released) = rebased_candidate(rec, r)?;
+    ctx.storage.failpoint_delay(DelayPoint::PurgeRebase).await;
     if reg
         .candidate_rebase(
             &rec.candidate_id,
@@ -2616,7 +2620,7 @@ async fn execute(
                     ));
                 }
                 if !r.unchanged() {
-                    record_rebase(reg, &rec, &current, &r, run_id, ctx.now()).await?;
+                    record_rebase(ctx, reg, &rec, &current, &r, run_id, ctx.now()).await?;
                     rec = reg.candidate(candidate_id).await?;
                     objects = std::mem::take(&mut rec.objects);
                     if attempt < COMMIT_ATTEMPTS {

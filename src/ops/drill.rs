@@ -846,7 +846,15 @@ async fn partition_retired(
             keep.push(dir);
             continue;
         }
-        let record = storage.get(&record_uri).await?.bytes;
+        // Within `max_metadata_bytes`, as the envelope beside it: a file of any size can be put in its place.
+        let record = storage
+            .get_bounded(
+                &record_uri,
+                storage.options().max_metadata_bytes,
+                "a bundle's retirement record",
+            )
+            .await?
+            .bytes;
         let envelope = bundle::read_envelope(storage, &dir).await?.bytes;
         // Under the keys that may seal, as everywhere bundles are verified: a bundle signed by another key of the
         // folder is no bundle to retire (it stays in the population, where its drill fails).

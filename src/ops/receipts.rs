@@ -211,7 +211,8 @@ pub struct ChainRead {
 /// their structure and links (the deleter extending its own chain).
 ///
 /// # Errors
-/// Storage errors listing or reading the folder.
+/// Storage errors listing or reading the folder; [`crate::Error::Corrupt`] naming a batch over `max_metadata_bytes`
+/// (`[storage]`), which is not read whole.
 pub async fn read(storage: &Storage, dir: &str, trust: Option<&TrustStore>) -> Result<ChainRead> {
     read_with(storage, dir, trust, true).await
 }
@@ -238,7 +239,10 @@ async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, kee
     files.sort();
     let mut previous: Option<String> = None;
     for (i, (seq, uri)) in files.into_iter().enumerate() {
-        let bytes = storage.get(&uri).await?.bytes;
+        // Within `max_metadata_bytes` (a batch's receipts are a few hundred bytes an object): a file of any size
+        // can be written under a batch's name.
+        let max = storage.options().max_metadata_bytes;
+        let bytes = storage.get_bounded(&uri, max, "a receipts batch").await?.bytes;
         let sha = evidence::sha256_hex(&bytes);
         let mut problem = |what: String| out.problems.push((uri.clone(), what));
         if seq != i as u64 + 1 {
@@ -315,7 +319,7 @@ async fn read_with(storage: &Storage, dir: &str, trust: Option<&TrustStore>, kee
 /// `receipts_head`), which has nothing to check.
 ///
 /// # Errors
-/// Storage errors listing or reading the folder.
+/// Storage errors listing or reading the folder; [`crate::Error::Corrupt`] naming a batch over `max_metadata_bytes`.
 pub async fn check_summary(
     storage: &Storage,
     summary_uri: &str,

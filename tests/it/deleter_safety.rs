@@ -1304,6 +1304,33 @@ impl Paused {
         }
     }
 
+    /// Ends the wait at failpoint `name` alone (its own release file, `<release>.<name>`), then waits (at most
+    /// 120 s) until the process says it waits at failpoint `next`.
+    pub(crate) fn release_until(&mut self, name: &str, next: &str) {
+        let mut one = self.release.clone().into_os_string();
+        one.push(format!(".{name}"));
+        std::fs::write(&one, b"go").unwrap();
+        let started = std::time::Instant::now();
+        let said = format!("failpoint {next}=");
+        while !self.seen.lines().any(|l| l.contains(&said) && l.ends_with(": waiting")) {
+            match self.stderr.recv_timeout(std::time::Duration::from_secs(1)) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the process ended before failpoint {next}:\n{}", self.seen)
+                }
+            }
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "no failpoint {next} in 120 s:\n{}",
+                self.seen
+            );
+        }
+    }
+
     /// Kills the process where it waits (SIGKILL: nothing of it runs on) and waits for it to end.
     pub(crate) fn kill(mut self) {
         self.child.kill().unwrap();
@@ -3644,6 +3671,61 @@ fn a_protected_ref_dropped_between_acceptance_and_the_catalog_commit_stops_the_p
     assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
 }
 
+// See: review R3-4. A purge whose catalog commit finds a new generation re-judges its approved candidate there and
+// records the rebase; the registry refuses it when the candidate's stamp or claim moved meanwhile (here: the claim
+// was taken over while the purge paused right before the write). The refusal was ignored: the purge read the row
+// again (the inventory before the rebase, still holding the snapshot the new generation tags) and went on with it
+// round its commit loop. It now stops there with exit 2 naming the candidate and the rebase not recorded: the
+// snapshots stay in the table and nothing is deleted.
+#[test]
+fn a_rebase_the_registry_did_not_record_stops_the_purge_with_exit_2() {
+    let g = Gov::new("");
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    assert!(ids.len() >= 2, "a candidate of two snapshots or more: {c}");
+    let mut purge = Paused::purge(
+        &g,
+        "purge-archive-delay-ms=120000,purge-rebase-delay-ms=120000",
+        &id,
+        &ev,
+    );
+    purge.wait_until_paused();
+    // A commit lands after the acceptance: the purge re-judges the candidate, which the tag now keeps a part of.
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({}, 'keep-for-audit').commit()",
+        ids[0]
+    ));
+    purge.release_until("purge-archive-delay-ms", "purge-rebase-delay-ms");
+    let state = candidate_state(&g, &id);
+    assert_eq!(state, "DELETE_APPROVED");
+    let other = take_claim_over(&g, &id);
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&id) && error.contains("rebase onto") && error.contains("was not recorded"),
+        "names the candidate and the rebase the registry did not record: {out}"
+    );
+    g.assert_all_present(&c);
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert_eq!(candidate_state(&g, &id), state);
+    assert_eq!(receipt_count(&g, &id), 0, "no delete receipt was written");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let rebases = &st["candidates"][0]["candidate"]["quarantine"]["rebases"];
+    assert!(
+        rebases.as_array().is_none_or(Vec::is_empty),
+        "no rebase was recorded: {st}"
+    );
+    assert_eq!(
+        sql_text(
+            &registry_uri(&g),
+            &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'")
+        )
+        .as_deref(),
+        Some(other.as_str())
+    );
+}
+
 /// Rewrites candidate `id`'s registry row as someone with write access to the registry would: `candidate_json` and
 /// `quarantine_json` through `edit`.
 fn edit_candidate_row(g: &Gov, id: &str, edit: impl FnOnce(&mut Value, &mut Value)) {
@@ -3763,4 +3845,122 @@ fn an_object_no_verified_bundle_sealed_stops_the_purge_before_its_catalog_commit
     g.assert_all_present(&c);
     let now = table_snapshots(&g);
     assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+}
+
+/// Replaces `path` with a sparse file of 8 MiB (over the 4 MiB bound these tests configure); returns what it held.
+fn plant_oversized(path: &Path) -> Vec<u8> {
+    let held = std::fs::read(path).unwrap();
+    std::fs::remove_file(path).unwrap();
+    std::fs::File::create(path).unwrap().set_len(8 << 20).unwrap();
+    held
+}
+
+// Review of 2026-12-07 (bounded reads): a purged candidate's receipts batches (read by `audit verify` of its
+// summary), the bundle envelope beside a retirement record (`audit verify` of the record) and a retirement record
+// beside a bundle (what a drill reads to leave a retired bundle out) were read whole, whatever their size: a file of
+// gigabytes written under one of those names was held in memory. Each is now read within `max_metadata_bytes` and
+// one over it stops the run (exit 2) naming it and the bound, never read whole.
+#[test]
+fn receipts_batches_retirement_records_and_their_envelopes_over_the_metadata_limit_are_refused_naming_them() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let bundles: Vec<std::path::PathBuf> = st["candidates"][0]["candidate"]["quarantine"]["bundles"]
+        .as_array()
+        .unwrap_or_else(|| panic!("bundles recorded for {id}: {st}"))
+        .iter()
+        .map(|b| std::path::PathBuf::from(b["uri"].as_str().unwrap().trim_start_matches("file://")))
+        .map(|b| {
+            if b.ends_with("bundle.dsse.json") {
+                b.parent().unwrap().to_owned()
+            } else {
+                b
+            }
+        })
+        .collect();
+    let p = g.purge(&id, Some(&ev), &[]).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    let summary = p["summary"].as_str().unwrap().to_owned();
+    g.assert_audit_verified(&summary);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let refused = |r: crate::util::Run, file: &str| {
+        assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.contains(file) && r.stdout.contains("max_metadata_bytes"),
+            "names {file} and the bound: {}",
+            r.stdout
+        );
+    };
+
+    // A receipts batch of the summary's chain.
+    let batch = std::path::Path::new(summary.trim_start_matches("file://"))
+        .parent()
+        .unwrap()
+        .join("batch-000001.dsse.json");
+    let held = plant_oversized(&batch);
+    refused(
+        g.run(&["--json", "audit", "verify", &summary, "--trust", "keys"]),
+        "batch-000001.dsse.json",
+    );
+    std::fs::write(&batch, held).unwrap();
+    g.assert_audit_verified(&summary);
+
+    // The retirement record a drill reads beside a bundle.
+    let record = bundles[0].join("retired.dsse.json");
+    assert!(record.exists(), "the purge retired {}", bundles[0].display());
+    let held = plant_oversized(&record);
+    let plan = g.dir.join("drill-bundles.toml");
+    refused(
+        g.run(&["--json", "drill", "run", plan.to_str().unwrap()]),
+        "retired.dsse.json",
+    );
+    std::fs::write(&record, held).unwrap();
+
+    // The bundle envelope beside a retirement record (`audit verify` of the record).
+    let envelope = bundles[0].join("bundle.dsse.json");
+    let held = plant_oversized(&envelope);
+    refused(
+        g.run(&["--json", "audit", "verify", record.to_str().unwrap(), "--trust", "keys"]),
+        "bundle.dsse.json",
+    );
+    std::fs::write(&envelope, held).unwrap();
+    g.run(&["--json", "audit", "verify", record.to_str().unwrap(), "--trust", "keys"])
+        .expect_code(0);
+}
+
+// Review of 2026-12-07 (bounded reads): a resumed purge read the evidence it judges again whole (the acceptance
+// reads it within `max_metadata_bytes`): a file of gigabytes given as `--evidence` to a resume was held in memory,
+// then refused as a report that does not verify (exit 1). It is now refused unread, exit 2 naming it and the bound;
+// nothing is deleted.
+#[test]
+fn a_resumed_purge_refuses_evidence_over_the_metadata_limit_unread() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let n = c["objects"].as_array().unwrap().len();
+    assert_eq!(
+        crate::governance::with_failpoints(&g, "abort-at-batch=1", &g.purge_args(&id, Some(&ev))),
+        None
+    );
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
+    assert_eq!(g.present(&c), n, "killed before its first batch");
+    let receipts = receipt_count(&g, &id);
+    let cfg = g.dir.join("lakedrill.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}[storage]\nmax_metadata_bytes = 4194304\n")).unwrap();
+    let big = ev.parent().unwrap().join("big.dsse.json");
+    std::fs::File::create(&big).unwrap().set_len(8 << 20).unwrap();
+    let r = g.purge(&id, Some(&big), &[]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("big.dsse.json") && r.stdout.contains("max_metadata_bytes"),
+        "names the evidence and the bound: {}",
+        r.stdout
+    );
+    assert_eq!(g.present(&c), n, "nothing was deleted");
+    assert_eq!(receipt_count(&g, &id), receipts, "no delete was asked for");
+    assert_eq!(candidate_state(&g, &id), "DELETE_APPROVED");
 }

@@ -231,6 +231,82 @@ fn a_bundle_envelope_over_the_metadata_limit_is_refused_naming_it() {
     }
 }
 
+/// A seal finding its bundle folder there already (a quarantine retried after it sealed) read the envelope standing
+/// there whole, and so the inventory member's claim of an interrupted seal; `audit verify` of a bundle read the
+/// retirement record beside it whole (review of 2026-12-07, bounded reads). A file of gigabytes under one of those
+/// names was held in memory. Each is now read within `max_metadata_bytes`: one over it is refused naming it and the
+/// limit (exit 2), not read whole.
+#[test]
+fn a_planted_envelope_claim_or_retirement_record_over_the_metadata_limit_is_refused_naming_it() {
+    let s = sealed_pos_table();
+    let config = s.bundle.parent().unwrap().join("limited.toml");
+    std::fs::write(&config, "[storage]\nmax_metadata_bytes = 1048576\n").unwrap();
+    let id = s.seal["snapshot_id"].as_i64().unwrap().to_string();
+    let out = s.bundle.parent().unwrap().to_str().unwrap().to_owned();
+    let reseal = || {
+        lakedrill(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "seal",
+            "--metadata",
+            s.table.to_str().unwrap(),
+            "--snapshot-id",
+            &id,
+            "--key",
+            s.key.to_str().unwrap(),
+            "--out",
+            &out,
+        ])
+    };
+    let refused = |r: crate::util::Run, file: &str| {
+        assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+        let said = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            said.contains(file) && said.contains("max_metadata_bytes"),
+            "names {file} and the limit: {said}"
+        );
+    };
+    let plant = |path: &Path| -> Vec<u8> {
+        let held = std::fs::read(path).unwrap_or_default();
+        let _ = std::fs::remove_file(path);
+        std::fs::File::create(path).unwrap().set_len(8 << 20).unwrap();
+        held
+    };
+    // Sealed again as it stands: the same bundle, nothing written.
+    reseal().expect_code(0);
+
+    let envelope = s.bundle.join("bundle.dsse.json");
+    let held = plant(&envelope);
+    refused(reseal(), "bundle.dsse.json");
+
+    // An interrupted seal (no envelope) whose claim on the inventory member is a huge file.
+    std::fs::remove_file(&envelope).unwrap();
+    let claim = s.bundle.join("inventory.sha256");
+    assert!(claim.exists(), "the seal claimed its inventory member");
+    let claimed = plant(&claim);
+    refused(reseal(), "inventory.sha256");
+    std::fs::write(&claim, claimed).unwrap();
+    std::fs::write(&envelope, held).unwrap();
+
+    // A retirement record beside the bundle.
+    let record = s.bundle.join("retired.dsse.json");
+    plant(&record);
+    refused(
+        lakedrill(&[
+            "--config",
+            config.to_str().unwrap(),
+            "--json",
+            "audit",
+            "verify",
+            envelope.to_str().unwrap(),
+            "--trust",
+            s.trust.to_str().unwrap(),
+        ]),
+        "retired.dsse.json",
+    );
+}
+
 #[test]
 fn a_flipped_byte_in_a_data_file_is_a_digest_mismatch() {
     let s = sealed_pos_table();
