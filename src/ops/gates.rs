@@ -727,8 +727,12 @@ struct VerifiedReport {
     by_listed_signer: bool,
     /// The key ids its envelope names (read for messages only; the signature is checked above).
     keyids: Vec<String>,
-    /// When it is not `by_listed_signer`: which signer the policy does not list, in words.
+    /// When it is not `by_listed_signer`: which signer the policy does not list, in words (or, for a report with
+    /// audit findings, that it does not verify as written).
     unlisted: Option<String>,
+    /// Whether its signature verifies but it carries audit findings (named among the files that do not verify):
+    /// it never counts, its failures do.
+    flawed: bool,
     /// Whether it is one shard's partial report ([`DrillPredicate::is_shard_partial`]): never the report a gate
     /// counts (only the merge of all shards is), but its failures count against older evidence, as the deleter's
     /// `newer_failures` counts them.
@@ -802,6 +806,7 @@ async fn verified_reports(
                         .any(|x| drill_keys.get(x).is_none() || evidence_signers.is_some_and(|ids| !ids.contains(x)))
             })
         });
+        let is_flawed = flawed.is_some();
         let unlisted = if let Some(why) = flawed {
             Some(format!("does not verify as written ({why})"))
         } else if let Some(s) = unlisted_shard {
@@ -841,6 +846,7 @@ async fn verified_reports(
             by_listed_signer,
             keyids,
             unlisted,
+            flawed: is_flawed,
             shard_partial,
         });
     }
@@ -1346,12 +1352,8 @@ fn quarterly_gate(
         u.uri != r.uri && u.finished > r.started && u.predicate.results.iter().any(|x| of_table(&x) && !verified(x))
     }) {
         let what = match (f.by_listed_signer, f.shard_partial) {
-            (false, _) => format!(
-                "it {}; ",
-                f.unlisted
-                    .as_deref()
-                    .unwrap_or("is signed by a key the policy's evidenceSigners does not list")
-            ),
+            (false, _) if f.flawed => format!("it {}; ", f.unlisted.as_deref().unwrap_or_default()),
+            (false, _) => "signed by a key the policy's evidenceSigners does not list; ".to_owned(),
             (true, true) => "one shard's partial report; ".to_owned(),
             (true, false) => String::new(),
         };
@@ -1533,6 +1535,7 @@ mod tests {
             by_listed_signer: true,
             keyids: Vec::new(),
             unlisted: None,
+            flawed: false,
             shard_partial: false,
         }
     }
