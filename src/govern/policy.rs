@@ -25,7 +25,8 @@
 //!   `any` (absent means the deleter refuses to purge: [`Policy::reclamation_implementation`]); `regulatedData` is
 //!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
 //!   positive duration; `critical` is a YAML boolean (default false); `recoveryRtoLimit` is a duration of at
-//!   most 4h (the default); `rpoTarget` (optional) is a positive duration: the largest RPO a cold-backup
+//!   most 4h (the default); `rpoTarget` (optional) is a positive duration of at most 92 days
+//!   ([`MAX_RPO_TARGET_DAYS`], the quarterly window): the largest RPO a cold-backup
 //!   recovery of the table may show for the quarterly gate, which without it wants RPO 0 (DESIGN §7: "RPO equal
 //!   to the declared checkpoint"); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
 //!   `period` (a positive duration); `evidenceSigners` (optional) is a non-empty list of key ids, each the 64
@@ -60,6 +61,11 @@ pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
 
 /// The longest `evidenceMaxAge` a policy may set, in days.
 pub const MAX_EVIDENCE_MAX_AGE_DAYS: i64 = 31;
+
+/// The longest `rpoTarget` a policy may set, in days: the quarterly gate's window (92 days). A cold backup whose
+/// recovery may lag its declared point by more than a quarter is not checked by a quarterly gate at all (a policy
+/// with `rpoTarget: 36500d`, a hundred years, turned the check off).
+pub const MAX_RPO_TARGET_DAYS: i64 = 92;
 
 /// Fewest hex digits a UUID prefix in `table` may have (#23 point 5). Eight hex digits (the first group of the
 /// hyphenated form, as in `orders/7f31c2a9...`) leave a 1 in 4 billion chance that another table matches; four
@@ -1173,7 +1179,21 @@ impl RawPolicy {
         }
         let rpo_target = match &self.rpo_target {
             Scalar::Absent => None,
-            v => Some(duration("rpoTarget", v, None)?.value),
+            v => {
+                let d = duration("rpoTarget", v, None)?;
+                // As `evidenceMaxAge`: a policy cannot switch the quarterly RPO check off with a huge target.
+                if d.value > chrono::Duration::days(MAX_RPO_TARGET_DAYS) {
+                    return Err(FieldError::new(
+                        "rpoTarget",
+                        format!(
+                            "must be at most {MAX_RPO_TARGET_DAYS}d (the quarterly gate's window: a larger target \
+                             lets a recovery lag its declared point by more than the quarter the gate checks), got {}",
+                            d.text
+                        ),
+                    ));
+                }
+                Some(d.value)
+            }
         };
         let evidence_retention = match self.evidence_retention.optional("evidenceRetention")? {
             None => None,
@@ -2087,6 +2107,9 @@ maxUnreconciledUnknowns: 3
             ("rpoTarget: 1.5h\n", "whole number of units"),
             ("rpoTarget: -1h\n", "-1h"),
             ("rpoTarget: ~\n", "null"),
+            // Review of 2026-12-07 (Q6): up to 100 years was accepted, which switched the quarterly check off.
+            ("rpoTarget: 93d\n", "at most 92d"),
+            ("rpoTarget: 36500d\n", "at most 92d"),
         ] {
             let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, "rpoTarget", "{extra}: {reason}");
