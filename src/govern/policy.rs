@@ -25,7 +25,8 @@
 //!   `any` (absent means the deleter refuses to purge: [`Policy::reclamation_implementation`]); `regulatedData` is
 //!   a YAML boolean (a YAML 1.1 `yes`/`no` is read as the boolean the parser gives); `minQuarantinePeriod` is a
 //!   positive duration; `critical` is a YAML boolean (default false); `recoveryRtoLimit` is a duration of at
-//!   most 4h (the default); `rpoTarget` (optional) is a positive duration: the largest RPO a cold-backup
+//!   most 4h (the default); `rpoTarget` (optional) is a positive duration of at most 92 days
+//!   ([`MAX_RPO_TARGET_DAYS`], the quarterly window): the largest RPO a cold-backup
 //!   recovery of the table may show for the quarterly gate, which without it wants RPO 0 (DESIGN §7: "RPO equal
 //!   to the declared checkpoint"); `evidenceRetention` is a mapping of `mode` (`governance` or `compliance`) and
 //!   `period` (a positive duration); `evidenceSigners` (optional) is a non-empty list of key ids, each the 64
@@ -60,6 +61,11 @@ pub const DEFAULT_EVIDENCE_MAX_AGE: &str = "7d";
 
 /// The longest `evidenceMaxAge` a policy may set, in days.
 pub const MAX_EVIDENCE_MAX_AGE_DAYS: i64 = 31;
+
+/// The longest `rpoTarget` a policy may set, in days: the quarterly gate's window (92 days). A cold backup whose
+/// recovery may lag its declared point by more than a quarter is not checked by a quarterly gate at all (a policy
+/// with `rpoTarget: 36500d`, a hundred years, turned the check off).
+pub const MAX_RPO_TARGET_DAYS: i64 = 92;
 
 /// Fewest hex digits a UUID prefix in `table` may have (#23 point 5). Eight hex digits (the first group of the
 /// hyphenated form, as in `orders/7f31c2a9...`) leave a 1 in 4 billion chance that another table matches; four
@@ -770,12 +776,30 @@ impl Policy {
 ///
 /// [`PolicyError::Io`] if the file cannot be read, otherwise as [`parse`].
 pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-    let bytes = std::fs::read(path).map_err(|source| PolicyError::Io {
+    use std::io::Read;
+    let io = |source| PolicyError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    // Bounded: a policy is a page of YAML, and a path naming a device or a huge file must not be read whole.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_POLICY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_POLICY_BYTES {
+        return Err(PolicyError::Syntax {
+            source_name: path.display().to_string(),
+            message: format!("is larger than the policy file bound of {MAX_POLICY_BYTES} bytes (1 MiB)"),
+        });
+    }
     parse(&bytes, &path.display().to_string())
 }
+
+/// The largest policy file [`load`] reads: 1 MiB. A policy is a few dozen lines; the bound only keeps a path that
+/// names a device, a pipe or a large file by mistake from being read whole into memory.
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
 
 /// Validates a policy document given as the exact bytes of the file; `source` is the file name used in
 /// messages. The digest is computed over `bytes` as given.
@@ -811,13 +835,22 @@ pub fn parse(bytes: &[u8], source: &str) -> Result<Policy, PolicyError> {
     }
     // Defaults of serde-saphyr kept on purpose: duplicate keys are errors, only one document is accepted,
     // and the parse runs under its resource budget (alias bombs, deep nesting). Snippets are off because
-    // the message must fit on the one line the CLI prints after the file name.
-    let options = serde_saphyr::options! { with_snippet: false };
+    // the message must fit on the one line the CLI prints after the file name. Merge keys (`<<:`), which
+    // serde-saphyr expands by default, are refused: a merged mapping hides which keys the policy sets (and a
+    // key given both ways is taken from the mapping, not reported as a duplicate).
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        merge_keys: serde_saphyr::MergeKeyPolicy::Error,
+    };
     let raw: RawPolicy = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         // The parser's advice to programmers means nothing to an operator editing the file.
         syntax(
             e.to_string()
-                .replace(", set DuplicateKeyPolicy in Options if acceptable", ""),
+                .replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+                .replace(
+                    "YAML merge keys are not allowed by configured policy",
+                    "YAML merge keys (`<<:`) are not allowed in a policy: write each key out",
+                ),
         )
     })?;
     let mut policy = raw.validate(digest).map_err(|e| e.in_source(source))?;
@@ -1173,7 +1206,21 @@ impl RawPolicy {
         }
         let rpo_target = match &self.rpo_target {
             Scalar::Absent => None,
-            v => Some(duration("rpoTarget", v, None)?.value),
+            v => {
+                let d = duration("rpoTarget", v, None)?;
+                // As `evidenceMaxAge`: a policy cannot switch the quarterly RPO check off with a huge target.
+                if d.value > chrono::Duration::days(MAX_RPO_TARGET_DAYS) {
+                    return Err(FieldError::new(
+                        "rpoTarget",
+                        format!(
+                            "must be at most {MAX_RPO_TARGET_DAYS}d (the quarterly gate's window: a larger target \
+                             lets a recovery lag its declared point by more than the quarter the gate checks), got {}",
+                            d.text
+                        ),
+                    ));
+                }
+                Some(d.value)
+            }
         };
         let evidence_retention = match self.evidence_retention.optional("evidenceRetention")? {
             None => None,
@@ -2004,6 +2051,44 @@ maxUnreconciledUnknowns: 3
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Review of 2026-12-07 (Q8): the policy file was read whole whatever its size. A file over the 1 MiB bound is
+    /// refused naming the file and the bound (here a valid policy padded with comments, which parsed before).
+    #[test]
+    fn load_refuses_a_file_over_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.yaml");
+        let mut doc = EXAMPLE.to_owned();
+        while (doc.len() as u64) <= MAX_POLICY_BYTES {
+            doc.push_str("# padding padding padding padding padding padding padding padding padding padding\n");
+        }
+        std::fs::write(&path, &doc).unwrap();
+        let e = load(&path).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&path.display().to_string()) && text.contains("larger than the policy file bound of 1048576"),
+            "{text}"
+        );
+        // At the bound it is read.
+        let at = dir.path().join("at.yaml");
+        let pad = usize::try_from(MAX_POLICY_BYTES).unwrap() - EXAMPLE.len() - 2;
+        std::fs::write(&at, format!("{EXAMPLE}#{}\n", "x".repeat(pad))).unwrap();
+        assert_eq!(std::fs::metadata(&at).unwrap().len(), MAX_POLICY_BYTES);
+        load(&at).unwrap();
+    }
+
+    /// Review of 2026-12-07 (Q7): YAML merge keys were expanded (serde-saphyr's default), so a policy could set a
+    /// field through `<<:` despite the strict parse. Refused now, naming the merge key.
+    #[test]
+    fn merge_keys_are_refused() {
+        let doc = format!("{}<<: {{evidenceMaxAge: 3d}}\n", example_with(&[]));
+        match parse_str(&doc).unwrap_err() {
+            PolicyError::Syntax { message, .. } => {
+                assert!(message.contains("merge keys (`<<:`) are not allowed"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn regulated_data_and_min_quarantine_period() {
         let p = parse_str(&example_with(&[])).unwrap();
@@ -2087,6 +2172,9 @@ maxUnreconciledUnknowns: 3
             ("rpoTarget: 1.5h\n", "whole number of units"),
             ("rpoTarget: -1h\n", "-1h"),
             ("rpoTarget: ~\n", "null"),
+            // Review of 2026-12-07 (Q6): up to 100 years was accepted, which switched the quarterly check off.
+            ("rpoTarget: 93d\n", "at most 92d"),
+            ("rpoTarget: 36500d\n", "at most 92d"),
         ] {
             let (f, reason) = field_error(&format!("{}{extra}", example_with(&[])));
             assert_eq!(f, "rpoTarget", "{extra}: {reason}");

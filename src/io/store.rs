@@ -143,7 +143,8 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
 /// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,purge-archive-delay-ms=MS,
 /// purge-rebase-delay-ms=MS,claim-heartbeat-ms=MS,
-/// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,s3-conditions-ignored=1`). Used by the crash,
+/// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,quarantine-lock-end-fails=1,
+/// quarantine-record-fails=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failpoints {
@@ -228,6 +229,13 @@ pub struct Failpoints {
     /// is rolled back and an injected error returned in place of its commit, after the catalog answered (as a
     /// registry connection dropped right then): `release-lock-end-fails=1`.
     pub release_lock_end_fails: Option<u64>,
+    /// A snapshot quarantine cannot end the registry lock it made its catalog commit under (as
+    /// `release-lock-end-fails` for `quarantine release`): `quarantine-lock-end-fails=1`.
+    pub quarantine_lock_end_fails: Option<u64>,
+    /// A snapshot quarantine whose catalog commit landed and whose record was written cannot move the candidate
+    /// on: both the move to `QUARANTINED` and the fallback move to `PROTECTED` fail with an injected registry
+    /// error (as a registry that stopped answering right after the record): `quarantine-record-fails=1`.
+    pub quarantine_record_fails: Option<u64>,
     /// The S3 delete-condition probe reports both conditions ignored, whatever the server answered (a provider
     /// that ignores them; the probe itself still runs): `s3-conditions-ignored=1`.
     pub s3_conditions_ignored: Option<u64>,
@@ -312,6 +320,8 @@ impl Failpoints {
                 "catalog-answer-lost" => f.catalog_answer_lost = v,
                 "catalog-update-unanswered" => f.catalog_update_unanswered = v,
                 "release-lock-end-fails" => f.release_lock_end_fails = v,
+                "quarantine-lock-end-fails" => f.quarantine_lock_end_fails = v,
+                "quarantine-record-fails" => f.quarantine_record_fails = v,
                 "s3-conditions-ignored" => f.s3_conditions_ignored = v,
                 _ => eprintln!("lakedrill: ignoring unknown failpoint {k:?}"),
             }
@@ -452,6 +462,21 @@ impl Storage {
     #[must_use]
     pub fn failpoint_release_lock_end_fails(&self) -> bool {
         self.failpoints.release_lock_end_fails.is_some()
+    }
+
+    /// The `quarantine-lock-end-fails` failpoint of `LAKEDRILL_FAILPOINTS` (test-only): whether a snapshot
+    /// quarantine fails to end the registry lock of its catalog commit (the lock is rolled back, an injected error
+    /// returned).
+    #[must_use]
+    pub fn failpoint_quarantine_lock_end_fails(&self) -> bool {
+        self.failpoints.quarantine_lock_end_fails.is_some()
+    }
+
+    /// The `quarantine-record-fails` failpoint of `LAKEDRILL_FAILPOINTS` (test-only): whether a snapshot quarantine
+    /// whose commit landed and is recorded fails to move the candidate to `QUARANTINED` and to `PROTECTED`.
+    #[must_use]
+    pub fn failpoint_quarantine_record_fails(&self) -> bool {
+        self.failpoints.quarantine_record_fails.is_some()
     }
 
     /// The `claim-heartbeat-ms` failpoint (test-only): how often a run renews its claim on a candidate, when set.

@@ -479,6 +479,22 @@ pub async fn restore_put_back(ctx: &Context, bundle: &str, trust: &std::path::Pa
     if let Some(why) = in_deleter(rec.state, &info.candidate_id) {
         return refuse(why);
     }
+    // Only the bundle the registry recorded for the candidate (its URI and root, the candidate's table, hold and
+    // quarantine folder: [`crate::ops::orphans::bound_to_record`]) puts its files back and moves the candidate on:
+    // another signed bundle naming the candidate (a copy elsewhere, one of another table) would release it while
+    // what the registry holds for it is not what went back.
+    let (_, _, digests) = crate::bundle::verified_predicate_keeping(&ctx.storage, &dir, &trust, |_| Ok(None)).await?;
+    if let Err(e) = crate::ops::orphans::bound_to_record(&dir, &pred, &digests.root, &rec) {
+        return refuse(format!(
+            "bundle {dir} (of table {}) is not the bundle candidate {} recorded (table {}): {}; nothing was put \
+             back and the candidate stays {}",
+            pred.table_uuid,
+            info.candidate_id,
+            rec.table_uuid,
+            e.with_causes(),
+            rec.state
+        ));
+    }
     let run = match crate::ops::binding::claim_run(&reg, &info.candidate_id, ctx.now(), "put-back").await? {
         Ok(run) => run,
         Err(why) => return refuse(why),

@@ -106,7 +106,9 @@ pub fn target(option: &str, into: &str) -> Result<()> {
 /// the live table's listing would take the recovered files for its own orphans, and a purge of them would delete
 /// the recovered table. The location is where the bundle read the table (its inventory's root; a cold backup's
 /// inventory is in the backup store), and the root lakedrill infers from the metadata file it sealed, as it does
-/// for `--metadata` ([`TableLocation::infer_root`]). The location itself is not refused here: a restore goes only
+/// for `--metadata` ([`TableLocation::infer_root`]), and the location as written wherever the metadata file lay
+/// ([`TableLocation::written_root`]: a cold backup's metadata file is in the backup store). When none of them can
+/// be computed the target is refused (the table's place is unknown). The location itself is not refused here: a restore goes only
 /// into an empty location, and an empty one holds no live table (a recovery may bring a lost table back where it
 /// was).
 ///
@@ -121,6 +123,25 @@ pub fn outside_table(option: &str, into: &str, pred: &BundlePredicate) -> Result
     }
     if let Ok(inferred) = TableLocation::infer_root(&pred.table_location, &pred.source_metadata_location) {
         roots.push(inferred);
+    }
+    // The location as written, wherever the metadata file lay: a cold backup's metadata file is in the backup
+    // store, and a table registered from a copied metadata file has it elsewhere; `infer_root` refuses both, and
+    // the written location is still where the live table's writers put its files.
+    if let Ok(written) = TableLocation::written_root(&pred.table_location, &pred.source_metadata_location)
+        && !roots.contains(&written)
+    {
+        roots.push(written);
+    }
+    // No root at all: where the table lies is unknown, so no target can be shown to be outside it.
+    if roots.is_empty() {
+        return Err(Error::invalid(
+            option,
+            format!(
+                "{into}: cannot tell where table {} of bundle {} lies (its location {:?} and metadata file {} give no \
+                 root), so the target cannot be shown to lie outside it; refused",
+                pred.table_uuid, pred.bundle_id, pred.table_location, pred.source_metadata_location
+            ),
+        ));
     }
     // On the local filesystem both sides are compared also with their symlinks resolved: a target under a link into
     // the table (or a table root reached through one) is inside it, whatever its spelling.
@@ -801,6 +822,47 @@ mod tests {
         assert!(e.to_string().contains("lies inside the location"), "{e}");
         outside_table("--into", &target("outside"), &pred).unwrap();
         assert!(outside_table("--into", &format!("{root}/metadata/x"), &pred).is_err());
+    }
+
+    /// Review of 2026-12-07 (Q2): a cold-backup bundle's metadata file lies in the backup store, not under the table
+    /// location, so no root was computed and a target inside the live table was accepted. The written location is
+    /// a root now, and a predicate that gives none refuses every target naming the bundle.
+    #[test]
+    fn a_cold_backup_bundle_refuses_a_target_inside_the_live_table_and_an_unknown_location_refuses_all() {
+        let mut pred = BundlePredicate {
+            bundle_id: "7-b".into(),
+            table_uuid: "u".into(),
+            table_location: "s3://lake/wh/t".into(),
+            snapshot_id: 7,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: "s3://backup/objects/abc".into(),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: 0,
+            bytes: 0,
+            inventory: Vec::new(),
+            inventory_member: None,
+            backup: Some(crate::evidence::inventory::BackupInfo {
+                checkpoint_id: "cp".into(),
+                declared_snapshot_id: 7,
+                declared_at: String::new(),
+                backup_root: "s3://backup".into(),
+            }),
+            orphans: None,
+        };
+        let e = outside_table("--into", "s3://lake/wh/t/recovered", &pred).unwrap_err();
+        assert!(e.to_string().contains("lies inside the location s3://lake/wh/t"), "{e}");
+        outside_table("--into", "s3://lake/recovered", &pred).unwrap();
+        // A relative location with a metadata file outside any `metadata/` folder gives no root.
+        pred.table_location = "t".into();
+        let e = outside_table("--into", "s3://lake/recovered", &pred).unwrap_err();
+        assert!(
+            e.to_string().contains("cannot tell where table u of bundle 7-b lies"),
+            "{e}"
+        );
     }
 
     /// Location properties under the old location are rebased; one outside it cannot be, and is refused naming the

@@ -475,8 +475,10 @@ async fn folder_markers(
 /// table, each with its candidate's id: quarantined in bundle mode (its bundles are the way back, and they point
 /// at these files) from `QUARANTINED` until its purge is `VERIFIED` or it is `RELEASED` (also while `PROTECTED`);
 /// quarantined in tag mode once its `quarantine/<id>` tags are gone from the table (its purge's catalog commit
-/// took the snapshots out, and the purge deletes the rest itself); or claimed by a quarantine that has not
-/// recorded its outcome yet (its commit may have taken the snapshots out already, or it died there). An object
+/// took the snapshots out, and the purge deletes the rest itself); or still `UNREFERENCED_ELIGIBLE` while claimed
+/// by a quarantine that has not settled its outcome (its commit may have taken the snapshots out already, or it
+/// failed or died there and kept its claim) or with a recorded quarantine mode (its commit landed and was
+/// recorded, and the move on failed). An object
 /// already `VERIFIED` (deleted) or `RELEASED` is left out. Such files are never orphans.
 ///
 /// Memory: only those candidates' object states are read (streamed, not their inventories), and only the paths
@@ -501,7 +503,12 @@ pub async fn snapshot_candidate_files(
     for h in heads {
         let unfinished = match h.state {
             State::Verified | State::Released => false,
-            State::Discovered | State::UnreferencedEligible => h.claimed && h.candidate_id.starts_with("c-"),
+            // Claimed by a quarantine (between its catalog commit and its record, or one that failed or died
+            // there and kept its claim), or with a recorded quarantine mode (its commit landed and was recorded,
+            // and the move on failed): its snapshots may be out of the table.
+            State::Discovered | State::UnreferencedEligible => {
+                h.candidate_id.starts_with("c-") && (h.claimed || matches!(h.mode.as_deref(), Some("bundle" | "tag")))
+            }
             _ => matches!(h.mode.as_deref(), Some("bundle" | "tag")),
         };
         if !unfinished || (h.mode.as_deref() == Some("tag") && tagged(&h.candidate_id)) {

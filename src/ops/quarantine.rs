@@ -155,6 +155,9 @@ pub async fn quarantine(
     // The claim is renewed while the quarantine works: sealing a large snapshot or waiting on a slow catalog writes
     // nothing to the registry for longer than the silence after which a second run may take a claim over, and a
     // second quarantine of the same candidate would then commit and record the same bundles this one may remove.
+    // Set from the moment the catalog commit landed (or may have) until the candidate is settled (its quarantine
+    // recorded and it is QUARANTINED or PROTECTED): an error in between keeps the claim (see below).
+    let unsettled: std::sync::Mutex<Option<Unsettled>> = std::sync::Mutex::new(None);
     let work = async {
         if orphans {
             let request = crate::ops::orphans::HoldRequest {
@@ -188,15 +191,52 @@ pub async fn quarantine(
                 &stamp,
                 &digest,
                 &run.run_id,
+                &unsettled,
             )
             .await
         }
     };
     let out = crate::ops::binding::with_heartbeat(ctx, &reg, candidate_id, &run.run_id, Box::pin(work)).await;
+    // A commit that landed (or may have) and an error before the candidate was settled: the claim is kept. It is
+    // what keeps the candidate's files out of orphan detection while nothing else says its snapshots may have left
+    // the table (`plan::snapshot_candidate_files`), and `quarantine release` takes it over once this run is gone.
+    let landed = unsettled
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let (Err(e), Some(landed)) = (&out, landed) {
+        return Err(Error::invalid(
+            candidate_id,
+            format!(
+                "the quarantine's catalog commit landed ({}) but the candidate could not be settled ({}); the \
+                 bundles sealed for it are the way back to its snapshots: {}; {candidate_id} stays claimed by run {} \
+                 (the claim is kept, so that `plan` keeps its files out of orphan detection); once the registry \
+                 answers, run `lakedrill status {candidate_id}` and `lakedrill quarantine release {candidate_id} \
+                 --reason …` (it takes the claim over and releases the candidate; in bundle mode bring the \
+                 snapshots back first with `set-current --from-bundle`)",
+                landed.committed,
+                e.with_causes(),
+                landed.bundles.join(", "),
+                run.run_id
+            ),
+        ));
+    }
     let released = reg.purge_release(candidate_id, &run.run_id, ctx.now()).await;
     let out = out?;
     released?;
     Ok(out)
+}
+
+/// A quarantine whose catalog commit landed (or may have) and whose candidate is not settled yet.
+struct Unsettled {
+    /// The committed metadata location, or what the commit was based on when its outcome is unknown.
+    committed: String,
+    /// The bundles sealed for the candidate.
+    bundles: Vec<String>,
+}
+
+/// Marks (`Some`) or clears (`None`) [`Unsettled`].
+fn set_unsettled(slot: &std::sync::Mutex<Option<Unsettled>>, value: Option<Unsettled>) {
+    *slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = value;
 }
 
 /// `quarantine o-…` while the candidate is claimed: read and copy the orphans, relate them to the table and the
@@ -436,6 +476,7 @@ async fn seal_and_commit(
     stamp: &WorldStamp,
     digest: &crate::ops::binding::DigestBinding,
     run_id: &str,
+    unsettled: &std::sync::Mutex<Option<Unsettled>>,
 ) -> Result<Outcome> {
     let refuse = |reason: String| refused(candidate_id, &reason);
     // Claimed now; another quarantine may have finished between our check and our claim.
@@ -528,7 +569,36 @@ async fn seal_and_commit(
         };
         let expected = base_table.generation().metadata_location.clone();
         let committed = cat.commit(&ctx.storage, ident, &expected, &new).await;
-        lock.commit().await?;
+        let landed = match &committed {
+            Ok(loc) => Some(loc.clone()),
+            Err(Error::CommitUnknown { .. } | Error::Corrupt { .. }) => Some(expected.clone()),
+            Err(_) => None,
+        };
+        if let Some(loc) = &landed {
+            set_unsettled(
+                unsettled,
+                Some(Unsettled {
+                    committed: loc.clone(),
+                    bundles: sealed.iter().map(|b| b.uri.clone()).collect(),
+                }),
+            );
+        }
+        // The commit's own answer first (as `release`): a lock transaction that cannot be ended after a commit that
+        // landed (or may have) must not hide that it did; the quarantine is recorded next, under the claim.
+        let ended = if ctx.storage.failpoint_quarantine_lock_end_fails() {
+            Err(lock.abandon("commit_guard").await)
+        } else {
+            lock.commit().await.map(drop)
+        };
+        if let Err(e) = ended {
+            if landed.is_none() {
+                return Err(e.into());
+            }
+            crate::report::output::warn(format!(
+                "{candidate_id}: the registry's lock could not be ended after the quarantine's catalog commit ({e}); \
+                 the quarantine is recorded next"
+            ));
+        }
         match committed {
             Ok(loc) => break (loc, base, base_table.clone()),
             Err(Error::Catalog { reason, .. }) => {
@@ -604,6 +674,7 @@ async fn seal_and_commit(
                     .await?;
                 reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
                     .await?;
+                set_unsettled(unsettled, None);
                 let kept = format!(
                     ". Nothing was discarded: the bundles sealed for {candidate_id} are kept ({}) and the candidate is \
                      now PROTECTED; read the table: if its snapshots left it, the bundles are the way back \
@@ -654,25 +725,35 @@ async fn seal_and_commit(
             candidate_id,
             format!(
                 "the quarantine committed {committed} but could not be recorded ({}); its bundles are the way back \
-                 to its snapshots: {}; record nothing by hand, run `lakedrill status {candidate_id}` once the \
-                 registry answers and `quarantine release` it",
+                 to its snapshots: {}",
                 Error::from(e).with_causes(),
                 kept.join(", ")
             ),
         ));
     }
-    let finished = record_quarantined(
-        ctx,
-        reg,
-        candidate_id,
-        policy,
-        (&committed, &committed_on),
-        &judged,
-        &tag_prefix,
-        &rights.digest,
-        now,
-    )
-    .await;
+    let finished = if ctx.storage.failpoint_quarantine_record_fails() {
+        Err(Error::invalid(
+            candidate_id,
+            "failpoint quarantine-record-fails: the move to QUARANTINED failed",
+        ))
+    } else {
+        record_quarantined(
+            ctx,
+            reg,
+            candidate_id,
+            policy,
+            (&committed, &committed_on),
+            &judged,
+            &tag_prefix,
+            &rights.digest,
+            now,
+        )
+        .await
+    };
+    // Recorded and moved on (to QUARANTINED or PROTECTED): settled, whatever follows.
+    if finished.is_ok() {
+        set_unsettled(unsettled, None);
+    }
     let rec = match finished {
         Ok(Ok(rec)) => rec,
         // A protection landed after the commit: the candidate is PROTECTED with its quarantine recorded. It is
@@ -708,14 +789,22 @@ async fn seal_and_commit(
                 "the quarantine committed {committed} and is recorded, but it could not be moved to QUARANTINED: {}",
                 e.with_causes()
             );
-            if let Err(again) = reg
-                .candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
-                .await
-            {
-                crate::report::output::warn(format!(
+            let moved = if ctx.storage.failpoint_quarantine_record_fails() {
+                Err(Error::invalid(
+                    candidate_id,
+                    "failpoint quarantine-record-fails: the move to PROTECTED failed",
+                ))
+            } else {
+                reg.candidate_transition(candidate_id, State::Protected, &why, None, None, ctx.now())
+                    .await
+                    .map_err(Error::from)
+            };
+            match moved {
+                Ok(_) => set_unsettled(unsettled, None),
+                Err(again) => crate::report::output::warn(format!(
                     "{candidate_id}: {why}; and it could not be moved to PROTECTED either ({})",
-                    Error::from(again).with_causes()
-                ));
+                    again.with_causes()
+                )),
             }
             return Err(e);
         }
@@ -881,7 +970,10 @@ pub async fn release(ctx: &Context, source: &TableSource, candidate_id: &str, re
             ),
         ));
     }
-    if let Some(why) = rec.state.release_refusal(candidate_id) {
+    let claimed = reg.purge_run(candidate_id).await?.is_some();
+    if !stranded(&rec, claimed)
+        && let Some(why) = rec.state.release_refusal(candidate_id)
+    {
         return refuse_release(candidate_id, why);
     }
     let run = match crate::ops::binding::claim_run(&reg, candidate_id, ctx.now(), "release").await? {
@@ -904,6 +996,17 @@ pub async fn release(ctx: &Context, source: &TableSource, candidate_id: &str, re
     let out = out?;
     released?;
     Ok(out)
+}
+
+/// Whether `rec` is a snapshot candidate a quarantine left `UNREFERENCED_ELIGIBLE` after its catalog commit landed
+/// (or may have): it recorded its quarantine mode but could not move the candidate on, or it kept its claim
+/// (`claimed`) when it could not record it. `quarantine release` takes such a candidate (through `PROTECTED`).
+/// A claim held by a quarantine still running refuses the release at [`crate::ops::binding::claim_run`].
+fn stranded(rec: &crate::registry::CandidateRecord, claimed: bool) -> bool {
+    let mode = rec.quarantine.as_ref().and_then(|q| q["mode"].as_str());
+    matches!(rec.state, State::Discovered | State::UnreferencedEligible)
+        && rec.candidate_id.starts_with("c-")
+        && (claimed || matches!(mode, Some("bundle" | "tag")))
 }
 
 /// One line per orphan put back by a release: its path, what was done and whether it is verified in place.
@@ -947,7 +1050,27 @@ async fn release_claimed(
     (mut table, mut cat, mut ident): (Table, crate::io::catalog::Catalog, crate::io::catalog::TableIdent),
 ) -> Result<Outcome> {
     // Claimed now: read the state again (a purge may have been accepted between our check and our claim).
-    let rec = reg.candidate(candidate_id).await?;
+    let mut rec = reg.candidate(candidate_id).await?;
+    // A quarantine that failed after its catalog commit landed, before it settled the candidate: it goes to
+    // PROTECTED first (under this run's claim, which it took over), then is released as any PROTECTED one.
+    if stranded(&rec, true) {
+        let why = format!(
+            "quarantine release: a quarantine of {candidate_id} failed after its catalog commit, before it settled \
+             the candidate: {reason}"
+        );
+        if let Err(holder) = reg
+            .candidate_move_claimed(candidate_id, run_id, State::Protected, &why, ctx.now())
+            .await?
+        {
+            return Err(taken_over(
+                candidate_id,
+                run_id,
+                holder.as_ref(),
+                "moving the candidate to PROTECTED",
+            ));
+        }
+        rec = reg.candidate(candidate_id).await?;
+    }
     if let Some(why) = rec.state.release_refusal(candidate_id) {
         return refuse_release(candidate_id, why);
     }

@@ -454,6 +454,22 @@ pub async fn gates(
                 .as_deref()
                 .map(|d| crate::clock::parse_duration(d).map_err(|r| crate::Error::invalid("--since", r)))
                 .transpose()?;
+            // The weekly gate's window cannot be widened past the policy's `evidenceMaxAge`: a larger `--since`
+            // let year-old drill evidence pass the gate that the deleter holds to the policy's age.
+            if let (Some(since), Some(text)) = (since, o.since.as_deref())
+                && since > policy.evidence_max_age()
+            {
+                return Err(crate::Error::invalid(
+                    "--since",
+                    format!(
+                        "--since {text} is longer than the policy's evidenceMaxAge of {} ({}): drill evidence older \
+                         than that approves no delete, so no gate may count it; give --since {} or less",
+                        crate::clock::format_duration(policy.evidence_max_age()),
+                        policy.source_name(),
+                        crate::clock::format_duration(policy.evidence_max_age()),
+                    ),
+                ));
+            }
             let g = crate::ops::gates::safety_gates(
                 &ctx.storage,
                 &reg,

@@ -1933,6 +1933,128 @@ fn a_protection_landing_right_after_a_bundle_mode_quarantine_commits_leaves_it_r
     }
 }
 
+/// Ages the candidate's `files` past orphanSafetyInterval (12 h), with a stray old file beside them so that orphan
+/// detection is seen working, and returns the paths the next plan's orphan candidates hold.
+fn orphans_after_aging(g: &Gov, files: &[String]) -> Vec<String> {
+    let root = g.table_root();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400);
+    let stray = root.join("data/stray.parquet");
+    std::fs::write(&stray, b"PAR1 a stray PAR1").unwrap();
+    for f in files.iter().map(|f| root.join(f)).filter(|f| f.exists()).chain([stray]) {
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let p = g.plan();
+    let orphans: Vec<String> = p["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "orphans")
+        .flat_map(crate::orphans::object_paths)
+        .collect();
+    assert!(orphans.contains(&"data/stray.parquet".to_owned()), "{p}");
+    orphans
+}
+
+// See: the review of 2026-12-07 (Q1). A bundle-mode quarantine whose registry lock could not be ended after its
+// catalog commit landed returned the lock's error at once (exit 2): the snapshots had left the table, nothing was
+// recorded, and the claim was let go, so the next plan proposed their data files as an orphan candidate. The
+// commit's answer comes first now (as `quarantine release`): the lock's error is a warning and the quarantine is
+// recorded (failpoint `quarantine-lock-end-fails`).
+#[test]
+fn a_quarantine_whose_lock_cannot_be_ended_after_its_commit_landed_still_records_it() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let files = crate::orphans::object_paths(&c);
+    let mut args = g.quarantine_args(&id, "bundle");
+    args.extend(T);
+    let r = crate::util::lakedrill_in_env(
+        &g.dir,
+        &args,
+        &[("LAKEDRILL_FAILPOINTS", "quarantine-lock-end-fails=1")],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = r.json();
+    assert_eq!(out["status"], "QUARANTINED", "{out}");
+    assert!(
+        out["warnings"].to_string().contains(&format!(
+            "{id}: the registry's lock could not be ended after the quarantine's catalog commit"
+        )),
+        "{out}"
+    );
+    assert_recorded_bundles_restore(&g, &id);
+    let orphans = orphans_after_aging(&g, &files);
+    for f in &files {
+        assert!(!orphans.contains(f), "{f} of {id} is an orphan: {orphans:?}");
+    }
+}
+
+// See: the review of 2026-12-07 (Q1). A bundle-mode quarantine whose catalog commit landed and was recorded but
+// that could not move the candidate on (neither to QUARANTINED nor to PROTECTED) let its claim go: the candidate
+// stayed UNREFERENCED_ELIGIBLE with no claim, its snapshots' data files became an orphan candidate, and the advice
+// printed (`quarantine release`) was refused for that state. The claim is kept now, `plan` keeps a candidate with
+// a recorded mode, the error says the commit landed and names the bundles, and `quarantine release` takes the
+// candidate over (failpoint `quarantine-record-fails`).
+#[test]
+fn a_quarantine_that_cannot_settle_after_its_commit_landed_keeps_its_files_and_is_released() {
+    let g = Gov::new("");
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let files = crate::orphans::object_paths(&c);
+    let mut args = g.quarantine_args(&id, "bundle");
+    args.extend(T);
+    let r = crate::util::lakedrill_in_env(&g.dir, &args, &[("LAKEDRILL_FAILPOINTS", "quarantine-record-fails=1")]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(all.contains("catalog commit landed"), "{all}");
+    assert!(all.contains(&id), "{all}");
+    assert!(all.contains(&format!("lakedrill quarantine release {id}")), "{all}");
+    let claim = sql_text(
+        &registry_uri(&g),
+        &format!("SELECT run_id FROM purge_runs WHERE candidate_id = '{id}'"),
+    );
+    assert!(claim.is_some(), "the claim is kept");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    let cand = &st["candidates"][0]["candidate"];
+    assert_eq!(cand["state"], "UNREFERENCED_ELIGIBLE", "{st}");
+    let bundles: Vec<String> = cand["quarantine"]["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(bundles.len(), c["snapshot_ids"].as_array().unwrap().len(), "{st}");
+    for b in &bundles {
+        assert!(all.contains(b.as_str()), "the error names bundle {b}: {all}");
+    }
+    let orphans = orphans_after_aging(&g, &files);
+    for f in &files {
+        assert!(!orphans.contains(f), "{f} of {id} is an orphan: {orphans:?}");
+    }
+    // The recovery the error names: the release takes the claim over (the failed run is gone) and releases it.
+    let out = g
+        .on_table(&[
+            "--json",
+            "quarantine",
+            "release",
+            &id,
+            "--reason",
+            "recover a failed quarantine",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(out["status"], "RELEASED", "{out}");
+    assert_eq!(out["mode"], "bundle", "{out}");
+    assert_eq!(out["bundles"].as_array().unwrap().len(), bundles.len(), "{out}");
+    let st = g.run(&["--json", "status", &id]).expect_code(0).json();
+    assert_eq!(st["candidates"][0]["candidate"]["state"], "RELEASED", "{st}");
+}
+
 // A commit landing right after a tag-mode quarantine's own commit (a tag on one of its snapshots) was in the stamp
 // the quarantine recorded, which it read after its commit: the purge saw no change, did not rebase, and its
 // independent closure check refused the candidate (PROTECTED for good). The stamp is now the generation of the

@@ -935,3 +935,36 @@ fn a_failed_shard_report_after_the_covering_report_started_fails_the_weekly_gate
         "it verified: {w}"
     );
 }
+
+/// See: the review of 2026-12-07 (Q5). `gates --since` overrode the weekly gate's window whatever the policy's
+/// `evidenceMaxAge`: `--since 400d` let year-old drill evidence pass a gate the deleter holds to a week. A
+/// `--since` longer than the policy's bound is refused now (exit 2) naming both values; one within it still runs.
+#[test]
+fn gates_since_longer_than_the_policy_evidence_max_age_is_refused() {
+    let g = Gov::new("");
+    let run = |since: &str| {
+        g.on_table(&[
+            "--json",
+            "gates",
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--trust",
+            "keys",
+            "--reports",
+            "reports",
+            "--since",
+            since,
+        ])
+    };
+    let r = run("400d");
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("--since 400d is longer than the policy's evidenceMaxAge of 7d"),
+        "{}",
+        r.stderr
+    );
+    let r = run("7d");
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    assert!(r.json()["safety_gates"].is_array(), "{}", r.stdout);
+}

@@ -1758,6 +1758,61 @@ fn restore_into_of_an_orphan_bundle_is_refused_as_such() {
     );
 }
 
+/// See: the review of 2026-12-07 (Q4). `restore --put-back` moved the candidate to RELEASED on any trusted orphan
+/// bundle naming it, not only the one the registry recorded: a copy of the bundle elsewhere released the candidate
+/// while the registry's bundle was never read. Refused now (exit 1) naming both, nothing put back, the state kept;
+/// the recorded bundle still puts the files back and releases it.
+#[test]
+fn put_back_from_a_bundle_the_registry_did_not_record_is_refused() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(&root.join("data/copied.parquet"), b"PAR1 a copied bundle PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    assert!(!root.join("data/copied.parquet").exists(), "{q}");
+    let from = bundle.strip_prefix("file://").unwrap_or(&bundle).trim_end_matches('/');
+    let copy = g.dir.join("copied-bundle");
+    let cp = std::process::Command::new("cp")
+        .args(["-r", from, copy.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let r = g.run(&[
+        "--json",
+        "restore",
+        copy.to_str().unwrap(),
+        "--trust",
+        "keys",
+        "--put-back",
+    ]);
+    let v = r.expect_code(1).json();
+    assert_eq!(v["status"], "REFUSED", "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("copied-bundle") && reason.contains(&format!("is not the bundle candidate {id} recorded")),
+        "{v}"
+    );
+    assert!(!root.join("data/copied.parquet").exists(), "nothing was put back");
+    let db = format!("sqlite:{}", g.dir.join("registry.db").display());
+    let state = || {
+        crate::util::sql_text(
+            &db,
+            &format!("SELECT state FROM candidates WHERE candidate_id = '{id}'"),
+        )
+    };
+    assert_eq!(state().as_deref(), Some("QUARANTINED"));
+    g.run(&["--json", "restore", &bundle, "--trust", "keys", "--put-back"])
+        .expect_code(0);
+    assert!(
+        root.join("data/copied.parquet").exists(),
+        "put back from the recorded bundle"
+    );
+    assert_eq!(state().as_deref(), Some("RELEASED"));
+}
+
 /// `restore --put-back` refused a candidate `DELETE_APPROVED`, `DELETED` or
 /// `VERIFIED`, but not one `DELETE_UNKNOWN`: deletes of its purge may have taken effect, and the files were put
 /// back (`PUT_BACK`, exit 0) under a candidate whose outcome `reconcile` has yet to settle. Refused now (exit 1),
