@@ -786,6 +786,34 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A bundle predicate of snapshot 7 of table `u` at `location`, its metadata file read from `metadata`.
+    fn predicate(
+        id: &str,
+        location: &str,
+        metadata: &str,
+        backup: Option<crate::evidence::inventory::BackupInfo>,
+    ) -> BundlePredicate {
+        BundlePredicate {
+            bundle_id: id.into(),
+            table_uuid: "u".into(),
+            table_location: location.into(),
+            snapshot_id: 7,
+            snapshot_timestamp_ms: 0,
+            sequence_number: 1,
+            format_version: 2,
+            sealed_at: String::new(),
+            source_metadata_location: metadata.into(),
+            source_metadata_blake3: String::new(),
+            bundle_root: String::new(),
+            objects: 0,
+            bytes: 0,
+            inventory: Vec::new(),
+            inventory_member: None,
+            backup,
+            orphans: None,
+        }
+    }
+
     /// Review of 2026-12-07 (R1-4): a recovery target under a symlink that leads into the bundle's table was
     /// compared by its spelling only and accepted; its files would land in the live table's listing as orphans.
     /// Refused now; a target under a link that leads elsewhere is not.
@@ -798,25 +826,7 @@ mod tests {
         std::os::unix::fs::symlink(table.join("metadata"), dir.path().join("into-table")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join("outside")).unwrap();
         let root = format!("file://{}", table.display());
-        let pred = BundlePredicate {
-            bundle_id: "7-a".into(),
-            table_uuid: "u".into(),
-            table_location: root.clone(),
-            snapshot_id: 7,
-            snapshot_timestamp_ms: 0,
-            sequence_number: 1,
-            format_version: 2,
-            sealed_at: String::new(),
-            source_metadata_location: format!("{root}/metadata/v1.metadata.json"),
-            source_metadata_blake3: String::new(),
-            bundle_root: String::new(),
-            objects: 0,
-            bytes: 0,
-            inventory: Vec::new(),
-            inventory_member: None,
-            backup: None,
-            orphans: None,
-        };
+        let pred = predicate("7-a", &root, &format!("{root}/metadata/v1.metadata.json"), None);
         let target = |name: &str| format!("file://{}/recovered", dir.path().join(name).display());
         let e = outside_table("--into", &target("into-table"), &pred).unwrap_err();
         assert!(e.to_string().contains("lies inside the location"), "{e}");
@@ -829,30 +839,17 @@ mod tests {
     /// a root now, and a predicate that gives none refuses every target naming the bundle.
     #[test]
     fn a_cold_backup_bundle_refuses_a_target_inside_the_live_table_and_an_unknown_location_refuses_all() {
-        let mut pred = BundlePredicate {
-            bundle_id: "7-b".into(),
-            table_uuid: "u".into(),
-            table_location: "s3://lake/wh/t".into(),
-            snapshot_id: 7,
-            snapshot_timestamp_ms: 0,
-            sequence_number: 1,
-            format_version: 2,
-            sealed_at: String::new(),
-            source_metadata_location: "s3://backup/objects/abc".into(),
-            source_metadata_blake3: String::new(),
-            bundle_root: String::new(),
-            objects: 0,
-            bytes: 0,
-            inventory: Vec::new(),
-            inventory_member: None,
-            backup: Some(crate::evidence::inventory::BackupInfo {
+        let mut pred = predicate(
+            "7-b",
+            "s3://lake/wh/t",
+            "s3://backup/objects/abc",
+            Some(crate::evidence::inventory::BackupInfo {
                 checkpoint_id: "cp".into(),
                 declared_snapshot_id: 7,
                 declared_at: String::new(),
                 backup_root: "s3://backup".into(),
             }),
-            orphans: None,
-        };
+        );
         let e = outside_table("--into", "s3://lake/wh/t/recovered", &pred).unwrap_err();
         assert!(e.to_string().contains("lies inside the location s3://lake/wh/t"), "{e}");
         outside_table("--into", "s3://lake/recovered", &pred).unwrap();

@@ -583,22 +583,15 @@ async fn seal_and_commit(
                 }),
             );
         }
-        // The commit's own answer first (as `release`): a lock transaction that cannot be ended after a commit that
-        // landed (or may have) must not hide that it did; the quarantine is recorded next, under the claim.
-        let ended = if ctx.storage.failpoint_quarantine_lock_end_fails() {
-            Err(lock.abandon("commit_guard").await)
-        } else {
-            lock.commit().await.map(drop)
-        };
-        if let Err(e) = ended {
-            if landed.is_none() {
-                return Err(e.into());
-            }
-            crate::report::output::warn(format!(
-                "{candidate_id}: the registry's lock could not be ended after the quarantine's catalog commit ({e}); \
-                 the quarantine is recorded next"
-            ));
-        }
+        // The commit's own answer first (as `release`): the quarantine is recorded next, under the claim.
+        end_lock_after_commit(
+            lock,
+            (ctx.storage.failpoint_quarantine_lock_end_fails(), "commit_guard"),
+            landed.is_some(),
+            candidate_id,
+            ("the quarantine's catalog commit", "the quarantine"),
+        )
+        .await?;
         match committed {
             Ok(loc) => break (loc, base, base_table.clone()),
             Err(Error::Catalog { reason, .. }) => {
@@ -1179,22 +1172,15 @@ async fn release_claimed(
         let committed_now = cat
             .commit(&ctx.storage, &ident, &table.generation().metadata_location, &new)
             .await;
-        // The commit's own answer first: a lock transaction that cannot be ended after a commit that removed the
-        // tags must not hide that it did (the release is then recorded under the claim below).
-        let ended = if ctx.storage.failpoint_release_lock_end_fails() {
-            Err(lock.abandon("claim_lock").await)
-        } else {
-            lock.commit().await.map(drop)
-        };
-        if let Err(e) = ended {
-            if committed_now.is_err() {
-                return Err(e.into());
-            }
-            crate::report::output::warn(format!(
-                "{candidate_id}: the registry's lock could not be ended after the catalog commit that removed the \
-                 tags ({e}); the release is recorded next"
-            ));
-        }
+        // The commit's own answer first (the release is then recorded under the claim below).
+        end_lock_after_commit(
+            lock,
+            (ctx.storage.failpoint_release_lock_end_fails(), "claim_lock"),
+            committed_now.is_ok(),
+            candidate_id,
+            ("the catalog commit that removed the tags", "the release"),
+        )
+        .await?;
         match committed_now {
             Ok(loc) => {
                 removed = tags;
@@ -1291,4 +1277,34 @@ async fn release_claimed(
         }),
         human,
     )
+}
+
+/// Ends the registry lock taken around a catalog commit, once the commit answered. When the commit landed (or may
+/// have: `landed`), a lock transaction that cannot be ended must not hide that it did: it is a warning naming
+/// `what.0` (the commit) and `what.1` (what is recorded next, under the run's claim), and the caller goes on;
+/// otherwise the lock's error stands. `fail` = (a test-only failpoint that plays the lock end failing, the name of
+/// its transaction).
+async fn end_lock_after_commit(
+    lock: crate::registry::PurgeBatch,
+    fail: (bool, &'static str),
+    landed: bool,
+    candidate_id: &str,
+    what: (&str, &str),
+) -> Result<()> {
+    let ended = if fail.0 {
+        Err(lock.abandon(fail.1).await)
+    } else {
+        lock.commit().await.map(drop)
+    };
+    match ended {
+        Err(e) if !landed => Err(e.into()),
+        Err(e) => {
+            crate::report::output::warn(format!(
+                "{candidate_id}: the registry's lock could not be ended after {} ({e}); {} is recorded next",
+                what.0, what.1
+            ));
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
 }
