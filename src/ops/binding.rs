@@ -225,6 +225,28 @@ pub async fn still_claimed(reg: &Registry, candidate_id: &str, run_id: &str, bef
     }
 }
 
+/// Moves the candidate that run `run_id` claims to `PROTECTED` with `why`, conditional on that claim: a claim taken
+/// over in the meantime refuses it, naming the holder ([`taken_over`]; `before` names the step).
+///
+/// # Errors
+/// Registry errors; the refusal of a claim taken over.
+pub async fn protect_claimed(
+    reg: &Registry,
+    candidate_id: &str,
+    run_id: &str,
+    why: &str,
+    now: chrono::DateTime<Utc>,
+    before: &str,
+) -> Result<()> {
+    if let Err(holder) = reg
+        .candidate_move_claimed(candidate_id, run_id, crate::registry::State::Protected, why, now)
+        .await?
+    {
+        return Err(taken_over(candidate_id, run_id, holder.as_ref(), before));
+    }
+    Ok(())
+}
+
 /// The error of a run that lost its claim on `candidate_id` to `holder` (exit 2): it names both runs and what was
 /// not done (`before`).
 #[must_use]

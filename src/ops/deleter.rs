@@ -4863,17 +4863,9 @@ async fn undelete_claimed(
         "partly undeleted (INCOMPLETE): the objects brought back and verified are PROTECTED, the others stay as \
          recorded; re-plan before reclaiming"
     };
-    if any_back
-        && let Err(holder) = reg
-            .candidate_move_claimed(candidate_id, run_id, State::Protected, why, ctx.now())
-            .await?
-    {
-        return Err(taken_over(
-            candidate_id,
-            run_id,
-            holder.as_ref(),
-            "moving it to PROTECTED",
-        ));
+    if any_back {
+        crate::ops::binding::protect_claimed(reg, candidate_id, run_id, why, ctx.now(), "moving it to PROTECTED")
+            .await?;
     }
     if let Some(e) = first_error {
         return Err(e);

@@ -18,7 +18,7 @@ use crate::govern::closure::{self};
 use crate::govern::policy::Policy;
 use crate::io::store::DelayPoint;
 use crate::model::location;
-use crate::ops::binding::taken_over;
+use crate::ops::binding::{protect_claimed, taken_over};
 use crate::ops::context::Context;
 use crate::ops::plan::*;
 use crate::registry::{PurgeBaseline, Registry, State, WorldStamp};
@@ -1051,17 +1051,15 @@ async fn release_claimed(
             "quarantine release: a quarantine of {candidate_id} failed after its catalog commit, before it settled \
              the candidate: {reason}"
         );
-        if let Err(holder) = reg
-            .candidate_move_claimed(candidate_id, run_id, State::Protected, &why, ctx.now())
-            .await?
-        {
-            return Err(taken_over(
-                candidate_id,
-                run_id,
-                holder.as_ref(),
-                "moving the candidate to PROTECTED",
-            ));
-        }
+        protect_claimed(
+            reg,
+            candidate_id,
+            run_id,
+            &why,
+            ctx.now(),
+            "moving the candidate to PROTECTED",
+        )
+        .await?;
         rec = reg.candidate(candidate_id).await?;
     }
     if let Some(why) = rec.state.release_refusal(candidate_id) {
@@ -1120,17 +1118,15 @@ async fn release_claimed(
                     .collect::<Vec<_>>()
                     .join("; ")
             );
-            if let Err(holder) = reg
-                .candidate_move_claimed(candidate_id, run_id, State::Protected, &why, ctx.now())
-                .await?
-            {
-                return Err(taken_over(
-                    candidate_id,
-                    run_id,
-                    holder.as_ref(),
-                    "moving the candidate to PROTECTED",
-                ));
-            }
+            protect_claimed(
+                reg,
+                candidate_id,
+                run_id,
+                &why,
+                ctx.now(),
+                "moving the candidate to PROTECTED",
+            )
+            .await?;
             let mut human = format!("{candidate_id} INCOMPLETE: not released, now PROTECTED\n  {why}\n");
             human.push_str(&put_back_lines(&put_back));
             human.push_str("  the next `plan` or `purge` of the table tries to put the rest back\n");
