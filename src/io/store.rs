@@ -142,7 +142,7 @@ pub type Layer = Arc<dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send
 /// catalog-commit-delay-ms=MS,protection-delay-ms=MS,purge-plan-delay-ms=MS,orphan-hold-delay-ms=MS,orphan-take-out-delay-ms=MS,
 /// purge-intent-delay-ms=MS,purge-finish-delay-ms=MS,quarantine-committed-delay-ms=MS,orphan-remove-delay-ms=MS,
 /// orphan-renamed-delay-ms=MS,release-write-delay-ms=MS,put-back-rebase-delay-ms=MS,purge-archive-delay-ms=MS,
-/// purge-rebase-delay-ms=MS,claim-heartbeat-ms=MS,
+/// purge-rebase-delay-ms=MS,purge-rebase-recorded-delay-ms=MS,claim-heartbeat-ms=MS,
 /// catalog-answer-lost=1,catalog-update-unanswered=1,release-lock-end-fails=1,quarantine-lock-end-fails=1,
 /// quarantine-record-fails=1,s3-conditions-ignored=1`). Used by the crash,
 /// DELETE_UNKNOWN, hold-during-purge and protection-race tests and the purge benchmark's kills.
@@ -206,6 +206,9 @@ pub struct Failpoints {
     /// before it records the rebase (after its last claim check): its claim can be taken over in between, and the
     /// registry then refuses the rebase.
     pub purge_rebase_delay_ms: Option<u64>,
+    /// A purge that recorded its rebase waits this many milliseconds before it reads the rebased row back (a test
+    /// edits the row there).
+    pub purge_rebase_recorded_delay_ms: Option<u64>,
     /// A run holding a candidate's claim (quarantine, purge, reconcile, undelete) renews its heartbeat every this
     /// many milliseconds instead of every `CLAIM_HEARTBEAT_SECS` (60) seconds (so that a test sees a renewal
     /// without waiting).
@@ -273,6 +276,8 @@ pub enum DelayPoint {
     PurgeArchive,
     /// After a purge re-judged its approved candidate at a new table generation, right before it records the rebase.
     PurgeRebase,
+    /// After a purge recorded its rebase, before it reads the rebased row back.
+    PurgeRebaseRecorded,
     /// After `set-current --from-bundle` found the snapshot's objects in the table, before its catalog commit.
     SetCurrentCommit,
     /// After a bundle verified, before `rebuild` copies its objects (`restore --into`, `recover`).
@@ -314,6 +319,7 @@ impl Failpoints {
                 "put-back-rebase-delay-ms" => f.put_back_rebase_delay_ms = v,
                 "purge-archive-delay-ms" => f.purge_archive_delay_ms = v,
                 "purge-rebase-delay-ms" => f.purge_rebase_delay_ms = v,
+                "purge-rebase-recorded-delay-ms" => f.purge_rebase_recorded_delay_ms = v,
                 "set-current-commit-delay-ms" => f.set_current_commit_delay_ms = v,
                 "rebuild-copy-delay-ms" => f.rebuild_copy_delay_ms = v,
                 "protect-covered-delay-ms" => f.protect_covered_delay_ms = v,
@@ -515,6 +521,10 @@ impl Storage {
             DelayPoint::PutBackRebase => ("put-back-rebase-delay-ms", self.failpoints.put_back_rebase_delay_ms),
             DelayPoint::PurgeArchive => ("purge-archive-delay-ms", self.failpoints.purge_archive_delay_ms),
             DelayPoint::PurgeRebase => ("purge-rebase-delay-ms", self.failpoints.purge_rebase_delay_ms),
+            DelayPoint::PurgeRebaseRecorded => (
+                "purge-rebase-recorded-delay-ms",
+                self.failpoints.purge_rebase_recorded_delay_ms,
+            ),
         };
         let Some(ms) = ms else { return };
         eprintln!("lakedrill: failpoint {name}={ms}: waiting");

@@ -1763,9 +1763,10 @@ fn archived_problems(
 /// row edited after the acceptance (by hand or by a bug) could widen the catalog commit to a snapshot the table
 /// keeps, leave one of the candidate's snapshots in the table over files about to be deleted, or swap the bundles
 /// the acceptance was judged on. [`archived_problems`] has already required every object of the row to be in the
-/// archive with its size. Returns whether the row stands on a rebase recorded after the acceptance: the rebase
-/// record is in the same registry as the row, so the catalog-commit step then judges the table again (the
-/// independent closure check included) before it commits anything.
+/// archive with its size when the roots differ, and this function requires it again when the row stands on a rebase
+/// (`execute` reads the row again under its claim). Returns whether the row stands on a rebase recorded after the
+/// acceptance: the rebase record is in the same registry as the row, so the catalog-commit step then judges the
+/// table again (the independent closure check included) before it commits anything.
 ///
 /// # Errors
 /// Any difference: "cannot decide" (exit 2), naming the candidate, the field and both values; nothing is deleted.
@@ -1781,6 +1782,9 @@ fn hold_row_to_archive(rec: &CandidateRecord, uri: &str, verified: &crate::evide
     struct ArchivedCandidate {
         #[serde(default)]
         snapshot_ids: Vec<i64>,
+        /// Only read when the row stands on a rebase: otherwise the row's root is held to the archived one.
+        #[serde(default)]
+        objects: Vec<ObjectRef>,
     }
     let archived: Archived = verified
         .parse_predicate()
@@ -1860,6 +1864,25 @@ fn hold_row_to_archive(rec: &CandidateRecord, uri: &str, verified: &crate::evide
     }
     if row_ids != rebased_ids {
         return Err(differs("snapshot_ids", &show(&row_ids), &show(&rebased_ids), &rebase));
+    }
+    // A rebase only takes objects out: every object of the row is one the archive signed, with its size. The rebase
+    // record is in the same registry as the row, so the row's root matching it proves nothing on its own (review
+    // M1: an object added to the row with its root and a rebase record recomputed reached the delete step).
+    let sizes: std::collections::HashMap<&str, u64> = archived
+        .candidate
+        .objects
+        .iter()
+        .map(|o| (o.path.as_str(), o.size))
+        .collect();
+    if let Some(o) = rec.objects.iter().find(|o| sizes.get(o.path.as_str()) != Some(&o.size)) {
+        return Err(differs(
+            &format!("objects after {rebase}"),
+            &format_args!("{} ({} bytes)", o.path, o.size),
+            &sizes
+                .get(o.path.as_str())
+                .map_or_else(|| "absent".to_owned(), |s| format!("{s} bytes")),
+            &format!("{archive} (a rebase only takes objects out)"),
+        ));
     }
     // A rebase recorded before rebase records carried their root: the objects were held to the archive above.
     if let Some(rebased_root) = last["inventory_root"].as_str()
@@ -2419,6 +2442,40 @@ async fn record_rebase(
     ))
 }
 
+/// Holds the row a purge read back after recording its rebase `r` to what it recorded (review M2): the row's
+/// snapshots and inventory are what the rebase left. The row is what the commit takes out of the table and what is
+/// deleted, and on the last commit attempt nothing judges it again.
+///
+/// # Errors
+/// Any difference: "cannot decide" (exit 2), naming the candidate and what differs; nothing more is deleted.
+fn as_rebased(rec: &CandidateRecord, r: &crate::govern::closure::Rebase) -> Result<()> {
+    let set = |ids: &[i64]| ids.iter().copied().collect::<std::collections::BTreeSet<i64>>();
+    let (row_ids, rebased_ids) = (set(&snapshot_ids_of(rec)), set(&r.snapshot_ids));
+    let (row_root, rebased_root) = (
+        crate::govern::closure::candidate_root(&rec.objects),
+        crate::govern::closure::candidate_root(&r.objects),
+    );
+    let what = if row_ids != rebased_ids {
+        format!("its snapshot_ids are {row_ids:?}, the rebase left {rebased_ids:?}")
+    } else if row_root != rebased_root {
+        format!(
+            "its {} object(s) hash to {row_root}, the {} the rebase left to {rebased_root}",
+            rec.objects.len(),
+            r.objects.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(
+        &rec.candidate_id,
+        format!(
+            "cannot decide: the registry row of candidate {} changed after this purge recorded its rebase: {what}; \
+             nothing more is committed or deleted (put the row back, or release the candidate)",
+            rec.candidate_id
+        ),
+    ))
+}
+
 /// Whether no delete of the candidate happened or may have happened: no object deleted or uncertain, and no
 /// delete intent without its answer (a run that stopped between sending a batch and recording it). Only then may
 /// an approved candidate still be rebased.
@@ -2621,7 +2678,9 @@ async fn execute(
                 }
                 if !r.unchanged() {
                     record_rebase(ctx, reg, &rec, &current, &r, run_id, ctx.now()).await?;
+                    ctx.storage.failpoint_delay(DelayPoint::PurgeRebaseRecorded).await;
                     rec = reg.candidate(candidate_id).await?;
+                    as_rebased(&rec, &r)?;
                     objects = std::mem::take(&mut rec.objects);
                     if attempt < COMMIT_ATTEMPTS {
                         continue;
@@ -4888,4 +4947,109 @@ async fn undelete_claimed(
         &serde_json::json!({"status": if all_ok { "UNDELETED" } else { "INCOMPLETE" }, "candidate_id": candidate_id, "objects": results}),
         human,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::keys::PublicKey;
+
+    fn object(path: &str, size: u64) -> ObjectRef {
+        ObjectRef {
+            path: path.to_owned(),
+            layer: Layer::Data,
+            size,
+        }
+    }
+
+    /// An inventory archive of candidate `c-1` (snapshots 1 and 2, `objects`, one bundle) signed by a new key, and
+    /// the registry row as the acceptance left it.
+    fn archived(objects: &[ObjectRef]) -> (crate::evidence::VerifiedPayload, CandidateRecord) {
+        let key = SigningKey::generate();
+        let quarantine = serde_json::json!({"mode": "bundle", "bundles": [{"uri": "file:///b/1", "root": "r"}]});
+        let candidate =
+            crate::govern::closure::with_inventory(&serde_json::json!({"kind": "snapshots"}), &[1, 2], objects);
+        let subject = vec![Subject {
+            name: "lakedrill-candidate:c-1".to_owned(),
+            digest: BTreeMap::from([
+                ("blake3".to_owned(), crate::govern::closure::candidate_root(objects)),
+                ("sha256".to_owned(), "0".repeat(64)),
+            ]),
+        }];
+        let predicate = serde_json::json!({"candidate": candidate, "quarantine": quarantine, "kind": "inventory"});
+        let envelope =
+            evidence::sign_statement_serialized(&subject, RECEIPTS_PREDICATE_TYPE, &predicate, &key).unwrap();
+        let trust = TrustStore::from_keys(vec![PublicKey::new("k", "k.pub", key.verifying_key())]).unwrap();
+        let verified = evidence::verify_payload(envelope, &trust).unwrap();
+        let mut row = candidate.clone();
+        row.as_object_mut().unwrap().remove("objects");
+        let rec = CandidateRecord {
+            candidate_id: "c-1".to_owned(),
+            table_uuid: "u".to_owned(),
+            state: State::DeleteApproved,
+            candidate: row,
+            objects: objects.to_vec(),
+            stamp: serde_json::from_value(serde_json::json!({
+                "metadata_location": "m1", "metadata_blake3": "b1", "protected_ref_root": "r1",
+                "lease_watermark": 0, "hold_generation": 0
+            }))
+            .unwrap(),
+            quarantine: Some(quarantine),
+            reason: String::new(),
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        };
+        (verified, rec)
+    }
+
+    /// `rec` as a rebase after the acceptance would leave it: snapshots `ids`, inventory `objects`, and the rebase
+    /// record naming both (all in the same registry, so anyone who edits the row can write them).
+    fn rebased(rec: &mut CandidateRecord, ids: &[i64], objects: Vec<ObjectRef>) {
+        let root = crate::govern::closure::candidate_root(&objects);
+        rec.candidate["snapshot_ids"] = serde_json::json!(ids);
+        rec.candidate["inventory_root"] = serde_json::json!(root);
+        rec.objects = objects;
+        rec.quarantine.as_mut().unwrap()["rebases"] = serde_json::json!([
+            {"after_acceptance": true, "snapshot_ids": ids, "inventory_root": root, "at": "2026-12-07T00:00:00Z"}
+        ]);
+    }
+
+    // Review M1: `execute` reads the row again under its claim and held it to the archive with `hold_row_to_archive`
+    // only. Once the row stood on a rebase recorded after the acceptance, that compared the row's objects with the
+    // row's own rebase record, not with the archive: an object added to the row (its root and a rebase record
+    // recomputed) between the resume's first checks and `execute` reached the delete step. It is now refused unless
+    // the archive signed it with that size; an honest rebase (objects taken out) still stands.
+    #[test]
+    fn a_row_rebased_after_its_acceptance_may_only_hold_objects_the_archive_signed() {
+        let (a, b) = (object("data/a.parquet", 10), object("data/b.parquet", 20));
+        let (verified, mut rec) = archived(&[a.clone(), b.clone()]);
+        assert!(!hold_row_to_archive(&rec, "file:///r/inventory.dsse.json", &verified).unwrap());
+
+        rebased(&mut rec, &[1], vec![a.clone()]);
+        assert!(
+            hold_row_to_archive(&rec, "file:///r/inventory.dsse.json", &verified).unwrap(),
+            "an honest rebase that took an object out stands"
+        );
+
+        for (added, shown) in [
+            (
+                object("data/x.parquet", 30),
+                "data/x.parquet (30 bytes) in the registry but absent",
+            ),
+            (
+                object("data/b.parquet", 21),
+                "data/b.parquet (21 bytes) in the registry but 20 bytes",
+            ),
+        ] {
+            rebased(&mut rec, &[1], vec![a.clone(), added]);
+            let e = hold_row_to_archive(&rec, "file:///r/inventory.dsse.json", &verified)
+                .expect_err("an object the archive did not sign is refused")
+                .to_string();
+            assert!(
+                e.contains("c-1") && e.contains(shown) && e.contains("file:///r/inventory.dsse.json"),
+                "names the candidate, the object, both sizes and the archive: {e}"
+            );
+            assert!(e.contains("cannot decide"), "exit 2: {e}");
+        }
+    }
 }

@@ -3848,6 +3848,51 @@ fn a_rebase_the_registry_did_not_record_stops_the_purge_with_exit_2() {
     );
 }
 
+// Review M2: after recording its rebase (a commit landed after the acceptance), the purge read the row back and
+// went on with whatever it held: on its last commit attempt nothing judged it again, and on the others the next
+// round re-judged the edited row as if the run had recorded it. Here a snapshot the table keeps under the tag
+// `audit-q2` is added to the row in that window: the old code took it in its stride (a second rebase released it)
+// and ended VERIFIED. The row read back is now held to the rebase the run recorded: exit 2 naming the candidate and
+// both snapshot sets, the snapshots still in the table and nothing deleted.
+#[test]
+fn a_row_changed_after_the_purge_recorded_its_rebase_stops_the_purge_with_exit_2() {
+    let g = Gov::new("");
+    let (c, ev, id, ids) = quarantined_with_ids(&g);
+    assert!(ids.len() >= 2, "a candidate of two snapshots or more: {c}");
+    let tagged: i64 = g.py("print(t.metadata.refs['audit-q2'].snapshot_id)").parse().unwrap();
+    let mut purge = Paused::purge(
+        &g,
+        "purge-archive-delay-ms=120000,purge-rebase-recorded-delay-ms=120000",
+        &id,
+        &ev,
+    );
+    purge.wait_until_paused();
+    // A commit lands after the acceptance: the purge rebases the candidate, which the new tag keeps a part of.
+    g.py(&format!(
+        "t.manage_snapshots().create_tag({}, 'keep-for-audit').commit()",
+        ids[0]
+    ));
+    purge.release_until("purge-archive-delay-ms", "purge-rebase-recorded-delay-ms");
+    edit_candidate_row(&g, &id, |cand, _| {
+        cand["snapshot_ids"].as_array_mut().unwrap().push(tagged.into());
+    });
+    let before = walk(&g.table_root());
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&id)
+            && error.contains("changed after this purge recorded its rebase")
+            && error.contains(&tagged.to_string()),
+        "names the candidate, the rebase and the snapshot added: {out}"
+    );
+    assert_eq!(walk(&g.table_root()), before, "nothing deleted");
+    let now = table_snapshots(&g);
+    assert!(ids.iter().all(|s| now.contains(s)), "{ids:?} are all still in {now:?}");
+    assert!(now.contains(&tagged), "{tagged} is still in {now:?}");
+    assert_eq!(receipt_count(&g, &id), 0, "no delete receipt was written");
+}
+
 /// Rewrites candidate `id`'s registry row as someone with write access to the registry would: `candidate_json` and
 /// `quarantine_json` through `edit`.
 fn edit_candidate_row(g: &Gov, id: &str, edit: impl FnOnce(&mut Value, &mut Value)) {
