@@ -7,7 +7,7 @@ Usage: s3_count_proxy.py UPSTREAM PORTFILE LOGFILE [--no-delete-objects] [--no-l
                           [--lose-post REGEX 504|drop|unsent-504] [--redirect-post REGEX]
                           [--redirect-get REGEX] [--status-post REGEX STATUS] [--ignore-version-deletes] [--delay-ms MS]
                           [--token-life SECONDS] [--revoke-first-token] [--truncate-listings N REGEX]
-                          [--hide-get-versions] [--forbid-reads REGEX]
+                          [--hide-get-versions] [--forbid-reads REGEX] [--redirect-delete REGEX]
 
 Listens on a free 127.0.0.1 port (written to PORTFILE once it accepts connections) and forwards every request
 to UPSTREAM (http://127.0.0.1:8333) unchanged: the same method, path, query, headers (Host included, so that
@@ -38,7 +38,9 @@ happens once.
 With --redirect-post, the first POST whose path matches REGEX is answered `303 See Other` with `Location:` the
 same URL, without forwarding it (a load balancer moving clients to another address). A client that follows it
 sends a GET of the same URL, whose 200 for a REST table is the table unchanged. Logged as
-`<time> REDIRECTED 303`; it happens once. --redirect-get does the same to the first matching GET.
+`<time> REDIRECTED 303`; it happens once. --redirect-get does the same to the first matching GET, and
+--redirect-delete to the first matching DELETE (a client following that one sends a GET of the object, whose 200
+is its bytes, not a delete).
 
 With --status-post, the first POST whose path matches REGEX is forwarded and its answer read, then answered with
 STATUS and an empty body instead (a gateway that answers a commit it passed on `204 No Content`). Logged as
@@ -108,6 +110,10 @@ REDIRECT_GET = None
 if "--redirect-get" in sys.argv[4:]:
     REDIRECT_GET = re.compile(sys.argv[sys.argv.index("--redirect-get") + 1])
 REDIRECT_GET_FIRED = threading.Event()
+REDIRECT_DELETE = None
+if "--redirect-delete" in sys.argv[4:]:
+    REDIRECT_DELETE = re.compile(sys.argv[sys.argv.index("--redirect-delete") + 1])
+REDIRECT_DELETE_FIRED = threading.Event()
 STATUS = None
 if "--status-post" in sys.argv[4:]:
     i = sys.argv.index("--status-post")
@@ -340,7 +346,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             else:
                 self.refuse(403, "Forbidden", "AccessDenied", "Access Denied")
             return
-        if self.once(REDIRECT, REDIRECT_FIRED) or self.once(REDIRECT_GET, REDIRECT_GET_FIRED, "GET"):
+        if (self.once(REDIRECT, REDIRECT_FIRED) or self.once(REDIRECT_GET, REDIRECT_GET_FIRED, "GET")
+                or self.once(REDIRECT_DELETE, REDIRECT_DELETE_FIRED, "DELETE")):
             self.log("REDIRECTED 303")
             self.send_response_only(303, "See Other")
             self.send_header("Location", f"http://{self.headers.get('Host')}{self.path}")

@@ -1864,3 +1864,64 @@ fn a_read_failed_finding_names_the_operation_and_the_stores_reason() {
         "names the store's answer: {f}"
     );
 }
+
+// Review V3: the client of the deleter's own S3 requests followed redirects. A provider or gateway answering a
+// single `DELETE` with `303 See Other` to the same URL got a GET of the object, whose `200` (the object's bytes,
+// read whole) the deleter took as "deleted" and quoted in the receipt as the provider's delete answer. Redirects are
+// answers now, never followed: the redirected delete is no delete (its receipt quotes the 303), the object, still
+// there, is not counted deleted, and no GET of it was sent.
+#[test]
+fn a_redirected_delete_is_not_followed_nor_taken_as_a_delete() {
+    let prefix = format!("redirect-{}", uuid::Uuid::new_v4());
+    let (g, proxy) = on_seaweed_with(
+        &prefix,
+        "",
+        "",
+        &["--no-delete-objects", "--redirect-delete", r"\.parquet$"],
+    );
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let mut args = g.purge_args(&id, Some(&ev));
+    args.extend(T);
+    let r = g.run(&args);
+    let out = format!("{}\n{}", r.stdout, r.stderr);
+    let requests = proxy.requests();
+    assert!(
+        requests.iter().any(|(_, m, _)| m == "REDIRECTED"),
+        "a delete was redirected: {requests:?}\n{out}"
+    );
+    let first = requests
+        .iter()
+        .position(|(_, m, p)| m == "DELETE" && p.split('?').next().is_some_and(|p| p.ends_with(".parquet")))
+        .unwrap_or_else(|| panic!("a DELETE of a data file: {requests:?}"));
+    let key = requests[first].2.split('?').next().unwrap().to_owned();
+    assert!(
+        !requests[first + 1..]
+            .iter()
+            .any(|(_, m, p)| m == "GET" && p.split('?').next() == Some(key.as_str())),
+        "no GET of {key} followed the redirect: {requests:?}"
+    );
+    let name = key.rsplit('/').next().unwrap().to_owned();
+    for rc in receipts(&g, &id, "confirmed") {
+        if rc.to_string().contains(&name) {
+            assert_ne!(
+                rc["provider"]["http_status"], 200,
+                "the GET's 200 is no delete answer: {rc}"
+            );
+        }
+    }
+    assert_eq!(r.code, 1, "{out}");
+    let p: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(p["status"], "DELETE_UNKNOWN", "{p}");
+    let unknown = p["objects"]["DELETE_UNKNOWN"].as_array().unwrap();
+    assert!(
+        unknown.len() == 1 && unknown[0].as_str().is_some_and(|u| u.ends_with(&name)),
+        "the redirected object alone is uncertain: {p}"
+    );
+    let object_key = key.trim_start_matches('/').split_once('/').unwrap().1;
+    let still = boto(
+        &g,
+        &format!("print(s3.head_object(Bucket=bucket, Key='{object_key}')['ContentLength'] > 0)"),
+    );
+    assert_eq!(still.trim(), "True", "{key} is still there");
+}

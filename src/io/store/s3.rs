@@ -584,6 +584,11 @@ impl Answer {
 /// included, unless `[storage.s3] timeout` says otherwise.
 pub const PRESIGNED_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The most bytes read of one presigned S3 request's answer: a `DeleteObjects` answer of 1,000 keys of 1 KiB, a page
+/// of 1,000 versions or a bucket's lifecycle rules hold a few MiB at most. A provider (or a gateway) answering more —
+/// an object's bytes after a redirect, say — is an error naming the request, never read whole.
+pub const MAX_S3_ANSWER_BYTES: usize = 16 << 20;
+
 /// How long connecting for a presigned S3 request may take, unless `[storage.s3] connect_timeout` says otherwise.
 pub const PRESIGNED_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -737,14 +742,33 @@ impl Storage {
             .map_err(|e| s3_error("S3 request", uri, e.to_string()))?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let body = resp
-            .bytes()
+        let mut resp = resp;
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
             .await
-            .map_err(|e| s3_error("S3 request", uri, e.to_string()))?;
-        Ok(Answer { status, headers, body })
+            .map_err(|e| s3_error("S3 request", uri, e.to_string()))?
+        {
+            if body.len() + chunk.len() > MAX_S3_ANSWER_BYTES {
+                return Err(s3_error(
+                    "S3 request",
+                    uri,
+                    format!(
+                        "the answer (HTTP {status}) is over {MAX_S3_ANSWER_BYTES} bytes, more than any S3 control answer \
+                         (a delete, a version listing, a bucket setting) holds: it is not read further"
+                    ),
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body: Bytes::from(body),
+        })
     }
 
-    /// The HTTP client of the presigned requests, built on first use with the S3 settings' `timeout` and
+    /// The HTTP client of the presigned requests (no redirect followed), built on first use with the S3 settings' `timeout` and
     /// `connect_timeout` (object_store's own client reads the same keys), else [`PRESIGNED_TIMEOUT`] and
     /// [`PRESIGNED_CONNECT_TIMEOUT`]. A purge sends its deletes while it holds the registry's write lock: a request
     /// that never answers must end (as "no answer": the objects go to `DELETE_UNKNOWN`) before the lock's waiters
@@ -764,7 +788,10 @@ impl Storage {
                 }),
             }
         };
+        // Redirects are answers, never followed: a client following a `303` to a DELETE or a `DeleteObjects` POST
+        // sends a GET of the same URL, whose `200` (the object's bytes) read as "deleted" (review V3).
         let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(setting("timeout", PRESIGNED_TIMEOUT)?)
             .connect_timeout(setting("connect_timeout", PRESIGNED_CONNECT_TIMEOUT)?)
             .build()
@@ -794,6 +821,7 @@ impl Storage {
         let (_, key) = self.s3_client(uri)?;
         let mut out = Vec::new();
         let mut markers: Option<(String, String)> = None;
+        let mut seen = std::collections::HashSet::new();
         loop {
             let mut q = vec![
                 ("versions".to_owned(), String::new()),
@@ -832,9 +860,9 @@ impl Storage {
             match (page.is_truncated, page.next_key_marker, page.next_version_id_marker) {
                 (false, _, _) => break,
                 (true, Some(k), Some(v)) => {
-                    // A provider repeating its markers would be listed for ever; one that gives none has cut
-                    // the listing short. Either way the versions seen are not all of them.
-                    if markers.as_ref() == Some(&(k.clone(), v.clone())) {
+                    // A provider repeating its markers (at once or after others) would be listed for ever; one
+                    // that gives none has cut the listing short. Either way the versions seen are not all of them.
+                    if !seen.insert((k.clone(), v.clone())) {
                         return Err(s3_error(
                             "list versions",
                             uri,
