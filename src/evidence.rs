@@ -1027,6 +1027,20 @@ pub fn peek_unverified(envelope: &[u8]) -> Option<serde_json::Value> {
     serde_json::from_slice(&payload).ok()
 }
 
+/// The statement inside an envelope read into `T` **without verifying** anything (as [`peek_unverified`], with no
+/// JSON value tree: fields `T` does not name are skipped). For choosing what not to do, never for trusting.
+#[must_use]
+pub fn peek_unverified_as<T: serde::de::DeserializeOwned>(envelope: &[u8]) -> Option<T> {
+    use base64::Engine as _;
+    #[derive(serde::Deserialize)]
+    struct Env {
+        payload: String,
+    }
+    let env: Env = serde_json::from_slice(envelope).ok()?;
+    let payload = base64::engine::general_purpose::STANDARD.decode(env.payload).ok()?;
+    serde_json::from_slice(&payload).ok()
+}
+
 /// The subjects a signed envelope names, read without building its predicate (the bulk of a large bundle's
 /// payload) as JSON values: lakedrill writes the statement's keys in sorted order, so `subject` is its last
 /// member and is parsed alone; a payload in another layout is parsed whole. **Not verified**: a drill records

@@ -105,6 +105,14 @@ pub async fn retire_bundles(
                 .filter(|b| b["snapshot_id"].as_i64().is_some_and(|s| purged.contains(&s))),
         );
     }
+    // Where the candidate's own bundles were sealed: another candidate's bundle is retired only when sealed at the
+    // same table location (review V2). A recovered copy of the table (`recover --catalog`) keeps its UUID and
+    // snapshot ids: without this, the copy's purge of a snapshot retired the original's bundles of it, and drills
+    // stopped checking what may be the original's only way back.
+    let own_location = match bundles[..own].first().and_then(|b| b["uri"].as_str()) {
+        Some(dir) => sealed_at(ctx, dir).await.map_err(|e| unfinished(dir, &e))?,
+        None => None,
+    };
     let now = ctx.now().to_rfc3339();
     let mut out = Vec::with_capacity(bundles.len());
     for (i, b) in bundles.iter().enumerate() {
@@ -120,6 +128,13 @@ pub async fn retire_bundles(
         // A given-up candidate's bundle that an operator has since removed (its envelope is gone) is in no drill's
         // population any more: there is nothing to retire, and no record is written into an empty folder.
         if i >= own && ctx.storage.head(&location::join(dir, ENVELOPE_FILE)).await?.is_none() {
+            continue;
+        }
+        // Another table's bundle (a copy of this one under the same UUID), or one whose location cannot be told:
+        // it stays in the drills' population.
+        if i >= own
+            && (own_location.is_none() || sealed_at(ctx, dir).await.map_err(|e| unfinished(dir, &e))? != own_location)
+        {
             continue;
         }
         let written = async {
@@ -152,4 +167,21 @@ pub async fn retire_bundles(
         out.push(uri);
     }
     Ok(out)
+}
+
+/// The table location the bundle in folder `dir` says it was sealed at (its envelope read within
+/// `max_metadata_bytes`, **not verified**: used only to leave a bundle out of the retirement); `None` when the
+/// envelope does not say.
+async fn sealed_at(ctx: &Context, dir: &str) -> Result<Option<String>> {
+    #[derive(serde::Deserialize)]
+    struct Statement {
+        predicate: Predicate,
+    }
+    #[derive(serde::Deserialize)]
+    struct Predicate {
+        table_location: String,
+    }
+    let envelope = crate::bundle::read_envelope(&ctx.storage, dir).await?.bytes;
+    Ok(evidence::peek_unverified_as::<Statement>(&envelope)
+        .map(|s| s.predicate.table_location.trim_end_matches('/').to_owned()))
 }

@@ -360,3 +360,117 @@ fn a_released_candidates_removed_bundle_is_not_retired_and_the_purge_finishes() 
         assert!(dir.join("retired.dsse.json").exists(), "{} is retired", dir.display());
     }
 }
+
+// Review V2: `recover --catalog` registers a copy of the table under the original UUID, with the original snapshot
+// ids. A purge on the copy retired every bundle of the same UUID and snapshot id: the original table's released
+// candidate's bundle of a snapshot the copy purged got a retirement record, and drills stopped checking it while
+// that snapshot still lives in the original (a protected bundle-mode candidate's bundle is the original's only way
+// back). Another candidate's bundle is now retired only when sealed at the purged candidate's table location.
+#[test]
+fn a_purge_of_a_recovered_copy_does_not_retire_the_original_tables_bundles() {
+    let g = Gov::new("");
+    let first = g.candidate();
+    let first_id = first["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&first_id, "tag").expect_code(0).json();
+    let original = q["bundles"][0].clone();
+    let s = original["snapshot_id"].as_i64().unwrap();
+    let original_dir = local(original["uri"].as_str().unwrap());
+    g.on_table(&[
+        "--json",
+        "quarantine",
+        "release",
+        &first_id,
+        "--reason",
+        "kept after all",
+    ])
+    .expect_code(0);
+    // The copy: snapshot `s` recovered beside the table and registered, then two commits on it expire `s` there.
+    let into = g.dir.join("copy");
+    let r = g
+        .run(&[
+            "--json",
+            "recover",
+            "--from",
+            original["uri"].as_str().unwrap(),
+            "--trust",
+            "keys/trust",
+            "--into",
+            into.to_str().unwrap(),
+            "--catalog",
+            "rt",
+            "--table",
+            "db.copy",
+        ])
+        .expect_code(0)
+        .json();
+    assert_eq!(r["snapshot_id"].as_i64(), Some(s), "{r}");
+    g.py("r = c.load_table('db.copy')\nrows = r.scan().to_arrow()\nr.append(rows)\nr = c.load_table('db.copy')\nr.append(rows)");
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past minSnapshotAge
+    let policy = std::fs::read_to_string(&g.policy).unwrap();
+    let uuid = r["table_uuid"].as_str().unwrap();
+    std::fs::write(&g.policy, crate::util::rebind_policy(&policy, &format!("copy/{uuid}"))).unwrap();
+    // The rollout stage and its bound policy are kept by UUID: the copy's policy is bound for its purge.
+    g.run(&[
+        "--json",
+        "rollout",
+        "set",
+        "db.copy",
+        "test",
+        "--catalog",
+        "rt",
+        "--reason",
+        "the recovered copy's own policy",
+        "--by",
+        "it-tests",
+        "--policy",
+        g.policy.to_str().unwrap(),
+        "--force",
+    ])
+    .expect_code(0);
+    let on_copy = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--catalog", "rt", "--table", "db.copy"]);
+        g.run(&a)
+    };
+    let plan = on_copy(&["--json", "plan", "--policy", g.policy.to_str().unwrap()])
+        .expect_code(0)
+        .json();
+    let c = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "expired-snapshots")
+        .cloned()
+        .unwrap_or_else(|| panic!("a candidate of the copy: {plan}"));
+    assert!(
+        c["snapshot_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_i64() == Some(s)),
+        "the copy's candidate holds snapshot {s}: {c}"
+    );
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    on_copy(&g.quarantine_args(&id, "tag")).expect_code(0);
+    let ev = g.drill("bundles");
+    let p = on_copy(&g.purge_args(&id, Some(&ev))).expect_code(0).json();
+    assert_eq!(p["status"], "VERIFIED", "{p}");
+    assert!(
+        !original_dir.join("retired.dsse.json").exists(),
+        "the original table's bundle {} of snapshot {s} was retired by the copy's purge",
+        original_dir.display()
+    );
+    // The original still has snapshot `s`, and its bundle still verifies in the drills.
+    std::fs::write(&g.policy, policy).unwrap();
+    g.set_stage("test", "back to the original's policy").expect_code(0);
+    let snapshots = g.on_table(&["--json", "inspect", "snapshots"]).expect_code(0).json();
+    assert!(
+        snapshots["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["snapshot_id"].as_i64() == Some(s)),
+        "{snapshots}"
+    );
+    drill_again(&g, 0);
+}
