@@ -1394,14 +1394,15 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     assert!(twice["reasons"].to_string().contains("twice"), "{twice}");
     // A share of another bundle root (re-signed by the trusted key, so only the merge can tell): refused.
     let other = g.dir.join("other-root-shard-3.dsse.json");
-    {
+    let real_root = {
         let bytes = std::fs::read(all[3].trim_start_matches("file://")).unwrap();
         let mut st = lakedrill::evidence::peek_unverified(&bytes).unwrap();
         let fake = "f".repeat(64);
         let bundle = st["predicate"]["results"][0]["bundle_id"].clone();
         let real = st["predicate"]["results"][0]["bundle_root"].clone();
         st["predicate"]["results"][0]["bundle_root"] = Value::from(fake.clone());
-        // Consistent in itself (subject and population roots too): only the merge's own check can tell.
+        // Consistent in itself (subject and population roots too): `audit verify` of the shard alone passes; the
+        // merge tells by the population roots, which differ from the other shards' (review M3).
         let at = st["predicate"]["sample"]["population_ids"]
             .as_array()
             .unwrap()
@@ -1425,7 +1426,8 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
             lakedrill::evidence::sign_statement(&statement, &k).to_json_bytes(),
         )
         .unwrap();
-    }
+        real.as_str().unwrap().to_owned()
+    };
     let foreign = merge(
         &[
             all[0].clone(),
@@ -1435,8 +1437,13 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
         ],
         1,
     );
+    let why = foreign["reasons"].to_string();
+    let fake = "f".repeat(64);
     assert!(
-        foreign["reasons"].to_string().contains("was verified with root"),
+        why.contains("other-root-shard-3.dsse.json: population root")
+            && why.contains(&fake)
+            && why.contains("shard-0-of-4.dsse.json")
+            && why.contains(&real_root),
         "{foreign}"
     );
     assert!(
