@@ -1394,14 +1394,15 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
     assert!(twice["reasons"].to_string().contains("twice"), "{twice}");
     // A share of another bundle root (re-signed by the trusted key, so only the merge can tell): refused.
     let other = g.dir.join("other-root-shard-3.dsse.json");
-    {
+    let real_root = {
         let bytes = std::fs::read(all[3].trim_start_matches("file://")).unwrap();
         let mut st = lakedrill::evidence::peek_unverified(&bytes).unwrap();
         let fake = "f".repeat(64);
         let bundle = st["predicate"]["results"][0]["bundle_id"].clone();
         let real = st["predicate"]["results"][0]["bundle_root"].clone();
         st["predicate"]["results"][0]["bundle_root"] = Value::from(fake.clone());
-        // Consistent in itself (subject and population roots too): only the merge's own check can tell.
+        // Consistent in itself (subject and population roots too): `audit verify` of the shard alone passes; the
+        // merge tells by the population roots, which differ from the other shards' (review M3).
         let at = st["predicate"]["sample"]["population_ids"]
             .as_array()
             .unwrap()
@@ -1425,7 +1426,8 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
             lakedrill::evidence::sign_statement(&statement, &k).to_json_bytes(),
         )
         .unwrap();
-    }
+        real.as_str().unwrap().to_owned()
+    };
     let foreign = merge(
         &[
             all[0].clone(),
@@ -1435,10 +1437,53 @@ fn four_object_shards_merge_into_the_unsharded_verdict_and_the_deleter_takes_it(
         ],
         1,
     );
+    let why = foreign["reasons"].to_string();
+    let fake = "f".repeat(64);
     assert!(
-        foreign["reasons"].to_string().contains("was verified with root"),
+        why.contains("other-root-shard-3.dsse.json: population root")
+            && why.contains(&fake)
+            && why.contains("shard-0-of-4.dsse.json")
+            && why.contains(&real_root),
         "{foreign}"
     );
+    // Shard 3 re-signed by the trusted key with an edit `audit verify` of the shard alone does not judge (review
+    // M4, M6): a start that is not a time, and an `objects_verified` whose sum with the other shares' overflows.
+    // Neither can be decided on: exit 2 naming the shard, nothing written (before, the first was signed into the
+    // merged report and the second panicked in a debug build and wrapped in a release one).
+    let resigned = |name: &str, edit: &dyn Fn(&mut Value)| -> String {
+        let bytes = std::fs::read(all[3].trim_start_matches("file://")).unwrap();
+        let mut st = lakedrill::evidence::peek_unverified(&bytes).unwrap();
+        edit(&mut st["predicate"]);
+        let statement = lakedrill::evidence::Statement {
+            subject: serde_json::from_value(st["subject"].clone()).unwrap(),
+            predicate_type: st["predicateType"].as_str().unwrap().to_owned(),
+            predicate: st["predicate"].clone(),
+        };
+        let k = lakedrill::evidence::keys::load_signing_key(&g.dir.join(key)).unwrap();
+        let to = g.dir.join(name);
+        std::fs::write(&to, lakedrill::evidence::sign_statement(&statement, &k).to_json_bytes()).unwrap();
+        to.display().to_string()
+    };
+    for (name, edit, why) in [
+        (
+            "untimed-shard-3.dsse.json",
+            &(|p: &mut Value| p["started_at"] = Value::from("yesterday")) as &dyn Fn(&mut Value),
+            "started_at",
+        ),
+        (
+            "overflowing-shard-3.dsse.json",
+            &(|p: &mut Value| p["results"][0]["objects_verified"] = Value::from(u64::MAX)) as &dyn Fn(&mut Value),
+            "overflow",
+        ),
+    ] {
+        let forged = resigned(name, edit);
+        let r = g.run(&[
+            "--json", "report", "merge", &all[0], &all[1], &all[2], &forged, "--key", key, "--trust", "keys",
+        ]);
+        let out = format!("{}{}", r.stdout, r.stderr);
+        r.expect_code(2);
+        assert!(out.contains(name) && out.contains(why), "{out}");
+    }
     assert!(
         !std::fs::read_dir(g.dir.join("reports/split-objects"))
             .unwrap()
