@@ -243,7 +243,9 @@ async fn other_tables(
         .filter_map(|(other_name, ident, md)| {
             let this = this.clone();
             async move {
-                let uri = location::canonical_uri(&md).ok()?;
+                // A row whose metadata location is no URI is kept as written: its read fails, and an unreadable
+                // entry is named (it was dropped here).
+                let uri = location::canonical_uri(&md).unwrap_or_else(|_| md.clone());
                 // The table itself: its own catalog entry (which may have moved on since it was read). A row of
                 // the same name under another `catalog_name` is another entry, and is compared.
                 let own_entry = other_name.is_none() && format!("{section}.{ident}") == table.name();
@@ -519,15 +521,20 @@ pub async fn check(
                     }
                 }
             }
-            // Judged by the location its metadata names, wherever its metadata file lies; an unreadable table by
-            // where its metadata file lies. A readable one whose metadata file lies inside this location is named
-            // too, whatever its location: that file is in this listing, unreferenced by this table.
+            // Judged by the location its metadata names, wherever its metadata file lies. A readable one whose
+            // metadata file lies inside this location is named too, whatever its location: that file is in this
+            // listing, unreferenced by this table. An unreadable one is named wherever its metadata file lies
+            // (review W2): its location, which may be inside this one with its metadata elsewhere, is unknown, and
+            // was judged by where its metadata file lies, so its files here became orphan candidates.
             let md_inside = overlap(&root, folder(&md_uri)).filter(|h| *h != "lies around this location");
             let how = match &other {
                 Ok(o) => {
                     overlap(&root, &o.root).or_else(|| md_inside.map(|_| "keeps its metadata file in this location"))
                 }
-                Err(_) => overlap(&root, folder(&md_uri)),
+                Err(_) => Some(overlap(&root, folder(&md_uri)).unwrap_or(
+                    "cannot be read, so whether its location lies in this one cannot be decided (make its metadata \
+                     readable, or drop the catalog entry)",
+                )),
             };
             let Some(how) = how else { continue };
             if let Some(r) = relative(&md_uri) {

@@ -817,29 +817,43 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
 
 /// Why the orphans of `objects` may not leave the table as it is now (`input`, gathered once they were read):
 /// one the table now references (a slow writer's late commit while they were read), or under a writer or hold
-/// begun meanwhile, or snapshots whose layers cannot be read; `None` when nothing stands in the way. What is
-/// elsewhere on the table is not a reason (a lease is on a snapshot, and no snapshot references an orphan).
-#[must_use]
-pub fn standing_refusal(input: &PlanInput, objects: &[crate::model::object::ObjectRef]) -> Option<String> {
+/// begun meanwhile; `None` when nothing stands in the way. What is elsewhere on the table is not a reason (a lease
+/// is on a snapshot, and no snapshot references an orphan).
+///
+/// # Errors
+/// "Cannot decide" (exit 2) naming the table's metadata file `metadata_uri` when snapshots' layers cannot be read or
+/// a protection names a snapshot missing from the generation (review W5: these were refusals, exit 1, where the
+/// same conditions at the start of the quarantine and in the purge exit 2).
+pub fn standing_refusal(
+    input: &PlanInput,
+    objects: &[crate::model::object::ObjectRef],
+    metadata_uri: &str,
+) -> Result<Option<String>> {
     let standing = crate::govern::closure::orphan_rebase(input, objects);
     if !standing.unreadable.is_empty() {
-        return Some(format!(
-            "the layers of snapshot(s) {:?} of the table's current generation cannot be read, so the orphans cannot \
-             be shown unreferenced: re-plan (nothing left the table)",
-            standing.unreadable
+        return Err(Error::corrupt(
+            metadata_uri,
+            format!(
+                "cannot decide: the layers of snapshot(s) {:?} of the table's current generation cannot be read, so \
+                 the orphans cannot be shown unreferenced (nothing left the table)",
+                standing.unreadable
+            ),
         ));
     }
     if !standing.missing_protected.is_empty() {
-        return Some(format!(
-            "cannot decide: {}, missing from the table's current generation, so what it reaches is unknown and \
-             the orphans cannot be shown unreferenced: re-plan (nothing left the table)",
-            standing.missing_protected.join("; ")
+        return Err(Error::corrupt(
+            metadata_uri,
+            format!(
+                "cannot decide: {}, missing from the table's current generation, so what it reaches is unknown and \
+                 the orphans cannot be shown unreferenced (nothing left the table)",
+                standing.missing_protected.join("; ")
+            ),
         ));
     }
     if standing.released_objects.is_empty() {
-        return None;
+        return Ok(None);
     }
-    Some(format!(
+    Ok(Some(format!(
         "while the orphans were read, some came to be needed or protected: {}; re-plan (nothing left the table)",
         standing
             .released_objects
@@ -847,7 +861,7 @@ pub fn standing_refusal(input: &PlanInput, objects: &[crate::model::object::Obje
             .map(|(p, why)| format!("{p}: {why}"))
             .collect::<Vec<_>>()
             .join("; ")
-    ))
+    )))
 }
 
 /// The second half of `quarantine o-…`, once [`read_and_copy`] read the files and [`standing_refusal`] found

@@ -268,7 +268,7 @@ async fn hold_orphans(
     }
     let stamp = world_stamp(&table, r.policy, r.reg, None).await?;
     let input = gather(ctx, &table, r.policy, r.reg, ctx.now(), None).await?;
-    if let Some(why) = crate::ops::orphans::standing_refusal(&input, &r.candidate.objects) {
+    if let Some(why) = crate::ops::orphans::standing_refusal(&input, &r.candidate.objects, table.metadata_uri())? {
         return refuse(why);
     }
     let mut out = crate::ops::orphans::seal_and_hold(ctx, r, prepared, &stamp, &input).await?;

@@ -266,6 +266,36 @@ fn a_table_of_another_catalog_name_in_the_same_database_sharing_the_location_is_
     g.plan();
 }
 
+// Review W2: another table of a configured catalog whose metadata cannot be read was judged only by where its
+// metadata file lies. One located inside this table with its metadata elsewhere, unreadable (truncated here; or
+// access denied, over the size bound), was passed over silently: its files under this location were proposed as
+// orphans. Whether it lies here cannot be decided: `plan` exits 2 naming the entry and why; readable again, it is
+// refused for lying inside, and once it is dropped the plan works.
+#[test]
+fn a_catalog_table_whose_metadata_cannot_be_read_stops_the_plan_naming_it() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let metadata = g.dir.join("elsewhere/00000-n.metadata.json");
+    register_twin(&g, "nested", &root.join("data/nested"), &metadata);
+    let held = std::fs::read(&metadata).unwrap();
+    std::fs::write(&metadata, &held[..held.len() / 2]).unwrap();
+    let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("table db.nested of catalog rt")
+            && r.stderr.contains("unreadable")
+            && r.stderr.contains("cannot be decided"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&metadata, &held).unwrap();
+    let r = g.on_table(&["plan", "--policy", g.policy.to_str().unwrap()]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("lies inside this location"), "{}", r.stderr);
+    unregister(&g, "nested");
+    g.plan();
+}
+
 // See: README known limits — another table was judged by where its metadata file lies when that file lies
 // outside the location it names (it could not be read as a table rooted at its file): one whose `location`, or
 // whose `write.data.path`, is inside this table's, registered from metadata kept elsewhere, was not seen.
@@ -982,6 +1012,32 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     );
     assert!(late.exists());
     assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
+}
+
+// Review W5: an orphan quarantine that found, on its second read of the table, snapshots whose layers cannot be
+// read answered REFUSED (exit 1), where the same condition at its start and in the purge is "cannot decide"
+// (exit 2). A manifest list removed while the quarantine reads its files now stops it with exit 2 naming the
+// table's metadata file; nothing left the table.
+#[test]
+fn an_orphan_quarantine_that_cannot_read_the_table_again_could_not_decide() {
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+    put(&root.join("data/stray/u.parquet"), b"PAR1 a stray PAR1", old);
+    let c = orphan_candidate(&g.plan());
+    assert_eq!(object_paths(&c), vec!["data/stray/u.parquet".to_owned()], "{c}");
+    let q = paused_orphan_quarantine(&g, c["candidate_id"].as_str().unwrap(), "orphan-hold-delay-ms", "go-w5");
+    let list = g.py("print(t.current_snapshot().manifest_list)");
+    let list = list.trim().trim_start_matches("file://").to_owned();
+    std::fs::remove_file(&list).unwrap();
+    let (code, out, stderr) = q.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("cannot decide") && error.contains("metadata.json"),
+        "names the table's metadata and why: {out}"
+    );
+    assert!(root.join("data/stray/u.parquet").exists(), "{out}");
 }
 
 /// A slow writer's late commit landing after the orphan quarantine's last check, before its file leaves the table:
