@@ -55,7 +55,9 @@ use scenarios::{fault_text, scenario};
 /// What `drill faults` needs.
 #[derive(Debug, Clone, Default)]
 pub struct MatrixOptions {
-    /// Scratch directory (created; removed at the end unless `keep`). Default: a new temporary directory.
+    /// Folder for the run's scratch folder (created if missing, never removed): the run makes a new
+    /// `lakedrill-faults-<run id>` inside it and removes only that at the end, unless `keep`. Default: the
+    /// system's temporary directory.
     pub scratch: Option<PathBuf>,
     /// Keep the scratch lakehouses.
     pub keep: bool,
@@ -80,12 +82,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
     }
     let started = clock.now();
     let run_id = uuid::Uuid::new_v4().to_string();
-    let scratch = opts
-        .scratch
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("lakedrill-faults-{run_id}")));
-    std::fs::create_dir_all(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
-    let scratch = scratch.canonicalize().map_err(|e| Error::io("resolve", &scratch, e))?;
+    let scratch = make_scratch(opts.scratch.as_deref(), &run_id)?;
     let ids: Vec<&str> = if opts.only.is_empty() {
         SCENARIOS.to_vec()
     } else {
@@ -141,6 +138,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
         scenarios.push(r);
     }
     if !opts.keep {
+        // Only the run's own folder, made new by `make_scratch`: never the folder `--scratch` named.
         let _ = std::fs::remove_dir_all(&scratch);
     }
     let passed = scenarios.iter().filter(|s| s.pass).count();
@@ -169,6 +167,25 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
         scenarios,
         previous_report: None,
     })
+}
+
+/// Makes the run's own scratch folder `lakedrill-faults-<run id>` inside `parent` (created if missing, and
+/// never removed) or, without one, inside the system's temporary directory, and returns its resolved path.
+///
+/// The folder is made with `create_dir`, which fails on an existing path, so what the run removes at the end
+/// is a folder it made itself and nothing that was there before: `--scratch .` or a symlink to a real
+/// lakehouse loses nothing (see: review V1).
+fn make_scratch(parent: Option<&Path>, run_id: &str) -> Result<PathBuf> {
+    let parent = match parent {
+        Some(p) => {
+            std::fs::create_dir_all(p).map_err(|e| Error::io("create directory", p, e))?;
+            p.to_path_buf()
+        }
+        None => std::env::temp_dir(),
+    };
+    let scratch = parent.join(format!("lakedrill-faults-{run_id}"));
+    std::fs::create_dir(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
+    scratch.canonicalize().map_err(|e| Error::io("resolve", &scratch, e))
 }
 
 /// `lakedrill drill faults [--key FILE [--trust DIR] --reports DIR]`.
@@ -319,9 +336,8 @@ mod tests {
     }
 
     async fn run(only: &[&str]) -> FaultPredicate {
-        let scratch = std::env::temp_dir().join(format!("lakedrill-faults-test-{}", uuid::Uuid::new_v4()));
         let opts = MatrixOptions {
-            scratch: Some(scratch),
+            scratch: None,
             keep: false,
             only: only.iter().map(|s| (*s).to_owned()).collect(),
             store: None,

@@ -79,8 +79,8 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
         missing.iter().all(|p| p.as_str().unwrap().ends_with(".parquet")),
         "{readers:#?}"
     );
-    // The scratch lakehouses are gone without --keep.
-    assert!(!dir.join("scratch").exists());
+    // The scratch lakehouses are gone without --keep: the run's own folder is removed, the named one kept.
+    assert_eq!(std::fs::read_dir(dir.join("scratch")).unwrap().count(), 0);
 
     let report = PathBuf::from(v["report"].as_str().unwrap().trim_start_matches("file://"));
     let a = lakedrill_in(
@@ -164,6 +164,52 @@ fn a_partial_matrix_fails_the_gate_and_unknown_scenarios_are_named() {
         "{}",
         r.stderr
     );
+}
+
+/// See: review V1 — `--scratch DIR` names where the run makes its own new folder; the run removes that folder
+/// and nothing else: a file already in DIR survives, and so does DIR.
+#[test]
+fn the_fault_matrix_removes_only_its_own_folder_inside_scratch() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    let existing = dir.join("existing");
+    std::fs::create_dir_all(existing.join("keys")).unwrap();
+    std::fs::write(existing.join("sentinel.txt"), b"keep me").unwrap();
+    std::fs::write(existing.join("keys/real.key"), b"not a scratch file").unwrap();
+    let v = lakedrill_in(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--scenario",
+            "hold-races-cas",
+            "--scratch",
+            "existing",
+        ],
+    )
+    .expect_code(1)
+    .json();
+    assert_eq!(v["scenarios"][0]["pass"], true, "{v:#}");
+    assert_eq!(std::fs::read(existing.join("sentinel.txt")).unwrap(), b"keep me");
+    assert_eq!(
+        std::fs::read(existing.join("keys/real.key")).unwrap(),
+        b"not a scratch file"
+    );
+    let used = PathBuf::from(v["matrix"]["scratch"].as_str().unwrap());
+    let id = v["matrix"]["id"].as_str().unwrap();
+    assert_eq!(
+        used.file_name().unwrap().to_str().unwrap(),
+        format!("lakedrill-faults-{id}")
+    );
+    assert_eq!(used.parent().unwrap(), existing.canonicalize().unwrap());
+    assert!(!used.exists(), "the run's own folder is removed");
+    let mut left: Vec<String> = std::fs::read_dir(&existing)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["keys", "sentinel.txt"]);
 }
 
 /// The same matrix with the tables, bundles, receipts and the signed report on the versioned S3 bucket of
