@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::util::{lakedrill_in, tmpdir, verify_with_standard_tools};
+use crate::util::{lakedrill_in, lakedrill_in_env, tmpdir, verify_with_standard_tools};
 
 /// The whole matrix on the local filesystem passes, loses nothing, and its signed report verifies with
 /// lakedrill, Python `cryptography` and OpenSSL; an edited report does not.
@@ -210,6 +210,57 @@ fn the_fault_matrix_removes_only_its_own_folder_inside_scratch() {
         .collect();
     left.sort();
     assert_eq!(left, ["keys", "sentinel.txt"]);
+}
+
+/// See: review V8 — a scenario that could not run (here: its store is a closed loopback port) counted as a failed
+/// scenario, so the run exited 1 and signed a FAIL report, which reads as a safety regression. With no scenario
+/// failing, it now cannot decide: exit 2 naming the scenario and why, and no report is signed.
+#[test]
+fn a_scenario_that_could_not_run_makes_the_run_undecided_and_signs_nothing() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    lakedrill_in(dir, &["keygen", "--name", "faults-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+    // Port 9 on loopback: nothing listens, every request is refused at once (no network beyond this machine).
+    let unreachable = [
+        ("AWS_ENDPOINT", "http://127.0.0.1:9"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "TEST-ONLY"),
+        ("AWS_SECRET_ACCESS_KEY", "TEST-ONLY"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    let r = lakedrill_in_env(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--scenario",
+            "hold-races-cas",
+            "--store",
+            "s3://lakedrill-unreachable/faults",
+            "--key",
+            "keys/faults-TEST-ONLY.key",
+            "--reports",
+            "reports",
+            "--scratch",
+            "scratch",
+        ],
+        &unreachable,
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["not_run"][0]["id"], "hold-races-cas", "{v:#}");
+    assert!(
+        v["not_run"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("lakedrill-unreachable"),
+        "says why: {v:#}"
+    );
+    assert_eq!(v["report"], Value::Null, "{v:#}");
+    assert!(!dir.join("reports").exists(), "no report signed");
 }
 
 /// The same matrix with the tables, bundles, receipts and the signed report on the versioned S3 bucket of
