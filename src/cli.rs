@@ -626,10 +626,12 @@ pub enum DrillCommand {
         /// Where signed reports go (with --key).
         #[arg(long, default_value = "reports", requires = "key")]
         reports: String,
-        /// Build the scratch lakehouses here (default: a new temporary directory).
-        #[arg(long)]
+        /// Build the scratch lakehouses in a new folder `lakedrill-faults-<run id>` made inside DIR (created if
+        /// missing; default: the system's temporary directory). Only that new folder is removed at the end;
+        /// nothing else in DIR is touched, and DIR itself is kept.
+        #[arg(long, value_name = "DIR")]
         scratch: Option<PathBuf>,
-        /// Keep the scratch lakehouses.
+        /// Keep the run's scratch folder (`lakedrill-faults-<run id>`).
         #[arg(long)]
         keep: bool,
         /// Run only this scenario (repeatable); a partial matrix never passes the gate.

@@ -177,13 +177,51 @@ pub fn check(
 ) -> Result<VerifiedRetirement, RetirementProblem> {
     let v = evidence::verify(record, &trust.for_role(crate::evidence::keys::Role::Deleter))
         .map_err(RetirementProblem::NotVerified)?;
-    if v.predicate_type() != PREDICATE_TYPE {
+    let predicate = check_contents(v.predicate_type(), v.predicate(), v.subjects(), bundle)?;
+    Ok(VerifiedRetirement {
+        predicate,
+        key_name: v.key_name().to_owned(),
+    })
+}
+
+/// Every rule of [`check`] but the signature, on the record's payload read without verifying it (pure): whether the
+/// bytes are a retirement record of this bundle at all. For a caller that cannot check the signature (it has no
+/// trust store holding the signer) and must still tell a record of this bundle from a planted file or another
+/// bundle's record; what it returns is **not verified**.
+///
+/// # Errors
+/// The first rule broken, as a [`RetirementProblem`] (`Malformed` when the bytes are no DSSE envelope of a
+/// statement).
+pub fn check_unverified(record: &[u8], bundle: &BundleIdentity<'_>) -> Result<RetirementPredicate, RetirementProblem> {
+    let st = evidence::peek_unverified(record).ok_or_else(|| RetirementProblem::Malformed {
+        reason: "not a DSSE envelope of a JSON statement".into(),
+    })?;
+    let subjects: Vec<Subject> =
+        serde_json::from_value(st["subject"].clone()).map_err(|e| RetirementProblem::Malformed {
+            reason: format!("subject: {e}"),
+        })?;
+    check_contents(
+        st["predicateType"].as_str().unwrap_or_default(),
+        &st["predicate"],
+        &subjects,
+        bundle,
+    )
+}
+
+/// The rules of [`check`] after the signature: predicate type, predicate, one subject, and the bundle they name.
+fn check_contents(
+    predicate_type: &str,
+    predicate: &serde_json::Value,
+    subjects: &[Subject],
+    bundle: &BundleIdentity<'_>,
+) -> Result<RetirementPredicate, RetirementProblem> {
+    if predicate_type != PREDICATE_TYPE {
         return Err(RetirementProblem::WrongPredicateType {
-            actual: v.predicate_type().to_owned(),
+            actual: predicate_type.to_owned(),
         });
     }
     let p: RetirementPredicate =
-        serde_json::from_value(v.predicate().clone()).map_err(|e| RetirementProblem::Malformed {
+        serde_json::from_value(predicate.clone()).map_err(|e| RetirementProblem::Malformed {
             reason: format!("predicate: {e}"),
         })?;
     if !is_sha256_hex(&p.purge_summary_sha256) {
@@ -204,9 +242,9 @@ pub fn check(
             reason: format!("retired_at {:?} is not an RFC 3339 time", p.retired_at),
         });
     }
-    let [subject] = v.subjects() else {
+    let [subject] = subjects else {
         return Err(RetirementProblem::Malformed {
-            reason: format!("{} subjects, expected exactly one", v.subjects().len()),
+            reason: format!("{} subjects, expected exactly one", subjects.len()),
         });
     };
     let other = |field: &'static str, expected: &str, actual: &str| {
@@ -226,10 +264,7 @@ pub fn check(
     if let Some(m) = mismatch {
         return Err(m);
     }
-    Ok(VerifiedRetirement {
-        predicate: p,
-        key_name: v.key_name().to_owned(),
-    })
+    Ok(p)
 }
 
 #[cfg(test)]
@@ -275,6 +310,29 @@ mod tests {
         let v = check(&record(&predicate(), &k), &trust(&k), &bundle(&root, &sha)).unwrap();
         assert_eq!(v.predicate(), &predicate());
         assert_eq!(v.key_name(), "ops");
+    }
+
+    /// See: review V5 — without the signer's key, a record is still told from junk and from another bundle's.
+    #[test]
+    fn an_unverified_check_refuses_junk_and_another_bundles_record() {
+        let k = key(7);
+        let (root, sha) = ("b".repeat(64), "e".repeat(64));
+        let p = check_unverified(&record(&predicate(), &k), &bundle(&root, &sha)).unwrap();
+        assert_eq!(p, predicate());
+        let junk = check_unverified(b"{\"not\": \"a record\"}", &bundle(&root, &sha)).unwrap_err();
+        assert!(matches!(junk, RetirementProblem::Malformed { .. }), "{junk}");
+        let other_root = "d".repeat(64);
+        let other = check_unverified(&record(&predicate(), &k), &bundle(&other_root, &sha)).unwrap_err();
+        assert!(
+            matches!(
+                other,
+                RetirementProblem::OtherBundle {
+                    field: "bundle root",
+                    ..
+                }
+            ),
+            "{other}"
+        );
     }
 
     #[test]

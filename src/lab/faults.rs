@@ -55,7 +55,9 @@ use scenarios::{fault_text, scenario};
 /// What `drill faults` needs.
 #[derive(Debug, Clone, Default)]
 pub struct MatrixOptions {
-    /// Scratch directory (created; removed at the end unless `keep`). Default: a new temporary directory.
+    /// Folder for the run's scratch folder (created if missing, never removed): the run makes a new
+    /// `lakedrill-faults-<run id>` inside it and removes only that at the end, unless `keep`. Default: the
+    /// system's temporary directory.
     pub scratch: Option<PathBuf>,
     /// Keep the scratch lakehouses.
     pub keep: bool,
@@ -70,7 +72,8 @@ pub struct MatrixOptions {
 /// times come from `clock` (each scenario's lab reads the time from its own contexts).
 ///
 /// # Errors
-/// Only when the scratch directory cannot be made; a scenario that fails to run is a failed scenario.
+/// Only when the scratch directory cannot be made; a scenario that fails to run is a failed scenario with its
+/// `error` (which [`command`] turns into "could not decide" when no other scenario failed).
 pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -> Result<FaultPredicate> {
     if let Some(bad) = opts.only.iter().find(|id| !SCENARIOS.contains(&id.as_str())) {
         return Err(Error::invalid(
@@ -80,12 +83,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
     }
     let started = clock.now();
     let run_id = uuid::Uuid::new_v4().to_string();
-    let scratch = opts
-        .scratch
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("lakedrill-faults-{run_id}")));
-    std::fs::create_dir_all(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
-    let scratch = scratch.canonicalize().map_err(|e| Error::io("resolve", &scratch, e))?;
+    let scratch = make_scratch(opts.scratch.as_deref(), &run_id)?;
     let ids: Vec<&str> = if opts.only.is_empty() {
         SCENARIOS.to_vec()
     } else {
@@ -141,6 +139,7 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
         scenarios.push(r);
     }
     if !opts.keep {
+        // Only the run's own folder, made new by `make_scratch`: never the folder `--scratch` named.
         let _ = std::fs::remove_dir_all(&scratch);
     }
     let passed = scenarios.iter().filter(|s| s.pass).count();
@@ -171,12 +170,35 @@ pub async fn run_matrix(opts: &MatrixOptions, digest: &str, clock: &dyn Clock) -
     })
 }
 
+/// Makes the run's own scratch folder `lakedrill-faults-<run id>` inside `parent` (created if missing, and
+/// never removed) or, without one, inside the system's temporary directory, and returns its resolved path.
+///
+/// The folder is made with `create_dir`, which fails on an existing path, so what the run removes at the end
+/// is a folder it made itself and nothing that was there before: `--scratch .` or a symlink to a real
+/// lakehouse loses nothing (see: review V1).
+fn make_scratch(parent: Option<&Path>, run_id: &str) -> Result<PathBuf> {
+    let parent = match parent {
+        Some(p) => {
+            std::fs::create_dir_all(p).map_err(|e| Error::io("create directory", p, e))?;
+            p.to_path_buf()
+        }
+        None => std::env::temp_dir(),
+    };
+    let scratch = parent.join(format!("lakedrill-faults-{run_id}"));
+    std::fs::create_dir(&scratch).map_err(|e| Error::io("create directory", &scratch, e))?;
+    scratch.canonicalize().map_err(|e| Error::io("resolve", &scratch, e))
+}
+
 /// `lakedrill drill faults [--key FILE [--trust DIR] --reports DIR]`.
 ///
 /// A fault-matrix report is drill evidence: with `trust` (the folder it will be verified under) holding a
 /// roles file, `key` must hold the `drill` role there, checked with the key itself before any scenario runs.
 /// Without `trust` nothing says which role the key holds, and the report is signed as asked (`audit verify`
 /// still reads it only under a `drill` key of its folder).
+///
+/// Exit 0 when the gate passes, 1 when a scenario failed (or the run was partial), 2 when no scenario failed but
+/// one could not run (its error, e.g. an unreachable store): then no report is signed, and `not_run` and the text
+/// name each such scenario and why.
 ///
 /// # Errors
 /// When the key cannot be used (or lacks the `drill` role under `trust`), the matrix cannot run at all, or the
@@ -207,8 +229,19 @@ pub async fn command(
         None => None,
     };
     let mut p = run_matrix(opts, &digest, ctx.clock.as_ref()).await?;
+    // A scenario that could not run (its lab could not be built, a store could not be reached) decided nothing:
+    // unless another scenario really failed (a finding, exit 1), the run cannot decide (exit 2) and signs no
+    // report, so the chain of fault-matrix reports never holds a FAIL that is no safety regression (DESIGN: "the
+    // fault matrix"; see: review V8).
+    let not_run: Vec<(String, String)> = p
+        .scenarios
+        .iter()
+        .filter_map(|s| s.error.as_ref().map(|e| (s.id.clone(), e.clone())))
+        .collect();
+    let failed = p.scenarios.iter().any(|s| !s.pass && s.error.is_none());
+    let undecided = !not_run.is_empty() && !failed;
     let mut report = None;
-    if let Some(key) = key {
+    if let Some(key) = key.filter(|_| !undecided) {
         let folder = location::join(&location::canonical_uri(reports.unwrap_or("reports"))?, "fault-matrix");
         // With the trust folder the report will be verified under, the chain's newest file must verify as a
         // fault-matrix report there before this one links to it; without one nothing says which keys count.
@@ -252,7 +285,13 @@ pub async fn command(
     for s in &p.scenarios {
         human.push_str(&format!(
             "\n{} {}  lost {}\n  fault:    {}\n  expected: {}\n",
-            if s.pass { "PASS" } else { "FAIL" },
+            if s.pass {
+                "PASS"
+            } else if s.error.is_some() {
+                "NOT RUN"
+            } else {
+                "FAIL"
+            },
             s.id,
             s.objects_lost,
             s.fault,
@@ -280,10 +319,24 @@ pub async fn command(
     if let Some(r) = &report {
         human.push_str(&format!("\nsigned report: {r}\n"));
     }
+    if undecided {
+        human.push_str("\nCOULD NOT DECIDE: no scenario failed, but these could not run (no report signed):\n");
+        for (id, e) in &not_run {
+            human.push_str(&format!("  {id}: {e}\n"));
+        }
+    }
     let mut json = serde_json::to_value(&p).map_err(|e| Error::Internal(e.to_string()))?;
     json["report"] = serde_json::json!(report);
+    json["not_run"] = serde_json::Value::Array(
+        not_run
+            .iter()
+            .map(|(id, e)| serde_json::json!({"id": id, "error": e}))
+            .collect(),
+    );
     Ok(Outcome {
-        verdict: if p.summary.gate == "PASS" {
+        verdict: if undecided {
+            Verdict::Undecided
+        } else if p.summary.gate == "PASS" {
             Verdict::Ok
         } else {
             Verdict::Findings
@@ -319,9 +372,8 @@ mod tests {
     }
 
     async fn run(only: &[&str]) -> FaultPredicate {
-        let scratch = std::env::temp_dir().join(format!("lakedrill-faults-test-{}", uuid::Uuid::new_v4()));
         let opts = MatrixOptions {
-            scratch: Some(scratch),
+            scratch: None,
             keep: false,
             only: only.iter().map(|s| (*s).to_owned()).collect(),
             store: None,

@@ -2613,7 +2613,7 @@ async fn execute(
             reg,
             candidate_id,
             run_id,
-            key,
+            (key, Some(trust)),
             &dir,
             why,
             policy.evidence_retention(),
@@ -3881,7 +3881,7 @@ async fn finish(
     reg: &Registry,
     candidate_id: &str,
     run_id: &str,
-    key: &SigningKey,
+    (key, trust): (&SigningKey, Option<&TrustStore>),
     dir: &str,
     halted: Vec<String>,
     retention: Option<crate::govern::policy::EvidenceRetention>,
@@ -4073,7 +4073,7 @@ async fn finish(
         summary_uri = Some(uri);
     }
     still_claimed(reg, candidate_id, run_id, "writing the bundles' retirement records").await?;
-    retire_bundles(ctx, reg, candidate_id, key, summary_uri.as_deref(), retention).await?;
+    retire_bundles(ctx, reg, candidate_id, key, trust, summary_uri.as_deref(), retention).await?;
     let status = if !halted.is_empty() {
         "HALTED"
     } else if all_verified {
@@ -4663,7 +4663,18 @@ async fn reconcile_claimed(
             ));
         }
     }
-    let mut out = finish(ctx, reg, candidate_id, run_id, key, &dir, Vec::new(), retention, None).await?;
+    let mut out = finish(
+        ctx,
+        reg,
+        candidate_id,
+        run_id,
+        (key, trust),
+        &dir,
+        Vec::new(),
+        retention,
+        None,
+    )
+    .await?;
     // Why the objects still present were not retried, in the output too (the receipts say it per object).
     if let Some(why) = withheld.filter(|_| kept_back > 0) {
         let line = format!("{kept_back} retried delete(s) withheld: {why}");

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use crate::bundle::ENVELOPE_FILE;
 use crate::error::{Error, Result};
-use crate::evidence::keys::SigningKey;
+use crate::evidence::keys::{PublicKey, Role, SigningKey, TrustStore};
 use crate::evidence::retirement::{self, RECORD_FILE, RetirementPredicate};
 use crate::evidence::{self};
 use crate::model::location;
@@ -30,14 +30,21 @@ use crate::registry::{Registry, State};
 /// that released or protected candidates of the same table sealed of a snapshot this purge deleted (their
 /// records name this purge). Returns the records' URIs, those written now and those already there.
 ///
+/// A record already beside a bundle is kept only when it passes [`retirement::check`] against that bundle
+/// (its root and envelope SHA-256) under the deleter keys of `trust` and `key`'s public key, read
+/// within `max_metadata_bytes`; only then is it anchored. A bundle whose envelope is gone is skipped, with a
+/// warning when it is one of the candidate's own.
+///
 /// # Errors
-/// Registry and storage errors, naming the bundle and saying that the purge itself is complete and how to
-/// write the missing records (`lakedrill reconcile CANDIDATE`).
+/// Registry and storage errors, and an existing record that does not pass the check (naming the record and the
+/// reason; nothing is anchored for it), naming the bundle and saying that the purge itself is complete and how
+/// to write the missing records (`lakedrill reconcile CANDIDATE`).
 pub async fn retire_bundles(
     ctx: &Context,
     reg: &Registry,
     candidate_id: &str,
     key: &SigningKey,
+    trust: Option<&TrustStore>,
     summary_uri: Option<&str>,
     retention: Option<crate::govern::policy::EvidenceRetention>,
 ) -> Result<Vec<String>> {
@@ -105,15 +112,22 @@ pub async fn retire_bundles(
                 .filter(|b| b["snapshot_id"].as_i64().is_some_and(|s| purged.contains(&s))),
         );
     }
-    // Where the candidate's own bundles were sealed: another candidate's bundle is retired only when sealed at the
-    // same table location (review V2). A recovered copy of the table (`recover --catalog`) keeps its UUID and
-    // snapshot ids: without this, the copy's purge of a snapshot retired the original's bundles of it, and drills
-    // stopped checking what may be the original's only way back.
-    let own_location = match bundles[..own].first().and_then(|b| b["uri"].as_str()) {
-        Some(dir) => sealed_at(ctx, dir).await.map_err(|e| unfinished(dir, &e))?,
-        None => None,
-    };
+    // Where the candidate's own bundles were sealed (they come first): another candidate's bundle is retired only
+    // when sealed at the same table location (review V2). A recovered copy of the table (`recover --catalog`) keeps
+    // its UUID and snapshot ids: without this, the copy's purge of a snapshot retired the original's bundles of it,
+    // and drills stopped checking what may be the original's only way back.
+    let mut own_location: Option<String> = None;
     let now = ctx.now().to_rfc3339();
+    let max = ctx.storage.options().max_metadata_bytes;
+    // Whose records count as this bundle's: the deleter keys of the trust folder and the key signing now (without
+    // a trust folder a record by another key is refused, never taken unchecked).
+    let mut keys = trust
+        .map(|t| t.for_role(Role::Deleter).keys().to_vec())
+        .unwrap_or_default();
+    if !keys.iter().any(|k| k.keyid() == key.keyid()) {
+        keys.push(PublicKey::new("the run's key", "--key", key.verifying_key()));
+    }
+    let record_trust = &TrustStore::from_keys(keys).map_err(|e| Error::invalid("--trust", e.to_string()))?;
     let mut out = Vec::with_capacity(bundles.len());
     for (i, b) in bundles.iter().enumerate() {
         let (Some(dir), Some(root)) = (b["uri"].as_str(), b["bundle_root"].as_str()) else {
@@ -125,23 +139,75 @@ pub async fn retire_bundles(
             .as_str()
             .map_or_else(|| location::file_name(dir).to_owned(), str::to_owned);
         let uri = location::join(dir, RECORD_FILE);
-        // A given-up candidate's bundle that an operator has since removed (its envelope is gone) is in no drill's
-        // population any more: there is nothing to retire, and no record is written into an empty folder.
-        if i >= own && ctx.storage.head(&location::join(dir, ENVELOPE_FILE)).await?.is_none() {
-            continue;
-        }
-        // Another table's bundle (a copy of this one under the same UUID), or one whose location cannot be told:
-        // it stays in the drills' population.
-        if i >= own
-            && (own_location.is_none() || sealed_at(ctx, dir).await.map_err(|e| unfinished(dir, &e))? != own_location)
-        {
-            continue;
-        }
-        let written = async {
-            if ctx.storage.head(&uri).await?.is_some() {
-                return Ok(());
+        // A bundle that has since been removed (its envelope is gone) is in no drill's population any more: there
+        // is nothing to retire, and no record is written into an empty folder. For a given-up candidate's bundle
+        // that is expected; for the candidate's own it is said (see: review V6 — it used to stop every `finish` of
+        // a VERIFIED purge, and every `reconcile` after it, with exit 2).
+        let envelope_uri = location::join(dir, ENVELOPE_FILE);
+        let Some(envelope) = ctx
+            .storage
+            .get_opt_bounded(&envelope_uri, max, "a bundle envelope")
+            .await
+            .map_err(|e| unfinished(&envelope_uri, &e))?
+        else {
+            if i < own {
+                crate::report::output::warn(format!(
+                    "candidate {candidate_id}: bundle {dir} has no envelope ({envelope_uri} is gone): nothing to \
+                     retire there, no retirement record written"
+                ));
             }
-            let envelope = crate::bundle::read_envelope(&ctx.storage, dir).await?.bytes;
+            continue;
+        };
+        let envelope_sha256 = evidence::sha256_hex(&envelope.bytes);
+        let location = sealed_at(&envelope.bytes);
+        if i < own {
+            own_location = own_location.or(location);
+        } else if own_location.is_none() || location != own_location {
+            // Another table's bundle (a copy of this one under the same UUID), or one whose location cannot be told:
+            // it stays in the drills' population.
+            continue;
+        }
+        // A record that is already there is kept only once it is shown to be this bundle's (see: review V5 — it was
+        // anchored unread, so a planted file or another bundle's record became this bundle's record): checked as a
+        // drill checks it, against this bundle's root and envelope, under the deleter keys.
+        let identity = retirement::BundleIdentity {
+            bundle_id: location::file_name(dir),
+            bundle_root: root,
+            envelope_sha256: &envelope_sha256,
+        };
+        let this_bundles = |existing: Bytes| {
+            let problem = match retirement::check(&existing, record_trust, &identity) {
+                Ok(_) => return Ok(existing),
+                Err(problem) => problem,
+            };
+            // Without a trust folder only this run's key is known, so a record signed by the purge's own (other)
+            // deleter key cannot be verified here: it is kept when everything but its signature holds (it names
+            // this bundle, its root and envelope), with a warning; junk and another bundle's record never pass.
+            // A purge always has its trust folder, so this is `reconcile` without --trust only.
+            if trust.is_none()
+                && matches!(problem, retirement::RetirementProblem::NotVerified(_))
+                && retirement::check_unverified(&existing, &identity).is_ok()
+            {
+                crate::report::output::warn(format!(
+                    "{uri}: an existing retirement record of bundle {bundle_id} signed by a key other than \
+                     this run's; its signature was not checked (give --trust DIR to check it)"
+                ));
+                return Ok(existing);
+            }
+            Err(Error::corrupt(
+                &uri,
+                format!(
+                    "a retirement record already there that does not retire bundle {bundle_id} (root {root}): \
+                     {problem}; nothing was anchored for it. The purge of {candidate_id} is VERIFIED: inspect \
+                     the file, remove it, and `lakedrill reconcile {candidate_id}` writes the record"
+                ),
+            ))
+        };
+        let written = async {
+            // Read within the metadata limit: a file of any size can be put there.
+            if let Some(existing) = ctx.storage.get_opt_bounded(&uri, max, "a retirement record").await? {
+                return this_bundles(existing.bytes);
+            }
             let p = RetirementPredicate {
                 bundle_id: bundle_id.clone(),
                 bundle_root: root.to_owned(),
@@ -150,29 +216,35 @@ pub async fn retire_bundles(
                 purge_summary_sha256: summary_sha256.clone(),
                 retired_at: now.clone(),
             };
-            let st = retirement::statement(&p, &evidence::sha256_hex(&envelope));
+            let st = retirement::statement(&p, &envelope_sha256);
             let bytes = Bytes::from(evidence::sign_statement(&st, key).to_json_bytes());
-            match crate::ops::evidence_lock::put(&ctx.storage, &uri, bytes, retention, ctx.now()).await {
-                // Another run of this candidate wrote it meanwhile: write-once, theirs stays.
-                Ok(_) | Err(Error::AlreadyExists { .. }) => Ok(()),
+            match crate::ops::evidence_lock::put(&ctx.storage, &uri, bytes.clone(), retention, ctx.now()).await {
+                Ok(_) => Ok(bytes),
+                // Another run wrote it meanwhile: write-once, theirs stays, held to the same check.
+                Err(Error::AlreadyExists { .. }) => {
+                    this_bundles(ctx.storage.get_bounded(&uri, max, "a retirement record").await?.bytes)
+                }
                 Err(e) => Err(e),
             }
         };
-        written.await.map_err(|e: Error| unfinished(&uri, &e))?;
+        let record = written.await.map_err(|e: Error| match e {
+            // A record that is not this bundle's, or over the limit: said as it is, naming the record.
+            e @ Error::Corrupt { .. } => e,
+            e => unfinished(&uri, &e),
+        })?;
         // The record, anchored in the registry by its URI (#23 point 4): `audit verify` of it with the registry
         // then finds it replaced (a removed record puts its bundle back into every drill's population, where
-        // its purged objects fail the drill).
-        let head = evidence::sha256_hex(&ctx.storage.get(&uri).await.map_err(|e| unfinished(&uri, &e))?.bytes);
+        // its purged objects fail the drill). What is anchored is the bytes checked above, never a second read.
+        let head = evidence::sha256_hex(&record);
         reg.chain_anchor(&uri, &head, 1, ctx.now()).await?;
         out.push(uri);
     }
     Ok(out)
 }
 
-/// The table location the bundle in folder `dir` says it was sealed at (its envelope read within
-/// `max_metadata_bytes`, **not verified**: used only to leave a bundle out of the retirement); `None` when the
-/// envelope does not say.
-async fn sealed_at(ctx: &Context, dir: &str) -> Result<Option<String>> {
+/// The table location a bundle envelope says its bundle was sealed at (**not verified**: used only to leave a
+/// bundle out of the retirement); `None` when the envelope does not say.
+fn sealed_at(envelope: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Statement {
         predicate: Predicate,
@@ -181,7 +253,6 @@ async fn sealed_at(ctx: &Context, dir: &str) -> Result<Option<String>> {
     struct Predicate {
         table_location: String,
     }
-    let envelope = crate::bundle::read_envelope(&ctx.storage, dir).await?.bytes;
-    Ok(evidence::peek_unverified_as::<Statement>(&envelope)
-        .map(|s| s.predicate.table_location.trim_end_matches('/').to_owned()))
+    evidence::peek_unverified_as::<Statement>(envelope)
+        .map(|s| s.predicate.table_location.trim_end_matches('/').to_owned())
 }

@@ -1760,7 +1760,7 @@ fn claim_heartbeat(g: &Gov, id: &str) -> Option<String> {
 }
 
 /// Makes the run holding `id`'s claim look silent for 20 minutes (past the 10 after which it may be taken over).
-fn age_claim(g: &Gov, id: &str) {
+pub(crate) fn age_claim(g: &Gov, id: &str) {
     let old = set_claim_aged(g, id);
     assert_eq!(claim_heartbeat(g, id).as_deref(), Some(old.as_str()));
 }

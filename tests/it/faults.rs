@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::util::{lakedrill_in, tmpdir, verify_with_standard_tools};
+use crate::util::{lakedrill_in, lakedrill_in_env, tmpdir, verify_with_standard_tools};
 
 /// The whole matrix on the local filesystem passes, loses nothing, and its signed report verifies with
 /// lakedrill, Python `cryptography` and OpenSSL; an edited report does not.
@@ -79,8 +79,8 @@ fn the_fault_matrix_passes_on_the_filesystem_and_its_report_verifies() {
         missing.iter().all(|p| p.as_str().unwrap().ends_with(".parquet")),
         "{readers:#?}"
     );
-    // The scratch lakehouses are gone without --keep.
-    assert!(!dir.join("scratch").exists());
+    // The scratch lakehouses are gone without --keep: the run's own folder is removed, the named one kept.
+    assert_eq!(std::fs::read_dir(dir.join("scratch")).unwrap().count(), 0);
 
     let report = PathBuf::from(v["report"].as_str().unwrap().trim_start_matches("file://"));
     let a = lakedrill_in(
@@ -164,6 +164,103 @@ fn a_partial_matrix_fails_the_gate_and_unknown_scenarios_are_named() {
         "{}",
         r.stderr
     );
+}
+
+/// See: review V1 — `--scratch DIR` names where the run makes its own new folder; the run removes that folder
+/// and nothing else: a file already in DIR survives, and so does DIR.
+#[test]
+fn the_fault_matrix_removes_only_its_own_folder_inside_scratch() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    let existing = dir.join("existing");
+    std::fs::create_dir_all(existing.join("keys")).unwrap();
+    std::fs::write(existing.join("sentinel.txt"), b"keep me").unwrap();
+    std::fs::write(existing.join("keys/real.key"), b"not a scratch file").unwrap();
+    let v = lakedrill_in(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--scenario",
+            "hold-races-cas",
+            "--scratch",
+            "existing",
+        ],
+    )
+    .expect_code(1)
+    .json();
+    assert_eq!(v["scenarios"][0]["pass"], true, "{v:#}");
+    assert_eq!(std::fs::read(existing.join("sentinel.txt")).unwrap(), b"keep me");
+    assert_eq!(
+        std::fs::read(existing.join("keys/real.key")).unwrap(),
+        b"not a scratch file"
+    );
+    let used = PathBuf::from(v["matrix"]["scratch"].as_str().unwrap());
+    let id = v["matrix"]["id"].as_str().unwrap();
+    assert_eq!(
+        used.file_name().unwrap().to_str().unwrap(),
+        format!("lakedrill-faults-{id}")
+    );
+    assert_eq!(used.parent().unwrap(), existing.canonicalize().unwrap());
+    assert!(!used.exists(), "the run's own folder is removed");
+    let mut left: Vec<String> = std::fs::read_dir(&existing)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["keys", "sentinel.txt"]);
+}
+
+/// See: review V8 — a scenario that could not run (here: its store is a closed loopback port) counted as a failed
+/// scenario, so the run exited 1 and signed a FAIL report, which reads as a safety regression. With no scenario
+/// failing, it now cannot decide: exit 2 naming the scenario and why, and no report is signed.
+#[test]
+fn a_scenario_that_could_not_run_makes_the_run_undecided_and_signs_nothing() {
+    let tmp = tmpdir();
+    let dir = tmp.path();
+    lakedrill_in(dir, &["keygen", "--name", "faults-TEST-ONLY", "--dir", "keys"]).expect_code(0);
+    // Port 9 on loopback: nothing listens, every request is refused at once (no network beyond this machine).
+    let unreachable = [
+        ("AWS_ENDPOINT", "http://127.0.0.1:9"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "TEST-ONLY"),
+        ("AWS_SECRET_ACCESS_KEY", "TEST-ONLY"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    let r = lakedrill_in_env(
+        dir,
+        &[
+            "--json",
+            "drill",
+            "faults",
+            "--scenario",
+            "hold-races-cas",
+            "--store",
+            "s3://lakedrill-unreachable/faults",
+            "--key",
+            "keys/faults-TEST-ONLY.key",
+            "--reports",
+            "reports",
+            "--scratch",
+            "scratch",
+        ],
+        &unreachable,
+    );
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["not_run"][0]["id"], "hold-races-cas", "{v:#}");
+    assert!(
+        v["not_run"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("lakedrill-unreachable"),
+        "says why: {v:#}"
+    );
+    assert_eq!(v["report"], Value::Null, "{v:#}");
+    assert!(!dir.join("reports").exists(), "no report signed");
 }
 
 /// The same matrix with the tables, bundles, receipts and the signed report on the versioned S3 bucket of

@@ -180,20 +180,30 @@ fn a_purge_that_deleted_data_files_retires_its_bundles_and_the_next_drill_passes
     );
     std::fs::remove_file(live.join("retired.dsse.json")).unwrap();
 
-    // A missing record (a purge that died after its last delete) is written by `reconcile`.
+    // A missing record (a purge that died after its last delete) is written by `reconcile`. The other records,
+    // there already, are checked before they are anchored (review V5): with another key than the purge's and no
+    // trust folder, all but their signature, with a warning.
     std::fs::remove_file(&record).unwrap();
-    g.on_table(&[
-        "--json",
-        "reconcile",
-        &id,
-        "--policy",
-        g.policy.to_str().unwrap(),
-        "--key",
-        "keys/gov-TEST-ONLY.key",
-        "--receipts",
-        "receipts",
-    ])
-    .expect_code(0);
+    let reconcile = |extra: &[&str]| {
+        let mut a = vec![
+            "--json",
+            "reconcile",
+            &id,
+            "--policy",
+            g.policy.to_str().unwrap(),
+            "--key",
+            "keys/gov-TEST-ONLY.key",
+            "--receipts",
+            "receipts",
+        ];
+        a.extend(extra);
+        g.on_table(&a)
+    };
+    let r = reconcile(&[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("its signature was not checked"), "{}", r.stderr);
+    std::fs::remove_file(&record).unwrap();
+    reconcile(&["--trust", "keys"]).expect_code(0);
     assert!(record.exists(), "reconcile wrote the missing record");
     let d = drill_again(&g, 0);
     assert_eq!(d["predicate"]["sample"]["retired"], bundles.len(), "{d}");
@@ -473,4 +483,100 @@ fn a_purge_of_a_recovered_copy_does_not_retire_the_original_tables_bundles() {
         "{snapshots}"
     );
     drill_again(&g, 0);
+}
+
+/// The quarantine of a fresh candidate (its id and the quarantine's JSON output) and a passing drill of its bundles.
+fn quarantined_with_bundles(g: &Gov) -> (String, Value, PathBuf) {
+    let c = g.candidate();
+    let id = c["candidate_id"].as_str().unwrap().to_owned();
+    let q = g.quarantine(&id, "tag").expect_code(0).json();
+    assert!(!q["bundles"].as_array().unwrap().is_empty(), "{q}");
+    let ev = g.drill("bundles");
+    (id, q, ev)
+}
+
+/// How many registry anchors name `uri`.
+fn anchors_of(g: &Gov, uri: &str) -> String {
+    crate::util::sql_text(
+        &crate::deleter_safety::registry_uri(g),
+        &format!("SELECT CAST(COUNT(*) AS TEXT) FROM chain_heads WHERE folder = '{uri}'"),
+    )
+    .unwrap()
+}
+
+// See: review V5 — a file already at `<bundle>/retired.dsse.json` when the purge finished was kept unread, read back
+// whole and its SHA-256 anchored in the registry as the bundle's retirement record. It is now read within the
+// metadata limit and checked against the bundle as a drill checks it: junk stops the purge's last step (exit 2,
+// naming the record and why) and nothing is anchored for it.
+#[test]
+fn a_file_planted_where_a_retirement_record_goes_is_refused_and_never_anchored() {
+    let g = Gov::new("");
+    let (id, q, ev) = quarantined_with_bundles(&g);
+    let bundle = q["bundles"][0]["uri"].as_str().unwrap().to_owned();
+    let record = format!("{bundle}/retired.dsse.json");
+    let purge = crate::deleter_safety::Paused::start(
+        &g,
+        "purge-finish-delay-ms=120000",
+        &g.dir.join("go"),
+        &g.purge_args(&id, Some(&ev)),
+    );
+    let mut purge = purge;
+    purge.wait_until_paused();
+    std::fs::write(local(&record), b"{\"not\": \"a retirement record\"}").unwrap();
+    let (code, out, stderr) = purge.finish();
+    assert_eq!(code, Some(2), "{out}\n{stderr}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&record), "names the record: {out}");
+    assert!(
+        error.contains("does not retire bundle") && error.contains("does not verify"),
+        "says why: {out}"
+    );
+    assert_eq!(anchors_of(&g, &record), "0", "nothing anchored for the planted file");
+    assert_eq!(
+        std::fs::read(local(&record)).unwrap(),
+        b"{\"not\": \"a retirement record\"}",
+        "the file is left as it was"
+    );
+}
+
+// See: review V6 — a missing envelope of one of the candidate's OWN bundles failed `finish` (reading it to sign the
+// record), so a VERIFIED purge exited 2 and every `reconcile` after it did the same. It is now nothing to retire,
+// with a warning naming the bundle.
+#[test]
+fn a_removed_own_bundle_is_not_retired_and_reconcile_finishes_the_interrupted_purge() {
+    let g = Gov::new("");
+    let (id, q, ev) = quarantined_with_bundles(&g);
+    let bundles: Vec<String> = q["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["uri"].as_str().unwrap().to_owned())
+        .collect();
+    let mut purge = crate::deleter_safety::Paused::start(
+        &g,
+        "purge-finish-delay-ms=120000",
+        &g.dir.join("go"),
+        &g.purge_args(&id, Some(&ev)),
+    );
+    purge.wait_until_paused();
+    // Every delete went out; the process dies before it settles the candidate and writes the records.
+    purge.kill();
+    std::fs::remove_dir_all(local(&bundles[0])).unwrap();
+    crate::deleter_safety::age_claim(&g, &id);
+    let r = g.reconcile(&id);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["status"], "VERIFIED", "{v}");
+    assert!(
+        r.stderr.contains(&bundles[0]) && r.stderr.contains("no envelope"),
+        "the warning names the removed bundle: {}",
+        r.stderr
+    );
+    assert!(
+        !local(&bundles[0]).exists(),
+        "no record written into the removed bundle's folder"
+    );
+    for b in &bundles[1..] {
+        assert!(local(b).join("retired.dsse.json").exists(), "{b} is retired");
+    }
 }
