@@ -1124,6 +1124,17 @@ impl Storage {
         self.delete_failpoint_after(uri, n)
     }
 
+    /// Removes a probe object lakedrill itself just wrote (never a table file: a clock probe): no failpoint
+    /// applies and it is not counted among the deleter's requests.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] naming it.
+    pub async fn delete_probe(&self, uri: &str) -> Result<()> {
+        let (store, path) = self.resolve(uri)?;
+        let _permit = self.permit().await?;
+        store.delete(&path).await.map_err(|e| map_err("delete", uri, e))
+    }
+
     /// The delete requests sent so far through this storage, by kind.
     #[must_use]
     pub fn request_counts(&self) -> RequestCounts {

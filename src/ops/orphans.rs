@@ -815,6 +815,56 @@ pub async fn read_and_copy(ctx: &Context, r: &HoldRequest<'_>) -> Result<std::re
     }))
 }
 
+/// How far this host's clock may read ahead of the store's before an orphan quarantine refuses to take files out.
+pub const MAX_CLOCK_AHEAD: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// Checks that this host's clock (the context's) does not read ahead of the store holding the table at `root` by
+/// more than [`MAX_CLOCK_AHEAD`] (review W4): an orphan's age is the host's now minus the store's modification
+/// time, so a host clock a day ahead made a file written an hour ago look a day old, older than
+/// `orphanSafetyInterval`, and a writer's uncommitted files were taken out of the table. It writes a small probe
+/// object under `<root>/.lakedrill-probe/`, reads its modification time and removes it again.
+///
+/// # Errors
+/// "Cannot decide" (exit 2) naming the table root, both times and the difference when the host reads too far ahead;
+/// storage errors writing or reading the probe.
+pub async fn store_clock_agrees(ctx: &Context, root: &str) -> Result<()> {
+    let probe = location::join(root, &format!(".lakedrill-probe/clock-{}", uuid::Uuid::new_v4()));
+    let before = ctx.now();
+    ctx.storage
+        .put(&probe, bytes::Bytes::from_static(b"lakedrill clock probe\n"))
+        .await?;
+    let seen = ctx.storage.head(&probe).await;
+    if let Err(e) = ctx.storage.delete_probe(&probe).await {
+        crate::error::warn(format!(
+            "the clock probe {probe} could not be removed ({e}): remove it by hand"
+        ));
+    }
+    let Some(info) = seen? else {
+        return Err(Error::invalid(
+            &probe,
+            "cannot decide: the clock probe just written is not there, so the store's time is unknown (nothing left \
+             the table)",
+        ));
+    };
+    let ahead = before - info.last_modified;
+    if ahead > MAX_CLOCK_AHEAD {
+        return Err(Error::invalid(
+            root,
+            format!(
+                "cannot decide: this host's clock read {} when the store stamped an object written after it {} ({} s \
+                 ahead, more than {} s): every file would look that much older than it is, and a writer's files \
+                 younger than orphanSafetyInterval could be taken out of the table. Set the clock right (NTP) and \
+                 quarantine again (nothing left the table)",
+                before.to_rfc3339(),
+                info.last_modified.to_rfc3339(),
+                ahead.num_seconds(),
+                MAX_CLOCK_AHEAD.num_seconds()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Why the orphans of `objects` may not leave the table as it is now (`input`, gathered once they were read):
 /// one the table now references (a slow writer's late commit while they were read), or under a writer or hold
 /// begun meanwhile; `None` when nothing stands in the way. What is elsewhere on the table is not a reason (a lease

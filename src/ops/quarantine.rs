@@ -248,6 +248,8 @@ async fn hold_orphans(
 ) -> Result<Outcome> {
     let id = &r.candidate.candidate_id;
     let refuse = |reason: String| refused(id, &reason);
+    // The files' ages were the host's now minus the store's times: the two clocks must agree first.
+    crate::ops::orphans::store_clock_agrees(ctx, r.table.location().root_uri()).await?;
     let prepared = match crate::ops::orphans::read_and_copy(ctx, r).await? {
         Ok(p) => p,
         Err(why) => return refuse(why),

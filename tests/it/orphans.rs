@@ -1014,6 +1014,62 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
 }
 
+// Review W4: an orphan's age is the host's clock minus the store's modification time, with no check that the two
+// agree. A host clock a day ahead (a failed NTP, a resumed VM) made a file a writer wrote a moment ago look a day
+// old, past the 12 h `orphanSafetyInterval`: it was planned as an orphan and the quarantine took it out of the table.
+// Before any file leaves, the quarantine now writes a probe object and compares the store's time with its own:
+// exit 2 naming both times, the file where it was. (Through the library, whose clock a test sets.)
+#[test]
+fn an_orphan_quarantine_on_a_host_clock_ahead_of_the_store_takes_nothing_out() {
+    use lakedrill::ops::context::Context;
+    use lakedrill::table::TableSource;
+    let (g, _vault) = with_orphan_vault();
+    let root = g.table_root();
+    let fresh = root.join("data/staging/just-written.parquet");
+    put(&fresh, b"PAR1 written a moment ago PAR1", SystemTime::now());
+    let config = lakedrill::config::Config::load(&g.dir.join("lakedrill.toml"), true).unwrap();
+    let day_ahead = chrono::Utc::now().timestamp_millis() + 86_400_000;
+    let ctx = Context::new(config).with_clock(std::sync::Arc::new(lakedrill::clock::TestClock::new(day_ahead, 0)));
+    let source = TableSource::Catalog {
+        catalog: "rt".into(),
+        table: "db.retention".into(),
+        table_root: None,
+    };
+    let plan = crate::util::block_on(lakedrill::ops::plan::plan(
+        &ctx,
+        &source,
+        &g.policy,
+        &Default::default(),
+    ))
+    .unwrap();
+    let c = orphan_candidate(&plan.json);
+    assert_eq!(
+        object_paths(&c),
+        vec!["data/staging/just-written.parquet".to_owned()],
+        "{c}"
+    );
+    let q = crate::util::block_on(lakedrill::ops::quarantine::quarantine(
+        &ctx,
+        &source,
+        c["candidate_id"].as_str().unwrap(),
+        &g.policy,
+        &g.dir.join("keys/gov-TEST-ONLY.key"),
+        &format!("file://{}", g.dir.join("bundles").display()),
+        lakedrill::ops::quarantine::QuarantineMode::Tag,
+    ));
+    crate::util::block_on(ctx.close());
+    let e = match q {
+        Ok(out) => panic!("the quarantine went on: {}", out.json),
+        Err(e) => e.to_string(),
+    };
+    // An error: the CLI exits 2 with it.
+    assert!(
+        e.contains("cannot decide") && e.contains("ahead") && e.contains("clock"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&fresh).unwrap(), b"PAR1 written a moment ago PAR1");
+}
+
 // Review W5: an orphan quarantine that found, on its second read of the table, snapshots whose layers cannot be
 // read answered REFUSED (exit 1), where the same condition at its start and in the purge is "cannot decide"
 // (exit 2). A manifest list removed while the quarantine reads its files now stops it with exit 2 naming the
