@@ -28,7 +28,19 @@ use crate::model::location::TableLocation;
 use crate::table::{LOCATION_PROPERTIES, Table};
 
 /// Settings of `[defaults."<command>"]` that name a file or folder lakedrill keeps.
-const PATH_SETTINGS: &[&str] = &["key", "trust", "bundles", "reports", "receipts", "to", "out", "into"];
+const PATH_SETTINGS: &[&str] = &[
+    "key",
+    "trust",
+    "bundles",
+    "reports",
+    "receipts",
+    "to",
+    "out",
+    "into",
+    "policy",
+    "metrics_file",
+    "metrics-file",
+];
 
 /// The most things a refusal lists; the rest are counted.
 const SHOWN: usize = 10;
@@ -440,6 +452,7 @@ pub async fn check(
     table: &Table,
     listing: &[ListedObject],
     names: &ListedNames,
+    policy_file: &str,
 ) -> Result<()> {
     let root = table.location().root_uri().trim_end_matches('/').to_owned();
     let relative = |uri: &str| -> Option<String> {
@@ -460,7 +473,12 @@ pub async fn check(
             found.push(text);
         }
     };
-    for (what, uri) in state_locations(config) {
+    let mut state = state_locations(config);
+    // The policy file the run was given (review W7: held as an orphan, every later command could not read it).
+    if let Ok(uri) = location::canonical_uri(policy_file) {
+        state.push(("the policy file".into(), uri));
+    }
+    for (what, uri) in state {
         if let Some(l) = relative(&uri).as_deref().and_then(present) {
             push(format!("{what} {uri}"), &l.path, &mut found);
         }

@@ -979,7 +979,8 @@ pub async fn gather(
     let root = table.location().root_uri().to_owned();
     let listed = async {
         let (listing, names) = list_table(&ctx.storage, &root).await?;
-        crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing, &names).await?;
+        crate::ops::containment::check(&ctx.config, &ctx.storage, table, &listing, &names, policy.source_name())
+            .await?;
         refuse_later_generation(ctx, table, names.metadata_paths(&listing)).await?;
         Ok::<_, Error>(listing)
     };

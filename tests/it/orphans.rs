@@ -1014,6 +1014,30 @@ fn an_orphan_quarantine_relates_what_lands_while_it_reads_to_its_files() {
     assert_eq!(g.py("print(t.scan().to_arrow().num_rows)"), (rows + 3).to_string());
 }
 
+// Review W7: the policy file given to `plan` (or a `[defaults]` `policy`) lying under the table location matched no
+// rule of lakedrill's own state: once old enough it was an orphan candidate, and held out of the table every later
+// command (the purge and the release that would settle it included) could not read its policy. It is now named like
+// the registry or the keys: `plan` exits 2 naming it.
+#[test]
+fn a_policy_file_inside_the_table_location_is_refused_naming_it() {
+    let g = Gov::new("");
+    let root = g.table_root();
+    let inside = root.join("data/governance/policy.yaml");
+    put(
+        &inside,
+        &std::fs::read(&g.policy).unwrap(),
+        SystemTime::now() - Duration::from_secs(3 * 86_400),
+    );
+    let r = g.on_table(&["--json", "plan", "--policy", inside.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the policy file") && r.stderr.contains("data/governance/policy.yaml"),
+        "{}",
+        r.stderr
+    );
+    assert!(inside.exists());
+}
+
 // Review W4: an orphan's age is the host's clock minus the store's modification time, with no check that the two
 // agree. A host clock a day ahead (a failed NTP, a resumed VM) made a file a writer wrote a moment ago look a day
 // old, past the 12 h `orphanSafetyInterval`: it was planned as an orphan and the quarantine took it out of the table.
