@@ -536,6 +536,12 @@ pub fn nondeletable_conflicts(input: &PlanInput, snapshot_ids: &[i64], objects: 
                     o.path
                 ));
             }
+        } else if input.live_metadata_files.contains(&o.path) {
+            // No plan proposes one; only a registry row edited after the plan brings it here (review W6).
+            objs.push(format!(
+                "{} is a metadata file the table keeps (its current one, or one its metadata log names)",
+                o.path
+            ));
         } else if let Some((w, p)) = input.protections.writers.iter().find(|(_, p)| under(&o.path, p)) {
             objs.push(format!("{} is under open writer {w}'s prefix {p}", o.path));
         } else if let Some((h, p)) = input.protections.holds.iter().find_map(|(h, s)| match s {

@@ -857,6 +857,13 @@ fn add_current_metadata_to_the_row(g: &Gov, db: &str, id: &str, state: &str) -> 
         .to_str()
         .unwrap()
         .to_owned();
+    add_metadata_to_the_row(g, db, id, state, rel)
+}
+
+/// Adds the table's metadata file `rel` to candidate `id`'s row (its inventory root recomputed) with an object
+/// state `state`, as someone with write access to the registry would; returns `rel`.
+fn add_metadata_to_the_row(g: &Gov, db: &str, id: &str, state: &str, rel: String) -> String {
+    let root = g.table_root();
     let size = std::fs::metadata(root.join(&rel)).unwrap().len();
     let mut row: Value = serde_json::from_str(
         &sql_text(
@@ -887,6 +894,57 @@ fn add_current_metadata_to_the_row(g: &Gov, db: &str, id: &str, state: &str) -> 
         &[id, &rel],
     );
     rel
+}
+
+// Review W6: a registry row edited before the purge to add the metadata file a bundle sealed in place (the table's
+// generation at quarantine time, named in its metadata log since the quarantine's commit) passed every check: the
+// bundle covers it with its size, and neither the rebase nor the independent closure check knew the metadata files
+// the table keeps. The purge deleted it, and Iceberg readers walking the metadata log then failed. The independent
+// check now names a file of the table's metadata log: the purge refuses (exit 1) and the file stays.
+#[test]
+fn a_metadata_file_the_table_keeps_added_to_the_row_is_refused_by_the_closure_check() {
+    let g = Gov::new("");
+    let (c, ev) = g.quarantined();
+    let id = c["candidate_id"].as_str().unwrap();
+    let st = g.run(&["--json", "status", id]).expect_code(0).json();
+    let bundle = st["candidates"][0]["candidate"]["quarantine"]["bundles"][0]["uri"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("file://")
+        .to_owned();
+    let bundle = if bundle.ends_with("bundle.dsse.json") {
+        bundle
+    } else {
+        format!("{bundle}/bundle.dsse.json")
+    };
+    let envelope = std::fs::read(&bundle).unwrap();
+    let statement: Value = lakedrill::evidence::peek_unverified(&envelope).unwrap();
+    let sealed = statement["predicate"]["source_metadata_location"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let root = g.table_root();
+    let rel = sealed
+        .trim_start_matches("file://")
+        .strip_prefix(root.to_str().unwrap())
+        .unwrap()
+        .trim_start_matches('/')
+        .to_owned();
+    assert!(rel.ends_with(".metadata.json"), "{rel}");
+    let logged = g.py("print([e.metadata_file for e in t.metadata.metadata_log])");
+    assert!(logged.contains(&rel), "{rel} is in the metadata log: {logged}");
+    let state = candidate_state(&g, id);
+    let db = registry_uri(&g);
+    add_metadata_to_the_row(&g, &db, id, &state, rel.clone());
+    let r = g.purge(id, Some(&ev), &[]);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{out}");
+    assert!(
+        out.contains(&rel) && out.contains("metadata file the table keeps"),
+        "names the file and why: {out}"
+    );
+    assert!(root.join(&rel).exists(), "{rel} was deleted");
+    g.assert_all_present(&c);
 }
 
 /// An attacker with write access to the registry, once a purge was accepted and stopped (killed before its first
