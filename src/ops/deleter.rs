@@ -1725,12 +1725,7 @@ fn archived_problems(
     let archived: Archived = verified
         .parse_predicate()
         .map_err(|e| Error::invalid(uri, format!("the signed inventory archive's candidate: {e}")))?;
-    let sizes: std::collections::HashMap<&str, u64> = archived
-        .candidate
-        .objects
-        .iter()
-        .map(|o| (o.path.as_str(), o.size))
-        .collect();
+    let sizes = sizes_by_path(&archived.candidate.objects);
     let outside: Vec<String> = rec
         .objects
         .iter()
@@ -1752,6 +1747,11 @@ fn archived_problems(
         )],
         accepted,
     ))
+}
+
+/// Each object's size by its path: what a signed inventory archive holds, for holding a registry row to it.
+fn sizes_by_path(objects: &[ObjectRef]) -> std::collections::HashMap<&str, u64> {
+    objects.iter().map(|o| (o.path.as_str(), o.size)).collect()
 }
 
 /// Holds the registry row of a purge in progress to its signed inventory archive (review R3-3): the row's
@@ -1868,12 +1868,7 @@ fn hold_row_to_archive(rec: &CandidateRecord, uri: &str, verified: &crate::evide
     // A rebase only takes objects out: every object of the row is one the archive signed, with its size. The rebase
     // record is in the same registry as the row, so the row's root matching it proves nothing on its own (review
     // M1: an object added to the row with its root and a rebase record recomputed reached the delete step).
-    let sizes: std::collections::HashMap<&str, u64> = archived
-        .candidate
-        .objects
-        .iter()
-        .map(|o| (o.path.as_str(), o.size))
-        .collect();
+    let sizes = sizes_by_path(&archived.candidate.objects);
     if let Some(o) = rec.objects.iter().find(|o| sizes.get(o.path.as_str()) != Some(&o.size)) {
         return Err(differs(
             &format!("objects after {rebase}"),
